@@ -1,0 +1,25 @@
+# Offline commands first: both build .venv from the pinned requirements on first use.
+STACK ?= dev
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STACKS := $(patsubst Pulumi.%.yaml,%,$(wildcard Pulumi.*.yaml))
+
+.PHONY: render test golden clean
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+render: $(VENV)/.installed  ## offline preview of STACK into build/render/STACK/
+	$(PY) -m tools.render --stack $(STACK)
+
+test: $(VENV)/.installed  ## the whole test suite
+	$(PY) -m pytest
+
+golden: $(VENV)/.installed  ## regenerate tests/golden/<stack>/ for every stack after an intended change
+	@for stack in $(STACKS); do $(PY) -m tools.render --stack $$stack --out tests/golden || exit 1; done
+
+clean:
+	rm -rf build $(VENV)

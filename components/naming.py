@@ -1,0 +1,70 @@
+"""Naming rules and budgets for the Google Cloud names this program derives.
+
+Pure functions: every derived name is computed here once, so validation and the components
+agree on it, and a name that GCP would reject fails at preview instead of mid-apply.
+"""
+
+from __future__ import annotations
+
+import re
+
+_GCP_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_SERVICE_ACCOUNT_ID = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])$")
+_PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+
+# Length limits of the APIs (RFC 1035 labels for compute, tighter for GKE and IAM).
+COMPUTE_NAME_MAX = 63
+GKE_CLUSTER_NAME_MAX = 40
+GKE_NODE_POOL_NAME_MAX = 40
+SERVICE_ACCOUNT_ID_MIN = 6
+SERVICE_ACCOUNT_ID_MAX = 30
+
+
+def gcp_name_problem(name: str, max_length: int = COMPUTE_NAME_MAX) -> str | None:
+    """Why ``name`` breaks the GCP resource naming rule, or None."""
+    if not _GCP_NAME.match(name):
+        return (
+            f"{name!r} is not a valid name: use lowercase letters, digits and hyphens, "
+            "starting with a letter and not ending with a hyphen"
+        )
+    if len(name) > max_length:
+        return f"{name!r} is {len(name)} characters; the limit is {max_length}"
+    return None
+
+
+def service_account_id_problem(account_id: str) -> str | None:
+    if not SERVICE_ACCOUNT_ID_MIN <= len(account_id) <= SERVICE_ACCOUNT_ID_MAX:
+        return (
+            f"service account id {account_id!r} is {len(account_id)} characters; "
+            f"IAM allows {SERVICE_ACCOUNT_ID_MIN} to {SERVICE_ACCOUNT_ID_MAX}"
+        )
+    if not _SERVICE_ACCOUNT_ID.match(account_id):
+        return f"service account id {account_id!r} may hold only lowercase letters, digits and hyphens"
+    return None
+
+
+def project_id_problem(project: str) -> str | None:
+    if not _PROJECT_ID.match(project):
+        return (
+            f"{project!r} is not a project ID: 6 to 30 lowercase letters, digits or hyphens, "
+            "starting with a letter"
+        )
+    return None
+
+
+def network_names(prefix: str) -> dict[str, str]:
+    """The VPC, subnets and firewall rule names of the reference deployment."""
+    return {
+        "network": f"{prefix}-main",
+        "nodeSubnet": f"{prefix}-tpu",
+        "proxyOnlySubnet": f"{prefix}-proxy",
+        "internalFirewall": f"{prefix}-allow-internal",
+    }
+
+
+def secondary_range_names(prefix: str) -> dict[str, str]:
+    return {"pods": f"{prefix}-pods", "services": f"{prefix}-services"}
+
+
+def node_service_account_id(cluster_name: str) -> str:
+    return f"{cluster_name}-nodes"

@@ -1,0 +1,645 @@
+"""The stack's one typed configuration: schema, defaults, parsing and validation.
+
+Every setting lives in the dataclasses below; their defaults are the reference deployment
+(shared/reference/codelab-reference.md, sections 1-2). Parsing and validation collect every
+problem before raising one ``ConfigError``, so a bad stack fails before any resource exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import ipaddress
+import json
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Mapping
+
+from components import naming, topology
+from components.gke_version import GkeVersion
+
+NAMESPACE = "tpu-dynamic-slicing"
+
+TPU7X_MIN_GKE_VERSION = "1.34.0-gke.2201000"
+RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
+EXCLUSION_SCOPES = ("NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES")
+NO_UPGRADES_MAX_DAYS = 30
+MTU_RANGE = (1300, 8896)
+PROXY_ONLY_MAX_PREFIX = 26
+
+
+def setting(default: Any = dataclasses.MISSING, doc: str = "", secret: bool = False) -> Any:
+    """A config field with its documentation; lists and objects get fresh default copies."""
+    metadata = {"doc": doc, "secret": secret}
+    if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
+        frozen = default
+        return field(default_factory=lambda: _copy(frozen), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    return dataclasses.replace(value) if dataclasses.is_dataclass(value) else value
+
+
+# --- Schema ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    prefix: str = setting("qwen-serving", "Prefix of the VPC, subnet and firewall names (`<prefix>-main`, `-tpu`, `-proxy`).")
+    mtu: int = setting(8896, "VPC MTU; 8896 gives TPU hosts jumbo frames (1300-8896).")
+    node_cidr: str = setting("10.10.0.0/18", "Primary range of the node subnet.")
+    pod_cidr: str = setting("10.12.0.0/14", "Secondary range for pods (`<prefix>-pods`).")
+    service_cidr: str = setting("10.16.0.0/20", "Secondary range for services (`<prefix>-services`).")
+    proxy_only_cidr: str = setting("172.16.0.0/26", "Proxy-only subnet for the internal Gateway (/26 or larger).")
+
+
+@dataclass(frozen=True)
+class SystemPoolConfig:
+    machine_type: str = setting("n2-standard-32", "Machine type of the system (non-TPU) node pool.")
+    nodes_per_zone: int = setting(1, "System nodes in each zone of the region.")
+
+
+@dataclass(frozen=True)
+class MaintenanceWindowConfig:
+    start: str = setting(doc="RFC 3339 start of the first window, e.g. 2026-01-03T04:00:00Z.")
+    end: str = setting(doc="RFC 3339 end of the first window.")
+    recurrence: str = setting("FREQ=WEEKLY;BYDAY=SA,SU", "RFC 5545 RRULE for the window.")
+
+
+@dataclass(frozen=True)
+class MaintenanceExclusionConfig:
+    name: str = setting(doc="Exclusion name.")
+    start: str = setting(doc="RFC 3339 start time.")
+    end: str = setting(doc="RFC 3339 end time.")
+    scope: str = setting("NO_MINOR_UPGRADES", "NO_UPGRADES (at most 30 days), NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES.")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    name: str = setting("qwen-serving-cluster", "GKE cluster name (at most 40 characters).")
+    version: str = setting(
+        topology.SUB_SLICING_MIN_GKE_VERSION,
+        "Minimum control-plane version; must meet the floor of the slicing in use.",
+    )
+    release_channel: str = setting("RAPID", "Release channel; dynamic slicing needs RAPID.")
+    deletion_protection: bool = setting(True, "Refuse `pulumi destroy` of the cluster while true.")
+    system_pool: SystemPoolConfig = setting(SystemPoolConfig(), "The system node pool.")
+    node_service_account_id: str = setting("", "Node service account id; empty means `<cluster>-nodes`.")
+    maintenance_window: MaintenanceWindowConfig | None = setting(None, "Optional recurring maintenance window.")
+    maintenance_exclusions: list[MaintenanceExclusionConfig] = setting(
+        [], "Optional maintenance exclusions (need a maintenance window)."
+    )
+
+
+@dataclass(frozen=True)
+class ReservationConfig:
+    name: str = setting("", "Reservation the TPU pools consume (an All Capacity mode reservation for TPU7x).")
+    block: str = setting("", "Reservation block, e.g. block-0.")
+    project: str = setting("", "Project owning the reservation; empty means the stack's project.")
+
+
+@dataclass(frozen=True)
+class TpuPoolConfig:
+    name: str = setting(doc="Node pool name.")
+    node_count: int = setting(doc="Nodes in the pool: chips of its topology / chips per host.")
+    topology: str = setting("4x4x4", "Slice topology of the pool; a 4x4x4 cube for dynamic slicing.")
+    sub_block: str = setting("", "Optional reservation sub-block the pool is pinned to.")
+
+
+@dataclass(frozen=True)
+class TpuConfig:
+    zone: str = setting("us-central1-ai1a", "Zone of the TPU node pools (inside `region`).")
+    machine_type: str = setting("tpu7x-standard-4t", "TPU machine type of every TPU pool.")
+    workload_policy_name: str = setting("superslice-policy", "HIGH_THROUGHPUT workload policy for TPU7x cubes.")
+    reservation: ReservationConfig = setting(ReservationConfig(), "Reservation the TPU pools are bound to.")
+    pools: list[TpuPoolConfig] = setting(
+        [
+            TpuPoolConfig(name="tpu7-pool-1", node_count=16),
+            TpuPoolConfig(name="tpu7-pool-2", node_count=16),
+        ],
+        "TPU node pools; for TPU7x one pool per 4x4x4 cube.",
+    )
+    slice_shapes: list[str] = setting(
+        ["2x2x2", "4x4x8"], "Dynamic slice shapes the platform admits (drives version floor and Kueue levels)."
+    )
+    protect_pools: bool = setting(False, "Mark TPU pools `protect` so a stray change cannot delete them.")
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    project: str = setting(doc="Google Cloud project ID.")
+    region: str = setting("us-central1", "Region of the cluster, network and workload policy.")
+    network: NetworkConfig = setting(NetworkConfig(), "VPC and subnets.")
+    cluster: ClusterConfig = setting(ClusterConfig(), "GKE cluster.")
+    tpu: TpuConfig = setting(TpuConfig(), "TPU capacity.")
+
+    # Derived facts, computed once here so components and reports agree.
+
+    @property
+    def machine(self) -> topology.MachineType:
+        return topology.MACHINE_CATALOG[self.tpu.machine_type]
+
+    @property
+    def dynamic_slicing(self) -> bool:
+        return self.machine.dynamic_slicing
+
+    @property
+    def slice_shapes(self) -> list[topology.Shape]:
+        return [topology.Shape.parse(s) for s in self.tpu.slice_shapes]
+
+    @property
+    def cubes(self) -> int:
+        return len(self.tpu.pools) if self.dynamic_slicing else 0
+
+    @property
+    def total_tpu_chips(self) -> int:
+        return sum(topology.Shape.parse(p.topology).chips for p in self.tpu.pools)
+
+    @property
+    def tpu_zone_is_ai_zone(self) -> bool:
+        return bool(re.match(rf"^{re.escape(self.region)}-ai\d+[a-z]$", self.tpu.zone))
+
+    @property
+    def reservation_project(self) -> str:
+        return self.tpu.reservation.project or self.project
+
+    def reservation_path(self, pool: TpuPoolConfig) -> str | None:
+        reservation = self.tpu.reservation
+        if not reservation.name:
+            return None
+        path = f"projects/{self.reservation_project}/reservations/{reservation.name}"
+        if reservation.block:
+            path += f"/reservationBlocks/{reservation.block}"
+            if pool.sub_block:
+                path += f"/reservationSubBlocks/{pool.sub_block}"
+        return path
+
+    @property
+    def node_service_account_id(self) -> str:
+        return self.cluster.node_service_account_id or naming.node_service_account_id(self.cluster.name)
+
+
+# --- Errors ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    key: str
+    what: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.what} ({self.fix})"
+
+
+class ConfigError(ValueError):
+    """Every problem of a stack config, reported together."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(
+            f"Stack config has {len(problems)} problem(s) (keys in namespace '{NAMESPACE}'; "
+            f"fix with `pulumi config set --path <key> <value>`):\n{lines}"
+        )
+
+
+class _Problems:
+    """Collects problems; a key that already failed to parse gets no follow-on complaints."""
+
+    def __init__(self) -> None:
+        self.items: list[Problem] = []
+        self.unparsed: set[str] = set()
+
+    def add(self, key: str, what: str, fix: str) -> None:
+        if key not in self.unparsed:
+            self.items.append(Problem(key, what, fix))
+
+    def unparsable(self, key: str, what: str, fix: str) -> None:
+        self.add(key, what, fix)
+        self.unparsed.add(key)
+
+
+# --- Parsing ---------------------------------------------------------------------------
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _placeholder(tp: Any) -> Any:
+    return {str: "", int: 0, bool: False}.get(tp)
+
+
+def _describe(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is list:
+        return f"a list of {_describe(typing.get_args(tp)[0])}s"
+    if dataclasses.is_dataclass(tp):
+        return "an object"
+    return {str: "a string", int: "an integer", bool: "true or false"}[tp]
+
+
+def _coerce(tp: Any, value: Any, key: str, secret: bool, problems: _Problems) -> Any:
+    """Convert one raw value to ``tp``; on failure record it and return a placeholder."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = next(a for a in typing.get_args(tp) if a is not type(None))
+        return None if value is None else _coerce(inner, value, key, secret, problems)
+    if dataclasses.is_dataclass(tp):
+        return _parse_object(tp, value, key, problems)
+    if origin is list:
+        (item_type,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            problems.unparsable(key, f"must be {_describe(tp)}", "write a YAML list")
+            return []
+        return [_coerce(item_type, item, f"{key}[{i}]", secret, problems) for i, item in enumerate(value)]
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.isdigit():
+            return int(value)
+    elif tp is str and isinstance(value, str):
+        return value
+    shown = "the value given" if secret else repr(value)
+    problems.unparsable(key, f"{shown} is not {_describe(tp)}", f"set {_describe(tp)}")
+    return _placeholder(tp)
+
+
+def _parse_object(cls: type, raw: Any, prefix: str, problems: _Problems) -> Any:
+    hints = typing.get_type_hints(cls)
+    if not isinstance(raw, Mapping):
+        problems.unparsable(prefix, "must be an object", "write a YAML mapping of its keys")
+        return cls(**{f.name: _placeholder(hints[f.name]) for f in dataclasses.fields(cls) if _is_required(f)})
+    fields_by_key = {camel(f.name): f for f in dataclasses.fields(cls)}
+    for key in raw:
+        if key not in fields_by_key:
+            close = difflib.get_close_matches(str(key), list(fields_by_key), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(fields_by_key)}"
+            problems.add(_join(prefix, key), "is not a known setting", hint)
+    values = {}
+    for key, f in fields_by_key.items():
+        path = _join(prefix, key)
+        if key in raw:
+            values[f.name] = _coerce(hints[f.name], raw[key], path, f.metadata.get("secret", False), problems)
+        elif _is_required(f):
+            problems.unparsable(path, "is required", f"set {_describe(hints[f.name])}")
+            values[f.name] = _placeholder(hints[f.name])
+    return cls(**values)
+
+
+def _is_required(f: dataclasses.Field) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def parse(raw: Mapping[str, Any]) -> StackConfig:
+    """Parse and validate a mapping of top-level key -> value (objects already decoded)."""
+    problems = _Problems()
+    config = _parse_object(StackConfig, raw, "", problems)
+    _validate(config, problems)
+    if problems.items:
+        raise ConfigError(problems.items)
+    return config
+
+
+def parse_pulumi_values(values: Mapping[str, str]) -> StackConfig:
+    """Parse config as Pulumi hands it over: ``<namespace>:<key>`` -> string (JSON for objects)."""
+    prefix = f"{NAMESPACE}:"
+    raw: dict[str, Any] = {}
+    hints = typing.get_type_hints(StackConfig)
+    bad_json: list[Problem] = []
+    for full_key, text in values.items():
+        if not full_key.startswith(prefix):
+            continue
+        key = full_key[len(prefix):]
+        field_name = next((f.name for f in dataclasses.fields(StackConfig) if camel(f.name) == key), None)
+        if field_name and hints[field_name] is not str and isinstance(text, str):
+            try:
+                raw[key] = json.loads(text)
+            except json.JSONDecodeError:
+                bad_json.append(Problem(key, "is not valid structured config", "write it as a YAML mapping in the stack file"))
+                continue
+        else:
+            raw[key] = text
+    try:
+        config = parse(raw)
+    except ConfigError as error:
+        raise ConfigError(bad_json + error.problems) from None
+    if bad_json:
+        raise ConfigError(bad_json)
+    return config
+
+
+def load_from_pulumi() -> StackConfig:
+    """Read this project's config from the running Pulumi program and parse it."""
+    from pulumi.runtime import config as runtime_config
+
+    values = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    return parse_pulumi_values(values)
+
+
+# --- Validation ------------------------------------------------------------------------
+
+
+def _validate(config: StackConfig, problems: _Problems) -> None:
+    _validate_project(config, problems)
+    _validate_network(config.network, problems)
+    _validate_cluster(config, problems)
+    _validate_tpu(config, problems)
+
+
+def _validate_project(config: StackConfig, problems: _Problems) -> None:
+    if problem := naming.project_id_problem(config.project):
+        problems.add("project", problem, "set the ID of your Google Cloud project")
+    if not re.match(r"^[a-z]+-[a-z]+\d+$", config.region):
+        problems.add("region", f"{config.region!r} is not a region name", "use a region such as us-central1")
+
+
+def _validate_network(network: NetworkConfig, problems: _Problems) -> None:
+    for name in (*naming.network_names(network.prefix).values(), *naming.secondary_range_names(network.prefix).values()):
+        if problem := naming.gcp_name_problem(name):
+            problems.add("network.prefix", f"derived name {problem}", "use a shorter lowercase prefix")
+            break
+    low, high = MTU_RANGE
+    if not low <= network.mtu <= high:
+        problems.add("network.mtu", f"{network.mtu} is outside {low}-{high}", "use 8896 for TPU hosts")
+    ranges = {}
+    for key in ("nodeCidr", "podCidr", "serviceCidr", "proxyOnlyCidr"):
+        text = getattr(network, _snake(key))
+        try:
+            ranges[key] = ipaddress.IPv4Network(text)
+        except ValueError as error:
+            problems.add(f"network.{key}", f"{text!r} is not an IPv4 CIDR range ({error})", "write it as a.b.c.d/n with no host bits set")
+    keys = list(ranges)
+    for i, first in enumerate(keys):
+        for second in keys[i + 1:]:
+            if ranges[first].overlaps(ranges[second]):
+                problems.add(
+                    f"network.{second}",
+                    f"{ranges[second]} overlaps network.{first} {ranges[first]}",
+                    "give every subnet and secondary range its own addresses",
+                )
+    proxy = ranges.get("proxyOnlyCidr")
+    if proxy and proxy.prefixlen > PROXY_ONLY_MAX_PREFIX:
+        problems.add(
+            "network.proxyOnlyCidr",
+            f"{proxy} is smaller than /{PROXY_ONLY_MAX_PREFIX}",
+            f"the regional managed proxy needs a /{PROXY_ONLY_MAX_PREFIX} or larger range",
+        )
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
+
+
+def _validate_cluster(config: StackConfig, problems: _Problems) -> None:
+    cluster = config.cluster
+    if problem := naming.gcp_name_problem(cluster.name, naming.GKE_CLUSTER_NAME_MAX):
+        problems.add("cluster.name", problem, "choose a shorter lowercase name")
+    if problem := naming.service_account_id_problem(config.node_service_account_id):
+        key = "cluster.nodeServiceAccountId" if cluster.node_service_account_id else "cluster.name"
+        problems.add(key, problem, "set cluster.nodeServiceAccountId to a 6-30 character id")
+    if cluster.release_channel not in RELEASE_CHANNELS:
+        problems.add("cluster.releaseChannel", f"{cluster.release_channel!r} is not a release channel", f"use one of {', '.join(RELEASE_CHANNELS)}")
+    elif _uses_dynamic_slicing(config) and cluster.release_channel != "RAPID":
+        problems.add("cluster.releaseChannel", "dynamic slicing is only offered on the RAPID channel", "set RAPID")
+    _validate_version(config, problems)
+    pool = cluster.system_pool
+    if not re.match(r"^[a-z][a-z0-9]*-[a-z0-9-]+$", pool.machine_type):
+        problems.add("cluster.systemPool.machineType", f"{pool.machine_type!r} is not a machine type", "use a type such as n2-standard-32")
+    if pool.nodes_per_zone < 1:
+        problems.add("cluster.systemPool.nodesPerZone", f"{pool.nodes_per_zone} leaves no system nodes", "use 1 or more")
+    _validate_maintenance(cluster, problems)
+
+
+def _uses_dynamic_slicing(config: StackConfig) -> bool:
+    machine = topology.MACHINE_CATALOG.get(config.tpu.machine_type)
+    return bool(machine and machine.dynamic_slicing)
+
+
+def _validate_version(config: StackConfig, problems: _Problems) -> None:
+    try:
+        version = GkeVersion.parse(config.cluster.version)
+    except ValueError as error:
+        problems.add("cluster.version", str(error), "write a full GKE version such as 1.36.0-gke.3712000")
+        return
+    floors = []
+    if config.tpu.machine_type == "tpu7x-standard-4t":
+        floors.append((TPU7X_MIN_GKE_VERSION, "TPU7x node pools"))
+    if _uses_dynamic_slicing(config) and _shapes_parse(config):
+        shapes = config.slice_shapes
+        floor = topology.min_gke_version(shapes)
+        if floor == topology.SUB_SLICING_MIN_GKE_VERSION:
+            floors.append((floor, "sub-slicing (" + ", ".join(str(s) for s in shapes if topology.is_sub_slice(s)) + ")"))
+        elif floor:
+            floors.append((floor, "super-slicing"))
+    for floor, why in floors:
+        if version < GkeVersion.parse(floor):
+            problems.add("cluster.version", f"{version} is below {floor}, the minimum for {why}", f"set {floor} or later")
+
+
+def _shapes_parse(config: StackConfig) -> bool:
+    return all(_try_shape(s) for s in config.tpu.slice_shapes)
+
+
+def _try_shape(text: str) -> topology.Shape | None:
+    try:
+        return topology.Shape.parse(text)
+    except ValueError:
+        return None
+
+
+def _parse_time(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _validate_time_range(prefix: str, start: str, end: str, problems: _Problems) -> timedelta | None:
+    begin, finish = _parse_time(start), _parse_time(end)
+    for key, text, parsed in (("start", start, begin), ("end", end, finish)):
+        if parsed is None or parsed.tzinfo is None:
+            problems.add(f"{prefix}.{key}", f"{text!r} is not an RFC 3339 time with a zone", "write e.g. 2026-01-03T04:00:00Z")
+    if begin and finish and begin.tzinfo and finish.tzinfo:
+        if finish <= begin:
+            problems.add(f"{prefix}.end", "ends before it starts", "set an end after the start")
+            return None
+        return finish - begin
+    return None
+
+
+def _validate_maintenance(cluster: ClusterConfig, problems: _Problems) -> None:
+    window = cluster.maintenance_window
+    if window:
+        _validate_time_range("cluster.maintenanceWindow", window.start, window.end, problems)
+        if not window.recurrence.startswith("FREQ="):
+            problems.add("cluster.maintenanceWindow.recurrence", f"{window.recurrence!r} is not an RRULE", "write e.g. FREQ=WEEKLY;BYDAY=SA,SU")
+    if cluster.maintenance_exclusions and not window:
+        problems.add("cluster.maintenanceExclusions", "exclusions need a maintenance window", "set cluster.maintenanceWindow too")
+    for i, exclusion in enumerate(cluster.maintenance_exclusions):
+        prefix = f"cluster.maintenanceExclusions[{i}]"
+        if problem := naming.gcp_name_problem(exclusion.name):
+            problems.add(f"{prefix}.name", problem, "use a short lowercase name")
+        if exclusion.scope not in EXCLUSION_SCOPES:
+            problems.add(f"{prefix}.scope", f"{exclusion.scope!r} is not a scope", f"use one of {', '.join(EXCLUSION_SCOPES)}")
+        length = _validate_time_range(prefix, exclusion.start, exclusion.end, problems)
+        if exclusion.scope == "NO_UPGRADES" and length and length > timedelta(days=NO_UPGRADES_MAX_DAYS):
+            problems.add(f"{prefix}.end", f"a NO_UPGRADES exclusion may last {NO_UPGRADES_MAX_DAYS} days, this one {length.days}", "shorten it or use NO_MINOR_UPGRADES")
+
+
+def _validate_tpu(config: StackConfig, problems: _Problems) -> None:
+    tpu = config.tpu
+    if not tpu.zone.startswith(f"{config.region}-") or not re.match(r"^[a-z]+-[a-z]+\d+-[a-z0-9]+$", tpu.zone):
+        problems.add("tpu.zone", f"{tpu.zone!r} is not a zone of region {config.region}", f"use a zone such as {config.region}-a, or change region")
+    machine = topology.MACHINE_CATALOG.get(tpu.machine_type)
+    if machine is None:
+        problems.add("tpu.machineType", f"{tpu.machine_type!r} is not a known TPU machine type", f"use one of {', '.join(topology.MACHINE_CATALOG)}")
+        return
+    shapes = _validate_slice_shapes(config, machine, problems)
+    _validate_pools(config, machine, problems)
+    _validate_reservation(config, machine, problems)
+    if machine.dynamic_slicing:
+        if problem := naming.gcp_name_problem(tpu.workload_policy_name):
+            problems.add("tpu.workloadPolicyName", problem, "use a short lowercase name")
+        for i, shape in shapes:
+            if topology.is_super_slice(shape) and topology.cubes_in(shape) > config.cubes:
+                problems.add(
+                    f"tpu.sliceShapes[{i}]",
+                    f"{shape} needs {topology.cubes_in(shape)} cubes; the stack has {config.cubes}",
+                    "add TPU pools (one per cube) or remove the shape",
+                )
+
+
+def _validate_slice_shapes(config: StackConfig, machine: topology.MachineType, problems: _Problems) -> list[tuple[int, topology.Shape]]:
+    shapes = []
+    for i, text in enumerate(config.tpu.slice_shapes):
+        key = f"tpu.sliceShapes[{i}]"
+        try:
+            shape = topology.Shape.parse(text)
+        except ValueError as error:
+            problems.add(key, str(error), "use a shape such as 2x2x2")
+            continue
+        if not machine.dynamic_slicing:
+            problems.add(key, f"{machine.name} has no dynamic slicing", "remove tpu.sliceShapes for this machine type")
+        elif problem := topology.dynamic_slice_problem(shape):
+            problems.add(key, problem, "use an allowed shape")
+        else:
+            shapes.append((i, shape))
+    return shapes
+
+
+def _validate_pools(config: StackConfig, machine: topology.MachineType, problems: _Problems) -> None:
+    pools = config.tpu.pools
+    if not pools:
+        problems.add("tpu.pools", "is empty", "declare at least one TPU node pool")
+    seen: set[str] = set()
+    for i, pool in enumerate(pools):
+        prefix = f"tpu.pools[{i}]"
+        if problem := naming.gcp_name_problem(pool.name, naming.GKE_NODE_POOL_NAME_MAX):
+            problems.add(f"{prefix}.name", problem, "use a short lowercase name")
+        if pool.name in seen:
+            problems.add(f"{prefix}.name", f"{pool.name!r} is used by another pool", "give each pool its own name")
+        seen.add(pool.name)
+        if pool.sub_block and (problem := naming.gcp_name_problem(pool.sub_block)):
+            problems.add(f"{prefix}.subBlock", problem, "use the sub-block name from `gcloud compute reservations sub-blocks list`")
+        try:
+            shape = topology.Shape.parse(pool.topology)
+        except ValueError as error:
+            problems.add(f"{prefix}.topology", str(error), "use e.g. 4x4x4")
+            continue
+        if machine.dynamic_slicing and shape != topology.CUBE:
+            problems.add(f"{prefix}.topology", f"{machine.name} pools are provisioned as whole {topology.CUBE} cubes, not {shape}", f"set {topology.CUBE}")
+            continue
+        if problem := topology.static_slice_problem(shape, machine):
+            problems.add(f"{prefix}.topology", problem, "use a topology of this machine type")
+            continue
+        hosts = machine.hosts(shape)
+        if pool.node_count != hosts:
+            problems.add(
+                f"{prefix}.nodeCount",
+                f"{pool.node_count} nodes do not make a {shape} slice of {machine.name} "
+                f"({shape.chips} chips / {machine.chips_per_host} per host = {hosts})",
+                f"set {hosts}",
+            )
+
+
+def _validate_reservation(config: StackConfig, machine: topology.MachineType, problems: _Problems) -> None:
+    reservation = config.tpu.reservation
+    if machine.dynamic_slicing:
+        # PROVISION_ONLY workload policies only provision from a specific All Capacity reservation.
+        for key, value, example in (("name", reservation.name, "my-tpu7x-reservation"), ("block", reservation.block, "block-0")):
+            if not value:
+                problems.add(f"tpu.reservation.{key}", "is required: TPU7x dynamic-slicing pools consume a specific reservation block", f"set it, e.g. {example}")
+    elif reservation.block and not reservation.name:
+        problems.add("tpu.reservation.name", "a block is set without its reservation", "set the reservation name")
+    for key in ("name", "block"):
+        value = getattr(reservation, key)
+        if value and (problem := naming.gcp_name_problem(value)):
+            problems.add(f"tpu.reservation.{key}", problem, "copy it from `gcloud compute reservations list`")
+    if reservation.project and (problem := naming.project_id_problem(reservation.project)):
+        problems.add("tpu.reservation.project", problem, "set the project owning the reservation, or leave it empty")
+    if any(p.sub_block for p in config.tpu.pools) and not reservation.block:
+        problems.add("tpu.reservation.block", "pools name sub-blocks but no block is set", "set the block the sub-blocks belong to")
+
+
+# --- Documentation ---------------------------------------------------------------------
+
+
+def documented_settings(cls: type = StackConfig, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(key, default, description) for every setting, in schema order, for the README table."""
+    rows = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        key = _join(prefix, camel(f.name))
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            rows.extend(documented_settings(tp, key))
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = "(required)"
+        rows.append((key, _render_default(default), f.metadata["doc"]))
+        nested = next((a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)), None)
+        if nested is not None:
+            rows.extend(documented_settings(nested, key + ("[]" if typing.get_origin(tp) is list else "")))
+    return rows
+
+
+def _render_default(value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    if dataclasses.is_dataclass(value):
+        value = _to_config_value(value)
+    elif isinstance(value, list):
+        value = [_to_config_value(v) for v in value]
+    return json.dumps(value) if not isinstance(value, str) else (value or '""')
+
+
+def _to_config_value(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {camel(f.name): _to_config_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list):
+        return [_to_config_value(v) for v in value]
+    return value

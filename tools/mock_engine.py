@@ -1,0 +1,204 @@
+"""Runs the real Pulumi program under the SDK's mocks and records what it registers.
+
+No CLI, credentials or network: the mock monitor answers every registration, and this module
+keeps each one (type, name, parent, inputs, options) for the offline render and the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc, settings
+from pulumi.runtime.sync_await import _sync_await
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = PROJECT_ROOT / "__main__.py"
+PROJECT_NAME = "tpu-dynamic-slicing"
+SECRET = "[secret]"
+UNKNOWN = "[unknown]"
+# Stands in for a `secure:` stack value: its ciphertext can only be decrypted by the CLI.
+SECRET_PLACEHOLDER = "offline-placeholder-secret"
+
+
+@dataclass
+class Registration:
+    type: str
+    name: str
+    parent: str | None
+    custom: bool
+    inputs: dict[str, Any]
+    provider: str
+    dependencies: list[str]
+    protect: bool
+    custom_timeouts: dict[str, str]
+
+    def input(self, path: str) -> Any:
+        """Input by dotted camelCase path, secrets unwrapped: ``nodeConfig.machineType``."""
+        value: Any = unwrap_secrets(self.inputs)
+        for part in path.split("."):
+            value = value[int(part)] if isinstance(value, list) else value[part]
+        return value
+
+
+@dataclass
+class ProgramRun:
+    registrations: list[Registration]
+    outputs: dict[str, Any]  # export name -> sanitized value ("[secret]", "[unknown]")
+    raw_outputs: dict[str, Any] = field(default_factory=dict)  # export name -> resolved value
+
+    def of_type(self, type_token: str) -> list[Registration]:
+        return [r for r in self.registrations if r.type == type_token]
+
+    def one(self, type_token: str, name: str) -> Registration:
+        matches = [r for r in self.registrations if r.type == type_token and r.name == name]
+        assert len(matches) == 1, f"expected one {type_token} named {name}, found {len(matches)}"
+        return matches[0]
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    """Returns inputs as outputs; after a real `up` a few more outputs exist, which tests can ask for."""
+
+    def __init__(self, preview: bool):
+        self.preview = preview
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        outputs = dict(args.inputs)
+        if not self.preview:
+            outputs.update(_applied_outputs(args))
+        return f"{args.name}-id", outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}
+
+
+def _applied_outputs(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    if args.typ == "gcp:container/cluster:Cluster":
+        return {"endpoint": "203.0.113.10", "masterAuth": {"clusterCaCertificate": "LS0tLS1CRUdJTi1DQS0tLS0t"}}
+    if args.typ == "gcp:serviceaccount/account:Account":
+        email = f"{args.inputs['accountId']}@{args.inputs['project']}.iam.gserviceaccount.com"
+        return {"email": email, "name": f"projects/{args.inputs['project']}/serviceAccounts/{email}"}
+    return {}
+
+
+class _RecordingMonitor(pulumi_mocks.MockMonitor):
+    def __init__(self, mocks: _Mocks):
+        super().__init__(mocks)
+        self.registrations: list[Registration] = []
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            parent = request.parent if request.parent and _urn_type(request.parent) != "pulumi:pulumi:Stack" else None
+            timeouts = request.customTimeouts
+            self.registrations.append(
+                Registration(
+                    type=request.type,
+                    name=request.name,
+                    parent=parent.split("::")[-1] if parent else None,
+                    custom=bool(request.custom),
+                    inputs=rpc.deserialize_properties(request.object, keep_unknowns=True),
+                    provider=request.provider,
+                    dependencies=[urn.split("::")[-1] for urn in request.dependencies],
+                    protect=bool(request.protect),
+                    custom_timeouts={k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)},
+                )
+            )
+        return response
+
+
+def _urn_type(urn: str) -> str:
+    return urn.split("::")[2].split("$")[-1]
+
+
+def stack_config_values(stack: str, stack_dir: Path = PROJECT_ROOT) -> tuple[dict[str, str], list[str]]:
+    """Config of ``Pulumi.<stack>.yaml`` as Pulumi hands it to a program, secure values replaced."""
+    path = stack_dir / f"Pulumi.{stack}.yaml"
+    document = yaml.safe_load(path.read_text()) or {}
+    values, secret_keys = {}, []
+    for key, value in (document.get("config") or {}).items():
+        full_key = key if ":" in key else f"{PROJECT_NAME}:{key}"
+        value, secret = _replace_secure(value)
+        if secret:
+            secret_keys.append(full_key)
+        values[full_key] = value if isinstance(value, str) else json.dumps(value)
+    return values, secret_keys
+
+
+def _replace_secure(value: Any) -> tuple[Any, bool]:
+    if isinstance(value, dict):
+        if set(value) == {"secure"}:
+            return SECRET_PLACEHOLDER, True
+        pairs = {k: _replace_secure(v) for k, v in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, any(s for _, s in pairs.values())
+    if isinstance(value, list):
+        pairs = [_replace_secure(v) for v in value]
+        return [v for v, _ in pairs], any(s for _, s in pairs)
+    return value, False
+
+
+def run_program(
+    config: dict[str, str], secret_keys: list[str] | None = None, stack: str = "dev", preview: bool = True
+) -> ProgramRun:
+    """Run ``__main__.py`` once under mocks; program errors propagate with their own type."""
+    settings.ROOT.set(None)  # a fresh root Stack, or exports leak between runs
+    pulumi.runtime.set_all_config(dict(config), secret_keys=list(secret_keys or []))
+    mocks = _Mocks(preview)
+    monitor = _RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT_NAME, stack=stack, preview=preview, monitor=monitor)
+
+    @pulumi.runtime.test
+    def program():
+        runpy.run_path(str(PROGRAM), run_name="__pulumi_main__")
+
+    program()
+    exports = settings.get_root_resource().outputs
+    resolved = {name: _resolve(value) for name, value in exports.items()}
+    return ProgramRun(
+        registrations=monitor.registrations,
+        outputs={name: shown for name, (shown, _) in resolved.items()},
+        raw_outputs={name: raw for name, (_, raw) in resolved.items()},
+    )
+
+
+def _resolve(value: Any) -> tuple[Any, Any]:
+    output = pulumi.Output.from_input(value)
+    known = _sync_await(output.is_known())
+    secret = _sync_await(output.is_secret())
+    raw = _sync_await(output.future(with_unknowns=True)) if known else None
+    if secret:
+        return SECRET, raw
+    if not known:
+        return UNKNOWN, None
+    return sanitize(raw), raw
+
+
+def unwrap_secrets(value: Any) -> Any:
+    if isinstance(value, dict):
+        if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+            return unwrap_secrets(value["value"])
+        return {k: unwrap_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrap_secrets(v) for v in value]
+    return value
+
+
+def sanitize(value: Any) -> Any:
+    """JSON-ready form of a recorded value: secrets and unknowns masked, whole floats as ints."""
+    if isinstance(value, dict):
+        if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+            return SECRET
+        return {k: sanitize(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [sanitize(v) for v in value]
+    if isinstance(value, pulumi.output.Unknown) or value == rpc.UNKNOWN:
+        return UNKNOWN
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
