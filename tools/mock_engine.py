@@ -88,9 +88,9 @@ def _applied_outputs(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
 
 
 class _RecordingMonitor(pulumi_mocks.MockMonitor):
-    def __init__(self, mocks: _Mocks):
+    def __init__(self, mocks: _Mocks, registrations: list[Registration]):
         super().__init__(mocks)
-        self.registrations: list[Registration] = []
+        self.registrations = registrations
 
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
@@ -144,13 +144,21 @@ def _replace_secure(value: Any) -> tuple[Any, bool]:
 
 
 def run_program(
-    config: dict[str, str], secret_keys: list[str] | None = None, stack: str = "dev", preview: bool = True
+    config: dict[str, str],
+    secret_keys: list[str] | None = None,
+    stack: str = "dev",
+    preview: bool = True,
+    registrations: list[Registration] | None = None,
 ) -> ProgramRun:
-    """Run ``__main__.py`` once under mocks; program errors propagate with their own type."""
+    """Run ``__main__.py`` once under mocks; program errors propagate with their own type.
+
+    ``registrations``, when given, receives every registration as it happens, so a caller can
+    see what a failing run registered before it failed.
+    """
     settings.ROOT.set(None)  # a fresh root Stack, or exports leak between runs
     pulumi.runtime.set_all_config(dict(config), secret_keys=list(secret_keys or []))
     mocks = _Mocks(preview)
-    monitor = _RecordingMonitor(mocks)
+    monitor = _RecordingMonitor(mocks, registrations if registrations is not None else [])
     pulumi.runtime.set_mocks(mocks, project=PROJECT_NAME, stack=stack, preview=preview, monitor=monitor)
 
     @pulumi.runtime.test

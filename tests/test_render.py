@@ -1,0 +1,88 @@
+"""The offline render: golden files per stack, secret hygiene, and failure on bad config."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROJECT_ROOT
+from tools import render
+from tools.mock_engine import SECRET_PLACEHOLDER, stack_config_values
+
+STACKS = sorted(p.name.split(".")[1] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
+GOLDEN = PROJECT_ROOT / "tests" / "golden"
+
+
+@pytest.fixture(scope="module")
+def renders():
+    return {stack: render.render(stack) for stack in STACKS}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("file_name", ["resources.json", "kubernetes.yaml", "outputs.json"])
+def test_render_matches_golden(renders, stack, file_name):
+    files, _ = renders[stack]
+    golden = GOLDEN / stack / file_name
+    assert golden.exists(), f"no golden {golden.relative_to(PROJECT_ROOT)}: run `make golden`"
+    assert files[file_name] == golden.read_text(), (
+        f"the render of stack {stack} drifted from {golden.relative_to(PROJECT_ROOT)}; "
+        "if the change is intended run `make golden` and review the diff"
+    )
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_resources_are_sorted_and_parented(renders, stack):
+    files, _ = renders[stack]
+    entries = json.loads(files["resources.json"])
+    assert entries == sorted(entries, key=lambda e: (e["type"], e["name"]))
+    assert all(set(e) == {"type", "name", "parent", "inputs"} for e in entries)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_secret_in_clear_text(renders, stack):
+    files, run = renders[stack]
+    text = "".join(files.values())
+    assert SECRET_PLACEHOLDER not in text
+    assert "gke-gcloud-auth-plugin" not in text  # the kubeconfig stays masked
+    provider = next(e for e in json.loads(files["resources.json"]) if e["type"] == "pulumi:providers:kubernetes")
+    assert provider["inputs"]["kubeconfig"] == "[secret]"
+    assert json.loads(files["outputs.json"])["kubeconfig"] == "[secret]"
+
+
+def test_secure_stack_values_become_secret_placeholders(tmp_path):
+    (tmp_path / "Pulumi.s.yaml").write_text(
+        "config:\n"
+        "  tpu-dynamic-slicing:token:\n    secure: AAABAKZ0ciphertext\n"
+        "  tpu-dynamic-slicing:serving:\n    model: m\n    auth:\n      secure: AAABAKZ0other\n"
+        "  tpu-dynamic-slicing:region: us-central1\n"
+    )
+    values, secret_keys = stack_config_values("s", tmp_path)
+    assert values["tpu-dynamic-slicing:token"] == SECRET_PLACEHOLDER
+    assert json.loads(values["tpu-dynamic-slicing:serving"]) == {"model": "m", "auth": SECRET_PLACEHOLDER}
+    assert sorted(secret_keys) == ["tpu-dynamic-slicing:serving", "tpu-dynamic-slicing:token"]
+    assert "AAABAKZ0" not in json.dumps(values)
+
+
+def test_cli_writes_the_three_files_and_a_summary(tmp_path, capsys):
+    assert render.main(["--stack", "dev", "--out", str(tmp_path)]) == 0
+    assert sorted(p.name for p in (tmp_path / "dev").iterdir()) == ["kubernetes.yaml", "outputs.json", "resources.json"]
+    printed = capsys.readouterr().out
+    assert "1  gcp:compute/resourcePolicy:ResourcePolicy" in printed
+    assert "2 pool(s) of tpu7x-standard-4t: 32 nodes, 128 chips, 2 cube(s) of 4x4x4" in printed
+    assert "16 x 2x2x2, 1 x 4x4x8" in printed
+
+
+def test_cli_fails_on_bad_config_and_writes_nothing(tmp_path, capsys):
+    stack_file = (PROJECT_ROOT / "Pulumi.dev.yaml").read_text().replace("mtu: 8896", "mtu: 9500")
+    (tmp_path / "Pulumi.broken.yaml").write_text(stack_file)
+    out = tmp_path / "render"
+    (out / "broken").mkdir(parents=True)
+    (out / "broken" / "resources.json").write_text("[] stale")
+    assert render.main(["--stack", "broken", "--stack-dir", str(tmp_path), "--out", str(out)]) == 1
+    assert "network.mtu: 9500 is outside 1300-8896" in capsys.readouterr().err
+    assert not (out / "broken").exists()
+
+
+def test_cli_fails_on_a_missing_stack(tmp_path, capsys):
+    assert render.main(["--stack", "nope", "--stack-dir", str(tmp_path), "--out", str(tmp_path / "o")]) == 1
+    assert "Pulumi.nope.yaml" in capsys.readouterr().err
