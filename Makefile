@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACKS := $(patsubst Pulumi.%.yaml,%,$(wildcard Pulumi.*.yaml))
 
-.PHONY: render test golden clean
+.PHONY: render test golden docs clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -23,3 +23,6 @@ golden: $(VENV)/.installed  ## regenerate tests/golden/<stack>/ for every stack 
 
 clean:
 	rm -rf build $(VENV)
+
+docs: $(VENV)/.installed  ## regenerate the README config table from the schema
+	$(PY) -m tools.config_table --write
