@@ -1,0 +1,171 @@
+"""GitHub Actions workflows: zizmor finds nothing, and the security/shape rules hold.
+
+Offline and fast: zizmor runs with --offline, the rest only parses the YAML.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = PROJECT_ROOT / ".github" / "workflows"
+PULL_REQUEST = WORKFLOWS / "pull-request.yaml"
+ZIZMOR = Path(sys.executable).parent / "zizmor"
+
+SHA = re.compile(r"[0-9a-f]{40}")
+# `uses: owner/repo[/path]@<sha> # vX.Y.Z` on one line.
+PINNED_LINE = re.compile(r"uses:\s*(?P<action>[^\s@#]+)@(?P<ref>[^\s#]+)\s*#\s*v\d+\.\d+\.\d+\b")
+
+
+def workflow_files() -> list[Path]:
+    return sorted([*WORKFLOWS.glob("*.yaml"), *WORKFLOWS.glob("*.yml")])
+
+
+def load(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+def steps(workflow: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for job_id, job in workflow["jobs"].items():
+        for step in job.get("steps", []):
+            yield job_id, step
+
+
+def uses_of(workflow: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(job, uses) for every step action and every reusable-workflow call."""
+    for job_id, job in workflow["jobs"].items():
+        if "uses" in job:
+            yield job_id, job["uses"]
+    for job_id, step in steps(workflow):
+        if "uses" in step:
+            yield job_id, step["uses"]
+
+
+def committed_stacks() -> list[str]:
+    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def pull_request() -> dict[str, Any]:
+    return load(PULL_REQUEST)
+
+
+def test_workflows_exist() -> None:
+    assert PULL_REQUEST in workflow_files()
+
+
+def test_zizmor_offline_has_no_findings() -> None:
+    if not ZIZMOR.exists():
+        pytest.skip(f"zizmor is not installed next to the interpreter ({ZIZMOR}); `make test` installs it")
+    result = subprocess.run(
+        [str(ZIZMOR), "--offline", "--no-progress", "--color=never", "--format=plain", str(WORKFLOWS)],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # Exit code 0 means no finding at all; informational findings alone already exit 11.
+    assert result.returncode == 0, (
+        f"zizmor exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
+    )
+
+
+@pytest.mark.parametrize("path", workflow_files(), ids=lambda p: p.name)
+def test_top_level_permissions_are_empty(path: Path) -> None:
+    workflow = load(path)
+    assert "permissions" in workflow, f"{path.name}: no top-level permissions (defaults to the repo's)"
+    assert workflow["permissions"] == {}, f"{path.name}: top-level permissions {workflow['permissions']!r}"
+    for job_id, job in workflow["jobs"].items():
+        if "uses" not in job:  # reusable-workflow calls inherit from the caller
+            assert "permissions" in job, f"{path.name}: job {job_id} sets no permissions"
+
+
+@pytest.mark.parametrize("path", workflow_files(), ids=lambda p: p.name)
+def test_actions_are_pinned_to_commit_shas(path: Path) -> None:
+    workflow = load(path)
+    for job_id, uses in uses_of(workflow):
+        if uses.startswith("./"):
+            continue  # local action or workflow of this repository
+        if uses.startswith("docker://"):
+            assert "@sha256:" in uses, f"{path.name}: job {job_id}: image {uses} not pinned by digest"
+            continue
+        action, _, ref = uses.partition("@")
+        assert SHA.fullmatch(ref), f"{path.name}: job {job_id}: {action} pinned to {ref!r}, not a 40-hex commit SHA"
+    # Each pin names its release, so a reviewer can tell what the SHA is meant to be.
+    text = path.read_text()
+    remote_uses = [u for _, u in uses_of(workflow) if not u.startswith(("./", "docker://"))]
+    commented = PINNED_LINE.findall(text)
+    assert len(commented) == len(remote_uses), (
+        f"{path.name}: every pinned `uses:` line needs a `# vX.Y.Z` comment; "
+        f"found {len(commented)} of {len(remote_uses)}"
+    )
+
+
+@pytest.mark.parametrize("path", workflow_files(), ids=lambda p: p.name)
+def test_checkouts_do_not_persist_credentials(path: Path) -> None:
+    for job_id, step in steps(load(path)):
+        if step.get("uses", "").startswith("actions/checkout@"):
+            assert step.get("with", {}).get("persist-credentials") is False, (
+                f"{path.name}: job {job_id}: actions/checkout without persist-credentials: false"
+            )
+
+
+@pytest.mark.parametrize("path", workflow_files(), ids=lambda p: p.name)
+def test_run_scripts_do_not_interpolate_expressions(path: Path) -> None:
+    for job_id, step in steps(load(path)):
+        assert "${{" not in step.get("run", ""), (
+            f"{path.name}: job {job_id}: step {step.get('name', '?')!r} expands an expression inside run:; "
+            "pass it through env: instead"
+        )
+
+
+def test_pull_request_trigger_and_concurrency(pull_request: dict[str, Any]) -> None:
+    triggers = pull_request.get("on", pull_request.get(True))  # PyYAML reads a bare `on` as True
+    assert set(triggers) == {"pull_request"}, f"triggers {triggers!r}"
+    assert "pull_request_target" not in triggers
+    assert "github.event.pull_request.number" in pull_request["concurrency"]["group"]
+    assert {"test", "render-diff", "preview"} <= set(pull_request["jobs"])
+
+
+def test_render_diff_publishes_to_step_summary(pull_request: dict[str, Any]) -> None:
+    job = pull_request["jobs"]["render-diff"]
+    assert job["permissions"] == {"contents": "read"}
+    checkouts = [s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@")]
+    assert any("base.sha" in s.get("with", {}).get("ref", "") for s in checkouts), "base commit is not checked out"
+    scripts = "\n".join(s.get("run", "") for s in job["steps"])
+    assert "diff -ru" in scripts and "GITHUB_STEP_SUMMARY" in scripts
+
+
+def test_preview_job_is_keyless_and_comments(pull_request: dict[str, Any]) -> None:
+    job = pull_request["jobs"]["preview"]
+    assert job["permissions"] == {"contents": "read", "id-token": "write", "pull-requests": "write"}
+    assert job["if"].replace(" ", "") == "github.event.pull_request.head.repo.full_name==github.repository"
+
+    by_action = {s["uses"].partition("@")[0]: s for s in job["steps"] if "uses" in s}
+    auth = by_action["google-github-actions/auth"]["with"]
+    assert "vars.GCP_WORKLOAD_IDENTITY_PROVIDER" in auth["workload_identity_provider"]
+    assert "vars.GCP_SERVICE_ACCOUNT" in auth["service_account"]
+    assert "credentials_json" not in auth
+    assert "credentials_json" not in PULL_REQUEST.read_text(), "no service-account keys anywhere"
+
+    pulumi = by_action["pulumi/actions"]
+    assert pulumi["with"]["command"] == "preview"
+    assert pulumi["with"]["comment-on-pr"] is True
+    assert pulumi["with"]["diff"] is True
+    assert "matrix.stack" in pulumi["with"]["stack-name"]
+    assert "vars.PULUMI_ORG" in pulumi["with"]["stack-name"]
+    assert "secrets.PULUMI_ACCESS_TOKEN" in pulumi["env"]["PULUMI_ACCESS_TOKEN"]
+
+
+def test_preview_matrix_lists_every_committed_stack(pull_request: dict[str, Any]) -> None:
+    stacks = committed_stacks()
+    assert stacks, "no Pulumi.<stack>.yaml at the repository root"
+    matrix = pull_request["jobs"]["preview"]["strategy"]["matrix"]["stack"]
+    assert sorted(matrix) == stacks, f"preview matrix {matrix} != stacks with a Pulumi.<stack>.yaml {stacks}"
