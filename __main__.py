@@ -2,10 +2,12 @@
 
 import pulumi
 
-from components import gcp_layer, stack_config
+from components import cluster_layer, gcp_layer, stack_config
 from components.cluster import Cluster
 from components.network import Network
+from components.platform import ClusterPlatform
 from components.project_services import ProjectServices
+from components.queues import KueueQueues
 from components.tpu_capacity import TpuCapacity
 
 # 1. One typed, validated config: a bad stack fails here, before any resource is registered.
@@ -22,7 +24,13 @@ tpu = TpuCapacity(
     opts=after_apis,
 )
 
-# 3. Stack outputs.
+# 3. Cluster platform: controllers by Helm, then the Kueue queueing for dynamic slicing.
+platform = ClusterPlatform("platform", cluster_layer.platform_args(config, cluster.provider))
+queues = None
+if config.dynamic_slicing:
+    queues = KueueQueues("queues", cluster_layer.queues_args(config, cluster.provider, platform.kueue))
+
+# 4. Stack outputs.
 pulumi.export("project", config.project)
 pulumi.export("region", config.region)
 pulumi.export("networkName", network.network_name)
@@ -35,3 +43,9 @@ pulumi.export("getCredentialsCommand", cluster.get_credentials_command)
 pulumi.export("workloadPolicyName", tpu.workload_policy_name)
 pulumi.export("tpuPoolNames", tpu.pool_names)
 pulumi.export("tpuChips", config.total_tpu_chips)
+pulumi.export("helmReleases", platform.release_versions)
+if queues is not None:
+    pulumi.export("workloadNamespaces", list(config.queues.namespaces))
+    pulumi.export("clusterQueueName", config.queues.cluster_queue_name)
+    pulumi.export("localQueueName", config.queues.local_queue_name)
+    pulumi.export("priorityClassNames", [p.name for p in (config.queues.priority_classes.low, config.queues.priority_classes.medium, config.queues.priority_classes.high)])

@@ -134,12 +134,73 @@ class TpuConfig:
 
 
 @dataclass(frozen=True)
+class HelmChartConfig:
+    chart: str = setting(doc="Chart reference (oci://... or https://...).")
+    version: str = setting(doc="Exact chart version (no ranges, no floating tags).")
+    namespace: str = setting(doc="Namespace of the release.")
+
+
+@dataclass(frozen=True)
+class ResourceListConfig:
+    cpu: str = setting(doc="CPU quantity.")
+    memory: str = setting(doc="Memory quantity.")
+
+
+@dataclass(frozen=True)
+class KueueControllerConfig:
+    replicas: int = setting(2, "Kueue controller replicas (leader election keeps one active).")
+    requests: ResourceListConfig = setting(ResourceListConfig(cpu="2", memory="4Gi"), "Kueue controller requests.")
+    limits: ResourceListConfig = setting(ResourceListConfig(cpu="4", memory="8Gi"), "Kueue controller limits.")
+
+
+@dataclass(frozen=True)
+class PlatformConfig:
+    jobset: HelmChartConfig = setting(
+        HelmChartConfig("oci://registry.k8s.io/jobset/charts/jobset", "0.11.1", "jobset-system"), "JobSet chart."
+    )
+    kueue: HelmChartConfig = setting(
+        HelmChartConfig("oci://registry.k8s.io/kueue/charts/kueue", "0.17.4", "kueue-system"), "Kueue chart."
+    )
+    kueue_controller: KueueControllerConfig = setting(KueueControllerConfig(), "Kueue controller sizing.")
+    leader_worker_set: HelmChartConfig = setting(
+        HelmChartConfig("oci://registry.k8s.io/lws/charts/lws", "0.8.0", "lws-system"),
+        "LeaderWorkerSet chart (its webhook service is hard-coded to lws-system).",
+    )
+
+
+@dataclass(frozen=True)
+class PriorityClassConfig:
+    name: str = setting(doc="WorkloadPriorityClass name.")
+    value: int = setting(doc="Priority value; higher preempts lower.")
+
+
+@dataclass(frozen=True)
+class PriorityClassesConfig:
+    low: PriorityClassConfig = setting(PriorityClassConfig("low-priority-1000", 1000), "Low priority (checks).")
+    medium: PriorityClassConfig = setting(PriorityClassConfig("medium-priority-2000", 2000), "Medium priority.")
+    high: PriorityClassConfig = setting(PriorityClassConfig("high-priority-3000", 3000), "High priority (serving).")
+
+
+@dataclass(frozen=True)
+class QueuesConfig:
+    topology_name: str = setting("slice-topology", "Kueue Topology name.")
+    resource_flavor_name: str = setting("slice-rf", "Kueue ResourceFlavor name.")
+    admission_check_name: str = setting("ac", "Kueue AdmissionCheck name (controller accelerator.gke.io/slice).")
+    cluster_queue_name: str = setting("cq", "Kueue ClusterQueue name.")
+    local_queue_name: str = setting("lq", "LocalQueue name in each workload namespace.")
+    namespaces: list[str] = setting(["llm-d-pd-disaggregation"], "Workload namespaces, each with a LocalQueue.")
+    priority_classes: PriorityClassesConfig = setting(PriorityClassesConfig(), "WorkloadPriorityClasses.")
+
+
+@dataclass(frozen=True)
 class StackConfig:
     project: str = setting(doc="Google Cloud project ID.")
     region: str = setting("us-central1", "Region of the cluster, network and workload policy.")
     network: NetworkConfig = setting(NetworkConfig(), "VPC and subnets.")
     cluster: ClusterConfig = setting(ClusterConfig(), "GKE cluster.")
     tpu: TpuConfig = setting(TpuConfig(), "TPU capacity.")
+    platform: PlatformConfig = setting(PlatformConfig(), "In-cluster controllers installed by Helm.")
+    queues: QueuesConfig = setting(QueuesConfig(), "Kueue queueing for dynamic slicing (TPU7x only).")
 
     # Derived facts, computed once here so components and reports agree.
 
@@ -364,6 +425,8 @@ def _validate(config: StackConfig, problems: _Problems) -> None:
     _validate_network(config.network, problems)
     _validate_cluster(config, problems)
     _validate_tpu(config, problems)
+    _validate_platform(config.platform, problems)
+    _validate_queues(config.queues, problems)
 
 
 def _validate_project(config: StackConfig, problems: _Problems) -> None:
@@ -599,6 +662,57 @@ def _validate_reservation(config: StackConfig, machine: topology.MachineType, pr
         problems.add("tpu.reservation.project", problem, "set the project owning the reservation, or leave it empty")
     if any(p.sub_block for p in config.tpu.pools) and not reservation.block:
         problems.add("tpu.reservation.block", "pools name sub-blocks but no block is set", "set the block the sub-blocks belong to")
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+_EXACT_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$")
+
+
+def _validate_platform(platform: PlatformConfig, problems: _Problems) -> None:
+    for key, chart in (("jobset", platform.jobset), ("kueue", platform.kueue), ("leaderWorkerSet", platform.leader_worker_set)):
+        prefix = f"platform.{key}"
+        if not chart.chart.startswith(("oci://", "https://")):
+            problems.add(f"{prefix}.chart", f"{chart.chart!r} is not an oci:// or https:// chart reference", "use the chart's published URL")
+        if not _EXACT_VERSION.match(chart.version):
+            problems.add(f"{prefix}.version", f"{chart.version!r} is not an exact version", "pin a released version such as 0.11.1")
+        if not _DNS_LABEL.match(chart.namespace) or len(chart.namespace) > 63:
+            problems.add(f"{prefix}.namespace", f"{chart.namespace!r} is not a namespace name", "use a DNS-1123 label")
+    if platform.leader_worker_set.namespace != "lws-system":
+        problems.add("platform.leaderWorkerSet.namespace", "the LWS chart hard-codes its webhook service in lws-system", "set lws-system")
+    controller = platform.kueue_controller
+    if controller.replicas < 1:
+        problems.add("platform.kueueController.replicas", f"{controller.replicas} runs no controller", "use 1 or more")
+    for group in ("requests", "limits"):
+        for resource in ("cpu", "memory"):
+            value = getattr(getattr(controller, group), resource)
+            if not _QUANTITY.match(value):
+                problems.add(f"platform.kueueController.{group}.{resource}", f"{value!r} is not a Kubernetes quantity", "write e.g. 2, 500m or 4Gi")
+
+
+def _validate_queues(queues: QueuesConfig, problems: _Problems) -> None:
+    for key in ("topologyName", "resourceFlavorName", "admissionCheckName", "clusterQueueName", "localQueueName"):
+        value = getattr(queues, _snake(key))
+        if not _DNS_LABEL.match(value) or len(value) > 63:
+            problems.add(f"queues.{key}", f"{value!r} is not a Kubernetes object name", "use lowercase letters, digits and hyphens")
+    if not queues.namespaces:
+        problems.add("queues.namespaces", "is empty", "list at least one workload namespace")
+    for i, namespace in enumerate(queues.namespaces):
+        if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
+            problems.add(f"queues.namespaces[{i}]", f"{namespace!r} is not a namespace name", "use a DNS-1123 label of at most 63 characters")
+    if len(set(queues.namespaces)) != len(queues.namespaces):
+        problems.add("queues.namespaces", "lists a namespace twice", "list each namespace once")
+    levels = [("low", queues.priority_classes.low), ("medium", queues.priority_classes.medium), ("high", queues.priority_classes.high)]
+    for level, priority in levels:
+        if not _DNS_LABEL.match(priority.name):
+            problems.add(f"queues.priorityClasses.{level}.name", f"{priority.name!r} is not a Kubernetes object name", "use lowercase letters, digits and hyphens")
+    for (lower, low), (higher, high) in zip(levels, levels[1:]):
+        if low.value >= high.value:
+            problems.add(
+                f"queues.priorityClasses.{higher}.value",
+                f"{high.value} is not above {lower} ({low.value}), so it could not preempt it",
+                f"set a value above {low.value}",
+            )
 
 
 # --- Documentation ---------------------------------------------------------------------

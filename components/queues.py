@@ -1,0 +1,37 @@
+"""Kueue queueing for TPU7x dynamic slicing: workload namespaces and the Kueue objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+
+@dataclass(frozen=True)
+class QueuesArgs:
+    provider: k8s.Provider
+    kueue_release: pulumi.Resource
+    namespaces: list[str]
+    queue_objects: list[dict[str, Any]]
+    priority_class_objects: list[dict[str, Any]]
+
+
+class KueueQueues(pulumi.ComponentResource):
+    def __init__(self, name: str, args: QueuesArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-gke:k8s:KueueQueues", name, None, opts)
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        self.namespaces = [
+            k8s.core.v1.Namespace(namespace, metadata={"name": namespace}, opts=on_cluster)
+            for namespace in args.namespaces
+        ]
+        # Created only once the Kueue release is ready: its CRDs exist and its webhooks serve.
+        self.objects = k8s.yaml.v2.ConfigGroup(
+            "kueue-objects",
+            objs=[*args.queue_objects, *args.priority_class_objects],
+            opts=pulumi.ResourceOptions.merge(
+                on_cluster, pulumi.ResourceOptions(depends_on=[args.kueue_release, *self.namespaces])
+            ),
+        )
+        self.register_outputs({"namespaces": args.namespaces})

@@ -1,0 +1,126 @@
+"""The cluster platform: Helm releases and the Kueue queue objects, validated against the CRDs."""
+
+import copy
+
+import pytest
+import yaml
+
+from tests.conftest import run_stack
+from tests.crd_schemas import core_errors, crd_errors, is_custom
+from tools.render import kubernetes_objects
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def objects_of(run, kind):
+    return [o for o in kubernetes_objects(run.registrations) if o["kind"] == kind]
+
+
+@pytest.mark.parametrize(
+    "name, chart, version, namespace",
+    [
+        ("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "0.11.1", "jobset-system"),
+        ("kueue", "oci://registry.k8s.io/kueue/charts/kueue", "0.17.4", "kueue-system"),
+        ("lws", "oci://registry.k8s.io/lws/charts/lws", "0.8.0", "lws-system"),
+    ],
+)
+def test_helm_releases_are_pinned_and_on_the_cluster_provider(dev_run, name, chart, version, namespace):
+    release = dev_run.one(RELEASE, name)
+    assert release.parent == "platform"
+    assert (release.input("chart"), release.input("version"), release.input("namespace")) == (chart, version, namespace)
+    assert release.input("createNamespace") is True and release.input("atomic") is True
+    assert "skipAwait" not in release.inputs  # Helm waits until the controllers are ready
+    assert release.provider.split("::")[-2] == "gke", release.provider
+
+
+def test_kueue_values_size_the_controller_and_enable_the_integrations(dev_run):
+    values = dev_run.one(RELEASE, "kueue").input("values")
+    manager = values["controllerManager"]
+    assert manager["replicas"] == 2
+    assert manager["manager"]["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "4", "memory": "8Gi"}}
+    assert manager["podDisruptionBudget"] == {"enabled": True, "minAvailable": 1}
+    configuration = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    assert configuration["kind"] == "Configuration"
+    assert {"jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod"} <= set(configuration["integrations"]["frameworks"])
+
+
+def test_every_object_validates_strictly_against_its_schema(dev_run):
+    objects = kubernetes_objects(dev_run.registrations)
+    assert objects
+    errors = [e for o in objects for e in (crd_errors(o) if is_custom(o) else core_errors(o))]
+    assert errors == []
+
+
+@pytest.mark.parametrize(
+    "kind, mutate, fragment",
+    [
+        ("ClusterQueue", lambda o: o["spec"].update(admissionChecks=["ac"]), "admissionChecks"),
+        ("Topology", lambda o: o["spec"]["levels"][0].update(nodelabel="x"), "nodelabel"),
+        ("ResourceFlavor", lambda o: o["spec"].update(topology="slice-topology"), "topology"),
+        ("WorkloadPriorityClass", lambda o: o.update(valu=5), "valu"),
+    ],
+)
+def test_a_misspelled_field_is_rejected(dev_run, kind, mutate, fragment):
+    obj = copy.deepcopy(objects_of(dev_run, kind)[0])
+    mutate(obj)
+    errors = crd_errors(obj)
+    assert errors and any(fragment in e for e in errors), errors
+
+
+def test_queue_objects_follow_the_reference(dev_run):
+    (topology,) = objects_of(dev_run, "Topology")
+    assert [level["nodeLabel"] for level in topology["spec"]["levels"]] == [
+        "cloud.google.com/gce-topology-block",
+        "cloud.google.com/gke-tpu-partition-4x4x4-id",
+        "cloud.google.com/gke-tpu-partition-2x4x4-id",
+        "cloud.google.com/gke-tpu-partition-2x2x4-id",
+        "cloud.google.com/gke-tpu-partition-2x2x2-id",
+        "kubernetes.io/hostname",
+    ]
+    (flavor,) = objects_of(dev_run, "ResourceFlavor")
+    assert flavor["spec"] == {"nodeLabels": {"cloud.google.com/gke-tpu-accelerator": "tpu7x"}, "topologyName": "slice-topology"}
+    (check,) = objects_of(dev_run, "AdmissionCheck")
+    assert check["spec"]["controllerName"] == "accelerator.gke.io/slice"
+    (queue,) = objects_of(dev_run, "ClusterQueue")
+    assert queue["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": "ac"}]}
+    assert queue["spec"]["preemption"] == {"withinClusterQueue": "LowerPriority"}
+    (local_queue,) = objects_of(dev_run, "LocalQueue")
+    assert local_queue["metadata"] == {"name": "lq", "namespace": "llm-d-pd-disaggregation"}
+    assert local_queue["spec"] == {"clusterQueue": "cq"}
+    priorities = {o["metadata"]["name"]: o["value"] for o in objects_of(dev_run, "WorkloadPriorityClass")}
+    assert priorities == {"low-priority-1000": 1000, "medium-priority-2000": 2000, "high-priority-3000": 3000}
+
+
+def quotas(run):
+    (queue,) = objects_of(run, "ClusterQueue")
+    ((flavor,),) = [group["flavors"] for group in queue["spec"]["resourceGroups"]]
+    return {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
+
+
+def test_quota_is_the_real_capacity_of_two_cubes(dev_run):
+    # 32 nodes x (4 chips, 224 vCPU, 960 GB) of tpu7x-standard-4t.
+    assert quotas(dev_run) == {"google.com/tpu": "128", "cpu": "7168", "memory": "30720G"}
+
+
+def test_quota_follows_the_number_of_cubes():
+    run = run_stack({"tpu.pools": [{"name": f"cube-{i}", "nodeCount": 16} for i in range(3)]})
+    assert quotas(run) == {"google.com/tpu": "192", "cpu": "10752", "memory": "46080G"}
+
+
+def test_kueue_objects_wait_for_the_kueue_release_and_namespaces(dev_run):
+    group = dev_run.one("kubernetes:yaml/v2:ConfigGroup", "kueue-objects")
+    assert group.parent == "queues"
+    assert {"kueue", "llm-d-pd-disaggregation"} <= set(group.dependencies)
+    assert group.provider.split("::")[-2] == "gke"
+
+
+def test_each_workload_namespace_gets_a_local_queue():
+    run = run_stack({"queues.namespaces": ["team-a", "team-b"]})
+    assert sorted(o["metadata"]["namespace"] for o in objects_of(run, "LocalQueue")) == ["team-a", "team-b"]
+    assert sorted(o["metadata"]["name"] for o in objects_of(run, "Namespace")) == ["team-a", "team-b"]
+
+
+def test_smallest_shape_in_use_sets_the_topology_depth():
+    run = run_stack({"tpu.sliceShapes": ["4x4x8"], "cluster.version": "1.35.2-gke.1842000"})
+    (topology,) = objects_of(run, "Topology")
+    assert len(topology["spec"]["levels"]) == 3
