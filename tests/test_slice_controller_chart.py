@@ -1,0 +1,402 @@
+"""The local slice-controller Helm chart: lint, render and schema-validate it, offline.
+
+Rendering uses helm-python-sdk (Helm's Go SDK through ctypes), so no `helm` binary and no
+cluster are needed. Every rendered object is validated with kubernetes-validate in strict mode
+(unknown fields rejected) through the suite's shared helper, tests.crd_schemas.core_errors.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+from tests.conftest import PROJECT_ROOT, stack_values
+from tests.crd_schemas import core_errors
+
+helm = pytest.importorskip(
+    "helm_python", reason="helm-python-sdk is not installed (pin it in requirements-dev.txt)"
+)
+
+CHART = PROJECT_ROOT / "manifests" / "charts" / "slice-controller"
+RELEASE = "slice-controller"
+NAMESPACE = "slice-controller-system"
+IMAGE = "tpuongke/kueue-slice-controller"
+APP_VERSION = "v0.8.0-200"
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+WEBHOOK_SERVICE = "slice-controller-webhook-service"
+CERT_SECRET = "slice-controller-webhook-server-cert"
+DEPLOYMENT = "slice-controller-controller-manager"
+
+# Lint as for the Kubernetes minor the dev stack's cluster runs (cluster.version). Object schemas
+# are checked by the suite's shared strict helper (tests/crd_schemas.py, kubernetes-validate).
+KUBERNETES_VERSION = ".".join(stack_values()["cluster"]["version"].split(".")[:2])
+
+# (kind, namespace, name); namespace None for cluster-scoped objects.
+EXPECTED_OBJECTS = {
+    ("Namespace", None, NAMESPACE),
+    ("ServiceAccount", NAMESPACE, "slice-controller-controller-manager"),
+    ("Role", NAMESPACE, "slice-controller-leader-election-role"),
+    ("RoleBinding", NAMESPACE, "slice-controller-leader-election-rolebinding"),
+    ("ClusterRole", None, "slice-controller-manager-role"),
+    ("ClusterRoleBinding", None, "slice-controller-manager-rolebinding"),
+    ("ClusterRole", None, "slice-controller-metrics-auth-role"),
+    ("ClusterRoleBinding", None, "slice-controller-metrics-auth-rolebinding"),
+    ("ClusterRole", None, "slice-controller-metrics-reader"),
+    ("Secret", NAMESPACE, CERT_SECRET),
+    ("Service", NAMESPACE, "slice-controller-controller-manager-metrics-service"),
+    ("Service", NAMESPACE, WEBHOOK_SERVICE),
+    ("Deployment", NAMESPACE, DEPLOYMENT),
+    ("MutatingWebhookConfiguration", None, "slice-controller-mutating-webhook-configuration"),
+}
+
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
+
+DEFAULT_ARGS = [
+    "--metrics-bind-address=:8443",
+    "--leader-elect",
+    "--health-probe-bind-address=:8081",
+    "--zap-log-level=3",
+    "--feature-gates=UseRetryMechanismForSliceCreation=true,ShorterSliceNameLength=true",
+    "--activation-timeout=60m",
+    "--default-slice-health-node-affinity=HEALTHY_AND_DEGRADED",
+]
+
+# name -> (apiGroup, apiVersion, resource, path)
+EXPECTED_WEBHOOKS = {
+    "mjob.kb.io": ("batch", "v1", "jobs", "/mutate-batch-v1-job"),
+    "mjobset.kb.io": ("jobset.x-k8s.io", "v1alpha2", "jobsets", "/mutate-jobset-x-k8s-io-v1alpha2-jobset"),
+    "mleaderworkerset.kb.io": (
+        "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
+    ),
+    "mstatefulset.slice-controller.kb.io": ("apps", "v1", "statefulsets", "/mutate-apps-v1-statefulset"),
+}
+
+# (apiGroup, resource) -> verbs of the manager ClusterRole, from the reference deployment.
+EXPECTED_MANAGER_RULES = {
+    ("", "events"): {"create", "patch", "update", "watch"},
+    ("", "nodes"): {"get", "list", "watch"},
+    ("", "pods"): {"get", "list", "watch"},
+    ("", "secrets"): {"get", "list", "update", "watch"},
+    ("accelerator.gke.io", "slices"): {"create", "delete", "get", "list", "patch", "update", "watch"},
+    ("accelerator.gke.io", "slices/finalizers"): {"update"},
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): {"get", "list", "update", "watch"},
+    ("batch", "jobs"): {"get", "list", "patch", "update", "watch"},
+    ("jobset.x-k8s.io", "jobsets"): {"get", "list", "patch", "update", "watch"},
+    ("leaderworkerset.x-k8s.io", "leaderworkersets"): {"get", "list", "patch", "update", "watch"},
+    ("apps", "statefulsets"): {"get", "list", "patch", "update", "watch"},
+    ("kueue.x-k8s.io", "admissionchecks"): {"get", "list", "watch"},
+    ("kueue.x-k8s.io", "admissionchecks/status"): {"get", "patch", "update"},
+    ("kueue.x-k8s.io", "workloads/status"): {"get", "patch", "update"},
+    ("kueue.x-k8s.io", "workloads"): {"create", "get", "list", "patch", "update", "watch"},
+}
+
+
+@pytest.fixture(scope="module")
+def chart() -> Iterator[Any]:
+    with helm.Chart.load(CHART) as loaded:
+        yield loaded
+
+
+@pytest.fixture(scope="module")
+def render(chart: Any) -> Any:
+    """``render(values=None, namespace=NAMESPACE)``: every object the chart renders.
+
+    Renders are cached per module; each call returns deep copies, so a test may mutate them.
+    """
+    cache: dict[tuple[str, str], list[dict[str, Any]]] = {}
+
+    def _render(values: dict[str, Any] | None = None, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+        key = (json.dumps(values or {}, sort_keys=True), namespace)
+        if key not in cache:
+            manifests = chart.render(values or {}, name=RELEASE, namespace=namespace)
+            cache[key] = [doc for text in manifests.values() for doc in yaml.safe_load_all(text) if doc]
+        return copy.deepcopy(cache[key])
+
+    return _render
+
+
+def identity(obj: dict[str, Any]) -> tuple[str, str | None, str]:
+    return obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"]
+
+
+def only(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [o for o in objects if o["kind"] == kind and name in (None, o["metadata"]["name"])]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def granted(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    """(apiGroup, resource) -> verbs of a Role or ClusterRole."""
+    return {(g, r): set(rule["verbs"]) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+
+
+def manager(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    containers = only(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["manager"]
+    return containers[0]
+
+
+# --- lint and values schema -------------------------------------------------------------------
+
+
+def test_lint_finds_no_errors_or_warnings() -> None:
+    report = helm.lint(CHART, strict=True, namespace=NAMESPACE, kube_version=f"v{KUBERNETES_VERSION}.0")
+    assert report["total_charts_linted"] == 1
+    assert report["errors"] == []
+    # Severity 1 is informational ("icon is recommended"); 2 warning, 3 error.
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+def test_chart_metadata(chart: Any) -> None:
+    assert chart.metadata["apiVersion"] == "v2"
+    assert chart.name == "slice-controller"
+    assert chart.metadata["appVersion"] == APP_VERSION
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pytest.param({"replicaz": 2}, id="misspelled-key"),
+        pytest.param({"image": {"digest": "sha256:abc"}}, id="short-digest"),
+        pytest.param({"image": {"tag": "v1", "registry": "x"}}, id="unknown-image-key"),
+        pytest.param({"replicas": "2"}, id="replicas-as-string"),
+        pytest.param({"args": "--leader-elect"}, id="args-not-a-list"),
+    ],
+)
+def test_values_schema_rejects_bad_values(chart: Any, values: dict[str, Any]) -> None:
+    with pytest.raises(helm.HelmValuesError):
+        chart.render(values, name=RELEASE, namespace=NAMESPACE)
+    assert helm.lint(CHART, values)["errors"], "lint must report the same values error"
+
+
+# --- what is rendered -------------------------------------------------------------------------
+
+
+def test_default_render_is_exactly_the_reference_objects(render: Any) -> None:
+    objects = render()
+    assert sorted(map(identity, objects), key=str) == sorted(EXPECTED_OBJECTS, key=str)
+
+
+def test_namespace_object_is_optional(render: Any) -> None:
+    objects = render({"createNamespace": False})
+    assert set(map(identity, objects)) == EXPECTED_OBJECTS - {("Namespace", None, NAMESPACE)}
+
+
+def test_namespace_labels(render: Any) -> None:
+    labels = only(render(), "Namespace")["metadata"]["labels"]
+    assert labels["app.kubernetes.io/name"] == "slice-controller"
+    assert labels["control-plane"] == "controller-manager"
+
+
+def test_everything_follows_the_release_namespace(render: Any) -> None:
+    objects = render(namespace="tpu-system")
+    assert only(objects, "Namespace")["metadata"]["name"] == "tpu-system"
+    namespaced = [o for o in objects if o["kind"] not in CLUSTER_SCOPED]
+    assert {o["metadata"]["namespace"] for o in namespaced} == {"tpu-system"}
+    subjects = [s for o in objects if o["kind"].endswith("Binding") for s in o["subjects"]]
+    assert {s["namespace"] for s in subjects} == {"tpu-system"}
+    webhooks = only(objects, "MutatingWebhookConfiguration")["webhooks"]
+    assert {w["clientConfig"]["service"]["namespace"] for w in webhooks} == {"tpu-system"}
+
+
+def test_common_labels_on_every_object(chart: Any, render: Any) -> None:
+    for obj in render():
+        labels = obj["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "slice-controller", identity(obj)
+        assert labels["app.kubernetes.io/version"] == APP_VERSION, identity(obj)
+        assert labels["app.kubernetes.io/managed-by"] == "Helm", identity(obj)
+        assert labels["helm.sh/chart"] == f"slice-controller-{chart.version}", identity(obj)
+
+
+def test_services_select_the_manager_pods(render: Any) -> None:
+    objects = render()
+    deployment = only(objects, "Deployment")
+    selector = {"control-plane": "controller-manager", "app.kubernetes.io/name": "slice-controller"}
+    assert deployment["spec"]["selector"]["matchLabels"] == selector
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    metrics = only(objects, "Service", "slice-controller-controller-manager-metrics-service")
+    webhook = only(objects, "Service", WEBHOOK_SERVICE)
+    for service in (metrics, webhook):
+        assert service["spec"]["selector"] == selector
+    assert metrics["spec"]["ports"] == [{"name": "https", "port": 8443, "targetPort": 8443, "protocol": "TCP"}]
+    assert [(p["port"], p["targetPort"]) for p in webhook["spec"]["ports"]] == [(443, 9443)]
+    assert {"name": "webhook-server", "containerPort": 9443, "protocol": "TCP"} in manager(objects)["ports"]
+
+
+def test_rbac_matches_the_reference(render: Any) -> None:
+    objects = render()
+    assert granted(only(objects, "ClusterRole", "slice-controller-manager-role")) == EXPECTED_MANAGER_RULES
+
+    full = {"get", "list", "watch", "create", "update", "patch", "delete"}
+    assert granted(only(objects, "Role", "slice-controller-leader-election-role")) == {
+        ("", "configmaps"): full,
+        ("coordination.k8s.io", "leases"): full,
+        ("", "events"): {"create", "patch"},
+    }
+
+    auth = only(objects, "ClusterRole", "slice-controller-metrics-auth-role")["rules"]
+    assert {(rule["apiGroups"][0], rule["resources"][0], tuple(rule["verbs"])) for rule in auth} == {
+        ("authentication.k8s.io", "tokenreviews", ("create",)),
+        ("authorization.k8s.io", "subjectaccessreviews", ("create",)),
+    }
+    reader = only(objects, "ClusterRole", "slice-controller-metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+    # Each binding grants its role to the controller's ServiceAccount, and nothing else.
+    bindings = {o["metadata"]["name"]: o for o in objects if o["kind"].endswith("Binding")}
+    assert {name: b["roleRef"]["name"] for name, b in bindings.items()} == {
+        "slice-controller-leader-election-rolebinding": "slice-controller-leader-election-role",
+        "slice-controller-manager-rolebinding": "slice-controller-manager-role",
+        "slice-controller-metrics-auth-rolebinding": "slice-controller-metrics-auth-role",
+    }
+    for binding in bindings.values():
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "slice-controller-controller-manager", "namespace": NAMESPACE}
+        ]
+
+
+def test_cert_secret_is_left_to_the_controller(render: Any) -> None:
+    secret = only(render(), "Secret", CERT_SECRET)
+    assert secret["type"] == "Opaque"
+    assert "data" not in secret and "stringData" not in secret
+
+
+# --- the Deployment ---------------------------------------------------------------------------
+
+
+def test_default_deployment(render: Any) -> None:
+    objects = render()
+    deployment = only(objects, "Deployment", DEPLOYMENT)
+    pod = deployment["spec"]["template"]["spec"]
+    container = manager(objects)
+    assert deployment["spec"]["replicas"] == 1
+    assert container["image"] == f"{IMAGE}:{APP_VERSION}"
+    assert container["command"] == ["/manager"]
+    assert container["args"] == DEFAULT_ARGS
+    assert container["resources"] == {
+        "requests": {"cpu": "500m", "memory": "1Gi"},
+        "limits": {"cpu": "2000m", "memory": "4Gi"},
+    }
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 8081}
+    assert (container["livenessProbe"]["initialDelaySeconds"], container["livenessProbe"]["periodSeconds"]) == (15, 20)
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 8081}
+    assert (container["readinessProbe"]["initialDelaySeconds"], container["readinessProbe"]["periodSeconds"]) == (5, 10)
+    assert pod["serviceAccountName"] == "slice-controller-controller-manager"
+    assert pod["terminationGracePeriodSeconds"] == 10
+    assert "nodeSelector" not in pod and "tolerations" not in pod
+    # The webhook server reads the controller-managed certificate from the Secret, read-only.
+    assert pod["volumes"] == [{"name": "cert", "secret": {"secretName": CERT_SECRET}}]
+    assert container["volumeMounts"] == [
+        {"name": "cert", "mountPath": "/tmp/k8s-webhook-server/serving-certs", "readOnly": True}
+    ]
+
+
+def test_security_context_is_hardened(render: Any) -> None:
+    objects = render()
+    pod = only(objects, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert manager(objects)["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
+
+
+def test_image_by_digest(render: Any) -> None:
+    assert manager(render({"image": {"digest": DIGEST}}))["image"] == f"{IMAGE}@{DIGEST}"
+    # A digest wins over an explicit tag: the tag could move, the digest cannot.
+    assert manager(render({"image": {"tag": "v9", "digest": DIGEST}}))["image"] == f"{IMAGE}@{DIGEST}"
+
+
+def test_image_tag_and_repository_override(render: Any) -> None:
+    image = manager(render({"image": {"repository": "mirror.example/slice", "tag": "v0.9.0"}}))["image"]
+    assert image == "mirror.example/slice:v0.9.0"
+
+
+def test_deployment_values_override(render: Any) -> None:
+    values = {
+        "replicas": 2,
+        "args": ["--leader-elect", "--zap-log-level=5"],
+        # Helm merges maps with the defaults, so an override spells out every key it keeps
+        # (or sets one to null to drop it).
+        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": None, "memory": "2Gi"}},
+        "nodeSelector": {"cloud.google.com/gke-nodepool": "system"},
+        "tolerations": [{"key": "components.gke.io/gke-managed-components", "operator": "Exists"}],
+    }
+    objects = render(values)
+    deployment = only(objects, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container = manager(objects)
+    assert deployment["spec"]["replicas"] == 2
+    assert container["args"] == values["args"]
+    assert container["resources"] == {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "2Gi"}}
+    assert pod["nodeSelector"] == values["nodeSelector"]
+    assert pod["tolerations"] == values["tolerations"]
+
+
+# --- the webhooks -----------------------------------------------------------------------------
+
+
+def test_webhooks(render: Any) -> None:
+    objects = render()
+    webhooks = only(objects, "MutatingWebhookConfiguration")["webhooks"]
+    assert [w["name"] for w in webhooks] == list(EXPECTED_WEBHOOKS)
+    only(objects, "Service", WEBHOOK_SERVICE)  # the service they call exists
+    for webhook in webhooks:
+        group, version, resource, path = EXPECTED_WEBHOOKS[webhook["name"]]
+        assert webhook["failurePolicy"] == "Fail"
+        assert webhook["sideEffects"] == "None"
+        assert webhook["admissionReviewVersions"] == ["v1"]
+        # No caBundle: the controller injects it, and the chart must not overwrite it.
+        assert webhook["clientConfig"] == {"service": {"name": WEBHOOK_SERVICE, "namespace": NAMESPACE, "path": path}}
+        assert webhook["rules"] == [
+            {"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE"], "resources": [resource]}
+        ]
+
+
+# --- strict schema validation -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pytest.param({}, id="defaults"),
+        pytest.param(
+            {
+                "image": {"digest": DIGEST},
+                "replicas": 2,
+                "nodeSelector": {"cloud.google.com/gke-nodepool": "system"},
+                "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "system", "effect": "NoSchedule"}],
+            },
+            id="overrides",
+        ),
+    ],
+)
+def test_every_object_validates_strictly(render: Any, values: dict[str, Any]) -> None:
+    objects = render(values)
+    assert len(objects) == len(EXPECTED_OBJECTS)
+    assert [error for obj in objects for error in core_errors(obj)] == []
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        pytest.param(lambda d: d["spec"].update(replicaz=d["spec"].pop("replicas")), "replicaz", id="spec.replicaz"),
+        pytest.param(
+            lambda d: d["spec"]["template"]["spec"]["containers"][0].update(imagePullPolicyy="Always"),
+            "imagePullPolicyy",
+            id="container.imagePullPolicyy",
+        ),
+        pytest.param(lambda d: d["spec"].update(replicas="one"), "'one'", id="replicas-wrong-type"),
+    ],
+)
+def test_validation_rejects_a_bad_field(render: Any, mutate: Any, field: str) -> None:
+    deployment = only(render(), "Deployment")
+    assert core_errors(deployment) == []  # valid as rendered, so the failure below is the mutation's
+    mutate(deployment)
+    errors = core_errors(deployment)
+    assert len(errors) == 1 and field in errors[0], errors
