@@ -19,6 +19,7 @@ def platform_args(config: StackConfig, provider: k8s.Provider) -> PlatformArgs:
         kueue=platform.kueue if config.dynamic_slicing else None,
         kueue_controller=platform.kueue_controller,
         leader_worker_set=platform.leader_worker_set if config.dynamic_slicing else None,
+        slice_controller=platform.slice_controller if config.dynamic_slicing else None,
     )
 
 

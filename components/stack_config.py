@@ -154,6 +154,15 @@ class KueueControllerConfig:
 
 
 @dataclass(frozen=True)
+class SliceControllerConfig:
+    namespace: str = setting("slice-controller-system", "Namespace of the Kueue slice controller release.")
+    image: str = setting("tpuongke/kueue-slice-controller", "Slice controller image repository.")
+    tag: str = setting("v0.8.0-200", "Image tag.")
+    digest: str = setting("", "Optional sha256 digest; when set the image is pulled by digest.")
+    replicas: int = setting(1, "Controller replicas.")
+
+
+@dataclass(frozen=True)
 class PlatformConfig:
     jobset: HelmChartConfig = setting(
         HelmChartConfig("oci://registry.k8s.io/jobset/charts/jobset", "0.11.1", "jobset-system"), "JobSet chart."
@@ -165,6 +174,9 @@ class PlatformConfig:
     leader_worker_set: HelmChartConfig = setting(
         HelmChartConfig("oci://registry.k8s.io/lws/charts/lws", "0.8.0", "lws-system"),
         "LeaderWorkerSet chart (its webhook service is hard-coded to lws-system).",
+    )
+    slice_controller: SliceControllerConfig = setting(
+        SliceControllerConfig(), "Kueue slice controller, from the local chart manifests/charts/slice-controller."
     )
 
 
@@ -680,6 +692,13 @@ def _validate_platform(platform: PlatformConfig, problems: _Problems) -> None:
             problems.add(f"{prefix}.namespace", f"{chart.namespace!r} is not a namespace name", "use a DNS-1123 label")
     if platform.leader_worker_set.namespace != "lws-system":
         problems.add("platform.leaderWorkerSet.namespace", "the LWS chart hard-codes its webhook service in lws-system", "set lws-system")
+    slice_controller = platform.slice_controller
+    if slice_controller.digest and not re.match(r"^sha256:[0-9a-f]{64}$", slice_controller.digest):
+        problems.add("platform.sliceController.digest", "is not sha256:<64 hex digits>", "copy the digest from the registry, or leave it empty")
+    if slice_controller.replicas < 1:
+        problems.add("platform.sliceController.replicas", f"{slice_controller.replicas} runs no controller", "use 1 or more")
+    if not _DNS_LABEL.match(slice_controller.namespace):
+        problems.add("platform.sliceController.namespace", f"{slice_controller.namespace!r} is not a namespace name", "use a DNS-1123 label")
     controller = platform.kueue_controller
     if controller.replicas < 1:
         problems.add("platform.kueueController.replicas", f"{controller.replicas} runs no controller", "use 1 or more")

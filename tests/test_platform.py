@@ -124,3 +124,27 @@ def test_smallest_shape_in_use_sets_the_topology_depth():
     run = run_stack({"tpu.sliceShapes": ["4x4x8"], "cluster.version": "1.35.2-gke.1842000"})
     (topology,) = objects_of(run, "Topology")
     assert len(topology["spec"]["levels"]) == 3
+
+
+def test_slice_controller_release_comes_from_the_local_chart_after_the_controllers(dev_run):
+    release = dev_run.one(RELEASE, "slice-controller")
+    assert release.input("chart") == "./manifests/charts/slice-controller"
+    assert release.input("version") == "0.1.0"
+    assert release.input("namespace") == "slice-controller-system"
+    assert release.input("values") == {
+        "createNamespace": False,
+        "replicas": 1,
+        "image": {"repository": "tpuongke/kueue-slice-controller", "tag": "v0.8.0-200", "digest": ""},
+    }
+    assert {"jobset", "kueue", "lws"} <= set(release.dependencies)
+    assert release.provider.split("::")[-2] == "gke"
+
+
+def test_slice_controller_image_can_be_pinned_by_digest():
+    digest = "sha256:" + "ab" * 32
+    run = run_stack({"platform.sliceController": {"digest": digest}})
+    assert run.one(RELEASE, "slice-controller").input("values")["image"]["digest"] == digest
+
+
+def test_release_versions_are_a_stack_output(dev_run):
+    assert dev_run.outputs["helmReleases"] == {"jobset": "0.11.1", "kueue": "0.17.4", "lws": "0.8.0", "slice-controller": "0.1.0"}
