@@ -30,20 +30,34 @@ PINNED_CRDS = {
 }
 
 
-def _strict(schema: Any) -> Any:
-    if isinstance(schema, dict):
-        schema = {key: _strict(value) for key, value in schema.items()}
-        if (
-            schema.get("type") == "object"
-            and "properties" in schema
-            and "additionalProperties" not in schema
-            and not schema.get("x-kubernetes-preserve-unknown-fields")
-        ):
-            schema["additionalProperties"] = False
-        return schema
-    if isinstance(schema, list):
-        return [_strict(item) for item in schema]
-    return schema
+# What our objects may carry in metadata; anything else (a typo such as `lables`) is an error.
+_STRICT_METADATA = {
+    "type": "object",
+    "required": ["name"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string"},
+        "namespace": {"type": "string"},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+
+
+def _strict(node: Any) -> None:
+    """Forbid unknown fields in every object schema that lists its properties, recursively."""
+    if not isinstance(node, dict):
+        return
+    if "properties" in node and "additionalProperties" not in node and not node.get("x-kubernetes-preserve-unknown-fields"):
+        node["additionalProperties"] = False
+    for key in ("properties", "patternProperties"):
+        for sub in node.get(key, {}).values():
+            _strict(sub)
+    for key in ("allOf", "anyOf", "oneOf"):
+        for sub in node.get(key, []):
+            _strict(sub)
+    for key in ("items", "additionalProperties", "not"):
+        _strict(node.get(key))
 
 
 @lru_cache(maxsize=None)
@@ -54,13 +68,13 @@ def _crd_validators(folder: str) -> dict[tuple[str, str, str], Any]:
         pytest.skip(f"CRD schemas {directory} are absent (set TPU_GKE_SCHEMAS_DIR)")
     validators = {}
     for path in sorted(directory.glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
+        crd = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
         for version in crd["spec"]["versions"]:
             schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])
-            # Object metadata is validated by the API server, not by the CRD's schema.
-            schema["properties"]["metadata"] = {"type": "object"}
-            validators[(group, version["name"], kind)] = jsonschema.Draft7Validator(_strict(schema))
+            _strict(schema)
+            schema["properties"]["metadata"] = copy.deepcopy(_STRICT_METADATA)
+            validators[(group, version["name"], kind)] = jsonschema.Draft202012Validator(schema)
     return validators
 
 

@@ -1,7 +1,6 @@
 """The offline render: golden files per stack, secret hygiene, and failure on bad config."""
 
 import json
-from pathlib import Path
 
 import pytest
 
