@@ -32,7 +32,7 @@ class ClusterPlatform(pulumi.ComponentResource):
     def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:k8s:ClusterPlatform", name, None, opts)
         self._provider = args.provider
-        self._versions: dict[str, str] = {}  # release name -> chart version
+        self.release_versions: dict[str, str] = {}  # release name -> chart version
         self.jobset = self._release("jobset", args.jobset, {})
         self.kueue = self._release("kueue", args.kueue, kueue_values(args.kueue_controller)) if args.kueue else None
         self.leader_worker_set = self._release("lws", args.leader_worker_set, {}) if args.leader_worker_set else None
@@ -45,7 +45,6 @@ class ClusterPlatform(pulumi.ComponentResource):
                 slice_controller_values(args.slice_controller),
                 depends_on=[r for r in (self.jobset, self.kueue, self.leader_worker_set) if r is not None],
             )
-        self.release_versions = dict(self._versions)
         self.register_outputs({"releaseVersions": self.release_versions})
 
     def _release(
@@ -64,7 +63,7 @@ class ClusterPlatform(pulumi.ComponentResource):
             timeout=RELEASE_TIMEOUT_SECONDS,
             opts=pulumi.ResourceOptions(parent=self, provider=self._provider, depends_on=depends_on),
         )
-        self._versions[release_name] = chart.version
+        self.release_versions[release_name] = chart.version
         return release
 
 

@@ -677,6 +677,12 @@ def _validate_reservation(config: StackConfig, machine: topology.MachineType, pr
 
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _is_k8s_name(value: str) -> bool:
+    return bool(_DNS_LABEL.match(value)) and len(value) <= 63
+
+
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 _EXACT_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$")
 
@@ -688,7 +694,7 @@ def _validate_platform(platform: PlatformConfig, problems: _Problems) -> None:
             problems.add(f"{prefix}.chart", f"{chart.chart!r} is not an oci:// or https:// chart reference", "use the chart's published URL")
         if not _EXACT_VERSION.match(chart.version):
             problems.add(f"{prefix}.version", f"{chart.version!r} is not an exact version", "pin a released version such as 0.11.1")
-        if not _DNS_LABEL.match(chart.namespace) or len(chart.namespace) > 63:
+        if not _is_k8s_name(chart.namespace):
             problems.add(f"{prefix}.namespace", f"{chart.namespace!r} is not a namespace name", "use a DNS-1123 label")
     if platform.leader_worker_set.namespace != "lws-system":
         problems.add("platform.leaderWorkerSet.namespace", "the LWS chart hard-codes its webhook service in lws-system", "set lws-system")
@@ -697,7 +703,7 @@ def _validate_platform(platform: PlatformConfig, problems: _Problems) -> None:
         problems.add("platform.sliceController.digest", "is not sha256:<64 hex digits>", "copy the digest from the registry, or leave it empty")
     if slice_controller.replicas < 1:
         problems.add("platform.sliceController.replicas", f"{slice_controller.replicas} runs no controller", "use 1 or more")
-    if not _DNS_LABEL.match(slice_controller.namespace):
+    if not _is_k8s_name(slice_controller.namespace):
         problems.add("platform.sliceController.namespace", f"{slice_controller.namespace!r} is not a namespace name", "use a DNS-1123 label")
     controller = platform.kueue_controller
     if controller.replicas < 1:
@@ -712,18 +718,18 @@ def _validate_platform(platform: PlatformConfig, problems: _Problems) -> None:
 def _validate_queues(queues: QueuesConfig, problems: _Problems) -> None:
     for key in ("topologyName", "resourceFlavorName", "admissionCheckName", "clusterQueueName", "localQueueName"):
         value = getattr(queues, _snake(key))
-        if not _DNS_LABEL.match(value) or len(value) > 63:
+        if not _is_k8s_name(value):
             problems.add(f"queues.{key}", f"{value!r} is not a Kubernetes object name", "use lowercase letters, digits and hyphens")
     if not queues.namespaces:
         problems.add("queues.namespaces", "is empty", "list at least one workload namespace")
     for i, namespace in enumerate(queues.namespaces):
-        if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
+        if not _is_k8s_name(namespace):
             problems.add(f"queues.namespaces[{i}]", f"{namespace!r} is not a namespace name", "use a DNS-1123 label of at most 63 characters")
     if len(set(queues.namespaces)) != len(queues.namespaces):
         problems.add("queues.namespaces", "lists a namespace twice", "list each namespace once")
     levels = [("low", queues.priority_classes.low), ("medium", queues.priority_classes.medium), ("high", queues.priority_classes.high)]
     for level, priority in levels:
-        if not _DNS_LABEL.match(priority.name):
+        if not _is_k8s_name(priority.name):
             problems.add(f"queues.priorityClasses.{level}.name", f"{priority.name!r} is not a Kubernetes object name", "use lowercase letters, digits and hyphens")
     for (lower, low), (higher, high) in zip(levels, levels[1:]):
         if low.value >= high.value:
