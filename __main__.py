@@ -8,6 +8,7 @@ from components.network import Network
 from components.platform import ClusterPlatform
 from components.project_services import ProjectServices
 from components.queues import KueueQueues
+from components.slice_checks import SliceChecks
 from components.tpu_capacity import TpuCapacity
 
 # 1. One typed, validated config: a bad stack fails here, before any resource is registered.
@@ -26,9 +27,15 @@ tpu = TpuCapacity(
 
 # 3. Cluster platform: controllers by Helm, then the Kueue queueing for dynamic slicing.
 platform = ClusterPlatform("platform", cluster_layer.platform_args(config, cluster.provider))
-queues = None
+queues = checks = None
 if config.dynamic_slicing:
     queues = KueueQueues("queues", cluster_layer.queues_args(config, cluster.provider, platform.kueue))
+if config.enabled_checks():
+    after_platform = [platform.slice_controller, queues.objects, *queues.namespaces]
+    checks = SliceChecks("slice-checks", cluster_layer.slice_checks_args(config, cluster.provider, after_platform))
+admission_plan = cluster_layer.admission_plan(config)
+for line in admission_plan.lines():
+    pulumi.log.info(f"TPU admission: {line}")
 
 # 4. Stack outputs.
 pulumi.export("project", config.project)
@@ -48,4 +55,7 @@ if queues is not None:
     pulumi.export("workloadNamespaces", list(config.queues.namespaces))
     pulumi.export("clusterQueueName", config.queues.cluster_queue_name)
     pulumi.export("localQueueName", config.queues.local_queue_name)
+    pulumi.export("admissionPlan", admission_plan.lines())
     pulumi.export("priorityClassNames", [p.name for p in (config.queues.priority_classes.low, config.queues.priority_classes.medium, config.queues.priority_classes.high)])
+if checks is not None:
+    pulumi.export("sliceCheckJobSets", checks.jobset_names)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import kueue_objects
+from components import kueue_objects, slice_check_objects
+from components.admission import AdmissionPlan
 from components.platform import PlatformArgs
 from components.queues import QueuesArgs
+from components.slice_checks import SliceChecksArgs
 from components.stack_config import StackConfig
 
 
@@ -31,3 +33,35 @@ def queues_args(config: StackConfig, provider: k8s.Provider, kueue_release: pulu
         queue_objects=kueue_objects.queue_objects(config),
         priority_class_objects=kueue_objects.priority_class_objects(config),
     )
+
+
+def slice_check_jobsets(config: StackConfig) -> list[dict]:
+    namespace = config.checks_namespace
+    return [
+        slice_check_objects.slice_check_jobset(
+            kind,
+            name=check.name,
+            namespace=namespace,
+            queue_name=config.queues.local_queue_name,
+            priority_class=config.priority_class(check.priority).name,
+            image=config.checks.image,
+            hold_seconds=check.hold_seconds,
+            shape=check.shape,
+            machine_type=config.tpu.machine_type,
+            replicas=check.slices,
+        )
+        for kind, check in config.enabled_checks().items()
+    ]
+
+
+def slice_checks_args(config: StackConfig, provider: k8s.Provider, after: list[pulumi.Resource]) -> SliceChecksArgs:
+    return SliceChecksArgs(
+        provider=provider,
+        script_configmap=slice_check_objects.check_script_configmap(config.checks_namespace),
+        jobsets=slice_check_jobsets(config),
+        after=after,
+    )
+
+
+def admission_plan(config: StackConfig) -> AdmissionPlan:
+    return AdmissionPlan(config.cubes, tuple(config.slice_workloads()))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-from components import naming, topology
+from components import admission, naming, slice_check_objects, topology
 from components.gke_version import GkeVersion
 
 NAMESPACE = "tpu-dynamic-slicing"
@@ -205,6 +205,28 @@ class QueuesConfig:
 
 
 @dataclass(frozen=True)
+class SliceCheckConfig:
+    name: str = setting(doc="JobSet name (counts against the 49-character slice-name budget).")
+    shape: str = setting(doc="Slice shape; one of tpu.sliceShapes.")
+    slices: int = setting(doc="Slices the check takes at once (the JobSet's replicas).")
+    priority: str = setting(doc="Priority level: low, medium or high (queues.priorityClasses).")
+    hold_seconds: int = setting(doc="Seconds each pod holds its slice after the check passes.")
+    enabled: bool = setting(True, "Run this check JobSet.")
+
+
+@dataclass(frozen=True)
+class ChecksConfig:
+    namespace: str = setting("", "Namespace of the check JobSets; empty means the first of queues.namespaces.")
+    image: str = setting(slice_check_objects.IMAGE, "Pinned JAX-for-TPU image (tag or @sha256 digest) the checks run.")
+    subslicing: SliceCheckConfig = setting(
+        SliceCheckConfig("subslice-check", "2x2x2", 6, "low", 1800), "Sub-slicing check (six 2x2x2 slices)."
+    )
+    superslicing: SliceCheckConfig = setting(
+        SliceCheckConfig("superslice-check", "4x4x8", 1, "medium", 600), "Super-slicing check (one 4x4x8 slice)."
+    )
+
+
+@dataclass(frozen=True)
 class StackConfig:
     project: str = setting(doc="Google Cloud project ID.")
     region: str = setting("us-central1", "Region of the cluster, network and workload policy.")
@@ -213,6 +235,7 @@ class StackConfig:
     tpu: TpuConfig = setting(TpuConfig(), "TPU capacity.")
     platform: PlatformConfig = setting(PlatformConfig(), "In-cluster controllers installed by Helm.")
     queues: QueuesConfig = setting(QueuesConfig(), "Kueue queueing for dynamic slicing (TPU7x only).")
+    checks: ChecksConfig = setting(ChecksConfig(), "JAX slice-check JobSets proving sub- and super-slicing.")
 
     # Derived facts, computed once here so components and reports agree.
 
@@ -254,6 +277,33 @@ class StackConfig:
             if pool.sub_block:
                 path += f"/reservationSubBlocks/{pool.sub_block}"
         return path
+
+    @property
+    def checks_namespace(self) -> str:
+        return self.checks.namespace or next(iter(self.queues.namespaces), "")
+
+    def enabled_checks(self) -> dict[str, SliceCheckConfig]:
+        """Enabled slice checks by kind (``subslicing``, ``superslicing``); none without dynamic slicing."""
+        if not self.dynamic_slicing:
+            return {}
+        checks = {slice_check_objects.SUBSLICING: self.checks.subslicing, slice_check_objects.SUPERSLICING: self.checks.superslicing}
+        return {kind: check for kind, check in checks.items() if check.enabled}
+
+    def priority_class(self, level: str) -> PriorityClassConfig:
+        return getattr(self.queues.priority_classes, level)
+
+    def slice_workloads(self) -> list[admission.SliceWorkload]:
+        """The slice demand of every enabled workload, for the admission plan."""
+        return [
+            admission.SliceWorkload(
+                key=f"checks.{kind}",
+                shape=topology.Shape.parse(check.shape),
+                slices=check.slices,
+                priority_name=self.priority_class(check.priority).name,
+                priority=self.priority_class(check.priority).value,
+            )
+            for kind, check in self.enabled_checks().items()
+        ]
 
     @property
     def node_service_account_id(self) -> str:
@@ -322,14 +372,18 @@ def _describe(tp: Any) -> str:
     return {str: "a string", int: "an integer", bool: "true or false"}[tp]
 
 
-def _coerce(tp: Any, value: Any, key: str, secret: bool, problems: _Problems) -> Any:
-    """Convert one raw value to ``tp``; on failure record it and return a placeholder."""
+def _coerce(tp: Any, value: Any, key: str, secret: bool, problems: _Problems, default: Any = None) -> Any:
+    """Convert one raw value to ``tp``; on failure record it and return a placeholder.
+
+    ``default`` is the field's default object, if any: keys a partial object leaves out keep
+    their values from it (``checks: {subslicing: {enabled: false}}`` keeps the rest).
+    """
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         inner = next(a for a in typing.get_args(tp) if a is not type(None))
-        return None if value is None else _coerce(inner, value, key, secret, problems)
+        return None if value is None else _coerce(inner, value, key, secret, problems, default)
     if dataclasses.is_dataclass(tp):
-        return _parse_object(tp, value, key, problems)
+        return _parse_object(tp, value, key, problems, default)
     if origin is list:
         (item_type,) = typing.get_args(tp)
         if not isinstance(value, list):
@@ -353,7 +407,7 @@ def _coerce(tp: Any, value: Any, key: str, secret: bool, problems: _Problems) ->
     return _placeholder(tp)
 
 
-def _parse_object(cls: type, raw: Any, prefix: str, problems: _Problems) -> Any:
+def _parse_object(cls: type, raw: Any, prefix: str, problems: _Problems, default: Any = None) -> Any:
     hints = typing.get_type_hints(cls)
     if not isinstance(raw, Mapping):
         problems.unparsable(prefix, "must be an object", "write a YAML mapping of its keys")
@@ -367,12 +421,21 @@ def _parse_object(cls: type, raw: Any, prefix: str, problems: _Problems) -> Any:
     values = {}
     for key, f in fields_by_key.items():
         path = _join(prefix, key)
+        inherited = getattr(default, f.name) if default is not None else _field_default(f)
         if key in raw:
-            values[f.name] = _coerce(hints[f.name], raw[key], path, f.metadata.get("secret", False), problems)
+            values[f.name] = _coerce(hints[f.name], raw[key], path, f.metadata.get("secret", False), problems, inherited)
+        elif default is not None:
+            values[f.name] = inherited
         elif _is_required(f):
             problems.unparsable(path, "is required", f"set {_describe(hints[f.name])}")
             values[f.name] = _placeholder(hints[f.name])
     return cls(**values)
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None if f.default is dataclasses.MISSING else f.default
 
 
 def _is_required(f: dataclasses.Field) -> bool:
@@ -439,6 +502,7 @@ def _validate(config: StackConfig, problems: _Problems) -> None:
     _validate_tpu(config, problems)
     _validate_platform(config.platform, problems)
     _validate_queues(config.queues, problems)
+    _validate_checks(config, problems)
 
 
 def _validate_project(config: StackConfig, problems: _Problems) -> None:
@@ -738,6 +802,59 @@ def _validate_queues(queues: QueuesConfig, problems: _Problems) -> None:
                 f"{high.value} is not above {lower} ({low.value}), so it could not preempt it",
                 f"set a value above {low.value}",
             )
+
+
+PRIORITY_LEVELS = ("low", "medium", "high")
+
+
+def _validate_checks(config: StackConfig, problems: _Problems) -> None:
+    checks = config.checks
+    enabled = {kind: c for kind, c in ((slice_check_objects.SUBSLICING, checks.subslicing), (slice_check_objects.SUPERSLICING, checks.superslicing)) if c.enabled}
+    if not enabled:
+        return
+    if not _uses_dynamic_slicing(config):
+        for kind in enabled:
+            problems.add(f"checks.{kind}.enabled", f"{config.tpu.machine_type} has no dynamic slicing to check", "set false")
+        return
+    namespace = config.checks_namespace
+    if checks.namespace and checks.namespace not in config.queues.namespaces:
+        problems.add("checks.namespace", f"{checks.namespace!r} has no LocalQueue", "use one of queues.namespaces, or add it there")
+    if not _is_pinned_image(checks.image):
+        problems.add("checks.image", f"{checks.image!r} is not pinned", "use a dated tag or @sha256:<digest>, never latest")
+    for kind, check in enabled.items():
+        _validate_check(config, kind, check, namespace, problems)
+    if _shapes_parse(config) and not any(p.key.startswith("checks.") for p in problems.items):
+        for workload in config.slice_workloads():
+            if problem := admission.never_admitted_problem(workload, config.cubes):
+                problems.add(f"{workload.key}.slices", problem, "lower the slices, use a smaller shape or add TPU pools")
+
+
+def _validate_check(config: StackConfig, kind: str, check: SliceCheckConfig, namespace: str, problems: _Problems) -> None:
+    prefix = f"checks.{kind}"
+    if not _is_k8s_name(check.name):
+        problems.add(f"{prefix}.name", f"{check.name!r} is not a Kubernetes object name", "use lowercase letters, digits and hyphens")
+    elif problem := slice_check_objects.slice_name_budget_problem(namespace, check.name):
+        problems.add(f"{prefix}.name", problem, "shorten checks.namespace or this name")
+    shape = _try_shape(check.shape)
+    if shape is None or check.shape not in config.tpu.slice_shapes:
+        problems.add(f"{prefix}.shape", f"{check.shape!r} is not one of tpu.sliceShapes {config.tpu.slice_shapes}", "use an admitted shape or add it to tpu.sliceShapes")
+    elif kind == slice_check_objects.SUBSLICING and not topology.is_sub_slice(shape):
+        problems.add(f"{prefix}.shape", f"{shape} is not a sub-slice", "use a sub-slice shape such as 2x2x2")
+    elif kind == slice_check_objects.SUPERSLICING and not topology.is_super_slice(shape):
+        problems.add(f"{prefix}.shape", f"{shape} is not a super-slice", "use a super-slice shape such as 4x4x8")
+    if check.slices < 1:
+        problems.add(f"{prefix}.slices", f"{check.slices} checks nothing", "use 1 or more")
+    if check.priority not in PRIORITY_LEVELS:
+        problems.add(f"{prefix}.priority", f"{check.priority!r} is not a priority level", f"use one of {', '.join(PRIORITY_LEVELS)}")
+    if check.hold_seconds < 0:
+        problems.add(f"{prefix}.holdSeconds", f"{check.hold_seconds} is negative", "use 0 or more seconds")
+
+
+def _is_pinned_image(image: str) -> bool:
+    if re.search(r"@sha256:[0-9a-f]{64}$", image):
+        return True
+    repository, _, tag = image.rpartition(":")
+    return bool(repository) and "/" not in tag and tag not in ("", "latest")
 
 
 # --- Documentation ---------------------------------------------------------------------

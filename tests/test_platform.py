@@ -121,7 +121,7 @@ def test_each_workload_namespace_gets_a_local_queue():
 
 
 def test_smallest_shape_in_use_sets_the_topology_depth():
-    run = run_stack({"tpu.sliceShapes": ["4x4x8"], "cluster.version": "1.35.2-gke.1842000"})
+    run = run_stack({"tpu.sliceShapes": ["4x4x8"], "cluster.version": "1.35.2-gke.1842000", "checks.subslicing.enabled": False})
     (topology,) = objects_of(run, "Topology")
     assert len(topology["spec"]["levels"]) == 3
 

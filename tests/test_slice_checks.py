@@ -15,12 +15,11 @@ from typing import Any
 
 import pytest
 
-from components import slice_checks
+from components import slice_check_objects as slice_checks
 from tests.crd_schemas import crd_errors
-from components.slice_checks import (
+from components.slice_check_objects import (
     SUBSLICING,
     SUPERSLICING,
-    kueue_workload_name,
     slice_check_jobset,
     slice_name_budget_problem,
 )
@@ -200,9 +199,9 @@ def test_script_runs_as_main_with_a_stub_jax_package(tmp_path, global_devices, s
 # --- The overlays --------------------------------------------------------------------------
 
 EXPECTED = {
-    SUBSLICING: dict(name="kueue-jobset-simple-subslicing", priority="low-priority-1000", replicas=6,
+    SUBSLICING: dict(name="subslice-check", priority="low-priority-1000", replicas=6,
                      hosts=2, shape="2x2x2", global_devices=16, hold=1800),
-    SUPERSLICING: dict(name="kueue-jobset-simple-superslicing", priority="medium-priority-2000", replicas=1,
+    SUPERSLICING: dict(name="superslice-check", priority="medium-priority-2000", replicas=1,
                        hosts=32, shape="4x4x8", global_devices=256, hold=600),
 }
 IMAGE = "registry.example/jax-tpu:test"
@@ -375,12 +374,6 @@ def test_name_budget_of_the_reference_namespace():
 def test_name_budget_limit_is_a_parameter():
     assert slice_name_budget_problem("default", "kueue-jobset-simple-subslicing", limit=44) is None
     assert slice_name_budget_problem("default", "kueue-jobset-simple-subslicing", limit=43) is not None
-
-
-def test_kueue_workload_name_has_the_length_kueue_gives_it():
-    name = kueue_workload_name("JobSet", "kueue-jobset-simple-subslicing")
-    assert name == "jobset-kueue-jobset-simple-subslicing-xxxxx"
-    assert len(name) == len("jobset-") + 30 + len("-abcde")
 
 
 # --- Strict validation against the JobSet CRD schema ----------------------------------------

@@ -2,8 +2,11 @@
 
     python -m tools.render --stack dev [--out build/render]
 
-Writes resources.json, kubernetes.yaml and outputs.json and prints a summary. An invalid
-stack config prints the validation message, exits 1 and leaves no render behind.
+Writes resources.json, kubernetes.yaml and outputs.json and prints a summary. kubernetes.yaml
+holds every object the program declares plus the objects of Helm releases from a local chart
+(rendered with helm-python-sdk, as Helm would install them); releases of published charts stay
+in resources.json only, since rendering them would need the registry. An invalid stack config
+prints the validation message, exits 1 and leaves no render behind.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from tools.mock_engine import PROJECT_ROOT, ProgramRun, Registration, run_progra
 
 # Types whose inputs are a Kubernetes object (not Helm releases, providers or our components).
 _NOT_OBJECTS = ("pulumi:providers:", "kubernetes:helm.sh/")
+_HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 def render(stack: str, stack_dir: Path = PROJECT_ROOT) -> tuple[dict[str, str], ProgramRun]:
@@ -47,6 +51,9 @@ def resources_document(registrations: list[Registration]) -> list[dict[str, Any]
 def kubernetes_objects(registrations: list[Registration]) -> list[dict[str, Any]]:
     objects = []
     for r in registrations:
+        if r.type == _HELM_RELEASE and _is_local_chart(r.inputs["chart"]):
+            objects.extend(local_chart_objects(r.inputs))
+            continue
         if not r.type.startswith("kubernetes:") or r.type.startswith(_NOT_OBJECTS):
             continue
         inputs = sanitize(r.inputs)
@@ -55,6 +62,19 @@ def kubernetes_objects(registrations: list[Registration]) -> list[dict[str, Any]
         elif "apiVersion" in inputs and "kind" in inputs:
             objects.append(inputs)
     return sorted(objects, key=_object_sort_key)
+
+
+def _is_local_chart(chart: str) -> bool:
+    return chart.startswith(("./", "../", "/"))
+
+
+def local_chart_objects(release: dict[str, Any]) -> list[dict[str, Any]]:
+    """The objects Helm would install for a release of a chart in this repository."""
+    import helm_python  # a dev dependency: binds Helm's Go SDK, so no helm binary is needed
+
+    with helm_python.Chart.load(PROJECT_ROOT / release["chart"]) as chart:
+        manifests = chart.render(release.get("values") or {}, name=release["name"], namespace=release["namespace"])
+    return [doc for text in manifests.values() for doc in yaml.safe_load_all(text) if doc]
 
 
 def _object_sort_key(obj: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -77,6 +97,7 @@ def summary(stack: str, run: ProgramRun, stack_dir: Path = PROJECT_ROOT) -> list
     lines = [f"stack {stack}: {len(run.registrations)} resources"]
     lines += [f"  {count:3d}  {type_token}" for type_token, count in sorted(counts.items())]
     lines += ["TPU capacity:"] + [f"  {line}" for line in capacity_report(config).lines()]
+    lines += ["TPU admission:"] + [f"  {line}" for line in run.outputs.get("admissionPlan", ["no slice workloads"])]
     return lines
 
 
