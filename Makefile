@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACKS := $(patsubst Pulumi.%.yaml,%,$(wildcard Pulumi.*.yaml))
 
-.PHONY: render test golden docs clean
+.PHONY: render test golden docs clean verify
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,3 +26,6 @@ clean:
 
 docs: $(VENV)/.installed  ## regenerate the README config table from the schema
 	$(PY) -m tools.config_table --write
+
+verify: $(VENV)/.installed  ## smoke-test the deployed STACK's OpenAI-compatible endpoint (VERIFY_ARGS="--base-url ..." to skip pulumi)
+	$(PY) -m tools.verify --stack $(STACK) $(VERIFY_ARGS)
