@@ -8,20 +8,31 @@ problem before raising one ``ConfigError``, so a bad stack fails before any reso
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import ipaddress
 import json
 import re
-import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
 from components import admission, naming, slice_check_objects, topology
+from components.config_base import (
+    EXACT_VERSION,
+    NAMESPACE,
+    QUANTITY,
+    ConfigError,
+    Problem,
+    Problems,
+    camel,
+    is_k8s_name,
+    is_pinned_image,
+    join,
+    parse_object,
+    setting,
+    snake,
+)
 from components.gke_version import GkeVersion
-
-NAMESPACE = "tpu-dynamic-slicing"
 
 TPU7X_MIN_GKE_VERSION = "1.34.0-gke.2201000"
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
@@ -29,23 +40,6 @@ EXCLUSION_SCOPES = ("NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRAD
 NO_UPGRADES_MAX_DAYS = 30
 MTU_RANGE = (1300, 8896)
 PROXY_ONLY_MAX_PREFIX = 26
-
-
-def setting(default: Any = dataclasses.MISSING, doc: str = "", secret: bool = False) -> Any:
-    """A config field with its documentation; lists and objects get fresh default copies."""
-    metadata = {"doc": doc, "secret": secret}
-    if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
-        frozen = default
-        return field(default_factory=lambda: _copy(frozen), metadata=metadata)
-    return field(default=default, metadata=metadata)
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    return dataclasses.replace(value) if dataclasses.is_dataclass(value) else value
 
 
 # --- Schema ----------------------------------------------------------------------------
@@ -310,146 +304,13 @@ class StackConfig:
         return self.cluster.node_service_account_id or naming.node_service_account_id(self.cluster.name)
 
 
-# --- Errors ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Problem:
-    key: str
-    what: str
-    fix: str
-
-    def __str__(self) -> str:
-        return f"{self.key}: {self.what} ({self.fix})"
-
-
-class ConfigError(ValueError):
-    """Every problem of a stack config, reported together."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(
-            f"Stack config has {len(problems)} problem(s) (keys in namespace '{NAMESPACE}'; "
-            f"fix with `pulumi config set --path <key> <value>`):\n{lines}"
-        )
-
-
-class _Problems:
-    """Collects problems; a key that already failed to parse gets no follow-on complaints."""
-
-    def __init__(self) -> None:
-        self.items: list[Problem] = []
-        self.unparsed: set[str] = set()
-
-    def add(self, key: str, what: str, fix: str) -> None:
-        if key not in self.unparsed:
-            self.items.append(Problem(key, what, fix))
-
-    def unparsable(self, key: str, what: str, fix: str) -> None:
-        self.add(key, what, fix)
-        self.unparsed.add(key)
-
-
 # --- Parsing ---------------------------------------------------------------------------
-
-
-def camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
-def _placeholder(tp: Any) -> Any:
-    return {str: "", int: 0, bool: False}.get(tp)
-
-
-def _describe(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is list:
-        return f"a list of {_describe(typing.get_args(tp)[0])}s"
-    if dataclasses.is_dataclass(tp):
-        return "an object"
-    return {str: "a string", int: "an integer", bool: "true or false"}[tp]
-
-
-def _coerce(tp: Any, value: Any, key: str, secret: bool, problems: _Problems, default: Any = None) -> Any:
-    """Convert one raw value to ``tp``; on failure record it and return a placeholder.
-
-    ``default`` is the field's default object, if any: keys a partial object leaves out keep
-    their values from it (``checks: {subslicing: {enabled: false}}`` keeps the rest).
-    """
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        inner = next(a for a in typing.get_args(tp) if a is not type(None))
-        return None if value is None else _coerce(inner, value, key, secret, problems, default)
-    if dataclasses.is_dataclass(tp):
-        return _parse_object(tp, value, key, problems, default)
-    if origin is list:
-        (item_type,) = typing.get_args(tp)
-        if not isinstance(value, list):
-            problems.unparsable(key, f"must be {_describe(tp)}", "write a YAML list")
-            return []
-        return [_coerce(item_type, item, f"{key}[{i}]", secret, problems) for i, item in enumerate(value)]
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.isdigit():
-            return int(value)
-    elif tp is str and isinstance(value, str):
-        return value
-    shown = "the value given" if secret else repr(value)
-    problems.unparsable(key, f"{shown} is not {_describe(tp)}", f"set {_describe(tp)}")
-    return _placeholder(tp)
-
-
-def _parse_object(cls: type, raw: Any, prefix: str, problems: _Problems, default: Any = None) -> Any:
-    hints = typing.get_type_hints(cls)
-    if not isinstance(raw, Mapping):
-        problems.unparsable(prefix, "must be an object", "write a YAML mapping of its keys")
-        return cls(**{f.name: _placeholder(hints[f.name]) for f in dataclasses.fields(cls) if _is_required(f)})
-    fields_by_key = {camel(f.name): f for f in dataclasses.fields(cls)}
-    for key in raw:
-        if key not in fields_by_key:
-            close = difflib.get_close_matches(str(key), list(fields_by_key), n=1)
-            hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(fields_by_key)}"
-            problems.add(_join(prefix, key), "is not a known setting", hint)
-    values = {}
-    for key, f in fields_by_key.items():
-        path = _join(prefix, key)
-        inherited = getattr(default, f.name) if default is not None else _field_default(f)
-        if key in raw:
-            values[f.name] = _coerce(hints[f.name], raw[key], path, f.metadata.get("secret", False), problems, inherited)
-        elif default is not None:
-            values[f.name] = inherited
-        elif _is_required(f):
-            problems.unparsable(path, "is required", f"set {_describe(hints[f.name])}")
-            values[f.name] = _placeholder(hints[f.name])
-    return cls(**values)
-
-
-def _field_default(f: dataclasses.Field) -> Any:
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return None if f.default is dataclasses.MISSING else f.default
-
-
-def _is_required(f: dataclasses.Field) -> bool:
-    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-
-
-def _join(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
 
 
 def parse(raw: Mapping[str, Any]) -> StackConfig:
     """Parse and validate a mapping of top-level key -> value (objects already decoded)."""
-    problems = _Problems()
-    config = _parse_object(StackConfig, raw, "", problems)
+    problems = Problems()
+    config = parse_object(StackConfig, raw, "", problems)
     _validate(config, problems)
     if problems.items:
         raise ConfigError(problems.items)
@@ -495,7 +356,7 @@ def load_from_pulumi() -> StackConfig:
 # --- Validation ------------------------------------------------------------------------
 
 
-def _validate(config: StackConfig, problems: _Problems) -> None:
+def _validate(config: StackConfig, problems: Problems) -> None:
     _validate_project(config, problems)
     _validate_network(config.network, problems)
     _validate_cluster(config, problems)
@@ -505,14 +366,14 @@ def _validate(config: StackConfig, problems: _Problems) -> None:
     _validate_checks(config, problems)
 
 
-def _validate_project(config: StackConfig, problems: _Problems) -> None:
+def _validate_project(config: StackConfig, problems: Problems) -> None:
     if problem := naming.project_id_problem(config.project):
         problems.add("project", problem, "set the ID of your Google Cloud project")
     if not re.match(r"^[a-z]+-[a-z]+\d+$", config.region):
         problems.add("region", f"{config.region!r} is not a region name", "use a region such as us-central1")
 
 
-def _validate_network(network: NetworkConfig, problems: _Problems) -> None:
+def _validate_network(network: NetworkConfig, problems: Problems) -> None:
     for name in (*naming.network_names(network.prefix).values(), *naming.secondary_range_names(network.prefix).values()):
         if problem := naming.gcp_name_problem(name):
             problems.add("network.prefix", f"derived name {problem}", "use a shorter lowercase prefix")
@@ -522,7 +383,7 @@ def _validate_network(network: NetworkConfig, problems: _Problems) -> None:
         problems.add("network.mtu", f"{network.mtu} is outside {low}-{high}", "use 8896 for TPU hosts")
     ranges = {}
     for key in ("nodeCidr", "podCidr", "serviceCidr", "proxyOnlyCidr"):
-        text = getattr(network, _snake(key))
+        text = getattr(network, snake(key))
         try:
             ranges[key] = ipaddress.IPv4Network(text)
         except ValueError as error:
@@ -545,11 +406,7 @@ def _validate_network(network: NetworkConfig, problems: _Problems) -> None:
         )
 
 
-def _snake(key: str) -> str:
-    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
-
-
-def _validate_cluster(config: StackConfig, problems: _Problems) -> None:
+def _validate_cluster(config: StackConfig, problems: Problems) -> None:
     cluster = config.cluster
     if problem := naming.gcp_name_problem(cluster.name, naming.GKE_CLUSTER_NAME_MAX):
         problems.add("cluster.name", problem, "choose a shorter lowercase name")
@@ -574,7 +431,7 @@ def _uses_dynamic_slicing(config: StackConfig) -> bool:
     return bool(machine and machine.dynamic_slicing)
 
 
-def _validate_version(config: StackConfig, problems: _Problems) -> None:
+def _validate_version(config: StackConfig, problems: Problems) -> None:
     try:
         version = GkeVersion.parse(config.cluster.version)
     except ValueError as error:
@@ -613,7 +470,7 @@ def _parse_time(text: str) -> datetime | None:
         return None
 
 
-def _validate_time_range(prefix: str, start: str, end: str, problems: _Problems) -> timedelta | None:
+def _validate_time_range(prefix: str, start: str, end: str, problems: Problems) -> timedelta | None:
     begin, finish = _parse_time(start), _parse_time(end)
     for key, text, parsed in (("start", start, begin), ("end", end, finish)):
         if parsed is None or parsed.tzinfo is None:
@@ -626,7 +483,7 @@ def _validate_time_range(prefix: str, start: str, end: str, problems: _Problems)
     return None
 
 
-def _validate_maintenance(cluster: ClusterConfig, problems: _Problems) -> None:
+def _validate_maintenance(cluster: ClusterConfig, problems: Problems) -> None:
     window = cluster.maintenance_window
     if window:
         _validate_time_range("cluster.maintenanceWindow", window.start, window.end, problems)
@@ -645,7 +502,7 @@ def _validate_maintenance(cluster: ClusterConfig, problems: _Problems) -> None:
             problems.add(f"{prefix}.end", f"a NO_UPGRADES exclusion may last {NO_UPGRADES_MAX_DAYS} days, this one {length.days}", "shorten it or use NO_MINOR_UPGRADES")
 
 
-def _validate_tpu(config: StackConfig, problems: _Problems) -> None:
+def _validate_tpu(config: StackConfig, problems: Problems) -> None:
     tpu = config.tpu
     if not tpu.zone.startswith(f"{config.region}-") or not re.match(r"^[a-z]+-[a-z]+\d+-[a-z0-9]+$", tpu.zone):
         problems.add("tpu.zone", f"{tpu.zone!r} is not a zone of region {config.region}", f"use a zone such as {config.region}-a, or change region")
@@ -668,7 +525,7 @@ def _validate_tpu(config: StackConfig, problems: _Problems) -> None:
                 )
 
 
-def _validate_slice_shapes(config: StackConfig, machine: topology.MachineType, problems: _Problems) -> list[tuple[int, topology.Shape]]:
+def _validate_slice_shapes(config: StackConfig, machine: topology.MachineType, problems: Problems) -> list[tuple[int, topology.Shape]]:
     shapes = []
     for i, text in enumerate(config.tpu.slice_shapes):
         key = f"tpu.sliceShapes[{i}]"
@@ -686,7 +543,7 @@ def _validate_slice_shapes(config: StackConfig, machine: topology.MachineType, p
     return shapes
 
 
-def _validate_pools(config: StackConfig, machine: topology.MachineType, problems: _Problems) -> None:
+def _validate_pools(config: StackConfig, machine: topology.MachineType, problems: Problems) -> None:
     pools = config.tpu.pools
     if not pools:
         problems.add("tpu.pools", "is empty", "declare at least one TPU node pool")
@@ -721,7 +578,7 @@ def _validate_pools(config: StackConfig, machine: topology.MachineType, problems
             )
 
 
-def _validate_reservation(config: StackConfig, machine: topology.MachineType, problems: _Problems) -> None:
+def _validate_reservation(config: StackConfig, machine: topology.MachineType, problems: Problems) -> None:
     reservation = config.tpu.reservation
     if machine.dynamic_slicing:
         # PROVISION_ONLY workload policies only provision from a specific All Capacity reservation.
@@ -740,25 +597,14 @@ def _validate_reservation(config: StackConfig, machine: topology.MachineType, pr
         problems.add("tpu.reservation.block", "pools name sub-blocks but no block is set", "set the block the sub-blocks belong to")
 
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
-def _is_k8s_name(value: str) -> bool:
-    return bool(_DNS_LABEL.match(value)) and len(value) <= 63
-
-
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
-_EXACT_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$")
-
-
-def _validate_platform(platform: PlatformConfig, problems: _Problems) -> None:
+def _validate_platform(platform: PlatformConfig, problems: Problems) -> None:
     for key, chart in (("jobset", platform.jobset), ("kueue", platform.kueue), ("leaderWorkerSet", platform.leader_worker_set)):
         prefix = f"platform.{key}"
         if not chart.chart.startswith(("oci://", "https://")):
             problems.add(f"{prefix}.chart", f"{chart.chart!r} is not an oci:// or https:// chart reference", "use the chart's published URL")
-        if not _EXACT_VERSION.match(chart.version):
+        if not EXACT_VERSION.match(chart.version):
             problems.add(f"{prefix}.version", f"{chart.version!r} is not an exact version", "pin a released version such as 0.11.1")
-        if not _is_k8s_name(chart.namespace):
+        if not is_k8s_name(chart.namespace):
             problems.add(f"{prefix}.namespace", f"{chart.namespace!r} is not a namespace name", "use a DNS-1123 label")
     if platform.leader_worker_set.namespace != "lws-system":
         problems.add("platform.leaderWorkerSet.namespace", "the LWS chart hard-codes its webhook service in lws-system", "set lws-system")
@@ -767,7 +613,7 @@ def _validate_platform(platform: PlatformConfig, problems: _Problems) -> None:
         problems.add("platform.sliceController.digest", "is not sha256:<64 hex digits>", "copy the digest from the registry, or leave it empty")
     if slice_controller.replicas < 1:
         problems.add("platform.sliceController.replicas", f"{slice_controller.replicas} runs no controller", "use 1 or more")
-    if not _is_k8s_name(slice_controller.namespace):
+    if not is_k8s_name(slice_controller.namespace):
         problems.add("platform.sliceController.namespace", f"{slice_controller.namespace!r} is not a namespace name", "use a DNS-1123 label")
     controller = platform.kueue_controller
     if controller.replicas < 1:
@@ -775,25 +621,25 @@ def _validate_platform(platform: PlatformConfig, problems: _Problems) -> None:
     for group in ("requests", "limits"):
         for resource in ("cpu", "memory"):
             value = getattr(getattr(controller, group), resource)
-            if not _QUANTITY.match(value):
+            if not QUANTITY.match(value):
                 problems.add(f"platform.kueueController.{group}.{resource}", f"{value!r} is not a Kubernetes quantity", "write e.g. 2, 500m or 4Gi")
 
 
-def _validate_queues(queues: QueuesConfig, problems: _Problems) -> None:
+def _validate_queues(queues: QueuesConfig, problems: Problems) -> None:
     for key in ("topologyName", "resourceFlavorName", "admissionCheckName", "clusterQueueName", "localQueueName"):
-        value = getattr(queues, _snake(key))
-        if not _is_k8s_name(value):
+        value = getattr(queues, snake(key))
+        if not is_k8s_name(value):
             problems.add(f"queues.{key}", f"{value!r} is not a Kubernetes object name", "use lowercase letters, digits and hyphens")
     if not queues.namespaces:
         problems.add("queues.namespaces", "is empty", "list at least one workload namespace")
     for i, namespace in enumerate(queues.namespaces):
-        if not _is_k8s_name(namespace):
+        if not is_k8s_name(namespace):
             problems.add(f"queues.namespaces[{i}]", f"{namespace!r} is not a namespace name", "use a DNS-1123 label of at most 63 characters")
     if len(set(queues.namespaces)) != len(queues.namespaces):
         problems.add("queues.namespaces", "lists a namespace twice", "list each namespace once")
     levels = [("low", queues.priority_classes.low), ("medium", queues.priority_classes.medium), ("high", queues.priority_classes.high)]
     for level, priority in levels:
-        if not _is_k8s_name(priority.name):
+        if not is_k8s_name(priority.name):
             problems.add(f"queues.priorityClasses.{level}.name", f"{priority.name!r} is not a Kubernetes object name", "use lowercase letters, digits and hyphens")
     for (lower, low), (higher, high) in zip(levels, levels[1:]):
         if low.value >= high.value:
@@ -807,7 +653,7 @@ def _validate_queues(queues: QueuesConfig, problems: _Problems) -> None:
 PRIORITY_LEVELS = ("low", "medium", "high")
 
 
-def _validate_checks(config: StackConfig, problems: _Problems) -> None:
+def _validate_checks(config: StackConfig, problems: Problems) -> None:
     checks = config.checks
     enabled = {kind: c for kind, c in ((slice_check_objects.SUBSLICING, checks.subslicing), (slice_check_objects.SUPERSLICING, checks.superslicing)) if c.enabled}
     if not enabled:
@@ -819,7 +665,7 @@ def _validate_checks(config: StackConfig, problems: _Problems) -> None:
     namespace = config.checks_namespace
     if checks.namespace and checks.namespace not in config.queues.namespaces:
         problems.add("checks.namespace", f"{checks.namespace!r} has no LocalQueue", "use one of queues.namespaces, or add it there")
-    if not _is_pinned_image(checks.image):
+    if not is_pinned_image(checks.image):
         problems.add("checks.image", f"{checks.image!r} is not pinned", "use a dated tag or @sha256:<digest>, never latest")
     for kind, check in enabled.items():
         _validate_check(config, kind, check, namespace, problems)
@@ -829,9 +675,9 @@ def _validate_checks(config: StackConfig, problems: _Problems) -> None:
                 problems.add(f"{workload.key}.slices", problem, "lower the slices, use a smaller shape or add TPU pools")
 
 
-def _validate_check(config: StackConfig, kind: str, check: SliceCheckConfig, namespace: str, problems: _Problems) -> None:
+def _validate_check(config: StackConfig, kind: str, check: SliceCheckConfig, namespace: str, problems: Problems) -> None:
     prefix = f"checks.{kind}"
-    if not _is_k8s_name(check.name):
+    if not is_k8s_name(check.name):
         problems.add(f"{prefix}.name", f"{check.name!r} is not a Kubernetes object name", "use lowercase letters, digits and hyphens")
     elif problem := slice_check_objects.slice_name_budget_problem(namespace, check.name):
         problems.add(f"{prefix}.name", problem, "shorten checks.namespace or this name")
@@ -850,13 +696,6 @@ def _validate_check(config: StackConfig, kind: str, check: SliceCheckConfig, nam
         problems.add(f"{prefix}.holdSeconds", f"{check.hold_seconds} is negative", "use 0 or more seconds")
 
 
-def _is_pinned_image(image: str) -> bool:
-    if re.search(r"@sha256:[0-9a-f]{64}$", image):
-        return True
-    repository, _, tag = image.rpartition(":")
-    return bool(repository) and "/" not in tag and tag not in ("", "latest")
-
-
 # --- Documentation ---------------------------------------------------------------------
 
 
@@ -865,7 +704,7 @@ def documented_settings(cls: type = StackConfig, prefix: str = "") -> list[tuple
     rows = []
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        key = _join(prefix, camel(f.name))
+        key = join(prefix, camel(f.name))
         tp = hints[f.name]
         if dataclasses.is_dataclass(tp):
             rows.extend(documented_settings(tp, key))

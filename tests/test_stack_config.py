@@ -2,7 +2,7 @@
 
 import pytest
 
-from components import stack_config
+from components import config_base, stack_config
 from components.stack_config import ConfigError
 from tests.conftest import as_pulumi_values, stack_values, with_overrides
 from tools.mock_engine import run_program
@@ -148,8 +148,8 @@ def test_good_variations_parse(override):
 
 
 def test_secret_values_are_never_echoed():
-    problems = stack_config._Problems()
-    stack_config._coerce(int, "hf_abcdefSECRET", "serving.token", True, problems)
+    problems = config_base.Problems()
+    config_base.coerce(int, "hf_abcdefSECRET", "serving.token", True, problems)
     assert problems.items and "hf_abcdefSECRET" not in str(problems.items[0])
 
 

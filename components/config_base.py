@@ -1,0 +1,196 @@
+"""Generic machinery of the typed stack config: documented settings, problems, parsing.
+
+The schema itself (components/stack_config.py and the per-concern config modules) is plain
+frozen dataclasses whose fields are declared with :func:`setting`; this module turns Pulumi's
+raw config into them and collects every problem before one :class:`ConfigError` is raised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+NAMESPACE = "tpu-dynamic-slicing"
+
+
+def setting(default: Any = dataclasses.MISSING, doc: str = "", secret: bool = False) -> Any:
+    """A config field with its documentation; lists and objects get fresh default copies."""
+    metadata = {"doc": doc, "secret": secret}
+    if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
+        frozen = default
+        return field(default_factory=lambda: _copy(frozen), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    return dataclasses.replace(value) if dataclasses.is_dataclass(value) else value
+
+
+# --- Errors ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    key: str
+    what: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.what} ({self.fix})"
+
+
+class ConfigError(ValueError):
+    """Every problem of a stack config, reported together."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(
+            f"Stack config has {len(problems)} problem(s) (keys in namespace '{NAMESPACE}'; "
+            f"fix with `pulumi config set --path <key> <value>`):\n{lines}"
+        )
+
+
+class Problems:
+    """Collects problems; a key that already failed to parse gets no follow-on complaints."""
+
+    def __init__(self) -> None:
+        self.items: list[Problem] = []
+        self.unparsed: set[str] = set()
+
+    def add(self, key: str, what: str, fix: str) -> None:
+        if key not in self.unparsed:
+            self.items.append(Problem(key, what, fix))
+
+    def unparsable(self, key: str, what: str, fix: str) -> None:
+        self.add(key, what, fix)
+        self.unparsed.add(key)
+
+
+# --- Parsing ---
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _placeholder(tp: Any) -> Any:
+    return {str: "", int: 0, bool: False}.get(tp)
+
+
+def _describe(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is list:
+        return f"a list of {_describe(typing.get_args(tp)[0])}s"
+    if dataclasses.is_dataclass(tp):
+        return "an object"
+    return {str: "a string", int: "an integer", bool: "true or false"}[tp]
+
+
+def coerce(tp: Any, value: Any, key: str, secret: bool, problems: Problems, default: Any = None) -> Any:
+    """Convert one raw value to ``tp``; on failure record it and return a placeholder.
+
+    ``default`` is the field's default object, if any: keys a partial object leaves out keep
+    their values from it (``checks: {subslicing: {enabled: false}}`` keeps the rest).
+    """
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = next(a for a in typing.get_args(tp) if a is not type(None))
+        return None if value is None else coerce(inner, value, key, secret, problems, default)
+    if dataclasses.is_dataclass(tp):
+        return parse_object(tp, value, key, problems, default)
+    if origin is list:
+        (item_type,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            problems.unparsable(key, f"must be {_describe(tp)}", "write a YAML list")
+            return []
+        return [coerce(item_type, item, f"{key}[{i}]", secret, problems) for i, item in enumerate(value)]
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.isdigit():
+            return int(value)
+    elif tp is str and isinstance(value, str):
+        return value
+    shown = "the value given" if secret else repr(value)
+    problems.unparsable(key, f"{shown} is not {_describe(tp)}", f"set {_describe(tp)}")
+    return _placeholder(tp)
+
+
+def parse_object(cls: type, raw: Any, prefix: str, problems: Problems, default: Any = None) -> Any:
+    hints = typing.get_type_hints(cls)
+    if not isinstance(raw, Mapping):
+        problems.unparsable(prefix, "must be an object", "write a YAML mapping of its keys")
+        return cls(**{f.name: _placeholder(hints[f.name]) for f in dataclasses.fields(cls) if _is_required(f)})
+    fields_by_key = {camel(f.name): f for f in dataclasses.fields(cls)}
+    for key in raw:
+        if key not in fields_by_key:
+            close = difflib.get_close_matches(str(key), list(fields_by_key), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(fields_by_key)}"
+            problems.add(join(prefix, key), "is not a known setting", hint)
+    values = {}
+    for key, f in fields_by_key.items():
+        path = join(prefix, key)
+        inherited = getattr(default, f.name) if default is not None else _field_default(f)
+        if key in raw:
+            values[f.name] = coerce(hints[f.name], raw[key], path, f.metadata.get("secret", False), problems, inherited)
+        elif default is not None:
+            values[f.name] = inherited
+        elif _is_required(f):
+            problems.unparsable(path, "is required", f"set {_describe(hints[f.name])}")
+            values[f.name] = _placeholder(hints[f.name])
+    return cls(**values)
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None if f.default is dataclasses.MISSING else f.default
+
+
+def _is_required(f: dataclasses.Field) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+
+
+def join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+
+def snake(key: str) -> str:
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
+
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def is_k8s_name(value: str) -> bool:
+    return bool(_DNS_LABEL.match(value)) and len(value) <= 63
+
+
+QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+EXACT_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$")
+
+
+
+def is_pinned_image(image: str) -> bool:
+    if re.search(r"@sha256:[0-9a-f]{64}$", image):
+        return True
+    repository, _, tag = image.rpartition(":")
+    return bool(repository) and "/" not in tag and tag not in ("", "latest")
