@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACKS := $(patsubst Pulumi.%.yaml,%,$(wildcard Pulumi.*.yaml))
 
-.PHONY: render test golden docs clean verify
+.PHONY: render test golden docs clean verify sax
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,3 +29,6 @@ docs: $(VENV)/.installed  ## regenerate the README config table from the schema
 
 verify: $(VENV)/.installed  ## smoke-test the deployed STACK's OpenAI-compatible endpoint (VERIFY_ARGS="--base-url ..." to skip pulumi)
 	$(PY) -m tools.verify --stack $(STACK) $(VERIFY_ARGS)
+
+sax: $(VENV)/.installed  ## Saxml client, e.g. make sax CMD="listcell --model-id /sax/test/spmd" [SAX_STACK=saxml | SAX_ADDRESS=host:port]
+	$(PY) -m tools.sax $(if $(SAX_ADDRESS),--address $(SAX_ADDRESS),--stack $(or $(SAX_STACK),saxml)) $(CMD)

@@ -8,6 +8,7 @@ from components.network import Network
 from components.platform import ClusterPlatform
 from components.project_services import ProjectServices
 from components.queues import KueueQueues
+from components.saxml import SaxmlCell
 from components.slice_checks import SliceChecks
 from components.tpu_capacity import TpuCapacity
 
@@ -27,17 +28,22 @@ tpu = TpuCapacity(
 
 # 3. Cluster platform: controllers by Helm, then the Kueue queueing for dynamic slicing.
 platform = ClusterPlatform("platform", cluster_layer.platform_args(config, cluster.provider))
-queues = checks = None
+queues = None
 if config.dynamic_slicing:
     queues = KueueQueues("queues", cluster_layer.queues_args(config, cluster.provider, platform.kueue))
+    admission_plan = cluster_layer.admission_plan(config)
+    for line in admission_plan.lines():
+        pulumi.log.info(f"TPU admission: {line}")
+
+# 4. Workloads: slice checks (TPU7x), Saxml (TPU v5e).
+checks = saxml = None
 if config.enabled_checks():
     after_platform = [platform.slice_controller, queues.objects, *queues.namespaces]
     checks = SliceChecks("slice-checks", cluster_layer.slice_checks_args(config, cluster.provider, after_platform))
-admission_plan = cluster_layer.admission_plan(config)
-for line in admission_plan.lines():
-    pulumi.log.info(f"TPU admission: {line}")
+if config.saxml.enabled:
+    saxml = SaxmlCell("saxml", cluster_layer.saxml_args(config, cluster.provider, platform.jobset), opts=after_apis)
 
-# 4. Stack outputs.
+# 5. Stack outputs.
 pulumi.export("project", config.project)
 pulumi.export("region", config.region)
 pulumi.export("networkName", network.network_name)
@@ -47,11 +53,11 @@ pulumi.export("clusterName", cluster.name)
 pulumi.export("clusterEndpoint", cluster.endpoint)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("getCredentialsCommand", cluster.get_credentials_command)
-pulumi.export("workloadPolicyName", tpu.workload_policy_name)
 pulumi.export("tpuPoolNames", tpu.pool_names)
 pulumi.export("tpuChips", config.total_tpu_chips)
 pulumi.export("helmReleases", platform.release_versions)
 if queues is not None:
+    pulumi.export("workloadPolicyName", tpu.workload_policy_name)
     pulumi.export("workloadNamespaces", list(config.queues.namespaces))
     pulumi.export("clusterQueueName", config.queues.cluster_queue_name)
     pulumi.export("localQueueName", config.queues.local_queue_name)
@@ -59,3 +65,6 @@ if queues is not None:
     pulumi.export("priorityClassNames", [p.name for p in (config.queues.priority_classes.low, config.queues.priority_classes.medium, config.queues.priority_classes.high)])
 if checks is not None:
     pulumi.export("sliceCheckJobSets", checks.jobset_names)
+if saxml is not None:
+    pulumi.export("saxBucketName", saxml.bucket_name)
+    pulumi.export("saxHttpAddress", saxml.http_address)

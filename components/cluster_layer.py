@@ -5,10 +5,11 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import kueue_objects, slice_check_objects
+from components import kueue_objects, saxml_config, saxml_objects, slice_check_objects
 from components.admission import AdmissionPlan
 from components.platform import PlatformArgs
 from components.queues import QueuesArgs
+from components.saxml import SaxmlArgs
 from components.slice_checks import SliceChecksArgs
 from components.stack_config import StackConfig
 
@@ -65,3 +66,36 @@ def slice_checks_args(config: StackConfig, provider: k8s.Provider, after: list[p
 
 def admission_plan(config: StackConfig) -> AdmissionPlan:
     return AdmissionPlan(config.cubes, tuple(config.slice_workloads()))
+
+
+def saxml_args(config: StackConfig, provider: k8s.Provider, jobset_release: pulumi.Resource) -> SaxmlArgs:
+    saxml = config.saxml
+    params = saxml_objects.SaxmlParams(
+        namespace=saxml.namespace,
+        bucket_name=saxml_config.bucket_name(config),
+        service_account_name=saxml.service_account_name,
+        admin_image=saxml.admin_image,
+        model_server_image=saxml.model_server_image,
+        http_image=saxml.http_image,
+        pools=len(config.tpu.pools),
+        topology=config.tpu.pools[0].topology,
+        machine_type=config.tpu.machine_type,
+        sax_cell=saxml.sax_cell,
+        source_ranges=tuple(saxml.http.source_ranges),
+        external=saxml.http.external,
+    )
+    return SaxmlArgs(
+        project=config.project,
+        region=config.region,
+        bucket_name=params.bucket_name,
+        protect_bucket=saxml.protect_bucket,
+        google_service_account_id=saxml.google_service_account_id,
+        namespace=saxml.namespace,
+        service_account_name=saxml.service_account_name,
+        admin_deployment=saxml_objects.admin_deployment(params),
+        model_server_jobset=saxml_objects.model_server_jobset(params),
+        http_deployment=saxml_objects.http_deployment(params),
+        http_service=saxml_objects.http_service(params),
+        provider=provider,
+        jobset_release=jobset_release,
+    )

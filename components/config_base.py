@@ -85,7 +85,7 @@ def camel(name: str) -> str:
 
 
 def _placeholder(tp: Any) -> Any:
-    return {str: "", int: 0, bool: False}.get(tp)
+    return {str: "", int: 0, float: 0.0, bool: False}.get(tp)
 
 
 def _describe(tp: Any) -> str:
@@ -94,7 +94,7 @@ def _describe(tp: Any) -> str:
         return f"a list of {_describe(typing.get_args(tp)[0])}s"
     if dataclasses.is_dataclass(tp):
         return "an object"
-    return {str: "a string", int: "an integer", bool: "true or false"}[tp]
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}[tp]
 
 
 def coerce(tp: Any, value: Any, key: str, secret: bool, problems: Problems, default: Any = None) -> Any:
@@ -125,6 +125,11 @@ def coerce(tp: Any, value: Any, key: str, secret: bool, problems: Problems, defa
             return value
         if isinstance(value, str) and value.isdigit():
             return int(value)
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str) and re.fullmatch(r"[0-9]+(\.[0-9]+)?", value):
+            return float(value)
     elif tp is str and isinstance(value, str):
         return value
     shown = "the value given" if secret else repr(value)

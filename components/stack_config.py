@@ -33,6 +33,7 @@ from components.config_base import (
     snake,
 )
 from components.gke_version import GkeVersion
+from components.saxml_config import SaxmlConfig, validate_saxml
 
 TPU7X_MIN_GKE_VERSION = "1.34.0-gke.2201000"
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
@@ -230,6 +231,7 @@ class StackConfig:
     platform: PlatformConfig = setting(PlatformConfig(), "In-cluster controllers installed by Helm.")
     queues: QueuesConfig = setting(QueuesConfig(), "Kueue queueing for dynamic slicing (TPU7x only).")
     checks: ChecksConfig = setting(ChecksConfig(), "JAX slice-check JobSets proving sub- and super-slicing.")
+    saxml: SaxmlConfig = setting(SaxmlConfig(), "Saxml on multi-host TPU v5e (the saxml stack).")
 
     # Derived facts, computed once here so components and reports agree.
 
@@ -364,6 +366,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     _validate_platform(config.platform, problems)
     _validate_queues(config.queues, problems)
     _validate_checks(config, problems)
+    validate_saxml(config, problems)
 
 
 def _validate_project(config: StackConfig, problems: Problems) -> None:

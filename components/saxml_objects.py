@@ -1,0 +1,301 @@
+"""Saxml on multi-host TPU v5e: the admin server, the model-server JobSet and the HTTP server.
+
+Pure Python (no Pulumi imports). The YAML bases under ``manifests/saxml/`` are real manifests;
+this module loads them and overlays, on deep copies of the parsed dicts, what varies per stack:
+namespace, bucket (``GSBUCKET`` and ``SAX_ROOT``), images, ServiceAccount, Sax cell, the load
+balancer's reach, and everything that follows from the slice topology and the machine type
+(slices, pods per slice, node selectors, TPU requests, ``--platform_chip``).
+
+A Sax cell here: one admin server (state under ``gs://<bucket>/sax-root``), one model server per
+TPU slice node pool (a replicated job of the JobSet, one pod on every host of the slice), and
+the HTTP server in front of the admin API. The HTTP API has no authentication (``/publish`` and
+``/unpublish`` load and drop models for anyone who reaches it), so its Service is an internal
+load balancer with the stack's source ranges unless ``external=True`` asks otherwise.
+
+Neither the admin server nor the model servers run privileged (the GKE tutorial sets
+``privileged: true`` on both): GKE 1.28 and later give containers the TPU chips through the
+``google.com/tpu`` device plugin without it; see the comment in ``model-server.yaml``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from components.manifests import by_kind, load_documents
+from components.saxml_rules import topology_problem
+from components.topology import MACHINE_CATALOG, Shape
+
+ADMIN_FILE = "saxml/admin-server.yaml"
+MODEL_SERVER_FILE = "saxml/model-server.yaml"
+HTTP_FILE = "saxml/http-server.yaml"
+
+ADMIN_NAME = "sax-admin-server"
+MODEL_SERVER_NAME = "sax-model-server-set"
+MODEL_SERVER_JOB = "sax-model-server"
+HTTP_NAME = "sax-http"
+HTTP_SERVICE_NAME = "sax-http-lb"
+
+# Image tags as pinned in the GKE multi-host Saxml tutorial (the HTTP server is one release
+# behind the others there). Not checked against the registry from here; pin by digest once pulled.
+IMAGE_REPOSITORY = "us-docker.pkg.dev/cloud-tpu-images/inference"
+ADMIN_IMAGE = f"{IMAGE_REPOSITORY}/sax-admin-server:v1.1.0"
+MODEL_SERVER_IMAGE = f"{IMAGE_REPOSITORY}/sax-model-server:v1.1.0"
+HTTP_IMAGE = f"{IMAGE_REPOSITORY}/sax-http:v1.0.0"
+
+ADMIN_PORT = 10000
+MODEL_SERVER_PORT = 10001
+TPU_RUNTIME_PORT = 8471  # communication between the TPU VMs of a slice
+HTTP_PORT = 8888
+
+# --platform_chip of the Saxml model server for each machine type it can serve on here.
+PLATFORM_CHIPS = {"ct5lp-hightpu-4t": "tpuv5e"}
+
+INTERNAL_LB_ANNOTATION = "networking.gke.io/load-balancer-type"
+EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+ACCELERATOR_NODE_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TOPOLOGY_NODE_LABEL = "cloud.google.com/gke-tpu-topology"
+TPU_RESOURCE = "google.com/tpu"
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
+_SAX_CELL = re.compile(r"^/sax/[A-Za-z0-9_-]+$")
+_UNPINNED_TAGS = {"latest", "nightly"}
+
+
+@dataclass(frozen=True)
+class SaxmlParams:
+    """What varies per stack. ``pools`` is the number of TPU slice node pools (= model servers)."""
+
+    namespace: str
+    bucket_name: str  # the bucket's name, without gs://
+    service_account_name: str = "sax-sa"
+    admin_image: str = ADMIN_IMAGE
+    model_server_image: str = MODEL_SERVER_IMAGE
+    http_image: str = HTTP_IMAGE
+    pools: int = 2
+    topology: str = "4x8"
+    machine_type: str = "ct5lp-hightpu-4t"
+    sax_cell: str = "/sax/test"
+    source_ranges: tuple[str, ...] = ()  # CIDRs allowed to reach the HTTP load balancer
+    external: bool = False  # True: an external load balancer (needs source ranges, none /0)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.source_ranges, list):
+            object.__setattr__(self, "source_ranges", tuple(self.source_ranges))
+
+
+def sax_root(bucket_name: str) -> str:
+    """SAX_ROOT of the cell: where the admin server keeps its state and address."""
+    return f"gs://{bucket_name}/sax-root"
+
+
+# --- Validation ---------------------------------------------------------------------------------
+
+
+def _image_problem(field: str, image: str) -> str | None:
+    if not isinstance(image, str) or not image:
+        return f"{field} must not be empty"
+    if "@sha256:" in image:
+        return None
+    name, _, tag = image.rpartition(":")
+    if not name or "/" in tag:
+        return f"{field} {image!r} has no tag; pin a release tag or a digest"
+    if tag in _UNPINNED_TAGS:
+        return f"{field} {image!r} uses the moving tag {tag!r}; pin a release tag or a digest"
+    return None
+
+
+def _source_range_problems(params: SaxmlParams) -> list[str]:
+    problems = []
+    networks = []
+    for text in params.source_ranges:
+        try:
+            networks.append(ipaddress.ip_network(text, strict=True))
+        except (TypeError, ValueError) as error:
+            problems.append(f"source range {text!r} is not a CIDR: {error}")
+    if params.external:
+        if not params.source_ranges:
+            problems.append(
+                "external=True needs source_ranges: the Saxml HTTP API (/publish, /unpublish) has no "
+                "authentication"
+            )
+        problems.extend(
+            f"source range {network} opens the unauthenticated Saxml HTTP API to the whole internet"
+            for network in networks
+            if network.prefixlen == 0
+        )
+    return problems
+
+
+def params_problems(params: SaxmlParams) -> list[str]:
+    """Every problem of ``params``; empty when the objects can be built."""
+    problems = []
+    if not isinstance(params.namespace, str) or not _DNS_LABEL.match(params.namespace) or len(params.namespace) > 63:
+        problems.append(f"namespace {params.namespace!r} is not a Kubernetes namespace name")
+    if (
+        not isinstance(params.service_account_name, str)
+        or not _DNS_SUBDOMAIN.match(params.service_account_name)
+        or len(params.service_account_name) > 253
+    ):
+        problems.append(f"service_account_name {params.service_account_name!r} is not a Kubernetes name")
+    if not isinstance(params.bucket_name, str) or not _BUCKET.match(params.bucket_name):
+        problems.append(f"bucket_name {params.bucket_name!r} is not a bucket name (give the name, without gs://)")
+    for field in ("admin_image", "model_server_image", "http_image"):
+        problem = _image_problem(field, getattr(params, field))
+        if problem:
+            problems.append(problem)
+    if isinstance(params.pools, bool) or not isinstance(params.pools, int) or params.pools < 1:
+        problems.append(f"pools must be a whole number of slices, 1 or more, not {params.pools!r}")
+    if params.machine_type not in PLATFORM_CHIPS:
+        known = ", ".join(sorted(PLATFORM_CHIPS))
+        problems.append(f"Saxml here serves on {known}, not on machine type {params.machine_type!r}")
+    else:
+        problem = topology_problem(params.topology, params.machine_type)
+        if problem:
+            problems.append(problem)
+    if not isinstance(params.sax_cell, str) or not _SAX_CELL.match(params.sax_cell):
+        problems.append(f"sax_cell {params.sax_cell!r} is not a Sax cell; write /sax/<name>, e.g. /sax/test")
+    if not isinstance(params.external, bool):
+        problems.append(f"external must be true or false, not {params.external!r}")
+    problems.extend(_source_range_problems(params))
+    return problems
+
+
+def _checked(params: SaxmlParams) -> None:
+    problems = params_problems(params)
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
+# --- Overlay helpers ----------------------------------------------------------------------------
+
+
+def _container(pod_spec: dict[str, Any], name: str) -> dict[str, Any]:
+    for container in pod_spec["containers"]:
+        if container["name"] == name:
+            return container
+    raise ValueError(f"the Saxml base has no container named {name!r}")
+
+
+def _set_env(container: dict[str, Any], name: str, value: str) -> None:
+    env = container.setdefault("env", [])
+    for entry in env:
+        if entry["name"] == name:
+            entry.clear()
+            entry.update(name=name, value=value)
+            return
+    env.append({"name": name, "value": value})
+
+
+def _set_flag(args: list[str], flag: str, value: str) -> None:
+    """Set ``--flag=value`` in ``args``, in place of an existing ``--flag=...`` or at the end."""
+    prefix = f"--{flag}="
+    for index, arg in enumerate(args):
+        if arg.startswith(prefix):
+            args[index] = prefix + value
+            return
+    args.append(prefix + value)
+
+
+def _document(relative_path: str, kind: str, namespace: str) -> dict[str, Any]:
+    document = by_kind(load_documents(relative_path), kind)
+    document["metadata"]["namespace"] = namespace
+    return document
+
+
+# --- The objects --------------------------------------------------------------------------------
+
+
+def admin_deployment(params: SaxmlParams) -> dict[str, Any]:
+    """The admin server Deployment ``sax-admin-server`` (port 10000, ``GSBUCKET``)."""
+    _checked(params)
+    deployment = _document(ADMIN_FILE, "Deployment", params.namespace)
+    pod_spec = deployment["spec"]["template"]["spec"]
+    pod_spec["serviceAccountName"] = params.service_account_name
+    container = _container(pod_spec, ADMIN_NAME)
+    container["image"] = params.admin_image
+    _set_env(container, "GSBUCKET", params.bucket_name)
+    return deployment
+
+
+def model_server_jobset(params: SaxmlParams) -> dict[str, Any]:
+    """The model-server JobSet ``sax-model-server-set``: one replicated job per slice node pool.
+
+    Replicas = ``pools``; parallelism = completions = hosts of one ``topology`` slice
+    (``MachineType.hosts``: 4x8 on ct5lp-hightpu-4t is 8); each pod takes every chip of its host.
+    """
+    _checked(params)
+    machine = MACHINE_CATALOG[params.machine_type]
+    shape = Shape.parse(params.topology)
+    hosts = machine.hosts(shape)
+
+    jobset = _document(MODEL_SERVER_FILE, "JobSet", params.namespace)
+    (replicated_job,) = jobset["spec"]["replicatedJobs"]
+    replicated_job["replicas"] = params.pools
+    job_spec = replicated_job["template"]["spec"]
+    job_spec["parallelism"] = hosts
+    job_spec["completions"] = hosts
+    pod_spec = job_spec["template"]["spec"]
+    pod_spec["serviceAccountName"] = params.service_account_name
+    pod_spec["nodeSelector"].update({ACCELERATOR_NODE_LABEL: machine.accelerator_label, TOPOLOGY_NODE_LABEL: str(shape)})
+
+    container = _container(pod_spec, MODEL_SERVER_JOB)
+    container["image"] = params.model_server_image
+    _set_flag(container["args"], "port", str(MODEL_SERVER_PORT))
+    _set_flag(container["args"], "sax_cell", params.sax_cell)
+    _set_flag(container["args"], "platform_chip", PLATFORM_CHIPS[params.machine_type])
+    _set_env(container, "SAX_ROOT", sax_root(params.bucket_name))
+    tpus = str(machine.chips_per_host)
+    resources = container.setdefault("resources", {})
+    resources.setdefault("requests", {})[TPU_RESOURCE] = tpus
+    resources.setdefault("limits", {})[TPU_RESOURCE] = tpus
+    return jobset
+
+
+def http_deployment(params: SaxmlParams) -> dict[str, Any]:
+    """The HTTP server Deployment ``sax-http`` (port 8888, ``SAX_ROOT``)."""
+    _checked(params)
+    deployment = _document(HTTP_FILE, "Deployment", params.namespace)
+    pod_spec = deployment["spec"]["template"]["spec"]
+    pod_spec["serviceAccountName"] = params.service_account_name
+    container = _container(pod_spec, HTTP_NAME)
+    container["image"] = params.http_image
+    _set_env(container, "SAX_ROOT", sax_root(params.bucket_name))
+    return deployment
+
+
+def http_service(params: SaxmlParams) -> dict[str, Any]:
+    """The LoadBalancer Service ``sax-http-lb`` in front of the HTTP server.
+
+    Internal (annotation ``networking.gke.io/load-balancer-type: Internal``) unless
+    ``params.external``; ``loadBalancerSourceRanges`` from ``params.source_ranges`` when given.
+    """
+    _checked(params)
+    service = _document(HTTP_FILE, "Service", params.namespace)
+    annotations = service["metadata"].setdefault("annotations", {})
+    if params.external:
+        annotations.pop(INTERNAL_LB_ANNOTATION, None)
+        if not annotations:
+            del service["metadata"]["annotations"]
+    else:
+        annotations[INTERNAL_LB_ANNOTATION] = "Internal"
+    if params.source_ranges:
+        service["spec"]["loadBalancerSourceRanges"] = [str(ipaddress.ip_network(r)) for r in params.source_ranges]
+    else:
+        service["spec"].pop("loadBalancerSourceRanges", None)
+    return service
+
+
+def saxml_objects(params: SaxmlParams) -> list[dict[str, Any]]:
+    """Admin Deployment, model-server JobSet, HTTP Deployment and its Service, in that order."""
+    _checked(params)
+    return [admin_deployment(params), model_server_jobset(params), http_deployment(params), http_service(params)]
+
+
+def base_params() -> SaxmlParams:
+    """The values the YAML bases carry as placeholders (overlaying them changes nothing)."""
+    return SaxmlParams(namespace="default", bucket_name="my-project-gke-bucket")

@@ -1,0 +1,376 @@
+"""The Saxml objects: what the overlays set, what follows from the topology, the reach of the
+HTTP load balancer, parameter checks, and strict validation of every object (the JobSet against
+the pinned JobSet CRD schema, the core kinds with kubernetes-validate)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from components import saxml_objects
+from components.manifests import load_documents
+from components.saxml_objects import (
+    SaxmlParams,
+    admin_deployment,
+    http_deployment,
+    http_service,
+    model_server_jobset,
+    params_problems,
+)
+from tests.crd_schemas import core_errors, crd_errors, is_custom
+
+build_objects = saxml_objects.saxml_objects
+
+NAMESPACE = "sax"
+BUCKET = "proj-sax-state"
+SAX_ROOT = f"gs://{BUCKET}/sax-root"
+
+
+def _params(**overrides: Any) -> SaxmlParams:
+    values: dict[str, Any] = {"namespace": NAMESPACE, "bucket_name": BUCKET, "source_ranges": ("10.10.0.0/16",)}
+    values.update(overrides)
+    return SaxmlParams(**values)
+
+
+def _by_name(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {f"{o['kind']}/{o['metadata']['name']}": o for o in objects}
+
+
+def _env(container: dict[str, Any]) -> dict[str, str]:
+    return {entry["name"]: entry["value"] for entry in container["env"]}
+
+
+def _model_parts(jobset: dict[str, Any]) -> tuple[dict, dict, dict, dict]:
+    (replicated_job,) = jobset["spec"]["replicatedJobs"]
+    job_spec = replicated_job["template"]["spec"]
+    pod_spec = job_spec["template"]["spec"]
+    (container,) = pod_spec["containers"]
+    return replicated_job, job_spec, pod_spec, container
+
+
+def _pod_spec(deployment: dict[str, Any]) -> dict[str, Any]:
+    return deployment["spec"]["template"]["spec"]
+
+
+# --- The set of objects ---------------------------------------------------------------------------
+
+
+def test_objects_are_the_four_saxml_parts_in_one_namespace():
+    objects = build_objects(_params())
+    assert [f"{o['apiVersion']} {o['kind']}/{o['metadata']['name']}" for o in objects] == [
+        "apps/v1 Deployment/sax-admin-server",
+        "jobset.x-k8s.io/v1alpha2 JobSet/sax-model-server-set",
+        "apps/v1 Deployment/sax-http",
+        "v1 Service/sax-http-lb",
+    ]
+    assert {o["metadata"]["namespace"] for o in objects} == {NAMESPACE}
+    for obj in objects:
+        assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "saxml"
+
+
+def test_bases_agree_with_their_own_overlay():
+    """Overlaying the bases' own placeholders changes nothing: their numbers follow from 4x8 v5e."""
+    bases = [*load_documents(saxml_objects.ADMIN_FILE), *load_documents(saxml_objects.MODEL_SERVER_FILE),
+             *load_documents(saxml_objects.HTTP_FILE)]
+    assert build_objects(saxml_objects.base_params()) == bases
+
+
+def test_overlays_work_on_copies():
+    first = model_server_jobset(_params())
+    first["spec"]["replicatedJobs"][0]["replicas"] = 99
+    first["metadata"]["namespace"] = "changed"
+    second = model_server_jobset(_params())
+    assert second["spec"]["replicatedJobs"][0]["replicas"] == 2
+    assert second["metadata"]["namespace"] == NAMESPACE
+
+
+# --- Admin server ---------------------------------------------------------------------------------
+
+
+def test_admin_server():
+    deployment = admin_deployment(_params())
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["selector"] == {"matchLabels": {"app": "sax-admin-server"}}
+    assert deployment["spec"]["template"]["metadata"]["labels"]["app"] == "sax-admin-server"
+    pod_spec = _pod_spec(deployment)
+    assert pod_spec["serviceAccountName"] == "sax-sa"
+    assert pod_spec["hostNetwork"] is False
+    (container,) = pod_spec["containers"]
+    assert container["image"] == "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1.1.0"
+    assert container["ports"] == [{"name": "admin", "containerPort": 10000}]
+    assert _env(container) == {"GSBUCKET": BUCKET}
+    assert "securityContext" not in container
+
+
+# --- Model servers --------------------------------------------------------------------------------
+
+
+def test_model_server_jobset_follows_the_tutorial_shape():
+    jobset = model_server_jobset(_params())
+    replicated_job, job_spec, pod_spec, container = _model_parts(jobset)
+
+    assert jobset["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and jobset["kind"] == "JobSet"
+    assert jobset["metadata"]["annotations"] == {
+        "alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"
+    }
+    assert jobset["spec"]["failurePolicy"] == {"maxRestarts": 4}
+    assert replicated_job["name"] == "sax-model-server"
+    assert replicated_job["replicas"] == 2
+    assert job_spec["parallelism"] == job_spec["completions"] == 8
+    assert job_spec["backoffLimit"] == 0
+
+    assert pod_spec["serviceAccountName"] == "sax-sa"
+    assert pod_spec["hostNetwork"] is True
+    assert pod_spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert pod_spec["nodeSelector"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+        "cloud.google.com/gke-tpu-topology": "4x8",
+    }
+    assert pod_spec["tolerations"] == [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+    assert container["image"] == "us-docker.pkg.dev/cloud-tpu-images/inference/sax-model-server:v1.1.0"
+    assert container["args"] == ["--port=10001", "--sax_cell=/sax/test", "--platform_chip=tpuv5e"]
+    assert [(p["containerPort"], p["name"]) for p in container["ports"]] == [(10001, "model"), (8471, "tpu-runtime")]
+    assert container["env"] == [
+        {"name": "SAX_ROOT", "value": SAX_ROOT},
+        {"name": "MEGASCALE_NUM_SLICES", "value": ""},  # set to empty, as the tutorial "unsets" it
+    ]
+    assert container["resources"] == {"requests": {"google.com/tpu": "4"}, "limits": {"google.com/tpu": "4"}}
+
+
+def test_nothing_runs_privileged():
+    for obj in build_objects(_params()):
+        text = repr(obj)
+        assert "privileged" not in text, obj["metadata"]["name"]
+
+
+@pytest.mark.parametrize(
+    "topology, pods",
+    [("2x2", 1), ("2x4", 2), ("4x4", 4), ("4x8", 8), ("8x8", 16), ("8x16", 32), ("16x16", 64)],
+)
+def test_parallelism_follows_the_topology(topology, pods):
+    _, job_spec, pod_spec, container = _model_parts(model_server_jobset(_params(topology=topology)))
+    assert job_spec["parallelism"] == job_spec["completions"] == pods
+    assert pod_spec["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == topology
+    assert container["resources"]["limits"]["google.com/tpu"] == "4"  # one host's chips, whatever the slice
+
+
+@pytest.mark.parametrize("pools", [1, 2, 5])
+def test_one_replicated_job_per_pool(pools):
+    replicated_job, _, _, _ = _model_parts(model_server_jobset(_params(pools=pools)))
+    assert replicated_job["replicas"] == pools
+
+
+def test_cell_bucket_service_account_and_image_are_overlaid():
+    params = _params(sax_cell="/sax/prod", bucket_name="other-bucket", service_account_name="saxml-ksa",
+                     model_server_image="registry.example/sax-model-server:v1.2.0")
+    _, _, pod_spec, container = _model_parts(model_server_jobset(params))
+    assert container["args"] == ["--port=10001", "--sax_cell=/sax/prod", "--platform_chip=tpuv5e"]
+    assert _env(container)["SAX_ROOT"] == "gs://other-bucket/sax-root"
+    assert pod_spec["serviceAccountName"] == "saxml-ksa"
+    assert container["image"] == "registry.example/sax-model-server:v1.2.0"
+    for deployment in (admin_deployment(params), http_deployment(params)):
+        assert _pod_spec(deployment)["serviceAccountName"] == "saxml-ksa"
+    assert _env(_pod_spec(admin_deployment(params))["containers"][0]) == {"GSBUCKET": "other-bucket"}
+
+
+# --- HTTP server and its load balancer ------------------------------------------------------------
+
+
+def test_http_server():
+    deployment = http_deployment(_params())
+    assert deployment["spec"]["selector"] == {"matchLabels": {"app": "sax-http"}}
+    pod_spec = _pod_spec(deployment)
+    assert pod_spec["serviceAccountName"] == "sax-sa"
+    (container,) = pod_spec["containers"]
+    assert container["image"] == "us-docker.pkg.dev/cloud-tpu-images/inference/sax-http:v1.0.0"
+    assert container["ports"] == [{"name": "http", "containerPort": 8888}]
+    assert _env(container) == {"SAX_ROOT": SAX_ROOT}
+
+
+def test_service_is_internal_by_default_with_the_source_ranges():
+    service = http_service(_params(source_ranges=("10.10.0.0/16", "192.168.1.0/24")))
+    assert service["metadata"]["annotations"] == {"networking.gke.io/load-balancer-type": "Internal"}
+    assert service["spec"]["type"] == "LoadBalancer"
+    assert service["spec"]["loadBalancerSourceRanges"] == ["10.10.0.0/16", "192.168.1.0/24"]
+    assert service["spec"]["selector"] == http_deployment(_params())["spec"]["selector"]["matchLabels"]
+    (port,) = service["spec"]["ports"]
+    assert port == {"name": "http", "protocol": "TCP", "port": 8888, "targetPort": "http"}
+
+
+def test_service_targets_the_http_container_port_by_name():
+    (container,) = _pod_spec(http_deployment(_params()))["containers"]
+    (port,) = http_service(_params())["spec"]["ports"]
+    assert port["targetPort"] in {p["name"] for p in container["ports"]}
+
+
+def test_internal_service_without_source_ranges_has_no_ranges_field():
+    service = http_service(_params(source_ranges=()))
+    assert service["metadata"]["annotations"]["networking.gke.io/load-balancer-type"] == "Internal"
+    assert "loadBalancerSourceRanges" not in service["spec"]
+
+
+def test_external_only_when_asked_and_still_limited_to_the_source_ranges():
+    service = http_service(_params(external=True, source_ranges=["203.0.113.0/24"]))
+    assert "networking.gke.io/load-balancer-type" not in service["metadata"].get("annotations", {})
+    assert service["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+    assert service["spec"]["type"] == "LoadBalancer"
+
+
+def test_source_ranges_accept_a_list():
+    assert _params(source_ranges=["10.0.0.0/8"]).source_ranges == ("10.0.0.0/8",)
+
+
+# --- Parameter checks -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides, fragment",
+    [
+        ({"namespace": ""}, "is not a Kubernetes namespace name"),
+        ({"namespace": "Sax_NS"}, "is not a Kubernetes namespace name"),
+        ({"bucket_name": "gs://bucket"}, "without gs://"),
+        ({"bucket_name": ""}, "is not a bucket name"),
+        ({"service_account_name": "Sax SA"}, "is not a Kubernetes name"),
+        ({"admin_image": ""}, "admin_image must not be empty"),
+        ({"model_server_image": "us-docker.pkg.dev/cloud-tpu-images/inference/sax-model-server"}, "has no tag"),
+        ({"http_image": "us-docker.pkg.dev/cloud-tpu-images/inference/sax-http:latest"}, "moving tag 'latest'"),
+        ({"model_server_image": "registry.example:5000/sax-model-server"}, "has no tag"),
+        ({"pools": 0}, "pools must be a whole number of slices"),
+        ({"pools": True}, "pools must be a whole number of slices"),
+        ({"topology": "4x6"}, "4x6 is not a ct5lp-hightpu-4t slice topology"),
+        ({"topology": "2x2x2"}, "2x2x2 is not a ct5lp-hightpu-4t slice topology"),
+        ({"topology": "four"}, "is not a TPU topology"),
+        ({"machine_type": "tpu7x-standard-4t", "topology": "2x2x2"}, "not on machine type 'tpu7x-standard-4t'"),
+        ({"sax_cell": "sax/test"}, "is not a Sax cell"),
+        ({"source_ranges": ("10.0.0.1/8",)}, "is not a CIDR"),
+        ({"source_ranges": ("everyone",)}, "is not a CIDR"),
+        ({"external": True, "source_ranges": ()}, "external=True needs source_ranges"),
+        ({"external": True, "source_ranges": ("0.0.0.0/0",)}, "to the whole internet"),
+        ({"external": True, "source_ranges": ("::/0",)}, "to the whole internet"),
+    ],
+)
+def test_bad_params_are_rejected(overrides, fragment):
+    params = _params(**overrides)
+    problems = params_problems(params)
+    assert any(fragment in p for p in problems), problems
+    for build in (build_objects, admin_deployment, model_server_jobset, http_deployment, http_service):
+        with pytest.raises(ValueError) as raised:
+            build(params)
+        assert fragment in str(raised.value)
+
+
+def test_all_problems_are_reported_at_once():
+    problems = params_problems(_params(namespace="", pools=0, sax_cell="x"))
+    assert len(problems) == 3, problems
+
+
+def test_defaults():
+    params = SaxmlParams(namespace="ns", bucket_name="bucket")
+    assert dataclasses.asdict(params) == {
+        "namespace": "ns",
+        "bucket_name": "bucket",
+        "service_account_name": "sax-sa",
+        "admin_image": "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1.1.0",
+        "model_server_image": "us-docker.pkg.dev/cloud-tpu-images/inference/sax-model-server:v1.1.0",
+        "http_image": "us-docker.pkg.dev/cloud-tpu-images/inference/sax-http:v1.0.0",
+        "pools": 2,
+        "topology": "4x8",
+        "machine_type": "ct5lp-hightpu-4t",
+        "sax_cell": "/sax/test",
+        "source_ranges": (),
+        "external": False,
+    }
+    assert params_problems(params) == []
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        params.pools = 3  # type: ignore[misc]
+
+
+def test_digest_pinned_images_are_accepted():
+    digest = "us-docker.pkg.dev/cloud-tpu-images/inference/sax-http@sha256:" + "0" * 64
+    assert params_problems(_params(http_image=digest)) == []
+
+
+# --- Strict validation ----------------------------------------------------------------------------
+
+
+def _errors(obj: dict[str, Any]) -> list[str]:
+    return sorted(crd_errors(obj) if is_custom(obj) else core_errors(obj))
+
+
+VARIANTS = {
+    "default": {},
+    "external": {"external": True, "source_ranges": ("203.0.113.0/24", "2001:db8::/32")},
+    "no-ranges": {"source_ranges": ()},
+    "small-slices": {"topology": "2x4", "pools": 4},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_object_validates_strictly(variant):
+    objects = build_objects(_params(**VARIANTS[variant]))
+    assert {name: _errors(obj) for name, obj in _by_name(objects).items()} == {
+        name: [] for name in _by_name(objects)
+    }
+
+
+@pytest.mark.parametrize(
+    "path",
+    [saxml_objects.ADMIN_FILE, saxml_objects.MODEL_SERVER_FILE, saxml_objects.HTTP_FILE],
+)
+def test_bases_validate_strictly(path):
+    for document in load_documents(path):
+        assert _errors(document) == []
+
+
+def _misspell_jobset(jobset: dict[str, Any], where: str) -> None:
+    _, job_spec, pod_spec, container = _model_parts(jobset)
+    if where == "job":
+        job_spec["backoffLimt"] = job_spec.pop("backoffLimit")
+    elif where == "pod":
+        pod_spec["hostNetworking"] = pod_spec.pop("hostNetwork")
+    elif where == "container":
+        container["arg"] = container.pop("args")
+    elif where == "spec":
+        jobset["spec"]["failurePolicies"] = jobset["spec"].pop("failurePolicy")
+
+
+@pytest.mark.parametrize(
+    "where, field",
+    [("job", "backoffLimt"), ("pod", "hostNetworking"), ("container", "arg"), ("spec", "failurePolicies")],
+)
+def test_misspelled_jobset_fields_are_rejected(where, field):
+    jobset = model_server_jobset(_params())
+    _misspell_jobset(jobset, where)
+    errors = _errors(jobset)
+    assert len(errors) == 1, errors
+    assert f"'{field}' was unexpected" in errors[0]
+
+
+def _rename(mapping: dict[str, Any], old: str, new: str) -> None:
+    mapping[new] = mapping.pop(old)
+
+
+@pytest.mark.parametrize(
+    "build, locate, old, new",
+    [
+        (admin_deployment, lambda d: d["spec"]["template"]["spec"], "serviceAccountName", "serviceAcountName"),
+        (http_deployment, lambda d: d["spec"]["template"]["spec"]["containers"][0], "ports", "port"),
+        (http_service, lambda s: s["spec"], "loadBalancerSourceRanges", "loadBalancerSourceRange"),
+        (http_service, lambda s: s["metadata"], "annotations", "anotations"),
+    ],
+)
+def test_misspelled_core_fields_are_rejected(build, locate, old, new):
+    obj = build(_params())
+    assert _errors(obj) == []
+    _rename(locate(obj), old, new)
+    errors = _errors(obj)
+    assert len(errors) == 1 and f"'{new}' was unexpected" in errors[0], errors
+
+
+def test_wrong_types_are_rejected():
+    jobset = model_server_jobset(_params())
+    jobset["spec"]["replicatedJobs"][0]["replicas"] = "2"
+    assert any("replicas" in e and "is not of type 'integer'" in e for e in _errors(jobset))

@@ -1,0 +1,233 @@
+"""Client for the Saxml HTTP server (sax-http) that the stack exposes behind a load balancer.
+
+    python -m tools.sax publish --model-id /sax/test/spmd \\
+        --model-path saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd175B32Test --checkpoint None --replicas 2
+    python -m tools.sax listcell --model-id /sax/test/spmd
+    python -m tools.sax generate --model-id /sax/test/spmd --query "How many days are in a week?"
+    python -m tools.sax unpublish --model-id /sax/test/spmd
+
+The server address is the stack output `saxHttpAddress` (HOST or HOST:PORT, port 8888 by default),
+read with `pulumi stack output`; `--address` skips Pulumi altogether.
+Exit codes: 0 success, 1 the request failed, 2 usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+ADDRESS_OUTPUT = "saxHttpAddress"
+DEFAULT_PORT = 8888
+DEFAULT_TIMEOUT_S = 60.0
+PULUMI_TIMEOUT_S = 60
+PREVIEW_CHARS = 300
+ADDRESS_HINT = "pass --address HOST[:PORT] to skip the stack lookup"
+
+Runner = Callable[[list[str]], subprocess.CompletedProcess]
+
+
+class UsageError(Exception):
+    """The user has to change how the client is called or configured (exit 2)."""
+
+
+class RequestFailed(Exception):
+    """The server was unreachable or did not give a usable answer (exit 1)."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One sax-http request; `expects_json` is False where the tutorial does not show the answer's shape."""
+
+    method: str
+    path: str
+    body: dict[str, Any]
+    expects_json: bool = True
+
+
+# The four calls of the tutorial, with exactly its fields: some sax-http builds reject a body whose field count differs.
+def publish(args: argparse.Namespace) -> Call:
+    body = {"model": args.model_id, "model_path": args.model_path, "checkpoint": args.checkpoint, "replicas": args.replicas}
+    return Call("POST", "/publish", body)
+
+
+def listcell(args: argparse.Namespace) -> Call:
+    return Call("GET", "/listcell", {"model": args.model_id})
+
+
+def generate(args: argparse.Namespace) -> Call:
+    return Call("POST", "/generate", {"model": args.model_id, "query": args.query}, expects_json=False)
+
+
+def unpublish(args: argparse.Namespace) -> Call:
+    return Call("POST", "/unpublish", {"model": args.model_id})
+
+
+def run_pulumi(args: list[str]) -> subprocess.CompletedProcess:
+    """Run the Pulumi CLI in the project folder, bounded so a stuck backend login cannot hang the client."""
+    return subprocess.run(args, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=PULUMI_TIMEOUT_S, check=False)
+
+
+def stack_address(stack: str | None, runner: Runner = run_pulumi) -> str:
+    """The `saxHttpAddress` output of `stack` (Pulumi's selected stack when None)."""
+    args = ["pulumi", "stack", "output", "--json", *(["--stack", stack] if stack else [])]
+    command = " ".join(args)
+    try:
+        done = runner(args)
+    except FileNotFoundError:
+        raise UsageError(f"the pulumi CLI is not installed; {ADDRESS_HINT}") from None
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"`{command}` did not finish in time; {ADDRESS_HINT}") from None
+    if done.returncode != 0:
+        raise UsageError(f"`{command}` failed: {last_line(done.stderr)}; {ADDRESS_HINT}")
+    try:
+        outputs = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        raise UsageError(f"`{command}` did not print JSON; {ADDRESS_HINT}") from None
+    address = outputs.get(ADDRESS_OUTPUT) if isinstance(outputs, dict) else None
+    if not isinstance(address, str) or not address:
+        raise UsageError(f"stack {stack or '(selected)'} has no output {ADDRESS_OUTPUT}; {ADDRESS_HINT}")
+    return address
+
+
+def last_line(text: str) -> str:
+    """Pulumi ends its error output with the actual reason; earlier lines are progress noise."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return preview(lines[-1]) if lines else "no error message"
+
+
+def base_url(address: str) -> str:
+    """`HOST` or `HOST:PORT` as an http URL; the load balancer speaks plain HTTP on 8888 unless told otherwise."""
+    parts = urllib.parse.urlsplit(f"//{address}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise UsageError(f"bad address {address!r}: the port must be a number up to 65535") from None
+    if parts.netloc != address or not parts.hostname:
+        raise UsageError(f"bad address {address!r}: expected HOST or HOST:PORT, without a scheme or path")
+    return f"http://{address}" if port is not None else f"http://{address}:{DEFAULT_PORT}"
+
+
+def send(base: str, call: Call, timeout: float) -> str:
+    """Send `call` with a JSON body (also for GET, as sax-http's /listcell reads one) and return the answer text."""
+    request = urllib.request.Request(
+        base + call.path,
+        data=json.dumps(call.body).encode(),
+        method=call.method,
+        headers={"Content-Type": "application/json"},
+    )
+    where = f"{call.method} {base}{call.path}"
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.read().decode("utf-8", errors="replace")
+    except urllib.error.HTTPError as error:
+        body = error.read().decode("utf-8", errors="replace")
+        raise RequestFailed(f"{where}: HTTP {error.code} {error.reason}: {preview(body)}") from None
+    except urllib.error.URLError as error:
+        raise RequestFailed(f"{where}: {describe(error.reason, timeout)}") from None
+    except (OSError, http.client.HTTPException) as error:
+        raise RequestFailed(f"{where}: {describe(error, timeout)}") from None
+
+
+def describe(reason: object, timeout: float) -> str:
+    """Name the likely cause: refused means nothing listens yet, a timeout means a slow or unreachable server."""
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused (is sax-http running and its load balancer ready?)"
+    if isinstance(reason, TimeoutError):
+        return f"no answer within {timeout:g}s (raise --timeout for slow calls)"
+    return f"request failed: {reason}"
+
+
+def rendered(text: str, call: Call) -> str:
+    """Pretty JSON for JSON answers; a non-JSON answer is an error wherever the tutorial shows JSON."""
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except json.JSONDecodeError:
+        if call.expects_json:
+            raise RequestFailed(f"{call.method} {call.path}: expected a JSON answer, got: {preview(text)}") from None
+        return text
+
+
+def preview(text: str) -> str:
+    """One line, bounded: error bodies can be multi-line JSON or a whole HTML page."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= PREVIEW_CHARS else flat[:PREVIEW_CHARS] + "…"
+
+
+def positive(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type that rejects zero and negative numbers at parse time."""
+
+    def parse(text: str) -> Any:
+        value = convert(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+        return value
+
+    parse.__name__ = convert.__name__
+    return parse
+
+
+def add_model_id(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model-id", required=True, metavar="ID", help="Saxml model name, e.g. /sax/test/spmd")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tools.sax", description=__doc__.splitlines()[0])
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--stack", help=f"Pulumi stack whose {ADDRESS_OUTPUT} output to use (default: the selected stack)")
+    where.add_argument("--address", metavar="HOST[:PORT]", help=f"sax-http HOST[:PORT] (default port {DEFAULT_PORT}); skips Pulumi")
+    parser.add_argument(
+        "--timeout", type=positive(float), default=DEFAULT_TIMEOUT_S, metavar="SECONDS", help=f"per request (default {DEFAULT_TIMEOUT_S:g})"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub = commands.add_parser("publish", help="publish a model on the model servers")
+    add_model_id(sub)
+    sub.add_argument("--model-path", required=True, metavar="PATH", help="model class, e.g. saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd175B32Test")
+    sub.add_argument("--checkpoint", required=True, metavar="PATH", help="checkpoint path, or None for random weights")
+    sub.add_argument("--replicas", required=True, type=positive(int), metavar="N", help="number of model server replicas")
+    sub.set_defaults(build=publish)
+
+    sub = commands.add_parser("listcell", help="show a published model and its replicas")
+    add_model_id(sub)
+    sub.set_defaults(build=listcell)
+
+    sub = commands.add_parser("generate", help="send a prompt to a published model")
+    add_model_id(sub)
+    sub.add_argument("--query", required=True, metavar="TEXT", help="prompt text")
+    sub.set_defaults(build=generate)
+
+    sub = commands.add_parser("unpublish", help="unpublish a model")
+    add_model_id(sub)
+    sub.set_defaults(build=unpublish)
+    return parser
+
+
+def main(argv: list[str] | None = None, runner: Runner = run_pulumi) -> int:
+    """Return the exit code so tests can call it (argparse still exits 2 itself); `runner` replaces the pulumi CLI."""
+    args = build_parser().parse_args(argv)
+    call = args.build(args)
+    try:
+        base = base_url(args.address or stack_address(args.stack, runner))
+        print(rendered(send(base, call, args.timeout), call))
+    except UsageError as error:
+        print(f"sax: {error}", file=sys.stderr)
+        return 2
+    except RequestFailed as error:
+        print(f"sax: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
