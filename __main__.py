@@ -9,6 +9,7 @@ from components.platform import ClusterPlatform
 from components.project_services import ProjectServices
 from components.queues import KueueQueues
 from components.saxml import SaxmlCell
+from components.serving import ModelServing
 from components.slice_checks import SliceChecks
 from components.tpu_capacity import TpuCapacity
 
@@ -35,11 +36,22 @@ if config.dynamic_slicing:
     for line in admission_plan.lines():
         pulumi.log.info(f"TPU admission: {line}")
 
-# 4. Workloads: slice checks (TPU7x), Saxml (TPU v5e).
-checks = saxml = None
+# 4. Workloads: slice checks and P/D serving (TPU7x), Saxml (TPU v5e).
+checks = serving = saxml = None
 if config.enabled_checks():
     after_platform = [platform.slice_controller, queues.objects, *queues.namespaces]
     checks = SliceChecks("slice-checks", cluster_layer.slice_checks_args(config, cluster.provider, after_platform))
+if config.serving.enabled:
+    serving = ModelServing(
+        "serving",
+        cluster_layer.serving_args(
+            config,
+            cluster.provider,
+            namespace_ready=[queues.namespace(config.serving.namespace), queues.objects],
+            platform_ready=[platform.leader_worker_set, platform.slice_controller],
+        ),
+        opts=after_apis,
+    )
 if config.saxml.enabled:
     saxml = SaxmlCell("saxml", cluster_layer.saxml_args(config, cluster.provider, platform.jobset), opts=after_apis)
 
@@ -68,3 +80,9 @@ if checks is not None:
 if saxml is not None:
     pulumi.export("saxBucketName", saxml.bucket_name)
     pulumi.export("saxHttpAddress", saxml.http_address)
+if serving is not None:
+    endpoint = cluster_layer.serving_endpoint(config, serving.gateway_address)
+    pulumi.export("gatewayAddress", serving.gateway_address)
+    pulumi.export("modelName", endpoint.model_name)
+    pulumi.export("openaiBaseUrl", endpoint.base_url)
+    pulumi.export("exampleCurl", endpoint.example_curl)

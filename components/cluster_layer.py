@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import shlex
+from dataclasses import dataclass
+
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import kueue_objects, saxml_config, saxml_objects, slice_check_objects
+from components import kueue_objects, saxml_config, saxml_objects, serving_config, serving_objects, slice_check_objects
 from components.admission import AdmissionPlan
 from components.platform import PlatformArgs
 from components.queues import QueuesArgs
 from components.saxml import SaxmlArgs
+from components.serving import ServingArgs
 from components.slice_checks import SliceChecksArgs
 from components.stack_config import StackConfig
 
@@ -99,3 +104,53 @@ def saxml_args(config: StackConfig, provider: k8s.Provider, jobset_release: pulu
         provider=provider,
         jobset_release=jobset_release,
     )
+
+
+def serving_args(
+    config: StackConfig,
+    provider: k8s.Provider,
+    namespace_ready: list[pulumi.Resource],
+    platform_ready: list[pulumi.Resource],
+) -> ServingArgs:
+    serving = config.serving
+    params = serving_config.serving_params(config)
+    return ServingArgs(
+        project=config.project,
+        region=config.region,
+        bucket_name=serving_config.weights_bucket_name(config),
+        create_bucket=serving.weights_bucket.create,
+        protect_bucket=serving.weights_bucket.protect,
+        namespace=serving.namespace,
+        service_account=serving_objects.model_server_service_account(serving.namespace, serving.service_account_name),
+        hf_token=serving.hf_token,
+        gateway=serving_objects.gateway(
+            serving.namespace, name=serving.gateway.name, gateway_class=serving.gateway.class_name, port=serving.gateway.port
+        ),
+        router_chart=serving.router.chart,
+        router_version=serving.router.version,
+        router_values=serving_objects.router_values(guide=params.guide, gateway_name=serving.gateway.name),
+        inference_pool_crds_version=serving.inference_pool_crds.version if serving.inference_pool_crds.install else None,
+        leaderworkersets=serving_objects.prefill_decode_leaderworkersets(params),
+        provider=provider,
+        namespace_ready=namespace_ready,
+        platform_ready=platform_ready,
+    )
+
+
+@dataclass(frozen=True)
+class ServingEndpoint:
+    model_name: str
+    base_url: pulumi.Output[str]
+    example_curl: pulumi.Output[str]
+
+
+def serving_endpoint(config: StackConfig, gateway_address: pulumi.Output[str]) -> ServingEndpoint:
+    """How clients reach the model: the OpenAI-compatible base URL and a request to try."""
+    model_name = config.serving.model.served_name or config.serving.model.id
+    port = config.serving.gateway.port
+    base_url = gateway_address.apply(lambda address: f"http://{address}{'' if port == 80 else f':{port}'}/v1")
+    body = json.dumps({"model": model_name, "prompt": "How are you today?", "max_tokens": 64})
+    example_curl = base_url.apply(
+        lambda url: f"curl -s {url}/completions -H 'Content-Type: application/json' -d {shlex.quote(body)}"
+    )
+    return ServingEndpoint(model_name, base_url, example_curl)

@@ -22,10 +22,11 @@ class KueueQueues(pulumi.ComponentResource):
     def __init__(self, name: str, args: QueuesArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:k8s:KueueQueues", name, None, opts)
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        self.namespaces = [
-            k8s.core.v1.Namespace(namespace, metadata={"name": namespace}, opts=on_cluster)
+        self._namespaces = {
+            namespace: k8s.core.v1.Namespace(namespace, metadata={"name": namespace}, opts=on_cluster)
             for namespace in args.namespaces
-        ]
+        }
+        self.namespaces = list(self._namespaces.values())
         # Created only once the Kueue release is ready: its CRDs exist and its webhooks serve.
         self.objects = k8s.yaml.v2.ConfigGroup(
             "kueue-objects",
@@ -35,3 +36,6 @@ class KueueQueues(pulumi.ComponentResource):
             ),
         )
         self.register_outputs({"namespaces": args.namespaces})
+
+    def namespace(self, name: str) -> k8s.core.v1.Namespace:
+        return self._namespaces[name]

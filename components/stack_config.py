@@ -34,6 +34,7 @@ from components.config_base import (
 )
 from components.gke_version import GkeVersion
 from components.saxml_config import SaxmlConfig, validate_saxml
+from components.serving_config import ServingConfig, serving_workloads, validate_serving
 
 TPU7X_MIN_GKE_VERSION = "1.34.0-gke.2201000"
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
@@ -231,6 +232,7 @@ class StackConfig:
     platform: PlatformConfig = setting(PlatformConfig(), "In-cluster controllers installed by Helm.")
     queues: QueuesConfig = setting(QueuesConfig(), "Kueue queueing for dynamic slicing (TPU7x only).")
     checks: ChecksConfig = setting(ChecksConfig(), "JAX slice-check JobSets proving sub- and super-slicing.")
+    serving: ServingConfig = setting(ServingConfig(), "P/D-disaggregated vLLM serving on TPU7x sub-slices.")
     saxml: SaxmlConfig = setting(SaxmlConfig(), "Saxml on multi-host TPU v5e (the saxml stack).")
 
     # Derived facts, computed once here so components and reports agree.
@@ -290,6 +292,9 @@ class StackConfig:
 
     def slice_workloads(self) -> list[admission.SliceWorkload]:
         """The slice demand of every enabled workload, for the admission plan."""
+        return (serving_workloads(self) if self.serving.enabled else []) + self.check_workloads()
+
+    def check_workloads(self) -> list[admission.SliceWorkload]:
         return [
             admission.SliceWorkload(
                 key=f"checks.{kind}",
@@ -366,6 +371,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     _validate_platform(config.platform, problems)
     _validate_queues(config.queues, problems)
     _validate_checks(config, problems)
+    validate_serving(config, problems)
     validate_saxml(config, problems)
 
 
@@ -673,7 +679,7 @@ def _validate_checks(config: StackConfig, problems: Problems) -> None:
     for kind, check in enabled.items():
         _validate_check(config, kind, check, namespace, problems)
     if _shapes_parse(config) and not any(p.key.startswith("checks.") for p in problems.items):
-        for workload in config.slice_workloads():
+        for workload in config.check_workloads():
             if problem := admission.never_admitted_problem(workload, config.cubes):
                 problems.add(f"{workload.key}.slices", problem, "lower the slices, use a smaller shape or add TPU pools")
 

@@ -115,13 +115,13 @@ def test_kueue_objects_wait_for_the_kueue_release_and_namespaces(dev_run):
 
 
 def test_each_workload_namespace_gets_a_local_queue():
-    run = run_stack({"queues.namespaces": ["team-a", "team-b"]})
+    run = run_stack({"queues.namespaces": ["team-a", "team-b"], "serving.namespace": "team-a"})
     assert sorted(o["metadata"]["namespace"] for o in objects_of(run, "LocalQueue")) == ["team-a", "team-b"]
     assert sorted(o["metadata"]["name"] for o in objects_of(run, "Namespace")) == ["team-a", "team-b"]
 
 
 def test_smallest_shape_in_use_sets_the_topology_depth():
-    run = run_stack({"tpu.sliceShapes": ["4x4x8"], "cluster.version": "1.35.2-gke.1842000", "checks.subslicing.enabled": False})
+    run = run_stack({"tpu.sliceShapes": ["4x4x8"], "cluster.version": "1.35.2-gke.1842000", "checks.subslicing.enabled": False, "serving.enabled": False})
     (topology,) = objects_of(run, "Topology")
     assert len(topology["spec"]["levels"]) == 3
 

@@ -58,7 +58,7 @@ def test_config_sets_hold_time_image_and_priority():
 
 
 def test_switching_a_check_off_removes_it():
-    run = run_stack({"checks.superslicing.enabled": False})
+    run = run_stack({"checks.superslicing.enabled": False, "serving.enabled": False})
     assert sorted(jobsets(run)) == ["subslice-check"]
     assert not [r for r in run.registrations if r.type == JOBSET and r.name == "superslice-check"]
     assert run.outputs["admissionPlan"][-1] == "all run at the same time: 1 of 2 cube(s)"
@@ -72,6 +72,20 @@ def test_switching_both_off_removes_the_component():
 
 def test_admission_plan_of_the_dev_stack(dev_run):
     assert dev_run.outputs["admissionPlan"] == [
+        "serving.prefill (4 x 2x2x2, high-priority-3000): 1 cube(s) alone",
+        "serving.decode (4 x 2x2x2, high-priority-3000): 1 cube(s) alone",
+        "checks.subslicing (6 x 2x2x2, low-priority-1000): 1 cube(s) alone",
+        "checks.superslicing (1 x 4x4x8, medium-priority-2000): 2 cube(s) alone",
+        "not all at once: together they need 4 cube(s), the stack has 2",
+        "serving.prefill preempts checks.superslicing (priority 3000 > 2000)",
+        "serving.decode preempts checks.superslicing (priority 3000 > 2000)",
+        "checks.superslicing preempts checks.subslicing (priority 2000 > 1000)",
+    ]
+
+
+def test_admission_plan_of_the_checks_alone():
+    run = run_stack({"serving.enabled": False})
+    assert run.outputs["admissionPlan"] == [
         "checks.subslicing (6 x 2x2x2, low-priority-1000): 1 cube(s) alone",
         "checks.superslicing (1 x 4x4x8, medium-priority-2000): 2 cube(s) alone",
         "not all at once: together they need 3 cube(s), the stack has 2",
@@ -80,7 +94,7 @@ def test_admission_plan_of_the_dev_stack(dev_run):
 
 
 def test_a_third_cube_lets_both_checks_run_together():
-    run = run_stack({"tpu.pools": [{"name": f"cube-{i}", "nodeCount": 16} for i in range(3)]})
+    run = run_stack({"tpu.pools": [{"name": f"cube-{i}", "nodeCount": 16} for i in range(3)], "serving.enabled": False})
     assert run.outputs["admissionPlan"][-1] == "all run at the same time: 3 of 3 cube(s)"
 
 

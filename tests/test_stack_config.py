@@ -122,13 +122,14 @@ def test_a_value_that_fails_to_parse_gets_no_follow_on_complaints():
 @pytest.mark.parametrize(
     "override",
     [
-        pytest.param({"tpu.sliceShapes": ["4x4x8"], "cluster.version": "1.35.2-gke.1842000", "checks.subslicing.enabled": False}, id="super-slicing-floor-exactly"),
+        pytest.param({"tpu.sliceShapes": ["4x4x8"], "cluster.version": "1.35.2-gke.1842000", "checks.subslicing.enabled": False, "serving.enabled": False}, id="super-slicing-floor-exactly"),
         pytest.param(
             {
                 "tpu.pools": [{"name": "only", "nodeCount": 16, "subBlock": "sub-block-3"}],
                 "tpu.sliceShapes": ["2x2x1"],
                 "checks.subslicing.shape": "2x2x1",
                 "checks.superslicing.enabled": False,
+                "serving.enabled": False,
             },
             id="one-cube-with-sub-block",
         ),

@@ -25,6 +25,7 @@ SECRET = "[secret]"
 UNKNOWN = "[unknown]"
 # Stands in for a `secure:` stack value: its ciphertext can only be decrypted by the CLI.
 SECRET_PLACEHOLDER = "offline-placeholder-secret"
+PROJECT_NUMBER_PLACEHOLDER = "PROJECT_NUMBER"  # what getProject would return in a real preview
 
 
 @dataclass
@@ -75,6 +76,9 @@ class _Mocks(pulumi.runtime.Mocks):
         return f"{args.name}-id", outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs):
+        if args.token == "gcp:organizations/getProject:getProject":
+            # Only a real preview can look the number up; the render shows where it goes.
+            return {"number": PROJECT_NUMBER_PLACEHOLDER, "projectId": args.args.get("projectId")}
         return {}
 
 
@@ -201,7 +205,9 @@ def sanitize(value: Any) -> Any:
     """JSON-ready form of a recorded value: secrets and unknowns masked, whole floats as ints."""
     if isinstance(value, dict):
         if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
-            return SECRET
+            inner = value["value"]
+            # A secret map (a Secret's stringData) keeps its keys, which say what it holds.
+            return {k: SECRET for k in inner} if isinstance(inner, dict) else SECRET
         return {k: sanitize(v) for k, v in value.items()}
     if isinstance(value, list):
         return [sanitize(v) for v in value]

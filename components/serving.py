@@ -1,0 +1,148 @@
+"""Disaggregated prefill/decode serving: weights bucket and identity, the HF token Secret, the
+inference Gateway, the llm-d router and the prefill and decode LeaderWorkerSets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from components import serving_objects
+from components._options import children_of
+
+# Release assets of the Gateway API Inference Extension: the CRDs of one version.
+INFERENCE_POOL_CRDS_URL = "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/{version}/manifests.yaml"
+BUCKET_ROLES = ("roles/storage.bucketViewer", "roles/storage.objectUser")
+RELEASE_TIMEOUT_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class ServingArgs:
+    project: str
+    region: str
+    bucket_name: str
+    create_bucket: bool
+    protect_bucket: bool
+    namespace: str
+    service_account: dict[str, Any]
+    hf_token: str  # empty: no Secret
+    gateway: dict[str, Any]
+    router_chart: str
+    router_version: str
+    router_values: dict[str, Any]
+    inference_pool_crds_version: str | None  # None: GKE manages the CRDs
+    leaderworkersets: list[dict[str, Any]]
+    provider: k8s.Provider
+    namespace_ready: list[pulumi.Resource]  # the namespace and its LocalQueue
+    platform_ready: list[pulumi.Resource]  # LWS and slice-controller releases
+
+
+class ModelServing(pulumi.ComponentResource):
+    def __init__(self, name: str, args: ServingArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-gke:workloads:ModelServing", name, None, opts)
+        bucket_access = self._bucket_access(args, children_of(self, opts))
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.namespace_ready)
+        account = k8s.core.v1.ServiceAccount("model-server-account", metadata=args.service_account["metadata"], opts=on_cluster)
+        prerequisites: list[pulumi.Resource] = [account, *bucket_access]
+        if args.hf_token:
+            prerequisites.append(
+                k8s.core.v1.Secret(
+                    "hf-token",
+                    metadata={"name": serving_objects.hf_token_secret_name(), "namespace": args.namespace},
+                    type="Opaque",
+                    string_data={serving_objects.HF_TOKEN_SECRET_KEY: pulumi.Output.secret(args.hf_token)},
+                    opts=on_cluster,
+                )
+            )
+        gateway_ready = self._gateway_and_router(args, on_cluster)
+        for lws in args.leaderworkersets:
+            k8s.apiextensions.CustomResource(
+                lws["metadata"]["name"],
+                api_version=lws["apiVersion"],
+                kind=lws["kind"],
+                metadata=lws["metadata"],
+                spec=lws["spec"],
+                opts=pulumi.ResourceOptions.merge(
+                    on_cluster, pulumi.ResourceOptions(depends_on=[*args.namespace_ready, *args.platform_ready, *prerequisites])
+                ),
+            )
+        self.gateway_address = gateway_ready.status.apply(_gateway_address)
+        self.register_outputs({"gatewayAddress": self.gateway_address})
+
+    def _bucket_access(self, args: ServingArgs, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+        """The weights bucket (created, or an existing one) readable and writable by the model servers only."""
+        depends_on: list[pulumi.Resource] = []
+        if args.create_bucket:
+            depends_on.append(
+                gcp.storage.Bucket(
+                    "weights",
+                    name=args.bucket_name,
+                    project=args.project,
+                    location=args.region.upper(),
+                    uniform_bucket_level_access=True,
+                    public_access_prevention="enforced",
+                    force_destroy=False,
+                    opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=args.protect_bucket)),
+                )
+            )
+        project_number = gcp.organizations.get_project_output(project_id=args.project, opts=pulumi.InvokeOptions(parent=self)).number
+        principal = project_number.apply(
+            lambda number: serving_objects.workload_identity_principal(
+                args.project, number, args.namespace, args.service_account["metadata"]["name"]
+            )
+        )
+        return [
+            gcp.storage.BucketIAMMember(
+                f"weights-{role.rsplit('.', 1)[-1]}",
+                bucket=args.bucket_name,
+                role=role,
+                member=principal,
+                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends_on)),
+            )
+            for role in BUCKET_ROLES
+        ]
+
+    def _gateway_and_router(self, args: ServingArgs, on_cluster: pulumi.ResourceOptions) -> _Gateway:
+        router_after: list[pulumi.Resource] = []
+        if args.inference_pool_crds_version:
+            router_after.append(
+                k8s.yaml.v2.ConfigFile(
+                    "inference-pool-crds",
+                    file=INFERENCE_POOL_CRDS_URL.format(version=args.inference_pool_crds_version),
+                    opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+                )
+            )
+        # pulumi.com/waitFor on the Gateway: `up` waits until GKE has programmed the load balancer.
+        gateway = _Gateway("inference-gateway", args.gateway, on_cluster)
+        k8s.helm.v3.Release(
+            "router",
+            name=serving_objects.ROUTER_RELEASE_NAME,
+            chart=args.router_chart,
+            version=args.router_version,
+            namespace=args.namespace,
+            values=args.router_values,
+            atomic=True,
+            cleanup_on_fail=True,
+            timeout=RELEASE_TIMEOUT_SECONDS,
+            opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[*args.namespace_ready, gateway, *router_after])),
+        )
+        return gateway
+
+
+class _Gateway(pulumi.CustomResource):
+    """A Gateway API Gateway whose status (the load balancer's address) is a resource output."""
+
+    status: pulumi.Output[Any]
+
+    def __init__(self, name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions):
+        api_version, kind = manifest["apiVersion"], manifest["kind"]
+        properties = {"apiVersion": api_version, "kind": kind, "metadata": manifest["metadata"], "spec": manifest["spec"], "status": None}
+        super().__init__(f"kubernetes:{api_version}:{kind}", name, properties, opts)
+
+
+def _gateway_address(status: Any) -> str | None:
+    addresses = (status or {}).get("addresses") or []
+    return addresses[0].get("value") if addresses else None

@@ -1,0 +1,657 @@
+"""The P/D model-server LeaderWorkerSets, the inference Gateway and the llm-d router values.
+
+Properties that matter rather than snapshots: labels and annotations Kueue, LWS, the slice
+controller and the router select on; vLLM arguments (the kv-transfer-config parsed as JSON);
+the leader's command run for real with stub ``bash``/``vllm`` to show the arguments pass through
+the shell untouched; ports, probes, env, TPU requests and group sizes; strict validation of every
+object against the pinned CRDs (LWS v0.8.0, Gateway API v1.6.1) and of the pod templates with
+kubernetes-validate; router values checked key by key against the chart's v0.10.0 value listing.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components import serving_objects as so
+from components.serving_objects import (
+    DECODE,
+    PREFILL,
+    ServingParams,
+    endpoint_picker_config,
+    flag_values,
+    gateway,
+    hf_cache_weights_uri,
+    hf_token_secret_name,
+    kv_transfer_config,
+    load_router_values,
+    model_server_service_account,
+    prefill_decode_leaderworkersets,
+    router_values,
+    workload_identity_principal,
+)
+from tests.crd_schemas import REPO_ROOT, SCHEMAS_DIR, core_errors, crd_errors
+
+WEIGHTS = hf_cache_weights_uri("qwen-weights")
+PLATFORM_FACTS = Path(
+    os.environ.get("TPU_GKE_PLATFORM_FACTS", SCHEMAS_DIR.parent / "reference" / "platform-facts.md")
+)
+
+
+def params(**overrides: Any) -> ServingParams:
+    return ServingParams(weights_uri=WEIGHTS, **overrides)
+
+
+def by_role(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["labels"][so.ROLE_LABEL]: o for o in objects}
+
+
+def template(lws: dict[str, Any], kind: str) -> dict[str, Any]:
+    return lws["spec"]["leaderWorkerTemplate"][f"{kind}Template"]
+
+
+def container(lws: dict[str, Any], kind: str) -> dict[str, Any]:
+    (only,) = template(lws, kind)["spec"]["containers"]
+    return only
+
+
+def env_of(c: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in c["env"]}
+
+
+def ports_of(c: dict[str, Any]) -> dict[int, str]:
+    return {p["containerPort"]: p["name"] for p in c.get("ports", [])}
+
+
+@pytest.fixture(scope="module")
+def lws() -> dict[str, dict[str, Any]]:
+    return by_role(prefill_decode_leaderworkersets(params()))
+
+
+# --- Metadata: what Kueue, LWS and the router select on -----------------------------------
+
+
+def test_two_leaderworkersets_with_names_inside_the_slice_budget(lws):
+    assert list(lws) == [PREFILL, DECODE]
+    assert lws[PREFILL]["metadata"]["name"] == "vllm-prefill"
+    assert lws[DECODE]["metadata"]["name"] == "vllm-decode"
+    for obj in lws.values():
+        assert obj["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
+        assert obj["metadata"]["namespace"] == "llm-d-pd-disaggregation"
+
+
+@pytest.mark.parametrize("role", [PREFILL, DECODE])
+def test_kueue_and_llm_d_labels(lws, role):
+    assert lws[role]["metadata"]["labels"] == {
+        "kueue.x-k8s.io/queue-name": "lq",
+        "kueue.x-k8s.io/priority-class": "high-priority-3000",
+        "llm-d.ai/guide": "pd-disaggregation",
+        "llm-d.ai/model": "Qwen3.5-397B-A17B-FP8",
+        "llm-d.ai/role": role,
+        "inference.networking.k8s.io/engine-type": "vllm",
+    }
+    assert lws[role]["metadata"]["annotations"] == {
+        "leaderworkerset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-tpu-slice"
+    }
+
+
+@pytest.mark.parametrize("role", [PREFILL, DECODE])
+def test_only_leaders_carry_the_guide_label_the_router_selects(lws, role):
+    match_labels = load_router_values()["router"]["modelServers"]["matchLabels"]
+    leader_labels = template(lws[role], "leader")["metadata"]["labels"]
+    worker_labels = template(lws[role], "worker")["metadata"]["labels"]
+    assert match_labels.items() <= leader_labels.items()
+    assert not match_labels.items() <= worker_labels.items(), "workers serve no HTTP; the pool must skip them"
+    for labels in (leader_labels, worker_labels):
+        assert labels[so.ROLE_LABEL] == role  # prefill-filter / decode-filter read it
+        assert labels[so.MODEL_LABEL] == "Qwen3.5-397B-A17B-FP8"
+
+
+def test_overlaid_names_and_labels():
+    objects = by_role(prefill_decode_leaderworkersets(params(
+        namespace="serving", queue_name="serving-lq", priority_class="urgent", guide="qwen-pd",
+        model_id="org/Some-Model",
+    )))
+    for obj in objects.values():
+        labels = obj["metadata"]["labels"]
+        assert obj["metadata"]["namespace"] == "serving"
+        assert (labels[so.QUEUE_LABEL], labels[so.PRIORITY_LABEL]) == ("serving-lq", "urgent")
+        assert (labels[so.GUIDE_LABEL], labels[so.MODEL_LABEL]) == ("qwen-pd", "Some-Model")
+        assert template(obj, "leader")["metadata"]["labels"][so.GUIDE_LABEL] == "qwen-pd"
+        assert so.GUIDE_LABEL not in template(obj, "worker")["metadata"]["labels"]
+
+
+# --- Sizes, slices and scheduling ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("role", [PREFILL, DECODE])
+def test_four_groups_of_two_hosts_on_2x2x2(lws, role):
+    spec = lws[role]["spec"]
+    assert spec["replicas"] == 4
+    assert spec["leaderWorkerTemplate"]["size"] == 2
+    assert spec["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupOnPodRestart"
+    for kind in ("leader", "worker"):
+        pod = template(lws[role], kind)
+        assert pod["metadata"]["annotations"] == {"cloud.google.com/gke-tpu-slice-topology": "2x2x2"}
+        assert pod["spec"]["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu7x"}
+        assert pod["spec"]["tolerations"] == [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}]
+        assert pod["spec"]["serviceAccountName"] == "model-server"
+        resources = container(lws[role], kind)["resources"]
+        expected = {"google.com/tpu": "4", "cpu": "220", "memory": "850Gi"}
+        assert resources == {"requests": expected, "limits": expected}
+
+
+@pytest.mark.parametrize(
+    "shape, size, tp_devices", [("2x2x1", 1, 8), ("2x2x2", 2, 16), ("2x2x4", 4, 32), ("2x4x4", 8, 64)]
+)
+def test_group_size_follows_the_shape(shape, size, tp_devices):
+    objects = prefill_decode_leaderworkersets(params(slice_shape=shape, tensor_parallel_size=tp_devices))
+    for obj in objects:
+        assert obj["spec"]["leaderWorkerTemplate"]["size"] == size
+        for kind in ("leader", "worker"):
+            assert template(obj, kind)["metadata"]["annotations"][so.SLICE_TOPOLOGY_ANNOTATION] == shape
+        assert flag_values(container(obj, "leader")["args"])["--tensor-parallel-size"] == str(tp_devices)
+
+
+def test_replicas_per_role():
+    objects = by_role(prefill_decode_leaderworkersets(params(prefill_replicas=3, decode_replicas=5)))
+    assert (objects[PREFILL]["spec"]["replicas"], objects[DECODE]["spec"]["replicas"]) == (3, 5)
+
+
+def test_webhook_skip_and_healthy_nodes_are_off_by_default_and_apply_to_every_pod(lws):
+    for obj in lws.values():
+        for kind in ("leader", "worker"):
+            pod = template(obj, kind)
+            assert so.SKIP_TPU_WEBHOOK_ANNOTATION not in pod["metadata"]["annotations"]
+            assert not any(k.endswith("-state") for k in pod["spec"]["nodeSelector"])
+    objects = prefill_decode_leaderworkersets(params(skip_tpu_webhook_check=True, healthy_nodes_only=True))
+    for obj in objects:
+        for kind in ("leader", "worker"):
+            pod = template(obj, kind)
+            assert pod["metadata"]["annotations"]["cloud.google.com/skip-tpu-webhook-check"] == "true"
+            assert pod["spec"]["nodeSelector"]["cloud.google.com/gke-tpu-partition-2x2x2-state"] == "HEALTHY"
+
+
+# --- vLLM: arguments, command, env ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("role, kv_role, port", [(PREFILL, "kv_producer", "8000"), (DECODE, "kv_consumer", "8200")])
+def test_vllm_arguments(lws, role, kv_role, port):
+    flags = flag_values(container(lws[role], "leader")["args"])
+    assert flags["--model"] == WEIGHTS
+    assert flags["--model"].startswith("gs://qwen-weights/models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/")
+    assert flags["--load-format"] == "runai_streamer"
+    assert flags["--served-model-name"] == "Qwen/Qwen3.5-397B-A17B-FP8"
+    assert (flags["--max-model-len"], flags["--max-num-batched-tokens"], flags["--max-num-seqs"]) == ("9216", "8192", "512")
+    assert flags["--tensor-parallel-size"] == "16"
+    assert flags["--kv-cache-dtype"] == "fp8"
+    assert flags["--port"] == port
+    for bare in ("--language-model-only", "--enable-expert-parallel", "--no-disable-hybrid-kv-cache-manager"):
+        assert flags[bare] is None
+    assert json.loads(flags["--limit-mm-per-prompt"]) == {"image": 0, "video": 0}
+    assert flags["--disable-access-log-for-endpoints"] == "/health,/metrics,/v1/models"
+    assert json.loads(flags["--kv-transfer-config"]) == {
+        "kv_connector": "TPUConnectorHMA",
+        "kv_connector_module_path": "tpu_inference.distributed.tpu_connector_hma",
+        "kv_role": kv_role,
+        "kv_ip": "$(POD_IP)",
+    }
+
+
+def test_kv_transfer_config_is_data():
+    assert kv_transfer_config(PREFILL)["kv_role"] == "kv_producer"
+    assert kv_transfer_config(DECODE)["kv_role"] == "kv_consumer"
+    with pytest.raises(ValueError, match="unknown role"):
+        kv_transfer_config("both")
+
+
+def test_overlaid_vllm_sizes():
+    p = params(max_model_len=4096, max_num_seqs=64, max_num_batched_tokens=2048, served_model_name="qwen",
+               kv_cache_dtype="auto", tensor_parallel_size=8, slice_shape="2x2x1")
+    for obj in prefill_decode_leaderworkersets(p):
+        flags = flag_values(container(obj, "leader")["args"])
+        assert (flags["--max-model-len"], flags["--max-num-seqs"], flags["--max-num-batched-tokens"]) == ("4096", "64", "2048")
+        assert (flags["--served-model-name"], flags["--kv-cache-dtype"], flags["--tensor-parallel-size"]) == ("qwen", "auto", "8")
+
+
+def kubelet_expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes dependent-variable expansion: $(NAME) of a defined variable, $$ -> $."""
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                  lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), text)
+
+
+def _stub(directory: Path, name: str, body: str) -> None:
+    path = directory / name
+    # An absolute interpreter: a `python3` found on PATH may be a shell shim that runs our `bash`.
+    path.write_text(f"#!{sys.executable}\nimport json, os, sys\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+@pytest.mark.skipif(not Path("/bin/sh").exists(), reason="needs /bin/sh")
+@pytest.mark.parametrize("ray_status, vllm_runs", [(0, True), (1, False)])
+def test_leader_command_hands_vllm_its_arguments_verbatim(tmp_path, lws, ray_status, vllm_runs):
+    record = tmp_path / "calls.jsonl"
+    log = f"open({str(record)!r}, 'a').write(json.dumps([os.path.basename(sys.argv[0])] + sys.argv[1:]) + '\\n')\n"
+    _stub(tmp_path, "bash", log + f"sys.exit({ray_status})\n")
+    _stub(tmp_path, "vllm", log)
+    leader = container(lws[PREFILL], "leader")
+    pod_env = {"POD_IP": "10.8.0.7", "LWS_GROUP_SIZE": "2"}
+    argv = [kubelet_expand(a, pod_env) for a in leader["command"] + leader["args"]]
+    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", **pod_env}
+    result = subprocess.run(argv, check=False, env=env, capture_output=True, text=True, timeout=60)
+    calls = [json.loads(line) for line in record.read_text().splitlines()]
+    assert calls[0][:3] == ["bash", "/workspace/vllm/examples/online_serving/multi-node-serving.sh", "leader"]
+    assert "--ray_cluster_size=2" in calls[0] and "--ray_init_timeout=1800" in calls[0]
+    if not vllm_runs:
+        assert len(calls) == 1 and result.returncode != 0, "vLLM must not start without a Ray cluster"
+        return
+    assert result.returncode == 0, result.stderr
+    assert calls[1][:2] == ["vllm", "serve"]
+    assert calls[1][2:] == [kubelet_expand(a, pod_env) for a in leader["args"]]
+    kv = json.loads(flag_values(calls[1][2:])["--kv-transfer-config"])
+    assert kv["kv_ip"] == "10.8.0.7"
+
+
+def test_worker_joins_the_leaders_ray_cluster(lws):
+    for obj in lws.values():
+        worker = container(obj, "worker")
+        assert worker["command"][:2] == ["/bin/sh", "-c"]
+        script = worker["command"][2]
+        assert "multi-node-serving.sh worker" in script
+        assert '--ray_address="${LWS_LEADER_ADDRESS}"' in script
+        assert "args" not in worker
+        assert worker["image"] == container(obj, "leader")["image"]
+
+
+@pytest.mark.parametrize("role", [PREFILL, DECODE])
+def test_env_of_leader_and_worker(lws, role):
+    leader, worker = env_of(container(lws[role], "leader")), env_of(container(lws[role], "worker"))
+    assert leader == worker
+    assert leader["POD_IP"] == {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    assert leader["HF_TOKEN"] == {
+        "name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "llm-d-hf-token", "key": "HF_TOKEN", "optional": True}}
+    }
+    assert leader["VLLM_XLA_CACHE_PATH"]["value"] == "gs://qwen-weights/xla_cache"
+    values = {name: e.get("value") for name, e in leader.items()}
+    assert values["TPU_MULTIHOST_BACKEND"] == "ray"
+    assert values["TPU_NODE_ID"] == "$(LWS_WORKER_INDEX)"
+    assert values["TPU_KV_TRANSFER_PORT"] == "9100" and values["TPU_SIDE_CHANNEL_PORT"] == "9600"
+    assert values["VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT"] == str(so.ENGINE_STARTUP_TIMEOUT_SECONDS)
+    assert values["SKIP_JAX_PRECOMPILE"] == "1"
+    # Every env value is a string (Kubernetes rejects numbers), none is a literal secret.
+    for entry in leader.values():
+        assert set(entry) in ({"name", "value"}, {"name", "valueFrom"})
+        assert isinstance(entry.get("value", ""), str)
+
+
+def test_secret_xla_cache_and_service_account_overlays():
+    p = params(hf_token_secret_name="hf", xla_cache_uri="gs://cache/xla", service_account_name="vllm")
+    for obj in prefill_decode_leaderworkersets(p):
+        for kind in ("leader", "worker"):
+            env = env_of(container(obj, kind))
+            assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "hf", "key": "HF_TOKEN", "optional": True}
+            assert env["VLLM_XLA_CACHE_PATH"]["value"] == "gs://cache/xla"
+            assert template(obj, kind)["spec"]["serviceAccountName"] == "vllm"
+    assert hf_token_secret_name() == "llm-d-hf-token"
+
+
+def test_images_are_overlaid_on_every_container():
+    p = params(image="example.com/vllm-tpu:2026-05-01", routing_sidecar_image="example.com/sidecar:v1")
+    objects = by_role(prefill_decode_leaderworkersets(p))
+    for obj in objects.values():
+        assert {container(obj, k)["image"] for k in ("leader", "worker")} == {"example.com/vllm-tpu:2026-05-01"}
+    (sidecar,) = template(objects[DECODE], "leader")["spec"]["initContainers"]
+    assert sidecar["image"] == "example.com/sidecar:v1"
+
+
+def test_default_images_are_pinned(lws):
+    image = container(lws[PREFILL], "leader")["image"]
+    assert image == "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26"
+    assert re.search(r":nightly-20\d{6}-", image), "a dated build, not the floating nightly tag"
+
+
+# --- Ports, sidecar, probes ----------------------------------------------------------------
+
+
+def test_ports(lws):
+    assert ports_of(container(lws[PREFILL], "leader")) == {8000: "modelserver", 9100: "tpu-kv-transfer", 9600: "tpu-pd-coord"}
+    assert ports_of(container(lws[DECODE], "leader")) == {8200: "vllm", 9100: "tpu-kv-transfer", 9600: "tpu-pd-coord"}
+    for obj in lws.values():
+        assert ports_of(container(obj, "worker")) == {9100: "tpu-kv-transfer", 9600: "tpu-pd-coord"}
+
+
+def test_routing_sidecar_only_on_the_decode_leader(lws):
+    (sidecar,) = template(lws[DECODE], "leader")["spec"]["initContainers"]
+    assert sidecar["name"] == "routing-proxy"
+    assert sidecar["image"] == "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
+    assert sidecar["restartPolicy"] == "Always"  # native sidecar: runs beside vLLM
+    assert sidecar["args"] == ["--port=8000", "--vllm-port=8200", "--connector=nixlv2", "--zap-log-level=1",
+                               "--secure-proxy=false"]
+    assert ports_of(sidecar) == {8000: "modelserver"}
+    assert sidecar["securityContext"] == {"allowPrivilegeEscalation": False, "runAsNonRoot": True}
+    assert "initContainers" not in template(lws[PREFILL], "leader")["spec"]
+    assert "initContainers" not in template(lws[DECODE], "worker")["spec"]
+
+
+def test_router_targets_the_port_that_serves_each_role(lws):
+    (target,) = load_router_values()["router"]["modelServers"]["targetPorts"]
+    assert target["number"] == so.PREFILL_PORT == so.SIDECAR_PORT
+    assert flag_values(container(lws[PREFILL], "leader")["args"])["--port"] == str(target["number"])
+    (sidecar,) = template(lws[DECODE], "leader")["spec"]["initContainers"]
+    assert f"--port={target['number']}" in sidecar["args"]
+    assert f"--vllm-port={flag_values(container(lws[DECODE], 'leader')['args'])['--port']}" in sidecar["args"]
+
+
+@pytest.mark.parametrize("role, port", [(PREFILL, 8000), (DECODE, 8200)])
+def test_probes_on_the_leader_vllm(lws, role, port):
+    leader = container(lws[role], "leader")
+    assert leader["startupProbe"]["httpGet"] == {"path": "/v1/models", "port": port}
+    assert leader["readinessProbe"]["httpGet"] == {"path": "/v1/models", "port": port}
+    assert leader["livenessProbe"]["httpGet"] == {"path": "/health", "port": port}
+    startup = leader["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= so.STARTUP_SECONDS_NEEDED
+    assert (startup["periodSeconds"], startup["failureThreshold"]) == (30, 240)
+    worker = container(lws[role], "worker")
+    assert not {"startupProbe", "readinessProbe", "livenessProbe"} & set(worker), "Ray workers serve no HTTP"
+
+
+def test_startup_budget_is_configurable():
+    (obj, _) = prefill_decode_leaderworkersets(params(startup_failure_threshold=480, startup_period_seconds=15))
+    startup = container(obj, "leader")["startupProbe"]
+    assert (startup["periodSeconds"], startup["failureThreshold"]) == (15, 480)
+
+
+# --- Strict validation ---------------------------------------------------------------------
+
+
+def _all_objects(p: ServingParams) -> list[dict[str, Any]]:
+    return [*prefill_decode_leaderworkersets(p), gateway(p.namespace)]
+
+
+@pytest.mark.parametrize("p", [params(), params(skip_tpu_webhook_check=True, healthy_nodes_only=True, slice_shape="2x4x4",
+                                                tensor_parallel_size=64)], ids=["default", "options"])
+def test_custom_objects_pass_the_pinned_crd_schemas(p):
+    for obj in _all_objects(p):
+        assert crd_errors(obj) == []
+
+
+@pytest.mark.parametrize("role", [PREFILL, DECODE])
+@pytest.mark.parametrize("kind", ["leader", "worker"])
+def test_pod_templates_are_valid_pods(lws, role, kind):
+    pod_template = template(lws[role], kind)
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": f"{role}-{kind}", **pod_template["metadata"]}, "spec": pod_template["spec"]}
+    assert core_errors(pod) == []
+
+
+def test_service_account_is_valid():
+    account = model_server_service_account("serving", "vllm")
+    assert account["metadata"] == {"name": "vllm", "namespace": "serving"}
+    assert core_errors(account) == []
+
+
+@pytest.mark.parametrize(
+    "path, typo",
+    [
+        (("spec",), "replica"),
+        (("spec", "leaderWorkerTemplate"), "sizee"),
+        (("spec", "leaderWorkerTemplate", "leaderTemplate", "spec"), "nodeSelectr"),
+    ],
+)
+def test_a_misspelled_field_is_rejected(lws, path, typo):
+    obj = json.loads(json.dumps(lws[PREFILL]))
+    node = obj
+    for key in path:
+        node = node[key]
+    node[typo] = 1
+    errors = crd_errors(obj)
+    assert errors and any(typo in e for e in errors)
+
+
+def test_a_misspelled_container_field_is_rejected(lws):
+    obj = json.loads(json.dumps(lws[DECODE]))
+    container(obj, "leader")["readinesProbe"] = {}
+    assert any("readinesProbe" in e for e in crd_errors(obj))
+
+
+def test_overlays_do_not_leak_between_calls_or_containers():
+    first = by_role(prefill_decode_leaderworkersets(params()))
+    container(first[PREFILL], "leader")["env"].append({"name": "LEAK", "value": "1"})
+    container(first[PREFILL], "leader")["resources"]["requests"]["cpu"] = "1"
+    assert "LEAK" not in env_of(container(first[PREFILL], "worker"))
+    assert container(first[PREFILL], "worker")["resources"]["requests"]["cpu"] == "220"
+    second = by_role(prefill_decode_leaderworkersets(params()))
+    assert "LEAK" not in env_of(container(second[PREFILL], "leader"))
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"namespace": ""}, "namespace must not be empty"),
+        ({"weights_uri": "s3://bucket/model"}, "not a gs://bucket/path URI"),
+        ({"machine_type": "tpu9-standard-4t"}, "unknown machine type"),
+        ({"slice_shape": "1x2x1"}, "not a multiple"),
+        ({"slice_shape": "big"}, "not a TPU topology"),
+    ],
+)
+def test_what_cannot_be_built_raises(overrides, message):
+    p = ServingParams(**{"weights_uri": WEIGHTS, **overrides})
+    with pytest.raises(ValueError, match=message):
+        prefill_decode_leaderworkersets(p)
+
+
+# --- Gateway -------------------------------------------------------------------------------
+
+
+def test_gateway():
+    gw = gateway("serving")
+    assert gw["apiVersion"] == "gateway.networking.k8s.io/v1"
+    assert gw["metadata"]["name"] == "llm-d-inference-gateway"
+    assert gw["metadata"]["namespace"] == "serving"
+    assert gw["metadata"]["annotations"] == {"pulumi.com/waitFor": "condition=Programmed"}
+    assert gw["spec"]["gatewayClassName"] == "gke-l7-rilb"
+    (listener,) = gw["spec"]["listeners"]
+    assert (listener["port"], listener["protocol"]) == (80, "HTTP")
+    assert crd_errors(gw) == []
+    other = gateway("serving", name="gw", gateway_class="gke-l7-regional-external-managed", port=8080)
+    assert (other["metadata"]["name"], other["spec"]["gatewayClassName"]) == ("gw", "gke-l7-regional-external-managed")
+    assert other["spec"]["listeners"][0]["port"] == 8080
+    with pytest.raises(ValueError):
+        gateway("")
+
+
+def test_router_routes_to_the_gateway():
+    assert load_router_values()["httpRoute"]["inferenceGatewayName"] == gateway("x")["metadata"]["name"]
+
+
+# --- Router values -------------------------------------------------------------------------
+
+# Keys the templates read beyond the listed defaults (platform-facts.md, "Keys read by templates
+# but not present in the defaults", and the chart-behaviour table for modelServers.matchLabels).
+EXTRA_ROUTER_KEYS = {
+    "router.epp.flags", "router.epp.grpcHealthPort", "httpRoute.baseModel", "httpRoute.headerMatches",
+    "router.modelServers.matchLabels",
+}
+# Maps whose keys are free (labels, flags, file names, headers).
+OPEN_MAPS = {"router.epp.flags", "router.epp.pluginsCustomConfig", "router.modelServers.matchLabels",
+             "httpRoute.headerMatches"}
+# Transcribed from platform-facts.md, section 2, "llm-d router gateway chart v0.10.0" (gateway
+# values, and library values under router.*); the parts of the listing this setup can touch.
+TRANSCRIBED_ROUTER_KEYS = {
+    "provider.name", "provider.istio.destinationRule.host", "provider.istio.destinationRule.trafficPolicy",
+    "provider.gke.preferredBackends.enabled", "provider.gke.preferredBackends.preferredReplicas",
+    "provider.gke.preferredBackends.defaultReplicas", "provider.gke.preferredBackends.balancingMode",
+    "provider.gke.preferredBackends.maxRatePerEndpoint", "provider.gke.preferredBackends.capacityScalerPercent",
+    "httpRoute.create", "httpRoute.inferenceGatewayName", "httpRoute.inferenceGatewayNamespace",
+    "httpRoute.requestTimeout",
+    "router.extraServicePorts", "router.clusterDomain",
+    "router.epp.replicas", "router.epp.image.registry", "router.epp.image.repository", "router.epp.image.tag",
+    "router.epp.image.pullPolicy", "router.epp.extProcPort", "router.epp.parsers",
+    "router.epp.metricsDataSource.scheme", "router.epp.metricsDataSource.path",
+    "router.epp.metricsDataSource.insecureSkipVerify", "router.epp.env", "router.epp.pluginsConfigFile",
+    "router.epp.pluginsCustomConfig", "router.epp.extraContainerPorts", "router.epp.resources.requests.cpu",
+    "router.epp.resources.requests.memory", "router.epp.resources.limits.memory", "router.epp.affinity",
+    "router.epp.tolerations", "router.epp.podAnnotations", "router.proxy.enabled", "router.tokenizer.enabled",
+    "router.tokenizer.modelName", "router.monitoring.interval", "router.tracing.enabled",
+    "router.tracing.otelExporterEndpoint", "router.tracing.sampling.sampler", "router.tracing.sampling.samplerArg",
+    "router.inferencePool.create", "router.inferencePool.failureMode", "router.inferenceObjectives",
+    "router.modelServers.type", "router.modelServers.protocol", "router.modelServers.targetPorts",
+    "router.latencyPredictor.enabled",
+}
+
+
+def leaf_paths(node: Any, prefix: str = "") -> set[str]:
+    """Dotted paths to every leaf (scalar, list, empty or null map) of a values tree."""
+    if isinstance(node, dict) and node:
+        return set().union(*(leaf_paths(v, f"{prefix}{k}.") for k, v in node.items()))
+    return {prefix.rstrip(".")}
+
+
+def listed_router_keys(text: str) -> set[str]:
+    """Leaf paths of the chart's two value listings in platform-facts.md (library under router.)."""
+    keys: set[str] = set()
+    pattern = r"^### llm-d router gateway chart v0\.10\.0: (gateway|library) values[^\n]*\n.*?```yaml\n(.*?)```"
+    for part, block in re.findall(pattern, text, flags=re.DOTALL | re.MULTILINE):
+        keys |= leaf_paths(yaml.safe_load(block), "router." if part == "library" else "")
+    return keys
+
+
+def unknown_keys(values: dict[str, Any], known: set[str]) -> set[str]:
+    def is_known(path: str) -> bool:
+        return path in known or any(path.startswith(m + ".") and m in known for m in OPEN_MAPS)
+    return {p for p in leaf_paths(values) if not is_known(p)}
+
+
+@pytest.fixture(scope="module")
+def listed_keys() -> set[str]:
+    if not PLATFORM_FACTS.is_file():
+        pytest.skip(f"{PLATFORM_FACTS} is absent (set TPU_GKE_PLATFORM_FACTS)")
+    keys = listed_router_keys(PLATFORM_FACTS.read_text(encoding="utf-8"))
+    if not keys:
+        pytest.skip(f"{PLATFORM_FACTS} has no machine-readable llm-d router v0.10.0 value listing")
+    return keys
+
+
+def test_every_router_value_is_a_transcribed_chart_key():
+    values = router_values(guide="g", gateway_name="gw", gateway_namespace="ns")
+    assert unknown_keys(values, TRANSCRIBED_ROUTER_KEYS | EXTRA_ROUTER_KEYS) == set()
+
+
+def test_every_router_value_is_in_the_chart_listing(listed_keys):
+    assert "router.epp.replicas" in listed_keys and "httpRoute.inferenceGatewayName" in listed_keys
+    values = router_values(guide="g", gateway_name="gw", gateway_namespace="ns")
+    assert unknown_keys(values, listed_keys | EXTRA_ROUTER_KEYS) == set()
+
+
+def test_transcribed_keys_match_the_listing(listed_keys):
+    assert TRANSCRIBED_ROUTER_KEYS - listed_keys == set()
+
+
+def test_a_misspelled_router_key_is_caught():
+    values = load_router_values()
+    values["router"]["epp"]["replica"] = 1
+    values["httpRoute"]["inferenceGateway"] = "x"
+    assert unknown_keys(values, TRANSCRIBED_ROUTER_KEYS | EXTRA_ROUTER_KEYS) == {
+        "router.epp.replica", "httpRoute.inferenceGateway"
+    }
+
+
+def test_router_values_for_pd_disaggregation_on_gke():
+    values = load_router_values()
+    assert set(values) == {"router", "provider", "httpRoute"}, "top-level inferencePool etc. make the chart fail"
+    assert values["provider"]["name"] == "gke"
+    assert values["httpRoute"]["create"] is True
+    epp = values["router"]["epp"]
+    assert epp["replicas"] == 1
+    assert epp["image"]["tag"] == so.ROUTER_CHART_VERSION
+    assert {"cpu", "memory"} <= set(epp["resources"]["requests"]), "the chart requires EPP requests"
+    assert values["router"]["modelServers"]["matchLabels"] == {"llm-d.ai/guide": "pd-disaggregation"}
+    assert values["router"]["inferencePool"]["failureMode"] == "FailOpen"
+
+
+def test_endpoint_picker_config_has_prefill_and_decode_profiles():
+    config = endpoint_picker_config(load_router_values())
+    assert config["apiVersion"] == "llm-d.ai/v1alpha1"  # what EPP v0.10.0 decodes
+    assert config["kind"] == "EndpointPickerConfig"
+    declared = {p.get("name", p["type"]) for p in config["plugins"]}
+    profiles = {p["name"]: [r["pluginRef"] for r in p["plugins"]] for p in config["schedulingProfiles"]}
+    assert set(profiles) == {"prefill", "decode"}
+    assert profiles["prefill"][0] == "prefill-filter" and profiles["decode"][0] == "decode-filter"
+    assert all(ref in declared for refs in profiles.values() for ref in refs)
+    handler = next(p for p in config["plugins"] if p["type"] == "disagg-profile-handler")
+    assert handler["parameters"]["deciders"]["prefill"] in declared
+
+
+def test_router_values_overlay():
+    values = router_values(guide="qwen-pd", gateway_name="gw", gateway_namespace="gateways")
+    assert values["router"]["modelServers"]["matchLabels"] == {"llm-d.ai/guide": "qwen-pd"}
+    assert (values["httpRoute"]["inferenceGatewayName"], values["httpRoute"]["inferenceGatewayNamespace"]) == ("gw", "gateways")
+    assert load_router_values()["router"]["modelServers"]["matchLabels"] == {"llm-d.ai/guide": "pd-disaggregation"}
+    objects = prefill_decode_leaderworkersets(params(guide="qwen-pd"))
+    for obj in objects:
+        assert values["router"]["modelServers"]["matchLabels"].items() <= template(obj, "leader")["metadata"]["labels"].items()
+
+
+# Optional: render the real chart offline. Point TPU_GKE_ROUTER_CHART_DIR at an unpacked
+# llm-d-router-gateway v0.10.0 chart (`helm pull oci://ghcr.io/llm-d/charts/llm-d-router-gateway
+# --version v0.10.0 --untar`, or the git tree with routerlib copied into charts/).
+ROUTER_CHART_DIR = os.environ.get("TPU_GKE_ROUTER_CHART_DIR", "")
+
+
+@pytest.mark.skipif(not ROUTER_CHART_DIR, reason="TPU_GKE_ROUTER_CHART_DIR is not set")
+def test_router_chart_renders_the_pool_and_route_we_expect():
+    helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
+    values = router_values()
+    with helm.Chart.load(ROUTER_CHART_DIR) as chart:
+        manifests = chart.render(values, name=so.ROUTER_RELEASE_NAME, namespace="serving")
+    objects = [d for text in manifests.values() for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in objects}
+    assert {("InferencePool", "pd-disaggregation"), ("HTTPRoute", "pd-disaggregation"),
+            ("Deployment", "pd-disaggregation-epp"), ("HealthCheckPolicy", "pd-disaggregation")} <= kinds
+    pool = next(o for o in objects if o["kind"] == "InferencePool")
+    assert pool["spec"]["selector"]["matchLabels"] == {"llm-d.ai/guide": "pd-disaggregation"}
+    assert pool["spec"]["targetPorts"] == [{"number": 8000}]
+    route = next(o for o in objects if o["kind"] == "HTTPRoute")
+    assert route["spec"]["parentRefs"][0]["name"] == so.GATEWAY_NAME
+    epp = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert "/config/pd-config.yaml" in epp["args"]
+    assert epp["image"].endswith(":" + so.ROUTER_CHART_VERSION)
+    config_map = next(o for o in objects if o["kind"] == "ConfigMap" and "pd-config.yaml" in o.get("data", {}))
+    assert yaml.safe_load(config_map["data"]["pd-config.yaml"]) == endpoint_picker_config(values)
+    for obj in objects:
+        if obj["apiVersion"].startswith(("inference.networking.k8s.io/", "gateway.networking.k8s.io/")):
+            assert crd_errors(obj) == []
+        elif "/" not in obj["apiVersion"] or obj["apiVersion"].startswith(("apps/", "rbac.authorization.k8s.io/")):
+            assert core_errors(obj) == []
+
+
+# --- Helpers and purity --------------------------------------------------------------------
+
+
+def test_helpers():
+    assert hf_cache_weights_uri("b") == (
+        "gs://b/models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/ea5b4f81096f3901c91dea97f81324302495781d"
+    )
+    assert workload_identity_principal("proj", "123", "serving", "model-server") == (
+        "principal://iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/"
+        "proj.svc.id.goog/subject/ns/serving/sa/model-server"
+    )
+    assert so.partition_state_label("2x2x2") == "cloud.google.com/gke-tpu-partition-2x2x2-state"
+
+
+@pytest.mark.parametrize("module", ["serving_objects.py", "serving_rules.py"])
+def test_modules_are_pure(module):
+    tree = ast.parse((REPO_ROOT / "components" / module).read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert not any(name.split(".")[0].startswith("pulumi") for name in imported)

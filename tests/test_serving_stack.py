@@ -1,0 +1,206 @@
+"""P/D serving as part of the dev stack: GCP identity, Secret, Gateway, router, LeaderWorkerSets,
+order of creation, outputs, and every preview rule as a bad input naming its key."""
+
+import json
+
+import pytest
+
+from components.stack_config import ConfigError
+from tests.conftest import as_pulumi_values, run_stack, stack_values, with_overrides
+from tools.mock_engine import PROJECT_NUMBER_PLACEHOLDER, SECRET_PLACEHOLDER, run_program
+from tools.render import kubernetes_objects, render
+
+LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+NAMESPACE = "llm-d-pd-disaggregation"
+PRINCIPAL = (
+    f"principal://iam.googleapis.com/projects/{PROJECT_NUMBER_PLACEHOLDER}/locations/global/workloadIdentityPools/"
+    f"my-tpu-project.svc.id.goog/subject/ns/{NAMESPACE}/sa/model-server"
+)
+
+
+def objects(run, kind):
+    return {o["metadata"]["name"]: o for o in kubernetes_objects(run.registrations) if o["kind"] == kind}
+
+
+def test_weights_bucket_is_private_and_protected(dev_run):
+    bucket = dev_run.one("gcp:storage/bucket:Bucket", "weights")
+    assert bucket.parent == "serving"
+    assert (bucket.input("name"), bucket.input("location")) == ("my-model-weights", "US-CENTRAL1")
+    assert bucket.input("uniformBucketLevelAccess") is True and bucket.input("publicAccessPrevention") == "enforced"
+    assert bucket.protect is True
+
+
+def test_an_existing_bucket_is_used_not_created():
+    run = run_stack({"serving.weightsBucket": {"name": "team-weights", "create": False}})
+    assert not [r for r in run.registrations if r.type == "gcp:storage/bucket:Bucket"]
+    members = [r for r in run.registrations if r.type == "gcp:storage/bucketIAMMember:BucketIAMMember"]
+    assert {m.input("bucket") for m in members} == {"team-weights"}
+
+
+def test_model_servers_get_bucket_roles_through_their_principal(dev_run):
+    members = [r for r in dev_run.registrations if r.type == "gcp:storage/bucketIAMMember:BucketIAMMember"]
+    assert sorted(m.input("role") for m in members) == ["roles/storage.bucketViewer", "roles/storage.objectUser"]
+    for member in members:
+        assert (member.input("bucket"), member.input("member")) == ("my-model-weights", PRINCIPAL)
+        assert "weights" in member.dependencies  # the bucket first
+    account = objects(dev_run, "ServiceAccount")["model-server"]
+    assert account["metadata"]["namespace"] == NAMESPACE
+
+
+def test_hf_token_is_a_secret_everywhere(dev_run):
+    secret = objects(dev_run, "Secret")["llm-d-hf-token"]
+    assert secret["metadata"]["namespace"] == NAMESPACE
+    assert secret["stringData"] == {"HF_TOKEN": "[secret]"}
+    files, _ = render("dev")
+    assert SECRET_PLACEHOLDER not in "".join(files.values())
+
+
+def test_no_token_means_no_secret():
+    raw = stack_values()
+    del raw["serving"]["hfToken"]
+    run = run_program(as_pulumi_values(raw))
+    assert "llm-d-hf-token" not in objects(run, "Secret")
+    lws = objects(run, "LeaderWorkerSet")["vllm-prefill"]
+    leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
+    token = next(e for e in leader["env"] if e["name"] == "HF_TOKEN")
+    assert token["valueFrom"]["secretKeyRef"]["optional"] is True
+
+
+def test_gateway_is_internal_and_awaited(dev_run):
+    gateway = objects(dev_run, "Gateway")["llm-d-inference-gateway"]
+    assert gateway["metadata"]["namespace"] == NAMESPACE
+    assert gateway["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Programmed"
+    assert gateway["spec"]["gatewayClassName"] == "gke-l7-rilb"
+    assert [(l["port"], l["protocol"]) for l in gateway["spec"]["listeners"]] == [(80, "HTTP")]
+
+
+def test_router_release_is_pinned_after_the_gateway(dev_run):
+    router = dev_run.one(RELEASE, "router")
+    assert router.parent == "serving"
+    assert (router.input("chart"), router.input("version")) == ("oci://ghcr.io/llm-d/charts/llm-d-router-gateway", "v0.10.0")
+    assert (router.input("name"), router.input("namespace")) == ("pd-disaggregation", NAMESPACE)
+    values = router.input("values")
+    assert values["provider"]["name"] == "gke"
+    assert values["router"]["modelServers"]["matchLabels"] == {"llm-d.ai/guide": "pd-disaggregation"}
+    assert values["httpRoute"]["inferenceGatewayName"] == "llm-d-inference-gateway"
+    assert "inference-gateway" in router.dependencies
+    assert router.provider.split("::")[-2] == "gke"
+
+
+def test_inference_pool_crds_only_when_asked(dev_run):
+    assert not [r for r in dev_run.registrations if r.name == "inference-pool-crds"]
+    run = run_stack({"serving.inferencePoolCrds": {"install": True}})
+    crds = run.one("kubernetes:yaml/v2:ConfigFile", "inference-pool-crds")
+    assert crds.input("file").endswith("/releases/download/v1.5.0/manifests.yaml")
+    assert "inference-pool-crds" in run.one(RELEASE, "router").dependencies
+
+
+def test_leaderworkersets_wait_for_the_platform_queue_and_identity(dev_run):
+    for name in ("vllm-prefill", "vllm-decode"):
+        lws = dev_run.one(LWS, name)
+        assert lws.parent == "serving"
+        assert {
+            "lws", "slice-controller", "kueue-objects", NAMESPACE, "model-server-account", "hf-token",
+            "weights-bucketViewer", "weights-objectUser",
+        } <= set(lws.dependencies)
+
+
+def test_leaderworkersets_carry_queue_priority_and_slice(dev_run):
+    for name, lws in objects(dev_run, "LeaderWorkerSet").items():
+        labels = lws["metadata"]["labels"]
+        assert (labels["kueue.x-k8s.io/queue-name"], labels["kueue.x-k8s.io/priority-class"]) == ("lq", "high-priority-3000")
+        assert (lws["spec"]["replicas"], lws["spec"]["leaderWorkerTemplate"]["size"]) == (4, 2)
+        leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+        assert leader["metadata"]["annotations"]["cloud.google.com/gke-tpu-slice-topology"] == "2x2x2"
+        args = dict(a.split("=", 1) for a in leader["spec"]["containers"][0]["args"] if "=" in a)
+        assert args["--model"] == "gs://my-model-weights/models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/ea5b4f81096f3901c91dea97f81324302495781d"
+        assert json.loads(args["--kv-transfer-config"])["kv_connector"] == "TPUConnectorHMA"
+
+
+def test_outputs_tell_clients_where_to_go():
+    run = run_stack(preview=False)  # after `up`: the Gateway status exists only in a real cluster
+    assert run.outputs["modelName"] == "Qwen/Qwen3.5-397B-A17B-FP8"
+    assert run.outputs["gatewayAddress"] is None  # the mocks run no Gateway controller
+
+
+def test_base_url_and_curl_follow_the_gateway_address():
+    import pulumi
+
+    from components import stack_config
+    from components.cluster_layer import serving_endpoint
+
+    config = stack_config.parse(with_overrides(stack_values(), {"serving.gateway.port": 8080}))
+
+    @pulumi.runtime.test
+    def check():
+        endpoint = serving_endpoint(config, pulumi.Output.from_input("10.0.0.7"))
+
+        def verify(values):
+            base_url, curl = values
+            assert base_url == "http://10.0.0.7:8080/v1"
+            assert curl.startswith("curl -s http://10.0.0.7:8080/v1/completions ")
+            assert '"model": "Qwen/Qwen3.5-397B-A17B-FP8"' in curl
+
+        return pulumi.Output.all(endpoint.base_url, endpoint.example_curl).apply(verify)
+
+    check()
+
+
+def test_serving_switched_off_removes_it():
+    run = run_stack({"serving.enabled": False})
+    assert not [r for r in run.registrations if r.type in (LWS, "tpu-gke:workloads:ModelServing")]
+    assert not {"gatewayAddress", "openaiBaseUrl", "modelName", "exampleCurl"} & set(run.outputs)
+
+
+SERVING_BAD_INPUTS = [
+    pytest.param({"serving.decode.tensorParallelSize": 8}, "serving.decode.tensorParallelSize", "prefill uses tensor-parallel size 16 but decode uses 8", id="tp-mismatch"),
+    pytest.param({"serving.prefill.tensorParallelSize": 32, "serving.decode.tensorParallelSize": 32}, "serving.prefill.tensorParallelSize", "exceeds the 16 TensorCores", id="tp-beyond-slice"),
+    pytest.param({"tpu.sliceShapes": ["2x2x1", "4x4x8"], "serving.sliceShape": "2x2x1", "checks.subslicing.shape": "2x2x1"}, "serving.prefill.tensorParallelSize", "exceeds the 8 TensorCores of one 2x2x1 slice", id="tp-beyond-smaller-slice"),
+    pytest.param({"serving.sliceShape": "2x2x4"}, "serving.sliceShape", "not one of tpu.sliceShapes", id="shape-not-admitted"),
+    pytest.param({"serving.model.parametersBillions": 1300}, "serving.model.parametersBillions", "more than the", id="weights-beyond-hbm"),
+    pytest.param({"serving.hbmHeadroom": 0.9}, "serving.model.parametersBillions", "90% kept free", id="too-much-headroom"),
+    pytest.param({"serving.model.weightsDtype": "fp4x"}, "serving.model.weightsDtype", "not a known dtype", id="unknown-dtype"),
+    pytest.param({"serving.prefill.replicas": 9, "serving.decode.replicas": 9}, "serving.decode.replicas", "need 3 cube(s)", id="serving-beyond-capacity"),
+    pytest.param({"serving.prefill.replicas": 0}, "serving.prefill.replicas", "serves nothing", id="no-prefill"),
+    pytest.param({"serving.prefill.name": "kueue-vllm-prefill-model-streamer"}, "serving.prefill.name", "the budget is 49", id="lws-name-over-slice-budget"),
+    pytest.param({"serving.decode.name": "vllm-prefill"}, "serving.decode.name", "also the prefill name", id="same-lws-names"),
+    pytest.param({"serving.namespace": "serving"}, "serving.namespace", "has no LocalQueue", id="namespace-without-queue"),
+    pytest.param({"serving.image": "docker.io/vllm/vllm-tpu:nightly"}, "serving.image", "floating tag", id="floating-image"),
+    pytest.param({"serving.routingSidecarImage": "ghcr.io/llm-d/llm-d-routing-sidecar"}, "serving.routingSidecarImage", "has no tag", id="untagged-sidecar"),
+    pytest.param({"serving.resources": {"cpu": "300"}}, "serving.resources.cpu", "exceeds", id="cpu-beyond-host"),
+    pytest.param({"serving.resources": {"memory": "lots"}}, "serving.resources.memory", "not a Kubernetes quantity", id="bad-memory"),
+    pytest.param({"serving.startupFailureThreshold": 60}, "serving.startupFailureThreshold", "at least 120", id="startup-too-short"),
+    pytest.param({"serving.router.version": "v0"}, "serving.router.version", "not an exact version", id="floating-router"),
+    pytest.param({"serving.router.chart": "ghcr.io/llm-d/charts/x"}, "serving.router.chart", "not an oci://", id="router-chart-without-scheme"),
+    pytest.param({"serving.gateway.port": 0}, "serving.gateway.port", "not a port", id="bad-gateway-port"),
+    pytest.param({"serving.weightsBucket.name": "Bad_Bucket!"}, "serving.weightsBucket.name", "not a Cloud Storage bucket name", id="bad-bucket"),
+    pytest.param({"serving.priority": "top"}, "serving.priority", "not a priority level", id="bad-priority"),
+    pytest.param({"serving.prefil": {}}, "serving.prefil", "did you mean 'prefill'", id="misspelled-key"),
+]
+
+
+@pytest.mark.parametrize("override, key, fragment", SERVING_BAD_INPUTS)
+def test_bad_serving_input_names_its_key_and_registers_nothing(override, key, fragment):
+    registrations = []
+    raw = with_overrides(stack_values(), override)
+    with pytest.raises(ConfigError) as raised:
+        run_program(as_pulumi_values(raw), registrations=registrations)
+    matching = [p for p in raised.value.problems if p.key == key]
+    assert matching, f"no problem for {key}; got:\n{raised.value}"
+    assert any(fragment in str(p) for p in matching), str(raised.value)
+    assert registrations == []
+
+
+def test_serving_on_v5e_is_refused():
+    with pytest.raises(ConfigError) as raised:
+        run_stack({"serving.enabled": True}, stack="saxml")
+    assert any(p.key == "serving.enabled" for p in raised.value.problems)
+
+
+def test_a_bad_token_is_never_echoed():
+    raw = with_overrides(stack_values(), {"serving.hfToken": {"not": "a string hf_SECRETVALUE"}})
+    with pytest.raises(ConfigError) as raised:
+        run_program(as_pulumi_values(raw))
+    assert "hf_SECRETVALUE" not in str(raised.value)
+    assert any(p.key == "serving.hfToken" for p in raised.value.problems)
