@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 NAMESPACE = "tpu-dynamic-slicing"
+PRIORITY_LEVELS = ("low", "medium", "high")  # the keys of queues.priorityClasses
 
 
 def setting(default: Any = dataclasses.MISSING, doc: str = "", secret: bool = False) -> Any:

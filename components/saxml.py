@@ -10,6 +10,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components._options import children_of
+from components.custom_objects import REPLACE_ON_SPEC_CHANGE, custom_resource
 
 WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
 
@@ -50,14 +51,12 @@ class SaxmlCell(pulumi.ComponentResource):
         # Pods start only once their identity can read and write the bucket.
         with_identity = pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[service_account, *identity]))
         admin = _deployment("admin-server", args.admin_deployment, with_identity)
-        k8s.apiextensions.CustomResource(
+        custom_resource(
             "model-servers",
-            api_version=args.model_server_jobset["apiVersion"],
-            kind=args.model_server_jobset["kind"],
-            metadata=args.model_server_jobset["metadata"],
-            spec=args.model_server_jobset["spec"],
-            opts=pulumi.ResourceOptions.merge(
-                with_identity, pulumi.ResourceOptions(depends_on=[args.jobset_release, admin], replace_on_changes=["spec"], delete_before_replace=True)
+            args.model_server_jobset,
+            pulumi.ResourceOptions.merge(
+                pulumi.ResourceOptions.merge(with_identity, pulumi.ResourceOptions(depends_on=[args.jobset_release, admin])),
+                REPLACE_ON_SPEC_CHANGE,
             ),
         )
         http = _deployment("http-server", args.http_deployment, pulumi.ResourceOptions.merge(with_identity, pulumi.ResourceOptions(depends_on=[admin])))

@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components import serving_objects
 from components._options import children_of
+from components.custom_objects import custom_resource
 
 # Release assets of the Gateway API Inference Extension: the CRDs of one version.
 INFERENCE_POOL_CRDS_URL = "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/{version}/manifests.yaml"
@@ -58,17 +59,9 @@ class ModelServing(pulumi.ComponentResource):
                 )
             )
         gateway_ready = self._gateway_and_router(args, on_cluster)
+        ready = pulumi.ResourceOptions(depends_on=[*args.namespace_ready, *args.platform_ready, *prerequisites])
         for lws in args.leaderworkersets:
-            k8s.apiextensions.CustomResource(
-                lws["metadata"]["name"],
-                api_version=lws["apiVersion"],
-                kind=lws["kind"],
-                metadata=lws["metadata"],
-                spec=lws["spec"],
-                opts=pulumi.ResourceOptions.merge(
-                    on_cluster, pulumi.ResourceOptions(depends_on=[*args.namespace_ready, *args.platform_ready, *prerequisites])
-                ),
-            )
+            custom_resource(lws["metadata"]["name"], lws, pulumi.ResourceOptions.merge(on_cluster, ready))
         self.gateway_address = gateway_ready.status.apply(_gateway_address)
         self.register_outputs({"gatewayAddress": self.gateway_address})
 

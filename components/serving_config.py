@@ -7,13 +7,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from components import admission, serving_objects, serving_rules, slice_check_objects, topology
-from components.config_base import EXACT_VERSION, Problems, is_k8s_name, setting
+from components.config_base import EXACT_VERSION, PRIORITY_LEVELS, Problems, is_k8s_name, setting
 
 if TYPE_CHECKING:
     from components.stack_config import StackConfig
-
-PRIORITY_LEVELS = ("low", "medium", "high")
-
 
 @dataclass(frozen=True)
 class ServingModelConfig:

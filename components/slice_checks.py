@@ -8,6 +8,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.custom_objects import REPLACE_ON_SPEC_CHANGE, custom_resource
+
 
 @dataclass(frozen=True)
 class SliceChecksArgs:
@@ -30,19 +32,7 @@ class SliceChecks(pulumi.ComponentResource):
             opts=on_cluster,
         )
         self.jobset_names = [jobset["metadata"]["name"] for jobset in args.jobsets]
+        after_script = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[script]))
         for jobset in args.jobsets:
-            k8s.apiextensions.CustomResource(
-                jobset["metadata"]["name"],
-                api_version=jobset["apiVersion"],
-                kind=jobset["kind"],
-                metadata=jobset["metadata"],
-                spec=jobset["spec"],
-                # A JobSet's spec is immutable once created: a changed check is a new run.
-                opts=pulumi.ResourceOptions.merge(
-                    on_cluster,
-                    pulumi.ResourceOptions(
-                        depends_on=[*args.after, script], replace_on_changes=["spec"], delete_before_replace=True
-                    ),
-                ),
-            )
+            custom_resource(jobset["metadata"]["name"], jobset, pulumi.ResourceOptions.merge(after_script, REPLACE_ON_SPEC_CHANGE))
         self.register_outputs({"jobsetNames": self.jobset_names})

@@ -26,13 +26,13 @@ from components.config_base import (
     Problems,
     camel,
     is_k8s_name,
-    is_pinned_image,
     join,
     parse_object,
     setting,
     snake,
 )
 from components.gke_version import GkeVersion
+from components.checks_config import ChecksConfig, SliceCheckConfig, validate_checks
 from components.saxml_config import SaxmlConfig, validate_saxml
 from components.serving_config import ServingConfig, serving_workloads, validate_serving
 
@@ -201,28 +201,6 @@ class QueuesConfig:
 
 
 @dataclass(frozen=True)
-class SliceCheckConfig:
-    name: str = setting(doc="JobSet name (counts against the 49-character slice-name budget).")
-    shape: str = setting(doc="Slice shape; one of tpu.sliceShapes.")
-    slices: int = setting(doc="Slices the check takes at once (the JobSet's replicas).")
-    priority: str = setting(doc="Priority level: low, medium or high (queues.priorityClasses).")
-    hold_seconds: int = setting(doc="Seconds each pod holds its slice after the check passes.")
-    enabled: bool = setting(True, "Run this check JobSet.")
-
-
-@dataclass(frozen=True)
-class ChecksConfig:
-    namespace: str = setting("", "Namespace of the check JobSets; empty means the first of queues.namespaces.")
-    image: str = setting(slice_check_objects.IMAGE, "Pinned JAX-for-TPU image (tag or @sha256 digest) the checks run.")
-    subslicing: SliceCheckConfig = setting(
-        SliceCheckConfig("subslice-check", "2x2x2", 6, "low", 1800), "Sub-slicing check (six 2x2x2 slices)."
-    )
-    superslicing: SliceCheckConfig = setting(
-        SliceCheckConfig("superslice-check", "4x4x8", 1, "medium", 600), "Super-slicing check (one 4x4x8 slice)."
-    )
-
-
-@dataclass(frozen=True)
 class StackConfig:
     project: str = setting(doc="Google Cloud project ID.")
     region: str = setting("us-central1", "Region of the cluster, network and workload policy.")
@@ -244,6 +222,16 @@ class StackConfig:
     @property
     def dynamic_slicing(self) -> bool:
         return self.machine.dynamic_slicing
+
+    @property
+    def dynamic_slicing_requested(self) -> bool:
+        """Like ``dynamic_slicing``, but safe to ask while validating an unknown machine type."""
+        machine = topology.MACHINE_CATALOG.get(self.tpu.machine_type)
+        return bool(machine and machine.dynamic_slicing)
+
+    @property
+    def slice_shapes_parse(self) -> bool:
+        return all(topology.try_shape(s) for s in self.tpu.slice_shapes)
 
     @property
     def slice_shapes(self) -> list[topology.Shape]:
@@ -370,7 +358,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     _validate_tpu(config, problems)
     _validate_platform(config.platform, problems)
     _validate_queues(config.queues, problems)
-    _validate_checks(config, problems)
+    validate_checks(config, problems)
     validate_serving(config, problems)
     validate_saxml(config, problems)
 
@@ -424,7 +412,7 @@ def _validate_cluster(config: StackConfig, problems: Problems) -> None:
         problems.add(key, problem, "set cluster.nodeServiceAccountId to a 6-30 character id")
     if cluster.release_channel not in RELEASE_CHANNELS:
         problems.add("cluster.releaseChannel", f"{cluster.release_channel!r} is not a release channel", f"use one of {', '.join(RELEASE_CHANNELS)}")
-    elif _uses_dynamic_slicing(config) and cluster.release_channel != "RAPID":
+    elif config.dynamic_slicing_requested and cluster.release_channel != "RAPID":
         problems.add("cluster.releaseChannel", "dynamic slicing is only offered on the RAPID channel", "set RAPID")
     _validate_version(config, problems)
     pool = cluster.system_pool
@@ -433,11 +421,6 @@ def _validate_cluster(config: StackConfig, problems: Problems) -> None:
     if pool.nodes_per_zone < 1:
         problems.add("cluster.systemPool.nodesPerZone", f"{pool.nodes_per_zone} leaves no system nodes", "use 1 or more")
     _validate_maintenance(cluster, problems)
-
-
-def _uses_dynamic_slicing(config: StackConfig) -> bool:
-    machine = topology.MACHINE_CATALOG.get(config.tpu.machine_type)
-    return bool(machine and machine.dynamic_slicing)
 
 
 def _validate_version(config: StackConfig, problems: Problems) -> None:
@@ -449,7 +432,7 @@ def _validate_version(config: StackConfig, problems: Problems) -> None:
     floors = []
     if config.tpu.machine_type == "tpu7x-standard-4t":
         floors.append((TPU7X_MIN_GKE_VERSION, "TPU7x node pools"))
-    if _uses_dynamic_slicing(config) and _shapes_parse(config):
+    if config.dynamic_slicing_requested and config.slice_shapes_parse:
         shapes = config.slice_shapes
         floor = topology.min_gke_version(shapes)
         if floor == topology.SUB_SLICING_MIN_GKE_VERSION:
@@ -459,17 +442,6 @@ def _validate_version(config: StackConfig, problems: Problems) -> None:
     for floor, why in floors:
         if version < GkeVersion.parse(floor):
             problems.add("cluster.version", f"{version} is below {floor}, the minimum for {why}", f"set {floor} or later")
-
-
-def _shapes_parse(config: StackConfig) -> bool:
-    return all(_try_shape(s) for s in config.tpu.slice_shapes)
-
-
-def _try_shape(text: str) -> topology.Shape | None:
-    try:
-        return topology.Shape.parse(text)
-    except ValueError:
-        return None
 
 
 def _parse_time(text: str) -> datetime | None:
@@ -657,52 +629,6 @@ def _validate_queues(queues: QueuesConfig, problems: Problems) -> None:
                 f"{high.value} is not above {lower} ({low.value}), so it could not preempt it",
                 f"set a value above {low.value}",
             )
-
-
-PRIORITY_LEVELS = ("low", "medium", "high")
-
-
-def _validate_checks(config: StackConfig, problems: Problems) -> None:
-    checks = config.checks
-    enabled = {kind: c for kind, c in ((slice_check_objects.SUBSLICING, checks.subslicing), (slice_check_objects.SUPERSLICING, checks.superslicing)) if c.enabled}
-    if not enabled:
-        return
-    if not _uses_dynamic_slicing(config):
-        for kind in enabled:
-            problems.add(f"checks.{kind}.enabled", f"{config.tpu.machine_type} has no dynamic slicing to check", "set false")
-        return
-    namespace = config.checks_namespace
-    if checks.namespace and checks.namespace not in config.queues.namespaces:
-        problems.add("checks.namespace", f"{checks.namespace!r} has no LocalQueue", "use one of queues.namespaces, or add it there")
-    if not is_pinned_image(checks.image):
-        problems.add("checks.image", f"{checks.image!r} is not pinned", "use a dated tag or @sha256:<digest>, never latest")
-    for kind, check in enabled.items():
-        _validate_check(config, kind, check, namespace, problems)
-    if _shapes_parse(config) and not any(p.key.startswith("checks.") for p in problems.items):
-        for workload in config.check_workloads():
-            if problem := admission.never_admitted_problem(workload, config.cubes):
-                problems.add(f"{workload.key}.slices", problem, "lower the slices, use a smaller shape or add TPU pools")
-
-
-def _validate_check(config: StackConfig, kind: str, check: SliceCheckConfig, namespace: str, problems: Problems) -> None:
-    prefix = f"checks.{kind}"
-    if not is_k8s_name(check.name):
-        problems.add(f"{prefix}.name", f"{check.name!r} is not a Kubernetes object name", "use lowercase letters, digits and hyphens")
-    elif problem := slice_check_objects.slice_name_budget_problem(namespace, check.name):
-        problems.add(f"{prefix}.name", problem, "shorten checks.namespace or this name")
-    shape = _try_shape(check.shape)
-    if shape is None or check.shape not in config.tpu.slice_shapes:
-        problems.add(f"{prefix}.shape", f"{check.shape!r} is not one of tpu.sliceShapes {config.tpu.slice_shapes}", "use an admitted shape or add it to tpu.sliceShapes")
-    elif kind == slice_check_objects.SUBSLICING and not topology.is_sub_slice(shape):
-        problems.add(f"{prefix}.shape", f"{shape} is not a sub-slice", "use a sub-slice shape such as 2x2x2")
-    elif kind == slice_check_objects.SUPERSLICING and not topology.is_super_slice(shape):
-        problems.add(f"{prefix}.shape", f"{shape} is not a super-slice", "use a super-slice shape such as 4x4x8")
-    if check.slices < 1:
-        problems.add(f"{prefix}.slices", f"{check.slices} checks nothing", "use 1 or more")
-    if check.priority not in PRIORITY_LEVELS:
-        problems.add(f"{prefix}.priority", f"{check.priority!r} is not a priority level", f"use one of {', '.join(PRIORITY_LEVELS)}")
-    if check.hold_seconds < 0:
-        problems.add(f"{prefix}.holdSeconds", f"{check.hold_seconds} is negative", "use 0 or more seconds")
 
 
 # --- Documentation ---------------------------------------------------------------------

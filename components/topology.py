@@ -97,6 +97,14 @@ MACHINE_CATALOG: dict[str, MachineType] = {
     )
 }
 
+def try_shape(text: str) -> Shape | None:
+    """``text`` as a Shape, or None when it is none (for validation that reports it elsewhere)."""
+    try:
+        return Shape.parse(text)
+    except ValueError:
+        return None
+
+
 # --- TPU7x dynamic slicing -------------------------------------------------------------
 
 CUBE = Shape((4, 4, 4))

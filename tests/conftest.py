@@ -13,7 +13,7 @@ import pytest
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from components.stack_config import NAMESPACE  # noqa: E402
+from components.stack_config import NAMESPACE, ConfigError  # noqa: E402
 from tools.mock_engine import ProgramRun, run_program, stack_config_values  # noqa: E402
 
 
@@ -54,3 +54,16 @@ def run_stack(overrides: dict[str, Any] | None = None, stack: str = "dev", previ
 @pytest.fixture(scope="session")
 def dev_run() -> ProgramRun:
     return run_stack()
+
+
+def assert_bad_input(override: dict[str, Any], key: str, fragment: str, stack: str = "dev") -> None:
+    """The program refuses ``stack`` with ``override``: a problem under ``key`` saying ``fragment``,
+    and not one resource registered."""
+    registrations: list = []
+    raw = with_overrides(stack_values(stack), override)
+    with pytest.raises(ConfigError) as raised:
+        run_program(as_pulumi_values(raw), stack=stack, registrations=registrations)
+    matching = [p for p in raised.value.problems if p.key == key]
+    assert matching, f"no problem for {key}; got:\n{raised.value}"
+    assert any(fragment in str(p) for p in matching), str(raised.value)
+    assert registrations == []

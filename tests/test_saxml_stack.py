@@ -3,9 +3,8 @@
 import pytest
 
 from components.stack_config import ConfigError
-from tests.conftest import as_pulumi_values, run_stack, stack_values, with_overrides
+from tests.conftest import assert_bad_input, run_stack
 from tests.crd_schemas import core_errors, crd_errors, is_custom
-from tools.mock_engine import run_program
 from tools.render import kubernetes_objects
 
 STACK = "saxml"
@@ -137,14 +136,7 @@ SAXML_BAD_INPUTS = [
 
 @pytest.mark.parametrize("override, key, fragment", SAXML_BAD_INPUTS)
 def test_bad_saxml_input_names_its_key_and_registers_nothing(override, key, fragment):
-    registrations = []
-    raw = with_overrides(stack_values(STACK), override)
-    with pytest.raises(ConfigError) as raised:
-        run_program(as_pulumi_values(raw), stack=STACK, registrations=registrations)
-    matching = [p for p in raised.value.problems if p.key == key]
-    assert matching, f"no problem for {key}; got:\n{raised.value}"
-    assert any(fragment in str(p) for p in matching), str(raised.value)
-    assert registrations == []
+    assert_bad_input(override, key, fragment, stack=STACK)
 
 
 def test_saxml_on_tpu7x_is_refused():

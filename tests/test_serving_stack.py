@@ -6,7 +6,7 @@ import json
 import pytest
 
 from components.stack_config import ConfigError
-from tests.conftest import as_pulumi_values, run_stack, stack_values, with_overrides
+from tests.conftest import as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
 from tools.mock_engine import PROJECT_NUMBER_PLACEHOLDER, SECRET_PLACEHOLDER, run_program
 from tools.render import kubernetes_objects, render
 
@@ -182,14 +182,7 @@ SERVING_BAD_INPUTS = [
 
 @pytest.mark.parametrize("override, key, fragment", SERVING_BAD_INPUTS)
 def test_bad_serving_input_names_its_key_and_registers_nothing(override, key, fragment):
-    registrations = []
-    raw = with_overrides(stack_values(), override)
-    with pytest.raises(ConfigError) as raised:
-        run_program(as_pulumi_values(raw), registrations=registrations)
-    matching = [p for p in raised.value.problems if p.key == key]
-    assert matching, f"no problem for {key}; got:\n{raised.value}"
-    assert any(fragment in str(p) for p in matching), str(raised.value)
-    assert registrations == []
+    assert_bad_input(override, key, fragment)
 
 
 def test_serving_on_v5e_is_refused():

@@ -4,8 +4,7 @@ import pytest
 
 from components import config_base, stack_config
 from components.stack_config import ConfigError
-from tests.conftest import as_pulumi_values, stack_values, with_overrides
-from tools.mock_engine import run_program
+from tests.conftest import assert_bad_input, stack_values, with_overrides
 
 MINIMAL = {"project": "my-tpu-project", "tpu": {"reservation": {"name": "res", "block": "block-0"}}}
 
@@ -89,14 +88,7 @@ BAD_INPUTS = [
 
 @pytest.mark.parametrize("override, key, fragment", BAD_INPUTS)
 def test_bad_input_names_its_key_and_registers_nothing(override, key, fragment):
-    registrations = []
-    raw = with_overrides(stack_values("dev"), override)
-    with pytest.raises(ConfigError) as raised:
-        run_program(as_pulumi_values(raw), registrations=registrations)
-    matching = [p for p in raised.value.problems if p.key == key]
-    assert matching, f"no problem for {key}; got:\n{raised.value}"
-    assert any(fragment in str(p) for p in matching), str(raised.value)
-    assert registrations == []
+    assert_bad_input(override, key, fragment)
 
 
 def test_every_problem_is_reported_in_one_error():
@@ -175,7 +167,7 @@ PLATFORM_BAD_INPUTS = [
 
 @pytest.mark.parametrize("override, key, fragment", PLATFORM_BAD_INPUTS)
 def test_bad_platform_input_names_its_key_and_registers_nothing(override, key, fragment):
-    test_bad_input_names_its_key_and_registers_nothing(override, key, fragment)
+    assert_bad_input(override, key, fragment)
 
 
 CHECKS_BAD_INPUTS = [
@@ -204,7 +196,7 @@ CHECKS_BAD_INPUTS = [
 
 @pytest.mark.parametrize("override, key, fragment", CHECKS_BAD_INPUTS)
 def test_bad_check_input_names_its_key_and_registers_nothing(override, key, fragment):
-    test_bad_input_names_its_key_and_registers_nothing(override, key, fragment)
+    assert_bad_input(override, key, fragment)
 
 
 def test_checks_on_a_machine_without_dynamic_slicing_are_refused():
