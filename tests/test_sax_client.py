@@ -218,8 +218,8 @@ def test_without_stack_the_selected_stack_is_asked():
         (fake_pulumi(stdout=json.dumps({sax.ADDRESS_OUTPUT: ""})), "stack dev has no output saxHttpAddress"),
         (fake_pulumi(stdout="not json"), "did not print JSON"),
         (fake_pulumi(255, stderr="Updating...\nerror: no stack named 'dev' found\n"), "failed: error: no stack named 'dev' found"),
-        (fake_pulumi(raises=FileNotFoundError("pulumi")), "pulumi CLI is not installed"),
-        (fake_pulumi(raises=subprocess.TimeoutExpired("pulumi", 60)), "did not finish in time"),
+        (fake_pulumi(raises=FileNotFoundError("pulumi")), "pulumi CLI not found"),
+        (fake_pulumi(raises=subprocess.TimeoutExpired("pulumi", 60)), "timed out"),
     ],
     ids=["missing-output", "empty-output", "not-json", "cli-failure", "no-cli", "cli-timeout"],
 )

@@ -279,16 +279,15 @@ def outputs_runner(**outputs) -> FakePulumi:
     return FakePulumi(stdout=json.dumps({"clusterName": "c", **outputs}))
 
 
-def test_read_stack_outputs_runs_pulumi_for_the_named_stack():
+def test_resolve_endpoint_runs_pulumi_for_the_named_stack():
     runner = outputs_runner(openaiBaseUrl=BASE_URL, modelName=MODEL)
-    outputs = verify.read_stack_outputs("dev", runner)
-    assert outputs["openaiBaseUrl"] == BASE_URL and outputs["modelName"] == MODEL
+    assert verify.resolve_endpoint(verify.parse_args(["--stack", "dev"]), runner) == (BASE_URL, MODEL)
     assert runner.calls == [["pulumi", "stack", "output", "--json", "--stack", "dev"]]
 
 
-def test_read_stack_outputs_without_stack_uses_the_selected_stack():
-    runner = outputs_runner()
-    verify.read_stack_outputs(None, runner)
+def test_resolve_endpoint_without_stack_uses_the_selected_stack():
+    runner = outputs_runner(openaiBaseUrl=BASE_URL, modelName=MODEL)
+    verify.resolve_endpoint(verify.parse_args([]), runner)
     assert runner.calls == [["pulumi", "stack", "output", "--json"]]
 
 

@@ -16,25 +16,21 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import subprocess
 import sys
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from tools.stack_outputs import Runner, StackOutputsError, read_stack_outputs, run_pulumi
+
 ADDRESS_OUTPUT = "saxHttpAddress"
 DEFAULT_PORT = 8888
 DEFAULT_TIMEOUT_S = 60.0
-PULUMI_TIMEOUT_S = 60
 PREVIEW_CHARS = 300
 ADDRESS_HINT = "pass --address HOST[:PORT] to skip the stack lookup"
-
-Runner = Callable[[list[str]], subprocess.CompletedProcess]
 
 
 class UsageError(Exception):
@@ -73,37 +69,16 @@ def unpublish(args: argparse.Namespace) -> Call:
     return Call("POST", "/unpublish", {"model": args.model_id})
 
 
-def run_pulumi(args: list[str]) -> subprocess.CompletedProcess:
-    """Run the Pulumi CLI in the project folder, bounded so a stuck backend login cannot hang the client."""
-    return subprocess.run(args, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=PULUMI_TIMEOUT_S, check=False)
-
-
 def stack_address(stack: str | None, runner: Runner = run_pulumi) -> str:
     """The `saxHttpAddress` output of `stack` (Pulumi's selected stack when None)."""
-    args = ["pulumi", "stack", "output", "--json", *(["--stack", stack] if stack else [])]
-    command = " ".join(args)
     try:
-        done = runner(args)
-    except FileNotFoundError:
-        raise UsageError(f"the pulumi CLI is not installed; {ADDRESS_HINT}") from None
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"`{command}` did not finish in time; {ADDRESS_HINT}") from None
-    if done.returncode != 0:
-        raise UsageError(f"`{command}` failed: {last_line(done.stderr)}; {ADDRESS_HINT}")
-    try:
-        outputs = json.loads(done.stdout)
-    except json.JSONDecodeError:
-        raise UsageError(f"`{command}` did not print JSON; {ADDRESS_HINT}") from None
-    address = outputs.get(ADDRESS_OUTPUT) if isinstance(outputs, dict) else None
+        outputs = read_stack_outputs(stack, ADDRESS_HINT, runner)
+    except StackOutputsError as error:
+        raise UsageError(str(error)) from None
+    address = outputs.get(ADDRESS_OUTPUT)
     if not isinstance(address, str) or not address:
         raise UsageError(f"stack {stack or '(selected)'} has no output {ADDRESS_OUTPUT}; {ADDRESS_HINT}")
     return address
-
-
-def last_line(text: str) -> str:
-    """Pulumi ends its error output with the actual reason; earlier lines are progress noise."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return preview(lines[-1]) if lines else "no error message"
 
 
 def base_url(address: str) -> str:

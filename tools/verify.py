@@ -15,25 +15,23 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from tools.stack_outputs import Runner, StackOutputsError, read_stack_outputs, run_pulumi
+
 BASE_URL_OUTPUT = "openaiBaseUrl"
 MODEL_OUTPUT = "modelName"
 DEFAULT_PROMPT = "How are you today?"
 CHAT_MAX_TOKENS = 200
-PULUMI_TIMEOUT_SECONDS = 60.0
 SNIPPET_CHARS = 120
+STACK_HINT = "pass --base-url and --model instead"
 
-Runner = Callable[[Sequence[str]], subprocess.CompletedProcess]
 Sleep = Callable[[float], None]
 Field = tuple[str | int, ...]
 _MISSING = object()
@@ -116,35 +114,6 @@ def probes(model: str, prompt: str) -> list[Probe]:
 # --- stack outputs ---------------------------------------------------------------------------------
 
 
-def run_pulumi(argv: Sequence[str]) -> subprocess.CompletedProcess:
-    """Run a pulumi command from the project directory, bounded so a hung CLI cannot stall the check."""
-    return subprocess.run(
-        list(argv), cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=PULUMI_TIMEOUT_SECONDS, check=False
-    )
-
-
-def read_stack_outputs(stack: str | None, runner: Runner = run_pulumi) -> dict[str, Any]:
-    """The stack's outputs as JSON; ``stack`` None means the currently selected stack."""
-    argv = ["pulumi", "stack", "output", "--json"] + (["--stack", stack] if stack else [])
-    hint = "pass --base-url and --model instead"
-    try:
-        completed = runner(argv)
-    except FileNotFoundError:
-        raise ConfigError(f"pulumi CLI not found; {hint}") from None
-    except subprocess.TimeoutExpired:
-        raise ConfigError(f"`{' '.join(argv)}` timed out; {hint}") from None
-    if completed.returncode != 0:
-        detail = _first_line(completed.stderr) or f"exit code {completed.returncode}"
-        raise ConfigError(f"`{' '.join(argv)}` failed: {detail}; {hint}")
-    try:
-        outputs = json.loads(completed.stdout)
-    except json.JSONDecodeError:
-        raise ConfigError(f"`{' '.join(argv)}` did not print JSON; {hint}") from None
-    if not isinstance(outputs, dict):
-        raise ConfigError(f"`{' '.join(argv)}` did not print a JSON object; {hint}")
-    return outputs
-
-
 def stack_output(outputs: dict[str, Any], name: str, flag: str) -> str:
     """A required string output, with the flag that can stand in for it when it is absent."""
     value = outputs.get(name)
@@ -157,7 +126,10 @@ def resolve_endpoint(args: argparse.Namespace, runner: Runner) -> tuple[str, str
     """Base URL and model name: flags win, and pulumi is only asked when a flag is missing."""
     base_url, model = args.base_url, args.model
     if base_url is None or model is None:
-        outputs = read_stack_outputs(args.stack, runner)
+        try:
+            outputs = read_stack_outputs(args.stack, STACK_HINT, runner)
+        except StackOutputsError as error:
+            raise ConfigError(str(error)) from None
         base_url = base_url or stack_output(outputs, BASE_URL_OUTPUT, "--base-url")
         model = model or stack_output(outputs, MODEL_OUTPUT, "--model")
     if not base_url.startswith(("http://", "https://")):
@@ -344,10 +316,6 @@ def _describe(error: BaseException) -> str:
 def _snippet(body: bytes) -> str:
     text = " ".join(body.decode("utf-8", "replace").split())
     return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "..."
-
-
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,60 @@
+"""Read a stack's outputs through `pulumi stack output --json`, shared by the CLI tools.
+
+Every failure becomes one StackOutputsError line ending with the caller's hint, so each tool can
+report it as its own usage error and say which flags make Pulumi unnecessary.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PULUMI_TIMEOUT_S = 60
+STDERR_CHARS = 300
+
+Runner = Callable[[list[str]], subprocess.CompletedProcess]
+
+
+class StackOutputsError(ValueError):
+    """The outputs could not be read; the message is one line ending with the caller's hint."""
+
+
+def run_pulumi(argv: list[str]) -> subprocess.CompletedProcess:
+    """Run the Pulumi CLI in the project folder, bounded so a stuck backend login cannot hang a tool."""
+    return subprocess.run(
+        list(argv), cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=PULUMI_TIMEOUT_S, check=False
+    )
+
+
+def read_stack_outputs(stack: str | None, hint: str, runner: Runner = run_pulumi) -> dict[str, Any]:
+    """The outputs of `stack` (Pulumi's selected stack when None); `runner` stands in for the CLI in tests."""
+    argv = ["pulumi", "stack", "output", "--json", *(["--stack", stack] if stack else [])]
+    command = " ".join(argv)
+    try:
+        completed = runner(argv)
+    except FileNotFoundError:
+        raise StackOutputsError(f"pulumi CLI not found; {hint}") from None
+    except subprocess.TimeoutExpired:
+        raise StackOutputsError(f"`{command}` timed out; {hint}") from None
+    if completed.returncode != 0:
+        detail = _last_line(completed.stderr) or f"exit code {completed.returncode}"
+        raise StackOutputsError(f"`{command}` failed: {detail}; {hint}")
+    try:
+        outputs = json.loads(completed.stdout)
+    except json.JSONDecodeError:
+        raise StackOutputsError(f"`{command}` did not print JSON; {hint}") from None
+    if not isinstance(outputs, dict):
+        raise StackOutputsError(f"`{command}` did not print a JSON object; {hint}")
+    return outputs
+
+
+def _last_line(text: str | None) -> str:
+    """Pulumi ends its error output with the actual reason; earlier lines are progress noise."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return lines[-1] if len(lines[-1]) <= STDERR_CHARS else lines[-1][:STDERR_CHARS] + "…"
