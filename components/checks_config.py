@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from components import admission, slice_check_objects, topology
-from components.config_base import PRIORITY_LEVELS, Problems, is_k8s_name, is_pinned_image, setting
+from components.config_base import PRIORITY_LEVELS, Problems, image_pin_problem, is_k8s_name, setting
 
 if TYPE_CHECKING:
     from components.stack_config import StackConfig
@@ -46,8 +46,8 @@ def validate_checks(config: StackConfig, problems: Problems) -> None:
     namespace = config.checks_namespace
     if checks.namespace and checks.namespace not in config.queues.namespaces:
         problems.add("checks.namespace", f"{checks.namespace!r} has no LocalQueue", "use one of queues.namespaces, or add it there")
-    if not is_pinned_image(checks.image):
-        problems.add("checks.image", f"{checks.image!r} is not pinned", "use a dated tag or @sha256:<digest>, never latest")
+    if problem := image_pin_problem(checks.image):
+        problems.add("checks.image", problem, "pin a dated tag or @sha256:<digest>")
     for kind, check in enabled.items():
         _validate_check(config, kind, check, namespace, problems)
     if config.slice_shapes_parse and not any(p.key.startswith("checks.") for p in problems.items):

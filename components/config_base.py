@@ -182,7 +182,6 @@ def snake(key: str) -> str:
     return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
 
 
-
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -194,9 +193,19 @@ QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 EXACT_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$")
 
 
+FLOATING_TAGS = frozenset({"latest", "nightly", "main", "master", "stable", "dev"})
 
-def is_pinned_image(image: str) -> bool:
+
+def image_pin_problem(image: str) -> str | None:
+    """Why ``image`` is not pinned to a fixed tag or digest, or None: a moving tag would change
+    what a running stack pulls without any diff in review."""
+    if not image:
+        return "is not pinned: it is empty; name an image with a dated tag or a digest"
     if re.search(r"@sha256:[0-9a-f]{64}$", image):
-        return True
-    repository, _, tag = image.rpartition(":")
-    return bool(repository) and "/" not in tag and tag not in ("", "latest")
+        return None
+    tag = image.rsplit("/", 1)[-1].partition(":")[2]
+    if not tag:
+        return f"{image!r} is not pinned: it has no tag, which means latest"
+    if tag in FLOATING_TAGS:
+        return f"{image!r} is not pinned: it uses the floating tag {tag!r}"
+    return None

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from components import naming, saxml_objects, saxml_rules
-from components.config_base import Problems, is_k8s_name, is_pinned_image, setting
+from components.config_base import Problems, image_pin_problem, is_k8s_name, setting
 
 if TYPE_CHECKING:
     from components.stack_config import StackConfig
@@ -82,8 +82,8 @@ def _validate_names(config: StackConfig, problems: Problems) -> None:
 
 def _validate_images(saxml: SaxmlConfig, problems: Problems) -> None:
     for key, image in (("adminImage", saxml.admin_image), ("modelServerImage", saxml.model_server_image), ("httpImage", saxml.http_image)):
-        if not is_pinned_image(image):
-            problems.add(f"saxml.{key}", f"{image!r} is not pinned", "use a release tag or @sha256:<digest>, never latest")
+        if problem := image_pin_problem(image):
+            problems.add(f"saxml.{key}", problem, "pin a dated tag or @sha256:<digest>")
 
 
 def _validate_http(http: SaxmlHttpConfig, problems: Problems) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from components import admission, serving_objects, serving_rules, slice_check_objects, topology
-from components.config_base import EXACT_VERSION, PRIORITY_LEVELS, Problems, is_k8s_name, setting
+from components.config_base import EXACT_VERSION, PRIORITY_LEVELS, Problems, image_pin_problem, is_k8s_name, setting
 
 if TYPE_CHECKING:
     from components.stack_config import StackConfig
@@ -232,7 +232,7 @@ def _validate_pods(config: StackConfig, problems: Problems) -> None:
     for problem in serving_rules.startup_budget_problems(serving_objects.STARTUP_PERIOD_SECONDS, serving.startup_failure_threshold):
         problems.add("serving.startupFailureThreshold", problem, "raise it")
     for key, image in (("image", serving.image), ("routingSidecarImage", serving.routing_sidecar_image)):
-        for problem in serving_rules.image_pin_problems(image, key):
+        if problem := image_pin_problem(image):
             problems.add(f"serving.{key}", problem, "pin a dated tag or @sha256:<digest>")
 
 

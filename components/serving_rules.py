@@ -36,7 +36,6 @@ BYTES_PER_PARAMETER: dict[str, float] = {
     "fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5,
 }
 
-_FLOATING_TAGS = {"latest", "nightly", "main", "master", "stable", "dev"}
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
 
@@ -194,21 +193,6 @@ def startup_budget_problems(
         "vLLM may take to form the Ray cluster and load the model; the kubelet would restart the group before "
         f"vLLM gives up; raise the failure threshold to at least {threshold}"
     ]
-
-
-def image_pin_problems(image: str, what: str = "image") -> list[str]:
-    """An image must name a fixed tag or digest, not a floating tag such as latest or nightly."""
-    if not image:
-        return [f"{what} is empty; name an image with a dated tag or a digest"]
-    if "@sha256:" in image:
-        return []
-    last = image.rsplit("/", 1)[-1]
-    tag = last.partition(":")[2]
-    if not tag:
-        return [f"{what} {image!r} has no tag (it means latest); pin a dated tag or a digest"]
-    if tag in _FLOATING_TAGS:
-        return [f"{what} {image!r} uses the floating tag {tag!r}; pin a dated tag or a digest"]
-    return []
 
 
 def weights_uri_problems(uri: str) -> list[str]:
