@@ -20,12 +20,10 @@ Neither the admin server nor the model servers run privileged (the GKE tutorial 
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from components.manifests import by_kind, load_documents
-from components.saxml_rules import topology_problem
 from components.topology import MACHINE_CATALOG, Shape
 
 ADMIN_FILE = "saxml/admin-server.yaml"
@@ -59,16 +57,15 @@ ACCELERATOR_NODE_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TOPOLOGY_NODE_LABEL = "cloud.google.com/gke-tpu-topology"
 TPU_RESOURCE = "google.com/tpu"
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
-_SAX_CELL = re.compile(r"^/sax/[A-Za-z0-9_-]+$")
-_UNPINNED_TAGS = {"latest", "nightly"}
-
 
 @dataclass(frozen=True)
 class SaxmlParams:
-    """What varies per stack. ``pools`` is the number of TPU slice node pools (= model servers)."""
+    """What varies per stack. ``pools`` is the number of TPU slice node pools (= model servers).
+
+    The stack config (components/saxml_config.py) validates these values with their config keys;
+    the builders raise only for what cannot be built at all (an unknown machine type, a topology
+    that is no slice of it, a source range that is no CIDR).
+    """
 
     namespace: str
     bucket_name: str  # the bucket's name, without gs://
@@ -91,84 +88,6 @@ class SaxmlParams:
 def sax_root(bucket_name: str) -> str:
     """SAX_ROOT of the cell: where the admin server keeps its state and address."""
     return f"gs://{bucket_name}/sax-root"
-
-
-# --- Validation ---------------------------------------------------------------------------------
-
-
-def _image_problem(field: str, image: str) -> str | None:
-    if not isinstance(image, str) or not image:
-        return f"{field} must not be empty"
-    if "@sha256:" in image:
-        return None
-    name, _, tag = image.rpartition(":")
-    if not name or "/" in tag:
-        return f"{field} {image!r} has no tag; pin a release tag or a digest"
-    if tag in _UNPINNED_TAGS:
-        return f"{field} {image!r} uses the moving tag {tag!r}; pin a release tag or a digest"
-    return None
-
-
-def _source_range_problems(params: SaxmlParams) -> list[str]:
-    problems = []
-    networks = []
-    for text in params.source_ranges:
-        try:
-            networks.append(ipaddress.ip_network(text, strict=True))
-        except (TypeError, ValueError) as error:
-            problems.append(f"source range {text!r} is not a CIDR: {error}")
-    if params.external:
-        if not params.source_ranges:
-            problems.append(
-                "external=True needs source_ranges: the Saxml HTTP API (/publish, /unpublish) has no "
-                "authentication"
-            )
-        problems.extend(
-            f"source range {network} opens the unauthenticated Saxml HTTP API to the whole internet"
-            for network in networks
-            if network.prefixlen == 0
-        )
-    return problems
-
-
-def params_problems(params: SaxmlParams) -> list[str]:
-    """Every problem of ``params``; empty when the objects can be built."""
-    problems = []
-    if not isinstance(params.namespace, str) or not _DNS_LABEL.match(params.namespace) or len(params.namespace) > 63:
-        problems.append(f"namespace {params.namespace!r} is not a Kubernetes namespace name")
-    if (
-        not isinstance(params.service_account_name, str)
-        or not _DNS_SUBDOMAIN.match(params.service_account_name)
-        or len(params.service_account_name) > 253
-    ):
-        problems.append(f"service_account_name {params.service_account_name!r} is not a Kubernetes name")
-    if not isinstance(params.bucket_name, str) or not _BUCKET.match(params.bucket_name):
-        problems.append(f"bucket_name {params.bucket_name!r} is not a bucket name (give the name, without gs://)")
-    for field in ("admin_image", "model_server_image", "http_image"):
-        problem = _image_problem(field, getattr(params, field))
-        if problem:
-            problems.append(problem)
-    if isinstance(params.pools, bool) or not isinstance(params.pools, int) or params.pools < 1:
-        problems.append(f"pools must be a whole number of slices, 1 or more, not {params.pools!r}")
-    if params.machine_type not in PLATFORM_CHIPS:
-        known = ", ".join(sorted(PLATFORM_CHIPS))
-        problems.append(f"Saxml here serves on {known}, not on machine type {params.machine_type!r}")
-    else:
-        problem = topology_problem(params.topology, params.machine_type)
-        if problem:
-            problems.append(problem)
-    if not isinstance(params.sax_cell, str) or not _SAX_CELL.match(params.sax_cell):
-        problems.append(f"sax_cell {params.sax_cell!r} is not a Sax cell; write /sax/<name>, e.g. /sax/test")
-    if not isinstance(params.external, bool):
-        problems.append(f"external must be true or false, not {params.external!r}")
-    problems.extend(_source_range_problems(params))
-    return problems
-
-
-def _checked(params: SaxmlParams) -> None:
-    problems = params_problems(params)
-    if problems:
-        raise ValueError("; ".join(problems))
 
 
 # --- Overlay helpers ----------------------------------------------------------------------------
@@ -212,7 +131,6 @@ def _document(relative_path: str, kind: str, namespace: str) -> dict[str, Any]:
 
 def admin_deployment(params: SaxmlParams) -> dict[str, Any]:
     """The admin server Deployment ``sax-admin-server`` (port 10000, ``GSBUCKET``)."""
-    _checked(params)
     deployment = _document(ADMIN_FILE, "Deployment", params.namespace)
     pod_spec = deployment["spec"]["template"]["spec"]
     pod_spec["serviceAccountName"] = params.service_account_name
@@ -228,7 +146,6 @@ def model_server_jobset(params: SaxmlParams) -> dict[str, Any]:
     Replicas = ``pools``; parallelism = completions = hosts of one ``topology`` slice
     (``MachineType.hosts``: 4x8 on ct5lp-hightpu-4t is 8); each pod takes every chip of its host.
     """
-    _checked(params)
     machine = MACHINE_CATALOG[params.machine_type]
     shape = Shape.parse(params.topology)
     hosts = machine.hosts(shape)
@@ -258,7 +175,6 @@ def model_server_jobset(params: SaxmlParams) -> dict[str, Any]:
 
 def http_deployment(params: SaxmlParams) -> dict[str, Any]:
     """The HTTP server Deployment ``sax-http`` (port 8888, ``SAX_ROOT``)."""
-    _checked(params)
     deployment = _document(HTTP_FILE, "Deployment", params.namespace)
     pod_spec = deployment["spec"]["template"]["spec"]
     pod_spec["serviceAccountName"] = params.service_account_name
@@ -274,7 +190,6 @@ def http_service(params: SaxmlParams) -> dict[str, Any]:
     Internal (annotation ``networking.gke.io/load-balancer-type: Internal``) unless
     ``params.external``; ``loadBalancerSourceRanges`` from ``params.source_ranges`` when given.
     """
-    _checked(params)
     service = _document(HTTP_FILE, "Service", params.namespace)
     annotations = service["metadata"].setdefault("annotations", {})
     if params.external:
@@ -292,7 +207,6 @@ def http_service(params: SaxmlParams) -> dict[str, Any]:
 
 def saxml_objects(params: SaxmlParams) -> list[dict[str, Any]]:
     """Admin Deployment, model-server JobSet, HTTP Deployment and its Service, in that order."""
-    _checked(params)
     return [admin_deployment(params), model_server_jobset(params), http_deployment(params), http_service(params)]
 
 

@@ -131,6 +131,12 @@ SAXML_BAD_INPUTS = [
     pytest.param({"saxml.saxCell": "test"}, "saxml.saxCell", "not a Sax cell", id="bad-sax-cell"),
     pytest.param({"saxml.bucketName": "Sax_Bucket"}, "saxml.bucketName", "not a valid bucket name", id="bad-bucket-name"),
     pytest.param({"saxml.namespace": "Sax"}, "saxml.namespace", "not a Kubernetes name", id="bad-namespace"),
+    pytest.param({"saxml.serviceAccountName": "Sax SA"}, "saxml.serviceAccountName", "not a Kubernetes name", id="bad-service-account"),
+    pytest.param({"saxml.googleServiceAccountId": "sax"}, "saxml.googleServiceAccountId", "6 to 30", id="short-google-service-account"),
+    pytest.param({"saxml.adminImage": ""}, "saxml.adminImage", "is empty", id="empty-image"),
+    pytest.param({"saxml.httpImage": "registry.example:5000/sax-http"}, "saxml.httpImage", "has no tag", id="untagged-image"),
+    pytest.param({"saxml.http": {"external": True, "sourceRanges": ["::/0"]}}, "saxml.http.sourceRanges[0]", "admits everyone", id="external-open-to-everyone-v6"),
+    pytest.param({"saxml.bucketName": "gs://sax-state"}, "saxml.bucketName", "not a valid bucket name", id="bucket-given-as-uri"),
 ]
 
 
@@ -143,3 +149,9 @@ def test_saxml_on_tpu7x_is_refused():
     with pytest.raises(ConfigError) as raised:
         run_stack({"saxml.enabled": True})
     assert any(p.key == "saxml.enabled" and "ct5lp-hightpu-4t" in str(p) for p in raised.value.problems)
+
+
+def test_images_pinned_by_digest_are_accepted():
+    digest = "us-docker.pkg.dev/cloud-tpu-images/inference/sax-http@sha256:" + "0" * 64
+    run = run_stack({"saxml.httpImage": digest}, stack=STACK)
+    assert run.one("kubernetes:apps/v1:Deployment", "http-server").input("spec.template.spec.containers")[0]["image"] == digest
