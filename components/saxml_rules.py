@@ -24,6 +24,7 @@ from components.topology import (
     Shape,
     dynamic_slice_problem,
     is_super_slice,
+    static_slice_problem,
 )
 
 DEFAULT_MACHINE_TYPE = "ct5lp-hightpu-4t"
@@ -41,11 +42,6 @@ BYTES_PER_PARAMETER: dict[str, float] = {
     "int4": 0.5,
 }
 
-# Slice topologies of ct5lp-hightpu-4t (platform-facts.md, "TPU v5e slices"): 2x2 is one host,
-# the others are multi-host slices of chips / 4 nodes.
-V5E_TOPOLOGIES: tuple[Shape, ...] = tuple(
-    Shape.parse(text) for text in ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
-)
 _SUPER_SLICE_MAX_AXIS = 256  # each axis of a TPU7x super-slice: a multiple of 4 up to 256
 
 
@@ -57,12 +53,7 @@ def _super_slice_shapes() -> tuple[Shape, ...]:
 
 def slice_topologies(machine: MachineType) -> tuple[Shape, ...]:
     """Every slice topology ``machine`` comes in, fewest chips first (ties: most compact first)."""
-    if machine.name == "ct5lp-hightpu-4t":
-        shapes: tuple[Shape, ...] = V5E_TOPOLOGIES
-    elif machine.dynamic_slicing:
-        shapes = (*SUB_SLICE_SHAPES, *_super_slice_shapes())
-    else:  # pragma: no cover - every catalog entry is one of the above
-        shapes = ()
+    shapes = (*SUB_SLICE_SHAPES, *_super_slice_shapes()) if machine.dynamic_slicing else machine.static_topologies
     return tuple(sorted(shapes, key=lambda s: (s.chips, max(s.dims), s.dims)))
 
 
@@ -95,10 +86,8 @@ def _shape_on(topology: str, machine_type: str) -> tuple[Shape, MachineType] | s
         if problem:
             return f"{problem}; not a {machine.name} slice topology"
         return shape, machine
-    if shape not in slice_topologies(machine):
-        known = ", ".join(str(s) for s in slice_topologies(machine))
-        return f"{shape} is not a {machine.name} slice topology; use one of {known}"
-    return shape, machine
+    problem = static_slice_problem(shape, machine)
+    return problem if problem else (shape, machine)
 
 
 def topology_problem(topology: str, machine_type: str = DEFAULT_MACHINE_TYPE) -> str | None:

@@ -52,6 +52,8 @@ class MachineType:
     memory_bytes_per_host: int
     topology_rank: int  # 3 for the 3D torus generations, 2 for v5e
     dynamic_slicing: bool
+    # The fixed slice topologies GKE offers (generations without dynamic slicing), fewest chips first.
+    static_topologies: tuple[Shape, ...] = ()
 
     def hosts(self, shape: Shape) -> int:
         """Nodes needed for one slice of ``shape``; raises when the shape splits a host."""
@@ -93,6 +95,8 @@ MACHINE_CATALOG: dict[str, MachineType] = {
             memory_bytes_per_host=192 * GB,
             topology_rank=2,
             dynamic_slicing=False,
+            # platform-facts.md, "TPU v5e slices": 2x2 is one host, the others chips / 4 hosts.
+            static_topologies=tuple(Shape.parse(t) for t in ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")),
         ),
     )
 }
@@ -193,7 +197,14 @@ def kueue_topology_levels(shapes: list[Shape]) -> list[str]:
 def static_slice_problem(shape: Shape, machine: MachineType) -> str | None:
     """Why ``shape`` is not a slice topology of ``machine``'s generation, or None."""
     if len(shape.dims) != machine.topology_rank:
-        return f"{machine.name} slices have {machine.topology_rank} axes; {shape} has {len(shape.dims)}"
-    if shape.chips % machine.chips_per_host:
-        return f"{shape} ({shape.chips} chips) does not fill whole {machine.name} hosts of {machine.chips_per_host} chips"
-    return None
+        reason = f"{machine.name} slices have {machine.topology_rank} axes; {shape} has {len(shape.dims)}"
+    elif shape.chips % machine.chips_per_host:
+        reason = f"{shape} ({shape.chips} chips) does not fill whole {machine.name} hosts of {machine.chips_per_host} chips"
+    elif machine.static_topologies and shape not in machine.static_topologies:
+        reason = "GKE offers no such slice"
+    else:
+        return None
+    if not machine.static_topologies:
+        return reason
+    known = ", ".join(str(s) for s in machine.static_topologies)
+    return f"{shape} is not a {machine.name} slice topology ({reason}); use one of {known}"

@@ -131,6 +131,12 @@ SAXML_BAD_INPUTS = [
     pytest.param({"saxml.saxCell": "test"}, "saxml.saxCell", "not a Sax cell", id="bad-sax-cell"),
     pytest.param({"saxml.bucketName": "Sax_Bucket"}, "saxml.bucketName", "not a valid bucket name", id="bad-bucket-name"),
     pytest.param({"saxml.namespace": "Sax"}, "saxml.namespace", "not a Kubernetes name", id="bad-namespace"),
+    pytest.param(
+        {"tpu.pools": [{"name": "tpu1", "nodeCount": 6, "topology": "4x6"}]},
+        "tpu.pools[0].topology",
+        "4x6 is not a ct5lp-hightpu-4t slice topology",
+        id="no-such-v5e-topology",
+    ),
     pytest.param({"saxml.serviceAccountName": "Sax SA"}, "saxml.serviceAccountName", "not a Kubernetes name", id="bad-service-account"),
     pytest.param({"saxml.googleServiceAccountId": "sax"}, "saxml.googleServiceAccountId", "6 to 30", id="short-google-service-account"),
     pytest.param({"saxml.adminImage": ""}, "saxml.adminImage", "is empty", id="empty-image"),

@@ -129,7 +129,7 @@ def test_gke_version_floor_follows_the_slicing_in_use(shapes, floor):
 
 @pytest.mark.parametrize(
     "shape, problem",
-    [("4x8", None), ("16x16", None), ("4x4x4", "2 axes"), ("1x2", "whole")],
+    [("4x8", None), ("16x16", None), ("4x4x4", "2 axes"), ("1x2", "whole"), ("4x6", "not a ct5lp-hightpu-4t slice topology")],
 )
 def test_static_v5e_slices(shape, problem):
     found = topology.static_slice_problem(Shape.parse(shape), V5E)
