@@ -189,7 +189,18 @@ def is_k8s_name(value: str) -> bool:
     return bool(_DNS_LABEL.match(value)) and len(value) <= 63
 
 
-QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+_QUANTITY_UNITS = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def parse_quantity(text: str) -> float:
+    """A Kubernetes quantity (``220``, ``500m``, ``850Gi``) as a number; ValueError otherwise."""
+    match = QUANTITY.match(str(text))
+    if not match:
+        raise ValueError(f"{text!r} is not a Kubernetes quantity such as 220, 500m or 850Gi")
+    return float(match.group(1)) * _QUANTITY_UNITS[match.group(2)]
+
+
 EXACT_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$")
 
 

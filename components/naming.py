@@ -11,6 +11,7 @@ import re
 _GCP_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _SERVICE_ACCOUNT_ID = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])$")
 _PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
 
 # Length limits of the APIs (RFC 1035 labels for compute, tighter for GKE and IAM).
 COMPUTE_NAME_MAX = 63
@@ -49,6 +50,15 @@ def project_id_problem(project: str) -> str | None:
             f"{project!r} is not a project ID: 6 to 30 lowercase letters, digits or hyphens, "
             "starting with a letter"
         )
+    return None
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """Why ``name`` is no Cloud Storage bucket name we can create, or None."""
+    if not _BUCKET_NAME.match(name):
+        return "3 to 63 lowercase letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+    if name.startswith("goog") or "google" in name:
+        return "names may not start with 'goog' or contain 'google'"
     return None
 
 

@@ -13,7 +13,6 @@ from components.config_base import Problems, image_pin_problem, is_k8s_name, set
 if TYPE_CHECKING:
     from components.stack_config import StackConfig
 
-_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$")
 _SAX_CELL = re.compile(r"^/sax/[A-Za-z0-9_-]+$")
 
 
@@ -71,9 +70,9 @@ def _validate_names(config: StackConfig, problems: Problems) -> None:
         if not is_k8s_name(value):
             problems.add(f"saxml.{key}", f"{value!r} is not a Kubernetes name", "use lowercase letters, digits and hyphens")
     name = bucket_name(config)
-    if not _BUCKET_NAME.match(name) or "google" in name:
+    if problem := naming.bucket_name_problem(name):
         key = "saxml.bucketName" if saxml.bucket_name else "project"
-        problems.add(key, f"bucket name {name!r} is not a valid bucket name", "set saxml.bucketName to 3-63 lowercase letters, digits, - and _")
+        problems.add(key, f"bucket name {name!r} is not a valid bucket name: {problem}", "set saxml.bucketName")
     if problem := naming.service_account_id_problem(saxml.google_service_account_id):
         problems.add("saxml.googleServiceAccountId", problem, "use a 6-30 character id")
     if not _SAX_CELL.match(saxml.sax_cell):

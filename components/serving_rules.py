@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from components.config_base import parse_quantity
+from components.naming import bucket_name_problem
 from components.serving_objects import (
     DECODE,
     LEADER_CONTAINER,
@@ -37,7 +39,6 @@ BYTES_PER_PARAMETER: dict[str, float] = {
 }
 
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
 
 
 def _machine(machine_type: str) -> tuple[MachineType | None, list[str]]:
@@ -138,19 +139,6 @@ def weights_fit_problems(
     ]
 
 
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
-_SUFFIX = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-
-
-def parse_quantity(text: str) -> float:
-    """A Kubernetes quantity (``220``, ``500m``, ``850Gi``) as a number; ValueError otherwise."""
-    match = _QUANTITY.match(str(text))
-    if not match:
-        raise ValueError(f"{text!r} is not a Kubernetes quantity such as 220, 500m or 850Gi")
-    return float(match.group(1)) * _SUFFIX[match.group(2)]
-
-
 def pod_resources_problems(cpu: str, memory: str, machine_type: str) -> list[str]:
     """A TPU pod takes a whole host: its CPU and memory requests must fit that host's VM."""
     machine, problems = _machine(machine_type)
@@ -202,8 +190,8 @@ def weights_uri_problems(uri: str) -> list[str]:
     except ValueError:
         return [f"weights URI {uri!r} is not gs://<bucket>/<path>; point it at the model snapshot in Cloud Storage"]
     problems = []
-    if not _BUCKET.match(bucket):
-        problems.append(f"{bucket!r} in the weights URI is not a Cloud Storage bucket name (lowercase letters, digits, -, _, .)")
+    if problem := bucket_name_problem(bucket):
+        problems.append(f"{bucket!r} in the weights URI is not a Cloud Storage bucket name ({problem})")
     if uri.rstrip("/") == f"gs://{bucket}":
         problems.append(f"weights URI {uri!r} names the bucket only; point it at the snapshot directory inside it")
     return problems

@@ -1,8 +1,9 @@
-"""Shared config rules: pinned images."""
+"""Shared config rules: pinned images, bucket names, Kubernetes quantities."""
 
 import pytest
 
-from components.config_base import image_pin_problem
+from components import naming
+from components.config_base import image_pin_problem, parse_quantity
 
 
 @pytest.mark.parametrize(
@@ -27,3 +28,35 @@ def test_images_must_be_pinned(image, fragment):
 )
 def test_pinned_images(image):
     assert image_pin_problem(image) is None
+
+
+@pytest.mark.parametrize(
+    "name, fragment",
+    [
+        ("ab", "3 to 63"),
+        ("Sax_Bucket", "3 to 63"),
+        ("-bucket", "3 to 63"),
+        ("b" * 64, "3 to 63"),
+        ("goog-models", "'goog'"),
+        ("my-google-weights", "'google'"),
+    ],
+)
+def test_bucket_names(name, fragment):
+    problem = naming.bucket_name_problem(name)
+    assert problem is not None and fragment in problem, problem
+
+
+@pytest.mark.parametrize("name", ["abc", "my-tpu-project-sax-admin", "weights_v2", "models.example.com"])
+def test_valid_bucket_names(name):
+    assert naming.bucket_name_problem(name) is None
+
+
+@pytest.mark.parametrize("text, value", [("2", 2), ("500m", 0.5), ("4Gi", 4 * 2**30), ("1.5k", 1500)])
+def test_quantities(text, value):
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize("text", ["two", "4GB", "", "-1"])
+def test_not_quantities(text):
+    with pytest.raises(ValueError, match="not a Kubernetes quantity"):
+        parse_quantity(text)

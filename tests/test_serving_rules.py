@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from components import serving_rules as rules
+from components.config_base import parse_quantity
 from components.serving_objects import (
     DECODE,
     PREFILL,
@@ -143,7 +144,7 @@ def test_pod_resources_must_fit_a_host(cpu, memory, fragment):
 
 @pytest.mark.parametrize("text, value", [("220", 220), ("500m", 0.5), ("850Gi", 850 * 2**30), ("1.5G", 1.5e9)])
 def test_parse_quantity(text, value):
-    assert rules.parse_quantity(text) == value
+    assert parse_quantity(text) == value
 
 
 # --- Startup, images, URIs, labels -----------------------------------------------------------
