@@ -16,7 +16,7 @@ from components.queues import QueuesArgs
 from components.saxml import SaxmlArgs
 from components.serving import ServingArgs
 from components.slice_checks import SliceChecksArgs
-from components.stack_config import StackConfig
+from components.stack_config import HelmChartConfig, StackConfig
 
 
 def platform_args(config: StackConfig, provider: k8s.Provider) -> PlatformArgs:
@@ -126,8 +126,7 @@ def serving_args(
         gateway=serving_objects.gateway(
             serving.namespace, name=serving.gateway.name, gateway_class=serving.gateway.class_name, port=serving.gateway.port
         ),
-        router_chart=serving.router.chart,
-        router_version=serving.router.version,
+        router=HelmChartConfig(serving.router.chart, serving.router.version, serving.namespace),
         router_values=serving_objects.router_values(guide=params.guide, gateway_name=serving.gateway.name),
         inference_pool_crds_version=serving.inference_pool_crds.version if serving.inference_pool_crds.install else None,
         leaderworkersets=serving_objects.prefill_decode_leaderworkersets(params),

@@ -50,21 +50,40 @@ class ClusterPlatform(pulumi.ComponentResource):
     def _release(
         self, release_name: str, chart: HelmChartConfig, values: dict, depends_on: list | None = None
     ) -> k8s.helm.v3.Release:
-        release = k8s.helm.v3.Release(
+        release = helm_release(
             release_name,
-            name=release_name,
-            chart=chart.chart,
-            version=chart.version,
-            namespace=chart.namespace,
+            release_name,
+            chart,
+            values,
+            pulumi.ResourceOptions(parent=self, provider=self._provider, depends_on=depends_on),
             create_namespace=True,
-            values=values,
-            atomic=True,
-            cleanup_on_fail=True,
-            timeout=RELEASE_TIMEOUT_SECONDS,
-            opts=pulumi.ResourceOptions(parent=self, provider=self._provider, depends_on=depends_on),
         )
         self.release_versions[release_name] = chart.version
         return release
+
+
+def helm_release(
+    resource_name: str,
+    release_name: str,
+    chart: HelmChartConfig,
+    values: dict,
+    opts: pulumi.ResourceOptions,
+    create_namespace: bool = False,
+) -> k8s.helm.v3.Release:
+    """A pinned release that Helm rolls back on failure and waits for until its workloads are ready."""
+    return k8s.helm.v3.Release(
+        resource_name,
+        name=release_name,
+        chart=chart.chart,
+        version=chart.version,
+        namespace=chart.namespace,
+        create_namespace=create_namespace,
+        values=values,
+        atomic=True,
+        cleanup_on_fail=True,
+        timeout=RELEASE_TIMEOUT_SECONDS,
+        opts=opts,
+    )
 
 
 def kueue_values(controller: KueueControllerConfig) -> dict:

@@ -13,11 +13,12 @@ import pulumi_kubernetes as k8s
 from components import serving_objects
 from components._options import children_of
 from components.custom_objects import custom_resource
+from components.platform import helm_release
+from components.stack_config import HelmChartConfig
 
 # Release assets of the Gateway API Inference Extension: the CRDs of one version.
 INFERENCE_POOL_CRDS_URL = "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/{version}/manifests.yaml"
 BUCKET_ROLES = ("roles/storage.bucketViewer", "roles/storage.objectUser")
-RELEASE_TIMEOUT_SECONDS = 600
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,7 @@ class ServingArgs:
     service_account: dict[str, Any]
     hf_token: str  # empty: no Secret
     gateway: dict[str, Any]
-    router_chart: str
-    router_version: str
+    router: HelmChartConfig  # chart, pinned version, and the serving namespace
     router_values: dict[str, Any]
     inference_pool_crds_version: str | None  # None: GKE manages the CRDs
     leaderworkersets: list[dict[str, Any]]
@@ -110,17 +110,12 @@ class ModelServing(pulumi.ComponentResource):
             )
         # pulumi.com/waitFor on the Gateway: `up` waits until GKE has programmed the load balancer.
         gateway = _Gateway("inference-gateway", args.gateway, on_cluster)
-        k8s.helm.v3.Release(
+        helm_release(
             "router",
-            name=serving_objects.ROUTER_RELEASE_NAME,
-            chart=args.router_chart,
-            version=args.router_version,
-            namespace=args.namespace,
-            values=args.router_values,
-            atomic=True,
-            cleanup_on_fail=True,
-            timeout=RELEASE_TIMEOUT_SECONDS,
-            opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[*args.namespace_ready, gateway, *router_after])),
+            serving_objects.ROUTER_RELEASE_NAME,
+            args.router,
+            args.router_values,
+            pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[*args.namespace_ready, gateway, *router_after])),
         )
         return gateway
 
