@@ -1,8 +1,9 @@
-"""Loads the YAML bases under manifests/ as plain dicts for the Python overlays."""
+"""Loads the YAML bases under manifests/ as plain dicts, and the edits the Python overlays share."""
 
 from __future__ import annotations
 
 import copy
+import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,9 @@ MANIFESTS = Path(__file__).resolve().parent.parent / "manifests"
 @lru_cache(maxsize=None)
 def _load(relative_path: str) -> tuple[dict[str, Any], ...]:
     with open(MANIFESTS / relative_path) as stream:
-        return tuple(doc for doc in yaml.safe_load_all(stream) if doc)
+        # A JSON round trip unshares the nodes YAML anchors alias (the env of a leader and its
+        # worker, say), so an overlay of one never leaks into the other.
+        return tuple(json.loads(json.dumps(doc)) for doc in yaml.safe_load_all(stream) if doc)
 
 
 def load_documents(relative_path: str) -> list[dict[str, Any]]:
@@ -23,6 +26,44 @@ def load_documents(relative_path: str) -> list[dict[str, Any]]:
     return copy.deepcopy(list(_load(relative_path)))
 
 
+def load_document(relative_path: str) -> dict[str, Any]:
+    """A fresh copy of the one document of a manifest file."""
+    (document,) = load_documents(relative_path)
+    return document
+
+
 def by_kind(documents: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     (document,) = [d for d in documents if d["kind"] == kind]
     return document
+
+
+def container(pod_spec: dict[str, Any], name: str, key: str = "containers") -> dict[str, Any]:
+    """The container (or init container, with ``key``) ``name`` of a base's pod spec."""
+    for found in pod_spec.get(key, []):
+        if found["name"] == name:
+            return found
+    raise ValueError(f"the base has no {key[:-1]} named {name!r}")
+
+
+def set_env(target: dict[str, Any], name: str, value: str | int | dict[str, Any]) -> None:
+    """Set env var ``name`` of a container: a plain value, or ``{"valueFrom": ...}``."""
+    entry = {"name": name, **(value if isinstance(value, dict) else {"value": str(value)})}
+    env = target.setdefault("env", [])
+    for index, existing in enumerate(env):
+        if existing["name"] == name:
+            env[index] = entry
+            return
+    env.append(entry)
+
+
+def set_flag(args: list[str], flag: str, value: Any) -> None:
+    """Replace ``flag=...`` (``flag`` with its dashes) in a base's arguments; objects become JSON.
+
+    A flag missing from the base is an error: the YAML base is the place to add arguments.
+    """
+    text = value if isinstance(value, str) else json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+    for index, arg in enumerate(args):
+        if arg == flag or arg.startswith(flag + "="):
+            args[index] = f"{flag}={text}"
+            return
+    raise ValueError(f"the base's arguments have no {flag}")

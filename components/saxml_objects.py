@@ -23,6 +23,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
+from components import manifests
 from components.manifests import by_kind, load_documents
 from components.topology import MACHINE_CATALOG, Shape
 
@@ -93,33 +94,6 @@ def sax_root(bucket_name: str) -> str:
 # --- Overlay helpers ----------------------------------------------------------------------------
 
 
-def _container(pod_spec: dict[str, Any], name: str) -> dict[str, Any]:
-    for container in pod_spec["containers"]:
-        if container["name"] == name:
-            return container
-    raise ValueError(f"the Saxml base has no container named {name!r}")
-
-
-def _set_env(container: dict[str, Any], name: str, value: str) -> None:
-    env = container.setdefault("env", [])
-    for entry in env:
-        if entry["name"] == name:
-            entry.clear()
-            entry.update(name=name, value=value)
-            return
-    env.append({"name": name, "value": value})
-
-
-def _set_flag(args: list[str], flag: str, value: str) -> None:
-    """Set ``--flag=value`` in ``args``, in place of an existing ``--flag=...`` or at the end."""
-    prefix = f"--{flag}="
-    for index, arg in enumerate(args):
-        if arg.startswith(prefix):
-            args[index] = prefix + value
-            return
-    args.append(prefix + value)
-
-
 def _document(relative_path: str, kind: str, namespace: str) -> dict[str, Any]:
     document = by_kind(load_documents(relative_path), kind)
     document["metadata"]["namespace"] = namespace
@@ -134,9 +108,9 @@ def admin_deployment(params: SaxmlParams) -> dict[str, Any]:
     deployment = _document(ADMIN_FILE, "Deployment", params.namespace)
     pod_spec = deployment["spec"]["template"]["spec"]
     pod_spec["serviceAccountName"] = params.service_account_name
-    container = _container(pod_spec, ADMIN_NAME)
+    container = manifests.container(pod_spec, ADMIN_NAME)
     container["image"] = params.admin_image
-    _set_env(container, "GSBUCKET", params.bucket_name)
+    manifests.set_env(container, "GSBUCKET", params.bucket_name)
     return deployment
 
 
@@ -160,12 +134,12 @@ def model_server_jobset(params: SaxmlParams) -> dict[str, Any]:
     pod_spec["serviceAccountName"] = params.service_account_name
     pod_spec["nodeSelector"].update({ACCELERATOR_NODE_LABEL: machine.accelerator_label, TOPOLOGY_NODE_LABEL: str(shape)})
 
-    container = _container(pod_spec, MODEL_SERVER_JOB)
+    container = manifests.container(pod_spec, MODEL_SERVER_JOB)
     container["image"] = params.model_server_image
-    _set_flag(container["args"], "port", str(MODEL_SERVER_PORT))
-    _set_flag(container["args"], "sax_cell", params.sax_cell)
-    _set_flag(container["args"], "platform_chip", PLATFORM_CHIPS[params.machine_type])
-    _set_env(container, "SAX_ROOT", sax_root(params.bucket_name))
+    manifests.set_flag(container["args"], "--port", str(MODEL_SERVER_PORT))
+    manifests.set_flag(container["args"], "--sax_cell", params.sax_cell)
+    manifests.set_flag(container["args"], "--platform_chip", PLATFORM_CHIPS[params.machine_type])
+    manifests.set_env(container, "SAX_ROOT", sax_root(params.bucket_name))
     tpus = str(machine.chips_per_host)
     resources = container.setdefault("resources", {})
     resources.setdefault("requests", {})[TPU_RESOURCE] = tpus
@@ -178,9 +152,9 @@ def http_deployment(params: SaxmlParams) -> dict[str, Any]:
     deployment = _document(HTTP_FILE, "Deployment", params.namespace)
     pod_spec = deployment["spec"]["template"]["spec"]
     pod_spec["serviceAccountName"] = params.service_account_name
-    container = _container(pod_spec, HTTP_NAME)
+    container = manifests.container(pod_spec, HTTP_NAME)
     container["image"] = params.http_image
-    _set_env(container, "SAX_ROOT", sax_root(params.bucket_name))
+    manifests.set_env(container, "SAX_ROOT", sax_root(params.bucket_name))
     return deployment
 
 

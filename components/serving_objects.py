@@ -23,19 +23,15 @@ mechanism llm-d's TPU recipes use.
 
 from __future__ import annotations
 
-import copy
-import json
 import re
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import yaml
 
+from components import manifests
 from components.topology import MACHINE_CATALOG, MachineType, Shape
 
-MANIFEST_DIR = Path(__file__).resolve().parent.parent / "manifests" / "serving"
 
 PREFILL = "prefill"
 DECODE = "decode"
@@ -236,17 +232,8 @@ class ServingParams:
 # --- Loading the bases ---------------------------------------------------------------------
 
 
-@cache
-def _parsed(file_name: str) -> tuple[dict[str, Any], ...]:
-    text = (MANIFEST_DIR / file_name).read_text(encoding="utf-8")
-    # A JSON round trip unshares the nodes YAML anchors alias (env, resources, ... of leader and
-    # worker), so an overlay of one container never leaks into another.
-    return tuple(json.loads(json.dumps(doc)) for doc in yaml.safe_load_all(text) if doc)
-
-
 def _load_one(file_name: str) -> dict[str, Any]:
-    (document,) = _parsed(file_name)
-    return copy.deepcopy(document)
+    return manifests.load_document(f"serving/{file_name}")
 
 
 def load_base(role: str) -> dict[str, Any]:
@@ -289,47 +276,23 @@ def flag_values(args: list[str]) -> dict[str, str | None]:
     return values
 
 
-def _set_flag(args: list[str], flag: str, value: Any) -> None:
-    text = value if isinstance(value, str) else json.dumps(value) if isinstance(value, (dict, list)) else str(value)
-    for i, arg in enumerate(args):
-        if arg == flag or arg.startswith(flag + "="):
-            args[i] = f"{flag}={text}"
-            return
-    raise ValueError(f"the vLLM arguments of the base have no {flag}")
-
-
 def vllm_args(params: ServingParams, role: str, base_args: list[str]) -> list[str]:
     """The leader's ``vllm serve`` arguments for ``role``: the base's, with this stack's values."""
     args = list(base_args)
-    _set_flag(args, "--model", params.weights_uri)
-    _set_flag(args, "--served-model-name", params.served_model_name)
-    _set_flag(args, "--max-model-len", params.max_model_len)
-    _set_flag(args, "--max-num-batched-tokens", params.max_num_batched_tokens)
-    _set_flag(args, "--max-num-seqs", params.max_num_seqs)
-    _set_flag(args, "--tensor-parallel-size", params.tensor_parallel_size)
-    _set_flag(args, "--kv-cache-dtype", params.kv_cache_dtype)
-    _set_flag(args, "--limit-mm-per-prompt", {"image": 0, "video": 0})
-    _set_flag(args, "--kv-transfer-config", kv_transfer_config(role))
-    _set_flag(args, "--port", VLLM_PORTS[_role(role)])
+    manifests.set_flag(args, "--model", params.weights_uri)
+    manifests.set_flag(args, "--served-model-name", params.served_model_name)
+    manifests.set_flag(args, "--max-model-len", params.max_model_len)
+    manifests.set_flag(args, "--max-num-batched-tokens", params.max_num_batched_tokens)
+    manifests.set_flag(args, "--max-num-seqs", params.max_num_seqs)
+    manifests.set_flag(args, "--tensor-parallel-size", params.tensor_parallel_size)
+    manifests.set_flag(args, "--kv-cache-dtype", params.kv_cache_dtype)
+    manifests.set_flag(args, "--limit-mm-per-prompt", {"image": 0, "video": 0})
+    manifests.set_flag(args, "--kv-transfer-config", kv_transfer_config(role))
+    manifests.set_flag(args, "--port", VLLM_PORTS[_role(role)])
     return args
 
 
 # --- The LeaderWorkerSets ------------------------------------------------------------------
-
-
-def _container(pod_spec: dict[str, Any], name: str, key: str = "containers") -> dict[str, Any]:
-    for container in pod_spec.get(key, []):
-        if container["name"] == name:
-            return container
-    raise ValueError(f"the serving base has no {key[:-1]} named {name!r}")
-
-
-def _set_env(container: dict[str, Any], name: str, entry: dict[str, Any]) -> None:
-    for i, existing in enumerate(container.setdefault("env", [])):
-        if existing["name"] == name:
-            container["env"][i] = {"name": name, **entry}
-            return
-    container["env"].append({"name": name, **entry})
 
 
 def _set_probe_port(container: dict[str, Any], port: int) -> None:
@@ -392,15 +355,15 @@ def leaderworkerset(params: ServingParams, role: str) -> dict[str, Any]:
         if params.healthy_nodes_only:
             node_selector[partition_state_label(shape)] = "HEALTHY"
 
-        container = _container(pod_spec, LEADER_CONTAINER if kind == "leaderTemplate" else WORKER_CONTAINER)
+        container = manifests.container(pod_spec, LEADER_CONTAINER if kind == "leaderTemplate" else WORKER_CONTAINER)
         container["image"] = params.image
         resources = {TPU_RESOURCE: tpus, "cpu": params.cpu, "memory": params.memory}
         container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
         # Optional: weights and tokenizer come from gs://, so the token only matters for gated
         # downloads from the Hub; the stack creates the Secret only when a token is configured.
-        _set_env(container, "HF_TOKEN", {"valueFrom": {"secretKeyRef": {
+        manifests.set_env(container, "HF_TOKEN", {"valueFrom": {"secretKeyRef": {
             "name": params.hf_token_secret_name, "key": HF_TOKEN_SECRET_KEY, "optional": True}}})
-        _set_env(container, "VLLM_XLA_CACHE_PATH", {"value": params.effective_xla_cache_uri})
+        manifests.set_env(container, "VLLM_XLA_CACHE_PATH", {"value": params.effective_xla_cache_uri})
 
         if kind == "leaderTemplate":
             container["args"] = vllm_args(params, role, container["args"])
@@ -408,7 +371,7 @@ def leaderworkerset(params: ServingParams, role: str) -> dict[str, Any]:
             container["startupProbe"]["periodSeconds"] = params.startup_period_seconds
             container["startupProbe"]["failureThreshold"] = params.startup_failure_threshold
             if role == DECODE:
-                _container(pod_spec, SIDECAR_CONTAINER, "initContainers")["image"] = params.routing_sidecar_image
+                manifests.container(pod_spec, SIDECAR_CONTAINER, "initContainers")["image"] = params.routing_sidecar_image
     return lws
 
 

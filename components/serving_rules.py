@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from components.config_base import parse_quantity
+from components import manifests
 from components.naming import bucket_name_problem
 from components.serving_objects import (
     DECODE,
@@ -211,8 +212,7 @@ def label_value_problems(value: str, what: str) -> list[str]:
 
 
 def _leader_container(lws: dict[str, Any]) -> dict[str, Any]:
-    containers = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"]
-    return next(c for c in containers if c["name"] == LEADER_CONTAINER)
+    return manifests.container(lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"], LEADER_CONTAINER)
 
 
 def tensor_parallel_size_of(lws: dict[str, Any]) -> int:

@@ -11,14 +11,11 @@ Device arithmetic on TPU7x (``tpu7x-standard-4t``): 4 chips per host, and JAX sh
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from components import manifests
 from components.topology import MACHINE_CATALOG, MachineType, Shape, is_sub_slice, is_super_slice
 
 MANIFEST_DIR = Path(__file__).resolve().parent.parent / "manifests" / "slice-checks"
@@ -97,16 +94,11 @@ def slice_facts(shape: str, machine_type: str = DEFAULT_MACHINE_TYPE) -> SliceFa
 # --- The JobSets ---------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=None)
-def _parsed_base(check: str) -> dict[str, Any]:
-    if check not in BASE_FILES:
-        raise ValueError(f"unknown slice check {check!r}; use {SUBSLICING!r} or {SUPERSLICING!r}")
-    return yaml.safe_load((MANIFEST_DIR / BASE_FILES[check]).read_text(encoding="utf-8"))
-
-
 def load_base(check: str) -> dict[str, Any]:
     """A fresh copy of the YAML base of ``check`` (``subslicing`` or ``superslicing``)."""
-    return copy.deepcopy(_parsed_base(check))
+    if check not in BASE_FILES:
+        raise ValueError(f"unknown slice check {check!r}; use {SUBSLICING!r} or {SUPERSLICING!r}")
+    return manifests.load_document(f"slice-checks/{BASE_FILES[check]}")
 
 
 def _shape_problem(check: str, shape: Shape, machine: MachineType) -> str | None:
@@ -122,23 +114,6 @@ def _shape_problem(check: str, shape: Shape, machine: MachineType) -> str | None
 def _only_replicated_job(jobset: dict[str, Any]) -> dict[str, Any]:
     (replicated_job,) = jobset["spec"]["replicatedJobs"]
     return replicated_job
-
-
-def _check_container(pod_spec: dict[str, Any]) -> dict[str, Any]:
-    for container in pod_spec["containers"]:
-        if container["name"] == CONTAINER_NAME:
-            return container
-    raise ValueError(f"the slice-check base has no container named {CONTAINER_NAME!r}")
-
-
-def _set_env(container: dict[str, Any], name: str, value: int | str) -> None:
-    env = container.setdefault("env", [])
-    for entry in env:
-        if entry["name"] == name:
-            entry.clear()
-            entry.update(name=name, value=str(value))
-            return
-    env.append({"name": name, "value": str(value)})
 
 
 def slice_check_jobset(
@@ -175,7 +150,7 @@ def slice_check_jobset(
     job_spec = replicated_job["template"]["spec"]
     pod_template = job_spec["template"]
     pod_spec = pod_template["spec"]
-    container = _check_container(pod_spec)
+    container = manifests.container(pod_spec, CONTAINER_NAME)
 
     facts = slice_facts(shape or pod_template["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION], machine_type)
     problem = _shape_problem(check, facts.shape, facts.machine)
@@ -200,11 +175,11 @@ def slice_check_jobset(
     resources = container.setdefault("resources", {})
     resources.setdefault("requests", {})[TPU_RESOURCE] = tpus
     resources.setdefault("limits", {})[TPU_RESOURCE] = tpus
-    _set_env(container, "EXPECTED_GLOBAL_DEVICES", facts.expected_global_devices)
-    _set_env(container, "EXPECTED_LOCAL_DEVICES", facts.expected_local_devices)
-    _set_env(container, "NUM_PROCESSES", facts.hosts)
+    manifests.set_env(container, "EXPECTED_GLOBAL_DEVICES", facts.expected_global_devices)
+    manifests.set_env(container, "EXPECTED_LOCAL_DEVICES", facts.expected_local_devices)
+    manifests.set_env(container, "NUM_PROCESSES", facts.hosts)
     if hold_seconds is not None:
-        _set_env(container, "HOLD_SECONDS", hold_seconds)
+        manifests.set_env(container, "HOLD_SECONDS", hold_seconds)
     return jobset
 
 
