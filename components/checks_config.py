@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from components import admission, slice_check_objects, topology
-from components.config_base import PRIORITY_LEVELS, Problems, image_pin_problem, is_k8s_name, setting
+from components import admission, slice_check_objects, topology, workload_rules
+from components.config_base import Problems, image_pin_problem, setting
 
 if TYPE_CHECKING:
     from components.stack_config import StackConfig
@@ -44,8 +44,8 @@ def validate_checks(config: StackConfig, problems: Problems) -> None:
             problems.add(f"checks.{kind}.enabled", f"{config.tpu.machine_type} has no dynamic slicing to check", "set false")
         return
     namespace = config.checks_namespace
-    if checks.namespace and checks.namespace not in config.queues.namespaces:
-        problems.add("checks.namespace", f"{checks.namespace!r} has no LocalQueue", "use one of queues.namespaces, or add it there")
+    if checks.namespace:
+        workload_rules.validate_queued_namespace(config, "checks.namespace", checks.namespace, problems)
     if problem := image_pin_problem(checks.image):
         problems.add("checks.image", problem, "pin a dated tag or @sha256:<digest>")
     for kind, check in enabled.items():
@@ -58,20 +58,19 @@ def validate_checks(config: StackConfig, problems: Problems) -> None:
 
 def _validate_check(config: StackConfig, kind: str, check: SliceCheckConfig, namespace: str, problems: Problems) -> None:
     prefix = f"checks.{kind}"
-    if not is_k8s_name(check.name):
-        problems.add(f"{prefix}.name", f"{check.name!r} is not a Kubernetes object name", "use lowercase letters, digits and hyphens")
-    elif problem := slice_check_objects.slice_name_budget_problem(namespace, check.name):
-        problems.add(f"{prefix}.name", problem, "shorten checks.namespace or this name")
-    shape = topology.try_shape(check.shape)
-    if shape is None or check.shape not in config.tpu.slice_shapes:
-        problems.add(f"{prefix}.shape", f"{check.shape!r} is not one of tpu.sliceShapes {config.tpu.slice_shapes}", "use an admitted shape or add it to tpu.sliceShapes")
-    elif kind == slice_check_objects.SUBSLICING and not topology.is_sub_slice(shape):
-        problems.add(f"{prefix}.shape", f"{shape} is not a sub-slice", "use a sub-slice shape such as 2x2x2")
-    elif kind == slice_check_objects.SUPERSLICING and not topology.is_super_slice(shape):
-        problems.add(f"{prefix}.shape", f"{shape} is not a super-slice", "use a super-slice shape such as 4x4x8")
+    workload_rules.validate_workload_name(f"{prefix}.name", namespace, check.name, "checks.namespace", problems)
+    shape = topology.try_shape(check.shape)  # an admitted shape that does not parse is reported under tpu.sliceShapes
+    if workload_rules.validate_admitted_shape(config, f"{prefix}.shape", check.shape, problems) and shape:
+        _validate_check_kind(kind, f"{prefix}.shape", shape, problems)
     if check.slices < 1:
         problems.add(f"{prefix}.slices", f"{check.slices} checks nothing", "use 1 or more")
-    if check.priority not in PRIORITY_LEVELS:
-        problems.add(f"{prefix}.priority", f"{check.priority!r} is not a priority level", f"use one of {', '.join(PRIORITY_LEVELS)}")
+    workload_rules.validate_priority_level(f"{prefix}.priority", check.priority, problems)
     if check.hold_seconds < 0:
         problems.add(f"{prefix}.holdSeconds", f"{check.hold_seconds} is negative", "use 0 or more seconds")
+
+
+def _validate_check_kind(kind: str, key: str, shape: topology.Shape, problems: Problems) -> None:
+    if kind == slice_check_objects.SUBSLICING and not topology.is_sub_slice(shape):
+        problems.add(key, f"{shape} is not a sub-slice", "use a sub-slice shape such as 2x2x2")
+    elif kind == slice_check_objects.SUPERSLICING and not topology.is_super_slice(shape):
+        problems.add(key, f"{shape} is not a super-slice", "use a super-slice shape such as 4x4x8")

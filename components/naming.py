@@ -19,6 +19,8 @@ GKE_CLUSTER_NAME_MAX = 40
 GKE_NODE_POOL_NAME_MAX = 40
 SERVICE_ACCOUNT_ID_MIN = 6
 SERVICE_ACCOUNT_ID_MAX = 30
+SLICE_NAME_MAX = 49  # accelerator.gke.io Slice names
+SLICE_NAME_HASH_SUFFIX = 6  # "-" + 5 hex characters
 
 
 def gcp_name_problem(name: str, max_length: int = COMPUTE_NAME_MAX) -> str | None:
@@ -78,3 +80,28 @@ def secondary_range_names(prefix: str) -> dict[str, str]:
 
 def node_service_account_id(cluster_name: str) -> str:
     return f"{cluster_name}-nodes"
+
+
+def slice_name_budget_problem(namespace: str, workload_name: str, limit: int = SLICE_NAME_MAX) -> str | None:
+    """Whether Slice names for ``workload_name`` in ``namespace`` fit the budget; an error or None.
+
+    The slice controller of Kueue derives each Slice name from the namespace and the workload
+    name, followed by the pod set and the slice index, and keeps it within ``limit`` (49
+    characters) by cutting the name and appending a 5-character hash. The exact derivation is
+    Kueue's slice controller's and may change; this is a conservative budget on our side:
+
+        len(namespace) + 1 + len(workload_name) + 6 <= limit
+
+    (``1`` for the hyphen between them, ``6`` for ``-`` plus the index or hash). Within it the
+    ``<namespace>-<workload>`` part survives whole in every Slice name, so a Slice still says
+    which workload holds it. ``workload_name`` is the JobSet or LeaderWorkerSet name.
+    """
+    used = len(namespace) + 1 + len(workload_name) + SLICE_NAME_HASH_SUFFIX
+    if used <= limit:
+        return None
+    room = limit - SLICE_NAME_HASH_SUFFIX - 1 - len(namespace)
+    return (
+        f"slice names for workload {workload_name!r} in namespace {namespace!r} need "
+        f"{len(namespace)} + 1 + {len(workload_name)} + {SLICE_NAME_HASH_SUFFIX} = {used} characters; "
+        f"the budget is {limit} (shorten the namespace or keep the workload name within {max(room, 0)} characters)"
+    )

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from components import admission, serving_objects, serving_rules, slice_check_objects, topology
-from components.config_base import EXACT_VERSION, PRIORITY_LEVELS, Problems, image_pin_problem, is_k8s_name, setting
+from components import admission, serving_objects, serving_rules, topology, workload_rules
+from components.config_base import EXACT_VERSION, Problems, image_pin_problem, is_k8s_name, setting
 
 if TYPE_CHECKING:
     from components.stack_config import StackConfig
@@ -173,29 +173,23 @@ def validate_serving(config: StackConfig, problems: Problems) -> None:
 
 def _validate_names(config: StackConfig, problems: Problems) -> None:
     serving = config.serving
-    if serving.namespace not in config.queues.namespaces:
-        problems.add("serving.namespace", f"{serving.namespace!r} has no LocalQueue", "add it to queues.namespaces")
+    workload_rules.validate_queued_namespace(config, "serving.namespace", serving.namespace, problems)
     for key, value in (("serviceAccountName", serving.service_account_name), ("gateway.name", serving.gateway.name)):
         if not is_k8s_name(value):
             problems.add(f"serving.{key}", f"{value!r} is not a Kubernetes name", "use lowercase letters, digits and hyphens")
     names = {}
     for role, role_config in (("prefill", serving.prefill), ("decode", serving.decode)):
         key = f"serving.{role}.name"
-        if not is_k8s_name(role_config.name):
-            problems.add(key, f"{role_config.name!r} is not a Kubernetes name", "use lowercase letters, digits and hyphens")
-        elif problem := slice_check_objects.slice_name_budget_problem(serving.namespace, role_config.name):
-            problems.add(key, problem, "shorten serving.namespace or this name")
-        elif role_config.name in names.values():
+        named = workload_rules.validate_workload_name(key, serving.namespace, role_config.name, "serving.namespace", problems)
+        if named and role_config.name in names.values():
             problems.add(key, f"{role_config.name!r} is also the {next(iter(names))} name", "give each role its own name")
         names[role] = role_config.name
-    if serving.priority not in PRIORITY_LEVELS:
-        problems.add("serving.priority", f"{serving.priority!r} is not a priority level", f"use one of {', '.join(PRIORITY_LEVELS)}")
+    workload_rules.validate_priority_level("serving.priority", serving.priority, problems)
 
 
 def _validate_shape_and_parallelism(config: StackConfig, problems: Problems) -> None:
     serving = config.serving
-    if serving.slice_shape not in config.tpu.slice_shapes:
-        problems.add("serving.sliceShape", f"{serving.slice_shape!r} is not one of tpu.sliceShapes {config.tpu.slice_shapes}", "use an admitted shape or add it to tpu.sliceShapes")
+    if not workload_rules.validate_admitted_shape(config, "serving.sliceShape", serving.slice_shape, problems):
         return
     for problem in serving_rules.tensor_parallel_match_problems(serving.prefill.tensor_parallel_size, serving.decode.tensor_parallel_size):
         problems.add("serving.decode.tensorParallelSize", problem, f"set {serving.prefill.tensor_parallel_size}, as serving.prefill.tensorParallelSize")

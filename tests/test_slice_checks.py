@@ -17,11 +17,11 @@ import pytest
 
 from components import slice_check_objects as slice_checks
 from tests.crd_schemas import crd_errors
+from components.naming import slice_name_budget_problem
 from components.slice_check_objects import (
     SUBSLICING,
     SUPERSLICING,
     slice_check_jobset,
-    slice_name_budget_problem,
 )
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -181,6 +181,12 @@ CHECKS_BAD_INPUTS = [
     ),
     pytest.param({"checks.subslicing.shape": "2x2x4"}, "checks.subslicing.shape", "not one of tpu.sliceShapes", id="check-shape-outside-allowed-set"),
     pytest.param({"checks.subslicing.shape": "2x2x3"}, "checks.subslicing.shape", "not one of tpu.sliceShapes", id="check-shape-not-a-slice"),
+    pytest.param(
+        {"tpu.sliceShapes": ["2by2", "4x4x8"], "checks.subslicing.shape": "2by2", "serving.sliceShape": "2by2"},
+        "tpu.sliceShapes[0]",
+        "not a TPU topology",
+        id="malformed-shape-shared-by-workloads",
+    ),
     pytest.param({"checks.subslicing.name": "kueue-jobset-simple-subslicing"}, "checks.subslicing.name", "the budget is 49", id="check-name-over-slice-budget"),
     pytest.param({"checks.namespace": "n" * 30}, "checks.superslicing.name", "within 12 characters", id="namespace-over-slice-budget"),
     pytest.param({"checks.superslicing.name": "Super_Check"}, "checks.superslicing.name", "not a Kubernetes object name", id="check-name-bad-characters"),
