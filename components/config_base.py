@@ -1,6 +1,6 @@
 """Generic machinery of the typed stack config: documented settings, problems, parsing.
 
-The schema itself (components/stack_config.py and the per-concern config modules) is plain
+The schema itself (components/stack.py and the config.py of each concern) is plain
 frozen dataclasses whose fields are declared with :func:`setting`; this module turns Pulumi's
 raw config into them and collects every problem before one :class:`ConfigError` is raised.
 """
@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import re
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-NAMESPACE = "tpu-dynamic-slicing"
-PRIORITY_LEVELS = ("low", "medium", "high")  # the keys of queues.priorityClasses
+NAMESPACE = "tpu-dynamic-slicing"  # the Pulumi project name: every key is <NAMESPACE>:<key>
 
 
 def setting(default: Any = dataclasses.MISSING, doc: str = "", secret: bool = False) -> Any:
@@ -220,3 +220,47 @@ def image_pin_problem(image: str) -> str | None:
     if tag in FLOATING_TAGS:
         return f"{image!r} is not pinned: it uses the floating tag {tag!r}"
     return None
+
+
+# --- Documentation ---------------------------------------------------------------------
+
+
+def documented_settings(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(key, default, description) for every setting of ``cls``, in schema order, for the README table."""
+    rows = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        key = join(prefix, camel(f.name))
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            rows.extend(documented_settings(tp, key))
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = "(required)"
+        rows.append((key, _render_default(default), f.metadata["doc"]))
+        nested = next((a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)), None)
+        if nested is not None:
+            rows.extend(documented_settings(nested, key + ("[]" if typing.get_origin(tp) is list else "")))
+    return rows
+
+
+def _render_default(value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    if dataclasses.is_dataclass(value):
+        value = _to_config_value(value)
+    elif isinstance(value, list):
+        value = [_to_config_value(v) for v in value]
+    return json.dumps(value) if not isinstance(value, str) else (value or '""')
+
+
+def _to_config_value(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {camel(f.name): _to_config_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list):
+        return [_to_config_value(v) for v in value]
+    return value

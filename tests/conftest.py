@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from components.stack_config import NAMESPACE, ConfigError  # noqa: E402
+from components.config_base import NAMESPACE, ConfigError  # noqa: E402
 from tools.mock_engine import ProgramRun, run_program, stack_config_values  # noqa: E402
 
 
@@ -67,3 +68,49 @@ def assert_bad_input(override: dict[str, Any], key: str, fragment: str, stack: s
     assert matching, f"no problem for {key}; got:\n{raised.value}"
     assert any(fragment in str(p) for p in matching), str(raised.value)
     assert registrations == []
+
+
+# --- Builder inputs of the config defaults, for the unit tests of the pure builders -----------
+
+
+def _resolve(overrides: dict[str, Any]) -> dict[str, Any]:
+    """``shape`` and ``machine`` given by name become the model's types."""
+    from components.tpu.topology import MACHINE_CATALOG, Shape
+
+    resolved = dict(overrides)
+    if isinstance(resolved.get("shape"), str):
+        resolved["shape"] = Shape.parse(resolved["shape"])
+    if isinstance(resolved.get("machine"), str):
+        resolved["machine"] = MACHINE_CATALOG[resolved["machine"]]
+    return resolved
+
+
+def serving_input(**overrides: Any) -> Any:
+    """The serving builder input of the block's defaults (project my-tpu-project), with overrides."""
+    from components.gcp.config import TpuConfig
+    from components.platform.config import QueuesConfig
+    from components.workloads.serving.config import ServingConfig
+    from components.workloads.serving.config import serving_input as build
+
+    return dataclasses.replace(build(ServingConfig(), TpuConfig(), QueuesConfig(), "my-tpu-project"), **_resolve(overrides))
+
+
+def saxml_input(**overrides: Any) -> Any:
+    """The Saxml builder input of the saxml stack's pools (two 4x8 v5e slices), with overrides."""
+    from components.gcp.config import TpuConfig, TpuPoolConfig
+    from components.workloads.saxml.config import SaxmlConfig
+    from components.workloads.saxml.config import saxml_input as build
+
+    pools = [TpuPoolConfig("tpu1", 8, "4x8"), TpuPoolConfig("tpu2", 8, "4x8")]
+    tpu = TpuConfig(zone="us-west4-a", machine_type="ct5lp-hightpu-4t", pools=pools, slice_shapes=[])
+    return dataclasses.replace(build(SaxmlConfig(), tpu, "my-tpu-project"), **_resolve(overrides))
+
+
+def check_input(kind: str, **overrides: Any) -> Any:
+    """The builder input of one slice check of the block's defaults, with overrides."""
+    from components.gcp.config import TpuConfig
+    from components.platform.config import QueuesConfig
+    from components.workloads.slice_checks.config import ChecksConfig, slice_checks_input
+
+    (check,) = [c for c in slice_checks_input(ChecksConfig(), TpuConfig(), QueuesConfig()).checks if c.kind == kind]
+    return dataclasses.replace(check, **_resolve(overrides))

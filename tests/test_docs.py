@@ -4,7 +4,8 @@ import re
 
 import yaml
 
-from components.stack_config import StackConfig, camel
+from components.config_base import camel
+from components.stack import StackConfig
 from tests.conftest import PROJECT_ROOT
 from tools import config_table
 

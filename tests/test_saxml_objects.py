@@ -4,33 +4,35 @@ the pinned JobSet CRD schema, the core kinds with kubernetes-validate)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
 
-from components import saxml_objects
 from components.manifests import load_documents
-from components.saxml_objects import (
-    SaxmlParams,
+from components.workloads.saxml import objects as saxml_objects
+from components.workloads.saxml.config import SaxmlInput
+from components.workloads.saxml.objects import (
     admin_deployment,
     http_deployment,
     http_service,
     model_server_jobset,
 )
+from tests.conftest import saxml_input
 from tests.crd_schemas import core_errors, crd_errors, is_custom
 
-build_objects = saxml_objects.saxml_objects
+
+def build_objects(spec: SaxmlInput) -> list[dict[str, Any]]:
+    return saxml_objects.saxml_objects(spec).all
 
 NAMESPACE = "sax"
 BUCKET = "proj-sax-state"
 SAX_ROOT = f"gs://{BUCKET}/sax-root"
 
 
-def _params(**overrides: Any) -> SaxmlParams:
+def _params(**overrides: Any) -> SaxmlInput:
     values: dict[str, Any] = {"namespace": NAMESPACE, "bucket_name": BUCKET, "source_ranges": ("10.10.0.0/16",)}
     values.update(overrides)
-    return SaxmlParams(**values)
+    return saxml_input(**values)
 
 
 def _by_name(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -73,7 +75,8 @@ def test_bases_agree_with_their_own_overlay():
     """Overlaying the bases' own placeholders changes nothing: their numbers follow from 4x8 v5e."""
     bases = [*load_documents(saxml_objects.ADMIN_FILE), *load_documents(saxml_objects.MODEL_SERVER_FILE),
              *load_documents(saxml_objects.HTTP_FILE)]
-    assert build_objects(saxml_objects.base_params()) == bases
+    placeholders = _params(namespace="default", bucket_name="my-project-gke-bucket", source_ranges=())
+    assert build_objects(placeholders) == bases
 
 
 def test_overlays_work_on_copies():
@@ -150,7 +153,7 @@ def test_nothing_runs_privileged():
     [("2x2", 1), ("2x4", 2), ("4x4", 4), ("4x8", 8), ("8x8", 16), ("8x16", 32), ("16x16", 64)],
 )
 def test_parallelism_follows_the_topology(topology, pods):
-    _, job_spec, pod_spec, container = _model_parts(model_server_jobset(_params(topology=topology)))
+    _, job_spec, pod_spec, container = _model_parts(model_server_jobset(_params(shape=topology)))
     assert job_spec["parallelism"] == job_spec["completions"] == pods
     assert pod_spec["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == topology
     assert container["resources"]["limits"]["google.com/tpu"] == "4"  # one host's chips, whatever the slice
@@ -218,20 +221,13 @@ def test_external_only_when_asked_and_still_limited_to_the_source_ranges():
     assert service["spec"]["type"] == "LoadBalancer"
 
 
-def test_source_ranges_accept_a_list():
-    assert _params(source_ranges=["10.0.0.0/8"]).source_ranges == ("10.0.0.0/8",)
-
-
 # --- What cannot be built ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "overrides, error",
     [
-        ({"topology": "2x3"}, ValueError),  # 6 chips do not fill whole hosts of 4
-        ({"topology": "four"}, ValueError),
-        ({"machine_type": "tpu7x-standard-4t", "topology": "2x2x2"}, KeyError),  # no Saxml platform chip
-        ({"machine_type": "ct9-imaginary"}, KeyError),
+        ({"shape": "2x3"}, ValueError),  # 6 chips do not fill whole hosts of 4
         ({"source_ranges": ("everyone",)}, ValueError),
     ],
 )
@@ -240,24 +236,12 @@ def test_what_cannot_be_built_raises(overrides, error):
         build_objects(_params(**overrides))
 
 
-def test_defaults():
-    params = SaxmlParams(namespace="ns", bucket_name="bucket")
-    assert dataclasses.asdict(params) == {
-        "namespace": "ns",
-        "bucket_name": "bucket",
-        "service_account_name": "sax-sa",
-        "admin_image": "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1.1.0",
-        "model_server_image": "us-docker.pkg.dev/cloud-tpu-images/inference/sax-model-server:v1.1.0",
-        "http_image": "us-docker.pkg.dev/cloud-tpu-images/inference/sax-http:v1.0.0",
-        "pools": 2,
-        "topology": "4x8",
-        "machine_type": "ct5lp-hightpu-4t",
-        "sax_cell": "/sax/test",
-        "source_ranges": (),
-        "external": False,
-    }
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        params.pools = 3  # type: ignore[misc]
+def test_the_input_comes_from_the_block_defaults():
+    spec = saxml_input()
+    assert (spec.namespace, spec.bucket_name, spec.service_account_name) == ("sax", "my-tpu-project-sax-admin", "sax-sa")
+    assert (spec.pools, str(spec.shape), spec.machine.name, spec.platform_chip) == (2, "4x8", "ct5lp-hightpu-4t", "tpuv5e")
+    assert (spec.sax_cell, spec.source_ranges, spec.external) == ("/sax/test", (), False)
+    assert spec.admin_image == "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1.1.0"
 
 
 # --- Strict validation ----------------------------------------------------------------------------
@@ -271,7 +255,7 @@ VARIANTS = {
     "default": {},
     "external": {"external": True, "source_ranges": ("203.0.113.0/24", "2001:db8::/32")},
     "no-ranges": {"source_ranges": ()},
-    "small-slices": {"topology": "2x4", "pools": 4},
+    "small-slices": {"shape": "2x4", "pools": 4},
 }
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from components.stack_config import ConfigError
+from components.config_base import ConfigError
 from tests.conftest import assert_bad_input, run_stack
 from tests.crd_schemas import core_errors, crd_errors, is_custom
 from tools.render import kubernetes_objects
@@ -116,7 +116,9 @@ def test_external_load_balancer_only_when_asked():
 
 SAXML_BAD_INPUTS = [
     pytest.param({"saxml.model.parametersBillions": 300}, "saxml.model.parametersBillions", "smallest ct5lp-hightpu-4t topology that fits is 8x8", id="model-too-large-for-4x8"),
-    pytest.param({"saxml.model.precision": "fp64"}, "saxml.model.precision", "not a known precision", id="unknown-precision"),
+    pytest.param({"saxml.model.precision": "fp64"}, "saxml.model.precision", "not a known dtype (use one of fp32, bf16, fp16, fp8, int8, int4)", id="unknown-precision"),
+    # One dtype table for serving and Saxml: the long names Saxml once took are refused, with the list.
+    pytest.param({"saxml.model.precision": "bfloat16"}, "saxml.model.precision", "'bfloat16' is not a known dtype", id="long-dtype-name"),
     pytest.param({"tpu.pools": [{"name": "tpu1", "nodeCount": 16, "topology": "4x8"}]}, "tpu.pools[0].nodeCount", "set 8", id="pool-with-wrong-node-count"),
     pytest.param(
         {"tpu.pools": [{"name": "tpu1", "nodeCount": 8, "topology": "4x8"}, {"name": "tpu2", "nodeCount": 4, "topology": "4x4"}]},

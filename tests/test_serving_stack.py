@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from components.stack_config import ConfigError
+from components.config_base import ConfigError
 from tests.conftest import as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
 from tools.mock_engine import PROJECT_NUMBER_PLACEHOLDER, SECRET_PLACEHOLDER, run_program
 from tools.render import kubernetes_objects, render
@@ -127,14 +127,14 @@ def test_outputs_tell_clients_where_to_go():
 def test_base_url_and_curl_follow_the_gateway_address():
     import pulumi
 
-    from components import stack_config
-    from components.cluster_layer import serving_endpoint
+    from components import stack as stack_config
+    from components.workloads.serving.component import serving_endpoint
 
     config = stack_config.parse(with_overrides(stack_values(), {"serving.gateway.port": 8080}))
 
     @pulumi.runtime.test
     def check():
-        endpoint = serving_endpoint(config, pulumi.Output.from_input("10.0.0.7"))
+        endpoint = serving_endpoint(config.serving, pulumi.Output.from_input("10.0.0.7"))
 
         def verify(values):
             base_url, curl = values
@@ -160,7 +160,8 @@ SERVING_BAD_INPUTS = [
     pytest.param({"serving.sliceShape": "2x2x4"}, "serving.sliceShape", "not one of tpu.sliceShapes", id="shape-not-admitted"),
     pytest.param({"serving.model.parametersBillions": 1300}, "serving.model.parametersBillions", "more than the", id="weights-beyond-hbm"),
     pytest.param({"serving.hbmHeadroom": 0.9}, "serving.model.parametersBillions", "90% kept free", id="too-much-headroom"),
-    pytest.param({"serving.model.weightsDtype": "fp4x"}, "serving.model.weightsDtype", "not a known dtype", id="unknown-dtype"),
+    pytest.param({"serving.model.weightsDtype": "fp4x"}, "serving.model.weightsDtype", "not a known dtype (use one of fp32, bf16, fp16, fp8, int8, int4)", id="unknown-dtype"),
+    pytest.param({"serving.model.weightsDtype": "float16"}, "serving.model.weightsDtype", "'float16' is not a known dtype", id="long-dtype-name"),
     pytest.param({"serving.prefill.replicas": 9, "serving.decode.replicas": 9}, "serving.decode.replicas", "need 3 cube(s)", id="serving-beyond-capacity"),
     pytest.param({"serving.prefill.replicas": 0}, "serving.prefill.replicas", "serves nothing", id="no-prefill"),
     pytest.param({"serving.prefill.name": "kueue-vllm-prefill-model-streamer"}, "serving.prefill.name", "the budget is 49", id="lws-name-over-slice-budget"),

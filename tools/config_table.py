@@ -10,7 +10,8 @@ import argparse
 import re
 import sys
 
-from components.stack_config import NAMESPACE, documented_settings
+from components.config_base import NAMESPACE, documented_settings
+from components.stack import StackConfig
 from tools.mock_engine import PROJECT_ROOT
 
 README = PROJECT_ROOT / "README.md"
@@ -19,7 +20,7 @@ START, END = "<!-- config-table:start -->", "<!-- config-table:end -->"
 
 def table() -> str:
     rows = ["| key | default | description |", "| --- | --- | --- |"]
-    for key, default, doc in documented_settings():
+    for key, default, doc in documented_settings(StackConfig):
         rows.append(f"| `{key}` | `{default}` | {doc} |")
     return "\n".join([f"Keys live in the `{NAMESPACE}` namespace.", "", *rows])
 

@@ -88,15 +88,14 @@ def kubernetes_document(registrations: list[Registration]) -> str:
 
 
 def summary(stack: str, run: ProgramRun, stack_dir: Path = PROJECT_ROOT) -> list[str]:
-    from components import stack_config
-    from components.capacity import capacity_report
+    from components import stack as stack_config
 
     values, _ = stack_config_values(stack, stack_dir)
     config = stack_config.parse_pulumi_values(values)
     counts = collections.Counter(r.type for r in run.registrations)
     lines = [f"stack {stack}: {len(run.registrations)} resources"]
     lines += [f"  {count:3d}  {type_token}" for type_token, count in sorted(counts.items())]
-    lines += ["TPU capacity:"] + [f"  {line}" for line in capacity_report(config).lines()]
+    lines += ["TPU capacity:"] + [f"  {line}" for line in config.capacity_report().lines()]
     lines += ["TPU admission:"] + [f"  {line}" for line in run.outputs.get("admissionPlan", ["no slice workloads"])]
     return lines
 
@@ -114,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     target = args.out / args.stack
     if target.exists():
         shutil.rmtree(target)  # a stale render must never pass for the current one
-    from components.stack_config import ConfigError
+    from components.config_base import ConfigError
 
     try:
         files, run = render(args.stack, args.stack_dir)

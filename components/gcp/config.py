@@ -1,0 +1,457 @@
+"""The `network`, `cluster` and `tpu` blocks of the stack config, their derived facts and rules.
+
+Their defaults are the reference deployment (two 4x4x4 TPU7x cubes on a reservation block).
+Every rule reports under the config key that fixes it and collects into one ``Problems``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from components import naming
+from components.config_base import Problems, setting, snake
+from components.tpu import topology
+from components.tpu.admission import CapacityReport
+
+TPU7X_MIN_GKE_VERSION = "1.34.0-gke.2201000"
+RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
+EXCLUSION_SCOPES = ("NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES")
+NO_UPGRADES_MAX_DAYS = 30
+MTU_RANGE = (1300, 8896)
+PROXY_ONLY_MAX_PREFIX = 26
+
+_GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
+
+
+@dataclass(frozen=True, order=True)
+class GkeVersion:
+    """A GKE version string (``1.36.0-gke.3712000``), parsed so floors compare numerically."""
+
+    major: int
+    minor: int
+    patch: int
+    gke: int
+
+    @classmethod
+    def parse(cls, text: str) -> GkeVersion:
+        match = _GKE_VERSION.match(text) if isinstance(text, str) else None
+        if not match:
+            raise ValueError(f"{text!r} is not a full GKE version (MAJOR.MINOR.PATCH-gke.N)")
+        major, minor, patch, gke = (int(g) for g in match.groups())
+        return cls(major, minor, patch, gke)
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}-gke.{self.gke}"
+
+
+# --- Schema ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    prefix: str = setting(
+        "qwen-serving", "Prefix of the VPC, subnet and firewall names (`<prefix>-main`, `-tpu`, `-proxy`)."
+    )
+    mtu: int = setting(8896, "VPC MTU; 8896 gives TPU hosts jumbo frames (1300-8896).")
+    node_cidr: str = setting("10.10.0.0/18", "Primary range of the node subnet.")
+    pod_cidr: str = setting("10.12.0.0/14", "Secondary range for pods (`<prefix>-pods`).")
+    service_cidr: str = setting("10.16.0.0/20", "Secondary range for services (`<prefix>-services`).")
+    proxy_only_cidr: str = setting("172.16.0.0/26", "Proxy-only subnet for the internal Gateway (/26 or larger).")
+
+
+@dataclass(frozen=True)
+class SystemPoolConfig:
+    machine_type: str = setting("n2-standard-32", "Machine type of the system (non-TPU) node pool.")
+    nodes_per_zone: int = setting(1, "System nodes in each zone of the region.")
+
+
+@dataclass(frozen=True)
+class MaintenanceWindowConfig:
+    start: str = setting(doc="RFC 3339 start of the first window, e.g. 2026-01-03T04:00:00Z.")
+    end: str = setting(doc="RFC 3339 end of the first window.")
+    recurrence: str = setting("FREQ=WEEKLY;BYDAY=SA,SU", "RFC 5545 RRULE for the window.")
+
+
+@dataclass(frozen=True)
+class MaintenanceExclusionConfig:
+    name: str = setting(doc="Exclusion name.")
+    start: str = setting(doc="RFC 3339 start time.")
+    end: str = setting(doc="RFC 3339 end time.")
+    scope: str = setting(
+        "NO_MINOR_UPGRADES", "NO_UPGRADES (at most 30 days), NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES."
+    )
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    name: str = setting("qwen-serving-cluster", "GKE cluster name (at most 40 characters).")
+    version: str = setting(
+        topology.SUB_SLICING_MIN_GKE_VERSION,
+        "Minimum control-plane version; must meet the floor of the slicing in use.",
+    )
+    release_channel: str = setting("RAPID", "Release channel; dynamic slicing needs RAPID.")
+    deletion_protection: bool = setting(True, "Refuse `pulumi destroy` of the cluster while true.")
+    system_pool: SystemPoolConfig = setting(SystemPoolConfig(), "The system node pool.")
+    node_service_account_id: str = setting("", "Node service account id; empty means `<cluster>-nodes`.")
+    maintenance_window: MaintenanceWindowConfig | None = setting(None, "Optional recurring maintenance window.")
+    maintenance_exclusions: list[MaintenanceExclusionConfig] = setting(
+        [], "Optional maintenance exclusions (need a maintenance window)."
+    )
+
+    @property
+    def node_account_id(self) -> str:
+        """The node service account id in use: the configured one, or ``<cluster>-nodes``."""
+        return self.node_service_account_id or naming.node_service_account_id(self.name)
+
+
+@dataclass(frozen=True)
+class ReservationConfig:
+    name: str = setting("", "Reservation the TPU pools consume (an All Capacity mode reservation for TPU7x).")
+    block: str = setting("", "Reservation block, e.g. block-0.")
+    project: str = setting("", "Project owning the reservation; empty means the stack's project.")
+
+
+@dataclass(frozen=True)
+class TpuPoolConfig:
+    name: str = setting(doc="Node pool name.")
+    node_count: int = setting(doc="Nodes in the pool: chips of its topology / chips per host.")
+    topology: str = setting("4x4x4", "Slice topology of the pool; a 4x4x4 cube for dynamic slicing.")
+    sub_block: str = setting("", "Optional reservation sub-block the pool is pinned to.")
+
+
+@dataclass(frozen=True)
+class TpuConfig:
+    zone: str = setting("us-central1-ai1a", "Zone of the TPU node pools (inside `region`).")
+    machine_type: str = setting("tpu7x-standard-4t", "TPU machine type of every TPU pool.")
+    workload_policy_name: str = setting("superslice-policy", "HIGH_THROUGHPUT workload policy for TPU7x cubes.")
+    reservation: ReservationConfig = setting(ReservationConfig(), "Reservation the TPU pools are bound to.")
+    pools: list[TpuPoolConfig] = setting(
+        [
+            TpuPoolConfig(name="tpu7-pool-1", node_count=16),
+            TpuPoolConfig(name="tpu7-pool-2", node_count=16),
+        ],
+        "TPU node pools; for TPU7x one pool per 4x4x4 cube.",
+    )
+    slice_shapes: list[str] = setting(
+        ["2x2x2", "4x4x8"], "Dynamic slice shapes the platform admits (drives version floor and Kueue levels)."
+    )
+    protect_pools: bool = setting(False, "Mark TPU pools `protect` so a stray change cannot delete them.")
+
+    # Derived facts, computed once here so validation, components and reports agree.
+
+    @property
+    def machine(self) -> topology.MachineType:
+        return topology.MACHINE_CATALOG[self.machine_type]
+
+    @property
+    def dynamic_slicing(self) -> bool:
+        return self.machine.dynamic_slicing
+
+    @property
+    def dynamic_slicing_requested(self) -> bool:
+        """Like ``dynamic_slicing``, but safe to ask while validating an unknown machine type."""
+        machine = topology.MACHINE_CATALOG.get(self.machine_type)
+        return bool(machine and machine.dynamic_slicing)
+
+    @property
+    def shapes_parse(self) -> bool:
+        return all(topology.try_shape(s) for s in self.slice_shapes)
+
+    @property
+    def shapes(self) -> list[topology.Shape]:
+        """``slice_shapes`` parsed (ask ``shapes_parse`` first while validating)."""
+        return [topology.Shape.parse(s) for s in self.slice_shapes]
+
+    @property
+    def cubes(self) -> int:
+        return len(self.pools) if self.dynamic_slicing else 0
+
+    @property
+    def total_chips(self) -> int:
+        return sum(topology.Shape.parse(p.topology).chips for p in self.pools)
+
+    @property
+    def total_nodes(self) -> int:
+        return sum(p.node_count for p in self.pools)
+
+    def zone_is_ai_zone(self, region: str) -> bool:
+        return bool(re.match(rf"^{re.escape(region)}-ai\d+[a-z]$", self.zone))
+
+    def reservation_path(self, pool: TpuPoolConfig, project: str) -> str | None:
+        """The reservation (block, sub-block) ``pool`` consumes, in ``project`` unless the reservation's own."""
+        reservation = self.reservation
+        if not reservation.name:
+            return None
+        path = f"projects/{reservation.project or project}/reservations/{reservation.name}"
+        if reservation.block:
+            path += f"/reservationBlocks/{reservation.block}"
+            if pool.sub_block:
+                path += f"/reservationSubBlocks/{pool.sub_block}"
+        return path
+
+    def capacity_report(self) -> CapacityReport:
+        return CapacityReport(
+            machine_type=self.machine_type,
+            pools=len(self.pools),
+            nodes=self.total_nodes,
+            chips=self.total_chips,
+            cubes=self.cubes,
+            slices_that_fit={str(s): topology.slices_that_fit(s, self.cubes) for s in self.shapes},
+        )
+
+
+# --- Rules -----------------------------------------------------------------------------
+
+
+def validate_network(network: NetworkConfig, problems: Problems) -> None:
+    derived = (*naming.network_names(network.prefix).values(), *naming.secondary_range_names(network.prefix).values())
+    for name in derived:
+        if problem := naming.gcp_name_problem(name):
+            problems.add("network.prefix", f"derived name {problem}", "use a shorter lowercase prefix")
+            break
+    low, high = MTU_RANGE
+    if not low <= network.mtu <= high:
+        problems.add("network.mtu", f"{network.mtu} is outside {low}-{high}", "use 8896 for TPU hosts")
+    ranges = {}
+    for key in ("nodeCidr", "podCidr", "serviceCidr", "proxyOnlyCidr"):
+        text = getattr(network, snake(key))
+        try:
+            ranges[key] = ipaddress.IPv4Network(text)
+        except ValueError as error:
+            problems.add(
+                f"network.{key}",
+                f"{text!r} is not an IPv4 CIDR range ({error})",
+                "write it as a.b.c.d/n with no host bits set",
+            )
+    keys = list(ranges)
+    for i, first in enumerate(keys):
+        for second in keys[i + 1 :]:
+            if ranges[first].overlaps(ranges[second]):
+                problems.add(
+                    f"network.{second}",
+                    f"{ranges[second]} overlaps network.{first} {ranges[first]}",
+                    "give every subnet and secondary range its own addresses",
+                )
+    proxy = ranges.get("proxyOnlyCidr")
+    if proxy and proxy.prefixlen > PROXY_ONLY_MAX_PREFIX:
+        problems.add(
+            "network.proxyOnlyCidr",
+            f"{proxy} is smaller than /{PROXY_ONLY_MAX_PREFIX}",
+            f"the regional managed proxy needs a /{PROXY_ONLY_MAX_PREFIX} or larger range",
+        )
+
+
+def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems) -> None:
+    if problem := naming.gcp_name_problem(cluster.name, naming.GKE_CLUSTER_NAME_MAX):
+        problems.add("cluster.name", problem, "choose a shorter lowercase name")
+    if problem := naming.service_account_id_problem(cluster.node_account_id):
+        key = "cluster.nodeServiceAccountId" if cluster.node_service_account_id else "cluster.name"
+        problems.add(key, problem, "set cluster.nodeServiceAccountId to a 6-30 character id")
+    if cluster.release_channel not in RELEASE_CHANNELS:
+        problems.add(
+            "cluster.releaseChannel",
+            f"{cluster.release_channel!r} is not a release channel",
+            f"use one of {', '.join(RELEASE_CHANNELS)}",
+        )
+    elif tpu.dynamic_slicing_requested and cluster.release_channel != "RAPID":
+        problems.add("cluster.releaseChannel", "dynamic slicing is only offered on the RAPID channel", "set RAPID")
+    _validate_version(cluster, tpu, problems)
+    pool = cluster.system_pool
+    if not re.match(r"^[a-z][a-z0-9]*-[a-z0-9-]+$", pool.machine_type):
+        problems.add(
+            "cluster.systemPool.machineType",
+            f"{pool.machine_type!r} is not a machine type",
+            "use a type such as n2-standard-32",
+        )
+    if pool.nodes_per_zone < 1:
+        problems.add("cluster.systemPool.nodesPerZone", f"{pool.nodes_per_zone} leaves no system nodes", "use 1 or more")
+    _validate_maintenance(cluster, problems)
+
+
+def _validate_version(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems) -> None:
+    try:
+        version = GkeVersion.parse(cluster.version)
+    except ValueError as error:
+        problems.add("cluster.version", str(error), "write a full GKE version such as 1.36.0-gke.3712000")
+        return
+    floors = []
+    if tpu.machine_type == "tpu7x-standard-4t":
+        floors.append((TPU7X_MIN_GKE_VERSION, "TPU7x node pools"))
+    if tpu.dynamic_slicing_requested and tpu.shapes_parse:
+        shapes = tpu.shapes
+        floor = topology.min_gke_version(shapes)
+        if floor == topology.SUB_SLICING_MIN_GKE_VERSION:
+            sub_slices = ", ".join(str(s) for s in shapes if topology.is_sub_slice(s))
+            floors.append((floor, f"sub-slicing ({sub_slices})"))
+        elif floor:
+            floors.append((floor, "super-slicing"))
+    for floor, why in floors:
+        if version < GkeVersion.parse(floor):
+            problems.add("cluster.version", f"{version} is below {floor}, the minimum for {why}", f"set {floor} or later")
+
+
+def _parse_time(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _validate_time_range(prefix: str, start: str, end: str, problems: Problems) -> timedelta | None:
+    begin, finish = _parse_time(start), _parse_time(end)
+    for key, text, parsed in (("start", start, begin), ("end", end, finish)):
+        if parsed is None or parsed.tzinfo is None:
+            problems.add(f"{prefix}.{key}", f"{text!r} is not an RFC 3339 time with a zone", "write e.g. 2026-01-03T04:00:00Z")
+    if begin and finish and begin.tzinfo and finish.tzinfo:
+        if finish <= begin:
+            problems.add(f"{prefix}.end", "ends before it starts", "set an end after the start")
+            return None
+        return finish - begin
+    return None
+
+
+def _validate_maintenance(cluster: ClusterConfig, problems: Problems) -> None:
+    window = cluster.maintenance_window
+    if window:
+        _validate_time_range("cluster.maintenanceWindow", window.start, window.end, problems)
+        if not window.recurrence.startswith("FREQ="):
+            problems.add(
+                "cluster.maintenanceWindow.recurrence",
+                f"{window.recurrence!r} is not an RRULE",
+                "write e.g. FREQ=WEEKLY;BYDAY=SA,SU",
+            )
+    if cluster.maintenance_exclusions and not window:
+        problems.add(
+            "cluster.maintenanceExclusions", "exclusions need a maintenance window", "set cluster.maintenanceWindow too"
+        )
+    for i, exclusion in enumerate(cluster.maintenance_exclusions):
+        prefix = f"cluster.maintenanceExclusions[{i}]"
+        if problem := naming.gcp_name_problem(exclusion.name):
+            problems.add(f"{prefix}.name", problem, "use a short lowercase name")
+        if exclusion.scope not in EXCLUSION_SCOPES:
+            problems.add(
+                f"{prefix}.scope", f"{exclusion.scope!r} is not a scope", f"use one of {', '.join(EXCLUSION_SCOPES)}"
+            )
+        length = _validate_time_range(prefix, exclusion.start, exclusion.end, problems)
+        if exclusion.scope == "NO_UPGRADES" and length and length > timedelta(days=NO_UPGRADES_MAX_DAYS):
+            problems.add(
+                f"{prefix}.end",
+                f"a NO_UPGRADES exclusion may last {NO_UPGRADES_MAX_DAYS} days, this one {length.days}",
+                "shorten it or use NO_MINOR_UPGRADES",
+            )
+
+
+def validate_tpu(tpu: TpuConfig, region: str, problems: Problems) -> None:
+    if not tpu.zone.startswith(f"{region}-") or not re.match(r"^[a-z]+-[a-z]+\d+-[a-z0-9]+$", tpu.zone):
+        problems.add(
+            "tpu.zone",
+            f"{tpu.zone!r} is not a zone of region {region}",
+            f"use a zone such as {region}-a, or change region",
+        )
+    machine = topology.MACHINE_CATALOG.get(tpu.machine_type)
+    if machine is None:
+        problems.add(
+            "tpu.machineType",
+            f"{tpu.machine_type!r} is not a known TPU machine type",
+            f"use one of {', '.join(topology.MACHINE_CATALOG)}",
+        )
+        return
+    shapes = _validate_slice_shapes(tpu, machine, problems)
+    _validate_pools(tpu, machine, problems)
+    _validate_reservation(tpu, machine, problems)
+    if machine.dynamic_slicing:
+        if problem := naming.gcp_name_problem(tpu.workload_policy_name):
+            problems.add("tpu.workloadPolicyName", problem, "use a short lowercase name")
+        for i, shape in shapes:
+            if topology.is_super_slice(shape) and topology.cubes_in(shape) > tpu.cubes:
+                problems.add(
+                    f"tpu.sliceShapes[{i}]",
+                    f"{shape} needs {topology.cubes_in(shape)} cubes; the stack has {tpu.cubes}",
+                    "add TPU pools (one per cube) or remove the shape",
+                )
+
+
+def _validate_slice_shapes(
+    tpu: TpuConfig, machine: topology.MachineType, problems: Problems
+) -> list[tuple[int, topology.Shape]]:
+    shapes = []
+    for i, text in enumerate(tpu.slice_shapes):
+        key = f"tpu.sliceShapes[{i}]"
+        try:
+            shape = topology.Shape.parse(text)
+        except ValueError as error:
+            problems.add(key, str(error), "use a shape such as 2x2x2")
+            continue
+        if not machine.dynamic_slicing:
+            problems.add(key, f"{machine.name} has no dynamic slicing", "remove tpu.sliceShapes for this machine type")
+        elif problem := topology.dynamic_slice_problem(shape):
+            problems.add(key, problem, "use an allowed shape")
+        else:
+            shapes.append((i, shape))
+    return shapes
+
+
+def _validate_pools(tpu: TpuConfig, machine: topology.MachineType, problems: Problems) -> None:
+    if not tpu.pools:
+        problems.add("tpu.pools", "is empty", "declare at least one TPU node pool")
+    seen: set[str] = set()
+    for i, pool in enumerate(tpu.pools):
+        prefix = f"tpu.pools[{i}]"
+        if problem := naming.gcp_name_problem(pool.name, naming.GKE_NODE_POOL_NAME_MAX):
+            problems.add(f"{prefix}.name", problem, "use a short lowercase name")
+        if pool.name in seen:
+            problems.add(f"{prefix}.name", f"{pool.name!r} is used by another pool", "give each pool its own name")
+        seen.add(pool.name)
+        if pool.sub_block and (problem := naming.gcp_name_problem(pool.sub_block)):
+            problems.add(
+                f"{prefix}.subBlock", problem, "use the sub-block name from `gcloud compute reservations sub-blocks list`"
+            )
+        try:
+            shape = topology.Shape.parse(pool.topology)
+        except ValueError as error:
+            problems.add(f"{prefix}.topology", str(error), "use e.g. 4x4x4")
+            continue
+        if machine.dynamic_slicing and shape != topology.CUBE:
+            problems.add(
+                f"{prefix}.topology",
+                f"{machine.name} pools are provisioned as whole {topology.CUBE} cubes, not {shape}",
+                f"set {topology.CUBE}",
+            )
+            continue
+        if problem := topology.static_slice_problem(shape, machine):
+            problems.add(f"{prefix}.topology", problem, "use a topology of this machine type")
+            continue
+        hosts = machine.hosts(shape)
+        if pool.node_count != hosts:
+            problems.add(
+                f"{prefix}.nodeCount",
+                f"{pool.node_count} nodes do not make a {shape} slice of {machine.name} "
+                f"({shape.chips} chips / {machine.chips_per_host} per host = {hosts})",
+                f"set {hosts}",
+            )
+
+
+def _validate_reservation(tpu: TpuConfig, machine: topology.MachineType, problems: Problems) -> None:
+    reservation = tpu.reservation
+    if machine.dynamic_slicing:
+        # PROVISION_ONLY workload policies only provision from a specific All Capacity reservation.
+        for key, value, example in (("name", reservation.name, "my-tpu7x-reservation"), ("block", reservation.block, "block-0")):
+            if not value:
+                problems.add(
+                    f"tpu.reservation.{key}",
+                    "is required: TPU7x dynamic-slicing pools consume a specific reservation block",
+                    f"set it, e.g. {example}",
+                )
+    elif reservation.block and not reservation.name:
+        problems.add("tpu.reservation.name", "a block is set without its reservation", "set the reservation name")
+    for key in ("name", "block"):
+        value = getattr(reservation, key)
+        if value and (problem := naming.gcp_name_problem(value)):
+            problems.add(f"tpu.reservation.{key}", problem, "copy it from `gcloud compute reservations list`")
+    if reservation.project and (problem := naming.project_id_problem(reservation.project)):
+        problems.add("tpu.reservation.project", problem, "set the project owning the reservation, or leave it empty")
+    if any(p.sub_block for p in tpu.pools) and not reservation.block:
+        problems.add("tpu.reservation.block", "pools name sub-blocks but no block is set", "set the block the sub-blocks belong to")

@@ -1,0 +1,94 @@
+"""The VPC: jumbo-frame MTU, the node subnet with pod/service ranges, the proxy-only subnet."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components import naming
+from components.resources import children_of
+
+
+@dataclass(frozen=True)
+class NetworkArgs:
+    project: str
+    region: str
+    prefix: str
+    mtu: int
+    node_cidr: str
+    pod_cidr: str
+    service_cidr: str
+    proxy_only_cidr: str
+
+
+class Network(pulumi.ComponentResource):
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-gke:gcp:Network", name, None, opts)
+        child = children_of(self, opts)
+        names = naming.network_names(args.prefix)
+        ranges = naming.secondary_range_names(args.prefix)
+
+        self.vpc = gcp.compute.Network(
+            "vpc",
+            project=args.project,
+            name=names["network"],
+            auto_create_subnetworks=False,
+            routing_mode="REGIONAL",
+            mtu=args.mtu,
+            opts=child,
+        )
+        self.node_subnet = gcp.compute.Subnetwork(
+            "node-subnet",
+            project=args.project,
+            region=args.region,
+            name=names["nodeSubnet"],
+            network=self.vpc.id,
+            ip_cidr_range=args.node_cidr,
+            private_ip_google_access=True,
+            secondary_ip_ranges=[
+                {"range_name": ranges["pods"], "ip_cidr_range": args.pod_cidr},
+                {"range_name": ranges["services"], "ip_cidr_range": args.service_cidr},
+            ],
+            opts=child,
+        )
+        # The regional internal Application Load Balancer behind gke-l7-rilb runs its Envoys here.
+        self.proxy_only_subnet = gcp.compute.Subnetwork(
+            "proxy-only-subnet",
+            project=args.project,
+            region=args.region,
+            name=names["proxyOnlySubnet"],
+            network=self.vpc.id,
+            ip_cidr_range=args.proxy_only_cidr,
+            purpose="REGIONAL_MANAGED_PROXY",
+            role="ACTIVE",
+            opts=child,
+        )
+        # Only the VPC's own ranges: nodes (TPU hosts talk ICI/DCN-adjacent traffic on any port),
+        # pods, and the load balancer proxies. The reference opened all of 10/8 and 172.16/12.
+        self.internal_firewall = gcp.compute.Firewall(
+            "allow-internal",
+            project=args.project,
+            name=names["internalFirewall"],
+            network=self.vpc.id,
+            direction="INGRESS",
+            priority=1000,
+            description="Traffic between the VPC's own node, pod and proxy-only ranges.",
+            source_ranges=[args.node_cidr, args.pod_cidr, args.proxy_only_cidr],
+            allows=[{"protocol": "all"}],
+            opts=child,
+        )
+
+        self.network_name = self.vpc.name
+        self.node_subnet_name = self.node_subnet.name
+        self.proxy_only_subnet_name = self.proxy_only_subnet.name
+        self.pods_range_name = ranges["pods"]
+        self.services_range_name = ranges["services"]
+        self.register_outputs(
+            {
+                "networkName": self.network_name,
+                "nodeSubnetName": self.node_subnet_name,
+                "proxyOnlySubnetName": self.proxy_only_subnet_name,
+            }
+        )

@@ -1,0 +1,236 @@
+"""The `platform` and `queues` blocks of the stack config and their rules.
+
+`platform`: the controllers installed by Helm (JobSet, Kueue, LeaderWorkerSet, the slice
+controller). `queues`: the Kueue objects of dynamic slicing and the priority levels workloads
+name (`low`, `medium`, `high`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from components.config_base import EXACT_VERSION, QUANTITY, Problems, is_k8s_name, setting, snake
+from components.gcp.config import TpuConfig
+from components.tpu import topology
+
+PRIORITY_LEVELS = ("low", "medium", "high")  # the keys of queues.priorityClasses, lowest first
+
+
+@dataclass(frozen=True)
+class HelmChartConfig:
+    chart: str = setting(doc="Chart reference (oci://... or https://...).")
+    version: str = setting(doc="Exact chart version (no ranges, no floating tags).")
+    namespace: str = setting(doc="Namespace of the release.")
+
+
+@dataclass(frozen=True)
+class ResourceListConfig:
+    cpu: str = setting(doc="CPU quantity.")
+    memory: str = setting(doc="Memory quantity.")
+
+
+@dataclass(frozen=True)
+class KueueControllerConfig:
+    replicas: int = setting(2, "Kueue controller replicas (leader election keeps one active).")
+    requests: ResourceListConfig = setting(ResourceListConfig(cpu="2", memory="4Gi"), "Kueue controller requests.")
+    limits: ResourceListConfig = setting(ResourceListConfig(cpu="4", memory="8Gi"), "Kueue controller limits.")
+
+
+@dataclass(frozen=True)
+class SliceControllerConfig:
+    namespace: str = setting("slice-controller-system", "Namespace of the Kueue slice controller release.")
+    image: str = setting("tpuongke/kueue-slice-controller", "Slice controller image repository.")
+    tag: str = setting("v0.8.0-200", "Image tag.")
+    digest: str = setting("", "Optional sha256 digest; when set the image is pulled by digest.")
+    replicas: int = setting(1, "Controller replicas.")
+
+
+@dataclass(frozen=True)
+class PlatformConfig:
+    jobset: HelmChartConfig = setting(
+        HelmChartConfig("oci://registry.k8s.io/jobset/charts/jobset", "0.11.1", "jobset-system"), "JobSet chart."
+    )
+    kueue: HelmChartConfig = setting(
+        HelmChartConfig("oci://registry.k8s.io/kueue/charts/kueue", "0.17.4", "kueue-system"), "Kueue chart."
+    )
+    kueue_controller: KueueControllerConfig = setting(KueueControllerConfig(), "Kueue controller sizing.")
+    leader_worker_set: HelmChartConfig = setting(
+        HelmChartConfig("oci://registry.k8s.io/lws/charts/lws", "0.8.0", "lws-system"),
+        "LeaderWorkerSet chart (its webhook service is hard-coded to lws-system).",
+    )
+    slice_controller: SliceControllerConfig = setting(
+        SliceControllerConfig(), "Kueue slice controller, from the local chart manifests/charts/slice-controller."
+    )
+
+
+@dataclass(frozen=True)
+class PriorityClassConfig:
+    name: str = setting(doc="WorkloadPriorityClass name.")
+    value: int = setting(doc="Priority value; higher preempts lower.")
+
+
+@dataclass(frozen=True)
+class PriorityClassesConfig:
+    low: PriorityClassConfig = setting(PriorityClassConfig("low-priority-1000", 1000), "Low priority (checks).")
+    medium: PriorityClassConfig = setting(PriorityClassConfig("medium-priority-2000", 2000), "Medium priority.")
+    high: PriorityClassConfig = setting(PriorityClassConfig("high-priority-3000", 3000), "High priority (serving).")
+
+    def levels(self) -> list[tuple[str, PriorityClassConfig]]:
+        """(level, class) from the lowest to the highest priority."""
+        return [(level, getattr(self, level)) for level in PRIORITY_LEVELS]
+
+
+@dataclass(frozen=True)
+class QueuesConfig:
+    topology_name: str = setting("slice-topology", "Kueue Topology name.")
+    resource_flavor_name: str = setting("slice-rf", "Kueue ResourceFlavor name.")
+    admission_check_name: str = setting("ac", "Kueue AdmissionCheck name (controller accelerator.gke.io/slice).")
+    cluster_queue_name: str = setting("cq", "Kueue ClusterQueue name.")
+    local_queue_name: str = setting("lq", "LocalQueue name in each workload namespace.")
+    namespaces: list[str] = setting(["llm-d-pd-disaggregation"], "Workload namespaces, each with a LocalQueue.")
+    priority_classes: PriorityClassesConfig = setting(PriorityClassesConfig(), "WorkloadPriorityClasses.")
+
+    def priority_class(self, level: str) -> PriorityClassConfig:
+        """The class of a priority level (``low``, ``medium``, ``high``)."""
+        if level not in PRIORITY_LEVELS:
+            raise ValueError(f"{level!r} is not a priority level; use one of {', '.join(PRIORITY_LEVELS)}")
+        priority: PriorityClassConfig = getattr(self.priority_classes, level)
+        return priority
+
+    @property
+    def priority_class_names(self) -> list[str]:
+        return [priority.name for _, priority in self.priority_classes.levels()]
+
+
+# --- Rules -----------------------------------------------------------------------------
+
+
+def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
+    charts = (("jobset", platform.jobset), ("kueue", platform.kueue), ("leaderWorkerSet", platform.leader_worker_set))
+    for key, chart in charts:
+        prefix = f"platform.{key}"
+        if not chart.chart.startswith(("oci://", "https://")):
+            problems.add(
+                f"{prefix}.chart",
+                f"{chart.chart!r} is not an oci:// or https:// chart reference",
+                "use the chart's published URL",
+            )
+        if not EXACT_VERSION.match(chart.version):
+            problems.add(
+                f"{prefix}.version", f"{chart.version!r} is not an exact version", "pin a released version such as 0.11.1"
+            )
+        if not is_k8s_name(chart.namespace):
+            problems.add(f"{prefix}.namespace", f"{chart.namespace!r} is not a namespace name", "use a DNS-1123 label")
+    if platform.leader_worker_set.namespace != "lws-system":
+        problems.add(
+            "platform.leaderWorkerSet.namespace",
+            "the LWS chart hard-codes its webhook service in lws-system",
+            "set lws-system",
+        )
+    slice_controller = platform.slice_controller
+    if slice_controller.digest and not re.match(r"^sha256:[0-9a-f]{64}$", slice_controller.digest):
+        problems.add(
+            "platform.sliceController.digest",
+            "is not sha256:<64 hex digits>",
+            "copy the digest from the registry, or leave it empty",
+        )
+    if slice_controller.replicas < 1:
+        problems.add("platform.sliceController.replicas", f"{slice_controller.replicas} runs no controller", "use 1 or more")
+    if not is_k8s_name(slice_controller.namespace):
+        problems.add(
+            "platform.sliceController.namespace",
+            f"{slice_controller.namespace!r} is not a namespace name",
+            "use a DNS-1123 label",
+        )
+    controller = platform.kueue_controller
+    if controller.replicas < 1:
+        problems.add("platform.kueueController.replicas", f"{controller.replicas} runs no controller", "use 1 or more")
+    for group in ("requests", "limits"):
+        for resource in ("cpu", "memory"):
+            value = getattr(getattr(controller, group), resource)
+            if not QUANTITY.match(value):
+                problems.add(
+                    f"platform.kueueController.{group}.{resource}",
+                    f"{value!r} is not a Kubernetes quantity",
+                    "write e.g. 2, 500m or 4Gi",
+                )
+
+
+def validate_queues(queues: QueuesConfig, problems: Problems) -> None:
+    for key in ("topologyName", "resourceFlavorName", "admissionCheckName", "clusterQueueName", "localQueueName"):
+        value = getattr(queues, snake(key))
+        if not is_k8s_name(value):
+            problems.add(
+                f"queues.{key}", f"{value!r} is not a Kubernetes object name", "use lowercase letters, digits and hyphens"
+            )
+    if not queues.namespaces:
+        problems.add("queues.namespaces", "is empty", "list at least one workload namespace")
+    for i, namespace in enumerate(queues.namespaces):
+        if not is_k8s_name(namespace):
+            problems.add(
+                f"queues.namespaces[{i}]",
+                f"{namespace!r} is not a namespace name",
+                "use a DNS-1123 label of at most 63 characters",
+            )
+    if len(set(queues.namespaces)) != len(queues.namespaces):
+        problems.add("queues.namespaces", "lists a namespace twice", "list each namespace once")
+    levels = queues.priority_classes.levels()
+    for level, priority in levels:
+        if not is_k8s_name(priority.name):
+            problems.add(
+                f"queues.priorityClasses.{level}.name",
+                f"{priority.name!r} is not a Kubernetes object name",
+                "use lowercase letters, digits and hyphens",
+            )
+    for (lower, low), (higher, high) in zip(levels, levels[1:]):
+        if low.value >= high.value:
+            problems.add(
+                f"queues.priorityClasses.{higher}.value",
+                f"{high.value} is not above {lower} ({low.value}), so it could not preempt it",
+                f"set a value above {low.value}",
+            )
+
+
+# --- Builder input of the Kueue objects ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KueueInput:
+    """What the Kueue objects are built from: the queues block and what the TPU pools decide."""
+
+    topology_name: str
+    resource_flavor_name: str
+    admission_check_name: str
+    cluster_queue_name: str
+    local_queue_name: str
+    namespaces: tuple[str, ...]
+    levels: tuple[str, ...]  # node labels of the Topology, coarsest first
+    accelerator_label: str  # the ResourceFlavor's node label value
+    quota: tuple[tuple[str, str], ...]  # (resource, nominal quota): what the TPU pools hold
+    priority_classes: tuple[tuple[str, int], ...]  # (name, value), lowest first
+
+
+def cluster_quota(tpu: TpuConfig) -> dict[str, str]:
+    """Nominal quota = what the TPU pools really hold (the reference used 999999)."""
+    machine = tpu.machine
+    return {
+        topology.TPU_RESOURCE: str(tpu.total_chips),
+        "cpu": str(machine.vcpus_per_host * tpu.total_nodes),
+        "memory": f"{machine.memory_bytes_per_host * tpu.total_nodes // topology.GB}G",
+    }
+
+
+def kueue_input(queues: QueuesConfig, tpu: TpuConfig) -> KueueInput:
+    return KueueInput(
+        topology_name=queues.topology_name,
+        resource_flavor_name=queues.resource_flavor_name,
+        admission_check_name=queues.admission_check_name,
+        cluster_queue_name=queues.cluster_queue_name,
+        local_queue_name=queues.local_queue_name,
+        namespaces=tuple(queues.namespaces),
+        levels=tuple(topology.kueue_topology_levels(tpu.shapes)),
+        accelerator_label=tpu.machine.accelerator_label,
+        quota=tuple(cluster_quota(tpu).items()),
+        priority_classes=tuple((p.name, p.value) for _, p in queues.priority_classes.levels()),
+    )

@@ -1,0 +1,41 @@
+"""Kueue queueing for TPU7x dynamic slicing: workload namespaces and the Kueue objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.platform.kueue_objects import KueueObjects
+
+
+@dataclass(frozen=True)
+class QueuesArgs:
+    provider: k8s.Provider
+    kueue_release: pulumi.Resource
+    namespaces: list[str]
+    objects: KueueObjects
+
+
+class KueueQueues(pulumi.ComponentResource):
+    def __init__(self, name: str, args: QueuesArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-gke:k8s:KueueQueues", name, None, opts)
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        self._namespaces = {
+            namespace: k8s.core.v1.Namespace(namespace, metadata={"name": namespace}, opts=on_cluster)
+            for namespace in args.namespaces
+        }
+        self.namespaces = list(self._namespaces.values())
+        # Created only once the Kueue release is ready: its CRDs exist and its webhooks serve.
+        self.objects = k8s.yaml.v2.ConfigGroup(
+            "kueue-objects",
+            objs=args.objects.all,
+            opts=pulumi.ResourceOptions.merge(
+                on_cluster, pulumi.ResourceOptions(depends_on=[args.kueue_release, *self.namespaces])
+            ),
+        )
+        self.register_outputs({"namespaces": args.namespaces})
+
+    def namespace(self, name: str) -> k8s.core.v1.Namespace:
+        return self._namespaces[name]

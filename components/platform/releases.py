@@ -1,0 +1,117 @@
+"""In-cluster controllers as Helm releases: JobSet, Kueue, LeaderWorkerSet and the slice controller."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components.manifests import load_documents
+from components.platform.config import HelmChartConfig, KueueControllerConfig, SliceControllerConfig
+
+# Relative to the project folder, where Pulumi runs the program (keeps renders machine-independent).
+SLICE_CONTROLLER_CHART = "./manifests/charts/slice-controller"
+
+# Helm waits for the release's workloads (and so its webhooks) to be ready, up to this long.
+RELEASE_TIMEOUT_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class PlatformArgs:
+    provider: k8s.Provider
+    jobset: HelmChartConfig
+    kueue: HelmChartConfig | None  # None: this stack queues nothing (no dynamic slicing)
+    kueue_controller: KueueControllerConfig
+    leader_worker_set: HelmChartConfig | None
+    slice_controller: SliceControllerConfig | None
+
+
+class ClusterPlatform(pulumi.ComponentResource):
+    def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-gke:k8s:ClusterPlatform", name, None, opts)
+        self._provider = args.provider
+        self.release_versions: dict[str, str] = {}  # release name -> chart version
+        self.jobset = self._release("jobset", args.jobset, {})
+        self.kueue = self._release("kueue", args.kueue, kueue_values(args.kueue_controller)) if args.kueue else None
+        self.leader_worker_set = self._release("lws", args.leader_worker_set, {}) if args.leader_worker_set else None
+        self.slice_controller = None
+        if args.slice_controller:
+            # Its webhooks mutate Jobs, JobSets and LWS for Kueue: those controllers come first.
+            self.slice_controller = self._release(
+                "slice-controller",
+                HelmChartConfig(SLICE_CONTROLLER_CHART, _chart_version(), args.slice_controller.namespace),
+                slice_controller_values(args.slice_controller),
+                depends_on=[r for r in (self.jobset, self.kueue, self.leader_worker_set) if r is not None],
+            )
+        self.register_outputs({"releaseVersions": self.release_versions})
+
+    def _release(
+        self, release_name: str, chart: HelmChartConfig, values: dict, depends_on: list | None = None
+    ) -> k8s.helm.v3.Release:
+        release = helm_release(
+            release_name,
+            release_name,
+            chart,
+            values,
+            pulumi.ResourceOptions(parent=self, provider=self._provider, depends_on=depends_on),
+            create_namespace=True,
+        )
+        self.release_versions[release_name] = chart.version
+        return release
+
+
+def helm_release(
+    resource_name: str,
+    release_name: str,
+    chart: HelmChartConfig,
+    values: dict,
+    opts: pulumi.ResourceOptions,
+    create_namespace: bool = False,
+) -> k8s.helm.v3.Release:
+    """A pinned release that Helm rolls back on failure and waits for until its workloads are ready."""
+    return k8s.helm.v3.Release(
+        resource_name,
+        name=release_name,
+        chart=chart.chart,
+        version=chart.version,
+        namespace=chart.namespace,
+        create_namespace=create_namespace,
+        values=values,
+        atomic=True,
+        cleanup_on_fail=True,
+        timeout=RELEASE_TIMEOUT_SECONDS,
+        opts=opts,
+    )
+
+
+def kueue_values(controller: KueueControllerConfig) -> dict:
+    (configuration,) = load_documents("kueue/controller-config.yaml")
+    return {
+        "controllerManager": {
+            "replicas": controller.replicas,
+            "manager": {
+                "resources": {
+                    "requests": {"cpu": controller.requests.cpu, "memory": controller.requests.memory},
+                    "limits": {"cpu": controller.limits.cpu, "memory": controller.limits.memory},
+                }
+            },
+            "podDisruptionBudget": {"enabled": controller.replicas > 1, "minAvailable": 1},
+        },
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(configuration, sort_keys=False)},
+    }
+
+
+def _chart_version() -> str:
+    (chart,) = load_documents("charts/slice-controller/Chart.yaml")
+    return str(chart["version"])
+
+
+def slice_controller_values(controller: SliceControllerConfig) -> dict:
+    return {
+        # Helm creates the namespace (create_namespace); the chart must not own it as well.
+        "createNamespace": False,
+        "replicas": controller.replicas,
+        "image": {"repository": controller.image, "tag": controller.tag, "digest": controller.digest},
+    }

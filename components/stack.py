@@ -1,0 +1,192 @@
+"""The stack's one typed configuration: every block composed, parsed, validated and built once.
+
+The root of the config: no block module imports it. Each block (components/<concern>/config.py)
+declares its settings and rules; this module runs every rule at once, so a bad stack fails with
+one ``ConfigError`` listing every problem before any resource is registered. A valid stack is
+then built once into a ``Stack``: the config plus the manifests of every enabled workload, which
+the post-build checks and the components (through components/wiring.py) share.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import typing
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from components import naming
+from components.config_base import NAMESPACE, ConfigError, Problem, Problems, camel, parse_object, setting
+from components.gcp import config as gcp_config
+from components.platform import config as platform_config
+from components.platform.kueue_objects import KueueObjects, kueue_objects
+from components.tpu.admission import AdmissionPlan, CapacityReport, SliceWorkload
+from components.workloads.saxml import config as saxml_config
+from components.workloads.saxml.objects import SaxmlObjects, saxml_objects
+from components.workloads.serving import config as serving_config
+from components.workloads.serving.objects import ServingObjects, leaderworkerset_problems, serving_objects
+from components.workloads.slice_checks import config as checks_config
+from components.workloads.slice_checks.objects import SliceChecksObjects, slice_checks_objects
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    project: str = setting(doc="Google Cloud project ID.")
+    region: str = setting("us-central1", "Region of the cluster, network and workload policy.")
+    network: gcp_config.NetworkConfig = setting(gcp_config.NetworkConfig(), "VPC and subnets.")
+    cluster: gcp_config.ClusterConfig = setting(gcp_config.ClusterConfig(), "GKE cluster.")
+    tpu: gcp_config.TpuConfig = setting(gcp_config.TpuConfig(), "TPU capacity.")
+    platform: platform_config.PlatformConfig = setting(platform_config.PlatformConfig(), "In-cluster controllers installed by Helm.")
+    queues: platform_config.QueuesConfig = setting(
+        platform_config.QueuesConfig(), "Kueue queueing for dynamic slicing (TPU7x only)."
+    )
+    checks: checks_config.ChecksConfig = setting(
+        checks_config.ChecksConfig(), "JAX slice-check JobSets proving sub- and super-slicing."
+    )
+    serving: serving_config.ServingConfig = setting(
+        serving_config.ServingConfig(), "P/D-disaggregated vLLM serving on TPU7x sub-slices."
+    )
+    saxml: saxml_config.SaxmlConfig = setting(saxml_config.SaxmlConfig(), "Saxml on multi-host TPU v5e (the saxml stack).")
+
+    # The questions __main__ and the tools ask of the whole stack.
+
+    def enabled_checks(self) -> dict[str, checks_config.SliceCheckConfig]:
+        return checks_config.enabled_checks(self.checks, self.tpu)
+
+    def slice_workloads(self) -> list[SliceWorkload]:
+        """The slice demand of every enabled workload, for the admission plan."""
+        served = serving_config.serving_workloads(self.serving, self.queues) if self.serving.enabled else []
+        return served + checks_config.check_workloads(self.checks, self.tpu, self.queues)
+
+    def admission_plan(self) -> AdmissionPlan:
+        return AdmissionPlan(self.tpu.cubes, tuple(self.slice_workloads()))
+
+    def capacity_report(self) -> CapacityReport:
+        return self.tpu.capacity_report()
+
+    def reservation_path(self, pool: gcp_config.TpuPoolConfig) -> str | None:
+        return self.tpu.reservation_path(pool, self.project)
+
+    @property
+    def tpu_zone_is_ai_zone(self) -> bool:
+        return self.tpu.zone_is_ai_zone(self.region)
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A validated stack: its config and the manifests of every enabled workload, built once."""
+
+    config: StackConfig
+    kueue: KueueObjects | None  # None: no dynamic slicing, so nothing is queued
+    checks: SliceChecksObjects | None
+    serving: ServingObjects | None
+    saxml: SaxmlObjects | None
+
+
+# --- Parsing, validation and the build ---------------------------------------------------
+
+
+def load(raw: Mapping[str, Any]) -> Stack:
+    """Parse, validate and build a mapping of top-level key -> value (objects already decoded)."""
+    problems = Problems()
+    config = parse_object(StackConfig, raw, "", problems)
+    _validate(config, problems)
+    if problems.items:
+        raise ConfigError(problems.items)
+    stack = _build(config)
+    _check_built(stack, problems)
+    if problems.items:
+        raise ConfigError(problems.items)
+    return stack
+
+
+def parse(raw: Mapping[str, Any]) -> StackConfig:
+    """The validated config of ``raw`` (see ``load``)."""
+    return load(raw).config
+
+
+def load_pulumi_values(values: Mapping[str, str]) -> Stack:
+    """Load config as Pulumi hands it over: ``<namespace>:<key>`` -> string (JSON for objects)."""
+    prefix = f"{NAMESPACE}:"
+    raw: dict[str, Any] = {}
+    hints = typing.get_type_hints(StackConfig)
+    bad_json: list[Problem] = []
+    for full_key, text in values.items():
+        if not full_key.startswith(prefix):
+            continue
+        key = full_key[len(prefix) :]
+        field_name = next((f.name for f in dataclasses.fields(StackConfig) if camel(f.name) == key), None)
+        if field_name and hints[field_name] is not str and isinstance(text, str):
+            try:
+                raw[key] = json.loads(text)
+            except json.JSONDecodeError:
+                bad_json.append(
+                    Problem(key, "is not valid structured config", "write it as a YAML mapping in the stack file")
+                )
+                continue
+        else:
+            raw[key] = text
+    try:
+        stack = load(raw)
+    except ConfigError as error:
+        raise ConfigError(bad_json + error.problems) from None
+    if bad_json:
+        raise ConfigError(bad_json)
+    return stack
+
+
+def parse_pulumi_values(values: Mapping[str, str]) -> StackConfig:
+    return load_pulumi_values(values).config
+
+
+def load_from_pulumi() -> Stack:
+    """Read this project's config from the running Pulumi program and load it."""
+    from pulumi.runtime import config as runtime_config
+
+    values = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    return load_pulumi_values(values)
+
+
+def _validate(config: StackConfig, problems: Problems) -> None:
+    """Every block's rules, each given the blocks it reads."""
+    _validate_project(config.project, config.region, problems)
+    gcp_config.validate_network(config.network, problems)
+    gcp_config.validate_cluster(config.cluster, config.tpu, problems)
+    gcp_config.validate_tpu(config.tpu, config.region, problems)
+    platform_config.validate_platform(config.platform, problems)
+    platform_config.validate_queues(config.queues, problems)
+    checks_config.validate_checks(config.checks, config.tpu, config.queues, problems)
+    serving_config.validate_serving(config.serving, config.tpu, config.queues, config.project, problems)
+    saxml_config.validate_saxml(config.saxml, config.tpu, config.project, problems)
+
+
+def _validate_project(project: str, region: str, problems: Problems) -> None:
+    if problem := naming.project_id_problem(project):
+        problems.add("project", problem, "set the ID of your Google Cloud project")
+    if not re.match(r"^[a-z]+-[a-z]+\d+$", region):
+        problems.add("region", f"{region!r} is not a region name", "use a region such as us-central1")
+
+
+def _build(config: StackConfig) -> Stack:
+    """Each enabled workload's block -> its builder input -> its manifests, once."""
+    tpu, queues = config.tpu, config.queues
+    checks = checks_config.slice_checks_input(config.checks, tpu, queues)
+    return Stack(
+        config=config,
+        kueue=kueue_objects(platform_config.kueue_input(queues, tpu)) if tpu.dynamic_slicing else None,
+        checks=slice_checks_objects(checks) if checks.checks else None,
+        serving=(
+            serving_objects(serving_config.serving_input(config.serving, tpu, queues, config.project))
+            if config.serving.enabled
+            else None
+        ),
+        saxml=saxml_objects(saxml_config.saxml_input(config.saxml, tpu, config.project)) if config.saxml.enabled else None,
+    )
+
+
+def _check_built(stack: Stack, problems: Problems) -> None:
+    """The rules that read the built manifests (the serving rules on the rendered LeaderWorkerSets)."""
+    if stack.serving is not None:
+        for problem in leaderworkerset_problems(stack.serving.leaderworkersets, stack.config.tpu.machine):
+            problems.add("serving", problem, "report this: the LeaderWorkerSets contradict the serving config")

@@ -1,0 +1,111 @@
+"""What the TPU capacity holds, and which TPU7x slice workloads Kueue can admit at the same time.
+
+Pure Python (no Pulumi). A workload asks for ``slices`` slices of one shape, all at once (Kueue
+admits a JobSet or an LWS group as a gang). Capacity is counted in 4x4x4 cubes:
+
+* a super-slice takes whole cubes (``cubes_in(shape)`` each);
+* sub-slices pack into cubes. The sub-slice shapes (2x2x1 ... 2x4x4) are nested partitions of a
+  cube whose chip counts are powers of two dividing 64, so packing them largest first never
+  wastes a cube: ``ceil(chips / 64)`` cubes hold any mix of them.
+
+Within one ClusterQueue a higher-priority workload preempts lower ones
+(``withinClusterQueue: LowerPriority``); at equal priority the later one waits in the queue.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from components.tpu.topology import CUBE, Shape, cubes_in, is_sub_slice, is_super_slice
+
+
+@dataclass(frozen=True)
+class SliceWorkload:
+    """One workload's slice demand, named after the config key that declares it."""
+
+    key: str
+    shape: Shape
+    slices: int
+    priority_name: str
+    priority: int
+
+    @property
+    def chips(self) -> int:
+        return self.shape.chips * self.slices
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.slices} x {self.shape}, {self.priority_name})"
+
+
+def cubes_needed(workloads: list[SliceWorkload]) -> int:
+    """Cubes that hold every one of ``workloads`` at once."""
+    whole_cubes = sum(w.slices * cubes_in(w.shape) for w in workloads if is_super_slice(w.shape))
+    sub_slice_chips = sum(w.chips for w in workloads if is_sub_slice(w.shape))
+    return whole_cubes + math.ceil(sub_slice_chips / CUBE.chips)
+
+
+def never_admitted_problem(workload: SliceWorkload, cubes: int) -> str | None:
+    """Why ``workload`` could never be admitted on ``cubes`` cubes, even alone; or None."""
+    needed = cubes_needed([workload])
+    if needed <= cubes:
+        return None
+    return (
+        f"{workload.slices} x {workload.shape} ({workload.chips} chips) needs {needed} cube(s) of {CUBE} "
+        f"at once; the stack has {cubes} ({cubes * CUBE.chips} chips), so Kueue would never admit it"
+    )
+
+
+@dataclass(frozen=True)
+class AdmissionPlan:
+    """What runs together on ``cubes`` cubes: the preview-time report of the enabled workloads."""
+
+    cubes: int
+    workloads: tuple[SliceWorkload, ...]
+
+    @property
+    def all_fit(self) -> bool:
+        return cubes_needed(list(self.workloads)) <= self.cubes
+
+    def conflicts(self) -> list[tuple[SliceWorkload, SliceWorkload]]:
+        """Pairs that cannot hold their slices at the same time, the higher priority first."""
+        pairs = []
+        for first, second in itertools.combinations(self.workloads, 2):
+            if cubes_needed([first, second]) > self.cubes:
+                pairs.append((first, second) if first.priority >= second.priority else (second, first))
+        return pairs
+
+    def lines(self) -> list[str]:
+        if not self.workloads:
+            return ["no slice workloads enabled"]
+        used = cubes_needed(list(self.workloads))
+        lines = [f"{w}: {cubes_needed([w])} cube(s) alone" for w in self.workloads]
+        if self.all_fit:
+            return lines + [f"all run at the same time: {used} of {self.cubes} cube(s)"]
+        lines.append(f"not all at once: together they need {used} cube(s), the stack has {self.cubes}")
+        for higher, lower in self.conflicts():
+            if higher.priority > lower.priority:
+                lines.append(f"{higher.key} preempts {lower.key} (priority {higher.priority} > {lower.priority})")
+            else:
+                lines.append(f"{higher.key} and {lower.key} queue behind each other (equal priority {higher.priority})")
+        return lines
+
+
+@dataclass(frozen=True)
+class CapacityReport:
+    """What the configured TPU pools hold: nodes, chips, cubes and slices of each shape at once."""
+
+    machine_type: str
+    pools: int
+    nodes: int
+    chips: int
+    cubes: int
+    slices_that_fit: dict[str, int]
+
+    def lines(self) -> list[str]:
+        head = f"{self.pools} pool(s) of {self.machine_type}: {self.nodes} nodes, {self.chips} chips"
+        if not self.cubes:
+            return [head]
+        fits = ", ".join(f"{count} x {shape}" for shape, count in self.slices_that_fit.items())
+        return [f"{head}, {self.cubes} cube(s) of {CUBE}", f"slices that fit at once: {fits or 'none configured'}"]

@@ -1,0 +1,182 @@
+"""Maps the validated stack onto each component's typed args, and decides what each waits for.
+
+The one module that sees the whole stack and every layer: components and builders stay testable
+without a StackConfig, and no block imports the root. One function per component, in the order
+of the deployment.
+"""
+
+from __future__ import annotations
+
+import pulumi
+
+from components.gcp.cluster import Cluster, ClusterArgs
+from components.gcp.network import Network, NetworkArgs
+from components.gcp.project_services import ProjectServicesArgs
+from components.gcp.tpu_capacity import TpuCapacityArgs, TpuPoolArgs
+from components.platform.config import HelmChartConfig
+from components.platform.queues import KueueQueues, QueuesArgs
+from components.platform.releases import ClusterPlatform, PlatformArgs
+from components.stack import Stack
+from components.workloads.saxml.component import SaxmlArgs
+from components.workloads.saxml.config import bucket_name as sax_bucket_name
+from components.workloads.serving.component import ServingArgs
+from components.workloads.serving.config import weights_bucket_name
+from components.workloads.slice_checks.component import SliceChecksArgs
+
+# --- Google Cloud -----------------------------------------------------------------------
+
+
+def project_services_args(stack: Stack) -> ProjectServicesArgs:
+    config = stack.config
+    return ProjectServicesArgs(project=config.project, enable_ai_zones=config.tpu_zone_is_ai_zone)
+
+
+def network_args(stack: Stack) -> NetworkArgs:
+    config = stack.config
+    network = config.network
+    return NetworkArgs(
+        project=config.project,
+        region=config.region,
+        prefix=network.prefix,
+        mtu=network.mtu,
+        node_cidr=network.node_cidr,
+        pod_cidr=network.pod_cidr,
+        service_cidr=network.service_cidr,
+        proxy_only_cidr=network.proxy_only_cidr,
+    )
+
+
+def cluster_args(stack: Stack, network: Network) -> ClusterArgs:
+    config = stack.config
+    cluster = config.cluster
+    return ClusterArgs(
+        project=config.project,
+        region=config.region,
+        name=cluster.name,
+        version=cluster.version,
+        release_channel=cluster.release_channel,
+        deletion_protection=cluster.deletion_protection,
+        slice_controller=config.tpu.dynamic_slicing,
+        network=network.vpc.id,
+        subnetwork=network.node_subnet.id,
+        pods_range_name=network.pods_range_name,
+        services_range_name=network.services_range_name,
+        system_machine_type=cluster.system_pool.machine_type,
+        system_nodes_per_zone=cluster.system_pool.nodes_per_zone,
+        node_service_account_id=cluster.node_account_id,
+        maintenance_window=cluster.maintenance_window,
+        maintenance_exclusions=cluster.maintenance_exclusions,
+    )
+
+
+def tpu_capacity_args(stack: Stack, cluster: Cluster) -> TpuCapacityArgs:
+    config = stack.config
+    tpu = config.tpu
+    return TpuCapacityArgs(
+        project=config.project,
+        region=config.region,
+        zone=tpu.zone,
+        machine=tpu.machine,
+        cluster_name=cluster.name,
+        node_service_account_email=cluster.node_service_account_email,
+        workload_policy_name=tpu.workload_policy_name,
+        pools=[
+            TpuPoolArgs(
+                name=pool.name,
+                topology=pool.topology,
+                node_count=pool.node_count,
+                reservation_path=config.reservation_path(pool),
+            )
+            for pool in tpu.pools
+        ],
+        protect_pools=tpu.protect_pools,
+    )
+
+
+# --- Cluster platform -------------------------------------------------------------------
+
+
+def platform_args(stack: Stack, cluster: Cluster) -> PlatformArgs:
+    config = stack.config
+    platform = config.platform
+    slicing = config.tpu.dynamic_slicing
+    return PlatformArgs(
+        provider=cluster.provider,
+        jobset=platform.jobset,
+        kueue=platform.kueue if slicing else None,
+        kueue_controller=platform.kueue_controller,
+        leader_worker_set=platform.leader_worker_set if slicing else None,
+        slice_controller=platform.slice_controller if slicing else None,
+    )
+
+
+def queues_args(stack: Stack, cluster: Cluster, platform: ClusterPlatform) -> QueuesArgs:
+    assert stack.kueue is not None and platform.kueue is not None, "queues exist only with dynamic slicing"
+    return QueuesArgs(
+        provider=cluster.provider,
+        kueue_release=platform.kueue,
+        namespaces=list(stack.config.queues.namespaces),
+        objects=stack.kueue,
+    )
+
+
+# --- Workloads --------------------------------------------------------------------------
+
+
+def slice_checks_args(
+    stack: Stack, cluster: Cluster, platform: ClusterPlatform, queues: KueueQueues
+) -> SliceChecksArgs:
+    assert stack.checks is not None and platform.slice_controller is not None
+    # The slice controller's webhooks and the LocalQueue first: a JobSet created before them is
+    # never suspended by Kueue, and its pods never get their slice.
+    return SliceChecksArgs(
+        provider=cluster.provider,
+        objects=stack.checks,
+        after=[platform.slice_controller, queues.objects, *queues.namespaces],
+    )
+
+
+def serving_args(stack: Stack, cluster: Cluster, platform: ClusterPlatform, queues: KueueQueues) -> ServingArgs:
+    config = stack.config
+    serving = config.serving
+    assert stack.serving is not None
+    assert platform.leader_worker_set is not None and platform.slice_controller is not None
+    return ServingArgs(
+        project=config.project,
+        region=config.region,
+        bucket_name=weights_bucket_name(serving, config.project),
+        create_bucket=serving.weights_bucket.create,
+        protect_bucket=serving.weights_bucket.protect,
+        namespace=serving.namespace,
+        hf_token=serving.hf_token,
+        router=HelmChartConfig(serving.router.chart, serving.router.version, serving.namespace),
+        inference_pool_crds_version=serving.inference_pool_crds.version if serving.inference_pool_crds.install else None,
+        objects=stack.serving,
+        provider=cluster.provider,
+        # The namespace and its LocalQueue, then the LWS controller and the slice controller's webhooks.
+        namespace_ready=[queues.namespace(serving.namespace), queues.objects],
+        platform_ready=[platform.leader_worker_set, platform.slice_controller],
+    )
+
+
+def saxml_args(stack: Stack, cluster: Cluster, platform: ClusterPlatform) -> SaxmlArgs:
+    config = stack.config
+    saxml = config.saxml
+    assert stack.saxml is not None
+    return SaxmlArgs(
+        project=config.project,
+        region=config.region,
+        bucket_name=sax_bucket_name(saxml, config.project),
+        protect_bucket=saxml.protect_bucket,
+        google_service_account_id=saxml.google_service_account_id,
+        namespace=saxml.namespace,
+        service_account_name=saxml.service_account_name,
+        objects=stack.saxml,
+        provider=cluster.provider,
+        jobset_release=platform.jobset,  # serves the JobSet CRD and webhook
+    )
+
+
+def after(*resources: pulumi.Resource) -> pulumi.ResourceOptions:
+    """Options of a component that waits on ``resources`` (its children inherit the wait)."""
+    return pulumi.ResourceOptions(depends_on=list(resources))

@@ -1,0 +1,1 @@
+"""The saxml workload: config.py, rules.py, objects.py and component.py."""

@@ -1,0 +1,190 @@
+"""The `saxml` block of the stack config: Saxml on multi-host TPU v5e, its rules and builder input."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+from components import naming
+from components.config_base import Problems, image_pin_problem, is_k8s_name, setting
+from components.gcp.config import TpuConfig
+from components.tpu import sizing, topology
+from components.workloads.saxml import rules
+
+_SAX_CELL = re.compile(r"^/sax/[A-Za-z0-9_-]+$")
+
+# Image tags as pinned in the GKE multi-host Saxml tutorial (the HTTP server is one release
+# behind the others there). Not checked against the registry from here; pin by digest once pulled.
+IMAGE_REPOSITORY = "us-docker.pkg.dev/cloud-tpu-images/inference"
+ADMIN_IMAGE = f"{IMAGE_REPOSITORY}/sax-admin-server:v1.1.0"
+MODEL_SERVER_IMAGE = f"{IMAGE_REPOSITORY}/sax-model-server:v1.1.0"
+HTTP_IMAGE = f"{IMAGE_REPOSITORY}/sax-http:v1.0.0"
+
+# --platform_chip of the Saxml model server for each machine type it can serve on here.
+PLATFORM_CHIPS = {"ct5lp-hightpu-4t": "tpuv5e"}
+
+
+@dataclass(frozen=True)
+class SaxmlModelConfig:
+    parameters_billions: float = setting(175, "Parameters of the largest model a slice serves, in billions (the sizing check).")
+    precision: str = setting("bf16", f"Weight precision: {sizing.DTYPES_TEXT}.")
+
+
+@dataclass(frozen=True)
+class SaxmlHttpConfig:
+    source_ranges: list[str] = setting(
+        [], "CIDR ranges allowed to reach the HTTP load balancer (required: /publish has no authentication)."
+    )
+    external: bool = setting(False, "Expose the HTTP server on an external load balancer instead of an internal one.")
+
+
+@dataclass(frozen=True)
+class SaxmlConfig:
+    enabled: bool = setting(False, "Deploy a Saxml cell on the TPU v5e pools (one model server per pool).")
+    namespace: str = setting("sax", "Namespace of the Saxml workloads.")
+    bucket_name: str = setting("", "Bucket of the admin server's state; empty means `<project>-sax-admin`.")
+    protect_bucket: bool = setting(True, "Mark the bucket `protect`, so `pulumi destroy` cannot delete the cell's state.")
+    service_account_name: str = setting("sax-sa", "Kubernetes service account of the Saxml pods.")
+    google_service_account_id: str = setting("sax-iam-sa", "Google service account the pods act as (Workload Identity).")
+    sax_cell: str = setting("/sax/test", "Sax cell the servers join.")
+    admin_image: str = setting(ADMIN_IMAGE, "Admin server image (pinned tag or digest).")
+    model_server_image: str = setting(MODEL_SERVER_IMAGE, "Model server image (pinned tag or digest).")
+    http_image: str = setting(HTTP_IMAGE, "HTTP server image (pinned tag or digest).")
+    model: SaxmlModelConfig = setting(SaxmlModelConfig(), "The model the slices must hold.")
+    http: SaxmlHttpConfig = setting(SaxmlHttpConfig(), "The HTTP server's load balancer.")
+
+
+def bucket_name(saxml: SaxmlConfig, project: str) -> str:
+    return saxml.bucket_name or f"{project}-sax-admin"
+
+
+# --- Rules -----------------------------------------------------------------------------
+
+
+def validate_saxml(saxml: SaxmlConfig, tpu: TpuConfig, project: str, problems: Problems) -> None:
+    if not saxml.enabled:
+        return
+    if tpu.machine_type not in PLATFORM_CHIPS:
+        problems.add(
+            "saxml.enabled",
+            f"Saxml here serves on {', '.join(PLATFORM_CHIPS)}, not {tpu.machine_type}",
+            "set tpu.machineType to ct5lp-hightpu-4t or saxml.enabled false",
+        )
+        return
+    _validate_names(saxml, project, problems)
+    _validate_images(saxml, problems)
+    _validate_http(saxml.http, problems)
+    _validate_model_fit(saxml, tpu, problems)
+
+
+def _validate_names(saxml: SaxmlConfig, project: str, problems: Problems) -> None:
+    for key, value in (("namespace", saxml.namespace), ("serviceAccountName", saxml.service_account_name)):
+        if not is_k8s_name(value):
+            problems.add(f"saxml.{key}", f"{value!r} is not a Kubernetes name", "use lowercase letters, digits and hyphens")
+    name = bucket_name(saxml, project)
+    if problem := naming.bucket_name_problem(name):
+        key = "saxml.bucketName" if saxml.bucket_name else "project"
+        problems.add(key, f"bucket name {name!r} is not a valid bucket name: {problem}", "set saxml.bucketName")
+    if problem := naming.service_account_id_problem(saxml.google_service_account_id):
+        problems.add("saxml.googleServiceAccountId", problem, "use a 6-30 character id")
+    if not _SAX_CELL.match(saxml.sax_cell):
+        problems.add("saxml.saxCell", f"{saxml.sax_cell!r} is not a Sax cell", "write /sax/<name>, e.g. /sax/test")
+
+
+def _validate_images(saxml: SaxmlConfig, problems: Problems) -> None:
+    images = (
+        ("adminImage", saxml.admin_image),
+        ("modelServerImage", saxml.model_server_image),
+        ("httpImage", saxml.http_image),
+    )
+    for key, image in images:
+        if problem := image_pin_problem(image):
+            problems.add(f"saxml.{key}", problem, "pin a dated tag or @sha256:<digest>")
+
+
+def _validate_http(http: SaxmlHttpConfig, problems: Problems) -> None:
+    if not http.source_ranges:
+        problems.add(
+            "saxml.http.sourceRanges",
+            "is empty, so every address that reaches the load balancer could publish models",
+            "list the CIDR ranges of the Sax clients",
+        )
+    for i, text in enumerate(http.source_ranges):
+        try:
+            network = ipaddress.ip_network(text)
+        except ValueError as error:
+            problems.add(f"saxml.http.sourceRanges[{i}]", f"{text!r} is not a CIDR range ({error})", "write it as a.b.c.d/n")
+            continue
+        if network.prefixlen == 0:
+            problems.add(
+                f"saxml.http.sourceRanges[{i}]",
+                f"{network} admits everyone to the unauthenticated HTTP API",
+                "list only the clients' ranges",
+            )
+
+
+def _validate_model_fit(saxml: SaxmlConfig, tpu: TpuConfig, problems: Problems) -> None:
+    model = saxml.model
+    if problem := sizing.dtype_problem(model.precision):
+        problems.add("saxml.model.precision", problem, f"use one of {', '.join(sizing.DTYPES)}")
+        return
+    topologies = {pool.topology for pool in tpu.pools}
+    if len(topologies) > 1:
+        problems.add(
+            "tpu.pools",
+            f"Saxml pools have different topologies {sorted(topologies)}",
+            "give every pool the same topology: each runs one model server",
+        )
+        return
+    machine = tpu.machine
+    for text in topologies:
+        shape = topology.try_shape(text)
+        if shape is None or topology.static_slice_problem(shape, machine):
+            return  # reported under tpu.pools
+        if problem := rules.model_fit_problem(model.parameters_billions, model.precision, shape, machine):
+            problems.add(
+                "saxml.model.parametersBillions",
+                problem,
+                "use larger pools (tpu.pools[].topology and nodeCount) or a smaller or quantized model",
+            )
+
+
+# --- Builder input ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SaxmlInput:
+    """What the Saxml objects are built from. ``pools`` is the number of slice node pools (= model servers)."""
+
+    namespace: str
+    bucket_name: str  # the bucket's name, without gs://
+    service_account_name: str
+    admin_image: str
+    model_server_image: str
+    http_image: str
+    pools: int
+    shape: topology.Shape  # the topology of every pool
+    machine: topology.MachineType
+    platform_chip: str  # --platform_chip of the model server
+    sax_cell: str
+    source_ranges: tuple[str, ...]  # CIDRs allowed to reach the HTTP load balancer
+    external: bool  # True: an external load balancer (still limited to the source ranges)
+
+
+def saxml_input(saxml: SaxmlConfig, tpu: TpuConfig, project: str) -> SaxmlInput:
+    return SaxmlInput(
+        namespace=saxml.namespace,
+        bucket_name=bucket_name(saxml, project),
+        service_account_name=saxml.service_account_name,
+        admin_image=saxml.admin_image,
+        model_server_image=saxml.model_server_image,
+        http_image=saxml.http_image,
+        pools=len(tpu.pools),
+        shape=topology.Shape.parse(tpu.pools[0].topology),
+        machine=tpu.machine,
+        platform_chip=PLATFORM_CHIPS[tpu.machine_type],
+        sax_cell=saxml.sax_cell,
+        source_ranges=tuple(saxml.http.source_ranges),
+        external=saxml.http.external,
+    )

@@ -1,0 +1,158 @@
+"""Saxml on multi-host TPU v5e: the admin server, the model-server JobSet and the HTTP server.
+
+Pure Python (no Pulumi imports). The YAML bases under ``manifests/saxml/`` are real manifests;
+this module loads them and overlays, on deep copies of the parsed dicts, what varies per stack:
+namespace, bucket (``GSBUCKET`` and ``SAX_ROOT``), images, ServiceAccount, Sax cell, the load
+balancer's reach, and everything that follows from the slice topology and the machine type
+(slices, pods per slice, node selectors, TPU requests, ``--platform_chip``).
+
+A Sax cell here: one admin server (state under ``gs://<bucket>/sax-root``), one model server per
+TPU slice node pool (a replicated job of the JobSet, one pod on every host of the slice), and
+the HTTP server in front of the admin API. The HTTP API has no authentication (``/publish`` and
+``/unpublish`` load and drop models for anyone who reaches it), so its Service is an internal
+load balancer with the stack's source ranges unless ``external`` asks otherwise.
+
+Neither the admin server nor the model servers run privileged (the GKE tutorial sets
+``privileged: true`` on both): GKE 1.28 and later give containers the TPU chips through the
+``google.com/tpu`` device plugin without it; see the comment in ``model-server.yaml``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
+
+from components import manifests
+from components.manifests import by_kind, load_documents
+from components.tpu.topology import ACCELERATOR_NODE_LABEL, TOPOLOGY_NODE_LABEL, TPU_RESOURCE
+from components.workloads.saxml.config import SaxmlInput
+
+ADMIN_FILE = "saxml/admin-server.yaml"
+MODEL_SERVER_FILE = "saxml/model-server.yaml"
+HTTP_FILE = "saxml/http-server.yaml"
+
+ADMIN_NAME = "sax-admin-server"
+MODEL_SERVER_NAME = "sax-model-server-set"
+MODEL_SERVER_JOB = "sax-model-server"
+HTTP_NAME = "sax-http"
+HTTP_SERVICE_NAME = "sax-http-lb"
+
+ADMIN_PORT = 10000
+MODEL_SERVER_PORT = 10001
+TPU_RUNTIME_PORT = 8471  # communication between the TPU VMs of a slice
+HTTP_PORT = 8888
+
+INTERNAL_LB_ANNOTATION = "networking.gke.io/load-balancer-type"
+EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+
+
+@dataclass(frozen=True)
+class SaxmlObjects:
+    """Every manifest of the Saxml cell, built once per run from a SaxmlInput."""
+
+    admin_deployment: dict[str, Any]
+    model_server_jobset: dict[str, Any]
+    http_deployment: dict[str, Any]
+    http_service: dict[str, Any]
+
+    @property
+    def all(self) -> list[dict[str, Any]]:
+        return [self.admin_deployment, self.model_server_jobset, self.http_deployment, self.http_service]
+
+
+def saxml_objects(spec: SaxmlInput) -> SaxmlObjects:
+    """Admin Deployment, model-server JobSet, HTTP Deployment and its Service."""
+    return SaxmlObjects(admin_deployment(spec), model_server_jobset(spec), http_deployment(spec), http_service(spec))
+
+
+def sax_root(bucket_name: str) -> str:
+    """SAX_ROOT of the cell: where the admin server keeps its state and address."""
+    return f"gs://{bucket_name}/sax-root"
+
+
+# --- Overlay helpers ----------------------------------------------------------------------------
+
+
+def _document(relative_path: str, kind: str, namespace: str) -> dict[str, Any]:
+    document = by_kind(load_documents(relative_path), kind)
+    document["metadata"]["namespace"] = namespace
+    return document
+
+
+# --- The objects --------------------------------------------------------------------------------
+
+
+def admin_deployment(spec: SaxmlInput) -> dict[str, Any]:
+    """The admin server Deployment ``sax-admin-server`` (port 10000, ``GSBUCKET``)."""
+    deployment = _document(ADMIN_FILE, "Deployment", spec.namespace)
+    pod_spec = deployment["spec"]["template"]["spec"]
+    pod_spec["serviceAccountName"] = spec.service_account_name
+    container = manifests.container(pod_spec, ADMIN_NAME)
+    container["image"] = spec.admin_image
+    manifests.set_env(container, "GSBUCKET", spec.bucket_name)
+    return deployment
+
+
+def model_server_jobset(spec: SaxmlInput) -> dict[str, Any]:
+    """The model-server JobSet ``sax-model-server-set``: one replicated job per slice node pool.
+
+    Replicas = ``pools``; parallelism = completions = hosts of one ``shape`` slice
+    (``MachineType.hosts``: 4x8 on ct5lp-hightpu-4t is 8); each pod takes every chip of its host.
+    """
+    machine, shape = spec.machine, spec.shape
+    hosts = machine.hosts(shape)
+
+    jobset = _document(MODEL_SERVER_FILE, "JobSet", spec.namespace)
+    (replicated_job,) = jobset["spec"]["replicatedJobs"]
+    replicated_job["replicas"] = spec.pools
+    job_spec = replicated_job["template"]["spec"]
+    job_spec["parallelism"] = hosts
+    job_spec["completions"] = hosts
+    pod_spec = job_spec["template"]["spec"]
+    pod_spec["serviceAccountName"] = spec.service_account_name
+    pod_spec["nodeSelector"].update({ACCELERATOR_NODE_LABEL: machine.accelerator_label, TOPOLOGY_NODE_LABEL: str(shape)})
+
+    container = manifests.container(pod_spec, MODEL_SERVER_JOB)
+    container["image"] = spec.model_server_image
+    manifests.set_flag(container["args"], "--port", str(MODEL_SERVER_PORT))
+    manifests.set_flag(container["args"], "--sax_cell", spec.sax_cell)
+    manifests.set_flag(container["args"], "--platform_chip", spec.platform_chip)
+    manifests.set_env(container, "SAX_ROOT", sax_root(spec.bucket_name))
+    tpus = str(machine.chips_per_host)
+    resources = container.setdefault("resources", {})
+    resources.setdefault("requests", {})[TPU_RESOURCE] = tpus
+    resources.setdefault("limits", {})[TPU_RESOURCE] = tpus
+    return jobset
+
+
+def http_deployment(spec: SaxmlInput) -> dict[str, Any]:
+    """The HTTP server Deployment ``sax-http`` (port 8888, ``SAX_ROOT``)."""
+    deployment = _document(HTTP_FILE, "Deployment", spec.namespace)
+    pod_spec = deployment["spec"]["template"]["spec"]
+    pod_spec["serviceAccountName"] = spec.service_account_name
+    container = manifests.container(pod_spec, HTTP_NAME)
+    container["image"] = spec.http_image
+    manifests.set_env(container, "SAX_ROOT", sax_root(spec.bucket_name))
+    return deployment
+
+
+def http_service(spec: SaxmlInput) -> dict[str, Any]:
+    """The LoadBalancer Service ``sax-http-lb`` in front of the HTTP server.
+
+    Internal (annotation ``networking.gke.io/load-balancer-type: Internal``) unless
+    ``spec.external``; ``loadBalancerSourceRanges`` from ``spec.source_ranges`` when given.
+    """
+    service = _document(HTTP_FILE, "Service", spec.namespace)
+    annotations = service["metadata"].setdefault("annotations", {})
+    if spec.external:
+        annotations.pop(INTERNAL_LB_ANNOTATION, None)
+        if not annotations:
+            del service["metadata"]["annotations"]
+    else:
+        annotations[INTERNAL_LB_ANNOTATION] = "Internal"
+    if spec.source_ranges:
+        service["spec"]["loadBalancerSourceRanges"] = [str(ipaddress.ip_network(r)) for r in spec.source_ranges]
+    else:
+        service["spec"].pop("loadBalancerSourceRanges", None)
+    return service

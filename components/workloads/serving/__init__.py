@@ -1,0 +1,1 @@
+"""The serving workload: config.py, rules.py, objects.py and component.py."""

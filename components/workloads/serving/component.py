@@ -1,0 +1,156 @@
+"""Disaggregated prefill/decode serving: weights bucket and identity, the HF token Secret, the
+inference Gateway, the llm-d router and the prefill and decode LeaderWorkerSets."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from components.platform.config import HelmChartConfig
+from components.platform.releases import helm_release
+from components.resources import children_of, custom_resource
+from components.workloads.serving import objects as serving_objects
+from components.workloads.serving.config import ServingConfig, served_model_name
+from components.workloads.serving.objects import ServingObjects
+
+# Release assets of the Gateway API Inference Extension: the CRDs of one version.
+INFERENCE_POOL_CRDS_URL = "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/{version}/manifests.yaml"
+BUCKET_ROLES = ("roles/storage.bucketViewer", "roles/storage.objectUser")
+
+
+@dataclass(frozen=True)
+class ServingArgs:
+    project: str
+    region: str
+    bucket_name: str
+    create_bucket: bool
+    protect_bucket: bool
+    namespace: str
+    hf_token: str  # empty: no Secret
+    router: HelmChartConfig  # chart, pinned version, and the serving namespace
+    inference_pool_crds_version: str | None  # None: GKE manages the CRDs
+    objects: ServingObjects
+    provider: k8s.Provider
+    namespace_ready: list[pulumi.Resource]  # the namespace and its LocalQueue
+    platform_ready: list[pulumi.Resource]  # LWS and slice-controller releases
+
+
+class ModelServing(pulumi.ComponentResource):
+    def __init__(self, name: str, args: ServingArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-gke:workloads:ModelServing", name, None, opts)
+        bucket_access = self._bucket_access(args, children_of(self, opts))
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.namespace_ready)
+        account_metadata = args.objects.service_account["metadata"]
+        account = k8s.core.v1.ServiceAccount("model-server-account", metadata=account_metadata, opts=on_cluster)
+        prerequisites: list[pulumi.Resource] = [account, *bucket_access]
+        if args.hf_token:
+            prerequisites.append(
+                k8s.core.v1.Secret(
+                    "hf-token",
+                    metadata={"name": serving_objects.HF_TOKEN_SECRET_NAME, "namespace": args.namespace},
+                    type="Opaque",
+                    string_data={serving_objects.HF_TOKEN_SECRET_KEY: pulumi.Output.secret(args.hf_token)},
+                    opts=on_cluster,
+                )
+            )
+        gateway_ready = self._gateway_and_router(args, on_cluster)
+        ready = pulumi.ResourceOptions(depends_on=[*args.namespace_ready, *args.platform_ready, *prerequisites])
+        for lws in args.objects.leaderworkersets:
+            custom_resource(lws["metadata"]["name"], lws, pulumi.ResourceOptions.merge(on_cluster, ready))
+        self.gateway_address = gateway_ready.status.apply(_gateway_address)
+        self.register_outputs({"gatewayAddress": self.gateway_address})
+
+    def _bucket_access(self, args: ServingArgs, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+        """The weights bucket (created, or an existing one) readable and writable by the model servers only."""
+        depends_on: list[pulumi.Resource] = []
+        if args.create_bucket:
+            depends_on.append(
+                gcp.storage.Bucket(
+                    "weights",
+                    name=args.bucket_name,
+                    project=args.project,
+                    location=args.region.upper(),
+                    uniform_bucket_level_access=True,
+                    public_access_prevention="enforced",
+                    force_destroy=False,
+                    opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=args.protect_bucket)),
+                )
+            )
+        project_number = gcp.organizations.get_project_output(project_id=args.project, opts=pulumi.InvokeOptions(parent=self)).number
+        principal = project_number.apply(
+            lambda number: serving_objects.workload_identity_principal(
+                args.project, number, args.namespace, args.objects.service_account["metadata"]["name"]
+            )
+        )
+        return [
+            gcp.storage.BucketIAMMember(
+                f"weights-{role.rsplit('.', 1)[-1]}",
+                bucket=args.bucket_name,
+                role=role,
+                member=principal,
+                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends_on)),
+            )
+            for role in BUCKET_ROLES
+        ]
+
+    def _gateway_and_router(self, args: ServingArgs, on_cluster: pulumi.ResourceOptions) -> _Gateway:
+        router_after: list[pulumi.Resource] = []
+        if args.inference_pool_crds_version:
+            router_after.append(
+                k8s.yaml.v2.ConfigFile(
+                    "inference-pool-crds",
+                    file=INFERENCE_POOL_CRDS_URL.format(version=args.inference_pool_crds_version),
+                    opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+                )
+            )
+        # pulumi.com/waitFor on the Gateway: `up` waits until GKE has programmed the load balancer.
+        gateway = _Gateway("inference-gateway", args.objects.gateway, on_cluster)
+        helm_release(
+            "router",
+            serving_objects.ROUTER_RELEASE_NAME,
+            args.router,
+            args.objects.router_values,
+            pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[*args.namespace_ready, gateway, *router_after])),
+        )
+        return gateway
+
+
+class _Gateway(pulumi.CustomResource):
+    """A Gateway API Gateway whose status (the load balancer's address) is a resource output."""
+
+    status: pulumi.Output[Any]
+
+    def __init__(self, name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions):
+        api_version, kind = manifest["apiVersion"], manifest["kind"]
+        properties = {"apiVersion": api_version, "kind": kind, "metadata": manifest["metadata"], "spec": manifest["spec"], "status": None}
+        super().__init__(f"kubernetes:{api_version}:{kind}", name, properties, opts)
+
+
+def _gateway_address(status: Any) -> str | None:
+    addresses = (status or {}).get("addresses") or []
+    return addresses[0].get("value") if addresses else None
+
+
+@dataclass(frozen=True)
+class ServingEndpoint:
+    model_name: str
+    base_url: pulumi.Output[str]
+    example_curl: pulumi.Output[str]
+
+
+def serving_endpoint(serving: ServingConfig, gateway_address: pulumi.Output[str | None]) -> ServingEndpoint:
+    """How clients reach the model: the OpenAI-compatible base URL and a request to try."""
+    model_name = served_model_name(serving)
+    port = serving.gateway.port
+    base_url = gateway_address.apply(lambda address: f"http://{address}{'' if port == 80 else f':{port}'}/v1")
+    body = json.dumps({"model": model_name, "prompt": "How are you today?", "max_tokens": 64})
+    example_curl = base_url.apply(
+        lambda url: f"curl -s {url}/completions -H 'Content-Type: application/json' -d {shlex.quote(body)}"
+    )
+    return ServingEndpoint(model_name, base_url, example_curl)

@@ -1,0 +1,374 @@
+"""The `serving` block of the stack config: P/D-disaggregated vLLM behind the llm-d router, its
+preview rules (each reported under the config key that fixes it) and its builder input."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.config_base import EXACT_VERSION, Problems, image_pin_problem, is_k8s_name, setting
+from components.gcp.config import TpuConfig
+from components.platform.config import QueuesConfig
+from components.tpu import admission, sizing, topology
+from components.workloads import rules as workload_rules
+from components.workloads.serving import rules
+
+PREFILL = "prefill"
+DECODE = "decode"
+ROLES = (PREFILL, DECODE)
+
+MODEL_ID = "Qwen/Qwen3.5-397B-A17B-FP8"
+MODEL_REVISION = "ea5b4f81096f3901c91dea97f81324302495781d"
+MODEL_PARAMETERS_BILLIONS = 397.0  # "397B" total parameters (17B active per token), per the model id
+MODEL_WEIGHTS_DTYPE = "fp8"  # "-FP8" checkpoint; ~406 GB on disk (a few tensors stay bf16)
+
+# vLLM for TPU: the image the reference deployment ran (a dated nightly: 2026-04-30, vLLM commit
+# 18ed615, tpu-inference commit 5b39b26), not the floating `nightly`/`latest`. Pin its digest once
+# pulled. llm-d's TPU7x recipes pin vllm/vllm-tpu:v0.26.0 instead (v0.27.0-v0.29.0 break
+# TPUConnectorHMA at startup).
+VLLM_IMAGE = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26"
+ROUTING_SIDECAR_IMAGE = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
+
+
+@dataclass(frozen=True)
+class ServingModelConfig:
+    id: str = setting(MODEL_ID, "Hugging Face model id (also the served model name unless servedName is set).")
+    served_name: str = setting("", "Model name clients send; empty means the model id.")
+    revision: str = setting(MODEL_REVISION, "Snapshot (commit) of the model in the bucket's Hugging Face cache layout.")
+    weights_path: str = setting(
+        "", "Object path of the snapshot in the bucket; empty means models--<org>--<name>/snapshots/<revision>."
+    )
+    parameters_billions: float = setting(MODEL_PARAMETERS_BILLIONS, "Total parameters in billions (the HBM rule).")
+    weights_dtype: str = setting(MODEL_WEIGHTS_DTYPE, f"Storage type of the weights: {sizing.DTYPES_TEXT}.")
+
+
+@dataclass(frozen=True)
+class WeightsBucketConfig:
+    name: str = setting("", "Bucket of the weights and the XLA cache; empty means `<project>-llm-weights`.")
+    create: bool = setting(True, "Create the bucket (false: use an existing one, which must hold the weights).")
+    protect: bool = setting(True, "Mark a created bucket `protect`, so `pulumi destroy` cannot delete the weights.")
+
+
+@dataclass(frozen=True)
+class ServingRoleConfig:
+    name: str = setting(doc="LeaderWorkerSet name (counts against the 49-character slice-name budget).")
+    replicas: int = setting(4, "Model-server groups of this role, one slice each.")
+    tensor_parallel_size: int = setting(16, "vLLM --tensor-parallel-size; prefill and decode must match.")
+
+
+@dataclass(frozen=True)
+class ServingResourcesConfig:
+    cpu: str = setting("220", "CPU request (= limit) of each TPU pod.")
+    memory: str = setting("850Gi", "Memory request (= limit) of each TPU pod.")
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    name: str = setting("llm-d-inference-gateway", "Gateway name.")
+    class_name: str = setting(
+        "gke-l7-rilb", "GatewayClass; gke-l7-rilb is GKE's regional internal Application Load Balancer."
+    )
+    port: int = setting(80, "HTTP listener port.")
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    chart: str = setting("oci://ghcr.io/llm-d/charts/llm-d-router-gateway", "llm-d router chart.")
+    version: str = setting("v0.10.0", "Exact chart version (never the floating v0).")
+
+
+@dataclass(frozen=True)
+class InferencePoolCrdsConfig:
+    install: bool = setting(
+        False, "Install the InferencePool CRDs (GKE manages them on recent versions; set true where it does not)."
+    )
+    version: str = setting("v1.5.0", "Gateway API Inference Extension release whose CRDs to install.")
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    enabled: bool = setting(
+        False, "Deploy P/D-disaggregated vLLM behind the llm-d router and an internal Gateway (TPU7x)."
+    )
+    namespace: str = setting(
+        "llm-d-pd-disaggregation", "Serving namespace; must be one of queues.namespaces (its LocalQueue)."
+    )
+    hf_token: str = setting(
+        "", "Hugging Face token (set with --secret); empty means no token Secret is created.", secret=True
+    )
+    model: ServingModelConfig = setting(ServingModelConfig(), "The model.")
+    weights_bucket: WeightsBucketConfig = setting(WeightsBucketConfig(), "Cloud Storage bucket of the weights.")
+    image: str = setting(VLLM_IMAGE, "vLLM TPU image (dated tag or digest).")
+    routing_sidecar_image: str = setting(ROUTING_SIDECAR_IMAGE, "llm-d routing sidecar image of the decode pods.")
+    slice_shape: str = setting("2x2x2", "Slice of each model-server group; one of tpu.sliceShapes.")
+    priority: str = setting("high", "Priority level (queues.priorityClasses): serving preempts the checks.")
+    prefill: ServingRoleConfig = setting(ServingRoleConfig("vllm-prefill"), "Prefill LeaderWorkerSet.")
+    decode: ServingRoleConfig = setting(ServingRoleConfig("vllm-decode"), "Decode LeaderWorkerSet.")
+    max_model_len: int = setting(9216, "vLLM --max-model-len.")
+    max_num_seqs: int = setting(512, "vLLM --max-num-seqs.")
+    max_num_batched_tokens: int = setting(8192, "vLLM --max-num-batched-tokens.")
+    kv_cache_dtype: str = setting("fp8", "vLLM --kv-cache-dtype.")
+    resources: ServingResourcesConfig = setting(ServingResourcesConfig(), "Requests of each TPU pod.")
+    hbm_headroom: float = setting(0.25, "Share of the slice's HBM kept free of weights (KV cache, activations).")
+    startup_failure_threshold: int = setting(
+        rules.STARTUP_FAILURE_THRESHOLD,
+        f"Startup probe failures (every {rules.STARTUP_PERIOD_SECONDS} s) allowed while the model loads and compiles.",
+    )
+    skip_tpu_webhook_check: bool = setting(False, "Annotate pods cloud.google.com/skip-tpu-webhook-check.")
+    healthy_nodes_only: bool = setting(False, "Select only nodes whose partition state is HEALTHY.")
+    service_account_name: str = setting("model-server", "Kubernetes service account of the model servers.")
+    gateway: GatewayConfig = setting(GatewayConfig(), "The inference Gateway.")
+    router: RouterConfig = setting(RouterConfig(), "The llm-d router Helm chart.")
+    inference_pool_crds: InferencePoolCrdsConfig = setting(InferencePoolCrdsConfig(), "InferencePool CRDs.")
+
+    def role(self, role: str) -> ServingRoleConfig:
+        return {PREFILL: self.prefill, DECODE: self.decode}[role]
+
+
+# --- Derived values --------------------------------------------------------------------
+
+
+def weights_bucket_name(serving: ServingConfig, project: str) -> str:
+    return serving.weights_bucket.name or f"{project}-llm-weights"
+
+
+def hf_cache_weights_uri(bucket: str, model_id: str, revision: str) -> str:
+    """``gs://`` URI of a model snapshot stored in the Hugging Face cache layout in ``bucket``."""
+    return f"gs://{bucket}/models--{model_id.replace('/', '--')}/snapshots/{revision}"
+
+
+def weights_uri(serving: ServingConfig, project: str) -> str:
+    model = serving.model
+    bucket = weights_bucket_name(serving, project)
+    if model.weights_path:
+        return f"gs://{bucket}/{model.weights_path.strip('/')}"
+    return hf_cache_weights_uri(bucket, model.id, model.revision)
+
+
+def served_model_name(serving: ServingConfig) -> str:
+    return serving.model.served_name or serving.model.id
+
+
+def serving_workloads(serving: ServingConfig, queues: QueuesConfig) -> list[admission.SliceWorkload]:
+    """The slice demand of prefill and decode, for the admission plan."""
+    priority = queues.priority_class(serving.priority)
+    shape = topology.Shape.parse(serving.slice_shape)
+    return [
+        admission.SliceWorkload(f"serving.{role}", shape, serving.role(role).replicas, priority.name, priority.value)
+        for role in ROLES
+    ]
+
+
+# --- Rules -----------------------------------------------------------------------------
+
+
+def validate_serving(
+    serving: ServingConfig, tpu: TpuConfig, queues: QueuesConfig, project: str, problems: Problems
+) -> None:
+    if not serving.enabled:
+        return
+    machine = topology.MACHINE_CATALOG.get(tpu.machine_type)
+    if machine is None or not machine.dynamic_slicing:
+        problems.add(
+            "serving.enabled",
+            f"P/D serving runs on TPU7x sub-slices, not {tpu.machine_type}",
+            "set tpu.machineType to tpu7x-standard-4t or serving.enabled false",
+        )
+        return
+    before = len(problems.items)
+    _validate_names(serving, queues, problems)
+    shape = _validate_shape_and_parallelism(serving, tpu, machine, problems)
+    _validate_model(serving, project, machine, shape, problems)
+    _validate_pods(serving, machine, problems)
+    _validate_front(serving, problems)
+    if shape is not None and len(problems.items) == before:
+        _validate_capacity(serving, tpu, queues, problems)
+
+
+def _validate_names(serving: ServingConfig, queues: QueuesConfig, problems: Problems) -> None:
+    workload_rules.validate_queued_namespace(queues, "serving.namespace", serving.namespace, problems)
+    for key, value in (("serviceAccountName", serving.service_account_name), ("gateway.name", serving.gateway.name)):
+        if not is_k8s_name(value):
+            problems.add(f"serving.{key}", f"{value!r} is not a Kubernetes name", "use lowercase letters, digits and hyphens")
+    names: dict[str, str] = {}
+    for role in ROLES:
+        key = f"serving.{role}.name"
+        name = serving.role(role).name
+        named = workload_rules.validate_workload_name(key, serving.namespace, name, "serving.namespace", problems)
+        if named and name in names.values():
+            problems.add(key, f"{name!r} is also the {next(iter(names))} name", "give each role its own name")
+        names[role] = name
+    workload_rules.validate_priority_level("serving.priority", serving.priority, problems)
+
+
+def _validate_shape_and_parallelism(
+    serving: ServingConfig, tpu: TpuConfig, machine: topology.MachineType, problems: Problems
+) -> topology.Shape | None:
+    """The serving shape, when it is an admitted one that parses (None otherwise)."""
+    if not workload_rules.validate_admitted_shape(tpu, "serving.sliceShape", serving.slice_shape, problems):
+        return None
+    shape = topology.try_shape(serving.slice_shape)  # one that does not parse is reported under tpu.sliceShapes
+    for problem in rules.tensor_parallel_match_problems(
+        serving.prefill.tensor_parallel_size, serving.decode.tensor_parallel_size
+    ):
+        problems.add(
+            "serving.decode.tensorParallelSize",
+            problem,
+            f"set {serving.prefill.tensor_parallel_size}, as serving.prefill.tensorParallelSize",
+        )
+    for role in ROLES:
+        role_config = serving.role(role)
+        if shape is not None:
+            for problem in rules.tensor_parallel_fit_problems(role_config.tensor_parallel_size, shape, machine):
+                problems.add(f"serving.{role}.tensorParallelSize", problem, "lower it or use a larger serving.sliceShape")
+        if role_config.replicas < 1:
+            problems.add(f"serving.{role}.replicas", f"{role_config.replicas} serves nothing", "use 1 or more")
+    return shape
+
+
+def _validate_model(
+    serving: ServingConfig,
+    project: str,
+    machine: topology.MachineType,
+    shape: topology.Shape | None,
+    problems: Problems,
+) -> None:
+    model = serving.model
+    for problem in rules.label_value_problems(model.id.rsplit("/", 1)[-1], "model name"):
+        problems.add("serving.model.id", problem, "use a Hugging Face id such as Qwen/Qwen3.5-397B-A17B-FP8")
+    for problem in rules.weights_uri_problems(weights_uri(serving, project)):
+        key = "serving.model.weightsPath" if model.weights_path else "serving.weightsBucket.name"
+        problems.add(key, problem, "name the bucket and the snapshot path")
+    if problem := sizing.dtype_problem(model.weights_dtype):
+        problems.add("serving.model.weightsDtype", problem, f"use one of {', '.join(sizing.DTYPES)}")
+    elif shape is not None:
+        fit = rules.weights_fit_problems(model.parameters_billions, model.weights_dtype, shape, machine, serving.hbm_headroom)
+        for problem in fit:
+            problems.add(
+                "serving.model.parametersBillions",
+                problem,
+                "use a larger serving.sliceShape, a smaller dtype or less serving.hbmHeadroom",
+            )
+
+
+def _validate_pods(serving: ServingConfig, machine: topology.MachineType, problems: Problems) -> None:
+    for resource, problem in rules.pod_resources_problems(serving.resources.cpu, serving.resources.memory, machine):
+        problems.add(f"serving.resources.{resource}", problem, "request at most what one TPU host has")
+    for problem in rules.startup_budget_problems(rules.STARTUP_PERIOD_SECONDS, serving.startup_failure_threshold):
+        problems.add("serving.startupFailureThreshold", problem, "raise it")
+    for key, image in (("image", serving.image), ("routingSidecarImage", serving.routing_sidecar_image)):
+        if problem := image_pin_problem(image):
+            problems.add(f"serving.{key}", problem, "pin a dated tag or @sha256:<digest>")
+
+
+def _validate_front(serving: ServingConfig, problems: Problems) -> None:
+    if not 1 <= serving.gateway.port <= 65535:
+        problems.add("serving.gateway.port", f"{serving.gateway.port} is not a port", "use 1-65535, e.g. 80")
+    if not serving.router.chart.startswith(("oci://", "https://")):
+        problems.add(
+            "serving.router.chart",
+            f"{serving.router.chart!r} is not an oci:// or https:// chart reference",
+            "use the chart's published URL",
+        )
+    versions = (("router.version", serving.router.version), ("inferencePoolCrds.version", serving.inference_pool_crds.version))
+    for key, version in versions:
+        if not EXACT_VERSION.match(version):
+            problems.add(f"serving.{key}", f"{version!r} is not an exact version", "pin a release such as v0.10.0")
+
+
+def _validate_capacity(serving: ServingConfig, tpu: TpuConfig, queues: QueuesConfig, problems: Problems) -> None:
+    needed = admission.cubes_needed(serving_workloads(serving, queues))
+    if needed > tpu.cubes:
+        problems.add(
+            "serving.decode.replicas",
+            f"prefill and decode together need {needed} cube(s) of {topology.CUBE}; the stack has {tpu.cubes}, "
+            "so serving could never run whole",
+            "lower serving.prefill.replicas or serving.decode.replicas, or add TPU pools",
+        )
+
+
+# --- Builder input ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServingInput:
+    """What the serving objects are built from: the serving block, resolved against the stack."""
+
+    namespace: str
+    queue_name: str
+    priority_class: str
+    model_id: str
+    served_model_name: str
+    weights_uri: str  # gs:// directory of the model snapshot
+    xla_cache_uri: str
+    image: str
+    routing_sidecar_image: str
+    machine: topology.MachineType
+    shape: topology.Shape
+    prefill_name: str
+    decode_name: str
+    prefill_replicas: int
+    decode_replicas: int
+    tensor_parallel_size: int
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_dtype: str
+    cpu: str
+    memory: str
+    startup_failure_threshold: int
+    skip_tpu_webhook_check: bool
+    healthy_nodes_only: bool
+    service_account_name: str
+    gateway_name: str
+    gateway_class: str
+    gateway_port: int
+
+    @property
+    def model_label(self) -> str:
+        """Value of ``llm-d.ai/model``: the model id without its organisation."""
+        return self.model_id.rsplit("/", 1)[-1]
+
+    @property
+    def hosts(self) -> int:
+        """Pods per group = LWS size (raises when the shape splits a host)."""
+        return self.machine.hosts(self.shape)
+
+    def name(self, role: str) -> str:
+        return {PREFILL: self.prefill_name, DECODE: self.decode_name}[role]
+
+    def replicas(self, role: str) -> int:
+        return {PREFILL: self.prefill_replicas, DECODE: self.decode_replicas}[role]
+
+
+def serving_input(serving: ServingConfig, tpu: TpuConfig, queues: QueuesConfig, project: str) -> ServingInput:
+    return ServingInput(
+        namespace=serving.namespace,
+        queue_name=queues.local_queue_name,
+        priority_class=queues.priority_class(serving.priority).name,
+        model_id=serving.model.id,
+        served_model_name=served_model_name(serving),
+        weights_uri=weights_uri(serving, project),
+        xla_cache_uri=f"gs://{weights_bucket_name(serving, project)}/xla_cache",
+        image=serving.image,
+        routing_sidecar_image=serving.routing_sidecar_image,
+        machine=tpu.machine,
+        shape=topology.Shape.parse(serving.slice_shape),
+        prefill_name=serving.prefill.name,
+        decode_name=serving.decode.name,
+        prefill_replicas=serving.prefill.replicas,
+        decode_replicas=serving.decode.replicas,
+        tensor_parallel_size=serving.prefill.tensor_parallel_size,
+        max_model_len=serving.max_model_len,
+        max_num_seqs=serving.max_num_seqs,
+        max_num_batched_tokens=serving.max_num_batched_tokens,
+        kv_cache_dtype=serving.kv_cache_dtype,
+        cpu=serving.resources.cpu,
+        memory=serving.resources.memory,
+        startup_failure_threshold=serving.startup_failure_threshold,
+        skip_tpu_webhook_check=serving.skip_tpu_webhook_check,
+        healthy_nodes_only=serving.healthy_nodes_only,
+        service_account_name=serving.service_account_name,
+        gateway_name=serving.gateway.name,
+        gateway_class=serving.gateway.class_name,
+        gateway_port=serving.gateway.port,
+    )

@@ -1,0 +1,333 @@
+"""P/D-disaggregated vLLM serving on TPU7x: model-server LeaderWorkerSets, Gateway, router values.
+
+Pure Python (no Pulumi imports). The YAML bases under ``manifests/serving/`` are real manifests
+(and the router chart's values file); this module loads them and overlays, on fresh copies, what
+varies per stack: namespace, Kueue queue and priority labels, llm-d labels, images, the weights
+URI, the vLLM sizes, probe budget, optional node-health settings, and everything that follows
+from the slice shape and the machine type (group size, TPU requests, partition labels).
+
+Two LeaderWorkerSets, one per role. Each group (a leader pod plus workers) takes one dynamic
+slice: the leader starts a Ray head and ``vllm serve`` with tensor parallelism across every
+TensorCore of the slice; the workers join the Ray cluster. Prefill serves on 8000, decode vLLM
+on 8200 behind the llm-d routing sidecar on 8000 (the InferencePool target port); KV caches move
+from prefill to decode over TPUConnectorHMA (TPU_KV_TRANSFER_PORT 9100, TPU_SIDE_CHANNEL_PORT
+9600).
+
+vLLM arguments are container ``args`` items, not a shell string. The leader's command is a fixed
+``sh -c`` script that forms the Ray cluster and then runs ``exec vllm serve "$@"``, so each
+argument reaches vLLM as one argv element and JSON values need no quoting. ``$(POD_IP)`` inside
+``--kv-transfer-config`` is a Kubernetes dependent environment variable: the kubelet replaces it
+with the ``POD_IP`` env var (downward API ``status.podIP``) before the process starts, the same
+mechanism llm-d's TPU recipes use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from components import manifests
+from components.platform.kueue_objects import PRIORITY_LABEL, QUEUE_LABEL
+from components.tpu.topology import (
+    ACCELERATOR_NODE_LABEL,
+    SLICE_TOPOLOGY_ANNOTATION,
+    TPU_RESOURCE,
+    MachineType,
+    Shape,
+    partition_state_label,
+)
+from components.workloads.serving import rules
+from components.workloads.serving.config import DECODE, PREFILL, ROLES, ServingInput
+
+BASE_FILES = {PREFILL: "prefill-leaderworkerset.yaml", DECODE: "decode-leaderworkerset.yaml"}
+GATEWAY_FILE = "gateway.yaml"
+ROUTER_VALUES_FILE = "router-values.yaml"
+SERVICE_ACCOUNT_FILE = "service-account.yaml"
+
+LEADER_CONTAINER = "vllm-leader"
+WORKER_CONTAINER = "vllm-worker"
+SIDECAR_CONTAINER = "routing-proxy"
+
+GUIDE = "pd-disaggregation"  # the llm-d guide: its label selects the serving leaders
+
+# Ports.
+PREFILL_PORT = 8000
+DECODE_VLLM_PORT = 8200
+SIDECAR_PORT = 8000  # = InferencePool target port
+KV_TRANSFER_PORT = 9100
+SIDE_CHANNEL_PORT = 9600
+VLLM_PORTS = {PREFILL: PREFILL_PORT, DECODE: DECODE_VLLM_PORT}
+
+# KV transfer (tpu-inference).
+KV_CONNECTOR = "TPUConnectorHMA"
+KV_CONNECTOR_MODULE = "tpu_inference.distributed.tpu_connector_hma"
+KV_ROLES = {PREFILL: "kv_producer", DECODE: "kv_consumer"}
+POD_IP_ENV = "POD_IP"
+
+# Labels and annotations.
+GUIDE_LABEL = "llm-d.ai/guide"
+MODEL_LABEL = "llm-d.ai/model"
+ROLE_LABEL = "llm-d.ai/role"
+ENGINE_LABEL = "inference.networking.k8s.io/engine-type"
+EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+SKIP_TPU_WEBHOOK_ANNOTATION = "cloud.google.com/skip-tpu-webhook-check"
+WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
+WAIT_FOR_PROGRAMMED = "condition=Programmed"
+
+# Secrets and the router release.
+HF_TOKEN_SECRET_NAME = "llm-d-hf-token"  # the stack creates it only when serving.hfToken is set
+HF_TOKEN_SECRET_KEY = "HF_TOKEN"
+ROUTER_RELEASE_NAME = GUIDE  # names the InferencePool (and <release>-epp)
+
+
+def workload_identity_principal(project_id: str, project_number: str, namespace: str, service_account: str) -> str:
+    """IAM principal of a Kubernetes service account (Workload Identity Federation for GKE)."""
+    return (
+        f"principal://iam.googleapis.com/projects/{project_number}/locations/global/workloadIdentityPools/"
+        f"{project_id}.svc.id.goog/subject/ns/{namespace}/sa/{service_account}"
+    )
+
+
+@dataclass(frozen=True)
+class ServingObjects:
+    """Every manifest of the serving workload, built once per run from a ServingInput."""
+
+    service_account: dict[str, Any]
+    gateway: dict[str, Any]
+    router_values: dict[str, Any]
+    leaderworkersets: list[dict[str, Any]]  # prefill, then decode
+
+
+def serving_objects(spec: ServingInput) -> ServingObjects:
+    return ServingObjects(
+        service_account=model_server_service_account(spec.namespace, spec.service_account_name),
+        gateway=gateway(spec.namespace, name=spec.gateway_name, gateway_class=spec.gateway_class, port=spec.gateway_port),
+        router_values=router_values(gateway_name=spec.gateway_name),
+        leaderworkersets=prefill_decode_leaderworkersets(spec),
+    )
+
+
+# --- Loading the bases ---------------------------------------------------------------------
+
+
+def _load_one(file_name: str) -> dict[str, Any]:
+    return manifests.load_document(f"serving/{file_name}")
+
+
+def load_base(role: str) -> dict[str, Any]:
+    """A fresh copy of the LeaderWorkerSet base of ``role`` (``prefill`` or ``decode``)."""
+    return _load_one(BASE_FILES[role])
+
+
+# --- KV transfer and vLLM arguments --------------------------------------------------------
+
+
+def kv_transfer_config(role: str) -> dict[str, str]:
+    """vLLM ``--kv-transfer-config`` of ``role`` as data.
+
+    ``kv_ip`` is ``$(POD_IP)``, expanded by the kubelet from the POD_IP env var (downward API
+    ``status.podIP``). tpu-inference's connector finds its transfer addresses itself (the Ray
+    nodes' IPs on multi-host slices), so the field documents the pod address rather than steers it.
+    """
+    return {
+        "kv_connector": KV_CONNECTOR,
+        "kv_connector_module_path": KV_CONNECTOR_MODULE,
+        "kv_role": KV_ROLES[role],
+        "kv_ip": f"$({POD_IP_ENV})",
+    }
+
+
+def flag_values(args: list[str]) -> dict[str, str | None]:
+    """``--flag=value`` items of an argument list as ``{flag: value}`` (``None`` for bare flags)."""
+    values: dict[str, str | None] = {}
+    for arg in args:
+        if not arg.startswith("--"):
+            raise ValueError(f"argument {arg!r} is not a --flag or --flag=value item")
+        flag, sep, value = arg.partition("=")
+        values[flag] = value if sep else None
+    return values
+
+
+def vllm_args(spec: ServingInput, role: str, base_args: list[str]) -> list[str]:
+    """The leader's ``vllm serve`` arguments for ``role``: the base's, with this stack's values."""
+    args = list(base_args)
+    manifests.set_flag(args, "--model", spec.weights_uri)
+    manifests.set_flag(args, "--served-model-name", spec.served_model_name)
+    manifests.set_flag(args, "--max-model-len", spec.max_model_len)
+    manifests.set_flag(args, "--max-num-batched-tokens", spec.max_num_batched_tokens)
+    manifests.set_flag(args, "--max-num-seqs", spec.max_num_seqs)
+    manifests.set_flag(args, "--tensor-parallel-size", spec.tensor_parallel_size)
+    manifests.set_flag(args, "--kv-cache-dtype", spec.kv_cache_dtype)
+    manifests.set_flag(args, "--limit-mm-per-prompt", {"image": 0, "video": 0})
+    manifests.set_flag(args, "--kv-transfer-config", kv_transfer_config(role))
+    manifests.set_flag(args, "--port", VLLM_PORTS[role])
+    return args
+
+
+# --- The LeaderWorkerSets ------------------------------------------------------------------
+
+
+def _set_probe_port(container: dict[str, Any], port: int) -> None:
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        container[probe]["httpGet"]["port"] = port
+
+
+def leaderworkerset(spec: ServingInput, role: str) -> dict[str, Any]:
+    """The ``role`` LeaderWorkerSet with ``spec`` overlaid on its YAML base.
+
+    The spec comes from a validated config; a shape that splits a host still raises ValueError.
+    """
+    machine, shape = spec.machine, spec.shape
+    hosts = machine.hosts(shape)
+
+    lws = load_base(role)
+    metadata = lws["metadata"]
+    metadata["name"] = spec.name(role)
+    metadata["namespace"] = spec.namespace
+    metadata["labels"].update(
+        {
+            GUIDE_LABEL: GUIDE,
+            MODEL_LABEL: spec.model_label,
+            ROLE_LABEL: role,
+            QUEUE_LABEL: spec.queue_name,
+            PRIORITY_LABEL: spec.priority_class,
+        }
+    )
+
+    lws["spec"]["replicas"] = spec.replicas(role)
+    template = lws["spec"]["leaderWorkerTemplate"]
+    template["size"] = hosts
+
+    tpus = str(machine.chips_per_host)
+    for kind in ("leaderTemplate", "workerTemplate"):
+        pod = template[kind]
+        labels = pod["metadata"]["labels"]
+        labels.update({MODEL_LABEL: spec.model_label, ROLE_LABEL: role})
+        if kind == "leaderTemplate":
+            labels[GUIDE_LABEL] = GUIDE  # the router's InferencePool selects serving leaders
+        else:
+            labels.pop(GUIDE_LABEL, None)  # workers run Ray only; no HTTP server to route to
+        annotations = pod["metadata"]["annotations"]
+        annotations[SLICE_TOPOLOGY_ANNOTATION] = str(shape)
+        if spec.skip_tpu_webhook_check:
+            annotations[SKIP_TPU_WEBHOOK_ANNOTATION] = "true"
+
+        pod_spec = pod["spec"]
+        pod_spec["serviceAccountName"] = spec.service_account_name
+        node_selector = pod_spec.setdefault("nodeSelector", {})
+        node_selector[ACCELERATOR_NODE_LABEL] = machine.accelerator_label
+        if spec.healthy_nodes_only:
+            node_selector[partition_state_label(shape)] = "HEALTHY"
+
+        container = manifests.container(pod_spec, LEADER_CONTAINER if kind == "leaderTemplate" else WORKER_CONTAINER)
+        container["image"] = spec.image
+        resources = {TPU_RESOURCE: tpus, "cpu": spec.cpu, "memory": spec.memory}
+        container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
+        # Optional: weights and tokenizer come from gs://, so the token only matters for gated
+        # downloads from the Hub; the stack creates the Secret only when a token is configured.
+        token = {"secretKeyRef": {"name": HF_TOKEN_SECRET_NAME, "key": HF_TOKEN_SECRET_KEY, "optional": True}}
+        manifests.set_env(container, "HF_TOKEN", {"valueFrom": token})
+        manifests.set_env(container, "VLLM_XLA_CACHE_PATH", {"value": spec.xla_cache_uri})
+
+        if kind == "leaderTemplate":
+            container["args"] = vllm_args(spec, role, container["args"])
+            _set_probe_port(container, VLLM_PORTS[role])
+            container["startupProbe"]["periodSeconds"] = rules.STARTUP_PERIOD_SECONDS
+            container["startupProbe"]["failureThreshold"] = spec.startup_failure_threshold
+            if role == DECODE:
+                sidecar = manifests.container(pod_spec, SIDECAR_CONTAINER, "initContainers")
+                sidecar["image"] = spec.routing_sidecar_image
+    return lws
+
+
+def prefill_decode_leaderworkersets(spec: ServingInput) -> list[dict[str, Any]]:
+    """The prefill and the decode LeaderWorkerSet, in that order."""
+    return [leaderworkerset(spec, role) for role in ROLES]
+
+
+# --- Service account, Gateway, router values -----------------------------------------------
+
+
+def model_server_service_account(namespace: str, name: str) -> dict[str, Any]:
+    """The ServiceAccount the model-server pods run as (bucket access via Workload Identity)."""
+    account = _load_one(SERVICE_ACCOUNT_FILE)
+    account["metadata"].update(name=name, namespace=namespace)
+    return account
+
+
+def gateway(namespace: str, *, name: str, gateway_class: str, port: int) -> dict[str, Any]:
+    """The inference Gateway (HTTP on ``port``), annotated for Pulumi to await ``Programmed``."""
+    gw = _load_one(GATEWAY_FILE)
+    gw["metadata"].update(name=name, namespace=namespace)
+    gw["spec"]["gatewayClassName"] = gateway_class
+    (listener,) = gw["spec"]["listeners"]
+    listener["port"] = port
+    return gw
+
+
+def load_router_values() -> dict[str, Any]:
+    """A fresh copy of ``manifests/serving/router-values.yaml``."""
+    return _load_one(ROUTER_VALUES_FILE)
+
+
+def router_values(*, gateway_name: str, gateway_namespace: str = "") -> dict[str, Any]:
+    """Values of the llm-d router chart with the guide label and the Gateway overlaid.
+
+    The release namespace is Helm's (the release's ``namespace``); ``gateway_namespace`` is only
+    needed when the Gateway lives elsewhere (it must then allow routes from the release's
+    namespace). The served model name appears in no v0.10.0 value this setup uses:
+    ``httpRoute.baseModel`` would require an ``X-Gateway-Base-Model-Name`` header on every
+    request, and ``router.tokenizer.modelName`` only matters with the tokenizer enabled.
+    """
+    values = load_router_values()
+    values["router"]["modelServers"]["matchLabels"] = {GUIDE_LABEL: GUIDE}
+    values["httpRoute"]["inferenceGatewayName"] = gateway_name
+    values["httpRoute"]["inferenceGatewayNamespace"] = gateway_namespace
+    return values
+
+
+def endpoint_picker_config(values: dict[str, Any]) -> dict[str, Any]:
+    """The EndpointPickerConfig the values select (``pluginsConfigFile`` in ``pluginsCustomConfig``)."""
+    epp = values["router"]["epp"]
+    config: dict[str, Any] = yaml.safe_load(epp["pluginsCustomConfig"][epp["pluginsConfigFile"]])
+    return config
+
+
+# --- Self-check of the built LeaderWorkerSets ----------------------------------------------
+
+
+def _leader_container(lws: dict[str, Any]) -> dict[str, Any]:
+    return manifests.container(lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"], LEADER_CONTAINER)
+
+
+def tensor_parallel_size_of(lws: dict[str, Any]) -> int:
+    """``--tensor-parallel-size`` of the leader's vLLM arguments."""
+    return int(flag_values(_leader_container(lws)["args"])["--tensor-parallel-size"] or 0)
+
+
+def leaderworkerset_problems(objects: list[dict[str, Any]], machine: MachineType) -> list[str]:
+    """The serving rules applied to the built prefill/decode LeaderWorkerSets: group size vs slice
+    hosts, tensor parallelism vs TensorCores and across roles, TPU requests vs chips per host."""
+    problems: list[str] = []
+    by_role: dict[str, int] = {}
+    for lws in objects:
+        name = lws["metadata"]["name"]
+        template = lws["spec"]["leaderWorkerTemplate"]
+        shape = Shape.parse(template["leaderTemplate"]["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION])
+        tp = tensor_parallel_size_of(lws)
+        by_role[lws["metadata"]["labels"][ROLE_LABEL]] = tp
+        problems += [f"{name}: {p}" for p in rules.group_size_problems(template["size"], shape, machine)]
+        problems += [f"{name}: {p}" for p in rules.tensor_parallel_fit_problems(tp, shape, machine)]
+        for kind in ("leaderTemplate", "workerTemplate"):
+            for container in template[kind]["spec"]["containers"]:
+                requested = container.get("resources", {}).get("requests", {}).get(TPU_RESOURCE)
+                if requested is not None and int(requested) != machine.chips_per_host:
+                    problems.append(
+                        f"{name}: container {container['name']} requests {requested} {TPU_RESOURCE}, not the "
+                        f"{machine.chips_per_host} chips of a {machine.name} host; request all {machine.chips_per_host}"
+                    )
+    if PREFILL in by_role and DECODE in by_role:
+        problems += rules.tensor_parallel_match_problems(by_role[PREFILL], by_role[DECODE])
+    return problems

@@ -1,0 +1,181 @@
+"""Preview rules for the P/D model servers: pure functions returning problem sentences.
+
+No Pulumi imports. Each rule returns a list of sentences, empty when all is well; every sentence
+says what is wrong and how to fix it. The caller (config validation) prefixes the config key.
+
+Device arithmetic: a TPU7x chip is two TensorCores and JAX shows each as a device, so a slice
+has ``chips x tensorcores_per_chip`` devices (2x2x2: 8 chips, 16 devices) and vLLM's tensor
+parallelism can span at most that many. A LeaderWorkerSet group is one slice: its size is the
+hosts of the shape (chips / chips per host).
+"""
+
+from __future__ import annotations
+
+import re
+
+from components.config_base import parse_quantity
+from components.naming import bucket_name_problem
+from components.tpu.sizing import weight_bytes
+from components.tpu.topology import GB, MachineType, Shape
+
+# Startup: the leader waits up to 1800 s for the workers to join the Ray cluster
+# (--ray_init_timeout in the command of the LWS bases), then the API server waits up to 1800 s
+# (VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT) for the engine: streaming ~400 GB of weights and
+# initialising the model on 16 devices. /v1/models answers only after both. The startup probe
+# must outlast their sum, or the kubelet kills a leader that would have come up (and
+# RecreateGroupOnPodRestart restarts the whole group). Default budget: 30 s x 240 = 7200 s =
+# 2 x (1800 s + 1800 s). XLA compilation is deferred to the first requests (SKIP_JAX_PRECOMPILE=1),
+# so it is not in the startup path.
+RAY_INIT_TIMEOUT_SECONDS = 1800
+ENGINE_STARTUP_TIMEOUT_SECONDS = 1800
+STARTUP_SECONDS_NEEDED = RAY_INIT_TIMEOUT_SECONDS + ENGINE_STARTUP_TIMEOUT_SECONDS
+STARTUP_PERIOD_SECONDS = 30
+STARTUP_FAILURE_THRESHOLD = 240
+
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+# --- Parallelism and group size ------------------------------------------------------------
+
+
+def tensor_parallel_match_problems(prefill_tp: int, decode_tp: int) -> list[str]:
+    """Prefill and decode must shard the model alike: TPUConnectorHMA copies KV shard by shard."""
+    if prefill_tp == decode_tp:
+        return []
+    return [
+        f"prefill uses tensor-parallel size {prefill_tp} but decode uses {decode_tp}; TPUConnectorHMA "
+        "moves KV caches between identically sharded servers only, so give both roles the same size"
+    ]
+
+
+def tensor_parallel_fit_problems(tensor_parallel_size: int, shape: Shape, machine: MachineType) -> list[str]:
+    """Tensor parallelism spans the JAX devices of one slice: chips x TensorCores per chip."""
+    if tensor_parallel_size < 1:
+        return [f"tensor-parallel size {tensor_parallel_size} is below 1; use at least 1"]
+    devices = machine.tensorcores(shape)
+    if tensor_parallel_size > devices:
+        return [
+            f"tensor-parallel size {tensor_parallel_size} exceeds the {devices} TensorCores of one {shape} slice "
+            f"({shape.chips} chips x {machine.tensorcores_per_chip} on {machine.name}); use at most {devices} "
+            "or a larger slice shape"
+        ]
+    return []
+
+
+def group_size_problems(size: int, shape: Shape, machine: MachineType) -> list[str]:
+    """A LeaderWorkerSet group is one slice: its size must equal the hosts of the shape."""
+    try:
+        hosts = machine.hosts(shape)
+    except ValueError as error:
+        return [f"{error}; pick a shape of whole hosts"]
+    if size != hosts:
+        return [
+            f"LeaderWorkerSet size {size} does not match the {hosts} hosts of a {shape} slice "
+            f"({shape.chips} chips / {machine.chips_per_host} per {machine.name} host); set the size to {hosts}"
+        ]
+    return []
+
+
+# --- Memory --------------------------------------------------------------------------------
+
+
+def weights_fit_problems(
+    parameters_billions: float, dtype: str, shape: Shape, machine: MachineType, headroom_fraction: float
+) -> list[str]:
+    """The weights must fit the slice's HBM with ``headroom_fraction`` of it left for the KV
+    cache, activations and compiled programs: ``parameters x bytes <= chips x HBM x (1 - headroom)``."""
+    if not 0 <= headroom_fraction < 1:
+        return [f"HBM headroom fraction {headroom_fraction} must be at least 0 and below 1"]
+    try:
+        needed = weight_bytes(parameters_billions, dtype)
+    except ValueError as error:
+        return [str(error)]
+    hbm = machine.hbm_bytes(shape)
+    usable = hbm * (1 - headroom_fraction)
+    if needed <= usable:
+        return []
+    return [
+        f"{parameters_billions:g}B parameters in {dtype} take {float(needed) / GB:,.0f} GB, more than the {usable / GB:,.0f} GB "
+        f"a {shape} slice leaves for weights ({shape.chips} chips x {machine.hbm_bytes_per_chip / GB:,.0f} GB HBM, "
+        f"{headroom_fraction:.0%} kept free); use a larger slice shape, a smaller dtype or less headroom"
+    ]
+
+
+def pod_resources_problems(cpu: str, memory: str, machine: MachineType) -> list[tuple[str, str]]:
+    """A TPU pod takes a whole host: its CPU and memory requests must fit that host's VM.
+
+    Returns (resource, sentence) pairs, ``resource`` being ``cpu`` or ``memory``.
+    """
+    problems = []
+    for name, text, capacity, unit in (
+        ("cpu", cpu, machine.vcpus_per_host, "vCPUs"),
+        ("memory", memory, machine.memory_bytes_per_host, "bytes"),
+    ):
+        try:
+            value = parse_quantity(text)
+        except ValueError as error:
+            problems.append((name, f"{name}: {error}"))
+            continue
+        if value <= 0:
+            problems.append((name, f"{name} request {text} must be positive"))
+        elif value > capacity:
+            problems.append(
+                (
+                    name,
+                    f"{name} request {text} exceeds the {capacity:,} {unit} of one {machine.name} host; "
+                    "request less (the node's allocatable is lower still)",
+                )
+            )
+    return problems
+
+
+# --- Startup, weights, labels --------------------------------------------------------------
+
+
+def startup_budget_problems(
+    period_seconds: int, failure_threshold: int, needed_seconds: int = STARTUP_SECONDS_NEEDED
+) -> list[str]:
+    """The startup probe must outlast the Ray cluster wait plus the engine startup timeout."""
+    if period_seconds < 1 or failure_threshold < 1:
+        return [f"startup probe period {period_seconds} s and failure threshold {failure_threshold} must be at least 1"]
+    budget = period_seconds * failure_threshold
+    if budget >= needed_seconds:
+        return []
+    threshold = -(-needed_seconds // period_seconds)
+    return [
+        f"startup probe allows {period_seconds} s x {failure_threshold} = {budget} s, less than the {needed_seconds} s "
+        "vLLM may take to form the Ray cluster and load the model; the kubelet would restart the group before "
+        f"vLLM gives up; raise the failure threshold to at least {threshold}"
+    ]
+
+
+def gcs_bucket(uri: str) -> str:
+    """Bucket of a ``gs://bucket/...`` URI; ValueError otherwise."""
+    match = re.match(r"^gs://([^/]+)(/.*)?$", uri or "")
+    if not match:
+        raise ValueError(f"{uri!r} is not a gs://bucket/path URI")
+    return match.group(1)
+
+
+def weights_uri_problems(uri: str) -> list[str]:
+    """The Run:ai streamer reads the weights from ``gs://<bucket>/<snapshot directory>``."""
+    try:
+        bucket = gcs_bucket(uri)
+    except ValueError:
+        return [f"weights URI {uri!r} is not gs://<bucket>/<path>; point it at the model snapshot in Cloud Storage"]
+    problems = []
+    if problem := bucket_name_problem(bucket):
+        problems.append(f"{bucket!r} in the weights URI is not a Cloud Storage bucket name ({problem})")
+    if uri.rstrip("/") == f"gs://{bucket}":
+        problems.append(f"weights URI {uri!r} names the bucket only; point it at the snapshot directory inside it")
+    return problems
+
+
+def label_value_problems(value: str, what: str) -> list[str]:
+    """A Kubernetes label value: at most 63 characters, alphanumeric at both ends."""
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        return [
+            f"{what} {value!r} is not a valid label value (at most 63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit)"
+        ]
+    return []

@@ -1,0 +1,35 @@
+"""The slice-check workloads: the JAX script ConfigMap and one JobSet per enabled check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.resources import REPLACE_ON_SPEC_CHANGE, custom_resource
+from components.workloads.slice_checks.objects import SliceChecksObjects
+
+
+@dataclass(frozen=True)
+class SliceChecksArgs:
+    provider: k8s.Provider
+    objects: SliceChecksObjects
+    # The slice controller's webhooks and the LocalQueue must exist before a JobSet is created,
+    # or Kueue never sees it suspended and the slice controller never mutates its pods.
+    after: list[pulumi.Resource]
+
+
+class SliceChecks(pulumi.ComponentResource):
+    def __init__(self, name: str, args: SliceChecksArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-gke:k8s:SliceChecks", name, None, opts)
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.after)
+        configmap = args.objects.script_configmap
+        script = k8s.core.v1.ConfigMap("check-script", metadata=configmap["metadata"], data=configmap["data"], opts=on_cluster)
+        self.jobset_names = [jobset["metadata"]["name"] for jobset in args.objects.jobsets]
+        after_script = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[script]))
+        for jobset in args.objects.jobsets:
+            custom_resource(
+                jobset["metadata"]["name"], jobset, pulumi.ResourceOptions.merge(after_script, REPLACE_ON_SPEC_CHANGE)
+            )
+        self.register_outputs({"jobsetNames": self.jobset_names})

@@ -1,0 +1,156 @@
+"""The `checks` block of the stack config: the JAX slice-check JobSets, their rules and builder input."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.config_base import Problems, image_pin_problem, setting
+from components.gcp.config import TpuConfig
+from components.platform.config import QueuesConfig
+from components.tpu import admission, topology
+from components.workloads import rules
+
+SUBSLICING = "subslicing"
+SUPERSLICING = "superslicing"
+KINDS = (SUBSLICING, SUPERSLICING)
+
+# A dated tag of Google's JAX image for Cloud TPU (JAX 0.9.0; Python and JAX in /opt/venv, on PATH).
+# Seen on TPU7x in public repositories; not checked against the registry from here.
+IMAGE = "us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.9.0-rev1"
+
+
+@dataclass(frozen=True)
+class SliceCheckConfig:
+    name: str = setting(doc="JobSet name (counts against the 49-character slice-name budget).")
+    shape: str = setting(doc="Slice shape; one of tpu.sliceShapes.")
+    slices: int = setting(doc="Slices the check takes at once (the JobSet's replicas).")
+    priority: str = setting(doc="Priority level: low, medium or high (queues.priorityClasses).")
+    hold_seconds: int = setting(doc="Seconds each pod holds its slice after the check passes.")
+    enabled: bool = setting(True, "Run this check JobSet.")
+
+
+@dataclass(frozen=True)
+class ChecksConfig:
+    namespace: str = setting("", "Namespace of the check JobSets; empty means the first of queues.namespaces.")
+    image: str = setting(IMAGE, "Pinned JAX-for-TPU image (tag or @sha256 digest) the checks run.")
+    subslicing: SliceCheckConfig = setting(
+        SliceCheckConfig("subslice-check", "2x2x2", 6, "low", 1800), "Sub-slicing check (six 2x2x2 slices)."
+    )
+    superslicing: SliceCheckConfig = setting(
+        SliceCheckConfig("superslice-check", "4x4x8", 1, "medium", 600), "Super-slicing check (one 4x4x8 slice)."
+    )
+
+    def by_kind(self) -> dict[str, SliceCheckConfig]:
+        return {SUBSLICING: self.subslicing, SUPERSLICING: self.superslicing}
+
+
+def checks_namespace(checks: ChecksConfig, queues: QueuesConfig) -> str:
+    return checks.namespace or next(iter(queues.namespaces), "")
+
+
+def enabled_checks(checks: ChecksConfig, tpu: TpuConfig) -> dict[str, SliceCheckConfig]:
+    """Enabled slice checks by kind (``subslicing``, ``superslicing``); none without dynamic slicing."""
+    if not tpu.dynamic_slicing:
+        return {}
+    return {kind: check for kind, check in checks.by_kind().items() if check.enabled}
+
+
+def check_workloads(checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig) -> list[admission.SliceWorkload]:
+    """The slice demand of every enabled check, for the admission plan."""
+    workloads = []
+    for kind, check in enabled_checks(checks, tpu).items():
+        priority = queues.priority_class(check.priority)
+        shape = topology.Shape.parse(check.shape)
+        workloads.append(admission.SliceWorkload(f"checks.{kind}", shape, check.slices, priority.name, priority.value))
+    return workloads
+
+
+# --- Rules -----------------------------------------------------------------------------
+
+
+def validate_checks(checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig, problems: Problems) -> None:
+    enabled = {kind: c for kind, c in checks.by_kind().items() if c.enabled}
+    if not enabled:
+        return
+    if not tpu.dynamic_slicing_requested:
+        for kind in enabled:
+            problems.add(f"checks.{kind}.enabled", f"{tpu.machine_type} has no dynamic slicing to check", "set false")
+        return
+    namespace = checks_namespace(checks, queues)
+    if checks.namespace:
+        rules.validate_queued_namespace(queues, "checks.namespace", checks.namespace, problems)
+    if problem := image_pin_problem(checks.image):
+        problems.add("checks.image", problem, "pin a dated tag or @sha256:<digest>")
+    for kind, check in enabled.items():
+        _validate_check(tpu, kind, check, namespace, problems)
+    if tpu.shapes_parse and not any(p.key.startswith("checks.") for p in problems.items):
+        for workload in check_workloads(checks, tpu, queues):
+            if problem := admission.never_admitted_problem(workload, tpu.cubes):
+                problems.add(f"{workload.key}.slices", problem, "lower the slices, use a smaller shape or add TPU pools")
+
+
+def _validate_check(tpu: TpuConfig, kind: str, check: SliceCheckConfig, namespace: str, problems: Problems) -> None:
+    prefix = f"checks.{kind}"
+    rules.validate_workload_name(f"{prefix}.name", namespace, check.name, "checks.namespace", problems)
+    shape = topology.try_shape(check.shape)  # an admitted shape that does not parse is reported under tpu.sliceShapes
+    if rules.validate_admitted_shape(tpu, f"{prefix}.shape", check.shape, problems) and shape:
+        _validate_check_kind(kind, f"{prefix}.shape", shape, problems)
+    if check.slices < 1:
+        problems.add(f"{prefix}.slices", f"{check.slices} checks nothing", "use 1 or more")
+    rules.validate_priority_level(f"{prefix}.priority", check.priority, problems)
+    if check.hold_seconds < 0:
+        problems.add(f"{prefix}.holdSeconds", f"{check.hold_seconds} is negative", "use 0 or more seconds")
+
+
+def _validate_check_kind(kind: str, key: str, shape: topology.Shape, problems: Problems) -> None:
+    if kind == SUBSLICING and not topology.is_sub_slice(shape):
+        problems.add(key, f"{shape} is not a sub-slice", "use a sub-slice shape such as 2x2x2")
+    elif kind == SUPERSLICING and not topology.is_super_slice(shape):
+        problems.add(key, f"{shape} is not a super-slice", "use a super-slice shape such as 4x4x8")
+
+
+# --- Builder input ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SliceCheckInput:
+    """What one check JobSet is built from."""
+
+    kind: str  # SUBSLICING or SUPERSLICING: which YAML base
+    name: str
+    namespace: str
+    queue_name: str
+    priority_class: str
+    image: str
+    hold_seconds: int
+    shape: topology.Shape
+    machine: topology.MachineType
+    slices: int
+
+
+@dataclass(frozen=True)
+class SliceChecksInput:
+    namespace: str  # of the script ConfigMap and every check
+    checks: tuple[SliceCheckInput, ...]  # the enabled ones
+
+
+def slice_checks_input(checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig) -> SliceChecksInput:
+    namespace = checks_namespace(checks, queues)
+    return SliceChecksInput(
+        namespace=namespace,
+        checks=tuple(
+            SliceCheckInput(
+                kind=kind,
+                name=check.name,
+                namespace=namespace,
+                queue_name=queues.local_queue_name,
+                priority_class=queues.priority_class(check.priority).name,
+                image=checks.image,
+                hold_seconds=check.hold_seconds,
+                shape=topology.Shape.parse(check.shape),
+                machine=tpu.machine,
+                slices=check.slices,
+            )
+            for kind, check in enabled_checks(checks, tpu).items()
+        ),
+    )

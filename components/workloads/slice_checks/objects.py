@@ -1,0 +1,141 @@
+"""Slice-check JobSets: JAX proves that sub-slicing and super-slicing hand out whole TPU slices.
+
+Pure Python (no Pulumi imports). The YAML bases under ``manifests/slice-checks/`` are real
+manifests; this module loads them and overlays, on fresh copies, what varies per stack:
+namespace, Kueue queue and priority labels, image, hold time, and everything that follows from
+the slice shape and the machine type (parallelism, device counts, TPU requests).
+
+Device arithmetic on TPU7x (``tpu7x-standard-4t``): 4 chips per host, and JAX shows each chip as
+2 devices (one per TensorCore chiplet), so a host has 8 devices and a slice ``chips x 2``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from components import manifests
+from components.platform.kueue_objects import PRIORITY_LABEL, QUEUE_LABEL
+from components.tpu.topology import (
+    ACCELERATOR_NODE_LABEL,
+    SLICE_TOPOLOGY_ANNOTATION,
+    TPU_RESOURCE,
+    MachineType,
+    Shape,
+)
+from components.workloads.slice_checks.config import SUBSLICING, SUPERSLICING, SliceCheckInput, SliceChecksInput
+
+BASE_FILES = {SUBSLICING: "slice-checks/subslicing-check.yaml", SUPERSLICING: "slice-checks/superslicing-check.yaml"}
+SCRIPT_FILE = "check_devices.py"
+SCRIPT_PATH = manifests.MANIFESTS / "slice-checks" / SCRIPT_FILE
+SCRIPT_CONFIGMAP_NAME = "slice-check-script"
+SCRIPT_MOUNT_PATH = "/checks"
+CONTAINER_NAME = "jax-check"
+
+
+# --- What a slice shape means on a machine type -------------------------------------------
+
+
+def jax_devices_per_chip(machine: MachineType) -> int:
+    """JAX devices one chip of ``machine`` shows up as.
+
+    TPU7x chips are two TensorCore chiplets and JAX exposes each as a device (2 per chip); a v5e
+    chip has one TensorCore and is one device. Both equal the TensorCores per chip, which is what
+    this returns; megacore generations (v4, v5p: 2 TensorCores, 1 device) are not in the catalog.
+    """
+    return machine.tensorcores_per_chip
+
+
+@dataclass(frozen=True)
+class SliceFacts:
+    """The numbers a check pod needs for one slice of ``shape`` on ``machine``."""
+
+    shape: Shape
+    machine: MachineType
+
+    @property
+    def chips(self) -> int:
+        return self.shape.chips
+
+    @property
+    def hosts(self) -> int:
+        """Pods per slice: the Job's parallelism and completions (raises when the shape splits a host)."""
+        return self.machine.hosts(self.shape)
+
+    @property
+    def expected_global_devices(self) -> int:
+        return self.chips * jax_devices_per_chip(self.machine)
+
+    @property
+    def expected_local_devices(self) -> int:
+        return self.machine.chips_per_host * jax_devices_per_chip(self.machine)
+
+
+# --- The objects ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SliceChecksObjects:
+    script_configmap: dict[str, Any]
+    jobsets: list[dict[str, Any]]
+
+
+def slice_checks_objects(spec: SliceChecksInput) -> SliceChecksObjects:
+    return SliceChecksObjects(check_script_configmap(spec.namespace), [slice_check_jobset(c) for c in spec.checks])
+
+
+def load_base(kind: str) -> dict[str, Any]:
+    """A fresh copy of the YAML base of the ``kind`` check (``subslicing`` or ``superslicing``)."""
+    return manifests.load_document(BASE_FILES[kind])
+
+
+def slice_check_jobset(spec: SliceCheckInput) -> dict[str, Any]:
+    """The check JobSet with ``spec`` overlaid on its YAML base.
+
+    Parallelism, completions, NUM_PROCESSES, the expected device counts, the TPU request and the
+    accelerator node selector follow from the shape and the machine type.
+    """
+    facts = SliceFacts(spec.shape, spec.machine)
+    jobset = load_base(spec.kind)
+    (replicated_job,) = jobset["spec"]["replicatedJobs"]
+    job_spec = replicated_job["template"]["spec"]
+    pod_template = job_spec["template"]
+    pod_spec = pod_template["spec"]
+    container = manifests.container(pod_spec, CONTAINER_NAME)
+
+    metadata = jobset["metadata"]
+    metadata["name"] = spec.name
+    metadata["namespace"] = spec.namespace
+    metadata.setdefault("labels", {}).update({QUEUE_LABEL: spec.queue_name, PRIORITY_LABEL: spec.priority_class})
+
+    replicated_job["replicas"] = spec.slices
+    job_spec["parallelism"] = facts.hosts
+    job_spec["completions"] = facts.hosts
+    pod_template["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION] = str(facts.shape)
+    pod_spec.setdefault("nodeSelector", {})[ACCELERATOR_NODE_LABEL] = facts.machine.accelerator_label
+
+    container["image"] = spec.image
+    tpus = str(facts.machine.chips_per_host)
+    resources = container.setdefault("resources", {})
+    resources.setdefault("requests", {})[TPU_RESOURCE] = tpus
+    resources.setdefault("limits", {})[TPU_RESOURCE] = tpus
+    manifests.set_env(container, "EXPECTED_GLOBAL_DEVICES", facts.expected_global_devices)
+    manifests.set_env(container, "EXPECTED_LOCAL_DEVICES", facts.expected_local_devices)
+    manifests.set_env(container, "NUM_PROCESSES", facts.hosts)
+    manifests.set_env(container, "HOLD_SECONDS", spec.hold_seconds)
+    return jobset
+
+
+def check_script_text() -> str:
+    """The check script, exactly as the ConfigMap carries it."""
+    return SCRIPT_PATH.read_text(encoding="utf-8")
+
+
+def check_script_configmap(namespace: str) -> dict[str, Any]:
+    """The ConfigMap the check JobSets mount at /checks (one key: check_devices.py)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": SCRIPT_CONFIGMAP_NAME, "namespace": namespace},
+        "data": {SCRIPT_FILE: check_script_text()},
+    }

@@ -1,0 +1,230 @@
+"""The Google Cloud layer as the program registers it for the dev stack (mocks, preview)."""
+
+import pytest
+import yaml
+
+from components.gcp.project_services import REQUIRED_APIS
+from tests.conftest import run_stack
+
+NODE_POOL = "gcp:container/nodePool:NodePool"
+
+
+def test_every_resource_sits_under_a_named_component(dev_run):
+    components = {r.name for r in dev_run.registrations if r.type.startswith("tpu-gke:")}
+    assert components >= {"project-services", "network", "cluster", "tpu-capacity", "platform", "queues"}
+    for r in dev_run.registrations:
+        if r.type.startswith("tpu-gke:"):
+            assert r.parent is None, f"{r.name} should be top level"
+        else:
+            assert r.parent in components, f"{r.type} {r.name} has parent {r.parent}"
+
+
+def test_apis_are_enabled_and_never_disabled_on_destroy(dev_run):
+    services = dev_run.of_type("gcp:projects/service:Service")
+    assert sorted(s.input("service") for s in services) == sorted(REQUIRED_APIS)
+    assert {"container.googleapis.com", "compute.googleapis.com", "iam.googleapis.com", "cloudresourcemanager.googleapis.com", "networkservices.googleapis.com", "storage.googleapis.com"} == set(REQUIRED_APIS)
+    for service in services:
+        assert service.input("disableOnDestroy") is False
+        assert service.input("project") == "my-tpu-project"
+
+
+def test_ai_zone_preview_feature_only_for_ai_zones(dev_run):
+    (feature,) = dev_run.of_type("gcp:compute/previewFeature:PreviewFeature")
+    assert feature.input("name") == "ai-zones-visibility"
+    assert feature.input("activationStatus") == "ENABLED"
+    ordinary_zone = run_stack({"tpu.zone": "us-central1-b"})
+    assert ordinary_zone.of_type("gcp:compute/previewFeature:PreviewFeature") == []
+
+
+def test_vpc(dev_run):
+    vpc = dev_run.one("gcp:compute/network:Network", "vpc")
+    assert vpc.input("name") == "qwen-serving-main"
+    assert vpc.input("mtu") == 8896
+    assert vpc.input("autoCreateSubnetworks") is False
+    assert vpc.input("routingMode") == "REGIONAL"
+
+
+def test_node_subnet_has_private_access_and_named_secondary_ranges(dev_run):
+    subnet = dev_run.one("gcp:compute/subnetwork:Subnetwork", "node-subnet")
+    assert subnet.input("name") == "qwen-serving-tpu"
+    assert subnet.input("ipCidrRange") == "10.10.0.0/18"
+    assert subnet.input("region") == "us-central1"
+    assert subnet.input("privateIpGoogleAccess") is True
+    assert subnet.input("secondaryIpRanges") == [
+        {"rangeName": "qwen-serving-pods", "ipCidrRange": "10.12.0.0/14"},
+        {"rangeName": "qwen-serving-services", "ipCidrRange": "10.16.0.0/20"},
+    ]
+
+
+def test_proxy_only_subnet_serves_the_internal_gateway(dev_run):
+    subnet = dev_run.one("gcp:compute/subnetwork:Subnetwork", "proxy-only-subnet")
+    assert subnet.input("name") == "qwen-serving-proxy"
+    assert subnet.input("ipCidrRange") == "172.16.0.0/26"
+    assert (subnet.input("purpose"), subnet.input("role")) == ("REGIONAL_MANAGED_PROXY", "ACTIVE")
+
+
+def test_firewall_admits_only_the_vpcs_own_ranges(dev_run):
+    (rule,) = dev_run.of_type("gcp:compute/firewall:Firewall")
+    assert rule.input("name") == "qwen-serving-allow-internal"
+    assert rule.input("direction") == "INGRESS"
+    assert sorted(rule.input("sourceRanges")) == sorted(["10.10.0.0/18", "10.12.0.0/14", "172.16.0.0/26"])
+    assert "10.0.0.0/8" not in rule.input("sourceRanges") and "172.16.0.0/12" not in rule.input("sourceRanges")
+
+
+def test_cluster_features(dev_run):
+    cluster = dev_run.one("gcp:container/cluster:Cluster", "gke-cluster")
+    assert cluster.input("name") == "qwen-serving-cluster"
+    assert cluster.input("location") == "us-central1"  # regional
+    assert cluster.input("releaseChannel") == {"channel": "RAPID"}
+    assert cluster.input("minMasterVersion") == "1.36.0-gke.3712000"
+    assert cluster.input("removeDefaultNodePool") is True
+    assert cluster.input("addonsConfig.sliceControllerConfig.enabled") is True
+    assert cluster.input("gatewayApiConfig") == {"channel": "CHANNEL_STANDARD"}
+    assert cluster.input("workloadIdentityConfig") == {"workloadPool": "my-tpu-project.svc.id.goog"}
+    assert cluster.input("datapathProvider") == "ADVANCED_DATAPATH"
+    assert cluster.input("monitoringConfig.advancedDatapathObservabilityConfig.enableMetrics") is True
+    assert cluster.input("monitoringConfig.managedPrometheus.enabled") is True
+    addons = cluster.input("addonsConfig")
+    assert addons["httpLoadBalancing"] == {"disabled": False}
+    assert addons["horizontalPodAutoscaling"] == {"disabled": False}
+    assert addons["gcsFuseCsiDriverConfig"] == {"enabled": True}
+    assert addons["dnsCacheConfig"] == {"enabled": True}
+    assert cluster.input("ipAllocationPolicy") == {
+        "clusterSecondaryRangeName": "qwen-serving-pods",
+        "servicesSecondaryRangeName": "qwen-serving-services",
+    }
+    assert cluster.input("deletionProtection") is False  # dev turns it off
+    assert "maintenancePolicy" not in cluster.inputs  # no hard-coded dates
+
+
+def test_deletion_protection_and_maintenance_come_from_config():
+    run = run_stack(
+        {
+            "cluster.deletionProtection": True,
+            "cluster.maintenanceWindow": {"start": "2026-01-03T04:00:00Z", "end": "2026-01-03T12:00:00Z"},
+            "cluster.maintenanceExclusions": [
+                {"name": "launch", "start": "2026-12-01T00:00:00Z", "end": "2026-12-20T00:00:00Z", "scope": "NO_UPGRADES"}
+            ],
+        }
+    )
+    cluster = run.one("gcp:container/cluster:Cluster", "gke-cluster")
+    assert cluster.input("deletionProtection") is True
+    policy = cluster.input("maintenancePolicy")
+    assert policy["recurringWindow"]["recurrence"] == "FREQ=WEEKLY;BYDAY=SA,SU"
+    assert policy["maintenanceExclusions"] == [
+        {"exclusionName": "launch", "startTime": "2026-12-01T00:00:00Z", "endTime": "2026-12-20T00:00:00Z", "exclusionOptions": {"scope": "NO_UPGRADES"}}
+    ]
+
+
+def test_system_pool_runs_as_a_least_privilege_node_account(dev_run):
+    account = dev_run.one("gcp:serviceaccount/account:Account", "node-sa")
+    assert account.input("accountId") == "qwen-serving-cluster-nodes"
+    roles = sorted(m.input("role") for m in dev_run.of_type("gcp:projects/iAMMember:IAMMember"))
+    assert roles == ["roles/artifactregistry.reader", "roles/container.defaultNodeServiceAccount"]
+    pool = dev_run.one(NODE_POOL, "system-pool")
+    assert pool.input("nodeCount") == 1  # per zone of the regional cluster
+    assert pool.input("nodeConfig.machineType") == "n2-standard-32"
+    assert pool.input("nodeConfig.workloadMetadataConfig.mode") == "GKE_METADATA"
+    assert "node-sa" in pool.dependencies  # the pool's service account is ours, not the default
+
+
+def test_workload_policy(dev_run):
+    policy = dev_run.one("gcp:compute/resourcePolicy:ResourcePolicy", "workload-policy")
+    assert policy.input("name") == "superslice-policy"
+    assert policy.input("region") == "us-central1"
+    assert policy.input("workloadPolicy") == {
+        "type": "HIGH_THROUGHPUT",
+        "acceleratorTopology": "4x4x4",
+        "acceleratorTopologyMode": "PROVISION_ONLY",
+    }
+
+
+@pytest.mark.parametrize("pool_name", ["tpu7-pool-1", "tpu7-pool-2"])
+def test_tpu_pool_is_a_reserved_cube(dev_run, pool_name):
+    pool = dev_run.one(NODE_POOL, pool_name)
+    assert pool.parent == "tpu-capacity"
+    assert pool.input("name") == pool_name
+    assert pool.input("nodeCount") == 16
+    assert pool.input("nodeLocations") == ["us-central1-ai1a"]
+    assert pool.input("nodeConfig.machineType") == "tpu7x-standard-4t"
+    assert pool.input("nodeConfig.workloadMetadataConfig.mode") == "GKE_METADATA"
+    assert pool.input("nodeConfig.gvnic.enabled") is True
+    assert pool.input("nodeConfig.reservationAffinity") == {
+        "consumeReservationType": "SPECIFIC_RESERVATION",
+        "key": "compute.googleapis.com/reservation-name",
+        "values": ["projects/my-tpu-project/reservations/my-tpu7x-reservation/reservationBlocks/block-0"],
+    }
+    placement = pool.input("placementPolicy")
+    assert placement["policyName"] == "superslice-policy"
+    assert not placement.get("type") and "tpuTopology" not in placement
+    assert pool.input("upgradeSettings") == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 16}
+    assert pool.custom_timeouts["create"] == "90m"
+    assert "workload-policy" in pool.dependencies
+
+
+def test_tpu_pools_are_created_in_parallel(dev_run):
+    first, second = dev_run.one(NODE_POOL, "tpu7-pool-1"), dev_run.one(NODE_POOL, "tpu7-pool-2")
+    assert "tpu7-pool-2" not in first.dependencies and "tpu7-pool-1" not in second.dependencies
+
+
+def test_sub_blocks_and_reservation_project_shape_the_path():
+    run = run_stack(
+        {
+            "tpu.reservation": {"name": "shared-res", "block": "block-7", "project": "capacity-host"},
+            "tpu.pools": [{"name": "cube-a", "nodeCount": 16, "subBlock": "sub-1"}, {"name": "cube-b", "nodeCount": 16}],
+        }
+    )
+    assert run.one(NODE_POOL, "cube-a").input("nodeConfig.reservationAffinity.values") == [
+        "projects/capacity-host/reservations/shared-res/reservationBlocks/block-7/reservationSubBlocks/sub-1"
+    ]
+    assert run.one(NODE_POOL, "cube-b").input("nodeConfig.reservationAffinity.values") == [
+        "projects/capacity-host/reservations/shared-res/reservationBlocks/block-7"
+    ]
+
+
+def test_protected_pools_on_request():
+    assert not any(p.protect for p in run_stack().of_type(NODE_POOL))
+    protected = run_stack({"tpu.protectPools": True})
+    assert [p.protect for p in protected.of_type(NODE_POOL) if p.name.startswith("tpu7")] == [True, True]
+
+
+def test_cube_count_follows_the_pool_list():
+    run = run_stack({"tpu.pools": [{"name": f"cube-{i}", "nodeCount": 16} for i in range(4)]})
+    assert len([p for p in run.of_type(NODE_POOL) if p.name.startswith("cube-")]) == 4
+    assert run.outputs["tpuChips"] == 256
+
+
+def test_kubernetes_provider_uses_the_cluster_kubeconfig(dev_run):
+    (provider,) = dev_run.of_type("pulumi:providers:kubernetes")
+    assert provider.parent == "cluster"
+    assert provider.inputs["kubeconfig"] is not None
+    assert {"gke-cluster", "system-pool"} <= set(provider.dependencies)
+
+
+def test_kubeconfig_authenticates_with_the_gke_plugin_and_stays_secret():
+    run = run_stack(preview=False)
+    assert run.outputs["kubeconfig"] == "[secret]"
+    kubeconfig = yaml.safe_load(run.raw_outputs["kubeconfig"])
+    (user,) = kubeconfig["users"]
+    assert user["user"]["exec"]["command"] == "gke-gcloud-auth-plugin"
+    assert "token" not in user["user"]
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://203.0.113.10"
+
+
+def test_stack_outputs(dev_run):
+    outputs = dev_run.outputs
+    assert outputs["project"] == "my-tpu-project" and outputs["region"] == "us-central1"
+    assert (outputs["networkName"], outputs["nodeSubnetName"], outputs["proxyOnlySubnetName"]) == (
+        "qwen-serving-main",
+        "qwen-serving-tpu",
+        "qwen-serving-proxy",
+    )
+    assert outputs["clusterName"] == "qwen-serving-cluster"
+    assert outputs["clusterEndpoint"] == "[unknown]"  # known only after apply
+    assert outputs["kubeconfig"] == "[secret]"
+    assert outputs["getCredentialsCommand"] == (
+        "gcloud container clusters get-credentials qwen-serving-cluster --region us-central1 --project my-tpu-project"
+    )
+    assert outputs["workloadPolicyName"] == "superslice-policy"
+    assert outputs["tpuPoolNames"] == ["tpu7-pool-1", "tpu7-pool-2"]
+    assert outputs["tpuChips"] == 128

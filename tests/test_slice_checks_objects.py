@@ -1,0 +1,406 @@
+"""The slice-check JobSets: the JAX check script (without JAX), the overlays, the slice-name
+budget, and strict validation of the JobSets against the JobSet CRD schema."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.naming import slice_name_budget_problem
+from components.tpu.topology import MACHINE_CATALOG, Shape
+from components.workloads.slice_checks import objects as slice_checks
+from components.workloads.slice_checks.config import IMAGE as DEFAULT_IMAGE
+from components.workloads.slice_checks.config import SUBSLICING, SUPERSLICING
+from components.workloads.slice_checks.objects import SliceFacts, slice_check_jobset
+from tests.conftest import check_input
+from tests.crd_schemas import crd_errors
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCRIPT_PATH = REPO_ROOT / "manifests" / "slice-checks" / "check_devices.py"
+
+
+def _load_script_module(name: str = "slice_check_devices") -> types.ModuleType:
+    """Import the script by path (its folder is no package); dataclasses need it in sys.modules."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPT_PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+check_devices = _load_script_module()
+
+
+# --- The check script, with a fake jax -----------------------------------------------------
+
+
+class FakeJax:
+    """The three jax calls the script makes, with canned counts and a record of initialize()."""
+
+    def __init__(self, global_devices: int, local_devices: int):
+        self.initialize_calls = 0
+        self._global = global_devices
+        self._local = local_devices
+        self.distributed = types.SimpleNamespace(initialize=self._initialize)
+
+    def _initialize(self) -> None:
+        self.initialize_calls += 1
+
+    def device_count(self) -> int:
+        return self._global
+
+    def local_device_count(self) -> int:
+        return self._local
+
+
+class FakeSleep:
+    def __init__(self):
+        self.calls: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+
+
+def _env(**overrides: str) -> dict[str, str]:
+    env = {"EXPECTED_GLOBAL_DEVICES": "16", "EXPECTED_LOCAL_DEVICES": "8", "HOSTNAME": "pod-0"}
+    env.update(overrides)
+    return {k: v for k, v in env.items() if v is not None}
+
+
+def _report(stdout: str) -> dict[str, Any]:
+    return json.loads(stdout.splitlines()[0])
+
+
+@pytest.mark.parametrize(
+    "counts, ok, message",
+    [
+        ((16, 8, 16, 8), True, "16 global and 8 local devices as expected"),
+        ((8, 8, 16, 8), False, "global device count 8, expected 16"),
+        ((16, 4, 16, 8), False, "local device count 4, expected 8"),
+        ((1, 1, 256, 8), False, "global device count 1, expected 256; local device count 1, expected 8"),
+    ],
+)
+def test_evaluate(counts, ok, message):
+    assert check_devices.evaluate(*counts) == (ok, message)
+
+
+def test_pass_prints_one_json_line_and_exits_at_once(capsys):
+    jax, sleep = FakeJax(16, 8), FakeSleep()
+    assert check_devices.main(jax, _env(), sleep) == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) == 1
+    assert _report(out) == {
+        "check": "tpu-slice-devices",
+        "ok": True,
+        "message": "16 global and 8 local devices as expected",
+        "pod": "pod-0",
+        "num_processes": 1,
+        "global_devices": 16,
+        "expected_global_devices": 16,
+        "local_devices": 8,
+        "expected_local_devices": 8,
+        "hold_seconds": 0,
+    }
+    assert sleep.calls == []
+    assert jax.initialize_calls == 0
+
+
+def test_pass_holds_the_slice_with_the_injected_sleep(capsys):
+    sleep = FakeSleep()
+    assert check_devices.main(FakeJax(16, 8), _env(HOLD_SECONDS="900"), sleep) == 0
+    assert sleep.calls == [900]
+    out = capsys.readouterr().out
+    assert _report(out)["hold_seconds"] == 900
+    assert "holding the slice for 900 s" in out
+
+
+@pytest.mark.parametrize("global_devices, local_devices", [(8, 8), (16, 4), (0, 0)])
+def test_mismatch_exits_1_without_holding(capsys, global_devices, local_devices):
+    sleep = FakeSleep()
+    status = check_devices.main(FakeJax(global_devices, local_devices), _env(HOLD_SECONDS="900"), sleep)
+    assert status == 1
+    assert sleep.calls == []
+    captured = capsys.readouterr()
+    assert _report(captured.out)["ok"] is False
+    assert "slice check FAILED" in captured.err
+    assert "expected" in captured.err
+
+
+def test_mismatch_message_names_the_counts(capsys):
+    check_devices.main(FakeJax(8, 8), _env(), FakeSleep())
+    assert "global device count 8, expected 16" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("num_processes, calls", [(None, 0), ("1", 0), ("2", 1), ("32", 1)])
+def test_distributed_initialize_only_when_multi_process(capsys, num_processes, calls):
+    jax = FakeJax(16, 8)
+    check_devices.main(jax, _env(NUM_PROCESSES=num_processes), FakeSleep())
+    assert jax.initialize_calls == calls
+
+
+@pytest.mark.parametrize(
+    "overrides, fragment",
+    [
+        ({"EXPECTED_GLOBAL_DEVICES": None}, "EXPECTED_GLOBAL_DEVICES is not set"),
+        ({"EXPECTED_LOCAL_DEVICES": ""}, "EXPECTED_LOCAL_DEVICES is not set"),
+        ({"EXPECTED_GLOBAL_DEVICES": "sixteen"}, "EXPECTED_GLOBAL_DEVICES='sixteen' is not an integer"),
+        ({"EXPECTED_LOCAL_DEVICES": "0"}, "EXPECTED_LOCAL_DEVICES=0 is below 1"),
+        ({"HOLD_SECONDS": "-1"}, "HOLD_SECONDS=-1 is below 0"),
+        ({"HOLD_SECONDS": "1.5"}, "HOLD_SECONDS='1.5' is not an integer"),
+        ({"NUM_PROCESSES": "0"}, "NUM_PROCESSES=0 is below 1"),
+    ],
+)
+def test_bad_environment_exits_2_before_touching_jax(capsys, overrides, fragment):
+    jax, sleep = FakeJax(16, 8), FakeSleep()
+    assert check_devices.main(jax, _env(**overrides), sleep) == 2
+    assert fragment in capsys.readouterr().err
+    assert jax.initialize_calls == 0 and sleep.calls == []
+
+
+def test_script_imports_without_jax(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jax", None)  # any `import jax` now raises ImportError
+    monkeypatch.delitem(sys.modules, "slice_check_devices_without_jax", raising=False)
+    module = _load_script_module("slice_check_devices_without_jax")
+    assert callable(module.main)
+
+
+@pytest.mark.parametrize("global_devices, status", [(16, 0), (8, 1)])
+def test_script_runs_as_main_with_a_stub_jax_package(tmp_path, global_devices, status):
+    stub = tmp_path / "jax"
+    stub.mkdir()
+    (stub / "__init__.py").write_text(
+        textwrap.dedent(
+            f"""
+            from . import distributed
+            def device_count(): return {global_devices}
+            def local_device_count(): return 8
+            """
+        )
+    )
+    (stub / "distributed.py").write_text("def initialize(): print('initialized')\n")
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(tmp_path), "EXPECTED_GLOBAL_DEVICES": "16",
+           "EXPECTED_LOCAL_DEVICES": "8", "NUM_PROCESSES": "2", "HOLD_SECONDS": "0"}
+    result = subprocess.run([sys.executable, str(SCRIPT_PATH)], env=env, capture_output=True, text=True, timeout=30)
+    assert result.returncode == status, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "initialized"
+    assert json.loads(lines[1])["global_devices"] == global_devices
+
+
+# --- The overlays --------------------------------------------------------------------------
+
+EXPECTED = {
+    SUBSLICING: dict(name="subslice-check", priority="low-priority-1000", replicas=6,
+                     hosts=2, shape="2x2x2", global_devices=16, hold=1800),
+    SUPERSLICING: dict(name="superslice-check", priority="medium-priority-2000", replicas=1,
+                       hosts=32, shape="4x4x8", global_devices=256, hold=600),
+}
+IMAGE = "registry.example/jax-tpu:test"
+
+
+def _overlaid(check: str, **overrides: Any) -> dict[str, Any]:
+    args = dict(namespace="tpu-checks", queue_name="tpu-lq", priority_class=f"{check}-priority", image=IMAGE)
+    args.update(overrides)
+    return slice_check_jobset(check_input(check, **args))
+
+
+def _parts(jobset: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+    (replicated_job,) = jobset["spec"]["replicatedJobs"]
+    job_spec = replicated_job["template"]["spec"]
+    pod_template = job_spec["template"]
+    (container,) = pod_template["spec"]["containers"]
+    return replicated_job, job_spec, pod_template, pod_template["spec"], container
+
+
+def _env_of(container: dict[str, Any]) -> dict[str, str]:
+    return {entry["name"]: entry["value"] for entry in container["env"]}
+
+
+@pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
+def test_overlay_sets_what_varies_and_keeps_the_reference_shape(check):
+    want = EXPECTED[check]
+    jobset = _overlaid(check, hold_seconds=120)
+    replicated_job, job_spec, pod_template, pod_spec, container = _parts(jobset)
+
+    assert jobset["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and jobset["kind"] == "JobSet"
+    assert jobset["metadata"] == {
+        "name": want["name"],
+        "namespace": "tpu-checks",
+        "labels": {"kueue.x-k8s.io/queue-name": "tpu-lq", "kueue.x-k8s.io/priority-class": f"{check}-priority"},
+    }
+    assert replicated_job["name"] == "job-jax"
+    assert replicated_job["replicas"] == want["replicas"]
+    assert job_spec["parallelism"] == job_spec["completions"] == want["hosts"]
+    assert job_spec["completionMode"] == "Indexed"
+    assert job_spec["backoffLimit"] == 10
+    assert pod_template["metadata"]["annotations"] == {"cloud.google.com/gke-tpu-slice-topology": want["shape"]}
+    assert pod_spec["restartPolicy"] == "Never"
+    assert pod_spec["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu7x"}
+    assert pod_spec["tolerations"] == [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert container["image"] == IMAGE
+    assert container["resources"] == {"requests": {"google.com/tpu": "4"}, "limits": {"google.com/tpu": "4"}}
+    assert _env_of(container) == {
+        "EXPECTED_GLOBAL_DEVICES": str(want["global_devices"]),
+        "EXPECTED_LOCAL_DEVICES": "8",
+        "NUM_PROCESSES": str(want["hosts"]),
+        "HOLD_SECONDS": "120",
+        "JAX_PLATFORMS": "tpu",
+    }
+
+
+@pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
+def test_overlay_mounts_the_script_configmap(check):
+    _, _, _, pod_spec, container = _parts(_overlaid(check))
+    assert container["command"] == ["python", f"{slice_checks.SCRIPT_MOUNT_PATH}/{slice_checks.SCRIPT_FILE}"]
+    (mount,) = container["volumeMounts"]
+    (volume,) = pod_spec["volumes"]
+    assert mount == {"name": volume["name"], "mountPath": "/checks", "readOnly": True}
+    assert volume["configMap"] == {"name": "slice-check-script"}
+    configmap = slice_checks.check_script_configmap("tpu-checks")
+    assert configmap["metadata"] == {"name": volume["configMap"]["name"], "namespace": "tpu-checks"}
+    assert list(configmap["data"]) == [container["command"][1].rsplit("/", 1)[1]]
+
+
+def test_configmap_carries_the_script_verbatim():
+    configmap = slice_checks.check_script_configmap("ns")
+    assert configmap["apiVersion"] == "v1" and configmap["kind"] == "ConfigMap"
+    assert configmap["data"]["check_devices.py"] == SCRIPT_PATH.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
+def test_the_default_hold_time_is_the_base_s_and_overlaid(check):
+    _, _, _, _, container = _parts(_overlaid(check))
+    assert _env_of(container)["HOLD_SECONDS"] == str(EXPECTED[check]["hold"])
+    _, _, _, _, container = _parts(_overlaid(check, hold_seconds=0))
+    assert _env_of(container)["HOLD_SECONDS"] == "0"
+
+
+@pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
+def test_bases_agree_with_their_own_derivation(check):
+    """Overlaying the base's own placeholders changes nothing: its numbers follow from its shape."""
+    base = slice_checks.load_base(check)
+    same = slice_check_jobset(check_input(check, namespace=base["metadata"]["namespace"]))
+    assert same == base, "the block's defaults and the base's placeholders disagree"
+    assert check_input(check).image == DEFAULT_IMAGE
+    assert base["metadata"]["namespace"] == "default"
+    assert base["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == EXPECTED[check]["priority"]
+
+
+@pytest.mark.parametrize(
+    "check, shape, hosts, global_devices",
+    [(SUBSLICING, "2x2x1", 1, 8), (SUBSLICING, "2x2x4", 4, 32), (SUBSLICING, "2x4x4", 8, 64),
+     (SUPERSLICING, "4x4x4", 16, 128), (SUPERSLICING, "4x8x8", 64, 512)],
+)
+def test_shape_drives_parallelism_and_device_counts(check, shape, hosts, global_devices):
+    replicated_job, job_spec, pod_template, _, container = _parts(_overlaid(check, shape=shape, slices=3))
+    assert replicated_job["replicas"] == 3
+    assert job_spec["parallelism"] == job_spec["completions"] == hosts
+    assert pod_template["metadata"]["annotations"]["cloud.google.com/gke-tpu-slice-topology"] == shape
+    env = _env_of(container)
+    assert env["EXPECTED_GLOBAL_DEVICES"] == str(global_devices)
+    assert env["EXPECTED_LOCAL_DEVICES"] == "8"
+    assert env["NUM_PROCESSES"] == str(hosts)
+
+
+def test_a_shape_that_splits_a_host_cannot_be_built():
+    with pytest.raises(ValueError, match="not a multiple of the 4 chips"):
+        _overlaid(SUBSLICING, shape="1x1x2")
+
+
+def test_overlays_work_on_copies():
+    first = _overlaid(SUBSLICING)
+    first["spec"]["replicatedJobs"][0]["replicas"] = 99
+    second = _overlaid(SUBSLICING, namespace="other")
+    assert second["spec"]["replicatedJobs"][0]["replicas"] == 6
+    assert slice_checks.load_base(SUBSLICING)["metadata"]["namespace"] == "default"
+
+
+def test_facts_of_tpu7x_slices():
+    facts = SliceFacts(Shape.parse("4x4x8"), MACHINE_CATALOG["tpu7x-standard-4t"])
+    assert (facts.chips, facts.hosts, facts.expected_global_devices, facts.expected_local_devices) == (128, 32, 256, 8)
+
+
+# --- Slice name budget ---------------------------------------------------------------------
+
+
+def test_name_budget_accepts_names_within_49():
+    assert slice_name_budget_problem("default", "kueue-jobset-simple-subslicing") is None  # 7+1+30+6 = 44
+    assert slice_name_budget_problem("ns", "w" * 40) is None  # 2+1+40+6 = 49, the limit itself
+
+
+def test_name_budget_rejects_one_over():
+    problem = slice_name_budget_problem("ns", "w" * 41)
+    assert problem is not None
+    assert "2 + 1 + 41 + 6 = 50" in problem and "budget is 49" in problem
+
+
+def test_name_budget_of_the_reference_namespace():
+    """The codelab's namespace leaves no room for its check JobSet names."""
+    problem = slice_name_budget_problem("llm-d-pd-disaggregation", "kueue-jobset-simple-subslicing")
+    assert problem is not None and "= 60 characters" in problem
+    assert "within 19 characters" in problem
+
+
+def test_name_budget_limit_is_a_parameter():
+    assert slice_name_budget_problem("default", "kueue-jobset-simple-subslicing", limit=44) is None
+    assert slice_name_budget_problem("default", "kueue-jobset-simple-subslicing", limit=43) is not None
+
+
+# --- Strict validation against the JobSet CRD schema ----------------------------------------
+
+
+def schema_errors(obj: dict[str, Any]) -> list[str]:
+    return sorted(crd_errors(obj))
+
+
+@pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
+def test_bases_validate_strictly(check):
+    assert schema_errors(slice_checks.load_base(check)) == []
+
+
+@pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
+def test_overlaid_jobsets_validate_strictly(check):
+    jobset = _overlaid(check, hold_seconds=30, shape=EXPECTED[check]["shape"], slices=2)
+    assert schema_errors(jobset) == []
+
+
+def _misspell(jobset: dict[str, Any], where: str) -> None:
+    replicated_job = jobset["spec"]["replicatedJobs"][0]
+    job_spec = replicated_job["template"]["spec"]
+    if where == "job":
+        job_spec["parallelizm"] = job_spec.pop("parallelism")
+    elif where == "pod":
+        pod_spec = job_spec["template"]["spec"]
+        pod_spec["nodeSelecter"] = pod_spec.pop("nodeSelector")
+    elif where == "container":
+        container = job_spec["template"]["spec"]["containers"][0]
+        container["volumeMount"] = container.pop("volumeMounts")
+    elif where == "metadata":
+        jobset["metadata"]["lables"] = jobset["metadata"].pop("labels")
+
+
+@pytest.mark.parametrize(
+    "where, field",
+    [("job", "parallelizm"), ("pod", "nodeSelecter"), ("container", "volumeMount"), ("metadata", "lables")],
+)
+def test_misspelled_fields_are_rejected(where, field):
+    jobset = _overlaid(SUBSLICING)
+    _misspell(jobset, where)
+    errors = schema_errors(jobset)
+    assert len(errors) == 1, errors
+    assert f"'{field}' was unexpected" in errors[0]
+
+
+def test_wrong_types_are_rejected():
+    jobset = _overlaid(SUPERSLICING)
+    jobset["spec"]["replicatedJobs"][0]["replicas"] = "1"
+    assert any("replicas" in e and "is not of type 'integer'" in e for e in schema_errors(jobset))

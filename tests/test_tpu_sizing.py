@@ -1,0 +1,74 @@
+"""Model sizing: one dtype table for every workload, exact weight bytes, slice topologies."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from components.tpu.sizing import (
+    BYTES_PER_PARAMETER,
+    DTYPES_TEXT,
+    chips_needed,
+    dtype_problem,
+    slice_topologies,
+    smallest_fitting_topology,
+    weight_bytes,
+)
+from components.tpu.topology import GB, MACHINE_CATALOG, Shape, dynamic_slice_problem, static_slice_problem
+
+V5E = MACHINE_CATALOG["ct5lp-hightpu-4t"]
+TPU7X = MACHINE_CATALOG["tpu7x-standard-4t"]
+DOCUMENTED = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")  # what both config docs promise
+
+
+def test_the_table_holds_exactly_the_documented_dtypes():
+    assert tuple(BYTES_PER_PARAMETER) == DOCUMENTED
+    assert DTYPES_TEXT == "fp32, bf16, fp16, fp8, int8 or int4"
+
+
+@pytest.mark.parametrize("dtype, size", [("fp32", 4), ("bf16", 2), ("fp16", 2), ("fp8", 1), ("int8", 1), ("int4", 0.5)])
+def test_bytes_per_parameter(dtype, size):
+    assert dtype_problem(dtype) is None
+    assert weight_bytes(1, dtype) == Fraction(size) * 10**9
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "BF16", "fp4", ""])
+def test_any_other_name_is_refused(dtype):
+    assert dtype_problem(dtype) == f"{dtype!r} is not a known dtype"
+    with pytest.raises(ValueError, match="use one of fp32, bf16, fp16, fp8, int8, int4"):
+        weight_bytes(1, dtype)
+
+
+def test_175b_bf16_is_exactly_350_gb_and_needs_22_v5e_chips():
+    assert weight_bytes(175, "bf16") == 350 * GB
+    assert weight_bytes(0.1, "int4") == Fraction(5, 100) * 10**9  # exact: no float rounding
+    assert chips_needed(175, "bf16", V5E) == 22  # 350 / 16 = 21.875, rounded up
+    assert smallest_fitting_topology(350 * GB, V5E) == Shape.parse("4x8")
+
+
+@pytest.mark.parametrize("parameters", [0, -7, float("nan"), float("inf")])
+def test_a_parameter_count_that_is_not_positive_is_refused(parameters):
+    with pytest.raises(ValueError, match="positive number of billions"):
+        weight_bytes(parameters, "bf16")
+
+
+def test_v5e_hbm_comes_from_the_machine_catalog():
+    assert V5E.hbm_bytes_per_chip == 16 * GB
+    assert V5E.hbm_bytes(Shape.parse("4x8")) == 512 * GB
+
+
+def test_v5e_topologies_fewest_chips_first():
+    assert [str(s) for s in slice_topologies(V5E)] == ["2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"]
+    assert all(static_slice_problem(s, V5E) is None for s in slice_topologies(V5E))
+
+
+def test_tpu7x_topologies_are_sub_and_super_slices():
+    shapes = slice_topologies(TPU7X)
+    assert [str(s) for s in shapes[:7]] == ["2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x4x12"]
+    assert all(dynamic_slice_problem(s) is None for s in shapes)
+    assert [s.chips for s in shapes] == sorted(s.chips for s in shapes)
+
+
+def test_no_topology_holds_too_much():
+    assert smallest_fitting_topology(10**16, V5E) is None

@@ -1,0 +1,136 @@
+"""The pure TPU topology model: shapes, machine facts and dynamic-slicing rules."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from components.tpu import topology
+from components.tpu.topology import MACHINE_CATALOG, Shape
+
+TPU7X = MACHINE_CATALOG["tpu7x-standard-4t"]
+V5E = MACHINE_CATALOG["ct5lp-hightpu-4t"]
+
+
+@given(st.lists(st.integers(min_value=1, max_value=64), min_size=2, max_size=3))
+def test_shape_text_round_trips(dims):
+    text = "x".join(map(str, dims))
+    shape = Shape.parse(text)
+    assert str(shape) == text
+    assert shape.chips == __import__("math").prod(dims)
+
+
+@pytest.mark.parametrize("text", ["", "4", "4x", "x4", "4x0x4", "4x4x4x4", "4X4", "4 x4", "-4x4", "axb", "04x4"])
+def test_malformed_shapes_are_rejected(text):
+    with pytest.raises(ValueError, match="not a TPU topology"):
+        Shape.parse(text)
+
+
+@pytest.mark.parametrize(
+    "machine, shape, hosts, tensorcores",
+    [
+        (TPU7X, "2x2x1", 1, 8),
+        (TPU7X, "2x2x2", 2, 16),
+        (TPU7X, "2x2x4", 4, 32),
+        (TPU7X, "2x4x4", 8, 64),
+        (TPU7X, "4x4x4", 16, 128),
+        (TPU7X, "4x4x8", 32, 256),
+        (V5E, "4x8", 8, 32),
+        (V5E, "2x4", 2, 8),
+    ],
+)
+def test_hosts_and_tensorcores_follow_the_machine_catalog(machine, shape, hosts, tensorcores):
+    assert machine.hosts(Shape.parse(shape)) == hosts
+    assert machine.tensorcores(Shape.parse(shape)) == tensorcores
+
+
+def test_machine_catalog_facts():
+    assert (TPU7X.chips_per_host, TPU7X.tensorcores_per_chip, TPU7X.hbm_bytes_per_chip) == (4, 2, 192 * 2**30)
+    assert (V5E.chips_per_host, V5E.tensorcores_per_chip, V5E.hbm_bytes_per_chip) == (4, 1, 16 * 10**9)
+    assert TPU7X.accelerator_label == "tpu7x" and V5E.accelerator_label == "tpu-v5-lite-podslice"
+    assert TPU7X.dynamic_slicing and not V5E.dynamic_slicing
+
+
+def test_a_shape_that_splits_a_host_has_no_host_count():
+    with pytest.raises(ValueError, match="not a multiple"):
+        TPU7X.hosts(Shape.parse("1x1x1"))
+
+
+@pytest.mark.parametrize(
+    "shape, sub, super_, cubes",
+    [
+        ("2x2x1", True, False, None),
+        ("2x2x2", True, False, None),
+        ("2x2x4", True, False, None),
+        ("2x4x4", True, False, None),
+        ("4x4x4", False, True, 1),
+        ("4x4x8", False, True, 2),
+        ("4x8x8", False, True, 4),
+        ("8x8x8", False, True, 8),
+        ("8x4x4", False, False, None),  # axes must ascend
+        ("2x2x3", False, False, None),
+        ("4x4x6", False, False, None),
+        ("4x8", False, False, None),
+        ("48x48x64", False, False, None),  # 12*12*16 = 2304 cubes, past one block
+    ],
+)
+def test_sub_and_super_slice_rules(shape, sub, super_, cubes):
+    parsed = Shape.parse(shape)
+    assert topology.is_sub_slice(parsed) is sub
+    assert topology.is_super_slice(parsed) is super_
+    assert (topology.dynamic_slice_problem(parsed) is None) is (sub or super_)
+    if cubes is not None:
+        assert topology.cubes_in(parsed) == cubes
+
+
+@pytest.mark.parametrize(
+    "shape, cubes, fit",
+    [("2x2x1", 2, 32), ("2x2x2", 2, 16), ("2x2x4", 1, 4), ("2x4x4", 2, 4), ("4x4x4", 2, 2), ("4x4x8", 2, 1), ("4x4x8", 1, 0), ("4x8x8", 3, 0)],
+)
+def test_slices_that_fit_the_capacity(shape, cubes, fit):
+    assert topology.slices_that_fit(Shape.parse(shape), cubes) == fit
+
+
+@given(st.sampled_from(topology.SUB_SLICE_SHAPES), st.integers(min_value=1, max_value=144))
+def test_sub_slices_exactly_tile_the_cubes(shape, cubes):
+    assert topology.slices_that_fit(shape, cubes) * shape.chips == cubes * topology.CUBE.chips
+
+
+PARTITION = "cloud.google.com/gke-tpu-partition-{}-id"
+
+
+@pytest.mark.parametrize(
+    "shapes, partitions",
+    [
+        (["2x2x1"], ["4x4x4", "2x4x4", "2x2x4", "2x2x2", "2x2x1"]),
+        (["2x2x2", "4x4x8"], ["4x4x4", "2x4x4", "2x2x4", "2x2x2"]),
+        (["2x4x4"], ["4x4x4", "2x4x4"]),
+        (["4x4x8"], ["4x4x4"]),
+        ([], ["4x4x4"]),
+    ],
+)
+def test_kueue_topology_levels_run_from_block_to_hostname(shapes, partitions):
+    levels = topology.kueue_topology_levels([Shape.parse(s) for s in shapes])
+    assert levels == ["cloud.google.com/gce-topology-block", *(PARTITION.format(p) for p in partitions), "kubernetes.io/hostname"]
+
+
+def test_reference_levels_come_from_the_smallest_sub_slice():
+    # The codelab's Topology lists every partition down to 2x2x1.
+    levels = topology.kueue_topology_levels([Shape.parse("2x2x1"), Shape.parse("4x4x8")])
+    assert len(levels) == 7 and levels[-2] == PARTITION.format("2x2x1")
+
+
+@pytest.mark.parametrize(
+    "shapes, floor",
+    [(["2x2x2"], "1.36.0-gke.3712000"), (["4x4x8"], "1.35.2-gke.1842000"), (["4x4x8", "2x2x1"], "1.36.0-gke.3712000"), ([], None)],
+)
+def test_gke_version_floor_follows_the_slicing_in_use(shapes, floor):
+    assert topology.min_gke_version([Shape.parse(s) for s in shapes]) == floor
+
+
+@pytest.mark.parametrize(
+    "shape, problem",
+    [("4x8", None), ("16x16", None), ("4x4x4", "2 axes"), ("1x2", "whole"), ("4x6", "not a ct5lp-hightpu-4t slice topology")],
+)
+def test_static_v5e_slices(shape, problem):
+    found = topology.static_slice_problem(Shape.parse(shape), V5E)
+    assert (found is None) if problem is None else (problem in found)
