@@ -13,8 +13,9 @@ import json
 import re
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 NAMESPACE = "tpu-dynamic-slicing"  # the Pulumi project name: every key is <NAMESPACE>:<key>
 
@@ -33,7 +34,9 @@ def _copy(value: Any) -> Any:
         return [_copy(v) for v in value]
     if isinstance(value, dict):
         return {k: _copy(v) for k, v in value.items()}
-    return dataclasses.replace(value) if dataclasses.is_dataclass(value) else value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value)
+    return value
 
 
 # --- Errors ----------------------------------------------------------------------------
@@ -108,7 +111,7 @@ def coerce(tp: Any, value: Any, key: str, secret: bool, problems: Problems, defa
     if origin in (typing.Union, types.UnionType):
         inner = next(a for a in typing.get_args(tp) if a is not type(None))
         return None if value is None else coerce(inner, value, key, secret, problems, default)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return parse_object(tp, value, key, problems, default)
     if origin is list:
         (item_type,) = typing.get_args(tp)
@@ -163,19 +166,18 @@ def parse_object(cls: type, raw: Any, prefix: str, problems: Problems, default: 
     return cls(**values)
 
 
-def _field_default(f: dataclasses.Field) -> Any:
+def _field_default(f: dataclasses.Field[Any]) -> Any:
     if f.default_factory is not dataclasses.MISSING:
         return f.default_factory()
     return None if f.default is dataclasses.MISSING else f.default
 
 
-def _is_required(f: dataclasses.Field) -> bool:
+def _is_required(f: dataclasses.Field[Any]) -> bool:
     return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 
 
 def join(prefix: str, key: str) -> str:
     return f"{prefix}.{key}" if prefix else key
-
 
 
 def snake(key: str) -> str:
@@ -190,7 +192,18 @@ def is_k8s_name(value: str) -> bool:
 
 
 QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
-_QUANTITY_UNITS = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+_QUANTITY_UNITS = {
+    None: 1,
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+}
 
 
 def parse_quantity(text: str) -> float:
@@ -232,7 +245,7 @@ def documented_settings(cls: type, prefix: str = "") -> list[tuple[str, str, str
     for f in dataclasses.fields(cls):
         key = join(prefix, camel(f.name))
         tp = hints[f.name]
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             rows.extend(documented_settings(tp, key))
             continue
         if f.default is not dataclasses.MISSING:
@@ -242,7 +255,7 @@ def documented_settings(cls: type, prefix: str = "") -> list[tuple[str, str, str
         else:
             default = "(required)"
         rows.append((key, _render_default(default), f.metadata["doc"]))
-        nested = next((a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)), None)
+        nested = next((a for a in typing.get_args(tp) if isinstance(a, type) and dataclasses.is_dataclass(a)), None)
         if nested is not None:
             rows.extend(documented_settings(nested, key + ("[]" if typing.get_origin(tp) is list else "")))
     return rows

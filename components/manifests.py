@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ import yaml
 MANIFESTS = Path(__file__).resolve().parent.parent / "manifests"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(relative_path: str) -> tuple[dict[str, Any], ...]:
     with open(MANIFESTS / relative_path) as stream:
         # A JSON round trip unshares the nodes YAML anchors alias (the env of a leader and its
@@ -39,6 +39,7 @@ def by_kind(documents: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 def container(pod_spec: dict[str, Any], name: str, key: str = "containers") -> dict[str, Any]:
     """The container (or init container, with ``key``) ``name`` of a base's pod spec."""
+    found: dict[str, Any]
     for found in pod_spec.get(key, []):
         if found["name"] == name:
             return found

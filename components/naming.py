@@ -48,10 +48,7 @@ def service_account_id_problem(account_id: str) -> str | None:
 
 def project_id_problem(project: str) -> str | None:
     if not _PROJECT_ID.match(project):
-        return (
-            f"{project!r} is not a project ID: 6 to 30 lowercase letters, digits or hyphens, "
-            "starting with a letter"
-        )
+        return f"{project!r} is not a project ID: 6 to 30 lowercase letters, digits or hyphens, starting with a letter"
     return None
 
 

@@ -13,8 +13,9 @@ import dataclasses
 import json
 import re
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from components import naming
 from components.config_base import NAMESPACE, ConfigError, Problem, Problems, camel, parse_object, setting
@@ -37,7 +38,9 @@ class StackConfig:
     network: gcp_config.NetworkConfig = setting(gcp_config.NetworkConfig(), "VPC and subnets.")
     cluster: gcp_config.ClusterConfig = setting(gcp_config.ClusterConfig(), "GKE cluster.")
     tpu: gcp_config.TpuConfig = setting(gcp_config.TpuConfig(), "TPU capacity.")
-    platform: platform_config.PlatformConfig = setting(platform_config.PlatformConfig(), "In-cluster controllers installed by Helm.")
+    platform: platform_config.PlatformConfig = setting(
+        platform_config.PlatformConfig(), "In-cluster controllers installed by Helm."
+    )
     queues: platform_config.QueuesConfig = setting(
         platform_config.QueuesConfig(), "Kueue queueing for dynamic slicing (TPU7x only)."
     )
@@ -47,7 +50,9 @@ class StackConfig:
     serving: serving_config.ServingConfig = setting(
         serving_config.ServingConfig(), "P/D-disaggregated vLLM serving on TPU7x sub-slices."
     )
-    saxml: saxml_config.SaxmlConfig = setting(saxml_config.SaxmlConfig(), "Saxml on multi-host TPU v5e (the saxml stack).")
+    saxml: saxml_config.SaxmlConfig = setting(
+        saxml_config.SaxmlConfig(), "Saxml on multi-host TPU v5e (the saxml stack)."
+    )
 
     # The questions __main__ and the tools ask of the whole stack.
 
@@ -181,7 +186,9 @@ def _build(config: StackConfig) -> Stack:
             if config.serving.enabled
             else None
         ),
-        saxml=saxml_objects(saxml_config.saxml_input(config.saxml, tpu, config.project)) if config.saxml.enabled else None,
+        saxml=saxml_objects(saxml_config.saxml_input(config.saxml, tpu, config.project))
+        if config.saxml.enabled
+        else None,
     )
 
 

@@ -150,7 +150,9 @@ def serving_args(stack: Stack, cluster: Cluster, platform: ClusterPlatform, queu
         namespace=serving.namespace,
         hf_token=serving.hf_token,
         router=HelmChartConfig(serving.router.chart, serving.router.version, serving.namespace),
-        inference_pool_crds_version=serving.inference_pool_crds.version if serving.inference_pool_crds.install else None,
+        inference_pool_crds_version=serving.inference_pool_crds.version
+        if serving.inference_pool_crds.install
+        else None,
         objects=stack.serving,
         provider=cluster.provider,
         # The namespace and its LocalQueue, then the LWS controller and the slice controller's webhooks.

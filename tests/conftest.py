@@ -14,8 +14,8 @@ import pytest
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from components.config_base import NAMESPACE, ConfigError  # noqa: E402
-from tools.mock_engine import ProgramRun, run_program, stack_config_values  # noqa: E402
+from components.config_base import NAMESPACE, ConfigError
+from tools.mock_engine import ProgramRun, run_program, stack_config_values
 
 
 def stack_values(stack: str = "dev") -> dict[str, Any]:
@@ -25,9 +25,9 @@ def stack_values(stack: str = "dev") -> dict[str, Any]:
     decoded = {}
     for key, text in values.items():
         try:
-            decoded[key[len(prefix):]] = json.loads(text)
+            decoded[key[len(prefix) :]] = json.loads(text)
         except json.JSONDecodeError:
-            decoded[key[len(prefix):]] = text
+            decoded[key[len(prefix) :]] = text
     return decoded
 
 
@@ -92,7 +92,9 @@ def serving_input(**overrides: Any) -> Any:
     from components.workloads.serving.config import ServingConfig
     from components.workloads.serving.config import serving_input as build
 
-    return dataclasses.replace(build(ServingConfig(), TpuConfig(), QueuesConfig(), "my-tpu-project"), **_resolve(overrides))
+    return dataclasses.replace(
+        build(ServingConfig(), TpuConfig(), QueuesConfig(), "my-tpu-project"), **_resolve(overrides)
+    )
 
 
 def saxml_input(**overrides: Any) -> Any:

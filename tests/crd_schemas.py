@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import os
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,11 @@ def _strict(node: Any) -> None:
     """Forbid unknown fields in every object schema that lists its properties, recursively."""
     if not isinstance(node, dict):
         return
-    if "properties" in node and "additionalProperties" not in node and not node.get("x-kubernetes-preserve-unknown-fields"):
+    if (
+        "properties" in node
+        and "additionalProperties" not in node
+        and not node.get("x-kubernetes-preserve-unknown-fields")
+    ):
         node["additionalProperties"] = False
     for key in ("properties", "patternProperties"):
         for sub in node.get(key, {}).values():
@@ -60,7 +64,7 @@ def _strict(node: Any) -> None:
         _strict(node.get(key))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _crd_validators(folder: str) -> dict[tuple[str, str, str], Any]:
     jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed")
     directory = SCHEMAS_DIR / "crds" / folder

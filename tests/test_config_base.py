@@ -23,8 +23,12 @@ def test_images_must_be_pinned(image, fragment):
 
 @pytest.mark.parametrize(
     "image",
-    ["docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26", "vllm/vllm-tpu:v0.26.0",
-     "localhost:5000/vllm-tpu:2026-05-01", "vllm/vllm-tpu@sha256:" + "ab" * 32],
+    [
+        "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26",
+        "vllm/vllm-tpu:v0.26.0",
+        "localhost:5000/vllm-tpu:2026-05-01",
+        "vllm/vllm-tpu@sha256:" + "ab" * 32,
+    ],
 )
 def test_pinned_images(image):
     assert image_pin_problem(image) is None

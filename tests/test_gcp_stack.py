@@ -22,7 +22,14 @@ def test_every_resource_sits_under_a_named_component(dev_run):
 def test_apis_are_enabled_and_never_disabled_on_destroy(dev_run):
     services = dev_run.of_type("gcp:projects/service:Service")
     assert sorted(s.input("service") for s in services) == sorted(REQUIRED_APIS)
-    assert {"container.googleapis.com", "compute.googleapis.com", "iam.googleapis.com", "cloudresourcemanager.googleapis.com", "networkservices.googleapis.com", "storage.googleapis.com"} == set(REQUIRED_APIS)
+    assert {
+        "container.googleapis.com",
+        "compute.googleapis.com",
+        "iam.googleapis.com",
+        "cloudresourcemanager.googleapis.com",
+        "networkservices.googleapis.com",
+        "storage.googleapis.com",
+    } == set(REQUIRED_APIS)
     for service in services:
         assert service.input("disableOnDestroy") is False
         assert service.input("project") == "my-tpu-project"
@@ -103,7 +110,12 @@ def test_deletion_protection_and_maintenance_come_from_config():
             "cluster.deletionProtection": True,
             "cluster.maintenanceWindow": {"start": "2026-01-03T04:00:00Z", "end": "2026-01-03T12:00:00Z"},
             "cluster.maintenanceExclusions": [
-                {"name": "launch", "start": "2026-12-01T00:00:00Z", "end": "2026-12-20T00:00:00Z", "scope": "NO_UPGRADES"}
+                {
+                    "name": "launch",
+                    "start": "2026-12-01T00:00:00Z",
+                    "end": "2026-12-20T00:00:00Z",
+                    "scope": "NO_UPGRADES",
+                }
             ],
         }
     )
@@ -112,7 +124,12 @@ def test_deletion_protection_and_maintenance_come_from_config():
     policy = cluster.input("maintenancePolicy")
     assert policy["recurringWindow"]["recurrence"] == "FREQ=WEEKLY;BYDAY=SA,SU"
     assert policy["maintenanceExclusions"] == [
-        {"exclusionName": "launch", "startTime": "2026-12-01T00:00:00Z", "endTime": "2026-12-20T00:00:00Z", "exclusionOptions": {"scope": "NO_UPGRADES"}}
+        {
+            "exclusionName": "launch",
+            "startTime": "2026-12-01T00:00:00Z",
+            "endTime": "2026-12-20T00:00:00Z",
+            "exclusionOptions": {"scope": "NO_UPGRADES"},
+        }
     ]
 
 
@@ -171,7 +188,10 @@ def test_sub_blocks_and_reservation_project_shape_the_path():
     run = run_stack(
         {
             "tpu.reservation": {"name": "shared-res", "block": "block-7", "project": "capacity-host"},
-            "tpu.pools": [{"name": "cube-a", "nodeCount": 16, "subBlock": "sub-1"}, {"name": "cube-b", "nodeCount": 16}],
+            "tpu.pools": [
+                {"name": "cube-a", "nodeCount": 16, "subBlock": "sub-1"},
+                {"name": "cube-b", "nodeCount": 16},
+            ],
         }
     )
     assert run.one(NODE_POOL, "cube-a").input("nodeConfig.reservationAffinity.values") == [

@@ -37,11 +37,16 @@ def test_kueue_values_size_the_controller_and_enable_the_integrations(dev_run):
     values = dev_run.one(RELEASE, "kueue").input("values")
     manager = values["controllerManager"]
     assert manager["replicas"] == 2
-    assert manager["manager"]["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "4", "memory": "8Gi"}}
+    assert manager["manager"]["resources"] == {
+        "requests": {"cpu": "2", "memory": "4Gi"},
+        "limits": {"cpu": "4", "memory": "8Gi"},
+    }
     assert manager["podDisruptionBudget"] == {"enabled": True, "minAvailable": 1}
     configuration = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
     assert configuration["kind"] == "Configuration"
-    assert {"jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod"} <= set(configuration["integrations"]["frameworks"])
+    assert {"jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod"} <= set(
+        configuration["integrations"]["frameworks"]
+    )
 
 
 def test_every_object_validates_strictly_against_its_schema(dev_run):
@@ -78,7 +83,10 @@ def test_queue_objects_follow_the_reference(dev_run):
         "kubernetes.io/hostname",
     ]
     (flavor,) = objects_of(dev_run, "ResourceFlavor")
-    assert flavor["spec"] == {"nodeLabels": {"cloud.google.com/gke-tpu-accelerator": "tpu7x"}, "topologyName": "slice-topology"}
+    assert flavor["spec"] == {
+        "nodeLabels": {"cloud.google.com/gke-tpu-accelerator": "tpu7x"},
+        "topologyName": "slice-topology",
+    }
     (check,) = objects_of(dev_run, "AdmissionCheck")
     assert check["spec"]["controllerName"] == "accelerator.gke.io/slice"
     (queue,) = objects_of(dev_run, "ClusterQueue")
@@ -121,7 +129,14 @@ def test_each_workload_namespace_gets_a_local_queue():
 
 
 def test_smallest_shape_in_use_sets_the_topology_depth():
-    run = run_stack({"tpu.sliceShapes": ["4x4x8"], "cluster.version": "1.35.2-gke.1842000", "checks.subslicing.enabled": False, "serving.enabled": False})
+    run = run_stack(
+        {
+            "tpu.sliceShapes": ["4x4x8"],
+            "cluster.version": "1.35.2-gke.1842000",
+            "checks.subslicing.enabled": False,
+            "serving.enabled": False,
+        }
+    )
     (topology,) = objects_of(run, "Topology")
     assert len(topology["spec"]["levels"]) == 3
 
@@ -147,4 +162,9 @@ def test_slice_controller_image_can_be_pinned_by_digest():
 
 
 def test_release_versions_are_a_stack_output(dev_run):
-    assert dev_run.outputs["helmReleases"] == {"jobset": "0.11.1", "kueue": "0.17.4", "lws": "0.8.0", "slice-controller": "0.1.0"}
+    assert dev_run.outputs["helmReleases"] == {
+        "jobset": "0.11.1",
+        "kueue": "0.17.4",
+        "lws": "0.8.0",
+        "slice-controller": "0.1.0",
+    }

@@ -24,6 +24,7 @@ from tests.crd_schemas import core_errors, crd_errors, is_custom
 def build_objects(spec: SaxmlInput) -> list[dict[str, Any]]:
     return saxml_objects.saxml_objects(spec).all
 
+
 NAMESPACE = "sax"
 BUCKET = "proj-sax-state"
 SAX_ROOT = f"gs://{BUCKET}/sax-root"
@@ -73,8 +74,11 @@ def test_objects_are_the_four_saxml_parts_in_one_namespace():
 
 def test_bases_agree_with_their_own_overlay():
     """Overlaying the bases' own placeholders changes nothing: their numbers follow from 4x8 v5e."""
-    bases = [*load_documents(saxml_objects.ADMIN_FILE), *load_documents(saxml_objects.MODEL_SERVER_FILE),
-             *load_documents(saxml_objects.HTTP_FILE)]
+    bases = [
+        *load_documents(saxml_objects.ADMIN_FILE),
+        *load_documents(saxml_objects.MODEL_SERVER_FILE),
+        *load_documents(saxml_objects.HTTP_FILE),
+    ]
     placeholders = _params(namespace="default", bucket_name="my-project-gke-bucket", source_ranges=())
     assert build_objects(placeholders) == bases
 
@@ -166,8 +170,12 @@ def test_one_replicated_job_per_pool(pools):
 
 
 def test_cell_bucket_service_account_and_image_are_overlaid():
-    params = _params(sax_cell="/sax/prod", bucket_name="other-bucket", service_account_name="saxml-ksa",
-                     model_server_image="registry.example/sax-model-server:v1.2.0")
+    params = _params(
+        sax_cell="/sax/prod",
+        bucket_name="other-bucket",
+        service_account_name="saxml-ksa",
+        model_server_image="registry.example/sax-model-server:v1.2.0",
+    )
     _, _, pod_spec, container = _model_parts(model_server_jobset(params))
     assert container["args"] == ["--port=10001", "--sax_cell=/sax/prod", "--platform_chip=tpuv5e"]
     assert _env(container)["SAX_ROOT"] == "gs://other-bucket/sax-root"
@@ -238,8 +246,17 @@ def test_what_cannot_be_built_raises(overrides, error):
 
 def test_the_input_comes_from_the_block_defaults():
     spec = saxml_input()
-    assert (spec.namespace, spec.bucket_name, spec.service_account_name) == ("sax", "my-tpu-project-sax-admin", "sax-sa")
-    assert (spec.pools, str(spec.shape), spec.machine.name, spec.platform_chip) == (2, "4x8", "ct5lp-hightpu-4t", "tpuv5e")
+    assert (spec.namespace, spec.bucket_name, spec.service_account_name) == (
+        "sax",
+        "my-tpu-project-sax-admin",
+        "sax-sa",
+    )
+    assert (spec.pools, str(spec.shape), spec.machine.name, spec.platform_chip) == (
+        2,
+        "4x8",
+        "ct5lp-hightpu-4t",
+        "tpuv5e",
+    )
     assert (spec.sax_cell, spec.source_ranges, spec.external) == ("/sax/test", (), False)
     assert spec.admin_image == "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1.1.0"
 
@@ -262,9 +279,7 @@ VARIANTS = {
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_every_object_validates_strictly(variant):
     objects = build_objects(_params(**VARIANTS[variant]))
-    assert {name: _errors(obj) for name, obj in _by_name(objects).items()} == {
-        name: [] for name in _by_name(objects)
-    }
+    assert {name: _errors(obj) for name, obj in _by_name(objects).items()} == {name: [] for name in _by_name(objects)}
 
 
 @pytest.mark.parametrize(

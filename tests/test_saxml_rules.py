@@ -29,28 +29,66 @@ def test_models_that_fit(parameters, dtype, topology, machine):
 @pytest.mark.parametrize(
     "parameters, dtype, topology, machine, fragments",
     [
-        (175, "bf16", "4x4", V5E, [
-            "175B-parameter model at bf16 (2 bytes per parameter) needs 350 GB",
-            "at least 22 chips of ct5lp-hightpu-4t (16 GB each)",
-            "4x4 has 16 chips, 256 GB",
-            "smallest ct5lp-hightpu-4t topology that fits is 4x8 (32 chips, 512 GB)",
-        ]),
-        (175, "fp32", "4x8", V5E, [
-            "needs 700 GB", "at least 44 chips", "4x8 has 32 chips, 512 GB", "fits is 8x8 (64 chips, 1,024 GB)",
-        ]),
+        (
+            175,
+            "bf16",
+            "4x4",
+            V5E,
+            [
+                "175B-parameter model at bf16 (2 bytes per parameter) needs 350 GB",
+                "at least 22 chips of ct5lp-hightpu-4t (16 GB each)",
+                "4x4 has 16 chips, 256 GB",
+                "smallest ct5lp-hightpu-4t topology that fits is 4x8 (32 chips, 512 GB)",
+            ],
+        ),
+        (
+            175,
+            "fp32",
+            "4x8",
+            V5E,
+            [
+                "needs 700 GB",
+                "at least 44 chips",
+                "4x8 has 32 chips, 512 GB",
+                "fits is 8x8 (64 chips, 1,024 GB)",
+            ],
+        ),
         (257, "bf16", "4x8", V5E, ["needs 514 GB", "at least 33 chips", "fits is 8x8"]),
-        (150, "int4", "2x2", V5E, [
-            "150B-parameter model at int4 (0.5 bytes per parameter) needs 75 GB", "2x2 has 4 chips, 64 GB",
-            "fits is 2x4 (8 chips, 128 GB)",
-        ]),
-        (2000, "fp32", "16x16", V5E, [
-            "needs 8,000 GB", "at least 500 chips", "No ct5lp-hightpu-4t topology holds it",
-            "the largest, 16x16, has 256 chips, 4,096 GB",
-        ]),
-        (1000, "bf16", "2x2x1", TPU7X, [
-            "needs 2,000 GB", "at least 10 chips of tpu7x-standard-4t (206.2 GB each)",
-            "2x2x1 has 4 chips, 824.6 GB", "fits is 2x2x4 (16 chips, 3,298.5 GB)",
-        ]),
+        (
+            150,
+            "int4",
+            "2x2",
+            V5E,
+            [
+                "150B-parameter model at int4 (0.5 bytes per parameter) needs 75 GB",
+                "2x2 has 4 chips, 64 GB",
+                "fits is 2x4 (8 chips, 128 GB)",
+            ],
+        ),
+        (
+            2000,
+            "fp32",
+            "16x16",
+            V5E,
+            [
+                "needs 8,000 GB",
+                "at least 500 chips",
+                "No ct5lp-hightpu-4t topology holds it",
+                "the largest, 16x16, has 256 chips, 4,096 GB",
+            ],
+        ),
+        (
+            1000,
+            "bf16",
+            "2x2x1",
+            TPU7X,
+            [
+                "needs 2,000 GB",
+                "at least 10 chips of tpu7x-standard-4t (206.2 GB each)",
+                "2x2x1 has 4 chips, 824.6 GB",
+                "fits is 2x2x4 (16 chips, 3,298.5 GB)",
+            ],
+        ),
     ],
 )
 def test_models_too_large(parameters, dtype, topology, machine, fragments):

@@ -20,7 +20,9 @@ def objects_by_name(run):
 
 
 def test_two_compact_4x8_v5e_pools(saxml_run):
-    pools = [r for r in saxml_run.registrations if r.type == "gcp:container/nodePool:NodePool" and r.parent == "tpu-capacity"]
+    pools = [
+        r for r in saxml_run.registrations if r.type == "gcp:container/nodePool:NodePool" and r.parent == "tpu-capacity"
+    ]
     assert sorted(p.name for p in pools) == ["tpu1", "tpu2"]
     for pool in pools:
         assert pool.input("nodeCount") == 8
@@ -59,7 +61,9 @@ def test_identity_is_least_privilege_workload_identity(saxml_run):
     assert saxml_run.one("gcp:serviceaccount/account:Account", "sax-gsa").input("accountId") == "sax-iam-sa"
     (bucket_role,) = [r for r in saxml_run.registrations if r.type == "gcp:storage/bucketIAMMember:BucketIAMMember"]
     assert (bucket_role.input("bucket"), bucket_role.input("role"), bucket_role.input("member")) == (
-        "my-tpu-project-sax-admin", "roles/storage.objectUser", f"serviceAccount:{email}"
+        "my-tpu-project-sax-admin",
+        "roles/storage.objectUser",
+        f"serviceAccount:{email}",
     )
     project_roles = [r.input("role") for r in saxml_run.registrations if r.type == "gcp:projects/iAMMember:IAMMember"]
     assert not [role for role in project_roles if role.startswith("roles/storage.")]  # never project-wide storage
@@ -67,7 +71,11 @@ def test_identity_is_least_privilege_workload_identity(saxml_run):
     assert binding.input("role") == "roles/iam.workloadIdentityUser"
     assert binding.input("member") == "serviceAccount:my-tpu-project.svc.id.goog[sax/sax-sa]"
     ksa = objects_by_name(saxml_run)[("ServiceAccount", "sax-sa")]
-    assert ksa["metadata"] == {"name": "sax-sa", "namespace": "sax", "annotations": {"iam.gke.io/gcp-service-account": email}}
+    assert ksa["metadata"] == {
+        "name": "sax-sa",
+        "namespace": "sax",
+        "annotations": {"iam.gke.io/gcp-service-account": email},
+    }
 
 
 def test_three_workloads_and_an_internal_service(saxml_run):
@@ -78,7 +86,10 @@ def test_three_workloads_and_an_internal_service(saxml_run):
     (job,) = jobset["spec"]["replicatedJobs"]
     assert job["replicas"] == 2 and job["template"]["spec"]["parallelism"] == 8
     pod = job["template"]["spec"]["template"]["spec"]
-    assert pod["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice", "cloud.google.com/gke-tpu-topology": "4x8"}
+    assert pod["nodeSelector"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+        "cloud.google.com/gke-tpu-topology": "4x8",
+    }
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert env["SAX_ROOT"] == "gs://my-tpu-project-sax-admin/sax-root"
     admin_env = {e["name"]: e.get("value") for e in admin["spec"]["template"]["spec"]["containers"][0]["env"]}
@@ -90,7 +101,9 @@ def test_three_workloads_and_an_internal_service(saxml_run):
 
 def test_workloads_wait_for_identity_and_the_jobset_release(saxml_run):
     jobset = saxml_run.one("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", "model-servers")
-    assert {"jobset", "sax-sa", "sax-gsa-object-user", "sax-ksa-workload-identity", "admin-server"} <= set(jobset.dependencies)
+    assert {"jobset", "sax-sa", "sax-gsa-object-user", "sax-ksa-workload-identity", "admin-server"} <= set(
+        jobset.dependencies
+    )
     admin = saxml_run.one("kubernetes:apps/v1:Deployment", "admin-server")
     assert {"sax-sa", "sax-gsa-object-user", "sax-ksa-workload-identity", "sax"} <= set(admin.dependencies)
     assert jobset.provider.split("::")[-2] == "gke"
@@ -115,23 +128,64 @@ def test_external_load_balancer_only_when_asked():
 
 
 SAXML_BAD_INPUTS = [
-    pytest.param({"saxml.model.parametersBillions": 300}, "saxml.model.parametersBillions", "smallest ct5lp-hightpu-4t topology that fits is 8x8", id="model-too-large-for-4x8"),
-    pytest.param({"saxml.model.precision": "fp64"}, "saxml.model.precision", "not a known dtype (use one of fp32, bf16, fp16, fp8, int8, int4)", id="unknown-precision"),
-    # One dtype table for serving and Saxml: the long names Saxml once took are refused, with the list.
-    pytest.param({"saxml.model.precision": "bfloat16"}, "saxml.model.precision", "'bfloat16' is not a known dtype", id="long-dtype-name"),
-    pytest.param({"tpu.pools": [{"name": "tpu1", "nodeCount": 16, "topology": "4x8"}]}, "tpu.pools[0].nodeCount", "set 8", id="pool-with-wrong-node-count"),
     pytest.param(
-        {"tpu.pools": [{"name": "tpu1", "nodeCount": 8, "topology": "4x8"}, {"name": "tpu2", "nodeCount": 4, "topology": "4x4"}]},
+        {"saxml.model.parametersBillions": 300},
+        "saxml.model.parametersBillions",
+        "smallest ct5lp-hightpu-4t topology that fits is 8x8",
+        id="model-too-large-for-4x8",
+    ),
+    pytest.param(
+        {"saxml.model.precision": "fp64"},
+        "saxml.model.precision",
+        "not a known dtype (use one of fp32, bf16, fp16, fp8, int8, int4)",
+        id="unknown-precision",
+    ),
+    # One dtype table for serving and Saxml: the long names Saxml once took are refused, with the list.
+    pytest.param(
+        {"saxml.model.precision": "bfloat16"},
+        "saxml.model.precision",
+        "'bfloat16' is not a known dtype",
+        id="long-dtype-name",
+    ),
+    pytest.param(
+        {"tpu.pools": [{"name": "tpu1", "nodeCount": 16, "topology": "4x8"}]},
+        "tpu.pools[0].nodeCount",
+        "set 8",
+        id="pool-with-wrong-node-count",
+    ),
+    pytest.param(
+        {
+            "tpu.pools": [
+                {"name": "tpu1", "nodeCount": 8, "topology": "4x8"},
+                {"name": "tpu2", "nodeCount": 4, "topology": "4x4"},
+            ]
+        },
         "tpu.pools",
         "different topologies",
         id="pools-of-different-topologies",
     ),
-    pytest.param({"saxml.http.sourceRanges": []}, "saxml.http.sourceRanges", "could publish models", id="no-source-ranges"),
-    pytest.param({"saxml.http.sourceRanges": ["0.0.0.0/0"]}, "saxml.http.sourceRanges[0]", "admits everyone", id="open-to-everyone"),
-    pytest.param({"saxml.http.sourceRanges": ["10.0.0.300/8"]}, "saxml.http.sourceRanges[0]", "not a CIDR", id="bad-cidr"),
-    pytest.param({"saxml.modelServerImage": "us-docker.pkg.dev/cloud-tpu-images/inference/sax-model-server:latest"}, "saxml.modelServerImage", "not pinned", id="unpinned-image"),
+    pytest.param(
+        {"saxml.http.sourceRanges": []}, "saxml.http.sourceRanges", "could publish models", id="no-source-ranges"
+    ),
+    pytest.param(
+        {"saxml.http.sourceRanges": ["0.0.0.0/0"]},
+        "saxml.http.sourceRanges[0]",
+        "admits everyone",
+        id="open-to-everyone",
+    ),
+    pytest.param(
+        {"saxml.http.sourceRanges": ["10.0.0.300/8"]}, "saxml.http.sourceRanges[0]", "not a CIDR", id="bad-cidr"
+    ),
+    pytest.param(
+        {"saxml.modelServerImage": "us-docker.pkg.dev/cloud-tpu-images/inference/sax-model-server:latest"},
+        "saxml.modelServerImage",
+        "not pinned",
+        id="unpinned-image",
+    ),
     pytest.param({"saxml.saxCell": "test"}, "saxml.saxCell", "not a Sax cell", id="bad-sax-cell"),
-    pytest.param({"saxml.bucketName": "Sax_Bucket"}, "saxml.bucketName", "not a valid bucket name", id="bad-bucket-name"),
+    pytest.param(
+        {"saxml.bucketName": "Sax_Bucket"}, "saxml.bucketName", "not a valid bucket name", id="bad-bucket-name"
+    ),
     pytest.param({"saxml.namespace": "Sax"}, "saxml.namespace", "not a Kubernetes name", id="bad-namespace"),
     pytest.param(
         {"tpu.pools": [{"name": "tpu1", "nodeCount": 6, "topology": "4x6"}]},
@@ -139,12 +193,31 @@ SAXML_BAD_INPUTS = [
         "4x6 is not a ct5lp-hightpu-4t slice topology",
         id="no-such-v5e-topology",
     ),
-    pytest.param({"saxml.serviceAccountName": "Sax SA"}, "saxml.serviceAccountName", "not a Kubernetes name", id="bad-service-account"),
-    pytest.param({"saxml.googleServiceAccountId": "sax"}, "saxml.googleServiceAccountId", "6 to 30", id="short-google-service-account"),
+    pytest.param(
+        {"saxml.serviceAccountName": "Sax SA"},
+        "saxml.serviceAccountName",
+        "not a Kubernetes name",
+        id="bad-service-account",
+    ),
+    pytest.param(
+        {"saxml.googleServiceAccountId": "sax"},
+        "saxml.googleServiceAccountId",
+        "6 to 30",
+        id="short-google-service-account",
+    ),
     pytest.param({"saxml.adminImage": ""}, "saxml.adminImage", "is empty", id="empty-image"),
-    pytest.param({"saxml.httpImage": "registry.example:5000/sax-http"}, "saxml.httpImage", "has no tag", id="untagged-image"),
-    pytest.param({"saxml.http": {"external": True, "sourceRanges": ["::/0"]}}, "saxml.http.sourceRanges[0]", "admits everyone", id="external-open-to-everyone-v6"),
-    pytest.param({"saxml.bucketName": "gs://sax-state"}, "saxml.bucketName", "not a valid bucket name", id="bucket-given-as-uri"),
+    pytest.param(
+        {"saxml.httpImage": "registry.example:5000/sax-http"}, "saxml.httpImage", "has no tag", id="untagged-image"
+    ),
+    pytest.param(
+        {"saxml.http": {"external": True, "sourceRanges": ["::/0"]}},
+        "saxml.http.sourceRanges[0]",
+        "admits everyone",
+        id="external-open-to-everyone-v6",
+    ),
+    pytest.param(
+        {"saxml.bucketName": "gs://sax-state"}, "saxml.bucketName", "not a valid bucket name", id="bucket-given-as-uri"
+    ),
 ]
 
 
@@ -162,4 +235,7 @@ def test_saxml_on_tpu7x_is_refused():
 def test_images_pinned_by_digest_are_accepted():
     digest = "us-docker.pkg.dev/cloud-tpu-images/inference/sax-http@sha256:" + "0" * 64
     run = run_stack({"saxml.httpImage": digest}, stack=STACK)
-    assert run.one("kubernetes:apps/v1:Deployment", "http-server").input("spec.template.spec.containers")[0]["image"] == digest
+    assert (
+        run.one("kubernetes:apps/v1:Deployment", "http-server").input("spec.template.spec.containers")[0]["image"]
+        == digest
+    )

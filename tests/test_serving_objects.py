@@ -49,13 +49,11 @@ from components.workloads.serving.objects import (
     workload_identity_principal,
 )
 from tests.conftest import serving_input
-from tests.crd_schemas import REPO_ROOT, SCHEMAS_DIR, core_errors, crd_errors
+from tests.crd_schemas import SCHEMAS_DIR, core_errors, crd_errors
 
 WEIGHTS = hf_cache_weights_uri("qwen-weights", MODEL_ID, MODEL_REVISION)
 DEFAULT_GATEWAY = GatewayConfig()
-PLATFORM_FACTS = Path(
-    os.environ.get("TPU_GKE_PLATFORM_FACTS", SCHEMAS_DIR.parent / "reference" / "platform-facts.md")
-)
+PLATFORM_FACTS = Path(os.environ.get("TPU_GKE_PLATFORM_FACTS", SCHEMAS_DIR.parent / "reference" / "platform-facts.md"))
 
 
 def params(**overrides: Any) -> ServingInput:
@@ -63,7 +61,9 @@ def params(**overrides: Any) -> ServingInput:
 
 
 def default_gateway(namespace: str) -> dict[str, Any]:
-    return gateway(namespace, name=DEFAULT_GATEWAY.name, gateway_class=DEFAULT_GATEWAY.class_name, port=DEFAULT_GATEWAY.port)
+    return gateway(
+        namespace, name=DEFAULT_GATEWAY.name, gateway_class=DEFAULT_GATEWAY.class_name, port=DEFAULT_GATEWAY.port
+    )
 
 
 def by_role(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -132,9 +132,16 @@ def test_only_leaders_carry_the_guide_label_the_router_selects(lws, role):
 
 
 def test_overlaid_names_and_labels():
-    objects = by_role(prefill_decode_leaderworkersets(params(
-        namespace="serving", queue_name="serving-lq", priority_class="urgent", model_id="org/Some-Model",
-    )))
+    objects = by_role(
+        prefill_decode_leaderworkersets(
+            params(
+                namespace="serving",
+                queue_name="serving-lq",
+                priority_class="urgent",
+                model_id="org/Some-Model",
+            )
+        )
+    )
     for obj in objects.values():
         labels = obj["metadata"]["labels"]
         assert obj["metadata"]["namespace"] == "serving"
@@ -205,7 +212,11 @@ def test_vllm_arguments(lws, role, kv_role, port):
     assert flags["--model"].startswith("gs://qwen-weights/models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/")
     assert flags["--load-format"] == "runai_streamer"
     assert flags["--served-model-name"] == "Qwen/Qwen3.5-397B-A17B-FP8"
-    assert (flags["--max-model-len"], flags["--max-num-batched-tokens"], flags["--max-num-seqs"]) == ("9216", "8192", "512")
+    assert (flags["--max-model-len"], flags["--max-num-batched-tokens"], flags["--max-num-seqs"]) == (
+        "9216",
+        "8192",
+        "512",
+    )
     assert flags["--tensor-parallel-size"] == "16"
     assert flags["--kv-cache-dtype"] == "fp8"
     assert flags["--port"] == port
@@ -227,18 +238,36 @@ def test_kv_transfer_config_is_data():
 
 
 def test_overlaid_vllm_sizes():
-    p = params(max_model_len=4096, max_num_seqs=64, max_num_batched_tokens=2048, served_model_name="qwen",
-               kv_cache_dtype="auto", tensor_parallel_size=8, shape="2x2x1")
+    p = params(
+        max_model_len=4096,
+        max_num_seqs=64,
+        max_num_batched_tokens=2048,
+        served_model_name="qwen",
+        kv_cache_dtype="auto",
+        tensor_parallel_size=8,
+        shape="2x2x1",
+    )
     for obj in prefill_decode_leaderworkersets(p):
         flags = flag_values(container(obj, "leader")["args"])
-        assert (flags["--max-model-len"], flags["--max-num-seqs"], flags["--max-num-batched-tokens"]) == ("4096", "64", "2048")
-        assert (flags["--served-model-name"], flags["--kv-cache-dtype"], flags["--tensor-parallel-size"]) == ("qwen", "auto", "8")
+        assert (flags["--max-model-len"], flags["--max-num-seqs"], flags["--max-num-batched-tokens"]) == (
+            "4096",
+            "64",
+            "2048",
+        )
+        assert (flags["--served-model-name"], flags["--kv-cache-dtype"], flags["--tensor-parallel-size"]) == (
+            "qwen",
+            "auto",
+            "8",
+        )
 
 
 def kubelet_expand(text: str, env: dict[str, str]) -> str:
     """Kubernetes dependent-variable expansion: $(NAME) of a defined variable, $$ -> $."""
-    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
-                  lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), text)
+    return re.sub(
+        r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+        lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)),
+        text,
+    )
 
 
 def _stub(directory: Path, name: str, body: str) -> None:
@@ -290,7 +319,8 @@ def test_env_of_leader_and_worker(lws, role):
     assert leader == worker
     assert leader["POD_IP"] == {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
     assert leader["HF_TOKEN"] == {
-        "name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "llm-d-hf-token", "key": "HF_TOKEN", "optional": True}}
+        "name": "HF_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": "llm-d-hf-token", "key": "HF_TOKEN", "optional": True}},
     }
     assert leader["VLLM_XLA_CACHE_PATH"]["value"] == "gs://qwen-weights/xla_cache"
     values = {name: e.get("value") for name, e in leader.items()}
@@ -336,7 +366,11 @@ def test_default_images_are_pinned(lws):
 
 
 def test_ports(lws):
-    assert ports_of(container(lws[PREFILL], "leader")) == {8000: "modelserver", 9100: "tpu-kv-transfer", 9600: "tpu-pd-coord"}
+    assert ports_of(container(lws[PREFILL], "leader")) == {
+        8000: "modelserver",
+        9100: "tpu-kv-transfer",
+        9600: "tpu-pd-coord",
+    }
     assert ports_of(container(lws[DECODE], "leader")) == {8200: "vllm", 9100: "tpu-kv-transfer", 9600: "tpu-pd-coord"}
     for obj in lws.values():
         assert ports_of(container(obj, "worker")) == {9100: "tpu-kv-transfer", 9600: "tpu-pd-coord"}
@@ -347,8 +381,13 @@ def test_routing_sidecar_only_on_the_decode_leader(lws):
     assert sidecar["name"] == "routing-proxy"
     assert sidecar["image"] == "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
     assert sidecar["restartPolicy"] == "Always"  # native sidecar: runs beside vLLM
-    assert sidecar["args"] == ["--port=8000", "--vllm-port=8200", "--connector=nixlv2", "--zap-log-level=1",
-                               "--secure-proxy=false"]
+    assert sidecar["args"] == [
+        "--port=8000",
+        "--vllm-port=8200",
+        "--connector=nixlv2",
+        "--zap-log-level=1",
+        "--secure-proxy=false",
+    ]
     assert ports_of(sidecar) == {8000: "modelserver"}
     assert sidecar["securityContext"] == {"allowPrivilegeEscalation": False, "runAsNonRoot": True}
     assert "initContainers" not in template(lws[PREFILL], "leader")["spec"]
@@ -391,8 +430,11 @@ def _all_objects(p: ServingInput) -> list[dict[str, Any]]:
     return [*built.leaderworkersets, built.gateway]
 
 
-@pytest.mark.parametrize("p", [params(), params(skip_tpu_webhook_check=True, healthy_nodes_only=True, shape="2x4x4",
-                                                tensor_parallel_size=64)], ids=["default", "options"])
+@pytest.mark.parametrize(
+    "p",
+    [params(), params(skip_tpu_webhook_check=True, healthy_nodes_only=True, shape="2x4x4", tensor_parallel_size=64)],
+    ids=["default", "options"],
+)
 def test_custom_objects_pass_the_pinned_crd_schemas(p):
     for obj in _all_objects(p):
         assert crd_errors(obj) == []
@@ -402,8 +444,12 @@ def test_custom_objects_pass_the_pinned_crd_schemas(p):
 @pytest.mark.parametrize("kind", ["leader", "worker"])
 def test_pod_templates_are_valid_pods(lws, role, kind):
     pod_template = template(lws[role], kind)
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": f"{role}-{kind}", **pod_template["metadata"]}, "spec": pod_template["spec"]}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{role}-{kind}", **pod_template["metadata"]},
+        "spec": pod_template["spec"],
+    }
     assert core_errors(pod) == []
 
 
@@ -477,10 +523,14 @@ def _set_tp(lws, tp):
     [
         (lambda objs: _set_tp(objs[1], 8), "prefill uses tensor-parallel size 16 but decode uses 8"),
         (lambda objs: _set_tp(objs[0], 32), "vllm-prefill: tensor-parallel size 32 exceeds"),
-        (lambda objs: objs[1]["spec"]["leaderWorkerTemplate"].update(size=4),
-         "vllm-decode: LeaderWorkerSet size 4 does not match the 2 hosts"),
-        (lambda objs: _leader(objs[0])["resources"]["requests"].update({"google.com/tpu": "2"}),
-         "requests 2 google.com/tpu, not the 4 chips"),
+        (
+            lambda objs: objs[1]["spec"]["leaderWorkerTemplate"].update(size=4),
+            "vllm-decode: LeaderWorkerSet size 4 does not match the 2 hosts",
+        ),
+        (
+            lambda objs: _leader(objs[0])["resources"]["requests"].update({"google.com/tpu": "2"}),
+            "requests 2 google.com/tpu, not the 4 chips",
+        ),
     ],
 )
 def test_leaderworkerset_rules_on_rendered_objects(mutate, fragment):
@@ -524,33 +574,71 @@ def test_router_routes_to_the_gateway():
 # Keys the templates read beyond the listed defaults (platform-facts.md, "Keys read by templates
 # but not present in the defaults", and the chart-behaviour table for modelServers.matchLabels).
 EXTRA_ROUTER_KEYS = {
-    "router.epp.flags", "router.epp.grpcHealthPort", "httpRoute.baseModel", "httpRoute.headerMatches",
+    "router.epp.flags",
+    "router.epp.grpcHealthPort",
+    "httpRoute.baseModel",
+    "httpRoute.headerMatches",
     "router.modelServers.matchLabels",
 }
 # Maps whose keys are free (labels, flags, file names, headers).
-OPEN_MAPS = {"router.epp.flags", "router.epp.pluginsCustomConfig", "router.modelServers.matchLabels",
-             "httpRoute.headerMatches"}
+OPEN_MAPS = {
+    "router.epp.flags",
+    "router.epp.pluginsCustomConfig",
+    "router.modelServers.matchLabels",
+    "httpRoute.headerMatches",
+}
 # Transcribed from platform-facts.md, section 2, "llm-d router gateway chart v0.10.0" (gateway
 # values, and library values under router.*); the parts of the listing this setup can touch.
 TRANSCRIBED_ROUTER_KEYS = {
-    "provider.name", "provider.istio.destinationRule.host", "provider.istio.destinationRule.trafficPolicy",
-    "provider.gke.preferredBackends.enabled", "provider.gke.preferredBackends.preferredReplicas",
-    "provider.gke.preferredBackends.defaultReplicas", "provider.gke.preferredBackends.balancingMode",
-    "provider.gke.preferredBackends.maxRatePerEndpoint", "provider.gke.preferredBackends.capacityScalerPercent",
-    "httpRoute.create", "httpRoute.inferenceGatewayName", "httpRoute.inferenceGatewayNamespace",
+    "provider.name",
+    "provider.istio.destinationRule.host",
+    "provider.istio.destinationRule.trafficPolicy",
+    "provider.gke.preferredBackends.enabled",
+    "provider.gke.preferredBackends.preferredReplicas",
+    "provider.gke.preferredBackends.defaultReplicas",
+    "provider.gke.preferredBackends.balancingMode",
+    "provider.gke.preferredBackends.maxRatePerEndpoint",
+    "provider.gke.preferredBackends.capacityScalerPercent",
+    "httpRoute.create",
+    "httpRoute.inferenceGatewayName",
+    "httpRoute.inferenceGatewayNamespace",
     "httpRoute.requestTimeout",
-    "router.extraServicePorts", "router.clusterDomain",
-    "router.epp.replicas", "router.epp.image.registry", "router.epp.image.repository", "router.epp.image.tag",
-    "router.epp.image.pullPolicy", "router.epp.extProcPort", "router.epp.parsers",
-    "router.epp.metricsDataSource.scheme", "router.epp.metricsDataSource.path",
-    "router.epp.metricsDataSource.insecureSkipVerify", "router.epp.env", "router.epp.pluginsConfigFile",
-    "router.epp.pluginsCustomConfig", "router.epp.extraContainerPorts", "router.epp.resources.requests.cpu",
-    "router.epp.resources.requests.memory", "router.epp.resources.limits.memory", "router.epp.affinity",
-    "router.epp.tolerations", "router.epp.podAnnotations", "router.proxy.enabled", "router.tokenizer.enabled",
-    "router.tokenizer.modelName", "router.monitoring.interval", "router.tracing.enabled",
-    "router.tracing.otelExporterEndpoint", "router.tracing.sampling.sampler", "router.tracing.sampling.samplerArg",
-    "router.inferencePool.create", "router.inferencePool.failureMode", "router.inferenceObjectives",
-    "router.modelServers.type", "router.modelServers.protocol", "router.modelServers.targetPorts",
+    "router.extraServicePorts",
+    "router.clusterDomain",
+    "router.epp.replicas",
+    "router.epp.image.registry",
+    "router.epp.image.repository",
+    "router.epp.image.tag",
+    "router.epp.image.pullPolicy",
+    "router.epp.extProcPort",
+    "router.epp.parsers",
+    "router.epp.metricsDataSource.scheme",
+    "router.epp.metricsDataSource.path",
+    "router.epp.metricsDataSource.insecureSkipVerify",
+    "router.epp.env",
+    "router.epp.pluginsConfigFile",
+    "router.epp.pluginsCustomConfig",
+    "router.epp.extraContainerPorts",
+    "router.epp.resources.requests.cpu",
+    "router.epp.resources.requests.memory",
+    "router.epp.resources.limits.memory",
+    "router.epp.affinity",
+    "router.epp.tolerations",
+    "router.epp.podAnnotations",
+    "router.proxy.enabled",
+    "router.tokenizer.enabled",
+    "router.tokenizer.modelName",
+    "router.monitoring.interval",
+    "router.tracing.enabled",
+    "router.tracing.otelExporterEndpoint",
+    "router.tracing.sampling.sampler",
+    "router.tracing.sampling.samplerArg",
+    "router.inferencePool.create",
+    "router.inferencePool.failureMode",
+    "router.inferenceObjectives",
+    "router.modelServers.type",
+    "router.modelServers.protocol",
+    "router.modelServers.targetPorts",
     "router.latencyPredictor.enabled",
 }
 
@@ -574,6 +662,7 @@ def listed_router_keys(text: str) -> set[str]:
 def unknown_keys(values: dict[str, Any], known: set[str]) -> set[str]:
     def is_known(path: str) -> bool:
         return path in known or any(path.startswith(m + ".") and m in known for m in OPEN_MAPS)
+
     return {p for p in leaf_paths(values) if not is_known(p)}
 
 
@@ -607,7 +696,8 @@ def test_a_misspelled_router_key_is_caught():
     values["router"]["epp"]["replica"] = 1
     values["httpRoute"]["inferenceGateway"] = "x"
     assert unknown_keys(values, TRANSCRIBED_ROUTER_KEYS | EXTRA_ROUTER_KEYS) == {
-        "router.epp.replica", "httpRoute.inferenceGateway"
+        "router.epp.replica",
+        "httpRoute.inferenceGateway",
     }
 
 
@@ -640,11 +730,17 @@ def test_endpoint_picker_config_has_prefill_and_decode_profiles():
 def test_router_values_overlay():
     values = router_values(gateway_name="gw", gateway_namespace="gateways")
     assert values["router"]["modelServers"]["matchLabels"] == {"llm-d.ai/guide": "pd-disaggregation"}
-    assert (values["httpRoute"]["inferenceGatewayName"], values["httpRoute"]["inferenceGatewayNamespace"]) == ("gw", "gateways")
+    assert (values["httpRoute"]["inferenceGatewayName"], values["httpRoute"]["inferenceGatewayNamespace"]) == (
+        "gw",
+        "gateways",
+    )
     assert load_router_values()["router"]["modelServers"]["matchLabels"] == {"llm-d.ai/guide": "pd-disaggregation"}
     objects = prefill_decode_leaderworkersets(params())
     for obj in objects:
-        assert values["router"]["modelServers"]["matchLabels"].items() <= template(obj, "leader")["metadata"]["labels"].items()
+        assert (
+            values["router"]["modelServers"]["matchLabels"].items()
+            <= template(obj, "leader")["metadata"]["labels"].items()
+        )
 
 
 # Optional: render the real chart offline. Point TPU_GKE_ROUTER_CHART_DIR at an unpacked
@@ -661,8 +757,12 @@ def test_router_chart_renders_the_pool_and_route_we_expect():
         manifests = chart.render(values, name=so.ROUTER_RELEASE_NAME, namespace="serving")
     objects = [d for text in manifests.values() for d in yaml.safe_load_all(text) if isinstance(d, dict)]
     kinds = {(o["kind"], o["metadata"]["name"]) for o in objects}
-    assert {("InferencePool", "pd-disaggregation"), ("HTTPRoute", "pd-disaggregation"),
-            ("Deployment", "pd-disaggregation-epp"), ("HealthCheckPolicy", "pd-disaggregation")} <= kinds
+    assert {
+        ("InferencePool", "pd-disaggregation"),
+        ("HTTPRoute", "pd-disaggregation"),
+        ("Deployment", "pd-disaggregation-epp"),
+        ("HealthCheckPolicy", "pd-disaggregation"),
+    } <= kinds
     pool = next(o for o in objects if o["kind"] == "InferencePool")
     assert pool["spec"]["selector"]["matchLabels"] == {"llm-d.ai/guide": "pd-disaggregation"}
     assert pool["spec"]["targetPorts"] == [{"number": 8000}]

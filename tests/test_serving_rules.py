@@ -91,8 +91,12 @@ def test_weights_must_fit_the_slice_hbm(parameters, dtype, shape, machine, headr
 
 @pytest.mark.parametrize(
     "parameters, dtype, shape, headroom",
-    [(397, "fp8", "2x2x2", 0.25), (397, "fp8", "2x2x1", 0.25), (397, "bf16", "2x2x2", 0.25),
-     (480, "fp8", "2x2x1", 0.2)],
+    [
+        (397, "fp8", "2x2x2", 0.25),
+        (397, "fp8", "2x2x1", 0.25),
+        (397, "bf16", "2x2x2", 0.25),
+        (480, "fp8", "2x2x1", 0.2),
+    ],
 )
 def test_weights_that_fit(parameters, dtype, shape, headroom):
     assert rules.weights_fit_problems(parameters, dtype, Shape.parse(shape), TPU7X, headroom) == []

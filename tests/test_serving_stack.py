@@ -72,13 +72,16 @@ def test_gateway_is_internal_and_awaited(dev_run):
     assert gateway["metadata"]["namespace"] == NAMESPACE
     assert gateway["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Programmed"
     assert gateway["spec"]["gatewayClassName"] == "gke-l7-rilb"
-    assert [(l["port"], l["protocol"]) for l in gateway["spec"]["listeners"]] == [(80, "HTTP")]
+    assert [(listener["port"], listener["protocol"]) for listener in gateway["spec"]["listeners"]] == [(80, "HTTP")]
 
 
 def test_router_release_is_pinned_after_the_gateway(dev_run):
     router = dev_run.one(RELEASE, "router")
     assert router.parent == "serving"
-    assert (router.input("chart"), router.input("version")) == ("oci://ghcr.io/llm-d/charts/llm-d-router-gateway", "v0.10.0")
+    assert (router.input("chart"), router.input("version")) == (
+        "oci://ghcr.io/llm-d/charts/llm-d-router-gateway",
+        "v0.10.0",
+    )
     assert (router.input("name"), router.input("namespace")) == ("pd-disaggregation", NAMESPACE)
     values = router.input("values")
     assert values["provider"]["name"] == "gke"
@@ -101,20 +104,32 @@ def test_leaderworkersets_wait_for_the_platform_queue_and_identity(dev_run):
         lws = dev_run.one(LWS, name)
         assert lws.parent == "serving"
         assert {
-            "lws", "slice-controller", "kueue-objects", NAMESPACE, "model-server-account", "hf-token",
-            "weights-bucketViewer", "weights-objectUser",
+            "lws",
+            "slice-controller",
+            "kueue-objects",
+            NAMESPACE,
+            "model-server-account",
+            "hf-token",
+            "weights-bucketViewer",
+            "weights-objectUser",
         } <= set(lws.dependencies)
 
 
 def test_leaderworkersets_carry_queue_priority_and_slice(dev_run):
-    for name, lws in objects(dev_run, "LeaderWorkerSet").items():
+    for _name, lws in objects(dev_run, "LeaderWorkerSet").items():
         labels = lws["metadata"]["labels"]
-        assert (labels["kueue.x-k8s.io/queue-name"], labels["kueue.x-k8s.io/priority-class"]) == ("lq", "high-priority-3000")
+        assert (labels["kueue.x-k8s.io/queue-name"], labels["kueue.x-k8s.io/priority-class"]) == (
+            "lq",
+            "high-priority-3000",
+        )
         assert (lws["spec"]["replicas"], lws["spec"]["leaderWorkerTemplate"]["size"]) == (4, 2)
         leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
         assert leader["metadata"]["annotations"]["cloud.google.com/gke-tpu-slice-topology"] == "2x2x2"
         args = dict(a.split("=", 1) for a in leader["spec"]["containers"][0]["args"] if "=" in a)
-        assert args["--model"] == "gs://my-model-weights/models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/ea5b4f81096f3901c91dea97f81324302495781d"
+        assert (
+            args["--model"]
+            == "gs://my-model-weights/models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/ea5b4f81096f3901c91dea97f81324302495781d"
+        )
         assert json.loads(args["--kv-transfer-config"])["kv_connector"] == "TPUConnectorHMA"
 
 
@@ -154,28 +169,105 @@ def test_serving_switched_off_removes_it():
 
 
 SERVING_BAD_INPUTS = [
-    pytest.param({"serving.decode.tensorParallelSize": 8}, "serving.decode.tensorParallelSize", "prefill uses tensor-parallel size 16 but decode uses 8", id="tp-mismatch"),
-    pytest.param({"serving.prefill.tensorParallelSize": 32, "serving.decode.tensorParallelSize": 32}, "serving.prefill.tensorParallelSize", "exceeds the 16 TensorCores", id="tp-beyond-slice"),
-    pytest.param({"tpu.sliceShapes": ["2x2x1", "4x4x8"], "serving.sliceShape": "2x2x1", "checks.subslicing.shape": "2x2x1"}, "serving.prefill.tensorParallelSize", "exceeds the 8 TensorCores of one 2x2x1 slice", id="tp-beyond-smaller-slice"),
-    pytest.param({"serving.sliceShape": "2x2x4"}, "serving.sliceShape", "not one of tpu.sliceShapes", id="shape-not-admitted"),
-    pytest.param({"serving.model.parametersBillions": 1300}, "serving.model.parametersBillions", "more than the", id="weights-beyond-hbm"),
-    pytest.param({"serving.hbmHeadroom": 0.9}, "serving.model.parametersBillions", "90% kept free", id="too-much-headroom"),
-    pytest.param({"serving.model.weightsDtype": "fp4x"}, "serving.model.weightsDtype", "not a known dtype (use one of fp32, bf16, fp16, fp8, int8, int4)", id="unknown-dtype"),
-    pytest.param({"serving.model.weightsDtype": "float16"}, "serving.model.weightsDtype", "'float16' is not a known dtype", id="long-dtype-name"),
-    pytest.param({"serving.prefill.replicas": 9, "serving.decode.replicas": 9}, "serving.decode.replicas", "need 3 cube(s)", id="serving-beyond-capacity"),
+    pytest.param(
+        {"serving.decode.tensorParallelSize": 8},
+        "serving.decode.tensorParallelSize",
+        "prefill uses tensor-parallel size 16 but decode uses 8",
+        id="tp-mismatch",
+    ),
+    pytest.param(
+        {"serving.prefill.tensorParallelSize": 32, "serving.decode.tensorParallelSize": 32},
+        "serving.prefill.tensorParallelSize",
+        "exceeds the 16 TensorCores",
+        id="tp-beyond-slice",
+    ),
+    pytest.param(
+        {"tpu.sliceShapes": ["2x2x1", "4x4x8"], "serving.sliceShape": "2x2x1", "checks.subslicing.shape": "2x2x1"},
+        "serving.prefill.tensorParallelSize",
+        "exceeds the 8 TensorCores of one 2x2x1 slice",
+        id="tp-beyond-smaller-slice",
+    ),
+    pytest.param(
+        {"serving.sliceShape": "2x2x4"}, "serving.sliceShape", "not one of tpu.sliceShapes", id="shape-not-admitted"
+    ),
+    pytest.param(
+        {"serving.model.parametersBillions": 1300},
+        "serving.model.parametersBillions",
+        "more than the",
+        id="weights-beyond-hbm",
+    ),
+    pytest.param(
+        {"serving.hbmHeadroom": 0.9}, "serving.model.parametersBillions", "90% kept free", id="too-much-headroom"
+    ),
+    pytest.param(
+        {"serving.model.weightsDtype": "fp4x"},
+        "serving.model.weightsDtype",
+        "not a known dtype (use one of fp32, bf16, fp16, fp8, int8, int4)",
+        id="unknown-dtype",
+    ),
+    pytest.param(
+        {"serving.model.weightsDtype": "float16"},
+        "serving.model.weightsDtype",
+        "'float16' is not a known dtype",
+        id="long-dtype-name",
+    ),
+    pytest.param(
+        {"serving.prefill.replicas": 9, "serving.decode.replicas": 9},
+        "serving.decode.replicas",
+        "need 3 cube(s)",
+        id="serving-beyond-capacity",
+    ),
     pytest.param({"serving.prefill.replicas": 0}, "serving.prefill.replicas", "serves nothing", id="no-prefill"),
-    pytest.param({"serving.prefill.name": "kueue-vllm-prefill-model-streamer"}, "serving.prefill.name", "the budget is 49", id="lws-name-over-slice-budget"),
-    pytest.param({"serving.decode.name": "vllm-prefill"}, "serving.decode.name", "also the prefill name", id="same-lws-names"),
-    pytest.param({"serving.namespace": "serving"}, "serving.namespace", "has no LocalQueue", id="namespace-without-queue"),
-    pytest.param({"serving.image": "docker.io/vllm/vllm-tpu:nightly"}, "serving.image", "floating tag", id="floating-image"),
-    pytest.param({"serving.routingSidecarImage": "ghcr.io/llm-d/llm-d-routing-sidecar"}, "serving.routingSidecarImage", "has no tag", id="untagged-sidecar"),
+    pytest.param(
+        {"serving.prefill.name": "kueue-vllm-prefill-model-streamer"},
+        "serving.prefill.name",
+        "the budget is 49",
+        id="lws-name-over-slice-budget",
+    ),
+    pytest.param(
+        {"serving.decode.name": "vllm-prefill"}, "serving.decode.name", "also the prefill name", id="same-lws-names"
+    ),
+    pytest.param(
+        {"serving.namespace": "serving"}, "serving.namespace", "has no LocalQueue", id="namespace-without-queue"
+    ),
+    pytest.param(
+        {"serving.image": "docker.io/vllm/vllm-tpu:nightly"}, "serving.image", "floating tag", id="floating-image"
+    ),
+    pytest.param(
+        {"serving.routingSidecarImage": "ghcr.io/llm-d/llm-d-routing-sidecar"},
+        "serving.routingSidecarImage",
+        "has no tag",
+        id="untagged-sidecar",
+    ),
     pytest.param({"serving.resources": {"cpu": "300"}}, "serving.resources.cpu", "exceeds", id="cpu-beyond-host"),
-    pytest.param({"serving.resources": {"memory": "lots"}}, "serving.resources.memory", "not a Kubernetes quantity", id="bad-memory"),
-    pytest.param({"serving.startupFailureThreshold": 60}, "serving.startupFailureThreshold", "at least 120", id="startup-too-short"),
-    pytest.param({"serving.router.version": "v0"}, "serving.router.version", "not an exact version", id="floating-router"),
-    pytest.param({"serving.router.chart": "ghcr.io/llm-d/charts/x"}, "serving.router.chart", "not an oci://", id="router-chart-without-scheme"),
+    pytest.param(
+        {"serving.resources": {"memory": "lots"}},
+        "serving.resources.memory",
+        "not a Kubernetes quantity",
+        id="bad-memory",
+    ),
+    pytest.param(
+        {"serving.startupFailureThreshold": 60},
+        "serving.startupFailureThreshold",
+        "at least 120",
+        id="startup-too-short",
+    ),
+    pytest.param(
+        {"serving.router.version": "v0"}, "serving.router.version", "not an exact version", id="floating-router"
+    ),
+    pytest.param(
+        {"serving.router.chart": "ghcr.io/llm-d/charts/x"},
+        "serving.router.chart",
+        "not an oci://",
+        id="router-chart-without-scheme",
+    ),
     pytest.param({"serving.gateway.port": 0}, "serving.gateway.port", "not a port", id="bad-gateway-port"),
-    pytest.param({"serving.weightsBucket.name": "Bad_Bucket!"}, "serving.weightsBucket.name", "not a Cloud Storage bucket name", id="bad-bucket"),
+    pytest.param(
+        {"serving.weightsBucket.name": "Bad_Bucket!"},
+        "serving.weightsBucket.name",
+        "not a Cloud Storage bucket name",
+        id="bad-bucket",
+    ),
     pytest.param({"serving.priority": "top"}, "serving.priority", "not a priority level", id="bad-priority"),
     pytest.param({"serving.prefil": {}}, "serving.prefil", "did you mean 'prefill'", id="misspelled-key"),
 ]

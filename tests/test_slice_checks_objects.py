@@ -187,8 +187,14 @@ def test_script_runs_as_main_with_a_stub_jax_package(tmp_path, global_devices, s
         )
     )
     (stub / "distributed.py").write_text("def initialize(): print('initialized')\n")
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(tmp_path), "EXPECTED_GLOBAL_DEVICES": "16",
-           "EXPECTED_LOCAL_DEVICES": "8", "NUM_PROCESSES": "2", "HOLD_SECONDS": "0"}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(tmp_path),
+        "EXPECTED_GLOBAL_DEVICES": "16",
+        "EXPECTED_LOCAL_DEVICES": "8",
+        "NUM_PROCESSES": "2",
+        "HOLD_SECONDS": "0",
+    }
     result = subprocess.run([sys.executable, str(SCRIPT_PATH)], env=env, capture_output=True, text=True, timeout=30)
     assert result.returncode == status, result.stderr
     lines = result.stdout.splitlines()
@@ -199,16 +205,30 @@ def test_script_runs_as_main_with_a_stub_jax_package(tmp_path, global_devices, s
 # --- The overlays --------------------------------------------------------------------------
 
 EXPECTED = {
-    SUBSLICING: dict(name="subslice-check", priority="low-priority-1000", replicas=6,
-                     hosts=2, shape="2x2x2", global_devices=16, hold=1800),
-    SUPERSLICING: dict(name="superslice-check", priority="medium-priority-2000", replicas=1,
-                       hosts=32, shape="4x4x8", global_devices=256, hold=600),
+    SUBSLICING: {
+        "name": "subslice-check",
+        "priority": "low-priority-1000",
+        "replicas": 6,
+        "hosts": 2,
+        "shape": "2x2x2",
+        "global_devices": 16,
+        "hold": 1800,
+    },
+    SUPERSLICING: {
+        "name": "superslice-check",
+        "priority": "medium-priority-2000",
+        "replicas": 1,
+        "hosts": 32,
+        "shape": "4x4x8",
+        "global_devices": 256,
+        "hold": 600,
+    },
 }
 IMAGE = "registry.example/jax-tpu:test"
 
 
 def _overlaid(check: str, **overrides: Any) -> dict[str, Any]:
-    args = dict(namespace="tpu-checks", queue_name="tpu-lq", priority_class=f"{check}-priority", image=IMAGE)
+    args = {"namespace": "tpu-checks", "queue_name": "tpu-lq", "priority_class": f"{check}-priority", "image": IMAGE}
     args.update(overrides)
     return slice_check_jobset(check_input(check, **args))
 
@@ -297,8 +317,13 @@ def test_bases_agree_with_their_own_derivation(check):
 
 @pytest.mark.parametrize(
     "check, shape, hosts, global_devices",
-    [(SUBSLICING, "2x2x1", 1, 8), (SUBSLICING, "2x2x4", 4, 32), (SUBSLICING, "2x4x4", 8, 64),
-     (SUPERSLICING, "4x4x4", 16, 128), (SUPERSLICING, "4x8x8", 64, 512)],
+    [
+        (SUBSLICING, "2x2x1", 1, 8),
+        (SUBSLICING, "2x2x4", 4, 32),
+        (SUBSLICING, "2x4x4", 8, 64),
+        (SUPERSLICING, "4x4x4", 16, 128),
+        (SUPERSLICING, "4x8x8", 64, 512),
+    ],
 )
 def test_shape_drives_parallelism_and_device_counts(check, shape, hosts, global_devices):
     replicated_job, job_spec, pod_template, _, container = _parts(_overlaid(check, shape=shape, slices=3))

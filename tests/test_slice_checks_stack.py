@@ -42,7 +42,9 @@ def test_checks_wait_for_the_slice_controller_the_queue_and_the_script(dev_run):
     for name in ("subslice-check", "superslice-check"):
         jobset = dev_run.one(JOBSET, name)
         assert jobset.parent == "slice-checks"
-        assert {"slice-controller", "kueue-objects", "llm-d-pd-disaggregation", "check-script"} <= set(jobset.dependencies)
+        assert {"slice-controller", "kueue-objects", "llm-d-pd-disaggregation", "check-script"} <= set(
+            jobset.dependencies
+        )
         assert jobset.provider.split("::")[-2] == "gke"
 
 
@@ -121,7 +123,10 @@ def test_cubes_needed(demands, cubes):
 def test_a_workload_larger_than_the_capacity_is_never_admitted():
     assert never_admitted_problem(workload("w", "4x4x8", 1), 2) is None
     problem = never_admitted_problem(workload("w", "4x4x8", 1), 1)
-    assert problem == "1 x 4x4x8 (128 chips) needs 2 cube(s) of 4x4x4 at once; the stack has 1 (64 chips), so Kueue would never admit it"
+    assert (
+        problem
+        == "1 x 4x4x8 (128 chips) needs 2 cube(s) of 4x4x4 at once; the stack has 1 (64 chips), so Kueue would never admit it"
+    )
 
 
 def test_equal_priorities_queue_instead_of_preempting():
@@ -142,9 +147,27 @@ def test_an_empty_plan_says_so():
 @pytest.mark.parametrize(
     "pools, expected",
     [
-        (2, ["2 pool(s) of tpu7x-standard-4t: 32 nodes, 128 chips, 2 cube(s) of 4x4x4", "slices that fit at once: 16 x 2x2x2, 1 x 4x4x8"]),
-        (3, ["3 pool(s) of tpu7x-standard-4t: 48 nodes, 192 chips, 3 cube(s) of 4x4x4", "slices that fit at once: 24 x 2x2x2, 1 x 4x4x8"]),
-        (4, ["4 pool(s) of tpu7x-standard-4t: 64 nodes, 256 chips, 4 cube(s) of 4x4x4", "slices that fit at once: 32 x 2x2x2, 2 x 4x4x8"]),
+        (
+            2,
+            [
+                "2 pool(s) of tpu7x-standard-4t: 32 nodes, 128 chips, 2 cube(s) of 4x4x4",
+                "slices that fit at once: 16 x 2x2x2, 1 x 4x4x8",
+            ],
+        ),
+        (
+            3,
+            [
+                "3 pool(s) of tpu7x-standard-4t: 48 nodes, 192 chips, 3 cube(s) of 4x4x4",
+                "slices that fit at once: 24 x 2x2x2, 1 x 4x4x8",
+            ],
+        ),
+        (
+            4,
+            [
+                "4 pool(s) of tpu7x-standard-4t: 64 nodes, 256 chips, 4 cube(s) of 4x4x4",
+                "slices that fit at once: 32 x 2x2x2, 2 x 4x4x8",
+            ],
+        ),
     ],
 )
 def test_capacity_report_follows_the_number_of_cubes(pools, expected):

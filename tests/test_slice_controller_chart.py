@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -17,9 +18,7 @@ import yaml
 from tests.conftest import PROJECT_ROOT, stack_values
 from tests.crd_schemas import core_errors
 
-helm = pytest.importorskip(
-    "helm_python", reason="helm-python-sdk is not installed (pin it in requirements-dev.txt)"
-)
+helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed (pin it in requirements-dev.txt)")
 
 CHART = PROJECT_ROOT / "manifests" / "charts" / "slice-controller"
 RELEASE = "slice-controller"
@@ -70,7 +69,10 @@ EXPECTED_WEBHOOKS = {
     "mjob.kb.io": ("batch", "v1", "jobs", "/mutate-batch-v1-job"),
     "mjobset.kb.io": ("jobset.x-k8s.io", "v1alpha2", "jobsets", "/mutate-jobset-x-k8s-io-v1alpha2-jobset"),
     "mleaderworkerset.kb.io": (
-        "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "leaderworkersets",
+        "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
     ),
     "mstatefulset.slice-controller.kb.io": ("apps", "v1", "statefulsets", "/mutate-apps-v1-statefulset"),
 }

@@ -39,7 +39,7 @@ def test_resources_are_sorted_and_parented(renders, stack):
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_no_secret_in_clear_text(renders, stack):
-    files, run = renders[stack]
+    files, _run = renders[stack]
     text = "".join(files.values())
     assert SECRET_PLACEHOLDER not in text
     assert "gke-gcloud-auth-plugin" not in text  # the kubeconfig stays masked

@@ -57,7 +57,9 @@ class Handler(BaseHTTPRequestHandler):
     def answer(self) -> None:
         stub: Stub = self.server.stub
         raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        stub.received.append(Received(self.command, self.path, self.headers.get("Content-Type"), json.loads(raw) if raw else None))
+        stub.received.append(
+            Received(self.command, self.path, self.headers.get("Content-Type"), json.loads(raw) if raw else None)
+        )
         scripted = stub.script.get((self.command, self.path), Answer(404, '{"detail": "Not Found"}'))
         time.sleep(scripted.delay_s)
         payload = scripted.body.encode()
@@ -138,7 +140,9 @@ def test_generate_prints_a_plain_text_answer_as_is(stub, capsys):
 
 
 def test_server_error_shows_status_and_message(stub, capsys):
-    stub.script[("GET", "/listcell")] = Answer(500, json.dumps({"detail": "model /sax/test/spmd is not published"}, indent=4))
+    stub.script[("GET", "/listcell")] = Answer(
+        500, json.dumps({"detail": "model /sax/test/spmd is not published"}, indent=4)
+    )
     assert run(stub, "listcell", "--model-id", MODEL) == 1
     err = capsys.readouterr().err
     assert "GET http://127.0.0.1" in err and "/listcell: HTTP 500" in err
@@ -217,7 +221,10 @@ def test_without_stack_the_selected_stack_is_asked():
         (fake_pulumi(stdout=json.dumps({"clusterName": "c"})), "stack dev has no output saxHttpAddress"),
         (fake_pulumi(stdout=json.dumps({sax.ADDRESS_OUTPUT: ""})), "stack dev has no output saxHttpAddress"),
         (fake_pulumi(stdout="not json"), "did not print JSON"),
-        (fake_pulumi(255, stderr="Updating...\nerror: no stack named 'dev' found\n"), "failed: error: no stack named 'dev' found"),
+        (
+            fake_pulumi(255, stderr="Updating...\nerror: no stack named 'dev' found\n"),
+            "failed: error: no stack named 'dev' found",
+        ),
         (fake_pulumi(raises=FileNotFoundError("pulumi")), "pulumi CLI not found"),
         (fake_pulumi(raises=subprocess.TimeoutExpired("pulumi", 60)), "timed out"),
     ],
@@ -232,7 +239,11 @@ def test_stack_lookup_problems_exit_2_and_suggest_address(capsys, runner, expect
 
 @pytest.mark.parametrize(
     "address, url",
-    [("10.0.0.7", "http://10.0.0.7:8888"), ("10.0.0.7:9000", "http://10.0.0.7:9000"), ("sax.example:80", "http://sax.example:80")],
+    [
+        ("10.0.0.7", "http://10.0.0.7:8888"),
+        ("10.0.0.7:9000", "http://10.0.0.7:9000"),
+        ("sax.example:80", "http://sax.example:80"),
+    ],
 )
 def test_base_url_defaults_the_port(address, url):
     assert sax.base_url(address) == url

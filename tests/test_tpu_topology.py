@@ -84,7 +84,16 @@ def test_sub_and_super_slice_rules(shape, sub, super_, cubes):
 
 @pytest.mark.parametrize(
     "shape, cubes, fit",
-    [("2x2x1", 2, 32), ("2x2x2", 2, 16), ("2x2x4", 1, 4), ("2x4x4", 2, 4), ("4x4x4", 2, 2), ("4x4x8", 2, 1), ("4x4x8", 1, 0), ("4x8x8", 3, 0)],
+    [
+        ("2x2x1", 2, 32),
+        ("2x2x2", 2, 16),
+        ("2x2x4", 1, 4),
+        ("2x4x4", 2, 4),
+        ("4x4x4", 2, 2),
+        ("4x4x8", 2, 1),
+        ("4x4x8", 1, 0),
+        ("4x8x8", 3, 0),
+    ],
 )
 def test_slices_that_fit_the_capacity(shape, cubes, fit):
     assert topology.slices_that_fit(Shape.parse(shape), cubes) == fit
@@ -110,7 +119,11 @@ PARTITION = "cloud.google.com/gke-tpu-partition-{}-id"
 )
 def test_kueue_topology_levels_run_from_block_to_hostname(shapes, partitions):
     levels = topology.kueue_topology_levels([Shape.parse(s) for s in shapes])
-    assert levels == ["cloud.google.com/gce-topology-block", *(PARTITION.format(p) for p in partitions), "kubernetes.io/hostname"]
+    assert levels == [
+        "cloud.google.com/gce-topology-block",
+        *(PARTITION.format(p) for p in partitions),
+        "kubernetes.io/hostname",
+    ]
 
 
 def test_reference_levels_come_from_the_smallest_sub_slice():
@@ -121,7 +134,12 @@ def test_reference_levels_come_from_the_smallest_sub_slice():
 
 @pytest.mark.parametrize(
     "shapes, floor",
-    [(["2x2x2"], "1.36.0-gke.3712000"), (["4x4x8"], "1.35.2-gke.1842000"), (["4x4x8", "2x2x1"], "1.36.0-gke.3712000"), ([], None)],
+    [
+        (["2x2x2"], "1.36.0-gke.3712000"),
+        (["4x4x8"], "1.35.2-gke.1842000"),
+        (["4x4x8", "2x2x1"], "1.36.0-gke.3712000"),
+        ([], None),
+    ],
 )
 def test_gke_version_floor_follows_the_slicing_in_use(shapes, floor):
     assert topology.min_gke_version([Shape.parse(s) for s in shapes]) == floor
@@ -129,7 +147,13 @@ def test_gke_version_floor_follows_the_slicing_in_use(shapes, floor):
 
 @pytest.mark.parametrize(
     "shape, problem",
-    [("4x8", None), ("16x16", None), ("4x4x4", "2 axes"), ("1x2", "whole"), ("4x6", "not a ct5lp-hightpu-4t slice topology")],
+    [
+        ("4x8", None),
+        ("16x16", None),
+        ("4x4x4", "2 axes"),
+        ("1x2", "whole"),
+        ("4x6", "not a ct5lp-hightpu-4t slice topology"),
+    ],
 )
 def test_static_v5e_slices(shape, problem):
     found = topology.static_slice_problem(Shape.parse(shape), V5E)

@@ -8,8 +8,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -49,7 +50,7 @@ def uses_of(workflow: dict[str, Any]) -> Iterator[tuple[str, str]]:
 
 
 def committed_stacks() -> list[str]:
-    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +73,7 @@ def test_zizmor_offline_has_no_findings() -> None:
         timeout=120,
     )
     # Exit code 0 means no finding at all; informational findings alone already exit 11.
-    assert result.returncode == 0, (
-        f"zizmor exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
-    )
+    assert result.returncode == 0, f"zizmor exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
 
 
 @pytest.mark.parametrize("path", workflow_files(), ids=lambda p: p.name)

@@ -1,7 +1,7 @@
 """The README's config table, generated from the stack config schema.
 
-    python -m tools.config_table          # print the table
-    python -m tools.config_table --write  # replace the table in README.md
+python -m tools.config_table          # print the table
+python -m tools.config_table --write  # replace the table in README.md
 """
 
 from __future__ import annotations

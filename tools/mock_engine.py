@@ -16,6 +16,7 @@ import pulumi
 import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc, settings
+from pulumi.runtime.stack import Stack
 from pulumi.runtime.sync_await import _sync_await
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -69,17 +70,17 @@ class _Mocks(pulumi.runtime.Mocks):
     def __init__(self, preview: bool):
         self.preview = preview
 
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         outputs = dict(args.inputs)
         if not self.preview:
             outputs.update(_applied_outputs(args))
         return f"{args.name}-id", outputs
 
-    def call(self, args: pulumi.runtime.MockCallArgs):
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         if args.token == "gcp:organizations/getProject:getProject":
             # Only a real preview can look the number up; the render shows where it goes.
-            return {"number": PROJECT_NUMBER_PLACEHOLDER, "projectId": args.args.get("projectId")}
-        return {}
+            return {"number": PROJECT_NUMBER_PLACEHOLDER, "projectId": args.args.get("projectId")}, []
+        return {}, []
 
 
 def _applied_outputs(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
@@ -96,8 +97,8 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.registrations = registrations
 
-    def RegisterResource(self, request):
-        response = super().RegisterResource(request)
+    def RegisterResource(self, request: Any) -> Any:
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]  # the SDK's mock is untyped
         if request.type != "pulumi:pulumi:Stack":
             parent = request.parent if request.parent and _urn_type(request.parent) != "pulumi:pulumi:Stack" else None
             timeouts = request.customTimeouts
@@ -111,7 +112,9 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                     provider=request.provider,
                     dependencies=[urn.split("::")[-1] for urn in request.dependencies],
                     protect=bool(request.protect),
-                    custom_timeouts={k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)},
+                    custom_timeouts={
+                        k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)
+                    },
                 )
             )
         return response
@@ -142,8 +145,8 @@ def _replace_secure(value: Any) -> tuple[Any, bool]:
         pairs = {k: _replace_secure(v) for k, v in value.items()}
         return {k: v for k, (v, _) in pairs.items()}, any(s for _, s in pairs.values())
     if isinstance(value, list):
-        pairs = [_replace_secure(v) for v in value]
-        return [v for v, _ in pairs], any(s for _, s in pairs)
+        items = [_replace_secure(v) for v in value]
+        return [v for v, _ in items], any(s for _, s in items)
     return value, False
 
 
@@ -165,12 +168,14 @@ def run_program(
     monitor = _RecordingMonitor(mocks, registrations if registrations is not None else [])
     pulumi.runtime.set_mocks(mocks, project=PROJECT_NAME, stack=stack, preview=preview, monitor=monitor)
 
-    @pulumi.runtime.test
-    def program():
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]  # the SDK's test decorator is untyped
+    def program() -> None:
         runpy.run_path(str(PROGRAM), run_name="__pulumi_main__")
 
     program()
-    exports = settings.get_root_resource().outputs
+    root = settings.get_root_resource()
+    assert isinstance(root, Stack), "the mocks ran no program"
+    exports = root.outputs
     resolved = {name: _resolve(value) for name, value in exports.items()}
     return ProgramRun(
         registrations=monitor.registrations,
@@ -207,7 +212,7 @@ def sanitize(value: Any) -> Any:
         if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
             inner = value["value"]
             # A secret map (a Secret's stringData) keeps its keys, which say what it holds.
-            return {k: SECRET for k in inner} if isinstance(inner, dict) else SECRET
+            return dict.fromkeys(inner, SECRET) if isinstance(inner, dict) else SECRET
         return {k: sanitize(v) for k, v in value.items()}
     if isinstance(value, list):
         return [sanitize(v) for v in value]

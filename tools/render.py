@@ -42,8 +42,7 @@ def render(stack: str, stack_dir: Path = PROJECT_ROOT) -> tuple[dict[str, str], 
 
 def resources_document(registrations: list[Registration]) -> list[dict[str, Any]]:
     entries = [
-        {"type": r.type, "name": r.name, "parent": r.parent, "inputs": sanitize(r.inputs)}
-        for r in registrations
+        {"type": r.type, "name": r.name, "parent": r.parent, "inputs": sanitize(r.inputs)} for r in registrations
     ]
     return sorted(entries, key=lambda e: (e["type"], e["name"]))
 

@@ -53,7 +53,12 @@ class Call:
 
 # The four calls of the tutorial, with exactly its fields: some sax-http builds reject a body whose field count differs.
 def publish(args: argparse.Namespace) -> Call:
-    body = {"model": args.model_id, "model_path": args.model_path, "checkpoint": args.checkpoint, "replicas": args.replicas}
+    body = {
+        "model": args.model_id,
+        "model_path": args.model_path,
+        "checkpoint": args.checkpoint,
+        "replicas": args.replicas,
+    }
     return Call("POST", "/publish", body)
 
 
@@ -104,7 +109,8 @@ def send(base: str, call: Call, timeout: float) -> str:
     where = f"{call.method} {base}{call.path}"
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.read().decode("utf-8", errors="replace")
+            payload: bytes = response.read()
+            return payload.decode("utf-8", errors="replace")
     except urllib.error.HTTPError as error:
         body = error.read().decode("utf-8", errors="replace")
         raise RequestFailed(f"{where}: HTTP {error.code} {error.reason}: {preview(body)}") from None
@@ -159,18 +165,33 @@ def add_model_id(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tools.sax", description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--stack", help=f"Pulumi stack whose {ADDRESS_OUTPUT} output to use (default: the selected stack)")
-    where.add_argument("--address", metavar="HOST[:PORT]", help=f"sax-http HOST[:PORT] (default port {DEFAULT_PORT}); skips Pulumi")
+    where.add_argument(
+        "--stack", help=f"Pulumi stack whose {ADDRESS_OUTPUT} output to use (default: the selected stack)"
+    )
+    where.add_argument(
+        "--address", metavar="HOST[:PORT]", help=f"sax-http HOST[:PORT] (default port {DEFAULT_PORT}); skips Pulumi"
+    )
     parser.add_argument(
-        "--timeout", type=positive(float), default=DEFAULT_TIMEOUT_S, metavar="SECONDS", help=f"per request (default {DEFAULT_TIMEOUT_S:g})"
+        "--timeout",
+        type=positive(float),
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"per request (default {DEFAULT_TIMEOUT_S:g})",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sub = commands.add_parser("publish", help="publish a model on the model servers")
     add_model_id(sub)
-    sub.add_argument("--model-path", required=True, metavar="PATH", help="model class, e.g. saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd175B32Test")
+    sub.add_argument(
+        "--model-path",
+        required=True,
+        metavar="PATH",
+        help="model class, e.g. saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd175B32Test",
+    )
     sub.add_argument("--checkpoint", required=True, metavar="PATH", help="checkpoint path, or None for random weights")
-    sub.add_argument("--replicas", required=True, type=positive(int), metavar="N", help="number of model server replicas")
+    sub.add_argument(
+        "--replicas", required=True, type=positive(int), metavar="N", help="number of model server replicas"
+    )
     sub.set_defaults(build=publish)
 
     sub = commands.add_parser("listcell", help="show a published model and its replicas")

@@ -16,14 +16,14 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PULUMI_TIMEOUT_S = 60
 STDERR_CHARS = 300
 
-Runner = Callable[[list[str]], subprocess.CompletedProcess]
+Runner = Callable[[list[str]], subprocess.CompletedProcess[str]]
 
 
 class StackOutputsError(ValueError):
     """The outputs could not be read; the message is one line ending with the caller's hint."""
 
 
-def run_pulumi(argv: list[str]) -> subprocess.CompletedProcess:
+def run_pulumi(argv: list[str]) -> subprocess.CompletedProcess[str]:
     """Run the Pulumi CLI in the project folder, bounded so a stuck backend login cannot hang a tool."""
     return subprocess.run(
         list(argv), cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=PULUMI_TIMEOUT_S, check=False

@@ -51,7 +51,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int) -> float:
         """Exponential backoff after failed attempt ``attempt`` (1-based), so a slow start is not hammered."""
-        return self.backoff * 2 ** (attempt - 1)
+        return self.backoff * 2.0 ** (attempt - 1)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.resources import children_of
 from components.gcp.config import MaintenanceExclusionConfig, MaintenanceWindowConfig
+from components.resources import children_of
 
 # Least privilege for nodes: GKE's node role (logs, metrics, metadata) plus image pulls.
 NODE_SERVICE_ACCOUNT_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
@@ -120,11 +120,10 @@ class Cluster(pulumi.ComponentResource):
             opts=child,
         )
 
-        self.kubeconfig = pulumi.Output.secret(
-            pulumi.Output.all(
-                self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
-            ).apply(lambda parts: build_kubeconfig(*parts))
-        )
+        kubeconfig: pulumi.Output[str] = pulumi.Output.all(
+            self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
+        ).apply(lambda parts: build_kubeconfig(*parts))
+        self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(kubeconfig)
         # Kubernetes objects wait for the system pool: their controllers need somewhere to run.
         self.provider = k8s.Provider(
             "gke",
@@ -137,16 +136,16 @@ class Cluster(pulumi.ComponentResource):
         self.endpoint = self.cluster.endpoint
         self.node_service_account_email = self.node_service_account.email
         self.get_credentials_command = self.cluster.name.apply(
-            lambda cluster: f"gcloud container clusters get-credentials {cluster} --region {args.region} --project {args.project}"
+            lambda cluster: (
+                f"gcloud container clusters get-credentials {cluster} --region {args.region} --project {args.project}"
+            )
         )
-        self.register_outputs(
-            {"name": self.name, "endpoint": self.endpoint, "kubeconfig": self.kubeconfig}
-        )
+        self.register_outputs({"name": self.name, "endpoint": self.endpoint, "kubeconfig": self.kubeconfig})
 
 
 def _maintenance_policy(
     window: MaintenanceWindowConfig | None, exclusions: list[MaintenanceExclusionConfig]
-) -> dict | None:
+) -> gcp.container.ClusterMaintenancePolicyArgsDict | None:
     if window is None:
         return None
     return {
@@ -171,7 +170,10 @@ def build_kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> s
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [
-                {"name": context, "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca_certificate}}
+                {
+                    "name": context,
+                    "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca_certificate},
+                }
             ],
             "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
             "current-context": context,

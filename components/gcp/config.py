@@ -267,7 +267,9 @@ def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems)
             "use a type such as n2-standard-32",
         )
     if pool.nodes_per_zone < 1:
-        problems.add("cluster.systemPool.nodesPerZone", f"{pool.nodes_per_zone} leaves no system nodes", "use 1 or more")
+        problems.add(
+            "cluster.systemPool.nodesPerZone", f"{pool.nodes_per_zone} leaves no system nodes", "use 1 or more"
+        )
     _validate_maintenance(cluster, problems)
 
 
@@ -290,7 +292,9 @@ def _validate_version(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems
             floors.append((floor, "super-slicing"))
     for floor, why in floors:
         if version < GkeVersion.parse(floor):
-            problems.add("cluster.version", f"{version} is below {floor}, the minimum for {why}", f"set {floor} or later")
+            problems.add(
+                "cluster.version", f"{version} is below {floor}, the minimum for {why}", f"set {floor} or later"
+            )
 
 
 def _parse_time(text: str) -> datetime | None:
@@ -304,7 +308,9 @@ def _validate_time_range(prefix: str, start: str, end: str, problems: Problems) 
     begin, finish = _parse_time(start), _parse_time(end)
     for key, text, parsed in (("start", start, begin), ("end", end, finish)):
         if parsed is None or parsed.tzinfo is None:
-            problems.add(f"{prefix}.{key}", f"{text!r} is not an RFC 3339 time with a zone", "write e.g. 2026-01-03T04:00:00Z")
+            problems.add(
+                f"{prefix}.{key}", f"{text!r} is not an RFC 3339 time with a zone", "write e.g. 2026-01-03T04:00:00Z"
+            )
     if begin and finish and begin.tzinfo and finish.tzinfo:
         if finish <= begin:
             problems.add(f"{prefix}.end", "ends before it starts", "set an end after the start")
@@ -407,7 +413,9 @@ def _validate_pools(tpu: TpuConfig, machine: topology.MachineType, problems: Pro
         seen.add(pool.name)
         if pool.sub_block and (problem := naming.gcp_name_problem(pool.sub_block)):
             problems.add(
-                f"{prefix}.subBlock", problem, "use the sub-block name from `gcloud compute reservations sub-blocks list`"
+                f"{prefix}.subBlock",
+                problem,
+                "use the sub-block name from `gcloud compute reservations sub-blocks list`",
             )
         try:
             shape = topology.Shape.parse(pool.topology)
@@ -438,7 +446,10 @@ def _validate_reservation(tpu: TpuConfig, machine: topology.MachineType, problem
     reservation = tpu.reservation
     if machine.dynamic_slicing:
         # PROVISION_ONLY workload policies only provision from a specific All Capacity reservation.
-        for key, value, example in (("name", reservation.name, "my-tpu7x-reservation"), ("block", reservation.block, "block-0")):
+        for key, value, example in (
+            ("name", reservation.name, "my-tpu7x-reservation"),
+            ("block", reservation.block, "block-0"),
+        ):
             if not value:
                 problems.add(
                     f"tpu.reservation.{key}",
@@ -454,4 +465,8 @@ def _validate_reservation(tpu: TpuConfig, machine: topology.MachineType, problem
     if reservation.project and (problem := naming.project_id_problem(reservation.project)):
         problems.add("tpu.reservation.project", problem, "set the project owning the reservation, or leave it empty")
     if any(p.sub_block for p in tpu.pools) and not reservation.block:
-        problems.add("tpu.reservation.block", "pools name sub-blocks but no block is set", "set the block the sub-blocks belong to")
+        problems.add(
+            "tpu.reservation.block",
+            "pools name sub-blocks but no block is set",
+            "set the block the sub-blocks belong to",
+        )

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from components.tpu import topology
-from components.resources import children_of
 from components.gcp.cluster import NODE_OAUTH_SCOPES
+from components.resources import children_of
+from components.tpu import topology
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 # Bringing up and draining a reserved multi-host TPU slice takes far longer than the defaults.
@@ -86,7 +86,7 @@ class TpuCapacity(pulumi.ComponentResource):
         self.workload_policy_name = self.workload_policy.name if self.workload_policy else None
         self.register_outputs({"poolNames": self.pool_names, "workloadPolicyName": self.workload_policy_name})
 
-    def _placement(self, pool: TpuPoolArgs) -> dict:
+    def _placement(self, pool: TpuPoolArgs) -> gcp.container.NodePoolPlacementPolicyArgsDict:
         if self.workload_policy is not None:
             # The provider marks `type` required, but GKE stores none for tpu7x: any value
             # would diff on every refresh and replace the pool, so it is sent empty.
@@ -94,8 +94,8 @@ class TpuCapacity(pulumi.ComponentResource):
         return {"type": "COMPACT", "tpu_topology": pool.topology}
 
 
-def _node_config(args: TpuCapacityArgs, pool: TpuPoolArgs) -> dict:
-    config = {
+def _node_config(args: TpuCapacityArgs, pool: TpuPoolArgs) -> gcp.container.NodePoolNodeConfigArgsDict:
+    config: gcp.container.NodePoolNodeConfigArgsDict = {
         "machine_type": args.machine.name,
         "service_account": args.node_service_account_email,
         "oauth_scopes": NODE_OAUTH_SCOPES,

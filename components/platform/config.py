@@ -7,6 +7,7 @@ name (`low`, `medium`, `high`).
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -118,7 +119,9 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
             )
         if not EXACT_VERSION.match(chart.version):
             problems.add(
-                f"{prefix}.version", f"{chart.version!r} is not an exact version", "pin a released version such as 0.11.1"
+                f"{prefix}.version",
+                f"{chart.version!r} is not an exact version",
+                "pin a released version such as 0.11.1",
             )
         if not is_k8s_name(chart.namespace):
             problems.add(f"{prefix}.namespace", f"{chart.namespace!r} is not a namespace name", "use a DNS-1123 label")
@@ -136,7 +139,9 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
             "copy the digest from the registry, or leave it empty",
         )
     if slice_controller.replicas < 1:
-        problems.add("platform.sliceController.replicas", f"{slice_controller.replicas} runs no controller", "use 1 or more")
+        problems.add(
+            "platform.sliceController.replicas", f"{slice_controller.replicas} runs no controller", "use 1 or more"
+        )
     if not is_k8s_name(slice_controller.namespace):
         problems.add(
             "platform.sliceController.namespace",
@@ -162,7 +167,9 @@ def validate_queues(queues: QueuesConfig, problems: Problems) -> None:
         value = getattr(queues, snake(key))
         if not is_k8s_name(value):
             problems.add(
-                f"queues.{key}", f"{value!r} is not a Kubernetes object name", "use lowercase letters, digits and hyphens"
+                f"queues.{key}",
+                f"{value!r} is not a Kubernetes object name",
+                "use lowercase letters, digits and hyphens",
             )
     if not queues.namespaces:
         problems.add("queues.namespaces", "is empty", "list at least one workload namespace")
@@ -183,7 +190,7 @@ def validate_queues(queues: QueuesConfig, problems: Problems) -> None:
                 f"{priority.name!r} is not a Kubernetes object name",
                 "use lowercase letters, digits and hyphens",
             )
-    for (lower, low), (higher, high) in zip(levels, levels[1:]):
+    for (lower, low), (higher, high) in itertools.pairwise(levels):
         if low.value >= high.value:
             problems.add(
                 f"queues.priorityClasses.{higher}.value",

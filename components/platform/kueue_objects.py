@@ -57,7 +57,9 @@ def queue_objects(spec: KueueInput) -> list[dict[str, Any]]:
     group["flavors"] = [
         {
             "name": spec.resource_flavor_name,
-            "resources": [{"name": resource, "nominalQuota": quota[resource]} for resource in group["coveredResources"]],
+            "resources": [
+                {"name": resource, "nominalQuota": quota[resource]} for resource in group["coveredResources"]
+            ],
         }
     ]
 

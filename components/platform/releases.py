@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -48,7 +49,11 @@ class ClusterPlatform(pulumi.ComponentResource):
         self.register_outputs({"releaseVersions": self.release_versions})
 
     def _release(
-        self, release_name: str, chart: HelmChartConfig, values: dict, depends_on: list | None = None
+        self,
+        release_name: str,
+        chart: HelmChartConfig,
+        values: dict[str, Any],
+        depends_on: list[pulumi.Resource] | None = None,
     ) -> k8s.helm.v3.Release:
         release = helm_release(
             release_name,
@@ -66,7 +71,7 @@ def helm_release(
     resource_name: str,
     release_name: str,
     chart: HelmChartConfig,
-    values: dict,
+    values: dict[str, Any],
     opts: pulumi.ResourceOptions,
     create_namespace: bool = False,
 ) -> k8s.helm.v3.Release:
@@ -86,7 +91,7 @@ def helm_release(
     )
 
 
-def kueue_values(controller: KueueControllerConfig) -> dict:
+def kueue_values(controller: KueueControllerConfig) -> dict[str, Any]:
     (configuration,) = load_documents("kueue/controller-config.yaml")
     return {
         "controllerManager": {
@@ -108,7 +113,7 @@ def _chart_version() -> str:
     return str(chart["version"])
 
 
-def slice_controller_values(controller: SliceControllerConfig) -> dict:
+def slice_controller_values(controller: SliceControllerConfig) -> dict[str, Any]:
     return {
         # Helm creates the namespace (create_namespace); the chart must not own it as well.
         "createNamespace": False,

@@ -82,7 +82,7 @@ class AdmissionPlan:
         used = cubes_needed(list(self.workloads))
         lines = [f"{w}: {cubes_needed([w])} cube(s) alone" for w in self.workloads]
         if self.all_fit:
-            return lines + [f"all run at the same time: {used} of {self.cubes} cube(s)"]
+            return [*lines, f"all run at the same time: {used} of {self.cubes} cube(s)"]
         lines.append(f"not all at once: together they need {used} cube(s), the stack has {self.cubes}")
         for higher, lower in self.conflicts():
             if higher.priority > lower.priority:

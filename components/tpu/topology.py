@@ -109,6 +109,7 @@ MACHINE_CATALOG: dict[str, MachineType] = {
     )
 }
 
+
 def try_shape(text: str) -> Shape | None:
     """``text`` as a Shape, or None when it is none (for validation that reports it elsewhere)."""
     try:
@@ -122,14 +123,13 @@ def try_shape(text: str) -> Shape | None:
 CUBE = Shape((4, 4, 4))
 """One reservation sub-block: the unit a dynamic-slicing node pool provisions."""
 
-SUB_SLICE_SHAPES: tuple[Shape, ...] = tuple(
-    Shape.parse(text) for text in ("2x2x1", "2x2x2", "2x2x4", "2x4x4")
-)
+SUB_SLICE_SHAPES: tuple[Shape, ...] = tuple(Shape.parse(text) for text in ("2x2x1", "2x2x2", "2x2x4", "2x4x4"))
 MAX_CUBES_PER_SUPER_SLICE = 144  # one reservation block
 
 # Floors from the GKE dynamic-slicing requirements.
 SUB_SLICING_MIN_GKE_VERSION = "1.36.0-gke.3712000"
 SUPER_SLICING_MIN_GKE_VERSION = "1.35.2-gke.1842000"
+
 
 def partition_label(shape: Shape) -> str:
     return f"cloud.google.com/gke-tpu-partition-{shape}-id"
@@ -203,12 +203,15 @@ def kueue_topology_levels(shapes: list[Shape]) -> list[str]:
 
 # --- Static multi-host slices (TPU v5e and older) -------------------------------------
 
+
 def static_slice_problem(shape: Shape, machine: MachineType) -> str | None:
     """Why ``shape`` is not a slice topology of ``machine``'s generation, or None."""
     if len(shape.dims) != machine.topology_rank:
         reason = f"{machine.name} slices have {machine.topology_rank} axes; {shape} has {len(shape.dims)}"
     elif shape.chips % machine.chips_per_host:
-        reason = f"{shape} ({shape.chips} chips) does not fill whole {machine.name} hosts of {machine.chips_per_host} chips"
+        reason = (
+            f"{shape} ({shape.chips} chips) does not fill whole {machine.name} hosts of {machine.chips_per_host} chips"
+        )
     elif machine.static_topologies and shape not in machine.static_topologies:
         reason = "GKE offers no such slice"
     else:

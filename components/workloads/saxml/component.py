@@ -46,17 +46,25 @@ class SaxmlCell(pulumi.ComponentResource):
             opts=in_namespace,
         )
         # Pods start only once their identity can read and write the bucket.
-        with_identity = pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[service_account, *identity]))
+        with_identity = pulumi.ResourceOptions.merge(
+            in_namespace, pulumi.ResourceOptions(depends_on=[service_account, *identity])
+        )
         admin = _deployment("admin-server", args.objects.admin_deployment, with_identity)
         custom_resource(
             "model-servers",
             args.objects.model_server_jobset,
             pulumi.ResourceOptions.merge(
-                pulumi.ResourceOptions.merge(with_identity, pulumi.ResourceOptions(depends_on=[args.jobset_release, admin])),
+                pulumi.ResourceOptions.merge(
+                    with_identity, pulumi.ResourceOptions(depends_on=[args.jobset_release, admin])
+                ),
                 REPLACE_ON_SPEC_CHANGE,
             ),
         )
-        http = _deployment("http-server", args.objects.http_deployment, pulumi.ResourceOptions.merge(with_identity, pulumi.ResourceOptions(depends_on=[admin])))
+        http = _deployment(
+            "http-server",
+            args.objects.http_deployment,
+            pulumi.ResourceOptions.merge(with_identity, pulumi.ResourceOptions(depends_on=[admin])),
+        )
         service = k8s.core.v1.Service(
             "http-load-balancer",
             metadata=args.objects.http_service["metadata"],

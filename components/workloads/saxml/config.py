@@ -27,7 +27,9 @@ PLATFORM_CHIPS = {"ct5lp-hightpu-4t": "tpuv5e"}
 
 @dataclass(frozen=True)
 class SaxmlModelConfig:
-    parameters_billions: float = setting(175, "Parameters of the largest model a slice serves, in billions (the sizing check).")
+    parameters_billions: float = setting(
+        175, "Parameters of the largest model a slice serves, in billions (the sizing check)."
+    )
     precision: str = setting("bf16", f"Weight precision: {sizing.DTYPES_TEXT}.")
 
 
@@ -44,9 +46,13 @@ class SaxmlConfig:
     enabled: bool = setting(False, "Deploy a Saxml cell on the TPU v5e pools (one model server per pool).")
     namespace: str = setting("sax", "Namespace of the Saxml workloads.")
     bucket_name: str = setting("", "Bucket of the admin server's state; empty means `<project>-sax-admin`.")
-    protect_bucket: bool = setting(True, "Mark the bucket `protect`, so `pulumi destroy` cannot delete the cell's state.")
+    protect_bucket: bool = setting(
+        True, "Mark the bucket `protect`, so `pulumi destroy` cannot delete the cell's state."
+    )
     service_account_name: str = setting("sax-sa", "Kubernetes service account of the Saxml pods.")
-    google_service_account_id: str = setting("sax-iam-sa", "Google service account the pods act as (Workload Identity).")
+    google_service_account_id: str = setting(
+        "sax-iam-sa", "Google service account the pods act as (Workload Identity)."
+    )
     sax_cell: str = setting("/sax/test", "Sax cell the servers join.")
     admin_image: str = setting(ADMIN_IMAGE, "Admin server image (pinned tag or digest).")
     model_server_image: str = setting(MODEL_SERVER_IMAGE, "Model server image (pinned tag or digest).")
@@ -81,7 +87,9 @@ def validate_saxml(saxml: SaxmlConfig, tpu: TpuConfig, project: str, problems: P
 def _validate_names(saxml: SaxmlConfig, project: str, problems: Problems) -> None:
     for key, value in (("namespace", saxml.namespace), ("serviceAccountName", saxml.service_account_name)):
         if not is_k8s_name(value):
-            problems.add(f"saxml.{key}", f"{value!r} is not a Kubernetes name", "use lowercase letters, digits and hyphens")
+            problems.add(
+                f"saxml.{key}", f"{value!r} is not a Kubernetes name", "use lowercase letters, digits and hyphens"
+            )
     name = bucket_name(saxml, project)
     if problem := naming.bucket_name_problem(name):
         key = "saxml.bucketName" if saxml.bucket_name else "project"
@@ -114,7 +122,9 @@ def _validate_http(http: SaxmlHttpConfig, problems: Problems) -> None:
         try:
             network = ipaddress.ip_network(text)
         except ValueError as error:
-            problems.add(f"saxml.http.sourceRanges[{i}]", f"{text!r} is not a CIDR range ({error})", "write it as a.b.c.d/n")
+            problems.add(
+                f"saxml.http.sourceRanges[{i}]", f"{text!r} is not a CIDR range ({error})", "write it as a.b.c.d/n"
+            )
             continue
         if network.prefixlen == 0:
             problems.add(

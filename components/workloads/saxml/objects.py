@@ -111,7 +111,9 @@ def model_server_jobset(spec: SaxmlInput) -> dict[str, Any]:
     job_spec["completions"] = hosts
     pod_spec = job_spec["template"]["spec"]
     pod_spec["serviceAccountName"] = spec.service_account_name
-    pod_spec["nodeSelector"].update({ACCELERATOR_NODE_LABEL: machine.accelerator_label, TOPOLOGY_NODE_LABEL: str(shape)})
+    pod_spec["nodeSelector"].update(
+        {ACCELERATOR_NODE_LABEL: machine.accelerator_label, TOPOLOGY_NODE_LABEL: str(shape)}
+    )
 
     container = manifests.container(pod_spec, MODEL_SERVER_JOB)
     container["image"] = spec.model_server_image

@@ -20,7 +20,9 @@ from components.workloads.serving.config import ServingConfig, served_model_name
 from components.workloads.serving.objects import ServingObjects
 
 # Release assets of the Gateway API Inference Extension: the CRDs of one version.
-INFERENCE_POOL_CRDS_URL = "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/{version}/manifests.yaml"
+INFERENCE_POOL_CRDS_URL = (
+    "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/{version}/manifests.yaml"
+)
 BUCKET_ROLES = ("roles/storage.bucketViewer", "roles/storage.objectUser")
 
 
@@ -82,7 +84,9 @@ class ModelServing(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=args.protect_bucket)),
                 )
             )
-        project_number = gcp.organizations.get_project_output(project_id=args.project, opts=pulumi.InvokeOptions(parent=self)).number
+        project_number = gcp.organizations.get_project_output(
+            project_id=args.project, opts=pulumi.InvokeOptions(parent=self)
+        ).number
         principal = project_number.apply(
             lambda number: serving_objects.workload_identity_principal(
                 args.project, number, args.namespace, args.objects.service_account["metadata"]["name"]
@@ -116,7 +120,9 @@ class ModelServing(pulumi.ComponentResource):
             serving_objects.ROUTER_RELEASE_NAME,
             args.router,
             args.objects.router_values,
-            pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[*args.namespace_ready, gateway, *router_after])),
+            pulumi.ResourceOptions.merge(
+                on_cluster, pulumi.ResourceOptions(depends_on=[*args.namespace_ready, gateway, *router_after])
+            ),
         )
         return gateway
 
@@ -128,7 +134,13 @@ class _Gateway(pulumi.CustomResource):
 
     def __init__(self, name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions):
         api_version, kind = manifest["apiVersion"], manifest["kind"]
-        properties = {"apiVersion": api_version, "kind": kind, "metadata": manifest["metadata"], "spec": manifest["spec"], "status": None}
+        properties = {
+            "apiVersion": api_version,
+            "kind": kind,
+            "metadata": manifest["metadata"],
+            "spec": manifest["spec"],
+            "status": None,
+        }
         super().__init__(f"kubernetes:{api_version}:{kind}", name, properties, opts)
 
 

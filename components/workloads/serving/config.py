@@ -188,7 +188,9 @@ def _validate_names(serving: ServingConfig, queues: QueuesConfig, problems: Prob
     workload_rules.validate_queued_namespace(queues, "serving.namespace", serving.namespace, problems)
     for key, value in (("serviceAccountName", serving.service_account_name), ("gateway.name", serving.gateway.name)):
         if not is_k8s_name(value):
-            problems.add(f"serving.{key}", f"{value!r} is not a Kubernetes name", "use lowercase letters, digits and hyphens")
+            problems.add(
+                f"serving.{key}", f"{value!r} is not a Kubernetes name", "use lowercase letters, digits and hyphens"
+            )
     names: dict[str, str] = {}
     for role in ROLES:
         key = f"serving.{role}.name"
@@ -219,7 +221,9 @@ def _validate_shape_and_parallelism(
         role_config = serving.role(role)
         if shape is not None:
             for problem in rules.tensor_parallel_fit_problems(role_config.tensor_parallel_size, shape, machine):
-                problems.add(f"serving.{role}.tensorParallelSize", problem, "lower it or use a larger serving.sliceShape")
+                problems.add(
+                    f"serving.{role}.tensorParallelSize", problem, "lower it or use a larger serving.sliceShape"
+                )
         if role_config.replicas < 1:
             problems.add(f"serving.{role}.replicas", f"{role_config.replicas} serves nothing", "use 1 or more")
     return shape
@@ -238,14 +242,16 @@ def _validate_model(
     for problem in rules.weights_uri_problems(weights_uri(serving, project)):
         key = "serving.model.weightsPath" if model.weights_path else "serving.weightsBucket.name"
         problems.add(key, problem, "name the bucket and the snapshot path")
-    if problem := sizing.dtype_problem(model.weights_dtype):
-        problems.add("serving.model.weightsDtype", problem, f"use one of {', '.join(sizing.DTYPES)}")
+    if dtype_problem := sizing.dtype_problem(model.weights_dtype):
+        problems.add("serving.model.weightsDtype", dtype_problem, f"use one of {', '.join(sizing.DTYPES)}")
     elif shape is not None:
-        fit = rules.weights_fit_problems(model.parameters_billions, model.weights_dtype, shape, machine, serving.hbm_headroom)
-        for problem in fit:
+        fit = rules.weights_fit_problems(
+            model.parameters_billions, model.weights_dtype, shape, machine, serving.hbm_headroom
+        )
+        for fit_problem in fit:
             problems.add(
                 "serving.model.parametersBillions",
-                problem,
+                fit_problem,
                 "use a larger serving.sliceShape, a smaller dtype or less serving.hbmHeadroom",
             )
 
@@ -253,11 +259,13 @@ def _validate_model(
 def _validate_pods(serving: ServingConfig, machine: topology.MachineType, problems: Problems) -> None:
     for resource, problem in rules.pod_resources_problems(serving.resources.cpu, serving.resources.memory, machine):
         problems.add(f"serving.resources.{resource}", problem, "request at most what one TPU host has")
-    for problem in rules.startup_budget_problems(rules.STARTUP_PERIOD_SECONDS, serving.startup_failure_threshold):
-        problems.add("serving.startupFailureThreshold", problem, "raise it")
+    for budget_problem in rules.startup_budget_problems(
+        rules.STARTUP_PERIOD_SECONDS, serving.startup_failure_threshold
+    ):
+        problems.add("serving.startupFailureThreshold", budget_problem, "raise it")
     for key, image in (("image", serving.image), ("routingSidecarImage", serving.routing_sidecar_image)):
-        if problem := image_pin_problem(image):
-            problems.add(f"serving.{key}", problem, "pin a dated tag or @sha256:<digest>")
+        if pin_problem := image_pin_problem(image):
+            problems.add(f"serving.{key}", pin_problem, "pin a dated tag or @sha256:<digest>")
 
 
 def _validate_front(serving: ServingConfig, problems: Problems) -> None:
@@ -269,7 +277,10 @@ def _validate_front(serving: ServingConfig, problems: Problems) -> None:
             f"{serving.router.chart!r} is not an oci:// or https:// chart reference",
             "use the chart's published URL",
         )
-    versions = (("router.version", serving.router.version), ("inferencePoolCrds.version", serving.inference_pool_crds.version))
+    versions = (
+        ("router.version", serving.router.version),
+        ("inferencePoolCrds.version", serving.inference_pool_crds.version),
+    )
     for key, version in versions:
         if not EXACT_VERSION.match(version):
             problems.add(f"serving.{key}", f"{version!r} is not an exact version", "pin a release such as v0.10.0")

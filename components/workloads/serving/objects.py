@@ -103,7 +103,9 @@ class ServingObjects:
 def serving_objects(spec: ServingInput) -> ServingObjects:
     return ServingObjects(
         service_account=model_server_service_account(spec.namespace, spec.service_account_name),
-        gateway=gateway(spec.namespace, name=spec.gateway_name, gateway_class=spec.gateway_class, port=spec.gateway_port),
+        gateway=gateway(
+            spec.namespace, name=spec.gateway_name, gateway_class=spec.gateway_class, port=spec.gateway_port
+        ),
         router_values=router_values(gateway_name=spec.gateway_name),
         leaderworkersets=prefill_decode_leaderworkersets(spec),
     )

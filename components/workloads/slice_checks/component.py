@@ -25,7 +25,9 @@ class SliceChecks(pulumi.ComponentResource):
         super().__init__("tpu-gke:k8s:SliceChecks", name, None, opts)
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.after)
         configmap = args.objects.script_configmap
-        script = k8s.core.v1.ConfigMap("check-script", metadata=configmap["metadata"], data=configmap["data"], opts=on_cluster)
+        script = k8s.core.v1.ConfigMap(
+            "check-script", metadata=configmap["metadata"], data=configmap["data"], opts=on_cluster
+        )
         self.jobset_names = [jobset["metadata"]["name"] for jobset in args.objects.jobsets]
         after_script = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[script]))
         for jobset in args.objects.jobsets:

@@ -86,7 +86,9 @@ def validate_checks(checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig, 
     if tpu.shapes_parse and not any(p.key.startswith("checks.") for p in problems.items):
         for workload in check_workloads(checks, tpu, queues):
             if problem := admission.never_admitted_problem(workload, tpu.cubes):
-                problems.add(f"{workload.key}.slices", problem, "lower the slices, use a smaller shape or add TPU pools")
+                problems.add(
+                    f"{workload.key}.slices", problem, "lower the slices, use a smaller shape or add TPU pools"
+                )
 
 
 def _validate_check(tpu: TpuConfig, kind: str, check: SliceCheckConfig, namespace: str, problems: Problems) -> None:

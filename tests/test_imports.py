@@ -1,0 +1,223 @@
+"""The tree is the architecture: imports run one way, down the deployment, and never in a circle.
+
+Layers, top to bottom: ``wiring`` -> ``stack`` -> ``workloads`` -> ``platform`` -> ``gcp`` -> ``tpu``
+-> the shared helpers (``config_base``, ``naming``, ``manifests``, ``resources``). A module may import
+its own layer and the layers below it; the workload folders do not import each other; the pure
+modules (config, rules, objects, the TPU model, the shared helpers but ``resources``) import no Pulumi.
+Type-only imports (under ``if TYPE_CHECKING:``) count like any other.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROJECT_ROOT
+
+LAYERS = ("wiring", "stack", "workloads", "platform", "gcp", "tpu", "shared")
+SHARED = ("config_base", "naming", "manifests", "resources")
+PURE_ROLES = ("config", "rules", "objects")
+IMPURE_SHARED = ("resources",)  # the Pulumi helpers the components share
+
+
+def modules(root: Path, package: str) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of ``package`` under ``root`` (packages by __init__)."""
+    found = {}
+    for path in sorted((root / package.replace(".", "/")).rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def imports_of(path: Path, name: str, known: set[str]) -> set[str]:
+    """Every module of ``known`` that the file imports, at any depth (``from a import b`` means a.b if it is one)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                targets.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
+    return {t for t in targets if t in known and t != name}
+
+
+def import_graph(root: Path, package: str = "components") -> dict[str, set[str]]:
+    found = modules(root, package)
+    return {name: imports_of(path, name, set(found)) for name, path in found.items()}
+
+
+def layer_of(name: str, package: str = "components") -> str:
+    head = name.removeprefix(f"{package}.").split(".")[0]
+    if head in SHARED:
+        return "shared"
+    if head in LAYERS:
+        return head
+    raise AssertionError(f"{name} belongs to no layer; add its folder to LAYERS in tests/test_imports.py")
+
+
+def upward_imports(graph: dict[str, set[str]], package: str = "components") -> list[str]:
+    problems = []
+    for module, targets in sorted(graph.items()):
+        if module == package:
+            continue
+        rank = LAYERS.index(layer_of(module, package))
+        for target in sorted(targets):
+            if LAYERS.index(layer_of(target, package)) < rank:
+                problems.append(f"{module} imports {target}, a layer above it")
+            elif layer_of(module, package) == layer_of(target, package) == "shared":
+                problems.append(f"{module} imports {target}: the shared helpers stand alone")
+    return problems
+
+
+def sibling_workload_imports(graph: dict[str, set[str]], package: str = "components") -> list[str]:
+    def folder(name: str) -> str | None:
+        parts = name.removeprefix(f"{package}.").split(".")
+        return parts[1] if parts[0] == "workloads" and len(parts) > 2 else None
+
+    return [
+        f"{module} imports {target}, another workload"
+        for module, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if folder(module) and folder(target) and folder(module) != folder(target)
+    ]
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle, each once, as the list of modules around it."""
+    found: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                found.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def impure_modules(root: Path, package: str = "components") -> list[str]:
+    problems = []
+    for name, path in modules(root, package).items():
+        parts = name.removeprefix(f"{package}.").split(".")
+        pure = parts[0] == "tpu" or parts[-1] in PURE_ROLES or (parts[0] in SHARED and parts[0] not in IMPURE_SHARED)
+        if not pure:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        problems += [f"{name} imports {n}" for n in sorted(names) if n.split(".")[0].startswith("pulumi")]
+    return problems
+
+
+# --- The real tree ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return import_graph(PROJECT_ROOT)
+
+
+def test_every_module_has_a_layer(graph):
+    for module in graph:
+        if module != "components":
+            layer_of(module)
+
+
+def test_imports_run_down_the_deployment(graph):
+    assert upward_imports(graph) == []
+
+
+def test_no_import_cycle(graph):
+    assert cycles(graph) == []
+
+
+def test_workload_folders_do_not_import_each_other(graph):
+    assert sibling_workload_imports(graph) == []
+
+
+def test_no_block_imports_the_root(graph):
+    importers = {module for module, targets in graph.items() if "components.stack" in targets}
+    assert importers == {"components.wiring"}
+
+
+def test_pure_modules_import_no_pulumi():
+    assert impure_modules(PROJECT_ROOT) == []
+
+
+# --- The checks fail when the rule is broken (a small tree of the same shape) ----------------
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for relative, text in {"components/__init__.py": "", **files}.items():
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tmp_path
+
+
+def test_an_upward_import_is_found(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "components/gcp/__init__.py": "",
+            "components/gcp/config.py": "from components.platform.config import QueuesConfig\n",
+            "components/platform/__init__.py": "",
+            "components/platform/config.py": "from components.gcp import config\n",
+        },
+    )
+    assert upward_imports(import_graph(root)) == [
+        "components.gcp.config imports components.platform.config, a layer above it"
+    ]
+
+
+def test_a_type_only_cycle_is_found(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "components/stack.py": "from components.workloads.serving import config\n",
+            "components/workloads/__init__.py": "",
+            "components/workloads/serving/__init__.py": "",
+            "components/workloads/serving/config.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from components.stack import StackConfig\n"
+            ),
+        },
+    )
+    graph = import_graph(root)
+    assert cycles(graph) == [["components.stack", "components.workloads.serving.config", "components.stack"]]
+    assert "components.workloads.serving.config imports components.stack, a layer above it" in upward_imports(graph)
+
+
+def test_a_sibling_workload_import_and_pulumi_in_a_pure_module_are_found(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "components/workloads/__init__.py": "",
+            "components/workloads/saxml/__init__.py": "",
+            "components/workloads/saxml/objects.py": "import pulumi\nfrom components.workloads.serving.rules import x\n",
+            "components/workloads/serving/__init__.py": "",
+            "components/workloads/serving/rules.py": "x = 1\n",
+        },
+    )
+    assert sibling_workload_imports(import_graph(root)) == [
+        "components.workloads.saxml.objects imports components.workloads.serving.rules, another workload"
+    ]
+    assert impure_modules(root) == ["components.workloads.saxml.objects imports pulumi"]
