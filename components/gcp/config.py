@@ -125,7 +125,7 @@ class TpuPoolConfig:
 @dataclass(frozen=True)
 class TpuConfig:
     zone: str = setting("us-central1-ai1a", "Zone of the TPU node pools (inside `region`).")
-    machine_type: str = setting("tpu7x-standard-4t", "TPU machine type of every TPU pool.")
+    machine_type: str = setting(topology.TPU7X, "TPU machine type of every TPU pool.")
     workload_policy_name: str = setting("superslice-policy", "HIGH_THROUGHPUT workload policy for TPU7x cubes.")
     reservation: ReservationConfig = setting(ReservationConfig(), "Reservation the TPU pools are bound to.")
     pools: list[TpuPoolConfig] = setting(
@@ -280,7 +280,7 @@ def _validate_version(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems
         problems.add("cluster.version", str(error), "write a full GKE version such as 1.36.0-gke.3712000")
         return
     floors = []
-    if tpu.machine_type == "tpu7x-standard-4t":
+    if tpu.machine_type == topology.TPU7X:
         floors.append((TPU7X_MIN_GKE_VERSION, "TPU7x node pools"))
     if tpu.dynamic_slicing_requested and tpu.shapes_parse:
         shapes = tpu.shapes

@@ -16,6 +16,7 @@ from components.gcp.config import TpuConfig
 from components.tpu import topology
 
 PRIORITY_LEVELS = ("low", "medium", "high")  # the keys of queues.priorityClasses, lowest first
+WORKLOAD_NAMESPACE = "llm-d-pd-disaggregation"  # the reference's one workload namespace (serving and checks)
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class QueuesConfig:
     admission_check_name: str = setting("ac", "Kueue AdmissionCheck name (controller accelerator.gke.io/slice).")
     cluster_queue_name: str = setting("cq", "Kueue ClusterQueue name.")
     local_queue_name: str = setting("lq", "LocalQueue name in each workload namespace.")
-    namespaces: list[str] = setting(["llm-d-pd-disaggregation"], "Workload namespaces, each with a LocalQueue.")
+    namespaces: list[str] = setting([WORKLOAD_NAMESPACE], "Workload namespaces, each with a LocalQueue.")
     priority_classes: PriorityClassesConfig = setting(PriorityClassesConfig(), "WorkloadPriorityClasses.")
 
     def priority_class(self, level: str) -> PriorityClassConfig:

@@ -79,11 +79,14 @@ class MachineType:
         return shape.chips * self.hbm_bytes_per_chip
 
 
+TPU7X = "tpu7x-standard-4t"  # Ironwood: dynamic slicing of 4x4x4 cubes
+V5E = "ct5lp-hightpu-4t"  # TPU v5e: fixed multi-host slices
+
 MACHINE_CATALOG: dict[str, MachineType] = {
     machine.name: machine
     for machine in (
         MachineType(
-            name="tpu7x-standard-4t",
+            name=TPU7X,
             accelerator_label="tpu7x",
             chips_per_host=4,
             tensorcores_per_chip=2,
@@ -94,7 +97,7 @@ MACHINE_CATALOG: dict[str, MachineType] = {
             dynamic_slicing=True,
         ),
         MachineType(
-            name="ct5lp-hightpu-4t",
+            name=V5E,
             accelerator_label="tpu-v5-lite-podslice",
             chips_per_host=4,
             tensorcores_per_chip=1,

@@ -22,7 +22,7 @@ MODEL_SERVER_IMAGE = f"{IMAGE_REPOSITORY}/sax-model-server:v1.1.0"
 HTTP_IMAGE = f"{IMAGE_REPOSITORY}/sax-http:v1.0.0"
 
 # --platform_chip of the Saxml model server for each machine type it can serve on here.
-PLATFORM_CHIPS = {"ct5lp-hightpu-4t": "tpuv5e"}
+PLATFORM_CHIPS = {topology.V5E: "tpuv5e"}
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def validate_saxml(saxml: SaxmlConfig, tpu: TpuConfig, project: str, problems: P
         problems.add(
             "saxml.enabled",
             f"Saxml here serves on {', '.join(PLATFORM_CHIPS)}, not {tpu.machine_type}",
-            "set tpu.machineType to ct5lp-hightpu-4t or saxml.enabled false",
+            f"set tpu.machineType to {topology.V5E} or saxml.enabled false",
         )
         return
     _validate_names(saxml, project, problems)

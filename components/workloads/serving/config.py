@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from components.config_base import EXACT_VERSION, Problems, image_pin_problem, is_k8s_name, setting
 from components.gcp.config import TpuConfig
-from components.platform.config import QueuesConfig
+from components.platform.config import WORKLOAD_NAMESPACE, QueuesConfig
 from components.tpu import admission, sizing, topology
 from components.workloads import rules as workload_rules
 from components.workloads.serving import rules
@@ -90,7 +90,7 @@ class ServingConfig:
         False, "Deploy P/D-disaggregated vLLM behind the llm-d router and an internal Gateway (TPU7x)."
     )
     namespace: str = setting(
-        "llm-d-pd-disaggregation", "Serving namespace; must be one of queues.namespaces (its LocalQueue)."
+        WORKLOAD_NAMESPACE, "Serving namespace; must be one of queues.namespaces (its LocalQueue)."
     )
     hf_token: str = setting(
         "", "Hugging Face token (set with --secret); empty means no token Secret is created.", secret=True
@@ -171,7 +171,7 @@ def validate_serving(
         problems.add(
             "serving.enabled",
             f"P/D serving runs on TPU7x sub-slices, not {tpu.machine_type}",
-            "set tpu.machineType to tpu7x-standard-4t or serving.enabled false",
+            f"set tpu.machineType to {topology.TPU7X} or serving.enabled false",
         )
         return
     before = len(problems.items)

@@ -1,0 +1,148 @@
+"""The network, cluster and tpu blocks: every bad value refused under its key before any resource."""
+
+import pytest
+
+from tests.conftest import assert_bad_input
+
+LONG_NAME = "a" * 41
+
+# (override of the dev stack, config key named in the error, fragment of the message)
+GCP_BAD_INPUTS = [
+    pytest.param(
+        {"tpu.pools": [{"name": "tpu7-pool-1", "nodeCount": 16, "topology": "4x4x"}]},
+        "tpu.pools[0].topology",
+        "not a TPU topology",
+        id="malformed-pool-topology",
+    ),
+    pytest.param({"tpu.sliceShapes": ["2by2"]}, "tpu.sliceShapes[0]", "not a TPU topology", id="malformed-slice-shape"),
+    pytest.param(
+        {"tpu.sliceShapes": ["2x2x3"]}, "tpu.sliceShapes[0]", "neither a sub-slice", id="shape-outside-allowed-set"
+    ),
+    pytest.param(
+        {"tpu.sliceShapes": ["4x8x8"]}, "tpu.sliceShapes[0]", "needs 4 cubes", id="super-slice-beyond-capacity"
+    ),
+    pytest.param(
+        {"tpu.pools": [{"name": "tpu7-pool-1", "nodeCount": 15}]},
+        "tpu.pools[0].nodeCount",
+        "set 16",
+        id="node-count-not-a-cube",
+    ),
+    pytest.param(
+        {"tpu.pools": [{"name": "tpu7-pool-1", "nodeCount": 8, "topology": "2x4x4"}]},
+        "tpu.pools[0].topology",
+        "whole 4x4x4 cubes",
+        id="tpu7x-pool-not-a-cube",
+    ),
+    pytest.param(
+        {"tpu.machineType": "tpu7x-standard-8t"},
+        "tpu.machineType",
+        "not a known TPU machine type",
+        id="unknown-machine-type",
+    ),
+    pytest.param({"tpu.zone": "us-east5-a"}, "tpu.zone", "not a zone of region us-central1", id="zone-outside-region"),
+    pytest.param(
+        {"cluster.version": "1.36.0-gke.2459000"},
+        "cluster.version",
+        "below 1.36.0-gke.3712000, the minimum for sub-slicing",
+        id="below-sub-slicing-floor",
+    ),
+    pytest.param(
+        {"cluster.version": "1.35.1-gke.1000", "tpu.sliceShapes": ["4x4x8"]},
+        "cluster.version",
+        "below 1.35.2-gke.1842000, the minimum for super-slicing",
+        id="below-super-slicing-floor",
+    ),
+    pytest.param({"cluster.version": "1.36"}, "cluster.version", "not a full GKE version", id="partial-version"),
+    pytest.param({"cluster.releaseChannel": "STABLE"}, "cluster.releaseChannel", "RAPID", id="slicing-off-rapid"),
+    pytest.param(
+        {"tpu.reservation": {"block": "block-0"}}, "tpu.reservation.name", "is required", id="reservation-without-name"
+    ),
+    pytest.param(
+        {"tpu.reservation": {"name": "res"}}, "tpu.reservation.block", "is required", id="reservation-without-block"
+    ),
+    pytest.param(
+        {"network.podCidr": "10.10.32.0/20"}, "network.podCidr", "overlaps network.nodeCidr", id="pods-overlap-nodes"
+    ),
+    pytest.param(
+        {"network.proxyOnlyCidr": "10.16.0.0/26"},
+        "network.proxyOnlyCidr",
+        "overlaps network.serviceCidr",
+        id="proxy-overlaps-services",
+    ),
+    pytest.param(
+        {"network.serviceCidr": "10.12.0.0/20"},
+        "network.serviceCidr",
+        "overlaps network.podCidr",
+        id="services-overlap-pods",
+    ),
+    pytest.param(
+        {"network.proxyOnlyCidr": "172.16.0.0/27"},
+        "network.proxyOnlyCidr",
+        "smaller than /26",
+        id="proxy-only-too-small",
+    ),
+    pytest.param(
+        {"network.nodeCidr": "10.10.0.1/18"}, "network.nodeCidr", "not an IPv4 CIDR", id="cidr-with-host-bits"
+    ),
+    pytest.param({"network.mtu": 9000}, "network.mtu", "outside 1300-8896", id="mtu-too-large"),
+    pytest.param({"network.mtu": 1200}, "network.mtu", "outside 1300-8896", id="mtu-too-small"),
+    pytest.param({"network.mtu": "jumbo"}, "network.mtu", "not an integer", id="mtu-not-a-number"),
+    pytest.param({"cluster.name": LONG_NAME}, "cluster.name", "the limit is 40", id="cluster-name-too-long"),
+    pytest.param(
+        {"cluster.name": "Qwen_Cluster"}, "cluster.name", "not a valid name", id="cluster-name-bad-characters"
+    ),
+    pytest.param({"network.prefix": "-qwen"}, "network.prefix", "not a valid name", id="network-prefix-bad-characters"),
+    pytest.param({"network.prefix": "q" * 60}, "network.prefix", "the limit is 63", id="network-prefix-too-long"),
+    pytest.param(
+        {"tpu.pools": [{"name": "TPU-Pool", "nodeCount": 16}]},
+        "tpu.pools[0].name",
+        "not a valid name",
+        id="pool-name-bad-characters",
+    ),
+    pytest.param(
+        {"tpu.pools": [{"name": "p", "nodeCount": 16}, {"name": "p", "nodeCount": 16}]},
+        "tpu.pools[1].name",
+        "used by another pool",
+        id="duplicate-pool-name",
+    ),
+    pytest.param(
+        {"tpu.workloadPolicyName": "Policy!"}, "tpu.workloadPolicyName", "not a valid name", id="policy-name-bad"
+    ),
+    pytest.param(
+        {"cluster.name": "a-thirty-char-cluster-name-xyz"},
+        "cluster.name",
+        "IAM allows 6 to 30",
+        id="derived-service-account-too-long",
+    ),
+    pytest.param(
+        {
+            "cluster.maintenanceExclusions": [
+                {"name": "freeze", "start": "2026-12-01T00:00:00Z", "end": "2026-12-10T00:00:00Z"}
+            ]
+        },
+        "cluster.maintenanceExclusions",
+        "need a maintenance window",
+        id="exclusion-without-window",
+    ),
+    pytest.param(
+        {
+            "cluster.maintenanceWindow": {"start": "2026-01-03T04:00:00Z", "end": "2026-01-03T12:00:00Z"},
+            "cluster.maintenanceExclusions": [
+                {
+                    "name": "freeze",
+                    "start": "2026-12-01T00:00:00Z",
+                    "end": "2027-02-01T00:00:00Z",
+                    "scope": "NO_UPGRADES",
+                }
+            ],
+        },
+        "cluster.maintenanceExclusions[0].end",
+        "may last 30 days",
+        id="no-upgrades-exclusion-too-long",
+    ),
+]
+
+
+@pytest.mark.parametrize("override, key, fragment", GCP_BAD_INPUTS)
+def test_bad_input_names_its_key_and_registers_nothing(override, key, fragment):
+    assert_bad_input(override, key, fragment)

@@ -1,0 +1,76 @@
+"""The platform and queues blocks: every bad value refused under its key before any resource."""
+
+import pytest
+
+from tests.conftest import assert_bad_input
+
+PLATFORM_BAD_INPUTS = [
+    pytest.param(
+        {
+            "platform.kueue": {
+                "chart": "oci://registry.k8s.io/kueue/charts/kueue",
+                "version": "v0",
+                "namespace": "kueue-system",
+            }
+        },
+        "platform.kueue.version",
+        "not an exact version",
+        id="floating-chart-version",
+    ),
+    pytest.param(
+        {"platform.jobset": {"chart": "registry.k8s.io/jobset", "version": "0.11.1", "namespace": "jobset-system"}},
+        "platform.jobset.chart",
+        "not an oci://",
+        id="chart-without-scheme",
+    ),
+    pytest.param(
+        {
+            "platform.leaderWorkerSet": {
+                "chart": "oci://registry.k8s.io/lws/charts/lws",
+                "version": "0.8.0",
+                "namespace": "lws",
+            }
+        },
+        "platform.leaderWorkerSet.namespace",
+        "lws-system",
+        id="lws-outside-lws-system",
+    ),
+    pytest.param(
+        {"platform.kueueController": {"replicas": 0}},
+        "platform.kueueController.replicas",
+        "runs no controller",
+        id="no-kueue-replicas",
+    ),
+    pytest.param(
+        {"platform.kueueController": {"requests": {"cpu": "two", "memory": "4Gi"}}},
+        "platform.kueueController.requests.cpu",
+        "not a Kubernetes quantity",
+        id="bad-quantity",
+    ),
+    pytest.param(
+        {"platform.sliceController": {"digest": "sha256:abc"}},
+        "platform.sliceController.digest",
+        "sha256:<64 hex digits>",
+        id="short-digest",
+    ),
+    pytest.param(
+        {"queues.namespaces": ["Serving_NS"]}, "queues.namespaces[0]", "not a namespace name", id="bad-namespace"
+    ),
+    pytest.param(
+        {"queues.clusterQueueName": "CQ"},
+        "queues.clusterQueueName",
+        "not a Kubernetes object name",
+        id="bad-queue-name",
+    ),
+    pytest.param(
+        {"queues.priorityClasses": {"medium": {"name": "medium", "value": 500}}},
+        "queues.priorityClasses.medium.value",
+        "not above low",
+        id="priorities-out-of-order",
+    ),
+]
+
+
+@pytest.mark.parametrize("override, key, fragment", PLATFORM_BAD_INPUTS)
+def test_bad_platform_input_names_its_key_and_registers_nothing(override, key, fragment):
+    assert_bad_input(override, key, fragment)

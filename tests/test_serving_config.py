@@ -1,0 +1,130 @@
+"""The serving block: every bad value refused under its key before any resource, and what it accepts."""
+
+import pytest
+
+from components.config_base import ConfigError
+from tests.conftest import as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
+from tools.mock_engine import run_program
+
+SERVING_BAD_INPUTS = [
+    pytest.param(
+        {"serving.decode.tensorParallelSize": 8},
+        "serving.decode.tensorParallelSize",
+        "prefill uses tensor-parallel size 16 but decode uses 8",
+        id="tp-mismatch",
+    ),
+    pytest.param(
+        {"serving.prefill.tensorParallelSize": 32, "serving.decode.tensorParallelSize": 32},
+        "serving.prefill.tensorParallelSize",
+        "exceeds the 16 TensorCores",
+        id="tp-beyond-slice",
+    ),
+    pytest.param(
+        {"tpu.sliceShapes": ["2x2x1", "4x4x8"], "serving.sliceShape": "2x2x1", "checks.subslicing.shape": "2x2x1"},
+        "serving.prefill.tensorParallelSize",
+        "exceeds the 8 TensorCores of one 2x2x1 slice",
+        id="tp-beyond-smaller-slice",
+    ),
+    pytest.param(
+        {"serving.sliceShape": "2x2x4"}, "serving.sliceShape", "not one of tpu.sliceShapes", id="shape-not-admitted"
+    ),
+    pytest.param(
+        {"serving.model.parametersBillions": 1300},
+        "serving.model.parametersBillions",
+        "more than the",
+        id="weights-beyond-hbm",
+    ),
+    pytest.param(
+        {"serving.hbmHeadroom": 0.9}, "serving.model.parametersBillions", "90% kept free", id="too-much-headroom"
+    ),
+    pytest.param(
+        {"serving.model.weightsDtype": "fp4x"},
+        "serving.model.weightsDtype",
+        "not a known dtype (use one of fp32, bf16, fp16, fp8, int8, int4)",
+        id="unknown-dtype",
+    ),
+    pytest.param(
+        {"serving.model.weightsDtype": "float16"},
+        "serving.model.weightsDtype",
+        "'float16' is not a known dtype",
+        id="long-dtype-name",
+    ),
+    pytest.param(
+        {"serving.prefill.replicas": 9, "serving.decode.replicas": 9},
+        "serving.decode.replicas",
+        "need 3 cube(s)",
+        id="serving-beyond-capacity",
+    ),
+    pytest.param({"serving.prefill.replicas": 0}, "serving.prefill.replicas", "serves nothing", id="no-prefill"),
+    pytest.param(
+        {"serving.prefill.name": "kueue-vllm-prefill-model-streamer"},
+        "serving.prefill.name",
+        "the budget is 49",
+        id="lws-name-over-slice-budget",
+    ),
+    pytest.param(
+        {"serving.decode.name": "vllm-prefill"}, "serving.decode.name", "also the prefill name", id="same-lws-names"
+    ),
+    pytest.param(
+        {"serving.namespace": "serving"}, "serving.namespace", "has no LocalQueue", id="namespace-without-queue"
+    ),
+    pytest.param(
+        {"serving.image": "docker.io/vllm/vllm-tpu:nightly"}, "serving.image", "floating tag", id="floating-image"
+    ),
+    pytest.param(
+        {"serving.routingSidecarImage": "ghcr.io/llm-d/llm-d-routing-sidecar"},
+        "serving.routingSidecarImage",
+        "has no tag",
+        id="untagged-sidecar",
+    ),
+    pytest.param({"serving.resources": {"cpu": "300"}}, "serving.resources.cpu", "exceeds", id="cpu-beyond-host"),
+    pytest.param(
+        {"serving.resources": {"memory": "lots"}},
+        "serving.resources.memory",
+        "not a Kubernetes quantity",
+        id="bad-memory",
+    ),
+    pytest.param(
+        {"serving.startupFailureThreshold": 60},
+        "serving.startupFailureThreshold",
+        "at least 120",
+        id="startup-too-short",
+    ),
+    pytest.param(
+        {"serving.router.version": "v0"}, "serving.router.version", "not an exact version", id="floating-router"
+    ),
+    pytest.param(
+        {"serving.router.chart": "ghcr.io/llm-d/charts/x"},
+        "serving.router.chart",
+        "not an oci://",
+        id="router-chart-without-scheme",
+    ),
+    pytest.param({"serving.gateway.port": 0}, "serving.gateway.port", "not a port", id="bad-gateway-port"),
+    pytest.param(
+        {"serving.weightsBucket.name": "Bad_Bucket!"},
+        "serving.weightsBucket.name",
+        "not a Cloud Storage bucket name",
+        id="bad-bucket",
+    ),
+    pytest.param({"serving.priority": "top"}, "serving.priority", "not a priority level", id="bad-priority"),
+    pytest.param({"serving.prefil": {}}, "serving.prefil", "did you mean 'prefill'", id="misspelled-key"),
+]
+
+
+@pytest.mark.parametrize("override, key, fragment", SERVING_BAD_INPUTS)
+def test_bad_serving_input_names_its_key_and_registers_nothing(override, key, fragment):
+    assert_bad_input(override, key, fragment)
+
+
+def test_serving_on_v5e_is_refused():
+    with pytest.raises(ConfigError) as raised:
+        run_stack({"serving.enabled": True}, stack="saxml")
+    assert any(p.key == "serving.enabled" for p in raised.value.problems)
+
+
+def test_a_bad_token_is_never_echoed():
+    raw = with_overrides(stack_values(), {"serving.hfToken": {"not": "a string hf_SECRETVALUE"}})
+    with pytest.raises(ConfigError) as raised:
+        run_program(as_pulumi_values(raw))
+    assert "hf_SECRETVALUE" not in str(raised.value)
+    assert any(p.key == "serving.hfToken" for p in raised.value.problems)

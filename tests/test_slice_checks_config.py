@@ -1,0 +1,110 @@
+"""The checks block: every bad value refused under its key before any resource, and what it accepts."""
+
+import pytest
+
+from components import stack as stack_config
+from components.config_base import ConfigError
+from tests.conftest import assert_bad_input, stack_values, with_overrides
+
+CHECKS_BAD_INPUTS = [
+    pytest.param(
+        {"checks.superslicing.slices": 2},
+        "checks.superslicing.slices",
+        "needs 4 cube(s) of 4x4x4 at once; the stack has 2",
+        id="super-slice-check-beyond-capacity",
+    ),
+    pytest.param(
+        {"checks.subslicing.slices": 17}, "checks.subslicing.slices", "136 chips", id="sub-slice-check-beyond-capacity"
+    ),
+    pytest.param(
+        {
+            "tpu.pools": [{"name": "only", "nodeCount": 16}],
+            "tpu.sliceShapes": ["2x2x2"],
+            "checks.superslicing.shape": "2x2x2",
+        },
+        "checks.superslicing.shape",
+        "2x2x2 is not a super-slice",
+        id="super-slicing-check-on-a-sub-slice",
+    ),
+    pytest.param(
+        {"checks.subslicing.shape": "2x2x4"},
+        "checks.subslicing.shape",
+        "not one of tpu.sliceShapes",
+        id="check-shape-outside-allowed-set",
+    ),
+    pytest.param(
+        {"checks.subslicing.shape": "2x2x3"},
+        "checks.subslicing.shape",
+        "not one of tpu.sliceShapes",
+        id="check-shape-not-a-slice",
+    ),
+    pytest.param(
+        {"tpu.sliceShapes": ["2by2", "4x4x8"], "checks.subslicing.shape": "2by2", "serving.sliceShape": "2by2"},
+        "tpu.sliceShapes[0]",
+        "not a TPU topology",
+        id="malformed-shape-shared-by-workloads",
+    ),
+    pytest.param(
+        {"checks.subslicing.name": "kueue-jobset-simple-subslicing"},
+        "checks.subslicing.name",
+        "the budget is 49",
+        id="check-name-over-slice-budget",
+    ),
+    pytest.param(
+        {"checks.namespace": "n" * 30},
+        "checks.superslicing.name",
+        "within 12 characters",
+        id="namespace-over-slice-budget",
+    ),
+    pytest.param(
+        {"checks.superslicing.name": "Super_Check"},
+        "checks.superslicing.name",
+        "not a Kubernetes object name",
+        id="check-name-bad-characters",
+    ),
+    pytest.param(
+        {"checks.namespace": "elsewhere"}, "checks.namespace", "has no LocalQueue", id="check-namespace-without-queue"
+    ),
+    pytest.param(
+        {"checks.image": "us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:latest"},
+        "checks.image",
+        "not pinned",
+        id="image-latest",
+    ),
+    pytest.param({"checks.image": "registry.example:5000/jax"}, "checks.image", "not pinned", id="image-without-tag"),
+    pytest.param(
+        {"checks.subslicing.priority": "urgent"},
+        "checks.subslicing.priority",
+        "not a priority level",
+        id="unknown-priority-level",
+    ),
+    pytest.param(
+        {"checks.superslicing.holdSeconds": -1}, "checks.superslicing.holdSeconds", "negative", id="negative-hold"
+    ),
+    pytest.param({"checks.subslicing.slices": 0}, "checks.subslicing.slices", "checks nothing", id="no-slices"),
+    pytest.param(
+        {"checks.subslicing.holdSecs": 5},
+        "checks.subslicing.holdSecs",
+        "did you mean 'holdSeconds'",
+        id="misspelled-check-key",
+    ),
+]
+
+
+@pytest.mark.parametrize("override, key, fragment", CHECKS_BAD_INPUTS)
+def test_bad_check_input_names_its_key_and_registers_nothing(override, key, fragment):
+    assert_bad_input(override, key, fragment)
+
+
+def test_checks_on_a_machine_without_dynamic_slicing_are_refused():
+    raw = with_overrides(stack_values("dev"), {"tpu.machineType": "ct5lp-hightpu-4t", "tpu.sliceShapes": []})
+    with pytest.raises(ConfigError) as raised:
+        stack_config.parse(raw)
+    keys = {p.key for p in raised.value.problems}
+    assert {"checks.subslicing.enabled", "checks.superslicing.enabled"} <= keys
+
+
+def test_check_image_pinned_by_digest_is_accepted():
+    stack_config.parse(
+        with_overrides(stack_values("dev"), {"checks.image": "registry.example/jax@sha256:" + "ab" * 32})
+    )
