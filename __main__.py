@@ -5,12 +5,18 @@ import pulumi
 from components import stack as stack_config
 from components import wiring
 from components.gcp import Cluster, Network, ProjectServices, TpuCapacity
-from components.platform import ClusterPlatform, KueueQueues
+from components.platform import ClusterGates, ClusterPlatform, KueueQueues
+from components.resources import previous_outputs
 from components.workloads import ModelServing, SaxmlCell, SliceChecks, serving_endpoint
 
 # 1. One typed, validated config, built once: a bad stack fails here, before any resource exists.
 stack = stack_config.load_from_pulumi()
 config = stack.config
+
+# What this `up` would replace in the running stack, said before anything changes; a change that
+# would fail halfway (a pool renamed into a reservation its old self holds) stops the preview.
+lifecycle = stack_config.lifecycle_facts(config)
+previous_outputs().apply(lambda outputs: wiring.announce_changes(outputs.get(stack_config.LIFECYCLE_OUTPUT), lifecycle))
 
 # 2. Google Cloud layer.
 services = ProjectServices("project-services", wiring.project_services_args(stack))
@@ -19,8 +25,11 @@ network = Network("network", wiring.network_args(stack), opts=after_apis)
 cluster = Cluster("cluster", wiring.cluster_args(stack, network), opts=after_apis)
 tpu = TpuCapacity("tpu-capacity", wiring.tpu_capacity_args(stack, cluster), opts=after_apis)
 
-# 3. Cluster platform: controllers by Helm, then the Kueue queueing for dynamic slicing.
+# 3. Cluster platform: controllers by Helm; the gates between the layers (what workloads wait
+#    for, and what `pulumi destroy` waits to be gone before the TPU pools and the subnets go);
+#    then the Kueue queueing for dynamic slicing.
 platform = ClusterPlatform("platform", wiring.platform_args(stack, cluster))
+gates = ClusterGates("gates", wiring.gates_args(stack, cluster, network, tpu, platform))
 queues = None
 admission_plan = config.admission_plan()
 if stack.kueue is not None:
@@ -31,11 +40,13 @@ if stack.kueue is not None:
 # 4. Workloads: slice checks and P/D serving (TPU7x), Saxml (TPU v5e); wiring decides what each waits for.
 checks = serving = saxml = None
 if stack.checks is not None and queues is not None:
-    checks = SliceChecks("slice-checks", wiring.slice_checks_args(stack, cluster, platform, queues))
+    checks = SliceChecks("slice-checks", wiring.slice_checks_args(stack, cluster, platform, queues, gates))
 if stack.serving is not None and queues is not None:
-    serving = ModelServing("serving", wiring.serving_args(stack, cluster, platform, queues), opts=after_apis)
+    serving = ModelServing(
+        "serving", wiring.serving_args(stack, cluster, network, platform, queues, gates), opts=after_apis
+    )
 if stack.saxml is not None:
-    saxml = SaxmlCell("saxml", wiring.saxml_args(stack, cluster, platform), opts=after_apis)
+    saxml = SaxmlCell("saxml", wiring.saxml_args(stack, cluster, platform, gates), opts=after_apis)
 
 # 5. Stack outputs.
 pulumi.export("project", config.project)
@@ -50,6 +61,7 @@ pulumi.export("getCredentialsCommand", cluster.get_credentials_command)
 pulumi.export("tpuPoolNames", tpu.pool_names)
 pulumi.export("tpuChips", config.tpu.total_chips)
 pulumi.export("helmReleases", platform.release_versions)
+pulumi.export(stack_config.LIFECYCLE_OUTPUT, lifecycle)
 if queues is not None:
     pulumi.export("workloadPolicyName", tpu.workload_policy_name)
     pulumi.export("workloadNamespaces", list(config.queues.namespaces))

@@ -5,11 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
+import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-# A JobSet's spec is immutable once created: a change must replace it (a new run), and the old
-# one must go first because the replacement keeps its name.
-REPLACE_ON_SPEC_CHANGE = pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)
+# A JobSet's spec is immutable once created, and Kueue refuses a new queue label on a queued one:
+# a change to either must replace it (a new run), and the old one must go first because the
+# replacement keeps its name.
+REPLACE_ON_SPEC_CHANGE = pulumi.ResourceOptions(
+    replace_on_changes=["metadata.labels", "spec"], delete_before_replace=True
+)
 
 
 def children_of(component: pulumi.ComponentResource, opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:
@@ -19,6 +23,35 @@ def children_of(component: pulumi.ComponentResource, opts: pulumi.ResourceOption
     subnet could be created before the compute API it needs is enabled.
     """
     return pulumi.ResourceOptions(parent=component, depends_on=opts.depends_on if opts else None)
+
+
+def private_bucket(
+    name: str,
+    *,
+    bucket_name: str,
+    project: str,
+    region: str,
+    keep_on_destroy: bool,
+    versioning: bool,
+    opts: pulumi.ResourceOptions,
+) -> gcp.storage.Bucket:
+    """A bucket only IAM grants open: uniform access, public access prevented.
+
+    ``keep_on_destroy``: `pulumi destroy` (or switching its workload off) forgets the bucket and
+    leaves it and its data in the project, instead of failing as a protected resource would;
+    otherwise the bucket is deleted with everything in it.
+    """
+    return gcp.storage.Bucket(
+        name,
+        name=bucket_name,
+        project=project,
+        location=region.upper(),
+        uniform_bucket_level_access=True,
+        public_access_prevention="enforced",
+        versioning={"enabled": True} if versioning else None,
+        force_destroy=not keep_on_destroy,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=keep_on_destroy)),
+    )
 
 
 def custom_resource(
@@ -33,3 +66,11 @@ def custom_resource(
         spec=manifest["spec"],
         opts=opts,
     )
+
+
+def previous_outputs() -> pulumi.Output[dict[str, Any]]:
+    """The outputs of this stack's last update (empty for a new stack), read through a StackReference."""
+    name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+    reference = pulumi.StackReference("previous-update", stack_name=name)
+    outputs: pulumi.Output[dict[str, Any]] = reference.outputs.apply(lambda values: dict(values or {}))
+    return outputs

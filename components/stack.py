@@ -197,3 +197,105 @@ def _check_built(stack: Stack, problems: Problems) -> None:
     if stack.serving is not None:
         for problem in leaderworkerset_problems(stack.serving.leaderworkersets, stack.config.tpu.machine):
             problems.add("serving", problem, "report this: the LeaderWorkerSets contradict the serving config")
+
+
+# --- What a changed `up` would do to the stack that is running ---------------------------
+
+LIFECYCLE_OUTPUT = "lifecycle"  # the stack output the next preview compares against
+
+
+def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
+    """The inputs whose change replaces (or that Kueue refuses to change): exported, then compared.
+
+    GKE replaces a cluster on a change of its name, region, network or ranges, and a node pool on
+    one of its reservation, service account or placement policy; this program also replaces a TPU
+    pool whose zone or machine type changes (GKE cannot move a multi-host slice in place). Kueue
+    refuses a new topologyName on a ResourceFlavor in use.
+    """
+    cluster = config.cluster
+    names = naming.network_names(config.network.prefix)
+    facts: dict[str, Any] = {
+        "cluster": {
+            "name": cluster.name,
+            "region": config.region,
+            "network": names["network"],
+            "subnetwork": names["nodeSubnet"],
+            "secondaryRanges": sorted(naming.secondary_range_names(config.network.prefix).values()),
+            "nodeServiceAccount": cluster.node_account_id,
+        },
+        "tpuPools": {
+            pool.name: {
+                "zone": config.tpu.zone,
+                "machineType": config.tpu.machine_type,
+                "reservation": config.reservation_path(pool) or "",
+                "placementPolicy": config.tpu.workload_policy_name if config.tpu.dynamic_slicing else "",
+                "topology": pool.topology,
+                "nodeServiceAccount": cluster.node_account_id,
+            }
+            for pool in config.tpu.pools
+        },
+    }
+    if config.tpu.dynamic_slicing:
+        facts["queues"] = {
+            "topologyName": config.queues.topology_name,
+            "resourceFlavorName": config.queues.resource_flavor_name,
+        }
+    return facts
+
+
+@dataclass(frozen=True)
+class ChangeReview:
+    refused: list[Problem]  # the `up` would fail halfway or strand capacity: stop the preview
+    replaced: list[str]  # what the `up` replaces, said loudly
+
+
+def review_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any]) -> ChangeReview:
+    """What applying ``current`` over the stack whose last ``lifecycle`` output was ``previous`` does."""
+    refused: list[Problem] = []
+    replaced: list[str] = []
+    if not previous:
+        return ChangeReview(refused, replaced)  # a new stack: nothing to replace
+
+    def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+        return [
+            f"{key} {before[key]!r} -> {after[key]!r}" for key in after if key in before and before[key] != after[key]
+        ]
+
+    if cluster_changes := changes(previous.get("cluster") or {}, current["cluster"]):
+        replaced.append(
+            f"the GKE cluster {previous['cluster'].get('name')} will be REPLACED ({'; '.join(cluster_changes)}): "
+            "every node pool, every Kubernetes object, the Kueue queues and their state are deleted and created anew"
+        )
+    before_pools, after_pools = previous.get("tpuPools") or {}, current["tpuPools"]
+    removed = sorted(set(before_pools) - set(after_pools))
+    added = sorted(set(after_pools) - set(before_pools))
+    if removed and added and any(after_pools[name]["reservation"] for name in added):
+        refused.append(
+            Problem(
+                "tpu.pools",
+                f"pool(s) {', '.join(removed)} leave and {', '.join(added)} arrive in one `up`: the new pools would ask "
+                "the reservation for the cubes the old ones still hold, and Pulumi creates before it deletes",
+                "remove the old pools in one `pulumi up`, then add the new ones in the next",
+            )
+        )
+    for name in sorted(set(before_pools) & set(after_pools)):
+        if pool_changes := changes(before_pools[name], after_pools[name]):
+            replaced.append(
+                f"TPU pool {name} will be REPLACED, deleted before it is created again ({'; '.join(pool_changes)}): "
+                "its nodes and every slice on them go; delete the workloads on it first (active Slices hold a pool)"
+            )
+    before_queues, after_queues = previous.get("queues") or {}, current.get("queues") or {}
+    for key, setting_key in (
+        ("topologyName", "queues.topologyName"),
+        ("resourceFlavorName", "queues.resourceFlavorName"),
+    ):
+        if key in before_queues and key in after_queues and before_queues[key] != after_queues[key]:
+            refused.append(
+                Problem(
+                    setting_key,
+                    f"{before_queues[key]!r} -> {after_queues[key]!r}: Kueue refuses to repoint a ResourceFlavor in use "
+                    "and holds a Topology or flavor in use until nothing references it",
+                    f"keep {before_queues[key]!r} on this stack",
+                )
+            )
+    return ChangeReview(refused, replaced)

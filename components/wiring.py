@@ -7,16 +7,21 @@ of the deployment.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pulumi
 
+from components.config_base import ConfigError
 from components.gcp.cluster import Cluster, ClusterArgs
 from components.gcp.network import Network, NetworkArgs
 from components.gcp.project_services import ProjectServicesArgs
-from components.gcp.tpu_capacity import TpuCapacityArgs, TpuPoolArgs
+from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, TpuPoolArgs
 from components.platform.config import HelmChartConfig
+from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
 from components.platform.releases import ClusterPlatform, PlatformArgs
-from components.stack import Stack
+from components.stack import Stack, review_changes
 from components.workloads.saxml.component import SaxmlArgs
 from components.workloads.saxml.config import bucket_name as sax_bucket_name
 from components.workloads.serving.component import ServingArgs
@@ -53,7 +58,7 @@ def cluster_args(stack: Stack, network: Network) -> ClusterArgs:
         project=config.project,
         region=config.region,
         name=cluster.name,
-        version=cluster.version,
+        version_floor=cluster.version,
         release_channel=cluster.release_channel,
         deletion_protection=cluster.deletion_protection,
         slice_controller=config.tpu.dynamic_slicing,
@@ -107,6 +112,27 @@ def platform_args(stack: Stack, cluster: Cluster) -> PlatformArgs:
         kueue_controller=platform.kueue_controller,
         leader_worker_set=platform.leader_worker_set if slicing else None,
         slice_controller=platform.slice_controller if slicing else None,
+        webhook_namespaces=list(config.queues.namespaces),
+    )
+
+
+def gates_args(
+    stack: Stack, cluster: Cluster, network: Network, tpu: TpuCapacity, platform: ClusterPlatform
+) -> ClusterGatesArgs:
+    config = stack.config
+    load_balancer_namespaces = [
+        *([config.serving.namespace] if stack.serving else []),
+        *([config.saxml.namespace] if stack.saxml else []),
+    ]
+    return ClusterGatesArgs(
+        kubeconfig=cluster.kubeconfig,
+        tpu_pools=list(tpu.pools),
+        slice_controller=platform.slice_controller,
+        slice_controller_namespace=config.platform.slice_controller.namespace,
+        subnets=[network.node_subnet, network.proxy_only_subnet],
+        workload_namespaces=list(config.queues.namespaces) if stack.kueue else [],
+        load_balancer_namespaces=load_balancer_namespaces,
+        drain_timeout_seconds=config.platform.drain_timeout_minutes * 60,
     )
 
 
@@ -124,19 +150,27 @@ def queues_args(stack: Stack, cluster: Cluster, platform: ClusterPlatform) -> Qu
 
 
 def slice_checks_args(
-    stack: Stack, cluster: Cluster, platform: ClusterPlatform, queues: KueueQueues
+    stack: Stack, cluster: Cluster, platform: ClusterPlatform, queues: KueueQueues, gates: ClusterGates
 ) -> SliceChecksArgs:
     assert stack.checks is not None and platform.slice_controller is not None
-    # The slice controller's webhooks and the LocalQueue first: a JobSet created before them is
-    # never suspended by Kueue, and its pods never get their slice.
+    # The slice controller's webhooks (serving) and the LocalQueue first: a JobSet created before
+    # them is never suspended by Kueue, and its pods never get their slice. The TPU drain gate
+    # too, so the JobSets are deleted before it lets the TPU pools go.
     return SliceChecksArgs(
         provider=cluster.provider,
         objects=stack.checks,
-        after=[platform.slice_controller, queues.objects, *queues.namespaces],
+        after=[platform.slice_controller, queues.objects, *queues.namespaces, *gates.before_tpu_workloads],
     )
 
 
-def serving_args(stack: Stack, cluster: Cluster, platform: ClusterPlatform, queues: KueueQueues) -> ServingArgs:
+def serving_args(
+    stack: Stack,
+    cluster: Cluster,
+    network: Network,
+    platform: ClusterPlatform,
+    queues: KueueQueues,
+    gates: ClusterGates,
+) -> ServingArgs:
     config = stack.config
     serving = config.serving
     assert stack.serving is not None
@@ -146,7 +180,8 @@ def serving_args(stack: Stack, cluster: Cluster, platform: ClusterPlatform, queu
         region=config.region,
         bucket_name=weights_bucket_name(serving, config.project),
         create_bucket=serving.weights_bucket.create,
-        protect_bucket=serving.weights_bucket.protect,
+        keep_bucket_on_destroy=serving.weights_bucket.keep_on_destroy,
+        workload_pool=cluster.workload_pool,
         namespace=serving.namespace,
         hf_token=serving.hf_token,
         router=HelmChartConfig(serving.router.chart, serving.router.version, serving.namespace),
@@ -155,13 +190,14 @@ def serving_args(stack: Stack, cluster: Cluster, platform: ClusterPlatform, queu
         else None,
         objects=stack.serving,
         provider=cluster.provider,
-        # The namespace and its LocalQueue, then the LWS controller and the slice controller's webhooks.
-        namespace_ready=[queues.namespace(serving.namespace), queues.objects],
-        platform_ready=[platform.leader_worker_set, platform.slice_controller],
+        namespace_ready=[queues.namespace(serving.namespace)],
+        queue_ready=[queues.objects],
+        platform_ready=[platform.leader_worker_set, platform.slice_controller, *gates.before_tpu_workloads],
+        network_ready=[network.proxy_only_subnet, gates.load_balancers],
     )
 
 
-def saxml_args(stack: Stack, cluster: Cluster, platform: ClusterPlatform) -> SaxmlArgs:
+def saxml_args(stack: Stack, cluster: Cluster, platform: ClusterPlatform, gates: ClusterGates) -> SaxmlArgs:
     config = stack.config
     saxml = config.saxml
     assert stack.saxml is not None
@@ -169,14 +205,26 @@ def saxml_args(stack: Stack, cluster: Cluster, platform: ClusterPlatform) -> Sax
         project=config.project,
         region=config.region,
         bucket_name=sax_bucket_name(saxml, config.project),
-        protect_bucket=saxml.protect_bucket,
+        keep_bucket_on_destroy=saxml.keep_bucket_on_destroy,
+        workload_pool=cluster.workload_pool,
         google_service_account_id=saxml.google_service_account_id,
         namespace=saxml.namespace,
         service_account_name=saxml.service_account_name,
         objects=stack.saxml,
         provider=cluster.provider,
         jobset_release=platform.jobset,  # serves the JobSet CRD and webhook
+        tpu_ready=[gates.tpu],
+        load_balancer_ready=[gates.load_balancers],
     )
+
+
+def announce_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any]) -> None:
+    """Warn of every replacement the `up` makes; refuse (stop the preview) what would fail halfway."""
+    review = review_changes(previous, current)
+    for line in review.replaced:
+        pulumi.log.warn(line)
+    if review.refused:
+        raise pulumi.RunError(str(ConfigError(review.refused)))
 
 
 def after(*resources: pulumi.Resource) -> pulumi.ResourceOptions:

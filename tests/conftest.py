@@ -47,9 +47,13 @@ def as_pulumi_values(raw: dict[str, Any]) -> dict[str, str]:
     return {f"{NAMESPACE}:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
 
 
-def run_stack(overrides: dict[str, Any] | None = None, stack: str = "dev", preview: bool = True) -> ProgramRun:
+def run_stack(
+    overrides: dict[str, Any] | None = None, stack: str = "dev", preview: bool = True, **engine: Any
+) -> ProgramRun:
+    """Run the program for ``stack`` with ``overrides``; ``engine`` stands in for what a real engine
+    looks up (``engine_versions``, ``previous_outputs``: see tools/mock_engine.py)."""
     raw = with_overrides(stack_values(stack), overrides or {})
-    return run_program(as_pulumi_values(raw), stack=stack, preview=preview)
+    return run_program(as_pulumi_values(raw), stack=stack, preview=preview, **engine)
 
 
 @pytest.fixture(scope="session")

@@ -83,7 +83,8 @@ def test_cluster_features(dev_run):
     assert cluster.input("name") == "qwen-serving-cluster"
     assert cluster.input("location") == "us-central1"  # regional
     assert cluster.input("releaseChannel") == {"channel": "RAPID"}
-    assert cluster.input("minMasterVersion") == "1.36.0-gke.3712000"
+    # The minor, never a patch that leaves the channel: GKE picks its newest offered patch.
+    assert cluster.input("minMasterVersion") == "1.36"
     assert cluster.input("removeDefaultNodePool") is True
     assert cluster.input("addonsConfig.sliceControllerConfig.enabled") is True
     assert cluster.input("gatewayApiConfig") == {"channel": "CHANNEL_STANDARD"}
@@ -171,9 +172,10 @@ def test_tpu_pool_is_a_reserved_cube(dev_run, pool_name):
         "key": "compute.googleapis.com/reservation-name",
         "values": ["projects/my-tpu-project/reservations/my-tpu7x-reservation/reservationBlocks/block-0"],
     }
-    placement = pool.input("placementPolicy")
-    assert placement["policyName"] == "superslice-policy"
-    assert not placement.get("type") and "tpuTopology" not in placement
+    # What GKE stores: policy name and topology, no type; anything else diffs on every preview.
+    assert pool.input("placementPolicy") == {"type": "", "policyName": "superslice-policy", "tpuTopology": "4x4x4"}
+    assert pool.options["deleteBeforeReplace"] is True  # the new pool needs the old one's cube
+    assert pool.options["replaceOnChanges"] == ["nodeConfig.machineType", "nodeLocations"]
     assert pool.input("upgradeSettings") == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 16}
     assert pool.custom_timeouts["create"] == "90m"
     assert "workload-policy" in pool.dependencies
@@ -248,3 +250,34 @@ def test_stack_outputs(dev_run):
     assert outputs["workloadPolicyName"] == "superslice-policy"
     assert outputs["tpuPoolNames"] == ["tpu7-pool-1", "tpu7-pool-2"]
     assert outputs["tpuChips"] == 128
+
+
+def test_the_saxml_cluster_asks_for_its_minor_too():
+    (cluster,) = run_stack(stack="saxml").of_type("gcp:container/cluster:Cluster")
+    assert cluster.input("minMasterVersion") == "1.33"
+
+
+@pytest.mark.parametrize(
+    "offered, fragment",
+    [
+        (["1.36.0-gke.3712000"], None),
+        (["1.36.2-gke.100", "1.36.0-gke.2459000"], None),
+        (["1.36.0-gke.2459000", "1.36"], "newest offered: 1.36.0-gke.2459000"),
+        ([], "newest offered: none"),
+    ],
+)
+def test_the_floor_must_be_offered_in_its_minor(offered, fragment):
+    from components.gcp.config import version_floor_problem
+
+    problem = version_floor_problem("1.36.0-gke.3712000", offered)
+    if fragment is None:
+        assert problem is None
+    else:
+        assert problem is not None and fragment in problem and "below what its slicing needs" in problem
+
+
+def test_a_floor_gke_does_not_offer_warns_at_preview():
+    """A real preview looks the versions up; the render has none to compare and stays quiet."""
+    run = run_stack(engine_versions=["1.36.0-gke.2459000"])
+    assert any("GKE offers no 1.36 version at or above the floor" in w for w in run.warnings)
+    assert not any("cluster.version" in w for w in run_stack().warnings)

@@ -1,6 +1,7 @@
 """The cluster platform: Helm releases and the Kueue queue objects, validated against the CRDs."""
 
 import copy
+import shutil
 
 import pytest
 import yaml
@@ -80,6 +81,7 @@ def test_queue_objects_follow_the_reference(dev_run):
         "cloud.google.com/gke-tpu-partition-2x4x4-id",
         "cloud.google.com/gke-tpu-partition-2x2x4-id",
         "cloud.google.com/gke-tpu-partition-2x2x2-id",
+        "cloud.google.com/gke-tpu-partition-2x2x1-id",
         "kubernetes.io/hostname",
     ]
     (flavor,) = objects_of(dev_run, "ResourceFlavor")
@@ -128,27 +130,35 @@ def test_each_workload_namespace_gets_a_local_queue():
     assert sorted(o["metadata"]["name"] for o in objects_of(run, "Namespace")) == ["team-a", "team-b"]
 
 
-def test_smallest_shape_in_use_sets_the_topology_depth():
+@pytest.mark.parametrize(
+    "shapes",
+    [["4x4x8"], ["2x2x2", "4x4x8"], ["2x2x1", "2x2x2", "4x4x8"], ["2x4x4"]],
+    ids=["super-only", "dev", "a-smaller-shape-added", "one-sub-slice"],
+)
+def test_adding_or_removing_a_slice_shape_never_changes_the_immutable_topology(dev_run, shapes):
+    """Kueue refuses any change to Topology.spec.levels: the levels must not follow tpu.sliceShapes."""
     run = run_stack(
         {
-            "tpu.sliceShapes": ["4x4x8"],
-            "cluster.version": "1.35.2-gke.1842000",
-            "checks.subslicing.enabled": False,
-            "serving.enabled": False,
+            "tpu.sliceShapes": shapes,
+            "checks.subslicing.enabled": "2x2x2" in shapes,
+            "checks.superslicing.enabled": "4x4x8" in shapes,
+            "serving.enabled": "2x2x2" in shapes,
         }
     )
-    (topology,) = objects_of(run, "Topology")
-    assert len(topology["spec"]["levels"]) == 3
+    (before,) = objects_of(dev_run, "Topology")
+    (after,) = objects_of(run, "Topology")
+    assert after == before
 
 
 def test_slice_controller_release_comes_from_the_local_chart_after_the_controllers(dev_run):
     release = dev_run.one(RELEASE, "slice-controller")
     assert release.input("chart") == "./manifests/charts/slice-controller"
-    assert release.input("version") == "0.1.0"
+    assert release.input("version") == "0.2.0"
     assert release.input("namespace") == "slice-controller-system"
     assert release.input("values") == {
         "createNamespace": False,
-        "replicas": 1,
+        "replicas": 2,
+        "webhookNamespaces": ["llm-d-pd-disaggregation"],
         "image": {"repository": "tpuongke/kueue-slice-controller", "tag": "v0.8.0-200", "digest": ""},
     }
     assert {"jobset", "kueue", "lws"} <= set(release.dependencies)
@@ -166,5 +176,26 @@ def test_release_versions_are_a_stack_output(dev_run):
         "jobset": "0.11.1",
         "kueue": "0.17.4",
         "lws": "0.8.0",
-        "slice-controller": "0.1.0",
+        "slice-controller": "0.2.0",
     }
+
+
+def test_a_change_to_any_file_of_the_local_chart_changes_the_release(dev_run, tmp_path):
+    """Helm diffs a local chart's release by its inputs: the digest of the chart's files is one of them."""
+    from components.manifests import MANIFESTS
+    from components.platform.releases import chart_digest
+
+    chart = MANIFESTS / "charts" / "slice-controller"
+    release = dev_run.one(RELEASE, "slice-controller")
+    assert release.input("description") == f"chart files sha256:{chart_digest(chart)}"
+
+    copy = tmp_path / "chart"
+    shutil.copytree(chart, copy)
+    assert chart_digest(copy) == chart_digest(chart)
+    template = copy / "templates" / "deployment.yaml"
+    template.write_text(
+        template.read_text().replace("terminationGracePeriodSeconds: 10", "terminationGracePeriodSeconds: 11")
+    )
+    assert chart_digest(copy) != chart_digest(chart), "a template edit without a version bump would not apply"
+    (copy / "templates" / "extra.yaml").write_text("")
+    assert len({chart_digest(copy), chart_digest(chart)}) == 2

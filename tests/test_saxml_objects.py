@@ -128,8 +128,10 @@ def test_model_server_jobset_follows_the_tutorial_shape():
     assert job_spec["backoffLimit"] == 0
 
     assert pod_spec["serviceAccountName"] == "sax-sa"
-    assert pod_spec["hostNetwork"] is True
-    assert pod_spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    # Pods on the host network get no Workload Identity: they would read the bucket as the node.
+    assert pod_spec["hostNetwork"] is False
+    assert "dnsPolicy" not in pod_spec
+    assert jobset["spec"]["network"] == {"enableDNSHostnames": True}
     assert pod_spec["nodeSelector"] == {
         "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
         "cloud.google.com/gke-tpu-topology": "4x8",

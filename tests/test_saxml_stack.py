@@ -44,7 +44,7 @@ def test_no_dynamic_slicing_objects(saxml_run):
     assert not {"admissionPlan", "workloadPolicyName", "sliceCheckJobSets"} & set(saxml_run.outputs)
 
 
-def test_state_bucket_is_private_versioned_and_protected(saxml_run):
+def test_state_bucket_is_private_versioned_and_kept_on_destroy(saxml_run):
     bucket = saxml_run.one("gcp:storage/bucket:Bucket", "admin-state")
     assert bucket.parent == "saxml"
     assert bucket.input("name") == "my-tpu-project-sax-admin"
@@ -52,7 +52,15 @@ def test_state_bucket_is_private_versioned_and_protected(saxml_run):
     assert bucket.input("publicAccessPrevention") == "enforced"
     assert bucket.input("versioning") == {"enabled": True}
     assert bucket.input("forceDestroy") is False
-    assert bucket.protect is True
+    assert bucket.options == {"retainOnDelete": True}  # destroy forgets it, never fails on it
+
+
+def test_the_state_bucket_is_deleted_with_its_objects_only_when_asked():
+    bucket = run_stack({"saxml.keepBucketOnDestroy": False}, stack=STACK).one(
+        "gcp:storage/bucket:Bucket", "admin-state"
+    )
+    assert bucket.input("forceDestroy") is True
+    assert "retainOnDelete" not in bucket.options
 
 
 def test_identity_is_least_privilege_workload_identity(saxml_run):

@@ -787,7 +787,7 @@ def test_helpers():
     assert hf_cache_weights_uri("b", MODEL_ID, MODEL_REVISION) == (
         "gs://b/models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/ea5b4f81096f3901c91dea97f81324302495781d"
     )
-    assert workload_identity_principal("proj", "123", "serving", "model-server") == (
+    assert workload_identity_principal("proj.svc.id.goog", "123", "serving", "model-server") == (
         "principal://iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/"
         "proj.svc.id.goog/subject/ns/serving/sa/model-server"
     )

@@ -3,6 +3,8 @@ order of creation, outputs, and every preview rule as a bad input naming its key
 
 import json
 
+import pytest
+
 from tests.conftest import as_pulumi_values, run_stack, stack_values, with_overrides
 from tools.mock_engine import PROJECT_NUMBER_PLACEHOLDER, SECRET_PLACEHOLDER, run_program
 from tools.render import kubernetes_objects, render
@@ -20,12 +22,19 @@ def objects(run, kind):
     return {o["metadata"]["name"]: o for o in kubernetes_objects(run.registrations) if o["kind"] == kind}
 
 
-def test_weights_bucket_is_private_and_protected(dev_run):
+def test_weights_bucket_is_private_and_kept_on_destroy(dev_run):
     bucket = dev_run.one("gcp:storage/bucket:Bucket", "weights")
     assert bucket.parent == "serving"
     assert (bucket.input("name"), bucket.input("location")) == ("my-model-weights", "US-CENTRAL1")
     assert bucket.input("uniformBucketLevelAccess") is True and bucket.input("publicAccessPrevention") == "enforced"
-    assert bucket.protect is True
+    assert bucket.input("forceDestroy") is False
+    assert bucket.options == {"retainOnDelete": True}  # destroy and serving.enabled false forget it
+
+
+def test_the_weights_bucket_is_deleted_with_the_weights_only_when_asked():
+    bucket = run_stack({"serving.weightsBucket.keepOnDestroy": False}).one("gcp:storage/bucket:Bucket", "weights")
+    assert bucket.input("forceDestroy") is True
+    assert "retainOnDelete" not in bucket.options
 
 
 def test_an_existing_bucket_is_used_not_created():
@@ -163,3 +172,53 @@ def test_serving_switched_off_removes_it():
     run = run_stack({"serving.enabled": False})
     assert not [r for r in run.registrations if r.type in (LWS, "tpu-gke:workloads:ModelServing")]
     assert not {"gatewayAddress", "openaiBaseUrl", "modelName", "exampleCurl"} & set(run.outputs)
+
+
+# Edits Kueue refuses in place on a queue-managed LeaderWorkerSet (and what they touch in the LWS).
+KUEUE_REFUSED_EDITS = [
+    pytest.param({"serving.resources.cpu": "200"}, "containers", id="cpu-request"),
+    pytest.param({"serving.resources.memory": "800Gi"}, "containers", id="memory-request"),
+    pytest.param({"serving.healthyNodesOnly": True}, "nodeSelector", id="healthy-nodes-selector"),
+    pytest.param({"queues.localQueueName": "serving-lq"}, "metadata", id="queue-label"),
+]
+
+
+@pytest.mark.parametrize("override, part", KUEUE_REFUSED_EDITS)
+def test_an_edit_kueue_refuses_in_place_replaces_the_leaderworkersets(dev_run, override, part):
+    """The edit changes an LWS path that carries replace-on-change, with the old LWS deleted first."""
+    from components.workloads.serving.objects import REPLACED_ON
+
+    changed = run_stack(override)
+    for name in ("vllm-prefill", "vllm-decode"):
+        before, after = dev_run.one(LWS, name), changed.one(LWS, name)
+        assert after.options["deleteBeforeReplace"] is True
+        assert after.options["replaceOnChanges"] == sorted(REPLACED_ON)
+        differing = [path for path in REPLACED_ON if _at(before.inputs, path) != _at(after.inputs, path)]
+        assert differing, f"{override} changes none of the replace-on-change paths"
+        assert any(part in path for path in differing)
+
+
+def test_an_image_change_rolls_the_groups_in_place(dev_run):
+    from components.workloads.serving.objects import REPLACED_ON
+
+    changed = run_stack({"serving.image": "docker.io/vllm/vllm-tpu:nightly-20260601-aaaaaaa-bbbbbbb"})
+    for name in ("vllm-prefill", "vllm-decode"):
+        before, after = dev_run.one(LWS, name), changed.one(LWS, name)
+        assert before.inputs != after.inputs
+        assert all(_at(before.inputs, p) == _at(after.inputs, p) for p in REPLACED_ON), "an image change would reload"
+
+
+def _at(inputs, path):
+    """The values at a Pulumi property path (``a.b[*].c``) of a resource's inputs."""
+    from tools.mock_engine import unwrap_secrets
+
+    values = [unwrap_secrets(inputs)]
+    for part in path.replace("[*]", ".*").split("."):
+        nxt = []
+        for value in values:
+            if part == "*":
+                nxt.extend(value if isinstance(value, list) else [])
+            elif isinstance(value, dict) and part in value:
+                nxt.append(value[part])
+        values = nxt
+    return values

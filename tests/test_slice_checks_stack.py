@@ -173,3 +173,13 @@ def test_an_empty_plan_says_so():
 def test_capacity_report_follows_the_number_of_cubes(pools, expected):
     raw = with_overrides(stack_values(), {"tpu.pools": [{"name": f"cube-{i}", "nodeCount": 16} for i in range(pools)]})
     assert stack_config.parse(raw).capacity_report().lines() == expected
+
+
+def test_a_check_change_replaces_its_jobset_and_the_old_run_goes_first(dev_run):
+    """A JobSet's spec is immutable and Kueue refuses a new queue label: both replace, delete first."""
+    changed = run_stack({"checks.superslicing.holdSeconds": 60, "queues.localQueueName": "checks-lq"})
+    for name in ("subslice-check", "superslice-check"):
+        jobset = changed.one(JOBSET, name)
+        assert jobset.options["replaceOnChanges"] == ["metadata.labels", "spec"]
+        assert jobset.options["deleteBeforeReplace"] is True
+        assert jobset.input("metadata.labels") != dev_run.one(JOBSET, name).input("metadata.labels")

@@ -49,6 +49,7 @@ EXPECTED_OBJECTS = {
     ("Service", NAMESPACE, "slice-controller-controller-manager-metrics-service"),
     ("Service", NAMESPACE, WEBHOOK_SERVICE),
     ("Deployment", NAMESPACE, DEPLOYMENT),
+    ("PodDisruptionBudget", NAMESPACE, DEPLOYMENT),
     ("MutatingWebhookConfiguration", None, "slice-controller-mutating-webhook-configuration"),
 }
 
@@ -275,7 +276,8 @@ def test_default_deployment(render: Any) -> None:
     deployment = only(objects, "Deployment", DEPLOYMENT)
     pod = deployment["spec"]["template"]["spec"]
     container = manager(objects)
-    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["replicas"] == 2  # one restart must not refuse every workload create
+    assert "--leader-elect" in container["args"]  # one of the two reconciles
     assert container["image"] == f"{IMAGE}:{APP_VERSION}"
     assert container["command"] == ["/manager"]
     assert container["args"] == DEFAULT_ARGS
@@ -358,6 +360,30 @@ def test_webhooks(render: Any) -> None:
         assert webhook["rules"] == [
             {"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE"], "resources": [resource]}
         ]
+        excluded = webhook["namespaceSelector"]["matchExpressions"]
+        assert excluded[0]["key"] == "kubernetes.io/metadata.name" and excluded[0]["operator"] == "NotIn"
+        assert {"kube-system", "gke-managed-system", "gmp-system"} <= set(excluded[0]["values"])
+
+
+def test_webhooks_see_only_the_workload_namespaces_when_named(render: Any) -> None:
+    objects = render({"webhookNamespaces": ["serving", "checks"]})
+    for webhook in only(objects, "MutatingWebhookConfiguration")["webhooks"]:
+        assert webhook["namespaceSelector"] == {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["serving", "checks"]}
+            ]
+        }
+
+
+def test_two_replicas_keep_a_disruption_budget_and_one_has_none(render: Any) -> None:
+    budget = only(render(), "PodDisruptionBudget", DEPLOYMENT)
+    assert budget["spec"] == {
+        "minAvailable": 1,
+        "selector": {
+            "matchLabels": {"app.kubernetes.io/name": "slice-controller", "control-plane": "controller-manager"}
+        },
+    }
+    assert not [o for o in render({"replicas": 1}) if o["kind"] == "PodDisruptionBudget"]
 
 
 # --- strict schema validation -----------------------------------------------------------------

@@ -34,7 +34,13 @@ def test_resources_are_sorted_and_parented(renders, stack):
     files, _ = renders[stack]
     entries = json.loads(files["resources.json"])
     assert entries == sorted(entries, key=lambda e: (e["type"], e["name"]))
-    assert all(set(e) == {"type", "name", "parent", "inputs"} for e in entries)
+    for entry in entries:
+        assert (
+            {"type", "name", "parent", "inputs"}
+            <= set(entry)
+            <= {"type", "name", "parent", "inputs", "dependsOn", "options"}
+        )
+        assert ("dependsOn" in entry) == (not entry["type"].startswith("tpu-gke:")), entry["name"]
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -62,13 +68,28 @@ def test_secure_stack_values_become_secret_placeholders(tmp_path):
     assert "AAABAKZ0" not in json.dumps(values)
 
 
-def test_cli_writes_the_three_files_and_a_summary(tmp_path, capsys):
+def test_cli_writes_the_four_files_and_a_summary(tmp_path, capsys):
     assert render.main(["--stack", "dev", "--out", str(tmp_path)]) == 0
-    assert sorted(p.name for p in (tmp_path / "dev").iterdir()) == ["kubernetes.yaml", "outputs.json", "resources.json"]
+    names = sorted(p.name for p in (tmp_path / "dev").iterdir())
+    assert names == ["graph.txt", "kubernetes.yaml", "outputs.json", "resources.json"]
     printed = capsys.readouterr().out
     assert "1  gcp:compute/resourcePolicy:ResourcePolicy" in printed
     assert "2 pool(s) of tpu7x-standard-4t: 32 nodes, 128 chips, 2 cube(s) of 4x4x4" in printed
     assert "16 x 2x2x2, 1 x 4x4x8" in printed
+    # The order of `up` and of `destroy`, as graph.txt holds it.
+    graph = (tmp_path / "dev" / "graph.txt").read_text()
+    assert "create 1: cloudresourcemanager, compute, container, iam, networkservices, storage" in printed
+    assert all(f"  {line}" in printed for line in graph.splitlines() if line)
+
+
+def test_the_graph_lists_every_resource_once_in_each_direction(renders):
+    files, run = renders["dev"]
+    lines = [line for line in files["graph.txt"].splitlines() if line and not line.startswith("#")]
+    created = [n for line in lines if line.startswith("create") for n in line.split(": ", 1)[1].split(", ")]
+    deleted = [n for line in lines if line.startswith("destroy") for n in line.split(": ", 1)[1].split(", ")]
+    nodes = sorted(r.name for r in run.registrations if not r.type.startswith("tpu-gke:"))
+    assert sorted(created) == sorted(deleted) == nodes
+    assert created[0] == "cloudresourcemanager" and deleted[-1] == "storage"
 
 
 def test_cli_fails_on_bad_config_and_writes_nothing(tmp_path, capsys):

@@ -107,29 +107,13 @@ def test_sub_slices_exactly_tile_the_cubes(shape, cubes):
 PARTITION = "cloud.google.com/gke-tpu-partition-{}-id"
 
 
-@pytest.mark.parametrize(
-    "shapes, partitions",
-    [
-        (["2x2x1"], ["4x4x4", "2x4x4", "2x2x4", "2x2x2", "2x2x1"]),
-        (["2x2x2", "4x4x8"], ["4x4x4", "2x4x4", "2x2x4", "2x2x2"]),
-        (["2x4x4"], ["4x4x4", "2x4x4"]),
-        (["4x4x8"], ["4x4x4"]),
-        ([], ["4x4x4"]),
-    ],
-)
-def test_kueue_topology_levels_run_from_block_to_hostname(shapes, partitions):
-    levels = topology.kueue_topology_levels([Shape.parse(s) for s in shapes])
-    assert levels == [
+def test_kueue_topology_levels_run_from_block_through_every_partition_to_hostname():
+    # The codelab's Topology: every partition of a cube, down to 2x2x1.
+    assert topology.kueue_topology_levels() == [
         "cloud.google.com/gce-topology-block",
-        *(PARTITION.format(p) for p in partitions),
+        *(PARTITION.format(p) for p in ["4x4x4", "2x4x4", "2x2x4", "2x2x2", "2x2x1"]),
         "kubernetes.io/hostname",
     ]
-
-
-def test_reference_levels_come_from_the_smallest_sub_slice():
-    # The codelab's Topology lists every partition down to 2x2x1.
-    levels = topology.kueue_topology_levels([Shape.parse("2x2x1"), Shape.parse("4x4x8")])
-    assert len(levels) == 7 and levels[-2] == PARTITION.format("2x2x1")
 
 
 @pytest.mark.parametrize(

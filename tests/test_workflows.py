@@ -154,6 +154,12 @@ def test_preview_job_is_keyless_and_comments(pull_request: dict[str, Any]) -> No
     assert "credentials_json" not in auth
     assert "credentials_json" not in PULL_REQUEST.read_text(), "no service-account keys anywhere"
 
+    # The kubeconfig's exec plugin: without it the provider cannot reach an existing cluster.
+    gcloud = by_action["google-github-actions/setup-gcloud"]["with"]
+    assert "gke-gcloud-auth-plugin" in gcloud["install_components"].split(",")
+    steps = [s.get("uses", "").partition("@")[0] for s in job["steps"]]
+    assert steps.index("google-github-actions/setup-gcloud") < steps.index("pulumi/actions")
+
     pulumi = by_action["pulumi/actions"]
     assert pulumi["with"]["command"] == "preview"
     assert pulumi["with"]["comment-on-pr"] is True

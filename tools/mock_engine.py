@@ -7,6 +7,7 @@ keeps each one (type, name, parent, inputs, options) for the offline render and 
 from __future__ import annotations
 
 import json
+import logging
 import runpy
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,10 +37,15 @@ class Registration:
     parent: str | None
     custom: bool
     inputs: dict[str, Any]
-    provider: str
-    dependencies: list[str]
+    provider: str  # the explicit provider's reference ("<urn>::<id>"), empty for a default provider
+    dependencies: list[str]  # names of what it waits for: depends_on and every resource its inputs come from
     protect: bool
     custom_timeouts: dict[str, str]
+    options: dict[str, Any] = field(default_factory=dict)  # the lifecycle options that are set
+
+    @property
+    def provider_name(self) -> str | None:
+        return self.provider.split("::")[-2] if self.provider else None
 
     def input(self, path: str) -> Any:
         """Input by dotted camelCase path, secrets unwrapped: ``nodeConfig.machineType``."""
@@ -54,6 +60,7 @@ class ProgramRun:
     registrations: list[Registration]
     outputs: dict[str, Any]  # export name -> sanitized value ("[secret]", "[unknown]")
     raw_outputs: dict[str, Any] = field(default_factory=dict)  # export name -> resolved value
+    warnings: list[str] = field(default_factory=list)  # what the program logged as warnings
 
     def of_type(self, type_token: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == type_token]
@@ -65,13 +72,22 @@ class ProgramRun:
 
 
 class _Mocks(pulumi.runtime.Mocks):
-    """Returns inputs as outputs; after a real `up` a few more outputs exist, which tests can ask for."""
+    """Returns inputs as outputs; after a real `up` a few more outputs exist, which tests can ask for.
 
-    def __init__(self, preview: bool):
+    What only a real engine could look up is absent unless a test stands it in: the versions GKE
+    offers (``engine_versions``) and the outputs of the stack's previous update (``previous_outputs``).
+    """
+
+    def __init__(self, preview: bool, engine_versions: list[str] | None, previous_outputs: dict[str, Any] | None):
         self.preview = preview
+        self.engine_versions = engine_versions
+        self.previous_outputs = previous_outputs
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         outputs = dict(args.inputs)
+        if args.typ == "pulumi:pulumi:StackReference":
+            outputs["outputs"] = dict(self.previous_outputs or {})
+            outputs["secretOutputNames"] = []
         if not self.preview:
             outputs.update(_applied_outputs(args))
         return f"{args.name}-id", outputs
@@ -80,6 +96,8 @@ class _Mocks(pulumi.runtime.Mocks):
         if args.token == "gcp:organizations/getProject:getProject":
             # Only a real preview can look the number up; the render shows where it goes.
             return {"number": PROJECT_NUMBER_PLACEHOLDER, "projectId": args.args.get("projectId")}, []
+        if args.token == "gcp:container/getEngineVersions:getEngineVersions" and self.engine_versions is not None:
+            return {"validMasterVersions": list(self.engine_versions)}, []
         return {}, []
 
 
@@ -110,14 +128,31 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                     custom=bool(request.custom),
                     inputs=rpc.deserialize_properties(request.object, keep_unknowns=True),
                     provider=request.provider,
-                    dependencies=[urn.split("::")[-1] for urn in request.dependencies],
+                    dependencies=sorted({urn.split("::")[-1] for urn in request.dependencies}),
                     protect=bool(request.protect),
                     custom_timeouts={
                         k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)
                     },
+                    options=_options(request),
                 )
             )
         return response
+
+
+def _options(request: Any) -> dict[str, Any]:
+    """The lifecycle options a registration sets, as a reviewer reads them (unset ones left out)."""
+    timeouts = request.customTimeouts
+    aliases = [a.spec.name or a.urn.split("::")[-1] for a in request.aliases]
+    options: dict[str, Any] = {
+        "protect": bool(request.protect),
+        "retainOnDelete": bool(request.retainOnDelete),
+        "deleteBeforeReplace": bool(request.deleteBeforeReplace),
+        "replaceOnChanges": sorted(request.replaceOnChanges),
+        "ignoreChanges": sorted(request.ignoreChanges),
+        "customTimeouts": {k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)},
+        "aliases": sorted(aliases + [urn.split("::")[-1] for urn in request.aliasURNs]),
+    }
+    return {key: value for key, value in options.items() if value}
 
 
 def _urn_type(urn: str) -> str:
@@ -156,6 +191,8 @@ def run_program(
     stack: str = "dev",
     preview: bool = True,
     registrations: list[Registration] | None = None,
+    engine_versions: list[str] | None = None,
+    previous_outputs: dict[str, Any] | None = None,
 ) -> ProgramRun:
     """Run ``__main__.py`` once under mocks; program errors propagate with their own type.
 
@@ -164,9 +201,13 @@ def run_program(
     """
     settings.ROOT.set(None)  # a fresh root Stack, or exports leak between runs
     pulumi.runtime.set_all_config(dict(config), secret_keys=list(secret_keys or []))
-    mocks = _Mocks(preview)
+    mocks = _Mocks(preview, engine_versions, previous_outputs)
     monitor = _RecordingMonitor(mocks, registrations if registrations is not None else [])
-    pulumi.runtime.set_mocks(mocks, project=PROJECT_NAME, stack=stack, preview=preview, monitor=monitor)
+    logger = logging.getLogger(f"{__name__}.program")
+    logger.propagate = False
+    collected = _Collected()
+    logger.handlers = [collected]
+    pulumi.runtime.set_mocks(mocks, project=PROJECT_NAME, stack=stack, preview=preview, monitor=monitor, logger=logger)
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]  # the SDK's test decorator is untyped
     def program() -> None:
@@ -181,7 +222,17 @@ def run_program(
         registrations=monitor.registrations,
         outputs={name: shown for name, (shown, _) in resolved.items()},
         raw_outputs={name: raw for name, (_, raw) in resolved.items()},
+        warnings=[r.getMessage() for r in collected.records if r.levelno >= logging.WARNING],
     )
+
+
+class _Collected(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
 
 
 def _resolve(value: Any) -> tuple[Any, Any]:

@@ -2,7 +2,11 @@
 
     python -m tools.render --stack dev [--out build/render]
 
-Writes resources.json, kubernetes.yaml and outputs.json and prints a summary. kubernetes.yaml
+Writes resources.json, kubernetes.yaml, outputs.json and graph.txt and prints a summary. resources.json
+records each resource's inputs, what it waits for (``dependsOn``: its explicit dependencies, every
+resource its inputs come from, and its explicit provider) and the lifecycle options it sets;
+graph.txt lists the waves in which `pulumi up` creates the resources and `pulumi destroy` deletes
+them, so a pull request's render diff shows every change of order and of lifecycle. kubernetes.yaml
 holds every object the program declares plus the objects of Helm releases from a local chart
 (rendered with helm-python-sdk, as Helm would install them); releases of published charts stay
 in resources.json only, since rendering them would need the registry. An invalid stack config
@@ -29,22 +33,93 @@ _HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 def render(stack: str, stack_dir: Path = PROJECT_ROOT) -> tuple[dict[str, str], ProgramRun]:
-    """The three render files for ``stack`` as text, plus the run they came from."""
+    """The render files for ``stack`` as text, plus the run they came from."""
     values, secret_keys = stack_config_values(stack, stack_dir)
     run = run_program(values, secret_keys, stack=stack, preview=True)
     files = {
         "resources.json": _json(resources_document(run.registrations)),
         "kubernetes.yaml": kubernetes_document(run.registrations),
         "outputs.json": _json(dict(sorted(run.outputs.items()))),
+        "graph.txt": graph_document(run.registrations),
     }
     return files, run
 
 
+COMPONENT_PREFIX = "tpu-gke:"  # our own ComponentResources: they group resources and create nothing
+
+
+def creates_something(registration: Registration) -> bool:
+    """A node of the graph: a custom resource, a provider or a remote component (a yaml/v2 ConfigGroup)."""
+    return not registration.type.startswith(COMPONENT_PREFIX)
+
+
+def depends_on(registration: Registration) -> list[str]:
+    """What a resource waits for: its dependencies and the provider it is created through."""
+    names = set(registration.dependencies)
+    if registration.provider_name:
+        names.add(registration.provider_name)
+    return sorted(names)
+
+
 def resources_document(registrations: list[Registration]) -> list[dict[str, Any]]:
-    entries = [
-        {"type": r.type, "name": r.name, "parent": r.parent, "inputs": sanitize(r.inputs)} for r in registrations
-    ]
+    entries = []
+    for r in registrations:
+        entry: dict[str, Any] = {"type": r.type, "name": r.name, "parent": r.parent, "inputs": sanitize(r.inputs)}
+        if creates_something(r):
+            entry["dependsOn"] = depends_on(r)
+        if r.options:
+            entry["options"] = r.options
+        entries.append(entry)
     return sorted(entries, key=lambda e: (e["type"], e["name"]))
+
+
+def create_waves(registrations: list[Registration]) -> list[list[str]]:
+    """Resources in the order `pulumi up` can create them: each wave needs only earlier waves.
+
+    Our components are left out (they create nothing); a resource that waits on one waits on its
+    children, which the SDK already lists among its dependencies.
+    """
+    custom = {r.name: r for r in registrations if creates_something(r)}
+    waiting = {name: {d for d in depends_on(r) if d in custom} for name, r in custom.items()}
+    waves: list[list[str]] = []
+    done: set[str] = set()
+    while waiting:
+        ready = sorted(name for name, needs in waiting.items() if needs <= done)
+        if not ready:
+            raise ValueError(f"dependency cycle among {sorted(waiting)}")
+        waves.append(ready)
+        done.update(ready)
+        for name in ready:
+            del waiting[name]
+    return waves
+
+
+def destroy_waves(registrations: list[Registration]) -> list[list[str]]:
+    """Resources in the order `pulumi destroy` deletes them: each after everything that waits on it."""
+    custom = {r.name: r for r in registrations if creates_something(r)}
+    dependents: dict[str, set[str]] = {name: set() for name in custom}
+    for name, r in custom.items():
+        for needed in depends_on(r):
+            if needed in dependents:
+                dependents[needed].add(name)
+    waves: list[list[str]] = []
+    gone: set[str] = set()
+    while dependents:
+        ready = sorted(name for name, users in dependents.items() if users <= gone)
+        waves.append(ready)
+        gone.update(ready)
+        for name in ready:
+            del dependents[name]
+    return waves
+
+
+def graph_document(registrations: list[Registration]) -> str:
+    """graph.txt: the create waves of `pulumi up` and the delete waves of `pulumi destroy`."""
+    lines = ["# pulumi up creates each wave once the waves above it exist"]
+    lines += [f"create {i}: {', '.join(wave)}" for i, wave in enumerate(create_waves(registrations), 1)]
+    lines += ["", "# pulumi destroy deletes each wave once the waves above it are gone"]
+    lines += [f"destroy {i}: {', '.join(wave)}" for i, wave in enumerate(destroy_waves(registrations), 1)]
+    return "\n".join(lines) + "\n"
 
 
 def kubernetes_objects(registrations: list[Registration]) -> list[dict[str, Any]]:
@@ -96,6 +171,7 @@ def summary(stack: str, run: ProgramRun, stack_dir: Path = PROJECT_ROOT) -> list
     lines += [f"  {count:3d}  {type_token}" for type_token, count in sorted(counts.items())]
     lines += ["TPU capacity:"] + [f"  {line}" for line in config.capacity_report().lines()]
     lines += ["TPU admission:"] + [f"  {line}" for line in run.outputs.get("admissionPlan", ["no slice workloads"])]
+    lines += ["Order (graph.txt):"] + [f"  {line}" for line in graph_document(run.registrations).splitlines() if line]
     return lines
 
 

@@ -9,7 +9,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.gcp.config import MaintenanceExclusionConfig, MaintenanceWindowConfig
+from components.gcp.config import GkeVersion, MaintenanceExclusionConfig, MaintenanceWindowConfig, version_floor_problem
 from components.resources import children_of
 
 # Least privilege for nodes: GKE's node role (logs, metrics, metadata) plus image pulls.
@@ -22,7 +22,7 @@ class ClusterArgs:
     project: str
     region: str
     name: str
-    version: str
+    version_floor: str  # the slicing's minimum, a full GKE version
     release_channel: str
     deletion_protection: bool
     slice_controller: bool
@@ -76,7 +76,11 @@ class Cluster(pulumi.ComponentResource):
             remove_default_node_pool=True,
             initial_node_count=1,
             release_channel={"channel": args.release_channel},
-            min_master_version=args.version,
+            # The minor alias, never a patch: a patch leaves the channel within weeks and the create
+            # would then fail. GKE starts the cluster at the newest patch of the minor the channel
+            # offers (checked against the floor below), and the provider only ever upgrades a
+            # master below it, so later previews leave the channel's auto-upgrades alone.
+            min_master_version=GkeVersion.parse(args.version_floor).minor_alias,
             deletion_protection=args.deletion_protection,
             datapath_provider="ADVANCED_DATAPATH",
             monitoring_config={
@@ -125,14 +129,22 @@ class Cluster(pulumi.ComponentResource):
         ).apply(lambda parts: build_kubeconfig(*parts))
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(kubeconfig)
         # Kubernetes objects wait for the system pool: their controllers need somewhere to run.
+        # The cluster's own identity, not its endpoint or CA: a control-plane IP or credential
+        # rotation changes the kubeconfig, and without a fixed identifier the provider (and with it
+        # every in-cluster object, Kueue's CRDs and queue state included) would be replaced.
+        self.cluster_identifier = cluster_identifier(args.project, args.region, args.name)
         self.provider = k8s.Provider(
             "gke",
             kubeconfig=self.kubeconfig,
+            cluster_identifier=self.cluster_identifier,
             enable_server_side_apply=True,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_pool]),
         )
 
         self.name = self.cluster.name
+        # GKE creates the project's identity pool with the first Workload Identity cluster: members
+        # built from this output make every binding wait for the cluster.
+        self.workload_pool: pulumi.Output[str] = self.cluster.workload_identity_config.apply(_workload_pool)
         self.endpoint = self.cluster.endpoint
         self.node_service_account_email = self.node_service_account.email
         self.get_credentials_command = self.cluster.name.apply(
@@ -140,7 +152,36 @@ class Cluster(pulumi.ComponentResource):
                 f"gcloud container clusters get-credentials {cluster} --region {args.region} --project {args.project}"
             )
         )
+        self._check_version_floor(args)
         self.register_outputs({"name": self.name, "endpoint": self.endpoint, "kubeconfig": self.kubeconfig})
+
+    def _check_version_floor(self, args: ClusterArgs) -> None:
+        """Warn at preview when the region offers no patch of the floor's minor at or above the floor."""
+        floor = GkeVersion.parse(args.version_floor)
+        offered = gcp.container.get_engine_versions_output(
+            location=args.region,
+            project=args.project,
+            version_prefix=f"{floor.minor_alias}.",
+            opts=pulumi.InvokeOptions(parent=self),
+        ).valid_master_versions
+
+        def warn(versions: list[str] | None) -> None:
+            if versions is None:  # not looked up (the offline render)
+                return
+            if problem := version_floor_problem(args.version_floor, list(versions)):
+                pulumi.log.warn(f"cluster.version: {problem}; set a floor GKE offers, or wait for the patch", self)
+
+        offered.apply(warn)
+
+
+def cluster_identifier(project: str, region: str, name: str) -> str:
+    return f"projects/{project}/locations/{region}/clusters/{name}"
+
+
+def _workload_pool(config: gcp.container.outputs.ClusterWorkloadIdentityConfig | None) -> str:
+    if config is None or not config.workload_pool:
+        raise ValueError("the cluster has no Workload Identity pool")
+    return config.workload_pool
 
 
 def _maintenance_policy(

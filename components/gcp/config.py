@@ -46,6 +46,34 @@ class GkeVersion:
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}.{self.patch}-gke.{self.gke}"
 
+    @property
+    def minor_alias(self) -> str:
+        """``1.36``: GKE's alias for the newest patch of this minor that the channel offers."""
+        return f"{self.major}.{self.minor}"
+
+
+def version_floor_problem(floor: str, offered: list[str]) -> str | None:
+    """Whether GKE offers a patch of the floor's minor at or above the floor; a reason or None.
+
+    ``offered`` is what the location offers for that minor (get_engine_versions with the minor as
+    prefix). A new cluster asks for the minor alias and gets the newest offered patch of it, so
+    it meets the floor exactly when one of them does.
+    """
+    wanted = GkeVersion.parse(floor)
+    versions = []
+    for text in offered:
+        try:
+            versions.append(GkeVersion.parse(text))
+        except ValueError:
+            continue  # not a full version (GKE also lists aliases); no patch to compare
+    if any(v >= wanted for v in versions):
+        return None
+    newest = max(versions, default=None)
+    return (
+        f"GKE offers no {wanted.minor_alias} version at or above the floor {wanted} here "
+        f"(newest offered: {newest or 'none'}): a new cluster would start below what its slicing needs"
+    )
+
 
 # --- Schema ----------------------------------------------------------------------------
 

@@ -54,6 +54,9 @@ class Network(pulumi.ComponentResource):
             opts=child,
         )
         # The regional internal Application Load Balancer behind gke-l7-rilb runs its Envoys here.
+        # GKE deletes a load balancer's endpoint groups after its Gateway or Service, and the
+        # provider does not retry a subnet or VPC delete they still hold: the load-balancer drain
+        # gate (components/platform/gates.py) waits for them, between these and their users.
         self.proxy_only_subnet = gcp.compute.Subnetwork(
             "proxy-only-subnet",
             project=args.project,

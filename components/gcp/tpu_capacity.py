@@ -12,6 +12,7 @@ from components.resources import children_of
 from components.tpu import topology
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+TPU_POOL_REPLACED_ON = ["nodeLocations", "nodeConfig.machineType"]
 # Bringing up and draining a reserved multi-host TPU slice takes far longer than the defaults.
 TPU_POOL_TIMEOUTS = pulumi.CustomTimeouts(create="90m", update="90m", delete="60m")
 
@@ -60,7 +61,17 @@ class TpuCapacity(pulumi.ComponentResource):
             )
 
         pool_opts = pulumi.ResourceOptions.merge(
-            child, pulumi.ResourceOptions(custom_timeouts=TPU_POOL_TIMEOUTS, protect=args.protect_pools)
+            child,
+            pulumi.ResourceOptions(
+                custom_timeouts=TPU_POOL_TIMEOUTS,
+                protect=args.protect_pools,
+                # GKE cannot move a multi-host TPU slice to another zone or machine type in place,
+                # so those are replacements too, like the provider's own (reservation, service
+                # account, scopes, placement policy name). The new pool needs the cube the old one
+                # holds in the reservation: the old one goes first.
+                replace_on_changes=TPU_POOL_REPLACED_ON,
+                delete_before_replace=True,
+            ),
         )
         self.pools = [
             gcp.container.NodePool(
@@ -88,9 +99,11 @@ class TpuCapacity(pulumi.ComponentResource):
 
     def _placement(self, pool: TpuPoolArgs) -> gcp.container.NodePoolPlacementPolicyArgsDict:
         if self.workload_policy is not None:
-            # The provider marks `type` required, but GKE stores none for tpu7x: any value
-            # would diff on every refresh and replace the pool, so it is sent empty.
-            return {"type": "", "policy_name": self.workload_policy.name}
+            # What GKE stores for a pool under a workload policy: the policy's name and the
+            # topology, and no type (vllm-project/ci-infra#547, #552). The provider requires
+            # `type`, so it goes empty; leaving out the topology would show a change on every
+            # preview that no update clears (the update has no placement step).
+            return {"type": "", "policy_name": self.workload_policy.name, "tpu_topology": pool.topology}
         return {"type": "COMPACT", "tpu_topology": pool.topology}
 
 

@@ -45,7 +45,9 @@ class SliceControllerConfig:
     image: str = setting("tpuongke/kueue-slice-controller", "Slice controller image repository.")
     tag: str = setting("v0.8.0-200", "Image tag.")
     digest: str = setting("", "Optional sha256 digest; when set the image is pulled by digest.")
-    replicas: int = setting(1, "Controller replicas.")
+    replicas: int = setting(
+        2, "Controller replicas: two, so one restart never blocks workload creates (its webhooks fail closed)."
+    )
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,11 @@ class PlatformConfig:
     )
     slice_controller: SliceControllerConfig = setting(
         SliceControllerConfig(), "Kueue slice controller, from the local chart manifests/charts/slice-controller."
+    )
+    drain_timeout_minutes: int = setting(
+        30,
+        "How long `pulumi destroy` waits for the Slices, admitted Workloads and load-balancer endpoint groups "
+        "of the stack to be gone before it deletes the TPU pools and the subnets.",
     )
 
 
@@ -148,6 +155,12 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
             "platform.sliceController.namespace",
             f"{slice_controller.namespace!r} is not a namespace name",
             "use a DNS-1123 label",
+        )
+    if platform.drain_timeout_minutes < 1:
+        problems.add(
+            "platform.drainTimeoutMinutes",
+            f"{platform.drain_timeout_minutes} minutes gives the slice controller no time to release the Slices",
+            "use 1 or more (30 by default)",
         )
     controller = platform.kueue_controller
     if controller.replicas < 1:
@@ -237,7 +250,7 @@ def kueue_input(queues: QueuesConfig, tpu: TpuConfig) -> KueueInput:
         cluster_queue_name=queues.cluster_queue_name,
         local_queue_name=queues.local_queue_name,
         namespaces=tuple(queues.namespaces),
-        levels=tuple(topology.kueue_topology_levels(tpu.shapes)),
+        levels=tuple(topology.kueue_topology_levels()),
         accelerator_label=tpu.machine.accelerator_label,
         quota=tuple(cluster_quota(tpu).items()),
         priority_classes=tuple((p.name, p.value) for _, p in queues.priority_classes.levels()),

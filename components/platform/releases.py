@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.manifests import load_documents
+from components.manifests import MANIFESTS, load_documents
 from components.platform.config import HelmChartConfig, KueueControllerConfig, SliceControllerConfig
 
 # Relative to the project folder, where Pulumi runs the program (keeps renders machine-independent).
@@ -27,6 +29,7 @@ class PlatformArgs:
     kueue_controller: KueueControllerConfig
     leader_worker_set: HelmChartConfig | None
     slice_controller: SliceControllerConfig | None
+    webhook_namespaces: list[str]  # the only namespaces the slice controller's webhooks see
 
 
 class ClusterPlatform(pulumi.ComponentResource):
@@ -43,8 +46,11 @@ class ClusterPlatform(pulumi.ComponentResource):
             self.slice_controller = self._release(
                 "slice-controller",
                 HelmChartConfig(SLICE_CONTROLLER_CHART, _chart_version(), args.slice_controller.namespace),
-                slice_controller_values(args.slice_controller),
+                slice_controller_values(args.slice_controller, args.webhook_namespaces),
                 depends_on=[r for r in (self.jobset, self.kueue, self.leader_worker_set) if r is not None],
+                # A Release of a local chart is diffed by its inputs only: the digest of the chart's
+                # files makes a change to any template a change of the release, bumped or not.
+                description=f"chart files sha256:{chart_digest(MANIFESTS.parent / SLICE_CONTROLLER_CHART)}",
             )
         self.register_outputs({"releaseVersions": self.release_versions})
 
@@ -54,6 +60,7 @@ class ClusterPlatform(pulumi.ComponentResource):
         chart: HelmChartConfig,
         values: dict[str, Any],
         depends_on: list[pulumi.Resource] | None = None,
+        description: str | None = None,
     ) -> k8s.helm.v3.Release:
         release = helm_release(
             release_name,
@@ -62,6 +69,7 @@ class ClusterPlatform(pulumi.ComponentResource):
             values,
             pulumi.ResourceOptions(parent=self, provider=self._provider, depends_on=depends_on),
             create_namespace=True,
+            description=description,
         )
         self.release_versions[release_name] = chart.version
         return release
@@ -74,6 +82,7 @@ def helm_release(
     values: dict[str, Any],
     opts: pulumi.ResourceOptions,
     create_namespace: bool = False,
+    description: str | None = None,
 ) -> k8s.helm.v3.Release:
     """A pinned release that Helm rolls back on failure and waits for until its workloads are ready."""
     return k8s.helm.v3.Release(
@@ -87,6 +96,7 @@ def helm_release(
         atomic=True,
         cleanup_on_fail=True,
         timeout=RELEASE_TIMEOUT_SECONDS,
+        description=description,
         opts=opts,
     )
 
@@ -108,15 +118,24 @@ def kueue_values(controller: KueueControllerConfig) -> dict[str, Any]:
     }
 
 
+def chart_digest(root: Path) -> str:
+    """sha256 of every file of a local chart directory, their names included."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def _chart_version() -> str:
     (chart,) = load_documents("charts/slice-controller/Chart.yaml")
     return str(chart["version"])
 
 
-def slice_controller_values(controller: SliceControllerConfig) -> dict[str, Any]:
+def slice_controller_values(controller: SliceControllerConfig, webhook_namespaces: list[str]) -> dict[str, Any]:
     return {
         # Helm creates the namespace (create_namespace); the chart must not own it as well.
         "createNamespace": False,
         "replicas": controller.replicas,
+        "webhookNamespaces": list(webhook_namespaces),
         "image": {"repository": controller.image, "tag": controller.tag, "digest": controller.digest},
     }

@@ -192,15 +192,15 @@ def min_gke_version(shapes: list[Shape]) -> str | None:
     return None
 
 
-def kueue_topology_levels(shapes: list[Shape]) -> list[str]:
-    """Kueue Topology levels for the shapes in use, coarsest first.
+def kueue_topology_levels() -> list[str]:
+    """Kueue Topology levels, coarsest first: block, every partition from the cube down to the
+    smallest sub-slice, hostname (the reference's seven levels).
 
-    Block, then each partition label from the cube down to the smallest sub-slice in use,
-    then the hostname. Kueue places a slice at the level whose domain matches its shape, so
-    every partition level between the cube and the smallest shape must be present.
+    Always all of them, whatever tpu.sliceShapes lists: Kueue places a slice at the level whose
+    domain matches its shape, and a Topology's levels are immutable (CEL ``self == oldSelf``), so
+    a level set that followed the shapes would refuse the next `up` that adds a smaller shape.
     """
-    smallest_chips = min((s.chips for s in shapes if is_sub_slice(s)), default=CUBE.chips)
-    partitions = [CUBE] + [s for s in reversed(SUB_SLICE_SHAPES) if s.chips >= smallest_chips]
+    partitions = [CUBE, *reversed(SUB_SLICE_SHAPES)]
     return [BLOCK_LABEL, *(partition_label(s) for s in partitions), HOSTNAME_LABEL]
 
 

@@ -9,7 +9,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.resources import REPLACE_ON_SPEC_CHANGE, children_of, custom_resource
+from components.resources import REPLACE_ON_SPEC_CHANGE, children_of, custom_resource, private_bucket
 from components.workloads.saxml.objects import SaxmlObjects
 
 WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
@@ -20,13 +20,16 @@ class SaxmlArgs:
     project: str
     region: str
     bucket_name: str
-    protect_bucket: bool
+    keep_bucket_on_destroy: bool
+    workload_pool: pulumi.Input[str]  # the cluster's: the binding to it waits for the cluster
     google_service_account_id: str
     namespace: str
     service_account_name: str
     objects: SaxmlObjects
     provider: k8s.Provider
     jobset_release: pulumi.Resource  # serves the JobSet CRD and webhook
+    tpu_ready: list[pulumi.Resource]  # the TPU drain gate: the model servers go before the pools
+    load_balancer_ready: list[pulumi.Resource]  # the load-balancer drain gate: the Service goes before the subnets
 
 
 class SaxmlCell(pulumi.ComponentResource):
@@ -55,7 +58,7 @@ class SaxmlCell(pulumi.ComponentResource):
             args.objects.model_server_jobset,
             pulumi.ResourceOptions.merge(
                 pulumi.ResourceOptions.merge(
-                    with_identity, pulumi.ResourceOptions(depends_on=[args.jobset_release, admin])
+                    with_identity, pulumi.ResourceOptions(depends_on=[args.jobset_release, admin, *args.tpu_ready])
                 ),
                 REPLACE_ON_SPEC_CHANGE,
             ),
@@ -69,23 +72,23 @@ class SaxmlCell(pulumi.ComponentResource):
             "http-load-balancer",
             metadata=args.objects.http_service["metadata"],
             spec=args.objects.http_service["spec"],
-            opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[http])),
+            opts=pulumi.ResourceOptions.merge(
+                in_namespace, pulumi.ResourceOptions(depends_on=[http, *args.load_balancer_ready])
+            ),
         )
         self.http_address = service.status.apply(_load_balancer_address)
         self.register_outputs({"bucketName": self.bucket_name, "httpAddress": self.http_address})
 
     def _cloud_identity(self, args: SaxmlArgs, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
         """State bucket and a Google service account that may use objects in it, and nothing else."""
-        bucket = gcp.storage.Bucket(
+        bucket = private_bucket(
             "admin-state",
-            name=args.bucket_name,
+            bucket_name=args.bucket_name,
             project=args.project,
-            location=args.region.upper(),
-            uniform_bucket_level_access=True,
-            public_access_prevention="enforced",
-            versioning={"enabled": True},
-            force_destroy=False,
-            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=args.protect_bucket)),
+            region=args.region,
+            keep_on_destroy=args.keep_bucket_on_destroy,
+            versioning=True,
+            opts=opts,
         )
         self.bucket_name = bucket.name
         account = gcp.serviceaccount.Account(
@@ -108,7 +111,9 @@ class SaxmlCell(pulumi.ComponentResource):
             "sax-ksa-workload-identity",
             service_account_id=account.name,
             role="roles/iam.workloadIdentityUser",
-            member=f"serviceAccount:{args.project}.svc.id.goog[{args.namespace}/{args.service_account_name}]",
+            member=pulumi.Output.from_input(args.workload_pool).apply(
+                lambda pool: f"serviceAccount:{pool}[{args.namespace}/{args.service_account_name}]"
+            ),
             opts=opts,
         )
         return [object_user, workload_identity]

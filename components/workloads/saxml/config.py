@@ -46,8 +46,10 @@ class SaxmlConfig:
     enabled: bool = setting(False, "Deploy a Saxml cell on the TPU v5e pools (one model server per pool).")
     namespace: str = setting("sax", "Namespace of the Saxml workloads.")
     bucket_name: str = setting("", "Bucket of the admin server's state; empty means `<project>-sax-admin`.")
-    protect_bucket: bool = setting(
-        True, "Mark the bucket `protect`, so `pulumi destroy` cannot delete the cell's state."
+    keep_bucket_on_destroy: bool = setting(
+        True,
+        "`pulumi destroy` (or saxml.enabled false) leaves the bucket and the cell's state in the project; "
+        "false deletes the bucket with everything in it.",
     )
     service_account_name: str = setting("sax-sa", "Kubernetes service account of the Saxml pods.")
     google_service_account_id: str = setting(

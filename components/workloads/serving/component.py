@@ -14,7 +14,7 @@ import pulumi_kubernetes as k8s
 
 from components.platform.config import HelmChartConfig
 from components.platform.releases import helm_release
-from components.resources import children_of, custom_resource
+from components.resources import children_of, custom_resource, private_bucket
 from components.workloads.serving import objects as serving_objects
 from components.workloads.serving.config import ServingConfig, served_model_name
 from components.workloads.serving.objects import ServingObjects
@@ -32,15 +32,18 @@ class ServingArgs:
     region: str
     bucket_name: str
     create_bucket: bool
-    protect_bucket: bool
+    keep_bucket_on_destroy: bool
+    workload_pool: pulumi.Input[str]  # the cluster's: bindings to it wait for the cluster
     namespace: str
     hf_token: str  # empty: no Secret
     router: HelmChartConfig  # chart, pinned version, and the serving namespace
     inference_pool_crds_version: str | None  # None: GKE manages the CRDs
     objects: ServingObjects
     provider: k8s.Provider
-    namespace_ready: list[pulumi.Resource]  # the namespace and its LocalQueue
-    platform_ready: list[pulumi.Resource]  # LWS and slice-controller releases
+    namespace_ready: list[pulumi.Resource]  # the namespace: all that the account, Secret and Gateway need
+    queue_ready: list[pulumi.Resource]  # its LocalQueue: the LeaderWorkerSets are admitted through it
+    platform_ready: list[pulumi.Resource]  # LWS and slice-controller releases, the TPU gates
+    network_ready: list[pulumi.Resource]  # the proxy-only subnet and the load-balancer drain gate
 
 
 class ModelServing(pulumi.ComponentResource):
@@ -62,7 +65,13 @@ class ModelServing(pulumi.ComponentResource):
                 )
             )
         gateway_ready = self._gateway_and_router(args, on_cluster)
-        ready = pulumi.ResourceOptions(depends_on=[*args.namespace_ready, *args.platform_ready, *prerequisites])
+        ready = pulumi.ResourceOptions(
+            depends_on=[*args.namespace_ready, *args.queue_ready, *args.platform_ready, *prerequisites],
+            # Kueue refuses these changes in place; the replacement keeps the name, so the old one
+            # goes first (each group reloads the model: see the README, "What a change does").
+            replace_on_changes=serving_objects.REPLACED_ON,
+            delete_before_replace=True,
+        )
         for lws in args.objects.leaderworkersets:
             custom_resource(lws["metadata"]["name"], lws, pulumi.ResourceOptions.merge(on_cluster, ready))
         self.gateway_address = gateway_ready.status.apply(_gateway_address)
@@ -73,24 +82,22 @@ class ModelServing(pulumi.ComponentResource):
         depends_on: list[pulumi.Resource] = []
         if args.create_bucket:
             depends_on.append(
-                gcp.storage.Bucket(
+                private_bucket(
                     "weights",
-                    name=args.bucket_name,
+                    bucket_name=args.bucket_name,
                     project=args.project,
-                    location=args.region.upper(),
-                    uniform_bucket_level_access=True,
-                    public_access_prevention="enforced",
-                    force_destroy=False,
-                    opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=args.protect_bucket)),
+                    region=args.region,
+                    keep_on_destroy=args.keep_bucket_on_destroy,
+                    versioning=False,
+                    opts=opts,
                 )
             )
         project_number = gcp.organizations.get_project_output(
             project_id=args.project, opts=pulumi.InvokeOptions(parent=self)
         ).number
-        principal = project_number.apply(
-            lambda number: serving_objects.workload_identity_principal(
-                args.project, number, args.namespace, args.objects.service_account["metadata"]["name"]
-            )
+        account = args.objects.service_account["metadata"]["name"]
+        principal = pulumi.Output.all(project_number, args.workload_pool).apply(
+            lambda values: serving_objects.workload_identity_principal(values[1], values[0], args.namespace, account)
         )
         return [
             gcp.storage.BucketIAMMember(
@@ -114,15 +121,16 @@ class ModelServing(pulumi.ComponentResource):
                 )
             )
         # pulumi.com/waitFor on the Gateway: `up` waits until GKE has programmed the load balancer.
-        gateway = _Gateway("inference-gateway", args.objects.gateway, on_cluster)
+        # The regional internal load balancer runs its proxies in the proxy-only subnet: the Gateway
+        # is created after it and deleted (with its endpoint groups, through the gate) before it.
+        on_network = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=args.network_ready))
+        gateway = _Gateway("inference-gateway", args.objects.gateway, on_network)
         helm_release(
             "router",
             serving_objects.ROUTER_RELEASE_NAME,
             args.router,
             args.objects.router_values,
-            pulumi.ResourceOptions.merge(
-                on_cluster, pulumi.ResourceOptions(depends_on=[*args.namespace_ready, gateway, *router_after])
-            ),
+            pulumi.ResourceOptions.merge(on_network, pulumi.ResourceOptions(depends_on=[gateway, *router_after])),
         )
         return gateway
 

@@ -45,7 +45,11 @@ class ServingModelConfig:
 class WeightsBucketConfig:
     name: str = setting("", "Bucket of the weights and the XLA cache; empty means `<project>-llm-weights`.")
     create: bool = setting(True, "Create the bucket (false: use an existing one, which must hold the weights).")
-    protect: bool = setting(True, "Mark a created bucket `protect`, so `pulumi destroy` cannot delete the weights.")
+    keep_on_destroy: bool = setting(
+        True,
+        "`pulumi destroy` (or serving.enabled false) leaves a created bucket and the weights in the project; "
+        "false deletes the bucket with everything in it.",
+    )
 
 
 @dataclass(frozen=True)

@@ -76,17 +76,40 @@ SKIP_TPU_WEBHOOK_ANNOTATION = "cloud.google.com/skip-tpu-webhook-check"
 WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
 WAIT_FOR_PROGRAMMED = "condition=Programmed"
 
+# What Kueue's LeaderWorkerSet webhook refuses to change on a queue-managed LWS (v0.17.4: the
+# queue-name label, and the pod "shape": requests, ports, node selection, tolerations and the
+# like), and the group size: a change to any of these must replace the LWS, reloading the model.
+_POD_SHAPE = (
+    "containers[*].resources",
+    "containers[*].ports",
+    "initContainers",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "runtimeClassName",
+    "topologySpreadConstraints",
+)
+REPLACED_ON = [
+    "metadata.labels",
+    "spec.leaderWorkerTemplate.size",
+    *(
+        f"spec.leaderWorkerTemplate.{kind}.spec.{path}"
+        for kind in ("leaderTemplate", "workerTemplate")
+        for path in _POD_SHAPE
+    ),
+]
+
 # Secrets and the router release.
 HF_TOKEN_SECRET_NAME = "llm-d-hf-token"  # the stack creates it only when serving.hfToken is set
 HF_TOKEN_SECRET_KEY = "HF_TOKEN"
 ROUTER_RELEASE_NAME = GUIDE  # names the InferencePool (and <release>-epp)
 
 
-def workload_identity_principal(project_id: str, project_number: str, namespace: str, service_account: str) -> str:
-    """IAM principal of a Kubernetes service account (Workload Identity Federation for GKE)."""
+def workload_identity_principal(pool: str, project_number: str, namespace: str, service_account: str) -> str:
+    """IAM principal of a Kubernetes service account in the cluster's workload pool (``PROJECT.svc.id.goog``)."""
     return (
         f"principal://iam.googleapis.com/projects/{project_number}/locations/global/workloadIdentityPools/"
-        f"{project_id}.svc.id.goog/subject/ns/{namespace}/sa/{service_account}"
+        f"{pool}/subject/ns/{namespace}/sa/{service_account}"
     )
 
 

@@ -1,0 +1,248 @@
+"""The whole life of each resource, read off the recorded dependency graph and lifecycle options.
+
+What `pulumi up` waits for when it creates a resource, what a change replaces, and what must be
+gone before `pulumi destroy` deletes it: each property here is a deploy-day failure if it breaks
+(the first `up` on an empty project, a changed `up`, a destroy that never finishes).
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pytest
+
+from tests.conftest import run_stack
+from tools.mock_engine import ProgramRun, Registration
+from tools.render import create_waves, creates_something, depends_on, destroy_waves
+
+STACKS = ["dev", "saxml"]
+TPU_POOL = "gcp:container/nodePool:NodePool"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+GATE = "tpu-drain-gate"
+NETWORK_GATE = "load-balancer-drain-gate"
+TPU_WORKLOAD_KINDS = ("JobSet", "LeaderWorkerSet")
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, ProgramRun]:
+    return {stack: run_stack(stack=stack) for stack in STACKS}
+
+
+def graph(run: ProgramRun, without: frozenset[str] = frozenset()) -> dict[str, set[str]]:
+    return {
+        r.name: {d for d in depends_on(r) if d not in without}
+        for r in run.registrations
+        if creates_something(r) and r.name not in without
+    }
+
+
+def closure(run: ProgramRun, name: str, without: frozenset[str] = frozenset()) -> set[str]:
+    """Everything ``name`` waits for, directly or through others."""
+    edges, seen, todo = graph(run, without), set(), [name]
+    while todo:
+        for needed in edges.get(todo.pop(), ()):
+            if needed not in seen:
+                seen.add(needed)
+                todo.append(needed)
+    return seen
+
+
+def tpu_pools(run: ProgramRun) -> list[str]:
+    return [r.name for r in run.of_type(TPU_POOL) if r.name != "system-pool"]
+
+
+def tpu_workloads(run: ProgramRun) -> list[Registration]:
+    return [r for r in run.registrations if r.type.split(":")[-1] in TPU_WORKLOAD_KINDS]
+
+
+def kubernetes_objects(run: ProgramRun) -> list[Registration]:
+    return [r for r in run.registrations if r.type.startswith("kubernetes:") and creates_something(r)]
+
+
+# --- First `pulumi up` ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_workload_identity_bindings_wait_for_the_cluster(runs, stack):
+    """GKE creates the PROJECT.svc.id.goog pool with the first WI cluster: a binding before it fails."""
+    run = runs[stack]
+    bindings = [
+        r.name
+        for r in run.registrations
+        if r.type.startswith(("gcp:storage/bucketIAMMember", "gcp:serviceaccount/iAMMember"))
+        and "svc.id.goog" in str(r.inputs.get("member", ""))
+    ]
+    assert bindings, "the stack grants nothing to a Kubernetes service account"
+    for name in bindings:
+        assert "gke-cluster" in closure(run, name), f"{name} does not wait for the cluster"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_kubernetes_provider_has_a_stable_cluster_identifier(runs, stack):
+    (provider,) = runs[stack].of_type("pulumi:providers:kubernetes")
+    config = runs[stack].raw_outputs["clusterName"]
+    assert provider.input("clusterIdentifier").endswith(f"/clusters/{config}")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_helm_release_or_kubernetes_object_waits_on_a_tpu_pool_but_through_the_gate(runs, stack):
+    """The critical path of `up` stays APIs -> network -> cluster -> pools; the platform never waits on TPUs."""
+    run = runs[stack]
+    pools = set(tpu_pools(run))
+    for r in kubernetes_objects(run):
+        reached = closure(run, r.name, without=frozenset({GATE})) & pools
+        assert not reached, f"{r.name} waits on {sorted(reached)} other than through {GATE}"
+    for release in run.of_type(RELEASE):
+        assert not closure(run, release.name) & pools, f"release {release.name} waits on a TPU pool"
+
+
+# --- `pulumi destroy` -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_tpu_workload_is_deleted_before_the_gate_and_the_gate_before_the_pools(runs, stack):
+    run = runs[stack]
+    gate_needs = closure(run, GATE)
+    for pool in tpu_pools(run):
+        assert pool in gate_needs, f"{GATE} does not hold {pool} until the slices are gone"
+    if stack == "dev":
+        assert "slice-controller" in gate_needs, "the slice controller must outlive the Slices it finalizes"
+    workloads = tpu_workloads(run)
+    assert workloads
+    for workload in workloads:
+        assert GATE in closure(run, workload.name), f"{workload.name} is not deleted before {GATE}"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_destroy_order_puts_workloads_then_gate_then_pools(runs, stack):
+    run = runs[stack]
+    wave = {name: i for i, names in enumerate(destroy_waves(run.registrations)) for name in names}
+    for workload in tpu_workloads(run):
+        assert wave[workload.name] < wave[GATE]
+    for pool in tpu_pools(run):
+        assert wave[GATE] < wave[pool]
+
+
+def test_the_gateway_waits_for_the_proxy_only_subnet(runs):
+    run = runs["dev"]
+    assert "proxy-only-subnet" in closure(run, "inference-gateway")
+    assert NETWORK_GATE in closure(run, "inference-gateway")
+    assert "proxy-only-subnet" in closure(run, NETWORK_GATE)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_load_balancer_consumers_are_deleted_before_their_network(runs, stack):
+    run = runs[stack]
+    consumers = [r.name for r in run.registrations if r.name in ("inference-gateway", "router", "http-load-balancer")]
+    assert consumers
+    for name in consumers:
+        assert NETWORK_GATE in closure(run, name), f"{name} is not deleted before the network drain gate"
+    for subnet in ("node-subnet", "proxy-only-subnet"):
+        if any(r.name == subnet for r in run.registrations):
+            assert subnet in closure(run, NETWORK_GATE)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_bucket_blocks_destroy(runs, stack):
+    for bucket in runs[stack].of_type("gcp:storage/bucket:Bucket"):
+        assert not bucket.options.get("protect"), f"bucket {bucket.name} is protected: destroy would fail"
+        assert bucket.options.get("retainOnDelete"), f"bucket {bucket.name} would be deleted with its data"
+
+
+# --- A changed `up` -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_graph_is_acyclic_and_names_are_unique(runs, stack):
+    run = runs[stack]
+    names = [r.name for r in run.registrations]
+    assert len(names) == len(set(names)), "two resources share a name: the graph would be ambiguous"
+    assert sum(len(w) for w in create_waves(run.registrations)) == len(
+        [r for r in run.registrations if creates_something(r)]
+    )
+
+
+# --- What the preview says of a changed `up` ------------------------------------------------
+
+
+def previous_of(run: ProgramRun) -> dict:
+    """The outputs a real engine would hand the next preview of this stack."""
+    return {"lifecycle": run.raw_outputs["lifecycle"]}
+
+
+def test_an_unchanged_stack_warns_of_nothing(runs):
+    again = run_stack(previous_outputs=previous_of(runs["dev"]))
+    assert not [w for w in again.warnings if "REPLACED" in w]
+
+
+def test_renaming_a_pool_is_refused_before_anything_changes(runs):
+    """The new pool would ask the reservation for the cube the old one still holds."""
+    renamed = [{"name": "tpu7-pool-1", "nodeCount": 16}, {"name": "tpu7-pool-b", "nodeCount": 16}]
+    with pytest.raises(pulumi.RunError) as raised:
+        run_stack({"tpu.pools": renamed}, previous_outputs=previous_of(runs["dev"]))
+    message = str(raised.value)
+    assert "tpu.pools: pool(s) tpu7-pool-2 leave and tpu7-pool-b arrive in one `up`" in message
+    assert "remove the old pools in one `pulumi up`, then add the new ones in the next" in message
+
+
+def test_removing_or_adding_a_pool_alone_is_not_refused(runs):
+    run_stack(
+        {
+            "tpu.pools": [{"name": "tpu7-pool-1", "nodeCount": 16}],
+            "checks.superslicing.enabled": False,
+            "tpu.sliceShapes": ["2x2x2"],
+            "serving.prefill.replicas": 2,
+            "serving.decode.replicas": 2,
+            "checks.subslicing.slices": 2,
+        },
+        previous_outputs=previous_of(runs["dev"]),
+    )
+
+
+@pytest.mark.parametrize(
+    "override, fragment",
+    [
+        (
+            {"tpu.reservation": {"name": "other-reservation", "block": "block-0"}},
+            "TPU pool tpu7-pool-1 will be REPLACED",
+        ),
+        ({"tpu.workloadPolicyName": "other-policy"}, "placementPolicy 'superslice-policy' -> 'other-policy'"),
+        ({"tpu.zone": "us-central1-ai2b"}, "zone 'us-central1-ai1a' -> 'us-central1-ai2b'"),
+        ({"cluster.nodeServiceAccountId": "other-nodes"}, "the GKE cluster qwen-serving-cluster will be REPLACED"),
+        ({"network.prefix": "other"}, "network 'qwen-serving-main' -> 'other-main'"),
+    ],
+)
+def test_a_replacement_is_announced_loudly(runs, override, fragment):
+    run = run_stack(override, previous_outputs=previous_of(runs["dev"]))
+    assert any(fragment in w for w in run.warnings), run.warnings
+
+
+@pytest.mark.parametrize("key", ["topologyName", "resourceFlavorName"])
+def test_renaming_a_kueue_object_in_use_is_refused(runs, key):
+    with pytest.raises(pulumi.RunError) as raised:
+        run_stack({f"queues.{key}": "renamed"}, previous_outputs=previous_of(runs["dev"]))
+    assert f"queues.{key}:" in str(raised.value) and "keep" in str(raised.value)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_pods_of_workload_identity_accounts_run_on_the_pod_network(runs, stack):
+    """GKE gives hostNetwork pods no Workload Identity: they would reach GCS as the node's account."""
+    from tools.render import kubernetes_objects as objects_of
+
+    def pod_specs(node):
+        if isinstance(node, dict):
+            if "containers" in node and isinstance(node.get("containers"), list):
+                yield node
+            for value in node.values():
+                yield from pod_specs(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from pod_specs(value)
+
+    bound = {"sax-sa", "model-server"}
+    checked = 0
+    for obj in objects_of(runs[stack].registrations):
+        for spec in pod_specs(obj.get("spec", {})):
+            if spec.get("serviceAccountName") in bound:
+                checked += 1
+                assert not spec.get("hostNetwork"), f"{obj['kind']} {obj['metadata']['name']} runs on the host network"
+    assert checked
