@@ -246,3 +246,13 @@ def test_pods_of_workload_identity_accounts_run_on_the_pod_network(runs, stack):
                 checked += 1
                 assert not spec.get("hostNetwork"), f"{obj['kind']} {obj['metadata']['name']} runs on the host network"
     assert checked
+
+
+def test_tpu_workloads_wait_until_the_slice_controller_webhook_serves(runs):
+    """Its webhooks fail closed: a JobSet or LWS created before they serve is refused."""
+    run = runs["dev"]
+    gate = run.one("pulumi-python:dynamic/tpu-gke:ReadyGate", "slice-controller-webhook")
+    assert "slice-controller" in gate.dependencies
+    assert gate.input("webhook_configuration") == "slice-controller-mutating-webhook-configuration"
+    for workload in tpu_workloads(run):
+        assert "slice-controller-webhook" in closure(run, workload.name), workload.name
