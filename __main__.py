@@ -4,7 +4,7 @@ import pulumi
 
 from components import stack as stack_config
 from components import wiring
-from components.gcp import Cluster, Network, ProjectServices, TpuCapacity
+from components.gcp import Cluster, ExistingCluster, Network, ProjectServices, TpuCapacity
 from components.platform import ClusterGates, ClusterPlatform, KueueQueues
 from components.resources import previous_outputs
 from components.workloads import ModelServing, SaxmlCell, SliceChecks, serving_endpoint
@@ -18,12 +18,17 @@ config = stack.config
 lifecycle = stack_config.lifecycle_facts(config)
 previous_outputs().apply(lambda outputs: wiring.announce_changes(outputs.get(stack_config.LIFECYCLE_OUTPUT), lifecycle))
 
-# 2. Google Cloud layer.
-services = ProjectServices("project-services", wiring.project_services_args(stack))
-after_apis = wiring.after(services)
-network = Network("network", wiring.network_args(stack), opts=after_apis)
-cluster = Cluster("cluster", wiring.cluster_args(stack, network), opts=after_apis)
-tpu = TpuCapacity("tpu-capacity", wiring.tpu_capacity_args(stack, cluster), opts=after_apis)
+# 2. Google Cloud layer, or the cluster made elsewhere that the Kubernetes layer goes onto.
+network = tpu = after_apis = None
+cluster: wiring.Target
+if config.cluster.existing.enabled:
+    cluster = ExistingCluster("cluster", wiring.existing_cluster_args(stack))
+else:
+    services = ProjectServices("project-services", wiring.project_services_args(stack))
+    after_apis = wiring.after(services)
+    network = Network("network", wiring.network_args(stack), opts=after_apis)
+    cluster = Cluster("cluster", wiring.cluster_args(stack, network), opts=after_apis)
+    tpu = TpuCapacity("tpu-capacity", wiring.tpu_capacity_args(stack, cluster), opts=after_apis)
 
 # 3. Cluster platform: controllers by Helm; the gates between the layers (what workloads wait
 #    for, and what `pulumi destroy` waits to be gone before the TPU pools and the subnets go);
@@ -51,19 +56,21 @@ if stack.saxml is not None:
 # 5. Stack outputs.
 pulumi.export("project", config.project)
 pulumi.export("region", config.region)
-pulumi.export("networkName", network.network_name)
-pulumi.export("nodeSubnetName", network.node_subnet_name)
-pulumi.export("proxyOnlySubnetName", network.proxy_only_subnet_name)
+if network is not None:
+    pulumi.export("networkName", network.network_name)
+    pulumi.export("nodeSubnetName", network.node_subnet_name)
+    pulumi.export("proxyOnlySubnetName", network.proxy_only_subnet_name)
 pulumi.export("clusterName", cluster.name)
 pulumi.export("clusterEndpoint", cluster.endpoint)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("getCredentialsCommand", cluster.get_credentials_command)
-pulumi.export("tpuPoolNames", tpu.pool_names)
+pulumi.export("tpuPoolNames", tpu.pool_names if tpu else [pool.name for pool in config.tpu.pools])
 pulumi.export("tpuChips", config.tpu.total_chips)
 pulumi.export("helmReleases", platform.release_versions)
 pulumi.export(stack_config.LIFECYCLE_OUTPUT, lifecycle)
 if queues is not None:
-    pulumi.export("workloadPolicyName", tpu.workload_policy_name)
+    if tpu is not None:
+        pulumi.export("workloadPolicyName", tpu.workload_policy_name)
     pulumi.export("workloadNamespaces", list(config.queues.namespaces))
     pulumi.export("clusterQueueName", config.queues.cluster_queue_name)
     pulumi.export("localQueueName", config.queues.local_queue_name)

@@ -235,29 +235,74 @@ def image_pin_problem(image: str) -> str | None:
     return None
 
 
+def secrets_in_plain_text(config: Any, secret_blocks: set[str], prefix: str = "") -> list[Problem]:
+    """Settings documented as secret that hold a value outside a secret config key.
+
+    Pulumi keeps secrecy per top-level key: ``pulumi config set --secret --path serving.hfToken``
+    encrypts the value and marks the whole ``serving`` key secret, and the engine tells the
+    program which keys are. A value typed into the stack file in plain text is neither.
+    """
+    problems = []
+    for f in dataclasses.fields(config):
+        key = join(prefix, camel(f.name))
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            problems += secrets_in_plain_text(value, secret_blocks, key)
+        elif f.metadata.get("secret") and value and key.split(".")[0] not in secret_blocks:
+            problems.append(
+                Problem(
+                    key,
+                    "is in plain text in the stack file, where everyone who can read the repository sees it",
+                    f"set it with `pulumi config set --secret --path {key} <value>` (it is then stored encrypted)",
+                )
+            )
+    return problems
+
+
 # --- Documentation ---------------------------------------------------------------------
 
 
-def documented_settings(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(key, default, description) for every setting of ``cls``, in schema order, for the README table."""
+REQUIRED = "(required)"
+REQUIRED_IN_ITEM = "(required in each item)"
+REQUIRED_IF_SET = "(required when set)"
+
+
+def documented_settings(
+    cls: type, prefix: str = "", defaults: Any = None, required: str = REQUIRED
+) -> list[tuple[str, str, str]]:
+    """(key, default, description) for every setting of ``cls``, in schema order, for the README table.
+
+    A field without a default of its own shows its parent's default for it (``checks.subslicing.name``
+    is ``subslice-check``: a partial object keeps the keys it leaves out). Only a field no default
+    covers shows ``required``: ``(required)`` at the top, ``(required in each item)`` inside a
+    list's items, ``(required when set)`` inside an optional object.
+    """
     rows = []
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         key = join(prefix, camel(f.name))
         tp = hints[f.name]
-        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-            rows.extend(documented_settings(tp, key))
-            continue
-        if f.default is not dataclasses.MISSING:
+        if defaults is not None:
+            default = getattr(defaults, f.name)
+        elif f.default is not dataclasses.MISSING:
             default = f.default
         elif f.default_factory is not dataclasses.MISSING:
             default = f.default_factory()
         else:
-            default = "(required)"
-        rows.append((key, _render_default(default), f.metadata["doc"]))
+            default = dataclasses.MISSING
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            rows.extend(documented_settings(tp, key, None if default is dataclasses.MISSING else default, required))
+            continue
+        shown = required if default is dataclasses.MISSING else _render_default(default)
+        rows.append((key, shown, f.metadata["doc"]))
         nested = next((a for a in typing.get_args(tp) if isinstance(a, type) and dataclasses.is_dataclass(a)), None)
         if nested is not None:
-            rows.extend(documented_settings(nested, key + ("[]" if typing.get_origin(tp) is list else "")))
+            in_list = typing.get_origin(tp) is list
+            rows.extend(
+                documented_settings(
+                    nested, key + ("[]" if in_list else ""), None, REQUIRED_IN_ITEM if in_list else REQUIRED_IF_SET
+                )
+            )
     return rows
 
 

@@ -13,12 +13,23 @@ import dataclasses
 import json
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pulumi
+
 from components import naming
-from components.config_base import NAMESPACE, ConfigError, Problem, Problems, camel, parse_object, setting
+from components.config_base import (
+    NAMESPACE,
+    ConfigError,
+    Problem,
+    Problems,
+    camel,
+    parse_object,
+    secrets_in_plain_text,
+    setting,
+)
 from components.gcp import config as gcp_config
 from components.platform import config as platform_config
 from components.platform.kueue_objects import KueueObjects, kueue_objects
@@ -92,10 +103,16 @@ class Stack:
 # --- Parsing, validation and the build ---------------------------------------------------
 
 
-def load(raw: Mapping[str, Any]) -> Stack:
-    """Parse, validate and build a mapping of top-level key -> value (objects already decoded)."""
+def load(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None) -> Stack:
+    """Parse, validate and build a mapping of top-level key -> value (objects already decoded).
+
+    ``secret_keys``: the top-level keys the engine holds as secrets; when given, a secret setting
+    outside them (typed into the stack file in plain text) is refused.
+    """
     problems = Problems()
     config = parse_object(StackConfig, raw, "", problems)
+    if secret_keys is not None and not problems.items:
+        problems.items += secrets_in_plain_text(config, set(secret_keys))
     _validate(config, problems)
     if problems.items:
         raise ConfigError(problems.items)
@@ -111,8 +128,9 @@ def parse(raw: Mapping[str, Any]) -> StackConfig:
     return load(raw).config
 
 
-def load_pulumi_values(values: Mapping[str, str]) -> Stack:
-    """Load config as Pulumi hands it over: ``<namespace>:<key>`` -> string (JSON for objects)."""
+def load_pulumi_values(values: Mapping[str, str], secret_keys: Iterable[str] = ()) -> Stack:
+    """Load config as Pulumi hands it over: ``<namespace>:<key>`` -> string (JSON for objects),
+    with the full names of the keys the engine holds as secrets."""
     prefix = f"{NAMESPACE}:"
     raw: dict[str, Any] = {}
     hints = typing.get_type_hints(StackConfig)
@@ -132,8 +150,9 @@ def load_pulumi_values(values: Mapping[str, str]) -> Stack:
                 continue
         else:
             raw[key] = text
+    secret = {key[len(prefix) :] for key in secret_keys if key.startswith(prefix)}
     try:
-        stack = load(raw)
+        stack = load(raw, secret)
     except ConfigError as error:
         raise ConfigError(bad_json + error.problems) from None
     if bad_json:
@@ -146,11 +165,27 @@ def parse_pulumi_values(values: Mapping[str, str]) -> StackConfig:
 
 
 def load_from_pulumi() -> Stack:
-    """Read this project's config from the running Pulumi program and load it."""
+    """Read this project's config from the running Pulumi program and load it.
+
+    A bad config stops the program with the list of problems and no Python traceback: the error
+    is a ``pulumi.RunError``, which the engine prints as a plain message.
+    """
     from pulumi.runtime import config as runtime_config
 
     values = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
-    return load_pulumi_values(values)
+    secret_keys = {
+        *runtime_config.get_config_secret_keys_env(),
+        *(k for k in values if runtime_config.is_config_secret(k)),
+    }
+    try:
+        return load_pulumi_values(values, secret_keys)
+    except ConfigError as error:
+        raise StackConfigError(error.problems) from None
+
+
+class StackConfigError(ConfigError, pulumi.RunError):
+    """A ConfigError the Pulumi engine reports as a plain message: it recognises a RunError by
+    type and prints any other exception with its traceback."""
 
 
 def _validate(config: StackConfig, problems: Problems) -> None:
@@ -182,7 +217,11 @@ def _build(config: StackConfig) -> Stack:
         kueue=kueue_objects(platform_config.kueue_input(queues, tpu)) if tpu.dynamic_slicing else None,
         checks=slice_checks_objects(checks) if checks.checks else None,
         serving=(
-            serving_objects(serving_config.serving_input(config.serving, tpu, queues, config.project))
+            serving_objects(
+                serving_config.serving_input(
+                    config.serving, tpu, queues, config.project, config.cluster.existing.skip_await
+                )
+            )
             if config.serving.enabled
             else None
         ),

@@ -14,6 +14,7 @@ import pulumi
 
 from components.config_base import ConfigError
 from components.gcp.cluster import Cluster, ClusterArgs
+from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.gcp.network import Network, NetworkArgs
 from components.gcp.project_services import ProjectServicesArgs
 from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, TpuPoolArgs
@@ -27,6 +28,9 @@ from components.workloads.saxml.config import bucket_name as sax_bucket_name
 from components.workloads.serving.component import ServingArgs
 from components.workloads.serving.config import weights_bucket_name
 from components.workloads.slice_checks.component import SliceChecksArgs
+
+# What the Kubernetes layer is deployed onto: a cluster of this stack, or one made elsewhere.
+Target = Cluster | ExistingCluster
 
 # --- Google Cloud -----------------------------------------------------------------------
 
@@ -74,6 +78,17 @@ def cluster_args(stack: Stack, network: Network) -> ClusterArgs:
     )
 
 
+def existing_cluster_args(stack: Stack) -> ExistingClusterArgs:
+    config = stack.config
+    existing = config.cluster.existing
+    return ExistingClusterArgs(
+        project=config.project,
+        name=existing.name or config.cluster.name,
+        location=existing.location,
+        kubeconfig=existing.kubeconfig,
+    )
+
+
 def tpu_capacity_args(stack: Stack, cluster: Cluster) -> TpuCapacityArgs:
     config = stack.config
     tpu = config.tpu
@@ -101,13 +116,13 @@ def tpu_capacity_args(stack: Stack, cluster: Cluster) -> TpuCapacityArgs:
 # --- Cluster platform -------------------------------------------------------------------
 
 
-def platform_args(stack: Stack, cluster: Cluster) -> PlatformArgs:
+def platform_args(stack: Stack, cluster: Target) -> PlatformArgs:
     config = stack.config
     platform = config.platform
-    slicing = config.tpu.dynamic_slicing
+    slicing = config.tpu.dynamic_slicing and platform.install
     return PlatformArgs(
         provider=cluster.provider,
-        jobset=platform.jobset,
+        jobset=platform.jobset if platform.install else None,
         kueue=platform.kueue if slicing else None,
         kueue_controller=platform.kueue_controller,
         leader_worker_set=platform.leader_worker_set if slicing else None,
@@ -117,7 +132,7 @@ def platform_args(stack: Stack, cluster: Cluster) -> PlatformArgs:
 
 
 def gates_args(
-    stack: Stack, cluster: Cluster, network: Network, tpu: TpuCapacity, platform: ClusterPlatform
+    stack: Stack, cluster: Target, network: Network | None, tpu: TpuCapacity | None, platform: ClusterPlatform
 ) -> ClusterGatesArgs:
     config = stack.config
     load_balancer_namespaces = [
@@ -126,18 +141,19 @@ def gates_args(
     ]
     return ClusterGatesArgs(
         kubeconfig=cluster.kubeconfig,
-        tpu_pools=list(tpu.pools),
+        tpu_pools=list(tpu.pools) if tpu else [],
+        slices=stack.kueue is not None,
         slice_controller=platform.slice_controller,
         slice_controller_namespace=config.platform.slice_controller.namespace,
-        subnets=[network.node_subnet, network.proxy_only_subnet],
+        subnets=[network.node_subnet, network.proxy_only_subnet] if network else [],
         workload_namespaces=list(config.queues.namespaces) if stack.kueue else [],
         load_balancer_namespaces=load_balancer_namespaces,
         drain_timeout_seconds=config.platform.drain_timeout_minutes * 60,
     )
 
 
-def queues_args(stack: Stack, cluster: Cluster, platform: ClusterPlatform) -> QueuesArgs:
-    assert stack.kueue is not None and platform.kueue is not None, "queues exist only with dynamic slicing"
+def queues_args(stack: Stack, cluster: Target, platform: ClusterPlatform) -> QueuesArgs:
+    assert stack.kueue is not None, "queues exist only with dynamic slicing"
     return QueuesArgs(
         provider=cluster.provider,
         kueue_release=platform.kueue,
@@ -150,23 +166,23 @@ def queues_args(stack: Stack, cluster: Cluster, platform: ClusterPlatform) -> Qu
 
 
 def slice_checks_args(
-    stack: Stack, cluster: Cluster, platform: ClusterPlatform, queues: KueueQueues, gates: ClusterGates
+    stack: Stack, cluster: Target, platform: ClusterPlatform, queues: KueueQueues, gates: ClusterGates
 ) -> SliceChecksArgs:
-    assert stack.checks is not None and platform.slice_controller is not None
+    assert stack.checks is not None
     # The slice controller's webhooks (serving) and the LocalQueue first: a JobSet created before
     # them is never suspended by Kueue, and its pods never get their slice. The TPU drain gate
     # too, so the JobSets are deleted before it lets the TPU pools go.
     return SliceChecksArgs(
         provider=cluster.provider,
         objects=stack.checks,
-        after=[platform.slice_controller, queues.objects, *queues.namespaces, *gates.before_tpu_workloads],
+        after=[*_present(platform.slice_controller), queues.objects, *queues.namespaces, *gates.before_tpu_workloads],
     )
 
 
 def serving_args(
     stack: Stack,
-    cluster: Cluster,
-    network: Network,
+    cluster: Target,
+    network: Network | None,
     platform: ClusterPlatform,
     queues: KueueQueues,
     gates: ClusterGates,
@@ -174,7 +190,6 @@ def serving_args(
     config = stack.config
     serving = config.serving
     assert stack.serving is not None
-    assert platform.leader_worker_set is not None and platform.slice_controller is not None
     return ServingArgs(
         project=config.project,
         region=config.region,
@@ -184,7 +199,12 @@ def serving_args(
         workload_pool=cluster.workload_pool,
         namespace=serving.namespace,
         hf_token=serving.hf_token,
-        router=HelmChartConfig(serving.router.chart, serving.router.version, serving.namespace),
+        grant_access=serving.weights_bucket.grant_access,
+        router=(
+            HelmChartConfig(serving.router.chart, serving.router.version, serving.namespace)
+            if serving.router.install
+            else None
+        ),
         inference_pool_crds_version=serving.inference_pool_crds.version
         if serving.inference_pool_crds.install
         else None,
@@ -192,12 +212,15 @@ def serving_args(
         provider=cluster.provider,
         namespace_ready=[queues.namespace(serving.namespace)],
         queue_ready=[queues.objects],
-        platform_ready=[platform.leader_worker_set, platform.slice_controller, *gates.before_tpu_workloads],
-        network_ready=[network.proxy_only_subnet, gates.load_balancers],
+        platform_ready=[
+            *_present(platform.leader_worker_set, platform.slice_controller),
+            *gates.before_tpu_workloads,
+        ],
+        network_ready=[*([network.proxy_only_subnet] if network else []), gates.load_balancers],
     )
 
 
-def saxml_args(stack: Stack, cluster: Cluster, platform: ClusterPlatform, gates: ClusterGates) -> SaxmlArgs:
+def saxml_args(stack: Stack, cluster: Target, platform: ClusterPlatform, gates: ClusterGates) -> SaxmlArgs:
     config = stack.config
     saxml = config.saxml
     assert stack.saxml is not None
@@ -225,6 +248,11 @@ def announce_changes(previous: Mapping[str, Any] | None, current: Mapping[str, A
         pulumi.log.warn(line)
     if review.refused:
         raise pulumi.RunError(str(ConfigError(review.refused)))
+
+
+def _present(*resources: pulumi.Resource | None) -> list[pulumi.Resource]:
+    """The resources this stack makes (None: installed elsewhere)."""
+    return [r for r in resources if r is not None]
 
 
 def after(*resources: pulumi.Resource) -> pulumi.ResourceOptions:

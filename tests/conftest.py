@@ -48,12 +48,18 @@ def as_pulumi_values(raw: dict[str, Any]) -> dict[str, str]:
 
 
 def run_stack(
-    overrides: dict[str, Any] | None = None, stack: str = "dev", preview: bool = True, **engine: Any
+    overrides: dict[str, Any] | None = None,
+    stack: str = "dev",
+    preview: bool = True,
+    secrets: tuple[str, ...] = (),
+    **engine: Any,
 ) -> ProgramRun:
-    """Run the program for ``stack`` with ``overrides``; ``engine`` stands in for what a real engine
-    looks up (``engine_versions``, ``previous_outputs``: see tools/mock_engine.py)."""
+    """Run the program for ``stack`` with ``overrides``; ``secrets`` names the top-level keys the
+    engine holds as secrets (as `pulumi config set --secret` makes them); ``engine`` stands in for
+    what a real engine looks up (``engine_versions``, ``previous_outputs``: see tools/mock_engine.py)."""
     raw = with_overrides(stack_values(stack), overrides or {})
-    return run_program(as_pulumi_values(raw), stack=stack, preview=preview, **engine)
+    secret_keys = [f"{NAMESPACE}:{key}" for key in secrets]
+    return run_program(as_pulumi_values(raw), secret_keys, stack=stack, preview=preview, **engine)
 
 
 @pytest.fixture(scope="session")
@@ -97,7 +103,7 @@ def serving_input(**overrides: Any) -> Any:
     from components.workloads.serving.config import serving_input as build
 
     return dataclasses.replace(
-        build(ServingConfig(), TpuConfig(), QueuesConfig(), "my-tpu-project"), **_resolve(overrides)
+        build(ServingConfig(), TpuConfig(), QueuesConfig(), "my-tpu-project", skip_await=False), **_resolve(overrides)
     )
 
 

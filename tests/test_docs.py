@@ -36,3 +36,50 @@ def test_readme_documents_every_stack_output(dev_run):
 def test_readme_puts_the_offline_commands_first():
     first_block = re.search(r"```sh\n(.*?)```", README, re.S).group(1)
     assert "make render STACK=dev" in first_block and "make test" in first_block
+
+
+def test_the_config_table_says_required_only_of_what_is_required():
+    """A key marked (required) fails a stack that leaves it out; every other default is the real one."""
+    import dataclasses as dc
+
+    import pytest
+
+    from components import stack as stack_config
+    from components.config_base import REQUIRED, ConfigError, documented_settings
+
+    rows = documented_settings(StackConfig)
+    with pytest.raises(ConfigError) as raised:
+        stack_config.parse({})
+    missing = {p.key for p in raised.value.problems if p.what == "is required"}
+    assert {key for key, default, _ in rows if default == REQUIRED} == missing == {"project"}
+
+    minimal = stack_config.parse({"project": "my-tpu-project", "tpu": {"reservation": {"name": "r", "block": "b"}}})
+
+    def value_at(key: str):
+        value = minimal
+        for part in key.split("."):
+            value = getattr(value, next(f.name for f in dc.fields(value) if camel(f.name) == part))
+        return value
+
+    for key, default, _ in rows:
+        if "[]" in key or default.startswith("(") or key.startswith(("cluster.maintenanceWindow.", "tpu.reservation.")):
+            continue
+        shown = value_at(key)
+        expected = default if isinstance(shown, str) else __import__("json").loads(default)
+        if dc.is_dataclass(shown) or (isinstance(shown, list) and shown and dc.is_dataclass(shown[0])):
+            continue
+        assert shown == ("" if default == '""' else expected), f"{key}: the table says {default}, the schema {shown!r}"
+
+
+def test_the_readme_shows_the_dev_stack_s_real_admission_plan(dev_run):
+    block = README.split("<!-- admission-plan:dev -->", 1)[1].split("```", 2)[1]
+    assert block.strip().splitlines() == dev_run.outputs["admissionPlan"]
+
+
+def test_the_readme_states_the_slice_name_lengths_of_the_defaults():
+    from components.config_base import documented_settings
+
+    defaults = {key: default for key, default, _ in documented_settings(StackConfig)}
+    namespace = "llm-d-pd-disaggregation"
+    lengths = [len(namespace) + 1 + len(defaults[f"checks.{kind}.name"]) + 6 for kind in ("subslicing", "superslicing")]
+    assert f"need {lengths[0]} and {lengths[1]}." in README

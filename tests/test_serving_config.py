@@ -38,6 +38,24 @@ SERVING_BAD_INPUTS = [
         {"serving.hbmHeadroom": 0.9}, "serving.model.parametersBillions", "90% kept free", id="too-much-headroom"
     ),
     pytest.param(
+        {"serving.hbmHeadroom": 1.0}, "serving.hbmHeadroom", "must be at least 0 and below 1", id="headroom-all"
+    ),
+    pytest.param(
+        {"serving.hbmHeadroom": -0.1}, "serving.hbmHeadroom", "must be at least 0 and below 1", id="headroom-negative"
+    ),
+    pytest.param(
+        {"serving.model.id": "Qwen/Qwen3-235B-A22B-FP8"},
+        "serving.model.revision",
+        "is the snapshot of Qwen/Qwen3.5-397B-A17B-FP8, not of Qwen/Qwen3-235B-A22B-FP8",
+        id="other-model-default-revision",
+    ),
+    pytest.param(
+        {"serving.prefill.tensorParallelSize": 6, "serving.decode.tensorParallelSize": 6},
+        "serving.prefill.tensorParallelSize",
+        "does not divide the 16 TensorCores of one 2x2x2 slice",
+        id="tp-not-a-divisor",
+    ),
+    pytest.param(
         {"serving.model.weightsDtype": "fp4x"},
         "serving.model.weightsDtype",
         "not a known dtype (use one of fp32, bf16, fp16, fp8, int8, int4)",

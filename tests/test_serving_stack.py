@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from tests.conftest import as_pulumi_values, run_stack, stack_values, with_overrides
+from components.config_base import ConfigError
+from tests.conftest import PROJECT_ROOT, as_pulumi_values, run_stack, stack_values, with_overrides
 from tools.mock_engine import PROJECT_NUMBER_PLACEHOLDER, SECRET_PLACEHOLDER, run_program
 from tools.render import kubernetes_objects, render
 
@@ -54,18 +55,42 @@ def test_model_servers_get_bucket_roles_through_their_principal(dev_run):
     assert account["metadata"]["namespace"] == NAMESPACE
 
 
-def test_hf_token_is_a_secret_everywhere(dev_run):
-    secret = objects(dev_run, "Secret")["llm-d-hf-token"]
+def test_hf_token_is_a_secret_everywhere(tmp_path):
+    run = run_stack({"serving.hfToken": "hf_abcdef"}, secrets=("serving",))
+    secret = objects(run, "Secret")["llm-d-hf-token"]
     assert secret["metadata"]["namespace"] == NAMESPACE
     assert secret["stringData"] == {"HF_TOKEN": "[secret]"}
-    files, _ = render("dev")
+    # A stack file with the token encrypted, as `pulumi config set --secret` writes it.
+    stack_file = (
+        (PROJECT_ROOT / "Pulumi.dev.yaml")
+        .read_text()
+        .replace(
+            "    weightsBucket:",
+            "    hfToken:\n      secure: v1:ciphertext-only-the-cli-can-decrypt\n    weightsBucket:",
+            1,
+        )
+    )
+    (tmp_path / "Pulumi.withtoken.yaml").write_text(stack_file)
+    files, rendered = render("withtoken", tmp_path)
+    assert "llm-d-hf-token" in objects(rendered, "Secret")
     assert SECRET_PLACEHOLDER not in "".join(files.values())
 
 
-def test_no_token_means_no_secret():
-    raw = stack_values()
-    del raw["serving"]["hfToken"]
-    run = run_program(as_pulumi_values(raw))
+def test_a_token_in_plain_text_is_refused_with_the_command_that_encrypts_it():
+    registrations: list = []
+    raw = with_overrides(stack_values(), {"serving.hfToken": "hf_plaintextTOKEN"})
+    with pytest.raises(ConfigError) as raised:
+        run_program(as_pulumi_values(raw), secret_keys=[], registrations=registrations)
+    (problem,) = raised.value.problems
+    assert problem.key == "serving.hfToken" and "plain text" in problem.what
+    assert "pulumi config set --secret --path serving.hfToken <value>" in problem.fix
+    assert "hf_plaintextTOKEN" not in str(raised.value)
+    assert registrations == []
+
+
+def test_no_token_means_no_secret(dev_run):
+    run = dev_run
+    assert "hfToken" not in stack_values()["serving"], "the dev stack carries no token a CLI could not decrypt"
     assert "llm-d-hf-token" not in objects(run, "Secret")
     lws = objects(run, "LeaderWorkerSet")["vllm-prefill"]
     leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
@@ -105,9 +130,10 @@ def test_inference_pool_crds_only_when_asked(dev_run):
     assert "inference-pool-crds" in run.one(RELEASE, "router").dependencies
 
 
-def test_leaderworkersets_wait_for_the_platform_queue_and_identity(dev_run):
+def test_leaderworkersets_wait_for_the_platform_queue_and_identity():
+    run = run_stack({"serving.hfToken": "hf_abcdef"}, secrets=("serving",))
     for name in ("vllm-prefill", "vllm-decode"):
-        lws = dev_run.one(LWS, name)
+        lws = run.one(LWS, name)
         assert lws.parent == "serving"
         assert {
             "lws",

@@ -306,6 +306,11 @@ def test_a_flag_overrides_its_output_and_pulumi_fills_in_the_rest(stub):
     assert stub.requests[COMPLETIONS][0]["model"] == MODEL
 
 
+def test_base_url_with_a_stack_needs_no_pulumi_the_model_comes_from_the_stack_file(stub):
+    assert verify.main(["--stack", "dev", "--base-url", stub.base_url], runner=no_pulumi, sleep=SleepRecorder()) == 0
+    assert stub.requests[COMPLETIONS][0]["model"] == "Qwen/Qwen3.5-397B-A17B-FP8"
+
+
 @pytest.mark.parametrize(
     ("runner", "message"),
     [

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc, settings
 from pulumi.runtime.stack import Stack
 from pulumi.runtime.sync_await import _sync_await
+
+from tools.stack_file import read_stack_file
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = PROJECT_ROOT / "__main__.py"
@@ -96,6 +97,14 @@ class _Mocks(pulumi.runtime.Mocks):
         if args.token == "gcp:organizations/getProject:getProject":
             # Only a real preview can look the number up; the render shows where it goes.
             return {"number": PROJECT_NUMBER_PLACEHOLDER, "projectId": args.args.get("projectId")}, []
+        if args.token == "gcp:container/getCluster:getCluster":
+            # A cluster made elsewhere: only a real preview can read its endpoint and CA.
+            endpoint, ca = "EXISTING_CLUSTER_ENDPOINT", "EXISTING_CLUSTER_CA"
+            return {
+                "name": args.args.get("name"),
+                "endpoint": endpoint,
+                "masterAuths": [{"clusterCaCertificate": ca}],
+            }, []
         if args.token == "gcp:container/getEngineVersions:getEngineVersions" and self.engine_versions is not None:
             return {"validMasterVersions": list(self.engine_versions)}, []
         return {}, []
@@ -162,9 +171,8 @@ def _urn_type(urn: str) -> str:
 def stack_config_values(stack: str, stack_dir: Path = PROJECT_ROOT) -> tuple[dict[str, str], list[str]]:
     """Config of ``Pulumi.<stack>.yaml`` as Pulumi hands it to a program, secure values replaced."""
     path = stack_dir / f"Pulumi.{stack}.yaml"
-    document = yaml.safe_load(path.read_text()) or {}
     values, secret_keys = {}, []
-    for key, value in (document.get("config") or {}).items():
+    for key, value in read_stack_file(path).items():
         full_key = key if ":" in key else f"{PROJECT_NAME}:{key}"
         value, secret = _replace_secure(value)
         if secret:

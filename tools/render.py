@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from tools.mock_engine import PROJECT_ROOT, ProgramRun, Registration, run_program, sanitize, stack_config_values
+from tools.stack_file import StackFileError
 
 # Types whose inputs are a Kubernetes object (not Helm releases, providers or our components).
 _NOT_OBJECTS = ("pulumi:providers:", "kubernetes:helm.sh/")
@@ -184,9 +185,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", required=True)
     parser.add_argument("--out", type=Path, default=PROJECT_ROOT / "build" / "render")
     parser.add_argument("--stack-dir", type=Path, default=PROJECT_ROOT, help="folder holding Pulumi.<stack>.yaml")
+    parser.add_argument(
+        "--keep-on-failure",
+        action="store_true",
+        help="leave an existing render in place when this one fails (make golden: committed files stay)",
+    )
     args = parser.parse_args(argv)
     target = args.out / args.stack
-    if target.exists():
+    if target.exists() and not args.keep_on_failure:
         shutil.rmtree(target)  # a stale render must never pass for the current one
     from components.config_base import ConfigError
 
@@ -195,9 +201,19 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"render of stack {args.stack} failed:\n{error}", file=sys.stderr)
         return 1
-    except FileNotFoundError as error:
+    except StackFileError as error:
         print(f"render of stack {args.stack} failed: {error}", file=sys.stderr)
         return 1
+    except FileNotFoundError:
+        stacks = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in args.stack_dir.glob("Pulumi.*.yaml"))
+        print(
+            f"render of stack {args.stack} failed: there is no Pulumi.{args.stack}.yaml in {args.stack_dir}; "
+            f"the stacks are: {', '.join(stacks) or 'none'}",
+            file=sys.stderr,
+        )
+        return 1
+    if target.exists():
+        shutil.rmtree(target)
     target.mkdir(parents=True)
     for name, text in files.items():
         (target / name).write_text(text)

@@ -122,9 +122,27 @@ def stack_output(outputs: dict[str, Any], name: str, flag: str) -> str:
     return value
 
 
+def configured_model(stack: str | None) -> str | None:
+    """The served model name the stack file configures (as the program derives it), or None."""
+    if stack is None:
+        return None
+    from components.config_base import ConfigError as StackConfigError
+    from components.stack import parse_pulumi_values
+    from components.workloads.serving.config import served_model_name
+    from tools.mock_engine import stack_config_values
+    from tools.stack_file import StackFileError
+
+    try:
+        values, _ = stack_config_values(stack)
+        return served_model_name(parse_pulumi_values(values).serving)
+    except (FileNotFoundError, StackFileError, StackConfigError):
+        return None
+
+
 def resolve_endpoint(args: argparse.Namespace, runner: Runner) -> tuple[str, str]:
-    """Base URL and model name: flags win, and pulumi is only asked when a flag is missing."""
-    base_url, model = args.base_url, args.model
+    """Base URL and model name: flags win; the model comes next from the stack file (no Pulumi
+    needed); pulumi is asked only for what is still missing."""
+    base_url, model = args.base_url, args.model or configured_model(args.stack)
     if base_url is None or model is None:
         try:
             outputs = read_stack_outputs(args.stack, STACK_HINT, runner)

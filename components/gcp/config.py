@@ -114,6 +114,29 @@ class MaintenanceExclusionConfig:
 
 
 @dataclass(frozen=True)
+class ExistingClusterConfig:
+    kubeconfig: str = setting(
+        "",
+        "Kubeconfig of a cluster to deploy the Kubernetes layer onto (set with --secret); the stack then "
+        "creates no Google Cloud network, cluster or TPU pools.",
+        secret=True,
+    )
+    name: str = setting(
+        "", "Name of an existing GKE cluster to deploy onto instead (with location); skips the Google Cloud layer."
+    )
+    location: str = setting("", "Region or zone of that GKE cluster.")
+    skip_await: bool = setting(
+        False,
+        "Do not wait for the Gateway to be programmed or Jobs to finish: for a control plane that runs no "
+        "workloads (the integration lab).",
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.kubeconfig or self.name)
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
     name: str = setting("qwen-serving-cluster", "GKE cluster name (at most 40 characters).")
     version: str = setting(
@@ -127,6 +150,9 @@ class ClusterConfig:
     maintenance_window: MaintenanceWindowConfig | None = setting(None, "Optional recurring maintenance window.")
     maintenance_exclusions: list[MaintenanceExclusionConfig] = setting(
         [], "Optional maintenance exclusions (need a maintenance window)."
+    )
+    existing: ExistingClusterConfig = setting(
+        ExistingClusterConfig(), "A cluster made elsewhere to deploy onto (the Google Cloud layer is then skipped)."
     )
 
     @property
@@ -273,6 +299,7 @@ def validate_network(network: NetworkConfig, problems: Problems) -> None:
 
 
 def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems) -> None:
+    _validate_existing(cluster.existing, problems)
     if problem := naming.gcp_name_problem(cluster.name, naming.GKE_CLUSTER_NAME_MAX):
         problems.add("cluster.name", problem, "choose a shorter lowercase name")
     if problem := naming.service_account_id_problem(cluster.node_account_id):
@@ -299,6 +326,25 @@ def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems)
             "cluster.systemPool.nodesPerZone", f"{pool.nodes_per_zone} leaves no system nodes", "use 1 or more"
         )
     _validate_maintenance(cluster, problems)
+
+
+def _validate_existing(existing: ExistingClusterConfig, problems: Problems) -> None:
+    if existing.kubeconfig and existing.name:
+        problems.add(
+            "cluster.existing.name",
+            "names a GKE cluster while cluster.existing.kubeconfig gives one too",
+            "set one of them",
+        )
+    if existing.name and not existing.location:
+        problems.add("cluster.existing.location", "is required with cluster.existing.name", "set its region or zone")
+    if existing.name and (problem := naming.gcp_name_problem(existing.name, naming.GKE_CLUSTER_NAME_MAX)):
+        problems.add("cluster.existing.name", problem, "copy it from `gcloud container clusters list`")
+    if existing.skip_await and not existing.enabled:
+        problems.add(
+            "cluster.existing.skipAwait",
+            "would stop `pulumi up` from waiting for the Gateway and Jobs of a cluster the stack creates",
+            "leave it false, or deploy onto an existing cluster",
+        )
 
 
 def _validate_version(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems) -> None:

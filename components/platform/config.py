@@ -52,6 +52,11 @@ class SliceControllerConfig:
 
 @dataclass(frozen=True)
 class PlatformConfig:
+    install: bool = setting(
+        True,
+        "Install JobSet, Kueue, LeaderWorkerSet and the slice controller with Helm; false when the cluster "
+        "has them already (installed elsewhere, of the versions below): the stack then only uses them.",
+    )
     jobset: HelmChartConfig = setting(
         HelmChartConfig("oci://registry.k8s.io/jobset/charts/jobset", "0.11.1", "jobset-system"), "JobSet chart."
     )

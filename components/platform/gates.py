@@ -136,7 +136,8 @@ WEBHOOK_READY_TIMEOUT_SECONDS = 600
 class ClusterGatesArgs:
     kubeconfig: pulumi.Input[str]
     tpu_pools: list[pulumi.Resource]  # outlive every Slice and admitted Workload
-    slice_controller: pulumi.Resource | None  # outlives the Slices it finalizes; None: no dynamic slicing
+    slices: bool  # dynamic slicing: Slices and admitted Workloads hold the TPU pools
+    slice_controller: pulumi.Resource | None  # outlives the Slices it finalizes; None: not installed by this stack
     slice_controller_namespace: str
     subnets: list[pulumi.Resource]  # outlive the load balancers' endpoint groups
     workload_namespaces: list[str]  # where Kueue admits the stack's TPU workloads
@@ -154,7 +155,7 @@ class ClusterGates(pulumi.ComponentResource):
             "tpu-drain-gate",
             DrainGateArgs(
                 kubeconfig=args.kubeconfig,
-                slices=args.slice_controller is not None,
+                slices=args.slices,
                 workload_namespaces=args.workload_namespaces,
                 neg_namespaces=[],
                 timeout_seconds=args.drain_timeout_seconds,

@@ -13,7 +13,7 @@ from components.platform.kueue_objects import KueueObjects
 @dataclass(frozen=True)
 class QueuesArgs:
     provider: k8s.Provider
-    kueue_release: pulumi.Resource
+    kueue_release: pulumi.Resource | None  # serves the Kueue CRDs and webhooks; None: installed elsewhere
     namespaces: list[str]
     objects: KueueObjects
 
@@ -32,7 +32,10 @@ class KueueQueues(pulumi.ComponentResource):
             "kueue-objects",
             objs=args.objects.all,
             opts=pulumi.ResourceOptions.merge(
-                on_cluster, pulumi.ResourceOptions(depends_on=[args.kueue_release, *self.namespaces])
+                on_cluster,
+                pulumi.ResourceOptions(
+                    depends_on=[*([args.kueue_release] if args.kueue_release else []), *self.namespaces]
+                ),
             ),
         )
         self.register_outputs({"namespaces": args.namespaces})

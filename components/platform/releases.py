@@ -24,8 +24,8 @@ RELEASE_TIMEOUT_SECONDS = 600
 @dataclass(frozen=True)
 class PlatformArgs:
     provider: k8s.Provider
-    jobset: HelmChartConfig
-    kueue: HelmChartConfig | None  # None: this stack queues nothing (no dynamic slicing)
+    jobset: HelmChartConfig | None  # None: installed elsewhere (platform.install false)
+    kueue: HelmChartConfig | None  # None: this stack queues nothing (no dynamic slicing), or installed elsewhere
     kueue_controller: KueueControllerConfig
     leader_worker_set: HelmChartConfig | None
     slice_controller: SliceControllerConfig | None
@@ -37,7 +37,7 @@ class ClusterPlatform(pulumi.ComponentResource):
         super().__init__("tpu-gke:k8s:ClusterPlatform", name, None, opts)
         self._provider = args.provider
         self.release_versions: dict[str, str] = {}  # release name -> chart version
-        self.jobset = self._release("jobset", args.jobset, {})
+        self.jobset = self._release("jobset", args.jobset, {}) if args.jobset else None
         self.kueue = self._release("kueue", args.kueue, kueue_values(args.kueue_controller)) if args.kueue else None
         self.leader_worker_set = self._release("lws", args.leader_worker_set, {}) if args.leader_worker_set else None
         self.slice_controller = None

@@ -27,7 +27,7 @@ class SaxmlArgs:
     service_account_name: str
     objects: SaxmlObjects
     provider: k8s.Provider
-    jobset_release: pulumi.Resource  # serves the JobSet CRD and webhook
+    jobset_release: pulumi.Resource | None  # serves the JobSet CRD and webhook; None: installed elsewhere
     tpu_ready: list[pulumi.Resource]  # the TPU drain gate: the model servers go before the pools
     load_balancer_ready: list[pulumi.Resource]  # the load-balancer drain gate: the Service goes before the subnets
 
@@ -58,7 +58,10 @@ class SaxmlCell(pulumi.ComponentResource):
             args.objects.model_server_jobset,
             pulumi.ResourceOptions.merge(
                 pulumi.ResourceOptions.merge(
-                    with_identity, pulumi.ResourceOptions(depends_on=[args.jobset_release, admin, *args.tpu_ready])
+                    with_identity,
+                    pulumi.ResourceOptions(
+                        depends_on=[*([args.jobset_release] if args.jobset_release else []), admin, *args.tpu_ready]
+                    ),
                 ),
                 REPLACE_ON_SPEC_CHANGE,
             ),

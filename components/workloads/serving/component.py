@@ -33,10 +33,11 @@ class ServingArgs:
     bucket_name: str
     create_bucket: bool
     keep_bucket_on_destroy: bool
+    grant_access: bool  # bind the model servers' account to the bucket (false: done elsewhere)
     workload_pool: pulumi.Input[str]  # the cluster's: bindings to it wait for the cluster
     namespace: str
     hf_token: str  # empty: no Secret
-    router: HelmChartConfig  # chart, pinned version, and the serving namespace
+    router: HelmChartConfig | None  # chart, pinned version, and the serving namespace; None: not ours
     inference_pool_crds_version: str | None  # None: GKE manages the CRDs
     objects: ServingObjects
     provider: k8s.Provider
@@ -92,6 +93,8 @@ class ModelServing(pulumi.ComponentResource):
                     opts=opts,
                 )
             )
+        if not args.grant_access:
+            return depends_on
         project_number = gcp.organizations.get_project_output(
             project_id=args.project, opts=pulumi.InvokeOptions(parent=self)
         ).number
@@ -125,13 +128,14 @@ class ModelServing(pulumi.ComponentResource):
         # is created after it and deleted (with its endpoint groups, through the gate) before it.
         on_network = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=args.network_ready))
         gateway = _Gateway("inference-gateway", args.objects.gateway, on_network)
-        helm_release(
-            "router",
-            serving_objects.ROUTER_RELEASE_NAME,
-            args.router,
-            args.objects.router_values,
-            pulumi.ResourceOptions.merge(on_network, pulumi.ResourceOptions(depends_on=[gateway, *router_after])),
-        )
+        if args.router is not None:
+            helm_release(
+                "router",
+                serving_objects.ROUTER_RELEASE_NAME,
+                args.router,
+                args.objects.router_values,
+                pulumi.ResourceOptions.merge(on_network, pulumi.ResourceOptions(depends_on=[gateway, *router_after])),
+            )
         return gateway
 
 

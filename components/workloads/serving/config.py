@@ -50,6 +50,11 @@ class WeightsBucketConfig:
         "`pulumi destroy` (or serving.enabled false) leaves a created bucket and the weights in the project; "
         "false deletes the bucket with everything in it.",
     )
+    grant_access: bool = setting(
+        True,
+        "Grant the model servers' Kubernetes service account read and write on the bucket (Workload Identity); "
+        "false when the grants are made elsewhere or the cluster has no Workload Identity.",
+    )
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,7 @@ class GatewayConfig:
 
 @dataclass(frozen=True)
 class RouterConfig:
+    install: bool = setting(True, "Install the llm-d router (false: it is installed elsewhere, or not at all).")
     chart: str = setting("oci://ghcr.io/llm-d/charts/llm-d-router-gateway", "llm-d router chart.")
     version: str = setting("v0.10.0", "Exact chart version (never the floating v0).")
 
@@ -246,9 +252,17 @@ def _validate_model(
     for problem in rules.weights_uri_problems(weights_uri(serving, project)):
         key = "serving.model.weightsPath" if model.weights_path else "serving.weightsBucket.name"
         problems.add(key, problem, "name the bucket and the snapshot path")
+    if model.id != MODEL_ID and model.revision == MODEL_REVISION and not model.weights_path:
+        problems.add(
+            "serving.model.revision",
+            f"is the snapshot of {MODEL_ID}, not of {model.id}: the servers would look for a directory no one fills",
+            f"set the commit of {model.id} to serve (its Hugging Face revision), or serving.model.weightsPath",
+        )
+    for headroom_problem in rules.headroom_problems(serving.hbm_headroom):
+        problems.add("serving.hbmHeadroom", headroom_problem, "use a fraction such as 0.25")
     if dtype_problem := sizing.dtype_problem(model.weights_dtype):
         problems.add("serving.model.weightsDtype", dtype_problem, f"use one of {', '.join(sizing.DTYPES)}")
-    elif shape is not None:
+    elif shape is not None and not rules.headroom_problems(serving.hbm_headroom):
         fit = rules.weights_fit_problems(
             model.parameters_billions, model.weights_dtype, shape, machine, serving.hbm_headroom
         )
@@ -337,6 +351,7 @@ class ServingInput:
     gateway_name: str
     gateway_class: str
     gateway_port: int
+    skip_await: bool  # a control plane without workloads: Pulumi waits for no Gateway or Job
 
     @property
     def model_label(self) -> str:
@@ -355,7 +370,9 @@ class ServingInput:
         return {PREFILL: self.prefill_replicas, DECODE: self.decode_replicas}[role]
 
 
-def serving_input(serving: ServingConfig, tpu: TpuConfig, queues: QueuesConfig, project: str) -> ServingInput:
+def serving_input(
+    serving: ServingConfig, tpu: TpuConfig, queues: QueuesConfig, project: str, skip_await: bool
+) -> ServingInput:
     return ServingInput(
         namespace=serving.namespace,
         queue_name=queues.local_queue_name,
@@ -386,4 +403,5 @@ def serving_input(serving: ServingConfig, tpu: TpuConfig, queues: QueuesConfig, 
         gateway_name=serving.gateway.name,
         gateway_class=serving.gateway.class_name,
         gateway_port=serving.gateway.port,
+        skip_await=skip_await,
     )

@@ -74,6 +74,7 @@ ENGINE_LABEL = "inference.networking.k8s.io/engine-type"
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 SKIP_TPU_WEBHOOK_ANNOTATION = "cloud.google.com/skip-tpu-webhook-check"
 WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
+SKIP_AWAIT_ANNOTATION = "pulumi.com/skipAwait"
 WAIT_FOR_PROGRAMMED = "condition=Programmed"
 
 # What Kueue's LeaderWorkerSet webhook refuses to change on a queue-managed LWS (v0.17.4: the
@@ -124,14 +125,22 @@ class ServingObjects:
 
 
 def serving_objects(spec: ServingInput) -> ServingObjects:
+    inference_gateway = gateway(
+        spec.namespace, name=spec.gateway_name, gateway_class=spec.gateway_class, port=spec.gateway_port
+    )
+    if spec.skip_await:
+        skip_await(inference_gateway)
     return ServingObjects(
         service_account=model_server_service_account(spec.namespace, spec.service_account_name),
-        gateway=gateway(
-            spec.namespace, name=spec.gateway_name, gateway_class=spec.gateway_class, port=spec.gateway_port
-        ),
+        gateway=inference_gateway,
         router_values=router_values(gateway_name=spec.gateway_name),
         leaderworkersets=prefill_decode_leaderworkersets(spec),
     )
+
+
+def skip_await(manifest: dict[str, Any]) -> None:
+    """Tell Pulumi not to wait for ``manifest`` to become ready (a cluster that runs nothing)."""
+    manifest["metadata"].setdefault("annotations", {})[SKIP_AWAIT_ANNOTATION] = "true"
 
 
 # --- Loading the bases ---------------------------------------------------------------------

@@ -59,6 +59,12 @@ def tensor_parallel_fit_problems(tensor_parallel_size: int, shape: Shape, machin
             f"({shape.chips} chips x {machine.tensorcores_per_chip} on {machine.name}); use at most {devices} "
             "or a larger slice shape"
         ]
+    if devices % tensor_parallel_size:
+        divisors = ", ".join(str(d) for d in range(1, devices + 1) if devices % d == 0)
+        return [
+            f"tensor-parallel size {tensor_parallel_size} does not divide the {devices} TensorCores of one {shape} "
+            f"slice, so vLLM cannot shard the model evenly over them; use one of {divisors}"
+        ]
     return []
 
 
@@ -79,13 +85,20 @@ def group_size_problems(size: int, shape: Shape, machine: MachineType) -> list[s
 # --- Memory --------------------------------------------------------------------------------
 
 
+def headroom_problems(headroom_fraction: float) -> list[str]:
+    """The share of HBM kept free of weights is a fraction: at least 0 and below 1."""
+    if 0 <= headroom_fraction < 1:
+        return []
+    return [f"HBM headroom fraction {headroom_fraction} must be at least 0 and below 1"]
+
+
 def weights_fit_problems(
     parameters_billions: float, dtype: str, shape: Shape, machine: MachineType, headroom_fraction: float
 ) -> list[str]:
     """The weights must fit the slice's HBM with ``headroom_fraction`` of it left for the KV
     cache, activations and compiled programs: ``parameters x bytes <= chips x HBM x (1 - headroom)``."""
-    if not 0 <= headroom_fraction < 1:
-        return [f"HBM headroom fraction {headroom_fraction} must be at least 0 and below 1"]
+    if problems := headroom_problems(headroom_fraction):
+        return problems
     try:
         needed = weight_bytes(parameters_billions, dtype)
     except ValueError as error:

@@ -1,0 +1,66 @@
+"""A cluster made elsewhere, as the Kubernetes layer's target: its provider, nothing created.
+
+Given a kubeconfig (a secret), the provider uses it as is. Given a GKE cluster's name and
+location, the kubeconfig is built as for a cluster of this stack (endpoint and CA from the GKE
+API, credentials from gke-gcloud-auth-plugin). Either way the stack creates no network, cluster
+or TPU pools; what it declares in the cluster is the same as on a cluster of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from components.gcp.cluster import build_kubeconfig, cluster_identifier
+
+
+@dataclass(frozen=True)
+class ExistingClusterArgs:
+    project: str
+    name: str  # the GKE cluster's name, or the stack's name for the cluster of a kubeconfig
+    location: str  # empty with a kubeconfig
+    kubeconfig: str  # empty: look the GKE cluster up
+
+
+class ExistingCluster(pulumi.ComponentResource):
+    def __init__(self, name: str, args: ExistingClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-gke:gcp:ExistingCluster", name, None, opts)
+        if args.kubeconfig:
+            kubeconfig: pulumi.Output[str] = pulumi.Output.secret(args.kubeconfig)
+            identifier = f"kubeconfig/{args.name}"
+            self.endpoint: pulumi.Output[str | None] = pulumi.Output.from_input(None)
+        else:
+            found = gcp.container.get_cluster_output(
+                name=args.name, location=args.location, project=args.project, opts=pulumi.InvokeOptions(parent=self)
+            )
+            ca_certificate = found.master_auths.apply(lambda auths: auths[0].cluster_ca_certificate)
+            kubeconfig = pulumi.Output.secret(
+                pulumi.Output.all(found.name, found.endpoint, ca_certificate).apply(
+                    lambda parts: build_kubeconfig(parts[0], parts[1], parts[2])
+                )
+            )
+            identifier = cluster_identifier(args.project, args.location, args.name)
+            self.endpoint = found.endpoint
+        self.kubeconfig = kubeconfig
+        self.cluster_identifier = identifier
+        self.provider = k8s.Provider(
+            "gke",
+            kubeconfig=kubeconfig,
+            cluster_identifier=identifier,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.name: pulumi.Output[str] = pulumi.Output.from_input(args.name)
+        # GKE's pool is the project's: bindings to it are the same as on a cluster of this stack.
+        self.workload_pool: pulumi.Output[str] = pulumi.Output.from_input(f"{args.project}.svc.id.goog")
+        self.node_service_account_email: pulumi.Output[str | None] = pulumi.Output.from_input(None)
+        location = f" --location {args.location}" if args.location else ""
+        self.get_credentials_command = pulumi.Output.from_input(
+            f"gcloud container clusters get-credentials {args.name}{location} --project {args.project}"
+            if not args.kubeconfig
+            else "(the stack deploys onto the cluster of its cluster.existing.kubeconfig)"
+        )
+        self.register_outputs({"name": self.name})

@@ -1,0 +1,86 @@
+"""Deploying the Kubernetes layer onto a cluster made elsewhere, with its platform installed elsewhere.
+
+The integration lab's stack (make itest): a kubeconfig for the cluster, no Google Cloud resource at
+all (so no gcp plugin is needed), no Helm release, no wait for workloads that nothing runs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import assert_bad_input, run_stack
+
+KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\ncurrent-context: lab\n"
+LAB = {
+    "cluster.existing": {"kubeconfig": KUBECONFIG, "skipAwait": True},
+    "platform.install": False,
+    "serving.router.install": False,
+    "serving.weightsBucket": {"name": "my-model-weights", "create": False, "grantAccess": False},
+}
+
+
+@pytest.fixture(scope="module")
+def lab_run():
+    return run_stack(LAB, secrets=("cluster",))
+
+
+def test_the_lab_stack_creates_nothing_in_google_cloud(lab_run):
+    assert [r.name for r in lab_run.registrations if r.type.startswith("gcp:")] == []
+    assert not lab_run.of_type("kubernetes:helm.sh/v3:Release")
+
+
+def test_the_provider_uses_the_given_kubeconfig_with_a_stable_identifier(lab_run):
+    (provider,) = lab_run.of_type("pulumi:providers:kubernetes")
+    assert provider.input("kubeconfig") == KUBECONFIG
+    assert provider.input("clusterIdentifier") == "kubeconfig/qwen-serving-cluster"
+    assert lab_run.outputs["kubeconfig"] == "[secret]"
+
+
+def test_the_kubernetes_layer_is_the_dev_stack_s(lab_run, dev_run):
+    """Every Kubernetes object the dev stack declares, but the controllers' charts and the router."""
+
+    def objects(run):
+        return {r.name for r in run.registrations if r.type.startswith("kubernetes:") and "helm.sh" not in r.type}
+
+    assert objects(dev_run) == objects(lab_run)
+    assert {"tpu-drain-gate", "load-balancer-drain-gate"} <= {r.name for r in lab_run.registrations}
+    assert "slice-controller-webhook" not in {r.name for r in lab_run.registrations}  # not our controller
+
+
+def test_nothing_waits_for_workloads_no_node_runs(lab_run, dev_run):
+    gateway = lab_run.one("kubernetes:gateway.networking.k8s.io/v1:Gateway", "inference-gateway")
+    assert gateway.input("metadata.annotations")["pulumi.com/skipAwait"] == "true"
+    assert "pulumi.com/skipAwait" not in dev_run.one(
+        "kubernetes:gateway.networking.k8s.io/v1:Gateway", "inference-gateway"
+    ).input("metadata.annotations")
+
+
+def test_a_gke_cluster_by_name_is_looked_up_not_created():
+    run = run_stack({"cluster.existing": {"name": "team-cluster", "location": "us-central1"}})
+    assert not run.of_type("gcp:container/cluster:Cluster") and not run.of_type("gcp:compute/network:Network")
+    (provider,) = run.of_type("pulumi:providers:kubernetes")
+    assert provider.input("clusterIdentifier") == "projects/my-tpu-project/locations/us-central1/clusters/team-cluster"
+
+
+@pytest.mark.parametrize(
+    "override, key, fragment",
+    [
+        (
+            {"cluster.existing": {"name": "a-cluster"}},
+            "cluster.existing.location",
+            "is required with cluster.existing.name",
+        ),
+        (
+            {"cluster.existing": {"name": "c", "location": "us-central1", "kubeconfig": KUBECONFIG}},
+            "cluster.existing.name",
+            "set one of them",
+        ),
+        ({"cluster.existing": {"skipAwait": True}}, "cluster.existing.skipAwait", "a cluster the stack creates"),
+    ],
+)
+def test_bad_existing_cluster_settings(override, key, fragment):
+    assert_bad_input(override, key, fragment)
+
+
+def test_a_kubeconfig_in_plain_text_is_refused():
+    assert_bad_input({"cluster.existing": {"kubeconfig": KUBECONFIG}}, "cluster.existing.kubeconfig", "plain text")

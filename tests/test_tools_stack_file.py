@@ -1,0 +1,97 @@
+"""Every malformed stack file gets one line naming the file and the line, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools import render
+from tools.stack_file import StackFileError, read_stack_file
+
+GOOD = "config:\n  tpu-dynamic-slicing:project: my-tpu-project\n"
+
+# (file contents, the message it gets)
+MALFORMED = [
+    pytest.param(b"config:\n  a: [1, 2\n", "Pulumi.bad.yaml:3: YAML does not parse", id="unclosed-list"),
+    pytest.param(b"config:\n\ttpu: {}\n", "Pulumi.bad.yaml:2: YAML does not parse", id="tab-indentation"),
+    pytest.param(
+        b"- config\n- other\n",
+        "Pulumi.bad.yaml:1: must be a mapping with a `config:` key, not a list",
+        id="top-level-list",
+    ),
+    pytest.param(
+        b"just text\n", "Pulumi.bad.yaml:1: must be a mapping with a `config:` key, not a str", id="top-level-scalar"
+    ),
+    pytest.param(b"config: [a, b]\n", "Pulumi.bad.yaml:1: `config:` must be a mapping", id="config-is-a-list"),
+    pytest.param(b"x: 1\nconfig: value\n", "Pulumi.bad.yaml:2: `config:` must be a mapping", id="config-is-a-string"),
+    pytest.param(
+        b"config:\n  tpu-dynamic-slicing:tpu: {zone: a}\n  tpu-dynamic-slicing:tpu: {zone: b}\n",
+        "Pulumi.bad.yaml:3: duplicate key 'tpu-dynamic-slicing:tpu' (first at line 2)",
+        id="duplicate-top-level-key",
+    ),
+    pytest.param(
+        b"config:\n  tpu-dynamic-slicing:tpu:\n    zone: a\n    zone: b\n",
+        "Pulumi.bad.yaml:4: duplicate key 'zone' (first at line 3)",
+        id="duplicate-nested-key",
+    ),
+    pytest.param(b"config:\n  5: five\n", "Pulumi.bad.yaml:2: key 5 is not a string", id="integer-key"),
+    pytest.param(
+        b"config:\n  tpu-dynamic-slicing:tpu:\n    true: x\n",
+        "Pulumi.bad.yaml:3: key True is not a string",
+        id="boolean-key",
+    ),
+    pytest.param(b"config:\n  a: caf\xe9\n", "Pulumi.bad.yaml:2: is not UTF-8 text (byte 0xe9)", id="latin-1-bytes"),
+    pytest.param(
+        b"\x00\x01\x02", "Pulumi.bad.yaml:1: YAML does not parse: character U+0000 is not allowed", id="binary"
+    ),
+]
+
+
+@pytest.mark.parametrize("content, message", MALFORMED)
+def test_a_malformed_stack_file_is_one_line(tmp_path: Path, content: bytes, message: str):
+    path = tmp_path / "Pulumi.bad.yaml"
+    path.write_bytes(content)
+    with pytest.raises(StackFileError) as raised:
+        read_stack_file(path)
+    assert str(raised.value).startswith(message), str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("content, message", MALFORMED[:3])
+def test_render_reports_it_without_a_traceback(tmp_path: Path, capsys, content: bytes, message: str):
+    (tmp_path / "Pulumi.bad.yaml").write_bytes(content)
+    assert render.main(["--stack", "bad", "--stack-dir", str(tmp_path), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert err.count("\n") == 1
+
+
+def test_good_files_read_as_their_config(tmp_path: Path):
+    path = tmp_path / "Pulumi.ok.yaml"
+    path.write_text(GOOD)
+    assert read_stack_file(path) == {"tpu-dynamic-slicing:project": "my-tpu-project"}
+    path.write_text("encryptionsalt: v1:abc\n")
+    assert read_stack_file(path) == {}
+
+
+def test_a_missing_stack_lists_the_stacks_that_exist(tmp_path: Path, capsys):
+    for stack in ("alpha", "beta"):
+        (tmp_path / f"Pulumi.{stack}.yaml").write_text(GOOD)
+    assert render.main(["--stack", "gamma", "--stack-dir", str(tmp_path), "--out", str(tmp_path / "out")]) == 1
+    assert "there is no Pulumi.gamma.yaml" in capsys.readouterr().err
+    assert render.main(["--stack", "gamma", "--stack-dir", str(tmp_path), "--out", str(tmp_path / "out")]) == 1
+    assert "the stacks are: alpha, beta" in capsys.readouterr().err
+
+
+def test_a_failing_golden_render_keeps_the_committed_files(tmp_path: Path):
+    """make golden with an invalid stack must not delete that stack's reviewed render."""
+    (tmp_path / "Pulumi.broken.yaml").write_text("config:\n  tpu-dynamic-slicing:project: Not_A_Project\n")
+    golden = tmp_path / "golden" / "broken"
+    golden.mkdir(parents=True)
+    (golden / "resources.json").write_text("[reviewed]")
+    argv = ["--stack", "broken", "--stack-dir", str(tmp_path), "--out", str(tmp_path / "golden")]
+    assert render.main([*argv, "--keep-on-failure"]) == 1
+    assert (golden / "resources.json").read_text() == "[reviewed]"
+    assert render.main(argv) == 1  # make render: a stale render must not pass for the current one
+    assert not golden.exists()

@@ -1,0 +1,98 @@
+"""Reads a `Pulumi.<stack>.yaml` as the Pulumi CLI does, refusing what the CLI would refuse.
+
+Every way a stack file can be malformed (bytes that are not UTF-8, YAML that does not parse, a
+duplicate key at any depth, a key that is not a string, the wrong structure at the top or under
+`config:`) is one ``StackFileError`` whose message is one line naming the file and, where known,
+the line: ``Pulumi.dev.yaml:12: duplicate key 'tpu-dynamic-slicing:tpu' (first at line 7)``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class StackFileError(ValueError):
+    """A stack file that cannot be read; the message is one line."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys and keys that are not strings (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if not isinstance(key, str):
+                raise _KeyProblem(line, f"key {key!r} is not a string; quote it")
+            if key in seen:
+                raise _KeyProblem(line, f"duplicate key {key!r} (first at line {seen[key]}); keep one of them")
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+class _KeyProblem(Exception):
+    def __init__(self, line: int, what: str):
+        super().__init__(what)
+        self.line, self.what = line, what
+
+
+def read_stack_file(path: Path) -> dict[str, Any]:
+    """The ``config:`` mapping of a stack file (empty when it has none); StackFileError otherwise."""
+    name = path.name
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise StackFileError(f"{name}: cannot be read ({error.strerror})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise StackFileError(
+            f"{name}:{line}: is not UTF-8 text (byte 0x{data[error.start]:02x}); save it as UTF-8"
+        ) from None
+    try:
+        document = yaml.load(text, Loader=_StrictLoader)
+    except _KeyProblem as problem:
+        raise StackFileError(f"{name}:{problem.line}: {problem.what}") from None
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"{name}:{mark.line + 1}" if mark else name
+        raise StackFileError(f"{where}: YAML does not parse: {error.problem or error.context}") from None
+    except yaml.reader.ReaderError as error:
+        line = text[: error.position].count("\n") + 1
+        raise StackFileError(
+            f"{name}:{line}: YAML does not parse: character {_code(error.character)} is not allowed in YAML text"
+        ) from None
+    except yaml.YAMLError as error:
+        raise StackFileError(f"{name}: YAML does not parse: {' '.join(str(error).split())}") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise StackFileError(f"{name}:1: must be a mapping with a `config:` key, not a {type(document).__name__}")
+    config = document.get("config")
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        line = _line_of(text, "config")
+        raise StackFileError(
+            f"{name}:{line}: `config:` must be a mapping of `<namespace>:<key>: value`, not a {type(config).__name__}"
+        )
+    return config
+
+
+def _code(character: int | str) -> str:
+    code = character if isinstance(character, int) else ord(character)
+    return f"U+{code:04X}"
+
+
+def _line_of(text: str, key: str) -> int:
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith(f"{key}:"):
+            return number
+    return 1
