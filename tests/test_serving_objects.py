@@ -49,11 +49,12 @@ from components.workloads.serving.objects import (
     workload_identity_principal,
 )
 from tests.conftest import serving_input
-from tests.crd_schemas import SCHEMAS_DIR, core_errors, crd_errors
+from tests.crd_schemas import core_errors, crd_errors
 
 WEIGHTS = hf_cache_weights_uri("qwen-weights", MODEL_ID, MODEL_REVISION)
 DEFAULT_GATEWAY = GatewayConfig()
-PLATFORM_FACTS = Path(os.environ.get("TPU_GKE_PLATFORM_FACTS", SCHEMAS_DIR.parent / "reference" / "platform-facts.md"))
+# Every value key of the router chart, transcribed from its v0.10.0 values.yaml files (header of the file).
+ROUTER_VALUE_KEYS = Path(__file__).resolve().parent / "data" / "llm-d-router-v0.10.0-value-keys.txt"
 
 
 def params(**overrides: Any) -> ServingInput:
@@ -587,8 +588,8 @@ OPEN_MAPS = {
     "router.modelServers.matchLabels",
     "httpRoute.headerMatches",
 }
-# Transcribed from platform-facts.md, section 2, "llm-d router gateway chart v0.10.0" (gateway
-# values, and library values under router.*); the parts of the listing this setup can touch.
+# Transcribed from the chart's v0.10.0 values listing (tests/data/llm-d-router-v0.10.0-value-keys.txt:
+# gateway values, and library values under router.*); the parts of the listing this setup can touch.
 TRANSCRIBED_ROUTER_KEYS = {
     "provider.name",
     "provider.istio.destinationRule.host",
@@ -651,12 +652,8 @@ def leaf_paths(node: Any, prefix: str = "") -> set[str]:
 
 
 def listed_router_keys(text: str) -> set[str]:
-    """Leaf paths of the chart's two value listings in platform-facts.md (library under router.)."""
-    keys: set[str] = set()
-    pattern = r"^### llm-d router gateway chart v0\.10\.0: (gateway|library) values[^\n]*\n.*?```yaml\n(.*?)```"
-    for part, block in re.findall(pattern, text, flags=re.DOTALL | re.MULTILINE):
-        keys |= leaf_paths(yaml.safe_load(block), "router." if part == "library" else "")
-    return keys
+    """The keys of a value-key listing: one dotted path per line, `#` comments and blank lines ignored."""
+    return {line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")}
 
 
 def unknown_keys(values: dict[str, Any], known: set[str]) -> set[str]:
@@ -668,12 +665,14 @@ def unknown_keys(values: dict[str, Any], known: set[str]) -> set[str]:
 
 @pytest.fixture(scope="module")
 def listed_keys() -> set[str]:
-    if not PLATFORM_FACTS.is_file():
-        pytest.skip(f"{PLATFORM_FACTS} is absent (set TPU_GKE_PLATFORM_FACTS)")
-    keys = listed_router_keys(PLATFORM_FACTS.read_text(encoding="utf-8"))
-    if not keys:
-        pytest.skip(f"{PLATFORM_FACTS} has no machine-readable llm-d router v0.10.0 value listing")
-    return keys
+    return listed_router_keys(ROUTER_VALUE_KEYS.read_text(encoding="utf-8"))
+
+
+def test_the_value_key_listing_is_sorted_and_well_formed():
+    lines = [line for line in ROUTER_VALUE_KEYS.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
+    assert lines == sorted(set(lines)), "one key per line, sorted, no duplicates"
+    assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", key) for key in lines)
+    assert RouterConfig().version in ROUTER_VALUE_KEYS.name
 
 
 def test_every_router_value_is_a_transcribed_chart_key():
