@@ -8,7 +8,7 @@ STACKS := $(patsubst Pulumi.%.yaml,%,$(wildcard Pulumi.*.yaml))
 CACHE_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tpu-gke
 export MYPY_CACHE_DIR ?= $(CACHE_HOME)/mypy
 
-.PHONY: render test lint format golden docs clean verify sax
+.PHONY: render test lint format golden docs clean verify sax schemas
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -44,3 +44,6 @@ verify: $(VENV)/.installed  ## smoke-test the deployed STACK's OpenAI-compatible
 
 sax: $(VENV)/.installed  ## Saxml client, e.g. make sax CMD="listcell --model-id /sax/test/spmd" [SAX_STACK=saxml | SAX_ADDRESS=host:port]
 	$(PY) -m tools.sax $(if $(SAX_ADDRESS),--address $(SAX_ADDRESS),--stack $(or $(SAX_STACK),saxml)) $(CMD)
+
+schemas: $(VENV)/.installed  ## fetch the CRD files of schemas.lock into ${XDG_CACHE_HOME:-~/.cache}/tpu-gke/schemas, digests verified (SCHEMAS_FROM=../shared/schemas copies offline)
+	$(PY) -m tools.schemas $(if $(SCHEMAS_FROM),--from $(SCHEMAS_FROM))

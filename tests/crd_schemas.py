@@ -1,9 +1,11 @@
-"""Strict validation of Kubernetes objects against the pinned CRD schemas in shared/schemas.
+"""Strict validation of Kubernetes objects against the pinned upstream CRD files of schemas.lock.
 
-The schema directory comes from $TPU_GKE_SCHEMAS_DIR, else ../shared/schemas beside the repo;
-tests skip with the reason when it or a schema is absent. "Strict" means an object schema that
-lists its properties and does not preserve unknown fields rejects any other field, as the API
-server's pruning would silently drop it.
+Each locked file is looked up, in this order, in the schema cache `make schemas` fills
+(tools.schemas.cache_dir(): $TPU_GKE_SCHEMAS_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/tpu-gke/schemas),
+in $TPU_GKE_SCHEMAS_DIR, then in ../shared/schemas beside the repo; a directory counts only if it
+holds the file with the locked sha256. Tests skip with the reason (run make schemas) when none does.
+"Strict" means an object schema that lists its properties and does not preserve unknown fields
+rejects any other field, as the API server's pruning would silently drop it.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ from typing import Any
 import pytest
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SCHEMAS_DIR = Path(os.environ.get("TPU_GKE_SCHEMAS_DIR", REPO_ROOT.parent / "shared" / "schemas"))
+from tools.schemas import LockedFile, cache_dir, holds, load_lock
 
-# Group -> CRD folder of the version this project pins.
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCHEMAS_DIR_ENV = "TPU_GKE_SCHEMAS_DIR"
+SHARED_SCHEMAS = REPO_ROOT.parent / "shared" / "schemas"
+
+# Group -> CRD folder of the version this project pins (schemas.lock locks the files under crds/<folder>/).
 PINNED_CRDS = {
     "kueue.x-k8s.io": "kueue-v0.17.4",
     "jobset.x-k8s.io": "jobset-v0.11.1",
@@ -28,6 +33,41 @@ PINNED_CRDS = {
     "gateway.networking.k8s.io": "gateway-api-v1.6.1",
     "inference.networking.k8s.io": "gateway-api-inference-extension-v1.5.0",
 }
+
+
+def schema_dirs(environ: dict[str, str] | None = None) -> list[Path]:
+    """Where a locked file may be, in lookup order: the cache, $TPU_GKE_SCHEMAS_DIR, ../shared/schemas."""
+    env = dict(os.environ) if environ is None else environ
+    dirs = [cache_dir(env)]
+    if env.get(SCHEMAS_DIR_ENV):
+        dirs.append(Path(env[SCHEMAS_DIR_ENV]))
+    return [*dirs, SHARED_SCHEMAS]
+
+
+def find_locked(locked: LockedFile, dirs: list[Path]) -> tuple[Path | None, str]:
+    """The first of `dirs` holding the locked file with its digest; else None and the skip reason."""
+    for directory in dirs:
+        if holds(directory, locked):
+            return directory / locked.path, ""
+    other = [str(d) for d in dirs if (d / locked.path).is_file()]
+    found = f"; a copy with another digest is in {', '.join(other)}" if other else ""
+    return None, (
+        f"CRD schema {locked.path} (sha256 {locked.sha256[:12]}…) is in none of {', '.join(map(str, dirs))}"
+        f"{found}: run make schemas (or set {SCHEMAS_DIR_ENV})"
+    )
+
+
+@cache
+def _locked_files(folder: str) -> tuple[LockedFile, ...]:
+    files = tuple(f for f in load_lock() if f.path.startswith(f"crds/{folder}/"))
+    if not files:
+        raise KeyError(f"schemas.lock locks no file under crds/{folder}/")
+    return files
+
+
+@cache
+def _located(locked: LockedFile) -> tuple[Path | None, str]:
+    return find_locked(locked, schema_dirs())
 
 
 # What our objects may carry in metadata; anything else (a typo such as `lables`) is an error.
@@ -67,13 +107,20 @@ def _strict(node: Any) -> None:
 @cache
 def _crd_validators(folder: str) -> dict[tuple[str, str, str], Any]:
     jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed")
-    directory = SCHEMAS_DIR / "crds" / folder
-    if not directory.is_dir():
-        pytest.skip(f"CRD schemas {directory} are absent (set TPU_GKE_SCHEMAS_DIR)")
+    paths = []
+    for locked in _locked_files(folder):
+        path, reason = _located(locked)
+        if path is None:
+            pytest.skip(reason)
+        paths.append(path)
     validators = {}
-    for path in sorted(directory.glob("*.yaml")):
+    for path in paths:
         crd = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+        if PINNED_CRDS.get(group) != folder:
+            raise KeyError(
+                f"schemas.lock locks {path.name} under crds/{folder}/, but its group {group} is not pinned there"
+            )
         for version in crd["spec"]["versions"]:
             schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])
             _strict(schema)

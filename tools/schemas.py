@@ -1,0 +1,354 @@
+"""Fetch the upstream CRD files the tests validate against, pinned by sha256 in schemas.lock.
+
+    python -m tools.schemas [--lock FILE] [--cache DIR] [--from DIR] [--timeout SECONDS]
+
+Every ``[[file]]`` of the lock lands in the cache as ``<cache>/<path>``: by default
+``${XDG_CACHE_HOME:-~/.cache}/tpu-gke/schemas``, or ``$TPU_GKE_SCHEMAS_CACHE``. A file already
+there with the locked digest is left alone; any other is downloaded from its ``url`` (or, with
+``--from DIR``, copied from ``DIR/<path>``, a local mirror such as ../shared/schemas) into a
+temporary file beside its target, checked against the locked size and sha256, synced and only then
+renamed into place, so the cache never holds a partial or unverified file. Prints one line per file
+fetched and one per failure; exits 0 when every locked file is in place, 1 when any is not and 2 on
+a usage error or an unreadable lock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import http.client
+import os
+import re
+import sys
+import tempfile
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_LOCK = PROJECT_ROOT / "schemas.lock"
+CACHE_ENV = "TPU_GKE_SCHEMAS_CACHE"
+# Bounds one connect or read; the whole transfer of one file is bounded by TRANSFER_FACTOR times it.
+DEFAULT_TIMEOUT_S = 30.0
+TRANSFER_FACTOR = 4
+CHUNK_BYTES = 64 * 1024
+USER_AGENT = "tpu-gke-schemas/1 (+python urllib)"
+SHA256 = re.compile(r"[0-9a-f]{64}")
+LOCK_KEYS = {"path", "url", "sha256", "size", "commit"}
+REQUIRED_KEYS = LOCK_KEYS - {"commit"}
+
+
+class LockError(ValueError):
+    """The lock file is missing or malformed: one line naming the file (exit code 2)."""
+
+
+class FetchError(Exception):
+    """One locked file could not be put in place: one line naming the file and the reason."""
+
+
+class _DeadlineExceeded(Exception):
+    """The whole transfer of one file took longer than its bound."""
+
+
+class _Readable(Protocol):
+    def read(self, size: int, /) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class LockedFile:
+    """One upstream file: where it goes (relative to a schema directory), where it comes from, what it is."""
+
+    path: str
+    url: str
+    sha256: str
+    size: int
+    commit: str = ""
+
+
+def load_lock(lock: Path = DEFAULT_LOCK) -> list[LockedFile]:
+    """Every entry of the lock, validated; a LockError names the first problem."""
+    try:
+        data = tomllib.loads(lock.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise LockError(f"{lock}: cannot read the lock: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise LockError(f"{lock}: not valid TOML: {error}") from None
+    entries = data.get("file")
+    if set(data) != {"file"} or not isinstance(entries, list) or not entries:
+        raise LockError(f"{lock}: expected only [[file]] tables, at least one")
+    files: list[LockedFile] = []
+    for number, entry in enumerate(entries, start=1):
+        files.append(_locked_file(entry, f"{lock}: [[file]] #{number}"))
+    paths = [f.path for f in files]
+    duplicates = sorted({p for p in paths if paths.count(p) > 1})
+    if duplicates:
+        raise LockError(f"{lock}: path locked more than once: {', '.join(duplicates)}")
+    return files
+
+
+def _locked_file(entry: object, where: str) -> LockedFile:
+    if not isinstance(entry, dict):
+        raise LockError(f"{where}: not a table")
+    if unknown := sorted(set(entry) - LOCK_KEYS):
+        raise LockError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    if missing := sorted(REQUIRED_KEYS - set(entry)):
+        raise LockError(f"{where}: missing key(s) {', '.join(missing)}")
+    path, url, sha256, size, commit = (entry.get(k, "") for k in ("path", "url", "sha256", "size", "commit"))
+    if not isinstance(path, str) or not _is_plain_relative(path):
+        raise LockError(f"{where}: path {path!r} must be a relative path without '..'")
+    where = f"{where} ({path})"
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+        raise LockError(f"{where}: url {url!r} must be an http(s) URL")
+    if not isinstance(sha256, str) or not SHA256.fullmatch(sha256):
+        raise LockError(f"{where}: sha256 {sha256!r} must be 64 lowercase hex digits")
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        raise LockError(f"{where}: size {size!r} must be a positive number of bytes")
+    if not isinstance(commit, str):
+        raise LockError(f"{where}: commit {commit!r} must be a string")
+    return LockedFile(path=path, url=url, sha256=sha256, size=size, commit=commit)
+
+
+def _is_plain_relative(path: str) -> bool:
+    pure = PurePosixPath(path)
+    return bool(path) and "\\" not in path and not pure.is_absolute() and ".." not in pure.parts and str(pure) == path
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """$TPU_GKE_SCHEMAS_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/tpu-gke/schemas (outside every clone)."""
+    env = os.environ if environ is None else environ
+    if override := env.get(CACHE_ENV):
+        return Path(override).expanduser()
+    xdg = env.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path(env.get("HOME") or Path.home()) / ".cache"
+    return base / "tpu-gke" / "schemas"
+
+
+def file_sha256(path: Path) -> str | None:
+    """The sha256 of a regular file, or None when there is none at `path`."""
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as source:
+            while chunk := source.read(CHUNK_BYTES):
+                digest.update(chunk)
+    except OSError:  # absent, a directory, unreadable: not the locked file
+        return None
+    return digest.hexdigest()
+
+
+def holds(directory: Path, locked: LockedFile) -> bool:
+    """Whether `directory` holds the locked file with its locked digest."""
+    return file_sha256(directory / locked.path) == locked.sha256
+
+
+def _short(digest: str) -> str:
+    return digest[:12] + "…"
+
+
+def install(locked: LockedFile, destination: Path, chunks: Iterator[bytes], *, announced: int | None) -> None:
+    """Write `chunks` to `destination` only if they are the locked file; never leave a partial file.
+
+    `announced` is the length the source promised (Content-Length), so a transfer cut short is
+    reported as truncated rather than as a different file. Errors reading `chunks` propagate as
+    they are; errors writing the cache become a FetchError.
+    """
+    with _writing(locked, destination.parent):
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".part")
+    try:
+        digest = hashlib.sha256()
+        received = 0
+        with os.fdopen(fd, "wb") as out:
+            for chunk in chunks:
+                received += len(chunk)
+                if received > locked.size:
+                    raise FetchError(f"{locked.path}: more than the locked {locked.size} bytes: refused")
+                digest.update(chunk)
+                with _writing(locked, destination.parent):
+                    out.write(chunk)
+            if announced is not None and received < announced:
+                raise FetchError(f"{locked.path}: truncated transfer: {received} of {announced} bytes arrived: refused")
+            if digest.hexdigest() != locked.sha256:
+                raise FetchError(
+                    f"{locked.path}: sha256 {_short(digest.hexdigest())} ({received} bytes) differs from the locked "
+                    f"{_short(locked.sha256)} ({locked.size} bytes): refused"
+                )
+            with _writing(locked, destination.parent):
+                out.flush()
+                os.fsync(out.fileno())
+        with _writing(locked, destination.parent):
+            os.replace(temporary, destination)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    _fsync_directory(destination.parent)
+
+
+@contextlib.contextmanager
+def _writing(locked: LockedFile, directory: Path) -> Iterator[None]:
+    """A local write error (read-only or full cache) as one FetchError line, not as a network error."""
+    try:
+        yield
+    except OSError as error:
+        raise FetchError(f"{locked.path}: cannot write into {directory}: {error.strerror or error}") from None
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Persist the rename itself; best effort where directories cannot be opened."""
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _read_chunks(source: _Readable, deadline: float | None = None) -> Iterator[bytes]:
+    while chunk := source.read(CHUNK_BYTES):
+        yield chunk
+        if deadline is not None and time.monotonic() > deadline:
+            raise _DeadlineExceeded
+
+
+def download(locked: LockedFile, destination: Path, *, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+    """Download the locked file into `destination`; a FetchError says why not, on one line."""
+    request = urllib.request.Request(locked.url, headers={"User-Agent": USER_AGENT})
+    deadline = time.monotonic() + timeout * TRANSFER_FACTOR
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            length = response.headers.get("Content-Length")
+            announced = int(length) if length and length.strip().isdigit() else None
+            install(locked, destination, _read_chunks(response, deadline), announced=announced)
+    except urllib.error.HTTPError as error:
+        error.close()
+        raise FetchError(f"{locked.path}: HTTP {error.code} {error.reason} from {locked.url}") from None
+    except urllib.error.URLError as error:
+        reason = error.reason
+        if isinstance(reason, TimeoutError):
+            raise FetchError(f"{locked.path}: timed out after {timeout:g} s connecting to {locked.url}") from None
+        raise FetchError(f"{locked.path}: connection error for {locked.url}: {reason}") from None
+    except TimeoutError:
+        raise FetchError(f"{locked.path}: timed out ({timeout:g} s without data) fetching {locked.url}") from None
+    except _DeadlineExceeded:
+        limit = timeout * TRANSFER_FACTOR
+        raise FetchError(f"{locked.path}: timed out: the transfer took over {limit:g} s from {locked.url}") from None
+    except http.client.IncompleteRead as error:
+        raise FetchError(f"{locked.path}: truncated transfer: {len(error.partial)} bytes then EOF: refused") from None
+    except (http.client.HTTPException, OSError) as error:
+        raise FetchError(
+            f"{locked.path}: connection error for {locked.url}: {str(error) or type(error).__name__}"
+        ) from None
+
+
+def copy_from(locked: LockedFile, mirror: Path, destination: Path) -> None:
+    """Copy the locked file from a local mirror laid out like the cache, verifying it the same way."""
+    source = mirror / locked.path
+    try:
+        with source.open("rb") as stream:
+            install(locked, destination, _read_chunks(stream), announced=None)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise FetchError(f"{locked.path}: not in {mirror}") from None
+    except OSError as error:
+        raise FetchError(f"{locked.path}: cannot copy from {source}: {error.strerror or error}") from None
+
+
+@dataclass
+class Outcome:
+    fetched: list[str]
+    present: list[str]
+    failures: list[str]
+
+
+def ensure(
+    files: Sequence[LockedFile], cache: Path, *, mirror: Path | None = None, timeout: float = DEFAULT_TIMEOUT_S
+) -> Outcome:
+    """Put every locked file in `cache`, from the network or from `mirror`; report each fetch and failure."""
+    outcome = Outcome(fetched=[], present=[], failures=[])
+    for locked in files:
+        target = cache / locked.path
+        current = file_sha256(target)
+        if current == locked.sha256:
+            outcome.present.append(locked.path)
+            continue
+        try:
+            if mirror is not None:
+                copy_from(locked, mirror, target)
+            else:
+                download(locked, target, timeout=timeout)
+        except FetchError as error:
+            outcome.failures.append(str(error))
+            print(f"schemas: {error}", file=sys.stderr)
+            continue
+        outcome.fetched.append(locked.path)
+        how = f"copied {locked.path} from {mirror}" if mirror is not None else f"downloaded {locked.path}"
+        replaced = " (replacing a copy with another digest)" if current is not None else ""
+        print(f"schemas: {how}{replaced}")
+    return outcome
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+    return value
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tools.schemas", description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--lock", type=Path, default=DEFAULT_LOCK, help="the lock file (default: %(default)s)")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help=f"where the files go (default: ${CACHE_ENV}, else ${{XDG_CACHE_HOME:-~/.cache}}/tpu-gke/schemas)",
+    )
+    parser.add_argument(
+        "--from",
+        dest="mirror",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="copy from a local mirror laid out as <DIR>/<path> (e.g. ../shared/schemas) instead of downloading",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds per connect or read; a whole file gets {TRANSFER_FACTOR}x (default: %(default)g)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        files = load_lock(args.lock)
+    except LockError as error:
+        print(f"schemas: {error}", file=sys.stderr)
+        return 2
+    if args.mirror is not None and not args.mirror.is_dir():
+        print(f"schemas: --from {args.mirror}: not a directory", file=sys.stderr)
+        return 2
+    cache: Path = args.cache if args.cache is not None else cache_dir()
+    outcome = ensure(files, cache, mirror=args.mirror, timeout=args.timeout)
+    in_place = len(outcome.fetched) + len(outcome.present)
+    summary = f"{in_place} of {len(files)} locked files in place in {cache}"
+    detail = f"{len(outcome.fetched)} fetched, {len(outcome.present)} already present"
+    if outcome.failures:
+        print(f"schemas: {summary} ({detail}); {len(outcome.failures)} failed, see above", file=sys.stderr)
+        return 1
+    print(f"schemas: {summary} ({detail})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
