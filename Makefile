@@ -30,8 +30,8 @@ format: $(VENV)/.installed  ## apply the formatter and the linter's safe fixes
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-golden: $(VENV)/.installed  ## regenerate tests/golden/<stack>/ for every stack after an intended change
-	@for stack in $(STACKS); do $(PY) -m tools.render --stack $$stack --out tests/golden || exit 1; done
+golden: $(VENV)/.installed  ## regenerate tests/golden/<stack>/ for every stack after an intended change (a stack that fails keeps its files)
+	@status=0; for stack in $(STACKS); do $(PY) -m tools.render --stack $$stack --out tests/golden --keep-on-failure || status=1; done; exit $$status
 
 clean:
 	rm -rf build $(VENV)
@@ -39,8 +39,8 @@ clean:
 docs: $(VENV)/.installed  ## regenerate the README config table from the schema
 	$(PY) -m tools.config_table --write
 
-verify: $(VENV)/.installed  ## smoke-test the deployed STACK's OpenAI-compatible endpoint (VERIFY_ARGS="--base-url ..." to skip pulumi)
-	$(PY) -m tools.verify --stack $(STACK) $(VERIFY_ARGS)
+verify: $(VENV)/.installed  ## smoke-test STACK's OpenAI-compatible endpoint [BASE_URL=http://host/v1 skips pulumi] [MODEL=name] [VERIFY_ARGS="--attempts 10"]
+	$(PY) -m tools.verify --stack $(STACK) $(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(MODEL),--model $(MODEL)) $(VERIFY_ARGS)
 
 sax: $(VENV)/.installed  ## Saxml client, e.g. make sax CMD="listcell --model-id /sax/test/spmd" [SAX_STACK=saxml | SAX_ADDRESS=host:port]
 	$(PY) -m tools.sax $(if $(SAX_ADDRESS),--address $(SAX_ADDRESS),--stack $(or $(SAX_STACK),saxml)) $(CMD)
