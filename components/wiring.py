@@ -216,6 +216,7 @@ def serving_args(
             *_present(platform.leader_worker_set, platform.slice_controller),
             *gates.before_tpu_workloads,
         ],
+        admission_ready=[queues.objects, *_present(gates.slice_webhook)],
         network_ready=[*([network.proxy_only_subnet] if network else []), gates.load_balancers],
     )
 

@@ -47,12 +47,16 @@ def test_the_kubernetes_layer_is_the_dev_stack_s(lab_run, dev_run):
     assert "slice-controller-webhook" not in {r.name for r in lab_run.registrations}  # not our controller
 
 
-def test_nothing_waits_for_workloads_no_node_runs(lab_run, dev_run):
-    gateway = lab_run.one("kubernetes:gateway.networking.k8s.io/v1:Gateway", "inference-gateway")
-    assert gateway.input("metadata.annotations")["pulumi.com/skipAwait"] == "true"
-    assert "pulumi.com/skipAwait" not in dev_run.one(
-        "kubernetes:gateway.networking.k8s.io/v1:Gateway", "inference-gateway"
-    ).input("metadata.annotations")
+@pytest.mark.parametrize(
+    "kind, name",
+    [
+        ("kubernetes:gateway.networking.k8s.io/v1:Gateway", "inference-gateway"),
+        ("kubernetes:batch/v1:Job", "stage-model-weights"),
+    ],
+)
+def test_nothing_waits_for_workloads_no_node_runs(lab_run, dev_run, kind, name):
+    assert lab_run.one(kind, name).input("metadata.annotations")["pulumi.com/skipAwait"] == "true"
+    assert "pulumi.com/skipAwait" not in dev_run.one(kind, name).input("metadata.annotations")
 
 
 def test_a_gke_cluster_by_name_is_looked_up_not_created():

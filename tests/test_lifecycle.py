@@ -256,3 +256,33 @@ def test_tpu_workloads_wait_until_the_slice_controller_webhook_serves(runs):
     assert gate.input("webhook_configuration") == "slice-controller-mutating-webhook-configuration"
     for workload in tpu_workloads(run):
         assert "slice-controller-webhook" in closure(run, workload.name), workload.name
+
+
+def test_the_model_servers_wait_for_the_weights_staging_job_and_it_for_its_access(runs):
+    run = runs["dev"]
+    job = run.one("kubernetes:batch/v1:Job", "stage-model-weights")
+    assert {"model-server-account", "weights-bucketViewer", "weights-objectUser", "weights-staging-script"} <= set(
+        job.dependencies
+    )
+    # The bucket grants wait for the bucket, so the Job cannot start before it exists.
+    assert "weights" in closure(run, job.name)
+    # Job creation passes the slice controller's fail-closed Job webhook and Kueue's.
+    assert {"slice-controller-webhook", "kueue-objects"} <= set(job.dependencies)
+    # It copies while the TPU pools come up: nothing TPU is on its path.
+    assert not set(tpu_pools(run)) & closure(run, job.name)
+    for name in ("vllm-prefill", "vllm-decode"):
+        assert "stage-model-weights" in closure(run, name), f"{name} starts before the weights are staged"
+    # The pod template of a Job is immutable and its name fixed: a change replaces it, old one first.
+    assert job.options["replaceOnChanges"] == ["metadata.labels", "spec"]
+    assert job.options["deleteBeforeReplace"] is True
+
+
+def test_the_staging_job_waits_for_the_token_secret_when_there_is_one():
+    run = run_stack({"serving.hfToken": "hf_abcdef"}, secrets=("serving",))
+    assert "hf-token" in run.one("kubernetes:batch/v1:Job", "stage-model-weights").dependencies
+
+
+def test_without_staging_the_model_servers_wait_for_no_job():
+    run = run_stack({"serving.weightsStaging.enabled": False})
+    assert not run.of_type("kubernetes:batch/v1:Job")
+    assert "vllm-prefill" in {r.name for r in run.registrations}

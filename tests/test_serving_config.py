@@ -124,6 +124,24 @@ SERVING_BAD_INPUTS = [
         "not a Cloud Storage bucket name",
         id="bad-bucket",
     ),
+    pytest.param(
+        {"serving.model.revision": "main"},
+        "serving.model.revision",
+        "'main' is not a commit: a branch or tag moves",
+        id="staged-branch-revision",
+    ),
+    pytest.param(
+        {"serving.weightsStaging.image": "python"},
+        "serving.weightsStaging.image",
+        "has no tag",
+        id="staging-image-untagged",
+    ),
+    pytest.param(
+        {"serving.weightsStaging.timeoutMinutes": 5},
+        "serving.weightsStaging.timeoutMinutes",
+        "5 is outside 10-1440",
+        id="staging-timeout-too-short",
+    ),
     pytest.param({"serving.priority": "top"}, "serving.priority", "not a priority level", id="bad-priority"),
     pytest.param({"serving.prefil": {}}, "serving.prefil", "did you mean 'prefill'", id="misspelled-key"),
 ]
@@ -146,3 +164,8 @@ def test_a_bad_token_is_never_echoed():
         run_program(as_pulumi_values(raw))
     assert "hf_SECRETVALUE" not in str(raised.value)
     assert any(p.key == "serving.hfToken" for p in raised.value.problems)
+
+
+def test_a_branch_revision_is_accepted_when_the_bucket_is_filled_elsewhere():
+    run = run_stack({"serving.model.revision": "main", "serving.weightsStaging.enabled": False})
+    assert not [r for r in run.registrations if r.name in ("stage-model-weights", "weights-staging-script")]

@@ -10,6 +10,7 @@ kubernetes-validate; router values checked key by key against the chart's v0.10.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -31,6 +32,8 @@ from components.workloads.serving.config import (
     MODEL_ID,
     MODEL_REVISION,
     PREFILL,
+    STAGING_IMAGE,
+    STAGING_TIMEOUT_MINUTES,
     GatewayConfig,
     RouterConfig,
     ServingInput,
@@ -791,3 +794,69 @@ def test_helpers():
         "proj.svc.id.goog/subject/ns/serving/sa/model-server"
     )
     assert partition_state_label(Shape.parse("2x2x2")) == "cloud.google.com/gke-tpu-partition-2x2x2-state"
+
+
+# --- Weights staging -----------------------------------------------------------------------
+
+
+def staging_env(job: dict[str, Any]) -> dict[str, Any]:
+    (stager,) = job["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in stager["env"]}
+
+
+def test_the_staging_job_copies_the_served_snapshot_as_the_model_servers():
+    p = params(
+        namespace="serving",
+        model_id="acme/other-model",
+        model_revision="0123456789abcdef0123456789abcdef01234567",
+        weights_uri="gs://b/custom/path",
+        service_account_name="vllm",
+        staging_image="docker.io/library/python:3.13.1-slim-bookworm",
+        staging_timeout_minutes=90,
+    )
+    built = serving_objects(p)
+    job = built.staging_job
+    assert job is not None and built.staging_script is not None
+    env = staging_env(job)
+    assert (env["MODEL_ID"], env["MODEL_REVISION"]) == ("acme/other-model", "0123456789abcdef0123456789abcdef01234567")
+    assert env["DESTINATION"] == "gs://b/custom/path"  # exactly the directory the servers read
+    for lws in built.leaderworkersets:
+        assert "gs://b/custom/path" in json.dumps(lws)
+    assert env["HF_TOKEN"] == {
+        "secretKeyRef": {"name": so.HF_TOKEN_SECRET_NAME, "key": so.HF_TOKEN_SECRET_KEY, "optional": True}
+    }
+    pod = job["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "vllm"
+    assert pod["containers"][0]["image"] == "docker.io/library/python:3.13.1-slim-bookworm"
+    assert job["metadata"]["namespace"] == built.staging_script["metadata"]["namespace"] == "serving"
+    assert job["metadata"]["annotations"][so.TIMEOUT_ANNOTATION] == "5400"
+    assert job["spec"]["activeDeadlineSeconds"] == 5400  # the Job stops when Pulumi stops waiting
+    assert so.SKIP_AWAIT_ANNOTATION not in job["metadata"]["annotations"]
+    assert core_errors(job) == []
+    assert core_errors(built.staging_script) == []
+
+
+def test_the_staging_configmap_carries_the_script_byte_for_byte_and_the_job_its_digest():
+    built = serving_objects(params())
+    assert built.staging_script is not None and built.staging_job is not None
+    script = (Path(so.manifests.MANIFESTS) / "serving" / "stage_weights.py").read_bytes()
+    assert built.staging_script["data"]["stage_weights.py"].encode() == script
+    annotations = built.staging_job["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[so.SCRIPT_DIGEST_ANNOTATION] == hashlib.sha256(script).hexdigest()
+    (volume,) = [v for v in built.staging_job["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
+    assert volume["configMap"]["name"] == built.staging_script["metadata"]["name"]
+
+
+def test_the_staging_job_is_not_awaited_where_nothing_runs_and_absent_when_off():
+    job = serving_objects(params(skip_await=True)).staging_job
+    assert job is not None and job["metadata"]["annotations"][so.SKIP_AWAIT_ANNOTATION] == "true"
+    off = serving_objects(params(stage_weights=False))
+    assert off.staging_job is None and off.staging_script is None
+
+
+def test_the_staging_job_base_runs_the_default_image():
+    from components.manifests import load_document
+
+    base = load_document(f"serving/{so.STAGING_JOB_FILE}")
+    assert base["spec"]["template"]["spec"]["containers"][0]["image"] == STAGING_IMAGE
+    assert base["metadata"]["annotations"][so.TIMEOUT_ANNOTATION] == str(STAGING_TIMEOUT_MINUTES * 60)

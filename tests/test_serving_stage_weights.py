@@ -171,6 +171,7 @@ class GcsState:
     objects: dict[str, tuple[bytes, dict[str, str]]] = field(default_factory=dict)  # name -> content, metadata
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
     fail_puts: int = 0  # the next chunk PUTs that persist their bytes but answer 503
+    forbidden_requests: int = 0  # the next requests that answer 403 (a bucket grant still propagating)
     puts: list[str] = field(default_factory=list)  # Content-Range of every chunk PUT
     token_requests: int = 0
     accepted_token: str = GCS_TOKEN  # the token the buckets accept (the metadata server hands out GCS_TOKEN)
@@ -194,6 +195,12 @@ class GcsHandler(BaseHTTPRequestHandler):
         return self.rfile.read(int(self.headers.get("Content-Length", "0")))
 
     def authorized(self) -> bool:
+        if self.state.forbidden_requests:
+            self.state.forbidden_requests -= 1
+            self.send(
+                403, json.dumps({"error": {"code": 403, "message": "does not have storage.objects.get"}}).encode()
+            )
+            return False
         if self.headers.get("Authorization") == f"Bearer {self.state.accepted_token}":
             return True
         self.send(401, json.dumps({"error": {"code": 401, "message": "Invalid Credentials"}}).encode())
@@ -638,6 +645,25 @@ def test_cloud_storage_refusals_name_the_service_account_grant(servers):
     line = one_error_line(stage(servers, "gs://weights-bucket/snap", **gcs))
 
     assert "Cloud Storage refused (HTTP 401" in line
+    assert "needs roles/storage.objectUser on gs://weights-bucket" in line
+
+
+def test_a_bucket_grant_still_propagating_is_waited_out_and_one_that_never_comes_is_refused(servers, monkeypatch):
+    monkeypatch.setattr(stage_weights, "GRANT_POLL_SECONDS", 0.01)
+    gcs = {"STORAGE_ENDPOINT": servers.gcs_url, "METADATA_ENDPOINT": servers.gcs_url, "GRANT_WAIT_SECONDS": "30"}
+    servers.gcs.forbidden_requests = 2
+
+    result = stage(servers, "gs://weights-bucket/snap", **gcs)
+
+    assert result.returncode == 0, result.stderr
+    waits = [line for line in result.stdout.splitlines() if line.startswith("wait ")]
+    assert len(waits) == 2, result.stdout
+    assert "the bucket grant may still be propagating" in waits[0]
+    assert "snap/.staged-complete" in servers.gcs.objects
+
+    servers.gcs.forbidden_requests = 1_000
+    line = one_error_line(stage(servers, "gs://weights-bucket/other", **{**gcs, "GRANT_WAIT_SECONDS": "0"}))
+    assert "access to gs://weights-bucket/other: Cloud Storage refused (HTTP 403" in line
     assert "needs roles/storage.objectUser on gs://weights-bucket" in line
 
 

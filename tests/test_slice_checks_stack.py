@@ -67,7 +67,9 @@ def test_switching_a_check_off_removes_it():
 
 def test_switching_both_off_removes_the_component():
     run = run_stack({"checks": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}})
-    assert not [r for r in run.registrations if r.type in (JOBSET, CONFIGMAP, "tpu-gke:k8s:SliceChecks")]
+    checks = [r for r in run.registrations if r.parent == "slice-checks" or r.name == "slice-checks"]
+    assert not checks
+    assert not [r for r in run.registrations if r.type == JOBSET]
     assert "sliceCheckJobSets" not in run.outputs
 
 

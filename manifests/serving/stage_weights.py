@@ -34,6 +34,8 @@ Environment:
   UPLOAD_CHUNK_BYTES     GCS resumable-upload chunk, a multiple of 256 KiB (default 64 MiB)
   STORAGE_ENDPOINT       Cloud Storage base URL (default https://storage.googleapis.com)
   METADATA_ENDPOINT      metadata server base URL (default http://metadata.google.internal)
+  GRANT_WAIT_SECONDS     how long a 403 from Cloud Storage on the first access is waited out, for
+                         a bucket grant made just before the Job still propagating (default 600)
 
 The file list comes from the Hub's tree API, ``GET <endpoint>/api/models/<repo>/tree/<commit>?
 recursive=true`` (paginated by ``Link: <...>; rel="next"``), whose entries carry the size and
@@ -97,6 +99,10 @@ DEFAULT_UPLOAD_CHUNK_BYTES = 256 * GCS_CHUNK_ALIGNMENT  # 64 MiB: fewer requests
 READ_BYTES = 1 << 20
 MAX_BACKOFF_SECONDS = 60.0
 TOKEN_REFRESH_MARGIN_SECONDS = 300
+# A bucket grant made just before the Job starts takes a while to reach Cloud Storage (IAM
+# propagation: usually a minute, at worst about seven), so a 403 on the first access is waited out.
+DEFAULT_GRANT_WAIT_SECONDS = 600
+GRANT_POLL_SECONDS = 15.0
 PROGRESS_MIN_BYTES = 64 << 20  # files this large report progress ...
 PROGRESS_STEP_PERCENT = 5  # ... every 5 % ...
 PROGRESS_SECONDS = 30.0  # ... or every 30 s, whichever comes first
@@ -143,6 +149,7 @@ class Settings:
     upload_chunk_bytes: int
     storage_endpoint: str
     metadata_endpoint: str
+    grant_wait_seconds: float
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -173,6 +180,7 @@ class Settings:
             upload_chunk_bytes=chunk,
             storage_endpoint=env.get("STORAGE_ENDPOINT", "").rstrip("/") or DEFAULT_STORAGE_ENDPOINT,
             metadata_endpoint=env.get("METADATA_ENDPOINT", "").rstrip("/") or DEFAULT_METADATA_ENDPOINT,
+            grant_wait_seconds=_float_setting(env, "GRANT_WAIT_SECONDS", DEFAULT_GRANT_WAIT_SECONDS),
         )
 
 
@@ -753,6 +761,7 @@ class GcsStore:
     token: MetadataToken
     endpoint: str
     chunk_bytes: int
+    grant_wait_seconds: float
 
     @property
     def location(self) -> str:
@@ -778,7 +787,27 @@ class GcsStore:
         return StageError(f"{what}: {error}")
 
     def prepare(self) -> None:
-        self.token.authorization()  # fail early, before the plan, if the pod has no identity
+        """Fail early, before the plan, if the pod has no identity; wait out a grant still propagating."""
+        self.token.authorization()
+        url = self._object_url(MARKER_NAME) + "?fields=size"
+        what = f"access to {self.location}"
+        deadline = time.monotonic() + self.grant_wait_seconds
+        while True:
+            try:
+                with self.http.retry(
+                    what, lambda: self.http.open("GET", url, auth=self.token.authorization(), expect=(200, 404))
+                ):
+                    return
+            except HttpStatusError as error:
+                left = deadline - time.monotonic()
+                if error.status != 403 or left <= 0:
+                    raise self.refusal(error, what) from error
+                delay = min(GRANT_POLL_SECONDS, left)
+                self.http.reporter.line(
+                    f"wait {what}: Cloud Storage refused (HTTP 403), the bucket grant may still be propagating; "
+                    f"again in {delay:.0f} s ({left:.0f} s left)"
+                )
+                time.sleep(delay)
 
     def recorded(self, path: str) -> Recorded | None:
         url = self._object_url(path) + "?fields=size,metadata"
@@ -874,7 +903,15 @@ def open_store(settings: Settings, http: Http) -> Store:
         if not bucket:
             raise StageError(f"DESTINATION {destination!r} names no bucket")
         token = MetadataToken(http, settings.metadata_endpoint)
-        return GcsStore(bucket, prefix.strip("/"), http, token, settings.storage_endpoint, settings.upload_chunk_bytes)
+        return GcsStore(
+            bucket,
+            prefix.strip("/"),
+            http,
+            token,
+            settings.storage_endpoint,
+            settings.upload_chunk_bytes,
+            settings.grant_wait_seconds,
+        )
     if destination.startswith("file://"):
         parts = urllib.parse.urlsplit(destination)
         if parts.netloc not in ("", "localhost"):

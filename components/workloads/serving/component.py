@@ -14,7 +14,7 @@ import pulumi_kubernetes as k8s
 
 from components.platform.config import HelmChartConfig
 from components.platform.releases import helm_release
-from components.resources import children_of, custom_resource, private_bucket
+from components.resources import REPLACE_ON_SPEC_CHANGE, children_of, custom_resource, private_bucket
 from components.workloads.serving import objects as serving_objects
 from components.workloads.serving.config import ServingConfig, served_model_name
 from components.workloads.serving.objects import ServingObjects
@@ -44,6 +44,9 @@ class ServingArgs:
     namespace_ready: list[pulumi.Resource]  # the namespace: all that the account, Secret and Gateway need
     queue_ready: list[pulumi.Resource]  # its LocalQueue: the LeaderWorkerSets are admitted through it
     platform_ready: list[pulumi.Resource]  # LWS and slice-controller releases, the TPU gates
+    # What admits a batch Job in the namespace: Kueue (its queue objects wait for its webhook) and
+    # the slice controller's fail-closed Job webhook. Not the TPU pools: staging runs meanwhile.
+    admission_ready: list[pulumi.Resource]
     network_ready: list[pulumi.Resource]  # the proxy-only subnet and the load-balancer drain gate
 
 
@@ -65,9 +68,15 @@ class ModelServing(pulumi.ComponentResource):
                     opts=on_cluster,
                 )
             )
+        staged = self._weights_staging(
+            args,
+            pulumi.ResourceOptions.merge(
+                on_cluster, pulumi.ResourceOptions(depends_on=[*prerequisites, *args.admission_ready])
+            ),
+        )
         gateway_ready = self._gateway_and_router(args, on_cluster)
         ready = pulumi.ResourceOptions(
-            depends_on=[*args.namespace_ready, *args.queue_ready, *args.platform_ready, *prerequisites],
+            depends_on=[*args.namespace_ready, *args.queue_ready, *args.platform_ready, *prerequisites, *staged],
             # Kueue refuses these changes in place; the replacement keeps the name, so the old one
             # goes first (each group reloads the model: see the README, "What a change does").
             replace_on_changes=serving_objects.REPLACED_ON,
@@ -112,6 +121,31 @@ class ModelServing(pulumi.ComponentResource):
             )
             for role in BUCKET_ROLES
         ]
+
+    def _weights_staging(self, args: ServingArgs, after_access: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+        """The Job that fills the bucket, after the account, its bucket grants and the token Secret.
+
+        Pulumi waits for the Job to complete (its pulumi.com/timeoutSeconds), so the model servers,
+        which depend on it, start against a complete snapshot. A Job's pod template cannot change:
+        any change to it (model, revision, image, script) replaces the Job, which stages again
+        (copying only what is missing); the fixed name means the old one goes first.
+        """
+        job, script = args.objects.staging_job, args.objects.staging_script
+        if job is None or script is None:
+            return []
+        configmap = k8s.core.v1.ConfigMap(
+            "weights-staging-script", metadata=script["metadata"], data=script["data"], opts=after_access
+        )
+        staging = k8s.batch.v1.Job(
+            "stage-model-weights",
+            metadata=job["metadata"],
+            spec=job["spec"],
+            opts=pulumi.ResourceOptions.merge(
+                after_access,
+                pulumi.ResourceOptions.merge(REPLACE_ON_SPEC_CHANGE, pulumi.ResourceOptions(depends_on=[configmap])),
+            ),
+        )
+        return [staging]
 
     def _gateway_and_router(self, args: ServingArgs, on_cluster: pulumi.ResourceOptions) -> _Gateway:
         router_after: list[pulumi.Resource] = []

@@ -3,6 +3,7 @@ preview rules (each reported under the config key that fixes it) and its builder
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from components.config_base import EXACT_VERSION, Problems, image_pin_problem, is_k8s_name, setting
@@ -27,6 +28,12 @@ MODEL_WEIGHTS_DTYPE = "fp8"  # "-FP8" checkpoint; ~406 GB on disk (a few tensors
 # TPUConnectorHMA at startup).
 VLLM_IMAGE = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26"
 ROUTING_SIDECAR_IMAGE = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
+# The weights-staging Job runs a standard-library script: the official python image at a dated
+# patch release (pin its digest once pulled).
+STAGING_IMAGE = "docker.io/library/python:3.12.8-slim-bookworm"
+STAGING_TIMEOUT_MINUTES = 360  # ~400 GB at a few hundred MB/s, with room for retries
+STAGING_TIMEOUT_RANGE = (10, 1440)
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,19 @@ class WeightsBucketConfig:
         True,
         "Grant the model servers' Kubernetes service account read and write on the bucket (Workload Identity); "
         "false when the grants are made elsewhere or the cluster has no Workload Identity.",
+    )
+
+
+@dataclass(frozen=True)
+class WeightsStagingConfig:
+    enabled: bool = setting(
+        True,
+        "Before the model servers start, a Job copies serving.model.revision of the model from Hugging Face into "
+        "the bucket (skipping files already complete); false when the bucket is filled elsewhere.",
+    )
+    image: str = setting(STAGING_IMAGE, "Python image that runs the staging script (dated tag or digest).")
+    timeout_minutes: int = setting(
+        STAGING_TIMEOUT_MINUTES, "How long the Job may run and `pulumi up` waits for it before failing."
     )
 
 
@@ -107,6 +127,9 @@ class ServingConfig:
     )
     model: ServingModelConfig = setting(ServingModelConfig(), "The model.")
     weights_bucket: WeightsBucketConfig = setting(WeightsBucketConfig(), "Cloud Storage bucket of the weights.")
+    weights_staging: WeightsStagingConfig = setting(
+        WeightsStagingConfig(), "The Job that stages the weights in the bucket."
+    )
     image: str = setting(VLLM_IMAGE, "vLLM TPU image (dated tag or digest).")
     routing_sidecar_image: str = setting(ROUTING_SIDECAR_IMAGE, "llm-d routing sidecar image of the decode pods.")
     slice_shape: str = setting("2x2x2", "Slice of each model-server group; one of tpu.sliceShapes.")
@@ -189,6 +212,7 @@ def validate_serving(
     shape = _validate_shape_and_parallelism(serving, tpu, machine, problems)
     _validate_model(serving, project, machine, shape, problems)
     _validate_pods(serving, machine, problems)
+    _validate_staging(serving, problems)
     _validate_front(serving, problems)
     if shape is not None and len(problems.items) == before:
         _validate_capacity(serving, tpu, queues, problems)
@@ -286,6 +310,28 @@ def _validate_pods(serving: ServingConfig, machine: topology.MachineType, proble
             problems.add(f"serving.{key}", pin_problem, "pin a dated tag or @sha256:<digest>")
 
 
+def _validate_staging(serving: ServingConfig, problems: Problems) -> None:
+    staging = serving.weights_staging
+    if not staging.enabled:
+        return
+    if not COMMIT_SHA.fullmatch(serving.model.revision):
+        problems.add(
+            "serving.model.revision",
+            f"{serving.model.revision!r} is not a commit: a branch or tag moves, and the staged snapshot and the "
+            "servers would stop agreeing",
+            "set the 40-hex commit sha of the revision to serve (or serving.weightsStaging.enabled false)",
+        )
+    if pin_problem := image_pin_problem(staging.image):
+        problems.add("serving.weightsStaging.image", pin_problem, "pin a dated tag or @sha256:<digest>")
+    low, high = STAGING_TIMEOUT_RANGE
+    if not low <= staging.timeout_minutes <= high:
+        problems.add(
+            "serving.weightsStaging.timeoutMinutes",
+            f"{staging.timeout_minutes} is outside {low}-{high}",
+            f"use {STAGING_TIMEOUT_MINUTES} (about 400 GB) or what the model needs",
+        )
+
+
 def _validate_front(serving: ServingConfig, problems: Problems) -> None:
     if not 1 <= serving.gateway.port <= 65535:
         problems.add("serving.gateway.port", f"{serving.gateway.port} is not a port", "use 1-65535, e.g. 80")
@@ -327,6 +373,7 @@ class ServingInput:
     priority_class: str
     model_id: str
     served_model_name: str
+    model_revision: str
     weights_uri: str  # gs:// directory of the model snapshot
     xla_cache_uri: str
     image: str
@@ -351,6 +398,9 @@ class ServingInput:
     gateway_name: str
     gateway_class: str
     gateway_port: int
+    stage_weights: bool  # a Job fills weights_uri before the servers start
+    staging_image: str
+    staging_timeout_minutes: int
     skip_await: bool  # a control plane without workloads: Pulumi waits for no Gateway or Job
 
     @property
@@ -379,6 +429,7 @@ def serving_input(
         priority_class=queues.priority_class(serving.priority).name,
         model_id=serving.model.id,
         served_model_name=served_model_name(serving),
+        model_revision=serving.model.revision,
         weights_uri=weights_uri(serving, project),
         xla_cache_uri=f"gs://{weights_bucket_name(serving, project)}/xla_cache",
         image=serving.image,
@@ -403,5 +454,8 @@ def serving_input(
         gateway_name=serving.gateway.name,
         gateway_class=serving.gateway.class_name,
         gateway_port=serving.gateway.port,
+        stage_weights=serving.weights_staging.enabled,
+        staging_image=serving.weights_staging.image,
+        staging_timeout_minutes=serving.weights_staging.timeout_minutes,
         skip_await=skip_await,
     )

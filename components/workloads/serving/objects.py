@@ -23,6 +23,7 @@ mechanism llm-d's TPU recipes use.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,11 @@ BASE_FILES = {PREFILL: "prefill-leaderworkerset.yaml", DECODE: "decode-leaderwor
 GATEWAY_FILE = "gateway.yaml"
 ROUTER_VALUES_FILE = "router-values.yaml"
 SERVICE_ACCOUNT_FILE = "service-account.yaml"
+STAGING_JOB_FILE = "weights-staging-job.yaml"
+STAGING_SCRIPT_FILE = "stage_weights.py"
+STAGING_SCRIPT_PATH = manifests.MANIFESTS / "serving" / STAGING_SCRIPT_FILE
+STAGING_SCRIPT_CONFIGMAP = "weights-staging-script"
+STAGING_CONTAINER = "stage-weights"
 
 LEADER_CONTAINER = "vllm-leader"
 WORKER_CONTAINER = "vllm-worker"
@@ -76,6 +82,9 @@ SKIP_TPU_WEBHOOK_ANNOTATION = "cloud.google.com/skip-tpu-webhook-check"
 WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
 SKIP_AWAIT_ANNOTATION = "pulumi.com/skipAwait"
 WAIT_FOR_PROGRAMMED = "condition=Programmed"
+TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
+# On the staging pod template: a change to the script changes the Job, which then runs again.
+SCRIPT_DIGEST_ANNOTATION = "tpu-gke.dev/script-sha256"
 
 # What Kueue's LeaderWorkerSet webhook refuses to change on a queue-managed LWS (v0.17.4: the
 # queue-name label, and the pod "shape": requests, ports, node selection, tolerations and the
@@ -122,6 +131,8 @@ class ServingObjects:
     gateway: dict[str, Any]
     router_values: dict[str, Any]
     leaderworkersets: list[dict[str, Any]]  # prefill, then decode
+    staging_script: dict[str, Any] | None  # the weights-staging ConfigMap and Job (None: staging is off)
+    staging_job: dict[str, Any] | None
 
 
 def serving_objects(spec: ServingInput) -> ServingObjects:
@@ -135,6 +146,8 @@ def serving_objects(spec: ServingInput) -> ServingObjects:
         gateway=inference_gateway,
         router_values=router_values(gateway_name=spec.gateway_name),
         leaderworkersets=prefill_decode_leaderworkersets(spec),
+        staging_script=staging_script_configmap(spec.namespace) if spec.stage_weights else None,
+        staging_job=weights_staging_job(spec) if spec.stage_weights else None,
     )
 
 
@@ -144,6 +157,48 @@ def skip_await(manifest: dict[str, Any]) -> None:
 
 
 # --- Loading the bases ---------------------------------------------------------------------
+
+
+# --- Weights staging -----------------------------------------------------------------------
+
+
+def staging_script_text() -> str:
+    """The staging script, exactly as its ConfigMap carries it."""
+    return STAGING_SCRIPT_PATH.read_text(encoding="utf-8")
+
+
+def staging_script_configmap(namespace: str) -> dict[str, Any]:
+    """The ConfigMap the staging Job mounts (one key: the script)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": STAGING_SCRIPT_CONFIGMAP, "namespace": namespace},
+        "data": {STAGING_SCRIPT_FILE: staging_script_text()},
+    }
+
+
+def weights_staging_job(spec: ServingInput) -> dict[str, Any]:
+    """The Job that copies the pinned revision into ``spec.weights_uri``, as the model servers' account."""
+    job = _load_one(STAGING_JOB_FILE)
+    job["metadata"]["namespace"] = spec.namespace
+    timeout_seconds = spec.staging_timeout_minutes * 60
+    job["metadata"]["annotations"][TIMEOUT_ANNOTATION] = str(timeout_seconds)
+    job["spec"]["activeDeadlineSeconds"] = timeout_seconds
+    template = job["spec"]["template"]
+    digest = hashlib.sha256(staging_script_text().encode()).hexdigest()
+    template["metadata"].setdefault("annotations", {})[SCRIPT_DIGEST_ANNOTATION] = digest
+    pod = template["spec"]
+    pod["serviceAccountName"] = spec.service_account_name
+    stager = manifests.container(pod, STAGING_CONTAINER)
+    stager["image"] = spec.staging_image
+    manifests.set_env(stager, "MODEL_ID", spec.model_id)
+    manifests.set_env(stager, "MODEL_REVISION", spec.model_revision)
+    manifests.set_env(stager, "DESTINATION", spec.weights_uri)
+    token = {"secretKeyRef": {"name": HF_TOKEN_SECRET_NAME, "key": HF_TOKEN_SECRET_KEY, "optional": True}}
+    manifests.set_env(stager, "HF_TOKEN", {"valueFrom": token})
+    if spec.skip_await:
+        skip_await(job)
+    return job
 
 
 def _load_one(file_name: str) -> dict[str, Any]:
