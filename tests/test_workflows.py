@@ -5,6 +5,7 @@ Offline and fast: zizmor runs with --offline, the rest only parses the YAML.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -145,7 +146,8 @@ def test_render_diff_publishes_to_step_summary(pull_request: dict[str, Any]) -> 
 def test_preview_job_is_keyless_and_comments(pull_request: dict[str, Any]) -> None:
     job = pull_request["jobs"]["preview"]
     assert job["permissions"] == {"contents": "read", "id-token": "write", "pull-requests": "write"}
-    assert job["if"].replace(" ", "") == "github.event.pull_request.head.repo.full_name==github.repository"
+    fork_guard = "github.event.pull_request.head.repo.full_name==github.repository"
+    assert job["if"].replace(" ", "").split("&&")[0] == fork_guard
 
     by_action = {s["uses"].partition("@")[0]: s for s in job["steps"] if "uses" in s}
     auth = by_action["google-github-actions/auth"]["with"]
@@ -169,8 +171,33 @@ def test_preview_job_is_keyless_and_comments(pull_request: dict[str, Any]) -> No
     assert "secrets.PULUMI_ACCESS_TOKEN" in pulumi["env"]["PULUMI_ACCESS_TOKEN"]
 
 
-def test_preview_matrix_lists_every_committed_stack(pull_request: dict[str, Any]) -> None:
+def _list_stacks(pull_request: dict[str, Any], directory: Path) -> list[str]:
+    """Run the stacks job's listing step in ``directory`` as the runner would; its output's value."""
+    (step,) = [s for s in pull_request["jobs"]["stacks"]["steps"] if s.get("id") == "list"]
+    output = directory / "github-output"
+    output.write_text("")
+    subprocess.run(
+        ["bash", "-c", step["run"]],
+        cwd=directory,
+        env={"GITHUB_OUTPUT": str(output), "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
+    (line,) = output.read_text().splitlines()
+    name, _, value = line.partition("=")
+    assert name == "stacks", line
+    listed: list[str] = json.loads(value)
+    return listed
+
+
+def test_preview_matrix_follows_the_stack_files(pull_request: dict[str, Any], tmp_path: Path) -> None:
     stacks = committed_stacks()
     assert stacks, "no Pulumi.<stack>.yaml at the repository root"
-    matrix = pull_request["jobs"]["preview"]["strategy"]["matrix"]["stack"]
-    assert sorted(matrix) == stacks, f"preview matrix {matrix} != stacks with a Pulumi.<stack>.yaml {stacks}"
+    preview = pull_request["jobs"]["preview"]
+    assert preview["needs"] == "stacks"
+    assert preview["strategy"]["matrix"]["stack"].replace(" ", "") == "${{fromJSON(needs.stacks.outputs.stacks)}}"
+    assert pull_request["jobs"]["stacks"]["outputs"]["stacks"].replace(" ", "") == "${{steps.list.outputs.stacks}}"
+    assert _list_stacks(pull_request, PROJECT_ROOT) == stacks
+
+    for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.prod.yaml", "Pulumi.prod.yaml.orig", "README.md"):
+        (tmp_path / name).write_text("config: {}\n")
+    assert _list_stacks(pull_request, tmp_path) == ["dev", "prod"], "a copied stack file is previewed by itself"
