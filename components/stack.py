@@ -31,6 +31,7 @@ from components.config_base import (
     setting,
 )
 from components.gcp import config as gcp_config
+from components.operations import config as operations_config
 from components.platform import config as platform_config
 from components.platform.kueue_objects import KueueObjects, kueue_objects
 from components.tpu.admission import AdmissionPlan, CapacityReport, SliceWorkload
@@ -45,6 +46,11 @@ from components.workloads.slice_checks.objects import SliceChecksObjects, slice_
 @dataclass(frozen=True)
 class StackConfig:
     project: str = setting(doc="Google Cloud project ID.")
+    production: bool = setting(
+        False,
+        "A production stack: preview refuses it unless every protection is on (cluster deletion protection, "
+        "protected TPU pools, a maintenance window, 2+ system nodes per zone, 2+ Kueue and slice-controller replicas).",
+    )
     region: str = setting("us-central1", "Region of the cluster, network and workload policy.")
     network: gcp_config.NetworkConfig = setting(gcp_config.NetworkConfig(), "VPC and subnets.")
     cluster: gcp_config.ClusterConfig = setting(gcp_config.ClusterConfig(), "GKE cluster.")
@@ -199,6 +205,9 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     checks_config.validate_checks(config.checks, config.tpu, config.queues, problems)
     serving_config.validate_serving(config.serving, config.tpu, config.queues, config.project, problems)
     saxml_config.validate_saxml(config.saxml, config.tpu, config.project, problems)
+    serves = config.serving.enabled or config.saxml.enabled
+    operations_config.validate_upgrade_policy(config.cluster, serves, problems)
+    operations_config.validate_production(config.production, config.cluster, config.tpu, config.platform, problems)
 
 
 def _validate_project(project: str, region: str, problems: Problems) -> None:

@@ -116,9 +116,10 @@ GCP_BAD_INPUTS = [
     ),
     pytest.param(
         {
+            "cluster.maintenanceWindow": None,
             "cluster.maintenanceExclusions": [
                 {"name": "freeze", "start": "2026-12-01T00:00:00Z", "end": "2026-12-10T00:00:00Z"}
-            ]
+            ],
         },
         "cluster.maintenanceExclusions",
         "need a maintenance window",

@@ -102,7 +102,15 @@ def test_cluster_features(dev_run):
         "servicesSecondaryRangeName": "qwen-serving-services",
     }
     assert cluster.input("deletionProtection") is False  # dev turns it off
-    assert "maintenancePolicy" not in cluster.inputs  # no hard-coded dates
+    # The window of the stack file, recurring; no exclusion with hard-coded dates that would expire.
+    assert cluster.input("maintenancePolicy") == {
+        "recurringWindow": {
+            "startTime": "2026-12-05T02:00:00Z",
+            "endTime": "2026-12-05T08:00:00Z",
+            "recurrence": "FREQ=WEEKLY;BYDAY=SA,SU",
+        },
+        "maintenanceExclusions": [],
+    }
 
 
 def test_deletion_protection_and_maintenance_come_from_config():

@@ -1,6 +1,6 @@
 """The tree is the architecture: imports run one way, down the deployment, and never in a circle.
 
-Layers, top to bottom: ``wiring`` -> ``stack`` -> ``workloads`` -> ``platform`` -> ``gcp`` -> ``tpu``
+Layers, top to bottom: ``wiring`` -> ``stack`` -> ``operations`` -> ``workloads`` -> ``platform`` -> ``gcp`` -> ``tpu``
 -> the shared helpers (``config_base``, ``naming``, ``manifests``, ``resources``). A module may import
 its own layer and the layers below it; the workload folders do not import each other; the pure
 modules (config, rules, objects, the TPU model, the shared helpers but ``resources``) import no Pulumi.
@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT
 
-LAYERS = ("wiring", "stack", "workloads", "platform", "gcp", "tpu", "shared")
+LAYERS = ("wiring", "stack", "operations", "workloads", "platform", "gcp", "tpu", "shared")
 SHARED = ("config_base", "naming", "manifests", "resources")
 PURE_ROLES = ("config", "rules", "objects")
 IMPURE_SHARED = ("resources",)  # the Pulumi helpers the components share

@@ -319,15 +319,15 @@ def test_base_url_with_a_stack_needs_no_pulumi_the_model_comes_from_the_stack_fi
         (outputs_runner(openaiBaseUrl="10.0.0.5/v1", modelName=MODEL), "base URL '10.0.0.5/v1' is not an http(s) URL"),
         (FakePulumi(raises=FileNotFoundError("pulumi")), "pulumi CLI not found; pass --base-url and --model instead"),
         (
-            FakePulumi(returncode=255, stderr="\nerror: no stack named 'prod' found\n"),
-            "failed: error: no stack named 'prod' found; pass --base-url and --model instead",
+            FakePulumi(returncode=255, stderr="\nerror: no stack named 'qa' found\n"),
+            "failed: error: no stack named 'qa' found; pass --base-url and --model instead",
         ),
         (FakePulumi(raises=subprocess.TimeoutExpired("pulumi", 60)), "timed out; pass --base-url and --model instead"),
         (FakePulumi(stdout="not json"), "did not print JSON; pass --base-url and --model instead"),
     ],
 )
 def test_config_problems_exit_2_with_one_line(runner, message, capsys):
-    assert verify.main(["--stack", "prod"], runner=runner, sleep=SleepRecorder()) == 2
+    assert verify.main(["--stack", "qa"], runner=runner, sleep=SleepRecorder()) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.startswith("verify: error: ") and message in captured.err

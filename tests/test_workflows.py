@@ -171,10 +171,10 @@ def test_preview_job_is_keyless_and_comments(pull_request: dict[str, Any]) -> No
     assert "secrets.PULUMI_ACCESS_TOKEN" in pulumi["env"]["PULUMI_ACCESS_TOKEN"]
 
 
-def _list_stacks(pull_request: dict[str, Any], directory: Path) -> list[str]:
+def _list_stacks(pull_request: dict[str, Any], directory: Path, scratch: Path) -> list[str]:
     """Run the stacks job's listing step in ``directory`` as the runner would; its output's value."""
     (step,) = [s for s in pull_request["jobs"]["stacks"]["steps"] if s.get("id") == "list"]
-    output = directory / "github-output"
+    output = scratch / "github-output"
     output.write_text("")
     subprocess.run(
         ["bash", "-c", step["run"]],
@@ -196,8 +196,11 @@ def test_preview_matrix_follows_the_stack_files(pull_request: dict[str, Any], tm
     assert preview["needs"] == "stacks"
     assert preview["strategy"]["matrix"]["stack"].replace(" ", "") == "${{fromJSON(needs.stacks.outputs.stacks)}}"
     assert pull_request["jobs"]["stacks"]["outputs"]["stacks"].replace(" ", "") == "${{steps.list.outputs.stacks}}"
-    assert _list_stacks(pull_request, PROJECT_ROOT) == stacks
+    assert _list_stacks(pull_request, PROJECT_ROOT, tmp_path) == stacks
 
+    repository = tmp_path / "repository"
+    repository.mkdir()
     for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.prod.yaml", "Pulumi.prod.yaml.orig", "README.md"):
-        (tmp_path / name).write_text("config: {}\n")
-    assert _list_stacks(pull_request, tmp_path) == ["dev", "prod"], "a copied stack file is previewed by itself"
+        (repository / name).write_text("config: {}\n")
+    listed = _list_stacks(pull_request, repository, tmp_path)
+    assert listed == ["dev", "prod"], "a copied stack file is previewed by itself"

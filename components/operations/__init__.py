@@ -1,0 +1,2 @@
+"""Operating the stack in production: the guard rails of a production stack, the TPU upgrade
+policy of a serving stack, and the alert policies an operator watches."""
