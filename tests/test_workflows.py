@@ -19,6 +19,9 @@ import yaml
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = PROJECT_ROOT / ".github" / "workflows"
 PULL_REQUEST = WORKFLOWS / "pull-request.yaml"
+DRIFT = WORKFLOWS / "drift.yaml"
+STACKS = WORKFLOWS / "stacks.yaml"
+LOCAL_USES = ("$/", "./")  # this repository's own actions and workflows (self-repository and relative forms)
 ZIZMOR = Path(sys.executable).parent / "zizmor"
 
 SHA = re.compile(r"[0-9a-f]{40}")
@@ -60,7 +63,7 @@ def pull_request() -> dict[str, Any]:
 
 
 def test_workflows_exist() -> None:
-    assert PULL_REQUEST in workflow_files()
+    assert {PULL_REQUEST, DRIFT, STACKS} <= set(workflow_files())
 
 
 def test_zizmor_offline_has_no_findings() -> None:
@@ -91,7 +94,7 @@ def test_top_level_permissions_are_empty(path: Path) -> None:
 def test_actions_are_pinned_to_commit_shas(path: Path) -> None:
     workflow = load(path)
     for job_id, uses in uses_of(workflow):
-        if uses.startswith("./"):
+        if uses.startswith(LOCAL_USES):
             continue  # local action or workflow of this repository
         if uses.startswith("docker://"):
             assert "@sha256:" in uses, f"{path.name}: job {job_id}: image {uses} not pinned by digest"
@@ -100,7 +103,7 @@ def test_actions_are_pinned_to_commit_shas(path: Path) -> None:
         assert SHA.fullmatch(ref), f"{path.name}: job {job_id}: {action} pinned to {ref!r}, not a 40-hex commit SHA"
     # Each pin names its release, so a reviewer can tell what the SHA is meant to be.
     text = path.read_text()
-    remote_uses = [u for _, u in uses_of(workflow) if not u.startswith(("./", "docker://"))]
+    remote_uses = [u for _, u in uses_of(workflow) if not u.startswith((*LOCAL_USES, "docker://"))]
     commented = PINNED_LINE.findall(text)
     assert len(commented) == len(remote_uses), (
         f"{path.name}: every pinned `uses:` line needs a `# vX.Y.Z` comment; "
@@ -167,13 +170,14 @@ def test_preview_job_is_keyless_and_comments(pull_request: dict[str, Any]) -> No
     assert pulumi["with"]["comment-on-pr"] is True
     assert pulumi["with"]["diff"] is True
     assert "matrix.stack" in pulumi["with"]["stack-name"]
+    assert pulumi["with"]["pulumi-version-file"] == ".pulumi-version", "the CLI is pinned, not the action's ^3"
     assert "vars.PULUMI_ORG" in pulumi["with"]["stack-name"]
     assert "secrets.PULUMI_ACCESS_TOKEN" in pulumi["env"]["PULUMI_ACCESS_TOKEN"]
 
 
-def _list_stacks(pull_request: dict[str, Any], directory: Path, scratch: Path) -> list[str]:
-    """Run the stacks job's listing step in ``directory`` as the runner would; its output's value."""
-    (step,) = [s for s in pull_request["jobs"]["stacks"]["steps"] if s.get("id") == "list"]
+def _list_stacks(directory: Path, scratch: Path) -> list[str]:
+    """Run the reusable stacks workflow's listing step in ``directory`` as the runner would."""
+    (step,) = [s for s in load(STACKS)["jobs"]["list"]["steps"] if s.get("id") == "list"]
     output = scratch / "github-output"
     output.write_text("")
     subprocess.run(
@@ -189,18 +193,113 @@ def _list_stacks(pull_request: dict[str, Any], directory: Path, scratch: Path) -
     return listed
 
 
-def test_preview_matrix_follows_the_stack_files(pull_request: dict[str, Any], tmp_path: Path) -> None:
-    stacks = committed_stacks()
-    assert stacks, "no Pulumi.<stack>.yaml at the repository root"
-    preview = pull_request["jobs"]["preview"]
-    assert preview["needs"] == "stacks"
-    assert preview["strategy"]["matrix"]["stack"].replace(" ", "") == "${{fromJSON(needs.stacks.outputs.stacks)}}"
-    assert pull_request["jobs"]["stacks"]["outputs"]["stacks"].replace(" ", "") == "${{steps.list.outputs.stacks}}"
-    assert _list_stacks(pull_request, PROJECT_ROOT, tmp_path) == stacks
+def test_the_stacks_workflow_lists_the_stack_files(tmp_path: Path) -> None:
+    stacks = load(STACKS)
+    assert set(stacks.get("on", stacks.get(True))) == {"workflow_call"}
+    assert (
+        stacks["on" if "on" in stacks else True]["workflow_call"]["outputs"]["stacks"]["value"].replace(" ", "")
+        == "${{jobs.list.outputs.stacks}}"
+    )
+    assert stacks["jobs"]["list"]["outputs"]["stacks"].replace(" ", "") == "${{steps.list.outputs.stacks}}"
+    assert committed_stacks(), "no Pulumi.<stack>.yaml at the repository root"
+    assert _list_stacks(PROJECT_ROOT, tmp_path) == committed_stacks()
 
     repository = tmp_path / "repository"
     repository.mkdir()
     for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.prod.yaml", "Pulumi.prod.yaml.orig", "README.md"):
         (repository / name).write_text("config: {}\n")
-    listed = _list_stacks(pull_request, repository, tmp_path)
-    assert listed == ["dev", "prod"], "a copied stack file is previewed by itself"
+    assert _list_stacks(repository, tmp_path) == ["dev", "prod"], "a copied stack file is picked up by itself"
+
+
+@pytest.mark.parametrize(("path", "job_id"), [(PULL_REQUEST, "preview"), (DRIFT, "drift")], ids=["preview", "drift"])
+def test_per_stack_jobs_follow_the_stack_files(path: Path, job_id: str) -> None:
+    workflow = load(path)
+    assert workflow["jobs"]["stacks"]["uses"] == "$/.github/workflows/stacks.yaml"
+    job = workflow["jobs"][job_id]
+    assert job["needs"] == "stacks"
+    assert job["strategy"]["matrix"]["stack"].replace(" ", "") == "${{fromJSON(needs.stacks.outputs.stacks)}}"
+    assert "needs.stacks.outputs.stacks != '[]'" in job["if"], "an empty matrix is an error, not a skip"
+
+
+# --- Drift detection -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def drift() -> dict[str, Any]:
+    return load(DRIFT)
+
+
+def test_drift_runs_daily_and_on_demand_one_at_a_time(drift: dict[str, Any]) -> None:
+    triggers = drift.get("on", drift.get(True))
+    assert set(triggers) == {"schedule", "workflow_dispatch"}
+    (schedule,) = triggers["schedule"]
+    minute, hour, *rest = schedule["cron"].split()
+    assert rest == ["*", "*", "*"] and minute.isdigit() and hour.isdigit(), "once a day at a fixed time"
+    assert drift["concurrency"]["cancel-in-progress"] is False
+
+
+def test_drift_job_is_keyless_with_least_permissions(drift: dict[str, Any]) -> None:
+    job = drift["jobs"]["drift"]
+    assert job["permissions"] == {"contents": "read", "id-token": "write"}
+    by_action = {s["uses"].partition("@")[0]: s for s in job["steps"] if "uses" in s}
+    auth = by_action["google-github-actions/auth"]["with"]
+    assert "vars.GCP_WORKLOAD_IDENTITY_PROVIDER" in auth["workload_identity_provider"]
+    assert "credentials_json" not in DRIFT.read_text()
+    assert "gke-gcloud-auth-plugin" in by_action["google-github-actions/setup-gcloud"]["with"]["install_components"]
+    installer = by_action["pulumi/actions"]["with"]
+    assert "command" not in installer, "the action only installs the CLI; the preview runs in a script"
+    assert installer["pulumi-version-file"] == ".pulumi-version"
+    order = [s.get("uses", s.get("name", "")).partition("@")[0] for s in job["steps"]]
+    preview = next(i for i, s in enumerate(job["steps"]) if "pulumi preview" in s.get("run", ""))
+    assert order.index("google-github-actions/auth") < order.index("google-github-actions/setup-gcloud") < preview
+    assert "secrets.PULUMI_ACCESS_TOKEN" in job["steps"][preview]["env"]["PULUMI_ACCESS_TOKEN"]
+
+
+def _drift_script(drift: dict[str, Any]) -> str:
+    (step,) = [s for s in drift["jobs"]["drift"]["steps"] if "pulumi preview" in s.get("run", "")]
+    script: str = step["run"]
+    return script
+
+
+@pytest.mark.parametrize(("exit_code", "says"), [(0, "No drift"), (255, "Drift or a failed preview")])
+def test_the_drift_step_fails_on_changes_and_writes_the_diff_to_the_summary(
+    drift: dict[str, Any], tmp_path: Path, exit_code: int, says: str
+) -> None:
+    """The step's script, run with a stand-in `pulumi` on PATH that records its arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "pulumi"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'printf \'%s\\n\' "$@" > "$ARGS_FILE"\n'
+        "echo '~ kubernetes:core/v1:ConfigMap check-script update [diff: ~data]'\n"
+        f"exit {exit_code}\n"
+    )
+    fake.chmod(0o755)
+    summary = tmp_path / "summary.md"
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "STACK": "acme/prod",
+        "ARGS_FILE": str(tmp_path / "args"),
+    }
+    done = subprocess.run(["bash", "-c", _drift_script(drift)], cwd=tmp_path, env=env, capture_output=True, text=True)
+
+    assert done.returncode == exit_code
+    args = (tmp_path / "args").read_text().split()
+    assert {"preview", "--refresh", "--expect-no-changes", "--non-interactive"} <= set(args)
+    assert args[args.index("--stack") + 1] == "acme/prod"
+    text = summary.read_text()
+    assert "acme/prod" in text and says in text
+    assert ("check-script update" in text) == (exit_code != 0), "the diff is in the summary exactly when it failed"
+
+
+def test_the_cli_pin_is_exact_and_not_older_than_the_sdk() -> None:
+    version = (PROJECT_ROOT / ".pulumi-version").read_text().strip()
+    assert re.fullmatch(r"\d+\.\d+\.\d+", version), f".pulumi-version {version!r} is not an exact version"
+    (sdk,) = re.findall(r"^pulumi==(\S+)$", (PROJECT_ROOT / "requirements.txt").read_text(), re.MULTILINE)
+    assert _numbers(version) >= _numbers(sdk), f"CLI {version} is older than the Python SDK {sdk}"
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
