@@ -5,7 +5,6 @@ stops, the pinned CRDs installed from the files of schemas.lock, and build/itest
 from __future__ import annotations
 
 import atexit
-import contextlib
 import datetime
 import importlib.metadata
 import json
@@ -22,10 +21,10 @@ import pytest
 
 from tests.crd_schemas import find_locked, schema_dirs
 from tests.itest.lab import (
-    LAB_DIR,
     REPORT_DIR,
     ControlPlane,
     KubeApi,
+    PulumiHome,
     Tools,
     cache_dir,
     cold_build_seconds,
@@ -190,15 +189,17 @@ def api(control_plane: ControlPlane) -> KubeApi:
     return control_plane.api()
 
 
-def lab_path(*parts: str) -> Path:
-    return LAB_DIR.joinpath(*parts)
-
-
-@contextlib.contextmanager
-def timed() -> Iterator[dict[str, float]]:
-    box = {"seconds": 0.0}
+@pytest.fixture(scope="session")
+def pulumi_home(tools: Tools, control_plane: ControlPlane, report: Report) -> Iterator[PulumiHome]:
+    """PULUMI_HOME, a file:// backend and the project's work directory, under the control plane's temporary
+    directory; the provider plugin installed from the lab's build as the version it is."""
+    home = PulumiHome(control_plane.run_dir.parent / "pulumi", tools)
     began = time.monotonic()
-    try:
-        yield box
-    finally:
-        box["seconds"] = time.monotonic() - began
+    home.install_provider()
+    report.operation("pulumi plugin install resource kubernetes", time.monotonic() - began, "ok")
+    listed = json.loads(home.cli("plugin", "ls", "--json").stdout)
+    report.data["versions"]["pulumi plugin ls"] = [
+        {k: p.get(k) for k in ("name", "kind", "version", "size")} for p in listed
+    ]
+    yield home
+    home.remove()
