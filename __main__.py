@@ -5,6 +5,7 @@ import pulumi
 from components import stack as stack_config
 from components import wiring
 from components.gcp import Cluster, ExistingCluster, Network, ProjectServices, TpuCapacity
+from components.operations import Alerting
 from components.platform import ClusterGates, ClusterPlatform, KueueQueues
 from components.resources import previous_outputs
 from components.workloads import ModelServing, SaxmlCell, SliceChecks, serving_endpoint
@@ -19,7 +20,7 @@ lifecycle = stack_config.lifecycle_facts(config)
 previous_outputs().apply(lambda outputs: wiring.announce_changes(outputs.get(stack_config.LIFECYCLE_OUTPUT), lifecycle))
 
 # 2. Google Cloud layer, or the cluster made elsewhere that the Kubernetes layer goes onto.
-network = tpu = after_apis = None
+network = tpu = after_apis = services = None
 cluster: wiring.Target
 if config.cluster.existing.enabled:
     cluster = ExistingCluster("cluster", wiring.existing_cluster_args(stack))
@@ -53,7 +54,12 @@ if stack.serving is not None and queues is not None:
 if stack.saxml is not None:
     saxml = SaxmlCell("saxml", wiring.saxml_args(stack, cluster, platform, gates), opts=after_apis)
 
-# 5. Stack outputs.
+# 5. Operations: the alert policies an operator watches, and what they read.
+alerts = None
+if stack.alerts is not None:
+    alerts = Alerting("alerting", wiring.alerting_args(stack, cluster, services, platform, serving))
+
+# 6. Stack outputs.
 pulumi.export("project", config.project)
 pulumi.export("region", config.region)
 if network is not None:
@@ -87,3 +93,5 @@ if serving is not None:
     pulumi.export("modelName", endpoint.model_name)
     pulumi.export("openaiBaseUrl", endpoint.base_url)
     pulumi.export("exampleCurl", endpoint.example_curl)
+if alerts is not None:
+    pulumi.export("alertPolicies", alerts.policy_names)

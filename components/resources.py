@@ -68,6 +68,32 @@ def custom_resource(
     )
 
 
+def kubernetes_object(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """A core or RBAC object of a YAML base as its typed resource; any other kind as a custom resource."""
+    metadata = manifest["metadata"]
+    match manifest["apiVersion"], manifest["kind"]:
+        case "v1", "ServiceAccount":
+            return k8s.core.v1.ServiceAccount(
+                name,
+                metadata=metadata,
+                automount_service_account_token=manifest.get("automountServiceAccountToken"),
+                opts=opts,
+            )
+        case "v1", "Secret":
+            return k8s.core.v1.Secret(name, metadata=metadata, type=manifest.get("type"), opts=opts)
+        case "rbac.authorization.k8s.io/v1", "Role":
+            return k8s.rbac.v1.Role(name, metadata=metadata, rules=manifest["rules"], opts=opts)
+        case "rbac.authorization.k8s.io/v1", "RoleBinding":
+            return k8s.rbac.v1.RoleBinding(
+                name, metadata=metadata, role_ref=manifest["roleRef"], subjects=manifest["subjects"], opts=opts
+            )
+        case "rbac.authorization.k8s.io/v1", "ClusterRoleBinding":
+            return k8s.rbac.v1.ClusterRoleBinding(
+                name, metadata=metadata, role_ref=manifest["roleRef"], subjects=manifest["subjects"], opts=opts
+            )
+    return custom_resource(name, manifest, opts)
+
+
 def previous_outputs() -> pulumi.Output[dict[str, Any]]:
     """The outputs of this stack's last update (empty for a new stack), read through a StackReference."""
     name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"

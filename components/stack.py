@@ -32,13 +32,20 @@ from components.config_base import (
 )
 from components.gcp import config as gcp_config
 from components.operations import config as operations_config
+from components.operations.objects import AlertingObjects, alerting_objects
 from components.platform import config as platform_config
 from components.platform.kueue_objects import KueueObjects, kueue_objects
 from components.tpu.admission import AdmissionPlan, CapacityReport, SliceWorkload
 from components.workloads.saxml import config as saxml_config
 from components.workloads.saxml.objects import SaxmlObjects, saxml_objects
 from components.workloads.serving import config as serving_config
-from components.workloads.serving.objects import ServingObjects, leaderworkerset_problems, serving_objects
+from components.workloads.serving.objects import (
+    LEADER_CONTAINER,
+    WORKER_CONTAINER,
+    ServingObjects,
+    leaderworkerset_problems,
+    serving_objects,
+)
 from components.workloads.slice_checks import config as checks_config
 from components.workloads.slice_checks.objects import SliceChecksObjects, slice_checks_objects
 
@@ -69,6 +76,9 @@ class StackConfig:
     )
     saxml: saxml_config.SaxmlConfig = setting(
         saxml_config.SaxmlConfig(), "Saxml on multi-host TPU v5e (the saxml stack)."
+    )
+    alerts: operations_config.AlertsConfig = setting(
+        operations_config.AlertsConfig(), "Cloud Monitoring alert policies of the TPU pools, Kueue and serving."
     )
 
     # The questions __main__ and the tools ask of the whole stack.
@@ -104,6 +114,7 @@ class Stack:
     checks: SliceChecksObjects | None
     serving: ServingObjects | None
     saxml: SaxmlObjects | None
+    alerts: AlertingObjects | None
 
 
 # --- Parsing, validation and the build ---------------------------------------------------
@@ -208,6 +219,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     serves = config.serving.enabled or config.saxml.enabled
     operations_config.validate_upgrade_policy(config.cluster, serves, problems)
     operations_config.validate_production(config.production, config.cluster, config.tpu, config.platform, problems)
+    operations_config.validate_alerts(config.alerts, config.cluster, config.production, problems)
 
 
 def _validate_project(project: str, region: str, problems: Problems) -> None:
@@ -237,6 +249,22 @@ def _build(config: StackConfig) -> Stack:
         saxml=saxml_objects(saxml_config.saxml_input(config.saxml, tpu, config.project))
         if config.saxml.enabled
         else None,
+        alerts=alerting_objects(_alerts_input(config)) if config.alerts.enabled else None,
+    )
+
+
+def _alerts_input(config: StackConfig) -> operations_config.AlertsInput:
+    slicing = config.tpu.dynamic_slicing
+    serving = slicing and config.serving.enabled
+    return operations_config.alerts_input(
+        config.alerts,
+        config.project,
+        config.cluster,
+        config.tpu,
+        kueue_namespace=config.platform.kueue.namespace if slicing and config.platform.install else None,
+        cluster_queue=config.queues.cluster_queue_name if slicing else None,
+        serving_namespace=config.serving.namespace if serving else None,
+        model_server_containers=[LEADER_CONTAINER, WORKER_CONTAINER] if serving else [],
     )
 
 

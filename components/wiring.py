@@ -16,8 +16,9 @@ from components.config_base import ConfigError
 from components.gcp.cluster import Cluster, ClusterArgs
 from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.gcp.network import Network, NetworkArgs
-from components.gcp.project_services import ProjectServicesArgs
+from components.gcp.project_services import ProjectServices, ProjectServicesArgs
 from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, TpuPoolArgs
+from components.operations.component import AlertingArgs
 from components.platform.config import HelmChartConfig
 from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
@@ -25,7 +26,7 @@ from components.platform.releases import ClusterPlatform, PlatformArgs
 from components.stack import Stack, review_changes
 from components.workloads.saxml.component import SaxmlArgs
 from components.workloads.saxml.config import bucket_name as sax_bucket_name
-from components.workloads.serving.component import ServingArgs
+from components.workloads.serving.component import ModelServing, ServingArgs
 from components.workloads.serving.config import weights_bucket_name
 from components.workloads.slice_checks.component import SliceChecksArgs
 
@@ -239,6 +240,23 @@ def saxml_args(stack: Stack, cluster: Target, platform: ClusterPlatform, gates: 
         jobset_release=platform.jobset,  # serves the JobSet CRD and webhook
         tpu_ready=[gates.tpu],
         load_balancer_ready=[gates.load_balancers],
+    )
+
+
+def alerting_args(
+    stack: Stack,
+    cluster: Target,
+    services: ProjectServices | None,
+    platform: ClusterPlatform,
+    serving: ModelServing | None,
+) -> AlertingArgs:
+    assert stack.alerts is not None
+    return AlertingArgs(
+        objects=stack.alerts,
+        provider=cluster.provider,
+        apis=list(services.apis) if services else [],
+        kueue_ready=_present(platform.kueue),
+        gateway_annotations=serving.gateway_annotations if serving else None,
     )
 
 

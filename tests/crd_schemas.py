@@ -32,6 +32,7 @@ PINNED_CRDS = {
     "leaderworkerset.x-k8s.io": "lws-v0.8.0",
     "gateway.networking.k8s.io": "gateway-api-v1.6.1",
     "inference.networking.k8s.io": "gateway-api-inference-extension-v1.5.0",
+    "monitoring.googleapis.com": "prometheus-engine-v0.17.2",  # GKE's managed Prometheus (PodMonitoring)
 }
 
 

@@ -29,6 +29,7 @@ def test_apis_are_enabled_and_never_disabled_on_destroy(dev_run):
         "cloudresourcemanager.googleapis.com",
         "networkservices.googleapis.com",
         "storage.googleapis.com",
+        "monitoring.googleapis.com",
     } == set(REQUIRED_APIS)
     for service in services:
         assert service.input("disableOnDestroy") is False

@@ -10,7 +10,32 @@ from tests.test_gcp_existing_cluster import LAB
 
 NO_WINDOW = {"cluster.maintenanceWindow": None}
 
+ALERTS_ON = {"alerts.enabled": True, "alerts.emails": ["oncall@example.com"]}
+
 OPERATIONS_BAD_INPUTS = [
+    pytest.param(
+        {"alerts.enabled": False}, "prod", "alerts.enabled", "is false on a production stack", id="prod-no-alerts"
+    ),
+    pytest.param({"alerts.emails": []}, "prod", "alerts.emails", "no one is notified", id="alerts-to-no-one"),
+    pytest.param(
+        {"alerts.emails": ["oncall"]}, "prod", "alerts.emails[0]", "'oncall' is not an email address", id="bad-email"
+    ),
+    pytest.param(
+        {"alerts.notificationChannels": ["pagerduty"]},
+        "prod",
+        "alerts.notificationChannels[0]",
+        "is not a notification channel name",
+        id="bad-channel",
+    ),
+    pytest.param(
+        {"alerts.nodeNotReadyMinutes": 2}, "prod", "alerts.nodeNotReadyMinutes", "outside 5-1440", id="node-2min"
+    ),
+    pytest.param({"alerts.pendingMinutes": 0}, "prod", "alerts.pendingMinutes", "outside 5-10080", id="pending-0"),
+    pytest.param({"alerts.gatewayErrorRatio": 1.5}, "prod", "alerts.gatewayErrorRatio", "not a share", id="ratio"),
+    pytest.param({"alerts.modelServerRestarts": 0}, "prod", "alerts.modelServerRestarts", "page always", id="restarts"),
+    pytest.param(
+        {**LAB, **ALERTS_ON}, "dev", "alerts.enabled", "a cluster made elsewhere", id="alerts-on-existing-cluster"
+    ),
     pytest.param(
         NO_WINDOW, "dev", "cluster.maintenanceWindow", "is not set on a stack that serves", id="vllm-no-window"
     ),

@@ -26,6 +26,7 @@ TABLES = {
     "tests.test_slice_checks_config": "CHECKS_BAD_INPUTS",
     "tests.test_serving_config": "SERVING_BAD_INPUTS",
     "tests.test_saxml_config": "SAXML_BAD_INPUTS",
+    "tests.test_operations_config": "OPERATIONS_BAD_INPUTS",
 }
 # The serving LWS self-check reports under the block: it means a bug of ours, not a setting.
 BLOCK_KEYS = {"serving"}
@@ -50,7 +51,7 @@ def table_rows() -> list[tuple[str, str, str]]:
     rows = []
     for module, table in TABLES.items():
         for param in getattr(importlib.import_module(module), table):
-            _, key, fragment = param.values
+            key, fragment = param.values[-2:]  # (override[, stack], key, fragment)
             rows.append((f"{module}::{param.id}", key, fragment))
     return rows
 

@@ -14,6 +14,7 @@ REQUIRED_APIS = (
     "cloudresourcemanager.googleapis.com",
     "networkservices.googleapis.com",
     "storage.googleapis.com",
+    "monitoring.googleapis.com",  # GKE's system metrics and managed Prometheus write there; the alert policies
 )
 AI_ZONES_FEATURE = "ai-zones-visibility"
 

@@ -1,15 +1,134 @@
-"""The rules of operating a stack: what a stack marked production must have on, and the TPU
-upgrade policy of every stack that serves.
+"""Operating a stack: the `alerts` block (Cloud Monitoring alert policies) and its builder input,
+what a stack marked production must have on, and the TPU upgrade policy of every stack that serves.
 
-They read several blocks (cluster, tpu, platform, and whether a workload serves), so they live
-here, above the blocks they read, and the stack runs them with the others.
+The rules read several blocks (cluster, tpu, platform, alerts, and whether a workload serves), so
+they live here, above the blocks they read, and the stack runs them with the others.
 """
 
 from __future__ import annotations
 
-from components.config_base import Problems
+import re
+from dataclasses import dataclass
+
+from components.config_base import Problems, setting
 from components.gcp.config import ClusterConfig, TpuConfig
 from components.platform.config import PlatformConfig
+
+EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+CHANNEL = re.compile(r"^projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/notificationChannels/[0-9]+$")
+# Cloud Monitoring writes the GKE node and container metrics up to 2 minutes late: a shorter
+# "not Ready" duration would page on the ingestion delay.
+NODE_NOT_READY_MINUTES_RANGE = (5, 1440)
+PENDING_MINUTES_RANGE = (5, 10080)
+
+
+@dataclass(frozen=True)
+class AlertsConfig:
+    enabled: bool = setting(
+        False,
+        "Cloud Monitoring alert policies: a TPU node not Ready, a Kueue workload pending, the serving Gateway's "
+        "5xx rate, model-server restarts.",
+    )
+    emails: list[str] = setting([], "Addresses to notify (one email notification channel each).")
+    notification_channels: list[str] = setting(
+        [], "Existing channels to notify as well: projects/<project>/notificationChannels/<id>."
+    )
+    node_not_ready_minutes: int = setting(10, "A TPU node not Ready this long pages (critical).")
+    pending_minutes: int = setting(
+        30, "The ClusterQueue holding a pending workload this long warns (Kueue 0.17 has no per-workload age)."
+    )
+    gateway_error_ratio: float = setting(
+        0.05, "Share of the serving Gateway's requests answered 5xx, over 5 minutes, that pages."
+    )
+    model_server_restarts: int = setting(2, "Model-server container restarts within 10 minutes that page.")
+
+
+@dataclass(frozen=True)
+class AlertsInput:
+    """What the alert policies are built from: the alerts block, resolved against the stack."""
+
+    project: str
+    cluster_name: str
+    emails: list[str]
+    notification_channels: list[str]
+    tpu_pool_names: list[str]
+    kueue_namespace: str | None  # None: Kueue is not this stack's (no scrape, no pending alert)
+    cluster_queue: str | None  # None: nothing is queued (no dynamic slicing)
+    serving_namespace: str | None  # None: no vLLM serving (no Gateway or restart alerts)
+    model_server_containers: list[str]
+    node_not_ready_minutes: int
+    pending_minutes: int
+    gateway_error_ratio: float
+    model_server_restarts: int
+
+
+def alerts_input(
+    alerts: AlertsConfig,
+    project: str,
+    cluster: ClusterConfig,
+    tpu: TpuConfig,
+    kueue_namespace: str | None,
+    cluster_queue: str | None,
+    serving_namespace: str | None,
+    model_server_containers: list[str],
+) -> AlertsInput:
+    return AlertsInput(
+        project=project,
+        cluster_name=cluster.name,
+        emails=list(alerts.emails),
+        notification_channels=list(alerts.notification_channels),
+        tpu_pool_names=[pool.name for pool in tpu.pools],
+        kueue_namespace=kueue_namespace,
+        cluster_queue=cluster_queue,
+        serving_namespace=serving_namespace,
+        model_server_containers=model_server_containers,
+        node_not_ready_minutes=alerts.node_not_ready_minutes,
+        pending_minutes=alerts.pending_minutes,
+        gateway_error_ratio=alerts.gateway_error_ratio,
+        model_server_restarts=alerts.model_server_restarts,
+    )
+
+
+def validate_alerts(alerts: AlertsConfig, cluster: ClusterConfig, production: bool, problems: Problems) -> None:
+    if production and not alerts.enabled:
+        problems.add(
+            "alerts.enabled",
+            "is false on a production stack: a failed TPU node or a stuck queue would go unnoticed",
+            "set it true with alerts.emails or alerts.notificationChannels",
+        )
+    if not alerts.enabled:
+        return
+    if cluster.existing.enabled:
+        problems.add(
+            "alerts.enabled",
+            "a cluster made elsewhere (cluster.existing) has its alerting made there too",
+            "set it false, or let this stack make the cluster",
+        )
+    if not alerts.emails and not alerts.notification_channels:
+        problems.add("alerts.emails", "is empty and so is alerts.notificationChannels: no one is notified", "add one")
+    for index, email in enumerate(alerts.emails):
+        if not EMAIL.match(email):
+            problems.add(f"alerts.emails[{index}]", f"{email!r} is not an email address", "write name@example.com")
+    for index, channel in enumerate(alerts.notification_channels):
+        if not CHANNEL.match(channel):
+            problems.add(
+                f"alerts.notificationChannels[{index}]",
+                f"{channel!r} is not a notification channel name",
+                "write projects/<project>/notificationChannels/<id> (gcloud beta monitoring channels list)",
+            )
+    for key, value, (low, high) in (
+        ("nodeNotReadyMinutes", alerts.node_not_ready_minutes, NODE_NOT_READY_MINUTES_RANGE),
+        ("pendingMinutes", alerts.pending_minutes, PENDING_MINUTES_RANGE),
+    ):
+        if not low <= value <= high:
+            problems.add(f"alerts.{key}", f"{value} is outside {low}-{high}", f"use {low} to {high} minutes")
+    if not 0 < alerts.gateway_error_ratio < 1:
+        problems.add(
+            "alerts.gatewayErrorRatio", f"{alerts.gateway_error_ratio} is not a share of requests", "use e.g. 0.05"
+        )
+    if alerts.model_server_restarts < 1:
+        problems.add("alerts.modelServerRestarts", f"{alerts.model_server_restarts} would page always", "use 1 or more")
+
 
 MIN_HA_REPLICAS = 2  # one controller replica may restart (or its node upgrade) while the other serves
 MIN_PRODUCTION_SYSTEM_NODES = 2  # per zone: a system-node upgrade or repair never leaves a zone empty

@@ -85,6 +85,9 @@ class ModelServing(pulumi.ComponentResource):
         for lws in args.objects.leaderworkersets:
             custom_resource(lws["metadata"]["name"], lws, pulumi.ResourceOptions.merge(on_cluster, ready))
         self.gateway_address = gateway_ready.status.apply(_gateway_address)
+        self.gateway_annotations: pulumi.Output[dict[str, str] | None] = gateway_ready.metadata.apply(
+            lambda metadata: (metadata or {}).get("annotations")
+        )
         self.register_outputs({"gatewayAddress": self.gateway_address})
 
     def _bucket_access(self, args: ServingArgs, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
@@ -177,6 +180,7 @@ class _Gateway(pulumi.CustomResource):
     """A Gateway API Gateway whose status (the load balancer's address) is a resource output."""
 
     status: pulumi.Output[Any]
+    metadata: pulumi.Output[Any]  # as the server holds it: GKE's annotations name the load balancer
 
     def __init__(self, name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions):
         api_version, kind = manifest["apiVersion"], manifest["kind"]

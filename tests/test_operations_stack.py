@@ -1,0 +1,68 @@
+"""The alerting inside the running program: what the prod stack registers, what each piece waits
+for, and that nothing of it exists where alerts are off."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_stack
+
+POLICY = "gcp:monitoring/alertPolicy:AlertPolicy"
+CHANNEL = "gcp:monitoring/notificationChannel:NotificationChannel"
+
+
+@pytest.fixture(scope="module")
+def prod_run():
+    return run_stack(stack="prod")
+
+
+def test_prod_registers_a_policy_per_signal_notifying_its_channel(prod_run):
+    policies = {r.name: r for r in prod_run.of_type(POLICY)}
+    assert sorted(policies) == [
+        "alert-gateway-5xx",
+        "alert-kueue-pending",
+        "alert-model-server-restarts",
+        "alert-tpu-node-not-ready",
+    ]
+    (channel,) = prod_run.of_type(CHANNEL)
+    assert channel.name == "alert-email-tpu-oncall-example-com"
+    assert channel.input("labels") == {"email_address": "tpu-oncall@example.com"}
+    for policy in policies.values():
+        assert policy.input("project") == "my-tpu-prod-project"
+        assert "alert-email-tpu-oncall-example-com" in policy.dependencies, f"{policy.name} notifies no channel"
+        assert policy.input("displayName").startswith("qwen-prod-cluster: ")
+    assert sorted(prod_run.outputs["alertPolicies"]) == sorted(n.removeprefix("alert-") for n in policies)
+
+
+def test_the_gateway_policy_waits_for_the_gateway_it_measures(prod_run):
+    policy = prod_run.one(POLICY, "alert-gateway-5xx")
+    assert "inference-gateway" in policy.dependencies
+    # Under the mocks the Gateway carries no GKE annotation: the policy covers GKE's Gateway URL maps.
+    (condition,) = policy.input("conditions")
+    assert "gkegw1-" in condition["conditionThreshold"]["filter"]
+
+
+def test_channels_and_policies_wait_for_the_monitoring_api(prod_run):
+    for resource in [*prod_run.of_type(POLICY), *prod_run.of_type(CHANNEL)]:
+        assert "monitoring" in resource.dependencies, resource.name
+
+
+def test_the_kueue_scrape_waits_for_kueue_and_its_token_for_its_account(prod_run):
+    scrape = {r.type.rsplit(":", 1)[-1]: r for r in prod_run.registrations if r.name.startswith("kueue-metrics-")}
+    assert sorted(scrape) == ["ClusterRoleBinding", "PodMonitoring", "Role", "RoleBinding", "Secret", "ServiceAccount"]
+    for resource in scrape.values():
+        assert "kueue" in resource.dependencies, f"{resource.name} does not wait for the Kueue release"
+    # A token Secret created before its ServiceAccount is deleted by Kubernetes' token controller.
+    assert scrape["ServiceAccount"].name in scrape["Secret"].dependencies
+    assert {scrape["Secret"].name, scrape["RoleBinding"].name} <= set(scrape["PodMonitoring"].dependencies)
+
+
+def test_no_alerting_where_alerts_are_off(dev_run):
+    assert not dev_run.of_type(POLICY) and not dev_run.of_type(CHANNEL)
+    assert not [r for r in dev_run.registrations if r.name.startswith("kueue-metrics-")]
+    assert "alertPolicies" not in dev_run.outputs
+
+
+def test_the_saxml_stack_alerts_on_its_tpu_nodes_only():
+    run = run_stack({"alerts": {"enabled": True, "emails": ["sax@example.com"]}}, stack="saxml")
+    assert [r.name for r in run.of_type(POLICY)] == ["alert-tpu-node-not-ready"]
