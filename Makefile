@@ -3,6 +3,8 @@ STACK ?= dev
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# checkov pins packaging<24 (pulumi needs >=26), so it lives in a venv of its own.
+CHECKOV_VENV := .venv-checkov
 STACKS := $(patsubst Pulumi.%.yaml,%,$(wildcard Pulumi.*.yaml))
 # Caches outside the clone, reused by every clone on this machine: mypy reads 290 MB of pulumi_gcp once.
 CACHE_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tpu-gke
@@ -18,8 +20,13 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 render: $(VENV)/.installed  ## offline preview of STACK into build/render/STACK/
 	$(PY) -m tools.render --stack $(STACK)
 
-test: $(VENV)/.installed  ## the whole test suite
-	$(PY) -m pytest
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt constraints-checkov.txt
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-checkov.txt -c constraints-checkov.txt
+	touch $@
+
+test: $(VENV)/.installed $(CHECKOV_VENV)/.installed  ## the whole test suite (the checkov scan included: TPU_GKE_CHECKOV)
+	TPU_GKE_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest
 
 lint: $(VENV)/.installed  ## formatter check, linter and strict type check (settings in pyproject.toml)
 	$(VENV)/bin/ruff format --check .
@@ -34,7 +41,7 @@ golden: $(VENV)/.installed  ## regenerate tests/golden/<stack>/ for every stack 
 	@status=0; for stack in $(STACKS); do $(PY) -m tools.render --stack $$stack --out tests/golden --keep-on-failure || status=1; done; exit $$status
 
 clean:
-	rm -rf build $(VENV)
+	rm -rf build $(VENV) $(CHECKOV_VENV)
 
 docs: $(VENV)/.installed  ## regenerate the README config table from the schema
 	$(PY) -m tools.config_table --write

@@ -126,3 +126,8 @@ def check_input(kind: str, **overrides: Any) -> Any:
 
     (check,) = [c for c in slice_checks_input(ChecksConfig(), TpuConfig(), QueuesConfig()).checks if c.kind == kind]
     return dataclasses.replace(check, **_resolve(overrides))
+
+
+def not_checkov(annotations: dict[str, str]) -> dict[str, str]:
+    """Annotations other than checkov's inline skips, which tests/test_security_checkov.py checks."""
+    return {key: value for key, value in annotations.items() if not key.startswith("checkov.io/skip")}

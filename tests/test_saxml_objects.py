@@ -17,7 +17,7 @@ from components.workloads.saxml.objects import (
     http_service,
     model_server_jobset,
 )
-from tests.conftest import saxml_input
+from tests.conftest import not_checkov, saxml_input
 from tests.crd_schemas import core_errors, crd_errors, is_custom
 
 
@@ -107,7 +107,11 @@ def test_admin_server():
     assert container["image"] == "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1.1.0"
     assert container["ports"] == [{"name": "admin", "containerPort": 10000}]
     assert _env(container) == {"GSBUCKET": BUCKET}
-    assert "securityContext" not in container
+    # Not privileged as in the tutorial: a TCP server that needs no capabilities at all.
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert pod_spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}  # never two admin servers of one cell
+    assert container["readinessProbe"] == {"tcpSocket": {"port": "admin"}, "periodSeconds": 10}
 
 
 # --- Model servers --------------------------------------------------------------------------------
@@ -118,7 +122,7 @@ def test_model_server_jobset_follows_the_tutorial_shape():
     replicated_job, job_spec, pod_spec, container = _model_parts(jobset)
 
     assert jobset["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and jobset["kind"] == "JobSet"
-    assert jobset["metadata"]["annotations"] == {
+    assert not_checkov(jobset["metadata"]["annotations"]) == {
         "alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"
     }
     assert jobset["spec"]["failurePolicy"] == {"maxRestarts": 4}
@@ -146,6 +150,9 @@ def test_model_server_jobset_follows_the_tutorial_shape():
         {"name": "MEGASCALE_NUM_SLICES", "value": ""},  # set to empty, as the tutorial "unsets" it
     ]
     assert container["resources"] == {"requests": {"google.com/tpu": "4"}, "limits": {"google.com/tpu": "4"}}
+    assert "privileged" not in container["securityContext"]  # the device plugin gives the chips
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["NET_RAW"]}}
+    assert pod_spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def test_nothing_runs_privileged():

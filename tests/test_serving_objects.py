@@ -51,7 +51,7 @@ from components.workloads.serving.objects import (
     serving_objects,
     workload_identity_principal,
 )
-from tests.conftest import serving_input
+from tests.conftest import not_checkov, serving_input
 from tests.crd_schemas import core_errors, crd_errors
 
 WEIGHTS = hf_cache_weights_uri("qwen-weights", MODEL_ID, MODEL_REVISION)
@@ -118,7 +118,7 @@ def test_kueue_and_llm_d_labels(lws, role):
         "llm-d.ai/role": role,
         "inference.networking.k8s.io/engine-type": "vllm",
     }
-    assert lws[role]["metadata"]["annotations"] == {
+    assert not_checkov(lws[role]["metadata"]["annotations"]) == {
         "leaderworkerset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-tpu-slice"
     }
 
@@ -166,8 +166,14 @@ def test_four_groups_of_two_hosts_on_2x2x2(lws, role):
     assert spec["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupOnPodRestart"
     for kind in ("leader", "worker"):
         pod = template(lws[role], kind)
-        assert pod["metadata"]["annotations"] == {"cloud.google.com/gke-tpu-slice-topology": "2x2x2"}
+        assert not_checkov(pod["metadata"]["annotations"]) == {"cloud.google.com/gke-tpu-slice-topology": "2x2x2"}
         assert pod["spec"]["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu7x"}
+        # Not privileged (the device plugin gives the chips), no privilege escalation, no raw sockets.
+        assert pod["spec"]["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+        assert container(lws[role], kind)["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["NET_RAW"]},
+        }
         assert pod["spec"]["tolerations"] == [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}]
         assert pod["spec"]["serviceAccountName"] == "model-server"
         resources = container(lws[role], kind)["resources"]
@@ -393,7 +399,15 @@ def test_routing_sidecar_only_on_the_decode_leader(lws):
         "--secure-proxy=false",
     ]
     assert ports_of(sidecar) == {8000: "modelserver"}
-    assert sidecar["securityContext"] == {"allowPrivilegeEscalation": False, "runAsNonRoot": True}
+    assert sidecar["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert sidecar["resources"] == {
+        "requests": {"cpu": "250m", "memory": "256Mi"},
+        "limits": {"cpu": "2", "memory": "1Gi"},
+    }
     assert "initContainers" not in template(lws[PREFILL], "leader")["spec"]
     assert "initContainers" not in template(lws[DECODE], "worker")["spec"]
 

@@ -21,7 +21,7 @@ from components.workloads.slice_checks import objects as slice_checks
 from components.workloads.slice_checks.config import IMAGE as DEFAULT_IMAGE
 from components.workloads.slice_checks.config import SUBSLICING, SUPERSLICING
 from components.workloads.slice_checks.objects import SliceFacts, slice_check_jobset
-from tests.conftest import check_input
+from tests.conftest import check_input, not_checkov
 from tests.crd_schemas import crd_errors
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -252,7 +252,8 @@ def test_overlay_sets_what_varies_and_keeps_the_reference_shape(check):
     replicated_job, job_spec, pod_template, pod_spec, container = _parts(jobset)
 
     assert jobset["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and jobset["kind"] == "JobSet"
-    assert jobset["metadata"] == {
+    assert {**jobset["metadata"], "annotations": not_checkov(jobset["metadata"]["annotations"])} == {
+        "annotations": {},
         "name": want["name"],
         "namespace": "tpu-checks",
         "labels": {"kueue.x-k8s.io/queue-name": "tpu-lq", "kueue.x-k8s.io/priority-class": f"{check}-priority"},
@@ -264,6 +265,9 @@ def test_overlay_sets_what_varies_and_keeps_the_reference_shape(check):
     assert job_spec["backoffLimit"] == 10
     assert pod_template["metadata"]["annotations"] == {"cloud.google.com/gke-tpu-slice-topology": want["shape"]}
     assert pod_spec["restartPolicy"] == "Never"
+    assert pod_spec["automountServiceAccountToken"] is False  # the check calls no API
+    assert pod_spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["NET_RAW"]}}
     assert pod_spec["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu7x"}
     assert pod_spec["tolerations"] == [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert container["image"] == IMAGE

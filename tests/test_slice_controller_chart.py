@@ -50,6 +50,7 @@ EXPECTED_OBJECTS = {
     ("Service", NAMESPACE, WEBHOOK_SERVICE),
     ("Deployment", NAMESPACE, DEPLOYMENT),
     ("PodDisruptionBudget", NAMESPACE, DEPLOYMENT),
+    ("NetworkPolicy", NAMESPACE, DEPLOYMENT),
     ("MutatingWebhookConfiguration", None, "slice-controller-mutating-webhook-configuration"),
 }
 
@@ -133,8 +134,13 @@ def only(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> d
 
 
 def granted(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
-    """(apiGroup, resource) -> verbs of a Role or ClusterRole."""
-    return {(g, r): set(rule["verbs"]) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    """(apiGroup, resource) -> verbs of a Role or ClusterRole, over all its rules."""
+    verbs: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                verbs.setdefault((group, resource), set()).update(rule["verbs"])
+    return verbs
 
 
 def manager(objects: list[dict[str, Any]]) -> dict[str, Any]:
@@ -232,7 +238,14 @@ def test_services_select_the_manager_pods(render: Any) -> None:
 
 def test_rbac_matches_the_reference(render: Any) -> None:
     objects = render()
-    assert granted(only(objects, "ClusterRole", "slice-controller-manager-role")) == EXPECTED_MANAGER_RULES
+    manager_role = only(objects, "ClusterRole", "slice-controller-manager-role")
+    assert granted(manager_role) == EXPECTED_MANAGER_RULES
+    # It may write only its own webhook configuration (the CA injection), not the cluster's others.
+    (write,) = [
+        r for r in manager_role["rules"] if "mutatingwebhookconfigurations" in r["resources"] and "update" in r["verbs"]
+    ]
+    assert write["verbs"] == ["update"]
+    assert write["resourceNames"] == [only(objects, "MutatingWebhookConfiguration")["metadata"]["name"]]
 
     full = {"get", "list", "watch", "create", "update", "patch", "delete"}
     assert granted(only(objects, "Role", "slice-controller-leader-election-role")) == {
@@ -302,12 +315,40 @@ def test_default_deployment(render: Any) -> None:
 def test_security_context_is_hardened(render: Any) -> None:
     objects = render()
     pod = only(objects, "Deployment")["spec"]["template"]["spec"]
-    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     assert manager(objects)["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
         "readOnlyRootFilesystem": True,
     }
+
+
+def test_ingress_reaches_the_managers_ports_only(render: Any) -> None:
+    objects = render()
+    policy = only(objects, "NetworkPolicy")
+    assert policy["spec"]["podSelector"] == only(objects, "Deployment")["spec"]["selector"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert "from" not in rule  # the API server calls the webhooks from outside the pod network
+    assert sorted(p["port"] for p in rule["ports"]) == [8081, 8443, 9443]
+    container = manager(objects)
+    listening = {p["containerPort"] for p in container["ports"]} | {container["livenessProbe"]["httpGet"]["port"], 8443}
+    assert listening == {p["port"] for p in rule["ports"]}
+
+
+def test_image_checks_are_skipped_only_while_the_image_is_a_tag(render: Any) -> None:
+    def skipped(values: dict[str, Any] | None = None) -> set[str]:
+        annotations = only(render(values), "Deployment")["metadata"]["annotations"]
+        return {v.split("=")[0] for k, v in annotations.items() if k.startswith("checkov.io/skip")}
+
+    assert skipped() == {"CKV_K8S_38", "CKV_K8S_43", "CKV_K8S_15"}
+    assert skipped({"image": {"digest": DIGEST}}) == {"CKV_K8S_38"}  # a digest passes both image checks
+    assert skipped({"image": {"pullPolicy": "Always"}}) == {"CKV_K8S_38", "CKV_K8S_43"}
 
 
 def test_image_by_digest(render: Any) -> None:

@@ -1,0 +1,412 @@
+"""Security scan of what the stacks apply: checkov's kubernetes framework over every stack's render.
+
+Every ``Pulumi.<stack>.yaml`` is rendered afresh with tools/render.py (so the scan follows the
+code, not the committed goldens); its ``kubernetes.yaml`` holds the program's objects and the
+slice-controller chart as Helm renders it. checkov checks only built-in kinds, so the pods of our
+custom workloads are added beside it in ``workload-pods.yaml``, as their controllers create them:
+a Job per JobSet replicated job, a Pod per LeaderWorkerSet leader and worker template, each with
+its template's and its owner's ``checkov.io/skip*`` annotations.
+
+A check that is wrong for an object is skipped on that object, never here: an annotation
+``checkov.io/skip<N>: <check id>=<why>`` in the metadata checkov reads (the object's own, or for
+the pods of a JobSet or LeaderWorkerSet one template's), in the YAML base under manifests/ or the
+chart template. Each stack is scanned as rendered (no failed check allowed) and with every skip
+annotation stripped (exactly the skipped checks must fail there), so a skip that suppresses
+nothing, or names a check that never ran on its object, fails the suite too.
+
+One checkov process runs its kubernetes runner (what ``checkov --framework kubernetes`` runs)
+once per stack: the graph checks join objects by labels and names only, so stacks scanned as one
+would lend each other their NetworkPolicies and RBAC. It is offline by construction: the runner
+alone never reaches the CLI's platform integration or its PyPI version check, its environment
+holds no API key and CKV_SKIP_PACKAGE_UPDATE_CHECK=true, and in its interpreter every name lookup
+and IP connection is refused and recorded, which fails the test. (By hand, the CLI needs
+``--skip-download`` and CKV_SKIP_PACKAGE_UPDATE_CHECK=true to stay offline.) checkov lives in its
+own venv (.venv-checkov, requirements-checkov.txt); `make test` builds it and sets TPU_GKE_CHECKOV,
+which makes a missing scanner an error instead of a skip.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import PROJECT_ROOT
+from tools import render
+
+STACKS = sorted(p.name.split(".")[1] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
+CHECKOV_ENV = "TPU_GKE_CHECKOV"
+DEFAULT_CHECKOV = PROJECT_ROOT / ".venv-checkov" / "bin" / "checkov"
+SKIP_PREFIX = "checkov.io/skip"
+AS_RENDERED, SKIPS_REMOVED = "as-rendered", "skips-removed"
+RENDER_FILE, PODS_FILE = "kubernetes.yaml", "workload-pods.yaml"
+
+# Kinds checkov's graph checks join to pods and service accounts (NetworkPolicy, RBAC).
+GRAPH_KINDS = {"NetworkPolicy", "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+# Kinds whose pods checkov reads itself (spec.template, or the Pod itself).
+BUILT_IN_WORKLOADS = {"Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob"}
+
+# Run in checkov's interpreter: refuse and record every name lookup and IP connection (an audit hook
+# would too, at five times the run time), then scan each folder with checkov's kubernetes runner (what
+# `checkov --framework kubernetes` runs, without the CLI's platform and update plumbing) into one JSON map.
+_GUARDED_SCAN = textwrap.dedent(
+    """
+    import json, os, socket, sys
+    log = open(os.environ["NETWORK_LOG"], "a", buffering=1)
+    def refuse(name, original):
+        def refused(*args, **kwargs):
+            if name.endswith("connect") and args and getattr(args[0], "family", None) == socket.AF_UNIX:
+                return original(*args, **kwargs)
+            log.write(f"{name} {args[1:] if name.endswith('connect') else args!r}\\n")
+            raise OSError(f"no network in the checkov scan: {name}")
+        return refused
+    for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "create_connection"):
+        setattr(socket, name, refuse(name, getattr(socket, name)))
+    for name in ("connect", "connect_ex"):
+        setattr(socket.socket, name, refuse(f"socket.{name}", getattr(socket.socket, name)))
+    from checkov.kubernetes.runner import Runner
+    from checkov.runner_filter import RunnerFilter
+    FIELDS = ("check_id", "check_name", "resource", "file_path", "check_result")
+    reports = {}
+    for folder in sys.argv[1:]:
+        only_kubernetes = RunnerFilter(framework=["kubernetes"], include_all_checkov_policies=True)
+        report = Runner().run(root_folder=folder, runner_filter=only_kubernetes).get_dict()
+        for kind in ("passed_checks", "failed_checks", "skipped_checks"):
+            report["results"][kind] = [{f: r[f] for f in FIELDS} for r in report["results"][kind]]
+        reports[folder] = {"summary": report["summary"], "results": report["results"]}
+    sys.stdout.write(json.dumps(reports))  # one write: json.dump's many small ones take seconds
+    """
+)
+
+
+def _checkov() -> Path:
+    configured = os.environ.get(CHECKOV_ENV)
+    if configured:
+        path = Path(configured)
+        assert path.is_file(), f"{CHECKOV_ENV}={configured} is not a file: run `make test`, which installs it"
+        return path
+    if not DEFAULT_CHECKOV.is_file():
+        pytest.skip(f"checkov is not installed in .venv-checkov: `make test` installs it (or set {CHECKOV_ENV})")
+    return DEFAULT_CHECKOV
+
+
+# --- What checkov reads ------------------------------------------------------------------------
+
+
+def _skips(obj: dict[str, Any]) -> dict[str, str]:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return {key: value for key, value in annotations.items() if key.startswith(SKIP_PREFIX)}
+
+
+def _all_skips(value: Any, path: str = "") -> list[tuple[str, str, str]]:
+    """Every skip annotation in an object, its own and its templates': (where, key, value)."""
+    found = []
+    if isinstance(value, dict):
+        if path.endswith("metadata") and isinstance(value.get("annotations"), dict):
+            found += [(path, k, v) for k, v in value["annotations"].items() if k.startswith(SKIP_PREFIX)]
+        for key, child in value.items():
+            found += _all_skips(child, f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            found += _all_skips(child, f"{path}[{index}]")
+    return found
+
+
+def _without_skips(value: Any) -> Any:
+    """A copy with every skip annotation removed, the templates' included."""
+    if isinstance(value, dict):
+        return {k: _without_skips(v) for k, v in value.items() if not k.startswith(SKIP_PREFIX)}
+    if isinstance(value, list):
+        return [_without_skips(v) for v in value]
+    return value
+
+
+def _owned(owner: dict[str, Any], kind: str, api_version: str, name: str, template: dict[str, Any]) -> dict[str, Any]:
+    """The object a controller creates from ``template``: its own skips and the owner's."""
+    metadata = copy.deepcopy(template.get("metadata") or {})
+    metadata.update(name=name, namespace=owner["metadata"]["namespace"])
+    own = metadata.get("annotations") or {}
+    clash = sorted(set(own) & set(_skips(owner)))
+    assert not clash, f"{_describe(owner)}: a template reuses the owner's skip annotation keys {clash}"
+    annotations = {**own, **_skips(owner)}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": copy.deepcopy(template["spec"])}
+
+
+def workload_pods(objects: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any], str]]:
+    """What the JobSet and LeaderWorkerSet controllers create: (object, owner, where its template is)."""
+    created = []
+    for obj in objects:
+        name, kind = obj["metadata"]["name"], obj["kind"]
+        if kind == "JobSet":
+            for replicated in obj["spec"]["replicatedJobs"]:
+                job = _owned(obj, "Job", "batch/v1", f"{name}-{replicated['name']}", replicated["template"])
+                # The JobSet controller labels every pod with its JobSet and replicated job.
+                pod_metadata = job["spec"]["template"].setdefault("metadata", {})
+                pod_metadata.setdefault("labels", {}).update(
+                    {
+                        "jobset.sigs.k8s.io/jobset-name": name,
+                        "jobset.sigs.k8s.io/replicatedjob-name": replicated["name"],
+                    }
+                )
+                created.append((job, obj, f"spec.replicatedJobs[{replicated['name']}].template"))
+        elif kind == "LeaderWorkerSet":
+            group = obj["spec"]["leaderWorkerTemplate"]
+            for role in ("leaderTemplate", "workerTemplate"):
+                if role in group:
+                    pod = _owned(obj, "Pod", "v1", f"{name}-{role.removesuffix('Template')}", group[role])
+                    created.append((pod, obj, f"spec.leaderWorkerTemplate.{role}"))
+    return created
+
+
+def _has_containers(value: Any) -> bool:
+    if isinstance(value, dict):
+        return "containers" in value or any(_has_containers(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_containers(v) for v in value)
+    return False
+
+
+def _resource_id(obj: dict[str, Any]) -> str:
+    """checkov's name for an object: kind.namespace.name (namespace ``default`` when cluster-scoped)."""
+    metadata = obj["metadata"]
+    return f"{obj['kind']}.{metadata.get('namespace', 'default')}.{metadata['name']}"
+
+
+def _describe(obj: dict[str, Any]) -> str:
+    metadata = obj["metadata"]
+    namespace = metadata.get("namespace")
+    return f"{obj['kind']} {namespace + '/' if namespace else ''}{metadata['name']}"
+
+
+# --- One checkov run over every stack ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Result:
+    variant: str  # AS_RENDERED or SKIPS_REMOVED
+    stack: str
+    file: str
+    resource: str  # checkov's id: Kind.namespace.name (a pod of a Deployment or Job: Pod.ns.<owner>.<labels>)
+    check_id: str
+    check_name: str
+    owner: str  # the object of our render the result is about
+    comment: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.stack, self.file, self.resource, self.check_id)
+
+    def __str__(self) -> str:
+        kind, namespace, name = self.resource.split(".", 2)
+        return (
+            f"{self.check_id} {kind} {namespace}/{name} ({self.owner}) in {self.stack}/{self.file}: {self.check_name}"
+        )
+
+
+@dataclass(frozen=True)
+class Scan:
+    summary: dict[str, Any]
+    failed: list[Result]
+    skipped: list[Result]
+    passed: list[Result]
+    network: list[str]
+    skip_annotations: list[tuple[str, str, str, str]]  # (stack, owner, where: annotation, value)
+    objects: dict[str, list[dict[str, Any]]]  # stack -> rendered objects
+    owners: dict[tuple[str, str], str]  # (stack, checkov resource id) -> owner description
+
+
+def _owner(owners: dict[tuple[str, str], str], stack: str, resource: str) -> str:
+    if (stack, resource) in owners:
+        return owners[stack, resource]
+    kind, namespace, rest = resource.split(".", 2)
+    # A pod checkov derives from a Deployment's or a Job's template: Pod.<ns>.<owner name>.<labels>
+    for (owner_stack, owner_id), description in owners.items():
+        _, owner_namespace, owner_name = owner_id.split(".", 2)
+        if (
+            owner_stack == stack
+            and kind == "Pod"
+            and owner_namespace == namespace
+            and rest.startswith(owner_name + ".")
+        ):
+            return description
+    return "not in the render"
+
+
+def _skip_variant(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The objects that carry skips, without them, and what checkov's graph checks join them to."""
+    return [_without_skips(o) for o in objects if _all_skips(o) or o["kind"] in GRAPH_KINDS]
+
+
+def _write_stack(target: Path, text: str, objects: list[dict[str, Any]]) -> None:
+    target.mkdir(parents=True)
+    (target / RENDER_FILE).write_text(text)
+    (target / PODS_FILE).write_text(yaml.safe_dump_all([pod for pod, _, _ in workload_pods(objects)]))
+
+
+@pytest.fixture(scope="session")
+def scan(tmp_path_factory: pytest.TempPathFactory) -> Scan:
+    """One checkov process, one kubernetes runner per stack: the graph checks join objects by labels
+    and names alone, so stacks scanned as one would lend each other NetworkPolicies and RBAC."""
+    checkov = _checkov()
+    root = tmp_path_factory.mktemp("checkov")
+    objects: dict[str, list[dict[str, Any]]] = {}
+    owners: dict[tuple[str, str], str] = {}
+    skip_annotations = []
+    for stack in STACKS:
+        files, _ = render.render(stack)
+        rendered = [doc for doc in yaml.safe_load_all(files[RENDER_FILE]) if doc]
+        objects[stack] = rendered
+        for obj in rendered:
+            owners[stack, _resource_id(obj)] = _describe(obj)
+            skip_annotations += [
+                (stack, _describe(obj), f"{where}: {key}", value) for where, key, value in _all_skips(obj)
+            ]
+        for pod, owner, where in workload_pods(rendered):
+            owners[stack, _resource_id(pod)] = f"{_describe(owner)} {where}"
+        _write_stack(root / stack / AS_RENDERED, files[RENDER_FILE], rendered)
+        stripped = _skip_variant(rendered)
+        _write_stack(root / stack / SKIPS_REMOVED, yaml.safe_dump_all(stripped), stripped)
+
+    home = root / "home"  # nothing of the user's: no cached credentials, no config files
+    home.mkdir()
+    network_log = root / "network.log"
+    network_log.touch()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "NETWORK_LOG": str(network_log),
+        "CKV_SKIP_PACKAGE_UPDATE_CHECK": "true",  # the CLI's PyPI version check, should anything import it
+        "LOG_LEVEL": "WARNING",
+        "PYTHONWARNINGS": "ignore",
+    }
+    folders = [str(root / stack) for stack in STACKS]
+    command = [str(checkov.parent / "python"), "-c", _GUARDED_SCAN, *folders]
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, f"checkov exited {done.returncode}:\n{done.stderr[-4000:]}"
+    by_folder = json.loads(done.stdout)
+    reports = {stack: by_folder[str(root / stack)] for stack in STACKS}
+    network = network_log.read_text().splitlines()
+    summary = {"parsing_errors": sum(r["summary"]["parsing_errors"] for r in reports.values())}
+
+    def results(kind: str) -> list[Result]:
+        found = []
+        for stack, report in reports.items():
+            for entry in report["results"][kind]:
+                variant, file = Path(entry["file_path"]).parts[-2:]
+                resource = entry["resource"]
+                found.append(
+                    Result(
+                        variant,
+                        stack,
+                        file,
+                        resource,
+                        entry["check_id"],
+                        entry["check_name"],
+                        _owner(owners, stack, resource),
+                        (entry.get("check_result") or {}).get("suppress_comment") or "",
+                    )
+                )
+        return found
+
+    return Scan(
+        summary=summary,
+        failed=results("failed_checks"),
+        skipped=results("skipped_checks"),
+        passed=results("passed_checks"),
+        network=network,
+        skip_annotations=skip_annotations,
+        objects=objects,
+        owners=owners,
+    )
+
+
+# --- The assertions -----------------------------------------------------------------------------
+
+
+def test_checkov_stays_offline(scan):
+    assert scan.network == [], "checkov reached for the network:\n" + "\n".join(scan.network)
+    assert scan.summary["parsing_errors"] == 0, scan.summary
+
+
+def test_no_check_fails_on_any_stack(scan):
+    failed = sorted(str(r) for r in scan.failed if r.variant == AS_RENDERED)
+    assert not failed, (
+        f"{len(failed)} failed checkov check(s); fix the manifest, or skip the check on the object with "
+        "`checkov.io/skip<N>: <id>=<why>` where it is wrong for it:\n" + "\n".join(failed)
+    )
+
+
+def test_every_inline_skip_is_needed(scan):
+    """Without its skip annotations, exactly the skipped checks fail: none suppresses a passing check."""
+    skipped = {r.key: r for r in scan.skipped if r.variant == AS_RENDERED}
+    failing = {r.key: r for r in scan.failed if r.variant == SKIPS_REMOVED}
+    needless = sorted(str(skipped[k]) for k in skipped.keys() - failing.keys())
+    assert not needless, "skipped checks that pass without the skip (drop the annotation):\n" + "\n".join(needless)
+    assert failing.keys() == skipped.keys(), sorted(str(failing[k]) for k in failing.keys() - skipped.keys())
+
+
+def test_every_skip_names_a_check_and_says_why(scan):
+    used = {(r.stack, r.owner.split(" spec.")[0], r.check_id) for r in scan.skipped if r.variant == AS_RENDERED}
+    problems = []
+    for stack, owner, key, value in scan.skip_annotations:
+        check_id, sep, why = value.partition("=")
+        if not sep or len(why.strip()) < 20 or "=" in why:
+            problems.append(f"{stack}: {owner} {key}: {value!r} needs `<check id>=<why>` (no '=' in the why)")
+        elif (stack, owner, check_id) not in used:
+            problems.append(f"{stack}: {owner} {key}: checkov ran no check {check_id} on it")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_workload_is_scanned(scan):
+    """Each object with pods reaches checkov: a built-in kind, or one whose pods are added above."""
+    scanned = {(r.stack, r.owner.split(" spec.")[0]) for r in scan.passed + scan.failed + scan.skipped}
+    missing = []
+    for stack, objects in scan.objects.items():
+        for obj in objects:
+            has_pods = obj["kind"] in BUILT_IN_WORKLOADS or _has_containers(obj.get("spec"))
+            if has_pods and (stack, _describe(obj)) not in scanned:
+                missing.append(f"{stack}: {_describe(obj)}")
+    assert not missing, "objects with containers checkov never saw (teach workload_pods their kind):\n" + "\n".join(
+        missing
+    )
+
+
+def test_the_slice_controller_chart_is_scanned(scan):
+    """The local chart's render is part of kubernetes.yaml wherever the slice controller is installed."""
+    for stack, objects in scan.objects.items():
+        if any(o["kind"] == "Namespace" and o["metadata"]["name"] == "slice-controller-system" for o in objects):
+            owners = {r.owner for r in scan.passed if r.stack == stack and r.variant == AS_RENDERED}
+            assert "Deployment slice-controller-system/slice-controller-controller-manager" in owners, stack
+            assert "ClusterRole slice-controller-manager-role" in owners, stack
+
+
+def test_the_pods_of_custom_workloads_keep_their_owner_skips():
+    owner = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "w", "namespace": "n", "annotations": {f"{SKIP_PREFIX}1": "CKV_K8S_8=why", "other": "x"}},
+        "spec": {
+            "leaderWorkerTemplate": {
+                "leaderTemplate": {"metadata": {"annotations": {"a": "b"}}, "spec": {"containers": []}},
+                "workerTemplate": {"spec": {"containers": []}},
+            }
+        },
+    }
+    (leader, _, _), (worker, _, where) = workload_pods([owner])
+    assert leader["metadata"] == {"name": "w-leader", "namespace": "n", "annotations": {"a": "b", **_skips(owner)}}
+    assert worker["metadata"]["annotations"] == {f"{SKIP_PREFIX}1": "CKV_K8S_8=why"}
+    assert where == "spec.leaderWorkerTemplate.workerTemplate"
+    owner["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"] = {"annotations": {f"{SKIP_PREFIX}2": "x"}}
+    assert [key for _, key, _ in _all_skips(owner)] == [f"{SKIP_PREFIX}1", f"{SKIP_PREFIX}2"]
+    assert _all_skips(_without_skips(owner)) == []
+    assert _without_skips(owner)["metadata"]["annotations"] == {"other": "x"}
