@@ -10,7 +10,7 @@ STACKS := $(patsubst Pulumi.%.yaml,%,$(wildcard Pulumi.*.yaml))
 CACHE_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tpu-gke
 export MYPY_CACHE_DIR ?= $(CACHE_HOME)/mypy
 
-.PHONY: render test lint format golden docs clean verify sax schemas itest
+.PHONY: render test lint format golden docs clean verify sax schemas itest policy-venv
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +41,7 @@ golden: $(VENV)/.installed  ## regenerate tests/golden/<stack>/ for every stack 
 	@status=0; for stack in $(STACKS); do $(PY) -m tools.render --stack $$stack --out tests/golden --keep-on-failure || status=1; done; exit $$status
 
 clean:
-	rm -rf build $(VENV) $(CHECKOV_VENV)
+	rm -rf build $(VENV) $(CHECKOV_VENV) $(POLICY_VENV)
 
 docs: $(VENV)/.installed  ## regenerate the README config table from the schema
 	$(PY) -m tools.config_table --write
@@ -55,6 +55,16 @@ sax: $(VENV)/.installed  ## Saxml client, e.g. make sax CMD="listcell --model-id
 schemas: $(VENV)/.installed  ## fetch the CRD files of schemas.lock into ${XDG_CACHE_HOME:-~/.cache}/tpu-gke/schemas, digests verified (SCHEMAS_FROM=../shared/schemas copies offline)
 	$(PY) -m tools.schemas $(if $(SCHEMAS_FROM),--from $(SCHEMAS_FROM))
 
+# The policy pack's own virtualenv (policy/PulumiPolicy.yaml names it): what the CLI runs the pack with.
+POLICY_VENV := policy/.venv
+
+$(POLICY_VENV)/.installed: policy/requirements.txt constraints.txt
+	$(PYTHON) -m venv $(POLICY_VENV)
+	$(POLICY_VENV)/bin/pip install --quiet --disable-pip-version-check -r policy/requirements.txt -c constraints.txt
+	touch $@
+
+policy-venv: $(POLICY_VENV)/.installed  ## policy/.venv, for `pulumi preview --policy-pack policy`
+
 # The integration lab (lab/, tests/itest): its own venv, since the lab's Python SDK must match the provider
 # plugin the Go module proxy serves (lab/requirements.txt says why).
 VENV_LAB := build/venv-lab
@@ -66,5 +76,5 @@ itest:  ## integration lab: real Pulumi CLI and Kubernetes provider against etcd
 	@if [ ! -f $(VENV_LAB)/.installed ] || [ lab/requirements.txt -nt $(VENV_LAB)/.installed ]; then \
 	  rm -rf $(VENV_LAB) && $(PYTHON) -m venv $(VENV_LAB) && \
 	  $(VENV_LAB)/bin/pip install --quiet --disable-pip-version-check -r lab/requirements.txt && touch $(VENV_LAB)/.installed; fi
-	$(MAKE) --no-print-directory render STACK=dev
+	$(MAKE) --no-print-directory render STACK=dev policy-venv
 	LAB_BUILD_SECONDS=$$(cat build/.lab-build-seconds) $(LAB_PY) -m pytest tests/itest

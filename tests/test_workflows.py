@@ -174,6 +174,12 @@ def test_preview_job_is_keyless_and_comments(pull_request: dict[str, Any]) -> No
     assert "vars.PULUMI_ORG" in pulumi["with"]["stack-name"]
     assert "secrets.PULUMI_ACCESS_TOKEN" in pulumi["env"]["PULUMI_ACCESS_TOKEN"]
 
+    # The policy pack runs on the real preview, from its own virtualenv built before it.
+    assert pulumi["with"]["policyPacks"].split() == ["policy"]
+    runs = [s.get("run", "") for s in job["steps"]]
+    (venv_step,) = [i for i, run in enumerate(runs) if "make policy-venv" in run]
+    assert venv_step < steps.index("pulumi/actions")
+
 
 def _list_stacks(directory: Path, scratch: Path) -> list[str]:
     """Run the reusable stacks workflow's listing step in ``directory`` as the runner would."""

@@ -1,0 +1,44 @@
+"""Helm charts pinned to an exact version, so a preview shows every chart change as a diff.
+
+A chart from a repository or registry needs an exact ``version`` (``0.17.4`` or ``v0.10.0``; a
+range such as ``^0.17``, ``~0.17.0`` or ``>=0.17`` and no version at all both float). A chart in
+this repository (a path such as ``./manifests/charts/...``) is pinned by the commit itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from components.config_base import EXACT_VERSION
+from policy.resources import HELM_RELEASE_TYPES, get
+
+DIGEST_REF = re.compile(r"@sha256:[0-9a-f]{64}$")
+
+
+def is_local_chart(chart: str) -> bool:
+    return chart.startswith(("./", "../", "/")) or chart in (".", "..")
+
+
+def chart_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
+    if resource_type not in HELM_RELEASE_TYPES:
+        return []
+    chart = str(get(props, "chart", "", owner=name))
+    if is_local_chart(chart) or DIGEST_REF.search(chart):
+        return []  # the commit, or the registry's content address, fixes what is installed
+    problems = []
+    reference = chart.removeprefix("oci://").rsplit("/", 1)[-1]
+    if ":" in reference:
+        tag = reference.rpartition(":")[2]
+        if not EXACT_VERSION.match(tag):
+            problems.append(f"Helm release {name} names the chart {chart!r} by the moving tag {tag!r}")
+    version = get(props, "version", "", owner=name)
+    if not version:
+        problems.append(f"Helm release {name} sets no chart version for {chart!r}, so Helm installs the newest one")
+    elif not EXACT_VERSION.match(str(version)):
+        problems.append(
+            f"Helm release {name} asks for chart version {version!r} of {chart!r}, a range rather than one exact "
+            "version (x.y.z)"
+        )
+    return problems

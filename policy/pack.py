@@ -1,0 +1,171 @@
+"""The pulumi_policy wrappers: each turns what the SDK hands over into plain data, calls its rule,
+and reports what the rule finds. No rule logic lives here (see the modules it imports)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi.runtime
+from pulumi_policy import (
+    EnforcementLevel,
+    Policy,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.proxy import UnknownValueError
+
+from policy.buckets import bucket_problems
+from policy.charts import chart_problems
+from policy.endpoints import OPT_IN, public_endpoint_problems
+from policy.iam import project_role_problems
+from policy.images import image_problems
+from policy.resources import UNKNOWN, Resource, UnknownValue
+from policy.tpu import (
+    EXTERNAL_CHIPS,
+    PROGRAM_CONFIG_PRODUCTION,
+    is_production,
+    quota_violations,
+    unprotected_pool_problems,
+)
+
+MANDATORY = EnforcementLevel.MANDATORY
+
+
+@dataclass(frozen=True)
+class StackContext:
+    """What the pack knows of the stack besides its resources (the CLI sets it in the analyzer's
+    environment: PULUMI_STACK and the stack's config in PULUMI_CONFIG)."""
+
+    name: str = ""
+    program_config: Mapping[str, Any] = field(default_factory=dict)
+
+
+def engine_stack() -> StackContext:
+    marker = pulumi.runtime.get_config(PROGRAM_CONFIG_PRODUCTION)
+    return StackContext(
+        name=pulumi.get_stack() or "",
+        program_config={} if marker is None else {PROGRAM_CONFIG_PRODUCTION: marker},
+    )
+
+
+def plain(value: Any) -> Any:
+    """The SDK's property proxies as dicts and lists, every unknown value as the engine's sentinel
+    (the proxies raise on reading one; the rules decide whether they need it)."""
+    if isinstance(value, Mapping):
+        return {key: plain(_read(value, key)) for key in value}
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return [plain(_read(value, index)) for index in range(len(value))]
+    return value
+
+
+def _read(container: Any, key: Any) -> Any:
+    try:
+        return container[key]
+    except UnknownValueError:
+        return UNKNOWN
+
+
+def _unknown(error: UnknownValue) -> UnknownValueError:
+    """The SDK's own signal for a value unknown in preview: it reports an advisory diagnostic, which
+    the engine shows on the resource being analyzed."""
+    return UnknownValueError(UNKNOWN, error.path.split("."))
+
+
+ResourceRule = Callable[[Resource, Mapping[str, Any], StackContext], list[str]]
+
+
+def resource_policy(
+    name: str, description: str, rule: ResourceRule, stack: Callable[[], StackContext], **extra: Any
+) -> ResourceValidationPolicy:
+    def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+        resource = Resource(args.resource_type, args.name, plain(args.props), bool(args.opts.protect), args.urn)
+        try:
+            problems = rule(resource, args.get_config() or {}, stack())
+        except UnknownValue as error:
+            raise _unknown(error) from None
+        for problem in problems:
+            report_violation(problem, None)
+
+    return ResourceValidationPolicy(
+        name=name, description=description, validate=validate, enforcement_level=MANDATORY, **extra
+    )
+
+
+def stack_resources(args: StackValidationArgs) -> list[Resource]:
+    return [Resource(r.resource_type, r.name, plain(r.props), bool(r.opts.protect), r.urn) for r in args.resources]
+
+
+def build_policies(
+    stack: Callable[[], StackContext] = engine_stack,
+) -> list[Policy]:
+    def quota(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+        external = (args.get_config() or {}).get(EXTERNAL_CHIPS, 0)
+        try:
+            violations = quota_violations(stack_resources(args), int(external))
+        except UnknownValue as error:
+            raise _unknown(error) from None
+        for violation in violations:
+            report_violation(violation.message, violation.urn or None)
+
+    return [
+        resource_policy(
+            "no-public-endpoints",
+            "No load balancer reachable from the internet (LoadBalancer Service, Gateway class, GKE Ingress) "
+            f"unless the stack opts in with {OPT_IN}: true.",
+            lambda r, config, _: public_endpoint_problems(r.type, r.name, r.props, config.get(OPT_IN) is True),
+            stack,
+            config_schema=PolicyConfigSchema(
+                properties={OPT_IN: {"type": "boolean", "default": False}},
+            ),
+        ),
+        resource_policy(
+            "no-broad-project-roles",
+            "No project-level roles/owner, roles/editor or roles/storage.admin grant.",
+            lambda r, _config, _stack: project_role_problems(r.type, r.name, r.props),
+            stack,
+        ),
+        resource_policy(
+            "container-images-pinned",
+            "Every container image, in Kubernetes objects and Helm values, pinned by digest or by a tag with a "
+            "full version or a date; never latest, nightly, another floating tag, or no tag.",
+            lambda r, _config, _stack: image_problems(r.type, r.name, r.props),
+            stack,
+        ),
+        resource_policy(
+            "buckets-uniform-and-not-public",
+            "Every bucket has uniform bucket-level access and public access prevention enforced.",
+            lambda r, _config, _stack: bucket_problems(r.type, r.name, r.props),
+            stack,
+        ),
+        resource_policy(
+            "tpu-pools-protected-in-production",
+            "On a production stack every TPU node pool is protected (tpu.protectPools).",
+            lambda r, config, s: unprotected_pool_problems(
+                r.type, r.name, r.props, r.protect, is_production(config.get("production"), s.name, s.program_config)
+            ),
+            stack,
+            config_schema=PolicyConfigSchema(properties={"production": {"type": "boolean"}}),
+        ),
+        StackValidationPolicy(
+            name="kueue-tpu-quota-within-pools",
+            description="No Kueue ClusterQueue promises more google.com/tpu than the chips of the stack's TPU pools.",
+            validate=quota,
+            enforcement_level=MANDATORY,
+            config_schema=PolicyConfigSchema(
+                properties={EXTERNAL_CHIPS: {"type": "integer", "minimum": 0, "default": 0}},
+            ),
+        ),
+        resource_policy(
+            "helm-charts-pinned",
+            "Every Helm chart pinned to one exact version (a chart in this repository is pinned by the commit).",
+            lambda r, _config, _stack: chart_problems(r.type, r.name, r.props),
+            stack,
+        ),
+    ]

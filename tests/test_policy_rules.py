@@ -1,0 +1,458 @@
+"""The policy pack's rules (policy/*.py) on the program as it renders, and on broken copies of it.
+
+Every committed stack runs once under the mocks (tests/conftest.run_stack), so the rules check the
+resources the code registers today, not a saved copy. Each rule must pass on every stack, must
+have something to check in at least one of them (a rule that never sees its target would pass for
+nothing), and must fire on a copy broken on purpose, naming the resource.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+import pytest
+
+from policy import buckets, charts, endpoints, iam, images, tpu
+from policy.resources import UNKNOWN, Resource, UnknownValue, Violation
+from tests.conftest import PROJECT_ROOT, run_stack, stack_values
+from tools.mock_engine import unwrap_secrets
+
+STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
+
+
+def _engine_form(value: Any) -> Any:
+    """Recorded inputs as an analyzer gets them: secrets as their values, unknowns as the sentinel."""
+    if isinstance(value, dict):
+        return {k: _engine_form(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_engine_form(v) for v in value]
+    return UNKNOWN if isinstance(value, pulumi.output.Unknown) else value
+
+
+@functools.cache
+def _rendered(stack: str) -> tuple[Resource, ...]:
+    run = run_stack(stack=stack)
+    return tuple(
+        Resource(r.type, r.name, _engine_form(unwrap_secrets(r.inputs)), r.protect, f"urn:{r.type}::{r.name}")
+        for r in run.registrations
+    )
+
+
+def rendered(stack: str) -> list[Resource]:
+    """A fresh copy of the stack's resources, free to break."""
+    return copy.deepcopy(list(_rendered(stack)))
+
+
+@functools.cache
+def _program_config(stack: str) -> dict[str, str]:
+    """The stack file's production marker as the CLI hands stack config to the pack (JSON text)."""
+    marker = stack_values(stack).get("production")
+    return {} if marker is None else {tpu.PROGRAM_CONFIG_PRODUCTION: json.dumps(marker)}
+
+
+def production(stack: str, policy_config: Any = None) -> bool:
+    """As the pack decides it: policy config first, then the stack file's marker, then the name."""
+    return tpu.is_production(policy_config, stack, _program_config(stack))
+
+
+# --- The rules as the pack applies them: (resources, stack, policy config) -> messages ---------
+
+Rule = Callable[[list[Resource], str, dict[str, Any]], list[str]]
+
+
+def _each(check: Callable[[Resource, str, dict[str, Any]], list[str]]) -> Rule:
+    return lambda resources, stack, config: [m for r in resources for m in check(r, stack, config)]
+
+
+RULES: dict[str, Rule] = {
+    "no-public-endpoints": _each(
+        lambda r, _s, c: endpoints.public_endpoint_problems(r.type, r.name, r.props, c.get(endpoints.OPT_IN) is True)
+    ),
+    "no-broad-project-roles": _each(lambda r, _s, _c: iam.project_role_problems(r.type, r.name, r.props)),
+    "container-images-pinned": _each(lambda r, _s, _c: images.image_problems(r.type, r.name, r.props)),
+    "buckets-uniform-and-not-public": _each(lambda r, _s, _c: buckets.bucket_problems(r.type, r.name, r.props)),
+    "tpu-pools-protected-in-production": _each(
+        lambda r, s, c: tpu.unprotected_pool_problems(
+            r.type, r.name, r.props, r.protect, production(s, c.get("production"))
+        )
+    ),
+    "kueue-tpu-quota-within-pools": lambda resources, _s, _c: [v.message for v in tpu.quota_violations(resources)],
+    "helm-charts-pinned": _each(lambda r, _s, _c: charts.chart_problems(r.type, r.name, r.props)),
+}
+
+# What each rule looks at, so that a pass is not a pass over nothing.
+TARGETS: dict[str, Callable[[Resource, str], bool]] = {
+    "no-public-endpoints": lambda r, _s: r.type.endswith((":Service", ":Gateway")),
+    "no-broad-project-roles": lambda r, _s: r.type == iam.PROJECT_IAM_MEMBER,
+    "container-images-pinned": lambda r, _s: "image" in json.dumps(r.props) and r.type.startswith("kubernetes:"),
+    "buckets-uniform-and-not-public": lambda r, _s: r.type == buckets.BUCKET,
+    "tpu-pools-protected-in-production": lambda r, s: production(s) and tpu.is_tpu_pool(r.type, r.name, r.props),
+    "kueue-tpu-quota-within-pools": lambda r, _s: "ClusterQueue" in json.dumps(r.props),
+    "helm-charts-pinned": lambda r, _s: r.type == "kubernetes:helm.sh/v3:Release",
+}
+
+
+def test_the_table_covers_every_policy_of_the_pack() -> None:
+    from policy.pack import build_policies
+
+    assert set(RULES) == set(TARGETS) == {p.name for p in build_policies()}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_every_rule_passes_on_every_stack(rule: str, stack: str) -> None:
+    assert RULES[rule](rendered(stack), stack, {}) == []
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_every_rule_has_something_to_check(rule: str) -> None:
+    seen = {s: [r.name for r in rendered(s) if TARGETS[rule](r, s)] for s in STACKS}
+    assert any(seen.values()), f"{rule} finds nothing to check in any stack: {seen}"
+
+
+def test_the_stacks_are_the_ones_the_rules_were_written_for() -> None:
+    """The broken copies below start from these stacks: dev serves (Gateway, quota), saxml has an
+    internal LoadBalancer Service, prod is the production stack."""
+    assert {"dev", "prod", "saxml"} <= set(STACKS)
+    assert [production(s) for s in ("dev", "prod", "saxml")] == [False, True, False]
+
+
+# --- Broken copies: each must make its rule fire, naming the resource -------------------------
+
+
+def one(resources: list[Resource], name: str, type_suffix: str = "") -> Resource:
+    (found,) = [r for r in resources if r.name == name and r.type.endswith(type_suffix)]
+    return found
+
+
+def set_path(props: Any, path: str, value: Any) -> None:
+    *parents, leaf = path.split(".")
+    for part in parents:
+        props = props[int(part)] if isinstance(props, list) else props[part]
+    if isinstance(props, list):
+        props[int(leaf)] = value
+    else:
+        props[leaf] = value
+
+
+def setting(name: str, path: str, value: Any, type_suffix: str = "") -> Callable[[list[Resource]], None]:
+    return lambda resources: set_path(one(resources, name, type_suffix).props, path, value)
+
+
+def dropping(name: str, path: str) -> Callable[[list[Resource]], None]:
+    def drop(resources: list[Resource]) -> None:
+        *parents, leaf = path.split(".")
+        target: Any = one(resources, name).props
+        for part in parents:
+            target = target[part]
+        del target[leaf]
+
+    return drop
+
+
+def replacing(name: str, change: Callable[[Resource], Resource]) -> Callable[[list[Resource]], None]:
+    def replace(resources: list[Resource]) -> None:
+        index = resources.index(one(resources, name))
+        resources[index] = change(resources[index])
+
+    return replace
+
+
+def adding(resource: Resource) -> Callable[[list[Resource]], None]:
+    return lambda resources: resources.append(resource)
+
+
+def cluster_queue(resources: list[Resource]) -> dict[str, Any]:
+    (queue,) = [o for o in one(resources, "kueue-objects").props["objs"] if o["kind"] == "ClusterQueue"]
+    return queue
+
+
+def tpu_quota_entry(queue: dict[str, Any]) -> dict[str, Any]:
+    (entry,) = [
+        r
+        for f in queue["spec"]["resourceGroups"][0]["flavors"]
+        for r in f["resources"]
+        if r["name"] == "google.com/tpu"
+    ]
+    return entry
+
+
+def quota_of(value: str) -> Callable[[list[Resource]], None]:
+    return lambda resources: tpu_quota_entry(cluster_queue(resources)).update(nominalQuota=value)
+
+
+def queue_as_own_resource(quota: str) -> Callable[[list[Resource]], None]:
+    """The ClusterQueue as a real engine shows it: a child resource of the ConfigGroup."""
+
+    def add(resources: list[Resource]) -> None:
+        queue = copy.deepcopy(cluster_queue(resources))
+        tpu_quota_entry(queue)["nominalQuota"] = quota
+        resources.append(Resource("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "cq", queue, urn="urn:cq"))
+
+    return add
+
+
+def shrink_pool(name: str, nodes: int) -> Callable[[list[Resource]], None]:
+    return setting(name, "nodeCount", nodes, ":NodePool")
+
+
+def unprotected(resource: Resource) -> Resource:
+    return Resource(resource.type, resource.name, resource.props, False, resource.urn)
+
+
+POD_SPEC = "spec.template.spec.containers.0.image"
+JOBSET_IMAGE = "spec.replicatedJobs.0.template.spec.template.spec.containers.0.image"
+SIDECAR = "spec.leaderWorkerTemplate.leaderTemplate.spec.initContainers.0.image"
+EXTRA_POLICY = Resource(
+    iam.PROJECT_IAM_POLICY,
+    "project-policy",
+    {"project": "my-tpu-project", "policyData": json.dumps({"bindings": [{"role": "roles/editor", "members": ["x"]}]})},
+)
+EXTRA_BINDING = Resource(
+    iam.PROJECT_IAM_BINDING, "admins", {"project": "my-tpu-project", "role": "roles/storage.admin", "members": ["x"]}
+)
+PUBLIC_INGRESS = Resource(
+    "kubernetes:networking.k8s.io/v1:Ingress", "web", {"metadata": {"name": "web"}, "spec": {"rules": []}}
+)
+
+# (rule, stack, breakage, policy config, resource the message must name, fragment it must say)
+BROKEN = [
+    ("no-public-endpoints", "dev", setting("inference-gateway", "spec.gatewayClassName", "gke-l7-global-external-managed"), {}, "inference-gateway", "internet-facing"),
+    ("no-public-endpoints", "dev", setting("inference-gateway", "spec.gatewayClassName", "gke-l7-regional-external-managed"), {}, "inference-gateway", "internet-facing"),
+    ("no-public-endpoints", "dev", setting("inference-gateway", "spec.gatewayClassName", "my-own-class"), {}, "inference-gateway", "not one of the internal"),
+    ("no-public-endpoints", "saxml", dropping("http-load-balancer", "metadata.annotations"), {}, "http-load-balancer", "external IP"),
+    ("no-public-endpoints", "saxml", setting("http-load-balancer", "metadata.annotations", {"networking.gke.io/load-balancer-type": "External"}), {}, "http-load-balancer", "external IP"),
+    ("no-public-endpoints", "dev", adding(PUBLIC_INGRESS), {}, "web", "external load balancer"),
+    ("no-broad-project-roles", "dev", setting("node-sa-artifactregistry-reader", "role", "roles/owner"), {}, "node-sa-artifactregistry-reader", "roles/owner"),
+    ("no-broad-project-roles", "saxml", setting("node-sa-container-defaultnodeserviceaccount", "role", "roles/editor"), {}, "node-sa-container-defaultnodeserviceaccount", "roles/editor"),
+    ("no-broad-project-roles", "dev", adding(EXTRA_BINDING), {}, "admins", "roles/storage.admin"),
+    ("no-broad-project-roles", "dev", adding(EXTRA_POLICY), {}, "project-policy", "roles/editor"),
+    ("container-images-pinned", "dev", setting("stage-model-weights", POD_SPEC, "docker.io/library/python:latest"), {}, "stage-model-weights", "'latest'"),
+    ("container-images-pinned", "dev", setting("vllm-decode", SIDECAR, "ghcr.io/llm-d/llm-d-routing-sidecar"), {}, "vllm-decode", "no tag"),
+    ("container-images-pinned", "dev", setting("vllm-prefill", "spec.leaderWorkerTemplate.workerTemplate.spec.containers.0.image", "docker.io/vllm/vllm-tpu:nightly"), {}, "vllm-prefill", "'nightly'"),
+    ("container-images-pinned", "dev", setting("subslice-check", JOBSET_IMAGE, "us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.9"), {}, "subslice-check", "can move"),
+    ("container-images-pinned", "saxml", setting("admin-server", POD_SPEC, "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:latest"), {}, "admin-server", "'latest'"),
+    ("container-images-pinned", "dev", setting("slice-controller", "values.image.tag", "latest"), {}, "slice-controller", "'latest'"),
+    ("container-images-pinned", "dev", setting("router", "values.router.epp.image.tag", "main"), {}, "router", "'main'"),
+    ("buckets-uniform-and-not-public", "dev", setting("weights", "publicAccessPrevention", "inherited"), {}, "weights", "not enforced"),
+    ("buckets-uniform-and-not-public", "saxml", dropping("admin-state", "uniformBucketLevelAccess"), {}, "admin-state", "uniformBucketLevelAccess"),
+    ("tpu-pools-protected-in-production", "prod", replacing("tpu7-pool-1", unprotected), {}, "tpu7-pool-1", "not protected"),
+    ("tpu-pools-protected-in-production", "dev", lambda _: None, {"production": True}, "tpu7-pool-2", "not protected"),
+    ("tpu-pools-protected-in-production", "saxml", lambda _: None, {"production": True}, "tpu1", "not protected"),
+    ("kueue-tpu-quota-within-pools", "dev", quota_of("256"), {}, "cq", "promises 256 google.com/tpu but the TPU pools hold 128"),
+    ("kueue-tpu-quota-within-pools", "prod", shrink_pool("tpu7-pool-2", 8), {}, "cq", "hold 96 chips"),
+    ("kueue-tpu-quota-within-pools", "dev", queue_as_own_resource("129"), {}, "cq", "promises 129"),
+    ("helm-charts-pinned", "dev", setting("kueue", "version", "^0.17.4"), {}, "kueue", "a range"),
+    ("helm-charts-pinned", "dev", dropping("jobset", "version"), {}, "jobset", "newest"),
+    ("helm-charts-pinned", "saxml", setting("jobset", "version", "0.11.x"), {}, "jobset", "a range"),
+    ("helm-charts-pinned", "dev", setting("lws", "chart", "oci://registry.k8s.io/lws/charts/lws:latest"), {}, "lws", "moving tag 'latest'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "rule, stack, breakage, config, name, fragment",
+    BROKEN,
+    ids=[f"{rule}-{stack}-{name}-{i}" for i, (rule, stack, _, _, name, _) in enumerate(BROKEN)],
+)
+def test_every_rule_fires_on_a_broken_copy(
+    rule: str, stack: str, breakage: Callable[[list[Resource]], None], config: dict[str, Any], name: str, fragment: str
+) -> None:
+    resources = rendered(stack)
+    breakage(resources)
+    messages = RULES[rule](resources, stack, config)
+    assert messages, f"{rule} let the broken {stack} copy through"
+    assert any(name in m and fragment in m for m in messages), messages
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_every_rule_is_broken_at_least_once(rule: str) -> None:
+    assert any(case[0] == rule for case in BROKEN)
+
+
+# --- Opt-ins and the edges of each rule -------------------------------------------------------
+
+
+def test_a_stack_may_opt_in_to_public_endpoints() -> None:
+    resources = rendered("dev")
+    setting("inference-gateway", "spec.gatewayClassName", "gke-l7-global-external-managed")(resources)
+    assert RULES["no-public-endpoints"](resources, "dev", {endpoints.OPT_IN: True}) == []
+    assert RULES["no-public-endpoints"](resources, "dev", {endpoints.OPT_IN: "yes"}) != [], "only a real true opts in"
+
+
+@pytest.mark.parametrize(
+    "body, public",
+    [
+        ({"spec": {"type": "ClusterIP"}}, False),
+        ({"spec": {"type": "NodePort"}}, False),
+        ({"spec": {"type": "LoadBalancer"}}, True),
+        ({"metadata": {"annotations": {"cloud.google.com/load-balancer-type": "Internal"}}, "spec": {"type": "LoadBalancer"}}, False),
+        ({"metadata": {"annotations": {"networking.gke.io/load-balancer-type": "internal"}}, "spec": {"type": "LoadBalancer"}}, False),
+    ],
+)  # fmt: skip
+def test_which_services_face_the_internet(body: dict[str, Any], public: bool) -> None:
+    problems = endpoints.public_endpoint_problems("kubernetes:core/v1:Service", "svc", body, False)
+    assert bool(problems) is public
+
+
+@pytest.mark.parametrize(
+    "annotations, class_name, public",
+    [({}, None, True), ({}, "gce", True), ({}, "gce-internal", False), ({"kubernetes.io/ingress.class": "gce-internal"}, None, False), ({}, "nginx", False)],
+)  # fmt: skip
+def test_which_ingresses_face_the_internet(annotations: dict[str, str], class_name: str | None, public: bool) -> None:
+    body: dict[str, Any] = {"metadata": {"annotations": annotations}, "spec": {}}
+    if class_name:
+        body["spec"]["ingressClassName"] = class_name
+    problems = endpoints.public_endpoint_problems("kubernetes:networking.k8s.io/v1:Ingress", "ing", body, False)
+    assert bool(problems) is public
+
+
+def test_a_public_object_inside_a_config_group_is_named_with_its_group() -> None:
+    group = {"objs": [{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {"name": "gw"}, "spec": {"gatewayClassName": "gke-l7-gxlb"}}]}  # fmt: skip
+    (problem,) = endpoints.public_endpoint_problems("kubernetes:yaml/v2:ConfigGroup", "extras", group, False)
+    assert "Gateway gw in extras" in problem
+
+
+@pytest.mark.parametrize(
+    "image, pinned",
+    [
+        ("docker.io/library/python:3.12.8-slim-bookworm", True),
+        ("us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.9.0-rev1", True),
+        ("docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26", True),  # a dated build
+        ("ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0", True),
+        ("tpuongke/kueue-slice-controller:v0.8.0-200", True),
+        ("registry.example:5000/team/app:2026-04-30", True),
+        ("nginx@sha256:" + "a" * 64, True),
+        ("nginx:latest@sha256:" + "b" * 64, True),
+        ("nginx", False),
+        ("registry.example:5000/team/app", False),  # the port is not a tag
+        ("nginx:latest", False),
+        ("vllm/vllm-tpu:nightly", False),
+        ("python:3.12", False),  # a minor alias moves with each patch release
+        ("app:main", False),
+        ("app:v2", False),
+        ("nginx@sha256:abc", False),
+        ("", False),
+    ],
+)
+def test_which_images_are_pinned(image: str, pinned: bool) -> None:
+    assert (images.image_problem(image) is None) is pinned, images.image_problem(image)
+
+
+def test_images_in_any_pod_template_and_in_helm_values_are_found() -> None:
+    cron = {
+        "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}}
+    }
+    (problem,) = images.image_problems("kubernetes:batch/v1:CronJob", "nightly-job", cron)
+    assert "nightly-job spec.jobTemplate.spec.template.spec.containers[0] (c)" in problem
+    values = {
+        "values": {"a": {"image": "x:latest"}, "b": {"image": {"repository": "y"}}, "c": {"image": {"tag": "dev"}}}
+    }
+    problems = images.image_problems("kubernetes:helm.sh/v3:Release", "rel", values)
+    assert [p.split(" uses ")[0] for p in problems] == [
+        "Helm release rel values.a.image",
+        "Helm release rel values.c.image",
+    ]
+
+
+def test_an_image_known_only_after_apply_is_not_judged() -> None:
+    job = {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": UNKNOWN}]}}}}
+    with pytest.raises(UnknownValue, match="job"):
+        images.image_problems("kubernetes:batch/v1:Job", "job", job)
+
+
+@pytest.mark.parametrize(
+    "chart, version, pinned",
+    [
+        ("oci://registry.k8s.io/kueue/charts/kueue", "0.17.4", True),
+        ("oci://ghcr.io/llm-d/charts/llm-d-router-gateway", "v0.10.0", True),
+        ("oci://registry.k8s.io/kueue/charts/kueue", "0.17.4-rc.1", True),
+        ("./manifests/charts/slice-controller", "", True),
+        ("oci://registry.k8s.io/kueue/charts/kueue@sha256:" + "c" * 64, "", True),
+        ("oci://registry.k8s.io/kueue/charts/kueue", "", False),
+        ("oci://registry.k8s.io/kueue/charts/kueue", "~0.17.0", False),
+        ("oci://registry.k8s.io/kueue/charts/kueue", ">=0.17.0", False),
+        ("oci://registry.k8s.io/kueue/charts/kueue", "0.17", False),
+        ("oci://registry.k8s.io/kueue/charts/kueue", "*", False),
+        ("kueue/kueue", "latest", False),
+    ],
+)
+def test_which_chart_versions_are_pinned(chart: str, version: str, pinned: bool) -> None:
+    props = {"chart": chart, **({"version": version} if version else {})}
+    assert (charts.chart_problems("kubernetes:helm.sh/v3:Release", "rel", props) == []) is pinned
+
+
+@pytest.mark.parametrize(
+    "explicit, stack, marker, expected",
+    [
+        (None, "prod", None, True),
+        (None, "my-org/prod", None, True),
+        (None, "production", None, True),
+        (None, "prod-eu", None, True),
+        (None, "dev", None, False),
+        (None, "products", None, False),
+        (None, "dev", "true", True),  # the stack file says so
+        (None, "prod", "false", False),
+        (True, "dev", "false", True),  # the policy config wins
+        (False, "prod", "true", False),
+    ],
+)
+def test_which_stacks_are_production(explicit: Any, stack: str, marker: str | None, expected: bool) -> None:
+    config = {} if marker is None else {tpu.PROGRAM_CONFIG_PRODUCTION: marker}
+    assert tpu.is_production(explicit, stack, config) is expected
+
+
+def test_pools_are_counted_by_the_catalog_including_autoscaling_ones() -> None:
+    def pool(name: str, **props: Any) -> Resource:
+        return Resource(tpu.NODE_POOL, name, {"nodeConfig": {"machineType": "ct5lp-hightpu-4t"}, **props})
+
+    assert tpu.pool_chips(pool("fixed", nodeCount=8)) == 32
+    assert tpu.pool_chips(pool("initial", initialNodeCount=2)) == 8
+    assert tpu.pool_chips(pool("scaling", autoscaling={"maxNodeCount": 3}, nodeLocations=["a", "b"])) == 24
+    assert tpu.pool_chips(pool("total", autoscaling={"totalMaxNodeCount": 5})) == 20
+
+
+def test_a_quota_over_several_queues_is_summed() -> None:
+    def queue(name: str, quota: str) -> Resource:
+        body = {"metadata": {"name": name}, "spec": {"resourceGroups": [{"flavors": [{"resources": [{"name": "google.com/tpu", "nominalQuota": quota}]}]}]}}  # fmt: skip
+        return Resource("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", name, body, urn=f"urn:{name}")
+
+    pool = Resource(tpu.NODE_POOL, "p", {"nodeConfig": {"machineType": "tpu7x-standard-4t"}, "nodeCount": 16})
+    assert tpu.quota_violations([pool, queue("a", "32"), queue("b", "32")]) == []
+    (violation,) = tpu.quota_violations([pool, queue("a", "48"), queue("b", "32")])
+    assert "ClusterQueues a, b together promise 80" in violation.message
+    (violation,) = tpu.quota_violations([pool, queue("a", "65")])
+    assert violation == Violation(violation.message, "urn:a") and "hold 64 chips (p 64)" in violation.message
+
+
+def test_a_stack_on_an_existing_cluster_counts_the_pools_made_elsewhere_from_the_policy_config() -> None:
+    from tests.test_gcp_existing_cluster import LAB
+
+    resources = [
+        Resource(r.type, r.name, _engine_form(unwrap_secrets(r.inputs)), r.protect, f"urn:{r.type}::{r.name}")
+        for r in run_stack(LAB, secrets=("cluster",)).registrations
+    ]
+    assert not [r for r in resources if tpu.is_tpu_pool(r.type, r.name, r.props)], "the lab stack makes no pool"
+    (violation,) = tpu.quota_violations(resources)
+    assert "hold 0 chips" in violation.message and tpu.EXTERNAL_CHIPS in violation.message, violation.message
+    assert tpu.quota_violations(resources, external_chips=128) == []
+    (violation,) = tpu.quota_violations(resources, external_chips=64)
+    assert "hold 64 chips (externalTpuChips 64)" in violation.message, violation.message
+
+
+def test_a_tpu_pool_of_a_machine_outside_the_catalog_fails_closed() -> None:
+    pool = Resource(tpu.NODE_POOL, "new", {"nodeConfig": {"machineType": "ct9-standard-4t"}, "nodeCount": 1})
+    queue = copy.deepcopy(cluster_queue(rendered("dev")))
+    (violation,) = tpu.quota_violations([pool, Resource("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "cq", queue)])
+    assert "new" in violation.message and "cannot be checked" in violation.message
+
+
+def test_a_project_role_grant_with_unreadable_policy_data_is_refused() -> None:
+    (problem,) = iam.project_role_problems(iam.PROJECT_IAM_POLICY, "pol", {"policyData": "{not json"})
+    assert "pol" in problem
+    with pytest.raises(UnknownValue):
+        iam.project_role_problems(iam.PROJECT_IAM_POLICY, "pol", {"policyData": UNKNOWN})
