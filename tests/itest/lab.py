@@ -255,20 +255,21 @@ def object_key(obj: dict[str, Any]) -> str:
 MASKED = ("[secret]", "[unknown]")  # what a render shows instead of a value only the engine knows
 
 
-def differences(rendered: Any, served: Any, path: str = "") -> list[str]:
-    """Where the server's object does not hold what the render shows (the server may add fields)."""
+def differences(rendered: Any, served: Any, path: str = "", other: str = "the server") -> list[str]:
+    """Where ``served`` (the server's object, or the engine's plan) does not hold what the render shows;
+    it may hold more (defaults, the provider's annotations)."""
     if isinstance(rendered, str) and rendered in MASKED:
         return []
     if isinstance(rendered, dict):
         if not isinstance(served, dict):
-            return [f"{path or '<root>'}: rendered a map, the server has {served!r}"]
+            return [f"{path or '<root>'}: rendered a map, {other} has {served!r}"[:300]]
         found = []
         for key, value in rendered.items():
             where = f"{path}.{key}" if path else key
             if key not in served:
-                found.append(f"{where}: rendered {value!r}, absent on the server"[:300])
+                found.append(f"{where}: rendered {value!r}, absent from {other}"[:300])
             else:
-                found += differences(value, served[key], where)
+                found += differences(value, served[key], where, other)
         return found
     if isinstance(rendered, list):
         if not isinstance(served, list) or len(served) != len(rendered):
