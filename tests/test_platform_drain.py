@@ -79,7 +79,7 @@ def api() -> Iterator[tuple[FakeApi, KubeClient]]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield fake, KubeClient(f"http://127.0.0.1:{server.server_address[1]}", {"Authorization": "Bearer t"})
