@@ -283,8 +283,8 @@ LIFECYCLE_OUTPUT = "lifecycle"  # the stack output the next preview compares aga
 def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
     """The inputs whose change replaces (or that Kueue refuses to change): exported, then compared.
 
-    GKE replaces a cluster on a change of its name, region, network or ranges, and a node pool on
-    one of its reservation, service account or placement policy; this program also replaces a TPU
+    GKE replaces a cluster on a change of its name, region, network or ranges, and a node pool (the
+    system pool and the TPU pools) on one of its reservation, service account or placement policy; this program also replaces a TPU
     pool whose zone or machine type changes (GKE cannot move a multi-host slice in place). Kueue
     refuses a new topologyName on a ResourceFlavor in use.
     """
@@ -297,8 +297,9 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             "network": names["network"],
             "subnetwork": names["nodeSubnet"],
             "secondaryRanges": sorted(naming.secondary_range_names(config.network.prefix).values()),
-            "nodeServiceAccount": cluster.node_account_id,
         },
+        # the system pool's service account is ForceNew on the node pool; the cluster itself has no node config
+        "systemPool": {"nodeServiceAccount": cluster.node_account_id},
         "tpuPools": {
             pool.name: {
                 "zone": config.tpu.zone,
@@ -341,6 +342,11 @@ def review_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any
         replaced.append(
             f"the GKE cluster {previous['cluster'].get('name')} will be REPLACED ({'; '.join(cluster_changes)}): "
             "every node pool, every Kubernetes object, the Kueue queues and their state are deleted and created anew"
+        )
+    if system_changes := changes(previous.get("systemPool") or {}, current.get("systemPool") or {}):
+        replaced.append(
+            f"the system node pool will be REPLACED ({'; '.join(system_changes)}): the controllers and the staging "
+            "Job move to its new nodes, and the webhooks that fail closed refuse workload creates until they are back"
         )
     before_pools, after_pools = previous.get("tpuPools") or {}, current["tpuPools"]
     removed = sorted(set(before_pools) - set(after_pools))

@@ -207,13 +207,24 @@ def test_removing_or_adding_a_pool_alone_is_not_refused(runs):
         ),
         ({"tpu.workloadPolicyName": "other-policy"}, "placementPolicy 'superslice-policy' -> 'other-policy'"),
         ({"tpu.zone": "us-central1-ai2b"}, "zone 'us-central1-ai1a' -> 'us-central1-ai2b'"),
-        ({"cluster.nodeServiceAccountId": "other-nodes"}, "the GKE cluster qwen-serving-cluster will be REPLACED"),
+        ({"cluster.nodeServiceAccountId": "other-nodes"}, "the system node pool will be REPLACED"),
+        (
+            {"cluster.nodeServiceAccountId": "other-nodes"},
+            "nodeServiceAccount 'qwen-serving-cluster-nodes' -> 'other-nodes'",
+        ),
         ({"network.prefix": "other"}, "network 'qwen-serving-main' -> 'other-main'"),
     ],
 )
 def test_a_replacement_is_announced_loudly(runs, override, fragment):
     run = run_stack(override, previous_outputs=previous_of(runs["dev"]))
     assert any(fragment in w for w in run.warnings), run.warnings
+
+
+def test_a_new_node_service_account_replaces_the_pools_but_not_the_cluster(runs):
+    """The cluster has no node config of its own (its default pool is removed): only the pools carry the account."""
+    run = run_stack({"cluster.nodeServiceAccountId": "other-nodes"}, previous_outputs=previous_of(runs["dev"]))
+    assert not [w for w in run.warnings if "GKE cluster" in w], run.warnings
+    assert [w for w in run.warnings if w.startswith("TPU pool tpu7-pool-2 will be REPLACED")], run.warnings
 
 
 @pytest.mark.parametrize("key", ["topologyName", "resourceFlavorName"])
