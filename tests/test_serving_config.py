@@ -34,8 +34,12 @@ SERVING_BAD_INPUTS = [
         "more than the",
         id="weights-beyond-hbm",
     ),
+    pytest.param({"serving.hbmHeadroom": 0.9}, "serving.hbmHeadroom", "90% kept free", id="too-much-headroom"),
     pytest.param(
-        {"serving.hbmHeadroom": 0.9}, "serving.model.parametersBillions", "90% kept free", id="too-much-headroom"
+        {"serving.model.parametersBillions": 1300, "serving.hbmHeadroom": 0.5},
+        "serving.model.parametersBillions",
+        "50% kept free",
+        id="weights-beyond-hbm-even-at-the-default-headroom",
     ),
     pytest.param(
         {"serving.hbmHeadroom": 1.0}, "serving.hbmHeadroom", "must be at least 0 and below 1", id="headroom-all"

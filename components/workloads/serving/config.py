@@ -290,12 +290,19 @@ def _validate_model(
         fit = rules.weights_fit_problems(
             model.parameters_billions, model.weights_dtype, shape, machine, serving.hbm_headroom
         )
+        default_headroom = ServingConfig().hbm_headroom
+        fits_by_default = serving.hbm_headroom > default_headroom and not rules.weights_fit_problems(
+            model.parameters_billions, model.weights_dtype, shape, machine, default_headroom
+        )
         for fit_problem in fit:
-            problems.add(
-                "serving.model.parametersBillions",
-                fit_problem,
-                "use a larger serving.sliceShape, a smaller dtype or less serving.hbmHeadroom",
-            )
+            if fits_by_default:  # the headroom raised above its default is what leaves too little HBM
+                problems.add("serving.hbmHeadroom", fit_problem, f"keep free at most the default {default_headroom}")
+            else:
+                problems.add(
+                    "serving.model.parametersBillions",
+                    fit_problem,
+                    "use a larger serving.sliceShape, a smaller dtype or less serving.hbmHeadroom",
+                )
 
 
 def _validate_pods(serving: ServingConfig, machine: topology.MachineType, problems: Problems) -> None:
