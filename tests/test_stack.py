@@ -4,11 +4,12 @@ import dataclasses
 import importlib
 
 import pytest
+import yaml
 
 from components import config_base
 from components import stack as stack_config
 from components.config_base import ConfigError
-from tests.conftest import assert_bad_input, run_stack, stack_values, with_overrides
+from tests.conftest import PROJECT_ROOT, assert_bad_input, run_stack, stack_values, with_overrides
 
 MINIMAL = {"project": "my-tpu-project", "tpu": {"reservation": {"name": "res", "block": "block-0"}}}
 
@@ -201,3 +202,22 @@ def test_each_manifest_is_built_once_per_run(monkeypatch, stack, builder, calls)
     monkeypatch.setattr(module, name, counting)
     run_stack(stack=stack)
     assert len(seen) == calls
+
+
+def _secure_paths(value: object, path: str) -> list[str]:
+    if isinstance(value, dict):
+        if "secure" in value:
+            return [path]
+        return [p for key, item in value.items() for p in _secure_paths(item, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [p for index, item in enumerate(value) for p in _secure_paths(item, f"{path}[{index}]")]
+    return []
+
+
+@pytest.mark.parametrize("path", sorted(PROJECT_ROOT.glob("Pulumi.*.yaml")), ids=lambda p: p.name)
+def test_no_committed_stack_file_carries_a_value_only_its_owner_can_decrypt(path):
+    """The CLI decrypts every secure: value before the program starts and refuses a stack it cannot: a committed
+    stack file with one fails preview, up and destroy for everyone without that stack's secrets provider."""
+    document = yaml.safe_load(path.read_text())
+    assert _secure_paths(document.get("config") or {}, "config") == []
+    assert not {"encryptionsalt", "secretsprovider", "encryptedkey"} & set(document), "a stack's own secrets setup"

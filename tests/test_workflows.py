@@ -137,6 +137,13 @@ def test_pull_request_trigger_and_concurrency(pull_request: dict[str, Any]) -> N
     assert {"test", "render-diff", "preview"} <= set(pull_request["jobs"])
 
 
+def test_the_test_job_fetches_the_pinned_schemas_before_the_suite(pull_request: dict[str, Any]) -> None:
+    """So that no schema test skips on GitHub (the runner has no ../shared)."""
+    runs = [s.get("run", "").strip() for s in pull_request["jobs"]["test"]["steps"]]
+    assert "make schemas" in runs and "make test" in runs
+    assert runs.index("make schemas") < runs.index("make test")
+
+
 def test_render_diff_publishes_to_step_summary(pull_request: dict[str, Any]) -> None:
     job = pull_request["jobs"]["render-diff"]
     assert job["permissions"] == {"contents": "read"}
