@@ -26,7 +26,7 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt constraints-checkov.txt
 	touch $@
 
 test: $(VENV)/.installed $(CHECKOV_VENV)/.installed  ## the whole test suite (the checkov scan included: TPU_GKE_CHECKOV)
-	TPU_GKE_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest
+	TPU_GKE_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -n auto
 
 lint: $(VENV)/.installed  ## formatter check, linter and strict type check (settings in pyproject.toml)
 	$(VENV)/bin/ruff format --check .
