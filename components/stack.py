@@ -286,7 +286,7 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
     GKE replaces a cluster on a change of its name, region, network or ranges, and a node pool (the
     system pool and the TPU pools) on one of its reservation, service account or placement policy; this program also replaces a TPU
     pool whose zone or machine type changes (GKE cannot move a multi-host slice in place). Kueue
-    refuses a new topologyName on a ResourceFlavor in use.
+    refuses a new topologyName or nodeLabels on a ResourceFlavor in use.
     """
     cluster = config.cluster
     names = naming.network_names(config.network.prefix)
@@ -316,6 +316,7 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
         facts["queues"] = {
             "topologyName": config.queues.topology_name,
             "resourceFlavorName": config.queues.resource_flavor_name,
+            "acceleratorLabel": config.tpu.machine.accelerator_label,  # the ResourceFlavor's nodeLabels
         }
     return facts
 
@@ -370,6 +371,7 @@ def review_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any
     for key, setting_key in (
         ("topologyName", "queues.topologyName"),
         ("resourceFlavorName", "queues.resourceFlavorName"),
+        ("acceleratorLabel", "tpu.machineType"),
     ):
         if key in before_queues and key in after_queues and before_queues[key] != after_queues[key]:
             refused.append(

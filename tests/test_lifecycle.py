@@ -7,10 +7,13 @@ gone before `pulumi destroy` deletes it: each property here is a deploy-day fail
 
 from __future__ import annotations
 
+import copy
+
 import pulumi
 import pytest
 
-from tests.conftest import run_stack
+from components import stack as stack_config
+from tests.conftest import run_stack, stack_values
 from tools.mock_engine import ProgramRun, Registration
 from tools.render import create_waves, creates_something, depends_on, destroy_waves
 
@@ -225,6 +228,16 @@ def test_a_new_node_service_account_replaces_the_pools_but_not_the_cluster(runs)
     run = run_stack({"cluster.nodeServiceAccountId": "other-nodes"}, previous_outputs=previous_of(runs["dev"]))
     assert not [w for w in run.warnings if "GKE cluster" in w], run.warnings
     assert [w for w in run.warnings if w.startswith("TPU pool tpu7-pool-2 will be REPLACED")], run.warnings
+
+
+def test_new_node_labels_on_the_resource_flavor_in_use_are_refused(runs):
+    """Only tpu7x slices dynamically today, so no config reaches this; the review refuses it all the same."""
+    current = stack_config.lifecycle_facts(stack_config.load(stack_values("dev")).config)
+    previous = copy.deepcopy(current)
+    previous["queues"]["acceleratorLabel"] = "tpu-older"
+    review = stack_config.review_changes(previous, current)
+    assert [problem.key for problem in review.refused] == ["tpu.machineType"], review.refused
+    assert stack_config.review_changes(current, current).refused == []
 
 
 @pytest.mark.parametrize("key", ["topologyName", "resourceFlavorName"])
