@@ -218,21 +218,37 @@ EXACT_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$")
 
 
 FLOATING_TAGS = frozenset({"latest", "nightly", "main", "master", "stable", "dev"})
+IMAGE_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+# What makes a tag a pin: a full release version, or a build date (``nightly-20260430-18ed615``).
+_RELEASE_VERSION = re.compile(r"(?<![0-9])[0-9]+\.[0-9]+\.[0-9]+(?![0-9])")
+_BUILD_DATE = re.compile(r"(?<![0-9])20[0-9]{2}-?(?:0[1-9]|1[0-2])-?(?:0[1-9]|[12][0-9]|3[01])(?![0-9])")
+
+
+def image_unpinned_reason(image: str) -> str | None:
+    """Why the image reference ``image`` can change under the same name, or None when it is pinned:
+    by a sha256 digest, or by a tag that names a release version (x.y.z) or a build date. A moving
+    tag would change what a running stack pulls without any diff in review. The one rule of the
+    config blocks and of the policy pack."""
+    if not image:
+        return "it is empty; name an image with a dated tag or a digest"
+    reference, _, digest = image.partition("@")
+    if digest:
+        return None if IMAGE_DIGEST.match(digest) else f"its digest {digest!r} is not sha256:<64 hex>"
+    last = reference.rsplit("/", 1)[-1]  # a registry port is not a tag
+    if ":" not in last:
+        return "it has no tag, which means latest"
+    tag = last.rpartition(":")[2]
+    if tag in FLOATING_TAGS:
+        return f"it uses the floating tag {tag!r}"
+    if _RELEASE_VERSION.search(tag) or _BUILD_DATE.search(tag):
+        return None
+    return f"the tag {tag!r} names no release version (x.y.z) or build date, so it can move"
 
 
 def image_pin_problem(image: str) -> str | None:
-    """Why ``image`` is not pinned to a fixed tag or digest, or None: a moving tag would change
-    what a running stack pulls without any diff in review."""
-    if not image:
-        return "is not pinned: it is empty; name an image with a dated tag or a digest"
-    if re.search(r"@sha256:[0-9a-f]{64}$", image):
-        return None
-    tag = image.rsplit("/", 1)[-1].partition(":")[2]
-    if not tag:
-        return f"{image!r} is not pinned: it has no tag, which means latest"
-    if tag in FLOATING_TAGS:
-        return f"{image!r} is not pinned: it uses the floating tag {tag!r}"
-    return None
+    """``image_unpinned_reason`` as a config problem's sentence."""
+    reason = image_unpinned_reason(image)
+    return None if reason is None else f"{image!r} is not pinned: {reason}"
 
 
 def secrets_in_plain_text(config: Any, secret_blocks: set[str], prefix: str = "") -> list[Problem]:

@@ -3,7 +3,7 @@
 import pytest
 
 from components import naming
-from components.config_base import image_pin_problem, parse_quantity
+from components.config_base import image_pin_problem, image_unpinned_reason, parse_quantity
 
 
 @pytest.mark.parametrize(
@@ -14,6 +14,8 @@ from components.config_base import image_pin_problem, parse_quantity
         ("docker.io/vllm/vllm-tpu", "has no tag"),
         ("localhost:5000/vllm-tpu", "has no tag"),
         ("", "is empty"),
+        ("vllm/vllm-tpu:v2", "names no release version (x.y.z) or build date"),  # refused since the pack's rule
+        ("vllm/vllm-tpu@sha256:abc", "is not sha256:<64 hex>"),
     ],
 )
 def test_images_must_be_pinned(image, fragment):
@@ -32,6 +34,33 @@ def test_images_must_be_pinned(image, fragment):
 )
 def test_pinned_images(image):
     assert image_pin_problem(image) is None
+
+
+@pytest.mark.parametrize(
+    "image, pinned",
+    [
+        ("docker.io/library/python:3.12.8-slim-bookworm", True),
+        ("us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.9.0-rev1", True),
+        ("docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26", True),  # a dated build
+        ("ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0", True),
+        ("tpuongke/kueue-slice-controller:v0.8.0-200", True),
+        ("registry.example:5000/team/app:2026-04-30", True),
+        ("nginx@sha256:" + "a" * 64, True),
+        ("nginx:latest@sha256:" + "b" * 64, True),
+        ("nginx", False),
+        ("registry.example:5000/team/app", False),  # the port is not a tag
+        ("nginx:latest", False),
+        ("vllm/vllm-tpu:nightly", False),
+        ("python:3.12", False),  # a minor alias moves with each patch release
+        ("app:main", False),
+        ("app:v2", False),
+        ("nginx@sha256:abc", False),
+        ("", False),
+    ],
+)
+def test_which_images_are_pinned(image: str, pinned: bool) -> None:
+    """The one rule of the config blocks and the policy pack."""
+    assert (image_unpinned_reason(image) is None) is pinned, image_unpinned_reason(image)
 
 
 @pytest.mark.parametrize(
