@@ -7,14 +7,11 @@ this repository (a path such as ``./manifests/charts/...``) is pinned by the com
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from components.config_base import EXACT_VERSION
+from components.config_base import EXACT_VERSION, IMAGE_DIGEST
 from policy.resources import HELM_RELEASE_TYPES, get
-
-DIGEST_REF = re.compile(r"@sha256:[0-9a-f]{64}$")
 
 
 def is_local_chart(chart: str) -> bool:
@@ -25,7 +22,8 @@ def chart_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> l
     if resource_type not in HELM_RELEASE_TYPES:
         return []
     chart = str(get(props, "chart", "", owner=name))
-    if is_local_chart(chart) or DIGEST_REF.search(chart):
+    _, at, digest = chart.rpartition("@")
+    if is_local_chart(chart) or (at and IMAGE_DIGEST.match(digest)):
         return []  # the commit, or the registry's content address, fixes what is installed
     problems = []
     reference = chart.removeprefix("oci://").rsplit("/", 1)[-1]

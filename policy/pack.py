@@ -13,6 +13,7 @@ from pulumi_policy import (
     EnforcementLevel,
     Policy,
     PolicyConfigSchema,
+    PolicyResource,
     ReportViolation,
     ResourceValidationArgs,
     ResourceValidationPolicy,
@@ -85,7 +86,7 @@ def resource_policy(
     name: str, description: str, rule: ResourceRule, stack: Callable[[], StackContext], **extra: Any
 ) -> ResourceValidationPolicy:
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-        resource = Resource(args.resource_type, args.name, plain(args.props), bool(args.opts.protect), args.urn)
+        resource = as_resource(args)
         try:
             problems = rule(resource, args.get_config() or {}, stack())
         except UnknownValue as error:
@@ -98,8 +99,13 @@ def resource_policy(
     )
 
 
+def as_resource(given: ResourceValidationArgs | PolicyResource) -> Resource:
+    """What the SDK hands over (one resource, or one of a stack's) as the rules read it."""
+    return Resource(given.resource_type, given.name, plain(given.props), bool(given.opts.protect), given.urn)
+
+
 def stack_resources(args: StackValidationArgs) -> list[Resource]:
-    return [Resource(r.resource_type, r.name, plain(r.props), bool(r.opts.protect), r.urn) for r in args.resources]
+    return [as_resource(r) for r in args.resources]
 
 
 def build_policies(
