@@ -4,11 +4,19 @@ import pulumi
 
 from components import stack as stack_config
 from components import wiring
-from components.gcp import Cluster, ExistingCluster, Network, ProjectServices, TpuCapacity
-from components.operations import Alerting
-from components.platform import ClusterGates, ClusterPlatform, KueueQueues
+from components.gcp.cluster import Cluster
+from components.gcp.existing_cluster import ExistingCluster
+from components.gcp.network import Network
+from components.gcp.project_services import ProjectServices
+from components.gcp.tpu_capacity import TpuCapacity
+from components.operations.component import Alerting
+from components.platform.gates import ClusterGates
+from components.platform.queues import KueueQueues
+from components.platform.releases import ClusterPlatform
 from components.resources import previous_outputs
-from components.workloads import ModelServing, SaxmlCell, SliceChecks, serving_endpoint
+from components.workloads.saxml.component import SaxmlCell
+from components.workloads.serving.component import ModelServing, serving_endpoint
+from components.workloads.slice_checks.component import SliceChecks
 
 # 1. One typed, validated config, built once: a bad stack fails here, before any resource exists.
 stack = stack_config.load_from_pulumi()

@@ -10,6 +10,10 @@ Type-only imports (under ``if TYPE_CHECKING:``) count like any other.
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -114,17 +118,66 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def run_time_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph as Python runs it: importing ``a.b.c`` also runs the packages ``a`` and ``a.b``."""
+    return {
+        name: targets
+        | {p for p in (".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)) if p in graph}
+        for name, targets in graph.items()
+    }
+
+
+def is_pure(name: str, package: str = "components") -> bool:
+    """Config, rules and objects modules, the TPU model and the shared helpers but ``resources``."""
+    parts = name.removeprefix(f"{package}.").split(".")
+    if name == package or parts[-1] == "__init__":
+        return False
+    return parts[0] == "tpu" or parts[-1] in PURE_ROLES or (parts[0] in SHARED and parts[0] not in IMPURE_SHARED)
+
+
+def _pulumi_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    return {n for n in names if n.split(".")[0].startswith("pulumi")}
+
+
 def impure_modules(root: Path, package: str = "components") -> list[str]:
     problems = []
     for name, path in modules(root, package).items():
-        parts = name.removeprefix(f"{package}.").split(".")
-        pure = parts[0] == "tpu" or parts[-1] in PURE_ROLES or (parts[0] in SHARED and parts[0] not in IMPURE_SHARED)
-        if not pure:
+        if is_pure(name, package):
+            problems += [f"{name} imports {n}" for n in sorted(_pulumi_imports(path))]
+    return problems
+
+
+def loaded_with(graph: dict[str, set[str]], module: str) -> list[str]:
+    """Every module Python runs to import ``module``: what it imports, at any depth, and the ``__init__``
+    of every package on the way (importing ``a.b.c`` runs ``a`` and ``a.b`` first)."""
+    seen: list[str] = []
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in graph:
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-        problems += [f"{name} imports {n}" for n in sorted(names) if n.split(".")[0].startswith("pulumi")]
+        seen.append(name)
+        parts = name.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
+        todo += sorted(graph[name])
+    return seen
+
+
+def pure_modules_that_load_pulumi(root: Path, package: str = "components") -> list[str]:
+    """A pure module is pure only if nothing Python runs to import it imports Pulumi: a package
+    ``__init__`` that re-exports a component drags Pulumi into every module below it."""
+    found = modules(root, package)
+    graph = {name: imports_of(path, name, set(found)) for name, path in found.items()}
+    problems = []
+    for name in sorted(found):
+        if not is_pure(name, package):
+            continue
+        culprits = [m for m in loaded_with(graph, name) if m != name and _pulumi_imports(found[m])]
+        if culprits:
+            problems.append(f"importing {name} runs {', '.join(sorted(culprits))}, which import Pulumi")
     return problems
 
 
@@ -150,6 +203,11 @@ def test_no_import_cycle(graph):
     assert cycles(graph) == []
 
 
+def test_no_import_cycle_at_run_time(graph):
+    """A package ``__init__`` that imports its own children closes a circle with every child it imports."""
+    assert cycles(run_time_graph(graph)) == []
+
+
 def test_workload_folders_do_not_import_each_other(graph):
     assert sibling_workload_imports(graph) == []
 
@@ -161,6 +219,60 @@ def test_no_block_imports_the_root(graph):
 
 def test_pure_modules_import_no_pulumi():
     assert impure_modules(PROJECT_ROOT) == []
+
+
+def test_nothing_a_pure_module_loads_imports_pulumi():
+    assert pure_modules_that_load_pulumi(PROJECT_ROOT) == []
+
+
+# Run in a fresh interpreter: any import of pulumi, pulumi_gcp, pulumi_kubernetes ... raises, and each pure
+# module is imported on its own (sys.modules emptied of components between them), so one module cannot
+# hide what another loads.
+PURE_IMPORT_PROBE = textwrap.dedent(
+    """
+    import importlib, importlib.abc, json, sys
+
+    class NoPulumi(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0].startswith("pulumi"):
+                raise ImportError(f"{name} may not be imported by a pure module")
+            return None
+
+    sys.meta_path.insert(0, NoPulumi())
+    failures = {}
+    for module in json.load(sys.stdin):
+        for loaded in [m for m in sys.modules if m == "components" or m.startswith("components.")]:
+            del sys.modules[loaded]
+        try:
+            importlib.import_module(module)
+        except Exception as error:
+            failures[module] = f"{type(error).__name__}: {error}"
+    loaded = sorted(m for m in sys.modules if m.split(".")[0].startswith("pulumi"))
+    json.dump({"failures": failures, "pulumi_loaded": loaded}, sys.stdout)
+    """
+)
+
+
+def probe_pure_imports(root: Path, names: list[str]) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", PURE_IMPORT_PROBE],
+        input=json.dumps(names),
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+def test_pure_modules_load_without_pulumi_in_a_fresh_interpreter():
+    names = [name for name in modules(PROJECT_ROOT, "components") if is_pure(name)]
+    assert {"components.workloads.serving.config", "components.gcp.config", "components.tpu.topology"} <= set(names)
+    assert probe_pure_imports(PROJECT_ROOT, names) == {"failures": {}, "pulumi_loaded": []}
 
 
 # --- The checks fail when the rule is broken (a small tree of the same shape) ----------------
@@ -221,3 +333,27 @@ def test_a_sibling_workload_import_and_pulumi_in_a_pure_module_are_found(tmp_pat
         "components.workloads.saxml.objects imports components.workloads.serving.rules, another workload"
     ]
     assert impure_modules(root) == ["components.workloads.saxml.objects imports pulumi"]
+
+
+def test_a_package_that_re_exports_a_component_is_found(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "components/workloads/__init__.py": "from components.workloads.serving.component import Serving\n",
+            "components/workloads/serving/__init__.py": "",
+            "components/workloads/serving/config.py": "X = 1\n",
+            "components/workloads/serving/component.py": "import pulumi\nfrom components.workloads.serving import config\n",
+        },
+    )
+    assert impure_modules(root) == []  # no pure file imports Pulumi itself
+    circles = cycles(run_time_graph(import_graph(root)))
+    assert ["components.workloads", "components.workloads.serving.component", "components.workloads"] in circles
+    assert cycles(import_graph(root)) == []  # the circle exists only as Python runs the packages
+    assert pure_modules_that_load_pulumi(root) == [
+        "importing components.workloads.serving.config runs components.workloads.serving.component, which import Pulumi"
+    ]
+    result = probe_pure_imports(root, ["components.workloads.serving.config"])
+    assert result["pulumi_loaded"] == []
+    failures = result["failures"]
+    assert isinstance(failures, dict)
+    assert "may not be imported by a pure module" in failures["components.workloads.serving.config"]

@@ -1,7 +1,4 @@
-"""The in-cluster platform: controllers by Helm and the Kueue queueing of dynamic slicing."""
+"""The in-cluster platform: controllers by Helm and the Kueue queueing of dynamic slicing.
 
-from components.platform.gates import ClusterGates
-from components.platform.queues import KueueQueues
-from components.platform.releases import ClusterPlatform
-
-__all__ = ["ClusterGates", "ClusterPlatform", "KueueQueues"]
+Nothing is re-exported here, so that the pure modules of this package load without Pulumi.
+"""

@@ -1,7 +1,4 @@
-"""The workloads: slice checks and P/D serving on TPU7x, the Saxml cell on TPU v5e."""
+"""The workloads: slice checks and P/D serving on TPU7x, the Saxml cell on TPU v5e.
 
-from components.workloads.saxml.component import SaxmlCell
-from components.workloads.serving.component import ModelServing, serving_endpoint
-from components.workloads.slice_checks.component import SliceChecks
-
-__all__ = ["ModelServing", "SaxmlCell", "SliceChecks", "serving_endpoint"]
+Nothing is re-exported here, so that the pure modules of each workload load without Pulumi.
+"""
