@@ -37,6 +37,8 @@ class FakeApi:
 
     def answer(self, path: str) -> tuple[int, Any]:
         state = self.state
+        if "status" in state:  # the server answers every request so (403, 503 ...)
+            return state["status"], {"kind": "Status", "code": state["status"]}
         if path in ("/apis/accelerator.gke.io", "/apis/networking.gke.io"):
             group = path.rsplit("/", 1)[-1]
             if group not in state.get("groups", ()):
@@ -67,6 +69,9 @@ def api() -> Iterator[tuple[FakeApi, KubeClient]]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             fake.requests.append((self.path, self.headers.get("Authorization", "")))
+            if fake.state.get("down"):  # a server going away: the connection drops without an answer
+                self.close_connection = True
+                return
             code, body = fake.answer(self.path)
             data = json.dumps(body).encode()
             self.send_response(code)
@@ -183,8 +188,55 @@ def test_leftover_endpoint_groups_hold_the_subnets(api):
 
 def test_an_unreachable_api_is_an_error_not_an_empty_cluster():
     client = KubeClient("http://127.0.0.1:9", {})  # discard port: nothing listens
-    with pytest.raises(drain.KubeError):
+    with pytest.raises(drain.KubeError) as raised:
         drain.holding(client, TPU)
+    assert raised.value.transient and "cannot reach the API server http://127.0.0.1:9" in str(raised.value)
+
+
+def test_a_wait_gives_up_on_an_api_that_never_answers_naming_it_and_assuming_nothing_gone():
+    client = KubeClient("http://127.0.0.1:9", {})
+    fake = FakeApi([{}])
+    lines: list[str] = []
+    clock = Clock(fake)
+    with pytest.raises(drain.KubeError) as raised:
+        drain.wait_until_gone(client, TPU, "gate", report=lines.append, clock=clock, sleep=clock.sleep)
+    message = str(raised.value)
+    assert message.startswith("gate: cannot reach the API server http://127.0.0.1:9 ")
+    assert f"for {drain.UNREACHABLE_GRACE_SECONDS:.0f} s" in message and "nothing was assumed gone" in message
+    assert clock.now == drain.UNREACHABLE_GRACE_SECONDS  # bounded by the grace, not by the drain timeout
+    assert len(lines) == drain.UNREACHABLE_GRACE_SECONDS / drain.POLL_SECONDS
+    assert all("asking again" in line for line in lines) and "nothing holds on" not in " ".join(lines)
+
+
+def test_an_api_server_that_goes_away_mid_wait_and_returns_is_ridden_out(api):
+    fake, client = api
+    groups = ["accelerator.gke.io"]
+    fake.states = [
+        {"groups": groups, "slices": ["s1"]},
+        {"down": True},
+        {"down": True},
+        {"status": 503},
+        {"groups": groups, "slices": ["s1"]},
+        {"groups": groups, "slices": []},
+    ]
+    lines, clock = run_wait(fake, client, TPU)
+    assert lines[0] == "gate: waiting for 1 to go (Slice s1); 600 s left"
+    assert [line.split(" (GET")[0] for line in lines[1:3]] == [f"gate: cannot reach the API server {client.server}"] * 2
+    assert "answered GET /apis/accelerator.gke.io with HTTP 503" in lines[3]
+    assert lines[4] == "gate: the API server answers again after 30 s"
+    assert lines[-1] == "gate: nothing holds on any more"
+    assert not any("waiting for 1" in line for line in lines[4:])  # the same Slice is not reported again
+
+
+def test_an_api_that_refuses_the_gate_fails_at_once(api):
+    fake, client = api
+    fake.states = [{"status": 403}]
+    lines: list[str] = []
+    clock = Clock(fake)
+    with pytest.raises(drain.KubeError) as raised:
+        drain.wait_until_gone(client, TPU, "gate", report=lines.append, clock=clock, sleep=clock.sleep)
+    assert "HTTP 403" in str(raised.value) and client.server in str(raised.value)
+    assert clock.slept == [] and lines == []
 
 
 def test_a_gate_that_waits_for_nothing_needs_no_cluster():

@@ -14,7 +14,10 @@ gates of components/platform/gates.py run:
   its Service has a ready endpoint (its failurePolicy is Fail).
 
 A CRD that does not exist means nothing of that kind exists. Every wait is bounded, reports its
-progress, and on timeout names what still holds on and how to release it.
+progress, and on timeout names what still holds on and how to release it. An API server that cannot
+be asked is never taken for an empty cluster: a wait rides out an unreachable server (refused or
+dropped connections, timeouts, 5xx answers) for ``UNREACHABLE_GRACE_SECONDS``, as during a control
+plane upgrade, then fails naming the cluster's endpoint; any other refusal (401, 403) fails at once.
 """
 
 from __future__ import annotations
@@ -40,11 +43,16 @@ KUEUE_WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads
 NEG_GROUP = "networking.gke.io"
 NEG_RESOURCE = "servicenetworkendpointgroups"
 POLL_SECONDS = 10.0
-REQUEST_TIMEOUT_SECONDS = 30.0
+REQUEST_TIMEOUT_SECONDS = 15.0
+UNREACHABLE_GRACE_SECONDS = 60.0
 
 
 class KubeError(RuntimeError):
     """The API server could not be asked (other than a missing kind, which means none exist)."""
+
+    def __init__(self, message: str, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient  # unreachable or 5xx: worth asking again
 
 
 # --- A small API client ----------------------------------------------------------------
@@ -68,9 +76,15 @@ class KubeClient:
         except urllib.error.HTTPError as error:
             if error.code == 404:
                 return None
-            raise KubeError(f"GET {path}: HTTP {error.code} {error.reason}") from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
-            raise KubeError(f"GET {path}: {error}") from None
+            raise KubeError(
+                f"the API server {self.server} answered GET {path} with HTTP {error.code} {error.reason}",
+                transient=error.code >= 500,
+            ) from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
+            reason = getattr(error, "reason", None) or error
+            raise KubeError(
+                f"cannot reach the API server {self.server} (GET {path}: {reason})", transient=True
+            ) from None
 
     def items(self, path: str) -> list[dict[str, Any]]:
         listing = self.get(path)
@@ -220,6 +234,44 @@ class StillHeld(RuntimeError):
     """The wait ran out: the message names what still holds on and how to release it."""
 
 
+class Unreachable:
+    """Rides out an API server that cannot be asked for a bounded grace, then gives up naming it."""
+
+    def __init__(
+        self,
+        what: str,
+        report: Callable[[str], None],
+        clock: Callable[[], float],
+        grace_seconds: float = UNREACHABLE_GRACE_SECONDS,
+    ):
+        self.what, self.report, self.clock, self.grace = what, report, clock, grace_seconds
+        self.since: float | None = None
+
+    def ask(self, question: Callable[[], Any], deadline: float) -> tuple[bool, Any]:
+        """(True, answer) once the server answers; (False, None) to ask again after a poll."""
+        try:
+            answer = question()
+        except KubeError as error:
+            if not error.transient:
+                raise KubeError(
+                    f"{self.what}: {error}. Nothing was assumed gone; fix the access, then run the command again."
+                ) from None
+            now = self.clock()
+            self.since = now if self.since is None else self.since
+            waited = now - self.since
+            if waited >= self.grace or now >= deadline:
+                raise KubeError(
+                    f"{self.what}: {error}, for {waited:.0f} s. The cluster cannot be asked what still holds on, "
+                    "so nothing was assumed gone. Run the command again once the API server answers."
+                ) from None
+            self.report(f"{self.what}: {error}; asking again ({self.grace - waited:.0f} s before giving up)")
+            return False, None
+        if self.since is not None:
+            self.report(f"{self.what}: the API server answers again after {self.clock() - self.since:.0f} s")
+            self.since = None
+        return True, answer
+
+
 def wait_until_gone(
     client: KubeClient,
     spec: DrainSpec,
@@ -228,12 +280,18 @@ def wait_until_gone(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     poll_seconds: float = POLL_SECONDS,
+    grace_seconds: float = UNREACHABLE_GRACE_SECONDS,
 ) -> None:
-    """Poll until nothing holds on; report each change; raise StillHeld after ``spec.timeout_seconds``."""
+    """Poll until nothing holds on; report each change; raise StillHeld after ``spec.timeout_seconds``,
+    KubeError once the API server has not answered for ``grace_seconds``."""
     deadline = clock() + spec.timeout_seconds
     last: list[str] | None = None
+    unreachable = Unreachable(what, report, clock, grace_seconds)
     while True:
-        held = holding(client, spec)
+        answered, held = unreachable.ask(lambda: holding(client, spec), deadline)
+        if not answered:
+            sleep(min(poll_seconds, max(deadline - clock(), 0.0)))
+            continue
         if not held:
             report(f"{what}: nothing holds on any more")
             return
@@ -295,10 +353,15 @@ def wait_until_webhook_serves(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     poll_seconds: float = POLL_SECONDS,
+    grace_seconds: float = UNREACHABLE_GRACE_SECONDS,
 ) -> None:
     deadline = clock() + spec.timeout_seconds
+    unreachable = Unreachable(f"webhook {spec.configuration}", report, clock, grace_seconds)
     while True:
-        reasons = webhook_not_ready(client, spec)
+        answered, reasons = unreachable.ask(lambda: webhook_not_ready(client, spec), deadline)
+        if not answered:
+            sleep(min(poll_seconds, max(deadline - clock(), 0.0)))
+            continue
         if not reasons:
             report(f"webhook {spec.configuration} serves")
             return
