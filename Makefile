@@ -10,7 +10,7 @@ STACKS := $(patsubst Pulumi.%.yaml,%,$(wildcard Pulumi.*.yaml))
 CACHE_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tpu-gke
 export MYPY_CACHE_DIR ?= $(CACHE_HOME)/mypy
 
-.PHONY: render test lint format golden docs clean verify sax schemas itest policy-venv
+.PHONY: render test lint format golden docs clean verify sax schemas itest policy-venv staging-test
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -78,3 +78,18 @@ itest:  ## integration lab: real Pulumi CLI and Kubernetes provider against etcd
 	  $(VENV_LAB)/bin/pip install --quiet --disable-pip-version-check -r lab/requirements.txt && touch $(VENV_LAB)/.installed; fi
 	$(MAKE) --no-print-directory render STACK=dev policy-venv
 	LAB_BUILD_SECONDS=$$(cat build/.lab-build-seconds) $(LAB_PY) -m pytest tests/itest
+
+# Weights staging (manifests/serving/stage_weights.py) against real local servers: the program runs in its own venv,
+# installed exactly as the Job's init container installs it (pip --require-hashes, wheels only), and talks to the
+# Hub stand-in of tools/staging_lab.py and to fake-gcs-server (lab/build-fake-gcs.sh builds it once, ~2 min cold).
+STAGING_VENV := build/venv-staging
+STAGING_REQUIREMENTS := manifests/serving/stage-weights-requirements.txt
+
+$(STAGING_VENV)/.installed: $(STAGING_REQUIREMENTS)
+	rm -rf $(STAGING_VENV) && $(PYTHON) -m venv $(STAGING_VENV)
+	$(STAGING_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --only-binary=:all: -r $(STAGING_REQUIREMENTS)
+	touch $@
+
+staging-test: $(VENV)/.installed $(STAGING_VENV)/.installed  ## weights staging against the Hub stand-in and fake-gcs-server (about a minute warm)
+	FAKE_GCS_SERVER=$$(lab/build-fake-gcs.sh) && STAGING_PYTHON=$(CURDIR)/$(STAGING_VENV)/bin/python \
+	  FAKE_GCS_SERVER=$$FAKE_GCS_SERVER $(PY) -m pytest tests/staging

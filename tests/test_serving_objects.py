@@ -10,7 +10,6 @@ kubernetes-validate; router values checked key by key against the chart's v0.10.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -841,7 +840,11 @@ def test_the_staging_job_copies_the_served_snapshot_as_the_model_servers():
     }
     pod = job["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "vllm"
-    assert pod["containers"][0]["image"] == "docker.io/library/python:3.13.1-slim-bookworm"
+    assert (
+        pod["containers"][0]["image"]
+        == pod["initContainers"][0]["image"]
+        == "docker.io/library/python:3.13.1-slim-bookworm"
+    )
     assert job["metadata"]["namespace"] == built.staging_script["metadata"]["namespace"] == "serving"
     assert job["metadata"]["annotations"][so.TIMEOUT_ANNOTATION] == "5400"
     assert job["spec"]["activeDeadlineSeconds"] == 5400  # the Job stops when Pulumi stops waiting
@@ -850,15 +853,25 @@ def test_the_staging_job_copies_the_served_snapshot_as_the_model_servers():
     assert core_errors(built.staging_script) == []
 
 
-def test_the_staging_configmap_carries_the_script_byte_for_byte_and_the_job_its_digest():
+def test_the_staging_configmap_carries_the_program_and_its_pins_byte_for_byte_and_the_job_their_digest():
     built = serving_objects(params())
     assert built.staging_script is not None and built.staging_job is not None
-    script = (Path(so.manifests.MANIFESTS) / "serving" / "stage_weights.py").read_bytes()
-    assert built.staging_script["data"]["stage_weights.py"].encode() == script
+    files = {name: (Path(so.manifests.MANIFESTS) / "serving" / name).read_bytes() for name in so.STAGING_FILES}
+    assert {name: text.encode() for name, text in built.staging_script["data"].items()} == files
     annotations = built.staging_job["spec"]["template"]["metadata"]["annotations"]
-    assert annotations[so.SCRIPT_DIGEST_ANNOTATION] == hashlib.sha256(script).hexdigest()
+    assert annotations[so.SCRIPT_DIGEST_ANNOTATION] == so.staging_files_digest(built.staging_script["data"])
     (volume,) = [v for v in built.staging_job["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
     assert volume["configMap"]["name"] == built.staging_script["metadata"]["name"]
+
+
+@pytest.mark.parametrize("changed", so.STAGING_FILES)
+def test_a_change_to_either_staging_file_changes_the_digest(changed):
+    files = so.staging_files()
+    edited = {**files, changed: files[changed] + "\n"}
+    assert so.staging_files_digest(edited) != so.staging_files_digest(files)
+    # moving bytes from one file to the other is a change too
+    a, b = so.STAGING_FILES
+    assert so.staging_files_digest({a: "xy", b: "z"}) != so.staging_files_digest({a: "x", b: "yz"})
 
 
 def test_the_staging_job_is_not_awaited_where_nothing_runs_and_absent_when_off():

@@ -28,8 +28,8 @@ MODEL_WEIGHTS_DTYPE = "fp8"  # "-FP8" checkpoint; ~406 GB on disk (a few tensors
 # TPUConnectorHMA at startup).
 VLLM_IMAGE = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26"
 ROUTING_SIDECAR_IMAGE = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
-# The weights-staging Job runs a standard-library script: the official python image at a dated
-# patch release (pin its digest once pulled).
+# The weights-staging Job pip-installs its hash-pinned libraries (wheels only) into the official python
+# image at a dated patch release, then runs the program on them (pin the image's digest once pulled).
 STAGING_IMAGE = "docker.io/library/python:3.12.8-slim-bookworm"
 STAGING_TIMEOUT_MINUTES = 360  # ~400 GB at a few hundred MB/s, with room for retries
 STAGING_TIMEOUT_RANGE = (10, 1440)
@@ -71,7 +71,11 @@ class WeightsStagingConfig:
         "Before the model servers start, a Job copies serving.model.revision of the model from Hugging Face into "
         "the bucket (skipping files already complete); false when the bucket is filled elsewhere.",
     )
-    image: str = setting(STAGING_IMAGE, "Python image that runs the staging script (dated tag or digest).")
+    image: str = setting(
+        STAGING_IMAGE,
+        "Python image (CPython 3.11 or later, glibc) that installs the hash-pinned libraries and runs the staging program "
+        "(dated tag or digest).",
+    )
     timeout_minutes: int = setting(
         STAGING_TIMEOUT_MINUTES, "How long the Job may run and `pulumi up` waits for it before failing."
     )

@@ -48,9 +48,12 @@ ROUTER_VALUES_FILE = "router-values.yaml"
 SERVICE_ACCOUNT_FILE = "service-account.yaml"
 STAGING_JOB_FILE = "weights-staging-job.yaml"
 STAGING_SCRIPT_FILE = "stage_weights.py"
-STAGING_SCRIPT_PATH = manifests.MANIFESTS / "serving" / STAGING_SCRIPT_FILE
+# Its libraries, every version with the sha256 of each wheel: the init container pip-installs them with --require-hashes.
+STAGING_REQUIREMENTS_FILE = "stage-weights-requirements.txt"
+STAGING_FILES = (STAGING_SCRIPT_FILE, STAGING_REQUIREMENTS_FILE)  # the ConfigMap's keys, mounted at /staging
 STAGING_SCRIPT_CONFIGMAP = "weights-staging-script"
 STAGING_CONTAINER = "stage-weights"
+STAGING_INSTALL_CONTAINER = "install-libraries"
 
 LEADER_CONTAINER = "vllm-leader"
 WORKER_CONTAINER = "vllm-worker"
@@ -83,7 +86,7 @@ WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
 SKIP_AWAIT_ANNOTATION = "pulumi.com/skipAwait"
 WAIT_FOR_PROGRAMMED = "condition=Programmed"
 TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
-# On the staging pod template: a change to the script changes the Job, which then runs again.
+# On the staging pod template: a change to the program or its pins changes the Job, which then runs again.
 SCRIPT_DIGEST_ANNOTATION = "tpu-gke.dev/script-sha256"
 
 # What Kueue's LeaderWorkerSet webhook refuses to change on a queue-managed LWS (v0.17.4: the
@@ -162,18 +165,26 @@ def skip_await(manifest: dict[str, Any]) -> None:
 # --- Weights staging -----------------------------------------------------------------------
 
 
-def staging_script_text() -> str:
-    """The staging script, exactly as its ConfigMap carries it."""
-    return STAGING_SCRIPT_PATH.read_text(encoding="utf-8")
+def staging_files() -> dict[str, str]:
+    """The staging program and its pinned requirements, exactly as the ConfigMap carries them."""
+    return {name: (manifests.MANIFESTS / "serving" / name).read_text(encoding="utf-8") for name in STAGING_FILES}
+
+
+def staging_files_digest(files: dict[str, str]) -> str:
+    """One sha256 over every file (name and content), for the pod template's annotation."""
+    hasher = hashlib.sha256()
+    for name in sorted(files):
+        hasher.update(f"{name}\0{len(files[name].encode())}\0".encode() + files[name].encode())
+    return hasher.hexdigest()
 
 
 def staging_script_configmap(namespace: str) -> dict[str, Any]:
-    """The ConfigMap the staging Job mounts (one key: the script)."""
+    """The ConfigMap the staging Job mounts at /staging: the program and its requirements."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": STAGING_SCRIPT_CONFIGMAP, "namespace": namespace},
-        "data": {STAGING_SCRIPT_FILE: staging_script_text()},
+        "data": staging_files(),
     }
 
 
@@ -185,12 +196,13 @@ def weights_staging_job(spec: ServingInput) -> dict[str, Any]:
     job["metadata"]["annotations"][TIMEOUT_ANNOTATION] = str(timeout_seconds)
     job["spec"]["activeDeadlineSeconds"] = timeout_seconds
     template = job["spec"]["template"]
-    digest = hashlib.sha256(staging_script_text().encode()).hexdigest()
+    digest = staging_files_digest(staging_files())
     template["metadata"].setdefault("annotations", {})[SCRIPT_DIGEST_ANNOTATION] = digest
     pod = template["spec"]
     pod["serviceAccountName"] = spec.service_account_name
+    installer = manifests.container(pod, STAGING_INSTALL_CONTAINER, key="initContainers")
     stager = manifests.container(pod, STAGING_CONTAINER)
-    stager["image"] = spec.staging_image
+    installer["image"] = stager["image"] = spec.staging_image  # the Python the wheels were installed for
     manifests.set_env(stager, "MODEL_ID", spec.model_id)
     manifests.set_env(stager, "MODEL_REVISION", spec.model_revision)
     manifests.set_env(stager, "DESTINATION", spec.weights_uri)
