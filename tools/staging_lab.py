@@ -9,7 +9,7 @@
   ``X-Repo-Commit`` on both); the CDN serves the LFS bytes with Range support. Files are served
   from disk with sendfile, so gigabytes cost no memory. Each request is recorded (server, method,
   path, headers), and faults can be injected: an API status for every API call, a connection
-  dropped after N bytes, other bytes than the listed ones.
+  dropped after N bytes, 503s from the CDN, other bytes than the listed ones, a slow CDN.
 - ``FakeGcs``: the fake-gcs-server binary (lab/build-fake-gcs.sh builds it) with a filesystem
   backend in a temporary directory, its URL for ``STORAGE_EMULATOR_HOST``.
 - ``RefusingProxy``: a reverse proxy in front of the emulator that answers 403 to the first N
@@ -85,6 +85,7 @@ class HubRepo:
     api_status: int | None = None  # every API call answers this status (401: a gated repo without a token)
     drop_after: dict[str, list[int]] = field(default_factory=dict)  # path -> bytes sent before each drop
     served: dict[str, Path] = field(default_factory=dict)  # path -> other bytes than the listed ones
+    cdn_failures: dict[str, int] = field(default_factory=dict)  # path -> CDN answers of 503 before it serves
     cdn_delay_seconds: float = 0.0  # each CDN answer waits this long first (a slow link, to stop a copy halfway)
     requests: list[Request] = field(default_factory=list)
     _digests: dict[str, tuple[str, str]] = field(default_factory=dict)  # path -> (git blob sha1, sha256)
@@ -151,7 +152,13 @@ class _Handler(BaseHTTPRequestHandler):
         model = self.repo.model_id
         if self.server_kind == "cdn":
             time.sleep(self.repo.cdn_delay_seconds)
-            return self.serve_file(path.removeprefix("/cdn/"), {})
+            file = path.removeprefix("/cdn/")
+            with self.lock:
+                failing = self.repo.cdn_failures.get(file, 0)
+                self.repo.cdn_failures[file] = max(0, failing - 1)
+            if failing:
+                return self.error(503, "ServiceUnavailable", "the CDN is overloaded")
+            return self.serve_file(file, {})
         if path.startswith(f"/api/models/{model}/"):
             return self.serve_api(path.removeprefix(f"/api/models/{model}/"), urllib.parse.parse_qs(url.query))
         if path.startswith(f"/{model}/resolve/"):
@@ -301,6 +308,12 @@ class FakeGcs:
             token = page.get("nextPageToken", "")
             if not token:
                 return found
+
+    def delete(self, bucket: str, name: str) -> None:
+        quoted = urllib.parse.quote(name, safe="")
+        request = urllib.request.Request(f"{self.url}/storage/v1/b/{bucket}/o/{quoted}", method="DELETE")
+        with urllib.request.urlopen(request, timeout=30):
+            pass
 
     def read(self, bucket: str, name: str) -> bytes:
         quoted = urllib.parse.quote(name, safe="")

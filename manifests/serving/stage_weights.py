@@ -14,9 +14,9 @@ What it promises:
   (``HfApi.model_info``) and that commit is copied;
 - a file counts as complete in the bucket when its size and the digest recorded with it (custom
   metadata ``hf-digest``: ``sha256:<hex>`` of an LFS file, ``git-sha1:<hex>`` of another) equal the
-  Hub's; each download is checked against that digest before it is uploaded, and the object appears
-  with its metadata in one upload, so a killed run leaves no half object behind: a run again copies
-  only what is missing;
+  Hub's; each download is hashed as it is uploaded, and the upload's last request, the one that
+  creates the object with its metadata, goes out only if the digest is the Hub's, so neither a bad
+  download nor a killed run leaves an object behind: a run again copies only what is missing;
 - the marker ``<snapshot>/.staged-complete`` is removed before anything changes and written last;
 - a 403 from Cloud Storage on the first access (a bucket grant made just before the Job) is waited
   out for GRANT_WAIT_SECONDS;
@@ -24,7 +24,7 @@ What it promises:
   one ``error: ...`` line on stderr (exit 1).
 
 Files are downloaded to SCRATCH_DIR one by one (PARALLEL at once, never more than SCRATCH_BYTES on
-disk), checked, uploaded and deleted: memory stays at about PARALLEL upload chunks whatever the
+disk), uploaded and deleted: memory stays at about PARALLEL upload chunks whatever the
 file size.
 
 Environment: MODEL_ID, MODEL_REVISION, DESTINATION (gs://bucket/prefix) are required; HF_ENDPOINT
@@ -49,7 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import httpx2  # huggingface_hub's HTTP client: its transport errors are worth a retry
 import requests  # google-cloud-storage's HTTP client, likewise
@@ -155,15 +155,38 @@ class HubFile:
     digest: str  # "sha256:<hex>" (LFS) or "git-sha1:<hex>", as recorded in the object's metadata
 
 
-def digest_of(local: Path, algorithm: str, size: int) -> str:
-    """The file's digest the way the Hub lists it, read in 8 MiB pieces."""
-    # a git blob id is the sha1 of "blob <size>\0" and the content
-    git_blob = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False)
-    hasher = hashlib.sha256() if algorithm == "sha256" else git_blob
-    with local.open("rb") as stream:
-        while piece := stream.read(8 << 20):
-            hasher.update(piece)
-    return f"{algorithm}:{hasher.hexdigest()}"
+class VerifyingReader:
+    """The downloaded file as the upload reads it, hashed on the way: the read that completes the file
+    raises unless its digest is the Hub's, so the upload fails before its last request, the one that
+    creates the object. A re-read after a seek back (a chunk sent again) is not hashed twice."""
+
+    def __init__(self, stream: BinaryIO, file: HubFile) -> None:
+        self.stream, self.file, self.hashed = stream, file, 0
+        algorithm = file.digest.partition(":")[0]
+        # a git blob id is the sha1 of "blob <size>\0" and the content
+        git_blob = hashlib.sha1(b"blob %d\0" % file.size, usedforsecurity=False)
+        self.hasher = hashlib.sha256() if algorithm == "sha256" else git_blob
+        self.algorithm = algorithm
+
+    def read(self, size: int = -1) -> bytes:
+        start = self.stream.tell()
+        data = self.stream.read(size)
+        if start + len(data) > self.hashed:
+            self.hasher.update(memoryview(data)[self.hashed - start :])
+            self.hashed = start + len(data)
+            if self.hashed >= self.file.size:
+                actual = f"{self.algorithm}:{self.hasher.hexdigest()}"
+                if actual != self.file.digest or self.hashed != self.file.size:
+                    raise StageError(
+                        f"{self.file.path}: refused, the download's digest is {actual}, the Hub lists {self.file.digest}"
+                    )
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self.stream.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.stream.tell()
 
 
 class ScratchBudget:
@@ -199,8 +222,10 @@ class Stager:
             try:
                 return attempt()
             except Exception as error:
-                if not is_transient(error) or number == self.s.retries:
+                if not is_transient(error):
                     raise
+                if number == self.s.retries:
+                    raise StageError(f"{what}: gave up after {number} attempts: {brief(error)}") from error
                 delay = min(self.s.backoff_seconds * 2 ** (number - 1), MAX_BACKOFF_SECONDS)
                 say(f"retry {what}: attempt {number + 1} of {self.s.retries} in {delay:.1f} s: {brief(error)}")
                 time.sleep(delay)
@@ -248,7 +273,7 @@ class Stager:
         return f"{self.s.prefix}/{path}"
 
     def copy(self, file: HubFile) -> None:
-        """Download one file to scratch, check its digest, upload it with that digest, delete it."""
+        """Download one file to scratch, upload it with its digest (checked on the way), delete it."""
         started = time.monotonic()
         self.budget.hold(file.size)
         try:
@@ -266,23 +291,23 @@ class Stager:
                         ),
                     )
                 )
-                actual = digest_of(local, file.digest.partition(":")[0], file.size)
-                if actual != file.digest:
-                    raise StageError(
-                        f"{file.path}: refused, the download's digest is {actual}, the Hub lists {file.digest}"
-                    )
                 blob = self.bucket.blob(self.name(file.path), chunk_size=self.s.chunk_bytes)
                 blob.metadata = {DIGEST_METADATA_KEY: file.digest}
-                self.retry(
-                    f"upload {file.path}",
-                    lambda: blob.upload_from_filename(
-                        local, content_type="application/octet-stream", checksum="crc32c", retry=DEFAULT_RETRY
-                    ),
-                )
+                self.retry(f"upload {file.path}", lambda: self.upload(blob, local, file))
         finally:
             self.budget.release(file.size)
         seconds = time.monotonic() - started
         say(f"done {file.path}: {gb(file.size)} in {seconds:.1f} s ({gb(file.size / max(seconds, 1e-6))}/s)")
+
+    def upload(self, blob: Any, local: Path, file: HubFile) -> None:
+        with local.open("rb") as stream:
+            blob.upload_from_file(
+                VerifyingReader(stream, file),
+                size=file.size,
+                content_type="application/octet-stream",
+                checksum="crc32c",
+                retry=DEFAULT_RETRY,
+            )
 
     def run(self) -> None:
         started = time.monotonic()
@@ -336,8 +361,9 @@ class Stager:
                     stop.set()  # no new file starts after a failure
                     raise
 
+        largest_first = sorted(todo, key=lambda f: -f.size)  # the longest copy starts first, not last
         with ThreadPoolExecutor(self.s.parallel, thread_name_prefix="copy") as pool:
-            for future in [pool.submit(one, f) for f in todo]:
+            for future in [pool.submit(one, f) for f in largest_first]:
                 future.result()
         self.write_marker(marker_blob, marker)
         say(

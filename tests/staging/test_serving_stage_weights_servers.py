@@ -252,13 +252,42 @@ def test_a_connection_dropped_mid_file_resumes_from_where_it_stopped(gcs, bucket
     assert_complete(gcs, bucket, repo)
 
 
-def test_bytes_that_do_not_match_the_listed_digest_are_refused_and_leave_no_object(gcs, bucket, repo, tmp_path):
+@pytest.mark.parametrize("failures, succeeds", [(2, True), (1_000, False)])
+def test_transient_failures_get_a_bounded_number_of_attempts(gcs, bucket, repo, tmp_path, failures, succeeds):
+    victim = WEIGHTS[3]
+    repo.cdn_failures[victim] = failures  # 503 is not retried by the library's download: ours are the attempts
+    with hub_stand_in(repo) as hub:
+        run = stage(environment(hub, gcs.url, bucket, tmp_path, RETRIES="3"))
+    asked = [r for r in repo.seen("cdn") if r.path == f"/cdn/{victim}"]
+    retries = [line for line in run.lines("retry") if victim in line]
+    if succeeds:
+        assert run.returncode == 0, run.stderr
+        assert len(asked) == 3 and len(retries) == 2 and "attempt 2 of 3" in retries[0]
+        assert_complete(gcs, bucket, repo)
+    else:
+        assert f"download {victim}: gave up after 3 attempts" in run.error()
+        assert len(asked) == 3 and MARKER not in stored(gcs, bucket)
+
+
+@pytest.mark.parametrize(
+    "size, chunk",
+    [
+        pytest.param(None, None, id="one-request-upload"),
+        pytest.param(20 << 20, 4 << 20, id="resumable-upload-of-five-chunks"),
+    ],
+)
+def test_bytes_that_do_not_match_the_listed_digest_are_refused_and_leave_no_object(
+    gcs, bucket, repo, tmp_path, size, chunk
+):
     victim = WEIGHTS[1]
+    if size:
+        repo.files[victim].write_bytes(os.urandom(size))
     other = tmp_path / "other"
     other.write_bytes(bytes(repo.files[victim].stat().st_size))  # the right size, the wrong content
     repo.served[victim] = other
+    extra = {"PARALLEL": "1", **({"UPLOAD_CHUNK_BYTES": str(chunk)} if chunk else {})}
     with hub_stand_in(repo) as hub:
-        run = stage(environment(hub, gcs.url, bucket, tmp_path, PARALLEL="1"))
+        run = stage(environment(hub, gcs.url, bucket, tmp_path, **extra))
     line = run.error()
     assert f"{victim}: refused, the download's digest is sha256:" in line
     assert repo.expected_digest(victim) in line
