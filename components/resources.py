@@ -16,6 +16,24 @@ REPLACE_ON_SPEC_CHANGE = pulumi.ResourceOptions(
 )
 
 
+# The program is the source of truth for every field it declares on a Kubernetes object. The provider
+# applies with server-side apply, and without force an apply fails on any field another manager took
+# since (`kubectl edit`, `kubectl scale`, a console edit): `pulumi up --refresh` could then not put
+# drift back. With patchForce the program's apply takes those fields back; fields it does not declare
+# stay with whoever set them.
+APPLY_ANNOTATIONS = {"pulumi.com/patchForce": "true"}
+
+
+def owned(metadata: dict[str, Any]) -> Any:  # Any: the typed constructors take it as their ObjectMetaArgsDict
+    """An object's metadata with the annotations every object the program applies carries."""
+    return {**metadata, "annotations": {**(metadata.get("annotations") or {}), **APPLY_ANNOTATIONS}}
+
+
+def owned_objects(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Manifests (a ConfigGroup's objects) with ``owned`` metadata."""
+    return [{**manifest, "metadata": owned(manifest["metadata"])} for manifest in manifests]
+
+
 def children_of(component: pulumi.ComponentResource, opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:
     """Options for a component's children: parented to it, and waiting on what it waits on.
 
@@ -62,7 +80,7 @@ def custom_resource(
         name,
         api_version=manifest["apiVersion"],
         kind=manifest["kind"],
-        metadata=manifest["metadata"],
+        metadata=owned(manifest["metadata"]),
         spec=manifest["spec"],
         opts=opts,
     )
@@ -70,7 +88,7 @@ def custom_resource(
 
 def kubernetes_object(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
     """A core or RBAC object of a YAML base as its typed resource; any other kind as a custom resource."""
-    metadata = manifest["metadata"]
+    metadata = owned(manifest["metadata"])
     match manifest["apiVersion"], manifest["kind"]:
         case "v1", "ServiceAccount":
             return k8s.core.v1.ServiceAccount(

@@ -6,6 +6,7 @@ import shutil
 import pytest
 import yaml
 
+from components.resources import APPLY_ANNOTATIONS
 from tests.conftest import run_stack
 from tests.crd_schemas import core_errors, crd_errors, is_custom
 from tools.render import kubernetes_objects
@@ -95,7 +96,11 @@ def test_queue_objects_follow_the_reference(dev_run):
     assert queue["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": "ac"}]}
     assert queue["spec"]["preemption"] == {"withinClusterQueue": "LowerPriority"}
     (local_queue,) = objects_of(dev_run, "LocalQueue")
-    assert local_queue["metadata"] == {"name": "lq", "namespace": "llm-d-pd-disaggregation"}
+    assert local_queue["metadata"] == {
+        "name": "lq",
+        "namespace": "llm-d-pd-disaggregation",
+        "annotations": APPLY_ANNOTATIONS,
+    }
     assert local_queue["spec"] == {"clusterQueue": "cq"}
     priorities = {o["metadata"]["name"]: o["value"] for o in objects_of(dev_run, "WorkloadPriorityClass")}
     assert priorities == {"low-priority-1000": 1000, "medium-priority-2000": 2000, "high-priority-3000": 3000}

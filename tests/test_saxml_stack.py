@@ -2,6 +2,7 @@
 
 import pytest
 
+from components.resources import APPLY_ANNOTATIONS
 from tests.conftest import run_stack
 from tests.crd_schemas import core_errors, crd_errors, is_custom
 from tools.render import kubernetes_objects
@@ -81,7 +82,7 @@ def test_identity_is_least_privilege_workload_identity(saxml_run):
     assert ksa["metadata"] == {
         "name": "sax-sa",
         "namespace": "sax",
-        "annotations": {"iam.gke.io/gcp-service-account": email},
+        "annotations": {"iam.gke.io/gcp-service-account": email, **APPLY_ANNOTATIONS},
     }
 
 

@@ -8,6 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.platform.kueue_objects import KueueObjects
+from components.resources import owned, owned_objects
 
 
 @dataclass(frozen=True)
@@ -23,14 +24,14 @@ class KueueQueues(pulumi.ComponentResource):
         super().__init__("tpu-gke:k8s:KueueQueues", name, None, opts)
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self._namespaces = {
-            namespace: k8s.core.v1.Namespace(namespace, metadata={"name": namespace}, opts=on_cluster)
+            namespace: k8s.core.v1.Namespace(namespace, metadata=owned({"name": namespace}), opts=on_cluster)
             for namespace in args.namespaces
         }
         self.namespaces = list(self._namespaces.values())
         # Created only once the Kueue release is ready: its CRDs exist and its webhooks serve.
         self.objects = k8s.yaml.v2.ConfigGroup(
             "kueue-objects",
-            objs=args.objects.all,
+            objs=owned_objects(args.objects.all),
             opts=pulumi.ResourceOptions.merge(
                 on_cluster,
                 pulumi.ResourceOptions(

@@ -9,7 +9,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.resources import REPLACE_ON_SPEC_CHANGE, children_of, custom_resource, private_bucket
+from components.resources import REPLACE_ON_SPEC_CHANGE, children_of, custom_resource, owned, private_bucket
 from components.workloads.saxml.objects import SaxmlObjects
 
 WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
@@ -37,15 +37,17 @@ class SaxmlCell(pulumi.ComponentResource):
         super().__init__("tpu-gke:workloads:SaxmlCell", name, None, opts)
         identity = self._cloud_identity(args, children_of(self, opts))
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        namespace = k8s.core.v1.Namespace(args.namespace, metadata={"name": args.namespace}, opts=on_cluster)
+        namespace = k8s.core.v1.Namespace(args.namespace, metadata=owned({"name": args.namespace}), opts=on_cluster)
         in_namespace = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[namespace]))
         service_account = k8s.core.v1.ServiceAccount(
             args.service_account_name,
-            metadata={
-                "name": args.service_account_name,
-                "namespace": args.namespace,
-                "annotations": {WORKLOAD_IDENTITY_ANNOTATION: self.google_service_account_email},
-            },
+            metadata=owned(
+                {
+                    "name": args.service_account_name,
+                    "namespace": args.namespace,
+                    "annotations": {WORKLOAD_IDENTITY_ANNOTATION: self.google_service_account_email},
+                }
+            ),
             opts=in_namespace,
         )
         # Pods start only once their identity can read and write the bucket.
@@ -73,7 +75,7 @@ class SaxmlCell(pulumi.ComponentResource):
         )
         service = k8s.core.v1.Service(
             "http-load-balancer",
-            metadata=args.objects.http_service["metadata"],
+            metadata=owned(args.objects.http_service["metadata"]),
             spec=args.objects.http_service["spec"],
             opts=pulumi.ResourceOptions.merge(
                 in_namespace, pulumi.ResourceOptions(depends_on=[http, *args.load_balancer_ready])
@@ -123,7 +125,7 @@ class SaxmlCell(pulumi.ComponentResource):
 
 
 def _deployment(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apps.v1.Deployment:
-    return k8s.apps.v1.Deployment(name, metadata=manifest["metadata"], spec=manifest["spec"], opts=opts)
+    return k8s.apps.v1.Deployment(name, metadata=owned(manifest["metadata"]), spec=manifest["spec"], opts=opts)
 
 
 def _load_balancer_address(status: Any) -> str | None:

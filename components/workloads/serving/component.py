@@ -14,7 +14,7 @@ import pulumi_kubernetes as k8s
 
 from components.platform.config import HelmChartConfig
 from components.platform.releases import helm_release
-from components.resources import REPLACE_ON_SPEC_CHANGE, children_of, custom_resource, private_bucket
+from components.resources import REPLACE_ON_SPEC_CHANGE, children_of, custom_resource, owned, private_bucket
 from components.workloads.serving import objects as serving_objects
 from components.workloads.serving.config import ServingConfig, served_model_name
 from components.workloads.serving.objects import ServingObjects
@@ -56,13 +56,13 @@ class ModelServing(pulumi.ComponentResource):
         bucket_access = self._bucket_access(args, children_of(self, opts))
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.namespace_ready)
         account_metadata = args.objects.service_account["metadata"]
-        account = k8s.core.v1.ServiceAccount("model-server-account", metadata=account_metadata, opts=on_cluster)
+        account = k8s.core.v1.ServiceAccount("model-server-account", metadata=owned(account_metadata), opts=on_cluster)
         prerequisites: list[pulumi.Resource] = [account, *bucket_access]
         if args.hf_token:
             prerequisites.append(
                 k8s.core.v1.Secret(
                     "hf-token",
-                    metadata={"name": serving_objects.HF_TOKEN_SECRET_NAME, "namespace": args.namespace},
+                    metadata=owned({"name": serving_objects.HF_TOKEN_SECRET_NAME, "namespace": args.namespace}),
                     type="Opaque",
                     string_data={serving_objects.HF_TOKEN_SECRET_KEY: pulumi.Output.secret(args.hf_token)},
                     opts=on_cluster,
@@ -137,11 +137,11 @@ class ModelServing(pulumi.ComponentResource):
         if job is None or script is None:
             return []
         configmap = k8s.core.v1.ConfigMap(
-            "weights-staging-script", metadata=script["metadata"], data=script["data"], opts=after_access
+            "weights-staging-script", metadata=owned(script["metadata"]), data=script["data"], opts=after_access
         )
         staging = k8s.batch.v1.Job(
             "stage-model-weights",
-            metadata=job["metadata"],
+            metadata=owned(job["metadata"]),
             spec=job["spec"],
             opts=pulumi.ResourceOptions.merge(
                 after_access,
@@ -187,7 +187,7 @@ class _Gateway(pulumi.CustomResource):
         properties = {
             "apiVersion": api_version,
             "kind": kind,
-            "metadata": manifest["metadata"],
+            "metadata": owned(manifest["metadata"]),
             "spec": manifest["spec"],
             "status": None,
         }

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.resources import REPLACE_ON_SPEC_CHANGE, custom_resource
+from components.resources import REPLACE_ON_SPEC_CHANGE, custom_resource, owned
 from components.workloads.slice_checks.objects import SliceChecksObjects
 
 
@@ -26,7 +26,7 @@ class SliceChecks(pulumi.ComponentResource):
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.after)
         configmap = args.objects.script_configmap
         script = k8s.core.v1.ConfigMap(
-            "check-script", metadata=configmap["metadata"], data=configmap["data"], opts=on_cluster
+            "check-script", metadata=owned(configmap["metadata"]), data=configmap["data"], opts=on_cluster
         )
         self.jobset_names = [jobset["metadata"]["name"] for jobset in args.objects.jobsets]
         after_script = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[script]))
