@@ -2,13 +2,14 @@
 # lab/controlplane.sh -- etcd, kube-apiserver and kube-controller-manager on 127.0.0.1 for the integration lab,
 # from the binaries lab/build.sh puts in the cache. make itest runs it in a temporary directory and always stops it.
 #
-# usage: LAB_RUN=<dir> lab/controlplane.sh start|stop [--clean]|status|env|restart
+# usage: LAB_RUN=<dir> lab/controlplane.sh start|stop [--clean | COMPONENT]|status|env|restart
 #   start   generate the PKI into $LAB_RUN/pki (openssl, once per run dir), start etcd, kube-apiserver and
 #           kube-controller-manager, wait for etcd /health, apiserver /readyz, KCM /healthz and the default
 #           ServiceAccount (made by KCM); write $LAB_RUN/kubeconfig (file references) and
 #           $LAB_RUN/kubeconfig.inline (the same credentials inline, as a stack config value can carry them)
 #   stop    stop the three processes by their pid files (TERM, then KILL after 20 s), newest first;
-#           --clean also deletes $LAB_RUN
+#           --clean also deletes $LAB_RUN; a COMPONENT (etcd, kube-apiserver, kube-controller-manager) stops
+#           that one alone, as a fault for the lab to inject; `start` brings it back (what runs is left alone)
 #   status  pids, memory, liveness and readiness
 #   env     print 'export KUBECONFIG=...' (eval "$(lab/controlplane.sh env)")
 # env:
@@ -199,9 +200,14 @@ start() {
   log "control plane up: export KUBECONFIG=$RUN/kubeconfig"
 }
 stop() {
-  local i name p
+  local i name p only=
+  if [[ -n ${1:-} && ${1:-} != --clean ]]; then
+    [[ " ${COMPONENTS[*]} " == *" $1 "* ]] || die "stop: unknown component $1 (one of: ${COMPONENTS[*]})"
+    only=$1
+  fi
   for ((i=${#COMPONENTS[@]}-1; i>=0; i--)); do
     name=${COMPONENTS[i]}
+    [[ -z $only || $name == "$only" ]] || continue
     if p=$(pid_of "$name"); then
       kill -TERM "$p"
       for _ in $(seq 1 20); do [[ -d /proc/$p ]] || break; sleep 1; done

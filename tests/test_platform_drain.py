@@ -220,6 +220,7 @@ def test_an_api_server_that_goes_away_mid_wait_and_returns_is_ridden_out(api):
         {"groups": groups, "slices": []},
     ]
     lines, clock = run_wait(fake, client, TPU)
+    assert clock.slept == [drain.POLL_SECONDS] * 5  # one poll per state, the unanswered ones too
     assert lines[0] == "gate: waiting for 1 to go (Slice s1); 600 s left"
     assert [line.split(" (GET")[0] for line in lines[1:3]] == [f"gate: cannot reach the API server {client.server}"] * 2
     assert "answered GET /apis/accelerator.gke.io with HTTP 503" in lines[3]

@@ -46,6 +46,7 @@ class Report:
             "tests": [],
             "operations": [],
             "objects": {"created": [], "deleted": []},
+            "faults": [],
             "not_runnable": [],
         }
 

@@ -178,6 +178,22 @@ class ControlPlane:
         self.started = False
         subprocess.run([str(LAB_DIR / "controlplane.sh"), "stop"], env=self.env(), capture_output=True, check=False)
 
+    def stop_component(self, name: str) -> None:
+        """Stop one of the three processes (a fault to inject); ``start()`` brings it back."""
+        done = subprocess.run(
+            [str(LAB_DIR / "controlplane.sh"), "stop", name],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"lab/controlplane.sh stop {name} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports['APISERVER_PORT']}"
+
     @property
     def kubeconfig(self) -> Path:
         return self.run_dir / "kubeconfig"
@@ -203,7 +219,7 @@ class ControlPlane:
         pki = self.run_dir / "pki"
         context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
         context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
-        return KubeApi(f"https://127.0.0.1:{self.ports['APISERVER_PORT']}", context)
+        return KubeApi(self.server, context)
 
 
 class KubeApi:
@@ -375,7 +391,10 @@ class PulumiHome:
         venv = Path(sys.prefix)
         return {
             "PULUMI_HOME": str(self.root / "home"),
-            "PULUMI_BACKEND_URL": f"file://{self.state_dir}",
+            # metadata=skip: the file backend otherwise rewrites a sidecar <file>.attrs in place (truncate,
+            # then write) with each checkpoint, and the program's StackReference to its own stack, read
+            # meanwhile, fails with "failed to load checkpoint: EOF" (README, "Deploying for real")
+            "PULUMI_BACKEND_URL": f"file://{self.state_dir}?metadata=skip",
             "PULUMI_CONFIG_PASSPHRASE": self.passphrase,
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",

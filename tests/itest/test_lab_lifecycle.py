@@ -6,8 +6,7 @@ what the CRD forbids changing, `stack export`, and a `destroy` that waits for a 
 dev stack plus the lab overrides of tests/test_gcp_existing_cluster.py (deploy onto an existing cluster
 given by a kubeconfig, platform installed elsewhere, no weights bucket, skipAwait), so it registers no
 Google Cloud resource and no Helm release. The program runs in this process as the Automation API's
-inline program: the CLI connects to the SDK's own language server, so no language host binary is
-needed (the Go module proxy refuses that module). The tests run in file order and share the stack.
+inline program (tests/itest/engine.py). The tests run in file order and share the stack.
 """
 
 from __future__ import annotations
@@ -15,11 +14,9 @@ from __future__ import annotations
 import base64
 import json
 import re
-import runpy
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,263 +27,46 @@ from pulumi import automation as auto
 from components.tpu.topology import MACHINE_CATALOG
 from policy import PACK_NAME  # not policy.pack: the lab venv has no pulumi_policy SDK
 from policy.tpu import EXTERNAL_CHIPS
-from tests.conftest import stack_values, with_overrides
+from tests.conftest import stack_values
 from tests.itest.conftest import Report
+from tests.itest.engine import (
+    HF_TOKEN,
+    SECRET_TOP_LEVEL_KEYS,
+    STAND_IN_SLICE,
+    WORKLOAD_NAMESPACE,
+    Lab,
+    Operation,
+    close_lab,
+    kubernetes_objects_of,
+    open_lab,
+    stack_config,
+)
 from tests.itest.lab import (
     PROJECT_NAME,
     REPO_ROOT,
-    REPORT_DIR,
     SECRET_MARKER,
     STACK_NAME,
     ControlPlane,
     KubeApi,
     PulumiHome,
     Tools,
-    config_text,
     differences,
-    flatten_config,
-    mock_render,
     object_key,
 )
-from tests.test_gcp_existing_cluster import LAB
-
-HF_TOKEN = "hf_lab_0f8e2c71d4a94b6e9c35"  # a real --secret value: it must never reach the state in plain text
-SECRET_PATHS = ("cluster.existing.kubeconfig", "serving.hfToken")
-SECRET_TOP_LEVEL_KEYS = ("cluster", "serving")
-WORKLOAD_NAMESPACE = "llm-d-pd-disaggregation"
-DYNAMIC_DEFAULT_PROVIDER = "pulumi:providers:pulumi-python::default"
-REPLACE_STEPS = ("replace", "create-replacement", "delete-replaced")
-
-# A STAND-IN for GKE's slices.accelerator.gke.io: the real CRD comes with GKE's slice controller, which the
-# lab does not have. Cluster-scoped, as components/platform/drain.py lists Slices; only what the drain gate
-# reads (that one exists) matters. Not a model of the real schema.
-STAND_IN_SLICE_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "slices.accelerator.gke.io", "labels": {"tpu-gke.lab/stand-in": "true"}},
-    "spec": {
-        "group": "accelerator.gke.io",
-        "scope": "Cluster",
-        "names": {"plural": "slices", "singular": "slice", "kind": "Slice", "listKind": "SliceList"},
-        "versions": [
-            {
-                "name": "v1beta1",
-                "served": True,
-                "storage": True,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-            }
-        ],
-    },
-}
-STAND_IN_SLICE = {
-    "apiVersion": "accelerator.gke.io/v1beta1",
-    "kind": "Slice",
-    "metadata": {"name": "lab-stand-in-slice", "finalizers": ["tpu-gke.lab/held-by-the-test"]},
-    "spec": {"type": "tpu7x", "topology": "2x2x2"},
-}
-
-
-@dataclass
-class Operation:
-    """What one engine operation did: each resource step (op by URN), its diagnostics and its output."""
-
-    steps: dict[str, str] = field(default_factory=dict)  # urn -> op ("replace" for any step of a replacement)
-    all_ops: dict[str, list[str]] = field(default_factory=dict)  # urn -> every step's op, in order
-    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # urn -> new inputs
-    old_inputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # urn -> inputs before the step
-    diagnostics: list[str] = field(default_factory=list)
-    output: list[str] = field(default_factory=list)
-    summary: dict[str, int] = field(default_factory=dict)
-    order: list[tuple[float, str, str]] = field(default_factory=list)  # (timestamp, op, urn) as the engine began them
-    diffs: dict[str, list[str]] = field(default_factory=dict)  # urn -> the properties that differ
-
-    def on_event(self, event: auto.EngineEvent) -> None:
-        if event.resource_pre_event is not None:
-            metadata = event.resource_pre_event.metadata
-            op = str(metadata.op.value)
-            self.all_ops.setdefault(metadata.urn, []).append(op)
-            self.steps[metadata.urn] = "replace" if op in REPLACE_STEPS else op
-            self.order.append((event.timestamp, str(metadata.op.value), metadata.urn))
-            if metadata.diffs:
-                self.diffs[metadata.urn] = list(metadata.diffs)
-            if metadata.new is not None and metadata.new.inputs is not None:
-                self.inputs[metadata.urn] = metadata.new.inputs
-            if metadata.old is not None and metadata.old.inputs is not None:
-                self.old_inputs[metadata.urn] = metadata.old.inputs
-        if event.diagnostic_event is not None:
-            self.diagnostics.append(event.diagnostic_event.message.strip())
-
-    def on_output(self, line: str) -> None:
-        self.output.append(line)
-
-    def ops_of(self, name: str) -> list[str]:
-        return [op for urn, ops in self.all_ops.items() if urn.split("::")[-1] == name for op in ops]
-
-    def changed(self) -> dict[str, str]:
-        """Name -> op of every step that changes something (a provider's name is qualified by its type)."""
-        return {_short(urn): op for urn, op in self.steps.items() if op not in ("same", "read")}
-
-    def changed_by_the_program(self) -> dict[str, str]:
-        """What ``changed`` shows but the update of the dynamic providers' default provider: the engine
-        configures it with the whole stack config (pulumi.dynamic's Configure keeps it for the providers'
-        ``configure``), so any `pulumi config set` updates it, and nothing else."""
-        changed = self.changed()
-        if changed.get(DYNAMIC_DEFAULT_PROVIDER) == "update":
-            del changed[DYNAMIC_DEFAULT_PROVIDER]
-        return changed
-
-    def text(self) -> str:
-        return "\n".join([*self.output, *self.diagnostics])
-
-
-def _short(urn: str) -> str:
-    kind = urn.split("::")[-2].split("$")[-1]
-    name = urn.split("::")[-1]
-    return f"{kind}::{name}" if kind.startswith("pulumi:providers:") else name
-
-
-@dataclass
-class Lab:
-    stack: auto.Stack
-    home: PulumiHome
-    plane: ControlPlane
-    api: KubeApi
-    report: Report
-    kubeconfig: str
-    expected: list[dict[str, Any]]  # the Kubernetes objects of the mock run of the same config
-    registrations: list[tuple[str, str]]  # (type, name) the program registers under the mocks
-    state: dict[str, Any] = field(default_factory=dict)
-    count: int = 0
-
-    def run(
-        self, name: str, call: Callable[[Operation], Any], operation: Operation | None = None
-    ) -> tuple[Operation, Any]:
-        """Run one engine operation, timed, its output kept in build/itest/logs/ and its result in the report."""
-        self.count += 1
-        operation = operation or Operation()
-        began = time.monotonic()
-        result: Any = None
-        status = "ok"
-        try:
-            result = call(operation)
-            summary = getattr(result, "change_summary", None) or getattr(
-                getattr(result, "summary", None), "resource_changes", None
-            )
-            operation.summary = {str(getattr(k, "value", k)): v for k, v in (summary or {}).items()}
-            return operation, result
-        except Exception as error:
-            status = f"failed: {str(error)[:1500]}"
-            raise
-        finally:
-            seconds = time.monotonic() - began
-            changed = operation.changed()
-            diffs = {_short(u): d for u, d in operation.diffs.items() if operation.steps.get(u) not in ("same", "read")}
-            self.report.operation(
-                f"pulumi {name}", seconds, status, summary=operation.summary, changed=changed, diffs=diffs
-            )
-            log = REPORT_DIR / "logs" / f"{self.count:02d}-{re.sub(r'[^a-z0-9]+', '-', name.lower())}.log"
-            log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text(operation.text() + "\n")
-
-    def up(self, name: str) -> Operation:
-        operation, _ = self.run(
-            name, lambda op: self.stack.up(on_output=op.on_output, on_event=op.on_event, color="never", diff=True)
-        )
-        return operation
-
-    def served(self, obj: dict[str, Any]) -> dict[str, Any] | None:
-        return self.api.object(obj)
-
-    def expected_object(self, kind: str, name: str) -> dict[str, Any]:
-        (found,) = [o for o in self.expected if o["kind"] == kind and o["metadata"]["name"] == name]
-        return found
-
-    def require(self, key: str) -> Any:
-        if key not in self.state:
-            pytest.skip(f"needs the step that records {key!r}, which did not pass")
-        return self.state[key]
-
-
-def lab_overrides(kubeconfig: str) -> dict[str, Any]:
-    overrides = dict(LAB)
-    overrides["cluster.existing"] = {**LAB["cluster.existing"], "kubeconfig": kubeconfig}
-    overrides["serving.hfToken"] = HF_TOKEN
-    return overrides
-
-
-def program() -> None:
-    """The project's own __main__.py, as `pulumi up` in the project directory would run it."""
-    runpy.run_path(str(REPO_ROOT / "__main__.py"), run_name="__pulumi_main__")
 
 
 @pytest.fixture(scope="module")
-def lab(
-    tools: Tools, control_plane: ControlPlane, api: KubeApi, pulumi_home: PulumiHome, report: Report
-) -> Iterator[Lab]:
-    control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(STAND_IN_SLICE_CRD))
-    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/slices.accelerator.gke.io")
-    kubeconfig = control_plane.inline_kubeconfig
-    overrides = lab_overrides(kubeconfig)
-    rendered = mock_render(overrides, SECRET_TOP_LEVEL_KEYS)
-    workspace = auto.LocalWorkspaceOptions(
-        work_dir=str(pulumi_home.project_dir),
-        pulumi_command=auto.PulumiCommand(root=str(pulumi_home.cli_root), skip_version_check=True),
-        env_vars=pulumi_home.env(),
-        secrets_provider="passphrase",
-        project_settings=auto.ProjectSettings(name=PROJECT_NAME, runtime="python"),
-    )
-    began = time.monotonic()
-    stack = auto.create_stack(STACK_NAME, project_name=PROJECT_NAME, program=program, opts=workspace)
-    report.operation("pulumi stack init", time.monotonic() - began, "ok")
-    lab = Lab(
-        stack,
-        pulumi_home,
-        control_plane,
-        api,
-        report,
-        kubeconfig,
-        rendered["objects"],
-        [tuple(r) for r in rendered["registrations"]],
-        state={"overrides": overrides},
-    )
+def lab(control_plane: ControlPlane, api: KubeApi, pulumi_home: PulumiHome, report: Report) -> Iterator[Lab]:
+    lab = open_lab(STACK_NAME, control_plane, api, pulumi_home, report)
     yield lab
-    if lab.state.get("up") and not lab.state.get("destroyed"):
-        # a failed test left the stack up: take it down so the session ends clean (the control plane goes anyway)
-        control_plane.kubectl("delete", "slice", STAND_IN_SLICE["metadata"]["name"], "--wait=false", check=False)
-        control_plane.kubectl(
-            "patch",
-            "slice",
-            STAND_IN_SLICE["metadata"]["name"],
-            "--type=merge",
-            "-p",
-            '{"metadata":{"finalizers":null}}',
-            check=False,
-        )
-        lab.run("destroy (cleanup after a failure)", lambda op: stack.destroy(on_output=op.on_output, color="never"))
-
-
-def _kubernetes_objects_of(
-    operation: Operation, ops: tuple[str, ...], before: bool = False
-) -> dict[str, dict[str, Any]]:
-    """The Kubernetes objects (by kind, namespace and name) of the steps ``ops``, with their inputs."""
-    objects = {}
-    for urn, inputs in (operation.old_inputs if before else operation.inputs).items():
-        is_kubernetes = urn.split("::")[-2].split("$")[-1].startswith("kubernetes:")
-        if is_kubernetes and operation.steps.get(urn) in ops and "kind" in inputs and "metadata" in inputs:
-            objects[object_key(inputs)] = inputs
-    return objects
+    close_lab(lab)
 
 
 # --- 1. stack init and config ----------------------------------------------------------------------
 
 
 def test_stack_init_and_config_set_with_real_secrets(lab: Lab):
-    values = with_overrides(stack_values("dev"), lab.state["overrides"])
-    config = {}
-    for top, value in values.items():
-        leaves = flatten_config(value, top) if isinstance(value, dict | list) else {top: value}
-        for path, leaf in leaves.items():
-            config[f"{PROJECT_NAME}:{path}"] = auto.ConfigValue(config_text(leaf), secret=path in SECRET_PATHS)
+    config = stack_config(lab)
     began = time.monotonic()
     lab.stack.set_all_config(config, path=True)  # pulumi config set-all --path [--secret]
     lab.report.operation("pulumi config set-all --path", time.monotonic() - began, "ok", keys=len(config))
@@ -316,7 +96,7 @@ def test_preview_plans_every_kubernetes_object_the_render_declares(lab: Lab):
         "preview",
         lambda op: lab.stack.preview(on_output=op.on_output, on_event=op.on_event, color="never", diff=True),
     )
-    planned = _kubernetes_objects_of(operation, ("create",))
+    planned = kubernetes_objects_of(operation, ("create",))
     rendered = {object_key(o): o for o in lab.expected}
     assert not sorted(set(rendered) - set(planned)), (
         f"the render declares objects the preview does not plan: {sorted(set(rendered) - set(planned))}"
@@ -368,7 +148,7 @@ def test_up_creates_every_object_with_the_fields_the_render_shows(lab: Lab):
     lab.require("configured")
     operation = lab.up("up")
     lab.state["up"] = True
-    created = sorted(_kubernetes_objects_of(operation, ("create",)))
+    created = sorted(kubernetes_objects_of(operation, ("create",)))
     missing, mismatched, uids = [], [], {}
     for obj in lab.expected:
         served = lab.served(obj)
@@ -656,7 +436,7 @@ def test_destroy_waits_for_a_slice_and_reports_it(lab: Lab, control_plane: Contr
     assert "error" not in box, f"destroy failed: {box.get('error')}"
     lab.state["destroyed"] = True
     assert "tpu-drain-gate: nothing holds on any more" in live.text(), "the gate did not report the Slice gone"
-    lab.report.data["objects"]["deleted"] = sorted(_kubernetes_objects_of(live, ("delete",), before=True))
+    lab.report.data["objects"]["deleted"] = sorted(kubernetes_objects_of(live, ("delete",), before=True))
     # the order the engine announced the deletes in (event order; timestamps are whole seconds), against graph.txt
     lab.report.data["destroy_order"] = [urn.split("::")[-1] for _, op, urn in live.order if op == "delete"]
 
