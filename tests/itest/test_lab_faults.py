@@ -191,7 +191,10 @@ def assert_converged(lab: Lab, name: str) -> list[str]:
     # Namespace, carries none: the API server keeps no empty entry); none may be outside the render.
     extra = sorted(set(managed_by_pulumi(lab.plane)) - set(rendered))
     assert not extra, f"{name}: objects the provider wrote that the render does not declare: {extra}"
-    left = orphans(objects_in(lab.plane, namespaces(lab)), lab.expected)
+    listed = objects_in(lab.plane, namespaces(lab))
+    namespaced = {object_key(o) for o in lab.expected if o["metadata"].get("namespace")}
+    assert namespaced <= {object_key(o) for o in listed}, "the namespace listing misses objects of the render"
+    left = orphans(listed, lab.expected)
     assert not left, f"{name}: objects in the stack's namespaces that nothing declares or owns: {left}"
     pending = state_of(lab).get("pending_operations") or []
     assert not pending, f"{name}: the state still has pending operations: {pending}"
