@@ -10,7 +10,7 @@ STACKS := $(patsubst Pulumi.%.yaml,%,$(wildcard Pulumi.*.yaml))
 CACHE_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tpu-gke
 export MYPY_CACHE_DIR ?= $(CACHE_HOME)/mypy
 
-.PHONY: render test lint format golden docs clean verify sax schemas itest policy-venv staging-test
+.PHONY: render test lint format golden docs clean verify sax schemas itest policy-venv staging-test staging-bench
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -93,3 +93,7 @@ $(STAGING_VENV)/.installed: $(STAGING_REQUIREMENTS)
 staging-test: $(VENV)/.installed $(STAGING_VENV)/.installed  ## weights staging against the Hub stand-in and fake-gcs-server (about a minute warm)
 	FAKE_GCS_SERVER=$$(lab/build-fake-gcs.sh) && STAGING_PYTHON=$(CURDIR)/$(STAGING_VENV)/bin/python \
 	  FAKE_GCS_SERVER=$$FAKE_GCS_SERVER $(PY) -m pytest tests/staging
+
+staging-bench: $(VENV)/.installed $(STAGING_VENV)/.installed  ## benchmark: old vs new staging program, a few GB from the Hub stand-in to fake-gcs-server [BENCH_ARGS="--gigabytes 3"]
+	FAKE_GCS_SERVER=$$(lab/build-fake-gcs.sh) && STAGING_PYTHON=$(CURDIR)/$(STAGING_VENV)/bin/python \
+	  FAKE_GCS_SERVER=$$FAKE_GCS_SERVER $(PY) -m tools.staging_bench $(BENCH_ARGS)
