@@ -129,9 +129,9 @@ def run_time_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 
 def is_pure(name: str, package: str = "components") -> bool:
     """Config, rules and objects modules, the TPU model and the shared helpers but ``resources``."""
-    parts = name.removeprefix(f"{package}.").split(".")
-    if name == package or parts[-1] == "__init__":
+    if name == package:
         return False
+    parts = name.removeprefix(f"{package}.").split(".")
     return parts[0] == "tpu" or parts[-1] in PURE_ROLES or (parts[0] in SHARED and parts[0] not in IMPURE_SHARED)
 
 
@@ -150,19 +150,15 @@ def impure_modules(root: Path, package: str = "components") -> list[str]:
     return problems
 
 
-def loaded_with(graph: dict[str, set[str]], module: str) -> list[str]:
-    """Every module Python runs to import ``module``: what it imports, at any depth, and the ``__init__``
-    of every package on the way (importing ``a.b.c`` runs ``a`` and ``a.b`` first)."""
-    seen: list[str] = []
+def loaded_with(run_graph: dict[str, set[str]], module: str) -> set[str]:
+    """Every module Python runs to import ``module`` (``run_graph`` from ``run_time_graph``), at any depth."""
+    seen: set[str] = set()
     todo = [module]
     while todo:
         name = todo.pop()
-        if name in seen or name not in graph:
-            continue
-        seen.append(name)
-        parts = name.split(".")
-        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
-        todo += sorted(graph[name])
+        if name not in seen and name in run_graph:
+            seen.add(name)
+            todo += run_graph[name]
     return seen
 
 
@@ -170,12 +166,12 @@ def pure_modules_that_load_pulumi(root: Path, package: str = "components") -> li
     """A pure module is pure only if nothing Python runs to import it imports Pulumi: a package
     ``__init__`` that re-exports a component drags Pulumi into every module below it."""
     found = modules(root, package)
-    graph = {name: imports_of(path, name, set(found)) for name, path in found.items()}
+    run_graph = run_time_graph(import_graph(root, package))
     problems = []
     for name in sorted(found):
         if not is_pure(name, package):
             continue
-        culprits = [m for m in loaded_with(graph, name) if m != name and _pulumi_imports(found[m])]
+        culprits = [m for m in loaded_with(run_graph, name) if m != name and _pulumi_imports(found[m])]
         if culprits:
             problems.append(f"importing {name} runs {', '.join(sorted(culprits))}, which import Pulumi")
     return problems

@@ -80,7 +80,7 @@ class KubeClient:
                 f"the API server {self.server} answered GET {path} with HTTP {error.code} {error.reason}",
                 transient=error.code >= 500,
             ) from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
+        except OSError as error:  # URLError, timeouts, refused and dropped connections
             reason = getattr(error, "reason", None) or error
             raise KubeError(
                 f"cannot reach the API server {self.server} (GET {path}: {reason})", transient=True
@@ -237,14 +237,8 @@ class StillHeld(RuntimeError):
 class Unreachable:
     """Rides out an API server that cannot be asked for a bounded grace, then gives up naming it."""
 
-    def __init__(
-        self,
-        what: str,
-        report: Callable[[str], None],
-        clock: Callable[[], float],
-        grace_seconds: float = UNREACHABLE_GRACE_SECONDS,
-    ):
-        self.what, self.report, self.clock, self.grace = what, report, clock, grace_seconds
+    def __init__(self, what: str, report: Callable[[str], None], clock: Callable[[], float]):
+        self.what, self.report, self.clock, self.grace = what, report, clock, UNREACHABLE_GRACE_SECONDS
         self.since: float | None = None
 
     def ask(self, question: Callable[[], Any], deadline: float) -> tuple[bool, Any]:
@@ -280,13 +274,12 @@ def wait_until_gone(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     poll_seconds: float = POLL_SECONDS,
-    grace_seconds: float = UNREACHABLE_GRACE_SECONDS,
 ) -> None:
     """Poll until nothing holds on; report each change; raise StillHeld after ``spec.timeout_seconds``,
-    KubeError once the API server has not answered for ``grace_seconds``."""
+    KubeError once the API server has not answered for ``UNREACHABLE_GRACE_SECONDS``."""
     deadline = clock() + spec.timeout_seconds
     last: list[str] | None = None
-    unreachable = Unreachable(what, report, clock, grace_seconds)
+    unreachable = Unreachable(what, report, clock)
     while True:
         answered, held = unreachable.ask(lambda: holding(client, spec), deadline)
         if not answered:
@@ -353,10 +346,9 @@ def wait_until_webhook_serves(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     poll_seconds: float = POLL_SECONDS,
-    grace_seconds: float = UNREACHABLE_GRACE_SECONDS,
 ) -> None:
     deadline = clock() + spec.timeout_seconds
-    unreachable = Unreachable(f"webhook {spec.configuration}", report, clock, grace_seconds)
+    unreachable = Unreachable(f"webhook {spec.configuration}", report, clock)
     while True:
         answered, reasons = unreachable.ask(lambda: webhook_not_ready(client, spec), deadline)
         if not answered:

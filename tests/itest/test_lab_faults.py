@@ -87,7 +87,6 @@ class Background:
 
     operation: Operation
     thread: threading.Thread
-    began: float
     box: dict[str, Any] = field(default_factory=dict)
 
     def wait(self, seconds: float) -> bool:
@@ -103,17 +102,15 @@ class Background:
 
 
 def in_background(lab: Lab, name: str, call: Callable[[Operation], Any]) -> Background:
-    live = Operation()
-    background = Background(live, threading.Thread(name=name, daemon=True), time.monotonic())
+    live, box = Operation(), {}
 
     def target() -> None:
         try:
             lab.run(name, call, operation=live)
         except Exception as error:
-            background.box["error"] = error
-        background.box["seconds"] = time.monotonic() - background.began
+            box["error"] = error
 
-    background.thread = threading.Thread(target=target, name=name, daemon=True)
+    background = Background(live, threading.Thread(target=target, name=name, daemon=True), box)
     background.thread.start()
     return background
 
@@ -138,24 +135,22 @@ def preview_is_empty(lab: Lab, name: str, refresh: bool = False) -> Operation:
     return operation
 
 
-def uids(lab: Lab) -> dict[str, str]:
-    """object key -> uid of every object of the render the server has."""
+def served_metadata(lab: Lab, field: str) -> dict[str, str]:
+    """object key -> ``metadata.<field>`` of every object of the render the server has."""
     found = {}
     for obj in lab.expected:
         served = lab.served(obj)
         if served is not None:
-            found[object_key(obj)] = served["metadata"]["uid"]
+            found[object_key(obj)] = served["metadata"][field]
     return found
+
+
+def uids(lab: Lab) -> dict[str, str]:
+    return served_metadata(lab, "uid")
 
 
 def versions(lab: Lab) -> dict[str, str]:
-    """object key -> resourceVersion of every object of the render the server has."""
-    found = {}
-    for obj in lab.expected:
-        served = lab.served(obj)
-        if served is not None:
-            found[object_key(obj)] = served["metadata"]["resourceVersion"]
-    return found
+    return served_metadata(lab, "resourceVersion")
 
 
 def objects_in_state(lab: Lab) -> set[str]:
@@ -216,11 +211,11 @@ def record(lab: Lab, fault: str, injected: str, before: int, after: int, recover
 
 
 def alive(pid: int) -> bool:
+    """Running (a zombie, exited but not yet reaped, is not)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return "(zombie)" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
         return False
-    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
 
 
 def wait_for_exit(pids: list[int], seconds: float) -> list[int]:
