@@ -28,12 +28,9 @@ for a in "$@"; do
   esac
 done
 
-[[ -f $LOCK ]] || die "missing $LOCK"
-while IFS= read -r line || [[ -n $line ]]; do
-  line=${line%%#*}; line=${line%"${line##*[![:space:]]}"}
-  [[ $line =~ ^([A-Z][A-Z0-9_]*)=(.*)$ ]] || continue
-  printf -v "${BASH_REMATCH[1]}" '%s' "${BASH_REMATCH[2]}"
-done < "$LOCK"
+# shellcheck source=lab/lock.sh
+source "$HERE/lock.sh"
+read_lock "$LOCK" || die "missing $LOCK"
 for k in FAKE_GCS_SERVER_MODULE FAKE_GCS_SERVER_VERSION FAKE_GCS_SERVER_MODULE_SUM; do
   [[ -n ${!k:-} ]] || die "fake-gcs-server.lock: $k is empty"
 done

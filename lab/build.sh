@@ -45,12 +45,9 @@ log()  { printf '[lab build %s] %s\n' "$(date +%T)" "$*" >&2; }
 die()  { log "ERROR: $*"; exit 1; }
 
 # ---- versions.lock and environment --------------------------------------------------------------------
-[[ -f $LOCK ]] || die "missing $LOCK"
-while IFS= read -r line || [[ -n $line ]]; do
-  line=${line%%#*}; line=${line%"${line##*[![:space:]]}"}
-  [[ $line =~ ^([A-Z][A-Z0-9_]*)=(.*)$ ]] || continue
-  printf -v "${BASH_REMATCH[1]}" '%s' "${BASH_REMATCH[2]}"
-done < "$LOCK"
+# shellcheck source=lab/lock.sh
+source "$HERE/lock.sh"
+read_lock "$LOCK" || die "missing $LOCK"
 for k in GO_VERSION ETCD_VERSION K8S_VERSION K8S_STAGING_VERSION PULUMI_VERSION K8S_PROVIDER_VERSION K8S_PROVIDER_PSEUDO K8S_PROVIDER_SDK_VERSION; do
   [[ -n ${!k:-} ]] || die "versions.lock: $k is empty"
 done

@@ -24,11 +24,9 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LOCK=$HERE/versions.lock
-while IFS= read -r line || [[ -n $line ]]; do
-  line=${line%%#*}; line=${line%"${line##*[![:space:]]}"}
-  [[ $line =~ ^([A-Z][A-Z0-9_]*)=(.*)$ ]] || continue
-  printf -v "${BASH_REMATCH[1]}" '%s' "${BASH_REMATCH[2]}"
-done < "$LOCK"
+# shellcheck source=lab/lock.sh
+source "$HERE/lock.sh"
+read_lock "$LOCK"
 
 CACHE=${LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tpu-gke-lab}
 RUN=${LAB_RUN:-/tmp/tpu-gke-lab-cp}
