@@ -9,11 +9,14 @@
   ``X-Repo-Commit`` on both); the CDN serves the LFS bytes with Range support. Files are served
   from disk with sendfile, so gigabytes cost no memory. Each request is recorded (server, method,
   path, headers), and faults can be injected: an API status for every API call, a connection
-  dropped after N bytes, 503s from the CDN, other bytes than the listed ones, a slow CDN.
+  dropped after N bytes, 503s from the CDN, other bytes than the listed ones, a slow CDN, a CDN
+  answer paused halfway until the test releases it, and Xet hashes in the tree (the stand-in serves
+  no Xet itself, so huggingface_hub falls back to HTTP for those files).
 - ``FakeGcs``: the fake-gcs-server binary (lab/build-fake-gcs.sh builds it) with a filesystem
   backend in a temporary directory, its URL for ``STORAGE_EMULATOR_HOST``.
 - ``RefusingProxy``: a reverse proxy in front of the emulator that answers 403 to the first N
-  requests (a bucket grant still propagating) and records every request's headers.
+  requests (a bucket grant still propagating) and records every request's headers; it rewrites the
+  emulator's URL in a ``Location`` answer to its own, so the chunks of a resumable upload pass it too.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FAKE_GCS_BUILD = REPO_ROOT / "lab" / "build-fake-gcs.sh"
+HOLD_SECONDS = 30  # the longest a held CDN answer waits for the test to release it
 FAKE_GCS_ENV = "FAKE_GCS_SERVER"  # the binary's path; make staging-test and staging-bench set it
 
 
@@ -87,6 +91,10 @@ class HubRepo:
     served: dict[str, Path] = field(default_factory=dict)  # path -> other bytes than the listed ones
     cdn_failures: dict[str, int] = field(default_factory=dict)  # path -> CDN answers of 503 before it serves
     cdn_delay_seconds: float = 0.0  # each CDN answer waits this long first (a slow link, to stop a copy halfway)
+    # path -> byte at which the CDN's first answer for it pauses until cdn_release is set (at most HOLD_SECONDS)
+    cdn_hold: dict[str, int] = field(default_factory=dict)
+    cdn_release: threading.Event = field(default_factory=threading.Event)
+    xet: set[str] = field(default_factory=set)  # paths the tree lists with a Xet hash (the bytes still come over HTTP)
     requests: list[Request] = field(default_factory=list)
     _digests: dict[str, tuple[str, str]] = field(default_factory=dict)  # path -> (git blob sha1, sha256)
 
@@ -112,6 +120,8 @@ class HubRepo:
                 pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
                 entry["oid"] = hashlib.sha1(b"blob %d\0" % len(pointer) + pointer, usedforsecurity=False).hexdigest()
                 entry["lfs"] = {"oid": sha256, "size": size, "pointerSize": len(pointer)}
+            if path in self.xet:
+                entry["xetHash"] = hashlib.sha256(b"xet " + sha256.encode()).hexdigest()
             entries.append(entry)
         return entries
 
@@ -225,7 +235,12 @@ class _Handler(BaseHTTPRequestHandler):
         with self.lock:
             drops = self.repo.drop_after.get(file, [])
             cut = drops.pop(0) if drops else None
+            hold = self.repo.cdn_hold.pop(file, None) if self.server_kind == "cdn" else None
         with source.open("rb") as stream:
+            if hold is not None and start < hold < size and cut is None:
+                self.connection.sendfile(stream, start, hold - start)
+                self.repo.cdn_release.wait(HOLD_SECONDS)
+                start = hold
             if cut is None:
                 self.connection.sendfile(stream, start, size - start)
                 return
@@ -397,6 +412,8 @@ def refusing_proxy(target: str, refuse: int) -> Iterator[tuple[str, RefusingProx
             data = answer.read()
             self.send_response(answer.status)
             for name, value in answer.getheaders():
+                if name.lower() == "location":  # a resumable upload's session URL: its chunks come here too
+                    value = value.replace(state.target.rstrip("/"), f"http://{self.headers['Host']}", 1)
                 if name.lower() not in ("content-length", "transfer-encoding", "connection"):
                     self.send_header(name, value)
             self.send_header("Content-Length", str(len(data)))

@@ -23,9 +23,13 @@ What it promises:
 - each download and upload gets RETRIES attempts on transient errors; any failure ends the run with
   one ``error: ...`` line on stderr (exit 1).
 
-Files are downloaded to SCRATCH_DIR one by one (PARALLEL at once, never more than SCRATCH_BYTES on
-disk), uploaded and deleted: memory stays at about PARALLEL upload chunks whatever the
-file size.
+Each file is streamed: its download (huggingface_hub's ``http_get``, which resumes a dropped
+connection) fills a file on SCRATCH_DIR while its upload reads behind it, so a file's upload ends
+soon after its download and not a whole download later; the upload re-reads a chunk from disk when
+it sends it again, and a retry resumes the download from what is on disk. A file the Hub stores in
+Xet (its tree entry has a Xet hash) is downloaded whole by ``hf_hub_download`` through hf_xet, in
+parallel pieces, and then uploaded. PARALLEL files move at once, never more than SCRATCH_BYTES on
+disk; memory stays at about PARALLEL upload chunks whatever the file size.
 
 Environment: MODEL_ID, MODEL_REVISION, DESTINATION (gs://bucket/prefix) are required; HF_ENDPOINT
 (default https://huggingface.co), HF_TOKEN (sent to the Hub only), PARALLEL (4), RETRIES (5),
@@ -37,6 +41,7 @@ at an emulator (the tests).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -56,7 +61,7 @@ import requests  # google-cloud-storage's HTTP client, likewise
 from google.api_core import exceptions as gcs_errors
 from google.cloud import storage
 from google.cloud.storage.retry import DEFAULT_RETRY
-from huggingface_hub import HfApi, RepoFile, hf_hub_download
+from huggingface_hub import HfApi, RepoFile, constants, hf_hub_download, hf_hub_url
 from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
@@ -65,6 +70,8 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
+from huggingface_hub.file_download import http_get
+from huggingface_hub.utils import build_hf_headers
 
 T = TypeVar("T")
 MARKER_NAME = ".staged-complete"
@@ -73,6 +80,8 @@ GCS_CHUNK_ALIGNMENT = 256 * 1024
 COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 MAX_BACKOFF_SECONDS = 60.0
+# huggingface_hub's own test for Xet downloads: hf_xet installed and HF_HUB_DISABLE_XET unset
+XET_AVAILABLE = importlib.util.find_spec("hf_xet") is not None and not constants.HF_HUB_DISABLE_XET
 
 
 class StageError(Exception):
@@ -153,6 +162,7 @@ class HubFile:
     path: str
     size: int
     digest: str  # "sha256:<hex>" (LFS) or "git-sha1:<hex>", as recorded in the object's metadata
+    in_xet: bool = False  # the Hub stores it in Xet: hf_xet downloads it faster than any stream
 
 
 class VerifyingReader:
@@ -160,7 +170,7 @@ class VerifyingReader:
     raises unless its digest is the Hub's, so the upload fails before its last request, the one that
     creates the object. A re-read after a seek back (a chunk sent again) is not hashed twice."""
 
-    def __init__(self, stream: BinaryIO, file: HubFile) -> None:
+    def __init__(self, stream: BinaryIO | SpoolReader, file: HubFile) -> None:
         self.stream, self.file, self.hashed = stream, file, 0
         algorithm = file.digest.partition(":")[0]
         # a git blob id is the sha1 of "blob <size>\0" and the content
@@ -187,6 +197,130 @@ class VerifyingReader:
 
     def tell(self) -> int:
         return self.stream.tell()
+
+
+class DownloadStopped(Exception):
+    """The upload failed, so the download of the same attempt stops writing (not a network error)."""
+
+
+class Spool:
+    """One file's download on scratch disk, read by its upload while it is still being written.
+
+    ``download`` runs the download in a thread of its own, writing through a SpoolWriter (the file
+    object ``http_get`` writes to: from byte 0, or from ``written`` when an attempt resumes; it
+    rewinds if the server ignores the range). The upload reads through a SpoolReader, whose reads
+    wait until the download has written the bytes they ask for, and raise the download's error if it
+    ends first. Bytes stay on disk, so an upload that seeks back to send a chunk again, and the next
+    attempt's new upload, read them from there."""
+
+    def __init__(self, path: Path, file: HubFile) -> None:
+        self.file = file
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.written = 0  # bytes 0..written are on disk
+        self.ended = False  # the current download returned or raised
+        self.error: BaseException | None = None
+        self.stopping = False
+        self._changed = threading.Condition()
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def download(self, fetch: Callable[[SpoolWriter, int], None]) -> threading.Thread:
+        """Start ``fetch(writer, resume_at)`` in a thread of its own; bytes already on disk are kept."""
+        with self._changed:
+            self.ended, self.error, self.stopping = False, None, False
+            resume_at = self.written
+
+        def run() -> None:
+            error: BaseException | None = None
+            try:
+                fetch(SpoolWriter(self, resume_at), resume_at)
+            except BaseException as failure:  # handed to the upload, which raises it in the caller's thread
+                error = failure
+            with self._changed:
+                self.ended, self.error = True, error
+                self._changed.notify_all()
+
+        thread = threading.Thread(target=run, name=f"download {self.file.path}", daemon=True)
+        thread.start()
+        return thread
+
+    def stop(self) -> None:
+        with self._changed:
+            self.stopping = True
+            self._changed.notify_all()
+
+    def wrote(self, end: int) -> None:
+        with self._changed:
+            if self.stopping:
+                raise DownloadStopped(self.file.path)
+            self.written = end
+            self._changed.notify_all()
+
+    def wait_for(self, end: int) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: self.written >= end or self.ended)
+            if self.written < end:
+                if self.error is not None:
+                    raise self.error
+                raise StageError(
+                    f"{self.file.path}: the download ended at byte {self.written}, the Hub lists {self.file.size}"
+                )
+
+    def reader(self) -> SpoolReader:
+        return SpoolReader(self)
+
+
+class SpoolWriter:
+    """The file object ``http_get`` writes the download to."""
+
+    def __init__(self, spool: Spool, position: int) -> None:
+        self.spool, self.position = spool, position
+
+    def write(self, data: bytes) -> int:
+        end = self.position + len(data)
+        if end > self.spool.file.size:
+            raise StageError(
+                f"{self.spool.file.path}: the Hub sent more than the {self.spool.file.size} bytes it lists"
+            )
+        os.pwrite(self.spool.fd, data, self.position)
+        self.position = end
+        self.spool.wrote(end)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.position = offset if whence == 0 else self.position + offset
+        return self.position
+
+    def truncate(self) -> None:
+        os.ftruncate(self.spool.fd, self.position)
+        self.spool.wrote(self.position)
+
+
+class SpoolReader:
+    """The file object the upload reads; a read waits for the download to get that far."""
+
+    def __init__(self, spool: Spool) -> None:
+        self.spool, self.position = spool, 0
+
+    def read(self, size: int = -1) -> bytes:
+        total = self.spool.file.size
+        end = total if size < 0 else min(self.position + size, total)
+        self.spool.wait_for(end)
+        data = os.pread(self.spool.fd, end - self.position, self.position)
+        self.position += len(data)
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self.position, 2: self.spool.file.size}[whence]
+        self.position = base + offset
+        return self.position
+
+    def tell(self) -> int:
+        return self.position
 
 
 class ScratchBudget:
@@ -216,18 +350,20 @@ class Stager:
         self.budget = ScratchBudget(settings.scratch_bytes)
         self.commit = ""
 
-    def retry(self, what: str, attempt: Callable[[], T]) -> T:
-        """``attempt`` until it succeeds, at most RETRIES times on transient errors, backing off."""
+    def retry(self, what: str | Callable[[], str], attempt: Callable[[], T]) -> T:
+        """``attempt`` until it succeeds, at most RETRIES times on transient errors, backing off.
+        ``what`` names the step in messages; a callable names it once the attempt has failed."""
         for number in range(1, self.s.retries + 1):
             try:
                 return attempt()
             except Exception as error:
                 if not is_transient(error):
                     raise
+                step = what() if callable(what) else what
                 if number == self.s.retries:
-                    raise StageError(f"{what}: gave up after {number} attempts: {brief(error)}") from error
+                    raise StageError(f"{step}: gave up after {number} attempts: {brief(error)}") from error
                 delay = min(self.s.backoff_seconds * 2 ** (number - 1), MAX_BACKOFF_SECONDS)
-                say(f"retry {what}: attempt {number + 1} of {self.s.retries} in {delay:.1f} s: {brief(error)}")
+                say(f"retry {step}: attempt {number + 1} of {self.s.retries} in {delay:.1f} s: {brief(error)}")
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
@@ -248,7 +384,7 @@ class Stager:
                 if entry.path == MARKER_NAME or entry.path.startswith("/") or ".." in entry.path.split("/"):
                     raise StageError(f"refusing the repo path {entry.path!r}")
                 digest = f"sha256:{entry.lfs.sha256}" if entry.lfs else f"git-sha1:{entry.blob_id}"
-                files.append(HubFile(entry.path, entry.size, digest.lower()))
+                files.append(HubFile(entry.path, entry.size, digest.lower(), in_xet=bool(entry.xet_hash)))
         return commit, sorted(files, key=lambda f: f.path)
 
     def wait_for_access(self) -> None:
@@ -273,41 +409,80 @@ class Stager:
         return f"{self.s.prefix}/{path}"
 
     def copy(self, file: HubFile) -> None:
-        """Download one file to scratch, upload it with its digest (checked on the way), delete it."""
+        """Copy one file through scratch disk: streamed, or downloaded whole when it is in Xet; then delete it."""
         started = time.monotonic()
         self.budget.hold(file.size)
         try:
             with tempfile.TemporaryDirectory(dir=self.s.scratch_dir, prefix="stage-") as work:
-                local = Path(
-                    self.retry(
-                        f"download {file.path}",
-                        lambda: hf_hub_download(
-                            self.s.model_id,
-                            file.path,
-                            revision=self.commit,
-                            local_dir=work,
-                            endpoint=self.s.endpoint,
-                            token=self.s.token or False,
-                        ),
-                    )
-                )
-                blob = self.bucket.blob(self.name(file.path), chunk_size=self.s.chunk_bytes)
-                blob.metadata = {DIGEST_METADATA_KEY: file.digest}
-                self.retry(f"upload {file.path}", lambda: self.upload(blob, local, file))
+                if file.in_xet and XET_AVAILABLE:
+                    route = "downloaded whole, in Xet"
+                    self.copy_whole(file, Path(work))
+                else:
+                    route = "streamed"
+                    self.copy_streamed(file, Path(work) / "download")
         finally:
             self.budget.release(file.size)
         seconds = time.monotonic() - started
-        say(f"done {file.path}: {gb(file.size)} in {seconds:.1f} s ({gb(file.size / max(seconds, 1e-6))}/s)")
+        say(f"done {file.path}: {gb(file.size)} in {seconds:.1f} s ({gb(file.size / max(seconds, 1e-6))}/s, {route})")
 
-    def upload(self, blob: Any, local: Path, file: HubFile) -> None:
-        with local.open("rb") as stream:
-            blob.upload_from_file(
-                VerifyingReader(stream, file),
-                size=file.size,
-                content_type="application/octet-stream",
-                checksum="crc32c",
-                retry=DEFAULT_RETRY,
-            )
+    def copy_streamed(self, file: HubFile, scratch: Path) -> None:
+        """Upload the file while it downloads. Each attempt resumes the download from what is on disk and
+        uploads from the start (a new upload session: an earlier one may hold bytes not yet checked)."""
+        url = hf_hub_url(self.s.model_id, file.path, revision=self.commit, endpoint=self.s.endpoint)
+        # the token goes with the request to the Hub; the redirect to a CDN on another origin drops it
+        headers = build_hf_headers(token=self.s.token or False)
+        spool = Spool(scratch, file)
+        failed = "download"  # which side ended the last attempt, for the retry's messages
+
+        def fetch(writer: SpoolWriter, resume_at: int) -> None:
+            http_get(url, writer, resume_size=resume_at, headers=headers, expected_size=file.size)
+
+        def attempt() -> None:
+            nonlocal failed
+            downloading = spool.download(fetch)
+            try:
+                self.upload(spool.reader(), file)
+            except BaseException as error:
+                spool.stop()
+                downloading.join()
+                # a download error reaches here as itself (the reader raises it), so it is judged by its kind
+                failed = "download" if error is spool.error else "upload"
+                raise
+            downloading.join()
+
+        try:
+            self.retry(lambda: f"{failed} {file.path}", attempt)
+        finally:
+            spool.close()
+
+    def copy_whole(self, file: HubFile, work: Path) -> None:
+        local = self.retry(
+            f"download {file.path}",
+            lambda: hf_hub_download(
+                self.s.model_id,
+                file.path,
+                revision=self.commit,
+                local_dir=work,
+                endpoint=self.s.endpoint,
+                token=self.s.token or False,
+            ),
+        )
+        with Path(local).open("rb") as stream:
+            self.retry(f"upload {file.path}", lambda: self.upload(stream, file))
+
+    def upload(self, stream: BinaryIO | SpoolReader, file: HubFile) -> None:
+        """One resumable (or, for a small file, one-request) upload of ``stream`` from its start; the
+        object is created only if what was read has the Hub's digest."""
+        stream.seek(0)
+        blob = self.bucket.blob(self.name(file.path), chunk_size=self.s.chunk_bytes)
+        blob.metadata = {DIGEST_METADATA_KEY: file.digest}
+        blob.upload_from_file(
+            VerifyingReader(stream, file),
+            size=file.size,
+            content_type="application/octet-stream",
+            checksum="crc32c",
+            retry=DEFAULT_RETRY,
+        )
 
     def run(self) -> None:
         started = time.monotonic()

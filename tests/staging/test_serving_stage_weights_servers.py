@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tools.staging_lab import FakeGcs, HubRepo, fake_gcs, hub_stand_in, refusing_proxy
+from tools.staging_lab import HOLD_SECONDS, FakeGcs, HubRepo, fake_gcs, hub_stand_in, refusing_proxy
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = REPO_ROOT / "manifests" / "serving" / "stage_weights.py"
@@ -124,11 +124,14 @@ def stored(gcs: FakeGcs, bucket: str) -> dict[str, dict[str, Any]]:
 
 
 def downloads(repo: HubRepo) -> list[str]:
-    """Repo paths whose bytes were asked for: GETs of the resolve endpoint (plain files) and of the CDN."""
+    """Repo paths whose bytes were asked for: GETs of the resolve endpoint for plain files (an LFS file's
+    resolve answers with a redirect and no bytes) and GETs of the CDN."""
     resolved = [
-        r.path.split(f"/resolve/{COMMIT}/", 1)[1]
+        path
         for r in repo.seen("hub")
-        if r.method == "GET" and "/resolve/" in r.path
+        if r.method == "GET"
+        and "/resolve/" in r.path
+        and (path := r.path.split(f"/resolve/{COMMIT}/", 1)[1]) not in repo.lfs
     ]
     return sorted(resolved + [r.path.removeprefix("/cdn/") for r in repo.seen("cdn") if r.method == "GET"])
 
@@ -249,6 +252,68 @@ def test_a_connection_dropped_mid_file_resumes_from_where_it_stopped(gcs, bucket
     # each retry asks for the rest from what it had written, not for the whole file again
     assert len(starts) == 2 and 0 < starts[0] <= drops[0] < starts[1] <= drops[1], ranges
     assert run.lines("retry") == []  # the library resumed; no attempt of ours was spent
+    assert_complete(gcs, bucket, repo)
+
+
+def test_a_file_is_uploaded_while_it_is_still_downloading(gcs, bucket, repo, tmp_path):
+    victim = WEIGHTS[0]
+    repo.files[victim].write_bytes(os.urandom(24 << 20))
+    repo.cdn_hold[victim] = 12 << 20  # the CDN sends half of it, then waits for the test
+    # the library's read timeout (10 s) outlasts the hold, so the held answer is the only one it gets
+    extra = {"UPLOAD_CHUNK_BYTES": str(4 << 20), "HF_HUB_DOWNLOAD_TIMEOUT": str(HOLD_SECONDS * 2)}
+    with hub_stand_in(repo) as hub, refusing_proxy(gcs.url, refuse=0) as (storage, proxy):
+        env = environment(hub, storage, bucket, tmp_path, **extra)
+        process = subprocess.Popen([staging_python(), str(PROGRAM)], env=env, stdout=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 20
+        try:
+            # only the victim is larger than one request's upload (8 MiB): every PUT is one of its chunks
+            while not (chunks := [r for r in proxy.requests if r.method == "PUT"]):
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "no chunk was uploaded while the download was held halfway"
+                time.sleep(0.05)
+            assert not repo.cdn_release.is_set()
+            assert [r.path for r in repo.seen("cdn") if victim in r.path] == [f"/cdn/{victim}"]  # still the first
+        finally:
+            repo.cdn_release.set()
+        stdout, _ = process.communicate(timeout=120)
+    assert process.returncode == 0, stdout
+    assert chunks[0].headers["content-range"] == f"bytes 0-{(4 << 20) - 1}/{24 << 20}"
+    assert f"done {victim}:" in stdout and "streamed)" in stdout
+    assert_complete(gcs, bucket, repo)
+
+
+def test_a_download_that_fails_halfway_is_resumed_by_the_next_attempt_from_what_is_on_disk(gcs, bucket, repo, tmp_path):
+    victim = WEIGHTS[0]
+    repo.files[victim].write_bytes(os.urandom(24 << 20))
+    # the library's own resumes stop after five drops without a new piece written: one attempt of ours fails
+    repo.drop_after[victim] = [12_000_000] * 6
+    with hub_stand_in(repo) as hub:
+        run = stage(environment(hub, gcs.url, bucket, tmp_path, UPLOAD_CHUNK_BYTES=str(4 << 20)))
+    assert run.returncode == 0, run.stderr
+    (retry,) = run.lines("retry")
+    assert retry.startswith(f"retry download {victim}: attempt 2 of 5"), retry
+    ranges = [r.headers.get("range") for r in repo.seen("cdn") if r.path == f"/cdn/{victim}"]
+    assert len(ranges) == 7 and ranges[0] is None, ranges
+    # the second attempt asks for the rest from what the first wrote, like the library's resumes did
+    assert ranges[6] == ranges[1] and 0 < int(ranges[6].removeprefix("bytes=").removesuffix("-")) < 12_000_000
+    assert_complete(gcs, bucket, repo)
+
+
+def test_a_file_stored_in_xet_is_downloaded_whole_by_the_library_and_the_rest_streamed(gcs, bucket, repo, tmp_path):
+    repo.xet = {WEIGHTS[0], WEIGHTS[3]}
+    with hub_stand_in(repo) as hub:
+        run = stage(environment(hub, gcs.url, bucket, tmp_path))
+    assert run.returncode == 0, run.stderr
+    # done <path>: <size> in <seconds> s (<rate>/s, <route>)
+    routes = {
+        line.split(":")[0].removeprefix("done "): line.rsplit("/s, ", 1)[1].removesuffix(")")
+        for line in run.lines("done")
+    }
+    assert routes == {path: "downloaded whole, in Xet" if path in repo.xet else "streamed" for path in repo.files}
+    # hf_hub_download asks for the metadata first; the stand-in offers no Xet, so the bytes come over HTTP
+    heads = [r.path for r in repo.seen("hub") if r.method == "HEAD"]
+    assert sorted(h.split(f"/resolve/{COMMIT}/", 1)[1] for h in heads) == sorted(repo.xet)
+    assert downloads(repo) == sorted(repo.files)
     assert_complete(gcs, bucket, repo)
 
 
