@@ -258,7 +258,7 @@ def test_a_connection_dropped_mid_file_resumes_from_where_it_stopped(gcs, bucket
 def test_a_file_is_uploaded_while_it_is_still_downloading(gcs, bucket, repo, tmp_path):
     victim = WEIGHTS[0]
     repo.files[victim].write_bytes(os.urandom(24 << 20))
-    repo.cdn_hold[victim] = 12 << 20  # the CDN sends half of it, then waits for the test
+    repo.cdn_hold[victim] = 12 << 20  # the CDN sends half (past the library's first 10 MiB piece), then waits
     # the library's read timeout (10 s) outlasts the hold, so the held answer is the only one it gets
     extra = {"UPLOAD_CHUNK_BYTES": str(4 << 20), "HF_HUB_DOWNLOAD_TIMEOUT": str(HOLD_SECONDS * 2)}
     with hub_stand_in(repo) as hub, refusing_proxy(gcs.url, refuse=0) as (storage, proxy):
