@@ -9,6 +9,10 @@ STACKS := $(patsubst Pulumi.%.yaml,%,$(wildcard Pulumi.*.yaml))
 # Caches outside the clone, reused by every clone on this machine: mypy reads 290 MB of pulumi_gcp once.
 CACHE_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tpu-gke
 export MYPY_CACHE_DIR ?= $(CACHE_HOME)/mypy
+# The weights-staging program and the venv it runs in (make staging-test, make lint): the Job's libraries, pinned.
+STAGING_VENV := build/venv-staging
+STAGING_REQUIREMENTS := manifests/serving/stage-weights-requirements.txt
+STAGING_PROGRAM := manifests/serving/stage_weights.py
 
 .PHONY: render test lint format golden docs clean verify sax schemas itest policy-venv staging-test staging-bench
 
@@ -28,10 +32,12 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt constraints-checkov.txt
 test: $(VENV)/.installed $(CHECKOV_VENV)/.installed  ## the whole test suite (the checkov scan included: TPU_GKE_CHECKOV)
 	TPU_GKE_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -n auto
 
-lint: $(VENV)/.installed  ## formatter check, linter and strict type check (settings in pyproject.toml)
+lint: $(VENV)/.installed $(STAGING_VENV)/.installed  ## formatter check, linter and strict type check (settings in pyproject.toml)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	@# the Job's staging program runs on its own pinned libraries: checked against them, in their venv
+	$(VENV)/bin/mypy --python-executable $(STAGING_VENV)/bin/python $(STAGING_PROGRAM)
 
 format: $(VENV)/.installed  ## apply the formatter and the linter's safe fixes
 	$(VENV)/bin/ruff format .
@@ -82,8 +88,6 @@ itest:  ## integration lab: real Pulumi CLI and Kubernetes provider against etcd
 # Weights staging (manifests/serving/stage_weights.py) against real local servers: the program runs in its own venv,
 # installed exactly as the Job's init container installs it (pip --require-hashes, wheels only), and talks to the
 # Hub stand-in of tools/staging_lab.py and to fake-gcs-server (lab/build-fake-gcs.sh builds it once, ~2 min cold).
-STAGING_VENV := build/venv-staging
-STAGING_REQUIREMENTS := manifests/serving/stage-weights-requirements.txt
 
 $(STAGING_VENV)/.installed: $(STAGING_REQUIREMENTS)
 	rm -rf $(STAGING_VENV) && $(PYTHON) -m venv $(STAGING_VENV)

@@ -54,7 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar, cast
 
 import httpx2  # huggingface_hub's HTTP client: its transport errors are worth a retry
 import requests  # google-cloud-storage's HTTP client, likewise
@@ -71,9 +71,12 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.file_download import http_get
-from huggingface_hub.utils import build_hf_headers
+
+# a public helper of the package; its utils/__init__ imports it without listing it in __all__
+from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 
 T = TypeVar("T")
+Number = TypeVar("Number", int, float)
 MARKER_NAME = ".staged-complete"
 DIGEST_METADATA_KEY = "hf-digest"
 GCS_CHUNK_ALIGNMENT = 256 * 1024
@@ -107,13 +110,13 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
-        def number(name: str, default: float, kind: Callable[[str], float] = int) -> Any:
+        def number(name: str, default: Number, parse: Callable[[str], Number], least: Number) -> Number:
             text = env.get(name, "").strip()
             try:
-                value = kind(text) if text else default
+                value: Number | None = parse(text) if text else default
             except ValueError:
-                value = -1
-            if value < 0 or (kind is int and value == 0):
+                value = None
+            if value is None or value < least:
                 raise StageError(f"{name} must be a positive number, not {text!r}")
             return value
 
@@ -124,7 +127,7 @@ class Settings:
         bucket, _, prefix = destination.removeprefix("gs://").partition("/")
         if not destination.startswith("gs://") or not bucket or not prefix.strip("/"):
             raise StageError(f"DESTINATION must be gs://<bucket>/<snapshot directory>, not {destination!r}")
-        chunk = number("UPLOAD_CHUNK_BYTES", 256 * GCS_CHUNK_ALIGNMENT)
+        chunk = number("UPLOAD_CHUNK_BYTES", 256 * GCS_CHUNK_ALIGNMENT, int, 1)
         if chunk % GCS_CHUNK_ALIGNMENT:
             raise StageError(f"UPLOAD_CHUNK_BYTES must be a multiple of {GCS_CHUNK_ALIGNMENT}, not {chunk}")
         return cls(
@@ -134,14 +137,14 @@ class Settings:
             prefix=prefix.strip("/"),
             endpoint=env.get("HF_ENDPOINT", "").strip().rstrip("/") or "https://huggingface.co",
             token=env.get("HF_TOKEN", "").strip() or None,
-            parallel=number("PARALLEL", 4),
-            retries=number("RETRIES", 5),
-            backoff_seconds=number("RETRY_BACKOFF_SECONDS", 2.0, float),
+            parallel=number("PARALLEL", 4, int, 1),
+            retries=number("RETRIES", 5, int, 1),
+            backoff_seconds=number("RETRY_BACKOFF_SECONDS", 2.0, float, 0.0),
             chunk_bytes=chunk,
             scratch_dir=Path(env.get("SCRATCH_DIR", "").strip() or "/scratch"),
-            scratch_bytes=number("SCRATCH_BYTES", 32 << 30),
-            grant_wait_seconds=number("GRANT_WAIT_SECONDS", 600.0, float),
-            grant_poll_seconds=number("GRANT_POLL_SECONDS", 15.0, float),
+            scratch_bytes=number("SCRATCH_BYTES", 32 << 30, int, 1),
+            grant_wait_seconds=number("GRANT_WAIT_SECONDS", 600.0, float, 0.0),
+            grant_poll_seconds=number("GRANT_POLL_SECONDS", 15.0, float, 0.0),
         )
 
 
@@ -370,9 +373,12 @@ class Stager:
     def hub_files(self) -> tuple[str, list[HubFile]]:
         commit = self.s.revision
         if not COMMIT_RE.fullmatch(commit):
-            commit = self.retry(
+            resolved = self.retry(
                 "resolve the revision", lambda: self.api.model_info(self.s.model_id, revision=commit)
             ).sha
+            if resolved is None:
+                raise StageError(f"{self.s.model_id} revision {commit}: the Hub named no commit for it")
+            commit = resolved
             say(f"revision {self.s.revision} is commit {commit}")
         entries = self.retry(
             f"list {self.s.model_id}@{commit}",
@@ -435,7 +441,8 @@ class Stager:
         failed = "download"  # which side ended the last attempt, for the retry's messages
 
         def fetch(writer: SpoolWriter, resume_at: int) -> None:
-            http_get(url, writer, resume_size=resume_at, headers=headers, expected_size=file.size)
+            # http_get only writes, tells, seeks and truncates its file: a SpoolWriter does all four
+            http_get(url, cast(BinaryIO, writer), resume_size=resume_at, headers=headers, expected_size=file.size)
 
         def attempt() -> None:
             nonlocal failed
