@@ -240,6 +240,51 @@ def test_an_api_that_refuses_the_gate_fails_at_once(api):
     assert clock.slept == [] and lines == []
 
 
+@pytest.fixture(autouse=True)
+def no_operator_word(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts without PULUMI_K8S_DELETE_UNREACHABLE, whatever the shell running the suite has."""
+    monkeypatch.delenv(drain.DELETE_UNREACHABLE_ENV, raising=False)
+
+
+@pytest.mark.parametrize(
+    "value, gone",
+    [("true", True), ("TRUE", False), (" true", False), ("1", False), ("", False), ("false", False)],
+)
+def test_only_the_value_the_provider_takes_declares_an_unreachable_cluster_gone(value, gone):
+    """The provider compares the variable with \"true\"; the gates must not skip a wait it would not skip."""
+    assert drain.unreachable_means_gone({drain.DELETE_UNREACHABLE_ENV: value}) is gone
+    assert drain.unreachable_means_gone({}) is False
+
+
+def test_with_the_operators_word_an_api_server_that_does_not_answer_is_a_cluster_gone(monkeypatch):
+    monkeypatch.setenv(drain.DELETE_UNREACHABLE_ENV, "true")
+    client = KubeClient("http://127.0.0.1:9", {})  # nothing listens: what a deleted cluster's endpoint gives
+    lines: list[str] = []
+    clock = Clock(FakeApi([{}]))
+    drain.wait_until_gone(client, TPU, "gate", report=lines.append, clock=clock, sleep=clock.sleep)
+    assert clock.slept == []  # at once: the operator said so, there is nothing to ride out
+    (line,) = lines
+    assert line.startswith("gate: cannot reach the API server http://127.0.0.1:9 ")
+    assert line.endswith(
+        "PULUMI_K8S_DELETE_UNREACHABLE=true says the cluster is gone, so nothing is left on it to wait for"
+    )
+
+
+@pytest.mark.parametrize("status, waits", [(503, True), (403, False)])
+def test_with_the_operators_word_an_api_server_that_answers_is_still_asked(api, monkeypatch, status, waits):
+    """A 5xx or a refusal is an answer: the server is there, so its Slices may be too."""
+    monkeypatch.setenv(drain.DELETE_UNREACHABLE_ENV, "true")
+    fake, client = api
+    fake.states = [{"status": status}]
+    lines: list[str] = []
+    clock = Clock(fake)
+    with pytest.raises(drain.KubeError) as raised:
+        drain.wait_until_gone(client, TPU, "gate", report=lines.append, clock=clock, sleep=clock.sleep)
+    assert f"HTTP {status}" in str(raised.value) and "nothing was assumed gone" in str(raised.value).lower()
+    assert clock.now == (drain.UNREACHABLE_GRACE_SECONDS if waits else 0)
+    assert not [line for line in lines if "says the cluster is gone" in line]
+
+
 def test_a_gate_that_waits_for_nothing_needs_no_cluster():
     assert DrainSpec(slices=False, workload_namespaces=(), neg_namespaces=(), timeout_seconds=1).waits_for_nothing
     assert not TPU.waits_for_nothing

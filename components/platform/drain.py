@@ -18,6 +18,10 @@ progress, and on timeout names what still holds on and how to release it. An API
 be asked is never taken for an empty cluster: a wait rides out an unreachable server (refused or
 dropped connections, timeouts, 5xx answers) for ``UNREACHABLE_GRACE_SECONDS``, as during a control
 plane upgrade, then fails naming the cluster's endpoint; any other refusal (401, 403) fails at once.
+The one way past that is the operator's word that the cluster is gone: with the Kubernetes
+provider's own switch ``PULUMI_K8S_DELETE_UNREACHABLE=true`` set for the command, a drain wait whose
+API server does not answer at all (no HTTP answer: refused, no route, timed out) takes the cluster
+as deleted out of band and lets the destroy go on, as the provider does with its objects.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,14 +49,23 @@ NEG_RESOURCE = "servicenetworkendpointgroups"
 POLL_SECONDS = 10.0
 REQUEST_TIMEOUT_SECONDS = 15.0
 UNREACHABLE_GRACE_SECONDS = 60.0
+# the Kubernetes provider's switch for a cluster deleted out of band (its objects leave the state unasked)
+DELETE_UNREACHABLE_ENV = "PULUMI_K8S_DELETE_UNREACHABLE"
+
+
+def unreachable_means_gone(environ: Mapping[str, str] = os.environ) -> bool:
+    """True when the command runs with the operator's word that an API server that does not answer is gone:
+    the value the provider takes, exactly ``true`` (it compares the string)."""
+    return environ.get(DELETE_UNREACHABLE_ENV) == "true"
 
 
 class KubeError(RuntimeError):
     """The API server could not be asked (other than a missing kind, which means none exist)."""
 
-    def __init__(self, message: str, transient: bool = False):
+    def __init__(self, message: str, transient: bool = False, unanswered: bool = False):
         super().__init__(message)
         self.transient = transient  # unreachable or 5xx: worth asking again
+        self.unanswered = unanswered  # no HTTP answer at all (a 5xx is an answer: the server is there)
 
 
 # --- A small API client ----------------------------------------------------------------
@@ -83,7 +96,7 @@ class KubeClient:
         except OSError as error:  # URLError, timeouts, refused and dropped connections
             reason = getattr(error, "reason", None) or error
             raise KubeError(
-                f"cannot reach the API server {self.server} (GET {path}: {reason})", transient=True
+                f"cannot reach the API server {self.server} (GET {path}: {reason})", transient=True, unanswered=True
             ) from None
 
     def items(self, path: str) -> list[dict[str, Any]]:
@@ -234,11 +247,18 @@ class StillHeld(RuntimeError):
     """The wait ran out: the message names what still holds on and how to release it."""
 
 
+class DeclaredGone(Exception):
+    """The API server does not answer and the operator said an unreachable cluster is gone."""
+
+
 class Unreachable:
     """Rides out an API server that cannot be asked for a bounded grace, then gives up naming it."""
 
-    def __init__(self, what: str, report: Callable[[str], None], clock: Callable[[], float]):
+    def __init__(
+        self, what: str, report: Callable[[str], None], clock: Callable[[], float], gone_if_unanswered: bool = False
+    ):
         self.what, self.report, self.clock, self.grace = what, report, clock, UNREACHABLE_GRACE_SECONDS
+        self.gone_if_unanswered = gone_if_unanswered
         self.since: float | None = None
 
     def ask(self, question: Callable[[], Any], deadline: float) -> tuple[bool, Any]:
@@ -249,6 +269,11 @@ class Unreachable:
             if not error.transient:
                 raise KubeError(
                     f"{self.what}: {error}. Nothing was assumed gone; fix the access, then run the command again."
+                ) from None
+            if error.unanswered and self.gone_if_unanswered:
+                raise DeclaredGone(
+                    f"{self.what}: {error}; {DELETE_UNREACHABLE_ENV}=true says the cluster is gone, "
+                    "so nothing is left on it to wait for"
                 ) from None
             now = self.clock()
             self.since = now if self.since is None else self.since
@@ -274,14 +299,22 @@ def wait_until_gone(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     poll_seconds: float = POLL_SECONDS,
+    gone_if_unanswered: bool | None = None,
 ) -> None:
     """Poll until nothing holds on; report each change; raise StillHeld after ``spec.timeout_seconds``,
-    KubeError once the API server has not answered for ``UNREACHABLE_GRACE_SECONDS``."""
+    KubeError once the API server has not answered for ``UNREACHABLE_GRACE_SECONDS``. An API server
+    that does not answer at all ends the wait at once when ``gone_if_unanswered`` (by default: when
+    the command runs with PULUMI_K8S_DELETE_UNREACHABLE=true)."""
     deadline = clock() + spec.timeout_seconds
     last: list[str] | None = None
-    unreachable = Unreachable(what, report, clock)
+    gone = unreachable_means_gone() if gone_if_unanswered is None else gone_if_unanswered
+    unreachable = Unreachable(what, report, clock, gone_if_unanswered=gone)
     while True:
-        answered, held = unreachable.ask(lambda: holding(client, spec), deadline)
+        try:
+            answered, held = unreachable.ask(lambda: holding(client, spec), deadline)
+        except DeclaredGone as declared:
+            report(str(declared))
+            return
         if not answered:
             sleep(min(poll_seconds, max(deadline - clock(), 0.0)))
             continue

@@ -30,7 +30,7 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
-from components.platform.drain import POLL_SECONDS, UNREACHABLE_GRACE_SECONDS
+from components.platform.drain import DELETE_UNREACHABLE_ENV, POLL_SECONDS, UNREACHABLE_GRACE_SECONDS
 from tests.itest.conftest import Report
 from tests.itest.engine import (
     STAND_IN_SLICE,
@@ -658,6 +658,53 @@ def test_up_with_the_api_server_gone_fails_in_bounded_time_naming_it_then_finish
         len(managed),
         recovery,
         failed_after_seconds=round(failed_in, 1),
+    )
+
+
+# --- 8. The cluster deleted out of band: destroy with the provider's switch --------------------------------
+
+
+def test_destroy_of_a_cluster_that_is_gone_finishes_with_the_providers_switch_and_a_cluster_that_returns_is_adopted(
+    lab: Lab,
+):
+    lab.require("converged")
+    plane = lab.plane
+    before = uids(lab)
+    env = lab.stack.workspace.env_vars
+    plane.stop_component("kube-apiserver")  # to the CLI, as a cluster deleted behind its back
+    try:
+        env[DELETE_UNREACHABLE_ENV] = "true"
+        began = time.monotonic()
+        operation, _ = lab.run(
+            f"destroy (kube-apiserver gone, {DELETE_UNREACHABLE_ENV}=true)",
+            lambda op: lab.stack.destroy(on_output=op.on_output, on_event=op.on_event, color="never"),
+        )
+        destroyed_in = time.monotonic() - began
+    finally:
+        env.pop(DELETE_UNREACHABLE_ENV, None)
+        plane.start()
+    lab.state["converged"] = False
+    assert not (state_of(lab).get("resources") or []), "the state is not empty after the destroy"
+    text = operation.text()
+    assert f"tpu-drain-gate: cannot reach the API server {plane.server}" in text, text[-3000:]
+    assert "says the cluster is gone" in text and "nothing holds on any more" not in text, text[-3000:]
+    # The API server was only stopped, so every object is still in it: the switch took the state's word
+    # away, not the objects. An up adopts them (server-side apply) instead of creating them again.
+    assert uids(lab) == before, "objects changed while the state was dropped"
+    began = time.monotonic()
+    lab.up("up (the cluster answers again)")
+    recovery = time.monotonic() - began
+    assert uids(lab) == before, "the up created objects again instead of adopting them"
+    managed = assert_converged(lab, "after adopting the cluster's objects")
+    lab.state["converged"] = True
+    record(
+        lab,
+        "cluster gone during destroy",
+        f"kube-apiserver stopped for good, destroy with {DELETE_UNREACHABLE_ENV}=true",
+        len(before),
+        len(managed),
+        recovery,
+        destroyed_after_seconds=round(destroyed_in, 1),
     )
 
 
