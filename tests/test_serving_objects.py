@@ -572,7 +572,11 @@ def test_gateway():
     assert gw["apiVersion"] == "gateway.networking.k8s.io/v1"
     assert gw["metadata"]["name"] == "llm-d-inference-gateway"
     assert gw["metadata"]["namespace"] == "serving"
-    assert gw["metadata"]["annotations"] == {"pulumi.com/waitFor": "condition=Programmed"}
+    # up waits for the load balancer, and longer than the provider's default 10 minutes (a first one in a project)
+    assert gw["metadata"]["annotations"] == {
+        "pulumi.com/waitFor": "condition=Programmed",
+        "pulumi.com/timeoutSeconds": "1800",
+    }
     assert gw["spec"]["gatewayClassName"] == "gke-l7-rilb"
     (listener,) = gw["spec"]["listeners"]
     assert (listener["port"], listener["protocol"]) == (80, "HTTP")
