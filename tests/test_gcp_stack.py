@@ -87,6 +87,10 @@ def test_cluster_features(dev_run):
     # The minor, never a patch that leaves the channel: GKE picks its newest offered patch.
     assert cluster.input("minMasterVersion") == "1.36"
     assert cluster.input("removeDefaultNodePool") is True
+    # the create's default pool runs as the stack's node account, not the project's default compute account
+    assert cluster.input("nodeConfig.oauthScopes") == ["https://www.googleapis.com/auth/cloud-platform"]
+    assert "serviceAccount" in cluster.input("nodeConfig") and "node-sa" in cluster.dependencies
+    assert cluster.options["ignoreChanges"] == ["nodeConfig"]  # read at create only: never a replacement
     assert cluster.input("addonsConfig.sliceControllerConfig.enabled") is True
     assert cluster.input("gatewayApiConfig") == {"channel": "CHANNEL_STANDARD"}
     assert cluster.input("workloadIdentityConfig") == {"workloadPool": "my-tpu-project.svc.id.goog"}

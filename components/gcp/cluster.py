@@ -72,9 +72,13 @@ class Cluster(pulumi.ComponentResource):
                 "cluster_secondary_range_name": args.pods_range_name,
                 "services_secondary_range_name": args.services_range_name,
             },
-            # The default pool runs under the default compute account; replace it with our own.
+            # GKE creates a default pool with the cluster; the provider deletes it right after
+            # (remove_default_node_pool) for the pools below. That pool runs as our node account
+            # too: by default it would run as the project's default compute account, and a project
+            # whose org policy disables or removes that account cannot create the cluster at all.
             remove_default_node_pool=True,
             initial_node_count=1,
+            node_config={"service_account": self.node_service_account.email, "oauth_scopes": NODE_OAUTH_SCOPES},
             release_channel={"channel": args.release_channel},
             # The minor alias, never a patch: a patch leaves the channel within weeks and the create
             # would then fail. GKE starts the cluster at the newest patch of the minor the channel
@@ -102,6 +106,9 @@ class Cluster(pulumi.ComponentResource):
                 pulumi.ResourceOptions(
                     depends_on=self.node_service_account_roles,
                     custom_timeouts=pulumi.CustomTimeouts(create="45m", update="60m", delete="45m"),
+                    # only the create's default pool reads it, and that pool is gone: a change later (or
+                    # a stack made before the field was set) must not plan a replacement of the cluster
+                    ignore_changes=["nodeConfig"],
                 ),
             ),
         )
