@@ -14,7 +14,7 @@ import json
 import re
 import typing
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -298,7 +298,8 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             "subnetwork": names["nodeSubnet"],
             "secondaryRanges": sorted(naming.secondary_range_names(config.network.prefix).values()),
         },
-        # the system pool's service account is ForceNew on the node pool; the cluster itself has no node config
+        # the system pool's service account is ForceNew on the node pool; the cluster's node config (its create's
+        # default pool) is ignored after the create
         "systemPool": {"nodeServiceAccount": cluster.node_account_id},
         "tpuPools": {
             pool.name: {
@@ -311,6 +312,12 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             }
             for pool in config.tpu.pools
         },
+    }
+    charts = platform_config.installed_charts(config.platform, config.tpu.dynamic_slicing)
+    facts["chartsWithCrdsHelmKeeps"] = {
+        key: {"chart": chart.chart, "version": chart.version}
+        for key, chart in charts.items()
+        if key in platform_config.CHARTS_WITH_CRDS_HELM_KEEPS
     }
     if config.tpu.dynamic_slicing:
         facts["queues"] = {
@@ -325,6 +332,7 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
 class ChangeReview:
     refused: list[Problem]  # the `up` would fail halfway or strand capacity: stop the preview
     replaced: list[str]  # what the `up` replaces, said loudly
+    by_hand: list[str] = field(default_factory=list)  # what the `up` cannot do and the operator must, said as loudly
 
 
 def review_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any]) -> ChangeReview:
@@ -367,6 +375,17 @@ def review_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any
                 f"TPU pool {name} will be REPLACED, deleted before it is created again ({'; '.join(pool_changes)}): "
                 "its nodes and every slice on them go; delete the workloads on it first (active Slices hold a pool)"
             )
+    by_hand = []
+    before_charts = previous.get("chartsWithCrdsHelmKeeps") or {}
+    for key, chart in (current.get("chartsWithCrdsHelmKeeps") or {}).items():
+        old_version = (before_charts.get(key) or {}).get("version")
+        if old_version and old_version != chart["version"]:
+            by_hand.append(
+                f"platform.{key}: the chart goes {old_version} -> {chart['version']}, and Helm upgrades the controller "
+                "but not the CRDs this chart ships in its crds/ folder. Apply the new ones before this `up`: "
+                f"helm show crds {chart['chart']} --version {chart['version']} "
+                "| kubectl apply --server-side --force-conflicts -f -"
+            )
     before_queues, after_queues = previous.get("queues") or {}, current.get("queues") or {}
     for key, setting_key in (
         ("topologyName", "queues.topologyName"),
@@ -382,4 +401,4 @@ def review_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any
                     f"keep {before_queues[key]!r} on this stack",
                 )
             )
-    return ChangeReview(refused, replaced)
+    return ChangeReview(refused, replaced, by_hand)

@@ -19,7 +19,7 @@ from components.gcp.network import Network, NetworkArgs
 from components.gcp.project_services import ProjectServices, ProjectServicesArgs
 from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, TpuPoolArgs
 from components.operations.component import AlertingArgs
-from components.platform.config import HelmChartConfig
+from components.platform.config import HelmChartConfig, installed_charts
 from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
 from components.platform.releases import ClusterPlatform, PlatformArgs
@@ -121,12 +121,13 @@ def platform_args(stack: Stack, cluster: Target) -> PlatformArgs:
     config = stack.config
     platform = config.platform
     slicing = config.tpu.dynamic_slicing and platform.install
+    charts = installed_charts(platform, config.tpu.dynamic_slicing)
     return PlatformArgs(
         provider=cluster.provider,
-        jobset=platform.jobset if platform.install else None,
-        kueue=platform.kueue if slicing else None,
+        jobset=charts.get("jobset"),
+        kueue=charts.get("kueue"),
         kueue_controller=platform.kueue_controller,
-        leader_worker_set=platform.leader_worker_set if slicing else None,
+        leader_worker_set=charts.get("leaderWorkerSet"),
         slice_controller=platform.slice_controller if slicing else None,
         webhook_namespaces=list(config.queues.namespaces),
     )
@@ -261,9 +262,10 @@ def alerting_args(
 
 
 def announce_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any]) -> None:
-    """Warn of every replacement the `up` makes; refuse (stop the preview) what would fail halfway."""
+    """Warn of every replacement the `up` makes and of each step it leaves to the operator; refuse (stop the
+    preview) what would fail halfway."""
     review = review_changes(previous, current)
-    for line in review.replaced:
+    for line in review.replaced + review.by_hand:
         pulumi.log.warn(line)
     if review.refused:
         raise pulumi.RunError(str(ConfigError(review.refused)))

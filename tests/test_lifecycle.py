@@ -8,11 +8,13 @@ gone before `pulumi destroy` deletes it: each property here is a deploy-day fail
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pulumi
 import pytest
 
 from components import stack as stack_config
+from components.platform import config as platform_config
 from tests.conftest import run_stack, stack_values
 from tools.mock_engine import ProgramRun, Registration
 from tools.render import create_waves, creates_something, depends_on, destroy_waves
@@ -250,10 +252,45 @@ def test_a_replacement_is_announced_loudly(runs, override, fragment):
 
 
 def test_a_new_node_service_account_replaces_the_pools_but_not_the_cluster(runs):
-    """The cluster has no node config of its own (its default pool is removed): only the pools carry the account."""
+    """The cluster's node config serves only the default pool of its create and is ignored after it: only the
+    pools carry the account."""
     run = run_stack({"cluster.nodeServiceAccountId": "other-nodes"}, previous_outputs=previous_of(runs["dev"]))
     assert not [w for w in run.warnings if "GKE cluster" in w], run.warnings
     assert [w for w in run.warnings if w.startswith("TPU pool tpu7-pool-2 will be REPLACED")], run.warnings
+
+
+@pytest.mark.parametrize(
+    "key, chart, version",
+    [
+        ("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "0.11.2"),
+        ("leaderWorkerSet", "oci://registry.k8s.io/lws/charts/lws", "0.8.1"),
+    ],
+)
+def test_a_chart_upgrade_whose_crds_helm_keeps_says_how_to_apply_them(runs, key, chart, version):
+    run = run_stack({f"platform.{key}.version": version}, previous_outputs=previous_of(runs["dev"]))
+    (line,) = [w for w in run.warnings if w.startswith(f"platform.{key}: the chart goes")]
+    assert f"-> {version}, and Helm upgrades the controller but not the CRDs" in line
+    assert line.endswith(
+        f"helm show crds {chart} --version {version} | kubectl apply --server-side --force-conflicts -f -"
+    )
+
+
+def test_a_kueue_chart_upgrade_needs_nothing_by_hand(runs):
+    """Kueue's CRDs are templates of its chart: Helm upgrades them with the release."""
+    run = run_stack({"platform.kueue.version": "0.17.5"}, previous_outputs=previous_of(runs["dev"]))
+    assert not [w for w in run.warnings if "the chart goes" in w], run.warnings
+
+
+def test_the_charts_a_stack_installs():
+    platform = platform_config.PlatformConfig()
+    assert set(platform_config.installed_charts(platform, dynamic_slicing=True)) == {
+        "jobset",
+        "kueue",
+        "leaderWorkerSet",
+    }
+    assert set(platform_config.installed_charts(platform, dynamic_slicing=False)) == {"jobset"}  # saxml
+    none = dataclasses.replace(platform, install=False)
+    assert platform_config.installed_charts(none, dynamic_slicing=True) == {}
 
 
 def test_new_node_labels_on_the_resource_flavor_in_use_are_refused(runs):

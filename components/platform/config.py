@@ -119,6 +119,21 @@ class QueuesConfig:
 
 # --- Rules -----------------------------------------------------------------------------
 
+# The charts that ship their CRDs in the chart's crds/ folder (JobSet's and LeaderWorkerSet's, at the pinned
+# versions; Kueue's are templates): Helm installs those CRDs once and never upgrades them.
+CHARTS_WITH_CRDS_HELM_KEEPS = ("jobset", "leaderWorkerSet")
+
+
+def installed_charts(platform: PlatformConfig, dynamic_slicing: bool) -> dict[str, HelmChartConfig]:
+    """The registry charts this stack installs, by their key under ``platform``: JobSet whenever it installs
+    the platform; Kueue and LeaderWorkerSet only for dynamic slicing."""
+    if not platform.install:
+        return {}
+    charts = {"jobset": platform.jobset}
+    if dynamic_slicing:
+        charts |= {"kueue": platform.kueue, "leaderWorkerSet": platform.leader_worker_set}
+    return charts
+
 
 def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
     charts = (("jobset", platform.jobset), ("kueue", platform.kueue), ("leaderWorkerSet", platform.leader_worker_set))
