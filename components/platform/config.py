@@ -119,8 +119,9 @@ class QueuesConfig:
 
 # --- Rules -----------------------------------------------------------------------------
 
-# The charts that ship their CRDs in the chart's crds/ folder (JobSet's and LeaderWorkerSet's, at the pinned
-# versions; Kueue's are templates): Helm installs those CRDs once and never upgrades them.
+# The charts that ship their CRDs in the chart's crds/ folder (charts/jobset/crds at JobSet v0.11.1,
+# charts/lws/crds at LWS v0.8.0; Kueue v0.17.4 has them in templates/crd): Helm installs those CRDs once and
+# never upgrades them.
 CHARTS_WITH_CRDS_HELM_KEEPS = ("jobset", "leaderWorkerSet")
 
 
