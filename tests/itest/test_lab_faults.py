@@ -194,7 +194,22 @@ def assert_converged(lab: Lab, name: str) -> list[str]:
     pending = state_of(lab).get("pending_operations") or []
     assert not pending, f"{name}: the state still has pending operations: {pending}"
     preview_is_empty(lab, f"preview --expect-no-changes ({name})")
+    lab.state["converged"] = True
     return rendered
+
+
+def recovering_up(lab: Lab, name: str) -> tuple[Operation, float]:
+    """The `pulumi up` of a recovery, timed: it may create and update, never replace or delete."""
+    began = time.monotonic()
+    operation = lab.up(name)
+    recovery = time.monotonic() - began
+    assert not [u for u, op in operation.steps.items() if op in ("replace", "delete")], operation.steps
+    return operation, recovery
+
+
+def assert_no_object_created_twice(lab: Lab, before: dict[str, str]) -> None:
+    recreated = sorted(k for k, uid in before.items() if uids(lab).get(k) != uid)
+    assert not recreated, f"objects created twice (a new uid after the recovery): {recreated}"
 
 
 def record(lab: Lab, fault: str, injected: str, before: int, after: int, recovery: float, **details: Any) -> None:
@@ -280,12 +295,8 @@ def test_ctrl_c_cancels_the_in_flight_create_and_up_converges(lab: Lab, webhook:
     assert served and not missing, f"objects the cancelled up created are not in the state: {missing}"
     assert f"Job llm-d-pd-disaggregation/{STAGING_JOB}" not in served, "the cancelled create went through"
 
-    began = time.monotonic()
-    converging = lab.up("up (after a Ctrl-C)")  # no lock left: it starts
-    recovery = time.monotonic() - began
-    assert not [u for u, op in converging.steps.items() if op in ("replace", "delete")], converging.steps
-    recreated = sorted(k for k, uid in served.items() if uids(lab).get(k) != uid)
-    assert not recreated, f"objects created twice (a new uid after the recovery): {recreated}"
+    _, recovery = recovering_up(lab, "up (after a Ctrl-C)")  # no lock left: it starts
+    assert_no_object_created_twice(lab, served)
     rendered = assert_converged(lab, "after a Ctrl-C")
     record(
         lab,
@@ -337,15 +348,11 @@ def test_a_kill_after_ctrl_c_leaves_a_pending_create_that_cancel_refresh_and_up_
             clear_pending_creates=True, on_output=op.on_output, on_event=op.on_event, color="never"
         ),
     )
-    converging = lab.up("up (after the killed one)")
-    recovery = time.monotonic() - began
+    recovering_up(lab, "up (after the killed one)")
+    recovery = time.monotonic() - began  # cancel, refresh and up
 
-    after_uids = uids(lab)
-    recreated = sorted(k for k, uid in before_uids.items() if after_uids.get(k) != uid)
-    assert not recreated, f"objects created twice (a new uid after the recovery): {recreated}"
-    assert not [u for u, op in converging.steps.items() if op in ("replace", "delete")], converging.steps
+    assert_no_object_created_twice(lab, before_uids)
     managed = assert_converged(lab, "after a killed up")
-    lab.state["converged"] = True
     record(
         lab,
         "interrupted up: Ctrl-C, then a kill",
@@ -601,13 +608,9 @@ def test_an_object_refused_halfway_fails_up_naming_it_and_converges_once_the_cau
         for obj in reversed(policy):
             plane.kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"], "--ignore-not-found")
     wait_until_refused(plane, probe, refused=False)
-    began = time.monotonic()
-    converging = lab.up("up (the policy removed)")
-    recovery = time.monotonic() - began
+    converging, recovery = recovering_up(lab, "up (the policy removed)")
     assert converging.changed_by_the_program().get(refused_name) == "create", converging.changed()
-    assert not [u for u, op in converging.steps.items() if op in ("replace", "delete")], converging.steps
     managed = assert_converged(lab, "after a refused object")
-    lab.state["converged"] = True
     record(
         lab,
         "object refused halfway",
@@ -644,9 +647,7 @@ def test_up_with_the_api_server_gone_fails_in_bounded_time_naming_it_then_finish
     assert f"127.0.0.1:{plane.ports['APISERVER_PORT']}" in text, (
         f"the failure does not name the endpoint:\n{text[-3000:]}"
     )
-    began = time.monotonic()
-    lab.up("up (again, API server back)")
-    recovery = time.monotonic() - began
+    _, recovery = recovering_up(lab, "up (again, API server back)")
     served = lab.served(lab.expected_object("WorkloadPriorityClass", LOW_PRIORITY))
     assert served is not None and served["value"] == 1900
     managed = assert_converged(lab, "after the API server came back")
@@ -691,12 +692,9 @@ def test_destroy_of_a_cluster_that_is_gone_finishes_with_the_providers_switch_an
     # The API server was only stopped, so every object is still in it: the switch took the state's word
     # away, not the objects. An up adopts them (server-side apply) instead of creating them again.
     assert uids(lab) == before, "objects changed while the state was dropped"
-    began = time.monotonic()
-    lab.up("up (the cluster answers again)")
-    recovery = time.monotonic() - began
+    _, recovery = recovering_up(lab, "up (the cluster answers again)")
     assert uids(lab) == before, "the up created objects again instead of adopting them"
     managed = assert_converged(lab, "after adopting the cluster's objects")
-    lab.state["converged"] = True
     record(
         lab,
         "cluster gone during destroy",
