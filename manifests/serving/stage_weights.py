@@ -270,9 +270,6 @@ class Spool:
                     f"{self.file.path}: the download ended at byte {self.written}, the Hub lists {self.file.size}"
                 )
 
-    def reader(self) -> SpoolReader:
-        return SpoolReader(self)
-
 
 class SpoolWriter:
     """The file object ``http_get`` writes the download to."""
@@ -448,7 +445,7 @@ class Stager:
             nonlocal failed
             downloading = spool.download(fetch)
             try:
-                self.upload(spool.reader(), file)
+                self.upload(SpoolReader(spool), file)
             except BaseException as error:
                 spool.stop()
                 downloading.join()
