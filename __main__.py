@@ -27,16 +27,19 @@ config = stack.config
 lifecycle = stack_config.lifecycle_facts(config)
 previous_outputs().apply(lambda outputs: wiring.announce_changes(outputs.get(stack_config.LIFECYCLE_OUTPUT), lifecycle))
 
-# 2. Google Cloud layer, or the cluster made elsewhere that the Kubernetes layer goes onto.
+# 2. Google Cloud layer, or the cluster made elsewhere that the Kubernetes layer goes onto. The APIs
+#    first: every Google Cloud call waits for the one it goes through (an empty project refuses it).
 network = tpu = after_apis = services = None
+if wiring.project_apis(stack):
+    services = ProjectServices("project-services", wiring.project_services_args(stack))
+    after_apis = wiring.after(services)
 cluster: wiring.Target
 if config.cluster.existing.enabled:
     cluster = ExistingCluster("cluster", wiring.existing_cluster_args(stack))
 else:
-    services = ProjectServices("project-services", wiring.project_services_args(stack))
-    after_apis = wiring.after(services)
+    assert services is not None, "a stack that makes its cluster enables every API it needs"
     network = Network("network", wiring.network_args(stack), opts=after_apis)
-    cluster = Cluster("cluster", wiring.cluster_args(stack, network), opts=after_apis)
+    cluster = Cluster("cluster", wiring.cluster_args(stack, network, services), opts=after_apis)
     tpu = TpuCapacity("tpu-capacity", wiring.tpu_capacity_args(stack, cluster), opts=after_apis)
 
 # 3. Cluster platform: controllers by Helm; the gates between the layers (what workloads wait
@@ -57,7 +60,7 @@ if stack.checks is not None and queues is not None:
     checks = SliceChecks("slice-checks", wiring.slice_checks_args(stack, cluster, platform, queues, gates))
 if stack.serving is not None and queues is not None:
     serving = ModelServing(
-        "serving", wiring.serving_args(stack, cluster, network, platform, queues, gates), opts=after_apis
+        "serving", wiring.serving_args(stack, services, cluster, network, platform, queues, gates), opts=after_apis
     )
 if stack.saxml is not None:
     saxml = SaxmlCell("saxml", wiring.saxml_args(stack, cluster, platform, gates), opts=after_apis)

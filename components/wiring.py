@@ -16,7 +16,15 @@ from components.config_base import ConfigError
 from components.gcp.cluster import Cluster, ClusterArgs
 from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.gcp.network import Network, NetworkArgs
-from components.gcp.project_services import ProjectServices, ProjectServicesArgs
+from components.gcp.project_services import (
+    CONTAINER_API,
+    IAM_API,
+    REQUIRED_APIS,
+    RESOURCE_MANAGER_API,
+    STORAGE_API,
+    ProjectServices,
+    ProjectServicesArgs,
+)
 from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, TpuPoolArgs
 from components.operations.component import AlertingArgs
 from components.platform.config import HelmChartConfig, installed_charts
@@ -36,9 +44,33 @@ Target = Cluster | ExistingCluster
 # --- Google Cloud -----------------------------------------------------------------------
 
 
+def project_apis(stack: Stack) -> tuple[str, ...]:
+    """The APIs the stack's own Google Cloud calls go through. All of them for a stack that makes its
+    network and cluster; on a cluster made elsewhere (whose project has GKE's APIs on already) only those
+    of what the stack still makes there: none for the integration lab, which makes nothing in Google Cloud."""
+    config = stack.config
+    if not config.cluster.existing.enabled:
+        return REQUIRED_APIS
+    needed: set[str] = set()
+    if stack.serving is not None:
+        bucket = config.serving.weights_bucket
+        if bucket.create or bucket.grant_access:
+            needed.add(STORAGE_API)
+        if bucket.grant_access:
+            needed.add(RESOURCE_MANAGER_API)  # the grants read the project number
+    if stack.saxml is not None:
+        needed |= {STORAGE_API, IAM_API}  # the admin bucket, the cell's Google service account
+    # (alerts are refused on a cluster made elsewhere: operations/config.py)
+    return tuple(api for api in REQUIRED_APIS if api in needed)
+
+
 def project_services_args(stack: Stack) -> ProjectServicesArgs:
     config = stack.config
-    return ProjectServicesArgs(project=config.project, enable_ai_zones=config.tpu_zone_is_ai_zone)
+    return ProjectServicesArgs(
+        project=config.project,
+        apis=project_apis(stack),
+        enable_ai_zones=config.tpu_zone_is_ai_zone and not config.cluster.existing.enabled,
+    )
 
 
 def network_args(stack: Stack) -> NetworkArgs:
@@ -56,7 +88,7 @@ def network_args(stack: Stack) -> NetworkArgs:
     )
 
 
-def cluster_args(stack: Stack, network: Network) -> ClusterArgs:
+def cluster_args(stack: Stack, network: Network, services: ProjectServices) -> ClusterArgs:
     config = stack.config
     cluster = config.cluster
     return ClusterArgs(
@@ -76,6 +108,7 @@ def cluster_args(stack: Stack, network: Network) -> ClusterArgs:
         node_service_account_id=cluster.node_account_id,
         maintenance_window=cluster.maintenance_window,
         maintenance_exclusions=cluster.maintenance_exclusions,
+        container_api=services.api(CONTAINER_API),
     )
 
 
@@ -183,6 +216,7 @@ def slice_checks_args(
 
 def serving_args(
     stack: Stack,
+    services: ProjectServices | None,
     cluster: Target,
     network: Network | None,
     platform: ClusterPlatform,
@@ -202,6 +236,9 @@ def serving_args(
         namespace=serving.namespace,
         hf_token=serving.hf_token,
         grant_access=serving.weights_bucket.grant_access,
+        resource_manager_api=[services.api(RESOURCE_MANAGER_API)]
+        if services and serving.weights_bucket.grant_access
+        else [],
         router=(
             HelmChartConfig(serving.router.chart, serving.router.version, serving.namespace)
             if serving.router.install

@@ -4,7 +4,9 @@ import pytest
 import yaml
 
 from components.gcp.project_services import REQUIRED_APIS
-from tests.conftest import run_stack
+from tests.conftest import PROJECT_ROOT, as_pulumi_values, run_stack, stack_values, with_overrides
+from tools import render
+from tools.mock_engine import stack_config_values
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 
@@ -294,3 +296,47 @@ def test_a_floor_gke_does_not_offer_warns_at_preview():
     run = run_stack(engine_versions=["1.36.0-gke.2459000"])
     assert any("GKE offers no 1.36 version at or above the floor" in w for w in run.warnings)
     assert not any("cluster.version" in w for w in run_stack().warnings)
+
+
+# --- A new project: every Google Cloud call waits for the API it goes through -----------------------
+
+STACKS = sorted(p.name.split(".")[1] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_first_preview_and_up_of_every_stack_pass_in_a_new_project(stack):
+    """Every invoke the program makes waits for the Service of its API (so the next one added without
+    that wait fails here), and every Google Cloud resource is created after the API it goes through."""
+    values, secret_keys = stack_config_values(stack)
+    runs = render.empty_project_runs(stack, values, secret_keys)  # raises ServiceDisabled on a refusal
+    assert runs["up"].invocations, "the stack reads nothing from the cloud: nothing here is tested"
+    for step, run in runs.items():
+        for invocation in run.invocations:
+            assert invocation.api is not None, invocation.token
+            assert invocation.api.split(".")[0] in invocation.waited_for, (step, invocation)
+            # The first preview cannot run a read whose API is not on yet; the up runs it after.
+            assert invocation.answer == ("unknown" if step == "preview" else "answered"), (step, invocation)
+
+
+def test_on_a_cluster_made_elsewhere_the_stack_enables_only_what_its_own_calls_need():
+    existing = {"cluster.existing": {"name": "team-cluster", "location": "us-central1"}}
+    run = run_stack(existing)
+    services = sorted(s.input("service") for s in run.of_type("gcp:projects/service:Service"))
+    # The weights bucket and its grants (which read the project number); GKE's own APIs are on already.
+    assert services == ["cloudresourcemanager.googleapis.com", "storage.googleapis.com"]
+    assert not run.of_type("gcp:compute/previewFeature:PreviewFeature")
+    (lookup,) = [i for i in run.invocations if i.token == "gcp:organizations/getProject:getProject"]
+    assert lookup.waited_for == ["cloudresourcemanager"]
+    values = as_pulumi_values(with_overrides(stack_values("dev"), existing))
+    runs = render.empty_project_runs("dev", values, [])  # a project with a cluster: GKE's APIs on, no others
+    assert [i.answer for i in runs["up"].invocations] == ["answered", "answered"]
+
+
+def test_a_stack_that_makes_nothing_in_google_cloud_enables_no_api():
+    lab = {
+        "cluster.existing": {"kubeconfig": "apiVersion: v1\nkind: Config\n"},
+        "serving.weightsBucket": {"name": "my-model-weights", "create": False, "grantAccess": False},
+    }
+    run = run_stack(lab, secrets=("cluster",))
+    assert not [r for r in run.registrations if r.type.startswith("gcp:")]
+    assert run.invocations == []

@@ -18,7 +18,7 @@ def renders():
 
 
 @pytest.mark.parametrize("stack", STACKS)
-@pytest.mark.parametrize("file_name", ["resources.json", "kubernetes.yaml", "outputs.json"])
+@pytest.mark.parametrize("file_name", render.FILES)
 def test_render_matches_golden(renders, stack, file_name):
     files, _ = renders[stack]
     golden = GOLDEN / stack / file_name
@@ -68,10 +68,10 @@ def test_secure_stack_values_become_secret_placeholders(tmp_path):
     assert "AAABAKZ0" not in json.dumps(values)
 
 
-def test_cli_writes_the_four_files_and_a_summary(tmp_path, capsys):
+def test_cli_writes_the_files_and_a_summary(tmp_path, capsys):
     assert render.main(["--stack", "dev", "--out", str(tmp_path)]) == 0
     names = sorted(p.name for p in (tmp_path / "dev").iterdir())
-    assert names == ["graph.txt", "kubernetes.yaml", "outputs.json", "resources.json"]
+    assert names == sorted(render.FILES)
     printed = capsys.readouterr().out
     assert "1  gcp:compute/resourcePolicy:ResourcePolicy" in printed
     assert "2 pool(s) of tpu7x-standard-4t: 32 nodes, 128 chips, 2 cube(s) of 4x4x4" in printed
@@ -84,7 +84,7 @@ def test_cli_writes_the_four_files_and_a_summary(tmp_path, capsys):
 
 def test_the_graph_lists_every_resource_once_in_each_direction(renders):
     files, run = renders["dev"]
-    lines = [line for line in files["graph.txt"].splitlines() if line and not line.startswith("#")]
+    lines = [line for line in files["graph.txt"].splitlines() if line and not line.startswith(("#", "invoke "))]
     created = [n for line in lines if line.startswith("create") for n in line.split(": ", 1)[1].split(", ")]
     deleted = [n for line in lines if line.startswith("destroy") for n in line.split(": ", 1)[1].split(", ")]
     nodes = sorted(r.name for r in run.registrations if not r.type.startswith("tpu-gke:"))

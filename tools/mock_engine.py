@@ -6,6 +6,7 @@ keeps each one (type, name, parent, inputs, options) for the offline render and 
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import runpy
@@ -16,9 +17,11 @@ from typing import Any
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc, settings
+from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import Stack
 from pulumi.runtime.sync_await import _sync_await
 
+from tools.gcp_model import SERVICE_RESOURCE, CloudProject, api_of
 from tools.stack_file import read_stack_file
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +31,8 @@ SECRET = "[secret]"
 UNKNOWN = "[unknown]"
 # Stands in for a `secure:` stack value: its ciphertext can only be decrypted by the CLI.
 SECRET_PLACEHOLDER = "offline-placeholder-secret"
-PROJECT_NUMBER_PLACEHOLDER = "PROJECT_NUMBER"  # what getProject would return in a real preview
+PROJECT_NUMBER_PLACEHOLDER = "PROJECT_NUMBER"
+EVERY_API_ON = CloudProject()  # the ordinary render's project: prepared by hand, every API enabled  # what getProject would return in a real preview
 
 
 @dataclass
@@ -57,11 +61,22 @@ class Registration:
 
 
 @dataclass
+class Invocation:
+    """One read of the cloud (an invoke) as the engine saw it."""
+
+    token: str
+    waited_for: list[str]  # names of the resources it waited for (its depends_on, expanded)
+    api: str | None  # the Google Cloud API it goes through (tools/gcp_model.py), None for others
+    answer: str = ""  # "answered", "unknown" (it waits for what a preview does not create) or "refused: ..."
+
+
+@dataclass
 class ProgramRun:
     registrations: list[Registration]
     outputs: dict[str, Any]  # export name -> sanitized value ("[secret]", "[unknown]")
     raw_outputs: dict[str, Any] = field(default_factory=dict)  # export name -> resolved value
     warnings: list[str] = field(default_factory=list)  # what the program logged as warnings
+    invocations: list[Invocation] = field(default_factory=list)  # every invoke, in the order it ran
 
     def of_type(self, type_token: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == type_token]
@@ -120,12 +135,42 @@ def _applied_outputs(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
 
 
 class _RecordingMonitor(pulumi_mocks.MockMonitor):
-    def __init__(self, mocks: _Mocks, registrations: list[Registration]):
+    """The SDK's mock monitor, recording every registration and invoke, and answering as the engine and
+    the project (``cloud``) would: an invoke waits for its ``depends_on`` (the engine's invoke gate, which
+    the SDK's own mock leaves out), and a Google Cloud call of an API the project has not enabled by
+    then is refused (tools/gcp_model.py)."""
+
+    def __init__(
+        self,
+        mocks: _Mocks,
+        registrations: list[Registration],
+        invocations: list[Invocation],
+        cloud: CloudProject,
+        project: str,
+    ):
         super().__init__(mocks)
+        self.preview = mocks.preview
         self.registrations = registrations
+        self.invocations = invocations
+        self.cloud = cloud
+        self.project = project
+        self._registered: dict[str, tuple[str, dict[str, Any]]] = {}  # urn -> (type, inputs)
+        self._dependencies: dict[str, list[str]] = {}  # urn -> the urns it waits for
+
+    def GetDeploymentInfo(self, request: Any) -> Any:
+        info = super().GetDeploymentInfo(request)  # type: ignore[no-untyped-call]  # the SDK's mock is untyped
+        # The CLI's engine gates invokes on their dependencies; so does this monitor (Invoke below).
+        info.supportedFeatures.append(resource_pb2.RESOURCE_MONITOR_FEATURE_INVOKE_DEPENDS_ON)
+        return info
 
     def RegisterResource(self, request: Any) -> Any:
+        urn = self.make_urn(request.parent, request.type, request.name)
+        if request.custom and not self.preview:  # a preview creates nothing, so calls no API
+            self._refuse_if_disabled(request.type, list(request.dependencies))
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]  # the SDK's mock is untyped
+        inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
+        self._registered[urn] = (request.type, unwrap_secrets(inputs))
+        self._dependencies[urn] = list(request.dependencies)
         if request.type != "pulumi:pulumi:Stack":
             parent = request.parent if request.parent and _urn_type(request.parent) != "pulumi:pulumi:Stack" else None
             timeouts = request.customTimeouts
@@ -135,7 +180,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                     name=request.name,
                     parent=parent.split("::")[-1] if parent else None,
                     custom=bool(request.custom),
-                    inputs=rpc.deserialize_properties(request.object, keep_unknowns=True),
+                    inputs=inputs,
                     provider=request.provider,
                     dependencies=sorted({urn.split("::")[-1] for urn in request.dependencies}),
                     protect=bool(request.protect),
@@ -146,6 +191,46 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                 )
             )
         return response
+
+    def Invoke(self, request: Any) -> Any:
+        if request.tok == "pulumi:pulumi:getResource":
+            return super().Invoke(request)  # type: ignore[no-untyped-call]  # the SDK's mock is untyped
+        waited_for = list(request.dependsOn)
+        invocation = Invocation(
+            token=request.tok, waited_for=sorted({urn.split("::")[-1] for urn in waited_for}), api=api_of(request.tok)
+        )
+        self.invocations.append(invocation)
+        if self.preview and self.cloud.fresh and any(urn in self._registered for urn in waited_for):
+            # The engine declines an invoke whose dependencies are pending creation: wholly unknown.
+            invocation.answer = "unknown"
+            return resource_pb2.ResourceInvokeResponse(unknown=True)
+        try:
+            self._refuse_if_disabled(request.tok, waited_for)
+        except Exception as refusal:
+            invocation.answer = f"refused: {refusal}"
+            raise
+        invocation.answer = "answered"
+        return super().Invoke(request)  # type: ignore[no-untyped-call]  # the SDK's mock is untyped
+
+    def _refuse_if_disabled(self, token: str, dependencies: list[str]) -> None:
+        if refusal := self.cloud.refusal(token, self._enabled_by(dependencies), self.project):
+            raise refusal
+
+    def _enabled_by(self, dependencies: list[str]) -> set[str]:
+        """The APIs enabled by the Services among ``dependencies`` and everything they wait for."""
+        apis: set[str] = set()
+        seen: set[str] = set()
+        pending = list(dependencies)
+        while pending:
+            urn = pending.pop()
+            if urn in seen or urn not in self._registered:
+                continue
+            seen.add(urn)
+            type_token, inputs = self._registered[urn]
+            if type_token == SERVICE_RESOURCE:
+                apis.add(inputs["service"])
+            pending.extend(self._dependencies[urn])
+        return apis
 
 
 def _options(request: Any) -> dict[str, Any]:
@@ -201,16 +286,27 @@ def run_program(
     registrations: list[Registration] | None = None,
     engine_versions: list[str] | None = None,
     previous_outputs: dict[str, Any] | None = None,
+    cloud: CloudProject = EVERY_API_ON,
+    invocations: list[Invocation] | None = None,
+    program_path: Path = PROGRAM,
 ) -> ProgramRun:
-    """Run ``__main__.py`` once under mocks; program errors propagate with their own type.
+    """Run ``__main__.py`` (or ``program_path``) once under mocks; program errors propagate with their own type.
 
-    ``registrations``, when given, receives every registration as it happens, so a caller can
-    see what a failing run registered before it failed.
+    ``registrations`` and ``invocations``, when given, receive every registration and invoke as it
+    happens, so a caller can see what a failing run did before it failed. ``cloud`` is the project the
+    run goes to (tools/gcp_model.py): by default one with every API on; ``CloudProject.empty()`` refuses
+    each Google Cloud call made before the API it goes through is enabled.
     """
     settings.ROOT.set(None)  # a fresh root Stack, or exports leak between runs
     pulumi.runtime.set_all_config(dict(config), secret_keys=list(secret_keys or []))
     mocks = _Mocks(preview, engine_versions, previous_outputs)
-    monitor = _RecordingMonitor(mocks, registrations if registrations is not None else [])
+    monitor = _RecordingMonitor(
+        mocks,
+        registrations if registrations is not None else [],
+        invocations if invocations is not None else [],
+        cloud,
+        config.get(f"{PROJECT_NAME}:project", "PROJECT"),
+    )
     logger = logging.getLogger(f"{__name__}.program")
     logger.propagate = False
     collected = _Collected()
@@ -219,9 +315,15 @@ def run_program(
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]  # the SDK's test decorator is untyped
     def program() -> None:
-        runpy.run_path(str(PROGRAM), run_name="__pulumi_main__")
+        runpy.run_path(str(program_path), run_name="__pulumi_main__")
 
-    program()
+    try:
+        program()
+    finally:
+        # A failed run leaves futures whose exception nobody retrieved; their finalizers log it. Run them
+        # now: collected later, during a compile (pytest rewriting a module it imports), that logging
+        # made CPython 3.11.7 fail the compile ("AST constructor recursion depth mismatch"), seen here.
+        gc.collect()
     root = settings.get_root_resource()
     assert isinstance(root, Stack), "the mocks ran no program"
     exports = root.outputs
@@ -231,6 +333,7 @@ def run_program(
         outputs={name: shown for name, (shown, _) in resolved.items()},
         raw_outputs={name: raw for name, (_, raw) in resolved.items()},
         warnings=[r.getMessage() for r in collected.records if r.levelno >= logging.WARNING],
+        invocations=monitor.invocations,
     )
 
 

@@ -2,11 +2,14 @@
 
     python -m tools.render --stack dev [--out build/render]
 
-Writes resources.json, kubernetes.yaml, outputs.json and graph.txt and prints a summary. resources.json
-records each resource's inputs, what it waits for (``dependsOn``: its explicit dependencies, every
-resource its inputs come from, and its explicit provider) and the lifecycle options it sets;
-graph.txt lists the waves in which `pulumi up` creates the resources and `pulumi destroy` deletes
-them, so a pull request's render diff shows every change of order and of lifecycle. kubernetes.yaml
+Writes resources.json, kubernetes.yaml, outputs.json, graph.txt and empty-project.txt and prints a
+summary. resources.json records each resource's inputs, what it waits for (``dependsOn``: its explicit
+dependencies, every resource its inputs come from, and its explicit provider) and the lifecycle options
+it sets; graph.txt lists the waves in which `pulumi up` creates the resources and `pulumi destroy`
+deletes them, and what each read of the cloud (invoke) waits for, so a pull request's render diff shows
+every change of order and of lifecycle. empty-project.txt is the stack's first preview and up in a new
+project, where Google Cloud refuses a call to an API not yet enabled (tools/gcp_model.py): the render
+fails if any call of the program would be refused there. kubernetes.yaml
 holds every object the program declares plus the objects of Helm releases from a local chart
 (rendered with helm-python-sdk, as Helm would install them); releases of published charts stay
 in resources.json only, since rendering them would need the registry. An invalid stack config
@@ -20,12 +23,22 @@ import collections
 import json
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tools.mock_engine import PROJECT_ROOT, ProgramRun, Registration, run_program, sanitize, stack_config_values
+from tools.gcp_model import CloudProject, ServiceDisabled, api_of
+from tools.mock_engine import (
+    PROJECT_ROOT,
+    Invocation,
+    ProgramRun,
+    Registration,
+    run_program,
+    sanitize,
+    stack_config_values,
+)
 from tools.stack_file import StackFileError
 
 # Types whose inputs are a Kubernetes object (not Helm releases, providers or our components).
@@ -41,10 +54,55 @@ def render(stack: str, stack_dir: Path = PROJECT_ROOT) -> tuple[dict[str, str], 
         "resources.json": _json(resources_document(run.registrations)),
         "kubernetes.yaml": kubernetes_document(run.registrations),
         "outputs.json": _json(dict(sorted(run.outputs.items()))),
-        "graph.txt": graph_document(run.registrations),
+        "graph.txt": graph_document(run.registrations, run.invocations),
+        "empty-project.txt": empty_project_document(stack, values, secret_keys),
     }
     return files, run
 
+
+def new_project(values: dict[str, str], secret_keys: list[str]) -> CloudProject:
+    """The project a stack's first `up` goes to: a new one; a cluster made elsewhere has GKE's APIs on."""
+    from components import stack as stack_config
+
+    if stack_config.load_pulumi_values(values, secret_keys).config.cluster.existing.enabled:
+        return CloudProject.empty("container.googleapis.com", "compute.googleapis.com")
+    return CloudProject.empty()
+
+
+def empty_project_runs(stack: str, values: dict[str, str], secret_keys: list[str]) -> dict[str, ProgramRun]:
+    """The stack's first `pulumi preview` and `pulumi up` in a new project; ServiceDisabled if a call is refused."""
+    cloud = new_project(values, secret_keys)
+    return {
+        step: run_program(values, secret_keys, stack=stack, preview=step == "preview", cloud=cloud)
+        for step in ("preview", "up")
+    }
+
+
+def empty_project_document(stack: str, values: dict[str, str], secret_keys: list[str]) -> str:
+    """empty-project.txt: what each read of the cloud waited for and how the new project answered it, and
+    the Google Cloud resources the first `up` created, each after the API it goes through."""
+    runs = empty_project_runs(stack, values, secret_keys)
+    lines = [
+        f"# The first `pulumi preview` and `pulumi up` of this stack in a new project ({new_project(values, secret_keys).describe()}),",
+        "# as the model of Google Cloud answers them (tools/gcp_model.py): a call of an API not yet enabled is refused.",
+    ]
+    for step, run in runs.items():
+        lines += [f"{step}: {_invocation_line(i)}: {i.answer}" for i in run.invocations]
+    created = collections.Counter(
+        api_of(r.type) for r in runs["up"].registrations if r.custom and r.type.startswith("gcp:")
+    )
+    apis = ", ".join(f"{(api or '').split('.')[0]} {count}" for api, count in sorted(created.items()))
+    lines.append(f"up: {sum(created.values())} Google Cloud resources created, each after its API ({apis or 'none'})")
+    return "\n".join(lines) + "\n"
+
+
+def _invocation_line(invocation: Invocation) -> str:
+    waits = ", ".join(invocation.waited_for) or "nothing (runs when the program starts)"
+    return f"invoke {invocation.token} waits for {waits}"
+
+
+# What a render writes, each file a review surface (tests/golden/<stack>/ holds the reviewed ones).
+FILES = ("resources.json", "kubernetes.yaml", "outputs.json", "graph.txt", "empty-project.txt")
 
 COMPONENT_PREFIX = "tpu-gke:"  # our own ComponentResources: they group resources and create nothing
 
@@ -114,12 +172,16 @@ def destroy_waves(registrations: list[Registration]) -> list[list[str]]:
     return waves
 
 
-def graph_document(registrations: list[Registration]) -> str:
-    """graph.txt: the create waves of `pulumi up` and the delete waves of `pulumi destroy`."""
+def graph_document(registrations: list[Registration], invocations: Sequence[Invocation] = ()) -> str:
+    """graph.txt: the create waves of `pulumi up`, the delete waves of `pulumi destroy`, and what each
+    read of the cloud waits for."""
     lines = ["# pulumi up creates each wave once the waves above it exist"]
     lines += [f"create {i}: {', '.join(wave)}" for i, wave in enumerate(create_waves(registrations), 1)]
     lines += ["", "# pulumi destroy deletes each wave once the waves above it are gone"]
     lines += [f"destroy {i}: {', '.join(wave)}" for i, wave in enumerate(destroy_waves(registrations), 1)]
+    if invocations:
+        lines += ["", "# reads of the cloud: each invoke runs once what it waits for exists"]
+        lines += sorted({_invocation_line(i) for i in invocations})
     return "\n".join(lines) + "\n"
 
 
@@ -172,7 +234,9 @@ def summary(stack: str, run: ProgramRun, stack_dir: Path = PROJECT_ROOT) -> list
     lines += [f"  {count:3d}  {type_token}" for type_token, count in sorted(counts.items())]
     lines += ["TPU capacity:"] + [f"  {line}" for line in config.capacity_report().lines()]
     lines += ["TPU admission:"] + [f"  {line}" for line in run.outputs.get("admissionPlan", ["no slice workloads"])]
-    lines += ["Order (graph.txt):"] + [f"  {line}" for line in graph_document(run.registrations).splitlines() if line]
+    lines += ["Order (graph.txt):"] + [
+        f"  {line}" for line in graph_document(run.registrations, run.invocations).splitlines() if line
+    ]
     return lines
 
 
@@ -203,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except StackFileError as error:
         print(f"render of stack {args.stack} failed: {error}", file=sys.stderr)
+        return 1
+    except ServiceDisabled as refusal:
+        print(f"render of stack {args.stack} failed: in a new project, Google Cloud refuses {refusal}", file=sys.stderr)
         return 1
     except FileNotFoundError:
         stacks = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in args.stack_dir.glob("Pulumi.*.yaml"))

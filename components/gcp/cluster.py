@@ -35,6 +35,7 @@ class ClusterArgs:
     node_service_account_id: str
     maintenance_window: MaintenanceWindowConfig | None
     maintenance_exclusions: list[MaintenanceExclusionConfig]
+    container_api: pulumi.Resource  # the Kubernetes Engine API's enablement: the version lookup waits for it
 
 
 class Cluster(pulumi.ComponentResource):
@@ -169,7 +170,9 @@ class Cluster(pulumi.ComponentResource):
             location=args.region,
             project=args.project,
             version_prefix=f"{floor.minor_alias}.",
-            opts=pulumi.InvokeOptions(parent=self),
+            # Its own wait: the component's depends_on is not an invoke's (on an empty project the
+            # lookup would run at program start and fail with the API's 403 SERVICE_DISABLED).
+            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[args.container_api]),
         ).valid_master_versions
 
         def warn(versions: list[str] | None) -> None:

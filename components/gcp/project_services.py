@@ -7,14 +7,23 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+CONTAINER_API = "container.googleapis.com"
+COMPUTE_API = "compute.googleapis.com"
+IAM_API = "iam.googleapis.com"
+RESOURCE_MANAGER_API = "cloudresourcemanager.googleapis.com"  # project IAM, and the project number lookup
+STORAGE_API = "storage.googleapis.com"
+MONITORING_API = (
+    "monitoring.googleapis.com"  # GKE's system metrics and managed Prometheus write there; the alert policies
+)
+# What a stack that makes its own network and cluster needs, in the order they are listed to a reader.
 REQUIRED_APIS = (
-    "container.googleapis.com",
-    "compute.googleapis.com",
-    "iam.googleapis.com",
-    "cloudresourcemanager.googleapis.com",
+    CONTAINER_API,
+    COMPUTE_API,
+    IAM_API,
+    RESOURCE_MANAGER_API,
     "networkservices.googleapis.com",
-    "storage.googleapis.com",
-    "monitoring.googleapis.com",  # GKE's system metrics and managed Prometheus write there; the alert policies
+    STORAGE_API,
+    MONITORING_API,
 )
 AI_ZONES_FEATURE = "ai-zones-visibility"
 
@@ -22,17 +31,24 @@ AI_ZONES_FEATURE = "ai-zones-visibility"
 @dataclass(frozen=True)
 class ProjectServicesArgs:
     project: str
+    apis: tuple[str, ...]  # REQUIRED_APIS, or on a cluster made elsewhere those the stack's own calls need
     enable_ai_zones: bool
 
 
 class ProjectServices(pulumi.ComponentResource):
-    """Enables the APIs (never disabling them on destroy: other workloads may use them)."""
+    """Enables the APIs (never disabling them on destroy: other workloads may use them).
+
+    Every Google Cloud call of the stack waits for the API it goes through: resources through their
+    component's ``depends_on`` (the whole component), and each invoke through ``api(name)`` in its
+    own ``InvokeOutputOptions(depends_on=...)``: a parent's dependencies are not an invoke's, and an
+    invoke that waits for nothing runs when the program starts, before any API is enabled.
+    """
 
     def __init__(self, name: str, args: ProjectServicesArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:gcp:ProjectServices", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.apis = [
-            gcp.projects.Service(
+        self._by_api = {
+            api: gcp.projects.Service(
                 api.split(".")[0],
                 project=args.project,
                 service=api,
@@ -40,8 +56,9 @@ class ProjectServices(pulumi.ComponentResource):
                 disable_dependent_services=False,
                 opts=child,
             )
-            for api in REQUIRED_APIS
-        ]
+            for api in args.apis
+        }
+        self.apis = list(self._by_api.values())
         self.preview_features = []
         if args.enable_ai_zones:
             self.preview_features.append(
@@ -54,4 +71,10 @@ class ProjectServices(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, depends_on=self.apis),
                 )
             )
-        self.register_outputs({"apis": list(REQUIRED_APIS), "aiZones": args.enable_ai_zones})
+        self.register_outputs({"apis": list(args.apis), "aiZones": args.enable_ai_zones})
+
+    def api(self, name: str) -> gcp.projects.Service:
+        """The enablement of one API, for a call through it to wait for."""
+        if name not in self._by_api:
+            raise KeyError(f"{name} is not among the APIs this stack enables ({', '.join(self._by_api)})")
+        return self._by_api[name]

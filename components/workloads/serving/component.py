@@ -34,6 +34,8 @@ class ServingArgs:
     create_bucket: bool
     keep_bucket_on_destroy: bool
     grant_access: bool  # bind the model servers' account to the bucket (false: done elsewhere)
+    # What the project-number lookup of the grants waits for: the Cloud Resource Manager API's enablement.
+    resource_manager_api: list[pulumi.Resource]
     workload_pool: pulumi.Input[str]  # the cluster's: bindings to it wait for the cluster
     namespace: str
     hf_token: str  # empty: no Secret
@@ -108,7 +110,8 @@ class ModelServing(pulumi.ComponentResource):
         if not args.grant_access:
             return depends_on
         project_number = gcp.organizations.get_project_output(
-            project_id=args.project, opts=pulumi.InvokeOptions(parent=self)
+            project_id=args.project,
+            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=args.resource_manager_api),
         ).number
         account = args.objects.service_account["metadata"]["name"]
         principal = pulumi.Output.all(project_number, args.workload_pool).apply(

@@ -1,0 +1,115 @@
+"""The harness's model of a Google Cloud project (tools/gcp_model.py) inside the mock engine.
+
+A new project refuses a call of an API that is not enabled by then, and "by then" means what the call
+waits for: an invoke that waits for nothing runs when the program starts. These tests drive small
+programs through the same engine as the stacks, so the refusals the stacks pass are real ones.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.gcp_model import SERVICE_USAGE, CloudProject, ServiceDisabled, UnmodeledCall, api_of
+from tools.mock_engine import Invocation, run_program
+
+CONFIG = {"tpu-dynamic-slicing:project": "p-123"}
+
+# The version lookup as the cluster component made it before: with only its parent among its options.
+LOOKUP_WITHOUT_ITS_API = """
+import pulumi, pulumi_gcp as gcp
+gcp.container.get_engine_versions_output(location="us-central1", project="p-123", version_prefix="1.36.")
+"""
+
+LOOKUP_AFTER_ITS_API = """
+import pulumi, pulumi_gcp as gcp
+api = gcp.projects.Service("container", project="p-123", service="container.googleapis.com")
+gcp.container.get_engine_versions_output(
+    location="us-central1", project="p-123", version_prefix="1.36.",
+    opts=pulumi.InvokeOutputOptions(depends_on=[api]),
+)
+"""
+
+NETWORK_BESIDE_ITS_API = """
+import pulumi, pulumi_gcp as gcp
+api = gcp.projects.Service("compute", project="p-123", service="compute.googleapis.com")
+gcp.compute.Network("vpc", project="p-123", auto_create_subnetworks=False)  # does not wait for it
+"""
+
+NETWORK_AFTER_ITS_API = """
+import pulumi, pulumi_gcp as gcp
+api = gcp.projects.Service("compute", project="p-123", service="compute.googleapis.com")
+gcp.compute.Network("vpc", project="p-123", auto_create_subnetworks=False, opts=pulumi.ResourceOptions(depends_on=[api]))
+"""
+
+
+def run(tmp_path: Path, source: str, *, preview: bool, cloud: CloudProject) -> tuple[list[Invocation], object]:
+    program = tmp_path / "program.py"
+    program.write_text(source)
+    invocations: list[Invocation] = []
+    try:
+        run_program(dict(CONFIG), preview=preview, cloud=cloud, invocations=invocations, program_path=program)
+    except ServiceDisabled as refusal:
+        return invocations, refusal
+    return invocations, None
+
+
+@pytest.mark.parametrize("preview", [True, False])
+def test_an_invoke_that_waits_for_nothing_is_refused_in_a_new_project(tmp_path, preview):
+    """R1: a preview and an up of an empty project both fail at the lookup, naming the API."""
+    invocations, refusal = run(tmp_path, LOOKUP_WITHOUT_ITS_API, preview=preview, cloud=CloudProject.empty())
+    assert isinstance(refusal, ServiceDisabled)
+    assert refusal.api == "container.googleapis.com"
+    assert "Error 403: Kubernetes Engine API has not been used in project p-123" in str(refusal)
+    assert "SERVICE_DISABLED" in str(refusal)
+    assert [(i.waited_for, i.answer[:8]) for i in invocations] == [([], "refused:")]
+
+
+def test_the_same_invoke_is_answered_where_every_api_is_on(tmp_path):
+    invocations, refusal = run(tmp_path, LOOKUP_WITHOUT_ITS_API, preview=True, cloud=CloudProject())
+    assert refusal is None and [i.answer for i in invocations] == ["answered"]
+
+
+@pytest.mark.parametrize("preview, answer", [(True, "unknown"), (False, "answered")])
+def test_an_invoke_waiting_for_its_api_is_unknown_in_the_first_preview_and_runs_in_the_up(tmp_path, preview, answer):
+    """The engine answers an invoke whose dependencies are pending creation as unknown; the up runs it
+    once the Service exists."""
+    invocations, refusal = run(tmp_path, LOOKUP_AFTER_ITS_API, preview=preview, cloud=CloudProject.empty())
+    assert refusal is None
+    assert [(i.token, i.waited_for, i.answer) for i in invocations] == [
+        ("gcp:container/getEngineVersions:getEngineVersions", ["container"], answer)
+    ]
+
+
+def test_a_resource_created_beside_its_api_instead_of_after_it_is_refused_by_the_up(tmp_path):
+    """Registration order under mocks is not what counts: only a wait makes the API on in time."""
+    _, refusal = run(tmp_path, NETWORK_BESIDE_ITS_API, preview=False, cloud=CloudProject.empty())
+    assert isinstance(refusal, ServiceDisabled) and refusal.api == "compute.googleapis.com"
+    _, refusal = run(tmp_path, NETWORK_BESIDE_ITS_API, preview=True, cloud=CloudProject.empty())
+    assert refusal is None, "a preview creates nothing, so it calls no API for a resource"
+    _, refusal = run(tmp_path, NETWORK_AFTER_ITS_API, preview=False, cloud=CloudProject.empty())
+    assert refusal is None
+
+
+@pytest.mark.parametrize(
+    "token, api",
+    [
+        ("gcp:container/cluster:Cluster", "container.googleapis.com"),
+        ("gcp:container/getEngineVersions:getEngineVersions", "container.googleapis.com"),
+        ("gcp:organizations/getProject:getProject", "cloudresourcemanager.googleapis.com"),
+        ("gcp:projects/iAMMember:IAMMember", "cloudresourcemanager.googleapis.com"),
+        ("gcp:projects/service:Service", SERVICE_USAGE),
+        ("gcp:serviceaccount/iAMMember:IAMMember", "iam.googleapis.com"),
+        ("gcp:storage/bucketIAMMember:BucketIAMMember", "storage.googleapis.com"),
+        ("kubernetes:core/v1:Namespace", None),
+        ("pulumi:providers:kubernetes", None),
+    ],
+)
+def test_each_call_goes_through_its_api(token, api):
+    assert api_of(token) == api
+
+
+def test_a_call_the_model_cannot_place_fails_loudly():
+    with pytest.raises(UnmodeledCall, match="add 'tpu' to API_OF_MODULE"):
+        api_of("gcp:tpu/v2Vm:V2Vm")

@@ -1,0 +1,112 @@
+"""The harness's model of a Google Cloud project: which API each call goes through, and which are on.
+
+A new project has almost no API enabled, and Google Cloud answers a call to a disabled API with
+403 SERVICE_DISABLED naming it (the message below has the shape of Google's own, e.g. "Kubernetes
+Engine API has not been used in project 88979237084 before or it is disabled ... accessNotConfigured",
+banzaicloud/cloudinfo#378; the ErrorInfo reason SERVICE_DISABLED and its `service` field are
+Google's error model, AIP-193). The mock engine (tools/mock_engine.py) asks this module, for every
+Google Cloud resource it creates and every invoke it answers, whether the API is on at that point:
+on from the start, or enabled by a `gcp:projects/service:Service` the call waits for (its
+dependencies, followed transitively). Waiting is what counts, not the order in which the mocks
+happen to register things: a real engine runs everything that does not wait in parallel.
+
+This table is written apart from the program's own list of APIs (components/gcp/project_services.py)
+on purpose: a call the program makes through an API it forgot to enable, or before enabling it,
+is refused here instead of agreeing with the program's own mistake.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SERVICE_USAGE = "serviceusage.googleapis.com"
+SERVICE_RESOURCE = "gcp:projects/service:Service"
+
+# The API behind each module of pulumi-gcp that the program uses (each resource's and data source's
+# "API documentation" link in the provider's docs, terraform-provider-google website/docs/r and /d).
+API_OF_MODULE = {
+    "compute": "compute.googleapis.com",
+    "container": "container.googleapis.com",
+    "monitoring": "monitoring.googleapis.com",
+    "organizations": "cloudresourcemanager.googleapis.com",  # getProject: projects.get
+    "projects": "cloudresourcemanager.googleapis.com",  # IAMMember: projects.getIamPolicy / setIamPolicy
+    "serviceaccount": "iam.googleapis.com",  # accounts and their IAM members
+    "storage": "storage.googleapis.com",
+}
+# Calls whose API is not their module's.
+API_OF_TOKEN = {SERVICE_RESOURCE: SERVICE_USAGE}  # enabling an API is a Service Usage call
+
+# The titles Google's 403 gives each API.
+API_TITLES = {
+    "cloudresourcemanager.googleapis.com": "Cloud Resource Manager API",
+    "compute.googleapis.com": "Compute Engine API",
+    "container.googleapis.com": "Kubernetes Engine API",
+    "iam.googleapis.com": "Identity and Access Management (IAM) API",
+    "monitoring.googleapis.com": "Cloud Monitoring API",
+    "networkservices.googleapis.com": "Network Services API",
+    "serviceusage.googleapis.com": "Service Usage API",
+    "storage.googleapis.com": "Cloud Storage API",
+}
+
+
+class UnmodeledCall(LookupError):
+    """A Google Cloud call this model cannot place: add its module to API_OF_MODULE."""
+
+
+class ServiceDisabled(Exception):
+    """Google Cloud's answer to a call of an API the project has not enabled (HTTP 403)."""
+
+    def __init__(self, api: str, project: str, call: str):
+        self.api, self.project, self.call = api, project, call
+        title = API_TITLES.get(api, api)
+        super().__init__(
+            f"{call}: googleapi: Error 403: {title} has not been used in project {project} before or it is "
+            f"disabled. Enable it by visiting https://console.developers.google.com/apis/api/{api}/overview"
+            f"?project={project} then retry. If you enabled this API recently, wait a few minutes for the action "
+            f"to propagate to our systems and retry., accessNotConfigured (reason SERVICE_DISABLED, service {api})"
+        )
+
+
+def api_of(token: str) -> str | None:
+    """The API a resource type or invoke token goes through; None for what is not Google Cloud's."""
+    if not token.startswith("gcp:"):
+        return None
+    if token in API_OF_TOKEN:
+        return API_OF_TOKEN[token]
+    module = token.split(":", 2)[1].split("/", 1)[0]
+    if module not in API_OF_MODULE:
+        raise UnmodeledCall(
+            f"the model of Google Cloud does not know which API {token} calls: add {module!r} to API_OF_MODULE"
+        )
+    return API_OF_MODULE[module]
+
+
+@dataclass(frozen=True)
+class CloudProject:
+    """The project a run goes to.
+
+    ``enabled``: the APIs on before the program runs; None means every one (a project prepared by
+    hand, the model of the ordinary render). ``fresh``: nothing of the stack exists yet, so in a
+    preview an invoke that waits for one of the stack's resources is not run (the engine answers it
+    as unknown until that resource is created).
+    """
+
+    enabled: frozenset[str] | None = None
+    fresh: bool = False
+
+    @classmethod
+    def empty(cls, *already_on: str) -> CloudProject:
+        """A new project: only Service Usage (which enabling anything needs), plus ``already_on``."""
+        return cls(frozenset({SERVICE_USAGE, *already_on}), fresh=True)
+
+    def describe(self) -> str:
+        if self.enabled is None:
+            return "every API enabled"
+        return "only " + ", ".join(sorted(self.enabled)) + " enabled"
+
+    def refusal(self, token: str, enabled_by_dependencies: set[str], project: str) -> ServiceDisabled | None:
+        """What Google Cloud answers a call that waited for the Services that enable ``enabled_by_dependencies``."""
+        api = api_of(token)
+        if api is None or self.enabled is None or api in self.enabled or api in enabled_by_dependencies:
+            return None
+        return ServiceDisabled(api, project, token)
