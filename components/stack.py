@@ -15,6 +15,7 @@ import re
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 import pulumi
@@ -209,7 +210,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     """Every block's rules, each given the blocks it reads."""
     _validate_project(config.project, config.region, problems)
     gcp_config.validate_network(config.network, problems)
-    gcp_config.validate_cluster(config.cluster, config.tpu, problems)
+    gcp_config.validate_cluster(config.cluster, config.tpu, problems, date.today())
     gcp_config.validate_tpu(config.tpu, config.region, problems)
     platform_config.validate_platform(config.platform, problems)
     platform_config.validate_queues(config.queues, problems)

@@ -1,7 +1,12 @@
 """The network, cluster and tpu blocks: every bad value refused under its key before any resource."""
 
+import dataclasses
+from datetime import date
+
 import pytest
 
+from components.config_base import Problems
+from components.gcp.config import ClusterConfig, TpuConfig, channel_floor_problem, validate_cluster
 from tests.conftest import assert_bad_input
 
 LONG_NAME = "a" * 41
@@ -147,3 +152,50 @@ GCP_BAD_INPUTS = [
 @pytest.mark.parametrize("override, key, fragment", GCP_BAD_INPUTS)
 def test_bad_input_names_its_key_and_registers_nothing(override, key, fragment):
     assert_bad_input(override, key, fragment)
+
+
+# --- GKE versions: end of standard support and the channel's own list --------------------------------
+
+
+@pytest.mark.parametrize(
+    "version, today, refused",
+    [
+        ("1.36.0-gke.3712000", date(2026, 12, 3), False),
+        ("1.36.0-gke.3712000", date(2027, 8, 8), False),
+        ("1.36.0-gke.3712000", date(2027, 8, 9), True),  # the day standard support ends
+        ("1.33.5-gke.1162000", date(2026, 8, 2), False),
+        ("1.33.5-gke.1162000", date(2026, 12, 3), True),
+        ("1.29.1-gke.100", date(2026, 12, 3), True),  # older than the table: long past
+        ("1.38.0-gke.100", date(2030, 1, 1), False),  # newer than the table: no date known
+    ],
+)
+def test_a_floor_past_gke_s_end_of_standard_support_is_refused(version, today, refused):
+    problems = Problems()
+    cluster = dataclasses.replace(ClusterConfig(), version=version, release_channel="REGULAR")
+    tpu = dataclasses.replace(TpuConfig(), machine_type="ct5lp-hightpu-4t", zone="us-west4-a", slice_shapes=[])
+    validate_cluster(cluster, tpu, problems, today)
+    found = [p for p in problems.items if p.key == "cluster.version" and "ended standard support" in str(p)]
+    assert bool(found) == refused, [str(p) for p in problems]
+    if refused:
+        assert "set a floor of a supported minor" in str(found[0])
+
+
+@pytest.mark.parametrize(
+    "newest, default, fragment",
+    [
+        ("1.36.2-gke.100", "1.35.8-gke.1036000", None),
+        ("1.36.0-gke.3712000", None, None),  # exactly the floor
+        ("1.36.0-gke.2459000", None, "the newest 1.36 version the RAPID channel offers here is 1.36.0-gke.2459000"),
+        (
+            None,
+            "1.35.8-gke.1036000",
+            "the RAPID channel offers no 1.36 version here (its default is 1.35.8-gke.1036000)",
+        ),
+    ],
+)
+def test_the_floor_must_be_offered_by_the_channel(newest, default, fragment):
+    problem = channel_floor_problem("1.36.0-gke.3712000", "RAPID", newest, default)
+    if fragment is None:
+        assert problem is None
+    else:
+        assert problem is not None and fragment in problem[0]

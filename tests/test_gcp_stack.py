@@ -4,8 +4,9 @@ import pytest
 import yaml
 
 from components.gcp.project_services import REQUIRED_APIS
-from tests.conftest import PROJECT_ROOT, as_pulumi_values, run_stack, stack_values, with_overrides
+from tests.conftest import PROJECT_ROOT, as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
 from tools import render
+from tools.gcp_model import GkeServerConfig, ReleaseChannel
 from tools.mock_engine import stack_config_values
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -269,33 +270,57 @@ def test_stack_outputs(dev_run):
 
 def test_the_saxml_cluster_asks_for_its_minor_too():
     (cluster,) = run_stack(stack="saxml").of_type("gcp:container/cluster:Cluster")
-    assert cluster.input("minMasterVersion") == "1.33"
+    assert cluster.input("minMasterVersion") == "1.35"
+
+
+def gke(channels: dict[str, tuple[str, list[str]]]) -> GkeServerConfig:
+    return GkeServerConfig({name: ReleaseChannel(default, tuple(valid)) for name, (default, valid) in channels.items()})
+
+
+# What GKE offered in us-central1 in September 2026, roughly (release notes): RAPID 1.34-1.37, REGULAR 1.34-1.36.
+SEPTEMBER_2026 = {
+    "RAPID": ("1.36.4-gke.1391000", ["1.37.0-gke.1500000", "1.36.4-gke.1391000", "1.35.8-gke.1036000"]),
+    "REGULAR": ("1.35.8-gke.1036000", ["1.36.1-gke.1200000", "1.35.8-gke.1036000", "1.34.9-gke.1000000"]),
+}
 
 
 @pytest.mark.parametrize(
-    "offered, fragment",
+    "stack, channels, warning",
     [
-        (["1.36.0-gke.3712000"], None),
-        (["1.36.2-gke.100", "1.36.0-gke.2459000"], None),
-        (["1.36.0-gke.2459000", "1.36"], "newest offered: 1.36.0-gke.2459000"),
-        ([], "newest offered: none"),
+        ("dev", SEPTEMBER_2026, None),
+        ("saxml", SEPTEMBER_2026, None),
+        # The REGULAR channel offers 1.36, but below the floor: a new cluster would start there.
+        (
+            "dev",
+            {**SEPTEMBER_2026, "RAPID": ("1.36.0-gke.2459000", ["1.36.0-gke.2459000"])},
+            "the newest 1.36 version the RAPID channel offers here is 1.36.0-gke.2459000, below the floor 1.36.0-gke.3712000",
+        ),
+        # The location offers 1.36 (on RAPID) but the saxml stack's channel does not: the channel's list decides.
+        (
+            "saxml",
+            {**SEPTEMBER_2026, "REGULAR": ("1.34.9-gke.1000000", ["1.34.9-gke.1000000"])},
+            "the REGULAR channel offers no 1.35 version here (its default is 1.34.9-gke.1000000)",
+        ),
     ],
 )
-def test_the_floor_must_be_offered_in_its_minor(offered, fragment):
-    from components.gcp.config import version_floor_problem
-
-    problem = version_floor_problem("1.36.0-gke.3712000", offered)
-    if fragment is None:
-        assert problem is None
+def test_the_floor_is_checked_against_the_stack_s_own_channel(stack, channels, warning):
+    run = run_stack(stack=stack, engine_versions=gke(channels))
+    found = [w for w in run.warnings if w.startswith("cluster.version: ")]
+    if warning is None:
+        assert found == []
     else:
-        assert problem is not None and fragment in problem and "below what its slicing needs" in problem
+        assert len(found) == 1 and warning in found[0], found
 
 
-def test_a_floor_gke_does_not_offer_warns_at_preview():
-    """A real preview looks the versions up; the render has none to compare and stays quiet."""
-    run = run_stack(engine_versions=["1.36.0-gke.2459000"])
-    assert any("GKE offers no 1.36 version at or above the floor" in w for w in run.warnings)
-    assert not any("cluster.version" in w for w in run_stack().warnings)
+def test_the_old_saxml_floor_is_refused_before_anything_is_registered():
+    """R2: GKE ended standard support of 1.33 on 2026-08-03; its REGULAR channel offers it no more."""
+    assert_bad_input(
+        {"cluster.version": "1.33.5-gke.1162000"}, "cluster.version", "GKE ended standard support of 1.33", "saxml"
+    )
+
+
+def test_nothing_is_compared_where_nothing_was_looked_up():
+    assert not any(w.startswith("cluster.version") for w in run_stack().warnings)
 
 
 # --- A new project: every Google Cloud call waits for the API it goes through -----------------------

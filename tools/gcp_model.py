@@ -18,6 +18,7 @@ is refused here instead of agreeing with the program's own mistake.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 SERVICE_USAGE = "serviceusage.googleapis.com"
 SERVICE_RESOURCE = "gcp:projects/service:Service"
@@ -110,3 +111,34 @@ class CloudProject:
         if api is None or self.enabled is None or api in self.enabled or api in enabled_by_dependencies:
             return None
         return ServiceDisabled(api, project, token)
+
+
+@dataclass(frozen=True)
+class ReleaseChannel:
+    default: str  # the version a new cluster on the channel gets without asking
+    valid: tuple[str, ...]  # the versions a new cluster on the channel may ask for, newest first
+
+
+@dataclass(frozen=True)
+class GkeServerConfig:
+    """What GKE's getServerConfig answers for one location: the versions each release channel offers."""
+
+    channels: dict[str, ReleaseChannel]
+
+    def engine_versions(self, version_prefix: str) -> dict[str, Any]:
+        """get_engine_versions' answer, computed as the provider computes it from getServerConfig
+        (hashicorp/terraform-provider-google@0262be69 google/services/container/
+        data_source_google_container_engine_versions.go): each channel's default version, and its
+        newest valid version that starts with ``version_prefix`` (absent when none does)."""
+        latest = {}
+        for name, channel in self.channels.items():
+            matching = [v for v in channel.valid if v.startswith(version_prefix)]
+            if matching:
+                latest[name] = matching[0]
+        return {
+            "releaseChannelDefaultVersion": {name: c.default for name, c in self.channels.items()},
+            "releaseChannelLatestVersion": latest,
+            "validMasterVersions": sorted(
+                {v for c in self.channels.values() for v in c.valid if v.startswith(version_prefix)}, reverse=True
+            ),
+        }

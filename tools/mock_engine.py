@@ -21,7 +21,7 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import Stack
 from pulumi.runtime.sync_await import _sync_await
 
-from tools.gcp_model import SERVICE_RESOURCE, CloudProject, api_of
+from tools.gcp_model import SERVICE_RESOURCE, CloudProject, GkeServerConfig, api_of
 from tools.stack_file import read_stack_file
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -94,7 +94,7 @@ class _Mocks(pulumi.runtime.Mocks):
     offers (``engine_versions``) and the outputs of the stack's previous update (``previous_outputs``).
     """
 
-    def __init__(self, preview: bool, engine_versions: list[str] | None, previous_outputs: dict[str, Any] | None):
+    def __init__(self, preview: bool, engine_versions: GkeServerConfig | None, previous_outputs: dict[str, Any] | None):
         self.preview = preview
         self.engine_versions = engine_versions
         self.previous_outputs = previous_outputs
@@ -121,7 +121,7 @@ class _Mocks(pulumi.runtime.Mocks):
                 "masterAuths": [{"clusterCaCertificate": ca}],
             }, []
         if args.token == "gcp:container/getEngineVersions:getEngineVersions" and self.engine_versions is not None:
-            return {"validMasterVersions": list(self.engine_versions)}, []
+            return self.engine_versions.engine_versions(args.args.get("versionPrefix") or ""), []
         return {}, []
 
 
@@ -284,7 +284,7 @@ def run_program(
     stack: str = "dev",
     preview: bool = True,
     registrations: list[Registration] | None = None,
-    engine_versions: list[str] | None = None,
+    engine_versions: GkeServerConfig | None = None,
     previous_outputs: dict[str, Any] | None = None,
     cloud: CloudProject = EVERY_API_ON,
     invocations: list[Invocation] | None = None,

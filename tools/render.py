@@ -87,7 +87,7 @@ def empty_project_document(stack: str, values: dict[str, str], secret_keys: list
         "# as the model of Google Cloud answers them (tools/gcp_model.py): a call of an API not yet enabled is refused.",
     ]
     for step, run in runs.items():
-        lines += [f"{step}: {_invocation_line(i)}: {i.answer}" for i in run.invocations]
+        lines += sorted(f"{step}: {_invocation_line(i)}: {i.answer}" for i in run.invocations)  # they run in parallel
     created = collections.Counter(
         api_of(r.type) for r in runs["up"].registrations if r.custom and r.type.startswith("gcp:")
     )

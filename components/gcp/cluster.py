@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.gcp.config import GkeVersion, MaintenanceExclusionConfig, MaintenanceWindowConfig, version_floor_problem
+from components.gcp.config import (
+    GkeVersion,
+    MaintenanceExclusionConfig,
+    MaintenanceWindowConfig,
+    channel_floor_problem,
+)
 from components.resources import children_of
 
 # Least privilege for nodes: GKE's node role (logs, metrics, metadata) plus image pulls.
@@ -164,7 +170,9 @@ class Cluster(pulumi.ComponentResource):
         self.register_outputs({"name": self.name, "endpoint": self.endpoint, "kubeconfig": self.kubeconfig})
 
     def _check_version_floor(self, args: ClusterArgs) -> None:
-        """Warn at preview when the region offers no patch of the floor's minor at or above the floor."""
+        """Warn at preview when the cluster's release channel offers no patch of the floor's minor at or
+        above the floor (the location's list is not the channel's: a minor can be valid here and gone
+        from the channel). A warning, not an error: a running cluster is past its floor already."""
         floor = GkeVersion.parse(args.version_floor)
         offered = gcp.container.get_engine_versions_output(
             location=args.region,
@@ -173,15 +181,18 @@ class Cluster(pulumi.ComponentResource):
             # Its own wait: the component's depends_on is not an invoke's (on an empty project the
             # lookup would run at program start and fail with the API's 403 SERVICE_DISABLED).
             opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[args.container_api]),
-        ).valid_master_versions
+        )
 
-        def warn(versions: list[str] | None) -> None:
-            if versions is None:  # not looked up (the offline render)
+        def warn(answer: list[Any]) -> None:
+            latest, defaults = answer
+            if latest is None:  # not looked up (the offline render, or a first preview before the API is on)
                 return
-            if problem := version_floor_problem(args.version_floor, list(versions)):
-                pulumi.log.warn(f"cluster.version: {problem}; set a floor GKE offers, or wait for the patch", self)
+            newest = latest.get(args.release_channel)
+            default = (defaults or {}).get(args.release_channel)
+            if problem := channel_floor_problem(args.version_floor, args.release_channel, newest, default):
+                pulumi.log.warn(f"cluster.version: {problem[0]}; {problem[1]}", self)
 
-        offered.apply(warn)
+        pulumi.Output.all(offered.release_channel_latest_version, offered.release_channel_default_version).apply(warn)
 
 
 def cluster_identifier(project: str, region: str, name: str) -> str:

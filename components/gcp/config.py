@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from components import naming
 from components.config_base import Problems, setting, snake
@@ -52,26 +52,60 @@ class GkeVersion:
         return f"{self.major}.{self.minor}"
 
 
-def version_floor_problem(floor: str, offered: list[str]) -> str | None:
-    """Whether GKE offers a patch of the floor's minor at or above the floor; a reason or None.
+# When GKE ends standard support of each minor (its release schedule,
+# https://cloud.google.com/kubernetes-engine/docs/release-schedule, "End of standard support"), read from
+# the copy in endoflife-date/endoflife.date products/google-kubernetes-engine.md at a70eca33 (2026-08-22)
+# and checked against the GKE release notes. 1.34 is the one uncertain row: the schedule first said
+# "2026-Q4" (endoflife.date then wrote 2026-10-01 as a placeholder), a later copy of it says 2027-01-25,
+# which is 14 months after 1.34 reached the Regular channel (release notes, 2025-11-28); we use the
+# later date. From then on the Regular channel no longer offers the minor for new clusters (only
+# Extended does), and GKE upgrades clusters on it. A minor below the table is long past it.
+GKE_END_OF_STANDARD_SUPPORT = {
+    (1, 31): date(2026, 1, 16),
+    (1, 32): date(2026, 4, 11),
+    (1, 33): date(2026, 8, 3),
+    (1, 34): date(2027, 1, 25),
+    (1, 35): date(2027, 4, 11),
+    (1, 36): date(2027, 8, 9),
+}
 
-    ``offered`` is what the location offers for that minor (get_engine_versions with the minor as
-    prefix). A new cluster asks for the minor alias and gets the newest offered patch of it, so
-    it meets the floor exactly when one of them does.
+
+def end_of_standard_support(version: GkeVersion) -> date | None:
+    """When GKE ends standard support of the version's minor; None for a minor newer than the table."""
+    if (version.major, version.minor) in GKE_END_OF_STANDARD_SUPPORT:
+        return GKE_END_OF_STANDARD_SUPPORT[(version.major, version.minor)]
+    oldest = min(GKE_END_OF_STANDARD_SUPPORT)
+    return date.min if (version.major, version.minor) < oldest else None
+
+
+def channel_floor_problem(
+    floor: str, channel: str, newest_of_minor: str | None, channel_default: str | None
+) -> tuple[str, str] | None:
+    """Whether the release channel offers a patch of the floor's minor at or above the floor: (problem, fix).
+
+    ``newest_of_minor`` is the channel's newest version of that minor here (get_engine_versions with the
+    minor as prefix: release_channel_latest_version[channel]), None when it offers none. A new cluster
+    asks for the minor alias and gets the channel's newest patch of it, so it meets the floor exactly when
+    that patch does.
     """
     wanted = GkeVersion.parse(floor)
-    versions = []
-    for text in offered:
-        try:
-            versions.append(GkeVersion.parse(text))
-        except ValueError:
-            continue  # not a full version (GKE also lists aliases); no patch to compare
-    if any(v >= wanted for v in versions):
+    default = f" (its default is {channel_default})" if channel_default else ""
+    if newest_of_minor is None:
+        return (
+            f"the {channel} channel offers no {wanted.minor_alias} version here{default}: "
+            "a new cluster cannot start at this floor",
+            "set a floor of a minor the channel offers, such as its default",
+        )
+    try:
+        newest = GkeVersion.parse(newest_of_minor)
+    except ValueError:
+        return None  # not a full version: nothing to compare
+    if newest >= wanted:
         return None
-    newest = max(versions, default=None)
     return (
-        f"GKE offers no {wanted.minor_alias} version at or above the floor {wanted} here "
-        f"(newest offered: {newest or 'none'}): a new cluster would start below what its slicing needs"
+        f"the newest {wanted.minor_alias} version the {channel} channel offers here is {newest}, below the floor "
+        f"{wanted}: a new cluster would start below what its slicing needs",
+        "set a floor the channel offers, or wait for the patch",
     )
 
 
@@ -298,7 +332,8 @@ def validate_network(network: NetworkConfig, problems: Problems) -> None:
         )
 
 
-def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems) -> None:
+def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems, today: date) -> None:
+    """``today``: the date the end-of-support table is read at (the preview's)."""
     _validate_existing(cluster.existing, problems)
     if problem := naming.gcp_name_problem(cluster.name, naming.GKE_CLUSTER_NAME_MAX):
         problems.add("cluster.name", problem, "choose a shorter lowercase name")
@@ -313,7 +348,7 @@ def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems)
         )
     elif tpu.dynamic_slicing_requested and cluster.release_channel != "RAPID":
         problems.add("cluster.releaseChannel", "dynamic slicing is only offered on the RAPID channel", "set RAPID")
-    _validate_version(cluster, tpu, problems)
+    _validate_version(cluster, tpu, problems, today)
     pool = cluster.system_pool
     if not re.match(r"^[a-z][a-z0-9]*-[a-z0-9-]+$", pool.machine_type):
         problems.add(
@@ -347,7 +382,7 @@ def _validate_existing(existing: ExistingClusterConfig, problems: Problems) -> N
         )
 
 
-def _validate_version(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems) -> None:
+def _validate_version(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems, today: date) -> None:
     try:
         version = GkeVersion.parse(cluster.version)
     except ValueError as error:
@@ -369,6 +404,19 @@ def _validate_version(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems
             problems.add(
                 "cluster.version", f"{version} is below {floor}, the minimum for {why}", f"set {floor} or later"
             )
+    ends = end_of_standard_support(version)
+    if (
+        ends is not None and ends <= today and not cluster.existing.enabled
+    ):  # a cluster made elsewhere is not ours to start
+        supported = sorted(minor for minor, end in GKE_END_OF_STANDARD_SUPPORT.items() if end > today)
+        newer = ", ".join(f"{major}.{minor}" for major, minor in supported) or "a newer minor"
+        problems.add(
+            "cluster.version",
+            f"GKE ended standard support of {version.minor_alias}"
+            + (f" on {ends.isoformat()}" if ends != date.min else "")
+            + ": the Regular and Stable channels no longer create clusters at it, and GKE upgrades those on it",
+            f"set a floor of a supported minor ({newer}), at most the running cluster's own minor",
+        )
 
 
 def _parse_time(text: str) -> datetime | None:
