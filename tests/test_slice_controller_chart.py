@@ -56,15 +56,25 @@ EXPECTED_OBJECTS = {
 
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
 
+# Upstream: AI-Hypercomputer/xpk 250d4b3cebf44fc6109a155862af5662d5686eee, slice/ (Chart.yaml).
 DEFAULT_ARGS = [
     "--metrics-bind-address=:8443",
     "--leader-elect",
     "--health-probe-bind-address=:8081",
     "--zap-log-level=3",
-    "--feature-gates=UseRetryMechanismForSliceCreation=true,ShorterSliceNameLength=true",
-    "--activation-timeout=60m",
+    "--feature-gates=UseRetryMechanismForSliceCreation=true",
+    "--activation-timeout=6m",
     "--default-slice-health-node-affinity=HEALTHY_AND_DEGRADED",
 ]
+
+# The feature gates the binary registers at that commit (slice/internal/features/features.go). It
+# exits at start on any other (k8s.io/component-base featuregate: "unrecognized feature gate"), such
+# as ShorterSliceNameLength, removed by xpk#1183.
+KNOWN_FEATURE_GATES = {
+    "UseRetryMechanismForSliceCreation",
+    "FailOnUntoleratedDegradedSlice",
+    "TopologyFromNodeSelectorOrAffinity",
+}
 
 # name -> (apiGroup, apiVersion, resource, path)
 EXPECTED_WEBHOOKS = {
@@ -201,15 +211,20 @@ def test_namespace_labels(render: Any) -> None:
     assert labels["control-plane"] == "controller-manager"
 
 
-def test_everything_follows_the_release_namespace(render: Any) -> None:
-    objects = render(namespace="tpu-system")
-    assert only(objects, "Namespace")["metadata"]["name"] == "tpu-system"
+def test_everything_is_in_the_release_namespace(render: Any) -> None:
+    objects = render()
     namespaced = [o for o in objects if o["kind"] not in CLUSTER_SCOPED]
-    assert {o["metadata"]["namespace"] for o in namespaced} == {"tpu-system"}
+    assert {o["metadata"]["namespace"] for o in namespaced} == {NAMESPACE}
     subjects = [s for o in objects if o["kind"].endswith("Binding") for s in o["subjects"]]
-    assert {s["namespace"] for s in subjects} == {"tpu-system"}
+    assert {s["namespace"] for s in subjects} == {NAMESPACE}
     webhooks = only(objects, "MutatingWebhookConfiguration")["webhooks"]
-    assert {w["clientConfig"]["service"]["namespace"] for w in webhooks} == {"tpu-system"}
+    assert {w["clientConfig"]["service"]["namespace"] for w in webhooks} == {NAMESPACE}
+
+
+def test_another_namespace_is_refused(chart: Any) -> None:
+    """The binary signs its certificate for slice-controller-system and writes it there: elsewhere it never serves."""
+    with pytest.raises(Exception, match="must be installed in slice-controller-system"):
+        chart.render({}, name=RELEASE, namespace="tpu-system")
 
 
 def test_common_labels_on_every_object(chart: Any, render: Any) -> None:
@@ -294,9 +309,10 @@ def test_default_deployment(render: Any) -> None:
     assert container["image"] == f"{IMAGE}:{APP_VERSION}"
     assert container["command"] == ["/manager"]
     assert container["args"] == DEFAULT_ARGS
+    # Upstream's config/manager/manager.yaml: requests equal to limits (Guaranteed QoS).
     assert container["resources"] == {
-        "requests": {"cpu": "500m", "memory": "1Gi"},
-        "limits": {"cpu": "2000m", "memory": "4Gi"},
+        "requests": {"cpu": "2", "memory": "4Gi"},
+        "limits": {"cpu": "2", "memory": "4Gi"},
     }
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 8081}
     assert (container["livenessProbe"]["initialDelaySeconds"], container["livenessProbe"]["periodSeconds"]) == (15, 20)
@@ -310,6 +326,15 @@ def test_default_deployment(render: Any) -> None:
     assert container["volumeMounts"] == [
         {"name": "cert", "mountPath": "/tmp/k8s-webhook-server/serving-certs", "readOnly": True}
     ]
+
+
+def test_args_name_only_flags_and_gates_the_binary_knows(render: Any) -> None:
+    args = manager(render())["args"]
+    gates = [a.split("=", 1)[1] for a in args if a.startswith("--feature-gates=")]
+    assert len(gates) == 1
+    named = {pair.split("=")[0] for pair in gates[0].split(",")}
+    assert named <= KNOWN_FEATURE_GATES, named - KNOWN_FEATURE_GATES
+    assert "--activation-timeout=6m" in args  # the README says why not the reference's 60m
 
 
 def test_security_context_is_hardened(render: Any) -> None:
