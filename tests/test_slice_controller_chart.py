@@ -40,6 +40,8 @@ EXPECTED_OBJECTS = {
     ("ServiceAccount", NAMESPACE, "slice-controller-controller-manager"),
     ("Role", NAMESPACE, "slice-controller-leader-election-role"),
     ("RoleBinding", NAMESPACE, "slice-controller-leader-election-rolebinding"),
+    ("Role", NAMESPACE, "slice-controller-certificate-role"),
+    ("RoleBinding", NAMESPACE, "slice-controller-certificate-rolebinding"),
     ("ClusterRole", None, "slice-controller-manager-role"),
     ("ClusterRoleBinding", None, "slice-controller-manager-rolebinding"),
     ("ClusterRole", None, "slice-controller-metrics-auth-role"),
@@ -89,19 +91,18 @@ EXPECTED_WEBHOOKS = {
     "mstatefulset.slice-controller.kb.io": ("apps", "v1", "statefulsets", "/mutate-apps-v1-statefulset"),
 }
 
-# (apiGroup, resource) -> verbs of the manager ClusterRole, from the reference deployment.
+# (apiGroup, resource) -> verbs of the manager ClusterRole: upstream's config/rbac/role.yaml less
+# secrets, which only the certificate Role grants, in the release namespace.
 EXPECTED_MANAGER_RULES = {
     ("", "events"): {"create", "patch", "update", "watch"},
     ("", "nodes"): {"get", "list", "watch"},
     ("", "pods"): {"get", "list", "watch"},
-    ("", "secrets"): {"get", "list", "update", "watch"},
     ("accelerator.gke.io", "slices"): {"create", "delete", "get", "list", "patch", "update", "watch"},
     ("accelerator.gke.io", "slices/finalizers"): {"update"},
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): {"get", "list", "update", "watch"},
     ("batch", "jobs"): {"get", "list", "patch", "update", "watch"},
     ("jobset.x-k8s.io", "jobsets"): {"get", "list", "patch", "update", "watch"},
     ("leaderworkerset.x-k8s.io", "leaderworkersets"): {"get", "list", "patch", "update", "watch"},
-    ("apps", "statefulsets"): {"get", "list", "patch", "update", "watch"},
     ("kueue.x-k8s.io", "admissionchecks"): {"get", "list", "watch"},
     ("kueue.x-k8s.io", "admissionchecks/status"): {"get", "patch", "update"},
     ("kueue.x-k8s.io", "workloads/status"): {"get", "patch", "update"},
@@ -251,10 +252,20 @@ def test_services_select_the_manager_pods(render: Any) -> None:
     assert {"name": "webhook-server", "containerPort": 9443, "protocol": "TCP"} in manager(objects)["ports"]
 
 
-def test_rbac_matches_the_reference(render: Any) -> None:
+def test_rbac_matches_upstream_with_secrets_in_the_namespace_only(render: Any) -> None:
     objects = render()
     manager_role = only(objects, "ClusterRole", "slice-controller-manager-role")
     assert granted(manager_role) == EXPECTED_MANAGER_RULES
+    # No ClusterRole grants anything on Secrets (review R4).
+    for role in (o for o in objects if o["kind"] == "ClusterRole"):
+        assert not [r for r in role["rules"] if "secrets" in r.get("resources", [])], role["metadata"]["name"]
+    # The certificate rotator lists and watches Secrets in its namespace; it reads and writes only its own.
+    certificate = only(objects, "Role", "slice-controller-certificate-role")
+    assert certificate["metadata"]["namespace"] == NAMESPACE
+    assert certificate["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [CERT_SECRET], "verbs": ["get", "update"]},
+    ]
     # It may write only its own webhook configuration (the CA injection), not the cluster's others.
     (write,) = [
         r for r in manager_role["rules"] if "mutatingwebhookconfigurations" in r["resources"] and "update" in r["verbs"]
@@ -283,6 +294,7 @@ def test_rbac_matches_the_reference(render: Any) -> None:
         "slice-controller-leader-election-rolebinding": "slice-controller-leader-election-role",
         "slice-controller-manager-rolebinding": "slice-controller-manager-role",
         "slice-controller-metrics-auth-rolebinding": "slice-controller-metrics-auth-role",
+        "slice-controller-certificate-rolebinding": "slice-controller-certificate-role",
     }
     for binding in bindings.values():
         assert binding["subjects"] == [
