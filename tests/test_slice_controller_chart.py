@@ -422,6 +422,9 @@ def test_deployment_values_override(render: Any) -> None:
 
 # --- the webhooks -----------------------------------------------------------------------------
 
+# The Kueue label the Job, JobSet and LWS webhooks look for (and skip an object without).
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
 
 def test_webhooks(render: Any) -> None:
     objects = render()
@@ -438,6 +441,12 @@ def test_webhooks(render: Any) -> None:
         assert webhook["rules"] == [
             {"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE"], "resources": [resource]}
         ]
+        # The Job, JobSet and LWS webhooks return at once without the queue label: the API server
+        # sends them only labelled objects. The StatefulSet webhook reads no label and sees them all.
+        if resource == "statefulsets":
+            assert "objectSelector" not in webhook
+        else:
+            assert webhook["objectSelector"] == {"matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]}
         excluded = webhook["namespaceSelector"]["matchExpressions"]
         assert excluded[0]["key"] == "kubernetes.io/metadata.name" and excluded[0]["operator"] == "NotIn"
         assert {"kube-system", "gke-managed-system", "gmp-system"} <= set(excluded[0]["values"])
