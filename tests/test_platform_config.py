@@ -48,6 +48,12 @@ PLATFORM_BAD_INPUTS = [
         id="bad-quantity",
     ),
     pytest.param(
+        {"platform.sliceController": {"namespace": "tpu-system"}},
+        "platform.sliceController.namespace",
+        "set slice-controller-system",
+        id="slice-controller-outside-its-namespace",
+    ),
+    pytest.param(
         {"platform.sliceController": {"digest": "sha256:abc"}},
         "platform.sliceController.digest",
         "sha256:<64 hex digits>",

@@ -158,7 +158,7 @@ def test_adding_or_removing_a_slice_shape_never_changes_the_immutable_topology(d
 def test_slice_controller_release_comes_from_the_local_chart_after_the_controllers(dev_run):
     release = dev_run.one(RELEASE, "slice-controller")
     assert release.input("chart") == "./manifests/charts/slice-controller"
-    assert release.input("version") == "0.2.0"
+    assert release.input("version") == "0.3.0"
     assert release.input("namespace") == "slice-controller-system"
     assert release.input("values") == {
         "createNamespace": False,
@@ -181,7 +181,7 @@ def test_release_versions_are_a_stack_output(dev_run):
         "jobset": "0.11.1",
         "kueue": "0.17.4",
         "lws": "0.8.0",
-        "slice-controller": "0.2.0",
+        "slice-controller": "0.3.0",
     }
 
 

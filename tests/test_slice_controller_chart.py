@@ -40,6 +40,8 @@ EXPECTED_OBJECTS = {
     ("ServiceAccount", NAMESPACE, "slice-controller-controller-manager"),
     ("Role", NAMESPACE, "slice-controller-leader-election-role"),
     ("RoleBinding", NAMESPACE, "slice-controller-leader-election-rolebinding"),
+    ("Role", NAMESPACE, "slice-controller-certificate-role"),
+    ("RoleBinding", NAMESPACE, "slice-controller-certificate-rolebinding"),
     ("ClusterRole", None, "slice-controller-manager-role"),
     ("ClusterRoleBinding", None, "slice-controller-manager-rolebinding"),
     ("ClusterRole", None, "slice-controller-metrics-auth-role"),
@@ -56,15 +58,25 @@ EXPECTED_OBJECTS = {
 
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
 
+# Upstream: AI-Hypercomputer/xpk 250d4b3cebf44fc6109a155862af5662d5686eee, slice/ (Chart.yaml).
 DEFAULT_ARGS = [
     "--metrics-bind-address=:8443",
     "--leader-elect",
     "--health-probe-bind-address=:8081",
     "--zap-log-level=3",
-    "--feature-gates=UseRetryMechanismForSliceCreation=true,ShorterSliceNameLength=true",
-    "--activation-timeout=60m",
+    "--feature-gates=UseRetryMechanismForSliceCreation=true",
+    "--activation-timeout=6m",
     "--default-slice-health-node-affinity=HEALTHY_AND_DEGRADED",
 ]
+
+# The feature gates the binary registers at that commit (slice/internal/features/features.go). It
+# exits at start on any other (k8s.io/component-base featuregate: "unrecognized feature gate"), such
+# as ShorterSliceNameLength, removed by xpk#1183.
+KNOWN_FEATURE_GATES = {
+    "UseRetryMechanismForSliceCreation",
+    "FailOnUntoleratedDegradedSlice",
+    "TopologyFromNodeSelectorOrAffinity",
+}
 
 # name -> (apiGroup, apiVersion, resource, path)
 EXPECTED_WEBHOOKS = {
@@ -79,19 +91,18 @@ EXPECTED_WEBHOOKS = {
     "mstatefulset.slice-controller.kb.io": ("apps", "v1", "statefulsets", "/mutate-apps-v1-statefulset"),
 }
 
-# (apiGroup, resource) -> verbs of the manager ClusterRole, from the reference deployment.
+# (apiGroup, resource) -> verbs of the manager ClusterRole: upstream's config/rbac/role.yaml less
+# secrets, which only the certificate Role grants, in the release namespace.
 EXPECTED_MANAGER_RULES = {
     ("", "events"): {"create", "patch", "update", "watch"},
     ("", "nodes"): {"get", "list", "watch"},
     ("", "pods"): {"get", "list", "watch"},
-    ("", "secrets"): {"get", "list", "update", "watch"},
     ("accelerator.gke.io", "slices"): {"create", "delete", "get", "list", "patch", "update", "watch"},
     ("accelerator.gke.io", "slices/finalizers"): {"update"},
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): {"get", "list", "update", "watch"},
     ("batch", "jobs"): {"get", "list", "patch", "update", "watch"},
     ("jobset.x-k8s.io", "jobsets"): {"get", "list", "patch", "update", "watch"},
     ("leaderworkerset.x-k8s.io", "leaderworkersets"): {"get", "list", "patch", "update", "watch"},
-    ("apps", "statefulsets"): {"get", "list", "patch", "update", "watch"},
     ("kueue.x-k8s.io", "admissionchecks"): {"get", "list", "watch"},
     ("kueue.x-k8s.io", "admissionchecks/status"): {"get", "patch", "update"},
     ("kueue.x-k8s.io", "workloads/status"): {"get", "patch", "update"},
@@ -201,15 +212,20 @@ def test_namespace_labels(render: Any) -> None:
     assert labels["control-plane"] == "controller-manager"
 
 
-def test_everything_follows_the_release_namespace(render: Any) -> None:
-    objects = render(namespace="tpu-system")
-    assert only(objects, "Namespace")["metadata"]["name"] == "tpu-system"
+def test_everything_is_in_the_release_namespace(render: Any) -> None:
+    objects = render()
     namespaced = [o for o in objects if o["kind"] not in CLUSTER_SCOPED]
-    assert {o["metadata"]["namespace"] for o in namespaced} == {"tpu-system"}
+    assert {o["metadata"]["namespace"] for o in namespaced} == {NAMESPACE}
     subjects = [s for o in objects if o["kind"].endswith("Binding") for s in o["subjects"]]
-    assert {s["namespace"] for s in subjects} == {"tpu-system"}
+    assert {s["namespace"] for s in subjects} == {NAMESPACE}
     webhooks = only(objects, "MutatingWebhookConfiguration")["webhooks"]
-    assert {w["clientConfig"]["service"]["namespace"] for w in webhooks} == {"tpu-system"}
+    assert {w["clientConfig"]["service"]["namespace"] for w in webhooks} == {NAMESPACE}
+
+
+def test_another_namespace_is_refused(chart: Any) -> None:
+    """The binary signs its certificate for slice-controller-system and writes it there: elsewhere it never serves."""
+    with pytest.raises(Exception, match="must be installed in slice-controller-system"):
+        chart.render({}, name=RELEASE, namespace="tpu-system")
 
 
 def test_common_labels_on_every_object(chart: Any, render: Any) -> None:
@@ -236,10 +252,20 @@ def test_services_select_the_manager_pods(render: Any) -> None:
     assert {"name": "webhook-server", "containerPort": 9443, "protocol": "TCP"} in manager(objects)["ports"]
 
 
-def test_rbac_matches_the_reference(render: Any) -> None:
+def test_rbac_matches_upstream_with_secrets_in_the_namespace_only(render: Any) -> None:
     objects = render()
     manager_role = only(objects, "ClusterRole", "slice-controller-manager-role")
     assert granted(manager_role) == EXPECTED_MANAGER_RULES
+    # No ClusterRole grants anything on Secrets (review R4).
+    for role in (o for o in objects if o["kind"] == "ClusterRole"):
+        assert not [r for r in role["rules"] if "secrets" in r.get("resources", [])], role["metadata"]["name"]
+    # The certificate rotator lists and watches Secrets in its namespace; it reads and writes only its own.
+    certificate = only(objects, "Role", "slice-controller-certificate-role")
+    assert certificate["metadata"]["namespace"] == NAMESPACE
+    assert certificate["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [CERT_SECRET], "verbs": ["get", "update"]},
+    ]
     # It may write only its own webhook configuration (the CA injection), not the cluster's others.
     (write,) = [
         r for r in manager_role["rules"] if "mutatingwebhookconfigurations" in r["resources"] and "update" in r["verbs"]
@@ -268,6 +294,7 @@ def test_rbac_matches_the_reference(render: Any) -> None:
         "slice-controller-leader-election-rolebinding": "slice-controller-leader-election-role",
         "slice-controller-manager-rolebinding": "slice-controller-manager-role",
         "slice-controller-metrics-auth-rolebinding": "slice-controller-metrics-auth-role",
+        "slice-controller-certificate-rolebinding": "slice-controller-certificate-role",
     }
     for binding in bindings.values():
         assert binding["subjects"] == [
@@ -294,9 +321,10 @@ def test_default_deployment(render: Any) -> None:
     assert container["image"] == f"{IMAGE}:{APP_VERSION}"
     assert container["command"] == ["/manager"]
     assert container["args"] == DEFAULT_ARGS
+    # Upstream's config/manager/manager.yaml: requests equal to limits (Guaranteed QoS).
     assert container["resources"] == {
-        "requests": {"cpu": "500m", "memory": "1Gi"},
-        "limits": {"cpu": "2000m", "memory": "4Gi"},
+        "requests": {"cpu": "2", "memory": "4Gi"},
+        "limits": {"cpu": "2", "memory": "4Gi"},
     }
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 8081}
     assert (container["livenessProbe"]["initialDelaySeconds"], container["livenessProbe"]["periodSeconds"]) == (15, 20)
@@ -310,6 +338,15 @@ def test_default_deployment(render: Any) -> None:
     assert container["volumeMounts"] == [
         {"name": "cert", "mountPath": "/tmp/k8s-webhook-server/serving-certs", "readOnly": True}
     ]
+
+
+def test_args_name_only_flags_and_gates_the_binary_knows(render: Any) -> None:
+    args = manager(render())["args"]
+    gates = [a.split("=", 1)[1] for a in args if a.startswith("--feature-gates=")]
+    assert len(gates) == 1
+    named = {pair.split("=")[0] for pair in gates[0].split(",")}
+    assert named <= KNOWN_FEATURE_GATES, named - KNOWN_FEATURE_GATES
+    assert "--activation-timeout=6m" in args  # the README says why not the reference's 60m
 
 
 def test_security_context_is_hardened(render: Any) -> None:
@@ -385,6 +422,9 @@ def test_deployment_values_override(render: Any) -> None:
 
 # --- the webhooks -----------------------------------------------------------------------------
 
+# The Kueue label the Job, JobSet and LWS webhooks look for (and skip an object without).
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
 
 def test_webhooks(render: Any) -> None:
     objects = render()
@@ -401,6 +441,12 @@ def test_webhooks(render: Any) -> None:
         assert webhook["rules"] == [
             {"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE"], "resources": [resource]}
         ]
+        # The Job, JobSet and LWS webhooks return at once without the queue label: the API server
+        # sends them only labelled objects. The StatefulSet webhook reads no label and sees them all.
+        if resource == "statefulsets":
+            assert "objectSelector" not in webhook
+        else:
+            assert webhook["objectSelector"] == {"matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]}
         excluded = webhook["namespaceSelector"]["matchExpressions"]
         assert excluded[0]["key"] == "kubernetes.io/metadata.name" and excluded[0]["operator"] == "NotIn"
         assert {"kube-system", "gke-managed-system", "gmp-system"} <= set(excluded[0]["values"])

@@ -17,6 +17,8 @@ from components.tpu import topology
 
 PRIORITY_LEVELS = ("low", "medium", "high")  # the keys of queues.priorityClasses, lowest first
 WORKLOAD_NAMESPACE = "llm-d-pd-disaggregation"  # the reference's one workload namespace (serving and checks)
+# Hard-coded in the controller's certificate code (AI-Hypercomputer/xpk slice/internal/util/cert/cert.go).
+SLICE_CONTROLLER_NAMESPACE = "slice-controller-system"
 
 
 @dataclass(frozen=True)
@@ -41,10 +43,17 @@ class KueueControllerConfig:
 
 @dataclass(frozen=True)
 class SliceControllerConfig:
-    namespace: str = setting("slice-controller-system", "Namespace of the Kueue slice controller release.")
+    namespace: str = setting(
+        SLICE_CONTROLLER_NAMESPACE,
+        "Namespace of the Kueue slice controller release (the controller hard-codes slice-controller-system).",
+    )
     image: str = setting("tpuongke/kueue-slice-controller", "Slice controller image repository.")
     tag: str = setting("v0.8.0-200", "Image tag.")
-    digest: str = setting("", "Optional sha256 digest; when set the image is pulled by digest.")
+    digest: str = setting(
+        "",
+        "Optional sha256 digest; when set the image is pulled by digest. Upstream publishes none: "
+        "take it from the registry.",
+    )
     replicas: int = setting(
         2, "Controller replicas: two, so one restart never blocks workload creates (its webhooks fail closed)."
     )
@@ -171,11 +180,12 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
         problems.add(
             "platform.sliceController.replicas", f"{slice_controller.replicas} runs no controller", "use 1 or more"
         )
-    if not is_k8s_name(slice_controller.namespace):
+    if slice_controller.namespace != SLICE_CONTROLLER_NAMESPACE:
         problems.add(
             "platform.sliceController.namespace",
-            f"{slice_controller.namespace!r} is not a namespace name",
-            "use a DNS-1123 label",
+            f"{slice_controller.namespace!r}: the controller writes and signs its webhook certificate for "
+            f"{SLICE_CONTROLLER_NAMESPACE} only, so its webhooks would never serve elsewhere",
+            f"set {SLICE_CONTROLLER_NAMESPACE}",
         )
     if platform.drain_timeout_minutes < 1:
         problems.add(

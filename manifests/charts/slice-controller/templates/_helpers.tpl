@@ -3,6 +3,19 @@ Object names are fixed, not derived from the release name: the controller's webh
 leader-election code and the reference deployment use these names, so one release per cluster.
 */}}
 
+{{/*
+The namespace is fixed too: the binary writes its webhook certificate to the Secret
+slice-controller-system/slice-controller-webhook-server-cert and signs it for
+slice-controller-webhook-service.slice-controller-system.svc (internal/util/cert/cert.go upstream).
+In any other namespace its webhooks would never become ready, so the chart refuses to render.
+*/}}
+{{- define "slice-controller.namespace" -}}
+{{- if ne .Release.Namespace "slice-controller-system" -}}
+{{- fail (printf "the slice controller must be installed in slice-controller-system (its certificate code hard-codes it), not %q" .Release.Namespace) -}}
+{{- end -}}
+{{ .Release.Namespace }}
+{{- end }}
+
 {{/* Selector labels: the reference deployment's, and immutable on a Deployment once created. */}}
 {{- define "slice-controller.selectorLabels" -}}
 app.kubernetes.io/name: slice-controller
@@ -32,5 +45,5 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- define "slice-controller.subject" -}}
 - kind: ServiceAccount
   name: slice-controller-controller-manager
-  namespace: {{ .Release.Namespace }}
+  namespace: {{ include "slice-controller.namespace" . }}
 {{- end }}
