@@ -50,6 +50,11 @@ class SliceControllerConfig:
     )
 
 
+# The pinned releases (README "What a change does" says what moving them does to a running stack):
+# - Kueue 0.17.8 (kubernetes-sigs/kueue tag v0.17.8, 818686e): the newest patch of the 0.17 line this platform
+#   and the slice controller were built on, with the TAS fixes #13097, #13266 (CHANGELOG/CHANGELOG-0.17.md,
+#   v0.17.8) and #12752 (v0.17.7); its notes since v0.17.4 ask nothing of an upgrade. 0.19 would turn
+#   waitForPodsReady on by default and change the LWS webhook (CHANGELOG-0.19.md v0.19.0, v0.19.1, v0.19.2).
 @dataclass(frozen=True)
 class PlatformConfig:
     install: bool = setting(
@@ -61,7 +66,7 @@ class PlatformConfig:
         HelmChartConfig("oci://registry.k8s.io/jobset/charts/jobset", "0.11.1", "jobset-system"), "JobSet chart."
     )
     kueue: HelmChartConfig = setting(
-        HelmChartConfig("oci://registry.k8s.io/kueue/charts/kueue", "0.17.4", "kueue-system"), "Kueue chart."
+        HelmChartConfig("oci://registry.k8s.io/kueue/charts/kueue", "0.17.8", "kueue-system"), "Kueue chart."
     )
     kueue_controller: KueueControllerConfig = setting(KueueControllerConfig(), "Kueue controller sizing.")
     leader_worker_set: HelmChartConfig = setting(
@@ -120,7 +125,7 @@ class QueuesConfig:
 # --- Rules -----------------------------------------------------------------------------
 
 # The charts that ship their CRDs in the chart's crds/ folder (charts/jobset/crds at JobSet v0.11.1,
-# charts/lws/crds at LWS v0.8.0; Kueue v0.17.4 has them in templates/crd): Helm installs those CRDs once and
+# charts/lws/crds at LWS v0.8.0; Kueue v0.17.8 has them in templates/crd): Helm installs those CRDs once and
 # never upgrades them.
 CHARTS_WITH_CRDS_HELM_KEEPS = ("jobset", "leaderWorkerSet")
 
