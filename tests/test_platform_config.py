@@ -18,7 +18,7 @@ PLATFORM_BAD_INPUTS = [
         id="floating-chart-version",
     ),
     pytest.param(
-        {"platform.jobset": {"chart": "registry.k8s.io/jobset", "version": "0.11.1", "namespace": "jobset-system"}},
+        {"platform.jobset": {"chart": "registry.k8s.io/jobset", "version": "0.12.0", "namespace": "jobset-system"}},
         "platform.jobset.chart",
         "not an oci://",
         id="chart-without-scheme",

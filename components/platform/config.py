@@ -55,6 +55,10 @@ class SliceControllerConfig:
 #   and the slice controller were built on, with the TAS fixes #13097, #13266 (CHANGELOG/CHANGELOG-0.17.md,
 #   v0.17.8) and #12752 (v0.17.7); its notes since v0.17.4 ask nothing of an upgrade. 0.19 would turn
 #   waitForPodsReady on by default and change the LWS webhook (CHANGELOG-0.19.md v0.19.0, v0.19.1, v0.19.2).
+# - JobSet 0.12.0 (kubernetes-sigs/jobset tag v0.12.0, f22e565), the newest release: jobset.x-k8s.io/v1alpha2 only
+#   gains fields against 0.11.1 (a condition type, status restart counters, two failure-policy actions;
+#   api/jobset/v1alpha2/jobset_types.go), so Kueue 0.17.8 (built on sigs.k8s.io/jobset v0.11.1, go.mod) and the
+#   slice controller read it as before; Kueue 0.18 and 0.19 build on v0.12.0.
 @dataclass(frozen=True)
 class PlatformConfig:
     install: bool = setting(
@@ -63,7 +67,7 @@ class PlatformConfig:
         "has them already (installed elsewhere, of the versions below): the stack then only uses them.",
     )
     jobset: HelmChartConfig = setting(
-        HelmChartConfig("oci://registry.k8s.io/jobset/charts/jobset", "0.11.1", "jobset-system"), "JobSet chart."
+        HelmChartConfig("oci://registry.k8s.io/jobset/charts/jobset", "0.12.0", "jobset-system"), "JobSet chart."
     )
     kueue: HelmChartConfig = setting(
         HelmChartConfig("oci://registry.k8s.io/kueue/charts/kueue", "0.17.8", "kueue-system"), "Kueue chart."
@@ -124,7 +128,7 @@ class QueuesConfig:
 
 # --- Rules -----------------------------------------------------------------------------
 
-# The charts that ship their CRDs in the chart's crds/ folder (charts/jobset/crds at JobSet v0.11.1,
+# The charts that ship their CRDs in the chart's crds/ folder (charts/jobset/crds at JobSet v0.12.0,
 # charts/lws/crds at LWS v0.8.0; Kueue v0.17.8 has them in templates/crd): Helm installs those CRDs once and
 # never upgrades them.
 CHARTS_WITH_CRDS_HELM_KEEPS = ("jobset", "leaderWorkerSet")
@@ -155,7 +159,7 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
             problems.add(
                 f"{prefix}.version",
                 f"{chart.version!r} is not an exact version",
-                "pin a released version such as 0.11.1",
+                "pin a released version such as 0.12.0",
             )
         if not is_k8s_name(chart.namespace):
             problems.add(f"{prefix}.namespace", f"{chart.namespace!r} is not a namespace name", "use a DNS-1123 label")
