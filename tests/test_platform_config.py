@@ -27,7 +27,7 @@ PLATFORM_BAD_INPUTS = [
         {
             "platform.leaderWorkerSet": {
                 "chart": "oci://registry.k8s.io/lws/charts/lws",
-                "version": "0.8.0",
+                "version": "0.10.0",
                 "namespace": "lws",
             }
         },

@@ -59,6 +59,12 @@ class SliceControllerConfig:
 #   gains fields against 0.11.1 (a condition type, status restart counters, two failure-policy actions;
 #   api/jobset/v1alpha2/jobset_types.go), so Kueue 0.17.8 (built on sigs.k8s.io/jobset v0.11.1, go.mod) and the
 #   slice controller read it as before; Kueue 0.18 and 0.19 build on v0.12.0.
+# - LeaderWorkerSet 0.10.0 (kubernetes-sigs/lws tag v0.10.0, 2161f38), the newest release; llm-d's guides ask
+#   for 0.7.0 or newer, later 0.9.0 (llm-d/llm-d guides/prereq/infrastructure/README.md). leaderworkerset.x-k8s.io/v1
+#   only gains against 0.8.0 (restart policy RecreateGroupAfterStart, status.observedGeneration;
+#   api/leaderworkerset/v1/leaderworkerset_types.go); the labels Kueue's integration reads are unchanged. Its
+#   controller compares revisions semantically since 0.9.0 (lws#798), so taking over the groups a 0.8.0 controller
+#   made should roll none (upstream's upgrade e2e, test/e2e/upgrade at v0.10.0, starts from v0.9.0).
 @dataclass(frozen=True)
 class PlatformConfig:
     install: bool = setting(
@@ -74,7 +80,7 @@ class PlatformConfig:
     )
     kueue_controller: KueueControllerConfig = setting(KueueControllerConfig(), "Kueue controller sizing.")
     leader_worker_set: HelmChartConfig = setting(
-        HelmChartConfig("oci://registry.k8s.io/lws/charts/lws", "0.8.0", "lws-system"),
+        HelmChartConfig("oci://registry.k8s.io/lws/charts/lws", "0.10.0", "lws-system"),
         "LeaderWorkerSet chart (its webhook service is hard-coded to lws-system).",
     )
     slice_controller: SliceControllerConfig = setting(
@@ -128,9 +134,13 @@ class QueuesConfig:
 
 # --- Rules -----------------------------------------------------------------------------
 
-# The charts that ship their CRDs in the chart's crds/ folder (charts/jobset/crds at JobSet v0.12.0,
-# charts/lws/crds at LWS v0.8.0; Kueue v0.17.8 has them in templates/crd): Helm installs those CRDs once and
-# never upgrades them.
+# The charts that ship their CRDs in the chart's crds/ folder (charts/jobset/crds at JobSet v0.12.0: jobsets;
+# charts/lws/crds at LWS v0.10.0: leaderworkersets, disaggregatedsets since v0.9.0 and
+# disaggregatedsetrolescalers since v0.10.0; Kueue v0.17.8 has its CRDs in charts/kueue/templates/crd): Helm
+# installs the crds/ folder on the first install only, and on an upgrade neither updates those CRDs nor adds
+# new ones (LWS v0.10.0 site/content/en/docs/installation/_index.md, "Upgrade by Helm"; kubernetes-sigs/lws#1006).
+# The LWS v0.10.0 manager runs its DisaggregatedSet controller whatever the values (cmd/main.go), and that
+# controller watches both DisaggregatedSet kinds (pkg/controllers/disaggregatedset SetupWithManager).
 CHARTS_WITH_CRDS_HELM_KEEPS = ("jobset", "leaderWorkerSet")
 
 
