@@ -143,6 +143,9 @@ class QueuesConfig:
 # controller watches both DisaggregatedSet kinds (pkg/controllers/disaggregatedset SetupWithManager).
 CHARTS_WITH_CRDS_HELM_KEEPS = ("jobset", "leaderWorkerSet")
 
+# The Helm release name of each registry chart, by its key under ``platform`` (helmReleases is keyed by these names).
+CHART_RELEASE_NAMES = {"jobset": "jobset", "kueue": "kueue", "leaderWorkerSet": "lws"}
+
 
 def installed_charts(platform: PlatformConfig, dynamic_slicing: bool) -> dict[str, HelmChartConfig]:
     """The registry charts this stack installs, by their key under ``platform``: JobSet whenever it installs
