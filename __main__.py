@@ -25,7 +25,7 @@ config = stack.config
 # What this `up` would replace in the running stack, said before anything changes; a change that
 # would fail halfway (a pool renamed into a reservation its old self holds) stops the preview.
 lifecycle = stack_config.lifecycle_facts(config)
-previous_outputs().apply(lambda outputs: wiring.announce_changes(outputs.get(stack_config.LIFECYCLE_OUTPUT), lifecycle))
+previous_outputs().apply(lambda outputs: wiring.announce_changes(stack_config.previous_lifecycle(outputs), lifecycle))
 
 # 2. Google Cloud layer, or the cluster made elsewhere that the Kubernetes layer goes onto. The APIs
 #    first: every Google Cloud call waits for the one it goes through (an empty project refuses it).
@@ -83,7 +83,7 @@ pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("getCredentialsCommand", cluster.get_credentials_command)
 pulumi.export("tpuPoolNames", tpu.pool_names if tpu else [pool.name for pool in config.tpu.pools])
 pulumi.export("tpuChips", config.tpu.total_chips)
-pulumi.export("helmReleases", platform.release_versions)
+pulumi.export(stack_config.RELEASES_OUTPUT, platform.release_versions)
 pulumi.export(stack_config.LIFECYCLE_OUTPUT, lifecycle)
 if queues is not None:
     if tpu is not None:

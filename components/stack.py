@@ -279,6 +279,7 @@ def _check_built(stack: Stack, problems: Problems) -> None:
 # --- What a changed `up` would do to the stack that is running ---------------------------
 
 LIFECYCLE_OUTPUT = "lifecycle"  # the stack output the next preview compares against
+RELEASES_OUTPUT = "helmReleases"  # Helm release name -> chart version, exported since the platform was first pinned
 
 
 def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
@@ -327,6 +328,22 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             "acceleratorLabel": config.tpu.machine.accelerator_label,  # the ResourceFlavor's nodeLabels
         }
     return facts
+
+
+def previous_lifecycle(outputs: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``lifecycle`` output of the stack's last update, for ``review_changes``. A stack whose last `up` predates
+    the chart versions in that output (or the output itself) still exported ``helmReleases``: its versions stand
+    in, so the first chart upgrade after it is announced too."""
+    lifecycle: Mapping[str, Any] | None = outputs.get(LIFECYCLE_OUTPUT)
+    releases: Mapping[str, str] = outputs.get(RELEASES_OUTPUT) or {}
+    if (lifecycle and "chartsWithCrdsHelmKeeps" in lifecycle) or not releases:
+        return lifecycle
+    charts = {
+        key: {"version": releases[name]}
+        for key in platform_config.CHARTS_WITH_CRDS_HELM_KEEPS
+        if (name := platform_config.CHART_RELEASE_NAMES[key]) in releases
+    }
+    return {**(lifecycle or {}), "chartsWithCrdsHelmKeeps": charts}
 
 
 @dataclass(frozen=True)
@@ -383,7 +400,9 @@ def review_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any
         if old_version and old_version != chart["version"]:
             by_hand.append(
                 f"platform.{key}: the chart goes {old_version} -> {chart['version']}, and Helm upgrades the controller "
-                "but not the CRDs this chart ships in its crds/ folder. Apply the new ones before this `up`: "
+                "but neither updates nor adds the CRDs this chart ships in its crds/ folder (a controller that watches "
+                "a kind without its CRD exits once its cache cannot sync, which Helm's wait may not see). Apply them "
+                "before this `up`: "
                 f"helm show crds {chart['chart']} --version {chart['version']} "
                 "| kubectl apply --server-side --force-conflicts -f -"
             )

@@ -27,9 +27,9 @@ SHARED_SCHEMAS = REPO_ROOT.parent / "shared" / "schemas"
 
 # Group -> CRD folder of the version this project pins (schemas.lock locks the files under crds/<folder>/).
 PINNED_CRDS = {
-    "kueue.x-k8s.io": "kueue-v0.17.4",
-    "jobset.x-k8s.io": "jobset-v0.11.1",
-    "leaderworkerset.x-k8s.io": "lws-v0.8.0",
+    "kueue.x-k8s.io": "kueue-v0.17.8",
+    "jobset.x-k8s.io": "jobset-v0.12.0",
+    "leaderworkerset.x-k8s.io": "lws-v0.10.0",
     "gateway.networking.k8s.io": "gateway-api-v1.6.1",
     "inference.networking.k8s.io": "gateway-api-inference-extension-v1.5.0",
     "monitoring.googleapis.com": "prometheus-engine-v0.17.2",  # GKE's managed Prometheus (PodMonitoring)

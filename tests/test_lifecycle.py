@@ -262,23 +262,63 @@ def test_a_new_node_service_account_replaces_the_pools_but_not_the_cluster(runs)
 @pytest.mark.parametrize(
     "key, chart, version",
     [
-        ("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "0.11.2"),
-        ("leaderWorkerSet", "oci://registry.k8s.io/lws/charts/lws", "0.8.1"),
+        ("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "0.12.1"),
+        ("leaderWorkerSet", "oci://registry.k8s.io/lws/charts/lws", "0.10.1"),
     ],
 )
 def test_a_chart_upgrade_whose_crds_helm_keeps_says_how_to_apply_them(runs, key, chart, version):
     run = run_stack({f"platform.{key}.version": version}, previous_outputs=previous_of(runs["dev"]))
     (line,) = [w for w in run.warnings if w.startswith(f"platform.{key}: the chart goes")]
-    assert f"-> {version}, and Helm upgrades the controller but not the CRDs" in line
+    assert f"-> {version}, and Helm upgrades the controller but neither updates nor adds the CRDs" in line
     assert line.endswith(
         f"helm show crds {chart} --version {version} | kubectl apply --server-side --force-conflicts -f -"
     )
 
 
+# The pins before this upgrade (JobSet 0.11.1, Kueue 0.17.4, LWS 0.8.0): what a running stack was deployed with.
+EARLIER_PINS = {
+    "platform.jobset.version": "0.11.1",
+    "platform.kueue.version": "0.17.4",
+    "platform.leaderWorkerSet.version": "0.8.0",
+}
+
+
+def by_hand_chart_steps(run: ProgramRun) -> list[str]:
+    return [w for w in run.warnings if " the chart goes " in w]
+
+
+def test_the_first_up_after_the_upgrade_of_the_pins_asks_for_both_crd_steps_and_replaces_nothing():
+    """LWS 0.10.0 adds two CRDs to its crds/ folder (disaggregatedsets, disaggregatedsetrolescalers) that its
+    controller watches; JobSet 0.12.0 changes its one CRD. Kueue's CRDs are templates, upgraded with the release."""
+    previous = run_stack(EARLIER_PINS)
+    run = run_stack(previous_outputs=previous_of(previous))
+    assert [line.split(", and Helm")[0] for line in by_hand_chart_steps(run)] == [
+        "platform.jobset: the chart goes 0.11.1 -> 0.12.0",
+        "platform.leaderWorkerSet: the chart goes 0.8.0 -> 0.10.0",
+    ]
+    assert not [w for w in run.warnings if "REPLACED" in w], run.warnings
+    assert not [w for w in run.warnings if "platform.kueue" in w], run.warnings
+
+
+def test_a_stack_whose_last_up_predates_the_chart_facts_is_warned_from_its_helm_releases():
+    """Its lifecycle output has no chart versions (or there is none): the helmReleases output stands in."""
+    previous = run_stack(EARLIER_PINS)
+    lifecycle = {k: v for k, v in previous.raw_outputs["lifecycle"].items() if k != "chartsWithCrdsHelmKeeps"}
+    releases = previous.raw_outputs["helmReleases"]
+    assert releases["lws"] == "0.8.0"
+    for outputs in ({"lifecycle": lifecycle, "helmReleases": releases}, {"helmReleases": releases}):
+        run = run_stack(previous_outputs=outputs)
+        assert [line.split(", and Helm")[0] for line in by_hand_chart_steps(run)] == [
+            "platform.jobset: the chart goes 0.11.1 -> 0.12.0",
+            "platform.leaderWorkerSet: the chart goes 0.8.0 -> 0.10.0",
+        ], run.warnings
+        assert not [w for w in run.warnings if "REPLACED" in w], run.warnings
+
+
 def test_a_kueue_chart_upgrade_needs_nothing_by_hand(runs):
     """Kueue's CRDs are templates of its chart: Helm upgrades them with the release."""
-    run = run_stack({"platform.kueue.version": "0.17.5"}, previous_outputs=previous_of(runs["dev"]))
-    assert not [w for w in run.warnings if "the chart goes" in w], run.warnings
+    run = run_stack(previous_outputs=previous_of(run_stack({"platform.kueue.version": "0.17.4"})))
+    assert not by_hand_chart_steps(run), run.warnings
 
 
 def test_the_charts_a_stack_installs():

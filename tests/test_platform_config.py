@@ -18,7 +18,7 @@ PLATFORM_BAD_INPUTS = [
         id="floating-chart-version",
     ),
     pytest.param(
-        {"platform.jobset": {"chart": "registry.k8s.io/jobset", "version": "0.11.1", "namespace": "jobset-system"}},
+        {"platform.jobset": {"chart": "registry.k8s.io/jobset", "version": "0.12.0", "namespace": "jobset-system"}},
         "platform.jobset.chart",
         "not an oci://",
         id="chart-without-scheme",
@@ -27,7 +27,7 @@ PLATFORM_BAD_INPUTS = [
         {
             "platform.leaderWorkerSet": {
                 "chart": "oci://registry.k8s.io/lws/charts/lws",
-                "version": "0.8.0",
+                "version": "0.10.0",
                 "namespace": "lws",
             }
         },

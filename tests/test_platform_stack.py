@@ -21,9 +21,9 @@ def objects_of(run, kind):
 @pytest.mark.parametrize(
     "name, chart, version, namespace",
     [
-        ("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "0.11.1", "jobset-system"),
-        ("kueue", "oci://registry.k8s.io/kueue/charts/kueue", "0.17.4", "kueue-system"),
-        ("lws", "oci://registry.k8s.io/lws/charts/lws", "0.8.0", "lws-system"),
+        ("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "0.12.0", "jobset-system"),
+        ("kueue", "oci://registry.k8s.io/kueue/charts/kueue", "0.17.8", "kueue-system"),
+        ("lws", "oci://registry.k8s.io/lws/charts/lws", "0.10.0", "lws-system"),
     ],
 )
 def test_helm_releases_are_pinned_and_on_the_cluster_provider(dev_run, name, chart, version, namespace):
@@ -178,9 +178,9 @@ def test_slice_controller_image_can_be_pinned_by_digest():
 
 def test_release_versions_are_a_stack_output(dev_run):
     assert dev_run.outputs["helmReleases"] == {
-        "jobset": "0.11.1",
-        "kueue": "0.17.4",
-        "lws": "0.8.0",
+        "jobset": "0.12.0",
+        "kueue": "0.17.8",
+        "lws": "0.10.0",
         "slice-controller": "0.3.0",
     }
 

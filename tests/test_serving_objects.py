@@ -4,7 +4,7 @@ Properties that matter rather than snapshots: labels and annotations Kueue, LWS,
 controller and the router select on; vLLM arguments (the kv-transfer-config parsed as JSON);
 the leader's command run for real with stub ``bash``/``vllm`` to show the arguments pass through
 the shell untouched; ports, probes, env, TPU requests and group sizes; strict validation of every
-object against the pinned CRDs (LWS v0.8.0, Gateway API v1.6.1) and of the pod templates with
+object against the pinned CRDs (LWS v0.10.0, Gateway API v1.6.1) and of the pod templates with
 kubernetes-validate; router values checked key by key against the chart's v0.10.0 value listing.
 """
 

@@ -234,6 +234,16 @@ def test_an_image_change_rolls_the_groups_in_place(dev_run):
         assert all(_at(before.inputs, p) == _at(after.inputs, p) for p in REPLACED_ON), "an image change would reload"
 
 
+def test_a_routing_sidecar_image_change_rolls_the_decode_groups_in_place(dev_run):
+    """Kueue refuses only an init container's requests and ports in place (its pod shape), not its image."""
+    from components.workloads.serving.objects import REPLACED_ON
+
+    changed = run_stack({"serving.routingSidecarImage": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.1"})
+    before, after = dev_run.one(LWS, "vllm-decode"), changed.one(LWS, "vllm-decode")
+    assert before.inputs != after.inputs
+    assert all(_at(before.inputs, p) == _at(after.inputs, p) for p in REPLACED_ON), "a sidecar image would reload"
+
+
 def _at(inputs, path):
     """The values at a Pulumi property path (``a.b[*].c``) of a resource's inputs."""
     from tools.mock_engine import unwrap_secrets

@@ -59,6 +59,21 @@ class SliceControllerConfig:
     )
 
 
+# The pinned releases (README "What a change does" says what moving them does to a running stack):
+# - Kueue 0.17.8 (kubernetes-sigs/kueue tag v0.17.8, 818686e): the newest patch of the 0.17 line this platform
+#   and the slice controller were built on, with the TAS fixes #13097, #13266 (CHANGELOG/CHANGELOG-0.17.md,
+#   v0.17.8) and #12752 (v0.17.7); its notes since v0.17.4 ask nothing of an upgrade. 0.19 would turn
+#   waitForPodsReady on by default and change the LWS webhook (CHANGELOG-0.19.md v0.19.0, v0.19.1, v0.19.2).
+# - JobSet 0.12.0 (kubernetes-sigs/jobset tag v0.12.0, f22e565), the newest release: jobset.x-k8s.io/v1alpha2 only
+#   gains fields against 0.11.1 (a condition type, status restart counters, two failure-policy actions;
+#   api/jobset/v1alpha2/jobset_types.go), so Kueue 0.17.8 (built on sigs.k8s.io/jobset v0.11.1, go.mod) and the
+#   slice controller read it as before; Kueue 0.18 and 0.19 build on v0.12.0.
+# - LeaderWorkerSet 0.10.0 (kubernetes-sigs/lws tag v0.10.0, 2161f38), the newest release; llm-d's guides ask
+#   for 0.7.0 or newer, later 0.9.0 (llm-d/llm-d guides/prereq/infrastructure/README.md). leaderworkerset.x-k8s.io/v1
+#   only gains against 0.8.0 (restart policy RecreateGroupAfterStart, status.observedGeneration;
+#   api/leaderworkerset/v1/leaderworkerset_types.go); the labels Kueue's integration reads are unchanged. Its
+#   controller compares revisions semantically since 0.9.0 (lws#798), so taking over the groups a 0.8.0 controller
+#   made should roll none (upstream's upgrade e2e, test/e2e/upgrade at v0.10.0, starts from v0.9.0).
 @dataclass(frozen=True)
 class PlatformConfig:
     install: bool = setting(
@@ -67,14 +82,14 @@ class PlatformConfig:
         "has them already (installed elsewhere, of the versions below): the stack then only uses them.",
     )
     jobset: HelmChartConfig = setting(
-        HelmChartConfig("oci://registry.k8s.io/jobset/charts/jobset", "0.11.1", "jobset-system"), "JobSet chart."
+        HelmChartConfig("oci://registry.k8s.io/jobset/charts/jobset", "0.12.0", "jobset-system"), "JobSet chart."
     )
     kueue: HelmChartConfig = setting(
-        HelmChartConfig("oci://registry.k8s.io/kueue/charts/kueue", "0.17.4", "kueue-system"), "Kueue chart."
+        HelmChartConfig("oci://registry.k8s.io/kueue/charts/kueue", "0.17.8", "kueue-system"), "Kueue chart."
     )
     kueue_controller: KueueControllerConfig = setting(KueueControllerConfig(), "Kueue controller sizing.")
     leader_worker_set: HelmChartConfig = setting(
-        HelmChartConfig("oci://registry.k8s.io/lws/charts/lws", "0.8.0", "lws-system"),
+        HelmChartConfig("oci://registry.k8s.io/lws/charts/lws", "0.10.0", "lws-system"),
         "LeaderWorkerSet chart (its webhook service is hard-coded to lws-system).",
     )
     slice_controller: SliceControllerConfig = setting(
@@ -128,10 +143,17 @@ class QueuesConfig:
 
 # --- Rules -----------------------------------------------------------------------------
 
-# The charts that ship their CRDs in the chart's crds/ folder (charts/jobset/crds at JobSet v0.11.1,
-# charts/lws/crds at LWS v0.8.0; Kueue v0.17.4 has them in templates/crd): Helm installs those CRDs once and
-# never upgrades them.
+# The charts that ship their CRDs in the chart's crds/ folder (charts/jobset/crds at JobSet v0.12.0: jobsets;
+# charts/lws/crds at LWS v0.10.0: leaderworkersets, disaggregatedsets since v0.9.0 and
+# disaggregatedsetrolescalers since v0.10.0; Kueue v0.17.8 has its CRDs in charts/kueue/templates/crd): Helm
+# installs the crds/ folder on the first install only, and on an upgrade neither updates those CRDs nor adds
+# new ones (LWS v0.10.0 site/content/en/docs/installation/_index.md, "Upgrade by Helm"; kubernetes-sigs/lws#1006).
+# The LWS v0.10.0 manager runs its DisaggregatedSet controller whatever the values (cmd/main.go), and that
+# controller watches both DisaggregatedSet kinds (pkg/controllers/disaggregatedset SetupWithManager).
 CHARTS_WITH_CRDS_HELM_KEEPS = ("jobset", "leaderWorkerSet")
+
+# The Helm release name of each registry chart, by its key under ``platform`` (helmReleases is keyed by these names).
+CHART_RELEASE_NAMES = {"jobset": "jobset", "kueue": "kueue", "leaderWorkerSet": "lws"}
 
 
 def installed_charts(platform: PlatformConfig, dynamic_slicing: bool) -> dict[str, HelmChartConfig]:
@@ -159,7 +181,7 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
             problems.add(
                 f"{prefix}.version",
                 f"{chart.version!r} is not an exact version",
-                "pin a released version such as 0.11.1",
+                "pin a released version such as 0.12.0",
             )
         if not is_k8s_name(chart.namespace):
             problems.add(f"{prefix}.namespace", f"{chart.namespace!r} is not a namespace name", "use a DNS-1123 label")

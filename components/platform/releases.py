@@ -12,7 +12,12 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.manifests import MANIFESTS, load_documents
-from components.platform.config import HelmChartConfig, KueueControllerConfig, SliceControllerConfig
+from components.platform.config import (
+    CHART_RELEASE_NAMES,
+    HelmChartConfig,
+    KueueControllerConfig,
+    SliceControllerConfig,
+)
 
 # Relative to the project folder, where Pulumi runs the program (keeps renders machine-independent).
 SLICE_CONTROLLER_CHART = "./manifests/charts/slice-controller"
@@ -37,9 +42,14 @@ class ClusterPlatform(pulumi.ComponentResource):
         super().__init__("tpu-gke:k8s:ClusterPlatform", name, None, opts)
         self._provider = args.provider
         self.release_versions: dict[str, str] = {}  # release name -> chart version
-        self.jobset = self._release("jobset", args.jobset, {}) if args.jobset else None
-        self.kueue = self._release("kueue", args.kueue, kueue_values(args.kueue_controller)) if args.kueue else None
-        self.leader_worker_set = self._release("lws", args.leader_worker_set, {}) if args.leader_worker_set else None
+        names = CHART_RELEASE_NAMES
+        self.jobset = self._release(names["jobset"], args.jobset, {}) if args.jobset else None
+        self.kueue = (
+            self._release(names["kueue"], args.kueue, kueue_values(args.kueue_controller)) if args.kueue else None
+        )
+        self.leader_worker_set = (
+            self._release(names["leaderWorkerSet"], args.leader_worker_set, {}) if args.leader_worker_set else None
+        )
         self.slice_controller = None
         if args.slice_controller:
             # Its webhooks mutate Jobs, JobSets and LWS for Kueue: those controllers come first.

@@ -89,18 +89,29 @@ TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
 # On the staging pod template: a change to the program or its pins changes the Job, which then runs again.
 SCRIPT_DIGEST_ANNOTATION = "tpu-gke.dev/script-sha256"
 
-# What Kueue's LeaderWorkerSet webhook refuses to change on a queue-managed LWS (v0.17.4: the
-# queue-name label, and the pod "shape": requests, ports, node selection, tolerations and the
-# like), and the group size: a change to any of these must replace the LWS, reloading the model.
+# What Kueue's LeaderWorkerSet webhook refuses to change on a queue-managed LWS (kubernetes-sigs/kueue
+# v0.17.8, pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go ValidateUpdate): the queue-name
+# label, the priority-class label once a group is ready, and the pod "shape" of both templates
+# (pkg/util/pod/pod.go SpecShape: the containers' and init containers' requests and ports, nodeSelector,
+# affinity, tolerations, runtimeClassName, priority, topologySpreadConstraints, overhead, resourceClaims,
+# and since v0.17.7 the pod-level requests when set). And the group size: Kueue 0.17 accepts a new size in
+# place without reserving quota for it (kubernetes-sigs/kueue#13809; 0.19.1 refuses it). A change to any of
+# these must replace the LWS, reloading the model; any other edit (an image, flags, the routing sidecar's image)
+# rolls the groups in place.
 _POD_SHAPE = (
     "containers[*].resources",
     "containers[*].ports",
-    "initContainers",
+    "initContainers[*].resources",
+    "initContainers[*].ports",
     "nodeSelector",
     "affinity",
     "tolerations",
     "runtimeClassName",
+    "priority",
     "topologySpreadConstraints",
+    "overhead",
+    "resourceClaims",
+    "resources",
 )
 REPLACED_ON = [
     "metadata.labels",
