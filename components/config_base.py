@@ -275,6 +275,42 @@ def secrets_in_plain_text(config: Any, secret_blocks: set[str], prefix: str = ""
     return problems
 
 
+SECRET_SHOWN = "[secret]"
+
+
+def redact_secret_values(problems: list[Problem], raw: Mapping[str, Any], secret_blocks: set[str]) -> list[Problem]:
+    """The problems with the value of each key inside a secret top-level key replaced by ``[secret]``.
+
+    Pulumi keeps secrecy per top-level key, so the program cannot tell which leaf of a secret key
+    was encrypted: no message about a key inside one echoes that key's value, whatever it is.
+    """
+    redacted = []
+    for problem in problems:
+        value = _value_at(raw, problem.key) if problem.key.split(".")[0].split("[")[0] in secret_blocks else None
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
+            shown = [repr(value), str(value)]
+            what, fix = problem.what, problem.fix
+            for text in shown:
+                what, fix = what.replace(text, SECRET_SHOWN), fix.replace(text, SECRET_SHOWN)
+            problem = Problem(problem.key, what, fix)
+        redacted.append(problem)
+    return redacted
+
+
+def _value_at(raw: Any, key: str) -> Any:
+    """The raw value at a problem's key (``tpu.pools[0].name``); None where the path does not lead."""
+    value = raw
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", key):
+        if part.startswith("["):
+            index = int(part[1:-1])
+            value = value[index] if isinstance(value, list) and index < len(value) else None
+        else:
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if value is None:
+            return None
+    return value
+
+
 # --- Documentation ---------------------------------------------------------------------
 
 

@@ -28,6 +28,7 @@ from components.config_base import (
     Problems,
     camel,
     parse_object,
+    redact_secret_values,
     secrets_in_plain_text,
     setting,
 )
@@ -133,11 +134,11 @@ def load(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None) -> St
         problems.items += secrets_in_plain_text(config, set(secret_keys))
     _validate(config, problems)
     if problems.items:
-        raise ConfigError(problems.items)
+        raise ConfigError(redact_secret_values(problems.items, raw, set(secret_keys or ())))
     stack = _build(config)
     _check_built(stack, problems)
     if problems.items:
-        raise ConfigError(problems.items)
+        raise ConfigError(redact_secret_values(problems.items, raw, set(secret_keys or ())))
     return stack
 
 

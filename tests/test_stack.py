@@ -221,3 +221,22 @@ def test_no_committed_stack_file_carries_a_value_only_its_owner_can_decrypt(path
     document = yaml.safe_load(path.read_text())
     assert _secure_paths(document.get("config") or {}, "config") == []
     assert not {"encryptionsalt", "secretsprovider", "encryptedkey"} & set(document), "a stack's own secrets setup"
+
+
+def test_no_message_echoes_a_value_inside_a_secret_key():
+    """Pulumi keeps secrecy per top-level key: nothing under a secret key is echoed, whichever leaf was encrypted."""
+    raw = with_overrides(
+        stack_values("dev"),
+        {"cluster.version": "9.9-leakme", "cluster.name": "Leak_Me_Too", "serving.hfToken": 12345678},
+    )
+    with pytest.raises(ConfigError) as raised:
+        stack_config.load(raw, secret_keys={"cluster", "serving"})
+    message = str(raised.value)
+    for key in ("cluster.version", "cluster.name", "serving.hfToken"):
+        assert any(p.key == key for p in raised.value.problems), message
+    assert "leakme" not in message and "Leak_Me_Too" not in message and "12345678" not in message
+    assert "[secret]" in message
+    # Outside a secret key the value is named, so the reader sees what to fix.
+    with pytest.raises(ConfigError) as plain:
+        stack_config.load(with_overrides(stack_values("dev"), {"cluster.version": "9.9-shown"}))
+    assert "9.9-shown" in str(plain.value)

@@ -95,3 +95,43 @@ def test_a_failing_golden_render_keeps_the_committed_files(tmp_path: Path):
     assert (golden / "resources.json").read_text() == "[reviewed]"
     assert render.main(argv) == 1  # make render: a stale render must not pass for the current one
     assert not golden.exists()
+
+
+# --- YAML 1.2, as the CLI's gopkg.in/yaml.v3 resolves plain scalars ----------------------------------
+
+# (plain scalar, what the CLI hands the program)
+YAML_12_SCALARS = [
+    ("yes", "yes"),
+    ("no", "no"),
+    ("on", "on"),
+    ("off", "off"),
+    ("Yes", "Yes"),
+    ("true", True),
+    ("False", False),
+    ("TRUE", True),
+    ("1e3", 1000.0),  # a string in YAML 1.1
+    ("1:30", "1:30"),  # 90 in YAML 1.1 (sexagesimal)
+    ("0o17", 15),  # a string in YAML 1.1
+    ("0777", 511),  # yaml.v3 keeps 1.1's octal
+    ("12", 12),
+    ("'yes'", "yes"),
+]
+
+
+@pytest.mark.parametrize("scalar, value", YAML_12_SCALARS)
+def test_plain_scalars_resolve_as_the_cli_reads_them(tmp_path: Path, scalar: str, value: object):
+    path = tmp_path / "Pulumi.s.yaml"
+    path.write_text(f"config:\n  tpu-dynamic-slicing:x: {scalar}\n")
+    read = read_stack_file(path)["tpu-dynamic-slicing:x"]
+    assert read == value and type(read) is type(value)
+
+
+@pytest.mark.parametrize("word", ["yes", "no", "on", "off"])
+def test_a_yaml_1_1_boolean_is_refused_as_the_real_preview_refuses_it(tmp_path: Path, capsys, word: str):
+    """`deletionProtection: yes` reaches the program as the string 'yes' under the CLI."""
+    stack_file = (Path(render.PROJECT_ROOT) / "Pulumi.dev.yaml").read_text()
+    (tmp_path / "Pulumi.s.yaml").write_text(
+        stack_file.replace("deletionProtection: false", f"deletionProtection: {word}")
+    )
+    assert render.main(["--stack", "s", "--stack-dir", str(tmp_path), "--out", str(tmp_path / "out")]) == 1
+    assert f"cluster.deletionProtection: {word!r} is not true or false" in capsys.readouterr().err

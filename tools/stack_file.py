@@ -1,5 +1,12 @@
 """Reads a `Pulumi.<stack>.yaml` as the Pulumi CLI does, refusing what the CLI would refuse.
 
+The CLI decodes stack files with gopkg.in/yaml.v3 into untyped values (pulumi/pulumi
+sdk/go/common/encoding/marshal.go and workspace/loaders.go at v3.259.0), whose plain scalars resolve
+as YAML 1.2 (gopkg.in/yaml.v3@v3.0.1 resolve.go): only true/True/TRUE and false/False/FALSE are
+booleans, so `yes`, `no`, `on` and `off` are strings (a bool setting then refuses them); `1e3` is a
+number; `1:30` is a string. PyYAML resolves YAML 1.1, where all of those differ: the loader below
+resolves them as yaml.v3 does.
+
 Every way a stack file can be malformed (bytes that are not UTF-8, YAML that does not parse, a
 duplicate key at any depth, a key that is not a string, the wrong structure at the top or under
 `config:`) is one ``StackFileError`` whose message is one line naming the file and, where known,
@@ -8,6 +15,7 @@ the line: ``Pulumi.dev.yaml:12: duplicate key 'tpu-dynamic-slicing:tpu' (first a
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +27,8 @@ class StackFileError(ValueError):
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys and keys that are not strings (PyYAML keeps the last)."""
+    """SafeLoader that resolves plain scalars as yaml.v3 does (see the module's docstring) and refuses
+    duplicate keys and keys that are not strings (PyYAML keeps the last)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
@@ -32,6 +41,27 @@ class _StrictLoader(yaml.SafeLoader):
                 raise _KeyProblem(line, f"duplicate key {key!r} (first at line {seen[key]}); keep one of them")
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+_BOOL, _INT, _FLOAT = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in (_BOOL, _INT, _FLOAT)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+# In this order: a plain scalar that is both an int and a float is an int (yaml.v3 tries ParseInt first).
+_StrictLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_StrictLoader.add_implicit_resolver(
+    _INT,  # 0b.., 0o.., 0x.., 0777 (octal, kept by yaml.v3 for compatibility), decimals; no sexagesimal 1:30
+    re.compile(r"^[-+]?(?:0b[01_]+|0o[0-7_]+|0x[0-9a-fA-F_]+|0[0-7_]*|[1-9][0-9_]*)$"),
+    list("-+0123456789"),
+)
+_StrictLoader.add_implicit_resolver(
+    _FLOAT,  # yaml.v3's yamlStyleFloat, plus .inf and .nan
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
 
 
 class _KeyProblem(Exception):
