@@ -237,13 +237,19 @@ def test_vllm_arguments(lws, role, kv_role, port):
         "kv_connector": "TPUConnectorHMA",
         "kv_connector_module_path": "tpu_inference.distributed.tpu_connector_hma",
         "kv_role": kv_role,
-        "kv_ip": "$(POD_IP)",
     }
 
 
 def test_kv_transfer_config_is_data():
     assert kv_transfer_config(PREFILL)["kv_role"] == "kv_producer"
     assert kv_transfer_config(DECODE)["kv_role"] == "kv_consumer"
+
+
+@pytest.mark.parametrize("role", [PREFILL, DECODE])
+def test_kv_transfer_config_names_no_address(role):
+    """tpu-inference gathers the hosts' KV addresses over Ray and never reads ``kv_ip``; vllm-tpu
+    0.32.0's KVTransferConfig has no such field and refuses unknown keys."""
+    assert set(kv_transfer_config(role)) == {"kv_connector", "kv_connector_module_path", "kv_role"}
 
 
 def test_overlaid_vllm_sizes():
@@ -294,7 +300,7 @@ def test_leader_command_hands_vllm_its_arguments_verbatim(tmp_path, lws, ray_sta
     _stub(tmp_path, "bash", log + f"sys.exit({ray_status})\n")
     _stub(tmp_path, "vllm", log)
     leader = container(lws[PREFILL], "leader")
-    pod_env = {"POD_IP": "10.8.0.7", "LWS_GROUP_SIZE": "2"}
+    pod_env = {"LWS_GROUP_SIZE": "2"}
     argv = [kubelet_expand(a, pod_env) for a in leader["command"] + leader["args"]]
     env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", **pod_env}
     result = subprocess.run(argv, check=False, env=env, capture_output=True, text=True, timeout=60)
@@ -306,9 +312,9 @@ def test_leader_command_hands_vllm_its_arguments_verbatim(tmp_path, lws, ray_sta
         return
     assert result.returncode == 0, result.stderr
     assert calls[1][:2] == ["vllm", "serve"]
-    assert calls[1][2:] == [kubelet_expand(a, pod_env) for a in leader["args"]]
+    assert calls[1][2:] == leader["args"], "no kubelet expansion in the vLLM arguments"
     kv = json.loads(flag_values(calls[1][2:])["--kv-transfer-config"])
-    assert kv["kv_ip"] == "10.8.0.7"
+    assert kv == kv_transfer_config(PREFILL)
 
 
 def test_worker_joins_the_leaders_ray_cluster(lws):
@@ -326,7 +332,7 @@ def test_worker_joins_the_leaders_ray_cluster(lws):
 def test_env_of_leader_and_worker(lws, role):
     leader, worker = env_of(container(lws[role], "leader")), env_of(container(lws[role], "worker"))
     assert leader == worker
-    assert leader["POD_IP"] == {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    assert "POD_IP" not in leader, "it fed only kv_ip, which nothing reads"
     assert leader["HF_TOKEN"] == {
         "name": "HF_TOKEN",
         "valueFrom": {"secretKeyRef": {"name": "llm-d-hf-token", "key": "HF_TOKEN", "optional": True}},
