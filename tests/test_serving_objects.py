@@ -394,12 +394,14 @@ def test_ports(lws):
 def test_routing_sidecar_only_on_the_decode_leader(lws):
     (sidecar,) = template(lws[DECODE], "leader")["spec"]["initContainers"]
     assert sidecar["name"] == "routing-proxy"
-    assert sidecar["image"] == "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
+    assert sidecar["image"] == "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0"
     assert sidecar["restartPolicy"] == "Always"  # native sidecar: runs beside vLLM
+    # The flags llm-d-router v0.10.0's pd-sidecar defines (pkg/sidecar/proxy/options.go): it refuses
+    # an unknown one such as the removed --connector, and --vllm-port is deprecated.
     assert sidecar["args"] == [
         "--port=8000",
-        "--vllm-port=8200",
-        "--connector=nixlv2",
+        "--model-server-port=8200",
+        "--kv-connector=nixlv2",
         "--zap-log-level=1",
         "--secure-proxy=false",
     ]
@@ -423,7 +425,21 @@ def test_router_targets_the_port_that_serves_each_role(lws):
     assert flag_values(container(lws[PREFILL], "leader")["args"])["--port"] == str(target["number"])
     (sidecar,) = template(lws[DECODE], "leader")["spec"]["initContainers"]
     assert f"--port={target['number']}" in sidecar["args"]
-    assert f"--vllm-port={flag_values(container(lws[DECODE], 'leader')['args'])['--port']}" in sidecar["args"]
+    vllm_port = flag_values(container(lws[DECODE], "leader")["args"])["--port"]
+    assert flag_values(sidecar["args"])["--model-server-port"] == vllm_port
+
+
+def test_the_sidecar_and_the_endpoint_picker_are_the_routers_release():
+    """One fact, serving.router.version: the chart, the picker's tag and the sidecar's tag."""
+    spec = params()
+    assert spec.router_version == RouterConfig().version == "v0.10.0"
+    built = serving_objects(spec)
+    (sidecar,) = template(by_role(built.leaderworkersets)[DECODE], "leader")["spec"]["initContainers"]
+    assert sidecar["image"] == f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:{spec.router_version}"
+    assert built.router_values["router"]["epp"]["image"]["tag"] == spec.router_version
+    values = router_values(gateway_name="gw", version="v0.11.0")
+    assert values["router"]["epp"]["image"]["tag"] == "v0.11.0"
+    assert load_router_values()["router"]["epp"]["image"]["tag"] == RouterConfig().version, "the base as applied"
 
 
 @pytest.mark.parametrize("role, port", [(PREFILL, 8000), (DECODE, 8200)])
@@ -702,13 +718,13 @@ def test_the_value_key_listing_is_sorted_and_well_formed():
 
 
 def test_every_router_value_is_a_transcribed_chart_key():
-    values = router_values(gateway_name="gw", gateway_namespace="ns")
+    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="ns")
     assert unknown_keys(values, TRANSCRIBED_ROUTER_KEYS | EXTRA_ROUTER_KEYS) == set()
 
 
 def test_every_router_value_is_in_the_chart_listing(listed_keys):
     assert "router.epp.replicas" in listed_keys and "httpRoute.inferenceGatewayName" in listed_keys
-    values = router_values(gateway_name="gw", gateway_namespace="ns")
+    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="ns")
     assert unknown_keys(values, listed_keys | EXTRA_ROUTER_KEYS) == set()
 
 
@@ -753,7 +769,7 @@ def test_endpoint_picker_config_has_prefill_and_decode_profiles():
 
 
 def test_router_values_overlay():
-    values = router_values(gateway_name="gw", gateway_namespace="gateways")
+    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="gateways")
     assert values["router"]["modelServers"]["matchLabels"] == {"llm-d.ai/guide": "pd-disaggregation"}
     assert (values["httpRoute"]["inferenceGatewayName"], values["httpRoute"]["inferenceGatewayNamespace"]) == (
         "gw",
@@ -777,7 +793,7 @@ ROUTER_CHART_DIR = os.environ.get("TPU_GKE_ROUTER_CHART_DIR", "")
 @pytest.mark.skipif(not ROUTER_CHART_DIR, reason="TPU_GKE_ROUTER_CHART_DIR is not set")
 def test_router_chart_renders_the_pool_and_route_we_expect():
     helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
-    values = router_values(gateway_name=DEFAULT_GATEWAY.name)
+    values = router_values(gateway_name=DEFAULT_GATEWAY.name, version=RouterConfig().version)
     with helm.Chart.load(ROUTER_CHART_DIR) as chart:
         manifests = chart.render(values, name=so.ROUTER_RELEASE_NAME, namespace="serving")
     objects = [d for text in manifests.values() for d in yaml.safe_load_all(text) if isinstance(d, dict)]

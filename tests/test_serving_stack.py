@@ -122,6 +122,28 @@ def test_router_release_is_pinned_after_the_gateway(dev_run):
     assert router.provider.split("::")[-2] == "gke"
 
 
+def _decode_sidecar(run):
+    leader = objects(run, "LeaderWorkerSet")["vllm-decode"]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+    (sidecar,) = leader["spec"]["initContainers"]
+    return sidecar
+
+
+@pytest.mark.parametrize("version", ["v0.10.0", "v0.11.0"])
+def test_the_router_version_is_the_sidecars_and_the_endpoint_pickers(version):
+    """serving.router.version is the one version: the chart, the endpoint picker and the P/D sidecar."""
+    run = run_stack({"serving.router.version": version})
+    router = run.one(RELEASE, "router")
+    assert router.input("version") == version
+    assert router.input("values")["router"]["epp"]["image"]["tag"] == version
+    assert _decode_sidecar(run)["image"] == f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:{version}"
+
+
+@pytest.mark.parametrize("suffix", [":v0.10.0", f":v0.10.0@sha256:{'b' * 64}"])
+def test_a_sidecar_override_is_that_release_from_elsewhere(suffix):
+    image = "us-docker.pkg.dev/my-project/mirror/llm-d-router-disagg-sidecar" + suffix
+    assert _decode_sidecar(run_stack({"serving.routingSidecarImage": image}))["image"] == image
+
+
 def test_inference_pool_crds_only_when_asked(dev_run):
     assert not [r for r in dev_run.registrations if r.name == "inference-pool-crds"]
     run = run_stack({"serving.inferencePoolCrds": {"install": True}})

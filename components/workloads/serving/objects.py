@@ -143,7 +143,7 @@ def serving_objects(spec: ServingInput) -> ServingObjects:
     return ServingObjects(
         service_account=model_server_service_account(spec.namespace, spec.service_account_name),
         gateway=inference_gateway,
-        router_values=router_values(gateway_name=spec.gateway_name),
+        router_values=router_values(gateway_name=spec.gateway_name, version=spec.router_version),
         leaderworkersets=prefill_decode_leaderworkersets(spec),
         staging_script=staging_script_configmap(spec.namespace) if spec.stage_weights else None,
         staging_job=weights_staging_job(spec) if spec.stage_weights else None,
@@ -373,8 +373,12 @@ def load_router_values() -> dict[str, Any]:
     return _load_one(ROUTER_VALUES_FILE)
 
 
-def router_values(*, gateway_name: str, gateway_namespace: str = "") -> dict[str, Any]:
-    """Values of the llm-d router chart with the guide label and the Gateway overlaid.
+def router_values(*, gateway_name: str, version: str, gateway_namespace: str = "") -> dict[str, Any]:
+    """Values of the llm-d router chart with the guide label, the release and the Gateway overlaid.
+
+    ``version`` is the router release (``serving.router.version``): the endpoint picker's image
+    tag, which the chart would otherwise take from its own default, follows it like the decode pods'
+    P/D sidecar, so the chart, the picker and the sidecar are one release.
 
     The release namespace is Helm's (the release's ``namespace``); ``gateway_namespace`` is only
     needed when the Gateway lives elsewhere (it must then allow routes from the release's
@@ -383,6 +387,7 @@ def router_values(*, gateway_name: str, gateway_namespace: str = "") -> dict[str
     request, and ``router.tokenizer.modelName`` only matters with the tokenizer enabled.
     """
     values = load_router_values()
+    values["router"]["epp"]["image"]["tag"] = version
     values["router"]["modelServers"]["matchLabels"] = {GUIDE_LABEL: GUIDE}
     values["httpRoute"]["inferenceGatewayName"] = gateway_name
     values["httpRoute"]["inferenceGatewayNamespace"] = gateway_namespace
