@@ -25,7 +25,20 @@ MODEL_WEIGHTS_DTYPE = "fp8"  # "-FP8" checkpoint; ~406 GB on disk (a few tensors
 # vLLM for TPU: the image the reference deployment ran (a dated nightly: 2026-04-30, vLLM commit
 # 18ed615, tpu-inference commit 5b39b26), not the floating `nightly`/`latest`. Pin its digest once
 # pulled. llm-d's TPU7x recipes pin vllm/vllm-tpu:v0.26.0 instead (v0.27.0-v0.29.0 break
-# TPUConnectorHMA at startup).
+# TPUConnectorHMA at startup; llm-d guides/pd-disaggregation/README.md, tpu-inference#3566).
+#
+# Still the nightly, not the 0.32.0 release (2026-10-22; vllm-tpu and tpu-inference 0.32.0 on
+# PyPI), because nothing names a docker.io/vllm/vllm-tpu image of that release: tpu-inference's
+# tag workflow publishes to PyPI only (.github/workflows/release.yml), and its one image pipeline
+# pushes only `nightly` and `nightly-<date>-<sha>-<sha>` (.buildkite/nightly_releases.yml,
+# .buildkite/scripts/publish_nightly_image.sh); no doc or recipe seen names a v0.32.0 tag, and
+# Docker Hub cannot be asked from where this is developed. The P/D settings themselves hold at
+# 0.32.0 (read in the PyPI wheels): TPUConnectorHMA in tpu_inference.distributed.tpu_connector_hma
+# (accepted by platforms/tpu_platform.py; its __init__ now runs vLLM's base init, which sets the
+# _kv_transfer_config that v0.27.0's lacked), kv_producer/kv_consumer, TPU_KV_TRANSFER_PORT and
+# TPU_SIDE_CHANNEL_PORT (distributed/utils.py), TPU_MULTIHOST_BACKEND=ray (envs.py); and that
+# release's vLLM refuses a kv_ip, which the kv-transfer-config no longer sets. Moving is this one
+# line once an image tag of the release is confirmed: set serving.image to it (or its digest).
 VLLM_IMAGE = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26"
 # The llm-d router: one release, one version. Its chart (serving.router), its endpoint picker image
 # and the decode pods' P/D sidecar all come from llm-d/llm-d-router at that tag. The release workflow
