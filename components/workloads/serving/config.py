@@ -134,6 +134,11 @@ class RouterConfig:
     )
 
 
+# The InferencePool CRDs: the Gateway API Inference Extension release llm-d-router v0.10.0 is built
+# and tested against, v1.5.0 (its go.mod requires sigs.k8s.io/gateway-api-inference-extension v1.5.0;
+# deploy/components/crds-gie/kustomization.yaml installs that release's v1-manifests.yaml), not
+# v1.6.0: the router does not claim it, and its InferencePool v1 schema differs only in making
+# endpointPickerRef optional, which the chart's pool always sets (shared/schemas v1.5.0 and v1.6.0).
 @dataclass(frozen=True)
 class InferencePoolCrdsConfig:
     install: bool = setting(
