@@ -256,6 +256,50 @@ def test_an_image_change_rolls_the_groups_in_place(dev_run):
         assert all(_at(before.inputs, p) == _at(after.inputs, p) for p in REPLACED_ON), "an image change would reload"
 
 
+def test_a_new_router_release_rolls_the_decode_groups_in_place(dev_run):
+    """Kueue compares an init container's requests and ports only: the sidecar's image is not shape."""
+    from components.workloads.serving.objects import REPLACED_ON
+
+    changed = run_stack({"serving.router.version": "v0.11.0"})
+    before, after = dev_run.one(LWS, "vllm-decode"), changed.one(LWS, "vllm-decode")
+    assert before.inputs != after.inputs
+    assert all(_at(before.inputs, p) == _at(after.inputs, p) for p in REPLACED_ON), "a sidecar release would reload"
+    assert changed.one(LWS, "vllm-prefill").inputs == dev_run.one(LWS, "vllm-prefill").inputs
+
+
+def test_the_first_up_after_the_v0_8_0_sidecar_rolls_both_roles_in_place(dev_run):
+    """What the stacks ran before: the llm-d-routing-sidecar v0.8.0 flags, kv_ip and POD_IP. Moving
+    from it touches no replace-on-change path, so `up` updates both LeaderWorkerSets in place."""
+    import copy
+
+    from components.workloads.serving.objects import REPLACED_ON
+
+    for name in ("vllm-prefill", "vllm-decode"):
+        now = dev_run.one(LWS, name).inputs
+        before = copy.deepcopy(now)
+        template = before["spec"]["leaderWorkerTemplate"]
+        for kind in ("leaderTemplate", "workerTemplate"):
+            (container,) = template[kind]["spec"]["containers"]
+            pod_ip = {"fieldRef": {"fieldPath": "status.podIP"}}
+            container["env"].insert(0, {"name": "POD_IP", "valueFrom": pod_ip})
+        (leader,) = template["leaderTemplate"]["spec"]["containers"]
+        leader["args"] = [
+            a.replace('"}', '", "kv_ip": "$(POD_IP)"}') if a.startswith("--kv-transfer-config=") else a
+            for a in leader["args"]
+        ]
+        for sidecar in template["leaderTemplate"]["spec"].get("initContainers", []):
+            sidecar["image"] = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
+            sidecar["args"] = [
+                "--port=8000",
+                "--vllm-port=8200",
+                "--connector=nixlv2",
+                "--zap-log-level=1",
+                "--secure-proxy=false",
+            ]
+        assert before != now
+        assert [p for p in REPLACED_ON if _at(before, p) != _at(now, p)] == [], name
+
+
 def _at(inputs, path):
     """The values at a Pulumi property path (``a.b[*].c``) of a resource's inputs."""
     from tools.mock_engine import unwrap_secrets

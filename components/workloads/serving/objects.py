@@ -88,10 +88,16 @@ SCRIPT_DIGEST_ANNOTATION = "tpu-gke.dev/script-sha256"
 # What Kueue's LeaderWorkerSet webhook refuses to change on a queue-managed LWS (v0.17.4: the
 # queue-name label, and the pod "shape": requests, ports, node selection, tolerations and the
 # like), and the group size: a change to any of these must replace the LWS, reloading the model.
+# Init containers (the decode leader's P/D sidecar) count like containers: the shape Kueue compares
+# is their number, requests and ports, not their image, args or env (kubernetes-sigs/kueue v0.17.4
+# pkg/util/pod/pod.go SpecShape and ContainersShape, used by ValidateImmutablePodGroupPodSpec in
+# pkg/controller/jobframework/validation.go; the same in v0.17.8 and v0.19.2), so a new sidecar
+# release rolls the groups in place.
 _POD_SHAPE = (
     "containers[*].resources",
     "containers[*].ports",
-    "initContainers",
+    "initContainers[*].resources",
+    "initContainers[*].ports",
     "nodeSelector",
     "affinity",
     "tolerations",
