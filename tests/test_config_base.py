@@ -42,7 +42,7 @@ def test_pinned_images(image):
         ("docker.io/library/python:3.12.8-slim-bookworm", True),
         ("us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.9.0-rev1", True),
         ("docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26", True),  # a dated build
-        ("ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0", True),
+        ("ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0", True),
         ("tpuongke/kueue-slice-controller:v0.8.0-200", True),
         ("registry.example:5000/team/app:2026-04-30", True),
         ("nginx@sha256:" + "a" * 64, True),

@@ -233,7 +233,7 @@ BROKEN = [
     ("no-broad-project-roles", "dev", adding(EXTRA_BINDING), {}, "admins", "roles/storage.admin"),
     ("no-broad-project-roles", "dev", adding(EXTRA_POLICY), {}, "project-policy", "roles/editor"),
     ("container-images-pinned", "dev", setting("stage-model-weights", POD_SPEC, "docker.io/library/python:latest"), {}, "stage-model-weights", "'latest'"),
-    ("container-images-pinned", "dev", setting("vllm-decode", SIDECAR, "ghcr.io/llm-d/llm-d-routing-sidecar"), {}, "vllm-decode", "no tag"),
+    ("container-images-pinned", "dev", setting("vllm-decode", SIDECAR, "ghcr.io/llm-d/llm-d-router-disagg-sidecar"), {}, "vllm-decode", "no tag"),
     ("container-images-pinned", "dev", setting("vllm-prefill", "spec.leaderWorkerTemplate.workerTemplate.spec.containers.0.image", "docker.io/vllm/vllm-tpu:nightly"), {}, "vllm-prefill", "'nightly'"),
     ("container-images-pinned", "dev", setting("subslice-check", JOBSET_IMAGE, "us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.9"), {}, "subslice-check", "can move"),
     ("container-images-pinned", "saxml", setting("admin-server", POD_SPEC, "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:latest"), {}, "admin-server", "'latest'"),

@@ -6,6 +6,8 @@ from components.config_base import ConfigError
 from tests.conftest import as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
 from tools.mock_engine import run_program
 
+SIDECAR_MIRROR = "us-docker.pkg.dev/my-project/mirror/llm-d-router-disagg-sidecar"
+
 SERVING_BAD_INPUTS = [
     pytest.param(
         {"serving.decode.tensorParallelSize": 8},
@@ -94,10 +96,40 @@ SERVING_BAD_INPUTS = [
         {"serving.image": "docker.io/vllm/vllm-tpu:nightly"}, "serving.image", "floating tag", id="floating-image"
     ),
     pytest.param(
-        {"serving.routingSidecarImage": "ghcr.io/llm-d/llm-d-routing-sidecar"},
+        {"serving.routingSidecarImage": "ghcr.io/llm-d/llm-d-router-disagg-sidecar"},
         "serving.routingSidecarImage",
         "has no tag",
         id="untagged-sidecar",
+    ),
+    pytest.param(
+        {"serving.routingSidecarImage": "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0"},
+        "serving.routingSidecarImage",
+        "is release v0.9.0, but serving.router.version is v0.10.0",
+        id="sidecar-of-another-release",
+    ),
+    pytest.param(
+        {"serving.router.version": "v0.11.0", "serving.routingSidecarImage": SIDECAR_MIRROR + ":v0.10.0"},
+        "serving.routingSidecarImage",
+        "is release v0.10.0, but serving.router.version is v0.11.0",
+        id="router-moved-without-its-sidecar",
+    ),
+    pytest.param(
+        {"serving.routingSidecarImage": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"},
+        "serving.routingSidecarImage",
+        "is not llm-d-router's llm-d-router-disagg-sidecar",
+        id="the-old-routing-sidecar",
+    ),
+    pytest.param(
+        {"serving.routingSidecarImage": f"{SIDECAR_MIRROR}@sha256:{'a' * 64}"},
+        "serving.routingSidecarImage",
+        "pins a digest without a tag",
+        id="sidecar-digest-without-release",
+    ),
+    pytest.param(
+        {"serving.router.version": "v0.9.0"},
+        "serving.router.version",
+        "older than v0.10.0, the first release whose P/D sidecar takes --model-server-port",
+        id="router-before-the-sidecar-flags",
     ),
     pytest.param({"serving.resources": {"cpu": "300"}}, "serving.resources.cpu", "exceeds", id="cpu-beyond-host"),
     pytest.param(

@@ -237,13 +237,19 @@ def test_vllm_arguments(lws, role, kv_role, port):
         "kv_connector": "TPUConnectorHMA",
         "kv_connector_module_path": "tpu_inference.distributed.tpu_connector_hma",
         "kv_role": kv_role,
-        "kv_ip": "$(POD_IP)",
     }
 
 
 def test_kv_transfer_config_is_data():
     assert kv_transfer_config(PREFILL)["kv_role"] == "kv_producer"
     assert kv_transfer_config(DECODE)["kv_role"] == "kv_consumer"
+
+
+@pytest.mark.parametrize("role", [PREFILL, DECODE])
+def test_kv_transfer_config_names_no_address(role):
+    """tpu-inference gathers the hosts' KV addresses over Ray and never reads ``kv_ip``; vllm-tpu
+    0.32.0's KVTransferConfig has no such field and refuses unknown keys."""
+    assert set(kv_transfer_config(role)) == {"kv_connector", "kv_connector_module_path", "kv_role"}
 
 
 def test_overlaid_vllm_sizes():
@@ -294,7 +300,7 @@ def test_leader_command_hands_vllm_its_arguments_verbatim(tmp_path, lws, ray_sta
     _stub(tmp_path, "bash", log + f"sys.exit({ray_status})\n")
     _stub(tmp_path, "vllm", log)
     leader = container(lws[PREFILL], "leader")
-    pod_env = {"POD_IP": "10.8.0.7", "LWS_GROUP_SIZE": "2"}
+    pod_env = {"LWS_GROUP_SIZE": "2"}
     argv = [kubelet_expand(a, pod_env) for a in leader["command"] + leader["args"]]
     env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", **pod_env}
     result = subprocess.run(argv, check=False, env=env, capture_output=True, text=True, timeout=60)
@@ -306,9 +312,9 @@ def test_leader_command_hands_vllm_its_arguments_verbatim(tmp_path, lws, ray_sta
         return
     assert result.returncode == 0, result.stderr
     assert calls[1][:2] == ["vllm", "serve"]
-    assert calls[1][2:] == [kubelet_expand(a, pod_env) for a in leader["args"]]
+    assert calls[1][2:] == leader["args"], "no kubelet expansion in the vLLM arguments"
     kv = json.loads(flag_values(calls[1][2:])["--kv-transfer-config"])
-    assert kv["kv_ip"] == "10.8.0.7"
+    assert kv == kv_transfer_config(PREFILL)
 
 
 def test_worker_joins_the_leaders_ray_cluster(lws):
@@ -326,7 +332,7 @@ def test_worker_joins_the_leaders_ray_cluster(lws):
 def test_env_of_leader_and_worker(lws, role):
     leader, worker = env_of(container(lws[role], "leader")), env_of(container(lws[role], "worker"))
     assert leader == worker
-    assert leader["POD_IP"] == {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    assert "POD_IP" not in leader, "it fed only kv_ip, which nothing reads"
     assert leader["HF_TOKEN"] == {
         "name": "HF_TOKEN",
         "valueFrom": {"secretKeyRef": {"name": "llm-d-hf-token", "key": "HF_TOKEN", "optional": True}},
@@ -388,12 +394,14 @@ def test_ports(lws):
 def test_routing_sidecar_only_on_the_decode_leader(lws):
     (sidecar,) = template(lws[DECODE], "leader")["spec"]["initContainers"]
     assert sidecar["name"] == "routing-proxy"
-    assert sidecar["image"] == "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
+    assert sidecar["image"] == "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0"
     assert sidecar["restartPolicy"] == "Always"  # native sidecar: runs beside vLLM
+    # The flags llm-d-router v0.10.0's pd-sidecar defines (pkg/sidecar/proxy/options.go): it refuses
+    # an unknown one such as the removed --connector, and --vllm-port is deprecated.
     assert sidecar["args"] == [
         "--port=8000",
-        "--vllm-port=8200",
-        "--connector=nixlv2",
+        "--model-server-port=8200",
+        "--kv-connector=nixlv2",
         "--zap-log-level=1",
         "--secure-proxy=false",
     ]
@@ -417,7 +425,21 @@ def test_router_targets_the_port_that_serves_each_role(lws):
     assert flag_values(container(lws[PREFILL], "leader")["args"])["--port"] == str(target["number"])
     (sidecar,) = template(lws[DECODE], "leader")["spec"]["initContainers"]
     assert f"--port={target['number']}" in sidecar["args"]
-    assert f"--vllm-port={flag_values(container(lws[DECODE], 'leader')['args'])['--port']}" in sidecar["args"]
+    vllm_port = flag_values(container(lws[DECODE], "leader")["args"])["--port"]
+    assert flag_values(sidecar["args"])["--model-server-port"] == vllm_port
+
+
+def test_the_sidecar_and_the_endpoint_picker_are_the_routers_release():
+    """One fact, serving.router.version: the chart, the picker's tag and the sidecar's tag."""
+    spec = params()
+    assert spec.router_version == RouterConfig().version == "v0.10.0"
+    built = serving_objects(spec)
+    (sidecar,) = template(by_role(built.leaderworkersets)[DECODE], "leader")["spec"]["initContainers"]
+    assert sidecar["image"] == f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:{spec.router_version}"
+    assert built.router_values["router"]["epp"]["image"]["tag"] == spec.router_version
+    values = router_values(gateway_name="gw", version="v0.11.0")
+    assert values["router"]["epp"]["image"]["tag"] == "v0.11.0"
+    assert load_router_values()["router"]["epp"]["image"]["tag"] == RouterConfig().version, "the base as applied"
 
 
 @pytest.mark.parametrize("role, port", [(PREFILL, 8000), (DECODE, 8200)])
@@ -696,13 +718,13 @@ def test_the_value_key_listing_is_sorted_and_well_formed():
 
 
 def test_every_router_value_is_a_transcribed_chart_key():
-    values = router_values(gateway_name="gw", gateway_namespace="ns")
+    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="ns")
     assert unknown_keys(values, TRANSCRIBED_ROUTER_KEYS | EXTRA_ROUTER_KEYS) == set()
 
 
 def test_every_router_value_is_in_the_chart_listing(listed_keys):
     assert "router.epp.replicas" in listed_keys and "httpRoute.inferenceGatewayName" in listed_keys
-    values = router_values(gateway_name="gw", gateway_namespace="ns")
+    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="ns")
     assert unknown_keys(values, listed_keys | EXTRA_ROUTER_KEYS) == set()
 
 
@@ -747,7 +769,7 @@ def test_endpoint_picker_config_has_prefill_and_decode_profiles():
 
 
 def test_router_values_overlay():
-    values = router_values(gateway_name="gw", gateway_namespace="gateways")
+    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="gateways")
     assert values["router"]["modelServers"]["matchLabels"] == {"llm-d.ai/guide": "pd-disaggregation"}
     assert (values["httpRoute"]["inferenceGatewayName"], values["httpRoute"]["inferenceGatewayNamespace"]) == (
         "gw",
@@ -771,7 +793,7 @@ ROUTER_CHART_DIR = os.environ.get("TPU_GKE_ROUTER_CHART_DIR", "")
 @pytest.mark.skipif(not ROUTER_CHART_DIR, reason="TPU_GKE_ROUTER_CHART_DIR is not set")
 def test_router_chart_renders_the_pool_and_route_we_expect():
     helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
-    values = router_values(gateway_name=DEFAULT_GATEWAY.name)
+    values = router_values(gateway_name=DEFAULT_GATEWAY.name, version=RouterConfig().version)
     with helm.Chart.load(ROUTER_CHART_DIR) as chart:
         manifests = chart.render(values, name=so.ROUTER_RELEASE_NAME, namespace="serving")
     objects = [d for text in manifests.values() for d in yaml.safe_load_all(text) if isinstance(d, dict)]

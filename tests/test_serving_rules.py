@@ -168,3 +168,52 @@ def test_weights_uri(uri, fragment):
 def test_label_values(value):
     (problem,) = rules.label_value_problems(value, "guide label")
     assert "guide label" in problem and "not a valid label value" in problem
+
+
+# --- The router release and its P/D sidecar --------------------------------------------------
+
+MIRROR = "us-docker.pkg.dev/p/mirror/llm-d-router-disagg-sidecar"
+DIGEST = "sha256:" + "c" * 64
+
+
+@pytest.mark.parametrize("version", ["v0.10.0", "v0.10.0-rc.1", "v0.10.1", "v0.11.0", "1.0.0"])
+def test_router_releases_whose_sidecar_takes_our_flags(version):
+    assert rules.router_version_problems(version) == []
+
+
+@pytest.mark.parametrize("version", ["v0.9.0", "v0.8.0", "0.9.9"])
+def test_router_releases_before_model_server_port_are_refused(version):
+    (problem,) = rules.router_version_problems(version)
+    assert f"{version} is older than v0.10.0" in problem and "--model-server-port" in problem
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0",
+        f"{MIRROR}:v0.10.0",
+        f"{MIRROR}:v0.10.0@{DIGEST}",
+        "registry.local:5000/llm-d-router-disagg-sidecar:v0.10.0",  # a registry port is not a tag
+    ],
+)
+def test_a_sidecar_of_the_routers_release_is_accepted(image):
+    assert rules.routing_sidecar_image_problems(image, "v0.10.0") == []
+
+
+@pytest.mark.parametrize(
+    "image, fragments",
+    [
+        (f"{MIRROR}:v0.9.0", ["is release v0.9.0, but serving.router.version is v0.10.0"]),
+        (f"{MIRROR}@{DIGEST}", ["pins a digest without a tag", "name the tag v0.10.0"]),
+        (
+            "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0",
+            ["is not llm-d-router's llm-d-router-disagg-sidecar", "is release v0.8.0"],
+        ),
+        (f"{MIRROR}:latest", ["is not pinned", "floating tag 'latest'"]),
+        (MIRROR, ["is not pinned", "no tag"]),
+    ],
+)
+def test_a_sidecar_of_another_release_or_program_is_refused(image, fragments):
+    problems = rules.routing_sidecar_image_problems(image, "v0.10.0")
+    for fragment in fragments:
+        assert any(fragment in p for p in problems), problems

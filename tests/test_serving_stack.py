@@ -122,6 +122,28 @@ def test_router_release_is_pinned_after_the_gateway(dev_run):
     assert router.provider.split("::")[-2] == "gke"
 
 
+def _decode_sidecar(run):
+    leader = objects(run, "LeaderWorkerSet")["vllm-decode"]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+    (sidecar,) = leader["spec"]["initContainers"]
+    return sidecar
+
+
+@pytest.mark.parametrize("version", ["v0.10.0", "v0.11.0"])
+def test_the_router_version_is_the_sidecars_and_the_endpoint_pickers(version):
+    """serving.router.version is the one version: the chart, the endpoint picker and the P/D sidecar."""
+    run = run_stack({"serving.router.version": version})
+    router = run.one(RELEASE, "router")
+    assert router.input("version") == version
+    assert router.input("values")["router"]["epp"]["image"]["tag"] == version
+    assert _decode_sidecar(run)["image"] == f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:{version}"
+
+
+@pytest.mark.parametrize("suffix", [":v0.10.0", f":v0.10.0@sha256:{'b' * 64}"])
+def test_a_sidecar_override_is_that_release_from_elsewhere(suffix):
+    image = "us-docker.pkg.dev/my-project/mirror/llm-d-router-disagg-sidecar" + suffix
+    assert _decode_sidecar(run_stack({"serving.routingSidecarImage": image}))["image"] == image
+
+
 def test_inference_pool_crds_only_when_asked(dev_run):
     assert not [r for r in dev_run.registrations if r.name == "inference-pool-crds"]
     run = run_stack({"serving.inferencePoolCrds": {"install": True}})
@@ -234,14 +256,48 @@ def test_an_image_change_rolls_the_groups_in_place(dev_run):
         assert all(_at(before.inputs, p) == _at(after.inputs, p) for p in REPLACED_ON), "an image change would reload"
 
 
-def test_a_routing_sidecar_image_change_rolls_the_decode_groups_in_place(dev_run):
-    """Kueue refuses only an init container's requests and ports in place (its pod shape), not its image."""
+def test_a_new_router_release_rolls_the_decode_groups_in_place(dev_run):
+    """Kueue compares an init container's requests and ports only: the sidecar's image is not shape."""
     from components.workloads.serving.objects import REPLACED_ON
 
-    changed = run_stack({"serving.routingSidecarImage": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.1"})
+    changed = run_stack({"serving.router.version": "v0.11.0"})
     before, after = dev_run.one(LWS, "vllm-decode"), changed.one(LWS, "vllm-decode")
     assert before.inputs != after.inputs
-    assert all(_at(before.inputs, p) == _at(after.inputs, p) for p in REPLACED_ON), "a sidecar image would reload"
+    assert all(_at(before.inputs, p) == _at(after.inputs, p) for p in REPLACED_ON), "a sidecar release would reload"
+    assert changed.one(LWS, "vllm-prefill").inputs == dev_run.one(LWS, "vllm-prefill").inputs
+
+
+def test_the_first_up_after_the_v0_8_0_sidecar_rolls_both_roles_in_place(dev_run):
+    """What the stacks ran before: the llm-d-routing-sidecar v0.8.0 flags, kv_ip and POD_IP. Moving
+    from it touches no replace-on-change path, so `up` updates both LeaderWorkerSets in place."""
+    import copy
+
+    from components.workloads.serving.objects import REPLACED_ON
+
+    for name in ("vllm-prefill", "vllm-decode"):
+        now = dev_run.one(LWS, name).inputs
+        before = copy.deepcopy(now)
+        template = before["spec"]["leaderWorkerTemplate"]
+        for kind in ("leaderTemplate", "workerTemplate"):
+            (container,) = template[kind]["spec"]["containers"]
+            pod_ip = {"fieldRef": {"fieldPath": "status.podIP"}}
+            container["env"].insert(0, {"name": "POD_IP", "valueFrom": pod_ip})
+        (leader,) = template["leaderTemplate"]["spec"]["containers"]
+        leader["args"] = [
+            a.replace('"}', '", "kv_ip": "$(POD_IP)"}') if a.startswith("--kv-transfer-config=") else a
+            for a in leader["args"]
+        ]
+        for sidecar in template["leaderTemplate"]["spec"].get("initContainers", []):
+            sidecar["image"] = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
+            sidecar["args"] = [
+                "--port=8000",
+                "--vllm-port=8200",
+                "--connector=nixlv2",
+                "--zap-log-level=1",
+                "--secure-proxy=false",
+            ]
+        assert before != now
+        assert [p for p in REPLACED_ON if _at(before, p) != _at(now, p)] == [], name
 
 
 def _at(inputs, path):

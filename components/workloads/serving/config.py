@@ -25,9 +25,29 @@ MODEL_WEIGHTS_DTYPE = "fp8"  # "-FP8" checkpoint; ~406 GB on disk (a few tensors
 # vLLM for TPU: the image the reference deployment ran (a dated nightly: 2026-04-30, vLLM commit
 # 18ed615, tpu-inference commit 5b39b26), not the floating `nightly`/`latest`. Pin its digest once
 # pulled. llm-d's TPU7x recipes pin vllm/vllm-tpu:v0.26.0 instead (v0.27.0-v0.29.0 break
-# TPUConnectorHMA at startup).
+# TPUConnectorHMA at startup; llm-d guides/pd-disaggregation/README.md, tpu-inference#3566).
+#
+# Still the nightly, not the 0.32.0 release (2026-10-22; vllm-tpu and tpu-inference 0.32.0 on
+# PyPI), because nothing names a docker.io/vllm/vllm-tpu image of that release: tpu-inference's
+# tag workflow publishes to PyPI only (.github/workflows/release.yml), and its one image pipeline
+# pushes only `nightly` and `nightly-<date>-<sha>-<sha>` (.buildkite/nightly_releases.yml,
+# .buildkite/scripts/publish_nightly_image.sh); no doc or recipe seen names a v0.32.0 tag, and
+# Docker Hub cannot be asked from where this is developed. The P/D settings themselves hold at
+# 0.32.0 (read in the PyPI wheels): TPUConnectorHMA in tpu_inference.distributed.tpu_connector_hma
+# (accepted by platforms/tpu_platform.py; its __init__ now runs vLLM's base init, which sets the
+# _kv_transfer_config that v0.27.0's lacked), kv_producer/kv_consumer, TPU_KV_TRANSFER_PORT and
+# TPU_SIDE_CHANNEL_PORT (distributed/utils.py), TPU_MULTIHOST_BACKEND=ray (envs.py); and that
+# release's vLLM refuses a kv_ip, which the kv-transfer-config no longer sets. Moving is this one
+# line once an image tag of the release is confirmed: set serving.image to it (or its digest).
 VLLM_IMAGE = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26"
-ROUTING_SIDECAR_IMAGE = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
+# The llm-d router: one release, one version. Its chart (serving.router), its endpoint picker image
+# and the decode pods' P/D sidecar all come from llm-d/llm-d-router at that tag. The release workflow
+# pushes the sidecar as ghcr.io/llm-d/<repo>-disagg-sidecar:<tag> (llm-d-router v0.10.0
+# .github/workflows/ci-release.yaml, ci-build-images.yaml; Makefile SIDECAR_IMAGE_NAME
+# llm-d-router-disagg-sidecar, IMAGE_REGISTRY ghcr.io/llm-d), so the sidecar's tag is the router's
+# version, never a second setting.
+ROUTER_VERSION = "v0.10.0"
+ROUTING_SIDECAR_REPOSITORY = "ghcr.io/llm-d/llm-d-router-disagg-sidecar"
 # The weights-staging Job pip-installs its hash-pinned libraries (wheels only) into the official python
 # image at a dated patch release, then runs the program on them (pin the image's digest once pulled).
 STAGING_IMAGE = "docker.io/library/python:3.12.8-slim-bookworm"
@@ -107,9 +127,18 @@ class GatewayConfig:
 class RouterConfig:
     install: bool = setting(True, "Install the llm-d router (false: it is installed elsewhere, or not at all).")
     chart: str = setting("oci://ghcr.io/llm-d/charts/llm-d-router-gateway", "llm-d router chart.")
-    version: str = setting("v0.10.0", "Exact chart version (never the floating v0).")
+    version: str = setting(
+        ROUTER_VERSION,
+        "Exact llm-d router release (never the floating v0): the chart, the endpoint picker image and the decode "
+        f"pods' P/D sidecar; {rules.SIDECAR_FLAGS_SINCE} or later.",
+    )
 
 
+# The InferencePool CRDs: the Gateway API Inference Extension release llm-d-router v0.10.0 is built
+# and tested against, v1.5.0 (its go.mod requires sigs.k8s.io/gateway-api-inference-extension v1.5.0;
+# deploy/components/crds-gie/kustomization.yaml installs that release's v1-manifests.yaml), not
+# v1.6.0: the router does not claim it, and its InferencePool v1 schema differs only in making
+# endpointPickerRef optional, which the chart's pool always sets (shared/schemas v1.5.0 and v1.6.0).
 @dataclass(frozen=True)
 class InferencePoolCrdsConfig:
     install: bool = setting(
@@ -135,7 +164,12 @@ class ServingConfig:
         WeightsStagingConfig(), "The Job that stages the weights in the bucket."
     )
     image: str = setting(VLLM_IMAGE, "vLLM TPU image (dated tag or digest).")
-    routing_sidecar_image: str = setting(ROUTING_SIDECAR_IMAGE, "llm-d routing sidecar image of the decode pods.")
+    routing_sidecar_image: str = setting(
+        "",
+        f"P/D sidecar image of the decode pods; empty means `{ROUTING_SIDECAR_REPOSITORY}:<serving.router.version>`. "
+        "An override is that release from elsewhere (a mirror, a digest): its name ends in "
+        f"`{rules.ROUTING_SIDECAR_NAME}` and its tag is serving.router.version.",
+    )
     slice_shape: str = setting("2x2x2", "Slice of each model-server group; one of tpu.sliceShapes.")
     priority: str = setting("high", "Priority level (queues.priorityClasses): serving preempts the checks.")
     prefill: ServingRoleConfig = setting(ServingRoleConfig("vllm-prefill"), "Prefill LeaderWorkerSet.")
@@ -183,6 +217,11 @@ def weights_uri(serving: ServingConfig, project: str) -> str:
 
 def served_model_name(serving: ServingConfig) -> str:
     return serving.model.served_name or serving.model.id
+
+
+def routing_sidecar_image(serving: ServingConfig) -> str:
+    """The decode pods' P/D sidecar: the router release's own, or the override of the same release."""
+    return serving.routing_sidecar_image or f"{ROUTING_SIDECAR_REPOSITORY}:{serving.router.version}"
 
 
 def serving_workloads(serving: ServingConfig, queues: QueuesConfig) -> list[admission.SliceWorkload]:
@@ -316,9 +355,8 @@ def _validate_pods(serving: ServingConfig, machine: topology.MachineType, proble
         rules.STARTUP_PERIOD_SECONDS, serving.startup_failure_threshold
     ):
         problems.add("serving.startupFailureThreshold", budget_problem, "raise it")
-    for key, image in (("image", serving.image), ("routingSidecarImage", serving.routing_sidecar_image)):
-        if pin_problem := image_pin_problem(image):
-            problems.add(f"serving.{key}", pin_problem, "pin a dated tag or @sha256:<digest>")
+    if pin_problem := image_pin_problem(serving.image):
+        problems.add("serving.image", pin_problem, "pin a dated tag or @sha256:<digest>")
 
 
 def _validate_staging(serving: ServingConfig, problems: Problems) -> None:
@@ -359,6 +397,17 @@ def _validate_front(serving: ServingConfig, problems: Problems) -> None:
     for key, version in versions:
         if not EXACT_VERSION.match(version):
             problems.add(f"serving.{key}", f"{version!r} is not an exact version", "pin a release such as v0.10.0")
+    if EXACT_VERSION.match(serving.router.version):
+        for problem in rules.router_version_problems(serving.router.version):
+            problems.add("serving.router.version", problem, f"use {ROUTER_VERSION} or a later release")
+    if serving.routing_sidecar_image:
+        for problem in rules.routing_sidecar_image_problems(serving.routing_sidecar_image, serving.router.version):
+            problems.add(
+                "serving.routingSidecarImage",
+                problem,
+                f"leave it empty for {ROUTING_SIDECAR_REPOSITORY}:{serving.router.version}, or name that release "
+                f"elsewhere (<registry>/{rules.ROUTING_SIDECAR_NAME}:{serving.router.version}[@sha256:<digest>])",
+            )
 
 
 def _validate_capacity(serving: ServingConfig, tpu: TpuConfig, queues: QueuesConfig, problems: Problems) -> None:
@@ -388,6 +437,7 @@ class ServingInput:
     weights_uri: str  # gs:// directory of the model snapshot
     xla_cache_uri: str
     image: str
+    router_version: str  # the llm-d router release: endpoint picker and P/D sidecar
     routing_sidecar_image: str
     machine: topology.MachineType
     shape: topology.Shape
@@ -444,7 +494,8 @@ def serving_input(
         weights_uri=weights_uri(serving, project),
         xla_cache_uri=f"gs://{weights_bucket_name(serving, project)}/xla_cache",
         image=serving.image,
-        routing_sidecar_image=serving.routing_sidecar_image,
+        router_version=serving.router.version,
+        routing_sidecar_image=routing_sidecar_image(serving),
         machine=tpu.machine,
         shape=topology.Shape.parse(serving.slice_shape),
         prefill_name=serving.prefill.name,

@@ -15,10 +15,7 @@ from prefill to decode over TPUConnectorHMA (TPU_KV_TRANSFER_PORT 9100, TPU_SIDE
 
 vLLM arguments are container ``args`` items, not a shell string. The leader's command is a fixed
 ``sh -c`` script that forms the Ray cluster and then runs ``exec vllm serve "$@"``, so each
-argument reaches vLLM as one argv element and JSON values need no quoting. ``$(POD_IP)`` inside
-``--kv-transfer-config`` is a Kubernetes dependent environment variable: the kubelet replaces it
-with the ``POD_IP`` env var (downward API ``status.podIP``) before the process starts, the same
-mechanism llm-d's TPU recipes use.
+argument reaches vLLM as one argv element and JSON values need no quoting.
 """
 
 from __future__ import annotations
@@ -73,7 +70,6 @@ VLLM_PORTS = {PREFILL: PREFILL_PORT, DECODE: DECODE_VLLM_PORT}
 KV_CONNECTOR = "TPUConnectorHMA"
 KV_CONNECTOR_MODULE = "tpu_inference.distributed.tpu_connector_hma"
 KV_ROLES = {PREFILL: "kv_producer", DECODE: "kv_consumer"}
-POD_IP_ENV = "POD_IP"
 
 # Labels and annotations.
 GUIDE_LABEL = "llm-d.ai/guide"
@@ -158,7 +154,7 @@ def serving_objects(spec: ServingInput) -> ServingObjects:
     return ServingObjects(
         service_account=model_server_service_account(spec.namespace, spec.service_account_name),
         gateway=inference_gateway,
-        router_values=router_values(gateway_name=spec.gateway_name),
+        router_values=router_values(gateway_name=spec.gateway_name, version=spec.router_version),
         leaderworkersets=prefill_decode_leaderworkersets(spec),
         staging_script=staging_script_configmap(spec.namespace) if spec.stage_weights else None,
         staging_job=weights_staging_job(spec) if spec.stage_weights else None,
@@ -237,17 +233,21 @@ def load_base(role: str) -> dict[str, Any]:
 
 
 def kv_transfer_config(role: str) -> dict[str, str]:
-    """vLLM ``--kv-transfer-config`` of ``role`` as data.
+    """vLLM ``--kv-transfer-config`` of ``role`` as data: the connector and the role, no address.
 
-    ``kv_ip`` is ``$(POD_IP)``, expanded by the kubelet from the POD_IP env var (downward API
-    ``status.podIP``). tpu-inference's connector finds its transfer addresses itself (the Ray
-    nodes' IPs on multi-host slices), so the field documents the pod address rather than steers it.
+    The connector advertises its own addresses: with ``TPU_MULTIHOST_BACKEND=ray`` tpu-inference's
+    Ray executor asks every worker for its host IP and ``TPU_KV_TRANSFER_PORT`` over RPC, and the
+    TPU connector's scheduler hands those lists to the peer in ``kv_transfer_params``; nothing in
+    tpu-inference reads the config's ``kv_ip`` (vllm-project/tpu-inference main at 56b1e07 of
+    2026-04-30, the nightly's week, and 0.32.0: ``tpu_inference/distributed/utils.py``
+    ``get_kv_ips``, ``tpu_connector.py``, ``executors/ray_distributed_executor.py``). vLLM itself
+    dropped the field: vllm-tpu 0.32.0's ``KVTransferConfig`` has no ``kv_ip`` and forbids unknown
+    keys (``vllm/config/kv_transfer.py``, ``vllm/config/utils.py``), so a config naming it fails there.
     """
     return {
         "kv_connector": KV_CONNECTOR,
         "kv_connector_module_path": KV_CONNECTOR_MODULE,
         "kv_role": KV_ROLES[role],
-        "kv_ip": f"$({POD_IP_ENV})",
     }
 
 
@@ -384,8 +384,12 @@ def load_router_values() -> dict[str, Any]:
     return _load_one(ROUTER_VALUES_FILE)
 
 
-def router_values(*, gateway_name: str, gateway_namespace: str = "") -> dict[str, Any]:
-    """Values of the llm-d router chart with the guide label and the Gateway overlaid.
+def router_values(*, gateway_name: str, version: str, gateway_namespace: str = "") -> dict[str, Any]:
+    """Values of the llm-d router chart with the guide label, the release and the Gateway overlaid.
+
+    ``version`` is the router release (``serving.router.version``): the endpoint picker's image
+    tag, which the chart would otherwise take from its own default, follows it like the decode pods'
+    P/D sidecar, so the chart, the picker and the sidecar are one release.
 
     The release namespace is Helm's (the release's ``namespace``); ``gateway_namespace`` is only
     needed when the Gateway lives elsewhere (it must then allow routes from the release's
@@ -394,6 +398,7 @@ def router_values(*, gateway_name: str, gateway_namespace: str = "") -> dict[str
     request, and ``router.tokenizer.modelName`` only matters with the tokenizer enabled.
     """
     values = load_router_values()
+    values["router"]["epp"]["image"]["tag"] = version
     values["router"]["modelServers"]["matchLabels"] = {GUIDE_LABEL: GUIDE}
     values["httpRoute"]["inferenceGatewayName"] = gateway_name
     values["httpRoute"]["inferenceGatewayNamespace"] = gateway_namespace

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from components.config_base import parse_quantity
+from components.config_base import image_unpinned_reason, parse_quantity
 from components.naming import bucket_name_problem
 from components.tpu.sizing import weight_bytes
 from components.tpu.topology import GB, MachineType, Shape
@@ -33,6 +33,16 @@ STARTUP_PERIOD_SECONDS = 30
 STARTUP_FAILURE_THRESHOLD = 240
 
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+# The decode pods' P/D sidecar is llm-d-router's pd-sidecar binary, published per release as
+# ghcr.io/llm-d/llm-d-router-disagg-sidecar:<release> (llm-d-router v0.10.0 Makefile,
+# .github/workflows/ci-release.yaml). The flags the decode base passes are those of v0.10.0
+# (pkg/sidecar/proxy/options.go): --model-server-port first appears there (llm-d-router#2142, which
+# deprecates --vllm-port), and v0.10.0 removed --connector (llm-d-router#2054), so an older sidecar
+# refuses the arguments and a newer one is the router's own business.
+ROUTING_SIDECAR_NAME = "llm-d-router-disagg-sidecar"
+SIDECAR_FLAGS_SINCE = "v0.10.0"
+_RELEASE = re.compile(r"^v?([0-9]+)\.([0-9]+)\.([0-9]+)")
 
 
 # --- Parallelism and group size ------------------------------------------------------------
@@ -192,3 +202,51 @@ def label_value_problems(value: str, what: str) -> list[str]:
             "starting and ending with a letter or digit)"
         ]
     return []
+
+
+# --- The llm-d router release and its P/D sidecar -----------------------------------------
+
+
+def _release(version: str) -> tuple[int, ...] | None:
+    match = _RELEASE.match(version)
+    return tuple(int(part) for part in match.groups()) if match else None
+
+
+def router_version_problems(version: str) -> list[str]:
+    """The router release must be one whose sidecar takes the flags the decode pods pass."""
+    release, floor = _release(version), _release(SIDECAR_FLAGS_SINCE)
+    if release is None or floor is None or release >= floor:
+        return []
+    return [
+        f"llm-d router {version} is older than {SIDECAR_FLAGS_SINCE}, the first release whose P/D sidecar takes "
+        "--model-server-port (the decode pods pass it; older sidecars refuse unknown flags and exit)"
+    ]
+
+
+def routing_sidecar_image_problems(image: str, router_version: str) -> list[str]:
+    """An override of the P/D sidecar image: pinned, llm-d-router's disagg sidecar, and the router's release.
+
+    The tag carries the release, so a digest alone is refused: ``<registry>/<path>/<name>:<tag>`` or
+    ``...:<tag>@sha256:<digest>``.
+    """
+    if reason := image_unpinned_reason(image):
+        return [f"{image!r} is not pinned: {reason}"]
+    reference = image.partition("@")[0]
+    name, _, tag = reference.rsplit("/", 1)[-1].partition(":")  # a registry's port is not a tag
+    problems = []
+    if name != ROUTING_SIDECAR_NAME:
+        problems.append(
+            f"{image!r} is not llm-d-router's {ROUTING_SIDECAR_NAME}, whose flags the decode pods pass "
+            f"(the image named {name!r} may take others)"
+        )
+    if not tag:
+        problems.append(
+            f"{image!r} pins a digest without a tag, so nothing shows which router release it is; "
+            f"name the tag {router_version} with the digest"
+        )
+    elif tag != router_version:
+        problems.append(
+            f"{image!r} is release {tag}, but serving.router.version is {router_version}: the sidecar speaks "
+            "to the router's endpoint picker and takes that release's flags, so both must be one release"
+        )
+    return problems
