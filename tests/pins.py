@@ -753,6 +753,7 @@ _MATCHERS = {
     "matchManagers": lambda dep: dep.manager,
     "matchDatasources": lambda dep: dep.datasource,
     "matchDepTypes": lambda dep: dep.dep_type,
+    "matchCurrentValue": lambda dep: dep.current_value,
 }
 
 
@@ -764,7 +765,11 @@ def settings(config: Mapping[str, Any], dep: Dep) -> dict[str, Any]:
     for rule in config.get("packageRules", []):
         if "matchUpdateTypes" in rule:
             continue
-        if not all(_name_matches(values, _MATCHERS[key](dep)) for key, values in rule.items() if key in _MATCHERS):
+        if not all(
+            _name_matches(values if isinstance(values, list) else [values], _MATCHERS[key](dep))
+            for key, values in rule.items()
+            if key in _MATCHERS
+        ):
             continue
         unknown = {k for k in rule if k.startswith("match")} - set(_MATCHERS)
         if unknown:

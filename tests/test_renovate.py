@@ -408,7 +408,8 @@ def test_pins_that_must_move_together_share_one_pull_request(tree):
         return branches.pop()
 
     # the llm-d router chart, the endpoint picker's tag and the P/D sidecar (both of its names)
-    assert one("ghcr.io/llm-d/charts/llm-d-router-gateway", "ghcr.io/llm-d/llm-d-routing-sidecar") == "llm-d router"
+    router = ("ghcr.io/llm-d/charts/llm-d-router-gateway", "ghcr.io/llm-d/llm-d-routing-sidecar")
+    assert one(*router, "ghcr.io/llm-d/llm-d-router-disagg-sidecar") == "llm-d router"
     rule = next(r for r in cfg["packageRules"] if r.get("groupName") == "llm-d router")
     assert "ghcr.io/llm-d/llm-d-router-disagg-sidecar" in rule["matchPackageNames"]
     # each chart with the CRD files of its release (schemas.lock, tests/crd_schemas.py)
@@ -423,6 +424,9 @@ def test_pins_that_must_move_together_share_one_pull_request(tree):
     one("kubernetes-sigs/gateway-api-inference-extension")
     for family in families:
         assert len({branch(cfg, d) for d in deps if d.dep_name == family}) == 1, family
+        # PINNED_CRDS is looked up as kubernetes-sigs/<family> unless a rule names the family's repository
+        looked_up = {str(pins.settings(cfg, d)["packageName"]) for d in deps if d.dep_name == family}
+        assert len(looked_up) == 1, f"{family}: tests/crd_schemas.py and schemas.lock look up {sorted(looked_up)}"
     # the Pulumi SDK everywhere it is pinned, the workflows' CLI and the lab's CLI
     assert one("pulumi", "pulumi/pulumi", "github.com/pulumi/pulumi/pkg/v3") == "Pulumi"
     assert {d.file for d in deps if branch(cfg, d) == "Pulumi"} >= {
@@ -435,7 +439,7 @@ def test_pins_that_must_move_together_share_one_pull_request(tree):
     }
     # the lab's control plane, and the slice controller's tag with its chart's appVersion
     one("k8s.io/kubernetes", "k8s.io/api", "etcd-io/etcd")
-    assert {d.file for d in deps if branch(cfg, d) == "slice controller"} == {
+    assert {d.file for d in deps if branch(cfg, d) == "slice controller"} >= {
         "components/platform/config.py",
         "manifests/charts/slice-controller/Chart.yaml",
     }
@@ -451,6 +455,30 @@ def test_pins_that_must_move_together_share_one_pull_request(tree):
             if dep.file in files:
                 per_package[str(dep.package_name)].add(branch(cfg, dep))
         assert {p: b for p, b in per_package.items() if len(b) > 1} == {}
+
+
+def test_a_versioning_of_its_own_follows_the_tag_s_shape(tree):
+    """The dated-nightly, jax<version>-rev<n> and v<semver>-<build> versionings apply to tags of that shape
+    only: a release tag of the same image keeps Renovate's default instead of becoming an invalid version."""
+    _, deps, _ = tree
+    cfg = config()
+    for dep in deps:
+        versioning = str(pins.settings(cfg, dep).get("versioning", ""))
+        if versioning.startswith("regex:"):
+            assert pins.compile_js(versioning[len("regex:") :]).fullmatch(str(dep.current_value)), dep
+    release = pins.Dep(
+        "kubernetes",
+        "kubernetes",
+        "x.yaml",
+        "docker.io/vllm/vllm-tpu",
+        "docker.io/vllm/vllm-tpu",
+        "docker",
+        "v0.26.0",
+        None,
+        (0, 0),
+    )
+    assert "versioning" not in pins.settings(cfg, release)
+    assert pins.settings(cfg, release)["dependencyDashboardApproval"] is True
 
 
 def test_what_renovate_cannot_finish_alone_never_automerges_and_says_what_follows():
