@@ -7,7 +7,7 @@
   exemptions: all listed there) and models what Renovate extracts with renovate.json. Every pin must be rewritten
   by a dependency, bumped by a bumpVersions rule, be a derived value that the rule moving its version names with
   its follow-up, or be exempt. The model is held against Renovate's own extraction (`renovate --platform=local
-  --dry-run=extract`, offline) on the tree and on a copy holding the pin shapes other work is bringing in.
+  --dry-run=extract`, offline) on a copy of the tree with the pin shapes other work is bringing in added.
 - Pins that must move together share a group; what Renovate cannot finish alone never automerges.
 """
 
@@ -172,7 +172,7 @@ def test_derived_values_are_named_by_the_rule_that_moves_their_version(tree):
     _, _, result = tree
     keys = {(p.file, p.key) for p in result.derived}
     assert {("schemas.lock", "sha256"), ("schemas.lock", "size")} <= keys
-    assert {k for f, k in keys if f == "lab/versions.lock"} == {
+    assert {k for f, k in keys if f == "lab/versions.lock"} >= {
         "ETCD_MODULE_SUM",
         "K8S_SOURCE_TIME",
         "K8S_MODULE_SUM",
@@ -190,9 +190,9 @@ def test_derived_values_are_named_by_the_rule_that_moves_their_version(tree):
 
 def test_the_router_key_list_is_named_after_the_router_version(tree):
     _, deps, result = tree
-    (named,) = result.named_files
     router = {d.current_value for d in deps if d.package_name == "ghcr.io/llm-d/charts/llm-d-router-gateway"}
-    assert router == {named.text}
+    named = {p.text for p in result.named_files if "/llm-d-router-" in p.file}
+    assert named == router, "tests/data's router key list is not the router's version: write the new chart's list"
 
 
 # ---- the scanner can fail: new pins on a copy of the tree ----------------------------------------------------------
@@ -219,15 +219,12 @@ def copy_tree(destination: Path) -> Path:
     return destination
 
 
-def edit(root: Path, path: str, old: str, new: str) -> None:
-    text = (root / path).read_text()
-    assert old in text, f"{path} no longer holds {old!r}: update this test's edit"
-    (root / path).write_text(text.replace(old, new, 1))
-
-
-def add(root: Path, path: str, text: str) -> None:
-    (root / path).parent.mkdir(parents=True, exist_ok=True)
-    (root / path).write_text(text)
+def write(root: Path, files: dict[str, str]) -> list[str]:
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        with (root / path).open("a") as out:  # appended: a file of the tree keeps what it holds
+            out.write(text)
+    return list(files)
 
 
 def coverage_of(root: Path, files: list[str]) -> pins.Coverage:
@@ -235,109 +232,104 @@ def coverage_of(root: Path, files: list[str]) -> pins.Coverage:
     return pins.coverage(root, cfg, pins.scan(root, files), pins.extract(root, cfg, files))
 
 
+# New pins no rule covers, each in a file of its own (or appended to one), whatever the tree holds by then.
 UNCOVERED = {
-    # An image in a manifest that is not a Kubernetes object (no apiVersion/kind): the kubernetes manager skips it.
+    # an image in a manifest that is not a Kubernetes object (no apiVersion/kind): the kubernetes manager skips it
     "manifest-without-kind": (
-        "manifests/serving/extra-values.yaml",
-        "sidecar:\n  image: ghcr.io/example/sidecar:1.2.3\n",
+        {"manifests/serving/extra-values.yaml": "sidecar:\n  image: ghcr.io/example/sidecar:1.2.3\n"},
         ["1.2.3"],
     ),
-    # An image in a container's args of a real object: not an `image:` line, so no manager reads it.
+    # an image in a container's args: not an `image:` line, so no manager reads it (the image line next to it is)
     "image-in-args": (
-        "manifests/serving/extra.yaml",
-        K8S_OBJECT.format(
-            body="          image: ghcr.io/example/main:2.0.0\n          args: [--sidecar=ghcr.io/example/sidecar:1.2.3]"
-        ),
+        {
+            "manifests/serving/extra.yaml": K8S_OBJECT.format(
+                body="          image: ghcr.io/example/main:2.0.0\n"
+                "          args: [--sidecar=ghcr.io/example/sidecar:1.2.3]"
+            )
+        },
         ["1.2.3"],
     ),
-    # A new digest in a chart's values, where helm-values reads only repository and tag.
+    # a digest in a chart's values, where helm-values reads only repository and tag
     "digest-in-chart-values": (
-        "manifests/charts/slice-controller/values.yaml",
-        None,
+        {
+            "manifests/charts/example/values.yaml": f"image:\n  repository: example/tool\n  tag: 1.0.0\n  digest: {DIGEST}\n"
+        },
         [DIGEST],
     ),
-    # A lab tool version no manager reads.
-    "lock-key": ("lab/versions.lock", None, ["9.8.7"]),
+    # a lab tool version no manager reads
+    "lock-key": ({"lab/versions.lock": "FOO_VERSION=9.8.7\n"}, ["9.8.7"]),
 }
 
 
 @pytest.mark.parametrize("case", sorted(UNCOVERED))
 def test_a_new_pin_no_rule_covers_fails_the_check(tmp_path: Path, case: str):
-    root = copy_tree(tmp_path)
-    path, text, expected = UNCOVERED[case]
-    if case == "digest-in-chart-values":
-        edit(root, path, '  digest: ""', f'  digest: "{DIGEST}"')
-    elif case == "lock-key":
-        edit(root, path, "GOTOOLCHAIN=local\n", "GOTOOLCHAIN=local\nFOO_VERSION=9.8.7\n")
-    else:
-        assert text is not None
-        add(root, path, text)
-    result = coverage_of(root, [path])
+    files, expected = UNCOVERED[case]
+    for path in files:
+        if (PROJECT_ROOT / path).exists():
+            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(PROJECT_ROOT / path, tmp_path / path)
+    result = coverage_of(tmp_path, write(tmp_path, files))
     assert [p.text for p in result.uncovered] == expected, explain(result)
 
 
-# Pin shapes other work is bringing in (the P/D sidecar renamed to the router's version, the slice controller and
-# the model server by digest, a stack file setting an image or a chart, a new lab tool): covered as they are.
-def bring_in_coming_pins(root: Path) -> list[str]:
-    serving, platform = "components/workloads/serving/config.py", "components/platform/config.py"
-    sidecar = "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0"
-    edit(root, serving, '"ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"', f'"{sidecar}"')
-    edit(root, "manifests/serving/decode-leaderworkerset.yaml", "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0", sidecar)
-    vllm = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26"
-    edit(root, serving, f'"{vllm}"', f'"{vllm}@{DIGEST}"')
-    edit(root, "manifests/serving/prefill-leaderworkerset.yaml", vllm, f"{vllm}@{DIGEST}")
-    edit(root, serving, '"docker.io/library/python:3.12.8-slim-bookworm"', f'"docker.io/library/python@{DIGEST}"')
-    edit(root, platform, 'digest: str = setting("",', f'digest: str = setting("{DIGEST}",')
-    edit(root, "manifests/charts/slice-controller/values.yaml", '  tag: ""', '  tag: "v0.8.0-200"')
-    add(
-        root,
-        "Pulumi.extra.yaml",
-        "config:\n  tpu-dynamic-slicing:checks:\n    image: us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.9.1-rev1\n"
-        "  tpu-dynamic-slicing:platform:\n    kueue:\n      chart: oci://registry.k8s.io/kueue/charts/kueue\n"
-        "      version: 0.17.5\n      namespace: kueue-system\n",
-    )
-    add(
-        root,
-        "lab/example-tool.lock",
-        "EXAMPLE_MODULE=github.com/example/tool\nEXAMPLE_VERSION=1.2.3\nEXAMPLE_MODULE_SUM=h1:abc=\n",
-    )
-    add(
-        root,
-        "manifests/serving/extra.yaml",
-        K8S_OBJECT.format(body=f"          image: ghcr.io/example/main:2.0.0@{DIGEST}"),
-    )
-    return [
-        serving,
-        platform,
-        "manifests/charts/slice-controller/values.yaml",
-        "manifests/serving/decode-leaderworkerset.yaml",
-        "manifests/serving/prefill-leaderworkerset.yaml",
-        "Pulumi.extra.yaml",
-        "lab/example-tool.lock",
-        "manifests/serving/extra.yaml",
-    ]
+# Pin shapes other work is bringing in, in files of their own so that this holds whatever the tree holds by then:
+# the P/D sidecar named llm-d-router-disagg-sidecar at the router's version, images by digest (with and without a
+# tag), the slice controller's block with a digest, a chart's values with a tag, a stack file setting an image and
+# a chart, a new lab tool built from its Go module.
+COMING = {
+    "components/workloads/example/config.py": f"""
+SIDECAR_IMAGE = "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0"
+VLLM_IMAGE = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26@{DIGEST}"
+STAGING_IMAGE = "docker.io/library/python@{DIGEST}"
+
+
+@dataclass(frozen=True)
+class ExampleControllerConfig:
+    namespace: str = setting("example-system", "Namespace.")
+    image: str = setting("tpuongke/kueue-slice-controller", "Image repository.")
+    tag: str = setting("v0.8.0-200", "Image tag.")
+    digest: str = setting("{DIGEST}", "Optional sha256 digest.")
+""",
+    "manifests/serving/example.yaml": K8S_OBJECT.format(
+        body="          image: ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0\n"
+        "        - name: server\n"
+        f"          image: docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26@{DIGEST}"
+    ),
+    "manifests/charts/example/values.yaml": "image:\n  repository: tpuongke/kueue-slice-controller\n  tag: v0.8.0-200\n",
+    "Pulumi.example.yaml": "config:\n  tpu-dynamic-slicing:checks:\n"
+    "    image: us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.9.1-rev1\n"
+    "  tpu-dynamic-slicing:platform:\n    kueue:\n      chart: oci://registry.k8s.io/kueue/charts/kueue\n"
+    "      version: 0.17.5\n      namespace: kueue-system\n",
+    "lab/example-tool.lock": "EXAMPLE_MODULE=github.com/example/tool\nEXAMPLE_VERSION=1.2.3\nEXAMPLE_MODULE_SUM=h1:abc=\n",
+}
 
 
 def test_pin_shapes_other_work_is_bringing_in_are_covered(tmp_path: Path):
-    root = copy_tree(tmp_path)
-    files = bring_in_coming_pins(root)
-    result = coverage_of(root, files)
+    files = write(tmp_path, COMING)
+    result = coverage_of(tmp_path, files)
     assert result.uncovered == [], explain(result)
     covered = {(p.file, p.text) for p in result.by_dep}
+    config_py, manifest = "components/workloads/example/config.py", "manifests/serving/example.yaml"
     assert {
-        ("components/platform/config.py", DIGEST),
-        ("manifests/charts/slice-controller/values.yaml", "v0.8.0-200"),
-        ("components/workloads/serving/config.py", "v0.10.0"),
-        ("components/workloads/serving/config.py", DIGEST),
-        ("Pulumi.extra.yaml", "jax0.9.1-rev1"),
-        ("Pulumi.extra.yaml", "0.17.5"),
+        (config_py, "v0.10.0"),
+        (config_py, "nightly-20260430-18ed615-5b39b26"),
+        (config_py, "v0.8.0-200"),
+        (config_py, DIGEST),
+        (manifest, "v0.10.0"),
+        (manifest, DIGEST),
+        ("manifests/charts/example/values.yaml", "v0.8.0-200"),
+        ("Pulumi.example.yaml", "jax0.9.1-rev1"),
+        ("Pulumi.example.yaml", "0.17.5"),
         ("lab/example-tool.lock", "1.2.3"),
-        ("manifests/serving/extra.yaml", DIGEST),
     } <= covered
+    assert sum(p.text == DIGEST for p in result.by_dep) == 4
     assert ("lab/example-tool.lock", "EXAMPLE_MODULE_SUM") in {(p.file, p.key) for p in result.derived}
     cfg = config()
-    sidecars = [d for d in pins.extract(root, cfg, files) if "router-disagg-sidecar" in (d.package_name or "")]
+    deps = pins.extract(tmp_path, cfg, files)
+    sidecars = [d for d in deps if d.package_name == "ghcr.io/llm-d/llm-d-router-disagg-sidecar"]
     assert len(sidecars) == 2 and {pins.settings(cfg, d)["groupName"] for d in sidecars} == {"llm-d router"}
+    controller = [d for d in deps if d.package_name == "tpuongke/kueue-slice-controller"]
+    assert len(controller) == 2 and {pins.settings(cfg, d)["groupName"] for d in controller} == {"slice controller"}
 
 
 # ---- the model is Renovate's extraction ----------------------------------------------------------------------------
@@ -381,7 +373,7 @@ def test_the_model_of_renovate_is_renovates_own_extraction(tmp_path: Path):
     """One run of Renovate on a copy of the tree with the coming pin shapes added: what the model extracts,
     dependency by dependency, is what Renovate extracts."""
     root = copy_tree(tmp_path / "tree")
-    bring_in_coming_pins(root)
+    write(root, COMING)
     model = {d.key() for d in pins.extract(root, config())}
     real = renovate_extract(root, tmp_path)
     assert len(real) > 250
