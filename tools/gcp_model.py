@@ -3,8 +3,8 @@
 A new project has almost no API enabled, and Google Cloud answers a call to a disabled API with
 403 SERVICE_DISABLED naming it (the message below has the shape of Google's own, e.g. "Kubernetes
 Engine API has not been used in project 88979237084 before or it is disabled ... accessNotConfigured",
-banzaicloud/cloudinfo#378; the ErrorInfo reason SERVICE_DISABLED and its `service` field are
-Google's error model, AIP-193). The mock engine (tools/mock_engine.py) asks this module, for every
+banzaicloud/cloudinfo#378; the ErrorInfo reason SERVICE_DISABLED with the `service` and `consumer`
+metadata is googleapis/googleapis@2f8d204b google/api/error_reason.proto). The mock engine (tools/mock_engine.py) asks this module, for every
 Google Cloud resource it creates and every invoke it answers, whether the API is on at that point:
 on from the start, or enabled by a `gcp:projects/service:Service` the call waits for (its
 dependencies, followed transitively). Waiting is what counts, not the order in which the mocks
