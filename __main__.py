@@ -40,7 +40,7 @@ else:
     assert services is not None, "a stack that makes its cluster enables every API it needs"
     network = Network("network", wiring.network_args(stack), opts=after_apis)
     cluster = Cluster("cluster", wiring.cluster_args(stack, network, services), opts=after_apis)
-    tpu = TpuCapacity("tpu-capacity", wiring.tpu_capacity_args(stack, cluster), opts=after_apis)
+    tpu = TpuCapacity("tpu-capacity", wiring.tpu_capacity_args(stack, cluster, network), opts=after_apis)
 
 # 3. Cluster platform: controllers by Helm; the gates between the layers (what workloads wait
 #    for, and what `pulumi destroy` waits to be gone before the TPU pools and the subnets go);

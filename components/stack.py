@@ -58,7 +58,8 @@ class StackConfig:
     production: bool = setting(
         False,
         "A production stack: preview refuses it unless every protection is on (cluster deletion protection, "
-        "protected TPU pools, a maintenance window, 2+ system nodes per zone, 2+ Kueue and slice-controller replicas).",
+        "protected TPU pools, a maintenance window, 2+ system nodes per zone, 2+ Kueue and slice-controller replicas, "
+        "private nodes, no public IP endpoint open to every address).",
     )
     region: str = setting("us-central1", "Region of the cluster, network and workload policy.")
     network: gcp_config.NetworkConfig = setting(gcp_config.NetworkConfig(), "VPC and subnets.")

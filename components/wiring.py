@@ -13,9 +13,10 @@ from typing import Any
 import pulumi
 
 from components.config_base import ConfigError
-from components.gcp.cluster import Cluster, ClusterArgs
+from components.gcp.config import ControlPlaneConfig
+from components.gcp.cluster import Cluster, ClusterArgs, ControlPlaneArgs
 from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
-from components.gcp.network import Network, NetworkArgs
+from components.gcp.network import NatArgs, Network, NetworkArgs
 from components.gcp.project_services import (
     CONTAINER_API,
     IAM_API,
@@ -85,6 +86,14 @@ def network_args(stack: Stack) -> NetworkArgs:
         pod_cidr=network.pod_cidr,
         service_cidr=network.service_cidr,
         proxy_only_cidr=network.proxy_only_cidr,
+        # Cloud NAT exactly when the nodes are private: public nodes leave by their own addresses.
+        nat=NatArgs(
+            logging=network.nat.logging,
+            min_ports_per_vm=network.nat.min_ports_per_vm,
+            max_ports_per_vm=network.nat.max_ports_per_vm,
+        )
+        if config.cluster.private_nodes
+        else None,
     )
 
 
@@ -108,7 +117,18 @@ def cluster_args(stack: Stack, network: Network, services: ProjectServices) -> C
         node_service_account_id=cluster.node_account_id,
         maintenance_window=cluster.maintenance_window,
         maintenance_exclusions=cluster.maintenance_exclusions,
+        private_nodes=cluster.private_nodes,
+        control_plane=control_plane_args(cluster.control_plane),
+        egress=network.egress,
         container_api=services.api(CONTAINER_API),
+    )
+
+
+def control_plane_args(control_plane: ControlPlaneConfig) -> ControlPlaneArgs:
+    return ControlPlaneArgs(
+        dns_endpoint=control_plane.dns_endpoint,
+        ip_endpoint=control_plane.ip_endpoint,
+        authorized_networks=[(n.cidr, n.name) for n in control_plane.authorized_networks],
     )
 
 
@@ -123,7 +143,7 @@ def existing_cluster_args(stack: Stack) -> ExistingClusterArgs:
     )
 
 
-def tpu_capacity_args(stack: Stack, cluster: Cluster) -> TpuCapacityArgs:
+def tpu_capacity_args(stack: Stack, cluster: Cluster, network: Network) -> TpuCapacityArgs:
     config = stack.config
     tpu = config.tpu
     return TpuCapacityArgs(
@@ -144,6 +164,8 @@ def tpu_capacity_args(stack: Stack, cluster: Cluster) -> TpuCapacityArgs:
             for pool in tpu.pools
         ],
         protect_pools=tpu.protect_pools,
+        private_nodes=config.cluster.private_nodes,
+        egress=network.egress,
     )
 
 

@@ -17,6 +17,7 @@ is refused here instead of agreeing with the program's own mistake.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,3 +143,31 @@ class GkeServerConfig:
                 {v for c in self.channels.values() for v in c.valid if v.startswith(version_prefix)}, reverse=True
             ),
         }
+
+
+# --- GKE's control-plane endpoints -------------------------------------------------------------
+
+# A cluster's IP endpoint as the model answers it: an address of the documentation range (RFC 5737).
+CLUSTER_IP_ENDPOINT = "203.0.113.10"
+
+
+def gke_dns_endpoint(project: str, location: str, name: str) -> str:
+    """The DNS-based endpoint GKE gives every cluster (ControlPlaneEndpointsConfig.DNSEndpointConfig.endpoint,
+    output only and "always present", googleapis/googleapis@f8291d2b google/container/v1/cluster_service.proto,
+    whose example is `uid.us-central1.gke.goog`). GKE's names are `gke-` and 36 hex characters, then the
+    location (`gke-94fc1769e0c844e99793ee485d88c68c0b39.europe-west1.gke.goog` in kubectl's error quoted by
+    GoogleCloudPlatform/gcpdiag#115); the hex here is derived from the cluster's path, so it is stable."""
+    unique = hashlib.sha256(f"projects/{project}/locations/{location}/clusters/{name}".encode()).hexdigest()[:36]
+    return f"gke-{unique}.{location}.gke.goog"
+
+
+def cluster_endpoints(inputs: dict[str, Any]) -> dict[str, Any]:
+    """What GKE reports of a cluster's endpoints once it exists, from the inputs it was given: the DNS-based
+    endpoint's name filled in; and as `endpoint`, the IP address, or with the IP endpoints off the DNS name
+    (what the provider's `endpoint` then holds: gke-labs/kube-agents#1806, on a cluster with IP access
+    disabled)."""
+    endpoints = {key: dict(value) for key, value in (inputs.get("controlPlaneEndpointsConfig") or {}).items()}
+    dns = gke_dns_endpoint(inputs["project"], inputs["location"], inputs["name"])
+    endpoints.setdefault("dnsEndpointConfig", {})["endpoint"] = dns
+    ip_on = (endpoints.get("ipEndpointsConfig") or {}).get("enabled", True)
+    return {"endpoint": CLUSTER_IP_ENDPOINT if ip_on else dns, "controlPlaneEndpointsConfig": endpoints}

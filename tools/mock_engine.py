@@ -21,7 +21,7 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import Stack
 from pulumi.runtime.sync_await import _sync_await
 
-from tools.gcp_model import SERVICE_RESOURCE, CloudProject, GkeServerConfig, api_of
+from tools.gcp_model import SERVICE_RESOURCE, CloudProject, GkeServerConfig, api_of, cluster_endpoints, gke_dns_endpoint
 from tools.stack_file import read_stack_file
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -106,6 +106,9 @@ class _Mocks(pulumi.runtime.Mocks):
             outputs["secretOutputNames"] = []
         if not self.preview:
             outputs.update(_applied_outputs(args))
+        elif args.typ == CLUSTER:
+            # What GKE computes is unknown until the cluster exists, as in a real preview.
+            outputs["controlPlaneEndpointsConfig"] = _with_unknown_dns_endpoint(args.inputs)
         return f"{args.name}-id", outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
@@ -113,21 +116,38 @@ class _Mocks(pulumi.runtime.Mocks):
             # Only a real preview can look the number up; the render shows where it goes.
             return {"number": PROJECT_NUMBER_PLACEHOLDER, "projectId": args.args.get("projectId")}, []
         if args.token == "gcp:container/getCluster:getCluster":
-            # A cluster made elsewhere: only a real preview can read its endpoint and CA.
+            # A cluster made elsewhere: only a real preview can read its endpoint and CA. Its DNS-based endpoint
+            # is always there (GKE), taking no outside traffic unless its owner turned that on.
             endpoint, ca = "EXISTING_CLUSTER_ENDPOINT", "EXISTING_CLUSTER_CA"
+            dns = gke_dns_endpoint(args.args.get("project", ""), args.args.get("location", ""), args.args["name"])
             return {
                 "name": args.args.get("name"),
                 "endpoint": endpoint,
                 "masterAuths": [{"clusterCaCertificate": ca}],
+                "controlPlaneEndpointsConfigs": [
+                    {
+                        "dnsEndpointConfigs": [{"endpoint": dns, "allowExternalTraffic": False}],
+                        "ipEndpointsConfigs": [{"enabled": True}],
+                    }
+                ],
             }, []
         if args.token == "gcp:container/getEngineVersions:getEngineVersions" and self.engine_versions is not None:
             return self.engine_versions.engine_versions(args.args.get("versionPrefix") or ""), []
         return {}, []
 
 
+CLUSTER = "gcp:container/cluster:Cluster"
+
+
+def _with_unknown_dns_endpoint(inputs: dict[str, Any]) -> dict[str, Any]:
+    endpoints = {key: dict(value) for key, value in (inputs.get("controlPlaneEndpointsConfig") or {}).items()}
+    endpoints.setdefault("dnsEndpointConfig", {})["endpoint"] = rpc.UNKNOWN
+    return endpoints
+
+
 def _applied_outputs(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
-    if args.typ == "gcp:container/cluster:Cluster":
-        return {"endpoint": "203.0.113.10", "masterAuth": {"clusterCaCertificate": "LS0tLS1CRUdJTi1DQS0tLS0t"}}
+    if args.typ == CLUSTER:
+        return {**cluster_endpoints(args.inputs), "masterAuth": {"clusterCaCertificate": "LS0tLS1CRUdJTi1DQS0tLS0t"}}
     if args.typ == "gcp:serviceaccount/account:Account":
         email = f"{args.inputs['accountId']}@{args.inputs['project']}.iam.gserviceaccount.com"
         return {"email": email, "name": f"projects/{args.inputs['project']}/serviceAccounts/{email}"}

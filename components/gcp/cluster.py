@@ -1,4 +1,15 @@
-"""The GKE Standard cluster, its system node pool and identity, and the Kubernetes provider."""
+"""The GKE Standard cluster, its system node pool and identity, and the Kubernetes provider.
+
+How the control plane is reached (GKE's DNS-based endpoint, its IP-based endpoints, authorized networks)
+and whether nodes have external addresses are set here; each field used is updated in place by the
+provider (hashicorp/terraform-provider-google v7.45.0, google/services/container/resource_container_cluster.go:
+`control_plane_endpoints_config`, `master_authorized_networks_config` and
+`private_cluster_config.enable_private_endpoint` through one DesiredControlPlaneEndpointsConfig update,
+`private_cluster_config.enable_private_nodes` through DesiredDefaultEnablePrivateNodes since v7.13.0, before
+which it was ForceNew; resource_container_node_pool.go: `network_config.enable_private_nodes` through
+NodePools.update). The fields that would replace the cluster (`master_ipv4_cidr_block`,
+`private_endpoint_subnetwork`) are never set.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +32,25 @@ from components.resources import children_of
 # Least privilege for nodes: GKE's node role (logs, metrics, metadata) plus image pulls.
 NODE_SERVICE_ACCOUNT_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
 NODE_OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+# A pool's network_config is written for enable_private_nodes alone. Two of its other fields are ForceNew
+# without being read back as computed (resource_container_node_pool.go, v7.45.0): a value GKE reported
+# for one of them, unasked, would plan the pool's replacement, and a TPU pool's replacement gives up its
+# reservation cube. The program never sets them, so it never diffs on them.
+NETWORK_CONFIG_NOT_OURS = ["networkConfig.acceleratorNetworkProfile", "networkConfig.additionalPodNetworkConfigs"]
+
+
+@dataclass(frozen=True)
+class ControlPlaneArgs:
+    dns_endpoint: bool  # the DNS-based endpoint takes traffic from outside Google Cloud (IAM-authorized)
+    ip_endpoint: str  # public | private | off
+    authorized_networks: list[tuple[str, str]]  # (cidr, display name): what the public IP admits; empty: all
+
+    @property
+    def uses_dns_endpoint(self) -> bool:
+        """Whether the stack's kubeconfig (and provider) reach the control plane by its DNS name: whenever the
+        DNS-based endpoint takes outside traffic. It works from anywhere IAM lets the caller in, whatever the
+        IP endpoints allow, and its certificate is publicly signed, so no cluster CA goes with it."""
+        return self.dns_endpoint
 
 
 @dataclass(frozen=True)
@@ -41,6 +71,9 @@ class ClusterArgs:
     node_service_account_id: str
     maintenance_window: MaintenanceWindowConfig | None
     maintenance_exclusions: list[MaintenanceExclusionConfig]
+    private_nodes: bool
+    control_plane: ControlPlaneArgs
+    egress: list[pulumi.Resource]  # the Cloud NAT private nodes pull through: every node pool waits for it
     container_api: pulumi.Resource  # the Kubernetes Engine API's enablement: the version lookup waits for it
 
 
@@ -108,6 +141,11 @@ class Cluster(pulumi.ComponentResource):
             gateway_api_config={"channel": "CHANNEL_STANDARD"},
             workload_identity_config={"workload_pool": f"{args.project}.svc.id.goog"},
             maintenance_policy=_maintenance_policy(args.maintenance_window, args.maintenance_exclusions),
+            # Sent whichever way it is set: the provider suppresses a false it never saw as true, and a true
+            # turned false again must reach GKE (the block is read back from GKE, so leaving it out keeps it).
+            private_cluster_config=private_cluster_config(args.private_nodes, args.control_plane),
+            control_plane_endpoints_config=control_plane_endpoints_config(args.control_plane),
+            master_authorized_networks_config=master_authorized_networks_config(args.control_plane),
             opts=pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
@@ -134,13 +172,25 @@ class Cluster(pulumi.ComponentResource):
                 "workload_metadata_config": {"mode": "GKE_METADATA"},
                 "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
             },
+            network_config=node_network_config(args.private_nodes),
             management={"auto_repair": True, "auto_upgrade": True},
-            opts=child,
+            # Its controllers pull from outside Google (the charts' images): private nodes need the NAT first.
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(depends_on=args.egress, ignore_changes=NETWORK_CONFIG_NOT_OURS)
+            ),
         )
 
-        kubeconfig: pulumi.Output[str] = pulumi.Output.all(
-            self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
-        ).apply(lambda parts: build_kubeconfig(*parts))
+        # The control plane as the stack reaches it: by its DNS name, or by the IP GKE gives as the cluster's
+        # endpoint (the private one when the public IP is off).
+        if args.control_plane.uses_dns_endpoint:
+            self.endpoint: pulumi.Output[str] = self.cluster.control_plane_endpoints_config.apply(_dns_endpoint)
+            ca_certificate: pulumi.Output[str | None] = pulumi.Output.from_input(None)
+        else:
+            self.endpoint = self.cluster.endpoint
+            ca_certificate = self.cluster.master_auth.cluster_ca_certificate
+        kubeconfig: pulumi.Output[str] = pulumi.Output.all(self.cluster.name, self.endpoint, ca_certificate).apply(
+            lambda parts: build_kubeconfig(*parts)
+        )
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(kubeconfig)
         # Kubernetes objects wait for the system pool: their controllers need somewhere to run.
         # The cluster's own identity, not its endpoint or CA: a control-plane IP or credential
@@ -159,12 +209,9 @@ class Cluster(pulumi.ComponentResource):
         # GKE creates the project's identity pool with the first Workload Identity cluster: members
         # built from this output make every binding wait for the cluster.
         self.workload_pool: pulumi.Output[str] = self.cluster.workload_identity_config.apply(_workload_pool)
-        self.endpoint = self.cluster.endpoint
         self.node_service_account_email = self.node_service_account.email
         self.get_credentials_command = self.cluster.name.apply(
-            lambda cluster: (
-                f"gcloud container clusters get-credentials {cluster} --region {args.region} --project {args.project}"
-            )
+            lambda cluster: get_credentials_command(cluster, args.region, args.project, args.control_plane)
         )
         self._check_version_floor(args)
         self.register_outputs({"name": self.name, "endpoint": self.endpoint, "kubeconfig": self.kubeconfig})
@@ -193,6 +240,62 @@ class Cluster(pulumi.ComponentResource):
                 pulumi.log.warn(f"cluster.version: {problem[0]}; {problem[1]}", self)
 
         pulumi.Output.all(offered.release_channel_latest_version, offered.release_channel_default_version).apply(warn)
+
+
+def get_credentials_command(cluster: str, location: str, project: str, control_plane: ControlPlaneArgs) -> str:
+    """The gcloud command that writes a kubeconfig for the endpoint the stack uses."""
+    command = f"gcloud container clusters get-credentials {cluster} --region {location} --project {project}"
+    if control_plane.uses_dns_endpoint:
+        return f"{command} --dns-endpoint"
+    if control_plane.ip_endpoint == "private":
+        return f"{command} --internal-ip"
+    return command
+
+
+def private_cluster_config(
+    private_nodes: bool, control_plane: ControlPlaneArgs
+) -> gcp.container.ClusterPrivateClusterConfigArgsDict:
+    """The cluster's default for new nodes (private or not) and whether its public IP endpoint is off.
+
+    ``enable_private_endpoint`` is GKE's `enable_public_endpoint` reversed (cluster_service.proto); with the IP
+    endpoints off there is no public one either, so it is true then too, as GKE reports it."""
+    return {"enable_private_nodes": private_nodes, "enable_private_endpoint": control_plane.ip_endpoint != "public"}
+
+
+def control_plane_endpoints_config(
+    control_plane: ControlPlaneArgs,
+) -> gcp.container.ClusterControlPlaneEndpointsConfigArgsDict:
+    """Only IAM tokens over the DNS-based endpoint: Kubernetes service-account tokens and client certificates
+    (enable_k8s_tokens_via_dns, enable_k8s_certs_via_dns) stay refused there."""
+    return {
+        "dns_endpoint_config": {"allow_external_traffic": control_plane.dns_endpoint},
+        "ip_endpoints_config": {"enabled": control_plane.ip_endpoint != "off"},
+    }
+
+
+def master_authorized_networks_config(
+    control_plane: ControlPlaneArgs,
+) -> gcp.container.ClusterMasterAuthorizedNetworksConfigArgsDict | None:
+    """The ranges the public IP admits, and no other Google Cloud address (every project's VMs would be in
+    GKE's `gcp_public_cidrs_access`). None: the public IP admits every address, or there is none."""
+    if control_plane.ip_endpoint != "public" or not control_plane.authorized_networks:
+        return None
+    return {
+        "cidr_blocks": [{"cidr_block": cidr, "display_name": name} for cidr, name in control_plane.authorized_networks],
+        "gcp_public_cidrs_access_enabled": False,
+    }
+
+
+def node_network_config(private_nodes: bool) -> gcp.container.NodePoolNetworkConfigArgsDict:
+    """Set on every pool, either way: the cluster's default reaches only nodes created after it changes
+    (ClusterUpdate.desired_default_enable_private_nodes), so a running pool changes only by its own update."""
+    return {"enable_private_nodes": private_nodes}
+
+
+def _dns_endpoint(config: gcp.container.outputs.ClusterControlPlaneEndpointsConfig | None) -> str:
+    if config is None or config.dns_endpoint_config is None or not config.dns_endpoint_config.endpoint:
+        raise ValueError("GKE gave the cluster no DNS-based endpoint")
+    return config.dns_endpoint_config.endpoint
 
 
 def cluster_identifier(project: str, region: str, name: str) -> str:
@@ -224,19 +327,22 @@ def _maintenance_policy(
     }
 
 
-def build_kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
-    """A kubeconfig that authenticates through gke-gcloud-auth-plugin (no static token)."""
+def build_kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str | None) -> str:
+    """A kubeconfig that authenticates through gke-gcloud-auth-plugin (no static token).
+
+    ``ca_certificate`` None: the endpoint is the DNS-based one, whose certificate a public CA signs, not the
+    cluster's root CA (GKE's "About network isolation"); giving the cluster CA would make it the only trust
+    anchor and fail every handshake, so the client keeps the system's trust store, as after
+    `gcloud container clusters get-credentials --dns-endpoint`."""
     context = f"gke_{cluster_name}"
+    cluster: dict[str, str] = {"server": f"https://{endpoint}"}
+    if ca_certificate is not None:
+        cluster["certificate-authority-data"] = ca_certificate
     return yaml.safe_dump(
         {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [
-                {
-                    "name": context,
-                    "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca_certificate},
-                }
-            ],
+            "clusters": [{"name": context, "cluster": cluster}],
             "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
             "current-context": context,
             "users": [

@@ -22,6 +22,19 @@ EXCLUSION_SCOPES = ("NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRAD
 NO_UPGRADES_MAX_DAYS = 30
 MTU_RANGE = (1300, 8896)
 PROXY_ONLY_MAX_PREFIX = 26
+# How the control plane's IP-based endpoints are exposed (GKE's ControlPlaneEndpointsConfig.IPEndpointsConfig,
+# googleapis/googleapis@f8291d2b google/container/v1/cluster_service.proto): a public and a private IP, the
+# private IP only (the VPC), or none at all (the DNS-based endpoint only).
+IP_ENDPOINT_MODES = ("public", "private", "off")
+# An authorized network wider than this admits too much of the internet to be a restriction.
+AUTHORIZED_NETWORK_MIN_PREFIX = 8
+# Cloud NAT's log filters (RouterNat log_config.filter), and OFF for no logs.
+NAT_LOG_FILTERS = ("ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL")
+NAT_LOGGING_OFF = "OFF"
+# Cloud NAT dynamic port allocation: powers of two, at least 32 ports a VM, at most 65536
+# (RouterNat enable_dynamic_port_allocation, hashicorp/terraform-provider-google v7.45.0
+# google/services/compute/resource_compute_router_nat.go).
+NAT_PORTS_RANGE = (32, 65536)
 
 _GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
 
@@ -113,15 +126,37 @@ def channel_floor_problem(
 
 
 @dataclass(frozen=True)
+class NatConfig:
+    logging: str = setting(
+        "ERRORS_ONLY", "Cloud NAT logs: ERRORS_ONLY (connections it dropped), TRANSLATIONS_ONLY, ALL or OFF."
+    )
+    min_ports_per_vm: int = setting(
+        64, "Ports each node always holds for its outside connections (a power of two, 32 or more)."
+    )
+    max_ports_per_vm: int = setting(
+        4096,
+        "Ports a node may hold while it needs them (dynamic port allocation: image pulls, the weights staging); "
+        "a power of two above minPortsPerVm, at most 65536.",
+    )
+
+
+@dataclass(frozen=True)
 class NetworkConfig:
     prefix: str = setting(
-        "qwen-serving", "Prefix of the VPC, subnet and firewall names (`<prefix>-main`, `-tpu`, `-proxy`)."
+        "qwen-serving",
+        "Prefix of the VPC, subnet, firewall, router and NAT names (`<prefix>-main`, `-tpu`, `-proxy`, `-router`, "
+        "`-nat`).",
     )
     mtu: int = setting(8896, "VPC MTU; 8896 gives TPU hosts jumbo frames (1300-8896).")
     node_cidr: str = setting("10.10.0.0/18", "Primary range of the node subnet.")
     pod_cidr: str = setting("10.12.0.0/14", "Secondary range for pods (`<prefix>-pods`).")
     service_cidr: str = setting("10.16.0.0/20", "Secondary range for services (`<prefix>-services`).")
     proxy_only_cidr: str = setting("172.16.0.0/26", "Proxy-only subnet for the internal Gateway (/26 or larger).")
+    nat: NatConfig = setting(
+        NatConfig(),
+        "Cloud NAT (a Cloud Router and NAT in the region) for the node subnet, made when cluster.privateNodes is true: "
+        "the private nodes' way to registries outside Google, Hugging Face and the package index.",
+    )
 
 
 @dataclass(frozen=True)
@@ -171,6 +206,33 @@ class ExistingClusterConfig:
 
 
 @dataclass(frozen=True)
+class AuthorizedNetworkConfig:
+    cidr: str = setting(doc="An IPv4 range that may reach the control plane's public IP, a.b.c.d/n.")
+    name: str = setting(doc="What the range is (GKE's display name), e.g. office-vpn.")
+
+
+@dataclass(frozen=True)
+class ControlPlaneConfig:
+    dns_endpoint: bool = setting(
+        True,
+        "GKE's DNS-based endpoint takes requests from outside Google Cloud, each authorized by IAM "
+        "(container.clusters.connect); the stack's kubeconfig and Kubernetes provider then use it.",
+    )
+    ip_endpoint: str = setting(
+        "public",
+        "The IP-based endpoints: public (a public and a private IP), private (the VPC only) or off (the DNS-based "
+        "endpoint only).",
+    )
+    authorized_networks: list[AuthorizedNetworkConfig] = setting(
+        [], "With ipEndpoint public: the only ranges its public IP admits (empty: every address)."
+    )
+
+    @property
+    def public_ip_unrestricted(self) -> bool:
+        return self.ip_endpoint == "public" and not self.authorized_networks
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
     name: str = setting("qwen-serving-cluster", "GKE cluster name (at most 40 characters).")
     version: str = setting(
@@ -181,6 +243,14 @@ class ClusterConfig:
     deletion_protection: bool = setting(True, "Refuse `pulumi destroy` of the cluster while true.")
     system_pool: SystemPoolConfig = setting(SystemPoolConfig(), "The system node pool.")
     node_service_account_id: str = setting("", "Node service account id; empty means `<cluster>-nodes`.")
+    private_nodes: bool = setting(
+        True,
+        "Nodes have internal addresses only (every node pool and the cluster's default for new ones); their way out "
+        "is the Cloud NAT of network.nat.",
+    )
+    control_plane: ControlPlaneConfig = setting(
+        ControlPlaneConfig(), "How the control plane is reached: its DNS-based and IP-based endpoints."
+    )
     maintenance_window: MaintenanceWindowConfig | None = setting(None, "Optional recurring maintenance window.")
     maintenance_exclusions: list[MaintenanceExclusionConfig] = setting(
         [], "Optional maintenance exclusions (need a maintenance window)."
@@ -330,6 +400,30 @@ def validate_network(network: NetworkConfig, problems: Problems) -> None:
             f"{proxy} is smaller than /{PROXY_ONLY_MAX_PREFIX}",
             f"the regional managed proxy needs a /{PROXY_ONLY_MAX_PREFIX} or larger range",
         )
+    _validate_nat(network.nat, problems)
+
+
+def _validate_nat(nat: NatConfig, problems: Problems) -> None:
+    if nat.logging not in (*NAT_LOG_FILTERS, NAT_LOGGING_OFF):
+        problems.add(
+            "network.nat.logging",
+            f"{nat.logging!r} is not a Cloud NAT log filter",
+            f"use one of {', '.join((*NAT_LOG_FILTERS, NAT_LOGGING_OFF))}",
+        )
+    low, high = NAT_PORTS_RANGE
+    for key, ports in (("minPortsPerVm", nat.min_ports_per_vm), ("maxPortsPerVm", nat.max_ports_per_vm)):
+        if not low <= ports <= high or ports & (ports - 1):
+            problems.add(
+                f"network.nat.{key}",
+                f"{ports} is not a power of two from {low} to {high}",
+                "dynamic port allocation takes powers of two, e.g. 64 and 4096",
+            )
+    if nat.max_ports_per_vm <= nat.min_ports_per_vm:
+        problems.add(
+            "network.nat.maxPortsPerVm",
+            f"{nat.max_ports_per_vm} is not above minPortsPerVm {nat.min_ports_per_vm}",
+            "set a larger maximum (dynamic port allocation needs one above the minimum)",
+        )
 
 
 def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems, today: date) -> None:
@@ -361,6 +455,55 @@ def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems,
             "cluster.systemPool.nodesPerZone", f"{pool.nodes_per_zone} leaves no system nodes", "use 1 or more"
         )
     _validate_maintenance(cluster, problems)
+    _validate_control_plane(cluster.control_plane, problems)
+
+
+def _validate_control_plane(control_plane: ControlPlaneConfig, problems: Problems) -> None:
+    if control_plane.ip_endpoint not in IP_ENDPOINT_MODES:
+        problems.add(
+            "cluster.controlPlane.ipEndpoint",
+            f"{control_plane.ip_endpoint!r} is not an IP endpoint mode",
+            f"use one of {', '.join(IP_ENDPOINT_MODES)}",
+        )
+    elif control_plane.ip_endpoint == "off" and not control_plane.dns_endpoint:
+        problems.add(
+            "cluster.controlPlane.ipEndpoint",
+            "is off while cluster.controlPlane.dnsEndpoint is false: nothing outside Google could reach the control "
+            "plane, this stack's own `pulumi up` included",
+            "turn the DNS-based endpoint on (IAM decides who reaches it), or set the IP endpoint private or public",
+        )
+    networks = control_plane.authorized_networks
+    if networks and control_plane.ip_endpoint != "public":
+        problems.add(
+            "cluster.controlPlane.authorizedNetworks",
+            f"lists ranges, but only a public IP endpoint admits by authorized networks (ipEndpoint is "
+            f"{control_plane.ip_endpoint!r})",
+            "remove them, or set cluster.controlPlane.ipEndpoint public",
+        )
+    seen: dict[ipaddress.IPv4Network, int] = {}
+    for i, network in enumerate(networks):
+        key = f"cluster.controlPlane.authorizedNetworks[{i}]"
+        if not network.name.strip():
+            problems.add(f"{key}.name", "is empty", "say what the range is, e.g. office-vpn (GKE shows it)")
+        try:
+            cidr = ipaddress.IPv4Network(network.cidr)
+        except ValueError as error:
+            problems.add(
+                f"{key}.cidr",
+                f"{network.cidr!r} is not an IPv4 CIDR range ({error})",
+                "write it as a.b.c.d/n with no host bits set",
+            )
+            continue
+        if cidr.prefixlen < AUTHORIZED_NETWORK_MIN_PREFIX:
+            problems.add(
+                f"{key}.cidr",
+                f"{cidr} admits {cidr.num_addresses} addresses: that is no restriction",
+                f"list the ranges clients really come from (/{AUTHORIZED_NETWORK_MIN_PREFIX} or narrower), or reach "
+                "the control plane through the DNS-based endpoint",
+            )
+        elif cidr in seen:
+            problems.add(f"{key}.cidr", f"{cidr} is listed at [{seen[cidr]}] already", "list each range once")
+        seen.setdefault(cidr, i)
 
 
 def _validate_existing(existing: ExistingClusterConfig, problems: Problems) -> None:

@@ -1,9 +1,10 @@
 """A cluster made elsewhere, as the Kubernetes layer's target: its provider, nothing created.
 
 Given a kubeconfig (a secret), the provider uses it as is. Given a GKE cluster's name and
-location, the kubeconfig is built as for a cluster of this stack (endpoint and CA from the GKE
-API, credentials from gke-gcloud-auth-plugin). Either way the stack creates no network, cluster
-or TPU pools; what it declares in the cluster is the same as on a cluster of its own.
+location, the kubeconfig is built as for a cluster of this stack (credentials from
+gke-gcloud-auth-plugin): by the cluster's DNS-based endpoint when it takes outside traffic, otherwise
+by its IP endpoint and CA, all read from the GKE API. Either way the stack creates no network,
+Cloud NAT, cluster or TPU pools; what it declares in the cluster is the same as on a cluster of its own.
 """
 
 from __future__ import annotations
@@ -36,14 +37,18 @@ class ExistingCluster(pulumi.ComponentResource):
             found = gcp.container.get_cluster_output(
                 name=args.name, location=args.location, project=args.project, opts=pulumi.InvokeOptions(parent=self)
             )
+            dns_endpoint = found.control_plane_endpoints_configs.apply(_outside_dns_endpoint)
             ca_certificate = found.master_auths.apply(lambda auths: auths[0].cluster_ca_certificate)
+            reached = pulumi.Output.all(dns_endpoint, found.endpoint, ca_certificate).apply(
+                lambda parts: (parts[0], None) if parts[0] else (parts[1], parts[2])
+            )
             kubeconfig = pulumi.Output.secret(
-                pulumi.Output.all(found.name, found.endpoint, ca_certificate).apply(
-                    lambda parts: build_kubeconfig(parts[0], parts[1], parts[2])
+                pulumi.Output.all(found.name, reached).apply(
+                    lambda parts: build_kubeconfig(parts[0], parts[1][0], parts[1][1])
                 )
             )
             identifier = cluster_identifier(args.project, args.location, args.name)
-            self.endpoint = found.endpoint
+            self.endpoint = reached.apply(lambda pair: pair[0])
         self.kubeconfig = kubeconfig
         self.cluster_identifier = identifier
         self.provider = k8s.Provider(
@@ -57,10 +62,25 @@ class ExistingCluster(pulumi.ComponentResource):
         # GKE's pool is the project's: bindings to it are the same as on a cluster of this stack.
         self.workload_pool: pulumi.Output[str] = pulumi.Output.from_input(f"{args.project}.svc.id.goog")
         self.node_service_account_email: pulumi.Output[str | None] = pulumi.Output.from_input(None)
-        location = f" --location {args.location}" if args.location else ""
-        self.get_credentials_command = pulumi.Output.from_input(
-            f"gcloud container clusters get-credentials {args.name}{location} --project {args.project}"
-            if not args.kubeconfig
-            else "(the stack deploys onto the cluster of its cluster.existing.kubeconfig)"
-        )
+        if args.kubeconfig:
+            self.get_credentials_command: pulumi.Output[str] = pulumi.Output.from_input(
+                "(the stack deploys onto the cluster of its cluster.existing.kubeconfig)"
+            )
+        else:
+            command = (
+                f"gcloud container clusters get-credentials {args.name} --location {args.location} "
+                f"--project {args.project}"
+            )
+            self.get_credentials_command = dns_endpoint.apply(
+                lambda dns: f"{command} --dns-endpoint" if dns else command
+            )
         self.register_outputs({"name": self.name})
+
+
+def _outside_dns_endpoint(configs: list[gcp.container.outputs.GetClusterControlPlaneEndpointsConfigResult]) -> str:
+    """The cluster's DNS-based endpoint if it takes traffic from outside Google Cloud, else ""."""
+    for config in configs or []:
+        for dns in config.dns_endpoint_configs or []:
+            if dns.allow_external_traffic and dns.endpoint:
+                return dns.endpoint
+    return ""

@@ -1,4 +1,5 @@
-"""The VPC: jumbo-frame MTU, the node subnet with pod/service ranges, the proxy-only subnet."""
+"""The VPC: jumbo-frame MTU, the node subnet with pod/service ranges, the proxy-only subnet, and the
+Cloud Router and NAT that are the private nodes' way out."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components import naming
+from components.gcp.config import NAT_LOGGING_OFF
 from components.resources import children_of
+
+
+@dataclass(frozen=True)
+class NatArgs:
+    logging: str  # a log filter of Cloud NAT, or NAT_LOGGING_OFF
+    min_ports_per_vm: int
+    max_ports_per_vm: int
 
 
 @dataclass(frozen=True)
@@ -21,6 +30,7 @@ class NetworkArgs:
     pod_cidr: str
     service_cidr: str
     proxy_only_cidr: str
+    nat: NatArgs | None  # None: the nodes have external addresses and need no NAT
 
 
 class Network(pulumi.ComponentResource):
@@ -82,6 +92,46 @@ class Network(pulumi.ComponentResource):
             allows=[{"protocol": "all"}],
             opts=child,
         )
+
+        # Private nodes reach what lies outside Google (Docker Hub, ghcr.io and registry.k8s.io images, Hugging
+        # Face, the package index) through Cloud NAT; Google's APIs and Artifact Registry stay on Private Google
+        # Access. The node subnet only, every range of it: pods leave with their own addresses.
+        self.router: gcp.compute.Router | None = None
+        self.nat: gcp.compute.RouterNat | None = None
+        if args.nat is not None:
+            self.router = gcp.compute.Router(
+                "nat-router",  # not "router": that is the llm-d router's release
+                project=args.project,
+                region=args.region,
+                name=names["router"],
+                network=self.vpc.id,
+                description="Cloud NAT of the private nodes.",
+                opts=child,
+            )
+            self.nat = gcp.compute.RouterNat(
+                "nat",
+                project=args.project,
+                region=args.region,
+                name=names["nat"],
+                router=self.router.name,
+                nat_ip_allocate_option="AUTO_ONLY",
+                source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
+                subnetworks=[{"name": self.node_subnet.id, "source_ip_ranges_to_nats": ["ALL_IP_RANGES"]}],
+                # A node gets ports as its connections need them (a vLLM image pull, the weights staging's
+                # parallel downloads), not a fixed share; dynamic allocation excludes endpoint-independent mapping.
+                enable_dynamic_port_allocation=True,
+                enable_endpoint_independent_mapping=False,
+                min_ports_per_vm=args.nat.min_ports_per_vm,
+                max_ports_per_vm=args.nat.max_ports_per_vm,
+                log_config=(
+                    {"enable": False, "filter": "ERRORS_ONLY"}
+                    if args.nat.logging == NAT_LOGGING_OFF
+                    else {"enable": True, "filter": args.nat.logging}
+                ),
+                opts=child,
+            )
+        # What must exist before anything on the nodes pulls from outside Google, and be deleted after it.
+        self.egress: list[pulumi.Resource] = [self.nat] if self.nat is not None else []
 
         self.network_name = self.vpc.name
         self.node_subnet_name = self.node_subnet.name

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from components.gcp.cluster import NODE_OAUTH_SCOPES
+from components.gcp.cluster import NETWORK_CONFIG_NOT_OURS, NODE_OAUTH_SCOPES, node_network_config
 from components.resources import children_of
 from components.tpu import topology
 
@@ -36,6 +36,8 @@ class TpuCapacityArgs:
     workload_policy_name: str
     pools: list[TpuPoolArgs]
     protect_pools: bool
+    private_nodes: bool
+    egress: list[pulumi.Resource]  # the Cloud NAT private nodes pull their images through
 
 
 class TpuCapacity(pulumi.ComponentResource):
@@ -71,6 +73,10 @@ class TpuCapacity(pulumi.ComponentResource):
                 # holds in the reservation: the old one goes first.
                 replace_on_changes=TPU_POOL_REPLACED_ON,
                 delete_before_replace=True,
+                # The TPU workloads' images come from outside Google (Docker Hub): a private pool waits for the
+                # NAT, and is deleted before it.
+                depends_on=args.egress,
+                ignore_changes=NETWORK_CONFIG_NOT_OURS,
             ),
         )
         self.pools = [
@@ -87,6 +93,7 @@ class TpuCapacity(pulumi.ComponentResource):
                 # A slice is one unit: upgrading it node by node would break it, so it is
                 # drained and recreated whole, never surged beyond its reservation.
                 upgrade_settings={"strategy": "SURGE", "max_surge": 0, "max_unavailable": pool.node_count},
+                network_config=node_network_config(args.private_nodes),
                 management={"auto_repair": True, "auto_upgrade": True},
                 opts=pool_opts,
             )

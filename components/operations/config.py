@@ -177,6 +177,20 @@ def validate_production(
                 "is not set on a production stack: GKE would upgrade the cluster and its pools at any hour",
                 "set start, end and recurrence to the hours the stack can lose a cube",
             )
+        if not cluster.private_nodes:
+            problems.add(
+                "cluster.privateNodes",
+                "is false on a production stack: every node has an external address the internet can reach",
+                "set it true (the stack then makes Cloud NAT for the nodes' way out, network.nat)",
+            )
+        if cluster.control_plane.public_ip_unrestricted:
+            problems.add(
+                "cluster.controlPlane.ipEndpoint",
+                "is public with no authorized network on a production stack: any address on the internet reaches the "
+                "control plane's public IP",
+                "set it off (the DNS-based endpoint with IAM serves kubectl and this stack) or private, or list the "
+                "ranges clients come from in cluster.controlPlane.authorizedNetworks",
+            )
         if cluster.system_pool.nodes_per_zone < MIN_PRODUCTION_SYSTEM_NODES:
             problems.add(
                 "cluster.systemPool.nodesPerZone",
