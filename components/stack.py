@@ -100,6 +100,14 @@ class StackConfig:
     def capacity_report(self) -> CapacityReport:
         return self.tpu.capacity_report()
 
+    def pool_private_nodes(self, pool: gcp_config.TpuPoolConfig) -> bool:
+        return self.tpu.pool_private_nodes(pool, self.cluster)
+
+    @property
+    def nat_needed(self) -> bool:
+        """Cloud NAT exactly when a node is private: public nodes leave by their own addresses."""
+        return self.tpu.any_private_nodes(self.cluster)
+
     def reservation_path(self, pool: gcp_config.TpuPoolConfig) -> str | None:
         return self.tpu.reservation_path(pool, self.project)
 
@@ -329,7 +337,40 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             "resourceFlavorName": config.queues.resource_flavor_name,
             "acceleratorLabel": config.tpu.machine.accelerator_label,  # the ResourceFlavor's nodeLabels
         }
+    if not cluster.existing.enabled:
+        facts["isolation"] = isolation_facts(config)
     return facts
+
+
+SYSTEM_POOL = "system"  # the system node pool's name in GKE
+
+
+def isolation_facts(config: StackConfig) -> dict[str, Any]:
+    """Who reaches the nodes and the control plane: every field here changes in place (components/gcp/cluster.py),
+    but a change of a pool's nodes or of the endpoint kubectl uses is felt, so the preview says what it does."""
+    control_plane = config.cluster.control_plane
+    return {
+        "privateNodes": {
+            SYSTEM_POOL: config.cluster.private_nodes,
+            **{pool.name: config.pool_private_nodes(pool) for pool in config.tpu.pools},
+        },
+        "nat": naming.network_names(config.network.prefix)["nat"] if config.nat_needed else "",
+        "dnsEndpoint": control_plane.dns_endpoint,
+        "ipEndpoint": control_plane.ip_endpoint,
+        "authorizedNetworks": sorted(network.cidr for network in control_plane.authorized_networks),
+    }
+
+
+def isolation_before_private_clusters(pools: Iterable[str]) -> dict[str, Any]:
+    """What the program made before these settings existed: nodes with external addresses and no NAT, GKE's
+    default IP endpoints (public, no authorized network), the DNS-based endpoint not opened to outside traffic."""
+    return {
+        "privateNodes": dict.fromkeys([SYSTEM_POOL, *pools], False),
+        "nat": "",
+        "dnsEndpoint": False,
+        "ipEndpoint": "public",
+        "authorizedNetworks": [],
+    }
 
 
 def previous_lifecycle(outputs: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -353,6 +394,7 @@ class ChangeReview:
     refused: list[Problem]  # the `up` would fail halfway or strand capacity: stop the preview
     replaced: list[str]  # what the `up` replaces, said loudly
     by_hand: list[str] = field(default_factory=list)  # what the `up` cannot do and the operator must, said as loudly
+    in_place: list[str] = field(default_factory=list)  # what the `up` changes in place that running work feels
 
 
 def review_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any]) -> ChangeReview:
@@ -423,4 +465,88 @@ def review_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any
                     f"keep {before_queues[key]!r} on this stack",
                 )
             )
-    return ChangeReview(refused, replaced, by_hand)
+    in_place: list[str] = []
+    if "isolation" in current:
+        isolation_before = previous.get("isolation") or isolation_before_private_clusters(before_pools or after_pools)
+        in_place, isolation_by_hand = _review_isolation(isolation_before, current["isolation"], current["cluster"])
+        by_hand += isolation_by_hand
+    return ChangeReview(refused, replaced, by_hand, in_place)
+
+
+def _review_isolation(
+    before: Mapping[str, Any], after: Mapping[str, Any], cluster: Mapping[str, Any]
+) -> tuple[list[str], list[str]]:
+    """(what changes in place, what is left to do by hand) when the nodes' or the control plane's exposure changes."""
+    in_place: list[str] = []
+    by_hand: list[str] = []
+    credentials = f"gcloud container clusters get-credentials {cluster['name']} --region {cluster['region']}"
+    nodes_before: Mapping[str, bool] = before.get("privateNodes") or {}
+    flipped = {
+        pool: private
+        for pool, private in after["privateNodes"].items()
+        if pool in nodes_before and nodes_before[pool] != private
+    }
+    if after["nat"] and not before.get("nat"):
+        in_place.append(
+            f"network.nat: Cloud NAT {after['nat']} and its Cloud Router are created, before any node goes private: "
+            "the private nodes' way to registries outside Google, Hugging Face and the package index"
+        )
+    for pool, private in flipped.items():
+        change = "lose their external addresses" if private else "get external addresses again"
+        key = "cluster.privateNodes" if pool == SYSTEM_POOL else "tpu.pools[].privateNodes or cluster.privateNodes"
+        if pool == SYSTEM_POOL:
+            in_place.append(
+                f"{key}: the system node pool's nodes {change} IN PLACE (the pool is updated, not replaced); GKE may "
+                "recreate the nodes to apply it, and the controllers on them restart elsewhere"
+            )
+        else:
+            in_place.append(
+                f"{key}: the nodes of TPU pool {pool} {change} IN PLACE (the pool is updated, not replaced, and keeps "
+                "its reservation cube); GKE may recreate the nodes to apply it, which takes every slice of the cube "
+                "down at once. To keep serving, move one TPU pool per `up` (tpu.pools[].privateNodes), in the "
+                "maintenance window"
+            )
+    if before.get("nat") and not after["nat"]:
+        in_place.append(f"network.nat: Cloud NAT {before['nat']} is deleted, after the nodes have external addresses")
+    if before.get("dnsEndpoint") != after["dnsEndpoint"]:
+        if after["dnsEndpoint"]:
+            in_place.append(
+                "cluster.controlPlane.dnsEndpoint: the DNS-based endpoint takes traffic from outside Google Cloud, in "
+                "place (IAM's container.clusters.connect decides who); the stack's kubeconfig and Kubernetes provider "
+                f"move to it (the provider is updated, not replaced). kubectl: `{credentials} --dns-endpoint`"
+            )
+        else:
+            in_place.append(
+                "cluster.controlPlane.dnsEndpoint: the DNS-based endpoint refuses traffic from outside Google Cloud, in "
+                "place; the stack's kubeconfig and Kubernetes provider move to the IP endpoint (the provider is "
+                "updated, not replaced), and kubeconfigs made with --dns-endpoint stop working"
+            )
+    ip_before, ip_after = before.get("ipEndpoint"), after["ipEndpoint"]
+    if ip_before != ip_after:
+        what = {
+            "public": "a public and a private IP",
+            "private": "the private IP only (the VPC)",
+            "off": "no IP at all (the DNS-based endpoint only)",
+        }
+        line = f"cluster.controlPlane.ipEndpoint: the control plane answers on {what[ip_after]}, in place"
+        if ip_after != "public":
+            line += (
+                "; kubeconfigs that name its public IP stop working: outside the VPC, use "
+                f"`{credentials} --dns-endpoint`"
+            )
+        in_place.append(line)
+    networks_before, networks_after = before.get("authorizedNetworks") or [], after["authorizedNetworks"]
+    if ip_after == "public" and networks_before != networks_after:
+        if networks_after:
+            in_place.append(
+                f"cluster.controlPlane.authorizedNetworks: the public IP admits only {', '.join(networks_after)} "
+                "(and no other Google Cloud address), in place"
+            )
+        elif ip_before == "public":
+            by_hand.append(
+                "cluster.controlPlane.authorizedNetworks: the list is now empty, but the provider reads a missing "
+                "list as 'keep GKE's', so the public IP still admits only "
+                f"{', '.join(networks_before)}. To open it to every address: gcloud container clusters update "
+                f"{cluster['name']} --region {cluster['region']} --no-enable-master-authorized-networks"
+            )
+    return in_place, by_hand

@@ -13,8 +13,8 @@ from typing import Any
 import pulumi
 
 from components.config_base import ConfigError
-from components.gcp.config import ControlPlaneConfig
 from components.gcp.cluster import Cluster, ClusterArgs, ControlPlaneArgs
+from components.gcp.config import ControlPlaneConfig
 from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.gcp.network import NatArgs, Network, NetworkArgs
 from components.gcp.project_services import (
@@ -86,13 +86,12 @@ def network_args(stack: Stack) -> NetworkArgs:
         pod_cidr=network.pod_cidr,
         service_cidr=network.service_cidr,
         proxy_only_cidr=network.proxy_only_cidr,
-        # Cloud NAT exactly when the nodes are private: public nodes leave by their own addresses.
         nat=NatArgs(
             logging=network.nat.logging,
             min_ports_per_vm=network.nat.min_ports_per_vm,
             max_ports_per_vm=network.nat.max_ports_per_vm,
         )
-        if config.cluster.private_nodes
+        if config.nat_needed
         else None,
     )
 
@@ -160,11 +159,11 @@ def tpu_capacity_args(stack: Stack, cluster: Cluster, network: Network) -> TpuCa
                 topology=pool.topology,
                 node_count=pool.node_count,
                 reservation_path=config.reservation_path(pool),
+                private_nodes=config.pool_private_nodes(pool),
             )
             for pool in tpu.pools
         ],
         protect_pools=tpu.protect_pools,
-        private_nodes=config.cluster.private_nodes,
         egress=network.egress,
     )
 
@@ -324,7 +323,7 @@ def announce_changes(previous: Mapping[str, Any] | None, current: Mapping[str, A
     """Warn of every replacement the `up` makes and of each step it leaves to the operator; refuse (stop the
     preview) what would fail halfway."""
     review = review_changes(previous, current)
-    for line in review.replaced + review.by_hand:
+    for line in review.replaced + review.in_place + review.by_hand:
         pulumi.log.warn(line)
     if review.refused:
         raise pulumi.RunError(str(ConfigError(review.refused)))

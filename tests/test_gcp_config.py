@@ -146,6 +146,118 @@ GCP_BAD_INPUTS = [
         "may last 30 days",
         id="no-upgrades-exclusion-too-long",
     ),
+    # --- Network isolation: the control plane's endpoints and the NAT of the private nodes ---
+    pytest.param(
+        {"cluster.controlPlane": {"authorizedNetworks": [{"cidr": "203.0.113.0/33", "name": "office"}]}},
+        "cluster.controlPlane.authorizedNetworks[0].cidr",
+        "not an IPv4 CIDR range",
+        id="authorized-network-bad-prefix",
+    ),
+    pytest.param(
+        {"cluster.controlPlane": {"authorizedNetworks": [{"cidr": "203.0.113.7/24", "name": "office"}]}},
+        "cluster.controlPlane.authorizedNetworks[0].cidr",
+        "has host bits set",
+        id="authorized-network-host-bits",
+    ),
+    pytest.param(
+        {"cluster.controlPlane": {"authorizedNetworks": [{"cidr": "office-vpn", "name": "office"}]}},
+        "cluster.controlPlane.authorizedNetworks[0].cidr",
+        "not an IPv4 CIDR range",
+        id="authorized-network-not-a-range",
+    ),
+    pytest.param(
+        {"cluster.controlPlane": {"authorizedNetworks": [{"cidr": "0.0.0.0/0", "name": "everyone"}]}},
+        "cluster.controlPlane.authorizedNetworks[0].cidr",
+        "that is no restriction",
+        id="authorized-network-everything",
+    ),
+    pytest.param(
+        {"cluster.controlPlane": {"authorizedNetworks": [{"cidr": "64.0.0.0/2", "name": "a quarter"}]}},
+        "cluster.controlPlane.authorizedNetworks[0].cidr",
+        "that is no restriction",
+        id="authorized-network-too-wide",
+    ),
+    pytest.param(
+        {
+            "cluster.controlPlane": {
+                "authorizedNetworks": [
+                    {"cidr": "203.0.113.0/24", "name": "office"},
+                    {"cidr": "203.0.113.0/24", "name": "office again"},
+                ]
+            }
+        },
+        "cluster.controlPlane.authorizedNetworks[1].cidr",
+        "is listed at [0] already",
+        id="authorized-network-twice",
+    ),
+    pytest.param(
+        {"cluster.controlPlane": {"authorizedNetworks": [{"cidr": "203.0.113.0/24", "name": " "}]}},
+        "cluster.controlPlane.authorizedNetworks[0].name",
+        "is empty",
+        id="authorized-network-unnamed",
+    ),
+    pytest.param(
+        {"cluster.controlPlane": {"authorizedNetworks": [{"cidr": "203.0.113.0/24"}]}},
+        "cluster.controlPlane.authorizedNetworks[0].name",
+        "is required",
+        id="authorized-network-without-name",
+    ),
+    pytest.param(
+        {
+            "cluster.controlPlane": {
+                "ipEndpoint": "private",
+                "authorizedNetworks": [{"cidr": "203.0.113.0/24", "name": "office"}],
+            }
+        },
+        "cluster.controlPlane.authorizedNetworks",
+        "only a public IP endpoint admits by authorized networks",
+        id="authorized-networks-without-a-public-ip",
+    ),
+    pytest.param(
+        {"cluster.controlPlane": {"ipEndpoint": "internal"}},
+        "cluster.controlPlane.ipEndpoint",
+        "'internal' is not an IP endpoint mode",
+        id="ip-endpoint-unknown-mode",
+    ),
+    pytest.param(
+        {"cluster.controlPlane": {"ipEndpoint": "off", "dnsEndpoint": False}},
+        "cluster.controlPlane.ipEndpoint",
+        "nothing outside Google could reach the control plane",
+        id="control-plane-unreachable",
+    ),
+    pytest.param(
+        {"cluster.privateNodes": "yes"}, "cluster.privateNodes", "is not true or false", id="private-nodes-not-a-bool"
+    ),
+    pytest.param(
+        {"network.nat": {"logging": "VERBOSE"}},
+        "network.nat.logging",
+        "'VERBOSE' is not a Cloud NAT log filter",
+        id="nat-log-filter-unknown",
+    ),
+    pytest.param(
+        {"network.nat": {"minPortsPerVm": 100}},
+        "network.nat.minPortsPerVm",
+        "100 is not a power of two from 32 to 65536",
+        id="nat-min-ports-not-a-power-of-two",
+    ),
+    pytest.param(
+        {"network.nat": {"minPortsPerVm": 16}},
+        "network.nat.minPortsPerVm",
+        "16 is not a power of two from 32 to 65536",
+        id="nat-min-ports-too-few",
+    ),
+    pytest.param(
+        {"network.nat": {"maxPortsPerVm": 131072}},
+        "network.nat.maxPortsPerVm",
+        "131072 is not a power of two from 32 to 65536",
+        id="nat-max-ports-too-many",
+    ),
+    pytest.param(
+        {"network.nat": {"minPortsPerVm": 1024, "maxPortsPerVm": 1024}},
+        "network.nat.maxPortsPerVm",
+        "1024 is not above minPortsPerVm 1024",
+        id="nat-max-not-above-min",
+    ),
 ]
 
 

@@ -7,7 +7,13 @@ all (so no gcp plugin is needed), no Helm release, no wait for workloads that no
 from __future__ import annotations
 
 import pytest
+import yaml
+from pulumi_gcp.container.outputs import (
+    GetClusterControlPlaneEndpointsConfigDnsEndpointConfigResult,
+    GetClusterControlPlaneEndpointsConfigResult,
+)
 
+from components.gcp.existing_cluster import outside_dns_endpoint
 from tests.conftest import assert_bad_input, run_stack
 
 KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\ncurrent-context: lab\n"
@@ -62,8 +68,37 @@ def test_nothing_waits_for_workloads_no_node_runs(lab_run, dev_run, kind, name):
 def test_a_gke_cluster_by_name_is_looked_up_not_created():
     run = run_stack({"cluster.existing": {"name": "team-cluster", "location": "us-central1"}})
     assert not run.of_type("gcp:container/cluster:Cluster") and not run.of_type("gcp:compute/network:Network")
+    # Its network, and its way out, are its owner's: no Cloud Router or NAT, whatever cluster.privateNodes says.
+    assert not run.of_type("gcp:compute/router:Router") and not run.of_type("gcp:compute/routerNat:RouterNat")
     (provider,) = run.of_type("pulumi:providers:kubernetes")
     assert provider.input("clusterIdentifier") == "projects/my-tpu-project/locations/us-central1/clusters/team-cluster"
+
+
+def test_a_gke_cluster_by_name_is_reached_as_its_owner_opened_it():
+    """The model's cluster (tools/mock_engine.py) keeps GKE's default: a DNS endpoint that takes no outside traffic,
+    so its IP endpoint and CA; one whose DNS endpoint takes outside traffic is reached by it, without the CA."""
+    run = run_stack({"cluster.existing": {"name": "team-cluster", "location": "us-central1"}})
+    (cluster,) = yaml.safe_load(run.raw_outputs["kubeconfig"])["clusters"]
+    assert cluster["cluster"] == {
+        "server": "https://EXISTING_CLUSTER_ENDPOINT",
+        "certificate-authority-data": "EXISTING_CLUSTER_CA",
+    }
+    assert not run.outputs["getCredentialsCommand"].endswith("--dns-endpoint")
+    opened = [
+        GetClusterControlPlaneEndpointsConfigResult(
+            dns_endpoint_configs=[
+                GetClusterControlPlaneEndpointsConfigDnsEndpointConfigResult(
+                    allow_external_traffic=True,
+                    enable_k8s_certs_via_dns=False,
+                    enable_k8s_tokens_via_dns=False,
+                    endpoint="gke-0123.us-central1.gke.goog",
+                )
+            ],
+            ip_endpoints_configs=[],
+        )
+    ]
+    assert outside_dns_endpoint(opened) == "gke-0123.us-central1.gke.goog"
+    assert outside_dns_endpoint([]) == ""
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,7 @@
 """The Google Cloud layer as the program registers it for the dev stack (mocks, preview)."""
 
+import re
+
 import pytest
 import yaml
 
@@ -246,7 +248,165 @@ def test_kubeconfig_authenticates_with_the_gke_plugin_and_stays_secret():
     (user,) = kubeconfig["users"]
     assert user["user"]["exec"]["command"] == "gke-gcloud-auth-plugin"
     assert "token" not in user["user"]
-    assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://203.0.113.10"
+
+
+# GKE's DNS-based endpoint of a cluster: gke-, 36 hex characters, the location (tools/gcp_model.py).
+DNS_ENDPOINT = re.compile(r"^gke-[0-9a-f]{36}\.us-central1\.gke\.goog$")
+
+
+def kubeconfig_cluster(run) -> dict:
+    (cluster,) = yaml.safe_load(run.raw_outputs["kubeconfig"])["clusters"]
+    return cluster["cluster"]
+
+
+def test_the_stack_reaches_the_control_plane_by_its_dns_endpoint_without_the_cluster_ca():
+    """The DNS-based endpoint's certificate is publicly signed: the cluster CA as the only trust anchor would
+    fail every handshake, so the kubeconfig leaves the system's trust store to the client."""
+    run = run_stack(preview=False)
+    cluster = kubeconfig_cluster(run)
+    assert DNS_ENDPOINT.match(cluster["server"].removeprefix("https://")), cluster
+    assert "certificate-authority-data" not in cluster
+    assert run.raw_outputs["clusterEndpoint"] == cluster["server"].removeprefix("https://")
+    assert run.outputs["getCredentialsCommand"] == (
+        "gcloud container clusters get-credentials qwen-serving-cluster --region us-central1 --project my-tpu-project "
+        "--dns-endpoint"
+    )
+    (provider,) = run.of_type("pulumi:providers:kubernetes")
+    assert provider.input("kubeconfig") == run.raw_outputs["kubeconfig"]
+
+
+@pytest.mark.parametrize(
+    "ip_endpoint, flag", [("public", ""), ("private", " --internal-ip")], ids=["public-ip", "private-ip"]
+)
+def test_without_the_dns_endpoint_the_stack_reaches_the_ip_with_the_cluster_ca(ip_endpoint, flag):
+    run = run_stack({"cluster.controlPlane": {"dnsEndpoint": False, "ipEndpoint": ip_endpoint}}, preview=False)
+    cluster = kubeconfig_cluster(run)
+    assert cluster == {"server": "https://203.0.113.10", "certificate-authority-data": "LS0tLS1CRUdJTi1DQS0tLS0t"}
+    assert run.outputs["getCredentialsCommand"].endswith(f"--project my-tpu-project{flag}")
+
+
+def test_with_no_ip_endpoint_gke_gives_the_dns_name_as_the_cluster_endpoint():
+    """What the provider's `endpoint` holds then (the model, tools/gcp_model.py): the stack never reads it."""
+    run = run_stack(stack="prod", preview=False)
+    cluster = run.one("gcp:container/cluster:Cluster", "gke-cluster")
+    assert cluster.input("controlPlaneEndpointsConfig.ipEndpointsConfig.enabled") is False
+    assert kubeconfig_cluster(run)["server"].startswith("https://gke-")
+
+
+def test_the_dns_endpoint_is_unknown_until_the_cluster_exists(dev_run):
+    assert dev_run.outputs["clusterEndpoint"] == "[unknown]"
+    assert dev_run.outputs["kubeconfig"] == "[secret]"
+
+
+# --- Network isolation: private nodes, Cloud NAT, the control plane's endpoints ---------------------------
+
+
+def test_the_cluster_defaults_new_nodes_to_private_and_opens_the_dns_endpoint(dev_run):
+    cluster = dev_run.one("gcp:container/cluster:Cluster", "gke-cluster")
+    assert cluster.input("privateClusterConfig") == {"enablePrivateNodes": True, "enablePrivateEndpoint": False}
+    assert cluster.input("controlPlaneEndpointsConfig") == {
+        "dnsEndpointConfig": {"allowExternalTraffic": True},  # IAM tokens only: no k8s tokens or certs over DNS
+        "ipEndpointsConfig": {"enabled": True},
+    }
+    assert "masterAuthorizedNetworksConfig" not in cluster.inputs  # dev's public IP admits every address
+    # The fields that would replace the cluster are never set.
+    assert not {"masterIpv4CidrBlock", "privateEndpointSubnetwork"} & set(cluster.input("privateClusterConfig"))
+
+
+def test_the_prod_control_plane_answers_on_its_dns_endpoint_only():
+    cluster = run_stack(stack="prod").one("gcp:container/cluster:Cluster", "gke-cluster")
+    assert cluster.input("privateClusterConfig") == {"enablePrivateNodes": True, "enablePrivateEndpoint": True}
+    assert cluster.input("controlPlaneEndpointsConfig") == {
+        "dnsEndpointConfig": {"allowExternalTraffic": True},
+        "ipEndpointsConfig": {"enabled": False},
+    }
+    assert "masterAuthorizedNetworksConfig" not in cluster.inputs
+
+
+def test_authorized_networks_are_the_only_ranges_the_public_ip_admits():
+    networks = [{"cidr": "203.0.113.0/24", "name": "office-vpn"}, {"cidr": "198.51.100.16/28", "name": "ci"}]
+    run = run_stack({"cluster.controlPlane": {"authorizedNetworks": networks}})
+    cluster = run.one("gcp:container/cluster:Cluster", "gke-cluster")
+    assert cluster.input("masterAuthorizedNetworksConfig") == {
+        "cidrBlocks": [
+            {"cidrBlock": "203.0.113.0/24", "displayName": "office-vpn"},
+            {"cidrBlock": "198.51.100.16/28", "displayName": "ci"},
+        ],
+        "gcpPublicCidrsAccessEnabled": False,  # not every Google Cloud VM of every project
+    }
+    assert cluster.input("privateClusterConfig.enablePrivateEndpoint") is False
+
+
+def test_a_private_ip_endpoint_turns_the_public_one_off():
+    run = run_stack({"cluster.controlPlane": {"ipEndpoint": "private"}})
+    cluster = run.one("gcp:container/cluster:Cluster", "gke-cluster")
+    assert cluster.input("privateClusterConfig.enablePrivateEndpoint") is True
+    assert cluster.input("controlPlaneEndpointsConfig.ipEndpointsConfig.enabled") is True
+
+
+def test_cloud_nat_serves_the_node_subnet_in_the_cluster_s_region(dev_run):
+    router = dev_run.one("gcp:compute/router:Router", "nat-router")
+    assert (router.parent, router.input("name"), router.input("region")) == (
+        "network",
+        "qwen-serving-router",
+        "us-central1",
+    )
+    assert "vpc" in router.dependencies
+    nat = dev_run.one("gcp:compute/routerNat:RouterNat", "nat")
+    assert nat.parent == "network"
+    assert (nat.input("name"), nat.input("router"), nat.input("region")) == (
+        "qwen-serving-nat",
+        "qwen-serving-router",
+        "us-central1",
+    )
+    assert nat.input("natIpAllocateOption") == "AUTO_ONLY"
+    # The node subnet and its pod range, not the proxy-only subnet of the internal load balancer.
+    assert nat.input("sourceSubnetworkIpRangesToNat") == "LIST_OF_SUBNETWORKS"
+    assert nat.input("subnetworks") == [{"name": "node-subnet-id", "sourceIpRangesToNats": ["ALL_IP_RANGES"]}]
+    assert {"nat-router", "node-subnet"} <= set(nat.dependencies)
+    assert (nat.input("enableDynamicPortAllocation"), nat.input("enableEndpointIndependentMapping")) == (True, False)
+    assert (nat.input("minPortsPerVm"), nat.input("maxPortsPerVm")) == (64, 4096)
+    assert nat.input("logConfig") == {"enable": True, "filter": "ERRORS_ONLY"}
+
+
+def test_nat_settings_come_from_the_network_block():
+    run = run_stack({"network.nat": {"logging": "OFF", "minPortsPerVm": 128, "maxPortsPerVm": 65536}})
+    nat = run.one("gcp:compute/routerNat:RouterNat", "nat")
+    assert nat.input("logConfig") == {"enable": False, "filter": "ERRORS_ONLY"}
+    assert (nat.input("minPortsPerVm"), nat.input("maxPortsPerVm")) == (128, 65536)
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod", "saxml"])
+def test_every_node_pool_is_private_and_never_diffs_on_network_fields_it_does_not_set(stack):
+    pools = run_stack(stack=stack).of_type(NODE_POOL)
+    assert len(pools) >= 3
+    for pool in pools:
+        assert pool.input("networkConfig") == {"enablePrivateNodes": True}, pool.name
+        assert pool.options["ignoreChanges"] == [
+            "networkConfig.acceleratorNetworkProfile",
+            "networkConfig.additionalPodNetworkConfigs",
+        ], pool.name
+
+
+def test_public_nodes_get_no_nat_and_say_so_to_gke():
+    run = run_stack({"cluster.privateNodes": False})
+    assert not run.of_type("gcp:compute/routerNat:RouterNat") and not run.of_type("gcp:compute/router:Router")
+    assert run.one("gcp:container/cluster:Cluster", "gke-cluster").input("privateClusterConfig.enablePrivateNodes") is (
+        False
+    )
+    for pool in run.of_type(NODE_POOL):
+        assert pool.input("networkConfig") == {"enablePrivateNodes": False}, pool.name
+        assert "nat" not in pool.dependencies
+
+
+def test_one_pool_can_move_apart_from_the_others():
+    """The way to move a running stack's cubes one `up` at a time: each TPU pool may override the cluster."""
+    pools = [{"name": "tpu7-pool-1", "nodeCount": 16, "privateNodes": True}, {"name": "tpu7-pool-2", "nodeCount": 16}]
+    run = run_stack({"cluster.privateNodes": False, "tpu.pools": pools})
+    assert run.one(NODE_POOL, "tpu7-pool-1").input("networkConfig") == {"enablePrivateNodes": True}
+    assert run.one(NODE_POOL, "tpu7-pool-2").input("networkConfig") == {"enablePrivateNodes": False}
+    assert run.one(NODE_POOL, "system-pool").input("networkConfig") == {"enablePrivateNodes": False}
+    assert run.one("gcp:compute/routerNat:RouterNat", "nat")  # a private pool needs it
 
 
 def test_stack_outputs(dev_run):
@@ -261,7 +421,8 @@ def test_stack_outputs(dev_run):
     assert outputs["clusterEndpoint"] == "[unknown]"  # known only after apply
     assert outputs["kubeconfig"] == "[secret]"
     assert outputs["getCredentialsCommand"] == (
-        "gcloud container clusters get-credentials qwen-serving-cluster --region us-central1 --project my-tpu-project"
+        "gcloud container clusters get-credentials qwen-serving-cluster --region us-central1 --project my-tpu-project "
+        "--dns-endpoint"
     )
     assert outputs["workloadPolicyName"] == "superslice-policy"
     assert outputs["tpuPoolNames"] == ["tpu7-pool-1", "tpu7-pool-2"]

@@ -126,6 +126,60 @@ def test_no_helm_release_or_kubernetes_object_waits_on_a_tpu_pool_but_through_th
         assert not closure(run, release.name) & pools, f"release {release.name} waits on a TPU pool"
 
 
+NAT = "nat"
+NAT_ROUTER = "nat-router"
+NODE_POOL = "gcp:container/nodePool:NodePool"
+
+
+def pulls_from_outside_google(run: ProgramRun) -> list[str]:
+    """What runs images or downloads from registries outside Google, Hugging Face or the package index: every
+    node pool (its nodes pull), every Helm release and every object the program applies in the cluster (their
+    pods run on those nodes), the weights-staging Job and the TPU workloads among them."""
+    return [r.name for r in run.of_type(NODE_POOL)] + [r.name for r in kubernetes_objects(run)]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_nat_exists_before_anything_pulls_from_outside_google(runs, stack):
+    """Private nodes reach Docker Hub, ghcr.io, registry.k8s.io, Hugging Face and PyPI only through Cloud NAT: a
+    pod scheduled before it could not pull its image. The NAT waits for its router and the node subnet."""
+    run = runs[stack]
+    assert {NAT_ROUTER, "node-subnet"} <= closure(run, NAT)
+    pullers = pulls_from_outside_google(run)
+    assert {"system-pool", *tpu_pools(run)} <= set(pullers)
+    assert {r.name for r in run.of_type(RELEASE)} <= set(pullers)
+    assert {w.name for w in tpu_workloads(run)} <= set(pullers)
+    if stack == "dev":
+        assert "stage-model-weights" in pullers  # pip from PyPI, the weights from Hugging Face
+    for name in pullers:
+        assert NAT in closure(run, name), f"{name} may start before the Cloud NAT exists"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_nat_goes_only_after_everything_that_pulls_through_it(runs, stack):
+    run = runs[stack]
+    wave = {name: i for i, names in enumerate(destroy_waves(run.registrations)) for name in names}
+    for name in pulls_from_outside_google(run):
+        assert wave[name] < wave[NAT], f"{name} would lose its way out before it is deleted"
+    assert wave[NAT] < wave[NAT_ROUTER] < wave["vpc"]
+
+
+def test_the_cluster_does_not_wait_for_the_nat(runs):
+    """Nothing on the control plane's path pulls from outside Google: the NAT comes up beside the cluster."""
+    assert NAT not in closure(runs["dev"], "gke-cluster")
+
+
+def test_public_nodes_and_clusters_made_elsewhere_have_no_nat():
+    from tests.test_gcp_existing_cluster import LAB
+
+    public = run_stack({"cluster.privateNodes": False})
+    lab = run_stack(LAB, secrets=("cluster",))
+    for run in (public, lab):
+        names = {r.name for r in run.registrations}
+        assert not {NAT, NAT_ROUTER} & names
+        for r in run.registrations:
+            assert NAT not in r.dependencies, r.name
+
+
 # --- `pulumi destroy` -----------------------------------------------------------------------
 
 
@@ -202,7 +256,7 @@ def previous_of(run: ProgramRun) -> dict:
 
 def test_an_unchanged_stack_warns_of_nothing(runs):
     again = run_stack(previous_outputs=previous_of(runs["dev"]))
-    assert not [w for w in again.warnings if "REPLACED" in w]
+    assert not [w for w in again.warnings if "REPLACED" in w or "IN PLACE" in w or ", in place" in w]
 
 
 def test_renaming_a_pool_is_refused_before_anything_changes(runs):
@@ -413,3 +467,105 @@ def test_without_staging_the_model_servers_wait_for_no_job():
     run = run_stack({"serving.weightsStaging.enabled": False})
     assert not run.of_type("kubernetes:batch/v1:Job")
     assert "vllm-prefill" in {r.name for r in run.registrations}
+
+
+# --- Network isolation on a running stack: every part in place, and said so ------------------------------
+
+
+def lifecycle_before_private_clusters(run: ProgramRun) -> dict:
+    """The lifecycle output of a stack whose last `up` predates private nodes (it exported no isolation facts)."""
+    lifecycle = copy.deepcopy(run.raw_outputs["lifecycle"])
+    del lifecycle["isolation"]
+    return {"lifecycle": lifecycle}
+
+
+def isolation_warnings(run: ProgramRun) -> list[str]:
+    keys = ("cluster.privateNodes", "tpu.pools[].privateNodes", "network.nat", "cluster.controlPlane")
+    return [w for w in run.warnings if w.startswith(keys)]
+
+
+def test_the_first_up_after_private_clusters_came_says_what_each_part_does_and_replaces_nothing():
+    previous = run_stack({"cluster.privateNodes": False, "cluster.controlPlane": {"dnsEndpoint": False}})
+    run = run_stack(previous_outputs=lifecycle_before_private_clusters(previous))
+    assert not [w for w in run.warnings if "REPLACED" in w], run.warnings
+    lines = isolation_warnings(run)
+    assert [line.split(":")[0] for line in lines] == [
+        "network.nat",
+        "cluster.privateNodes",
+        "tpu.pools[].privateNodes or cluster.privateNodes",
+        "tpu.pools[].privateNodes or cluster.privateNodes",
+        "cluster.controlPlane.dnsEndpoint",
+    ], lines
+    assert "Cloud NAT qwen-serving-nat and its Cloud Router are created, before any node goes private" in lines[0]
+    assert "the system node pool's nodes lose their external addresses IN PLACE" in lines[1]
+    assert "TPU pool tpu7-pool-1 lose their external addresses IN PLACE" in lines[2]
+    assert "keeps its reservation cube" in lines[2] and "move one TPU pool per `up`" in lines[2]
+    assert "TPU pool tpu7-pool-2" in lines[3]
+    assert lines[4].endswith(
+        "kubectl: `gcloud container clusters get-credentials qwen-serving-cluster --region us-central1 --dns-endpoint`"
+    )
+
+
+def test_moving_one_cube_at_a_time_names_only_that_pool():
+    staged = [{"name": "tpu7-pool-1", "nodeCount": 16}, {"name": "tpu7-pool-2", "nodeCount": 16, "privateNodes": False}]
+    first = run_stack({"tpu.pools": staged})
+    assert first.one(NODE_POOL, "tpu7-pool-2").input("networkConfig") == {"enablePrivateNodes": False}
+    run = run_stack(previous_outputs=previous_of(first))
+    assert [line.split(" IN PLACE")[0] for line in isolation_warnings(run)] == [
+        "tpu.pools[].privateNodes or cluster.privateNodes: the nodes of TPU pool tpu7-pool-2 lose their external "
+        "addresses"
+    ]
+
+
+def test_public_nodes_again_delete_the_nat_after_them(runs):
+    run = run_stack({"cluster.privateNodes": False}, previous_outputs=previous_of(runs["dev"]))
+    lines = isolation_warnings(run)
+    assert len([line for line in lines if "get external addresses again IN PLACE" in line]) == 3
+    assert lines[-1] == ("network.nat: Cloud NAT qwen-serving-nat is deleted, after the nodes have external addresses")
+
+
+@pytest.mark.parametrize(
+    "control_plane, expected",
+    [
+        (
+            {"ipEndpoint": "off"},
+            "cluster.controlPlane.ipEndpoint: the control plane answers on no IP at all (the DNS-based endpoint only), "
+            "in place; kubeconfigs that name its public IP stop working: outside the VPC, use "
+            "`gcloud container clusters get-credentials qwen-serving-cluster --region us-central1 --dns-endpoint`",
+        ),
+        (
+            {"authorizedNetworks": [{"cidr": "203.0.113.0/24", "name": "office"}]},
+            "cluster.controlPlane.authorizedNetworks: the public IP admits only 203.0.113.0/24 (and no other Google "
+            "Cloud address), in place",
+        ),
+        (
+            {"dnsEndpoint": False},
+            "cluster.controlPlane.dnsEndpoint: the DNS-based endpoint refuses traffic from outside Google Cloud, in "
+            "place; the stack's kubeconfig and Kubernetes provider move to the IP endpoint (the provider is updated, "
+            "not replaced), and kubeconfigs made with --dns-endpoint stop working",
+        ),
+    ],
+)
+def test_a_control_plane_change_is_in_place_and_says_what_clients_feel(runs, control_plane, expected):
+    run = run_stack({"cluster.controlPlane": control_plane}, previous_outputs=previous_of(runs["dev"]))
+    assert isolation_warnings(run) == [expected]
+    assert not [w for w in run.warnings if "REPLACED" in w]
+
+
+def test_emptying_the_authorized_networks_is_left_to_gcloud():
+    """The provider reads a missing master_authorized_networks_config as GKE's, which keeps the old list."""
+    restricted = run_stack({"cluster.controlPlane": {"authorizedNetworks": [{"cidr": "203.0.113.0/24", "name": "o"}]}})
+    run = run_stack(previous_outputs=previous_of(restricted))
+    (line,) = [w for w in run.warnings if w.startswith("cluster.controlPlane.authorizedNetworks")]
+    assert "the public IP still admits only 203.0.113.0/24" in line
+    assert line.endswith(
+        "gcloud container clusters update qwen-serving-cluster --region us-central1 "
+        "--no-enable-master-authorized-networks"
+    )
+
+
+def test_a_stack_on_a_cluster_made_elsewhere_has_no_isolation_facts():
+    from tests.test_gcp_existing_cluster import LAB
+
+    lab = run_stack(LAB, secrets=("cluster",))
+    assert "isolation" not in lab.raw_outputs["lifecycle"]

@@ -53,6 +53,32 @@ OPERATIONS_BAD_INPUTS = [
         {"tpu.protectPools": False}, "prod", "tpu.protectPools", "is false on a production stack", id="prod-pools"
     ),
     pytest.param(
+        {"cluster.privateNodes": False},
+        "prod",
+        "cluster.privateNodes",
+        "is false on a production stack: every node has an external address",
+        id="prod-public-nodes",
+    ),
+    pytest.param(
+        {
+            "tpu.pools": [
+                {"name": "tpu7-pool-1", "nodeCount": 16},
+                {"name": "tpu7-pool-2", "nodeCount": 16, "privateNodes": False},
+            ]
+        },
+        "prod",
+        "tpu.pools[1].privateNodes",
+        "the nodes of tpu7-pool-2 have external addresses",
+        id="prod-public-tpu-pool",
+    ),
+    pytest.param(
+        {"cluster.controlPlane": {"ipEndpoint": "public"}},
+        "prod",
+        "cluster.controlPlane.ipEndpoint",
+        "is public with no authorized network on a production stack",
+        id="prod-public-ip-open-to-all",
+    ),
+    pytest.param(
         {"serving.enabled": False, "cluster.maintenanceWindow": None, "cluster.maintenanceExclusions": []},
         "prod",
         "cluster.maintenanceWindow",
@@ -98,7 +124,21 @@ def test_every_protection_off_is_listed_at_once():
         "tpu.protectPools",
         "cluster.systemPool.nodesPerZone",
         "platform.sliceController.replicas",
+        "cluster.controlPlane.ipEndpoint",  # dev's public IP admits every address
     } <= keys, raised.value
+
+
+@pytest.mark.parametrize(
+    "control_plane",
+    [
+        {"ipEndpoint": "private"},
+        {"ipEndpoint": "public", "authorizedNetworks": [{"cidr": "203.0.113.0/24", "name": "office-vpn"}]},
+        {"ipEndpoint": "off"},
+    ],
+)
+def test_a_production_control_plane_is_reached_by_iam_or_from_listed_ranges_only(control_plane):
+    run = run_stack({"cluster.controlPlane": control_plane}, stack="prod")
+    assert run.one("gcp:container/cluster:Cluster", "gke-cluster")
 
 
 def test_a_stack_that_serves_nothing_needs_no_window():

@@ -278,6 +278,11 @@ class TpuPoolConfig:
     node_count: int = setting(doc="Nodes in the pool: chips of its topology / chips per host.")
     topology: str = setting("4x4x4", "Slice topology of the pool; a 4x4x4 cube for dynamic slicing.")
     sub_block: str = setting("", "Optional reservation sub-block the pool is pinned to.")
+    private_nodes: bool | None = setting(
+        None,
+        "Overrides cluster.privateNodes for this pool: to move a running stack's cubes to private nodes one per `up` "
+        "(each loses its slices while GKE changes it) and keep serving on the others.",
+    )
 
 
 @dataclass(frozen=True)
@@ -337,6 +342,14 @@ class TpuConfig:
 
     def zone_is_ai_zone(self, region: str) -> bool:
         return bool(re.match(rf"^{re.escape(region)}-ai\d+[a-z]$", self.zone))
+
+    def pool_private_nodes(self, pool: TpuPoolConfig, cluster: ClusterConfig) -> bool:
+        """Whether ``pool``'s nodes have internal addresses only: its own setting, else the cluster's."""
+        return cluster.private_nodes if pool.private_nodes is None else pool.private_nodes
+
+    def any_private_nodes(self, cluster: ClusterConfig) -> bool:
+        """Whether any node of the stack is private, so needs the Cloud NAT to reach outside Google."""
+        return cluster.private_nodes or any(self.pool_private_nodes(p, cluster) for p in self.pools)
 
     def reservation_path(self, pool: TpuPoolConfig, project: str) -> str | None:
         """The reservation (block, sub-block) ``pool`` consumes, in ``project`` unless the reservation's own."""

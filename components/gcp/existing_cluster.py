@@ -37,7 +37,7 @@ class ExistingCluster(pulumi.ComponentResource):
             found = gcp.container.get_cluster_output(
                 name=args.name, location=args.location, project=args.project, opts=pulumi.InvokeOptions(parent=self)
             )
-            dns_endpoint = found.control_plane_endpoints_configs.apply(_outside_dns_endpoint)
+            dns_endpoint = found.control_plane_endpoints_configs.apply(outside_dns_endpoint)
             ca_certificate = found.master_auths.apply(lambda auths: auths[0].cluster_ca_certificate)
             reached = pulumi.Output.all(dns_endpoint, found.endpoint, ca_certificate).apply(
                 lambda parts: (parts[0], None) if parts[0] else (parts[1], parts[2])
@@ -77,7 +77,7 @@ class ExistingCluster(pulumi.ComponentResource):
         self.register_outputs({"name": self.name})
 
 
-def _outside_dns_endpoint(configs: list[gcp.container.outputs.GetClusterControlPlaneEndpointsConfigResult]) -> str:
+def outside_dns_endpoint(configs: list[gcp.container.outputs.GetClusterControlPlaneEndpointsConfigResult]) -> str:
     """The cluster's DNS-based endpoint if it takes traffic from outside Google Cloud, else ""."""
     for config in configs or []:
         for dns in config.dns_endpoint_configs or []:

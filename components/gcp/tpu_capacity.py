@@ -23,6 +23,7 @@ class TpuPoolArgs:
     topology: str
     node_count: int
     reservation_path: str | None
+    private_nodes: bool
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,6 @@ class TpuCapacityArgs:
     workload_policy_name: str
     pools: list[TpuPoolArgs]
     protect_pools: bool
-    private_nodes: bool
     egress: list[pulumi.Resource]  # the Cloud NAT private nodes pull their images through
 
 
@@ -93,7 +93,7 @@ class TpuCapacity(pulumi.ComponentResource):
                 # A slice is one unit: upgrading it node by node would break it, so it is
                 # drained and recreated whole, never surged beyond its reservation.
                 upgrade_settings={"strategy": "SURGE", "max_surge": 0, "max_unavailable": pool.node_count},
-                network_config=node_network_config(args.private_nodes),
+                network_config=node_network_config(pool.private_nodes),
                 management={"auto_repair": True, "auto_upgrade": True},
                 opts=pool_opts,
             )

@@ -183,6 +183,14 @@ def validate_production(
                 "is false on a production stack: every node has an external address the internet can reach",
                 "set it true (the stack then makes Cloud NAT for the nodes' way out, network.nat)",
             )
+        for i, pool in enumerate(tpu.pools):
+            if pool.private_nodes is False:
+                problems.add(
+                    f"tpu.pools[{i}].privateNodes",
+                    f"is false on a production stack: the nodes of {pool.name} have external addresses",
+                    "remove it (the pool follows cluster.privateNodes); to move a running production stack one cube "
+                    "per `up`, see the README (What a change does)",
+                )
         if cluster.control_plane.public_ip_unrestricted:
             problems.add(
                 "cluster.controlPlane.ipEndpoint",
