@@ -188,8 +188,8 @@ def validate_production(
                 problems.add(
                     f"tpu.pools[{i}].privateNodes",
                     f"is false on a production stack: the nodes of {pool.name} have external addresses",
-                    "remove it (the pool follows cluster.privateNodes); to move a running production stack one cube "
-                    "per `up`, see the README (What a change does)",
+                    "remove it: the pool follows cluster.privateNodes (a running production stack moves its cubes "
+                    "together, in the maintenance window: README, What a change does)",
                 )
         if cluster.control_plane.public_ip_unrestricted:
             problems.add(
