@@ -163,6 +163,15 @@ def test_the_nat_goes_only_after_everything_that_pulls_through_it(runs, stack):
     assert wave[NAT] < wave[NAT_ROUTER] < wave["vpc"]
 
 
+def test_the_nat_is_replaced_only_with_the_cluster(runs):
+    """The router's and NAT's replacing inputs (name, region, network, router) derive from network.prefix and
+    region alone, and a change of either is announced as the cluster's replacement already."""
+    run = run_stack({"network.prefix": "other"}, previous_outputs=previous_of(runs["dev"]))
+    nat = run.one("gcp:compute/routerNat:RouterNat", NAT)
+    assert (nat.input("name"), nat.input("router")) == ("other-nat", "other-router")
+    assert any(w.startswith("the GKE cluster qwen-serving-cluster will be REPLACED") for w in run.warnings)
+
+
 def test_the_cluster_does_not_wait_for_the_nat(runs):
     """Nothing on the control plane's path pulls from outside Google: the NAT comes up beside the cluster."""
     assert NAT not in closure(runs["dev"], "gke-cluster")
