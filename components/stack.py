@@ -342,7 +342,7 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
     return facts
 
 
-SYSTEM_POOL = "system"  # the system node pool's name in GKE
+SYSTEM_POOL = naming.SYSTEM_POOL_NAME
 
 
 def isolation_facts(config: StackConfig) -> dict[str, Any]:

@@ -111,6 +111,12 @@ GCP_BAD_INPUTS = [
         id="duplicate-pool-name",
     ),
     pytest.param(
+        {"tpu.pools": [{"name": "system", "nodeCount": 16}, {"name": "p", "nodeCount": 16}]},
+        "tpu.pools[0].name",
+        "is the system node pool's name",
+        id="pool-named-like-the-system-pool",
+    ),
+    pytest.param(
         {"tpu.workloadPolicyName": "Policy!"}, "tpu.workloadPolicyName", "not a valid name", id="policy-name-bad"
     ),
     pytest.param(

@@ -21,6 +21,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import yaml
 
+from components import naming
 from components.gcp.config import (
     GkeVersion,
     MaintenanceExclusionConfig,
@@ -163,7 +164,7 @@ class Cluster(pulumi.ComponentResource):
             project=args.project,
             cluster=self.cluster.name,
             location=args.region,
-            name="system",
+            name=naming.SYSTEM_POOL_NAME,
             node_count=args.system_nodes_per_zone,
             node_config={
                 "machine_type": args.system_machine_type,

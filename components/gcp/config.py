@@ -688,6 +688,8 @@ def _validate_pools(tpu: TpuConfig, machine: topology.MachineType, problems: Pro
             problems.add(f"{prefix}.name", problem, "use a short lowercase name")
         if pool.name in seen:
             problems.add(f"{prefix}.name", f"{pool.name!r} is used by another pool", "give each pool its own name")
+        if pool.name == naming.SYSTEM_POOL_NAME:
+            problems.add(f"{prefix}.name", f"{pool.name!r} is the system node pool's name", "choose another name")
         seen.add(pool.name)
         if pool.sub_block and (problem := naming.gcp_name_problem(pool.sub_block)):
             problems.add(
