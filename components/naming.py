@@ -20,8 +20,8 @@ GKE_NODE_POOL_NAME_MAX = 40
 SERVICE_ACCOUNT_ID_MIN = 6
 SERVICE_ACCOUNT_ID_MAX = 30
 SLICE_NAME_MAX = 49  # accelerator.gke.io Slice names
-SYSTEM_POOL_NAME = "system"  # the GKE node pool of the controllers; no TPU pool may take its name
 SLICE_NAME_HASH_SUFFIX = 6  # "-" + 5 hex characters
+SYSTEM_POOL_NAME = "system"  # the GKE node pool of the controllers; no TPU pool may take its name
 
 
 def gcp_name_problem(name: str, max_length: int = COMPUTE_NAME_MAX) -> str | None:

@@ -95,7 +95,8 @@ class Network(pulumi.ComponentResource):
 
         # Private nodes reach what lies outside Google (Docker Hub, ghcr.io and registry.k8s.io images, Hugging
         # Face, the package index) through Cloud NAT; Google's APIs and Artifact Registry stay on Private Google
-        # Access. The node subnet only, every range of it: pods leave with their own addresses.
+        # Access. The node subnet only (not the proxy-only one), every range of it: the nodes' and, for what GKE
+        # does not masquerade to the node's address, the pods'.
         self.router: gcp.compute.Router | None = None
         self.nat: gcp.compute.RouterNat | None = None
         if args.nat is not None:
