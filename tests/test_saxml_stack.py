@@ -201,3 +201,13 @@ def test_the_cluster_ranges_follow_the_network_block():
     run = run_stack({"network.podCidr": "10.64.0.0/14", "network.nodeCidr": "10.20.0.0/20"}, stack=STACK)
     service = objects_by_name(run)[("Service", "sax-http-lb")]
     assert service["spec"]["loadBalancerSourceRanges"] == ["10.20.0.0/20", "10.64.0.0/14"]
+
+
+def test_a_new_admin_account_leaves_the_model_servers_alone(saxml_run):
+    """The admin server restarts as the new account; the JobSet, which a change would replace, is untouched."""
+    changed = run_stack({"saxml.adminServiceAccountName": "sax-admin-2"}, stack=STACK)
+    jobset = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+    assert changed.one(jobset, "model-servers").inputs == saxml_run.one(jobset, "model-servers").inputs
+    admin = objects_by_name(changed)[("Deployment", "sax-admin-server")]
+    assert admin["spec"]["template"]["spec"]["serviceAccountName"] == "sax-admin-2"
+    assert admin["spec"]["strategy"] == {"type": "Recreate"}

@@ -385,3 +385,26 @@ def _at(inputs, path):
                 nxt.append(value[part])
         values = nxt
     return values
+
+
+def test_a_new_model_server_account_rolls_the_groups_in_place_and_moves_their_grants(dev_run):
+    """Kueue does not hold a pod's service account: the LeaderWorkerSets update in place, after the grants
+    to the new principal exist."""
+    from components.workloads.serving.objects import REPLACED_ON
+
+    changed = run_stack({"serving.serviceAccountName": "vllm"})
+    for name in ("vllm-prefill", "vllm-decode"):
+        before, after = dev_run.one(LWS, name), changed.one(LWS, name)
+        assert before.inputs != after.inputs
+        assert all(_at(before.inputs, p) == _at(after.inputs, p) for p in REPLACED_ON), "a new account would reload"
+    vllm = PRINCIPAL.removesuffix("/sa/model-server") + "/sa/vllm"
+    moved = [g for g in changed.of_type("gcp:storage/bucketIAMMember:BucketIAMMember") if g.input("member") == vllm]
+    assert sorted(g.name for g in moved) == [
+        "weights-bucketViewer",
+        "weights-objectViewer",
+        "weights-xla-cache-objectUser",
+    ]
+    assert (
+        changed.one("kubernetes:batch/v1:Job", "stage-model-weights").inputs
+        == dev_run.one("kubernetes:batch/v1:Job", "stage-model-weights").inputs
+    )
