@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -43,6 +44,30 @@ def children_of(component: pulumi.ComponentResource, opts: pulumi.ResourceOption
     return pulumi.ResourceOptions(parent=component, depends_on=opts.depends_on if opts else None)
 
 
+@dataclass(frozen=True)
+class Versioning:
+    """Object versioning of a bucket, and when Cloud Storage deletes a version that was replaced or deleted.
+
+    A noncurrent version is deleted once it has been noncurrent for ``noncurrent_days`` days, or once
+    ``newer_versions`` newer versions of its object exist, whichever comes first; 0 turns that limit off
+    (at least one must be on, or the versions of an object that is rewritten grow without bound).
+    """
+
+    noncurrent_days: int
+    newer_versions: int
+
+    def lifecycle_rules(self) -> list[gcp.storage.BucketLifecycleRuleArgsDict]:
+        """One Delete rule per limit that is on (the conditions of one rule must all hold, so two rules
+        make either limit enough). ``with_state: ARCHIVED``: they never match a live object. A 0 is never
+        sent: the provider drops a 0 of either condition (pulumi-gcp BucketLifecycleRuleCondition)."""
+        conditions: list[gcp.storage.BucketLifecycleRuleConditionArgsDict] = []
+        if self.noncurrent_days:
+            conditions.append({"days_since_noncurrent_time": self.noncurrent_days, "with_state": "ARCHIVED"})
+        if self.newer_versions:
+            conditions.append({"num_newer_versions": self.newer_versions, "with_state": "ARCHIVED"})
+        return [{"action": {"type": "Delete"}, "condition": condition} for condition in conditions]
+
+
 def private_bucket(
     name: str,
     *,
@@ -50,14 +75,15 @@ def private_bucket(
     project: str,
     region: str,
     keep_on_destroy: bool,
-    versioning: bool,
+    versioning: Versioning | None,
     opts: pulumi.ResourceOptions,
 ) -> gcp.storage.Bucket:
-    """A bucket only IAM grants open: uniform access, public access prevented.
+    """A bucket only IAM grants open: uniform access (which IAM conditions on the bucket also need),
+    public access prevented.
 
     ``keep_on_destroy``: `pulumi destroy` (or switching its workload off) forgets the bucket and
     leaves it and its data in the project, instead of failing as a protected resource would;
-    otherwise the bucket is deleted with everything in it.
+    otherwise the bucket is deleted with everything in it. ``versioning``: None leaves it off.
     """
     return gcp.storage.Bucket(
         name,
@@ -67,9 +93,25 @@ def private_bucket(
         uniform_bucket_level_access=True,
         public_access_prevention="enforced",
         versioning={"enabled": True} if versioning else None,
+        lifecycle_rules=versioning.lifecycle_rules() if versioning else None,
         force_destroy=not keep_on_destroy,
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=keep_on_destroy)),
     )
+
+
+def object_prefix_condition(bucket: str, prefix: str, title: str) -> gcp.storage.BucketIAMMemberConditionArgsDict:
+    """An IAM condition limiting a bucket grant to the objects whose names start with ``prefix``.
+
+    Cloud Storage names an object ``projects/_/buckets/<bucket>/objects/<name>`` in conditions (IAM
+    "Resource attributes for IAM Conditions"), and takes conditions only on buckets with uniform
+    bucket-level access (Cloud Storage "Uniform bucket-level access"). A bucket-level call (listing the
+    bucket) never matches it: grant that unconditionally, with a read role.
+    """
+    return {
+        "title": title,
+        "description": f"objects of gs://{bucket}/{prefix}",
+        "expression": f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}")',
+    }
 
 
 def custom_resource(

@@ -226,7 +226,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     platform_config.validate_queues(config.queues, problems)
     checks_config.validate_checks(config.checks, config.tpu, config.queues, problems)
     serving_config.validate_serving(config.serving, config.tpu, config.queues, config.project, problems)
-    saxml_config.validate_saxml(config.saxml, config.tpu, config.project, problems)
+    saxml_config.validate_saxml(config.saxml, config.tpu, config.cluster, config.project, problems)
     serves = config.serving.enabled or config.saxml.enabled
     operations_config.validate_upgrade_policy(config.cluster, serves, problems)
     operations_config.validate_production(config.production, config.cluster, config.tpu, config.platform, problems)
@@ -257,7 +257,7 @@ def _build(config: StackConfig) -> Stack:
             if config.serving.enabled
             else None
         ),
-        saxml=saxml_objects(saxml_config.saxml_input(config.saxml, tpu, config.project))
+        saxml=saxml_objects(saxml_config.saxml_input(config.saxml, tpu, config.network, config.project))
         if config.saxml.enabled
         else None,
         alerts=alerting_objects(_alerts_input(config)) if config.alerts.enabled else None,

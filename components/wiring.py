@@ -32,11 +32,12 @@ from components.platform.config import HelmChartConfig, installed_charts
 from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
 from components.platform.releases import ClusterPlatform, PlatformArgs
+from components.resources import Versioning
 from components.stack import Stack, review_changes
-from components.workloads.saxml.component import SaxmlArgs
+from components.workloads.saxml.component import SaxmlArgs, SaxmlIdentity
 from components.workloads.saxml.config import bucket_name as sax_bucket_name
 from components.workloads.serving.component import ModelServing, ServingArgs
-from components.workloads.serving.config import weights_bucket_name
+from components.workloads.serving.config import XLA_CACHE_DIR, weights_bucket_name, weights_object_prefix
 from components.workloads.slice_checks.component import SliceChecksArgs
 
 # What the Kubernetes layer is deployed onto: a cluster of this stack, or one made elsewhere.
@@ -257,6 +258,8 @@ def serving_args(
         namespace=serving.namespace,
         hf_token=serving.hf_token,
         grant_access=serving.weights_bucket.grant_access,
+        weights_prefix=weights_object_prefix(serving, config.project),
+        xla_cache_prefix=f"{XLA_CACHE_DIR}/",
         resource_manager_api=[services.api(RESOURCE_MANAGER_API)]
         if services and serving.weights_bucket.grant_access
         else [],
@@ -290,10 +293,11 @@ def saxml_args(stack: Stack, cluster: Target, platform: ClusterPlatform, gates: 
         region=config.region,
         bucket_name=sax_bucket_name(saxml, config.project),
         keep_bucket_on_destroy=saxml.keep_bucket_on_destroy,
+        versioning=Versioning(saxml.noncurrent_versions.days, saxml.noncurrent_versions.newer_versions),
         workload_pool=cluster.workload_pool,
-        google_service_account_id=saxml.google_service_account_id,
         namespace=saxml.namespace,
-        service_account_name=saxml.service_account_name,
+        readers=SaxmlIdentity(saxml.service_account_name, saxml.google_service_account_id),
+        admin=SaxmlIdentity(saxml.admin_service_account_name, saxml.admin_google_service_account_id),
         objects=stack.saxml,
         provider=cluster.provider,
         jobset_release=platform.jobset,  # serves the JobSet CRD and webhook

@@ -22,7 +22,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
-from policy.buckets import bucket_problems
+from policy.buckets import bucket_problems, old_version_problems
 from policy.charts import chart_problems
 from policy.endpoints import OPT_IN, public_endpoint_problems
 from policy.iam import project_role_problems
@@ -148,6 +148,12 @@ def build_policies(
             "buckets-uniform-and-not-public",
             "Every bucket has uniform bucket-level access and public access prevention enforced.",
             lambda r, _config, _stack: bucket_problems(r.type, r.name, r.props),
+            stack,
+        ),
+        resource_policy(
+            "versioned-buckets-delete-old-versions",
+            "Every bucket with object versioning has a lifecycle rule that deletes noncurrent versions.",
+            lambda r, _config, _stack: old_version_problems(r.type, r.name, r.props),
             stack,
         ),
         resource_policy(

@@ -109,13 +109,13 @@ def serving_input(**overrides: Any) -> Any:
 
 def saxml_input(**overrides: Any) -> Any:
     """The Saxml builder input of the saxml stack's pools (two 4x8 v5e slices), with overrides."""
-    from components.gcp.config import TpuConfig, TpuPoolConfig
+    from components.gcp.config import NetworkConfig, TpuConfig, TpuPoolConfig
     from components.workloads.saxml.config import SaxmlConfig
     from components.workloads.saxml.config import saxml_input as build
 
     pools = [TpuPoolConfig("tpu1", 8, "4x8"), TpuPoolConfig("tpu2", 8, "4x8")]
     tpu = TpuConfig(zone="us-west4-a", machine_type="ct5lp-hightpu-4t", pools=pools, slice_shapes=[])
-    return dataclasses.replace(build(SaxmlConfig(), tpu, "my-tpu-project"), **_resolve(overrides))
+    return dataclasses.replace(build(SaxmlConfig(), tpu, NetworkConfig(), "my-tpu-project"), **_resolve(overrides))
 
 
 def check_input(kind: str, **overrides: Any) -> Any:

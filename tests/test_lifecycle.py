@@ -428,7 +428,7 @@ def test_pods_of_workload_identity_accounts_run_on_the_pod_network(runs, stack):
             for value in node:
                 yield from pod_specs(value)
 
-    bound = {"sax-sa", "model-server"}
+    bound = {"sax-sa", "sax-admin", "model-server", "weights-staging"}
     checked = 0
     for obj in objects_of(runs[stack].registrations):
         for spec in pod_specs(obj.get("spec", {})):
@@ -451,9 +451,14 @@ def test_tpu_workloads_wait_until_the_slice_controller_webhook_serves(runs):
 def test_the_model_servers_wait_for_the_weights_staging_job_and_it_for_its_access(runs):
     run = runs["dev"]
     job = run.one("kubernetes:batch/v1:Job", "stage-model-weights")
-    assert {"model-server-account", "weights-bucketViewer", "weights-objectUser", "weights-staging-script"} <= set(
-        job.dependencies
-    )
+    assert {
+        "weights-staging-account",
+        "staging-objectViewer",
+        "staging-snapshot-objectUser",
+        "weights-staging-script",
+    } <= set(job.dependencies)
+    # The Job runs as its own account: the model servers' account and grants are not its to wait for.
+    assert not {"model-server-account", "weights-objectViewer", "weights-xla-cache-objectUser"} & closure(run, job.name)
     # The bucket grants wait for the bucket, so the Job cannot start before it exists.
     assert "weights" in closure(run, job.name)
     # Job creation passes the slice controller's fail-closed Job webhook and Kueue's.
@@ -578,3 +583,39 @@ def test_a_stack_on_a_cluster_made_elsewhere_has_no_isolation_facts():
 
     lab = run_stack(LAB, secrets=("cluster",))
     assert "isolation" not in lab.raw_outputs["lifecycle"]
+
+
+# Each account, and each grant on a bucket, is created before the pods that run as it and deleted after them.
+POD_ACCOUNTS = {
+    "dev": {
+        "stage-model-weights": {"weights-staging-account", "staging-objectViewer", "staging-snapshot-objectUser"},
+        "vllm-prefill": {
+            "model-server-account",
+            "weights-bucketViewer",
+            "weights-objectViewer",
+            "weights-xla-cache-objectUser",
+        },
+        "vllm-decode": {
+            "model-server-account",
+            "weights-bucketViewer",
+            "weights-objectViewer",
+            "weights-xla-cache-objectUser",
+        },
+    },
+    "saxml": {
+        "admin-server": {"sax-admin", "sax-admin-gsa-object-user", "sax-admin-ksa-workload-identity", "sax-admin-gsa"},
+        "model-servers": {"sax-sa", "sax-gsa-object-viewer", "sax-ksa-workload-identity", "sax-gsa"},
+        "http-server": {"sax-sa", "sax-gsa-object-viewer", "sax-ksa-workload-identity", "sax-gsa"},
+    },
+}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_identities_and_grants_come_before_their_pods_and_go_after_them(runs, stack):
+    run = runs[stack]
+    create = {name: i for i, names in enumerate(create_waves(run.registrations)) for name in names}
+    destroy = {name: i for i, names in enumerate(destroy_waves(run.registrations)) for name in names}
+    for pods, identity in POD_ACCOUNTS[stack].items():
+        assert identity <= closure(run, pods), f"{pods} does not wait for {sorted(identity - closure(run, pods))}"
+        for name in identity:
+            assert create[name] < create[pods] and destroy[name] > destroy[pods], (pods, name)

@@ -76,6 +76,9 @@ RULES: dict[str, Rule] = {
     "no-broad-project-roles": _each(lambda r, _s, _c: iam.project_role_problems(r.type, r.name, r.props)),
     "container-images-pinned": _each(lambda r, _s, _c: images.image_problems(r.type, r.name, r.props)),
     "buckets-uniform-and-not-public": _each(lambda r, _s, _c: buckets.bucket_problems(r.type, r.name, r.props)),
+    "versioned-buckets-delete-old-versions": _each(
+        lambda r, _s, _c: buckets.old_version_problems(r.type, r.name, r.props)
+    ),
     "tpu-pools-protected-in-production": _each(
         lambda r, s, c: tpu.unprotected_pool_problems(
             r.type, r.name, r.props, r.protect, production(s, c.get("production"))
@@ -91,6 +94,9 @@ TARGETS: dict[str, Callable[[Resource, str], bool]] = {
     "no-broad-project-roles": lambda r, _s: r.type == iam.PROJECT_IAM_MEMBER,
     "container-images-pinned": lambda r, _s: "image" in json.dumps(r.props) and r.type.startswith("kubernetes:"),
     "buckets-uniform-and-not-public": lambda r, _s: r.type == buckets.BUCKET,
+    "versioned-buckets-delete-old-versions": lambda r, _s: (
+        r.type == buckets.BUCKET and bool((r.props.get("versioning") or {}).get("enabled"))
+    ),
     "tpu-pools-protected-in-production": lambda r, s: production(s) and tpu.is_tpu_pool(r.type, r.name, r.props),
     "kueue-tpu-quota-within-pools": lambda r, _s: "ClusterQueue" in json.dumps(r.props),
     "helm-charts-pinned": lambda r, _s: r.type == "kubernetes:helm.sh/v3:Release",
@@ -241,6 +247,10 @@ BROKEN = [
     ("container-images-pinned", "dev", setting("router", "values.router.epp.image.tag", "main"), {}, "router", "'main'"),
     ("buckets-uniform-and-not-public", "dev", setting("weights", "publicAccessPrevention", "inherited"), {}, "weights", "not enforced"),
     ("buckets-uniform-and-not-public", "saxml", dropping("admin-state", "uniformBucketLevelAccess"), {}, "admin-state", "uniformBucketLevelAccess"),
+    ("versioned-buckets-delete-old-versions", "saxml", dropping("admin-state", "lifecycleRules"), {}, "admin-state", "deletes the noncurrent"),
+    ("versioned-buckets-delete-old-versions", "saxml", setting("admin-state", "lifecycleRules.0.condition.withState", "LIVE"), {}, "admin-state", "every overwrite is kept"),
+    ("versioned-buckets-delete-old-versions", "saxml", setting("admin-state", "lifecycleRules.0.action.type", "SetStorageClass"), {}, "admin-state", "no lifecycle rule"),
+    ("versioned-buckets-delete-old-versions", "dev", setting("weights", "versioning", {"enabled": True}), {}, "weights", "versioning.enabled"),
     ("tpu-pools-protected-in-production", "prod", replacing("tpu7-pool-1", unprotected), {}, "tpu7-pool-1", "not protected"),
     ("tpu-pools-protected-in-production", "dev", lambda _: None, {"production": True}, "tpu7-pool-2", "not protected"),
     ("tpu-pools-protected-in-production", "saxml", lambda _: None, {"production": True}, "tpu1", "not protected"),

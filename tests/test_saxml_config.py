@@ -45,7 +45,58 @@ SAXML_BAD_INPUTS = [
         id="pools-of-different-topologies",
     ),
     pytest.param(
-        {"saxml.http.sourceRanges": []}, "saxml.http.sourceRanges", "could publish models", id="no-source-ranges"
+        {"saxml.http": {"clusterClients": False, "sourceRanges": []}},
+        "saxml.http.sourceRanges",
+        "could publish models",
+        id="no-source-ranges",
+    ),
+    pytest.param(
+        {"cluster.existing": {"name": "elsewhere", "location": "us-west4"}},
+        "saxml.http.clusterClients",
+        "not the cluster made elsewhere",
+        id="cluster-ranges-of-a-cluster-made-elsewhere",
+    ),
+    pytest.param(
+        {"saxml.noncurrentVersions": {"days": 0}},
+        "saxml.noncurrentVersions.days",
+        "grows without bound",
+        id="every-state-version-kept",
+    ),
+    pytest.param(
+        {"saxml.noncurrentVersions": {"days": -1}},
+        "saxml.noncurrentVersions.days",
+        "is negative",
+        id="negative-version-days",
+    ),
+    pytest.param(
+        {"saxml.noncurrentVersions": {"newerVersions": -5}},
+        "saxml.noncurrentVersions.newerVersions",
+        "is negative",
+        id="negative-newer-versions",
+    ),
+    pytest.param(
+        {"saxml.adminServiceAccountName": "sax-sa"},
+        "saxml.adminServiceAccountName",
+        "would act as the admin server",
+        id="admin-shares-the-readers-account",
+    ),
+    pytest.param(
+        {"saxml.adminServiceAccountName": "Sax Admin"},
+        "saxml.adminServiceAccountName",
+        "not a Kubernetes name",
+        id="bad-admin-service-account",
+    ),
+    pytest.param(
+        {"saxml.adminGoogleServiceAccountId": "sax-iam-sa"},
+        "saxml.adminGoogleServiceAccountId",
+        "the readers would write the cell's state",
+        id="admin-shares-the-readers-google-account",
+    ),
+    pytest.param(
+        {"saxml.adminGoogleServiceAccountId": "adm"},
+        "saxml.adminGoogleServiceAccountId",
+        "6 to 30",
+        id="short-admin-google-service-account",
     ),
     pytest.param(
         {"saxml.http.sourceRanges": ["0.0.0.0/0"]},

@@ -101,7 +101,7 @@ def test_admin_server():
     assert deployment["spec"]["selector"] == {"matchLabels": {"app": "sax-admin-server"}}
     assert deployment["spec"]["template"]["metadata"]["labels"]["app"] == "sax-admin-server"
     pod_spec = _pod_spec(deployment)
-    assert pod_spec["serviceAccountName"] == "sax-sa"
+    assert pod_spec["serviceAccountName"] == "sax-admin"  # the one account that writes the state
     assert pod_spec["hostNetwork"] is False
     (container,) = pod_spec["containers"]
     assert container["image"] == "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1.1.0"
@@ -183,6 +183,7 @@ def test_cell_bucket_service_account_and_image_are_overlaid():
         sax_cell="/sax/prod",
         bucket_name="other-bucket",
         service_account_name="saxml-ksa",
+        admin_service_account_name="saxml-admin-ksa",
         model_server_image="registry.example/sax-model-server:v1.2.0",
     )
     _, _, pod_spec, container = _model_parts(model_server_jobset(params))
@@ -190,8 +191,8 @@ def test_cell_bucket_service_account_and_image_are_overlaid():
     assert _env(container)["SAX_ROOT"] == "gs://other-bucket/sax-root"
     assert pod_spec["serviceAccountName"] == "saxml-ksa"
     assert container["image"] == "registry.example/sax-model-server:v1.2.0"
-    for deployment in (admin_deployment(params), http_deployment(params)):
-        assert _pod_spec(deployment)["serviceAccountName"] == "saxml-ksa"
+    assert _pod_spec(http_deployment(params))["serviceAccountName"] == "saxml-ksa"
+    assert _pod_spec(admin_deployment(params))["serviceAccountName"] == "saxml-admin-ksa"
     assert _env(_pod_spec(admin_deployment(params))["containers"][0]) == {"GSBUCKET": "other-bucket"}
 
 
@@ -255,10 +256,11 @@ def test_what_cannot_be_built_raises(overrides, error):
 
 def test_the_input_comes_from_the_block_defaults():
     spec = saxml_input()
-    assert (spec.namespace, spec.bucket_name, spec.service_account_name) == (
+    assert (spec.namespace, spec.bucket_name, spec.service_account_name, spec.admin_service_account_name) == (
         "sax",
         "my-tpu-project-sax-admin",
         "sax-sa",
+        "sax-admin",
     )
     assert (spec.pools, str(spec.shape), spec.machine.name, spec.platform_chip) == (
         2,
@@ -266,7 +268,8 @@ def test_the_input_comes_from_the_block_defaults():
         "ct5lp-hightpu-4t",
         "tpuv5e",
     )
-    assert (spec.sax_cell, spec.source_ranges, spec.external) == ("/sax/test", (), False)
+    # The cluster's node and pod ranges (NetworkConfig's defaults), as clusterClients is on by default.
+    assert (spec.sax_cell, spec.source_ranges, spec.external) == ("/sax/test", ("10.10.0.0/18", "10.12.0.0/14"), False)
     assert spec.admin_image == "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1.1.0"
 
 

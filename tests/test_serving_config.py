@@ -180,6 +180,24 @@ SERVING_BAD_INPUTS = [
     ),
     pytest.param({"serving.priority": "top"}, "serving.priority", "not a priority level", id="bad-priority"),
     pytest.param({"serving.prefil": {}}, "serving.prefil", "did you mean 'prefill'", id="misspelled-key"),
+    pytest.param(
+        {"serving.weightsStaging.serviceAccountName": "model-server"},
+        "serving.weightsStaging.serviceAccountName",
+        "every model server could then overwrite or delete the weights",
+        id="staging-shares-the-model-servers-account",
+    ),
+    pytest.param(
+        {"serving.weightsStaging.serviceAccountName": "Weights_Staging"},
+        "serving.weightsStaging.serviceAccountName",
+        "not a Kubernetes name",
+        id="bad-staging-account",
+    ),
+    pytest.param(
+        {"serving.model.weightsPath": "xla_cache/qwen"},
+        "serving.model.weightsPath",
+        "overlap",
+        id="weights-inside-the-xla-cache",
+    ),
 ]
 
 
@@ -205,3 +223,7 @@ def test_a_bad_token_is_never_echoed():
 def test_a_branch_revision_is_accepted_when_the_bucket_is_filled_elsewhere():
     run = run_stack({"serving.model.revision": "main", "serving.weightsStaging.enabled": False})
     assert not [r for r in run.registrations if r.name in ("stage-model-weights", "weights-staging-script")]
+
+
+def test_a_weights_path_beside_the_cache_is_accepted():
+    run_stack({"serving.model.weightsPath": "xla_cache_weights/qwen"})

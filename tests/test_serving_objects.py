@@ -843,13 +843,14 @@ def staging_env(job: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in stager["env"]}
 
 
-def test_the_staging_job_copies_the_served_snapshot_as_the_model_servers():
+def test_the_staging_job_copies_the_served_snapshot_as_its_own_account():
     p = params(
         namespace="serving",
         model_id="acme/other-model",
         model_revision="0123456789abcdef0123456789abcdef01234567",
         weights_uri="gs://b/custom/path",
         service_account_name="vllm",
+        staging_service_account_name="copier",
         staging_image="docker.io/library/python:3.13.1-slim-bookworm",
         staging_timeout_minutes=90,
     )
@@ -865,7 +866,12 @@ def test_the_staging_job_copies_the_served_snapshot_as_the_model_servers():
         "secretKeyRef": {"name": so.HF_TOKEN_SECRET_NAME, "key": so.HF_TOKEN_SECRET_KEY, "optional": True}
     }
     pod = job["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == "vllm"
+    assert pod["serviceAccountName"] == "copier"  # not the model servers' vllm: the one writer of the weights
+    assert built.staging_service_account is not None
+    assert built.staging_service_account["metadata"] == {"name": "copier", "namespace": "serving"}
+    assert core_errors(built.staging_service_account) == []
+    for lws in built.leaderworkersets:
+        assert "copier" not in json.dumps(lws)
     assert (
         pod["containers"][0]["image"]
         == pod["initContainers"][0]["image"]
@@ -904,7 +910,7 @@ def test_the_staging_job_is_not_awaited_where_nothing_runs_and_absent_when_off()
     job = serving_objects(params(skip_await=True)).staging_job
     assert job is not None and job["metadata"]["annotations"][so.SKIP_AWAIT_ANNOTATION] == "true"
     off = serving_objects(params(stage_weights=False))
-    assert off.staging_job is None and off.staging_script is None
+    assert off.staging_job is None and off.staging_script is None and off.staging_service_account is None
 
 
 def test_the_staging_job_base_runs_the_default_image():

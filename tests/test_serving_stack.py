@@ -2,6 +2,7 @@
 order of creation, outputs, and every preview rule as a bad input naming its key."""
 
 import json
+import re
 
 import pytest
 
@@ -45,14 +46,82 @@ def test_an_existing_bucket_is_used_not_created():
     assert {m.input("bucket") for m in members} == {"team-weights"}
 
 
-def test_model_servers_get_bucket_roles_through_their_principal(dev_run):
-    members = [r for r in dev_run.registrations if r.type == "gcp:storage/bucketIAMMember:BucketIAMMember"]
-    assert sorted(m.input("role") for m in members) == ["roles/storage.bucketViewer", "roles/storage.objectUser"]
-    for member in members:
-        assert (member.input("bucket"), member.input("member")) == ("my-model-weights", PRINCIPAL)
-        assert "weights" in member.dependencies  # the bucket first
-    account = objects(dev_run, "ServiceAccount")["model-server"]
-    assert account["metadata"]["namespace"] == NAMESPACE
+STAGER = PRINCIPAL.removesuffix("/sa/model-server") + "/sa/weights-staging"
+SNAPSHOT = "models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/ea5b4f81096f3901c91dea97f81324302495781d"
+STARTS_WITH = re.compile(r'resource\.name\.startsWith\("projects/_/buckets/([^/]+)/objects/([^"]*)"\)')
+WRITE_ROLES = {"roles/storage.objectUser", "roles/storage.objectAdmin", "roles/storage.objectCreator"}
+
+
+def may_write(run, member: str, obj: str) -> bool:
+    """Whether ``member`` may create, overwrite or delete the object ``obj`` of the weights bucket, by the
+    stack's grants. Only the one condition form the program writes is understood; any other fails."""
+    for grant in run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember"):
+        if grant.input("member") != member or grant.input("role") not in WRITE_ROLES:
+            continue
+        condition = grant.inputs.get("condition")
+        if condition is None:
+            return True
+        (bucket, prefix) = STARTS_WITH.fullmatch(condition["expression"]).groups()
+        assert bucket == grant.input("bucket") == "my-model-weights"
+        if obj.startswith(prefix):
+            return True
+    return False
+
+
+def test_only_the_staging_job_writes_the_weights_and_only_the_model_servers_the_xla_cache(dev_run):
+    """R5 of the December review: the Job and the model servers were one account with objectUser on the
+    bucket, so any vLLM pod could overwrite or delete the snapshot."""
+    weights, cache = f"{SNAPSHOT}/model-00001-of-00094.safetensors", "xla_cache/jit_step-abc123-cache"
+    assert may_write(dev_run, STAGER, weights) and may_write(dev_run, STAGER, f"{SNAPSHOT}/.staged-complete")
+    assert not may_write(dev_run, PRINCIPAL, weights)
+    assert not may_write(dev_run, PRINCIPAL, f"{SNAPSHOT}/.staged-complete")
+    assert may_write(dev_run, PRINCIPAL, cache)
+    assert not may_write(dev_run, STAGER, cache)  # JAX runs what it finds in its cache
+    assert not may_write(dev_run, STAGER, "models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/other-revision/x")
+    grants = dev_run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+    for member in (PRINCIPAL, STAGER):  # both read the whole bucket: listing it is a bucket-level call
+        assert {g.input("role") for g in grants if g.input("member") == member} >= {"roles/storage.objectViewer"}
+    for grant in grants:
+        assert grant.input("bucket") == "my-model-weights"
+        assert "weights" in grant.dependencies  # the bucket first
+    accounts = objects(dev_run, "ServiceAccount")
+    assert accounts["model-server"]["metadata"]["namespace"] == accounts["weights-staging"]["metadata"]["namespace"]
+    job = objects(dev_run, "Job")["stage-model-weights"]
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == "weights-staging"
+    for lws in objects(dev_run, "LeaderWorkerSet").values():
+        for kind in ("leaderTemplate", "workerTemplate"):
+            assert lws["spec"]["leaderWorkerTemplate"][kind]["spec"]["serviceAccountName"] == "model-server"
+
+
+def test_the_grants_follow_a_custom_weights_path_and_bucket():
+    run = run_stack({"serving.weightsBucket.name": "team-weights", "serving.model.weightsPath": "/qwen/v1/"})
+    (write,) = [
+        g
+        for g in run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+        if g.input("member") == STAGER and g.input("role") == "roles/storage.objectUser"
+    ]
+    assert write.input("condition")["expression"] == (
+        'resource.name.startsWith("projects/_/buckets/team-weights/objects/qwen/v1/")'
+    )
+
+
+def test_the_staging_account_changes_no_model_server(dev_run):
+    """What `up` does with a new staging account: it replaces the Job (its pod template is immutable) and
+    moves the Job's grants; the LeaderWorkerSets do not change, so no group restarts."""
+    changed = run_stack({"serving.weightsStaging.serviceAccountName": "weights-copier"})
+    for name in ("vllm-prefill", "vllm-decode"):
+        assert changed.one(LWS, name).inputs == dev_run.one(LWS, name).inputs
+    job = changed.one("kubernetes:batch/v1:Job", "stage-model-weights")
+    assert job.input("spec")["template"]["spec"]["serviceAccountName"] == "weights-copier"
+    assert job.options["replaceOnChanges"] == ["metadata.labels", "spec"]
+
+
+def test_without_grants_no_member_is_registered_and_the_job_still_has_its_own_account():
+    run = run_stack({"serving.weightsBucket.grantAccess": False})
+    assert not run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+    assert objects(run, "Job")["stage-model-weights"]["spec"]["template"]["spec"]["serviceAccountName"] == (
+        "weights-staging"
+    )
 
 
 def test_hf_token_is_a_secret_everywhere(tmp_path):
@@ -165,8 +234,10 @@ def test_leaderworkersets_wait_for_the_platform_queue_and_identity():
             "model-server-account",
             "hf-token",
             "weights-bucketViewer",
-            "weights-objectUser",
+            "weights-objectViewer",
+            "weights-xla-cache-objectUser",
         } <= set(lws.dependencies)
+        assert not {"weights-staging-account", "staging-snapshot-objectUser"} & set(lws.dependencies)
 
 
 def test_leaderworkersets_carry_queue_priority_and_slice(dev_run):
@@ -314,3 +385,26 @@ def _at(inputs, path):
                 nxt.append(value[part])
         values = nxt
     return values
+
+
+def test_a_new_model_server_account_rolls_the_groups_in_place_and_moves_their_grants(dev_run):
+    """Kueue does not hold a pod's service account: the LeaderWorkerSets update in place, after the grants
+    to the new principal exist."""
+    from components.workloads.serving.objects import REPLACED_ON
+
+    changed = run_stack({"serving.serviceAccountName": "vllm"})
+    for name in ("vllm-prefill", "vllm-decode"):
+        before, after = dev_run.one(LWS, name), changed.one(LWS, name)
+        assert before.inputs != after.inputs
+        assert all(_at(before.inputs, p) == _at(after.inputs, p) for p in REPLACED_ON), "a new account would reload"
+    vllm = PRINCIPAL.removesuffix("/sa/model-server") + "/sa/vllm"
+    moved = [g for g in changed.of_type("gcp:storage/bucketIAMMember:BucketIAMMember") if g.input("member") == vllm]
+    assert sorted(g.name for g in moved) == [
+        "weights-bucketViewer",
+        "weights-objectViewer",
+        "weights-xla-cache-objectUser",
+    ]
+    assert (
+        changed.one("kubernetes:batch/v1:Job", "stage-model-weights").inputs
+        == dev_run.one("kubernetes:batch/v1:Job", "stage-model-weights").inputs
+    )

@@ -112,7 +112,9 @@ def test_the_job_is_the_batch_job_the_model_servers_wait_for(job):
     assert "ttlSecondsAfterFinished" not in job["spec"]
     assert job["spec"]["backoffLimit"] == 3
     assert pod["restartPolicy"] == "Never"
-    assert pod["serviceAccountName"] == serving_config.ServingConfig().service_account_name
+    # The base runs as the staging account's default, never the model servers': the one writer of the weights.
+    assert pod["serviceAccountName"] == serving_config.ServingConfig().weights_staging.service_account_name
+    assert pod["serviceAccountName"] != serving_config.ServingConfig().service_account_name
     (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert term["matchExpressions"] == [{"key": ACCELERATOR_NODE_LABEL, "operator": "DoesNotExist"}]
     assert pod["securityContext"]["runAsNonRoot"] is True

@@ -594,7 +594,7 @@ def explain(error: BaseException, settings: Settings) -> str:
     if isinstance(error, RevisionNotFoundError):
         return f"{name}: no such revision on {settings.endpoint} ({brief(error)})"
     if isinstance(error, (gcs_errors.Forbidden, gcs_errors.Unauthorized)):
-        return f"Cloud Storage refused ({brief(error)}): the Job's Kubernetes service account needs roles/storage.objectUser on gs://{settings.bucket} (Workload Identity)"
+        return f"Cloud Storage refused ({brief(error)}): the Job's Kubernetes service account needs roles/storage.objectViewer on gs://{settings.bucket} and roles/storage.objectUser on its objects under {settings.prefix}/ (Workload Identity; serving.weightsBucket.grantAccess)"
     if isinstance(error, gcs_errors.NotFound):
         return f"gs://{settings.bucket}: not found ({brief(error)})"
     return brief(error)

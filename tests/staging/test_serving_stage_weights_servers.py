@@ -437,7 +437,11 @@ def test_a_bucket_grant_still_propagating_is_waited_out_and_one_that_never_comes
                 environment(hub, storage, bucket, tmp_path, GRANT_POLL_SECONDS="0.1", GRANT_WAIT_SECONDS="0.3")
             )
     line = refused.error()
-    assert "Cloud Storage refused" in line and f"needs roles/storage.objectUser on gs://{bucket}" in line
+    assert "Cloud Storage refused" in line
+    assert (
+        f"needs roles/storage.objectViewer on gs://{bucket} and roles/storage.objectUser on its objects under " in line
+    )
+    assert f"under {snapshot(COMMIT)}/ (Workload Identity" in line
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,14 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.resources import REPLACE_ON_SPEC_CHANGE, children_of, custom_resource, owned, private_bucket
+from components.resources import (
+    REPLACE_ON_SPEC_CHANGE,
+    Versioning,
+    children_of,
+    custom_resource,
+    owned,
+    private_bucket,
+)
 from components.workloads.saxml.objects import SaxmlObjects
 
 WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
@@ -21,10 +28,11 @@ class SaxmlArgs:
     region: str
     bucket_name: str
     keep_bucket_on_destroy: bool
-    workload_pool: pulumi.Input[str]  # the cluster's: the binding to it waits for the cluster
-    google_service_account_id: str
+    versioning: Versioning  # when the state bucket deletes replaced versions of the state
+    workload_pool: pulumi.Input[str]  # the cluster's: the bindings to it wait for the cluster
     namespace: str
-    service_account_name: str
+    readers: SaxmlIdentity  # the model servers and the HTTP server: they read the cell's state
+    admin: SaxmlIdentity  # the admin server: the one that writes it
     objects: SaxmlObjects
     provider: k8s.Provider
     jobset_release: pulumi.Resource | None  # serves the JobSet CRD and webhook; None: installed elsewhere
@@ -32,35 +40,55 @@ class SaxmlArgs:
     load_balancer_ready: list[pulumi.Resource]  # the load-balancer drain gate: the Service goes before the subnets
 
 
+@dataclass(frozen=True)
+class SaxmlIdentity:
+    """A Kubernetes service account and the Google service account it acts as (Workload Identity)."""
+
+    service_account_name: str
+    google_service_account_id: str
+
+
+# What each server does with the bucket (google/saxml v1.1.0): the admin server creates the cell's
+# directories and writes its address and config under sax-root and its state under sax-fs-root, every 10 s
+# (saxml/tools/docker/Dockerfile.admin; saxml/common/addr.go SetAddr, config.go, state.go;
+# saxml/admin/mgr.go); the model servers and the HTTP server only read the admin server's address there
+# (saxml/common/location.go Join, addr.go FetchAddr, platform/cloud.go ReadFile).
+ADMIN_ROLE = "roles/storage.objectUser"
+READER_ROLE = "roles/storage.objectViewer"
+
+
 class SaxmlCell(pulumi.ComponentResource):
     def __init__(self, name: str, args: SaxmlArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:workloads:SaxmlCell", name, None, opts)
-        identity = self._cloud_identity(args, children_of(self, opts))
+        children = children_of(self, opts)
+        bucket = private_bucket(
+            "admin-state",
+            bucket_name=args.bucket_name,
+            project=args.project,
+            region=args.region,
+            keep_on_destroy=args.keep_bucket_on_destroy,
+            versioning=args.versioning,
+            opts=children,
+        )
+        self.bucket_name = bucket.name
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
         namespace = k8s.core.v1.Namespace(args.namespace, metadata=owned({"name": args.namespace}), opts=on_cluster)
         in_namespace = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[namespace]))
-        service_account = k8s.core.v1.ServiceAccount(
-            args.service_account_name,
-            metadata=owned(
-                {
-                    "name": args.service_account_name,
-                    "namespace": args.namespace,
-                    "annotations": {WORKLOAD_IDENTITY_ANNOTATION: self.google_service_account_email},
-                }
-            ),
-            opts=in_namespace,
+        # Pods start only once their identity can use the bucket (and are deleted before it goes).
+        on_bucket = _OnBucket(bucket, children, in_namespace)
+        as_admin = self._identity(
+            args, "sax-admin", args.admin, ADMIN_ROLE, "admin server: writes the cell's state", on_bucket
         )
-        # Pods start only once their identity can read and write the bucket.
-        with_identity = pulumi.ResourceOptions.merge(
-            in_namespace, pulumi.ResourceOptions(depends_on=[service_account, *identity])
+        as_reader = self._identity(
+            args, "sax", args.readers, READER_ROLE, "model and HTTP servers: read the cell's state", on_bucket
         )
-        admin = _deployment("admin-server", args.objects.admin_deployment, with_identity)
+        admin = _deployment("admin-server", args.objects.admin_deployment, as_admin)
         custom_resource(
             "model-servers",
             args.objects.model_server_jobset,
             pulumi.ResourceOptions.merge(
                 pulumi.ResourceOptions.merge(
-                    with_identity,
+                    as_reader,
                     pulumi.ResourceOptions(
                         depends_on=[*([args.jobset_release] if args.jobset_release else []), admin, *args.tpu_ready]
                     ),
@@ -71,7 +99,7 @@ class SaxmlCell(pulumi.ComponentResource):
         http = _deployment(
             "http-server",
             args.objects.http_deployment,
-            pulumi.ResourceOptions.merge(with_identity, pulumi.ResourceOptions(depends_on=[admin])),
+            pulumi.ResourceOptions.merge(as_reader, pulumi.ResourceOptions(depends_on=[admin])),
         )
         service = k8s.core.v1.Service(
             "http-load-balancer",
@@ -84,44 +112,65 @@ class SaxmlCell(pulumi.ComponentResource):
         self.http_address = service.status.apply(_load_balancer_address)
         self.register_outputs({"bucketName": self.bucket_name, "httpAddress": self.http_address})
 
-    def _cloud_identity(self, args: SaxmlArgs, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
-        """State bucket and a Google service account that may use objects in it, and nothing else."""
-        bucket = private_bucket(
-            "admin-state",
-            bucket_name=args.bucket_name,
-            project=args.project,
-            region=args.region,
-            keep_on_destroy=args.keep_bucket_on_destroy,
-            versioning=True,
-            opts=opts,
-        )
-        self.bucket_name = bucket.name
+    def _identity(
+        self, args: SaxmlArgs, prefix: str, identity: SaxmlIdentity, role: str, does: str, on: _OnBucket
+    ) -> pulumi.ResourceOptions:
+        """A Google service account with ``role`` on the state bucket and nothing else, the Kubernetes
+        service account bound to it, and the options of a pod that runs as it (waiting for all three).
+        Resource names: ``<prefix>-gsa``, ``<prefix>-gsa-<role>``, ``<prefix>-ksa-workload-identity``."""
+        opts = on.opts
         account = gcp.serviceaccount.Account(
-            "sax-gsa",
+            f"{prefix}-gsa",
             project=args.project,
-            account_id=args.google_service_account_id,
-            display_name="Saxml servers (Workload Identity)",
+            account_id=identity.google_service_account_id,
+            display_name=f"Saxml {does} (Workload Identity)",
             opts=opts,
         )
         # Known before apply, so the render shows the real annotation and members.
-        self.google_service_account_email = f"{args.google_service_account_id}@{args.project}.iam.gserviceaccount.com"
-        object_user = gcp.storage.BucketIAMMember(
-            "sax-gsa-object-user",
-            bucket=bucket.name,
-            role="roles/storage.objectUser",
-            member=f"serviceAccount:{self.google_service_account_email}",
+        email = f"{identity.google_service_account_id}@{args.project}.iam.gserviceaccount.com"
+        bucket_role = gcp.storage.BucketIAMMember(
+            f"{prefix}-gsa-{_role_suffix(role)}",
+            bucket=on.bucket.name,
+            role=role,
+            member=f"serviceAccount:{email}",
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[account])),
         )
         workload_identity = gcp.serviceaccount.IAMMember(
-            "sax-ksa-workload-identity",
+            f"{prefix}-ksa-workload-identity",
             service_account_id=account.name,
             role="roles/iam.workloadIdentityUser",
             member=pulumi.Output.from_input(args.workload_pool).apply(
-                lambda pool: f"serviceAccount:{pool}[{args.namespace}/{args.service_account_name}]"
+                lambda pool: f"serviceAccount:{pool}[{args.namespace}/{identity.service_account_name}]"
             ),
             opts=opts,
         )
-        return [object_user, workload_identity]
+        service_account = k8s.core.v1.ServiceAccount(
+            identity.service_account_name,
+            metadata=owned(
+                {
+                    "name": identity.service_account_name,
+                    "namespace": args.namespace,
+                    "annotations": {WORKLOAD_IDENTITY_ANNOTATION: email},
+                }
+            ),
+            opts=on.in_namespace,
+        )
+        return pulumi.ResourceOptions.merge(
+            on.in_namespace, pulumi.ResourceOptions(depends_on=[service_account, bucket_role, workload_identity])
+        )
+
+
+@dataclass(frozen=True)
+class _OnBucket:
+    bucket: gcp.storage.Bucket
+    opts: pulumi.ResourceOptions  # the component's children in Google Cloud
+    in_namespace: pulumi.ResourceOptions  # its objects in the cell's namespace
+
+
+def _role_suffix(role: str) -> str:
+    """``roles/storage.objectUser`` -> ``object-user``: the existing resource names' form."""
+    name = role.rsplit(".", 1)[-1]
+    return "".join(f"-{c.lower()}" if c.isupper() else c for c in name)
 
 
 def _deployment(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apps.v1.Deployment:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from components import naming
 from components.config_base import Problems, image_pin_problem, is_k8s_name, setting
-from components.gcp.config import TpuConfig
+from components.gcp.config import ClusterConfig, NetworkConfig, TpuConfig
 from components.tpu import sizing, topology
 from components.workloads.saxml import rules
 
@@ -35,10 +35,35 @@ class SaxmlModelConfig:
 
 @dataclass(frozen=True)
 class SaxmlHttpConfig:
+    cluster_clients: bool = setting(
+        True,
+        "Admit the cluster's own nodes and pods (network.nodeCidr and network.podCidr) to the HTTP load balancer: "
+        "a pod that calls its address is seen with the pod's own address. False on a cluster made elsewhere, "
+        "whose ranges go in sourceRanges.",
+    )
     source_ranges: list[str] = setting(
-        [], "CIDR ranges allowed to reach the HTTP load balancer (required: /publish has no authentication)."
+        [],
+        "Further CIDR ranges allowed to reach the HTTP load balancer (clients on the VPC outside the cluster); "
+        "/publish has no authentication, so with clusterClients false at least one is required.",
     )
     external: bool = setting(False, "Expose the HTTP server on an external load balancer instead of an internal one.")
+
+
+# The admin server rewrites its state (state.proto) every 10 seconds whether it changed or not (google/saxml
+# v1.1.0 saxml/admin/mgr.go: refreshPeriod, Start saves on every tick): each write is a new noncurrent version.
+STATE_VERSION_DAYS = 7
+
+
+@dataclass(frozen=True)
+class NoncurrentVersionsConfig:
+    days: int = setting(
+        STATE_VERSION_DAYS,
+        "Cloud Storage deletes a replaced version of the cell's state once it has been noncurrent this many days "
+        "(0: no age limit).",
+    )
+    newer_versions: int = setting(
+        0, "Cloud Storage deletes a replaced version once this many newer versions of it exist (0: no count limit)."
+    )
 
 
 @dataclass(frozen=True)
@@ -51,9 +76,22 @@ class SaxmlConfig:
         "`pulumi destroy` (or saxml.enabled false) leaves the bucket and the cell's state in the project; "
         "false deletes the bucket with everything in it.",
     )
-    service_account_name: str = setting("sax-sa", "Kubernetes service account of the Saxml pods.")
+    noncurrent_versions: NoncurrentVersionsConfig = setting(
+        NoncurrentVersionsConfig(),
+        "When the versioned state bucket deletes old versions of the state (at least one limit is required).",
+    )
+    service_account_name: str = setting(
+        "sax-sa", "Kubernetes service account of the model servers and the HTTP server, which read the cell's state."
+    )
     google_service_account_id: str = setting(
-        "sax-iam-sa", "Google service account the pods act as (Workload Identity)."
+        "sax-iam-sa",
+        "Google service account the model servers and the HTTP server act as (Workload Identity): reads the bucket.",
+    )
+    admin_service_account_name: str = setting(
+        "sax-admin", "Kubernetes service account of the admin server, the one identity that writes the cell's state."
+    )
+    admin_google_service_account_id: str = setting(
+        "sax-admin-sa", "Google service account the admin server acts as (Workload Identity): writes the bucket."
     )
     sax_cell: str = setting("/sax/test", "Sax cell the servers join.")
     admin_image: str = setting(ADMIN_IMAGE, "Admin server image (pinned tag or digest).")
@@ -70,7 +108,9 @@ def bucket_name(saxml: SaxmlConfig, project: str) -> str:
 # --- Rules -----------------------------------------------------------------------------
 
 
-def validate_saxml(saxml: SaxmlConfig, tpu: TpuConfig, project: str, problems: Problems) -> None:
+def validate_saxml(
+    saxml: SaxmlConfig, tpu: TpuConfig, cluster: ClusterConfig, project: str, problems: Problems
+) -> None:
     if not saxml.enabled:
         return
     if tpu.machine_type not in PLATFORM_CHIPS:
@@ -82,22 +122,46 @@ def validate_saxml(saxml: SaxmlConfig, tpu: TpuConfig, project: str, problems: P
         return
     _validate_names(saxml, project, problems)
     _validate_images(saxml, problems)
-    _validate_http(saxml.http, problems)
+    _validate_http(saxml.http, cluster, problems)
+    _validate_versions(saxml.noncurrent_versions, problems)
     _validate_model_fit(saxml, tpu, problems)
 
 
 def _validate_names(saxml: SaxmlConfig, project: str, problems: Problems) -> None:
-    for key, value in (("namespace", saxml.namespace), ("serviceAccountName", saxml.service_account_name)):
+    names = (
+        ("namespace", saxml.namespace),
+        ("serviceAccountName", saxml.service_account_name),
+        ("adminServiceAccountName", saxml.admin_service_account_name),
+    )
+    for key, value in names:
         if not is_k8s_name(value):
             problems.add(
                 f"saxml.{key}", f"{value!r} is not a Kubernetes name", "use lowercase letters, digits and hyphens"
             )
+    if saxml.admin_service_account_name == saxml.service_account_name:
+        problems.add(
+            "saxml.adminServiceAccountName",
+            f"{saxml.admin_service_account_name!r} is also saxml.serviceAccountName: the servers that only read the "
+            "cell's state would act as the admin server, which writes it",
+            "give the admin server its own name, e.g. sax-admin",
+        )
     name = bucket_name(saxml, project)
     if problem := naming.bucket_name_problem(name):
         key = "saxml.bucketName" if saxml.bucket_name else "project"
         problems.add(key, f"bucket name {name!r} is not a valid bucket name: {problem}", "set saxml.bucketName")
-    if problem := naming.service_account_id_problem(saxml.google_service_account_id):
-        problems.add("saxml.googleServiceAccountId", problem, "use a 6-30 character id")
+    for key, account_id in (
+        ("googleServiceAccountId", saxml.google_service_account_id),
+        ("adminGoogleServiceAccountId", saxml.admin_google_service_account_id),
+    ):
+        if problem := naming.service_account_id_problem(account_id):
+            problems.add(f"saxml.{key}", problem, "use a 6-30 character id")
+    if saxml.admin_google_service_account_id == saxml.google_service_account_id:
+        problems.add(
+            "saxml.adminGoogleServiceAccountId",
+            f"{saxml.admin_google_service_account_id!r} is also saxml.googleServiceAccountId: the readers would "
+            "write the cell's state",
+            "give the admin server its own account, e.g. sax-admin-sa",
+        )
     if not _SAX_CELL.match(saxml.sax_cell):
         problems.add("saxml.saxCell", f"{saxml.sax_cell!r} is not a Sax cell", "write /sax/<name>, e.g. /sax/test")
 
@@ -113,12 +177,19 @@ def _validate_images(saxml: SaxmlConfig, problems: Problems) -> None:
             problems.add(f"saxml.{key}", problem, "pin a dated tag or @sha256:<digest>")
 
 
-def _validate_http(http: SaxmlHttpConfig, problems: Problems) -> None:
-    if not http.source_ranges:
+def _validate_http(http: SaxmlHttpConfig, cluster: ClusterConfig, problems: Problems) -> None:
+    if http.cluster_clients and cluster.existing.enabled:
+        problems.add(
+            "saxml.http.clusterClients",
+            "admits the ranges of the network block, which describe the network this stack makes, not the cluster "
+            "made elsewhere (cluster.existing)",
+            "set it false and list that cluster's node and pod ranges in saxml.http.sourceRanges",
+        )
+    if not http.source_ranges and not http.cluster_clients:
         problems.add(
             "saxml.http.sourceRanges",
             "is empty, so every address that reaches the load balancer could publish models",
-            "list the CIDR ranges of the Sax clients",
+            "list the CIDR ranges of the Sax clients, or set saxml.http.clusterClients true",
         )
     for i, text in enumerate(http.source_ranges):
         try:
@@ -134,6 +205,19 @@ def _validate_http(http: SaxmlHttpConfig, problems: Problems) -> None:
                 f"{network} admits everyone to the unauthenticated HTTP API",
                 "list only the clients' ranges",
             )
+
+
+def _validate_versions(versions: NoncurrentVersionsConfig, problems: Problems) -> None:
+    for key, value in (("days", versions.days), ("newerVersions", versions.newer_versions)):
+        if value < 0:
+            problems.add(f"saxml.noncurrentVersions.{key}", f"{value} is negative", "use 0 (no limit) or more")
+    if versions.days == 0 and versions.newer_versions == 0:
+        problems.add(
+            "saxml.noncurrentVersions.days",
+            "0 with newerVersions 0 keeps every version of the state, and the admin server writes a new one every "
+            "10 seconds: the bucket grows without bound",
+            f"keep old versions {STATE_VERSION_DAYS} days (or set saxml.noncurrentVersions.newerVersions)",
+        )
 
 
 def _validate_model_fit(saxml: SaxmlConfig, tpu: TpuConfig, problems: Problems) -> None:
@@ -171,7 +255,8 @@ class SaxmlInput:
 
     namespace: str
     bucket_name: str  # the bucket's name, without gs://
-    service_account_name: str
+    service_account_name: str  # the model servers and the HTTP server: they read the state
+    admin_service_account_name: str  # the admin server: it writes the state
     admin_image: str
     model_server_image: str
     http_image: str
@@ -180,15 +265,32 @@ class SaxmlInput:
     machine: topology.MachineType
     platform_chip: str  # --platform_chip of the model server
     sax_cell: str
-    source_ranges: tuple[str, ...]  # CIDRs allowed to reach the HTTP load balancer
+    source_ranges: tuple[str, ...]  # CIDRs allowed to reach the HTTP load balancer: the cluster's, then the config's
     external: bool  # True: an external load balancer (still limited to the source ranges)
 
 
-def saxml_input(saxml: SaxmlConfig, tpu: TpuConfig, project: str) -> SaxmlInput:
+def http_source_ranges(http: SaxmlHttpConfig, network: NetworkConfig) -> tuple[str, ...]:
+    """Who may reach the HTTP load balancer: the cluster's nodes and pods (with clusterClients), then the
+    configured ranges, each once, as normalised CIDRs.
+
+    In-cluster clients keep their own addresses: in a VPC-native cluster a pod's packets carry the pod's IP
+    (GKE network architecture), and loadBalancerSourceRanges is enforced on that source address, by the VPC
+    firewall rule GKE makes from it and on the node (kube-proxy's KUBE-FW chain, kubernetes/kubernetes
+    pkg/proxy/iptables/proxier.go; Dataplane V2's eBPF load balancer implements the field too). Admitting
+    the pod range opens nothing new: pods reach the server at the Service's cluster IP, which no source
+    range filters. See the README, "The saxml stack".
+    """
+    ranges = [network.node_cidr, network.pod_cidr] if http.cluster_clients else []
+    normalised = [str(ipaddress.ip_network(text)) for text in [*ranges, *http.source_ranges]]
+    return tuple(dict.fromkeys(normalised))
+
+
+def saxml_input(saxml: SaxmlConfig, tpu: TpuConfig, network: NetworkConfig, project: str) -> SaxmlInput:
     return SaxmlInput(
         namespace=saxml.namespace,
         bucket_name=bucket_name(saxml, project),
         service_account_name=saxml.service_account_name,
+        admin_service_account_name=saxml.admin_service_account_name,
         admin_image=saxml.admin_image,
         model_server_image=saxml.model_server_image,
         http_image=saxml.http_image,
@@ -197,6 +299,6 @@ def saxml_input(saxml: SaxmlConfig, tpu: TpuConfig, project: str) -> SaxmlInput:
         machine=tpu.machine,
         platform_chip=PLATFORM_CHIPS[tpu.machine_type],
         sax_cell=saxml.sax_cell,
-        source_ranges=tuple(saxml.http.source_ranges),
+        source_ranges=http_source_ranges(saxml.http, network),
         external=saxml.http.external,
     )

@@ -6,9 +6,10 @@ namespace, bucket (``GSBUCKET`` and ``SAX_ROOT``), images, ServiceAccount, Sax c
 balancer's reach, and everything that follows from the slice topology and the machine type
 (slices, pods per slice, node selectors, TPU requests, ``--platform_chip``).
 
-A Sax cell here: one admin server (state under ``gs://<bucket>/sax-root``), one model server per
-TPU slice node pool (a replicated job of the JobSet, one pod on every host of the slice), and
-the HTTP server in front of the admin API. The HTTP API has no authentication (``/publish`` and
+A Sax cell here: one admin server (state under ``gs://<bucket>/sax-root`` and ``sax-fs-root``), one
+model server per TPU slice node pool (a replicated job of the JobSet, one pod on every host of the
+slice), and the HTTP server in front of the admin API. Only the admin server writes the bucket, so
+it runs as its own service account; the model servers and the HTTP server share one that reads. The HTTP API has no authentication (``/publish`` and
 ``/unpublish`` load and drop models for anyone who reaches it), so its Service is an internal
 load balancer with the stack's source ranges unless ``external`` asks otherwise.
 
@@ -84,10 +85,11 @@ def _document(relative_path: str, kind: str, namespace: str) -> dict[str, Any]:
 
 
 def admin_deployment(spec: SaxmlInput) -> dict[str, Any]:
-    """The admin server Deployment ``sax-admin-server`` (port 10000, ``GSBUCKET``)."""
+    """The admin server Deployment ``sax-admin-server`` (port 10000, ``GSBUCKET``), as the one account that
+    writes the cell's state."""
     deployment = _document(ADMIN_FILE, "Deployment", spec.namespace)
     pod_spec = deployment["spec"]["template"]["spec"]
-    pod_spec["serviceAccountName"] = spec.service_account_name
+    pod_spec["serviceAccountName"] = spec.admin_service_account_name
     container = manifests.container(pod_spec, ADMIN_NAME)
     container["image"] = spec.admin_image
     manifests.set_env(container, "GSBUCKET", spec.bucket_name)

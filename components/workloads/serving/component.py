@@ -14,7 +14,14 @@ import pulumi_kubernetes as k8s
 
 from components.platform.config import HelmChartConfig
 from components.platform.releases import helm_release
-from components.resources import REPLACE_ON_SPEC_CHANGE, children_of, custom_resource, owned, private_bucket
+from components.resources import (
+    REPLACE_ON_SPEC_CHANGE,
+    children_of,
+    custom_resource,
+    object_prefix_condition,
+    owned,
+    private_bucket,
+)
 from components.workloads.serving import objects as serving_objects
 from components.workloads.serving.config import ServingConfig, served_model_name
 from components.workloads.serving.objects import ServingObjects
@@ -23,7 +30,13 @@ from components.workloads.serving.objects import ServingObjects
 INFERENCE_POOL_CRDS_URL = (
     "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/{version}/manifests.yaml"
 )
-BUCKET_ROLES = ("roles/storage.bucketViewer", "roles/storage.objectUser")
+# Who may do what on the weights bucket: the model servers read it and write only the XLA cache; the
+# staging Job reads it and writes only the snapshot's directory. A write is objectUser under a condition
+# on the object-name prefix; listing the bucket is a bucket-level call no such condition matches, so
+# each also reads the whole bucket.
+BUCKET_VIEWER = "roles/storage.bucketViewer"
+OBJECT_VIEWER = "roles/storage.objectViewer"
+OBJECT_USER = "roles/storage.objectUser"
 
 
 @dataclass(frozen=True)
@@ -33,7 +46,9 @@ class ServingArgs:
     bucket_name: str
     create_bucket: bool
     keep_bucket_on_destroy: bool
-    grant_access: bool  # bind the model servers' account to the bucket (false: done elsewhere)
+    grant_access: bool  # grant the model servers' and the staging Job's accounts on the bucket (false: done elsewhere)
+    weights_prefix: str  # object-name prefix of the snapshot's directory: the staging Job's only write
+    xla_cache_prefix: str  # object-name prefix of the XLA cache: the model servers' only write
     # What the project-number lookup of the grants waits for: the Cloud Resource Manager API's enablement.
     resource_manager_api: list[pulumi.Resource]
     workload_pool: pulumi.Input[str]  # the cluster's: bindings to it wait for the cluster
@@ -55,13 +70,13 @@ class ServingArgs:
 class ModelServing(pulumi.ComponentResource):
     def __init__(self, name: str, args: ServingArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:workloads:ModelServing", name, None, opts)
-        bucket_access = self._bucket_access(args, children_of(self, opts))
+        access = self._bucket_access(args, children_of(self, opts))
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.namespace_ready)
         account_metadata = args.objects.service_account["metadata"]
         account = k8s.core.v1.ServiceAccount("model-server-account", metadata=owned(account_metadata), opts=on_cluster)
-        prerequisites: list[pulumi.Resource] = [account, *bucket_access]
+        token: list[pulumi.Resource] = []
         if args.hf_token:
-            prerequisites.append(
+            token.append(
                 k8s.core.v1.Secret(
                     "hf-token",
                     metadata=owned({"name": serving_objects.HF_TOKEN_SECRET_NAME, "namespace": args.namespace}),
@@ -70,15 +85,18 @@ class ModelServing(pulumi.ComponentResource):
                     opts=on_cluster,
                 )
             )
-        staged = self._weights_staging(
-            args,
-            pulumi.ResourceOptions.merge(
-                on_cluster, pulumi.ResourceOptions(depends_on=[*prerequisites, *args.admission_ready])
-            ),
-        )
+        staged = self._weights_staging(args, access.staging, token, on_cluster)
         gateway_ready = self._gateway_and_router(args, on_cluster)
         ready = pulumi.ResourceOptions(
-            depends_on=[*args.namespace_ready, *args.queue_ready, *args.platform_ready, *prerequisites, *staged],
+            depends_on=[
+                *args.namespace_ready,
+                *args.queue_ready,
+                *args.platform_ready,
+                account,
+                *access.servers,
+                *token,
+                *staged,
+            ],
             # Kueue refuses these changes in place; the replacement keeps the name, so the old one
             # goes first (each group reloads the model: see the README, "What a change does").
             replace_on_changes=serving_objects.REPLACED_ON,
@@ -92,53 +110,99 @@ class ModelServing(pulumi.ComponentResource):
         )
         self.register_outputs({"gatewayAddress": self.gateway_address})
 
-    def _bucket_access(self, args: ServingArgs, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
-        """The weights bucket (created, or an existing one) readable and writable by the model servers only."""
-        depends_on: list[pulumi.Resource] = []
+    def _bucket_access(self, args: ServingArgs, opts: pulumi.ResourceOptions) -> _BucketAccess:
+        """The weights bucket (created, or an existing one) and each account's grants on it: the model
+        servers read it and write the XLA cache only; the staging Job reads it and writes the snapshot only."""
+        bucket: list[pulumi.Resource] = []
         if args.create_bucket:
-            depends_on.append(
+            bucket.append(
                 private_bucket(
                     "weights",
                     bucket_name=args.bucket_name,
                     project=args.project,
                     region=args.region,
                     keep_on_destroy=args.keep_bucket_on_destroy,
-                    versioning=False,
+                    versioning=None,
                     opts=opts,
                 )
             )
         if not args.grant_access:
-            return depends_on
+            return _BucketAccess(servers=bucket, staging=bucket)
         project_number = gcp.organizations.get_project_output(
             project_id=args.project,
             opts=pulumi.InvokeOutputOptions(parent=self, depends_on=args.resource_manager_api),
         ).number
-        account = args.objects.service_account["metadata"]["name"]
-        principal = pulumi.Output.all(project_number, args.workload_pool).apply(
-            lambda values: serving_objects.workload_identity_principal(values[1], values[0], args.namespace, account)
-        )
-        return [
-            gcp.storage.BucketIAMMember(
-                f"weights-{role.rsplit('.', 1)[-1]}",
-                bucket=args.bucket_name,
-                role=role,
-                member=principal,
-                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends_on)),
-            )
-            for role in BUCKET_ROLES
-        ]
+        after_bucket = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=bucket))
 
-    def _weights_staging(self, args: ServingArgs, after_access: pulumi.ResourceOptions) -> list[pulumi.Resource]:
-        """The Job that fills the bucket, after the account, its bucket grants and the token Secret.
+        def principal(account: str) -> pulumi.Output[str]:
+            return pulumi.Output.all(project_number, args.workload_pool).apply(
+                lambda values: serving_objects.workload_identity_principal(
+                    values[1], values[0], args.namespace, account
+                )
+            )
+
+        def grant(
+            name: str,
+            member: pulumi.Output[str],
+            role: str,
+            condition: gcp.storage.BucketIAMMemberConditionArgsDict | None = None,
+        ) -> gcp.storage.BucketIAMMember:
+            return gcp.storage.BucketIAMMember(
+                name, bucket=args.bucket_name, role=role, member=member, condition=condition, opts=after_bucket
+            )
+
+        servers = principal(args.objects.service_account["metadata"]["name"])
+        # weights-bucketViewer keeps the name it had when the servers also wrote the weights: a new name would
+        # create the same binding again and then delete it with the old resource.
+        server_grants = [
+            grant("weights-bucketViewer", servers, BUCKET_VIEWER),
+            grant("weights-objectViewer", servers, OBJECT_VIEWER),
+            grant(
+                "weights-xla-cache-objectUser",
+                servers,
+                OBJECT_USER,
+                object_prefix_condition(args.bucket_name, args.xla_cache_prefix, "XLA compilation cache"),
+            ),
+        ]
+        staging_grants = []
+        if args.objects.staging_service_account is not None:
+            stager = principal(args.objects.staging_service_account["metadata"]["name"])
+            staging_grants = [
+                grant("staging-objectViewer", stager, OBJECT_VIEWER),
+                grant(
+                    "staging-snapshot-objectUser",
+                    stager,
+                    OBJECT_USER,
+                    object_prefix_condition(args.bucket_name, args.weights_prefix, "weights snapshot"),
+                ),
+            ]
+        return _BucketAccess(servers=[*bucket, *server_grants], staging=[*bucket, *staging_grants])
+
+    def _weights_staging(
+        self,
+        args: ServingArgs,
+        access: list[pulumi.Resource],
+        token: list[pulumi.Resource],
+        on_cluster: pulumi.ResourceOptions,
+    ) -> list[pulumi.Resource]:
+        """The Job that fills the bucket, as its own account, after that account, its bucket grants
+        (``access``) and the token Secret.
 
         Pulumi waits for the Job to complete (its pulumi.com/timeoutSeconds), so the model servers,
         which depend on it, start against a complete snapshot. A Job's pod template cannot change:
-        any change to it (model, revision, image, script) replaces the Job, which stages again
-        (copying only what is missing); the fixed name means the old one goes first.
+        any change to it (model, revision, image, script, account) replaces the Job, which stages
+        again (copying only what is missing); the fixed name means the old one goes first.
         """
         job, script = args.objects.staging_job, args.objects.staging_script
-        if job is None or script is None:
+        account_manifest = args.objects.staging_service_account
+        if job is None or script is None or account_manifest is None:
             return []
+        account = k8s.core.v1.ServiceAccount(
+            "weights-staging-account", metadata=owned(account_manifest["metadata"]), opts=on_cluster
+        )
+        after_access = pulumi.ResourceOptions.merge(
+            on_cluster, pulumi.ResourceOptions(depends_on=[account, *access, *token, *args.admission_ready])
+        )
         configmap = k8s.core.v1.ConfigMap(
             "weights-staging-script", metadata=owned(script["metadata"]), data=script["data"], opts=after_access
         )
@@ -177,6 +241,14 @@ class ModelServing(pulumi.ComponentResource):
                 pulumi.ResourceOptions.merge(on_network, pulumi.ResourceOptions(depends_on=[gateway, *router_after])),
             )
         return gateway
+
+
+@dataclass(frozen=True)
+class _BucketAccess:
+    """What a pod of each account waits for before it may use the bucket (and is deleted before)."""
+
+    servers: list[pulumi.Resource]  # the bucket and the model servers' grants
+    staging: list[pulumi.Resource]  # the bucket and the staging Job's grants
 
 
 class _Gateway(pulumi.CustomResource):

@@ -54,6 +54,13 @@ STAGING_IMAGE = "docker.io/library/python:3.12.8-slim-bookworm"
 STAGING_TIMEOUT_MINUTES = 360  # ~400 GB at a few hundred MB/s, with room for retries
 STAGING_TIMEOUT_RANGE = (10, 1440)
 COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
+# Where in the weights bucket vLLM keeps its XLA compilation cache (VLLM_XLA_CACHE_PATH, the codelab's
+# gs://<bucket>/xla_cache): tpu-inference hands it to JAX as jax_compilation_cache_dir
+# (vllm-project/tpu-inference v0.27.0 tpu_inference/runner/compilation_manager.py), and JAX writes
+# compiled programs there. The model servers' one write grant: JAX treats the cache as trusted code
+# ("a directory to which others may write" lets them run code; docs.jax.dev persistent_compilation_cache),
+# so nothing else may write it, and they may write nothing else.
+XLA_CACHE_DIR = "xla_cache"
 
 
 @dataclass(frozen=True)
@@ -79,8 +86,9 @@ class WeightsBucketConfig:
     )
     grant_access: bool = setting(
         True,
-        "Grant the model servers' Kubernetes service account read and write on the bucket (Workload Identity); "
-        "false when the grants are made elsewhere or the cluster has no Workload Identity.",
+        "Grant, by Workload Identity, the model servers' Kubernetes service account read on the bucket and write "
+        f"on its {XLA_CACHE_DIR}/ prefix only, and the staging Job's read on the bucket and write on the "
+        "snapshot's directory only; false when the grants are made elsewhere or the cluster has no Workload Identity.",
     )
 
 
@@ -98,6 +106,11 @@ class WeightsStagingConfig:
     )
     timeout_minutes: int = setting(
         STAGING_TIMEOUT_MINUTES, "How long the Job may run and `pulumi up` waits for it before failing."
+    )
+    service_account_name: str = setting(
+        "weights-staging",
+        "Kubernetes service account of the Job: the one identity that writes the weights (the snapshot's directory "
+        "only); not serving.serviceAccountName.",
     )
 
 
@@ -186,7 +199,10 @@ class ServingConfig:
     )
     skip_tpu_webhook_check: bool = setting(False, "Annotate pods cloud.google.com/skip-tpu-webhook-check.")
     healthy_nodes_only: bool = setting(False, "Select only nodes whose partition state is HEALTHY.")
-    service_account_name: str = setting("model-server", "Kubernetes service account of the model servers.")
+    service_account_name: str = setting(
+        "model-server",
+        f"Kubernetes service account of the model servers: reads the bucket, writes only its {XLA_CACHE_DIR}/ prefix.",
+    )
     gateway: GatewayConfig = setting(GatewayConfig(), "The inference Gateway.")
     router: RouterConfig = setting(RouterConfig(), "The llm-d router Helm chart.")
     inference_pool_crds: InferencePoolCrdsConfig = setting(InferencePoolCrdsConfig(), "InferencePool CRDs.")
@@ -213,6 +229,16 @@ def weights_uri(serving: ServingConfig, project: str) -> str:
     if model.weights_path:
         return f"gs://{bucket}/{model.weights_path.strip('/')}"
     return hf_cache_weights_uri(bucket, model.id, model.revision)
+
+
+def weights_object_prefix(serving: ServingConfig, project: str) -> str:
+    """The object-name prefix of the snapshot's directory in the bucket (``models--.../snapshots/<rev>/``)."""
+    path = weights_uri(serving, project).removeprefix(f"gs://{weights_bucket_name(serving, project)}/")
+    return f"{path.strip('/')}/"
+
+
+def xla_cache_uri(serving: ServingConfig, project: str) -> str:
+    return f"gs://{weights_bucket_name(serving, project)}/{XLA_CACHE_DIR}"
 
 
 def served_model_name(serving: ServingConfig) -> str:
@@ -268,6 +294,21 @@ def _validate_names(serving: ServingConfig, queues: QueuesConfig, problems: Prob
             problems.add(
                 f"serving.{key}", f"{value!r} is not a Kubernetes name", "use lowercase letters, digits and hyphens"
             )
+    if serving.weights_staging.enabled:
+        staging_account = serving.weights_staging.service_account_name
+        if not is_k8s_name(staging_account):
+            problems.add(
+                "serving.weightsStaging.serviceAccountName",
+                f"{staging_account!r} is not a Kubernetes name",
+                "use lowercase letters, digits and hyphens",
+            )
+        elif staging_account == serving.service_account_name:
+            problems.add(
+                "serving.weightsStaging.serviceAccountName",
+                f"{staging_account!r} is also serving.serviceAccountName: every model server could then overwrite "
+                "or delete the weights",
+                "give the staging Job its own account, e.g. weights-staging",
+            )
     names: dict[str, str] = {}
     for role in ROLES:
         key = f"serving.{role}.name"
@@ -319,6 +360,9 @@ def _validate_model(
     for problem in rules.weights_uri_problems(weights_uri(serving, project)):
         key = "serving.model.weightsPath" if model.weights_path else "serving.weightsBucket.name"
         problems.add(key, problem, "name the bucket and the snapshot path")
+    if model.weights_path:
+        for problem in rules.prefix_overlap_problems(weights_object_prefix(serving, project), f"{XLA_CACHE_DIR}/"):
+            problems.add("serving.model.weightsPath", problem, f"keep the snapshot out of {XLA_CACHE_DIR}/")
     if model.id != MODEL_ID and model.revision == MODEL_REVISION and not model.weights_path:
         problems.add(
             "serving.model.revision",
@@ -460,6 +504,7 @@ class ServingInput:
     gateway_class: str
     gateway_port: int
     stage_weights: bool  # a Job fills weights_uri before the servers start
+    staging_service_account_name: str  # the Job's: the one that writes the weights
     staging_image: str
     staging_timeout_minutes: int
     skip_await: bool  # a control plane without workloads: Pulumi waits for no Gateway or Job
@@ -492,7 +537,7 @@ def serving_input(
         served_model_name=served_model_name(serving),
         model_revision=serving.model.revision,
         weights_uri=weights_uri(serving, project),
-        xla_cache_uri=f"gs://{weights_bucket_name(serving, project)}/xla_cache",
+        xla_cache_uri=xla_cache_uri(serving, project),
         image=serving.image,
         router_version=serving.router.version,
         routing_sidecar_image=routing_sidecar_image(serving),
@@ -517,6 +562,7 @@ def serving_input(
         gateway_class=serving.gateway.class_name,
         gateway_port=serving.gateway.port,
         stage_weights=serving.weights_staging.enabled,
+        staging_service_account_name=serving.weights_staging.service_account_name,
         staging_image=serving.weights_staging.image,
         staging_timeout_minutes=serving.weights_staging.timeout_minutes,
         skip_await=skip_await,

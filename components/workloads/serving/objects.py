@@ -43,6 +43,7 @@ BASE_FILES = {PREFILL: "prefill-leaderworkerset.yaml", DECODE: "decode-leaderwor
 GATEWAY_FILE = "gateway.yaml"
 ROUTER_VALUES_FILE = "router-values.yaml"
 SERVICE_ACCOUNT_FILE = "service-account.yaml"
+STAGING_SERVICE_ACCOUNT_FILE = "weights-staging-service-account.yaml"
 STAGING_JOB_FILE = "weights-staging-job.yaml"
 STAGING_SCRIPT_FILE = "stage_weights.py"
 # Its libraries, every version with the sha256 of each wheel: the init container pip-installs them with --require-hashes.
@@ -141,7 +142,8 @@ class ServingObjects:
     gateway: dict[str, Any]
     router_values: dict[str, Any]
     leaderworkersets: list[dict[str, Any]]  # prefill, then decode
-    staging_script: dict[str, Any] | None  # the weights-staging ConfigMap and Job (None: staging is off)
+    staging_script: dict[str, Any] | None  # the weights-staging ConfigMap, account and Job (None: staging is off)
+    staging_service_account: dict[str, Any] | None
     staging_job: dict[str, Any] | None
 
 
@@ -157,6 +159,9 @@ def serving_objects(spec: ServingInput) -> ServingObjects:
         router_values=router_values(gateway_name=spec.gateway_name, version=spec.router_version),
         leaderworkersets=prefill_decode_leaderworkersets(spec),
         staging_script=staging_script_configmap(spec.namespace) if spec.stage_weights else None,
+        staging_service_account=(
+            staging_service_account(spec.namespace, spec.staging_service_account_name) if spec.stage_weights else None
+        ),
         staging_job=weights_staging_job(spec) if spec.stage_weights else None,
     )
 
@@ -195,8 +200,15 @@ def staging_script_configmap(namespace: str) -> dict[str, Any]:
     }
 
 
+def staging_service_account(namespace: str, name: str) -> dict[str, Any]:
+    """The staging Job's own ServiceAccount: the one identity that writes the weights."""
+    account = _load_one(STAGING_SERVICE_ACCOUNT_FILE)
+    account["metadata"].update(name=name, namespace=namespace)
+    return account
+
+
 def weights_staging_job(spec: ServingInput) -> dict[str, Any]:
-    """The Job that copies the pinned revision into ``spec.weights_uri``, as the model servers' account."""
+    """The Job that copies the pinned revision into ``spec.weights_uri``, as its own account."""
     job = _load_one(STAGING_JOB_FILE)
     job["metadata"]["namespace"] = spec.namespace
     timeout_seconds = spec.staging_timeout_minutes * 60
@@ -206,7 +218,7 @@ def weights_staging_job(spec: ServingInput) -> dict[str, Any]:
     digest = staging_files_digest(staging_files())
     template["metadata"].setdefault("annotations", {})[SCRIPT_DIGEST_ANNOTATION] = digest
     pod = template["spec"]
-    pod["serviceAccountName"] = spec.service_account_name
+    pod["serviceAccountName"] = spec.staging_service_account_name
     installer = manifests.container(pod, STAGING_INSTALL_CONTAINER, key="initContainers")
     stager = manifests.container(pod, STAGING_CONTAINER)
     installer["image"] = stager["image"] = spec.staging_image  # the Python the wheels were installed for

@@ -194,6 +194,17 @@ def weights_uri_problems(uri: str) -> list[str]:
     return problems
 
 
+def prefix_overlap_problems(weights_prefix: str, cache_prefix: str) -> list[str]:
+    """The snapshot's directory and the XLA cache are apart: each has its own writer (the staging Job and
+    the model servers), granted by object-name prefix, so neither may hold the other."""
+    if weights_prefix.startswith(cache_prefix) or cache_prefix.startswith(weights_prefix):
+        return [
+            f"the snapshot directory {weights_prefix!r} and the XLA cache {cache_prefix!r} overlap: the model "
+            "servers, which write the cache, could then overwrite the weights (or the staging Job the cache)"
+        ]
+    return []
+
+
 def label_value_problems(value: str, what: str) -> list[str]:
     """A Kubernetes label value: at most 63 characters, alphanumeric at both ends."""
     if len(value) > 63 or not _LABEL_VALUE.match(value):
