@@ -221,6 +221,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     serves = config.serving.enabled or config.saxml.enabled
     operations_config.validate_upgrade_policy(config.cluster, serves, problems)
     operations_config.validate_production(config.production, config.cluster, config.tpu, config.platform, problems)
+    operations_config.validate_production_security(config.production, config.network, config.cluster, problems)
     operations_config.validate_alerts(config.alerts, config.cluster, config.production, problems)
 
 

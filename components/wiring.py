@@ -85,6 +85,7 @@ def network_args(stack: Stack) -> NetworkArgs:
         pod_cidr=network.pod_cidr,
         service_cidr=network.service_cidr,
         proxy_only_cidr=network.proxy_only_cidr,
+        flow_log_sampling=network.flow_logs.sampling if network.flow_logs.enabled else None,
     )
 
 
@@ -108,6 +109,7 @@ def cluster_args(stack: Stack, network: Network, services: ProjectServices) -> C
         node_service_account_id=cluster.node_account_id,
         maintenance_window=cluster.maintenance_window,
         maintenance_exclusions=cluster.maintenance_exclusions,
+        secrets_encryption_key=cluster.secrets_encryption_key,
         container_api=services.api(CONTAINER_API),
     )
 

@@ -24,6 +24,8 @@ MTU_RANGE = (1300, 8896)
 PROXY_ONLY_MAX_PREFIX = 26
 
 _GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
+# A Cloud KMS key's resource name, as GKE's databaseEncryption.keyName takes it.
+_KMS_KEY = re.compile(r"^projects/([^/]+)/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$")
 
 
 @dataclass(frozen=True, order=True)
@@ -113,6 +115,16 @@ def channel_floor_problem(
 
 
 @dataclass(frozen=True)
+class FlowLogsConfig:
+    enabled: bool = setting(
+        True, "VPC Flow Logs on the node subnet (CIS GKE 5.6.1): a sample of every flow of the nodes and pods."
+    )
+    sampling: float = setting(
+        0.5, "Share of the flows reported, above 0 and at most 1 (Google Cloud's default 0.5)."
+    )
+
+
+@dataclass(frozen=True)
 class NetworkConfig:
     prefix: str = setting(
         "qwen-serving", "Prefix of the VPC, subnet and firewall names (`<prefix>-main`, `-tpu`, `-proxy`)."
@@ -122,6 +134,7 @@ class NetworkConfig:
     pod_cidr: str = setting("10.12.0.0/14", "Secondary range for pods (`<prefix>-pods`).")
     service_cidr: str = setting("10.16.0.0/20", "Secondary range for services (`<prefix>-services`).")
     proxy_only_cidr: str = setting("172.16.0.0/26", "Proxy-only subnet for the internal Gateway (/26 or larger).")
+    flow_logs: FlowLogsConfig = setting(FlowLogsConfig(), "VPC Flow Logs of the node subnet.")
 
 
 @dataclass(frozen=True)
@@ -184,6 +197,12 @@ class ClusterConfig:
     maintenance_window: MaintenanceWindowConfig | None = setting(None, "Optional recurring maintenance window.")
     maintenance_exclusions: list[MaintenanceExclusionConfig] = setting(
         [], "Optional maintenance exclusions (need a maintenance window)."
+    )
+    secrets_encryption_key: str = setting(
+        "",
+        "Cloud KMS key that encrypts the cluster's Secrets in etcd (application-layer secrets encryption, CIS GKE "
+        "5.3.1): projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>, made and granted beforehand; empty: "
+        "Google's default encryption only.",
     )
     existing: ExistingClusterConfig = setting(
         ExistingClusterConfig(), "A cluster made elsewhere to deploy onto (the Google Cloud layer is then skipped)."
@@ -323,6 +342,13 @@ def validate_network(network: NetworkConfig, problems: Problems) -> None:
                     f"{ranges[second]} overlaps network.{first} {ranges[first]}",
                     "give every subnet and secondary range its own addresses",
                 )
+    sampling = network.flow_logs.sampling
+    if not 0 < sampling <= 1:
+        problems.add(
+            "network.flowLogs.sampling",
+            f"{sampling} is not a share of the flows above 0 and at most 1",
+            "use 0.5 (Google Cloud's default), or set network.flowLogs.enabled false to turn flow logs off",
+        )
     proxy = ranges.get("proxyOnlyCidr")
     if proxy and proxy.prefixlen > PROXY_ONLY_MAX_PREFIX:
         problems.add(
@@ -361,6 +387,21 @@ def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems,
             "cluster.systemPool.nodesPerZone", f"{pool.nodes_per_zone} leaves no system nodes", "use 1 or more"
         )
     _validate_maintenance(cluster, problems)
+    _validate_secrets_encryption_key(cluster.secrets_encryption_key, problems)
+
+
+def _validate_secrets_encryption_key(key: str, problems: Problems) -> None:
+    if not key:
+        return
+    match = _KMS_KEY.match(key)
+    if match is None:
+        problems.add(
+            "cluster.secretsEncryptionKey",
+            f"{key!r} is not a Cloud KMS key name",
+            "write projects/<project>/locations/<location>/keyRings/<ring>/cryptoKeys/<key>",
+        )
+    elif problem := naming.project_id_problem(match.group(1)):
+        problems.add("cluster.secretsEncryptionKey", f"its project: {problem}", "name the project that holds the key")
 
 
 def _validate_existing(existing: ExistingClusterConfig, problems: Problems) -> None:
