@@ -129,9 +129,7 @@ class Cluster(pulumi.ComponentResource):
             # v7.45.0 google/services/container/resource_container_cluster.go, flattenMasterAuth).
             master_auth={"client_certificate_config": {"issue_client_certificate": False}},
             database_encryption=(
-                {"state": "ENCRYPTED", "key_name": args.secrets_encryption_key}
-                if args.secrets_encryption_key
-                else None
+                {"state": "ENCRYPTED", "key_name": args.secrets_encryption_key} if args.secrets_encryption_key else None
             ),
             maintenance_policy=_maintenance_policy(args.maintenance_window, args.maintenance_exclusions),
             opts=pulumi.ResourceOptions.merge(

@@ -119,9 +119,7 @@ class FlowLogsConfig:
     enabled: bool = setting(
         True, "VPC Flow Logs on the node subnet (CIS GKE 5.6.1): a sample of every flow of the nodes and pods."
     )
-    sampling: float = setting(
-        0.5, "Share of the flows reported, above 0 and at most 1 (Google Cloud's default 0.5)."
-    )
+    sampling: float = setting(0.5, "Share of the flows reported, above 0 and at most 1 (Google Cloud's default 0.5).")
 
 
 @dataclass(frozen=True)
