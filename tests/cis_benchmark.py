@@ -17,9 +17,9 @@ BENCHMARK = "CIS Google Kubernetes Engine (GKE) Benchmark v1.9.0"
 SECTION = "### Measured against the CIS GKE Benchmark"
 # The recommendations of sections 4 and 5 of v1.9.0, as kube-bench numbers them (aquasecurity/kube-bench
 # v0.15.6, commit 92e522b9, cfg/gke-1.9.0/policies.yaml and managedservices.yaml); sections 1 to 3 are
-# one row, "1–3".
+# one row, "1-3".
 CONTROLS = (
-    "1–3",
+    "1-3",
     *(f"4.1.{n}" for n in range(1, 11)),
     "4.2.1",
     "4.3.1",
@@ -84,7 +84,7 @@ def table_lines(readme: str) -> list[str]:
 
 def rows(readme: str | None = None) -> list[Row]:
     text = readme if readme is not None else (PROJECT_ROOT / "README.md").read_text()
-    header, separator, *body = table_lines(text)
+    header, _separator, *body = table_lines(text)
     assert header == "| control | recommendation | status | held by | not yet held by | note |", header
     parsed = []
     for line in body:

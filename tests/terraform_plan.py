@@ -68,12 +68,12 @@ def _values(value: Any, where: str) -> Any:
         for key, item in value.items():
             if _is_unknown(item):
                 continue
-            if isinstance(item, list) and any(isinstance(i, Mapping) for i in item):
-                if key not in PLURAL_BLOCKS and key not in SAME_NAME_LISTS:
-                    raise ValueError(
-                        f"{where}.{key}: a list of blocks whose Terraform name is not known; look it up in the "
-                        "provider's schema and add it to PLURAL_BLOCKS (or SAME_NAME_LISTS) in tests/terraform_plan.py"
-                    )
+            blocks = isinstance(item, list) and any(isinstance(i, Mapping) for i in item)
+            if blocks and key not in PLURAL_BLOCKS and key not in SAME_NAME_LISTS:
+                raise ValueError(
+                    f"{where}.{key}: a list of blocks whose Terraform name is not known; look it up in the "
+                    "provider's schema and add it to PLURAL_BLOCKS (or SAME_NAME_LISTS) in tests/terraform_plan.py"
+                )
             out[snake(key)] = _values(item, f"{where}.{key}")
         return out
     if isinstance(value, list):
