@@ -28,7 +28,7 @@ from policy.endpoints import OPT_IN, public_endpoint_problems
 from policy.gke import cluster_problems, node_pool_problems
 from policy.iam import project_role_problems
 from policy.images import image_problems
-from policy.rbac import binding_problems
+from policy.rbac import binding_problems, role_problems
 from policy.resources import UNKNOWN, Resource, UnknownValue
 from policy.tpu import (
     EXTERNAL_CHIPS,
@@ -189,6 +189,13 @@ def build_policies(
             "No RoleBinding or ClusterRoleBinding grants cluster-admin or binds system:masters, system:anonymous, "
             "system:unauthenticated or system:authenticated (CIS GKE 4.1.1, 4.1.6, 4.1.8-4.1.10).",
             lambda r, _config, _stack: binding_problems(r.type, r.name, r.props),
+            stack,
+        ),
+        resource_policy(
+            "rbac-least-privilege-roles",
+            "No Role or ClusterRole rule grants a wildcard, a cluster-wide read of Secrets, or bind, escalate or "
+            "impersonate (CIS GKE 4.1.2, 4.1.3, 4.1.7).",
+            lambda r, _config, _stack: role_problems(r.type, r.name, r.props),
             stack,
         ),
         resource_policy(

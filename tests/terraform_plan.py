@@ -26,6 +26,9 @@ from typing import Any
 from tools.mock_engine import SECRET, UNKNOWN
 
 FORMAT_VERSION = "1.2"
+# checkov takes a JSON file for a plan when it has this key (checkov/terraform/plan_utils.py); no
+# Terraform made this one, and the value says so.
+TERRAFORM_VERSION = "none: written from a Pulumi render by tests/terraform_plan.py"
 # The Terraform type of each Pulumi type translated, as pulumi-gcp's bridge metadata records them
 # (pulumi/pulumi-gcp@01316f36 provider/cmd/pulumi-resource-gcp/bridge-metadata.json, "current").
 TERRAFORM_TYPES = {
@@ -120,6 +123,7 @@ def plan(resources: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         )
     return {
         "format_version": FORMAT_VERSION,
+        "terraform_version": TERRAFORM_VERSION,
         "planned_values": {"root_module": {"resources": planned}},
         "resource_changes": changes,
     }

@@ -81,11 +81,14 @@ def test_every_production_key_of_the_table_is_named_in_it() -> None:
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_no_binding_of_a_stack_or_of_its_local_chart_is_privileged(stack: str) -> None:
+def test_the_rbac_rules_pass_on_every_object_of_a_stack_and_of_its_local_chart(stack: str) -> None:
     """The pack sees the program's own objects; the slice controller chart's are rendered here too."""
     objects = [o for o in yaml.safe_load_all(kubernetes_document(run_stack(stack=stack).registrations)) if o]
     bindings = [o for o in objects if o["kind"] in rbac.BINDING_KINDS]
+    roles = [o for o in objects if o["kind"] in rbac.ROLE_KINDS]
     problems = [p for o in bindings for p in rbac.object_problems(o["kind"], o["metadata"]["name"], o)]
+    problems += [p for o in roles for p in rbac.role_object_problems(o["kind"], o["metadata"]["name"], o)]
     assert problems == []
     if stack != "saxml":
-        assert any(o["metadata"]["name"].startswith("slice-controller") for o in bindings), "the chart's bindings"
+        chart = [o for o in bindings + roles if o["metadata"]["name"].startswith("slice-controller")]
+        assert {o["kind"] for o in chart} == {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}, chart

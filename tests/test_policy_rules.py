@@ -86,6 +86,7 @@ RULES: dict[str, Rule] = {
     "gke-cluster-hardened": _each(lambda r, _s, _c: gke.cluster_problems(r.type, r.name, r.props)),
     "gke-nodes-hardened": _each(lambda r, _s, _c: gke.node_pool_problems(r.type, r.name, r.props)),
     "rbac-no-privileged-bindings": _each(lambda r, _s, _c: rbac.binding_problems(r.type, r.name, r.props)),
+    "rbac-least-privilege-roles": _each(lambda r, _s, _c: rbac.role_problems(r.type, r.name, r.props)),
 }
 
 # What each rule looks at, so that a pass is not a pass over nothing.
@@ -100,6 +101,7 @@ TARGETS: dict[str, Callable[[Resource, str], bool]] = {
     "gke-cluster-hardened": lambda r, _s: r.type == gke.CLUSTER,
     "gke-nodes-hardened": lambda r, _s: r.type == gke.NODE_POOL,
     "rbac-no-privileged-bindings": lambda r, _s: "RoleBinding" in r.type or "RoleBinding" in json.dumps(r.props),
+    "rbac-least-privilege-roles": lambda r, _s: r.type.endswith((":Role", ":ClusterRole")),
 }
 
 
@@ -243,6 +245,19 @@ def binding_subject(subject: str) -> Callable[[list[Resource]], None]:
     return add
 
 
+def role_rule(name: str, rule: dict[str, Any]) -> Callable[[list[Resource]], None]:
+    """A rule added, last, to a Role or ClusterRole of the stack."""
+    return lambda resources: one(resources, name).props["rules"].append(rule)
+
+
+SECRET_READER = Resource(
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
+    "secret-reader",
+    {
+        "metadata": {"name": "secret-reader"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}],
+    },
+)
 PUBLIC_INGRESS = Resource(
     "kubernetes:networking.k8s.io/v1:Ingress", "web", {"metadata": {"name": "web"}, "spec": {"rules": []}}
 )
@@ -286,6 +301,9 @@ BROKEN = [
     ("gke-nodes-hardened", "prod", setting("tpu7-pool-1", "nodeConfig.serviceAccount", "123456789-compute@developer.gserviceaccount.com"), {}, "tpu7-pool-1", "5.2.1"),
     ("gke-nodes-hardened", "saxml", setting("tpu1", "nodeConfig.imageType", "UBUNTU_CONTAINERD"), {}, "tpu1", "5.5.1"),
     ("rbac-no-privileged-bindings", "dev", adding(ADMIN_BINDING), {}, "ops-admin", "4.1.1"),
+    ("rbac-least-privilege-roles", "dev", adding(SECRET_READER), {}, "secret-reader", "4.1.2"),
+    ("rbac-least-privilege-roles", "prod", role_rule("kueue-metrics-role", {"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}), {}, "kueue-metrics-role", "4.1.3"),
+    ("rbac-least-privilege-roles", "prod", role_rule("kueue-metrics-role", {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["escalate"]}), {}, "kueue-metrics-role", "4.1.7"),
     ("rbac-no-privileged-bindings", "prod", binding_subject("system:masters"), {}, "kueue-metrics-clusterrolebinding", "4.1.6"),
     ("rbac-no-privileged-bindings", "prod", binding_subject("system:anonymous"), {}, "kueue-metrics-clusterrolebinding", "4.1.8"),
     ("rbac-no-privileged-bindings", "prod", binding_subject("system:unauthenticated"), {}, "kueue-metrics-clusterrolebinding", "4.1.9"),
