@@ -212,6 +212,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     _validate_project(config.project, config.region, problems)
     gcp_config.validate_network(config.network, problems)
     gcp_config.validate_cluster(config.cluster, config.tpu, problems, date.today())
+    gcp_config.validate_secrets_encryption(config.cluster, config.region, problems)
     gcp_config.validate_tpu(config.tpu, config.region, problems)
     platform_config.validate_platform(config.platform, problems)
     platform_config.validate_queues(config.queues, problems)

@@ -172,6 +172,12 @@ GCP_BAD_INPUTS = [
         "its project: 'My_Project' is not a project ID",
         id="kms-key-bad-project",
     ),
+    pytest.param(
+        {"cluster.secretsEncryptionKey": "projects/my-tpu-project/locations/global/keyRings/r/cryptoKeys/k"},
+        "cluster.secretsEncryptionKey",
+        "is in global, not in the cluster's region us-central1",
+        id="kms-key-global",
+    ),
 ]
 
 

@@ -24,8 +24,10 @@ MTU_RANGE = (1300, 8896)
 PROXY_ONLY_MAX_PREFIX = 26
 
 _GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
-# A Cloud KMS key's resource name, as GKE's databaseEncryption.keyName takes it.
-_KMS_KEY = re.compile(r"^projects/([^/]+)/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$")
+# A Cloud KMS key's resource name, as GKE's databaseEncryption.keyName takes it. The key is in the
+# cluster's location: GKE takes no "global" key (hashicorp/terraform-provider-google v7.45.0,
+# google/services/container/resource_container_cluster_test.go, TestAccContainerCluster_withDatabaseEncryption).
+_KMS_KEY = re.compile(r"^projects/([^/]+)/locations/([^/]+)/keyRings/[^/]+/cryptoKeys/[^/]+$")
 
 
 @dataclass(frozen=True, order=True)
@@ -385,10 +387,11 @@ def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems,
             "cluster.systemPool.nodesPerZone", f"{pool.nodes_per_zone} leaves no system nodes", "use 1 or more"
         )
     _validate_maintenance(cluster, problems)
-    _validate_secrets_encryption_key(cluster.secrets_encryption_key, problems)
 
 
-def _validate_secrets_encryption_key(key: str, problems: Problems) -> None:
+def validate_secrets_encryption(cluster: ClusterConfig, region: str, problems: Problems) -> None:
+    """The Cloud KMS key of the cluster's Secrets, when set: a key name, in the cluster's region."""
+    key = cluster.secrets_encryption_key
     if not key:
         return
     match = _KMS_KEY.match(key)
@@ -398,8 +401,16 @@ def _validate_secrets_encryption_key(key: str, problems: Problems) -> None:
             f"{key!r} is not a Cloud KMS key name",
             "write projects/<project>/locations/<location>/keyRings/<ring>/cryptoKeys/<key>",
         )
-    elif problem := naming.project_id_problem(match.group(1)):
+        return
+    project, location = match.groups()
+    if problem := naming.project_id_problem(project):
         problems.add("cluster.secretsEncryptionKey", f"its project: {problem}", "name the project that holds the key")
+    if location != region:
+        problems.add(
+            "cluster.secretsEncryptionKey",
+            f"is in {location}, not in the cluster's region {region}: GKE takes a key of the cluster's location only",
+            f"make the key ring in {region}",
+        )
 
 
 def _validate_existing(existing: ExistingClusterConfig, problems: Problems) -> None:

@@ -100,8 +100,10 @@ class Network(pulumi.ComponentResource):
 
 
 def _flow_logs(sampling: float | None) -> gcp.compute.SubnetworkLogConfigArgsDict | None:
-    """VPC Flow Logs of the node subnet, at the provider's defaults but for the sampling (the proxy-only
-    subnet takes none: Google Cloud has no flow logs for REGIONAL_MANAGED_PROXY subnets)."""
+    """VPC Flow Logs of the node subnet, at the provider's defaults but for the sampling. The proxy-only
+    subnet takes none: flow logging is not supported for a REGIONAL_MANAGED_PROXY subnet
+    (hashicorp/terraform-provider-google v7.45.0, google/services/compute/resource_compute_subnetwork.go,
+    log_config; the defaults are from there too)."""
     if sampling is None:
         return None
     return {"aggregation_interval": "INTERVAL_5_SEC", "flow_sampling": sampling, "metadata": "INCLUDE_ALL_METADATA"}
