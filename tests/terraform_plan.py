@@ -90,7 +90,8 @@ def _unknowns(value: Any) -> Any:
         marks = {snake(k): (True if _is_unknown(v) else _unknowns(v)) for k, v in value.items()}
         return {k: v for k, v in marks.items() if v not in ({}, [], False)}
     if isinstance(value, list):
-        return [True if _is_unknown(v) else _unknowns(v) for v in value]
+        marks = [True if _is_unknown(v) else _unknowns(v) for v in value]
+        return marks if any(m not in ({}, [], False) for m in marks) else []
     return False
 
 

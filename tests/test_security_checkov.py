@@ -715,3 +715,29 @@ def test_every_broken_copy_breaks_only_what_it_names(cis_scan):
             if c in held and c != check and r not in (cis_scan.gcp.get((stack, c)) or {}).get("failed", [])
         }
         assert not others, f"{check} on {target}: the broken copy also fails {sorted(others)}"
+
+
+def test_the_plan_translation_names_blocks_as_terraform_does_and_keeps_unknowns_out():
+    resource = {
+        "type": "gcp:compute/subnetwork:Subnetwork",
+        "name": "node-subnet",
+        "inputs": {
+            "ipCidrRange": "10.0.0.0/8",
+            "network": "[unknown]",
+            "secondaryIpRanges": [{"rangeName": "pods", "ipCidrRange": "10.1.0.0/16"}],
+            "logConfig": {"flowSampling": 0.5},
+        },
+    }
+    (planned,) = terraform_plan.plan([resource])["planned_values"]["root_module"]["resources"]
+    assert planned["address"] == "google_compute_subnetwork.node-subnet"
+    assert planned["values"] == {
+        "ip_cidr_range": "10.0.0.0/8",
+        "secondary_ip_range": [{"range_name": "pods", "ip_cidr_range": "10.1.0.0/16"}],
+        "log_config": {"flow_sampling": 0.5},
+    }
+    (change,) = terraform_plan.plan([resource])["resource_changes"]
+    assert change["change"]["after_unknown"] == {"network": True}
+    unknown_block = {**resource, "inputs": {"logConfigs": [{"a": 1}]}}
+    with pytest.raises(ValueError, match=r"node-subnet\.logConfigs: a list of blocks"):
+        terraform_plan.plan([unknown_block])
+    assert terraform_plan.plan([{**resource, "type": "gcp:storage/bucket:Bucket"}])["resource_changes"] == []
