@@ -187,7 +187,7 @@ def build_policies(
         resource_policy(
             "rbac-no-privileged-bindings",
             "No RoleBinding or ClusterRoleBinding grants cluster-admin or binds system:masters, system:anonymous, "
-            "system:unauthenticated or system:authenticated (CIS GKE 4.1.1, 4.1.6, 4.1.8-4.1.10).",
+            "system:unauthenticated or system:authenticated (CIS GKE 4.1.1, 4.1.6, 4.1.8 to 4.1.10).",
             lambda r, _config, _stack: binding_problems(r.type, r.name, r.props),
             stack,
         ),

@@ -92,3 +92,12 @@ def test_the_rbac_rules_pass_on_every_object_of_a_stack_and_of_its_local_chart(s
     if stack != "saxml":
         chart = [o for o in bindings + roles if o["metadata"]["name"].startswith("slice-controller")]
         assert {o["kind"] for o in chart} == {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}, chart
+
+
+def test_the_pin_scanner_exempts_exactly_the_control_numbers() -> None:
+    """tests/pins.py takes a control number for a version unless its pattern says otherwise."""
+    from tests.pins import CIS_GKE_CONTROL
+
+    numbered = [c for c in CONTROLS if c != "1-3"]
+    assert all(re.fullmatch(CIS_GKE_CONTROL, c) for c in numbered)
+    assert not any(re.fullmatch(CIS_GKE_CONTROL, v) for v in ("4.34.2", "5.0.0", "4.1.11", "5.11.1"))
