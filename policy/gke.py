@@ -16,7 +16,8 @@ from policy.resources import get, is_unknown, mapping_of
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
-# GKE Dataplane V2 enforces NetworkPolicy itself (CIS GKE 4.3.1).
+# In a cluster on GKE Dataplane V2, NetworkPolicy is always enforced (CIS GKE 4.3.1; GKE's concept page
+# cloud.google.com/kubernetes-engine/docs/concepts/dataplane-v2, "GKE Dataplane V2 and NetworkPolicy").
 DATAPLANE_V2 = "ADVANCED_DATAPATH"
 NODE_IMAGE = "COS_CONTAINERD"
 DEFAULT_COMPUTE_ACCOUNT_SUFFIX = "-compute@developer.gserviceaccount.com"
