@@ -221,6 +221,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     _validate_project(config.project, config.region, problems)
     gcp_config.validate_network(config.network, problems)
     gcp_config.validate_cluster(config.cluster, config.tpu, problems, date.today())
+    gcp_config.validate_secrets_encryption(config.cluster, config.region, problems)
     gcp_config.validate_tpu(config.tpu, config.region, problems)
     platform_config.validate_platform(config.platform, problems)
     platform_config.validate_queues(config.queues, problems)
@@ -230,6 +231,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     serves = config.serving.enabled or config.saxml.enabled
     operations_config.validate_upgrade_policy(config.cluster, serves, problems)
     operations_config.validate_production(config.production, config.cluster, config.tpu, config.platform, problems)
+    operations_config.validate_production_security(config.production, config.network, config.cluster, problems)
     operations_config.validate_alerts(config.alerts, config.cluster, config.production, problems)
 
 

@@ -94,6 +94,7 @@ def network_args(stack: Stack) -> NetworkArgs:
         )
         if config.nat_needed
         else None,
+        flow_log_sampling=network.flow_logs.sampling if network.flow_logs.enabled else None,
     )
 
 
@@ -120,6 +121,7 @@ def cluster_args(stack: Stack, network: Network, services: ProjectServices) -> C
         private_nodes=cluster.private_nodes,
         control_plane=control_plane_args(cluster.control_plane),
         egress=network.egress,
+        secrets_encryption_key=cluster.secrets_encryption_key,
         container_api=services.api(CONTAINER_API),
     )
 

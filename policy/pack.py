@@ -25,8 +25,10 @@ from pulumi_policy.proxy import UnknownValueError
 from policy.buckets import bucket_problems, old_version_problems
 from policy.charts import chart_problems
 from policy.endpoints import OPT_IN, public_endpoint_problems
+from policy.gke import cluster_problems, node_pool_problems
 from policy.iam import project_role_problems
 from policy.images import image_problems
+from policy.rbac import binding_problems, role_problems
 from policy.resources import UNKNOWN, Resource, UnknownValue
 from policy.tpu import (
     EXTERNAL_CHIPS,
@@ -173,6 +175,34 @@ def build_policies(
             config_schema=PolicyConfigSchema(
                 properties={EXTERNAL_CHIPS: {"type": "integer", "minimum": 0, "default": 0}},
             ),
+        ),
+        resource_policy(
+            "gke-cluster-hardened",
+            "The cluster runs GKE Dataplane V2 (NetworkPolicy enforced), Workload Identity and the security posture; "
+            "its default pool as the node pools (CIS GKE 4.3.1, 5.2.2, 5.10.4).",
+            lambda r, _config, _stack: cluster_problems(r.type, r.name, r.props),
+            stack,
+        ),
+        resource_policy(
+            "gke-nodes-hardened",
+            "Every node pool runs as the cluster's own service account, never the Compute Engine default one, on "
+            "Container-Optimized OS with containerd (CIS GKE 5.2.1, 5.5.1).",
+            lambda r, _config, _stack: node_pool_problems(r.type, r.name, r.props),
+            stack,
+        ),
+        resource_policy(
+            "rbac-no-privileged-bindings",
+            "No RoleBinding or ClusterRoleBinding grants cluster-admin or binds system:masters, system:anonymous, "
+            "system:unauthenticated or system:authenticated (CIS GKE 4.1.1, 4.1.6, 4.1.8 to 4.1.10).",
+            lambda r, _config, _stack: binding_problems(r.type, r.name, r.props),
+            stack,
+        ),
+        resource_policy(
+            "rbac-least-privilege-roles",
+            "No Role or ClusterRole rule grants a wildcard, a cluster-wide read of Secrets, or bind, escalate or "
+            "impersonate (CIS GKE 4.1.2, 4.1.3, 4.1.7).",
+            lambda r, _config, _stack: role_problems(r.type, r.name, r.props),
+            stack,
         ),
         resource_policy(
             "helm-charts-pinned",

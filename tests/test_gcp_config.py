@@ -264,6 +264,38 @@ GCP_BAD_INPUTS = [
         "1024 is not above minPortsPerVm 1024",
         id="nat-max-not-above-min",
     ),
+    pytest.param(
+        {"network.flowLogs.sampling": 0}, "network.flowLogs.sampling", "above 0 and at most 1", id="flow-logs-none"
+    ),
+    pytest.param(
+        {"network.flowLogs.sampling": 1.5}, "network.flowLogs.sampling", "above 0 and at most 1", id="flow-logs-150"
+    ),
+    pytest.param(
+        {"cluster.secretsEncryptionKey": "gke-secrets"},
+        "cluster.secretsEncryptionKey",
+        "is not a Cloud KMS key name",
+        id="kms-key-short-name",
+    ),
+    pytest.param(
+        {
+            "cluster.secretsEncryptionKey": "projects/p/locations/us-central1/keyRings/r/cryptoKeys/k/cryptoKeyVersions/1"
+        },
+        "cluster.secretsEncryptionKey",
+        "is not a Cloud KMS key name",
+        id="kms-key-version",
+    ),
+    pytest.param(
+        {"cluster.secretsEncryptionKey": "projects/My_Project/locations/us-central1/keyRings/r/cryptoKeys/k"},
+        "cluster.secretsEncryptionKey",
+        "its project: 'My_Project' is not a project ID",
+        id="kms-key-bad-project",
+    ),
+    pytest.param(
+        {"cluster.secretsEncryptionKey": "projects/my-tpu-project/locations/global/keyRings/r/cryptoKeys/k"},
+        "cluster.secretsEncryptionKey",
+        "is in global, not in the cluster's region us-central1",
+        id="kms-key-global",
+    ),
 ]
 
 

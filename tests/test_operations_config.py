@@ -106,6 +106,20 @@ OPERATIONS_BAD_INPUTS = [
         "1 on a production stack",
         id="prod-one-slice-controller",
     ),
+    pytest.param(
+        {"network.flowLogs.enabled": False},
+        "prod",
+        "network.flowLogs.enabled",
+        "is false on a production stack",
+        id="prod-no-flow-logs",
+    ),
+    pytest.param(
+        {"cluster.secretsEncryptionKey": ""},
+        "prod",
+        "cluster.secretsEncryptionKey",
+        "is empty on a production stack",
+        id="prod-secrets-by-google-key-only",
+    ),
 ]
 
 
@@ -161,3 +175,24 @@ def test_the_prod_stack_has_every_protection_on():
     pools = [r for r in run.of_type("gcp:container/nodePool:NodePool") if r.name != "system-pool"]
     assert len(pools) == 2 and all(pool.protect for pool in pools)
     assert run.one("gcp:container/nodePool:NodePool", "system-pool").input("nodeCount") == 2
+    key = stack_values("prod")["cluster"]["secretsEncryptionKey"]
+    assert cluster.input("databaseEncryption") == {"state": "ENCRYPTED", "keyName": key}
+    subnet = run.one("gcp:compute/subnetwork:Subnetwork", "node-subnet")
+    assert subnet.input("logConfig.flowSampling") == 0.5
+
+
+def test_flow_logs_off_and_no_key_leave_the_resources_without_them():
+    run = run_stack({"network.flowLogs.enabled": False})
+    assert "logConfig" not in run.one("gcp:compute/subnetwork:Subnetwork", "node-subnet").inputs
+    assert "databaseEncryption" not in run.one("gcp:container/cluster:Cluster", "gke-cluster").inputs
+
+
+def test_a_cluster_made_elsewhere_is_not_asked_for_the_production_security_keys():
+    raw = with_overrides(
+        stack_values("prod"),
+        {**LAB, "network.flowLogs.enabled": False, "cluster.secretsEncryptionKey": "", "alerts.enabled": False},
+    )
+    with pytest.raises(ConfigError) as raised:
+        load(raw)
+    keys = {p.key for p in raised.value.problems}
+    assert not keys & {"network.flowLogs.enabled", "cluster.secretsEncryptionKey"}, raised.value

@@ -42,7 +42,13 @@ PURE_MODULES = ("resources", "endpoints", "iam", "images", "buckets", "charts", 
 GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
 NODE_POOL = "gcp:container/nodePool:NodePool"
 PUBLIC_GATEWAY = {"metadata": {"name": "gw"}, "spec": {"gatewayClassName": "gke-l7-global-external-managed"}}
-TPU_POOL = {"nodeConfig": {"machineType": "tpu7x-standard-4t"}, "nodeCount": 16}
+TPU_POOL = {
+    "nodeConfig": {
+        "machineType": "tpu7x-standard-4t",
+        "serviceAccount": "nodes@my-tpu-prod-project.iam.gserviceaccount.com",
+    },
+    "nodeCount": 16,
+}
 
 
 def requirement_pins(path: Path) -> dict[str, str]:
@@ -89,7 +95,7 @@ def test_the_rules_are_pure(module: str) -> None:
 def test_every_policy_is_mandatory_and_named_once() -> None:
     policies = build_policies(lambda: StackContext())
     names = [p.name for p in policies]
-    assert len(names) == len(set(names)) == 8
+    assert len(names) == len(set(names)) == 12
     assert all(p.enforcement_level == EnforcementLevel.MANDATORY for p in policies)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from policy import buckets, charts, endpoints, iam, images, tpu
+from policy import buckets, charts, endpoints, gke, iam, images, rbac, tpu
 from policy.resources import UNKNOWN, Resource, UnknownValue, Violation
 from tests.conftest import PROJECT_ROOT, run_stack, stack_values
 from tools.mock_engine import unwrap_secrets
@@ -86,6 +86,10 @@ RULES: dict[str, Rule] = {
     ),
     "kueue-tpu-quota-within-pools": lambda resources, _s, _c: [v.message for v in tpu.quota_violations(resources)],
     "helm-charts-pinned": _each(lambda r, _s, _c: charts.chart_problems(r.type, r.name, r.props)),
+    "gke-cluster-hardened": _each(lambda r, _s, _c: gke.cluster_problems(r.type, r.name, r.props)),
+    "gke-nodes-hardened": _each(lambda r, _s, _c: gke.node_pool_problems(r.type, r.name, r.props)),
+    "rbac-no-privileged-bindings": _each(lambda r, _s, _c: rbac.binding_problems(r.type, r.name, r.props)),
+    "rbac-least-privilege-roles": _each(lambda r, _s, _c: rbac.role_problems(r.type, r.name, r.props)),
 }
 
 # What each rule looks at, so that a pass is not a pass over nothing.
@@ -100,6 +104,10 @@ TARGETS: dict[str, Callable[[Resource, str], bool]] = {
     "tpu-pools-protected-in-production": lambda r, s: production(s) and tpu.is_tpu_pool(r.type, r.name, r.props),
     "kueue-tpu-quota-within-pools": lambda r, _s: "ClusterQueue" in json.dumps(r.props),
     "helm-charts-pinned": lambda r, _s: r.type == "kubernetes:helm.sh/v3:Release",
+    "gke-cluster-hardened": lambda r, _s: r.type == gke.CLUSTER,
+    "gke-nodes-hardened": lambda r, _s: r.type == gke.NODE_POOL,
+    "rbac-no-privileged-bindings": lambda r, _s: "RoleBinding" in r.type or "RoleBinding" in json.dumps(r.props),
+    "rbac-least-privilege-roles": lambda r, _s: r.type.endswith((":Role", ":ClusterRole")),
 }
 
 
@@ -222,6 +230,40 @@ EXTRA_POLICY = Resource(
 EXTRA_BINDING = Resource(
     iam.PROJECT_IAM_BINDING, "admins", {"project": "my-tpu-project", "role": "roles/storage.admin", "members": ["x"]}
 )
+ADMIN_BINDING = Resource(
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
+    "ops-admin",
+    {
+        "metadata": {"name": "ops-admin"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "Group", "name": "ops@example.com"}],
+    },
+)
+
+
+def binding_subject(subject: str) -> Callable[[list[Resource]], None]:
+    """The Kueue metrics reader bound, besides its scraper, to a built-in group of every caller."""
+
+    def add(resources: list[Resource]) -> None:
+        binding = one(resources, "kueue-metrics-clusterrolebinding").props
+        binding["subjects"].append({"kind": "Group", "name": subject, "apiGroup": "rbac.authorization.k8s.io"})
+
+    return add
+
+
+def role_rule(name: str, rule: dict[str, Any]) -> Callable[[list[Resource]], None]:
+    """A rule added, last, to a Role or ClusterRole of the stack."""
+    return lambda resources: one(resources, name).props["rules"].append(rule)
+
+
+SECRET_READER = Resource(
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
+    "secret-reader",
+    {
+        "metadata": {"name": "secret-reader"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}],
+    },
+)
 PUBLIC_INGRESS = Resource(
     "kubernetes:networking.k8s.io/v1:Ingress", "web", {"metadata": {"name": "web"}, "spec": {"rules": []}}
 )
@@ -261,6 +303,21 @@ BROKEN = [
     ("helm-charts-pinned", "dev", dropping("jobset", "version"), {}, "jobset", "newest"),
     ("helm-charts-pinned", "saxml", setting("jobset", "version", "0.11.x"), {}, "jobset", "a range"),
     ("helm-charts-pinned", "dev", setting("lws", "chart", "oci://registry.k8s.io/lws/charts/lws:latest"), {}, "lws", "moving tag 'latest'"),
+    ("gke-cluster-hardened", "dev", setting("gke-cluster", "datapathProvider", "LEGACY_DATAPATH"), {}, "gke-cluster", "4.3.1"),
+    ("gke-cluster-hardened", "prod", dropping("gke-cluster", "workloadIdentityConfig"), {}, "gke-cluster", "5.2.2"),
+    ("gke-cluster-hardened", "saxml", setting("gke-cluster", "securityPostureConfig", {"mode": "DISABLED"}), {}, "gke-cluster", "5.10.4"),
+    ("gke-cluster-hardened", "dev", dropping("gke-cluster", "nodeConfig.serviceAccount"), {}, "gke-cluster", "5.2.1"),
+    ("gke-nodes-hardened", "dev", dropping("system-pool", "nodeConfig.serviceAccount"), {}, "system-pool", "5.2.1"),
+    ("gke-nodes-hardened", "prod", setting("tpu7-pool-1", "nodeConfig.serviceAccount", "123456789-compute@developer.gserviceaccount.com"), {}, "tpu7-pool-1", "5.2.1"),
+    ("gke-nodes-hardened", "saxml", setting("tpu1", "nodeConfig.imageType", "UBUNTU_CONTAINERD"), {}, "tpu1", "5.5.1"),
+    ("rbac-no-privileged-bindings", "dev", adding(ADMIN_BINDING), {}, "ops-admin", "4.1.1"),
+    ("rbac-least-privilege-roles", "dev", adding(SECRET_READER), {}, "secret-reader", "4.1.2"),
+    ("rbac-least-privilege-roles", "prod", role_rule("kueue-metrics-role", {"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}), {}, "kueue-metrics-role", "4.1.3"),
+    ("rbac-least-privilege-roles", "prod", role_rule("kueue-metrics-role", {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["escalate"]}), {}, "kueue-metrics-role", "4.1.7"),
+    ("rbac-no-privileged-bindings", "prod", binding_subject("system:masters"), {}, "kueue-metrics-clusterrolebinding", "4.1.6"),
+    ("rbac-no-privileged-bindings", "prod", binding_subject("system:anonymous"), {}, "kueue-metrics-clusterrolebinding", "4.1.8"),
+    ("rbac-no-privileged-bindings", "prod", binding_subject("system:unauthenticated"), {}, "kueue-metrics-clusterrolebinding", "4.1.9"),
+    ("rbac-no-privileged-bindings", "prod", binding_subject("system:authenticated"), {}, "kueue-metrics-clusterrolebinding", "4.1.10"),
 ]  # fmt: skip
 
 

@@ -28,10 +28,12 @@ which makes a missing scanner an error instead of a skip.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import subprocess
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import cis_benchmark, terraform_plan
 from tests.conftest import PROJECT_ROOT
 from tools import render
 
@@ -47,7 +50,7 @@ CHECKOV_ENV = "TPU_GKE_CHECKOV"
 DEFAULT_CHECKOV = PROJECT_ROOT / ".venv-checkov" / "bin" / "checkov"
 SKIP_PREFIX = "checkov.io/skip"
 AS_RENDERED, SKIPS_REMOVED = "as-rendered", "skips-removed"
-RENDER_FILE, PODS_FILE = "kubernetes.yaml", "workload-pods.yaml"
+RENDER_FILE, PODS_FILE, RESOURCES_FILE = "kubernetes.yaml", "workload-pods.yaml", "resources.json"
 
 # Kinds checkov's graph checks join to pods and service accounts (NetworkPolicy, RBAC).
 GRAPH_KINDS = {"NetworkPolicy", "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
@@ -72,16 +75,21 @@ _GUARDED_SCAN = textwrap.dedent(
         setattr(socket, name, refuse(name, getattr(socket, name)))
     for name in ("connect", "connect_ex"):
         setattr(socket.socket, name, refuse(f"socket.{name}", getattr(socket.socket, name)))
-    from checkov.kubernetes.runner import Runner
+    from checkov.kubernetes.runner import Runner as KubernetesRunner
+    from checkov.terraform.plan_runner import Runner as PlanRunner
     from checkov.runner_filter import RunnerFilter
+    RUNNERS = {"kubernetes": KubernetesRunner, "terraform_plan": PlanRunner}
     FIELDS = ("check_id", "check_name", "resource", "file_path", "check_result")
     reports = {}
-    for folder in sys.argv[1:]:
-        only_kubernetes = RunnerFilter(framework=["kubernetes"], include_all_checkov_policies=True)
-        report = Runner().run(root_folder=folder, runner_filter=only_kubernetes).get_dict()
+    for job in sys.argv[1:]:
+        framework, folder = job.split("=", 1)
+        only = RunnerFilter(framework=[framework], include_all_checkov_policies=True)
+        report = RUNNERS[framework]().run(root_folder=folder, runner_filter=only)
+        (report,) = report if isinstance(report, list) else [report]
+        report = report.get_dict()
         for kind in ("passed_checks", "failed_checks", "skipped_checks"):
             report["results"][kind] = [{f: r[f] for f in FIELDS} for r in report["results"][kind]]
-        reports[folder] = {"summary": report["summary"], "results": report["results"]}
+        reports[job] = {"summary": report["summary"], "results": report["results"]}
     sys.stdout.write(json.dumps(reports))  # one write: json.dump's many small ones take seconds
     """
 )
@@ -253,30 +261,9 @@ def _write_stack(target: Path, text: str, objects: list[dict[str, Any]]) -> None
     (target / PODS_FILE).write_text(yaml.safe_dump_all([pod for pod, _, _ in workload_pods(objects)]))
 
 
-@pytest.fixture(scope="session")
-def scan(tmp_path_factory: pytest.TempPathFactory) -> Scan:
-    """One checkov process, one kubernetes runner per stack: the graph checks join objects by labels
-    and names alone, so stacks scanned as one would lend each other NetworkPolicies and RBAC."""
-    checkov = _checkov()
-    root = tmp_path_factory.mktemp("checkov")
-    objects: dict[str, list[dict[str, Any]]] = {}
-    owners: dict[tuple[str, str], str] = {}
-    skip_annotations = []
-    for stack in STACKS:
-        files, _ = render.render(stack)
-        rendered = [doc for doc in yaml.safe_load_all(files[RENDER_FILE]) if doc]
-        objects[stack] = rendered
-        for obj in rendered:
-            owners[stack, _resource_id(obj)] = _describe(obj)
-            skip_annotations += [
-                (stack, _describe(obj), f"{where}: {key}", value) for where, key, value in _all_skips(obj)
-            ]
-        for pod, owner, where in workload_pods(rendered):
-            owners[stack, _resource_id(pod)] = f"{_describe(owner)} {where}"
-        _write_stack(root / stack / AS_RENDERED, files[RENDER_FILE], rendered)
-        stripped = _skip_variant(rendered)
-        _write_stack(root / stack / SKIPS_REMOVED, yaml.safe_dump_all(stripped), stripped)
-
+def run_checkov(checkov: Path, root: Path, jobs: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """One checkov process over ``jobs`` (``<framework>=<folder>``): each job's report, and every network
+    access it tried (refused)."""
     home = root / "home"  # nothing of the user's: no cached credentials, no config files
     home.mkdir()
     network_log = root / "network.log"
@@ -289,13 +276,45 @@ def scan(tmp_path_factory: pytest.TempPathFactory) -> Scan:
         "LOG_LEVEL": "WARNING",
         "PYTHONWARNINGS": "ignore",
     }
-    folders = [str(root / stack) for stack in STACKS]
-    command = [str(checkov.parent / "python"), "-c", _GUARDED_SCAN, *folders]
-    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False)
+    command = [str(checkov.parent / "python"), "-c", _GUARDED_SCAN, *jobs]
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, f"checkov exited {done.returncode}:\n{done.stderr[-4000:]}"
-    by_folder = json.loads(done.stdout)
-    reports = {stack: by_folder[str(root / stack)] for stack in STACKS}
-    network = network_log.read_text().splitlines()
+    return json.loads(done.stdout), network_log.read_text().splitlines()
+
+
+@functools.cache
+def rendered(stack: str) -> tuple[str, str]:
+    """The render of ``stack``, once per test process: (kubernetes.yaml, resources.json)."""
+    files, _ = render.render(stack)
+    return files[RENDER_FILE], files[RESOURCES_FILE]
+
+
+@pytest.fixture(scope="session")
+def scan(tmp_path_factory: pytest.TempPathFactory) -> Scan:
+    """One checkov process, one kubernetes runner per stack: the graph checks join objects by labels
+    and names alone, so stacks scanned as one would lend each other NetworkPolicies and RBAC."""
+    checkov = _checkov()
+    root = tmp_path_factory.mktemp("checkov")
+    objects: dict[str, list[dict[str, Any]]] = {}
+    owners: dict[tuple[str, str], str] = {}
+    skip_annotations = []
+    for stack in STACKS:
+        text, _ = rendered(stack)
+        stack_objects = [doc for doc in yaml.safe_load_all(text) if doc]
+        objects[stack] = stack_objects
+        for obj in stack_objects:
+            owners[stack, _resource_id(obj)] = _describe(obj)
+            skip_annotations += [
+                (stack, _describe(obj), f"{where}: {key}", value) for where, key, value in _all_skips(obj)
+            ]
+        for pod, owner, where in workload_pods(stack_objects):
+            owners[stack, _resource_id(pod)] = f"{_describe(owner)} {where}"
+        _write_stack(root / stack / AS_RENDERED, text, stack_objects)
+        stripped = _skip_variant(stack_objects)
+        _write_stack(root / stack / SKIPS_REMOVED, yaml.safe_dump_all(stripped), stripped)
+
+    by_job, network = run_checkov(checkov, root, [f"kubernetes={root / stack}" for stack in STACKS])
+    reports = {stack: by_job[f"kubernetes={root / stack}"] for stack in STACKS}
     summary = {"parsing_errors": sum(r["summary"]["parsing_errors"] for r in reports.values())}
 
     def results(kind: str) -> list[Result]:
@@ -410,3 +429,316 @@ def test_the_pods_of_custom_workloads_keep_their_owner_skips():
     assert [key for _, key, _ in _all_skips(owner)] == [f"{SKIP_PREFIX}1", f"{SKIP_PREFIX}2"]
     assert _all_skips(_without_skips(owner)) == []
     assert _without_skips(owner)["metadata"]["annotations"] == {"other": "x"}
+
+
+# --- The CIS GKE Benchmark table: checkov's checks on the Google Cloud resources and the manifests --
+#
+# The README's table names the checkov checks that hold each control (tests/cis_benchmark.py reads it).
+# Google Cloud checks run on each stack's render as a Terraform plan (tests/terraform_plan.py); each held
+# check must pass there, and fail on a copy of the render broken in the one argument it reads. Kubernetes
+# checks run in the scan above; each held one must have run there, and fail on a broken copy of the slice
+# controller chart's objects (the checks whose skips the scan above removes fail there already).
+
+PLAN_FILE = "tfplan.json"
+TPU_MACHINE_PREFIXES = ("tpu", "ct")
+
+
+def _is_tpu_pool(values: dict[str, Any]) -> bool:
+    machine = str(((values.get("node_config") or {}).get("machine_type")) or "")
+    return machine.startswith(TPU_MACHINE_PREFIXES)
+
+
+# Google Cloud checks that fail on some resources of the render on purpose: check -> (which, why). The
+# failures must be exactly there, so an exception that is no longer needed fails the suite.
+GCP_EXCEPTIONS: dict[str, tuple[Callable[[str, dict[str, Any]], bool], str]] = {
+    "CKV_GCP_68": (
+        lambda kind, values: kind == "google_container_node_pool" and _is_tpu_pool(values),
+        "no secure boot on the TPU pools: the provider replaces a pool to set it (CIS 5.5.7 in the README)",
+    ),
+}
+
+Breakage = Callable[[list[dict[str, Any]]], None]
+
+
+def _one(resources: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    (found,) = [r for r in resources if r["name"] == name and r["type"] in terraform_plan.TERRAFORM_TYPES]
+    return found
+
+
+def _setting(name: str, path: str, value: Any) -> Breakage:
+    def change(resources: list[dict[str, Any]]) -> None:
+        *parents, leaf = path.split(".")
+        target = _one(resources, name)["inputs"]
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[leaf] = value
+
+    return change
+
+
+def _dropping(name: str, path: str) -> Breakage:
+    def drop(resources: list[dict[str, Any]]) -> None:
+        *parents, leaf = path.split(".")
+        target = _one(resources, name)["inputs"]
+        for part in parents:
+            target = target[part]
+        del target[leaf]
+
+    return drop
+
+
+# (check, stack, breakage, the Terraform resource that must then fail it)
+GCP_BROKEN: list[tuple[str, str, Breakage, str]] = [
+    ("CKV_GCP_1", "dev", _setting("gke-cluster", "loggingService", "none"), "google_container_cluster.gke-cluster"),
+    ("CKV_GCP_7", "prod", _setting("gke-cluster", "enableLegacyAbac", True), "google_container_cluster.gke-cluster"),
+    ("CKV_GCP_8", "saxml", _setting("gke-cluster", "monitoringService", "none"), "google_container_cluster.gke-cluster"),
+    ("CKV_GCP_9", "dev", _setting("system-pool", "management.autoRepair", False), "google_container_node_pool.system-pool"),
+    ("CKV_GCP_10", "prod", _setting("tpu7-pool-1", "management.autoUpgrade", False), "google_container_node_pool.tpu7-pool-1"),
+    ("CKV_GCP_13", "prod", _setting("gke-cluster", "masterAuth.clientCertificateConfig.issueClientCertificate", True), "google_container_cluster.gke-cluster"),
+    ("CKV_GCP_23", "dev", _dropping("gke-cluster", "ipAllocationPolicy"), "google_container_cluster.gke-cluster"),
+    ("CKV_GCP_26", "prod", _dropping("node-subnet", "logConfig"), "google_compute_subnetwork.node-subnet"),
+    ("CKV_GCP_64", "prod", _dropping("gke-cluster", "privateClusterConfig"), "google_container_cluster.gke-cluster"),
+    ("CKV_GCP_68", "dev", _setting("system-pool", "nodeConfig.shieldedInstanceConfig.enableSecureBoot", False), "google_container_node_pool.system-pool"),
+    ("CKV_GCP_68", "prod", _dropping("gke-cluster", "nodeConfig.shieldedInstanceConfig"), "google_container_cluster.gke-cluster"),
+    ("CKV_GCP_69", "saxml", _setting("tpu1", "nodeConfig.workloadMetadataConfig.mode", "GCE_METADATA"), "google_container_node_pool.tpu1"),
+    ("CKV_GCP_69", "dev", _dropping("gke-cluster", "nodeConfig.workloadMetadataConfig"), "google_container_cluster.gke-cluster"),
+    ("CKV_GCP_70", "dev", _dropping("gke-cluster", "releaseChannel"), "google_container_cluster.gke-cluster"),
+    ("CKV_GCP_71", "prod", _setting("gke-cluster", "enableShieldedNodes", False), "google_container_cluster.gke-cluster"),
+    ("CKV_GCP_72", "dev", _setting("system-pool", "nodeConfig.shieldedInstanceConfig.enableIntegrityMonitoring", False), "google_container_node_pool.system-pool"),
+    ("CKV_GCP_72", "prod", _setting("tpu7-pool-2", "nodeConfig.shieldedInstanceConfig", {"enableIntegrityMonitoring": False}), "google_container_node_pool.tpu7-pool-2"),
+    ("CKV2_GCP_12", "dev", _setting("allow-internal", "sourceRanges", ["0.0.0.0/0"]), "google_compute_firewall.allow-internal"),
+    ("CKV2_GCP_19", "saxml", _setting("gke-cluster", "enableKubernetesAlpha", True), "google_container_cluster.gke-cluster"),
+]  # fmt: skip
+
+SLICE_CONTROLLER = "slice-controller"
+MANAGER_ROLE = "ClusterRole slice-controller-manager-role"
+MANAGER = "Deployment slice-controller-system/slice-controller-controller-manager"
+K8sBreakage = Callable[[list[dict[str, Any]]], None]
+
+
+def _object(objects: list[dict[str, Any]], described: str) -> dict[str, Any]:
+    (found,) = [o for o in objects if _describe(o) == described]
+    return found
+
+
+def _rule(verbs: list[str], resources: list[str], group: str = "rbac.authorization.k8s.io") -> K8sBreakage:
+    """A rule put first in the manager's role: checkov's CKV_K8S_49 reads a role's first rule only."""
+    return lambda objects: _object(objects, MANAGER_ROLE)["rules"].insert(
+        0, {"apiGroups": [group], "resources": resources, "verbs": verbs}
+    )
+
+
+def _pod(change: Callable[[dict[str, Any]], None]) -> K8sBreakage:
+    return lambda objects: change(_object(objects, MANAGER)["spec"]["template"]["spec"])
+
+
+def _container(change: Callable[[dict[str, Any]], None]) -> K8sBreakage:
+    return _pod(lambda spec: [change(c) for c in spec["containers"]])
+
+
+def _default_namespace(objects: list[dict[str, Any]]) -> None:
+    del _object(objects, MANAGER)["metadata"]["namespace"]
+
+
+def _bind_default_account(objects: list[dict[str, Any]]) -> None:
+    binding = _object(objects, "ClusterRoleBinding slice-controller-manager-rolebinding")
+    binding["subjects"].append({"kind": "ServiceAccount", "name": "default", "namespace": "slice-controller-system"})
+
+
+# (check, breakage of the dev stack's slice controller objects, the checkov resource that must then fail it)
+K8S_BROKEN: list[tuple[str, K8sBreakage, str]] = [
+    ("CKV_K8S_16", _container(lambda c: c["securityContext"].update(privileged=True)), "Deployment.slice-controller-system.slice-controller-controller-manager"),
+    ("CKV_K8S_17", _pod(lambda spec: spec.update(hostPID=True)), "Deployment.slice-controller-system.slice-controller-controller-manager"),
+    ("CKV_K8S_18", _pod(lambda spec: spec.update(hostIPC=True)), "Deployment.slice-controller-system.slice-controller-controller-manager"),
+    ("CKV_K8S_19", _pod(lambda spec: spec.update(hostNetwork=True)), "Deployment.slice-controller-system.slice-controller-controller-manager"),
+    ("CKV_K8S_21", _default_namespace, "Deployment.default.slice-controller-controller-manager"),
+    ("CKV_K8S_29", _pod(lambda spec: spec.pop("securityContext")), "Deployment.slice-controller-system.slice-controller-controller-manager"),
+    ("CKV_K8S_30", _container(lambda c: c.pop("securityContext")), "Deployment.slice-controller-system.slice-controller-controller-manager"),
+    ("CKV_K8S_31", _pod(lambda spec: spec["securityContext"].pop("seccompProfile")), "Deployment.slice-controller-system.slice-controller-controller-manager"),
+    ("CKV_K8S_42", _bind_default_account, "ClusterRoleBinding.default.slice-controller-manager-rolebinding"),
+    ("CKV_K8S_49", _rule(["*"], ["pods"], group=""), "ClusterRole.default.slice-controller-manager-role"),
+    ("CKV_K8S_157", _rule(["bind"], ["clusterrolebindings"]), "ClusterRole.default.slice-controller-manager-role"),
+    ("CKV_K8S_158", _rule(["escalate"], ["clusterroles"]), "ClusterRole.default.slice-controller-manager-role"),
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CisScan:
+    # (stack, check) -> {"passed": [resource addresses], "failed": [...]} on the render as a Terraform plan
+    gcp: dict[tuple[str, str], dict[str, list[str]]]
+    plans: dict[str, dict[str, Any]]  # stack -> the plan scanned
+    broken: dict[tuple[str, int], list[tuple[str, str]]]  # ("gcp" or "k8s", case) -> failed (check, resource)
+    network: list[str]
+    parsing_errors: int
+
+
+def _chart_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in objects if o["metadata"]["name"].startswith(SLICE_CONTROLLER)]
+
+
+@pytest.fixture(scope="session")
+def cis_scan(tmp_path_factory: pytest.TempPathFactory) -> CisScan:
+    checkov = _checkov()
+    root = tmp_path_factory.mktemp("checkov-cis")
+    jobs, plans = [], {}
+    for stack in STACKS:
+        _, resources = rendered(stack)
+        plans[stack] = terraform_plan.plan(json.loads(resources))
+        folder = root / "gcp" / stack
+        folder.mkdir(parents=True)
+        (folder / PLAN_FILE).write_text(json.dumps(plans[stack]))
+        jobs.append(f"terraform_plan={folder}")
+    for index, (_, stack, breakage, _) in enumerate(GCP_BROKEN):
+        resources = json.loads(rendered(stack)[1])
+        breakage(resources)
+        folder = root / "gcp-broken" / str(index)
+        folder.mkdir(parents=True)
+        (folder / PLAN_FILE).write_text(json.dumps(terraform_plan.plan(resources)))
+        jobs.append(f"terraform_plan={folder}")
+    for index, (_, breakage, _) in enumerate(K8S_BROKEN):
+        objects = _chart_objects([o for o in yaml.safe_load_all(rendered("dev")[0]) if o])
+        breakage(objects)
+        folder = root / "k8s-broken" / str(index)
+        folder.mkdir(parents=True)
+        (folder / RENDER_FILE).write_text(yaml.safe_dump_all(objects))
+        jobs.append(f"kubernetes={folder}")
+    by_job, network = run_checkov(checkov, root, jobs)
+
+    def by_check(report: dict[str, Any], kind: str) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for entry in report["results"][kind]:
+            found.setdefault(entry["check_id"], []).append(entry["resource"])
+        return found
+
+    gcp = {}
+    for stack in STACKS:
+        report = by_job[f"terraform_plan={root / 'gcp' / stack}"]
+        passed, failed = by_check(report, "passed_checks"), by_check(report, "failed_checks")
+        for check in passed.keys() | failed.keys():
+            gcp[stack, check] = {"passed": passed.get(check, []), "failed": failed.get(check, [])}
+    broken = {}
+    for kind, cases in (("gcp", GCP_BROKEN), ("k8s", K8S_BROKEN)):
+        for index in range(len(cases)):
+            framework = "terraform_plan" if kind == "gcp" else "kubernetes"
+            report = by_job[f"{framework}={root / f'{kind}-broken' / str(index)}"]
+            broken[kind, index] = [(e["check_id"], e["resource"]) for e in report["results"]["failed_checks"]]
+    errors = sum(r["summary"]["parsing_errors"] for r in by_job.values())
+    return CisScan(gcp=gcp, plans=plans, broken=broken, network=network, parsing_errors=errors)
+
+
+CIS_ROWS = cis_benchmark.rows()
+
+
+def _checks(framework: str, held: bool) -> list[tuple[str, str]]:
+    """(control, check) for every checkov check of ``framework`` the table names as holding (or not yet)."""
+    return [
+        (row.control, check)
+        for row in CIS_ROWS
+        for check in row.checkov(row.held_by if held else row.not_yet, framework)
+    ]
+
+
+def _plan_resource(plan: dict[str, Any], address: str) -> dict[str, Any]:
+    (found,) = [r for r in plan["planned_values"]["root_module"]["resources"] if r["address"] == address]
+    return found
+
+
+def test_the_cis_scan_stays_offline_and_reads_every_plan(cis_scan):
+    assert cis_scan.network == [], "checkov reached for the network:\n" + "\n".join(cis_scan.network)
+    assert cis_scan.parsing_errors == 0
+    for stack, plan in cis_scan.plans.items():
+        kinds = {r["type"] for r in plan["planned_values"]["root_module"]["resources"]}
+        assert {"google_container_cluster", "google_container_node_pool", "google_compute_subnetwork"} <= kinds, stack
+
+
+@pytest.mark.parametrize("control, check", _checks("GCP", held=True))
+def test_every_google_cloud_check_the_table_names_passes_on_every_stack(cis_scan, control, check):
+    ran = {stack: cis_scan.gcp.get((stack, check)) for stack in STACKS}
+    assert all(ran.values()), f"{control}: {check} did not run on {[s for s, r in ran.items() if not r]}"
+    failed = [(stack, address) for stack, result in ran.items() for address in (result or {}).get("failed", [])]
+    excepted, why = GCP_EXCEPTIONS.get(check, (lambda _kind, _values: False, ""))
+    unexpected = [
+        f"{stack}: {address}"
+        for stack, address in failed
+        if not excepted(address.split(".")[0], _plan_resource(cis_scan.plans[stack], address)["values"])
+    ]
+    assert not unexpected, f"{control}: {check} fails on the render:\n" + "\n".join(unexpected)
+    if check in GCP_EXCEPTIONS:
+        assert failed, f"{control}: {check} fails nowhere any more ({why}): drop its exception and say so in the README"
+    assert any(result["passed"] for result in ran.values() if result), f"{control}: {check} passes on nothing"
+
+
+def test_every_exception_is_for_a_check_the_table_names():
+    assert set(GCP_EXCEPTIONS) <= {check for _, check in _checks("GCP", held=True)}
+
+
+@pytest.mark.parametrize("control, check", _checks("GCP", held=False))
+def test_every_check_not_yet_held_still_fails_on_the_render(cis_scan, control, check):
+    """A pending or gap row's check fails today; when another change makes it pass, the row says held."""
+    row = next(r for r in CIS_ROWS if r.control == control)
+    results = {stack: cis_scan.gcp.get((stack, check)) or {} for stack in STACKS}
+    passing = [stack for stack, result in results.items() if not result.get("failed")]
+    assert not passing, (
+        f"{control}: {check} passes on {passing} now: move it to 'held by' in the README's CIS table "
+        f"(and the row to held once nothing is left under 'not yet')"
+    )
+    pytest.skip(f"{control} is {row.status}: {check} fails on today's render, as the README's CIS table says")
+
+
+@pytest.mark.parametrize("control, check", _checks("GCP", held=True) + _checks("K8S", held=True))
+def test_every_check_the_table_names_fails_on_a_broken_copy(cis_scan, scan, control, check):
+    gcp = [(i, target) for i, (c, _, _, target) in enumerate(GCP_BROKEN) if c == check]
+    k8s = [(i, target) for i, (c, _, target) in enumerate(K8S_BROKEN) if c == check]
+    unskipped = [r for r in scan.failed if r.variant == SKIPS_REMOVED and r.check_id == check]
+    assert gcp or k8s or unskipped, f"{control}: no broken copy for {check}: add one to GCP_BROKEN or K8S_BROKEN"
+    for index, target in gcp:
+        assert (check, target) in cis_scan.broken["gcp", index], (control, check, target, cis_scan.broken["gcp", index])
+    for index, target in k8s:
+        assert (check, target) in cis_scan.broken["k8s", index], (control, check, target, cis_scan.broken["k8s", index])
+
+
+@pytest.mark.parametrize("control, check", _checks("K8S", held=True))
+def test_every_kubernetes_check_the_table_names_runs_on_the_render(scan, control, check):
+    """The scan above fails on any failed check; here each one the table relies on must have had
+    something to check (passed, or skipped on an object with its reason)."""
+    seen = [r for r in scan.passed + scan.skipped if r.variant == AS_RENDERED and r.check_id == check]
+    assert seen, f"{control}: {check} ran on no object of any stack"
+
+
+def test_every_broken_copy_breaks_only_what_it_names(cis_scan):
+    """Each broken copy of the Google Cloud resources fails its check, and no other check of the table
+    that passes on the render, so each case proves the one argument it changes."""
+    held = {check for _, check in _checks("GCP", held=True)}
+    for index, (check, stack, _, target) in enumerate(GCP_BROKEN):
+        others = {
+            (c, r)
+            for c, r in cis_scan.broken["gcp", index]
+            if c in held and c != check and r not in (cis_scan.gcp.get((stack, c)) or {}).get("failed", [])
+        }
+        assert not others, f"{check} on {target}: the broken copy also fails {sorted(others)}"
+
+
+def test_the_plan_translation_names_blocks_as_terraform_does_and_keeps_unknowns_out():
+    resource = {
+        "type": "gcp:compute/subnetwork:Subnetwork",
+        "name": "node-subnet",
+        "inputs": {
+            "ipCidrRange": "10.0.0.0/8",
+            "network": "[unknown]",
+            "secondaryIpRanges": [{"rangeName": "pods", "ipCidrRange": "10.1.0.0/16"}],
+            "logConfig": {"flowSampling": 0.5},
+        },
+    }
+    (planned,) = terraform_plan.plan([resource])["planned_values"]["root_module"]["resources"]
+    assert planned["address"] == "google_compute_subnetwork.node-subnet"
+    assert planned["values"] == {
+        "ip_cidr_range": "10.0.0.0/8",
+        "secondary_ip_range": [{"range_name": "pods", "ip_cidr_range": "10.1.0.0/16"}],
+        "log_config": {"flow_sampling": 0.5},
+    }
+    (change,) = terraform_plan.plan([resource])["resource_changes"]
+    assert change["change"]["after_unknown"] == {"network": True}
+    unknown_block = {**resource, "inputs": {"logConfigs": [{"a": 1}]}}
+    with pytest.raises(ValueError, match=r"node-subnet\.logConfigs: a list of blocks"):
+        terraform_plan.plan([unknown_block])
+    assert terraform_plan.plan([{**resource, "type": "gcp:storage/bucket:Bucket"}])["resource_changes"] == []

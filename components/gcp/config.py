@@ -37,6 +37,10 @@ NAT_LOGGING_OFF = "OFF"
 NAT_PORTS_RANGE = (32, 65536)
 
 _GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
+# A Cloud KMS key's resource name, as GKE's databaseEncryption.keyName takes it. The key is in the
+# cluster's location: GKE takes no "global" key (hashicorp/terraform-provider-google v7.45.0,
+# google/services/container/resource_container_cluster_test.go, TestAccContainerCluster_withDatabaseEncryption).
+_KMS_KEY = re.compile(r"^projects/([^/]+)/locations/([^/]+)/keyRings/[^/]+/cryptoKeys/[^/]+$")
 
 
 @dataclass(frozen=True, order=True)
@@ -141,6 +145,14 @@ class NatConfig:
 
 
 @dataclass(frozen=True)
+class FlowLogsConfig:
+    enabled: bool = setting(
+        True, "VPC Flow Logs on the node subnet (CIS GKE 5.6.1): a sample of every flow of the nodes and pods."
+    )
+    sampling: float = setting(0.5, "Share of the flows reported, above 0 and at most 1 (Google Cloud's default 0.5).")
+
+
+@dataclass(frozen=True)
 class NetworkConfig:
     prefix: str = setting(
         "qwen-serving",
@@ -157,6 +169,7 @@ class NetworkConfig:
         "Cloud NAT (a Cloud Router and NAT in the region) for the node subnet, made when cluster.privateNodes is true: "
         "the private nodes' way to registries outside Google, Hugging Face and the package index.",
     )
+    flow_logs: FlowLogsConfig = setting(FlowLogsConfig(), "VPC Flow Logs of the node subnet.")
 
 
 @dataclass(frozen=True)
@@ -254,6 +267,12 @@ class ClusterConfig:
     maintenance_window: MaintenanceWindowConfig | None = setting(None, "Optional recurring maintenance window.")
     maintenance_exclusions: list[MaintenanceExclusionConfig] = setting(
         [], "Optional maintenance exclusions (need a maintenance window)."
+    )
+    secrets_encryption_key: str = setting(
+        "",
+        "Cloud KMS key that encrypts the cluster's Secrets in etcd (application-layer secrets encryption, CIS GKE "
+        "5.3.1): projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>, made and granted beforehand; empty: "
+        "Google's default encryption only.",
     )
     existing: ExistingClusterConfig = setting(
         ExistingClusterConfig(), "A cluster made elsewhere to deploy onto (the Google Cloud layer is then skipped)."
@@ -406,6 +425,13 @@ def validate_network(network: NetworkConfig, problems: Problems) -> None:
                     f"{ranges[second]} overlaps network.{first} {ranges[first]}",
                     "give every subnet and secondary range its own addresses",
                 )
+    sampling = network.flow_logs.sampling
+    if not 0 < sampling <= 1:
+        problems.add(
+            "network.flowLogs.sampling",
+            f"{sampling} is not a share of the flows above 0 and at most 1",
+            "use 0.5 (Google Cloud's default), or set network.flowLogs.enabled false to turn flow logs off",
+        )
     proxy = ranges.get("proxyOnlyCidr")
     if proxy and proxy.prefixlen > PROXY_ONLY_MAX_PREFIX:
         problems.add(
@@ -517,6 +543,30 @@ def _validate_control_plane(control_plane: ControlPlaneConfig, problems: Problem
         elif cidr in seen:
             problems.add(f"{key}.cidr", f"{cidr} is listed at [{seen[cidr]}] already", "list each range once")
         seen.setdefault(cidr, i)
+
+
+def validate_secrets_encryption(cluster: ClusterConfig, region: str, problems: Problems) -> None:
+    """The Cloud KMS key of the cluster's Secrets, when set: a key name, in the cluster's region."""
+    key = cluster.secrets_encryption_key
+    if not key:
+        return
+    match = _KMS_KEY.match(key)
+    if match is None:
+        problems.add(
+            "cluster.secretsEncryptionKey",
+            f"{key!r} is not a Cloud KMS key name",
+            "write projects/<project>/locations/<location>/keyRings/<ring>/cryptoKeys/<key>",
+        )
+        return
+    project, location = match.groups()
+    if problem := naming.project_id_problem(project):
+        problems.add("cluster.secretsEncryptionKey", f"its project: {problem}", "name the project that holds the key")
+    if location != region:
+        problems.add(
+            "cluster.secretsEncryptionKey",
+            f"is in {location}, not in the cluster's region {region}: GKE takes a key of the cluster's location only",
+            f"make the key ring in {region}",
+        )
 
 
 def _validate_existing(existing: ExistingClusterConfig, problems: Problems) -> None:

@@ -31,6 +31,7 @@ class NetworkArgs:
     service_cidr: str
     proxy_only_cidr: str
     nat: NatArgs | None  # None: the nodes have external addresses and need no NAT
+    flow_log_sampling: float | None  # None: no flow logs
 
 
 class Network(pulumi.ComponentResource):
@@ -57,6 +58,7 @@ class Network(pulumi.ComponentResource):
             network=self.vpc.id,
             ip_cidr_range=args.node_cidr,
             private_ip_google_access=True,
+            log_config=_flow_logs(args.flow_log_sampling),
             secondary_ip_ranges=[
                 {"range_name": ranges["pods"], "ip_cidr_range": args.pod_cidr},
                 {"range_name": ranges["services"], "ip_cidr_range": args.service_cidr},
@@ -146,3 +148,13 @@ class Network(pulumi.ComponentResource):
                 "proxyOnlySubnetName": self.proxy_only_subnet_name,
             }
         )
+
+
+def _flow_logs(sampling: float | None) -> gcp.compute.SubnetworkLogConfigArgsDict | None:
+    """VPC Flow Logs of the node subnet, at the provider's defaults but for the sampling. The proxy-only
+    subnet takes none: flow logging is not supported for a REGIONAL_MANAGED_PROXY subnet
+    (hashicorp/terraform-provider-google v7.45.0, google/services/compute/resource_compute_subnetwork.go,
+    log_config; the defaults are from there too)."""
+    if sampling is None:
+        return None
+    return {"aggregation_interval": "INTERVAL_5_SEC", "flow_sampling": sampling, "metadata": "INCLUDE_ALL_METADATA"}

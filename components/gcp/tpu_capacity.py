@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from components.gcp.cluster import NETWORK_CONFIG_NOT_OURS, NODE_OAUTH_SCOPES, node_network_config
+from components.gcp.cluster import GKE_METADATA_SERVER, NETWORK_CONFIG_NOT_OURS, NODE_OAUTH_SCOPES, node_network_config
 from components.resources import children_of
 from components.tpu import topology
 
@@ -119,7 +119,7 @@ def _node_config(args: TpuCapacityArgs, pool: TpuPoolArgs) -> gcp.container.Node
         "machine_type": args.machine.name,
         "service_account": args.node_service_account_email,
         "oauth_scopes": NODE_OAUTH_SCOPES,
-        "workload_metadata_config": {"mode": "GKE_METADATA"},
+        "workload_metadata_config": GKE_METADATA_SERVER,
         "gvnic": {"enabled": True},
     }
     if pool.reservation_path:

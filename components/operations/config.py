@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from components.config_base import Problems, setting
-from components.gcp.config import ClusterConfig, TpuConfig
+from components.gcp.config import ClusterConfig, NetworkConfig, TpuConfig
 from components.platform.config import PlatformConfig
 
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -180,7 +180,7 @@ def validate_production(
         if not cluster.private_nodes:
             problems.add(
                 "cluster.privateNodes",
-                "is false on a production stack: every node has an external address the internet can reach",
+                "is false on a production stack: every node has an external address the internet can reach (CIS GKE 5.6.5)",
                 "set it true (the stack then makes Cloud NAT for the nodes' way out, network.nat)",
             )
         for i, pool in enumerate(tpu.pools):
@@ -195,7 +195,7 @@ def validate_production(
             problems.add(
                 "cluster.controlPlane.ipEndpoint",
                 "is public with no authorized network on a production stack: any address on the internet reaches the "
-                "control plane's public IP",
+                "control plane's public IP (CIS GKE 5.6.4)",
                 "set it off (the DNS-based endpoint with IAM serves kubectl and this stack) or private, or list the "
                 "ranges clients come from in cluster.controlPlane.authorizedNetworks",
             )
@@ -219,3 +219,27 @@ def validate_production(
                     "refuse every workload create",
                     f"use {MIN_HA_REPLICAS} or more",
                 )
+
+
+def validate_production_security(
+    production: bool, network: NetworkConfig, cluster: ClusterConfig, problems: Problems
+) -> None:
+    """The CIS GKE Benchmark controls a production stack must meet through its config (the README's
+    table "Measured against the CIS GKE Benchmark" lists every control and what holds it)."""
+    if not production or cluster.existing.enabled:
+        return
+    if not network.flow_logs.enabled:
+        problems.add(
+            "network.flowLogs.enabled",
+            "is false on a production stack: no record of the flows to and from the nodes and pods would be kept "
+            "(CIS GKE 5.6.1)",
+            "set it true",
+        )
+    if not cluster.secrets_encryption_key:
+        problems.add(
+            "cluster.secretsEncryptionKey",
+            "is empty on a production stack: the cluster's Secrets (the Hugging Face token among them) would be "
+            "encrypted in etcd by Google's key only, not by a Cloud KMS key the project controls (CIS GKE 5.3.1)",
+            "name a Cloud KMS key in the cluster's region whose Encrypter/Decrypter role is granted to the GKE "
+            "service agent (see the README, The prod stack)",
+        )

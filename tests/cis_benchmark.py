@@ -1,0 +1,95 @@
+"""The README's table "Measured against the CIS GKE Benchmark", read as data for the tests that hold it.
+
+Each row names a control, its status and what holds it: checkov check IDs, ``policy:<rule>`` of the
+policy pack, ``preview:<config key>`` refused at preview on a production stack. tests/test_cis_benchmark.py
+holds the table's shape and the policy and preview items; tests/test_security_checkov.py runs the checkov
+checks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tests.conftest import PROJECT_ROOT
+
+BENCHMARK = "CIS Google Kubernetes Engine (GKE) Benchmark v1.9.0"
+SECTION = "### Measured against the CIS GKE Benchmark"
+# The recommendations of sections 4 and 5 of v1.9.0, as kube-bench numbers them (aquasecurity/kube-bench
+# v0.15.6, commit 92e522b9, cfg/gke-1.9.0/policies.yaml and managedservices.yaml); sections 1 to 3 are
+# one row, "1-3".
+CONTROLS = (
+    "1-3",
+    *(f"4.1.{n}" for n in range(1, 11)),
+    "4.2.1",
+    "4.3.1",
+    "4.3.2",
+    "4.4.1",
+    "4.4.2",
+    "4.5.1",
+    *(f"4.6.{n}" for n in range(1, 5)),
+    *(f"5.1.{n}" for n in range(1, 5)),
+    "5.2.1",
+    "5.2.2",
+    "5.3.1",
+    "5.4.1",
+    *(f"5.5.{n}" for n in range(1, 8)),
+    *(f"5.6.{n}" for n in range(1, 8)),
+    "5.7.1",
+    "5.7.2",
+    *(f"5.8.{n}" for n in range(1, 4)),
+    "5.9.1",
+    "5.9.2",
+    *(f"5.10.{n}" for n in range(1, 5)),
+)
+STATUSES = ("held", "partly", "pending", "gap", "unchecked", "n/a")
+# What holds a control: a status whose "held by" must name something, and one whose must be empty.
+HOLDING = ("held", "partly")
+CHECKOV_ID = re.compile(r"^CKV2?_(K8S|GCP)_\d+$")
+POLICY, PREVIEW = "policy:", "preview:"
+
+
+@dataclass(frozen=True)
+class Row:
+    control: str
+    recommendation: str
+    status: str
+    held_by: tuple[str, ...]
+    not_yet: tuple[str, ...]
+    note: str
+
+    def checkov(self, items: tuple[str, ...], framework: str) -> list[str]:
+        return [i for i in items if CHECKOV_ID.match(i) and f"_{framework}_" in i]
+
+    @property
+    def policies(self) -> list[str]:
+        return [i.removeprefix(POLICY) for i in self.held_by if i.startswith(POLICY)]
+
+    @property
+    def preview_keys(self) -> list[str]:
+        return [i.removeprefix(PREVIEW) for i in self.held_by if i.startswith(PREVIEW)]
+
+
+def _items(cell: str) -> tuple[str, ...]:
+    return tuple(re.findall(r"`([^`]+)`", cell))
+
+
+def table_lines(readme: str) -> list[str]:
+    """The lines of the section's table (header and separator included)."""
+    _, found, after = readme.partition(f"\n{SECTION}\n")
+    assert found, f"README.md has no section {SECTION!r}"
+    section = after.split("\n### ", 1)[0].split("\n## ", 1)[0]
+    return [line for line in section.splitlines() if line.startswith("|")]
+
+
+def rows(readme: str | None = None) -> list[Row]:
+    text = readme if readme is not None else (PROJECT_ROOT / "README.md").read_text()
+    header, _separator, *body = table_lines(text)
+    assert header == "| control | recommendation | status | held by | not yet held by | note |", header
+    parsed = []
+    for line in body:
+        cells = [c.strip() for c in line.strip()[1:-1].split("|")]
+        assert len(cells) == 6, f"a row of the CIS table needs 6 cells: {line}"
+        control, recommendation, status, held_by, not_yet, note = cells
+        parsed.append(Row(control, recommendation, status, _items(held_by), _items(not_yet), note))
+    return parsed

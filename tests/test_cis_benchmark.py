@@ -1,0 +1,108 @@
+"""The README's CIS GKE Benchmark table: its shape, and every policy rule and preview key it names.
+
+Every control of the benchmark's sections 4 and 5 (and one row for sections 1 to 3) appears once, with
+a status and what holds it. A policy rule named exists in the pack and fires on a broken copy of the
+render (tests/test_policy_rules.py) with a message citing the control; a preview key named is refused
+on the production stack when turned off. The checkov checks named are run in
+tests/test_security_checkov.py.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+import yaml
+
+from policy import rbac
+from policy.pack import build_policies
+from tests.cis_benchmark import BENCHMARK, CONTROLS, HOLDING, STATUSES, rows
+from tests.conftest import PROJECT_ROOT, assert_bad_input, run_stack
+from tests.test_policy_rules import BROKEN, STACKS
+from tools.render import kubernetes_document
+
+ROWS = rows()
+# The value that turns each production-required key off.
+PREVIEW_OFF: dict[str, Any] = {
+    "cluster.secretsEncryptionKey": "",
+    "network.flowLogs.enabled": False,
+    "cluster.privateNodes": False,
+    "cluster.controlPlane.ipEndpoint": "public",
+}
+
+
+def test_the_readme_names_the_benchmark_and_its_version() -> None:
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    assert f"**{BENCHMARK}**" in readme
+
+
+def test_every_control_appears_once_in_the_benchmark_order() -> None:
+    assert [r.control for r in ROWS] == list(CONTROLS)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.control for r in ROWS])
+def test_every_row_says_how_it_is_held_or_why_not(row) -> None:
+    assert row.status in STATUSES, f"{row.control}: status {row.status!r} is none of {STATUSES}"
+    assert row.recommendation
+    if row.status in HOLDING:
+        assert row.held_by, f"{row.control} is {row.status} but names nothing that holds it"
+    else:
+        assert not row.held_by, f"{row.control} is {row.status}: it cannot be held by {row.held_by}"
+    if row.status in ("unchecked", "n/a"):
+        assert not row.not_yet, f"{row.control} is {row.status}: nothing should hold it later"
+    if row.status != "held":
+        assert len(row.note) > 30, f"{row.control} is {row.status}: the note must say why"
+    for item in (*row.held_by, *row.not_yet):
+        assert item.startswith(("CKV_", "CKV2_", "policy:", "preview:")), f"{row.control}: {item!r}"
+    assert all(item.startswith(("CKV_", "CKV2_")) for item in row.not_yet), row
+
+
+def named(prefix: str) -> list[tuple[str, str]]:
+    return [(row.control, item) for row in ROWS for item in row.held_by if item.startswith(prefix)]
+
+
+@pytest.mark.parametrize("control, item", named("policy:"))
+def test_every_policy_rule_named_is_in_the_pack_and_fires_on_a_broken_copy(control: str, item: str) -> None:
+    rule = item.removeprefix("policy:")
+    assert rule in {p.name for p in build_policies()}, f"{control}: the pack has no rule {rule}"
+    cases = [case for case in BROKEN if case[0] == rule]
+    assert cases, f"{control}: tests/test_policy_rules.py breaks no copy for {rule}"
+    # A rule whose messages cite the benchmark is broken once for each control it is named for.
+    cited = {case[5] for case in cases if re.fullmatch(r"\d+\.\d+\.\d+", case[5])}
+    if cited:
+        assert control in cited, f"{control}: no broken copy of {rule} shows a message citing it (only {cited})"
+
+
+@pytest.mark.parametrize("control, item", named("preview:"))
+def test_every_preview_key_named_is_refused_on_the_production_stack(control: str, item: str) -> None:
+    key = item.removeprefix("preview:")
+    assert key in PREVIEW_OFF, f"{control}: say in PREVIEW_OFF how {key} is turned off"
+    assert_bad_input({key: PREVIEW_OFF[key]}, key, f"(CIS GKE {control})", stack="prod")
+
+
+def test_every_production_key_of_the_table_is_named_in_it() -> None:
+    assert {key for _, item in named("preview:") for key in [item.removeprefix("preview:")]} == set(PREVIEW_OFF)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_rbac_rules_pass_on_every_object_of_a_stack_and_of_its_local_chart(stack: str) -> None:
+    """The pack sees the program's own objects; the slice controller chart's are rendered here too."""
+    objects = [o for o in yaml.safe_load_all(kubernetes_document(run_stack(stack=stack).registrations)) if o]
+    bindings = [o for o in objects if o["kind"] in rbac.BINDING_KINDS]
+    roles = [o for o in objects if o["kind"] in rbac.ROLE_KINDS]
+    problems = [p for o in bindings for p in rbac.object_problems(o["kind"], o["metadata"]["name"], o)]
+    problems += [p for o in roles for p in rbac.role_object_problems(o["kind"], o["metadata"]["name"], o)]
+    assert problems == []
+    if stack != "saxml":
+        chart = [o for o in bindings + roles if o["metadata"]["name"].startswith("slice-controller")]
+        assert {o["kind"] for o in chart} == {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}, chart
+
+
+def test_the_pin_scanner_exempts_exactly_the_control_numbers() -> None:
+    """tests/pins.py takes a control number for a version unless its pattern says otherwise."""
+    from tests.pins import CIS_GKE_CONTROL
+
+    numbered = [c for c in CONTROLS if c != "1-3"]
+    assert all(re.fullmatch(CIS_GKE_CONTROL, c) for c in numbered)
+    assert not any(re.fullmatch(CIS_GKE_CONTROL, v) for v in ("4.34.2", "5.0.0", "4.1.11", "5.11.1"))
