@@ -109,6 +109,7 @@ def cluster_args(stack: Stack, network: Network, services: ProjectServices) -> C
         maintenance_window=cluster.maintenance_window,
         maintenance_exclusions=cluster.maintenance_exclusions,
         container_api=services.api(CONTAINER_API),
+        image_mirror=config.images.mirror_repository,
     )
 
 
@@ -163,6 +164,7 @@ def platform_args(stack: Stack, cluster: Target) -> PlatformArgs:
         leader_worker_set=charts.get("leaderWorkerSet"),
         slice_controller=platform.slice_controller if slicing else None,
         webhook_namespaces=list(config.queues.namespaces),
+        mirror=config.images.mirror,
     )
 
 

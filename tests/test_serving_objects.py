@@ -63,6 +63,12 @@ def params(**overrides: Any) -> ServingInput:
     return serving_input(**{"weights_uri": WEIGHTS, "xla_cache_uri": "gs://qwen-weights/xla_cache", **overrides})
 
 
+def picker() -> dict[str, Any]:
+    """The endpoint picker's image and replicas of the block's defaults (router_values' arguments)."""
+    spec = params()
+    return {"image": spec.router_image, "replicas": spec.router_replicas}
+
+
 def default_gateway(namespace: str) -> dict[str, Any]:
     return gateway(
         namespace, name=DEFAULT_GATEWAY.name, gateway_class=DEFAULT_GATEWAY.class_name, port=DEFAULT_GATEWAY.port
@@ -437,7 +443,9 @@ def test_the_sidecar_and_the_endpoint_picker_are_the_routers_release():
     (sidecar,) = template(by_role(built.leaderworkersets)[DECODE], "leader")["spec"]["initContainers"]
     assert sidecar["image"] == f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:{spec.router_version}"
     assert built.router_values["router"]["epp"]["image"]["tag"] == spec.router_version
-    values = router_values(gateway_name="gw", version="v0.11.0")
+    values = router_values(
+        gateway_name="gw", version="v0.11.0", image="ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.11.0", replicas=2
+    )
     assert values["router"]["epp"]["image"]["tag"] == "v0.11.0"
     assert load_router_values()["router"]["epp"]["image"]["tag"] == RouterConfig().version, "the base as applied"
 
@@ -625,6 +633,7 @@ EXTRA_ROUTER_KEYS = {
 }
 # Maps whose keys are free (labels, flags, file names, headers).
 OPEN_MAPS = {
+    "router.epp.affinity",  # a Kubernetes Affinity, passed through as the pods' affinity
     "router.epp.flags",
     "router.epp.pluginsCustomConfig",
     "router.modelServers.matchLabels",
@@ -718,13 +727,13 @@ def test_the_value_key_listing_is_sorted_and_well_formed():
 
 
 def test_every_router_value_is_a_transcribed_chart_key():
-    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="ns")
+    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="ns", **picker())
     assert unknown_keys(values, TRANSCRIBED_ROUTER_KEYS | EXTRA_ROUTER_KEYS) == set()
 
 
 def test_every_router_value_is_in_the_chart_listing(listed_keys):
     assert "router.epp.replicas" in listed_keys and "httpRoute.inferenceGatewayName" in listed_keys
-    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="ns")
+    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="ns", **picker())
     assert unknown_keys(values, listed_keys | EXTRA_ROUTER_KEYS) == set()
 
 
@@ -748,7 +757,7 @@ def test_router_values_for_pd_disaggregation_on_gke():
     assert values["provider"]["name"] == "gke"
     assert values["httpRoute"]["create"] is True
     epp = values["router"]["epp"]
-    assert epp["replicas"] == 1
+    assert epp["replicas"] == RouterConfig().replicas == 2, "the base says what the overlay writes"
     assert epp["image"]["tag"] == RouterConfig().version
     assert {"cpu", "memory"} <= set(epp["resources"]["requests"]), "the chart requires EPP requests"
     assert values["router"]["modelServers"]["matchLabels"] == {"llm-d.ai/guide": "pd-disaggregation"}
@@ -769,7 +778,7 @@ def test_endpoint_picker_config_has_prefill_and_decode_profiles():
 
 
 def test_router_values_overlay():
-    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="gateways")
+    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="gateways", **picker())
     assert values["router"]["modelServers"]["matchLabels"] == {"llm-d.ai/guide": "pd-disaggregation"}
     assert (values["httpRoute"]["inferenceGatewayName"], values["httpRoute"]["inferenceGatewayNamespace"]) == (
         "gw",
@@ -793,7 +802,7 @@ ROUTER_CHART_DIR = os.environ.get("TPU_GKE_ROUTER_CHART_DIR", "")
 @pytest.mark.skipif(not ROUTER_CHART_DIR, reason="TPU_GKE_ROUTER_CHART_DIR is not set")
 def test_router_chart_renders_the_pool_and_route_we_expect():
     helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
-    values = router_values(gateway_name=DEFAULT_GATEWAY.name, version=RouterConfig().version)
+    values = router_values(gateway_name=DEFAULT_GATEWAY.name, version=RouterConfig().version, **picker())
     with helm.Chart.load(ROUTER_CHART_DIR) as chart:
         manifests = chart.render(values, name=so.ROUTER_RELEASE_NAME, namespace="serving")
     objects = [d for text in manifests.values() for d in yaml.safe_load_all(text) if isinstance(d, dict)]

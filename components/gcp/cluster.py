@@ -14,6 +14,7 @@ from components.gcp.config import (
     GkeVersion,
     MaintenanceExclusionConfig,
     MaintenanceWindowConfig,
+    MirrorRepository,
     channel_floor_problem,
 )
 from components.resources import children_of
@@ -21,6 +22,8 @@ from components.resources import children_of
 # Least privilege for nodes: GKE's node role (logs, metrics, metadata) plus image pulls.
 NODE_SERVICE_ACCOUNT_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
 NODE_OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+# What the nodes need on images.mirror, on that repository alone: read (pull) its images.
+MIRROR_READER_ROLE = "roles/artifactregistry.reader"
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class ClusterArgs:
     maintenance_window: MaintenanceWindowConfig | None
     maintenance_exclusions: list[MaintenanceExclusionConfig]
     container_api: pulumi.Resource  # the Kubernetes Engine API's enablement: the version lookup waits for it
+    image_mirror: MirrorRepository | None  # images.mirror: the nodes may read that repository (None: no mirror)
 
 
 class Cluster(pulumi.ComponentResource):
@@ -138,6 +142,22 @@ class Cluster(pulumi.ComponentResource):
             opts=child,
         )
 
+        # The nodes pull every image from the mirror when there is one: read on that repository alone, which may
+        # be another project's (an organisation's mirror). Every Kubernetes object waits for it (the provider).
+        self.mirror_reader = (
+            gcp.artifactregistry.RepositoryIamMember(
+                "node-sa-mirror-reader",
+                project=args.image_mirror.project,
+                location=args.image_mirror.location,
+                repository=args.image_mirror.repository,
+                role=MIRROR_READER_ROLE,
+                member=self.node_service_account.email.apply(lambda email: f"serviceAccount:{email}"),
+                opts=child,
+            )
+            if args.image_mirror
+            else None
+        )
+
         kubeconfig: pulumi.Output[str] = pulumi.Output.all(
             self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
         ).apply(lambda parts: build_kubeconfig(*parts))
@@ -152,7 +172,9 @@ class Cluster(pulumi.ComponentResource):
             kubeconfig=self.kubeconfig,
             cluster_identifier=self.cluster_identifier,
             enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_pool]),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.system_pool, *([self.mirror_reader] if self.mirror_reader else [])]
+            ),
         )
 
         self.name = self.cluster.name
