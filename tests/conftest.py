@@ -103,7 +103,8 @@ def serving_input(**overrides: Any) -> Any:
     from components.workloads.serving.config import serving_input as build
 
     return dataclasses.replace(
-        build(ServingConfig(), TpuConfig(), QueuesConfig(), "my-tpu-project", mirror="", skip_await=False), **_resolve(overrides)
+        build(ServingConfig(), TpuConfig(), QueuesConfig(), "my-tpu-project", mirror="", skip_await=False),
+        **_resolve(overrides),
     )
 
 
@@ -124,7 +125,9 @@ def check_input(kind: str, **overrides: Any) -> Any:
     from components.platform.config import QueuesConfig
     from components.workloads.slice_checks.config import ChecksConfig, slice_checks_input
 
-    (check,) = [c for c in slice_checks_input(ChecksConfig(), TpuConfig(), QueuesConfig(), mirror="").checks if c.kind == kind]
+    (check,) = [
+        c for c in slice_checks_input(ChecksConfig(), TpuConfig(), QueuesConfig(), mirror="").checks if c.kind == kind
+    ]
     return dataclasses.replace(check, **_resolve(overrides))
 
 
