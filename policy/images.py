@@ -43,7 +43,7 @@ def digests_required(explicit: Any, stack_name: str, program_config: Mapping[str
 
 def image_problems(resource_type: str, name: str, props: Mapping[str, Any], require_digests: bool = False) -> list[str]:
     problems = []
-    for where, image, tag_from_chart in _images(resource_type, name, props):
+    for where, image, tag_from_chart in deployed_images(resource_type, name, props):
         if is_unknown(image):
             raise UnknownValue(name, where)
         if not tag_from_chart and (problem := image_unpinned_reason(str(image))):
@@ -57,7 +57,7 @@ def image_problems(resource_type: str, name: str, props: Mapping[str, Any], requ
     return problems
 
 
-def _images(resource_type: str, name: str, props: Mapping[str, Any]) -> Iterator[tuple[str, Any, bool]]:
+def deployed_images(resource_type: str, name: str, props: Mapping[str, Any]) -> Iterator[tuple[str, Any, bool]]:
     """(where, image, whether the chart picks its tag) of every image the resource deploys."""
     if resource_type in HELM_RELEASE_TYPES:
         yield from _helm_value_images(name, props.get("values"))

@@ -10,6 +10,7 @@ kubernetes-validate; router values checked key by key against the chart's v0.10.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -793,6 +794,45 @@ def test_router_values_overlay():
         )
 
 
+def test_two_endpoint_pickers_spread_over_nodes_behind_a_budget_on_the_charts_own_labels():
+    built = serving_objects(params(namespace="serving"))
+    epp = built.router_values["router"]["epp"]
+    assert epp["replicas"] == 2
+    (spread,) = epp["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    labels = {
+        "llm-d-router-gateway": "pd-disaggregation-epp"
+    }  # the chart's selectorLabels of release pd-disaggregation
+    assert spread["podAffinityTerm"] == {
+        "topologyKey": "kubernetes.io/hostname",
+        "labelSelector": {"matchLabels": labels},
+    }
+    budget = built.router_disruption_budget
+    assert budget is not None
+    assert (budget["metadata"]["name"], budget["metadata"]["namespace"]) == ("pd-disaggregation-epp", "serving")
+    assert budget["spec"] == {
+        "minAvailable": 1,
+        "unhealthyPodEvictionPolicy": "IfHealthyBudget",
+        "selector": {"matchLabels": labels},
+    }
+    assert core_errors(budget) == []
+    broken = copy.deepcopy(budget)
+    broken["spec"]["minAvailible"] = broken["spec"].pop("minAvailable")
+    assert core_errors(broken), "kubernetes-validate takes a misspelled field"
+    assert serving_objects(params(router_replicas=1)).router_disruption_budget is None
+
+
+def test_the_endpoint_picker_comes_from_the_mirror_pinned_by_its_digest():
+    digest = "sha256:" + "f" * 64
+    image = f"us-docker.pkg.dev/p/m/ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0@{digest}"
+    epp = serving_objects(params(router_image=image)).router_values["router"]["epp"]
+    assert epp["image"] == {
+        "registry": "us-docker.pkg.dev/p/m/ghcr.io/llm-d",
+        "repository": "llm-d-router-endpoint-picker",
+        "tag": f"v0.10.0@{digest}",  # the chart reads <registry>/<repository>:<tag>
+        "pullPolicy": "IfNotPresent",
+    }
+
+
 # Optional: render the real chart offline. Point TPU_GKE_ROUTER_CHART_DIR at an unpacked
 # llm-d-router-gateway v0.10.0 chart (`helm pull oci://ghcr.io/llm-d/charts/llm-d-router-gateway
 # --version v0.10.0 --untar`, or the git tree with routerlib copied into charts/).
@@ -821,6 +861,15 @@ def test_router_chart_renders_the_pool_and_route_we_expect():
     epp = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert "/config/pd-config.yaml" in epp["args"]
     assert epp["image"].endswith(":" + RouterConfig().version)
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    budget = serving_objects(params()).router_disruption_budget
+    assert budget is not None and budget["metadata"]["name"] == deployment["metadata"]["name"]
+    selector = budget["spec"]["selector"]["matchLabels"]
+    assert selector == deployment["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert "--ha-enable-leader-election" in epp["args"] and deployment["spec"]["replicas"] == 2
+    assert epp["readinessProbe"]["grpc"]["service"] == "readiness"  # SERVING on the lease holder only
+    assert ("Role", "pd-disaggregation-epp-leader-election") in kinds
     config_map = next(o for o in objects if o["kind"] == "ConfigMap" and "pd-config.yaml" in o.get("data", {}))
     assert yaml.safe_load(config_map["data"]["pd-config.yaml"]) == endpoint_picker_config(values)
     for obj in objects:
