@@ -129,6 +129,7 @@ OPERATIONS_BAD_INPUTS += [
         {"images.requireDigests": True},
         "dev",
         "platform.sliceController.digest",
+        "pulumi config set --path platform.sliceController.tag v0.8.0-200 && "
         "pulumi config set --path platform.sliceController.digest $(crane digest "
         "tpuongke/kueue-slice-controller:v0.8.0-200)",
         id="slice-controller-digest-alone",

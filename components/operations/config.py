@@ -242,8 +242,12 @@ class StackImage:
     @property
     def pin_command(self) -> str:
         """The command that pins it by the digest its registry serves for its tag now."""
-        if self.key == "platform.sliceController.digest":
-            return f"pulumi config set --path {self.key} $(crane digest {self.image})"
+        if self.key == "platform.sliceController.digest":  # Renovate reads the digest with the tag beside it
+            tag = ImageReference.parse(self.image).tag
+            return (
+                f"pulumi config set --path platform.sliceController.tag {tag} && "
+                f"pulumi config set --path {self.key} $(crane digest {self.image})"
+            )
         return f"pulumi config set --path {self.key} {self.image}@$(crane digest {self.image})"
 
 
