@@ -96,9 +96,14 @@ CHART_IMAGES = {
 }
 
 
+def chart_own_image(key: str, chart: HelmChartConfig) -> ImageReference:
+    """The controller image the chart under ``platform.<key>`` runs by itself: its repository at the release's tag."""
+    return ImageReference(CHART_IMAGES[key].repository, f"v{chart.version.removeprefix('v')}")
+
+
 def chart_image(key: str, chart: HelmChartConfig) -> str:
-    """The controller image of the chart under ``platform.<key>``: the override, or the chart's own at its version."""
-    return chart.image or f"{CHART_IMAGES[key].repository}:v{chart.version.removeprefix('v')}"
+    """The controller image of the chart under ``platform.<key>``: the override, or the chart's own."""
+    return chart.image or str(chart_own_image(key, chart))
 
 
 def slice_controller_image(controller: SliceControllerConfig) -> str:
@@ -233,10 +238,9 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
         if not is_k8s_name(chart.namespace):
             problems.add(f"{prefix}.namespace", f"{chart.namespace!r} is not a namespace name", "use a DNS-1123 label")
         if chart.image:
-            own = ImageReference.parse(chart_image(key, HelmChartConfig(chart.chart, chart.version, chart.namespace)))
-            for problem in release_image_problems(
-                chart.image, own.name.rsplit("/", 1)[-1], own.tag, f"{key} {chart.version}"
-            ):
+            own = chart_own_image(key, chart)
+            name = own.name.rsplit("/", 1)[-1]
+            for problem in release_image_problems(chart.image, name, own.tag, f"{key} {chart.version}"):
                 problems.add(
                     f"{prefix}.image",
                     problem,

@@ -189,8 +189,8 @@ class ServingConfig:
     routing_sidecar_image: str = setting(
         "",
         f"P/D sidecar image of the decode pods; empty means `{ROUTING_SIDECAR_REPOSITORY}:<serving.router.version>`. "
-        "An override is that release from elsewhere (a mirror, a digest): its name ends in "
-        f"`{rules.ROUTING_SIDECAR_NAME}` and its tag is serving.router.version.",
+        "An override is that release pinned by digest, or from elsewhere: its name ends in "
+        f"`{rules.ROUTING_SIDECAR_NAME}` and its tag is serving.router.version (images.mirror applies to it too).",
     )
     slice_shape: str = setting("2x2x2", "Slice of each model-server group; one of tpu.sliceShapes.")
     priority: str = setting("high", "Priority level (queues.priorityClasses): serving preempts the checks.")
