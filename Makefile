@@ -14,7 +14,7 @@ STAGING_VENV := build/venv-staging
 STAGING_REQUIREMENTS := manifests/serving/stage-weights-requirements.txt
 STAGING_PROGRAM := manifests/serving/stage_weights.py
 
-.PHONY: render test lint format golden docs clean verify sax schemas itest policy-venv staging-test staging-bench renovate-check
+.PHONY: render test lint format golden docs clean verify sax schemas itest policy-venv staging-test staging-bench renovate-check images
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,9 @@ clean:
 
 docs: $(VENV)/.installed  ## regenerate the README config table from the schema
 	$(PY) -m tools.config_table --write
+
+images: $(VENV)/.installed  ## the images STACK runs, and the commands that pin each by digest and fill its mirror (offline)
+	$(PY) -m tools.images --stack $(STACK)
 
 verify: $(VENV)/.installed  ## smoke-test STACK's OpenAI-compatible endpoint [BASE_URL=http://host/v1 skips pulumi] [MODEL=name] [VERIFY_ARGS="--attempts 10"]
 	$(PY) -m tools.verify --stack $(STACK) $(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(MODEL),--model $(MODEL)) $(VERIFY_ARGS)

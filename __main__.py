@@ -25,6 +25,8 @@ config = stack.config
 # What this `up` would replace in the running stack, said before anything changes; a change that
 # would fail halfway (a pool renamed into a reservation its old self holds) stops the preview.
 lifecycle = stack_config.lifecycle_facts(config)
+for warning in config.preview_warnings():
+    pulumi.log.warn(warning)
 previous_outputs().apply(lambda outputs: wiring.announce_changes(stack_config.previous_lifecycle(outputs), lifecycle))
 
 # 2. Google Cloud layer, or the cluster made elsewhere that the Kubernetes layer goes onto. The APIs
@@ -85,6 +87,7 @@ pulumi.export("tpuPoolNames", tpu.pool_names if tpu else [pool.name for pool in 
 pulumi.export("tpuChips", config.tpu.total_chips)
 pulumi.export(stack_config.RELEASES_OUTPUT, platform.release_versions)
 pulumi.export(stack_config.LIFECYCLE_OUTPUT, lifecycle)
+pulumi.export("images", [image.output(config.images.mirror) for image in config.stack_images()])
 if queues is not None:
     if tpu is not None:
         pulumi.export("workloadPolicyName", tpu.workload_policy_name)

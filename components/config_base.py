@@ -251,6 +251,81 @@ def image_pin_problem(image: str) -> str | None:
     return None if reason is None else f"{image!r} is not pinned: {reason}"
 
 
+# Docker's rules for a reference without a registry (distribution/reference normalize.go): the first path
+# component is a registry only when it holds a `.` or a `:` or is `localhost`; otherwise the image is on Docker
+# Hub, and a one-component name is in its `library/` namespace (`python` is docker.io/library/python).
+DOCKER_HUB = "docker.io"
+
+
+@dataclass(frozen=True)
+class ImageReference:
+    """``name[:tag][@digest]``, split. ``name`` keeps the registry as written (none for Docker Hub)."""
+
+    name: str
+    tag: str = ""
+    digest: str = ""
+
+    @classmethod
+    def parse(cls, image: str) -> ImageReference:
+        reference, _, digest = image.partition("@")
+        last = reference.rpartition("/")[2]
+        tag = last.partition(":")[2] if ":" in last else ""  # a registry port is not a tag
+        name = reference[: len(reference) - len(tag) - 1] if tag else reference
+        return cls(name, tag, digest)
+
+    @property
+    def qualified_name(self) -> str:
+        """The name with its registry: ``tpuongke/kueue-slice-controller`` -> docker.io/tpuongke/kueue-slice-controller."""
+        first, _, rest = self.name.partition("/")
+        if rest and ("." in first or ":" in first or first == "localhost"):
+            return self.name
+        return f"{DOCKER_HUB}/{self.name}" if rest else f"{DOCKER_HUB}/library/{self.name}"
+
+    def with_name(self, name: str) -> ImageReference:
+        return ImageReference(name, self.tag, self.digest)
+
+    def with_digest(self, digest: str) -> ImageReference:
+        return ImageReference(self.name, self.tag, digest)
+
+    @property
+    def tag_and_digest(self) -> str:
+        """What follows the name: ``:v1.2.3``, ``@sha256:...`` or ``:v1.2.3@sha256:...`` (a chart's tag value)."""
+        return (f":{self.tag}" if self.tag else "") + (f"@{self.digest}" if self.digest else "")
+
+    def __str__(self) -> str:
+        return self.name + self.tag_and_digest
+
+
+def release_image_problems(image: str, name: str, tag: str, release: str) -> list[str]:
+    """An override of an image the stack takes from a release (a chart's controller, the llm-d router's endpoint
+    picker): the image named ``name`` (its last path component; a copy in another registry keeps it) at the
+    release's tag ``tag``, with the digest that is the point of an override. ``release`` names it in messages."""
+    if reason := image_unpinned_reason(image):
+        return [f"{image!r} is not pinned: {reason}"]
+    reference = ImageReference.parse(image)
+    problems = []
+    if reference.name.rsplit("/", 1)[-1] != name:
+        problems.append(f"{image!r} is not {name}, the image {release} runs")
+    if not reference.tag:
+        problems.append(f"{image!r} has a digest but no tag, so nothing shows which release it is")
+    elif reference.tag != tag:
+        problems.append(f"{image!r} is tagged {reference.tag}, but {release} runs {tag}")
+    if not reference.digest:
+        problems.append(f"{image!r} has no digest, and a digest is all an override adds")
+    return problems
+
+
+def mirrored_image(image: str, mirror: str) -> str:
+    """Where the nodes pull ``image`` from: ``<mirror>/<registry>/<path>`` with the same tag and digest, or the
+    image itself without a mirror. The whole qualified name is kept under the mirror, so images of different
+    registries never meet in one name, and a copy with `crane copy <image> <mirrored>` keeps the digest (crane
+    copies the manifest, and with it the index of every platform, byte for byte)."""
+    if not mirror:
+        return image
+    reference = ImageReference.parse(image)
+    return str(reference.with_name(f"{mirror}/{reference.qualified_name}"))
+
+
 def secrets_in_plain_text(config: Any, secret_blocks: set[str], prefix: str = "") -> list[Problem]:
     """Settings documented as secret that hold a value outside a secret config key.
 

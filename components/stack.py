@@ -58,8 +58,9 @@ class StackConfig:
     production: bool = setting(
         False,
         "A production stack: preview refuses it unless every protection is on (cluster deletion protection, "
-        "protected TPU pools, a maintenance window, 2+ system nodes per zone, 2+ Kueue and slice-controller replicas, "
-        "private nodes, no public IP endpoint open to every address).",
+        "protected TPU pools, a maintenance window, 2+ system nodes per zone, 2+ Kueue, slice-controller and "
+        "endpoint-picker replicas, private nodes, no public IP endpoint open to every address, every image pinned "
+        "by digest unless images.requireDigests is false).",
     )
     region: str = setting("us-central1", "Region of the cluster, network and workload policy.")
     network: gcp_config.NetworkConfig = setting(gcp_config.NetworkConfig(), "VPC and subnets.")
@@ -82,6 +83,9 @@ class StackConfig:
     )
     alerts: operations_config.AlertsConfig = setting(
         operations_config.AlertsConfig(), "Cloud Monitoring alert policies of the TPU pools, Kueue and serving."
+    )
+    images: gcp_config.ImagesConfig = setting(
+        gcp_config.ImagesConfig(), "Where the nodes pull every image from, and whether each must carry a digest."
     )
 
     # The questions __main__ and the tools ask of the whole stack.
@@ -114,6 +118,14 @@ class StackConfig:
     @property
     def tpu_zone_is_ai_zone(self) -> bool:
         return self.tpu.zone_is_ai_zone(self.region)
+
+    def stack_images(self) -> list[operations_config.StackImage]:
+        """Every image the stack runs, with the setting that pins it."""
+        return operations_config.stack_images(self.tpu, self.platform, self.checks, self.serving, self.saxml)
+
+    def preview_warnings(self) -> list[str]:
+        """What a valid stack's preview warns of (said at every preview, refusing nothing)."""
+        return operations_config.supply_chain_warnings(self.production, self.images, self.stack_images())
 
 
 @dataclass(frozen=True)
@@ -230,9 +242,13 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     saxml_config.validate_saxml(config.saxml, config.tpu, config.cluster, config.project, problems)
     serves = config.serving.enabled or config.saxml.enabled
     operations_config.validate_upgrade_policy(config.cluster, serves, problems)
-    operations_config.validate_production(config.production, config.cluster, config.tpu, config.platform, problems)
+    operations_config.validate_production(
+        config.production, config.cluster, config.tpu, config.platform, config.serving, problems
+    )
     operations_config.validate_production_security(config.production, config.network, config.cluster, problems)
     operations_config.validate_alerts(config.alerts, config.cluster, config.production, problems)
+    gcp_config.validate_images(config.images, problems)
+    operations_config.validate_supply_chain(config.production, config.images, config.stack_images(), problems)
 
 
 def _validate_project(project: str, region: str, problems: Problems) -> None:
@@ -244,8 +260,8 @@ def _validate_project(project: str, region: str, problems: Problems) -> None:
 
 def _build(config: StackConfig) -> Stack:
     """Each enabled workload's block -> its builder input -> its manifests, once."""
-    tpu, queues = config.tpu, config.queues
-    checks = checks_config.slice_checks_input(config.checks, tpu, queues)
+    tpu, queues, mirror = config.tpu, config.queues, config.images.mirror
+    checks = checks_config.slice_checks_input(config.checks, tpu, queues, mirror)
     return Stack(
         config=config,
         kueue=kueue_objects(platform_config.kueue_input(queues, tpu)) if tpu.dynamic_slicing else None,
@@ -253,13 +269,13 @@ def _build(config: StackConfig) -> Stack:
         serving=(
             serving_objects(
                 serving_config.serving_input(
-                    config.serving, tpu, queues, config.project, config.cluster.existing.skip_await
+                    config.serving, tpu, queues, config.project, mirror, config.cluster.existing.skip_await
                 )
             )
             if config.serving.enabled
             else None
         ),
-        saxml=saxml_objects(saxml_config.saxml_input(config.saxml, tpu, config.network, config.project))
+        saxml=saxml_objects(saxml_config.saxml_input(config.saxml, tpu, config.network, config.project, mirror))
         if config.saxml.enabled
         else None,
         alerts=alerting_objects(_alerts_input(config)) if config.alerts.enabled else None,

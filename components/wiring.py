@@ -123,6 +123,7 @@ def cluster_args(stack: Stack, network: Network, services: ProjectServices) -> C
         egress=network.egress,
         secrets_encryption_key=cluster.secrets_encryption_key,
         container_api=services.api(CONTAINER_API),
+        image_mirror=config.images.mirror_repository,
     )
 
 
@@ -187,6 +188,7 @@ def platform_args(stack: Stack, cluster: Target) -> PlatformArgs:
         leader_worker_set=charts.get("leaderWorkerSet"),
         slice_controller=platform.slice_controller if slicing else None,
         webhook_namespaces=list(config.queues.namespaces),
+        mirror=config.images.mirror,
     )
 
 

@@ -1,33 +1,64 @@
-"""Every container image pinned: a digest, or a tag that carries a full version or a date.
+"""Every container image pinned: a digest, or a tag that carries a full version or a date; by digest on a stack
+that requires digests.
 
 A tag is a pointer the registry owner may move. What counts as pinned is the program's own rule
 (``components.config_base.image_unpinned_reason``, which the config blocks apply to the images
 they set); this module finds every image a resource deploys, in pod templates at any depth and in
-Helm values, including those no config block sets.
+Helm values, including those no config block sets. Which stacks require digests is the program's rule too
+(``images.requireDigests``, unset meaning the stack's ``production``), read from the stack's config as the CLI
+hands it to the pack, unless the policy config ``requireDigests`` says otherwise.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from components.config_base import image_unpinned_reason
+from components.config_base import ImageReference, image_unpinned_reason
 from policy.resources import HELM_RELEASE_TYPES, UnknownValue, is_unknown, kubernetes_objects, walk
+from policy.tpu import is_production
 
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+PROGRAM_CONFIG_IMAGES = "tpu-dynamic-slicing:images"  # the stack file's images block (JSON text)
+REQUIRE_DIGESTS = "requireDigests"  # the policy config's override, and the block's key
 
 
-def image_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
+def digests_required(explicit: Any, stack_name: str, program_config: Mapping[str, Any]) -> bool:
+    """Whether every image must carry a digest: the policy config's ``requireDigests`` when set, else the stack
+    file's ``images.requireDigests``, else whether the stack is a production one."""
+    if isinstance(explicit, bool):
+        return explicit
+    block = program_config.get(PROGRAM_CONFIG_IMAGES)
+    if isinstance(block, str):
+        try:
+            block = json.loads(block)
+        except json.JSONDecodeError:
+            block = None
+    setting = block.get(REQUIRE_DIGESTS) if isinstance(block, Mapping) else None
+    if setting is not None:
+        return str(setting).strip().lower() == "true"
+    return is_production(None, stack_name, program_config)
+
+
+def image_problems(resource_type: str, name: str, props: Mapping[str, Any], require_digests: bool = False) -> list[str]:
     problems = []
-    for where, image in _images(resource_type, name, props):
+    for where, image, tag_from_chart in deployed_images(resource_type, name, props):
         if is_unknown(image):
             raise UnknownValue(name, where)
-        if problem := image_unpinned_reason(str(image)):
+        if not tag_from_chart and (problem := image_unpinned_reason(str(image))):
             problems.append(f"{where} uses {image!r}, which is not pinned: {problem}")
+        elif require_digests and not ImageReference.parse(str(image)).digest:
+            shown = f"{image!r} with the chart's own tag" if tag_from_chart else repr(image)
+            problems.append(
+                f"{where} uses {shown}, which has no digest on a stack that requires digests (images.requireDigests, "
+                "or a production stack): its tag can be moved under it; pin the digest (README, Supply chain)"
+            )
     return problems
 
 
-def _images(resource_type: str, name: str, props: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+def deployed_images(resource_type: str, name: str, props: Mapping[str, Any]) -> Iterator[tuple[str, Any, bool]]:
+    """(where, image, whether the chart picks its tag) of every image the resource deploys."""
     if resource_type in HELM_RELEASE_TYPES:
         yield from _helm_value_images(name, props.get("values"))
         return
@@ -38,23 +69,38 @@ def _images(resource_type: str, name: str, props: Mapping[str, Any]) -> Iterator
                 for index, container in enumerate(value):
                     if isinstance(container, Mapping):
                         where = f"{obj.label} {'.'.join(path)}[{index}] ({container.get('name', '?')})"
-                        yield where, container.get("image", "")
+                        yield where, container.get("image", ""), False
 
 
-def _helm_value_images(name: str, values: Any) -> Iterator[tuple[str, Any]]:
-    """Images set in a release's values: ``image: <ref>``, or ``image: {repository, tag, digest}``
-    (a mapping with neither tag nor digest leaves the tag to the chart, pinned by its version)."""
+def _helm_value_images(name: str, values: Any) -> Iterator[tuple[str, Any, bool]]:
+    """Images set in a release's values: ``image: <ref>``, ``image: {[registry,] repository, tag, digest}``
+    (a tag may carry a digest, `v1.2.3@sha256:...`, for charts that read `<repository>:<tag>`), or such a
+    mapping one level down (``image: {manager: {repository, tag}}``). A mapping with a repository but neither
+    tag nor digest leaves the tag to the chart, pinned by the chart's version but not by a digest."""
     for path, value in walk(values):
         if not path or path[-1] != "image":
             continue
         where = f"Helm release {name} values.{'.'.join(path)}"
         if isinstance(value, str):
-            yield where, value
+            yield where, value, False
         elif isinstance(value, Mapping):
-            digest, tag = value.get("digest") or "", value.get("tag") or ""
-            if is_unknown(digest) or is_unknown(tag):
-                raise UnknownValue(name, where)
-            if digest:
-                yield where, f"{value.get('repository', '')}@{digest}"
-            elif tag:
-                yield where, f"{value.get('repository', '')}:{tag}"
+            nested = {k: v for k, v in value.items() if isinstance(v, Mapping) and "repository" in v}
+            if nested and "repository" not in value:
+                for key, inner in nested.items():
+                    yield from _image_mapping(name, f"{where}.{key}", inner)
+            else:
+                yield from _image_mapping(name, where, value)
+
+
+def _image_mapping(name: str, where: str, value: Mapping[str, Any]) -> Iterator[tuple[str, Any, bool]]:
+    parts = [value.get(key) or "" for key in ("registry", "repository", "tag", "digest")]
+    if any(is_unknown(part) for part in parts):
+        raise UnknownValue(name, where)
+    registry, repository, tag, digest = (str(part) for part in parts)
+    reference = f"{registry}/{repository}" if registry else repository
+    if digest:
+        yield where, f"{reference}{':' + tag if tag else ''}@{digest}", False
+    elif tag:
+        yield where, f"{reference}:{tag}", False
+    elif repository:
+        yield where, reference, True

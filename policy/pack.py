@@ -27,7 +27,7 @@ from policy.charts import chart_problems
 from policy.endpoints import OPT_IN, public_endpoint_problems
 from policy.gke import cluster_problems, node_pool_problems
 from policy.iam import project_role_problems
-from policy.images import image_problems
+from policy.images import PROGRAM_CONFIG_IMAGES, REQUIRE_DIGESTS, digests_required, image_problems
 from policy.rbac import binding_problems, role_problems
 from policy.resources import UNKNOWN, Resource, UnknownValue
 from policy.tpu import (
@@ -51,10 +51,11 @@ class StackContext:
 
 
 def engine_stack() -> StackContext:
-    marker = pulumi.runtime.get_config(PROGRAM_CONFIG_PRODUCTION)
+    """The stack's name and the settings of its config the rules read: the production marker and the images block."""
+    keys = (PROGRAM_CONFIG_PRODUCTION, PROGRAM_CONFIG_IMAGES)
     return StackContext(
         name=pulumi.get_stack() or "",
-        program_config={} if marker is None else {PROGRAM_CONFIG_PRODUCTION: marker},
+        program_config={key: value for key in keys if (value := pulumi.runtime.get_config(key)) is not None},
     )
 
 
@@ -142,9 +143,14 @@ def build_policies(
         resource_policy(
             "container-images-pinned",
             "Every container image, in Kubernetes objects and Helm values, pinned by digest or by a tag with a "
-            "full version or a date; never latest, nightly, another floating tag, or no tag.",
-            lambda r, _config, _stack: image_problems(r.type, r.name, r.props),
+            "full version or a date; never latest, nightly, another floating tag, or no tag. By digest on a stack "
+            f"that requires digests (images.requireDigests; unset, a production stack does), or with {REQUIRE_DIGESTS}: "
+            "true in the policy config.",
+            lambda r, config, s: image_problems(
+                r.type, r.name, r.props, digests_required(config.get(REQUIRE_DIGESTS), s.name, s.program_config)
+            ),
             stack,
+            config_schema=PolicyConfigSchema(properties={REQUIRE_DIGESTS: {"type": "boolean"}}),
         ),
         resource_policy(
             "buckets-uniform-and-not-public",

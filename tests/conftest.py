@@ -103,7 +103,8 @@ def serving_input(**overrides: Any) -> Any:
     from components.workloads.serving.config import serving_input as build
 
     return dataclasses.replace(
-        build(ServingConfig(), TpuConfig(), QueuesConfig(), "my-tpu-project", skip_await=False), **_resolve(overrides)
+        build(ServingConfig(), TpuConfig(), QueuesConfig(), "my-tpu-project", mirror="", skip_await=False),
+        **_resolve(overrides),
     )
 
 
@@ -115,7 +116,9 @@ def saxml_input(**overrides: Any) -> Any:
 
     pools = [TpuPoolConfig("tpu1", 8, "4x8"), TpuPoolConfig("tpu2", 8, "4x8")]
     tpu = TpuConfig(zone="us-west4-a", machine_type="ct5lp-hightpu-4t", pools=pools, slice_shapes=[])
-    return dataclasses.replace(build(SaxmlConfig(), tpu, NetworkConfig(), "my-tpu-project"), **_resolve(overrides))
+    return dataclasses.replace(
+        build(SaxmlConfig(), tpu, NetworkConfig(), "my-tpu-project", mirror=""), **_resolve(overrides)
+    )
 
 
 def check_input(kind: str, **overrides: Any) -> Any:
@@ -124,7 +127,9 @@ def check_input(kind: str, **overrides: Any) -> Any:
     from components.platform.config import QueuesConfig
     from components.workloads.slice_checks.config import ChecksConfig, slice_checks_input
 
-    (check,) = [c for c in slice_checks_input(ChecksConfig(), TpuConfig(), QueuesConfig()).checks if c.kind == kind]
+    (check,) = [
+        c for c in slice_checks_input(ChecksConfig(), TpuConfig(), QueuesConfig(), mirror="").checks if c.kind == kind
+    ]
     return dataclasses.replace(check, **_resolve(overrides))
 
 

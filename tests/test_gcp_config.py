@@ -6,7 +6,14 @@ from datetime import date
 import pytest
 
 from components.config_base import Problems
-from components.gcp.config import ClusterConfig, TpuConfig, channel_floor_problem, validate_cluster
+from components.gcp.config import (
+    ClusterConfig,
+    ImagesConfig,
+    MirrorRepository,
+    TpuConfig,
+    channel_floor_problem,
+    validate_cluster,
+)
 from tests.conftest import assert_bad_input
 
 LONG_NAME = "a" * 41
@@ -299,6 +306,37 @@ GCP_BAD_INPUTS = [
 ]
 
 
+# images.mirror: an Artifact Registry Docker repository, nothing else.
+GCP_BAD_INPUTS += [
+    pytest.param({"images.mirror": "docker.io/my-org"}, "images.mirror", "not an Artifact Registry", id="not-ar"),
+    pytest.param(
+        {"images.mirror": "https://us-central1-docker.pkg.dev/my-project/mirror"},
+        "images.mirror",
+        "no scheme, no trailing path",
+        id="mirror-with-scheme",
+    ),
+    pytest.param(
+        {"images.mirror": "us-central1-docker.pkg.dev/my-project/mirror/extra"},
+        "images.mirror",
+        "not an Artifact Registry",
+        id="mirror-with-a-path",
+    ),
+    pytest.param(
+        {"images.mirror": "us-central1-docker.pkg.dev/My_Project/mirror"},
+        "images.mirror",
+        "its project: 'My_Project' is not a project ID",
+        id="mirror-project",
+    ),
+    pytest.param(
+        {"images.mirror": "us-central1-docker.pkg.dev/my-project/Mirror"},
+        "images.mirror",
+        "'Mirror' is not a repository id",
+        id="mirror-repository",
+    ),
+    pytest.param({"images.requireDigests": "yes"}, "images.requireDigests", "not true or false", id="require-yes"),
+]
+
+
 @pytest.mark.parametrize("override, key, fragment", GCP_BAD_INPUTS)
 def test_bad_input_names_its_key_and_registers_nothing(override, key, fragment):
     assert_bad_input(override, key, fragment)
@@ -349,3 +387,23 @@ def test_the_floor_must_be_offered_by_the_channel(newest, default, fragment):
         assert problem is None
     else:
         assert problem is not None and fragment in problem[0]
+
+
+@pytest.mark.parametrize(
+    "mirror, parsed",
+    [
+        ("us-central1-docker.pkg.dev/my-org-artifacts/tpu-gke-mirror", ("us-central1", "my-org-artifacts", "tpu-gke-mirror")),
+        ("us-docker.pkg.dev/my-project/m", ("us", "my-project", "m")),
+        ("northamerica-northeast1-docker.pkg.dev/p-123456/mirror-1", ("northamerica-northeast1", "p-123456", "mirror-1")),
+        ("us-central1-docker.pkg.dev/p", None),
+        ("gcr.io/my-project", None),
+    ],
+)  # fmt: skip
+def test_the_mirror_names_one_artifact_registry_repository(mirror, parsed):
+    repository = MirrorRepository.parse(mirror)
+    assert (None if repository is None else dataclasses.astuple(repository)) == parsed
+
+
+@pytest.mark.parametrize("setting, production, required", [(None, False, False), (None, True, True), (False, True, False), (True, False, True)])  # fmt: skip
+def test_digests_are_required_by_the_setting_or_else_by_production(setting, production, required):
+    assert ImagesConfig(require_digests=setting).digests_required(production) is required

@@ -43,12 +43,14 @@ def test_the_provider_uses_the_given_kubeconfig_with_a_stable_identifier(lab_run
 
 
 def test_the_kubernetes_layer_is_the_dev_stack_s(lab_run, dev_run):
-    """Every Kubernetes object the dev stack declares, but the controllers' charts and the router."""
+    """Every Kubernetes object the dev stack declares, but the controllers' charts and the router (with the
+    disruption budget of its endpoint pickers)."""
 
     def objects(run):
         return {r.name for r in run.registrations if r.type.startswith("kubernetes:") and "helm.sh" not in r.type}
 
-    assert objects(dev_run) == objects(lab_run)
+    assert objects(dev_run) - {"router-disruption-budget"} == objects(lab_run)
+    assert "router-disruption-budget" in objects(dev_run)
     assert {"tpu-drain-gate", "load-balancer-drain-gate"} <= {r.name for r in lab_run.registrations}
     assert "slice-controller-webhook" not in {r.name for r in lab_run.registrations}  # not our controller
 

@@ -164,6 +164,30 @@ def test_system_pool_runs_as_a_least_privilege_node_account(dev_run):
     assert "node-sa" in pool.dependencies  # the pool's service account is ours, not the default
 
 
+MIRROR_GRANT = "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember"
+
+
+def test_the_nodes_may_read_the_mirror_repository_and_nothing_else_of_it():
+    """images.mirror: the node account reads that one repository (another project's here), and every Kubernetes
+    object waits for the grant (the provider does)."""
+    run = run_stack(stack="prod")
+    (grant,) = run.of_type(MIRROR_GRANT)
+    assert (grant.input("project"), grant.input("location"), grant.input("repository")) == (
+        "my-org-artifacts",
+        "us-central1",
+        "tpu-gke-mirror",
+    )
+    assert grant.input("role") == "roles/artifactregistry.reader"
+    assert grant.parent == "cluster" and "node-sa" in grant.dependencies
+    assert "condition" not in grant.inputs
+    (provider,) = run.of_type("pulumi:providers:kubernetes")
+    assert grant.name in provider.dependencies
+
+
+def test_without_a_mirror_there_is_no_grant_on_one(dev_run):
+    assert not dev_run.of_type(MIRROR_GRANT)
+
+
 def test_workload_policy(dev_run):
     policy = dev_run.one("gcp:compute/resourcePolicy:ResourcePolicy", "workload-policy")
     assert policy.input("name") == "superslice-policy"

@@ -255,6 +255,30 @@ def test_every_graph_is_acyclic_and_names_are_unique(runs, stack):
     )
 
 
+def test_the_endpoint_pickers_budget_waits_for_its_namespace_only_and_goes_with_the_router(runs):
+    """A budget may exist before its pods, and neither delete needs the other gone: Helm deletes the Deployment,
+    which evicts nothing. So it waits for the serving namespace (and the cluster), never for the release."""
+    run = runs["dev"]
+    budget = "router-disruption-budget"
+    assert "llm-d-pd-disaggregation" in closure(run, budget)
+    assert "router" not in closure(run, budget) and budget not in closure(run, "router")
+    (wave,) = [w for w in destroy_waves(run.registrations) if budget in w]
+    assert "router" in wave
+
+
+def test_the_mirror_grant_waits_for_the_node_account_and_every_object_for_it():
+    """The nodes pull every image from the mirror: the grant on it comes before any Kubernetes object (through
+    the provider), and a destroy deletes it once they are gone."""
+    run = run_stack(stack="prod")
+    grant = "node-sa-mirror-reader"
+    assert "node-sa" in closure(run, grant)
+    objects = [r.name for r in kubernetes_objects(run) if not r.type.startswith("pulumi:providers:")]
+    assert objects and all(grant in closure(run, name) for name in objects)
+    waves = destroy_waves(run.registrations)
+    (grant_wave,) = [i for i, w in enumerate(waves) if grant in w]
+    assert all(i < grant_wave for i, w in enumerate(waves) for name in w if name in objects)
+
+
 # --- What the preview says of a changed `up` ------------------------------------------------
 
 

@@ -123,9 +123,111 @@ OPERATIONS_BAD_INPUTS = [
 ]
 
 
+# --- The supply chain: a production stack pulls every image by digest ---------------------------------------------
+
+# What the committed prod stack runs, each image under the setting that pins it.
+PROD_IMAGE_SETTINGS = [
+    "platform.jobset.image",
+    "platform.kueue.image",
+    "platform.leaderWorkerSet.image",
+    "platform.sliceController.digest",
+    "checks.image",
+    "serving.weightsStaging.image",
+    "serving.router.eppImage",
+    "serving.image",
+    "serving.routingSidecarImage",
+]
+REQUIRE_AS_PRODUCTION = {"images.requireDigests": None}  # the prod stack without its `requireDigests: false`
+DIGEST = "sha256:" + "e" * 64  # test data: no registry was asked
+
+OPERATIONS_BAD_INPUTS += [
+    pytest.param(
+        REQUIRE_AS_PRODUCTION,
+        "prod",
+        key,
+        "has no digest, and a production stack pulls by digest: its tag can be moved under it",
+        id=f"prod-tag-only-{key}",
+    )
+    for key in PROD_IMAGE_SETTINGS
+]
+OPERATIONS_BAD_INPUTS += [
+    pytest.param(
+        {"images.requireDigests": True},
+        "dev",
+        "serving.image",
+        "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26@$(crane digest",
+        id="required-digests-say-how",
+    ),
+    pytest.param(
+        {"images.requireDigests": True},
+        "saxml",
+        "saxml.httpImage",
+        "images.requireDigests is true",
+        id="saxml-required-digests",
+    ),
+    pytest.param(
+        {"images.requireDigests": True},
+        "dev",
+        "platform.sliceController.digest",
+        "pulumi config set --path platform.sliceController.tag v0.8.0-200 && "
+        "pulumi config set --path platform.sliceController.digest $(crane digest "
+        "tpuongke/kueue-slice-controller:v0.8.0-200)",
+        id="slice-controller-digest-alone",
+    ),
+    pytest.param(
+        {"serving.router.replicas": 1},
+        "prod",
+        "serving.router.replicas",
+        "1 on a production stack: while that one endpoint picker restarts",
+        id="prod-one-endpoint-picker",
+    ),
+]
+
+
 @pytest.mark.parametrize("override, stack, key, fragment", OPERATIONS_BAD_INPUTS)
 def test_bad_operations_input_names_its_key_and_registers_nothing(override, stack, key, fragment):
     assert_bad_input(override, key, fragment, stack=stack)
+
+
+def pinned(stack: str) -> dict[str, str]:
+    """Overrides that pin every image of ``stack`` by a digest, each under its own setting."""
+    config = load(stack_values(stack)).config
+    return {
+        image.key: DIGEST if image.key == "platform.sliceController.digest" else f"{image.image}@{DIGEST}"
+        for image in config.stack_images()
+    }
+
+
+def test_the_prod_stack_lists_its_images_under_the_settings_that_pin_them():
+    assert [image.key for image in load(stack_values("prod")).config.stack_images()] == PROD_IMAGE_SETTINGS
+
+
+def test_a_production_stack_refuses_every_tag_only_image_at_once():
+    with pytest.raises(ConfigError) as raised:
+        load(with_overrides(stack_values("prod"), REQUIRE_AS_PRODUCTION))
+    assert [p.key for p in raised.value.problems] == PROD_IMAGE_SETTINGS
+
+
+def test_a_production_stack_with_every_image_pinned_by_digest_deploys_them_by_digest():
+    run = run_stack({**REQUIRE_AS_PRODUCTION, **pinned("prod")}, stack="prod")
+    pulled = [image["pull"] for image in run.raw_outputs["images"]]
+    assert len(pulled) == len(PROD_IMAGE_SETTINGS)
+    assert all(image.endswith(f"@{DIGEST}") for image in pulled), pulled
+    assert not [w for w in run.warnings if "pulled by its tag" in w]
+
+
+def test_a_production_stack_that_turned_digests_off_is_warned_of_each_image_at_every_preview():
+    run = run_stack(stack="prod")
+    warned = [w for w in run.warnings if "is pulled by its tag on a production stack" in w]
+    assert [w.split(":")[0] for w in warned] == PROD_IMAGE_SETTINGS
+    assert all("(images.requireDigests is false); pin it: pulumi config set --path " in w for w in warned)
+    partly = run_stack({"serving.image": pinned("prod")["serving.image"]}, stack="prod")
+    assert len([w for w in partly.warnings if "pulled by its tag" in w]) == len(PROD_IMAGE_SETTINGS) - 1
+
+
+@pytest.mark.parametrize("stack", ["dev", "saxml"])
+def test_a_stack_that_is_not_production_pulls_by_tag_without_a_word(stack):
+    assert not [w for w in run_stack(stack=stack).warnings if "pulled by its tag" in w]
 
 
 def test_every_protection_off_is_listed_at_once():

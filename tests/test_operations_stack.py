@@ -1,10 +1,13 @@
-"""The alerting inside the running program: what the prod stack registers, what each piece waits
-for, and that nothing of it exists where alerts are off."""
+"""Operations inside the running program: the alerting (what the prod stack registers, what each piece waits
+for, and that nothing of it exists where alerts are off), and the supply chain (every image the render pulls is
+listed under the setting that pins it, and comes from the mirror when there is one)."""
 
 from __future__ import annotations
 
 import pytest
 
+from components.config_base import ImageReference
+from policy.images import deployed_images
 from tests.conftest import run_stack
 
 POLICY = "gcp:monitoring/alertPolicy:AlertPolicy"
@@ -66,3 +69,34 @@ def test_no_alerting_where_alerts_are_off(dev_run):
 def test_the_saxml_stack_alerts_on_its_tpu_nodes_only():
     run = run_stack({"alerts": {"enabled": True, "emails": ["sax@example.com"]}}, stack="saxml")
     assert [r.name for r in run.of_type(POLICY)] == ["alert-tpu-node-not-ready"]
+
+
+# --- The supply chain ---------------------------------------------------------------------------------------------
+
+
+def pulled(run) -> list[str]:
+    """Every image the render's objects and Helm values name (as the policy pack finds them), with repeats."""
+    return [image for r in run.registrations for _, image, _ in deployed_images(r.type, r.name, r.inputs)]
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod", "saxml"])
+def test_every_image_the_stack_pulls_is_listed_with_the_setting_that_pins_it(stack):
+    run = run_stack(stack=stack)
+    listed = run.raw_outputs["images"]
+    assert {image["pull"] for image in listed} == set(pulled(run))
+    assert len({image["setting"] for image in listed}) == len(listed), "one setting per image"
+
+
+def test_the_mirror_serves_every_image_under_its_registry_and_path(prod_run):
+    mirror = "us-central1-docker.pkg.dev/my-org-artifacts/tpu-gke-mirror"
+    for image in prod_run.raw_outputs["images"]:
+        source = ImageReference.parse(image["source"])
+        assert image["pull"] == f"{mirror}/{source.qualified_name}{source.tag_and_digest}", image
+    assert all(image.startswith(mirror + "/") for image in pulled(prod_run))
+    assert "us-central1-docker.pkg.dev/my-org-artifacts/tpu-gke-mirror/docker.io/tpuongke/kueue-slice-controller" in {
+        ImageReference.parse(image).name for image in pulled(prod_run)
+    }
+
+
+def test_without_a_mirror_each_image_comes_from_its_own_registry(dev_run):
+    assert all(image["pull"] == image["source"] for image in dev_run.raw_outputs["images"])

@@ -77,6 +77,49 @@ PLATFORM_BAD_INPUTS = [
 ]
 
 
+DIGEST = "sha256:" + "a" * 64
+
+# A chart's controller image override: that image, at the chart's release, with a digest (a mirror is images.mirror).
+PLATFORM_BAD_INPUTS += [
+    pytest.param(
+        {"platform.kueue.image": f"registry.k8s.io/kueue/kueue:v0.17.7@{DIGEST}"},
+        "platform.kueue.image",
+        "is tagged v0.17.7, but kueue 0.17.8 runs v0.17.8",
+        id="kueue-image-of-another-release",
+    ),
+    pytest.param(
+        {"platform.jobset.image": f"registry.k8s.io/jobset/jobset-controller:v0.12.0@{DIGEST}"},
+        "platform.jobset.image",
+        "is not jobset, the image jobset 0.12.0 runs",
+        id="jobset-image-of-another-name",
+    ),
+    pytest.param(
+        {"platform.leaderWorkerSet.image": "registry.k8s.io/lws/lws:v0.10.0"},
+        "platform.leaderWorkerSet.image",
+        "has no digest, and a digest is all an override adds",
+        id="lws-image-without-digest",
+    ),
+    pytest.param(
+        {"platform.leaderWorkerSet.image": f"registry.k8s.io/lws/lws@{DIGEST}"},
+        "platform.leaderWorkerSet.image",
+        "has a digest but no tag",
+        id="lws-image-digest-only",
+    ),
+    pytest.param(
+        {"platform.kueue.image": "registry.k8s.io/kueue/kueue:main"},
+        "platform.kueue.image",
+        "floating tag 'main'",
+        id="kueue-image-floating",
+    ),
+    pytest.param(
+        {"platform.kueue.image": "registry.k8s.io/kueue/kueue:main"},
+        "platform.kueue.image",
+        "write registry.k8s.io/kueue/kueue:v0.17.8@sha256:<digest> (`crane digest registry.k8s.io/kueue/kueue:v0.17.8`)",
+        id="kueue-image-fix-names-the-command",
+    ),
+]
+
+
 @pytest.mark.parametrize("override, key, fragment", PLATFORM_BAD_INPUTS)
 def test_bad_platform_input_names_its_key_and_registers_nothing(override, key, fragment):
     assert_bad_input(override, key, fragment)

@@ -176,6 +176,53 @@ def test_slice_controller_image_can_be_pinned_by_digest():
     assert run.one(RELEASE, "slice-controller").input("values")["image"]["digest"] == digest
 
 
+@pytest.mark.parametrize(
+    "name, path, image",
+    [
+        ("jobset", ("image",), ("registry.k8s.io/jobset/jobset", "v0.12.0")),
+        ("kueue", ("controllerManager", "manager", "image"), ("registry.k8s.io/kueue/kueue", "v0.17.8")),
+        ("lws", ("image", "manager"), ("registry.k8s.io/lws/lws", "v0.10.0")),
+    ],
+)
+def test_each_chart_s_controller_image_is_written_out_where_its_chart_reads_it(dev_run, name, path, image):
+    """The chart's own image at its release (as its packaging writes it), set in the values so the release shows
+    it; a mirror takes its registry, and a digest rides in the tag (the charts read `<repository>:<tag>`)."""
+
+    def at(values, keys):
+        for key in keys:
+            values = values[key]
+        return values
+
+    assert at(dev_run.one(RELEASE, name).input("values"), path) == {"repository": image[0], "tag": image[1]}
+    digest = "sha256:" + "c" * 64
+    key = {"lws": "leaderWorkerSet"}.get(name, name)
+    mirrored = run_stack(
+        {
+            "images.mirror": "europe-docker.pkg.dev/my-org-artifacts/mirror",
+            f"platform.{key}.image": f"{image[0]}:{image[1]}@{digest}",
+        }
+    )
+    assert at(mirrored.one(RELEASE, name).input("values"), path) == {
+        "repository": f"europe-docker.pkg.dev/my-org-artifacts/mirror/{image[0]}",
+        "tag": f"{image[1]}@{digest}",
+    }
+
+
+def test_the_slice_controller_comes_from_the_mirror_under_docker_hub_s_name():
+    digest = "sha256:" + "ab" * 32
+    run = run_stack(
+        {
+            "images.mirror": "europe-docker.pkg.dev/my-org-artifacts/mirror",
+            "platform.sliceController": {"digest": digest},
+        }
+    )
+    assert run.one(RELEASE, "slice-controller").input("values")["image"] == {
+        "repository": "europe-docker.pkg.dev/my-org-artifacts/mirror/docker.io/tpuongke/kueue-slice-controller",
+        "tag": "v0.8.0-200",
+        "digest": digest,
+    }
+
+
 def test_release_versions_are_a_stack_output(dev_run):
     assert dev_run.outputs["helmReleases"] == {
         "jobset": "0.12.0",

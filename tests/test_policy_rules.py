@@ -50,9 +50,10 @@ def rendered(stack: str) -> list[Resource]:
 
 @functools.cache
 def _program_config(stack: str) -> dict[str, str]:
-    """The stack file's production marker as the CLI hands stack config to the pack (JSON text)."""
-    marker = stack_values(stack).get("production")
-    return {} if marker is None else {tpu.PROGRAM_CONFIG_PRODUCTION: json.dumps(marker)}
+    """The stack file's production marker and images block as the CLI hands stack config to the pack (JSON text)."""
+    values = stack_values(stack)
+    keys = {"production": tpu.PROGRAM_CONFIG_PRODUCTION, "images": images.PROGRAM_CONFIG_IMAGES}
+    return {full: json.dumps(values[key]) for key, full in keys.items() if key in values}
 
 
 def production(stack: str, policy_config: Any = None) -> bool:
@@ -74,7 +75,11 @@ RULES: dict[str, Rule] = {
         lambda r, _s, c: endpoints.public_endpoint_problems(r.type, r.name, r.props, c.get(endpoints.OPT_IN) is True)
     ),
     "no-broad-project-roles": _each(lambda r, _s, _c: iam.project_role_problems(r.type, r.name, r.props)),
-    "container-images-pinned": _each(lambda r, _s, _c: images.image_problems(r.type, r.name, r.props)),
+    "container-images-pinned": _each(
+        lambda r, s, c: images.image_problems(
+            r.type, r.name, r.props, images.digests_required(c.get(images.REQUIRE_DIGESTS), s, _program_config(s))
+        )
+    ),
     "buckets-uniform-and-not-public": _each(lambda r, _s, _c: buckets.bucket_problems(r.type, r.name, r.props)),
     "versioned-buckets-delete-old-versions": _each(
         lambda r, _s, _c: buckets.old_version_problems(r.type, r.name, r.props)
@@ -287,6 +292,11 @@ BROKEN = [
     ("container-images-pinned", "saxml", setting("admin-server", POD_SPEC, "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:latest"), {}, "admin-server", "'latest'"),
     ("container-images-pinned", "dev", setting("slice-controller", "values.image.tag", "latest"), {}, "slice-controller", "'latest'"),
     ("container-images-pinned", "dev", setting("router", "values.router.epp.image.tag", "main"), {}, "router", "'main'"),
+    ("container-images-pinned", "dev", setting("lws", "values.image.manager.tag", "main"), {}, "lws", "'main'"),
+    ("container-images-pinned", "dev", lambda _: None, {"requireDigests": True}, "stage-model-weights", "no digest"),
+    ("container-images-pinned", "prod", lambda _: None, {"requireDigests": True}, "vllm-decode", "no digest"),
+    ("container-images-pinned", "prod", lambda _: None, {"requireDigests": True}, "kueue", "no digest"),
+    ("container-images-pinned", "saxml", lambda _: None, {"requireDigests": True}, "admin-server", "no digest"),
     ("buckets-uniform-and-not-public", "dev", setting("weights", "publicAccessPrevention", "inherited"), {}, "weights", "not enforced"),
     ("buckets-uniform-and-not-public", "saxml", dropping("admin-state", "uniformBucketLevelAccess"), {}, "admin-state", "uniformBucketLevelAccess"),
     ("versioned-buckets-delete-old-versions", "saxml", dropping("admin-state", "lifecycleRules"), {}, "admin-state", "deletes the noncurrent"),
@@ -398,6 +408,91 @@ def test_images_in_any_pod_template_and_in_helm_values_are_found() -> None:
         "Helm release rel values.a.image",
         "Helm release rel values.c.image",
     ]
+
+
+DIGEST = "sha256:" + "d" * 64
+
+
+def with_digests(resources: list[Resource]) -> int:
+    """Every image of the render pinned by a digest, as a stack whose settings hold them deploys it (in a tag for the
+    charts that read `<repository>:<tag>`); returns how many images it pinned."""
+    pinned = 0
+    for resource in resources:
+        for path, value in list(images.walk(resource.props)):
+            if path and path[-1] == "image" and isinstance(value, str) and "@" not in value:
+                set_path(resource.props, ".".join(map(str, path)), f"{value}@{DIGEST}")
+                pinned += 1
+            elif path and path[-1] == "image" and isinstance(value, dict):
+                for mapping in [value, *(v for v in value.values() if isinstance(v, dict))]:
+                    if mapping.get("tag") and "@" not in mapping["tag"]:
+                        mapping["tag"] += f"@{DIGEST}"
+                        pinned += 1
+                    elif "digest" in mapping:
+                        mapping["digest"] = DIGEST
+                        pinned += 1
+    return pinned
+
+
+def test_a_production_stack_refuses_a_tag_only_image_unless_its_file_says_otherwise() -> None:
+    """The committed prod stack sets images.requireDigests false (its file cannot cite the digests) and passes; a
+    copy without that line requires digests, as every production stack does, and the pack refuses each image
+    pulled by its tag, charts' included; with every image pinned by digest the copy passes."""
+    program = dict(_program_config("prod"))
+    assert json.loads(program[images.PROGRAM_CONFIG_IMAGES])["requireDigests"] is False
+    assert not images.digests_required(None, "prod", program)
+    block = json.loads(program[images.PROGRAM_CONFIG_IMAGES])
+    del block["requireDigests"]
+    program[images.PROGRAM_CONFIG_IMAGES] = json.dumps(block)
+    assert images.digests_required(None, "prod", program)
+    resources = rendered("prod")
+
+    def refused(resources: list[Resource]) -> list[str]:
+        return [m for r in resources for m in images.image_problems(r.type, r.name, r.props, True)]
+
+    messages = refused(resources)
+    for name in ("stage-model-weights", "vllm-prefill", "vllm-decode", "slice-controller", "kueue", "jobset", "lws"):
+        assert any(name in m and "no digest" in m for m in messages), name
+    assert any("router values.router.epp.image" in m for m in messages)
+    assert with_digests(resources) >= 10
+    assert refused(resources) == []
+
+
+@pytest.mark.parametrize(
+    "explicit, stack, program, expected",
+    [
+        (None, "dev", {}, False),
+        (None, "prod", {}, True),  # a stack named prod is a production one
+        (None, "dev", {tpu.PROGRAM_CONFIG_PRODUCTION: "true"}, True),
+        (None, "prod", {images.PROGRAM_CONFIG_IMAGES: '{"requireDigests": false}'}, False),
+        (None, "dev", {images.PROGRAM_CONFIG_IMAGES: '{"requireDigests": true}'}, True),
+        (None, "dev", {images.PROGRAM_CONFIG_IMAGES: '{"mirror": "x"}'}, False),
+        (True, "dev", {}, True),  # the policy config wins
+        (False, "prod", {tpu.PROGRAM_CONFIG_PRODUCTION: "true"}, False),
+    ],
+)
+def test_which_stacks_require_digests(explicit: Any, stack: str, program: dict[str, str], expected: bool) -> None:
+    assert images.digests_required(explicit, stack, program) is expected
+
+
+def test_chart_images_are_read_in_each_charts_own_shape() -> None:
+    """A registry key (the router's endpoint picker), a nested mapping (LeaderWorkerSet's image.manager), a digest
+    in a tag (charts that read `<repository>:<tag>`), and a chart's own tag, pinned by its version only."""
+    values = {
+        "values": {
+            "epp": {"image": {"registry": "ghcr.io/llm-d", "repository": "picker", "tag": "main"}},
+            "lws": {"image": {"manager": {"repository": "registry.k8s.io/lws/lws", "tag": "v0.10.0@" + DIGEST}}},
+            "own": {"image": {"repository": "registry.k8s.io/jobset/jobset"}},
+        }
+    }
+    problems = images.image_problems("kubernetes:helm.sh/v3:Release", "rel", values)
+    assert problems == ["Helm release rel values.epp.image uses 'ghcr.io/llm-d/picker:main', which is not pinned: "
+                        "it uses the floating tag 'main'"]  # fmt: skip
+    required = images.image_problems("kubernetes:helm.sh/v3:Release", "rel", values, True)
+    assert [p.split(" uses ")[0] for p in required] == [
+        "Helm release rel values.epp.image",
+        "Helm release rel values.own.image",
+    ]
+    assert "with the chart's own tag" in required[1]
 
 
 def test_an_image_known_only_after_apply_is_not_judged() -> None:

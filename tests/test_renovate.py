@@ -300,6 +300,31 @@ class ExampleControllerConfig:
     "    image: us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.9.1-rev1\n"
     "  tpu-dynamic-slicing:platform:\n    kueue:\n      chart: oci://registry.k8s.io/kueue/charts/kueue\n"
     "      version: 0.17.5\n      namespace: kueue-system\n",
+    # A stack that pins every image by digest (README, Supply chain): the image settings with their digests, the
+    # charts' controller images and the endpoint picker by digest, the slice controller's image, tag and digest.
+    "Pulumi.pinned.yaml": f"""config:
+  tpu-dynamic-slicing:serving:
+    image: docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26@{DIGEST}
+    router:
+      eppImage: ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0@{DIGEST}
+  tpu-dynamic-slicing:platform:
+    kueue:
+      image: registry.k8s.io/kueue/kueue:v0.17.8@{DIGEST}
+    leaderWorkerSet:
+      image: registry.k8s.io/lws/lws:v0.10.0@{DIGEST}
+    sliceController:
+      digest: {DIGEST}
+      replicas: 2
+      tag: v0.8.0-200
+  tpu-dynamic-slicing:serving:
+    enabled: true
+""",
+    "Pulumi.pinned-by-hand.yaml": f"""config:
+  tpu-dynamic-slicing:platform:
+    sliceController:
+      tag: v0.8.0-200
+      digest: {DIGEST}
+""",
     "lab/example-tool.lock": "EXAMPLE_MODULE=github.com/example/tool\nEXAMPLE_VERSION=1.2.3\nEXAMPLE_MODULE_SUM=h1:abc=\n",
 }
 
@@ -322,14 +347,26 @@ def test_pin_shapes_other_work_is_bringing_in_are_covered(tmp_path: Path):
         ("Pulumi.example.yaml", "0.17.5"),
         ("lab/example-tool.lock", "1.2.3"),
     } <= covered
-    assert sum(p.text == DIGEST for p in result.by_dep) == 4
+    assert sum(p.text == DIGEST for p in result.by_dep if not p.file.startswith("Pulumi.pinned")) == 4
+    # every digest of the pinned stack file is rewritten with its tag, each in its chart's or the router's PR
+    pinned = [p for p in result.by_dep if p.file.startswith("Pulumi.pinned")]
+    assert sum(p.text == DIGEST for p in pinned) == 6
+    assert {"nightly-20260430-18ed615-5b39b26", "v0.10.0", "v0.17.8", "v0.8.0-200"} <= {p.text for p in pinned}
     assert ("lab/example-tool.lock", "EXAMPLE_MODULE_SUM") in {(p.file, p.key) for p in result.derived}
     cfg = config()
     deps = pins.extract(tmp_path, cfg, files)
     sidecars = [d for d in deps if d.package_name == "ghcr.io/llm-d/llm-d-router-disagg-sidecar"]
     assert len(sidecars) == 2 and {pins.settings(cfg, d)["groupName"] for d in sidecars} == {"llm-d router"}
     controller = [d for d in deps if d.package_name == "tpuongke/kueue-slice-controller"]
-    assert len(controller) == 2 and {pins.settings(cfg, d)["groupName"] for d in controller} == {"slice controller"}
+    assert len(controller) == 4 and {pins.settings(cfg, d)["groupName"] for d in controller} == {"slice controller"}
+    stack_file = {d.package_name: branch(cfg, d) for d in deps if d.file.startswith("Pulumi.pinned")}
+    assert stack_file == {
+        "docker.io/vllm/vllm-tpu": "docker.io/vllm/vllm-tpu",
+        "ghcr.io/llm-d/llm-d-router-endpoint-picker": "llm-d router",
+        "registry.k8s.io/kueue/kueue": "Kueue",
+        "registry.k8s.io/lws/lws": "LeaderWorkerSet",
+        "tpuongke/kueue-slice-controller": "slice controller",
+    }
 
 
 # ---- the model is Renovate's extraction ----------------------------------------------------------------------------

@@ -198,6 +198,25 @@ SERVING_BAD_INPUTS = [
         "overlap",
         id="weights-inside-the-xla-cache",
     ),
+    pytest.param({"serving.router.replicas": 0}, "serving.router.replicas", "runs no endpoint picker", id="no-epp"),
+    pytest.param(
+        {"serving.router.eppImage": f"ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0@sha256:{'a' * 64}"},
+        "serving.router.eppImage",
+        "is tagged v0.9.0, but llm-d router v0.10.0 runs v0.10.0",
+        id="epp-of-another-release",
+    ),
+    pytest.param(
+        {"serving.router.eppImage": "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"},
+        "serving.router.eppImage",
+        "has no digest",
+        id="epp-override-without-digest",
+    ),
+    pytest.param(
+        {"serving.router.eppImage": f"ghcr.io/llm-d/llm-d-inference-scheduler:v0.10.0@sha256:{'a' * 64}"},
+        "serving.router.eppImage",
+        "is not llm-d-router-endpoint-picker",
+        id="epp-of-another-name",
+    ),
 ]
 
 

@@ -10,6 +10,7 @@ kubernetes-validate; router values checked key by key against the chart's v0.10.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -61,6 +62,12 @@ ROUTER_VALUE_KEYS = Path(__file__).resolve().parent / "data" / "llm-d-router-v0.
 
 def params(**overrides: Any) -> ServingInput:
     return serving_input(**{"weights_uri": WEIGHTS, "xla_cache_uri": "gs://qwen-weights/xla_cache", **overrides})
+
+
+def picker() -> dict[str, Any]:
+    """The endpoint picker's image and replicas of the block's defaults (router_values' arguments)."""
+    spec = params()
+    return {"image": spec.router_image, "replicas": spec.router_replicas}
 
 
 def default_gateway(namespace: str) -> dict[str, Any]:
@@ -437,7 +444,9 @@ def test_the_sidecar_and_the_endpoint_picker_are_the_routers_release():
     (sidecar,) = template(by_role(built.leaderworkersets)[DECODE], "leader")["spec"]["initContainers"]
     assert sidecar["image"] == f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:{spec.router_version}"
     assert built.router_values["router"]["epp"]["image"]["tag"] == spec.router_version
-    values = router_values(gateway_name="gw", version="v0.11.0")
+    values = router_values(
+        gateway_name="gw", version="v0.11.0", image="ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.11.0", replicas=2
+    )
     assert values["router"]["epp"]["image"]["tag"] == "v0.11.0"
     assert load_router_values()["router"]["epp"]["image"]["tag"] == RouterConfig().version, "the base as applied"
 
@@ -625,6 +634,7 @@ EXTRA_ROUTER_KEYS = {
 }
 # Maps whose keys are free (labels, flags, file names, headers).
 OPEN_MAPS = {
+    "router.epp.affinity",  # a Kubernetes Affinity, passed through as the pods' affinity
     "router.epp.flags",
     "router.epp.pluginsCustomConfig",
     "router.modelServers.matchLabels",
@@ -718,13 +728,13 @@ def test_the_value_key_listing_is_sorted_and_well_formed():
 
 
 def test_every_router_value_is_a_transcribed_chart_key():
-    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="ns")
+    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="ns", **picker())
     assert unknown_keys(values, TRANSCRIBED_ROUTER_KEYS | EXTRA_ROUTER_KEYS) == set()
 
 
 def test_every_router_value_is_in_the_chart_listing(listed_keys):
     assert "router.epp.replicas" in listed_keys and "httpRoute.inferenceGatewayName" in listed_keys
-    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="ns")
+    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="ns", **picker())
     assert unknown_keys(values, listed_keys | EXTRA_ROUTER_KEYS) == set()
 
 
@@ -748,7 +758,7 @@ def test_router_values_for_pd_disaggregation_on_gke():
     assert values["provider"]["name"] == "gke"
     assert values["httpRoute"]["create"] is True
     epp = values["router"]["epp"]
-    assert epp["replicas"] == 1
+    assert epp["replicas"] == RouterConfig().replicas == 2, "the base says what the overlay writes"
     assert epp["image"]["tag"] == RouterConfig().version
     assert {"cpu", "memory"} <= set(epp["resources"]["requests"]), "the chart requires EPP requests"
     assert values["router"]["modelServers"]["matchLabels"] == {"llm-d.ai/guide": "pd-disaggregation"}
@@ -769,7 +779,7 @@ def test_endpoint_picker_config_has_prefill_and_decode_profiles():
 
 
 def test_router_values_overlay():
-    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="gateways")
+    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="gateways", **picker())
     assert values["router"]["modelServers"]["matchLabels"] == {"llm-d.ai/guide": "pd-disaggregation"}
     assert (values["httpRoute"]["inferenceGatewayName"], values["httpRoute"]["inferenceGatewayNamespace"]) == (
         "gw",
@@ -784,6 +794,45 @@ def test_router_values_overlay():
         )
 
 
+def test_two_endpoint_pickers_spread_over_nodes_behind_a_budget_on_the_charts_own_labels():
+    built = serving_objects(params(namespace="serving"))
+    epp = built.router_values["router"]["epp"]
+    assert epp["replicas"] == 2
+    (spread,) = epp["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    labels = {
+        "llm-d-router-gateway": "pd-disaggregation-epp"
+    }  # the chart's selectorLabels of release pd-disaggregation
+    assert spread["podAffinityTerm"] == {
+        "topologyKey": "kubernetes.io/hostname",
+        "labelSelector": {"matchLabels": labels},
+    }
+    budget = built.router_disruption_budget
+    assert budget is not None
+    assert (budget["metadata"]["name"], budget["metadata"]["namespace"]) == ("pd-disaggregation-epp", "serving")
+    assert budget["spec"] == {
+        "minAvailable": 1,
+        "unhealthyPodEvictionPolicy": "IfHealthyBudget",
+        "selector": {"matchLabels": labels},
+    }
+    assert core_errors(budget) == []
+    broken = copy.deepcopy(budget)
+    broken["spec"]["minAvailible"] = broken["spec"].pop("minAvailable")
+    assert core_errors(broken), "kubernetes-validate takes a misspelled field"
+    assert serving_objects(params(router_replicas=1)).router_disruption_budget is None
+
+
+def test_the_endpoint_picker_comes_from_the_mirror_pinned_by_its_digest():
+    digest = "sha256:" + "f" * 64
+    image = f"us-docker.pkg.dev/p/m/ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0@{digest}"
+    epp = serving_objects(params(router_image=image)).router_values["router"]["epp"]
+    assert epp["image"] == {
+        "registry": "us-docker.pkg.dev/p/m/ghcr.io/llm-d",
+        "repository": "llm-d-router-endpoint-picker",
+        "tag": f"v0.10.0@{digest}",  # the chart reads <registry>/<repository>:<tag>
+        "pullPolicy": "IfNotPresent",
+    }
+
+
 # Optional: render the real chart offline. Point TPU_GKE_ROUTER_CHART_DIR at an unpacked
 # llm-d-router-gateway v0.10.0 chart (`helm pull oci://ghcr.io/llm-d/charts/llm-d-router-gateway
 # --version v0.10.0 --untar`, or the git tree with routerlib copied into charts/).
@@ -793,7 +842,7 @@ ROUTER_CHART_DIR = os.environ.get("TPU_GKE_ROUTER_CHART_DIR", "")
 @pytest.mark.skipif(not ROUTER_CHART_DIR, reason="TPU_GKE_ROUTER_CHART_DIR is not set")
 def test_router_chart_renders_the_pool_and_route_we_expect():
     helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
-    values = router_values(gateway_name=DEFAULT_GATEWAY.name, version=RouterConfig().version)
+    values = router_values(gateway_name=DEFAULT_GATEWAY.name, version=RouterConfig().version, **picker())
     with helm.Chart.load(ROUTER_CHART_DIR) as chart:
         manifests = chart.render(values, name=so.ROUTER_RELEASE_NAME, namespace="serving")
     objects = [d for text in manifests.values() for d in yaml.safe_load_all(text) if isinstance(d, dict)]
@@ -812,6 +861,15 @@ def test_router_chart_renders_the_pool_and_route_we_expect():
     epp = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert "/config/pd-config.yaml" in epp["args"]
     assert epp["image"].endswith(":" + RouterConfig().version)
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    budget = serving_objects(params()).router_disruption_budget
+    assert budget is not None and budget["metadata"]["name"] == deployment["metadata"]["name"]
+    selector = budget["spec"]["selector"]["matchLabels"]
+    assert selector == deployment["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert "--ha-enable-leader-election" in epp["args"] and deployment["spec"]["replicas"] == 2
+    assert epp["readinessProbe"]["grpc"]["service"] == "readiness"  # SERVING on the lease holder only
+    assert ("Role", "pd-disaggregation-epp-leader-election") in kinds
     config_map = next(o for o in objects if o["kind"] == "ConfigMap" and "pd-config.yaml" in o.get("data", {}))
     assert yaml.safe_load(config_map["data"]["pd-config.yaml"]) == endpoint_picker_config(values)
     for obj in objects:

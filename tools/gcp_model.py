@@ -27,6 +27,7 @@ SERVICE_RESOURCE = "gcp:projects/service:Service"
 # The API behind each module of pulumi-gcp that the program uses (each resource's and data source's
 # "API documentation" link in the provider's docs, terraform-provider-google website/docs/r and /d).
 API_OF_MODULE = {
+    "artifactregistry": "artifactregistry.googleapis.com",  # RepositoryIamMember: repositories.setIamPolicy
     "compute": "compute.googleapis.com",
     "container": "container.googleapis.com",
     "monitoring": "monitoring.googleapis.com",
@@ -40,6 +41,7 @@ API_OF_TOKEN = {SERVICE_RESOURCE: SERVICE_USAGE}  # enabling an API is a Service
 
 # The titles Google's 403 gives each API.
 API_TITLES = {
+    "artifactregistry.googleapis.com": "Artifact Registry API",
     "cloudresourcemanager.googleapis.com": "Cloud Resource Manager API",
     "compute.googleapis.com": "Compute Engine API",
     "container.googleapis.com": "Kubernetes Engine API",

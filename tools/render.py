@@ -61,12 +61,16 @@ def render(stack: str, stack_dir: Path = PROJECT_ROOT) -> tuple[dict[str, str], 
 
 
 def new_project(values: dict[str, str], secret_keys: list[str]) -> CloudProject:
-    """The project a stack's first `up` goes to: a new one; a cluster made elsewhere has GKE's APIs on."""
+    """The project a stack's first `up` goes to: a new one; a cluster made elsewhere has GKE's APIs on. An image
+    mirror (images.mirror) exists before the stack's first `up`, filled with the stack's images, so Artifact
+    Registry is on where it lives; the model has one project, so that is this one."""
     from components import stack as stack_config
 
-    if stack_config.load_pulumi_values(values, secret_keys).config.cluster.existing.enabled:
-        return CloudProject.empty("container.googleapis.com", "compute.googleapis.com")
-    return CloudProject.empty()
+    config = stack_config.load_pulumi_values(values, secret_keys).config
+    already_on = ("artifactregistry.googleapis.com",) if config.images.mirror else ()
+    if config.cluster.existing.enabled:
+        return CloudProject.empty("container.googleapis.com", "compute.googleapis.com", *already_on)
+    return CloudProject.empty(*already_on)
 
 
 def empty_project_runs(stack: str, values: dict[str, str], secret_keys: list[str]) -> dict[str, ProgramRun]:

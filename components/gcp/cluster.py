@@ -26,6 +26,7 @@ from components.gcp.config import (
     GkeVersion,
     MaintenanceExclusionConfig,
     MaintenanceWindowConfig,
+    MirrorRepository,
     channel_floor_problem,
 )
 from components.resources import children_of
@@ -65,6 +66,9 @@ SHIELDED_INSTANCE: gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgsDic
     "enable_integrity_monitoring": True,
 }
 
+# What the nodes need on images.mirror, on that repository alone: read (pull) its images.
+MIRROR_READER_ROLE = "roles/artifactregistry.reader"
+
 
 @dataclass(frozen=True)
 class ClusterArgs:
@@ -89,6 +93,7 @@ class ClusterArgs:
     egress: list[pulumi.Resource]  # the Cloud NAT private nodes pull through: every node pool waits for it
     secrets_encryption_key: str  # a Cloud KMS key name, or "" for Google's default encryption only
     container_api: pulumi.Resource  # the Kubernetes Engine API's enablement: the version lookup waits for it
+    image_mirror: MirrorRepository | None  # images.mirror: the nodes may read that repository (None: no mirror)
 
 
 class Cluster(pulumi.ComponentResource):
@@ -207,6 +212,22 @@ class Cluster(pulumi.ComponentResource):
             ),
         )
 
+        # The nodes pull every image from the mirror when there is one: read on that repository alone, which may
+        # be another project's (an organisation's mirror). Every Kubernetes object waits for it (the provider).
+        self.mirror_reader = (
+            gcp.artifactregistry.RepositoryIamMember(
+                "node-sa-mirror-reader",
+                project=args.image_mirror.project,
+                location=args.image_mirror.location,
+                repository=args.image_mirror.repository,
+                role=MIRROR_READER_ROLE,
+                member=self.node_service_account.email.apply(lambda email: f"serviceAccount:{email}"),
+                opts=child,
+            )
+            if args.image_mirror
+            else None
+        )
+
         # The control plane as the stack reaches it: by its DNS name, or by the IP GKE gives as the cluster's
         # endpoint (the private one when the public IP is off).
         if args.control_plane.uses_dns_endpoint:
@@ -229,7 +250,9 @@ class Cluster(pulumi.ComponentResource):
             kubeconfig=self.kubeconfig,
             cluster_identifier=self.cluster_identifier,
             enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_pool]),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.system_pool, *([self.mirror_reader] if self.mirror_reader else [])]
+            ),
         )
 
         self.name = self.cluster.name

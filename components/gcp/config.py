@@ -1,4 +1,4 @@
-"""The `network`, `cluster` and `tpu` blocks of the stack config, their derived facts and rules.
+"""The `network`, `cluster`, `tpu` and `images` blocks of the stack config, their derived facts and rules.
 
 Their defaults are the reference deployment (two 4x4x4 TPU7x cubes on a reservation block).
 Every rule reports under the config key that fixes it and collects into one ``Problems``.
@@ -391,6 +391,50 @@ class TpuConfig:
             cubes=self.cubes,
             slices_that_fit={str(s): topology.slices_that_fit(s, self.cubes) for s in self.shapes},
         )
+
+
+# An Artifact Registry Docker repository: <location>-docker.pkg.dev/<project>/<repository> (Artifact Registry's
+# repository paths; a repository id is a lowercase letter, then lowercase letters, digits and hyphens, at most 63).
+_ARTIFACT_REGISTRY_REPOSITORY = re.compile(
+    r"^(?P<location>[a-z]+(?:-[a-z]+[0-9]*)?)-docker\.pkg\.dev/(?P<project>[^/]+)/(?P<repository>[^/]+)$"
+)
+_REPOSITORY_ID = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class MirrorRepository:
+    """The Artifact Registry repository ``images.mirror`` names: what the nodes' read grant is scoped to."""
+
+    location: str
+    project: str
+    repository: str
+
+    @classmethod
+    def parse(cls, mirror: str) -> MirrorRepository | None:
+        match = _ARTIFACT_REGISTRY_REPOSITORY.match(mirror)
+        return cls(match["location"], match["project"], match["repository"]) if match else None
+
+
+@dataclass(frozen=True)
+class ImagesConfig:
+    mirror: str = setting(
+        "",
+        "Artifact Registry Docker repository every image is pulled from, `<location>-docker.pkg.dev/<project>/"
+        "<repository>`: an image `<registry>/<path>:<tag>[@<digest>]` is pulled as `<mirror>/<registry>/<path>` with "
+        "the same tag and digest (Docker Hub's images under docker.io/). Empty: each image from its own registry.",
+    )
+    require_digests: bool | None = setting(
+        None,
+        "Refuse at preview an image without a @sha256 digest. Unset: required on a production stack, not elsewhere; "
+        "false on a production stack is allowed and warned about at every preview.",
+    )
+
+    @property
+    def mirror_repository(self) -> MirrorRepository | None:
+        return MirrorRepository.parse(self.mirror) if self.mirror else None
+
+    def digests_required(self, production: bool) -> bool:
+        return production if self.require_digests is None else self.require_digests
 
 
 # --- Rules -----------------------------------------------------------------------------
@@ -799,4 +843,27 @@ def _validate_reservation(tpu: TpuConfig, machine: topology.MachineType, problem
             "tpu.reservation.block",
             "pools name sub-blocks but no block is set",
             "set the block the sub-blocks belong to",
+        )
+
+
+def validate_images(images: ImagesConfig, problems: Problems) -> None:
+    if not images.mirror:
+        return
+    example = "us-central1-docker.pkg.dev/my-project/mirror"
+    repository = images.mirror_repository
+    if repository is None:
+        problems.add(
+            "images.mirror",
+            f"{images.mirror!r} is not an Artifact Registry Docker repository (no scheme, no trailing path)",
+            f"write <location>-docker.pkg.dev/<project>/<repository>, e.g. {example}",
+        )
+        return
+    if problem := naming.project_id_problem(repository.project):
+        problems.add("images.mirror", f"its project: {problem}", f"name the mirror's project, e.g. {example}")
+    if not _REPOSITORY_ID.match(repository.repository):
+        problems.add(
+            "images.mirror",
+            f"{repository.repository!r} is not a repository id: a lowercase letter, then lowercase letters, digits or "
+            "hyphens, at most 63",
+            f"name the repository, e.g. {example}",
         )

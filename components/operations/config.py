@@ -1,8 +1,9 @@
 """Operating a stack: the `alerts` block (Cloud Monitoring alert policies) and its builder input,
-what a stack marked production must have on, and the TPU upgrade policy of every stack that serves.
+what a stack marked production must have on, the TPU upgrade policy of every stack that serves, and
+the supply chain: every image the stack runs, the setting that pins each, and the digest rule.
 
-The rules read several blocks (cluster, tpu, platform, alerts, and whether a workload serves), so
-they live here, above the blocks they read, and the stack runs them with the others.
+The rules read several blocks (cluster, tpu, platform, alerts, the workloads, images), so they live
+here, above the blocks they read, and the stack runs them with the others.
 """
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from components.config_base import Problems, setting
-from components.gcp.config import ClusterConfig, NetworkConfig, TpuConfig
-from components.platform.config import PlatformConfig
+from components.config_base import ImageReference, Problems, mirrored_image, setting
+from components.gcp.config import ClusterConfig, ImagesConfig, NetworkConfig, TpuConfig
+from components.platform.config import PlatformConfig, chart_image, installed_charts, slice_controller_image
+from components.workloads.saxml.config import SaxmlConfig
+from components.workloads.serving.config import ServingConfig, endpoint_picker_image, routing_sidecar_image
+from components.workloads.slice_checks.config import ChecksConfig
 
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 CHANNEL = re.compile(r"^projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/notificationChannels/[0-9]+$")
@@ -153,11 +157,23 @@ def validate_upgrade_policy(cluster: ClusterConfig, serves: bool, problems: Prob
 
 
 def validate_production(
-    production: bool, cluster: ClusterConfig, tpu: TpuConfig, platform: PlatformConfig, problems: Problems
+    production: bool,
+    cluster: ClusterConfig,
+    tpu: TpuConfig,
+    platform: PlatformConfig,
+    serving: ServingConfig,
+    problems: Problems,
 ) -> None:
-    """Every protection of a stack marked production is on."""
+    """Every protection of a stack marked production is on (the images' digests: ``validate_supply_chain``)."""
     if not production:
         return
+    if serving.enabled and serving.router.install and serving.router.replicas < MIN_HA_REPLICAS:
+        problems.add(
+            "serving.router.replicas",
+            f"{serving.router.replicas} on a production stack: while that one endpoint picker restarts (or its node "
+            "drains), the Gateway fails open and sends requests to any model server, without P/D routing",
+            f"use {MIN_HA_REPLICAS} or more (one leads, the others stand by)",
+        )
     if not cluster.existing.enabled:
         if not cluster.deletion_protection:
             problems.add(
@@ -243,3 +259,101 @@ def validate_production_security(
             "name a Cloud KMS key in the cluster's region whose Encrypter/Decrypter role is granted to the GKE "
             "service agent (see the README, The prod stack)",
         )
+
+
+# --- The supply chain: every image the stack runs, and its digest ---------------------------------
+
+
+@dataclass(frozen=True)
+class StackImage:
+    """One image the stack deploys, as its source names it (``image``: tag, and digest once pinned), and the
+    setting that pins it (``key``: where its digest goes)."""
+
+    key: str
+    image: str
+    runs: str  # what runs it, for the reader
+
+    @property
+    def digest(self) -> str:
+        return ImageReference.parse(self.image).digest
+
+    def pull(self, mirror: str) -> str:
+        """The reference the nodes pull."""
+        return mirrored_image(self.image, mirror)
+
+    def output(self, mirror: str) -> dict[str, str]:
+        """The stack output's entry (``images``): the setting, the source to copy, and what the nodes pull."""
+        return {"setting": self.key, "source": self.image, "pull": self.pull(mirror)}
+
+    @property
+    def pin_command(self) -> str:
+        """The command that pins it by the digest its registry serves for its tag now."""
+        if self.key == "platform.sliceController.digest":  # Renovate reads the digest with the tag beside it
+            tag = ImageReference.parse(self.image).tag
+            return (
+                f"pulumi config set --path platform.sliceController.tag {tag} && "
+                f"pulumi config set --path {self.key} $(crane digest {self.image})"
+            )
+        return f"pulumi config set --path {self.key} {self.image}@$(crane digest {self.image})"
+
+
+CONTROLLERS = {"jobset": "JobSet", "kueue": "Kueue", "leaderWorkerSet": "LeaderWorkerSet"}
+
+
+def stack_images(
+    tpu: TpuConfig, platform: PlatformConfig, checks: ChecksConfig, serving: ServingConfig, saxml: SaxmlConfig
+) -> list[StackImage]:
+    """Every image the stack's objects and Helm releases run, in the order of the deployment. Held equal to the
+    images of the render (tests/test_stack.py), so nothing the stack pulls is missing from the mirror."""
+    slicing = tpu.dynamic_slicing_requested
+    used = [
+        StackImage(f"platform.{key}.image", chart_image(key, chart), f"the {CONTROLLERS[key]} controller")
+        for key, chart in installed_charts(platform, slicing).items()
+    ]
+    if platform.install and slicing:
+        image = slice_controller_image(platform.slice_controller)
+        used.append(StackImage("platform.sliceController.digest", image, "the slice controller"))
+    if slicing and any(check.enabled for check in checks.by_kind().values()):
+        used.append(StackImage("checks.image", checks.image, "the slice check JobSets"))
+    if serving.enabled:
+        if serving.weights_staging.enabled:
+            used.append(StackImage("serving.weightsStaging.image", serving.weights_staging.image, "the staging Job"))
+        if serving.router.install:
+            used.append(StackImage("serving.router.eppImage", endpoint_picker_image(serving), "the endpoint picker"))
+        used.append(StackImage("serving.image", serving.image, "the vLLM model servers"))
+        used.append(StackImage("serving.routingSidecarImage", routing_sidecar_image(serving), "the P/D sidecar"))
+    if saxml.enabled:
+        used += [
+            StackImage("saxml.adminImage", saxml.admin_image, "the Saxml admin server"),
+            StackImage("saxml.modelServerImage", saxml.model_server_image, "the Saxml model servers"),
+            StackImage("saxml.httpImage", saxml.http_image, "the Saxml HTTP server"),
+        ]
+    return used
+
+
+def validate_supply_chain(production: bool, images: ImagesConfig, used: list[StackImage], problems: Problems) -> None:
+    """A stack that requires digests (a production one unless images.requireDigests says otherwise) pulls every
+    image by digest: a tag is a pointer its registry's owner may move, and the next pull would run what it points
+    at without a change under review."""
+    if not images.digests_required(production):
+        return
+    why = "images.requireDigests is true" if images.require_digests else "a production stack pulls by digest"
+    for image in used:
+        if not image.digest:
+            problems.add(
+                image.key,
+                f"{image.image!r} ({image.runs}) has no digest, and {why}: its tag can be moved under it",
+                f"pin the digest its registry serves now: {image.pin_command}",
+            )
+
+
+def supply_chain_warnings(production: bool, images: ImagesConfig, used: list[StackImage]) -> list[str]:
+    """What preview says of a production stack that turned the digest rule off: each image pulled by its tag."""
+    if not production or images.require_digests is not False:
+        return []
+    return [
+        f"{image.key}: {image.image} ({image.runs}) is pulled by its tag on a production stack "
+        f"(images.requireDigests is false); pin it: {image.pin_command}"
+        for image in used
+        if not image.digest
+    ]

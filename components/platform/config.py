@@ -11,7 +11,16 @@ import itertools
 import re
 from dataclasses import dataclass
 
-from components.config_base import EXACT_VERSION, QUANTITY, Problems, is_k8s_name, setting, snake
+from components.config_base import (
+    EXACT_VERSION,
+    QUANTITY,
+    ImageReference,
+    Problems,
+    is_k8s_name,
+    release_image_problems,
+    setting,
+    snake,
+)
 from components.gcp.config import TpuConfig
 from components.tpu import topology
 
@@ -26,6 +35,11 @@ class HelmChartConfig:
     chart: str = setting(doc="Chart reference (oci://... or https://...).")
     version: str = setting(doc="Exact chart version (no ranges, no floating tags).")
     namespace: str = setting(doc="Namespace of the release.")
+    image: str = setting(
+        "",
+        "Controller image pinned by digest; empty means the chart's own, `<its repository>:v<version>` (README, "
+        "Supply chain). Set `<that image>@sha256:<digest>`; the tag stays the chart's release.",
+    )
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,44 @@ class SliceControllerConfig:
     replicas: int = setting(
         2, "Controller replicas: two, so one restart never blocks workload creates (its webhooks fail closed)."
     )
+
+
+@dataclass(frozen=True)
+class ChartImage:
+    """The controller image a registry chart runs, and the mapping of its values that sets it ({repository, tag})."""
+
+    repository: str
+    values_path: tuple[str, ...]
+
+
+# The image each published chart runs: its packaging sets the image to the release's own tag in registry.k8s.io,
+# where release images are promoted (kubernetes-sigs/jobset v0.12.0 hack/helm-chart-package.sh: .image.repository
+# registry.k8s.io/jobset/jobset, .image.tag the git tag; kubernetes-sigs/kueue v0.17.8 hack/helm-chart-package.sh:
+# .controllerManager.manager.image, registry.k8s.io/kueue/kueue; kubernetes-sigs/lws v0.10.0 hack/push-chart.sh:
+# .image.manager, registry.k8s.io/lws/lws). Each template reads `<repository>:<tag>` (charts/jobset/templates/
+# controller/deployment.yaml, charts/kueue/templates/manager/manager.yaml, charts/lws/templates/manager/deployment.yaml
+# at those tags): no digest key, so a digest travels in the tag, `v0.17.8@sha256:...`, which Kubernetes pulls by the
+# digest. Kueue's other images (KueueViz) are off by default (enableKueueViz: false).
+CHART_IMAGES = {
+    "jobset": ChartImage("registry.k8s.io/jobset/jobset", ("image",)),
+    "kueue": ChartImage("registry.k8s.io/kueue/kueue", ("controllerManager", "manager", "image")),
+    "leaderWorkerSet": ChartImage("registry.k8s.io/lws/lws", ("image", "manager")),
+}
+
+
+def chart_own_image(key: str, chart: HelmChartConfig) -> ImageReference:
+    """The controller image the chart under ``platform.<key>`` runs by itself: its repository at the release's tag."""
+    return ImageReference(CHART_IMAGES[key].repository, f"v{chart.version.removeprefix('v')}")
+
+
+def chart_image(key: str, chart: HelmChartConfig) -> str:
+    """The controller image of the chart under ``platform.<key>``: the override, or the chart's own."""
+    return chart.image or str(chart_own_image(key, chart))
+
+
+def slice_controller_image(controller: SliceControllerConfig) -> str:
+    """The slice controller's image as the chart pulls it: by digest when one is set (the tag is then ignored)."""
+    return f"{controller.image}:{controller.tag}" + (f"@{controller.digest}" if controller.digest else "")
 
 
 # The pinned releases (README "What a change does" says what moving them does to a running stack):
@@ -185,6 +237,15 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
             )
         if not is_k8s_name(chart.namespace):
             problems.add(f"{prefix}.namespace", f"{chart.namespace!r} is not a namespace name", "use a DNS-1123 label")
+        if chart.image:
+            own = chart_own_image(key, chart)
+            name = own.name.rsplit("/", 1)[-1]
+            for problem in release_image_problems(chart.image, name, own.tag, f"{key} {chart.version}"):
+                problems.add(
+                    f"{prefix}.image",
+                    problem,
+                    f"write {own}@sha256:<digest> (`crane digest {own}`), or leave it empty for {own}",
+                )
     if platform.leader_worker_set.namespace != "lws-system":
         problems.add(
             "platform.leaderWorkerSet.namespace",

@@ -11,12 +11,16 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from components.config_base import ImageReference, mirrored_image
 from components.manifests import MANIFESTS, load_documents
 from components.platform.config import (
+    CHART_IMAGES,
     CHART_RELEASE_NAMES,
     HelmChartConfig,
     KueueControllerConfig,
     SliceControllerConfig,
+    chart_image,
+    slice_controller_image,
 )
 
 # Relative to the project folder, where Pulumi runs the program (keeps renders machine-independent).
@@ -35,6 +39,7 @@ class PlatformArgs:
     leader_worker_set: HelmChartConfig | None
     slice_controller: SliceControllerConfig | None
     webhook_namespaces: list[str]  # the only namespaces the slice controller's webhooks see
+    mirror: str  # images.mirror: the registry every image is pulled from ("": each from its own)
 
 
 class ClusterPlatform(pulumi.ComponentResource):
@@ -43,12 +48,24 @@ class ClusterPlatform(pulumi.ComponentResource):
         self._provider = args.provider
         self.release_versions: dict[str, str] = {}  # release name -> chart version
         names = CHART_RELEASE_NAMES
-        self.jobset = self._release(names["jobset"], args.jobset, {}) if args.jobset else None
+        self.jobset = (
+            self._release(names["jobset"], args.jobset, chart_image_values("jobset", args.jobset, args.mirror))
+            if args.jobset
+            else None
+        )
         self.kueue = (
-            self._release(names["kueue"], args.kueue, kueue_values(args.kueue_controller)) if args.kueue else None
+            self._release(names["kueue"], args.kueue, kueue_values(args.kueue, args.kueue_controller, args.mirror))
+            if args.kueue
+            else None
         )
         self.leader_worker_set = (
-            self._release(names["leaderWorkerSet"], args.leader_worker_set, {}) if args.leader_worker_set else None
+            self._release(
+                names["leaderWorkerSet"],
+                args.leader_worker_set,
+                chart_image_values("leaderWorkerSet", args.leader_worker_set, args.mirror),
+            )
+            if args.leader_worker_set
+            else None
         )
         self.slice_controller = None
         if args.slice_controller:
@@ -56,7 +73,7 @@ class ClusterPlatform(pulumi.ComponentResource):
             self.slice_controller = self._release(
                 "slice-controller",
                 HelmChartConfig(SLICE_CONTROLLER_CHART, _chart_version(), args.slice_controller.namespace),
-                slice_controller_values(args.slice_controller, args.webhook_namespaces),
+                slice_controller_values(args.slice_controller, args.webhook_namespaces, args.mirror),
                 depends_on=[r for r in (self.jobset, self.kueue, self.leader_worker_set) if r is not None],
                 # A Release of a local chart is diffed by its inputs only: the digest of the chart's
                 # files makes a change to any template a change of the release, bumped or not.
@@ -111,16 +128,29 @@ def helm_release(
     )
 
 
-def kueue_values(controller: KueueControllerConfig) -> dict[str, Any]:
+def chart_image_values(key: str, chart: HelmChartConfig, mirror: str) -> dict[str, Any]:
+    """The values that set a registry chart's controller image, written out even when they are the chart's own:
+    the release's inputs then show the image (the policy pack and reviews read it), the mirror replaces its
+    registry, and a digest rides in the tag (`v0.17.8@sha256:...`: the charts read `<repository>:<tag>`)."""
+    image = ImageReference.parse(mirrored_image(chart_image(key, chart), mirror))
+    values: dict[str, Any] = {"repository": image.name, "tag": image.tag_and_digest.removeprefix(":")}
+    for part in reversed(CHART_IMAGES[key].values_path):
+        values = {part: values}
+    return values
+
+
+def kueue_values(chart: HelmChartConfig, controller: KueueControllerConfig, mirror: str) -> dict[str, Any]:
     (configuration,) = load_documents("kueue/controller-config.yaml")
+    image = chart_image_values("kueue", chart, mirror)["controllerManager"]["manager"]["image"]
     return {
         "controllerManager": {
             "replicas": controller.replicas,
             "manager": {
+                "image": image,
                 "resources": {
                     "requests": {"cpu": controller.requests.cpu, "memory": controller.requests.memory},
                     "limits": {"cpu": controller.limits.cpu, "memory": controller.limits.memory},
-                }
+                },
             },
             "podDisruptionBudget": {"enabled": controller.replicas > 1, "minAvailable": 1},
         },
@@ -141,11 +171,14 @@ def _chart_version() -> str:
     return str(chart["version"])
 
 
-def slice_controller_values(controller: SliceControllerConfig, webhook_namespaces: list[str]) -> dict[str, Any]:
+def slice_controller_values(
+    controller: SliceControllerConfig, webhook_namespaces: list[str], mirror: str
+) -> dict[str, Any]:
+    image = ImageReference.parse(mirrored_image(slice_controller_image(controller), mirror))
     return {
         # Helm creates the namespace (create_namespace); the chart must not own it as well.
         "createNamespace": False,
         "replicas": controller.replicas,
         "webhookNamespaces": list(webhook_namespaces),
-        "image": {"repository": controller.image, "tag": controller.tag, "digest": controller.digest},
+        "image": {"repository": image.name, "tag": image.tag, "digest": image.digest},
     }

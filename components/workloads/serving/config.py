@@ -6,7 +6,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from components.config_base import EXACT_VERSION, Problems, image_pin_problem, is_k8s_name, setting
+from components.config_base import (
+    EXACT_VERSION,
+    Problems,
+    image_pin_problem,
+    is_k8s_name,
+    mirrored_image,
+    release_image_problems,
+    setting,
+)
 from components.gcp.config import TpuConfig
 from components.platform.config import WORKLOAD_NAMESPACE, QueuesConfig
 from components.tpu import admission, sizing, topology
@@ -48,6 +56,10 @@ VLLM_IMAGE = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26"
 # version, never a second setting.
 ROUTER_VERSION = "v0.10.0"
 ROUTING_SIDECAR_REPOSITORY = "ghcr.io/llm-d/llm-d-router-disagg-sidecar"
+# The endpoint picker the chart runs: router.epp.image {registry, repository, tag} (llm-d-router v0.10.0
+# config/charts/routerlib/values.yaml: ghcr.io/llm-d, llm-d-router-endpoint-picker, and the floating tag main, which
+# router-values.yaml replaces by the release), read as `<registry>/<repository>:<tag>` (templates/_deployment.yaml).
+ENDPOINT_PICKER_REPOSITORY = "ghcr.io/llm-d/llm-d-router-endpoint-picker"
 # The weights-staging Job pip-installs its hash-pinned libraries (wheels only) into the official python
 # image at a dated patch release, then runs the program on them (pin the image's digest once pulled).
 STAGING_IMAGE = "docker.io/library/python:3.12.8-slim-bookworm"
@@ -145,6 +157,16 @@ class RouterConfig:
         "Exact llm-d router release (never the floating v0): the chart, the endpoint picker image and the decode "
         f"pods' P/D sidecar; {rules.SIDECAR_FLAGS_SINCE} or later.",
     )
+    replicas: int = setting(
+        2,
+        "Endpoint picker replicas: one leads (by a lease) and serves, the others stand by with their state warm, "
+        "behind a PodDisruptionBudget; 2 or more required in production.",
+    )
+    epp_image: str = setting(
+        "",
+        f"Endpoint picker image pinned by digest; empty means `{ENDPOINT_PICKER_REPOSITORY}:<serving.router.version>`. "
+        "Set `<that image>@sha256:<digest>`; the tag stays the router's release.",
+    )
 
 
 # The InferencePool CRDs: the Gateway API Inference Extension release llm-d-router v0.10.0 is built
@@ -180,8 +202,8 @@ class ServingConfig:
     routing_sidecar_image: str = setting(
         "",
         f"P/D sidecar image of the decode pods; empty means `{ROUTING_SIDECAR_REPOSITORY}:<serving.router.version>`. "
-        "An override is that release from elsewhere (a mirror, a digest): its name ends in "
-        f"`{rules.ROUTING_SIDECAR_NAME}` and its tag is serving.router.version.",
+        "An override is that release pinned by digest, or from elsewhere: its name ends in "
+        f"`{rules.ROUTING_SIDECAR_NAME}` and its tag is serving.router.version (images.mirror applies to it too).",
     )
     slice_shape: str = setting("2x2x2", "Slice of each model-server group; one of tpu.sliceShapes.")
     priority: str = setting("high", "Priority level (queues.priorityClasses): serving preempts the checks.")
@@ -248,6 +270,11 @@ def served_model_name(serving: ServingConfig) -> str:
 def routing_sidecar_image(serving: ServingConfig) -> str:
     """The decode pods' P/D sidecar: the router release's own, or the override of the same release."""
     return serving.routing_sidecar_image or f"{ROUTING_SIDECAR_REPOSITORY}:{serving.router.version}"
+
+
+def endpoint_picker_image(serving: ServingConfig) -> str:
+    """The router's endpoint picker: the release's own, or the override of the same release with its digest."""
+    return serving.router.epp_image or f"{ENDPOINT_PICKER_REPOSITORY}:{serving.router.version}"
 
 
 def serving_workloads(serving: ServingConfig, queues: QueuesConfig) -> list[admission.SliceWorkload]:
@@ -444,6 +471,18 @@ def _validate_front(serving: ServingConfig, problems: Problems) -> None:
     if EXACT_VERSION.match(serving.router.version):
         for problem in rules.router_version_problems(serving.router.version):
             problems.add("serving.router.version", problem, f"use {ROUTER_VERSION} or a later release")
+    if serving.router.replicas < 1:
+        problems.add("serving.router.replicas", f"{serving.router.replicas} runs no endpoint picker", "use 2")
+    if serving.router.epp_image:
+        own = f"{ENDPOINT_PICKER_REPOSITORY}:{serving.router.version}"
+        picker = ENDPOINT_PICKER_REPOSITORY.rsplit("/", 1)[-1]
+        release = f"llm-d router {serving.router.version}"
+        for problem in release_image_problems(serving.router.epp_image, picker, serving.router.version, release):
+            problems.add(
+                "serving.router.eppImage",
+                problem,
+                f"write {own}@sha256:<digest> (`crane digest {own}`), or leave it empty for {own}",
+            )
     if serving.routing_sidecar_image:
         for problem in rules.routing_sidecar_image_problems(serving.routing_sidecar_image, serving.router.version):
             problems.add(
@@ -480,8 +519,11 @@ class ServingInput:
     model_revision: str
     weights_uri: str  # gs:// directory of the model snapshot
     xla_cache_uri: str
+    # Every image as the nodes pull it: under images.mirror when one is set.
     image: str
     router_version: str  # the llm-d router release: endpoint picker and P/D sidecar
+    router_image: str  # the endpoint picker
+    router_replicas: int
     routing_sidecar_image: str
     machine: topology.MachineType
     shape: topology.Shape
@@ -527,7 +569,7 @@ class ServingInput:
 
 
 def serving_input(
-    serving: ServingConfig, tpu: TpuConfig, queues: QueuesConfig, project: str, skip_await: bool
+    serving: ServingConfig, tpu: TpuConfig, queues: QueuesConfig, project: str, mirror: str, skip_await: bool
 ) -> ServingInput:
     return ServingInput(
         namespace=serving.namespace,
@@ -538,9 +580,11 @@ def serving_input(
         model_revision=serving.model.revision,
         weights_uri=weights_uri(serving, project),
         xla_cache_uri=xla_cache_uri(serving, project),
-        image=serving.image,
+        image=mirrored_image(serving.image, mirror),
         router_version=serving.router.version,
-        routing_sidecar_image=routing_sidecar_image(serving),
+        router_image=mirrored_image(endpoint_picker_image(serving), mirror),
+        router_replicas=serving.router.replicas,
+        routing_sidecar_image=mirrored_image(routing_sidecar_image(serving), mirror),
         machine=tpu.machine,
         shape=topology.Shape.parse(serving.slice_shape),
         prefill_name=serving.prefill.name,
@@ -563,7 +607,7 @@ def serving_input(
         gateway_port=serving.gateway.port,
         stage_weights=serving.weights_staging.enabled,
         staging_service_account_name=serving.weights_staging.service_account_name,
-        staging_image=serving.weights_staging.image,
+        staging_image=mirrored_image(serving.weights_staging.image, mirror),
         staging_timeout_minutes=serving.weights_staging.timeout_minutes,
         skip_await=skip_await,
     )

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from components import manifests
+from components.config_base import ImageReference
 from components.platform.kueue_objects import PRIORITY_LABEL, QUEUE_LABEL
 from components.tpu.topology import (
     ACCELERATOR_NODE_LABEL,
@@ -42,6 +43,7 @@ from components.workloads.serving.config import DECODE, PREFILL, ROLES, ServingI
 BASE_FILES = {PREFILL: "prefill-leaderworkerset.yaml", DECODE: "decode-leaderworkerset.yaml"}
 GATEWAY_FILE = "gateway.yaml"
 ROUTER_VALUES_FILE = "router-values.yaml"
+ROUTER_DISRUPTION_BUDGET_FILE = "router-disruption-budget.yaml"
 SERVICE_ACCOUNT_FILE = "service-account.yaml"
 STAGING_SERVICE_ACCOUNT_FILE = "weights-staging-service-account.yaml"
 STAGING_JOB_FILE = "weights-staging-job.yaml"
@@ -124,6 +126,11 @@ REPLACED_ON = [
 HF_TOKEN_SECRET_NAME = "llm-d-hf-token"  # the stack creates it only when serving.hfToken is set
 HF_TOKEN_SECRET_KEY = "HF_TOKEN"
 ROUTER_RELEASE_NAME = GUIDE  # names the InferencePool (and <release>-epp)
+# The label the chart selects its endpoint picker pods by, `llm-d-router-gateway: <release>-epp` (llm-d-router
+# v0.10.0 config/charts/routerlib/templates/_helpers.tpl: llm-d-router.selectorLabels, with the pool created;
+# llm-d-router.name is the release name cut at 40 characters, then -epp): the Deployment's selector, and ours.
+ENDPOINT_PICKER_SELECTOR_LABEL = "llm-d-router-gateway"
+ENDPOINT_PICKER_NAME = f"{ROUTER_RELEASE_NAME[:40]}-epp"
 
 
 def workload_identity_principal(pool: str, project_number: str, namespace: str, service_account: str) -> str:
@@ -141,6 +148,7 @@ class ServingObjects:
     service_account: dict[str, Any]
     gateway: dict[str, Any]
     router_values: dict[str, Any]
+    router_disruption_budget: dict[str, Any] | None  # None: one endpoint picker, nothing to keep running
     leaderworkersets: list[dict[str, Any]]  # prefill, then decode
     staging_script: dict[str, Any] | None  # the weights-staging ConfigMap, account and Job (None: staging is off)
     staging_service_account: dict[str, Any] | None
@@ -156,7 +164,13 @@ def serving_objects(spec: ServingInput) -> ServingObjects:
     return ServingObjects(
         service_account=model_server_service_account(spec.namespace, spec.service_account_name),
         gateway=inference_gateway,
-        router_values=router_values(gateway_name=spec.gateway_name, version=spec.router_version),
+        router_values=router_values(
+            gateway_name=spec.gateway_name,
+            version=spec.router_version,
+            image=spec.router_image,
+            replicas=spec.router_replicas,
+        ),
+        router_disruption_budget=router_disruption_budget(spec.namespace) if spec.router_replicas > 1 else None,
         leaderworkersets=prefill_decode_leaderworkersets(spec),
         staging_script=staging_script_configmap(spec.namespace) if spec.stage_weights else None,
         staging_service_account=(
@@ -396,12 +410,18 @@ def load_router_values() -> dict[str, Any]:
     return _load_one(ROUTER_VALUES_FILE)
 
 
-def router_values(*, gateway_name: str, version: str, gateway_namespace: str = "") -> dict[str, Any]:
-    """Values of the llm-d router chart with the guide label, the release and the Gateway overlaid.
+def router_values(
+    *, gateway_name: str, version: str, image: str, replicas: int, gateway_namespace: str = ""
+) -> dict[str, Any]:
+    """Values of the llm-d router chart with the guide label, the release, the endpoint picker and the Gateway
+    overlaid.
 
-    ``version`` is the router release (``serving.router.version``): the endpoint picker's image
-    tag, which the chart would otherwise take from its own default, follows it like the decode pods'
-    P/D sidecar, so the chart, the picker and the sidecar are one release.
+    ``version`` is the router release (``serving.router.version``) and ``image`` the endpoint picker's image as
+    the nodes pull it (the release's own, or its digest-pinned override, under the mirror when there is one):
+    the chart would otherwise take its own floating default tag, so the chart, the picker and the decode pods'
+    P/D sidecar are one release. The chart reads `<registry>/<repository>:<tag>`, so a digest rides in the tag.
+    ``replicas`` above one makes the chart run the pickers behind a lease (active-passive), and spreads them
+    over nodes (router-values.yaml).
 
     The release namespace is Helm's (the release's ``namespace``); ``gateway_namespace`` is only
     needed when the Gateway lives elsewhere (it must then allow routes from the release's
@@ -410,11 +430,31 @@ def router_values(*, gateway_name: str, version: str, gateway_namespace: str = "
     request, and ``router.tokenizer.modelName`` only matters with the tokenizer enabled.
     """
     values = load_router_values()
-    values["router"]["epp"]["image"]["tag"] = version
+    epp = values["router"]["epp"]
+    reference = ImageReference.parse(image)
+    registry, _, repository = reference.name.rpartition("/")
+    epp["image"].update(registry=registry, repository=repository, tag=reference.tag_and_digest.removeprefix(":"))
+    epp["replicas"] = replicas
+    (spread,) = epp["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    spread["podAffinityTerm"]["labelSelector"]["matchLabels"] = endpoint_picker_labels()
     values["router"]["modelServers"]["matchLabels"] = {GUIDE_LABEL: GUIDE}
     values["httpRoute"]["inferenceGatewayName"] = gateway_name
     values["httpRoute"]["inferenceGatewayNamespace"] = gateway_namespace
     return values
+
+
+def endpoint_picker_labels() -> dict[str, str]:
+    """The chart's selector labels of the endpoint picker pods of our release."""
+    return {ENDPOINT_PICKER_SELECTOR_LABEL: ENDPOINT_PICKER_NAME}
+
+
+def router_disruption_budget(namespace: str) -> dict[str, Any]:
+    """The endpoint pickers' PodDisruptionBudget (manifests/serving/router-disruption-budget.yaml says what it
+    keeps and what it costs), named after their Deployment."""
+    budget = _load_one(ROUTER_DISRUPTION_BUDGET_FILE)
+    budget["metadata"].update(name=ENDPOINT_PICKER_NAME, namespace=namespace)
+    budget["spec"]["selector"]["matchLabels"] = endpoint_picker_labels()
+    return budget
 
 
 def endpoint_picker_config(values: dict[str, Any]) -> dict[str, Any]:

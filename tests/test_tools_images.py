@@ -1,0 +1,70 @@
+"""make images: the images a stack runs, the commands that pin each by digest, and the copies that fill the mirror."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROJECT_ROOT
+from tools import images
+
+MIRROR = "us-central1-docker.pkg.dev/my-org-artifacts/tpu-gke-mirror"
+
+
+def listing(capsys: pytest.CaptureFixture[str], stack: str, stack_dir: Path = PROJECT_ROOT) -> list[str]:
+    assert images.main(["--stack", stack, "--stack-dir", str(stack_dir)]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_prod_lists_each_image_then_its_pin_then_its_copy_into_the_mirror(capsys):
+    lines = listing(capsys, "prod")
+    assert "# serving.image: docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26 (the vLLM model servers)" in lines
+    assert (
+        "pulumi config set --path platform.kueue.image registry.k8s.io/kueue/kueue:v0.17.8"
+        "@$(crane digest registry.k8s.io/kueue/kueue:v0.17.8)"
+    ) in lines
+    assert (
+        f"crane copy tpuongke/kueue-slice-controller:v0.8.0-200 {MIRROR}/docker.io/tpuongke/kueue-slice-controller:v0.8.0-200"
+    ) in lines
+    pins = [line for line in lines if line.startswith("pulumi config set")]
+    copies = [line for line in lines if line.startswith("crane copy")]
+    assert len(pins) == len(copies) == 9
+    assert lines.index(pins[-1]) < lines.index(copies[0]), "pin first, then copy by the pinned digest"
+
+
+def test_a_pinned_image_is_copied_by_its_digest_and_asks_for_no_pin(capsys, tmp_path):
+    digest = "sha256:" + "b" * 64
+    stack_file = (
+        (PROJECT_ROOT / "Pulumi.prod.yaml")
+        .read_text()
+        .replace(
+            "    router:\n",
+            f"    image: docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26@{digest}\n    router:\n",
+            1,
+        )
+    )
+    (tmp_path / "Pulumi.prod.yaml").write_text(stack_file)
+    lines = listing(capsys, "prod", tmp_path)
+    assert not [line for line in lines if line.startswith("pulumi config set --path serving.image ")]
+    source = f"docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26@{digest}"
+    assert f"crane copy {source} {MIRROR}/docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26" in lines
+
+
+def test_a_stack_that_requires_digests_it_lacks_is_still_listed(capsys, tmp_path):
+    """The listing is what such a stack needs: the digest rule does not stop it (any other problem does)."""
+    text = (PROJECT_ROOT / "Pulumi.prod.yaml").read_text()
+    (tmp_path / "Pulumi.prod.yaml").write_text(text.replace("    requireDigests: false\n", ""))
+    assert len([line for line in listing(capsys, "prod", tmp_path) if line.startswith("pulumi config set")]) == 9
+    shutil.copy(PROJECT_ROOT / "Pulumi.dev.yaml", tmp_path / "Pulumi.bad.yaml")
+    with (tmp_path / "Pulumi.bad.yaml").open("a") as out:
+        out.write("  tpu-dynamic-slicing:images:\n    mirror: docker.io/my-org\n")
+    assert images.main(["--stack", "bad", "--stack-dir", str(tmp_path)]) == 1
+    assert "images.mirror" in capsys.readouterr().err
+
+
+def test_without_a_mirror_there_is_nothing_to_copy(capsys):
+    lines = listing(capsys, "dev")
+    assert not [line for line in lines if line.startswith("crane copy")]
+    assert len([line for line in lines if line.startswith("pulumi config set")]) == 9
