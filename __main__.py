@@ -68,7 +68,7 @@ if stack.saxml is not None:
 # 5. Operations: the alert policies and dashboards an operator watches, and the scrapes they read.
 monitoring = None
 if stack.monitoring is not None:
-    monitoring = Monitoring("monitoring", wiring.monitoring_args(stack, cluster, services, platform, queues, serving))
+    monitoring = Monitoring("operations", wiring.monitoring_args(stack, cluster, services, platform, queues, serving))
 
 # 6. Stack outputs.
 pulumi.export("project", config.project)

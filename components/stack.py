@@ -226,7 +226,6 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     operations_config.validate_upgrade_policy(config.cluster, serves, problems)
     operations_config.validate_production(config.production, config.cluster, config.tpu, config.platform, problems)
     operations_config.validate_alerts(config.alerts, config.cluster, config.production, problems)
-    operations_config.validate_dashboards(config.dashboards, config.cluster, problems)
 
 
 def _validate_project(project: str, region: str, problems: Problems) -> None:
@@ -261,13 +260,15 @@ def _build(config: StackConfig) -> Stack:
 
 
 def _monitoring(config: StackConfig) -> MonitoringObjects | None:
-    if not (config.alerts.enabled or config.dashboards.enabled):
+    # A cluster made elsewhere has its dashboards (and alerts, refused there) made by the stack that made it.
+    dashboards = config.dashboards.enabled and not config.cluster.existing.enabled
+    if not (config.alerts.enabled or dashboards):
         return None
     slicing = config.tpu.dynamic_slicing
     return monitoring_objects(
         config.project,
         _alerts_input(config) if config.alerts.enabled else None,
-        _dashboards_input(config) if config.dashboards.enabled else None,
+        _dashboards_input(config) if dashboards else None,
         kueue_namespace=config.platform.kueue.namespace if slicing and config.platform.install else None,
     )
 

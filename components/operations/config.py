@@ -63,7 +63,8 @@ class DashboardsConfig:
     enabled: bool = setting(
         True,
         "Cloud Monitoring dashboards of the stack (serving, router, TPU, Kueue; Saxml on a Saxml stack) and the "
-        "metric scrapes they read; stack output `dashboards` links each.",
+        "metric scrapes they read; stack output `dashboards` links each. None on a cluster made elsewhere "
+        "(cluster.existing): the stack that makes that cluster makes them.",
     )
 
 
@@ -131,15 +132,6 @@ class DashboardsInput:
     serving_guide: str  # the llm-d.ai/guide label of the serving leaders
     slice_namespace: str | None  # the namespace of the slice workloads (TPU7x); None: no TPU dashboard of ours
     saxml_namespace: str | None
-
-
-def validate_dashboards(dashboards: DashboardsConfig, cluster: ClusterConfig, problems: Problems) -> None:
-    if dashboards.enabled and cluster.existing.enabled:
-        problems.add(
-            "dashboards.enabled",
-            "a cluster made elsewhere (cluster.existing) has its dashboards made there too",
-            "set it false, or let this stack make the cluster",
-        )
 
 
 def validate_alerts(alerts: AlertsConfig, cluster: ClusterConfig, production: bool, problems: Problems) -> None:

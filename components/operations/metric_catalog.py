@@ -185,6 +185,31 @@ SYSTEM_METRICS = {
 }
 SYSTEM_METRICS_BY_PROMQL_NAME = {m.promql_name: m for m in SYSTEM_METRICS.values()}
 
+# The labels of each monitored resource a system metric is written against (Cloud Monitoring, "Monitored
+# resource types"; GoogleCloudPlatform/gke-mcp pkg/tools/monitoring/schemas/ lists k8s_entity, k8s_node and
+# k8s_node_pool with these). Only the resources a PromQL query here reads. In PromQL they are plain labels, next to the metric's own and `monitored_resource`.
+_CLUSTER = ("project_id", "location", "cluster_name")
+RESOURCE_LABELS = {
+    "k8s_container": (*_CLUSTER, "namespace_name", "pod_name", "container_name"),
+    "k8s_node": (*_CLUSTER, "node_name"),
+    "k8s_node_pool": (*_CLUSTER, "node_pool_name"),
+    "k8s_entity": (*_CLUSTER, "entity_type", "entity_namespace", "entity_name", "entity_uid"),
+}
+# The labels Managed Service for Prometheus sets on every scraped series: the protected target labels and
+# the PodMonitoring's default metadata (prometheus-engine v0.17.2, the PodMonitoring CRD's targetLabels).
+TARGET_LABELS = (
+    "project_id",
+    "location",
+    "cluster",
+    "namespace",
+    "job",
+    "instance",
+    "container",
+    "pod",
+    "top_level_controller_name",
+    "top_level_controller_type",
+)
+
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
 
