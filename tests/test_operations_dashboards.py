@@ -27,7 +27,8 @@ from google.protobuf import json_format
 from components.operations import dashboard_objects, metric_catalog
 from components.operations import objects as alerting
 from components.operations.config import DashboardsInput
-from components.workloads.serving.objects import DECODE, PREFILL, ROLE_LABEL, VLLM_PORTS
+from components.workloads.serving.config import DECODE, PREFILL
+from components.workloads.serving.objects import ROLE_LABEL, VLLM_PORTS
 from tests.conftest import run_stack
 from tests.crd_schemas import crd_errors
 

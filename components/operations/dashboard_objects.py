@@ -21,12 +21,8 @@ from typing import Any
 from components import manifests
 from components.operations import metric_catalog
 from components.operations.config import DashboardsInput
-from components.workloads.serving.objects import (
-    DECODE,
-    GUIDE_LABEL,
-    PREFILL,
-    ROLE_LABEL,
-)
+from components.workloads.serving.config import DECODE, PREFILL
+from components.workloads.serving.objects import GUIDE_LABEL, ROLE_LABEL
 
 DASHBOARDS_DIR = "operations/dashboards"
 MODEL_SERVER_METRICS_FILE = "operations/model-server-metrics.yaml"
