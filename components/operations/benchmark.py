@@ -227,7 +227,7 @@ def table(rows: list[StageRow]) -> str:
         "TPOT p90",
         "TPOT p99",
     )
-    lines = [header]
+    lines: list[tuple[str, ...]] = [header]
     for row in rows:
         lines.append(
             (
