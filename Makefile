@@ -14,7 +14,7 @@ STAGING_VENV := build/venv-staging
 STAGING_REQUIREMENTS := manifests/serving/stage-weights-requirements.txt
 STAGING_PROGRAM := manifests/serving/stage_weights.py
 
-.PHONY: render test lint format golden docs clean verify sax schemas itest policy-venv staging-test staging-bench renovate-check images
+.PHONY: render test lint format golden docs clean verify sax schemas itest policy-venv staging-test staging-bench renovate-check images bench bench-test
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +73,9 @@ images: $(VENV)/.installed  ## the images STACK runs, and the commands that pin 
 verify: $(VENV)/.installed  ## smoke-test STACK's OpenAI-compatible endpoint [BASE_URL=http://host/v1 skips pulumi] [MODEL=name] [VERIFY_ARGS="--attempts 10"]
 	$(PY) -m tools.verify --stack $(STACK) $(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(MODEL),--model $(MODEL)) $(VERIFY_ARGS)
 
+bench: $(VENV)/.installed  ## benchmark STACK's endpoint with inference-perf as a Job in the cluster, print throughput, TTFT and TPOT per rate [BASE_URL=http://host/v1] [BENCH_ARGS="--rates 1,2,4,8 --stage-seconds 120"]
+	$(PY) -m tools.bench --stack $(STACK) $(if $(BASE_URL),--base-url $(BASE_URL)) $(BENCH_ARGS)
+
 sax: $(VENV)/.installed  ## Saxml client, e.g. make sax CMD="listcell --model-id /sax/test/spmd" [SAX_STACK=saxml | SAX_ADDRESS=host:port]
 	$(PY) -m tools.sax $(if $(SAX_ADDRESS),--address $(SAX_ADDRESS),--stack $(or $(SAX_STACK),saxml)) $(CMD)
 
@@ -119,3 +122,18 @@ staging-test: $(VENV)/.installed $(STAGING_VENV)/.installed  ## weights staging 
 staging-bench: $(VENV)/.installed $(STAGING_VENV)/.installed  ## benchmark: old vs new staging program, a few GB from the Hub stand-in to fake-gcs-server [BENCH_ARGS="--gigabytes 3"]
 	FAKE_GCS_SERVER=$$(lab/build-fake-gcs.sh) && STAGING_PYTHON=$(CURDIR)/$(STAGING_VENV)/bin/python \
 	  FAKE_GCS_SERVER=$$FAKE_GCS_SERVER $(PY) -m tools.staging_bench $(BENCH_ARGS)
+
+# The serving benchmark's harness (inference-perf, at the version of the Job's image) in its own venv, run by the
+# command against a stand-in OpenAI-compatible server on 127.0.0.1 (tests/bench). lab/bench-requirements.txt says
+# why it installs with --ignore-requires-python.
+BENCH_VENV := build/venv-bench
+BENCH_REQUIREMENTS := lab/bench-requirements.txt
+
+$(BENCH_VENV)/.installed: $(BENCH_REQUIREMENTS)
+	rm -rf $(BENCH_VENV) && $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps --ignore-requires-python --only-binary=:all: -r $(BENCH_REQUIREMENTS)
+	touch $@
+
+bench-test: $(VENV)/.installed $(BENCH_VENV)/.installed  ## the benchmark command and its report parsing end to end, inference-perf against a stand-in server on 127.0.0.1 (a few minutes)
+	BENCH_INFERENCE_PERF=$(CURDIR)/$(BENCH_VENV)/bin/inference-perf BENCH_PYTHON=$(CURDIR)/$(BENCH_VENV)/bin/python \
+	  $(PY) -m pytest tests/bench

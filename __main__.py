@@ -9,7 +9,7 @@ from components.gcp.existing_cluster import ExistingCluster
 from components.gcp.network import Network
 from components.gcp.project_services import ProjectServices
 from components.gcp.tpu_capacity import TpuCapacity
-from components.operations.component import Alerting
+from components.operations.component import Monitoring
 from components.platform.gates import ClusterGates
 from components.platform.queues import KueueQueues
 from components.platform.releases import ClusterPlatform
@@ -67,10 +67,10 @@ if stack.serving is not None and queues is not None:
 if stack.saxml is not None:
     saxml = SaxmlCell("saxml", wiring.saxml_args(stack, cluster, platform, gates), opts=after_apis)
 
-# 5. Operations: the alert policies an operator watches, and what they read.
-alerts = None
-if stack.alerts is not None:
-    alerts = Alerting("alerting", wiring.alerting_args(stack, cluster, services, platform, serving))
+# 5. Operations: the alert policies and dashboards an operator watches, and the scrapes they read.
+monitoring = None
+if stack.monitoring is not None:
+    monitoring = Monitoring("operations", wiring.monitoring_args(stack, cluster, services, platform, queues, serving))
 
 # 6. Stack outputs.
 pulumi.export("project", config.project)
@@ -107,5 +107,7 @@ if serving is not None:
     pulumi.export("modelName", endpoint.model_name)
     pulumi.export("openaiBaseUrl", endpoint.base_url)
     pulumi.export("exampleCurl", endpoint.example_curl)
-if alerts is not None:
-    pulumi.export("alertPolicies", alerts.policy_names)
+if monitoring is not None and monitoring.policy_names:
+    pulumi.export("alertPolicies", monitoring.policy_names)
+if monitoring is not None and monitoring.dashboard_urls:
+    pulumi.export("dashboards", monitoring.dashboard_urls)

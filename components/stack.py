@@ -34,7 +34,7 @@ from components.config_base import (
 )
 from components.gcp import config as gcp_config
 from components.operations import config as operations_config
-from components.operations.objects import AlertingObjects, alerting_objects
+from components.operations.objects import MonitoringObjects, monitoring_objects
 from components.platform import config as platform_config
 from components.platform.kueue_objects import KueueObjects, kueue_objects
 from components.tpu.admission import AdmissionPlan, CapacityReport, SliceWorkload
@@ -42,6 +42,7 @@ from components.workloads.saxml import config as saxml_config
 from components.workloads.saxml.objects import SaxmlObjects, saxml_objects
 from components.workloads.serving import config as serving_config
 from components.workloads.serving.objects import (
+    GUIDE,
     LEADER_CONTAINER,
     WORKER_CONTAINER,
     ServingObjects,
@@ -86,6 +87,9 @@ class StackConfig:
     )
     images: gcp_config.ImagesConfig = setting(
         gcp_config.ImagesConfig(), "Where the nodes pull every image from, and whether each must carry a digest."
+    )
+    dashboards: operations_config.DashboardsConfig = setting(
+        operations_config.DashboardsConfig(), "Cloud Monitoring dashboards of serving, the router, TPUs and Kueue."
     )
 
     # The questions __main__ and the tools ask of the whole stack.
@@ -137,7 +141,7 @@ class Stack:
     checks: SliceChecksObjects | None
     serving: ServingObjects | None
     saxml: SaxmlObjects | None
-    alerts: AlertingObjects | None
+    monitoring: MonitoringObjects | None  # None: neither alerts nor dashboards
 
 
 # --- Parsing, validation and the build ---------------------------------------------------
@@ -278,7 +282,37 @@ def _build(config: StackConfig) -> Stack:
         saxml=saxml_objects(saxml_config.saxml_input(config.saxml, tpu, config.network, config.project, mirror))
         if config.saxml.enabled
         else None,
-        alerts=alerting_objects(_alerts_input(config)) if config.alerts.enabled else None,
+        monitoring=_monitoring(config),
+    )
+
+
+def _monitoring(config: StackConfig) -> MonitoringObjects | None:
+    # A cluster made elsewhere has its dashboards (and alerts, refused there) made by the stack that made it.
+    dashboards = config.dashboards.enabled and not config.cluster.existing.enabled
+    if not (config.alerts.enabled or dashboards):
+        return None
+    slicing = config.tpu.dynamic_slicing
+    return monitoring_objects(
+        config.project,
+        _alerts_input(config) if config.alerts.enabled else None,
+        _dashboards_input(config) if dashboards else None,
+        kueue_namespace=config.platform.kueue.namespace if slicing and config.platform.install else None,
+    )
+
+
+def _dashboards_input(config: StackConfig) -> operations_config.DashboardsInput:
+    slicing = config.tpu.dynamic_slicing
+    return operations_config.DashboardsInput(
+        project=config.project,
+        cluster_name=config.cluster.name,
+        kueue_namespace=config.platform.kueue.namespace if slicing and config.platform.install else None,
+        cluster_queue=config.queues.cluster_queue_name if slicing else None,
+        serving_namespace=config.serving.namespace if slicing and config.serving.enabled else None,
+        serving_guide=GUIDE,
+        slice_namespace=(config.serving.namespace if config.serving.enabled else config.queues.namespaces[0])
+        if slicing and config.queues.namespaces
+        else None,
+        saxml_namespace=config.saxml.namespace if config.saxml.enabled else None,
     )
 
 

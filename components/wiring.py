@@ -27,7 +27,7 @@ from components.gcp.project_services import (
     ProjectServicesArgs,
 )
 from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, TpuPoolArgs
-from components.operations.component import AlertingArgs
+from components.operations.component import MonitoringArgs
 from components.platform.config import HelmChartConfig, installed_charts
 from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
@@ -310,19 +310,21 @@ def saxml_args(stack: Stack, cluster: Target, platform: ClusterPlatform, gates: 
     )
 
 
-def alerting_args(
+def monitoring_args(
     stack: Stack,
     cluster: Target,
     services: ProjectServices | None,
     platform: ClusterPlatform,
+    queues: KueueQueues | None,
     serving: ModelServing | None,
-) -> AlertingArgs:
-    assert stack.alerts is not None
-    return AlertingArgs(
-        objects=stack.alerts,
+) -> MonitoringArgs:
+    assert stack.monitoring is not None
+    return MonitoringArgs(
+        objects=stack.monitoring,
         provider=cluster.provider,
         apis=list(services.apis) if services else [],
         kueue_ready=_present(platform.kueue),
+        namespaces_ready=_present(queues),
         gateway_annotations=serving.gateway_annotations if serving else None,
     )
 

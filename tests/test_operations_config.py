@@ -34,6 +34,20 @@ OPERATIONS_BAD_INPUTS = [
     pytest.param({"alerts.gatewayErrorRatio": 1.5}, "prod", "alerts.gatewayErrorRatio", "not a share", id="ratio"),
     pytest.param({"alerts.modelServerRestarts": 0}, "prod", "alerts.modelServerRestarts", "page always", id="restarts"),
     pytest.param(
+        {"alerts.sliceUnhealthyMinutes": 5},
+        "prod",
+        "alerts.sliceUnhealthyMinutes",
+        "below the slice controller's activation timeout",
+        id="slice-5min",
+    ),
+    pytest.param(
+        {"alerts.runbookBaseUrl": "docs/runbooks"},
+        "prod",
+        "alerts.runbookBaseUrl",
+        "not an https:// URL",
+        id="runbooks",
+    ),
+    pytest.param(
         {**LAB, **ALERTS_ON}, "dev", "alerts.enabled", "a cluster made elsewhere", id="alerts-on-existing-cluster"
     ),
     pytest.param(

@@ -1,5 +1,6 @@
 """The alert policies and the Kueue metrics scrape as data: what each policy measures, for which
-resources, with which thresholds; and every scrape object valid against its pinned schema."""
+resources, with which thresholds; every policy's runbook; and every scrape object valid against its
+pinned schema."""
 
 from __future__ import annotations
 
@@ -45,15 +46,84 @@ def test_every_signal_has_a_policy_when_everything_runs():
         "kueue-pending",
         "model-server-restarts",
         "tpu-node-not-ready",
+        "tpu-partition-unhealthy",
+        "tpu-pool-unavailable",
+        "tpu-slice-unhealthy",
     ]
     assert alerting.gateway_errors(spec(), "um")["key"] == "gateway-5xx"
+    assert sorted([*by_key(alerting.alert_policies(spec())), "gateway-5xx"]) == sorted(alerting.ALERT_KEYS)
 
 
-def test_without_kueue_or_serving_only_the_node_policy_is_made():
-    policies = alerting.alert_policies(spec(kueue_namespace=None, cluster_queue=None, serving_namespace=None))
-    assert [p["key"] for p in policies] == ["tpu-node-not-ready"]
-    objects = alerting.alerting_objects(spec(kueue_namespace=None))
+def test_without_kueue_serving_or_dynamic_slicing_only_the_node_and_pool_policies_are_made():
+    policies = alerting.alert_policies(
+        spec(kueue_namespace=None, cluster_queue=None, serving_namespace=None, dynamic_slicing=False)
+    )
+    assert [p["key"] for p in policies] == ["tpu-node-not-ready", "tpu-pool-unavailable"]
+    objects = alerting.monitoring_objects("my-tpu-project", spec(kueue_namespace=None), None, kueue_namespace=None)
     assert objects.kueue_metrics is None
+    objects = alerting.monitoring_objects("my-tpu-project", spec(), None, kueue_namespace="kueue-system")
+    assert objects.kueue_metrics is not None, "the pending alert reads Kueue's scrape"
+    assert objects.model_server_metrics is None and objects.dashboards == []
+
+
+def promql(policy: dict[str, Any]) -> str:
+    (condition,) = policy["conditions"]
+    query: str = condition["condition_prometheus_query_language"]["query"]
+    return query
+
+
+def test_a_slice_away_from_active_pages_after_the_slice_controllers_own_recovery():
+    policy = by_key(alerting.alert_policies(spec(slice_unhealthy_minutes=12)))["tpu-slice-unhealthy"]
+    query = promql(policy)
+    assert "kubernetes_io:accelerator_slice_state{" in query
+    for matcher in ('monitored_resource="k8s_entity"', 'cluster_name="qwen-serving-cluster"', 'state!="ACTIVE"'):
+        assert matcher in query
+    assert query.endswith(" > 0"), "a state's series is 1 while the slice is in it, 0 otherwise"
+    (condition,) = policy["conditions"]
+    assert condition["condition_prometheus_query_language"]["duration"] == "720s"
+    assert policy["severity"] == "CRITICAL"
+
+
+def test_an_unhealthy_partition_of_the_stacks_pools_pages():
+    query = promql(
+        by_key(alerting.alert_policies(spec(tpu_pool_names=["tpu7-pool-1", "p2"])))["tpu-partition-unhealthy"]
+    )
+    assert "kubernetes_io:accelerator_partition_state{" in query
+    assert 'node_pool_name=~"tpu7-pool-1|p2"' in query
+    assert 'state=~"UNHEALTHY|DEGRADED|INCOMPLETE"' in query, "HEALTHY and UNSET are not incidents"
+
+
+def test_a_multi_host_pool_not_available_pages_on_every_stack():
+    policies = by_key(alerting.alert_policies(spec(dynamic_slicing=False, tpu_pool_names=["tpu1", "tpu2"])))
+    assert "tpu-slice-unhealthy" not in policies and "tpu-partition-unhealthy" not in policies
+    query = promql(policies["tpu-pool-unavailable"])
+    assert query.startswith("min by (node_pool_name) (kubernetes_io:node_pool_multi_host_available{")
+    assert 'node_pool_name=~"tpu1|tpu2"' in query and query.endswith(") == 0")
+
+
+def test_every_policy_carries_its_runbook_with_the_stacks_names_and_links_it():
+    for policy in [*alerting.alert_policies(spec()), alerting.gateway_errors(spec(), "um")]:
+        content = policy["documentation"]["content"]
+        assert alerting.runbook(policy["key"]) in content
+        assert f"docs/runbooks/{policy['key']}.md" in content
+        assert "CLUSTER=qwen-serving-cluster" in content and "SERVING_NS=llm-d-pd-disaggregation" in content
+    linked = alerting.gateway_errors(spec(runbook_base_url="https://example.com/r"), "um")
+    assert "Runbook: https://example.com/r/gateway-5xx.md" in linked["documentation"]["content"]
+
+
+@pytest.mark.parametrize("key", alerting.ALERT_KEYS)
+def test_every_runbook_says_what_it_means_the_first_three_commands_and_how_to_recover(key):
+    text = alerting.runbook(key)
+    sections = re.findall(r"^## (.+)$", text, re.M)
+    assert sections == ["What it means", "First three commands", "How to recover"]
+    commands = text.split("## First three commands", 1)[1].split("## How to recover", 1)[0]
+    (block,) = re.findall(r"```sh\n(.*?)```", commands, re.S)
+    assert len(block.strip().splitlines()) == 3
+    assert f"(`{key}`)" in text.splitlines()[0]
+
+
+def test_every_runbook_file_belongs_to_an_alert():
+    assert sorted(path.stem for path in alerting.RUNBOOKS.glob("*.md")) == sorted(alerting.ALERT_KEYS)
 
 
 def test_the_node_policy_counts_not_ready_nodes_of_the_tpu_pools_only():
@@ -126,7 +196,7 @@ def test_every_policy_says_what_to_do_and_names_its_cluster():
     for policy in [*alerting.alert_policies(spec()), alerting.gateway_errors(spec(), "um")]:
         assert policy["display_name"].startswith("qwen-serving-cluster: ")
         assert policy["severity"] in ("CRITICAL", "WARNING")
-        assert "kubectl" in policy["documentation"]["content"] or "make verify" in policy["documentation"]["content"]
+        assert "kubectl" in policy["documentation"]["content"]
         assert policy["user_labels"] == {"cluster": "qwen-serving-cluster", "signal": policy["key"]}
 
 
@@ -149,8 +219,12 @@ def test_the_kueue_scrape_objects_are_valid_and_in_kueues_namespace():
     (token,) = [o for o in objects if o["kind"] == "Secret"]
     assert endpoint["authorization"]["credentials"]["secret"]["name"] == token["metadata"]["name"]
     assert endpoint["port"] == "metrics" and endpoint["scheme"] == "https"
+    (keep,) = endpoint["metricRelabeling"]
+    assert re.fullmatch(keep["regex"], "kueue_pending_workloads")
+    assert re.fullmatch(keep["regex"], "kueue_cluster_queue_nominal_quota")
+    assert not re.fullmatch(keep["regex"], "kueue_build_info"), "only what is read is ingested"
 
 
 def test_a_name_that_would_need_escaping_is_refused():
-    with pytest.raises(ValueError, match="is not a pool or container name"):
+    with pytest.raises(ValueError, match="is not a pool"):
         alerting.alert_policies(spec(tpu_pool_names=['pool"1']))

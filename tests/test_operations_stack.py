@@ -1,8 +1,10 @@
-"""Operations inside the running program: the alerting (what the prod stack registers, what each piece waits
-for, and that nothing of it exists where alerts are off), and the supply chain (every image the render pulls is
-listed under the setting that pins it, and comes from the mirror when there is one)."""
+"""Operations inside the running program: the alerting and dashboards (what the prod stack registers, what
+each piece waits for, and that nothing of it exists where they are off), and the supply chain (every image the
+render pulls is listed under the setting that pins it, and comes from the mirror when there is one)."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -12,6 +14,8 @@ from tests.conftest import run_stack
 
 POLICY = "gcp:monitoring/alertPolicy:AlertPolicy"
 CHANNEL = "gcp:monitoring/notificationChannel:NotificationChannel"
+DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
+PODMONITORING = "kubernetes:monitoring.googleapis.com/v1:PodMonitoring"
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +30,9 @@ def test_prod_registers_a_policy_per_signal_notifying_its_channel(prod_run):
         "alert-kueue-pending",
         "alert-model-server-restarts",
         "alert-tpu-node-not-ready",
+        "alert-tpu-partition-unhealthy",
+        "alert-tpu-pool-unavailable",
+        "alert-tpu-slice-unhealthy",
     ]
     (channel,) = prod_run.of_type(CHANNEL)
     assert channel.name == "alert-email-tpu-oncall-example-com"
@@ -62,13 +69,48 @@ def test_the_kueue_scrape_waits_for_kueue_and_its_token_for_its_account(prod_run
 
 def test_no_alerting_where_alerts_are_off(dev_run):
     assert not dev_run.of_type(POLICY) and not dev_run.of_type(CHANNEL)
-    assert not [r for r in dev_run.registrations if r.name.startswith("kueue-metrics-")]
     assert "alertPolicies" not in dev_run.outputs
+    # The dashboards (on by default) still read Kueue's metrics.
+    assert [r.name for r in dev_run.registrations if r.name == "kueue-metrics-podmonitoring"]
 
 
-def test_the_saxml_stack_alerts_on_its_tpu_nodes_only():
+def test_nothing_of_monitoring_where_alerts_and_dashboards_are_off():
+    run = run_stack({"dashboards.enabled": False})
+    assert not run.of_type(POLICY) and not run.of_type(DASHBOARD) and not run.of_type(PODMONITORING)
+    assert not [r for r in run.registrations if r.name.startswith("kueue-metrics-")]
+    assert "dashboards" not in run.outputs and "alertPolicies" not in run.outputs
+
+
+def test_the_saxml_stack_alerts_on_its_tpu_nodes_and_pools_only():
     run = run_stack({"alerts": {"enabled": True, "emails": ["sax@example.com"]}}, stack="saxml")
-    assert [r.name for r in run.of_type(POLICY)] == ["alert-tpu-node-not-ready"]
+    assert [r.name for r in run.of_type(POLICY)] == ["alert-tpu-node-not-ready", "alert-tpu-pool-unavailable"]
+
+
+def test_each_stack_makes_its_dashboards_and_links_them(dev_run, prod_run):
+    saxml = run_stack(stack="saxml")
+    for run, expected in (
+        (dev_run, ["kueue", "router", "serving", "tpu"]),
+        (prod_run, ["kueue", "router", "serving", "tpu"]),
+        (saxml, ["saxml"]),
+    ):
+        boards = {r.name.removeprefix("dashboard-"): r for r in run.of_type(DASHBOARD)}
+        assert sorted(boards) == expected
+        assert sorted(run.outputs["dashboards"]) == expected
+        project = run.outputs["project"]
+        for key, board in boards.items():
+            assert board.input("project") == project
+            assert "monitoring" in board.dependencies, "the dashboard waits for the Monitoring API"
+            assert re.fullmatch(
+                rf"https://console\.cloud\.google\.com/monitoring/dashboards/builder/[^/?]+\?project={project}",
+                run.outputs["dashboards"][key],
+            )
+
+
+def test_the_vllm_scrapes_wait_for_the_serving_namespace(dev_run):
+    scrapes = {r.name: r for r in dev_run.of_type(PODMONITORING) if r.name.startswith("metrics-")}
+    assert sorted(scrapes) == ["metrics-vllm-decode", "metrics-vllm-prefill"]
+    for scrape in scrapes.values():
+        assert "queues" in scrape.dependencies or "llm-d-pd-disaggregation" in scrape.dependencies
 
 
 # --- The supply chain ---------------------------------------------------------------------------------------------

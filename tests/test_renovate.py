@@ -441,6 +441,8 @@ def test_pins_that_must_move_together_share_one_pull_request(tree):
     assert one(*router, "ghcr.io/llm-d/llm-d-router-disagg-sidecar") == "llm-d router"
     rule = next(r for r in cfg["packageRules"] if r.get("groupName") == "llm-d router")
     assert "ghcr.io/llm-d/llm-d-router-disagg-sidecar" in rule["matchPackageNames"]
+    # the benchmark Job's inference-perf image and the lab's PyPI pin of the same release
+    assert one("quay.io/inference-perf/inference-perf", "inference-perf") == "inference-perf"
     # each chart with the CRD files of its release (schemas.lock, tests/crd_schemas.py)
     families = {d.dep_name for d in deps if d.file == "schemas.lock"}
     charts = {d.package_name for d in deps if d.package_name and "/charts/" in d.package_name}
@@ -477,6 +479,7 @@ def test_pins_that_must_move_together_share_one_pull_request(tree):
         {"requirements.txt", "requirements-dev.txt", "constraints.txt", "policy/requirements.txt"},
         {"requirements-checkov.txt", "constraints-checkov.txt"},
         {"manifests/serving/stage-weights-requirements.in", "manifests/serving/stage-weights-requirements.txt"},
+        {"lab/bench-requirements.txt"},
     ]
     for files in venvs:
         per_package: dict[str, set[str]] = defaultdict(set)

@@ -1,8 +1,9 @@
-"""The alerting of the stack: notification channels, Cloud Monitoring alert policies, and the
-scrape of Kueue's metrics the pending-workload policy reads."""
+"""What an operator watches: notification channels, Cloud Monitoring alert policies and dashboards, and
+the metric scrapes they read (Kueue's, vLLM's)."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -11,25 +12,68 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from components.operations import dashboard_objects
 from components.operations import objects as alerting
-from components.operations.objects import AlertingObjects
+from components.operations.objects import MonitoringObjects
 from components.resources import kubernetes_object
+
+# The component was `Alerting` ("alerting") before it made dashboards: the alias keeps the URNs of what it
+# made then (channels, policies, the Kueue scrape), so that change replaces nothing.
+PREVIOUS_NAME = pulumi.Alias(name="alerting", type_="tpu-gke:operations:Alerting")
 
 
 @dataclass(frozen=True)
-class AlertingArgs:
-    objects: AlertingObjects
+class MonitoringArgs:
+    objects: MonitoringObjects
     provider: k8s.Provider
-    apis: list[pulumi.Resource]  # the Monitoring API: channels and policies need it
+    apis: list[pulumi.Resource]  # the Monitoring API: channels, policies and dashboards need it
     kueue_ready: list[pulumi.Resource]  # the Kueue release: its metrics ClusterRole and pods
+    namespaces_ready: list[pulumi.Resource]  # the workload namespaces (the vLLM scrapes live in serving's)
     gateway_annotations: pulumi.Output[dict[str, str] | None] | None  # None: no serving Gateway
 
 
-class Alerting(pulumi.ComponentResource):
-    def __init__(self, name: str, args: AlertingArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("tpu-gke:operations:Alerting", name, None, opts)
-        spec = args.objects.spec
+class Monitoring(pulumi.ComponentResource):
+    def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(
+            "tpu-gke:operations:Monitoring",
+            name,
+            None,
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[PREVIOUS_NAME])),
+        )
+        objects = args.objects
         on_project = pulumi.ResourceOptions(parent=self, depends_on=args.apis)
+        if objects.kueue_metrics is not None:
+            # In the file's order, each after the ones before it: the token Secret names its
+            # ServiceAccount, and Kubernetes deletes a token Secret whose account does not exist yet.
+            made: list[pulumi.Resource] = list(args.kueue_ready)
+            for manifest in objects.kueue_metrics:
+                on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(made))
+                made.append(kubernetes_object(f"kueue-metrics-{manifest['kind'].lower()}", manifest, on_cluster))
+        if objects.model_server_metrics is not None:
+            in_namespace = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.namespaces_ready)
+            for manifest in objects.model_server_metrics:
+                kubernetes_object(f"metrics-{manifest['metadata']['name']}", manifest, in_namespace)
+        self.policy_names: list[str] = []
+        if objects.alerts is not None:
+            self.policy_names = self._alerts(objects, args, on_project)
+        self.dashboard_urls: dict[str, pulumi.Output[str]] = {}
+        for board in objects.dashboards:
+            made_board = gcp.monitoring.Dashboard(
+                f"dashboard-{board.key}",
+                project=objects.project,
+                dashboard_json=json.dumps(board.body, sort_keys=True),
+                opts=on_project,
+            )
+            self.dashboard_urls[board.key] = made_board.id.apply(
+                lambda dashboard_id: dashboard_objects.dashboard_url(objects.project, dashboard_id)
+            )
+        self.register_outputs({"alertPolicies": self.policy_names, "dashboards": self.dashboard_urls})
+
+    def _alerts(
+        self, objects: MonitoringObjects, args: MonitoringArgs, on_project: pulumi.ResourceOptions
+    ) -> list[str]:
+        assert objects.alerts is not None
+        spec = objects.alerts.spec
         channels = [
             gcp.monitoring.NotificationChannel(
                 f"alert-email-{_slug(email)}",
@@ -42,15 +86,8 @@ class Alerting(pulumi.ComponentResource):
             for email in spec.emails
         ]
         notify: list[pulumi.Input[str]] = [*(c.name for c in channels), *spec.notification_channels]
-        if args.objects.kueue_metrics is not None:
-            # In the file's order, each after the ones before it: the token Secret names its
-            # ServiceAccount, and Kubernetes deletes a token Secret whose account does not exist yet.
-            made: list[pulumi.Resource] = list(args.kueue_ready)
-            for manifest in args.objects.kueue_metrics:
-                on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(made))
-                made.append(kubernetes_object(f"kueue-metrics-{manifest['kind'].lower()}", manifest, on_cluster))
-        self.policy_names = [policy["key"] for policy in args.objects.policies]
-        for policy in args.objects.policies:
+        names = [policy["key"] for policy in objects.alerts.policies]
+        for policy in objects.alerts.policies:
             _alert_policy(policy, spec.project, notify, on_project)
         if args.gateway_annotations is not None:
             static = alerting.gateway_errors(spec, None)
@@ -58,8 +95,8 @@ class Alerting(pulumi.ComponentResource):
                 lambda annotations: alerting.gateway_errors(spec, alerting.url_map_name(annotations))["conditions"]
             )
             _alert_policy({**static, "conditions": conditions}, spec.project, notify, on_project)
-            self.policy_names.append(static["key"])
-        self.register_outputs({"alertPolicies": self.policy_names})
+            names.append(static["key"])
+        return names
 
 
 def _alert_policy(

@@ -1,6 +1,6 @@
-"""Operating a stack: the `alerts` block (Cloud Monitoring alert policies) and its builder input,
-what a stack marked production must have on, the TPU upgrade policy of every stack that serves, and
-the supply chain: every image the stack runs, the setting that pins each, and the digest rule.
+"""Operating a stack: the `alerts` block (Cloud Monitoring alert policies), the `dashboards` block and
+their builder input, what a stack marked production must have on, the TPU upgrade policy of every stack
+that serves, and the supply chain: every image the stack runs, the setting that pins each, and the digest rule.
 
 The rules read several blocks (cluster, tpu, platform, alerts, the workloads, images), so they live
 here, above the blocks they read, and the stack runs them with the others.
@@ -24,6 +24,10 @@ CHANNEL = re.compile(r"^projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/notificationChanne
 # "not Ready" duration would page on the ingestion delay.
 NODE_NOT_READY_MINUTES_RANGE = (5, 1440)
 PENDING_MINUTES_RANGE = (5, 10080)
+# The slice controller deletes a Slice not Ready after --activation-timeout (6m, manifests/charts/
+# slice-controller) and the workload is placed again; a shorter duration pages on that recovery.
+SLICE_UNHEALTHY_MINUTES_RANGE = (8, 1440)
+URL = re.compile(r"^https://[^\s]+$")
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,26 @@ class AlertsConfig:
         0.05, "Share of the serving Gateway's requests answered 5xx, over 5 minutes, that pages."
     )
     model_server_restarts: int = setting(2, "Model-server container restarts within 10 minutes that page.")
+    slice_unhealthy_minutes: int = setting(
+        10,
+        "A TPU slice not ACTIVE, a partition not HEALTHY or a multi-host TPU pool unavailable this long pages "
+        "(above the slice controller's 6-minute activation timeout, which recovers most on its own).",
+    )
+    runbook_base_url: str = setting(
+        "",
+        "Where docs/runbooks/ of this repository is published (e.g. https://github.com/<org>/<repo>/blob/main/"
+        "docs/runbooks): each alert links its runbook there; empty names the file in the repository.",
+    )
+
+
+@dataclass(frozen=True)
+class DashboardsConfig:
+    enabled: bool = setting(
+        True,
+        "Cloud Monitoring dashboards of the stack (serving, router, TPU, Kueue; Saxml on a Saxml stack) and the "
+        "metric scrapes they read; stack output `dashboards` links each. None on a cluster made elsewhere "
+        "(cluster.existing): the stack that makes that cluster makes them.",
+    )
 
 
 @dataclass(frozen=True)
@@ -64,6 +88,9 @@ class AlertsInput:
     pending_minutes: int
     gateway_error_ratio: float
     model_server_restarts: int
+    slice_unhealthy_minutes: int
+    dynamic_slicing: bool  # slices and partitions exist (TPU7x); otherwise each multi-host pool is one slice
+    runbook_base_url: str
 
 
 def alerts_input(
@@ -90,7 +117,24 @@ def alerts_input(
         pending_minutes=alerts.pending_minutes,
         gateway_error_ratio=alerts.gateway_error_ratio,
         model_server_restarts=alerts.model_server_restarts,
+        slice_unhealthy_minutes=alerts.slice_unhealthy_minutes,
+        dynamic_slicing=tpu.dynamic_slicing,
+        runbook_base_url=alerts.runbook_base_url.rstrip("/"),
     )
+
+
+@dataclass(frozen=True)
+class DashboardsInput:
+    """What the dashboards and their scrapes are built from; None: that part is not this stack's."""
+
+    project: str
+    cluster_name: str
+    kueue_namespace: str | None
+    cluster_queue: str | None
+    serving_namespace: str | None
+    serving_guide: str  # the llm-d.ai/guide label of the serving leaders
+    slice_namespace: str | None  # the namespace of the slice workloads (TPU7x); None: no TPU dashboard of ours
+    saxml_namespace: str | None
 
 
 def validate_alerts(alerts: AlertsConfig, cluster: ClusterConfig, production: bool, problems: Problems) -> None:
@@ -132,6 +176,20 @@ def validate_alerts(alerts: AlertsConfig, cluster: ClusterConfig, production: bo
         )
     if alerts.model_server_restarts < 1:
         problems.add("alerts.modelServerRestarts", f"{alerts.model_server_restarts} would page always", "use 1 or more")
+    low, high = SLICE_UNHEALTHY_MINUTES_RANGE
+    if not low <= alerts.slice_unhealthy_minutes <= high:
+        problems.add(
+            "alerts.sliceUnhealthyMinutes",
+            f"{alerts.slice_unhealthy_minutes} is outside {low}-{high}: below the slice controller's activation "
+            "timeout it pages on slices that recover by themselves",
+            f"use {low} to {high} minutes",
+        )
+    if alerts.runbook_base_url and not URL.match(alerts.runbook_base_url):
+        problems.add(
+            "alerts.runbookBaseUrl",
+            f"{alerts.runbook_base_url!r} is not an https:// URL",
+            "write the https:// address where docs/runbooks is published",
+        )
 
 
 MIN_HA_REPLICAS = 2  # one controller replica may restart (or its node upgrade) while the other serves

@@ -30,8 +30,9 @@ MODEL_REVISION = "ea5b4f81096f3901c91dea97f81324302495781d"
 MODEL_PARAMETERS_BILLIONS = 397.0  # "397B" total parameters (17B active per token), per the model id
 MODEL_WEIGHTS_DTYPE = "fp8"  # "-FP8" checkpoint; ~406 GB on disk (a few tensors stay bf16)
 
-# vLLM for TPU: the image the reference deployment ran (a dated nightly: 2026-04-30, vLLM commit
-# 18ed615, tpu-inference commit 5b39b26), not the floating `nightly`/`latest`. Pin its digest once
+# vLLM for TPU: the image the reference deployment ran (a dated nightly: 2026-04-30, tpu-inference commit
+# 18ed615 on vLLM commit 5b39b26: tpu-inference's .buildkite/scripts/publish_nightly_image.sh tags
+# nightly-<date>-<tpu-inference sha>-<vLLM sha>), not the floating `nightly`/`latest`. Pin its digest once
 # pulled. llm-d's TPU7x recipes pin vllm/vllm-tpu:v0.26.0 instead (v0.27.0-v0.29.0 break
 # TPUConnectorHMA at startup; llm-d guides/pd-disaggregation/README.md, tpu-inference#3566).
 #

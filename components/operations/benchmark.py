@@ -1,0 +1,246 @@
+"""The serving benchmark as plain data (no Pulumi imports): the inference-perf config, the Job that runs it
+in the cluster, and the reading of its reports.
+
+The harness is kubernetes-sigs/inference-perf (the Gateway API Inference Extension project's benchmark):
+a ramp of request rates as load stages, synthetic prompts and outputs of set length distributions,
+streamed requests, and per-stage reports of throughput, time to first token (TTFT) and time per output
+token (TPOT), written to Cloud Storage by itself. ``make bench`` (tools/bench.py) builds the objects
+here from the stack file, applies them with kubectl, waits for the Job and prints the table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components import manifests
+from components.workloads.serving.config import (
+    ServingConfig,
+    served_model_name,
+    weights_bucket_name,
+    weights_uri,
+)
+
+CONFIG_FILE = "operations/benchmark/inference-perf.yaml"
+JOB_FILE = "operations/benchmark/job.yaml"
+NAME_PREFIX = "serving-benchmark"
+RESULTS_PREFIX = "results"
+CONFIG_KEY = "config.yml"
+RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
+# The reports inference-perf writes per stage (inference_perf/reportgen/base.py: stage_<i>_lifecycle_metrics).
+STAGE_REPORT = re.compile(r"^stage_(\d+)_lifecycle_metrics\.json$")
+SUMMARY_REPORT = "summary_lifecycle_metrics.json"
+DEADLINE_MARGIN_SECONDS = 900  # tokenizer load, the last requests' drain, the report upload
+
+
+@dataclass(frozen=True)
+class BenchmarkInput:
+    """What a run is built from: the stack's serving facts and the ramp asked for."""
+
+    run_id: str  # names the Job, the ConfigMap and the results/<run_id> prefix
+    namespace: str
+    service_account: str
+    bucket: str
+    snapshot_path: str  # the staged snapshot's object prefix in the bucket: its tokenizer files
+    model: str  # the served model name
+    base_url: str  # the Gateway's OpenAI base URL, http://<address>/v1
+    max_model_len: int
+    rates: tuple[float, ...]  # requests per second, one stage each
+    stage_seconds: int
+
+
+def benchmark_input(
+    serving: ServingConfig,
+    project: str,
+    run_id: str,
+    base_url: str,
+    rates: tuple[float, ...],
+    stage_seconds: int,
+) -> BenchmarkInput:
+    weights = weights_uri(serving, project)
+    bucket = weights_bucket_name(serving, project)
+    return BenchmarkInput(
+        run_id=run_id,
+        namespace=serving.namespace,
+        service_account=serving.service_account_name,
+        bucket=bucket,
+        snapshot_path=weights.removeprefix(f"gs://{bucket}/"),
+        model=served_model_name(serving),
+        base_url=base_url,
+        max_model_len=serving.max_model_len,
+        rates=rates,
+        stage_seconds=stage_seconds,
+    )
+
+
+def problems(spec: BenchmarkInput) -> list[str]:
+    """What would make the run fail or measure something else, as sentences naming the flag that fixes it."""
+    found = []
+    if not RUN_ID.match(spec.run_id):
+        found.append(f"run id {spec.run_id!r} is not 1-40 lowercase letters, digits and hyphens (--run-id)")
+    if not spec.rates or any(rate <= 0 for rate in spec.rates):
+        found.append("the ramp needs one or more positive request rates (--rates 1,2,4,8)")
+    if list(spec.rates) != sorted(spec.rates):
+        found.append(f"the rates {list(spec.rates)} do not ramp up (--rates in increasing order)")
+    if spec.stage_seconds < 30:
+        found.append(f"{spec.stage_seconds} s per stage is too short for percentiles (--stage-seconds 30 or more)")
+    if not re.match(r"^https?://[^/]+/v1/?$", spec.base_url):
+        found.append(f"base URL {spec.base_url!r} is not http://<address>/v1 (--base-url)")
+    data = manifests.load_document(CONFIG_FILE)["data"]
+    longest = data["input_distribution"]["max"] + data["output_distribution"]["max"]
+    if longest > spec.max_model_len:
+        found.append(
+            f"the longest request ({longest} tokens) exceeds serving.maxModelLen {spec.max_model_len}: "
+            f"lower the distributions in {CONFIG_FILE}"
+        )
+    return found
+
+
+def results_path(spec: BenchmarkInput) -> str:
+    return f"{RESULTS_PREFIX}/{spec.run_id}"
+
+
+def inference_perf_config(spec: BenchmarkInput, tokenizer: str, local_results: str) -> dict[str, Any]:
+    """The inference-perf config of a run: the base file, overlaid. ``tokenizer`` is where its files are mounted,
+    ``local_results`` where inference-perf writes its reports before the upload."""
+    config = manifests.load_document(CONFIG_FILE)
+    config["server"]["model_name"] = spec.model
+    config["server"]["base_url"] = spec.base_url.rstrip("/").removesuffix("/v1")  # inference-perf adds /v1/...
+    config["tokenizer"]["pretrained_model_name_or_path"] = tokenizer
+    config["load"]["stages"] = [{"rate": rate, "duration": spec.stage_seconds} for rate in spec.rates]
+    config["storage"]["local_storage"]["path"] = local_results
+    config["storage"]["google_cloud_storage"] = {"bucket_name": spec.bucket, "path": results_path(spec)}
+    return config
+
+
+def local_config(spec: BenchmarkInput, tokenizer: str, results_dir: str) -> dict[str, Any]:
+    """The same config for a run outside the cluster (the lab): reports on the local disk only."""
+    config = inference_perf_config(spec, tokenizer, results_dir)
+    del config["storage"]["google_cloud_storage"]
+    return config
+
+
+def deadline_seconds(spec: BenchmarkInput) -> int:
+    interval = int(manifests.load_document(CONFIG_FILE)["load"]["interval"])
+    return len(spec.rates) * (spec.stage_seconds + interval) + DEADLINE_MARGIN_SECONDS
+
+
+def benchmark_objects(spec: BenchmarkInput) -> list[dict[str, Any]]:
+    """The ConfigMap holding the run's config and the Job running it."""
+    name = f"{NAME_PREFIX}-{spec.run_id}"
+    config_map, job = manifests.load_documents(JOB_FILE)
+    for obj in (config_map, job):
+        obj["metadata"]["name"] = name
+        obj["metadata"]["namespace"] = spec.namespace
+    config = inference_perf_config(spec, tokenizer="/tokenizer", local_results=f"/results/{spec.run_id}")
+    config_map["data"][CONFIG_KEY] = yaml.safe_dump(config, sort_keys=False)
+    job["spec"]["activeDeadlineSeconds"] = deadline_seconds(spec)
+    pod = job["spec"]["template"]["spec"]
+    pod["serviceAccountName"] = spec.service_account
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    volumes["config"]["configMap"]["name"] = name
+    attributes = volumes["tokenizer"]["csi"]["volumeAttributes"]
+    attributes["bucketName"] = spec.bucket
+    attributes["mountOptions"] = f"implicit-dirs,only-dir={spec.snapshot_path}"
+    return [config_map, job]
+
+
+# --- Reading the reports ---------------------------------------------------------------------------
+
+PERCENTILES = ("median", "p90", "p99")  # the keys inference-perf gives percentiles 50, 90 and 99
+
+
+@dataclass(frozen=True)
+class StageRow:
+    stage: int
+    requested_rate: float | None
+    achieved_rate: float | None
+    succeeded: int
+    failed: int
+    requests_per_sec: float | None
+    output_tokens_per_sec: float | None
+    ttft: tuple[float | None, ...]  # seconds, PERCENTILES
+    tpot: tuple[float | None, ...]
+
+
+def _percentiles(summary: Mapping[str, Any] | None) -> tuple[float | None, ...]:
+    return tuple((summary or {}).get(key) for key in PERCENTILES)
+
+
+def stage_row(stage: int, report: Mapping[str, Any]) -> StageRow:
+    """One row of the table from a stage's report (inference-perf's ResponsesSummary as JSON)."""
+    load = report.get("load_summary") or {}
+    successes = report.get("successes") or {}
+    latency = successes.get("latency") or {}
+    throughput = successes.get("throughput") or {}
+    return StageRow(
+        stage=stage,
+        requested_rate=load.get("requested_rate"),
+        achieved_rate=load.get("achieved_rate"),
+        succeeded=int(successes.get("count") or 0),
+        failed=int((report.get("failures") or {}).get("count") or 0),
+        requests_per_sec=throughput.get("requests_per_sec"),
+        output_tokens_per_sec=throughput.get("output_tokens_per_sec"),
+        ttft=_percentiles(latency.get("time_to_first_token")),
+        tpot=_percentiles(latency.get("time_per_output_token")),
+    )
+
+
+def read_reports(directory: Path) -> list[StageRow]:
+    """Every stage's row, in stage order, from a directory of inference-perf reports (searched recursively)."""
+    rows = []
+    for path in sorted(directory.rglob("stage_*_lifecycle_metrics.json")):
+        match = STAGE_REPORT.match(path.name)
+        if match:
+            rows.append(stage_row(int(match.group(1)), json.loads(path.read_text())))
+    return sorted(rows, key=lambda row: row.stage)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.0f}"
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def table(rows: list[StageRow]) -> str:
+    """The run as a fixed-width table: one line per stage of the ramp."""
+    header = (
+        "stage",
+        "rate req/s",
+        "achieved",
+        "ok",
+        "failed",
+        "req/s",
+        "out tok/s",
+        "TTFT p50 ms",
+        "TTFT p90",
+        "TTFT p99",
+        "TPOT p50 ms",
+        "TPOT p90",
+        "TPOT p99",
+    )
+    lines: list[tuple[str, ...]] = [header]
+    for row in rows:
+        lines.append(
+            (
+                str(row.stage),
+                _num(row.requested_rate),
+                _num(row.achieved_rate),
+                str(row.succeeded),
+                str(row.failed),
+                _num(row.requests_per_sec),
+                _num(row.output_tokens_per_sec, 1),
+                *(_ms(v) for v in row.ttft),
+                *(_ms(v) for v in row.tpot),
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True)) for line in lines)

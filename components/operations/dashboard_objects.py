@@ -1,0 +1,149 @@
+"""The Cloud Monitoring dashboards and the metric scrapes they read, as plain data (no Pulumi imports).
+
+Each dashboard is a real Dashboard resource under ``manifests/operations/dashboards/`` (the JSON
+``gcloud monitoring dashboards create --config-from-file`` takes), written for the dev stack's names.
+Every chart is one PromQL query (``timeSeriesQuery.prometheusQuery``); this module overlays only what
+varies between stacks: the display name's cluster, and the values of the label matchers that name the
+cluster, a namespace or the ClusterQueue. A matcher's label decides what it names, so no query text is
+templated: ``cluster``/``cluster_name`` take the cluster; ``namespace`` the namespace of the scrape the
+series comes from (Kueue's for ``kueue_*``, the serving namespace otherwise); ``namespace_name`` (GKE's
+container metrics) the workload's namespace; ``cluster_queue`` and ``preempting_cluster_queue`` the
+ClusterQueue. components/operations/metric_catalog.py says where every metric comes from.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from components import manifests
+from components.operations import metric_catalog
+from components.operations.config import DashboardsInput
+from components.workloads.serving.config import DECODE, PREFILL
+from components.workloads.serving.objects import GUIDE_LABEL, ROLE_LABEL
+
+DASHBOARDS_DIR = "operations/dashboards"
+MODEL_SERVER_METRICS_FILE = "operations/model-server-metrics.yaml"
+# The dev stack's names the bases are written with (Pulumi.dev.yaml and the defaults).
+BASE_CLUSTER = "qwen-serving-cluster"
+BASE_SAXML_CLUSTER = "saxml"
+# One matcher: label="value" (PromQL string literals here never hold a quote).
+MATCHER = re.compile(r'(?P<label>\b[a-z_]+)(?P<op>=~|!=|!~|=)"(?P<value>[^"]*)"')
+SELECTOR = re.compile(r"(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\{(?P<matchers>[^{}]*)\}")
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    key: str  # the file under manifests/operations/dashboards/, and the stack output's key
+    body: dict[str, Any]  # the Dashboard resource, camelCase as the API and gcloud take it
+
+
+def load_dashboard(key: str) -> dict[str, Any]:
+    return manifests.load_document(f"{DASHBOARDS_DIR}/{key}.json")
+
+
+def dashboard_keys(spec: DashboardsInput) -> list[str]:
+    """The dashboards of a stack, in the order the stack output lists them."""
+    keys = []
+    if spec.serving_namespace is not None:
+        keys += ["serving", "router"]
+    if spec.slice_namespace is not None:
+        keys.append("tpu")
+    if spec.kueue_namespace is not None:
+        keys.append("kueue")
+    if spec.saxml_namespace is not None:
+        keys.append("saxml")
+    return keys
+
+
+def queries(body: dict[str, Any]) -> list[str]:
+    """Every PromQL query of a dashboard, in the order of its tiles."""
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "prometheusQuery":
+                    found.append(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(body)
+    return found
+
+
+def _overlay_query(query: str, values: dict[str, str], kueue_namespace: str | None) -> str:
+    def selector(match: re.Match[str]) -> str:
+        name = match.group("name")
+        namespace = kueue_namespace if name.startswith("kueue_") else values.get("namespace")
+
+        def matcher(m: re.Match[str]) -> str:
+            label, op = m.group("label"), m.group("op")
+            value = namespace if label == "namespace" else values.get(label)
+            if value is None or op != "=":
+                return m.group(0)
+            return f'{label}{op}"{value}"'
+
+        return f"{name}{{{MATCHER.sub(matcher, match.group('matchers'))}}}"
+
+    return SELECTOR.sub(selector, query)
+
+
+def _overlay(body: dict[str, Any], values: dict[str, str], kueue_namespace: str | None) -> dict[str, Any]:
+    body = copy.deepcopy(body)
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "prometheusQuery":
+                    node[key] = _overlay_query(value, values, kueue_namespace)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(body)
+    return body
+
+
+def dashboard(key: str, spec: DashboardsInput) -> Dashboard:
+    body = load_dashboard(key)
+    base_cluster = BASE_SAXML_CLUSTER if key == "saxml" else BASE_CLUSTER
+    workload_namespace = {"saxml": spec.saxml_namespace, "tpu": spec.slice_namespace}.get(key, spec.serving_namespace)
+    values = {"cluster": spec.cluster_name, "cluster_name": spec.cluster_name}
+    if workload_namespace is not None:
+        values["namespace"] = values["namespace_name"] = workload_namespace
+    if spec.cluster_queue is not None:
+        values["cluster_queue"] = values["preempting_cluster_queue"] = spec.cluster_queue
+    body = _overlay(body, values, spec.kueue_namespace)
+    body["displayName"] = body["displayName"].replace(base_cluster, spec.cluster_name, 1)
+    return Dashboard(key=key, body=body)
+
+
+def dashboards(spec: DashboardsInput) -> list[Dashboard]:
+    return [dashboard(key, spec) for key in dashboard_keys(spec)]
+
+
+def model_server_metrics_objects(namespace: str, guide: str) -> list[dict[str, Any]]:
+    """One PodMonitoring per role, keeping only the vLLM series the dashboards read."""
+    objects = manifests.load_documents(MODEL_SERVER_METRICS_FILE)
+    roles = {obj["spec"]["selector"]["matchLabels"][ROLE_LABEL]: obj for obj in objects}
+    assert set(roles) == {PREFILL, DECODE}, "one PodMonitoring per role"
+    for obj in objects:
+        obj["metadata"]["namespace"] = namespace
+        obj["spec"]["selector"]["matchLabels"][GUIDE_LABEL] = guide
+        for endpoint in obj["spec"]["endpoints"]:
+            (keep,) = endpoint["metricRelabeling"]
+            keep["regex"] = metric_catalog.keep_regex(metric_catalog.VLLM)
+    return objects
+
+
+def dashboard_url(project: str, dashboard_id: str) -> str:
+    """The console's page of a dashboard, from the resource's id (projects/<number>/dashboards/<id>)."""
+    return f"https://console.cloud.google.com/monitoring/dashboards/builder/{dashboard_id.rsplit('/', 1)[-1]}?project={project}"

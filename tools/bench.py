@@ -1,0 +1,282 @@
+"""Benchmark the deployed endpoint with inference-perf and print throughput, TTFT and TPOT per request rate.
+
+    python -m tools.bench --stack STACK [--base-url URL] [--rates 1,2,4,8] [--stage-seconds 120]
+                          [--run-id ID] [--context KUBE_CONTEXT] [--dry-run]
+    python -m tools.bench --local --inference-perf PATH --base-url URL --model NAME --tokenizer DIR
+                          --results DIR [--rates ...] [--stage-seconds ...]
+    python -m tools.bench --report DIR
+
+In the cluster (the first form, `make bench`): builds the run's ConfigMap and Job from the stack file
+(components/operations/benchmark.py), applies them with kubectl in the serving namespace, waits for the
+Job, copies its reports from gs://<weights bucket>/results/<run id>/ with gcloud, and prints one line per
+stage of the ramp. The Gateway's address comes from the stack output ``openaiBaseUrl`` unless
+``--base-url`` gives it. ``--dry-run`` prints the objects instead of applying them.
+
+``--local`` runs the same inference-perf config on this machine (the lab: tests/bench), reports on the
+local disk; ``--report`` prints the table of reports already downloaded. Exits 0 when every stage has a
+report, 1 when the run failed or left no report, 2 on a usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.operations import benchmark
+from tools.stack_outputs import Runner, StackOutputsError, read_stack_outputs, run_pulumi
+
+BASE_URL_OUTPUT = "openaiBaseUrl"
+STACK_HINT = "pass --base-url instead"
+POLL_SECONDS = 20
+WAIT_MARGIN_SECONDS = 300  # past the Job's own deadline, kubectl has had time to say it failed
+COMMAND_TIMEOUT_SECONDS = 300
+LOG_LINES = 40
+DEFAULT_RATES = (1.0, 2.0, 4.0, 8.0)
+DEFAULT_STAGE_SECONDS = 120
+
+Run = Callable[[list[str], str | None, float], subprocess.CompletedProcess[str]]
+Sleep = Callable[[float], None]
+
+
+class UsageError(Exception):
+    """Exit 2: the command cannot start."""
+
+
+class RunFailed(Exception):
+    """Exit 1: the benchmark ran and failed, or left no report."""
+
+
+def run_command(argv: list[str], stdin: str | None, timeout: float) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        raise UsageError(f"{argv[0]} not found: install it (see the README, Deploying for real)") from None
+
+
+def _rates(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of request rates") from None
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--local", action="store_true", help="run inference-perf here, not in the cluster")
+    mode.add_argument("--report", type=Path, metavar="DIR", help="print the table of downloaded reports")
+    parser.add_argument("--stack", help="the stack whose serving to benchmark (default: Pulumi's selected stack)")
+    parser.add_argument("--base-url", help="the OpenAI base URL, http://<address>/v1 (default: stack output)")
+    parser.add_argument("--rates", type=_rates, default=DEFAULT_RATES, help="request rates, one stage each")
+    parser.add_argument("--stage-seconds", type=int, default=DEFAULT_STAGE_SECONDS, help="length of each stage")
+    parser.add_argument("--run-id", help="names the Job and the results prefix (default: UTC date and time)")
+    parser.add_argument("--context", help="kubectl context of the stack's cluster (default: the current one)")
+    parser.add_argument("--dry-run", action="store_true", help="print the run's objects, apply nothing")
+    parser.add_argument("--model", help="--local: the served model name")
+    parser.add_argument("--tokenizer", type=Path, help="--local: a directory with the model's tokenizer files")
+    parser.add_argument("--results", type=Path, help="--local: where inference-perf writes its reports")
+    parser.add_argument("--inference-perf", type=Path, help="--local: the inference-perf executable")
+    parser.add_argument("--max-model-len", type=int, default=None, help="--local: the server's context length")
+    return parser.parse_args(argv)
+
+
+def default_run_id(now: datetime | None = None) -> str:
+    return (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+
+
+# --- In the cluster -------------------------------------------------------------------------------
+
+
+def stack_spec(args: argparse.Namespace, runner: Runner) -> benchmark.BenchmarkInput:
+    """The run's input from the stack file, and the Gateway's URL from the flag or the stack outputs."""
+    from components.config_base import ConfigError
+    from components.stack import parse_pulumi_values
+    from tools.mock_engine import stack_config_values
+    from tools.stack_file import StackFileError
+
+    if args.stack is None:
+        raise UsageError("--stack names the stack file to read (Pulumi.<stack>.yaml)")
+    try:
+        values, _ = stack_config_values(args.stack)
+        config = parse_pulumi_values(values)
+    except (FileNotFoundError, StackFileError, ConfigError) as error:
+        raise UsageError(f"cannot read stack {args.stack}: {error}") from None
+    if not config.serving.enabled:
+        raise UsageError(f"stack {args.stack} does not serve (serving.enabled is false)")
+    base_url = args.base_url
+    if base_url is None:
+        try:
+            outputs = read_stack_outputs(args.stack, STACK_HINT, runner)
+        except StackOutputsError as error:
+            raise UsageError(str(error)) from None
+        base_url = outputs.get(BASE_URL_OUTPUT)
+        if not isinstance(base_url, str) or not base_url:
+            raise UsageError(f"stack output {BASE_URL_OUTPUT} is missing (is the Gateway programmed?); {STACK_HINT}")
+    return benchmark.benchmark_input(
+        config.serving,
+        config.project,
+        run_id=args.run_id or default_run_id(),
+        base_url=base_url,
+        rates=args.rates,
+        stage_seconds=args.stage_seconds,
+    )
+
+
+def kubectl(args: argparse.Namespace, *rest: str) -> list[str]:
+    return ["kubectl", *(["--context", args.context] if args.context else []), *rest]
+
+
+def apply(objects: list[dict[str, Any]], args: argparse.Namespace, run: Run) -> None:
+    document = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+    completed = run(kubectl(args, "apply", "-f", "-"), document, COMMAND_TIMEOUT_SECONDS)
+    if completed.returncode != 0:
+        raise UsageError(f"kubectl apply failed: {_last_line(completed.stderr)}")
+
+
+def job_state(job: dict[str, Any]) -> str | None:
+    """``Complete`` or ``Failed`` once the Job has finished, None while it runs."""
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True":
+            return str(condition["type"])
+    return None
+
+
+def wait_for(spec: benchmark.BenchmarkInput, args: argparse.Namespace, run: Run, sleep: Sleep) -> None:
+    name = f"{benchmark.NAME_PREFIX}-{spec.run_id}"
+    deadline = time.monotonic() + benchmark.deadline_seconds(spec) + WAIT_MARGIN_SECONDS
+    started = time.monotonic()
+    while True:
+        completed = run(
+            kubectl(args, "-n", spec.namespace, "get", "job", name, "-o", "json"), None, COMMAND_TIMEOUT_SECONDS
+        )
+        if completed.returncode == 0:
+            state = job_state(json.loads(completed.stdout))
+            if state == "Complete":
+                return
+            if state == "Failed":
+                logs = run(
+                    kubectl(args, "-n", spec.namespace, "logs", f"job/{name}", f"--tail={LOG_LINES}"),
+                    None,
+                    COMMAND_TIMEOUT_SECONDS,
+                )
+                raise RunFailed(f"job {name} failed; its log ends:\n{logs.stdout}{logs.stderr}")
+        if time.monotonic() > deadline:
+            raise RunFailed(f"job {name} did not finish in time: kubectl -n {spec.namespace} describe job {name}")
+        print(f"waiting for job {name} ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
+        sleep(POLL_SECONDS)
+
+
+def fetch_reports(spec: benchmark.BenchmarkInput, into: Path, run: Run) -> None:
+    source = f"gs://{spec.bucket}/{benchmark.results_path(spec)}"
+    completed = run(["gcloud", "storage", "cp", "--recursive", source, str(into)], None, COMMAND_TIMEOUT_SECONDS)
+    if completed.returncode != 0:
+        raise RunFailed(f"gcloud storage cp {source} failed: {_last_line(completed.stderr)}")
+
+
+def in_cluster(args: argparse.Namespace, runner: Runner, run: Run, sleep: Sleep) -> int:
+    spec = stack_spec(args, runner)
+    found = benchmark.problems(spec)
+    if found:
+        raise UsageError("; ".join(found))
+    objects = benchmark.benchmark_objects(spec)
+    if args.dry_run:
+        print(yaml.safe_dump_all(objects, sort_keys=False), end="")
+        return 0
+    apply(objects, args, run)
+    print(f"started job {benchmark.NAME_PREFIX}-{spec.run_id} in {spec.namespace}", file=sys.stderr, flush=True)
+    wait_for(spec, args, run, sleep)
+    with tempfile.TemporaryDirectory() as scratch:
+        fetch_reports(spec, Path(scratch), run)
+        return print_table(Path(scratch), f"gs://{spec.bucket}/{benchmark.results_path(spec)}/", len(spec.rates))
+
+
+# --- Here (the lab) ---------------------------------------------------------------------------------
+
+
+def local(args: argparse.Namespace, run: Run) -> int:
+    missing = [
+        flag for flag in ("base_url", "model", "tokenizer", "results", "inference_perf") if not getattr(args, flag)
+    ]
+    if missing:
+        raise UsageError("--local needs " + ", ".join("--" + flag.replace("_", "-") for flag in missing))
+    spec = benchmark.BenchmarkInput(
+        run_id=args.run_id or default_run_id(),
+        namespace="",
+        service_account="",
+        bucket="",
+        snapshot_path="",
+        model=args.model,
+        base_url=args.base_url,
+        max_model_len=args.max_model_len or sys.maxsize,
+        rates=args.rates,
+        stage_seconds=args.stage_seconds,
+    )
+    found = benchmark.problems(spec)
+    if found:
+        raise UsageError("; ".join(found))
+    results = args.results / spec.run_id
+    config = benchmark.local_config(spec, str(args.tokenizer), str(results))
+    args.results.mkdir(parents=True, exist_ok=True)
+    config_file = args.results / f"{spec.run_id}-config.yml"
+    config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+    completed = run(
+        [str(args.inference_perf), "--config_file", str(config_file)], None, benchmark.deadline_seconds(spec)
+    )
+    if completed.returncode != 0:
+        raise RunFailed(f"inference-perf exited {completed.returncode}: {_last_line(completed.stderr)}")
+    return print_table(results, str(results), len(spec.rates))
+
+
+# --- Reports ----------------------------------------------------------------------------------------
+
+
+def print_table(directory: Path, where: str, stages: int | None) -> int:
+    rows = benchmark.read_reports(directory)
+    if not rows:
+        raise RunFailed(f"no stage report (stage_<n>_lifecycle_metrics.json) under {where}")
+    print(benchmark.table(rows))
+    print(f"reports: {where}")
+    if stages is not None and len(rows) != stages:
+        raise RunFailed(f"{len(rows)} stage report(s) for a ramp of {stages}")
+    return 0
+
+
+def _last_line(text: str | None) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else "no message"
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    runner: Runner = run_pulumi,
+    run: Run = run_command,
+    sleep: Sleep = time.sleep,
+) -> int:
+    args = parse_args(argv)
+    try:
+        if args.report is not None:
+            return print_table(args.report, str(args.report), None)
+        if args.local:
+            return local(args, run)
+        return in_cluster(args, runner, run, sleep)
+    except UsageError as error:
+        print(f"bench: {error}", file=sys.stderr)
+        return 2
+    except RunFailed as error:
+        print(f"bench: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
