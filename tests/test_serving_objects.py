@@ -313,7 +313,7 @@ def test_leader_command_hands_vllm_its_arguments_verbatim(tmp_path, lws, ray_sta
     result = subprocess.run(argv, check=False, env=env, capture_output=True, text=True, timeout=60)
     calls = [json.loads(line) for line in record.read_text().splitlines()]
     assert calls[0][:3] == ["bash", "/workspace/vllm/examples/online_serving/multi-node-serving.sh", "leader"]
-    assert "--ray_cluster_size=2" in calls[0] and "--ray_init_timeout=1800" in calls[0]
+    assert "--ray_cluster_size=2" in calls[0] and f"--ray_init_timeout={rules.RAY_INIT_TIMEOUT_SECONDS}" in calls[0]
     if not vllm_runs:
         assert len(calls) == 1 and result.returncode != 0, "vLLM must not start without a Ray cluster"
         return
@@ -349,7 +349,7 @@ def test_env_of_leader_and_worker(lws, role):
     assert values["TPU_MULTIHOST_BACKEND"] == "ray"
     assert values["TPU_NODE_ID"] == "$(LWS_WORKER_INDEX)"
     assert values["TPU_KV_TRANSFER_PORT"] == "9100" and values["TPU_SIDE_CHANNEL_PORT"] == "9600"
-    assert values["VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT"] == str(rules.ENGINE_STARTUP_TIMEOUT_SECONDS)
+    assert "VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT" not in values, "nothing in vLLM or tpu-inference reads it"
     assert values["SKIP_JAX_PRECOMPILE"] == "1"
     # Every env value is a string (Kubernetes rejects numbers), none is a literal secret.
     for entry in leader.values():
@@ -462,6 +462,17 @@ def test_probes_on_the_leader_vllm(lws, role, port):
     assert (startup["periodSeconds"], startup["failureThreshold"]) == (30, 240)
     worker = container(lws[role], "worker")
     assert not {"startupProbe", "readinessProbe", "livenessProbe"} & set(worker), "Ray workers serve no HTTP"
+
+
+@pytest.mark.parametrize("role", [PREFILL, DECODE])
+def test_one_api_server_so_no_vllm_deadline_ends_the_load(lws, role):
+    """With one API server vLLM waits for the engine's handshake without a deadline, so the startup
+    probe alone bounds the model load (rules.py). Several API servers or data parallelism would put
+    VLLM_ENGINE_READY_TIMEOUT_S (600 s by default) on the load and end it before the probe does."""
+    leader = container(lws[role], "leader")
+    flags = [flag.replace("_", "-") for flag in flag_values(leader["args"])]  # vLLM takes either spelling
+    assert not [f for f in flags if f.startswith(("--api-server", "--data-parallel", "--headless"))], flags
+    assert "VLLM_ENGINE_READY_TIMEOUT_S" not in env_of(leader)
 
 
 def test_startup_budget_is_configurable():

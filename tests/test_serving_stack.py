@@ -371,6 +371,25 @@ def test_the_first_up_after_the_v0_8_0_sidecar_rolls_both_roles_in_place(dev_run
         assert [p for p in REPLACED_ON if _at(before, p) != _at(now, p)] == [], name
 
 
+def test_the_first_up_without_the_unread_startup_variable_rolls_both_roles_in_place(dev_run):
+    """What the stacks ran before: VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT=1800 in every vLLM container.
+    Dropping it touches no replace-on-change path, so `up` updates both LeaderWorkerSets in place."""
+    import copy
+
+    from components.workloads.serving.objects import REPLACED_ON
+
+    for name in ("vllm-prefill", "vllm-decode"):
+        now = dev_run.one(LWS, name).inputs
+        before = copy.deepcopy(now)
+        template = before["spec"]["leaderWorkerTemplate"]
+        for kind in ("leaderTemplate", "workerTemplate"):
+            (container,) = template[kind]["spec"]["containers"]
+            at = next(i for i, e in enumerate(container["env"]) if e["name"] == "VLLM_HTTP_TIMEOUT_KEEP_ALIVE")
+            container["env"].insert(at, {"name": "VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT", "value": "1800"})
+        assert before != now
+        assert [p for p in REPLACED_ON if _at(before, p) != _at(now, p)] == [], name
+
+
 def _at(inputs, path):
     """The values at a Pulumi property path (``a.b[*].c``) of a resource's inputs."""
     from tools.mock_engine import unwrap_secrets
