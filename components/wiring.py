@@ -37,7 +37,12 @@ from components.stack import Stack, review_changes
 from components.workloads.saxml.component import SaxmlArgs, SaxmlIdentity
 from components.workloads.saxml.config import bucket_name as sax_bucket_name
 from components.workloads.serving.component import ModelServing, ServingArgs
-from components.workloads.serving.config import XLA_CACHE_DIR, weights_bucket_name, weights_object_prefix
+from components.workloads.serving.config import (
+    RESULTS_DIR,
+    XLA_CACHE_DIR,
+    weights_bucket_name,
+    weights_object_prefix,
+)
 from components.workloads.slice_checks.component import SliceChecksArgs
 
 # What the Kubernetes layer is deployed onto: a cluster of this stack, or one made elsewhere.
@@ -264,6 +269,7 @@ def serving_args(
         grant_access=serving.weights_bucket.grant_access,
         weights_prefix=weights_object_prefix(serving, config.project),
         xla_cache_prefix=f"{XLA_CACHE_DIR}/",
+        results_prefix=f"{RESULTS_DIR}/",
         resource_manager_api=[services.api(RESOURCE_MANAGER_API)]
         if services and serving.weights_bucket.grant_access
         else [],

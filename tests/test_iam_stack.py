@@ -78,6 +78,7 @@ def node_rows(project: str, account_id: str) -> list[Row]:
 def serving_rows(project: str, bucket: str) -> list[Row]:
     servers = workload(project, SERVING_NAMESPACE, "model-server")
     stager = workload(project, SERVING_NAMESPACE, "weights-staging")
+    bench = workload(project, SERVING_NAMESPACE, "serving-benchmark")
     on = f"bucket {bucket}"
     return [
         Row(
@@ -99,6 +100,14 @@ def serving_rows(project: str, bucket: str) -> list[Row]:
         Row(
             Grant(on, "roles/storage.objectUser", stager, objects_under(bucket, SNAPSHOT)),
             "staging Job: the one writer of the weights, in the served snapshot's directory only",
+        ),
+        Row(
+            Grant(on, "roles/storage.objectViewer", bench, None),
+            "`make bench`: read the snapshot's tokenizer files (Cloud Storage FUSE, read-only)",
+        ),
+        Row(
+            Grant(on, "roles/storage.objectUser", bench, objects_under(bucket, "results/")),
+            "`make bench`: inference-perf writes its reports under results/, its only write",
         ),
     ]
 

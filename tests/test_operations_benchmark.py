@@ -38,7 +38,7 @@ def test_the_job_and_its_config_map_are_valid_objects_of_the_serving_namespace()
         assert obj["metadata"]["namespace"] == "llm-d-pd-disaggregation"
         assert obj["metadata"]["name"] == "serving-benchmark-20261204-101500"
     pod = job["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == "model-server", "the identity that holds the bucket grants"
+    assert pod["serviceAccountName"] == "serving-benchmark", "its own account, not the model servers'"
     (container,) = pod["containers"]
     assert "google.com/tpu" not in container["resources"]["requests"], "a CPU Job: it takes no slice"
     assert "kueue.x-k8s.io/queue-name" not in job["metadata"].get("labels", {}), "Kueue leaves it alone"
@@ -193,3 +193,24 @@ def test_a_stage_without_streamed_answers_shows_no_latency(tmp_path):
     (row,) = benchmark.read_reports(tmp_path)
     assert row.ttft == (None, None, None)
     assert benchmark.table([row]).splitlines()[1].split()[-6:] == ["-"] * 6
+
+
+def test_the_job_runs_as_an_account_the_stack_makes_and_may_write_only_the_results_prefix():
+    """The Job is not the stack's, but its identity is: the ServiceAccount it names exists in the dev render, and
+    the one write that account holds on the bucket is conditioned on the prefix the reports go to."""
+    from tests.conftest import run_stack
+
+    spec = dev_spec()
+    _, job = benchmark.benchmark_objects(spec)
+    account = job["spec"]["template"]["spec"]["serviceAccountName"]
+    run = run_stack(stack="dev")
+    accounts = [r for r in run.of_type("kubernetes:core/v1:ServiceAccount") if r.input("metadata")["name"] == account]
+    assert [a.input("metadata")["namespace"] for a in accounts] == [spec.namespace]
+    writes = [
+        r
+        for r in run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+        if r.input("member").endswith(f"/ns/{spec.namespace}/sa/{account}")
+        and r.input("role") != "roles/storage.objectViewer"
+    ]
+    assert len(writes) == 1
+    assert f"/objects/{benchmark.results_path(spec).split('/')[0]}/" in writes[0].input("condition")["expression"]

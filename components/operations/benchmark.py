@@ -21,6 +21,8 @@ import yaml
 
 from components import manifests
 from components.workloads.serving.config import (
+    BENCHMARK_SERVICE_ACCOUNT,
+    RESULTS_DIR,
     ServingConfig,
     served_model_name,
     weights_bucket_name,
@@ -30,7 +32,7 @@ from components.workloads.serving.config import (
 CONFIG_FILE = "operations/benchmark/inference-perf.yaml"
 JOB_FILE = "operations/benchmark/job.yaml"
 NAME_PREFIX = "serving-benchmark"
-RESULTS_PREFIX = "results"
+RESULTS_PREFIX = RESULTS_DIR  # the prefix the benchmark's own account may write (serving/config.py)
 CONFIG_KEY = "config.yml"
 RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
 # The reports inference-perf writes per stage (inference_perf/reportgen/base.py: stage_<i>_lifecycle_metrics).
@@ -68,7 +70,7 @@ def benchmark_input(
     return BenchmarkInput(
         run_id=run_id,
         namespace=serving.namespace,
-        service_account=serving.service_account_name,
+        service_account=BENCHMARK_SERVICE_ACCOUNT,
         bucket=bucket,
         snapshot_path=weights.removeprefix(f"gs://{bucket}/"),
         model=served_model_name(serving),

@@ -49,6 +49,7 @@ class ServingArgs:
     grant_access: bool  # grant the model servers' and the staging Job's accounts on the bucket (false: done elsewhere)
     weights_prefix: str  # object-name prefix of the snapshot's directory: the staging Job's only write
     xla_cache_prefix: str  # object-name prefix of the XLA cache: the model servers' only write
+    results_prefix: str  # object-name prefix of the benchmark's reports: its account's only write
     # What the project-number lookup of the grants waits for: the Cloud Resource Manager API's enablement.
     resource_manager_api: list[pulumi.Resource]
     workload_pool: pulumi.Input[str]  # the cluster's: bindings to it wait for the cluster
@@ -74,6 +75,12 @@ class ModelServing(pulumi.ComponentResource):
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.namespace_ready)
         account_metadata = args.objects.service_account["metadata"]
         account = k8s.core.v1.ServiceAccount("model-server-account", metadata=owned(account_metadata), opts=on_cluster)
+        # `make bench` runs its Job as this account (it is not the stack's): made here with its grants.
+        k8s.core.v1.ServiceAccount(
+            "serving-benchmark-account",
+            metadata=owned(args.objects.benchmark_service_account["metadata"]),
+            opts=on_cluster,
+        )
         token: list[pulumi.Resource] = []
         if args.hf_token:
             token.append(
@@ -176,6 +183,14 @@ class ModelServing(pulumi.ComponentResource):
                     object_prefix_condition(args.bucket_name, args.weights_prefix, "weights snapshot"),
                 ),
             ]
+        benchmark = principal(args.objects.benchmark_service_account["metadata"]["name"])
+        grant("benchmark-objectViewer", benchmark, OBJECT_VIEWER)
+        grant(
+            "benchmark-results-objectUser",
+            benchmark,
+            OBJECT_USER,
+            object_prefix_condition(args.bucket_name, args.results_prefix, "benchmark reports"),
+        )
         return _BucketAccess(servers=[*bucket, *server_grants], staging=[*bucket, *staging_grants])
 
     def _weights_staging(

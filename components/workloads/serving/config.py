@@ -74,6 +74,11 @@ COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 # ("a directory to which others may write" lets them run code; docs.jax.dev persistent_compilation_cache),
 # so nothing else may write it, and they may write nothing else.
 XLA_CACHE_DIR = "xla_cache"
+# Where `make bench` (components/operations/benchmark.py) writes its reports in the weights bucket, as its own
+# Kubernetes service account: the benchmark reads the snapshot's tokenizer and writes under this prefix only,
+# so neither the model servers nor the staging Job are widened for it.
+RESULTS_DIR = "results"
+BENCHMARK_SERVICE_ACCOUNT = "serving-benchmark"
 
 
 @dataclass(frozen=True)
@@ -389,8 +394,9 @@ def _validate_model(
         key = "serving.model.weightsPath" if model.weights_path else "serving.weightsBucket.name"
         problems.add(key, problem, "name the bucket and the snapshot path")
     if model.weights_path:
-        for problem in rules.prefix_overlap_problems(weights_object_prefix(serving, project), f"{XLA_CACHE_DIR}/"):
-            problems.add("serving.model.weightsPath", problem, f"keep the snapshot out of {XLA_CACHE_DIR}/")
+        for other in (XLA_CACHE_DIR, RESULTS_DIR):
+            for problem in rules.prefix_overlap_problems(weights_object_prefix(serving, project), f"{other}/"):
+                problems.add("serving.model.weightsPath", problem, f"keep the snapshot out of {other}/")
     if model.id != MODEL_ID and model.revision == MODEL_REVISION and not model.weights_path:
         problems.add(
             "serving.model.revision",

@@ -38,7 +38,7 @@ from components.tpu.topology import (
     partition_state_label,
 )
 from components.workloads.serving import rules
-from components.workloads.serving.config import DECODE, PREFILL, ROLES, ServingInput
+from components.workloads.serving.config import BENCHMARK_SERVICE_ACCOUNT, DECODE, PREFILL, ROLES, ServingInput
 
 BASE_FILES = {PREFILL: "prefill-leaderworkerset.yaml", DECODE: "decode-leaderworkerset.yaml"}
 GATEWAY_FILE = "gateway.yaml"
@@ -46,6 +46,7 @@ ROUTER_VALUES_FILE = "router-values.yaml"
 ROUTER_DISRUPTION_BUDGET_FILE = "router-disruption-budget.yaml"
 SERVICE_ACCOUNT_FILE = "service-account.yaml"
 STAGING_SERVICE_ACCOUNT_FILE = "weights-staging-service-account.yaml"
+BENCHMARK_SERVICE_ACCOUNT_FILE = "benchmark-service-account.yaml"
 STAGING_JOB_FILE = "weights-staging-job.yaml"
 STAGING_SCRIPT_FILE = "stage_weights.py"
 # Its libraries, every version with the sha256 of each wheel: the init container pip-installs them with --require-hashes.
@@ -153,6 +154,7 @@ class ServingObjects:
     staging_script: dict[str, Any] | None  # the weights-staging ConfigMap, account and Job (None: staging is off)
     staging_service_account: dict[str, Any] | None
     staging_job: dict[str, Any] | None
+    benchmark_service_account: dict[str, Any]  # `make bench`'s Job runs as it: reads the tokenizer, writes results/
 
 
 def serving_objects(spec: ServingInput) -> ServingObjects:
@@ -177,6 +179,7 @@ def serving_objects(spec: ServingInput) -> ServingObjects:
             staging_service_account(spec.namespace, spec.staging_service_account_name) if spec.stage_weights else None
         ),
         staging_job=weights_staging_job(spec) if spec.stage_weights else None,
+        benchmark_service_account=benchmark_service_account(spec.namespace),
     )
 
 
@@ -218,6 +221,13 @@ def staging_service_account(namespace: str, name: str) -> dict[str, Any]:
     """The staging Job's own ServiceAccount: the one identity that writes the weights."""
     account = _load_one(STAGING_SERVICE_ACCOUNT_FILE)
     account["metadata"].update(name=name, namespace=namespace)
+    return account
+
+
+def benchmark_service_account(namespace: str) -> dict[str, Any]:
+    """The serving benchmark's own ServiceAccount: the one identity that writes the bucket's results/."""
+    account = _load_one(BENCHMARK_SERVICE_ACCOUNT_FILE)
+    account["metadata"].update(name=BENCHMARK_SERVICE_ACCOUNT, namespace=namespace)
     return account
 
 

@@ -209,12 +209,12 @@ def weights_uri_problems(uri: str) -> list[str]:
 
 
 def prefix_overlap_problems(weights_prefix: str, cache_prefix: str) -> list[str]:
-    """The snapshot's directory and the XLA cache are apart: each has its own writer (the staging Job and
-    the model servers), granted by object-name prefix, so neither may hold the other."""
+    """The snapshot's directory and another writer's prefix (the model servers' XLA cache, the benchmark's
+    results) are apart: each has its own writer, granted by object-name prefix, so neither may hold the other."""
     if weights_prefix.startswith(cache_prefix) or cache_prefix.startswith(weights_prefix):
         return [
-            f"the snapshot directory {weights_prefix!r} and the XLA cache {cache_prefix!r} overlap: the model "
-            "servers, which write the cache, could then overwrite the weights (or the staging Job the cache)"
+            f"the snapshot directory {weights_prefix!r} and {cache_prefix!r} overlap: the account that writes "
+            f"{cache_prefix!r} could then overwrite the weights (or the staging Job its objects)"
         ]
     return []
 
