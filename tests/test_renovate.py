@@ -478,6 +478,7 @@ def test_pins_that_must_move_together_share_one_pull_request(tree):
     venvs = [
         {"requirements.txt", "requirements-dev.txt", "constraints.txt", "policy/requirements.txt"},
         {"requirements-checkov.txt", "constraints-checkov.txt"},
+        {"requirements-docs.txt", "constraints-docs.txt"},
         {"manifests/serving/stage-weights-requirements.in", "manifests/serving/stage-weights-requirements.txt"},
         {"lab/bench-requirements.txt"},
     ]
