@@ -46,6 +46,9 @@ def copy_of_the_site_sources(tmp_path: Path) -> Path:
     root.mkdir()
     shutil.copy(PROJECT_ROOT / "mkdocs.yml", root / "mkdocs.yml")
     shutil.copytree(PROJECT_ROOT / "docs", root / "docs")
+    waves = Path("tests") / "golden" / "dev" / "waves.md"  # the architecture page includes it (pymdownx.snippets)
+    (root / waves).parent.mkdir(parents=True)
+    shutil.copy(PROJECT_ROOT / waves, root / waves)
     return root
 
 
@@ -53,6 +56,16 @@ def test_the_site_builds_with_strict(tmp_path):
     done = build(PROJECT_ROOT, tmp_path / "site")
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "operations" / "index.html").exists()
+    architecture = (tmp_path / "site" / "architecture" / "index.html").read_text()
+    assert '<pre class="mermaid">' in architecture and "&lt;b&gt;destroy 1&lt;/b&gt;" in architecture, (
+        "the dev waves, drawn"
+    )
+
+
+def test_a_missing_waves_picture_fails_the_build(tmp_path):
+    root = copy_of_the_site_sources(tmp_path)
+    (root / "tests" / "golden" / "dev" / "waves.md").unlink()
+    assert build(root, tmp_path / "site").returncode != 0
 
 
 @pytest.mark.parametrize(
@@ -88,7 +101,9 @@ def test_every_page_is_in_the_navigation():
 
 def test_the_readme_is_short():
     words = len(README.split())
-    assert words <= README_MAX_WORDS, f"README.md has {words} words: move detail into docs/ (at most {README_MAX_WORDS})"
+    assert words <= README_MAX_WORDS, (
+        f"README.md has {words} words: move detail into docs/ (at most {README_MAX_WORDS})"
+    )
 
 
 def test_the_readme_links_only_to_pages_and_sections_that_exist():
