@@ -298,7 +298,7 @@ def validate_production(
 def validate_production_security(
     production: bool, network: NetworkConfig, cluster: ClusterConfig, problems: Problems
 ) -> None:
-    """The CIS GKE Benchmark controls a production stack must meet through its config (the README's
+    """The CIS GKE Benchmark controls a production stack must meet through its config (docs/security.md's
     table "Measured against the CIS GKE Benchmark" lists every control and what holds it)."""
     if not production or cluster.existing.enabled:
         return
