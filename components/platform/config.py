@@ -37,7 +37,7 @@ class HelmChartConfig:
     namespace: str = setting(doc="Namespace of the release.")
     image: str = setting(
         "",
-        "Controller image pinned by digest; empty means the chart's own, `<its repository>:v<version>` (README, "
+        "Controller image pinned by digest; empty means the chart's own, `<its repository>:v<version>` (docs/security.md, "
         "Supply chain). Set `<that image>@sha256:<digest>`; the tag stays the chart's release.",
     )
 
