@@ -45,6 +45,7 @@ def copy_of_the_site_sources(tmp_path: Path) -> Path:
     root = tmp_path / "repository"
     root.mkdir()
     shutil.copy(PROJECT_ROOT / "mkdocs.yml", root / "mkdocs.yml")
+    shutil.copy(PROJECT_ROOT / "README.md", root / "README.md")  # its architecture diagram is included (snippets)
     shutil.copytree(PROJECT_ROOT / "docs", root / "docs")
     waves = Path("tests") / "golden" / "dev" / "waves.md"  # the architecture page includes it (pymdownx.snippets)
     (root / waves).parent.mkdir(parents=True)
@@ -62,10 +63,26 @@ def test_the_site_builds_with_strict(tmp_path):
     )
 
 
+def test_the_copy_of_the_sources_builds(tmp_path):
+    """What the failure tests below break is all the build reads: the copy itself builds."""
+    root = copy_of_the_site_sources(tmp_path)
+    done = build(root, tmp_path / "site")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_a_missing_waves_picture_fails_the_build(tmp_path):
     root = copy_of_the_site_sources(tmp_path)
     (root / "tests" / "golden" / "dev" / "waves.md").unlink()
-    assert build(root, tmp_path / "site").returncode != 0
+    done = build(root, tmp_path / "site")
+    assert done.returncode != 0 and "tests/golden/dev/waves.md" in done.stdout + done.stderr
+
+
+def test_the_site_draws_the_readme_s_architecture_diagram(tmp_path):
+    root = copy_of_the_site_sources(tmp_path)
+    readme = root / "README.md"
+    readme.write_text(readme.read_text().replace("<!-- --8<-- [start:architecture] -->", ""))
+    done = build(root, tmp_path / "site")
+    assert done.returncode != 0 and "Snippet section 'architecture' could not be located" in done.stderr
 
 
 @pytest.mark.parametrize(
