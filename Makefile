@@ -5,6 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # checkov pins packaging<24 (pulumi needs >=26), so it lives in a venv of its own.
 CHECKOV_VENV := .venv-checkov
+# The documentation site's builder (MkDocs, Material) in a venv of its own, so constraints.txt stays pulumi's.
+DOCS_VENV := .venv-docs
 STACKS := $(patsubst Pulumi.%.yaml,%,$(wildcard Pulumi.*.yaml))
 # Caches outside the clone, reused by every clone on this machine: mypy reads 290 MB of pulumi_gcp once.
 CACHE_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tpu-gke
@@ -29,6 +31,11 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt constraints-checkov.txt
 	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-checkov.txt -c constraints-checkov.txt
 	touch $@
 
+$(DOCS_VENV)/.installed: requirements-docs.txt constraints-docs.txt
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-docs.txt -c constraints-docs.txt
+	touch $@
+
 # Renovate's config validator, pinned with the Node.js it needs (Renovate 44 wants Node 24; the machines have 20), from
 # tools/renovate/package-lock.json into tools/renovate/node_modules. No install scripts run (nothing is built), and
 # the optional native modules (re2, openpgp) are left out: the validator then checks regexes with JavaScript's
@@ -44,8 +51,8 @@ $(RENOVATE_TOOLS)/node_modules/.installed: $(RENOVATE_TOOLS)/package.json $(RENO
 renovate-check: $(RENOVATE_TOOLS)/node_modules/.installed  ## validate renovate.json with Renovate's own validator, strict (installs it on first use)
 	$(RENOVATE_NODE) $(RENOVATE_DIST)/config-validator.js --strict --no-global renovate.json
 
-test: $(VENV)/.installed $(CHECKOV_VENV)/.installed $(RENOVATE_TOOLS)/node_modules/.installed  ## the whole test suite (the checkov scan and Renovate's validator included)
-	TPU_GKE_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -n auto
+test: $(VENV)/.installed $(CHECKOV_VENV)/.installed $(DOCS_VENV)/.installed $(RENOVATE_TOOLS)/node_modules/.installed  ## the whole test suite (the checkov scan, the site's strict build and Renovate's validator included)
+	TPU_GKE_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov TPU_GKE_MKDOCS=$(CURDIR)/$(DOCS_VENV)/bin/mkdocs $(PY) -m pytest -n auto
 
 lint: $(VENV)/.installed $(STAGING_VENV)/.installed  ## formatter check, linter and strict type check (settings in pyproject.toml)
 	$(VENV)/bin/ruff format --check .
@@ -62,10 +69,11 @@ golden: $(VENV)/.installed  ## regenerate tests/golden/<stack>/ for every stack 
 	@status=0; for stack in $(STACKS); do $(PY) -m tools.render --stack $$stack --out tests/golden --keep-on-failure || status=1; done; exit $$status
 
 clean:
-	rm -rf build $(VENV) $(CHECKOV_VENV) $(POLICY_VENV) $(RENOVATE_TOOLS)/node_modules
+	rm -rf build $(VENV) $(CHECKOV_VENV) $(DOCS_VENV) $(POLICY_VENV) $(RENOVATE_TOOLS)/node_modules
 
-docs: $(VENV)/.installed  ## regenerate the README config table from the schema
+docs: $(VENV)/.installed $(DOCS_VENV)/.installed  ## regenerate the config table from the schema, then build the site (docs/, mkdocs.yml) into build/site with --strict
 	$(PY) -m tools.config_table --write
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --quiet
 
 images: $(VENV)/.installed  ## the images STACK runs, and the commands that pin each by digest and fill its mirror (offline)
 	$(PY) -m tools.images --stack $(STACK)

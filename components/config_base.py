@@ -397,7 +397,7 @@ REQUIRED_IF_SET = "(required when set)"
 def documented_settings(
     cls: type, prefix: str = "", defaults: Any = None, required: str = REQUIRED
 ) -> list[tuple[str, str, str]]:
-    """(key, default, description) for every setting of ``cls``, in schema order, for the README table.
+    """(key, default, description) for every setting of ``cls``, in schema order, for the config table of docs/configuration.md.
 
     A field without a default of its own shows its parent's default for it (``checks.subslicing.name``
     is ``subslice-check``: a partial object keeps the keys it leaves out). Only a field no default

@@ -1,4 +1,4 @@
-"""The README's table "Measured against the CIS GKE Benchmark", read as data for the tests that hold it.
+"""The table "Measured against the CIS GKE Benchmark" of docs/security.md, read as data for the tests that hold it.
 
 Each row names a control, its status and what holds it: checkov check IDs, ``policy:<rule>`` of the
 policy pack, ``preview:<config key>`` refused at preview on a production stack. tests/test_cis_benchmark.py
@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from tests.conftest import PROJECT_ROOT
 
 BENCHMARK = "CIS Google Kubernetes Engine (GKE) Benchmark v1.9.0"
-SECTION = "### Measured against the CIS GKE Benchmark"
+PAGE = PROJECT_ROOT / "docs" / "security.md"
+SECTION = "## Measured against the CIS GKE Benchmark"
 # The recommendations of sections 4 and 5 of v1.9.0, as kube-bench numbers them (aquasecurity/kube-bench
 # v0.15.6, commit 92e522b9, cfg/gke-1.9.0/policies.yaml and managedservices.yaml); sections 1 to 3 are
 # one row, "1-3".
@@ -74,16 +75,16 @@ def _items(cell: str) -> tuple[str, ...]:
     return tuple(re.findall(r"`([^`]+)`", cell))
 
 
-def table_lines(readme: str) -> list[str]:
+def table_lines(page: str) -> list[str]:
     """The lines of the section's table (header and separator included)."""
-    _, found, after = readme.partition(f"\n{SECTION}\n")
-    assert found, f"README.md has no section {SECTION!r}"
+    _, found, after = page.partition(f"\n{SECTION}\n")
+    assert found, f"docs/security.md has no section {SECTION!r}"
     section = after.split("\n### ", 1)[0].split("\n## ", 1)[0]
     return [line for line in section.splitlines() if line.startswith("|")]
 
 
-def rows(readme: str | None = None) -> list[Row]:
-    text = readme if readme is not None else (PROJECT_ROOT / "README.md").read_text()
+def rows(page: str | None = None) -> list[Row]:
+    text = page if page is not None else PAGE.read_text()
     header, _separator, *body = table_lines(text)
     assert header == "| control | recommendation | status | held by | not yet held by | note |", header
     parsed = []

@@ -1,4 +1,4 @@
-"""README, Pulumi.yaml and the code agree."""
+"""The README, the documentation site (docs/), Pulumi.yaml and the code agree."""
 
 import re
 
@@ -10,10 +10,14 @@ from tests.conftest import PROJECT_ROOT
 from tools import config_table
 
 README = (PROJECT_ROOT / "README.md").read_text()
+DOCS = PROJECT_ROOT / "docs"
+CONFIGURATION = (DOCS / "configuration.md").read_text()
 
 
-def test_readme_config_table_matches_the_schema():
-    assert config_table.readme_with_table(README) == README, "README config table is stale: run `make docs`"
+def test_the_config_table_matches_the_schema():
+    assert config_table.page_with_table(CONFIGURATION) == CONFIGURATION, (
+        "docs/configuration.md's config table is stale: run `make docs`"
+    )
 
 
 def test_pulumi_yaml_declares_the_plain_keys_with_type_and_description():
@@ -28,9 +32,10 @@ def test_pulumi_yaml_declares_the_plain_keys_with_type_and_description():
         assert declared[key]["description"]
 
 
-def test_readme_documents_every_stack_output(dev_run):
+def test_the_configuration_reference_documents_every_stack_output(dev_run):
+    outputs = CONFIGURATION.split("\n## Stack outputs\n", 1)[1]
     for name in dev_run.outputs:
-        assert f"`{name}`" in README, f"stack output {name} is not in the README"
+        assert f"`{name}`" in outputs, f"stack output {name} is not in docs/configuration.md, Stack outputs"
 
 
 def test_readme_puts_the_offline_commands_first():
@@ -71,15 +76,15 @@ def test_the_config_table_says_required_only_of_what_is_required():
         assert shown == ("" if default == '""' else expected), f"{key}: the table says {default}, the schema {shown!r}"
 
 
-def test_the_readme_shows_the_dev_stack_s_real_admission_plan(dev_run):
-    block = README.split("<!-- admission-plan:dev -->", 1)[1].split("```", 2)[1]
+def test_the_docs_show_the_dev_stack_s_real_admission_plan(dev_run):
+    block = (DOCS / "slice-checks.md").read_text().split("<!-- admission-plan:dev -->", 1)[1].split("```", 2)[1]
     assert block.strip().splitlines() == dev_run.outputs["admissionPlan"]
 
 
-def test_the_readme_states_the_slice_name_lengths_of_the_defaults():
+def test_the_docs_state_the_slice_name_lengths_of_the_defaults():
     from components.config_base import documented_settings
 
     defaults = {key: default for key, default, _ in documented_settings(StackConfig)}
     namespace = "llm-d-pd-disaggregation"
     lengths = [len(namespace) + 1 + len(defaults[f"checks.{kind}.name"]) + 6 for kind in ("subslicing", "superslicing")]
-    assert f"need {lengths[0]} and {lengths[1]}." in README
+    assert f"need {lengths[0]} and {lengths[1]}." in (DOCS / "slice-checks.md").read_text()

@@ -106,3 +106,35 @@ def test_cli_fails_on_bad_config_and_writes_nothing(tmp_path, capsys):
 def test_cli_fails_on_a_missing_stack(tmp_path, capsys):
     assert render.main(["--stack", "nope", "--stack-dir", str(tmp_path), "--out", str(tmp_path / "o")]) == 1
     assert "Pulumi.nope.yaml" in capsys.readouterr().err
+
+
+def _graph_waves(graph: str) -> list[tuple[str, list[str]]]:
+    return [
+        (line.split(":", 1)[0], line.split(": ", 1)[1].split(", "))
+        for line in graph.splitlines()
+        if line.startswith(("create ", "destroy "))
+    ]
+
+
+def _pictured_waves(waves_md: str) -> tuple[list[tuple[str, list[str]]], list[tuple[str, str]]]:
+    import re
+
+    boxes = [
+        (f"{kind} {number}", ", ".join(rows.split("<br/>")).split(", "))
+        for kind, number, rows in re.findall(r'^  (create|destroy)\d+\["<b>\1 (\d+)</b><br/>(.*)"\]$', waves_md, re.M)
+    ]
+    arrows = re.findall(r"^  ((?:create|destroy)\d+) --> ((?:create|destroy)\d+)$", waves_md, re.M)
+    return boxes, arrows
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_waves_picture_draws_graph_txt_s_waves_in_order(stack):
+    """waves.md holds graph.txt's waves, each resource once, every wave after the one before it."""
+    graph = (GOLDEN / stack / "graph.txt").read_text()
+    boxes, arrows = _pictured_waves((GOLDEN / stack / "waves.md").read_text())
+    assert boxes == _graph_waves(graph)
+    for kind in ("create", "destroy"):
+        count = sum(1 for name, _ in boxes if name.startswith(kind))
+        assert [a for a in arrows if a[0].startswith(kind)] == [
+            (f"{kind}{i}", f"{kind}{i + 1}") for i in range(1, count)
+        ]

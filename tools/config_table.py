@@ -1,7 +1,7 @@
-"""The README's config table, generated from the stack config schema.
+"""The config table of the configuration reference (docs/configuration.md), generated from the stack config schema.
 
 python -m tools.config_table          # print the table
-python -m tools.config_table --write  # replace the table in README.md
+python -m tools.config_table --write  # replace the table in docs/configuration.md
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from components.config_base import NAMESPACE, documented_settings
 from components.stack import StackConfig
 from tools.mock_engine import PROJECT_ROOT
 
-README = PROJECT_ROOT / "README.md"
+PAGE = PROJECT_ROOT / "docs" / "configuration.md"
 START, END = "<!-- config-table:start -->", "<!-- config-table:end -->"
 
 
@@ -25,10 +25,10 @@ def table() -> str:
     return "\n".join([f"Keys live in the `{NAMESPACE}` namespace.", "", *rows])
 
 
-def readme_with_table(text: str) -> str:
+def page_with_table(text: str) -> str:
     pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
     if not pattern.search(text):
-        raise SystemExit(f"README.md has no {START} ... {END} section")
+        raise SystemExit(f"{PAGE.relative_to(PROJECT_ROOT)} has no {START} ... {END} section")
     return pattern.sub(lambda _: f"{START}\n{table()}\n{END}", text)
 
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true")
     if parser.parse_args(argv).write:
-        README.write_text(readme_with_table(README.read_text()))
+        PAGE.write_text(page_with_table(PAGE.read_text()))
     else:
         print(table())
     return 0

@@ -2,12 +2,13 @@
 
     python -m tools.render --stack dev [--out build/render]
 
-Writes resources.json, kubernetes.yaml, outputs.json, graph.txt and empty-project.txt and prints a
+Writes resources.json, kubernetes.yaml, outputs.json, graph.txt, waves.md and empty-project.txt and prints a
 summary. resources.json records each resource's inputs, what it waits for (``dependsOn``: its explicit
 dependencies, every resource its inputs come from, and its explicit provider) and the lifecycle options
 it sets; graph.txt lists the waves in which `pulumi up` creates the resources and `pulumi destroy`
 deletes them, and what each read of the cloud (invoke) waits for, so a pull request's render diff shows
-every change of order and of lifecycle. empty-project.txt is the stack's first preview and up in a new
+every change of order and of lifecycle; waves.md draws the same waves as Mermaid flowcharts, so the diff shows
+a change of order as a picture too. empty-project.txt is the stack's first preview and up in a new
 project, where Google Cloud refuses a call to an API not yet enabled (tools/gcp_model.py): the render
 fails if any call of the program would be refused there. kubernetes.yaml
 holds every object the program declares plus the objects of Helm releases from a local chart
@@ -55,6 +56,7 @@ def render(stack: str, stack_dir: Path = PROJECT_ROOT) -> tuple[dict[str, str], 
         "kubernetes.yaml": kubernetes_document(run.registrations),
         "outputs.json": _json(dict(sorted(run.outputs.items()))),
         "graph.txt": graph_document(run.registrations, run.invocations),
+        "waves.md": waves_document(stack, run.registrations),
         "empty-project.txt": empty_project_document(stack, values, secret_keys),
     }
     return files, run
@@ -106,7 +108,7 @@ def _invocation_line(invocation: Invocation) -> str:
 
 
 # What a render writes, each file a review surface (tests/golden/<stack>/ holds the reviewed ones).
-FILES = ("resources.json", "kubernetes.yaml", "outputs.json", "graph.txt", "empty-project.txt")
+FILES = ("resources.json", "kubernetes.yaml", "outputs.json", "graph.txt", "waves.md", "empty-project.txt")
 
 COMPONENT_PREFIX = "tpu-gke:"  # our own ComponentResources: they group resources and create nothing
 
@@ -186,6 +188,37 @@ def graph_document(registrations: list[Registration], invocations: Sequence[Invo
     if invocations:
         lines += ["", "# reads of the cloud: each invoke runs once what it waits for exists"]
         lines += sorted({_invocation_line(i) for i in invocations})
+    return "\n".join(lines) + "\n"
+
+
+WAVE_NAMES_PER_LINE = 4  # names per line of a wave's box: the picture stays narrow enough to read
+
+
+def waves_document(stack: str, registrations: list[Registration]) -> str:
+    """waves.md: graph.txt's create and destroy waves as Mermaid flowcharts (GitHub and the docs site draw them)."""
+
+    def flowchart(kind: str, waves: list[list[str]]) -> list[str]:
+        lines = ["```mermaid", "flowchart TD"]
+        for i, wave in enumerate(waves, 1):
+            rows = [", ".join(wave[j : j + WAVE_NAMES_PER_LINE]) for j in range(0, len(wave), WAVE_NAMES_PER_LINE)]
+            label = "<br/>".join([f"<b>{kind} {i}</b>", *rows]).replace('"', "#quot;")
+            lines.append(f'  {kind}{i}["{label}"]')
+        lines += [f"  {kind}{i} --> {kind}{i + 1}" for i in range(1, len(waves))]
+        return [*lines, "```"]
+
+    lines = [
+        f"# The {stack} stack: create and destroy waves",
+        "",
+        "The waves of graph.txt as pictures (tools/render.py writes both from the same dependency graph).",
+        "",
+        "## pulumi up creates each wave once the waves above it exist",
+        "",
+        *flowchart("create", create_waves(registrations)),
+        "",
+        "## pulumi destroy deletes each wave once the waves above it are gone",
+        "",
+        *flowchart("destroy", destroy_waves(registrations)),
+    ]
     return "\n".join(lines) + "\n"
 
 

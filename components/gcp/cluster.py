@@ -60,7 +60,7 @@ class ControlPlaneArgs:
 GKE_METADATA_SERVER: gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgsDict = {"mode": "GKE_METADATA"}
 # Shielded GKE nodes with secure boot and integrity monitoring (CIS GKE 5.5.6, 5.5.7). The provider takes
 # secure boot as off unless set, and the field replaces a node pool (ForceNew): the TPU pools go without
-# it (see the README, Measured against the CIS GKE Benchmark).
+# it (see docs/security.md, Measured against the CIS GKE Benchmark).
 SHIELDED_INSTANCE: gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgsDict = {
     "enable_secure_boot": True,
     "enable_integrity_monitoring": True,

@@ -210,7 +210,7 @@ def validate_upgrade_policy(cluster: ClusterConfig, serves: bool, problems: Prob
         "cluster.maintenanceWindow",
         "is not set on a stack that serves: GKE may auto-upgrade a TPU pool at any hour, recreating a whole "
         "cube (every slice on it) and reloading the weights of each serving group it held",
-        "set start, end and recurrence to the hours serving can lose a cube (see the README, TPU upgrades)",
+        "set start, end and recurrence to the hours serving can lose a cube (see docs/operations.md, TPU upgrades)",
     )
 
 
@@ -298,7 +298,7 @@ def validate_production(
 def validate_production_security(
     production: bool, network: NetworkConfig, cluster: ClusterConfig, problems: Problems
 ) -> None:
-    """The CIS GKE Benchmark controls a production stack must meet through its config (the README's
+    """The CIS GKE Benchmark controls a production stack must meet through its config (docs/security.md's
     table "Measured against the CIS GKE Benchmark" lists every control and what holds it)."""
     if not production or cluster.existing.enabled:
         return
@@ -315,7 +315,7 @@ def validate_production_security(
             "is empty on a production stack: the cluster's Secrets (the Hugging Face token among them) would be "
             "encrypted in etcd by Google's key only, not by a Cloud KMS key the project controls (CIS GKE 5.3.1)",
             "name a Cloud KMS key in the cluster's region whose Encrypter/Decrypter role is granted to the GKE "
-            "service agent (see the README, The prod stack)",
+            "service agent (see docs/deploying.md, The prod stack)",
         )
 
 

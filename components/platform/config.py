@@ -37,7 +37,7 @@ class HelmChartConfig:
     namespace: str = setting(doc="Namespace of the release.")
     image: str = setting(
         "",
-        "Controller image pinned by digest; empty means the chart's own, `<its repository>:v<version>` (README, "
+        "Controller image pinned by digest; empty means the chart's own, `<its repository>:v<version>` (docs/security.md, "
         "Supply chain). Set `<that image>@sha256:<digest>`; the tag stays the chart's release.",
     )
 
@@ -111,7 +111,7 @@ def slice_controller_image(controller: SliceControllerConfig) -> str:
     return f"{controller.image}:{controller.tag}" + (f"@{controller.digest}" if controller.digest else "")
 
 
-# The pinned releases (README "What a change does" says what moving them does to a running stack):
+# The pinned releases (docs/operations.md, "What a change does", says what moving them does to a running stack):
 # - Kueue 0.17.8 (kubernetes-sigs/kueue tag v0.17.8, 818686e): the newest patch of the 0.17 line this platform
 #   and the slice controller were built on, with the TAS fixes #13097, #13266 (CHANGELOG/CHANGELOG-0.17.md,
 #   v0.17.8) and #12752 (v0.17.7); its notes since v0.17.4 ask nothing of an upgrade. 0.19 would turn

@@ -393,7 +393,7 @@ class PulumiHome:
             "PULUMI_HOME": str(self.root / "home"),
             # metadata=skip: the file backend otherwise rewrites a sidecar <file>.attrs in place (truncate,
             # then write) with each checkpoint, and the program's StackReference to its own stack, read
-            # meanwhile, fails with "failed to load checkpoint: EOF" (README, "Deploying for real")
+            # meanwhile, fails with "failed to load checkpoint: EOF" (docs/deploying.md, "Deploying for real")
             "PULUMI_BACKEND_URL": f"file://{self.state_dir}?metadata=skip",
             "PULUMI_CONFIG_PASSPHRASE": self.passphrase,
             "PULUMI_SKIP_UPDATE_CHECK": "true",

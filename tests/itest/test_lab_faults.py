@@ -322,7 +322,7 @@ def test_a_kill_after_ctrl_c_leaves_a_pending_create_that_cancel_refresh_and_up_
 ):
     """Ctrl-C, then a kill before the CLI could cancel (SIGINT and SIGKILL back to back, as a CI runner
     stopping a job): the Job's create stays pending in the state and the lock stays; the API server
-    finishes the create behind the dead CLI. Then the README's recovery, as written: `pulumi cancel`,
+    finishes the create behind the dead CLI. Then the recovery of docs/operations.md, as written: `pulumi cancel`,
     `pulumi refresh --clear-pending-creates`, `pulumi up`."""
     lab.require("cancelled")
     result = interrupted_up(

@@ -278,7 +278,7 @@ def http_source_ranges(http: SaxmlHttpConfig, network: NetworkConfig) -> tuple[s
     firewall rule GKE makes from it and on the node (kube-proxy's KUBE-FW chain, kubernetes/kubernetes
     pkg/proxy/iptables/proxier.go; Dataplane V2's eBPF load balancer implements the field too). Admitting
     the pod range opens nothing new: pods reach the server at the Service's cluster IP, which no source
-    range filters. See the README, "The saxml stack".
+    range filters. See docs/saxml.md, "The saxml stack".
     """
     ranges = [network.node_cidr, network.pod_cidr] if http.cluster_clients else []
     normalised = [str(ipaddress.ip_network(text)) for text in [*ranges, *http.source_ranges]]

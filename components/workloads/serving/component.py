@@ -105,7 +105,7 @@ class ModelServing(pulumi.ComponentResource):
                 *staged,
             ],
             # Kueue refuses these changes in place; the replacement keeps the name, so the old one
-            # goes first (each group reloads the model: see the README, "What a change does").
+            # goes first (each group reloads the model: see docs/operations.md, "What a change does").
             replace_on_changes=serving_objects.REPLACED_ON,
             delete_before_replace=True,
         )
