@@ -8,7 +8,7 @@ never a binding's business here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from policy.resources import kubernetes_objects, list_of, mapping_of
@@ -16,6 +16,8 @@ from policy.resources import kubernetes_objects, list_of, mapping_of
 RBAC_GROUP = "rbac.authorization.k8s.io"
 BINDING_KINDS = ("RoleBinding", "ClusterRoleBinding")
 CLUSTER_ADMIN = "cluster-admin"
+# (kind, label, body, owner) -> what is wrong with that one object
+ObjectCheck = Callable[[str, str, Mapping[str, Any], str], list[str]]
 # subject name -> (the CIS control, why)
 FORBIDDEN_SUBJECTS = {
     "system:masters": ("4.1.6", "its members pass every authorization check, whatever RBAC says"),
@@ -25,12 +27,19 @@ FORBIDDEN_SUBJECTS = {
 }
 
 
-def binding_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
+def _rbac_problems(
+    kinds: tuple[str, ...], check: ObjectCheck, resource_type: str, name: str, props: Mapping[str, Any]
+) -> list[str]:
+    """``check`` on every RBAC object of ``kinds`` a resource declares (itself, or inside a chart's values)."""
     problems = []
     for obj in kubernetes_objects(resource_type, name, props):
-        if obj.kind in BINDING_KINDS and obj.api_group == RBAC_GROUP:
-            problems += object_problems(obj.kind, obj.label, obj.body, name)
+        if obj.kind in kinds and obj.api_group == RBAC_GROUP:
+            problems += check(obj.kind, obj.label, obj.body, name)
     return problems
+
+
+def binding_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
+    return _rbac_problems(BINDING_KINDS, object_problems, resource_type, name, props)
 
 
 def object_problems(kind: str, label: str, body: Mapping[str, Any], owner: str = "") -> list[str]:
@@ -61,11 +70,7 @@ DANGEROUS_VERBS = {
 
 
 def role_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
-    problems = []
-    for obj in kubernetes_objects(resource_type, name, props):
-        if obj.kind in ROLE_KINDS and obj.api_group == RBAC_GROUP:
-            problems += role_object_problems(obj.kind, obj.label, obj.body, name)
-    return problems
+    return _rbac_problems(ROLE_KINDS, role_object_problems, resource_type, name, props)
 
 
 def role_object_problems(kind: str, label: str, body: Mapping[str, Any], owner: str = "") -> list[str]:

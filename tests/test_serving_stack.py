@@ -1,6 +1,7 @@
 """P/D serving as part of the dev stack: GCP identity, Secret, Gateway, router, LeaderWorkerSets,
 order of creation, outputs, and every preview rule as a bad input naming its key."""
 
+import copy
 import json
 import re
 
@@ -338,13 +339,18 @@ def test_a_new_router_release_rolls_the_decode_groups_in_place(dev_run):
     assert changed.one(LWS, "vllm-prefill").inputs == dev_run.one(LWS, "vllm-prefill").inputs
 
 
+def assert_rolls_in_place(before: dict, now: dict, name: str) -> None:
+    """What a stack ran before differs from what it runs now, and in no replace-on-change path: `up` updates
+    the LeaderWorkerSet in place."""
+    from components.workloads.serving.objects import REPLACED_ON
+
+    assert before != now
+    assert [p for p in REPLACED_ON if _at(before, p) != _at(now, p)] == [], name
+
+
 def test_the_first_up_after_the_v0_8_0_sidecar_rolls_both_roles_in_place(dev_run):
     """What the stacks ran before: the llm-d-routing-sidecar v0.8.0 flags, kv_ip and POD_IP. Moving
     from it touches no replace-on-change path, so `up` updates both LeaderWorkerSets in place."""
-    import copy
-
-    from components.workloads.serving.objects import REPLACED_ON
-
     for name in ("vllm-prefill", "vllm-decode"):
         now = dev_run.one(LWS, name).inputs
         before = copy.deepcopy(now)
@@ -367,17 +373,12 @@ def test_the_first_up_after_the_v0_8_0_sidecar_rolls_both_roles_in_place(dev_run
                 "--zap-log-level=1",
                 "--secure-proxy=false",
             ]
-        assert before != now
-        assert [p for p in REPLACED_ON if _at(before, p) != _at(now, p)] == [], name
+        assert_rolls_in_place(before, now, name)
 
 
 def test_the_first_up_without_the_unread_startup_variable_rolls_both_roles_in_place(dev_run):
     """What the stacks ran before: VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT=1800 in every vLLM container.
     Dropping it touches no replace-on-change path, so `up` updates both LeaderWorkerSets in place."""
-    import copy
-
-    from components.workloads.serving.objects import REPLACED_ON
-
     for name in ("vllm-prefill", "vllm-decode"):
         now = dev_run.one(LWS, name).inputs
         before = copy.deepcopy(now)
@@ -386,8 +387,7 @@ def test_the_first_up_without_the_unread_startup_variable_rolls_both_roles_in_pl
             (container,) = template[kind]["spec"]["containers"]
             at = next(i for i, e in enumerate(container["env"]) if e["name"] == "VLLM_HTTP_TIMEOUT_KEEP_ALIVE")
             container["env"].insert(at, {"name": "VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT", "value": "1800"})
-        assert before != now
-        assert [p for p in REPLACED_ON if _at(before, p) != _at(now, p)] == [], name
+        assert_rolls_in_place(before, now, name)
 
 
 def _at(inputs, path):

@@ -32,7 +32,6 @@ from components.workloads.serving.config import (
 CONFIG_FILE = "operations/benchmark/inference-perf.yaml"
 JOB_FILE = "operations/benchmark/job.yaml"
 NAME_PREFIX = "serving-benchmark"
-RESULTS_PREFIX = RESULTS_DIR  # the prefix the benchmark's own account may write (serving/config.py)
 CONFIG_KEY = "config.yml"
 RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
 # The reports inference-perf writes per stage (inference_perf/reportgen/base.py: stage_<i>_lifecycle_metrics).
@@ -105,7 +104,7 @@ def problems(spec: BenchmarkInput) -> list[str]:
 
 
 def results_path(spec: BenchmarkInput) -> str:
-    return f"{RESULTS_PREFIX}/{spec.run_id}"
+    return f"{RESULTS_DIR}/{spec.run_id}"
 
 
 def inference_perf_config(spec: BenchmarkInput, tokenizer: str, local_results: str) -> dict[str, Any]:

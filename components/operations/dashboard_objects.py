@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ MODEL_SERVER_METRICS_FILE = "operations/model-server-metrics.yaml"
 # The dev stack's names the bases are written with (Pulumi.dev.yaml and the defaults).
 BASE_CLUSTER = "qwen-serving-cluster"
 BASE_SAXML_CLUSTER = "saxml"
+QUERY_KEY = "prometheusQuery"  # a chart's PromQL (TimeSeriesQuery.prometheus_query)
 # One matcher: label="value" (PromQL string literals here never hold a quote).
 MATCHER = re.compile(r'(?P<label>\b[a-z_]+)(?P<op>=~|!=|!~|=)"(?P<value>[^"]*)"')
 SELECTOR = re.compile(r"(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\{(?P<matchers>[^{}]*)\}")
@@ -58,23 +60,22 @@ def dashboard_keys(spec: DashboardsInput) -> list[str]:
     return keys
 
 
+def _query_holders(node: Any) -> Iterator[dict[str, Any]]:
+    """Every mapping of a dashboard that holds a PromQL query (``prometheusQuery``), in the order of its tiles."""
+    if isinstance(node, dict):
+        if QUERY_KEY in node:
+            yield node
+        for key, value in node.items():
+            if key != QUERY_KEY:
+                yield from _query_holders(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _query_holders(item)
+
+
 def queries(body: dict[str, Any]) -> list[str]:
     """Every PromQL query of a dashboard, in the order of its tiles."""
-    found: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == "prometheusQuery":
-                    found.append(value)
-                else:
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(body)
-    return found
+    return [holder[QUERY_KEY] for holder in _query_holders(body)]
 
 
 def _overlay_query(query: str, values: dict[str, str], kueue_namespace: str | None) -> str:
@@ -96,19 +97,8 @@ def _overlay_query(query: str, values: dict[str, str], kueue_namespace: str | No
 
 def _overlay(body: dict[str, Any], values: dict[str, str], kueue_namespace: str | None) -> dict[str, Any]:
     body = copy.deepcopy(body)
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == "prometheusQuery":
-                    node[key] = _overlay_query(value, values, kueue_namespace)
-                else:
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(body)
+    for holder in _query_holders(body):
+        holder[QUERY_KEY] = _overlay_query(holder[QUERY_KEY], values, kueue_namespace)
     return body
 
 
