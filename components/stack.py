@@ -242,14 +242,16 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     platform_config.validate_platform(config.platform, problems)
     platform_config.validate_queues(config.queues, problems)
     checks_config.validate_checks(config.checks, config.tpu, config.queues, problems)
-    serving_config.validate_serving(config.serving, config.tpu, config.queues, config.project, problems)
+    serving_config.validate_serving(config.serving, config.tpu, config.queues, config.cluster, config.project, problems)
     saxml_config.validate_saxml(config.saxml, config.tpu, config.cluster, config.project, problems)
     serves = config.serving.enabled or config.saxml.enabled
     operations_config.validate_upgrade_policy(config.cluster, serves, problems)
     operations_config.validate_production(
         config.production, config.cluster, config.tpu, config.platform, config.serving, problems
     )
-    operations_config.validate_production_security(config.production, config.network, config.cluster, problems)
+    operations_config.validate_production_security(
+        config.production, config.network, config.cluster, config.serving, problems
+    )
     operations_config.validate_alerts(config.alerts, config.cluster, config.production, problems)
     gcp_config.validate_images(config.images, problems)
     operations_config.validate_supply_chain(config.production, config.images, config.stack_images(), problems)
@@ -391,6 +393,10 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
         }
     if not cluster.existing.enabled:
         facts["isolation"] = isolation_facts(config)
+        facts["secretManager"] = {
+            "addOn": cluster.secret_manager,
+            "tokenFile": config.serving.enabled and bool(config.serving.hf_token_secret_version),
+        }
     return facts
 
 
@@ -517,6 +523,18 @@ def review_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any
                     f"keep {before_queues[key]!r} on this stack",
                 )
             )
+    if (previous.get("secretManager") or {}).get("tokenFile") and (current.get("secretManager") or {}).get(
+        "addOn"
+    ) is False:
+        refused.append(
+            Problem(
+                "cluster.secretManager",
+                "false while the running model servers and staging Job mount the Hugging Face token through GKE's "
+                "Secret Manager add-on: the cluster is updated before those pods change, so the add-on's driver "
+                "would be gone while they still hold its volumes",
+                "keep it true in this `up`, which moves the pods off the token file; turn it off in the next one",
+            )
+        )
     in_place: list[str] = []
     if "isolation" in current:
         isolation_before = previous.get("isolation") or isolation_before_private_clusters(before_pools or after_pools)

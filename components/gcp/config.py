@@ -274,6 +274,12 @@ class ClusterConfig:
         "5.3.1): projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>, made and granted beforehand; empty: "
         "Google's default encryption only.",
     )
+    secret_manager: bool = setting(
+        False,
+        "GKE's Secret Manager add-on: pods mount Secret Manager secrets as files (CSI driver "
+        "secrets-store-gke.csi.k8s.io), as serving.hfTokenSecretVersion needs. Turn it off only in the `up` after "
+        "the one that stops the pods mounting from it.",
+    )
     existing: ExistingClusterConfig = setting(
         ExistingClusterConfig(), "A cluster made elsewhere to deploy onto (the Google Cloud layer is then skipped)."
     )

@@ -25,13 +25,16 @@ REQUIRED_APIS = (
     STORAGE_API,
     MONITORING_API,
 )
+# The Hugging Face token's secret (serving.hfTokenSecretVersion): the stack's grants on it, and the reads of GKE's
+# Secret Manager add-on, go through it. Enabled only for a stack that keeps the token there.
+SECRET_MANAGER_API = "secretmanager.googleapis.com"
 AI_ZONES_FEATURE = "ai-zones-visibility"
 
 
 @dataclass(frozen=True)
 class ProjectServicesArgs:
     project: str
-    apis: tuple[str, ...]  # REQUIRED_APIS, or on a cluster made elsewhere those the stack's own calls need
+    apis: tuple[str, ...]  # REQUIRED_APIS (and Secret Manager's), or on a cluster made elsewhere those the stack needs
     enable_ai_zones: bool
 
 
