@@ -352,7 +352,8 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
     GKE replaces a cluster on a change of its name, region, network or ranges, and a node pool (the
     system pool and the TPU pools) on one of its reservation, service account or placement policy; this program also replaces a TPU
     pool whose zone or machine type changes (GKE cannot move a multi-host slice in place). Kueue
-    refuses a new topologyName or nodeLabels on a ResourceFlavor in use.
+    refuses a new topologyName or nodeLabels on a ResourceFlavor in use. GKE's Secret Manager add-on must
+    outlive the pods that mount the token file through it (the cluster is updated before them).
     """
     cluster = config.cluster
     names = naming.network_names(config.network.prefix)

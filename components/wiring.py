@@ -57,12 +57,13 @@ def project_apis(stack: Stack) -> tuple[str, ...]:
     """The APIs the stack's own Google Cloud calls go through. All of them for a stack that makes its
     network and cluster; on a cluster made elsewhere (whose project has GKE's APIs on already) only those
     of what the stack still makes there: none for the integration lab, which makes nothing in Google Cloud.
-    Secret Manager's only when the Hugging Face token is kept there: the grants on its secret go through it, and
-    the pods read the secret through it."""
+    Secret Manager's only with GKE's Secret Manager add-on or the Hugging Face token kept there: the grants on its
+    secret go through it and the pods read the secret through it, and it is on before the cluster gets the add-on
+    (the cluster waits for every API enabled here)."""
     config = stack.config
     token_secret = stack.serving is not None and bool(config.serving.hf_token_secret_version)
     if not config.cluster.existing.enabled:
-        return REQUIRED_APIS + ((SECRET_MANAGER_API,) if token_secret else ())
+        return REQUIRED_APIS + ((SECRET_MANAGER_API,) if token_secret or config.cluster.secret_manager else ())
     needed: set[str] = set()
     if stack.serving is not None:
         bucket = config.serving.weights_bucket

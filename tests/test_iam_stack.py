@@ -11,6 +11,7 @@ binding or policy, a custom role) fails until it is read.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import pytest
@@ -256,3 +257,18 @@ def test_no_grant_is_a_basic_role_or_on_everyone(applied: tuple[str, ProgramRun]
     for grant in (grant_of(r) for r in run.registrations if r.type in MEMBER_TYPES):
         assert grant.role not in ("roles/owner", "roles/editor", "roles/viewer"), grant
         assert grant.principal not in ("allUsers", "allAuthenticatedUsers"), grant
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "gcp:projects/iAMMember:IAMMember",
+        "gcp:storage/bucketIAMMember:BucketIAMMember",
+        "gcp:secretmanager/secretIamMember:SecretIamMember",
+        "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
+        "gcp:secretmanager/secretIamBinding:SecretIamBinding",
+    ],
+)
+def test_the_walker_sees_an_iam_resource_however_pulumi_gcp_cases_its_name(token):
+    """pulumi-gcp spells it IAMMember in some modules and IamMember in others: both are grants to read."""
+    assert is_iam(SimpleNamespace(type=token))  # type: ignore[arg-type]

@@ -146,6 +146,27 @@ OPERATIONS_BAD_INPUTS = [
         "is empty on a production stack",
         id="prod-secrets-by-google-key-only",
     ),
+    # The Hugging Face token: a production stack keeps it in Secret Manager, never as a Kubernetes Secret, on a
+    # cluster of its own or one made elsewhere.
+    pytest.param(
+        {"serving.hfTokenSecretVersion": "", "serving.hfToken": "hf_abcdef"},
+        "prod",
+        "serving.hfToken",
+        "is set on a production stack: the token would be a Kubernetes Secret of the cluster, handed to the pods as an "
+        "environment variable, instead of staying in an external secret store (CIS GKE 4.4.2)",
+        id="prod-token-as-a-kubernetes-secret",
+    ),
+    pytest.param(
+        {
+            "cluster.existing": {"name": "team-cluster", "location": "us-central1"},
+            "serving.hfTokenSecretVersion": "",
+            "serving.hfToken": "hf_abcdef",
+        },
+        "prod",
+        "serving.hfToken",
+        "(CIS GKE 4.4.2)",
+        id="prod-token-as-a-kubernetes-secret-on-a-cluster-made-elsewhere",
+    ),
 ]
 
 
@@ -336,3 +357,9 @@ def test_a_cluster_made_elsewhere_is_not_asked_for_the_production_security_keys(
         load(raw)
     keys = {p.key for p in raised.value.problems}
     assert not keys & {"network.flowLogs.enabled", "cluster.secretsEncryptionKey"}, raised.value
+
+
+def test_a_production_stack_may_serve_a_public_model_with_no_token_at_all():
+    """4.4.2 asks that a secret the stack has be kept outside the cluster, not that it have one."""
+    run = run_stack({"serving.hfTokenSecretVersion": ""}, stack="prod")
+    assert [r.type for r in run.registrations if r.name.startswith("hf-token")] == []

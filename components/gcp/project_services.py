@@ -26,7 +26,8 @@ REQUIRED_APIS = (
     MONITORING_API,
 )
 # The Hugging Face token's secret (serving.hfTokenSecretVersion): the stack's grants on it, and the reads of GKE's
-# Secret Manager add-on, go through it. Enabled only for a stack that keeps the token there.
+# Secret Manager add-on, go through it. Enabled only for a stack with the add-on (cluster.secretManager) or the
+# token there.
 SECRET_MANAGER_API = "secretmanager.googleapis.com"
 AI_ZONES_FEATURE = "ai-zones-visibility"
 
