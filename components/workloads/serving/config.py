@@ -518,7 +518,8 @@ def _validate_token(serving: ServingConfig, cluster: ClusterConfig, project: str
             key,
             f"names a secret of project {named['project']!r}, not of the stack's project {project!r}: the stack "
             "enables Secret Manager and grants the pods' accounts on the secret in its own project only",
-            f"keep the token in a secret of {project} (`gcloud secrets create <secret> --project {project}`)",
+            f"name a secret of {project} by that id, projects/{project}/secrets/<secret>/versions/<number> (not by "
+            f"the project's number), made with `gcloud secrets create <secret> --project {project}`",
         )
     if not cluster.existing.enabled and not cluster.secret_manager:
         problems.add(
