@@ -26,7 +26,7 @@ from policy.buckets import bucket_problems, old_version_problems
 from policy.charts import chart_problems
 from policy.endpoints import OPT_IN, public_endpoint_problems
 from policy.gke import cluster_problems, node_pool_problems
-from policy.iam import project_role_problems
+from policy.iam import project_role_problems, registry_role_problems
 from policy.images import PROGRAM_CONFIG_IMAGES, REQUIRE_DIGESTS, digests_required, image_problems
 from policy.rbac import binding_problems, role_problems
 from policy.resources import UNKNOWN, Resource, UnknownValue
@@ -138,6 +138,13 @@ def build_policies(
             "no-broad-project-roles",
             "No project-level roles/owner, roles/editor or roles/storage.admin grant.",
             lambda r, _config, _stack: project_role_problems(r.type, r.name, r.props),
+            stack,
+        ),
+        resource_policy(
+            "registry-access-read-only",
+            "Every Artifact Registry role granted, on the project or on a repository, is roles/artifactregistry.reader "
+            "(CIS GKE 5.1.3).",
+            lambda r, _config, _stack: registry_role_problems(r.type, r.name, r.props),
             stack,
         ),
         resource_policy(
