@@ -558,7 +558,14 @@ def review_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any
 def _review_hardening(
     before: Mapping[str, Any], after: Mapping[str, Any], cluster: Mapping[str, Any]
 ) -> tuple[list[str], list[str]]:
-    """(what changes in place, what is left to do by hand) when a CIS GKE setting of the cluster changes."""
+    """(what changes in place, what is left to do by hand) when a CIS GKE setting of the cluster changes.
+
+    Intranode visibility turned on for a running cluster restarts its control plane and nodes: gcloud's help of
+    --enable-intra-node-visibility (google-cloud-sdk 578.0.0, lib/googlecloudsdk/command_lib/container/flags.py,
+    read in the google-cloud-sdk-unofficial/google-cloud-sdk mirror at v578.0.0); nothing read here says what turning
+    it off restarts. gcloud turns Google Groups for RBAC on only: every --security-group sends enabled=True
+    (lib/googlecloudsdk/api_lib/container/api_adapter.py, same release), so turning it off is an API call.
+    """
     in_place: list[str] = []
     by_hand: list[str] = []
     if before.get("intranodeVisibility", False) != after["intranodeVisibility"]:

@@ -58,7 +58,7 @@ def project_apis(stack: Stack) -> tuple[str, ...]:
     of what the stack still makes there: none for the integration lab, which makes nothing in Google Cloud."""
     config = stack.config
     if not config.cluster.existing.enabled:
-        # GKE's enforcement reads the project's policy through the Binary Authorization API: on before the cluster.
+        # A cluster that enforces Binary Authorization's policy has that API on first (project_services.py).
         return REQUIRED_APIS + ((BINARY_AUTHORIZATION_API,) if config.cluster.binary_authorization_enforced else ())
     needed: set[str] = set()
     if stack.serving is not None:

@@ -292,6 +292,8 @@ class ClusterConfig:
         "Google Groups for RBAC (CIS GKE 5.8.2): the organisation's group gke-security-groups@<domain>, made "
         "beforehand, whose member groups RoleBindings may name; empty: RBAC knows users and service accounts only.",
     )
+    # Turned on for a running cluster, GKE restarts its control plane and nodes (gcloud's help of
+    # --enable-intra-node-visibility, google-cloud-sdk 578.0.0 lib/googlecloudsdk/command_lib/container/flags.py).
     intranode_visibility: bool = setting(
         False,
         "Pod-to-pod traffic within a node goes through the VPC too, so flow logs and firewall rules see it (CIS GKE "

@@ -35,8 +35,9 @@ AI_ZONES_FEATURE = "ai-zones-visibility"
 @dataclass(frozen=True)
 class ProjectServicesArgs:
     project: str
-    apis: tuple[str, ...]  # REQUIRED_APIS (and Binary Authorization's when enforced), or on a cluster made elsewhere
-    # those the stack's own calls need
+    # REQUIRED_APIS (Binary Authorization's too where the cluster enforces it), or on a cluster made elsewhere those
+    # the stack's own calls need
+    apis: tuple[str, ...]
     enable_ai_zones: bool
 
 
