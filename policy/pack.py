@@ -22,6 +22,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
+from policy.boundaries import namespace_problems
 from policy.buckets import bucket_problems, old_version_problems
 from policy.charts import chart_problems
 from policy.endpoints import OPT_IN, public_endpoint_problems
@@ -201,6 +202,13 @@ def build_policies(
             "Every node pool runs as the cluster's own service account, never the Compute Engine default one, on "
             "Container-Optimized OS with containerd (CIS GKE 5.2.1, 5.5.1).",
             lambda r, _config, _stack: node_pool_problems(r.type, r.name, r.props),
+            stack,
+        ),
+        resource_policy(
+            "objects-in-own-namespaces",
+            "No Kubernetes object or Helm release in a namespace Kubernetes or GKE keeps for itself (default, kube-*, "
+            "gke-*, gmp-*): each concern in the namespace the program makes for it (CIS GKE 4.6.1).",
+            lambda r, _config, _stack: namespace_problems(r.type, r.name, r.props),
             stack,
         ),
         resource_policy(

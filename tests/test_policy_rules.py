@@ -17,7 +17,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from policy import buckets, charts, endpoints, gke, iam, images, rbac, tpu
+from policy import boundaries, buckets, charts, endpoints, gke, iam, images, rbac, tpu
 from policy.resources import UNKNOWN, Resource, UnknownValue, Violation
 from tests.conftest import PROJECT_ROOT, run_stack, stack_values
 from tools.mock_engine import unwrap_secrets
@@ -94,6 +94,7 @@ RULES: dict[str, Rule] = {
     "helm-charts-pinned": _each(lambda r, _s, _c: charts.chart_problems(r.type, r.name, r.props)),
     "gke-cluster-hardened": _each(lambda r, _s, _c: gke.cluster_problems(r.type, r.name, r.props)),
     "gke-nodes-hardened": _each(lambda r, _s, _c: gke.node_pool_problems(r.type, r.name, r.props)),
+    "objects-in-own-namespaces": _each(lambda r, _s, _c: boundaries.namespace_problems(r.type, r.name, r.props)),
     "rbac-no-privileged-bindings": _each(lambda r, _s, _c: rbac.binding_problems(r.type, r.name, r.props)),
     "rbac-least-privilege-roles": _each(lambda r, _s, _c: rbac.role_problems(r.type, r.name, r.props)),
 }
@@ -115,6 +116,9 @@ TARGETS: dict[str, Callable[[Resource, str], bool]] = {
     "helm-charts-pinned": lambda r, _s: r.type == "kubernetes:helm.sh/v3:Release",
     "gke-cluster-hardened": lambda r, _s: r.type == gke.CLUSTER,
     "gke-nodes-hardened": lambda r, _s: r.type == gke.NODE_POOL,
+    "objects-in-own-namespaces": lambda r, _s: (
+        '"namespace"' in json.dumps(r.props) and r.type.startswith("kubernetes:")
+    ),
     "rbac-no-privileged-bindings": lambda r, _s: "RoleBinding" in r.type or "RoleBinding" in json.dumps(r.props),
     "rbac-least-privilege-roles": lambda r, _s: r.type.endswith((":Role", ":ClusterRole")),
 }
@@ -338,6 +342,9 @@ BROKEN = [
     ("gke-nodes-hardened", "dev", dropping("system-pool", "nodeConfig.serviceAccount"), {}, "system-pool", "5.2.1"),
     ("gke-nodes-hardened", "prod", setting("tpu7-pool-1", "nodeConfig.serviceAccount", "123456789-compute@developer.gserviceaccount.com"), {}, "tpu7-pool-1", "5.2.1"),
     ("gke-nodes-hardened", "saxml", setting("tpu1", "nodeConfig.imageType", "UBUNTU_CONTAINERD"), {}, "tpu1", "5.5.1"),
+    ("objects-in-own-namespaces", "dev", setting("kueue", "namespace", "kube-system"), {}, "kueue", "4.6.1"),
+    ("objects-in-own-namespaces", "saxml", setting("sax-admin", "metadata.namespace", "default"), {}, "sax-admin", "'default'"),
+    ("objects-in-own-namespaces", "dev", setting("kueue-metrics-rolebinding", "metadata.namespace", "gmp-system"), {}, "kueue-metrics-rolebinding", "'gmp-system'"),
     ("rbac-no-privileged-bindings", "dev", adding(ADMIN_BINDING), {}, "ops-admin", "4.1.1"),
     ("rbac-least-privilege-roles", "dev", adding(SECRET_READER), {}, "secret-reader", "4.1.2"),
     ("rbac-least-privilege-roles", "prod", role_rule("kueue-metrics-role", {"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}), {}, "kueue-metrics-role", "4.1.3"),
