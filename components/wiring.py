@@ -18,6 +18,7 @@ from components.gcp.config import ControlPlaneConfig
 from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.gcp.network import NatArgs, Network, NetworkArgs
 from components.gcp.project_services import (
+    BINARY_AUTHORIZATION_API,
     CONTAINER_API,
     IAM_API,
     REQUIRED_APIS,
@@ -63,7 +64,10 @@ def project_apis(stack: Stack) -> tuple[str, ...]:
     config = stack.config
     token_secret = stack.serving is not None and bool(config.serving.hf_token_secret_version)
     if not config.cluster.existing.enabled:
-        return REQUIRED_APIS + ((SECRET_MANAGER_API,) if token_secret or config.cluster.secret_manager else ())
+        # A cluster that enforces Binary Authorization's policy has that API on first (project_services.py).
+        enforced = (BINARY_AUTHORIZATION_API,) if config.cluster.binary_authorization_enforced else ()
+        secrets = (SECRET_MANAGER_API,) if token_secret or config.cluster.secret_manager else ()
+        return REQUIRED_APIS + enforced + secrets
     needed: set[str] = set()
     if stack.serving is not None:
         bucket = config.serving.weights_bucket
@@ -135,6 +139,9 @@ def cluster_args(stack: Stack, network: Network, services: ProjectServices) -> C
         control_plane=control_plane_args(cluster.control_plane),
         egress=network.egress,
         secrets_encryption_key=cluster.secrets_encryption_key,
+        binary_authorization=cluster.binary_authorization,
+        rbac_security_group=cluster.rbac_security_group,
+        intranode_visibility=cluster.intranode_visibility,
         secret_manager=cluster.secret_manager,
         container_api=services.api(CONTAINER_API),
         image_mirror=config.images.mirror_repository,

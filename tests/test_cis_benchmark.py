@@ -38,6 +38,9 @@ PREVIEW_OFF: dict[str, Any] = {
     "network.flowLogs.enabled": False,
     "cluster.privateNodes": False,
     "cluster.controlPlane.ipEndpoint": "public",
+    "cluster.binaryAuthorization": "DISABLED",
+    "cluster.rbacSecurityGroup": "",
+    "cluster.intranodeVisibility": False,
     # A token in the stack's config is the Kubernetes Secret a production stack must not have (4.4.2).
     "serving.hfToken": "hf_exampleTokenOfAKubernetesSecret",
 }
