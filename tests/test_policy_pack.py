@@ -37,7 +37,9 @@ from policy.resources import UNKNOWN
 from tests.conftest import PROJECT_ROOT
 
 POLICY_DIR = PROJECT_ROOT / "policy"
-PURE_MODULES = ("resources", "endpoints", "iam", "images", "buckets", "charts", "tpu")
+PURE_MODULES = (
+    "resources", "endpoints", "iam", "images", "buckets", "charts", "tpu", "gke", "rbac", "namespaces", "service_accounts"
+)  # fmt: skip
 
 GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -95,7 +97,7 @@ def test_the_rules_are_pure(module: str) -> None:
 def test_every_policy_is_mandatory_and_named_once() -> None:
     policies = build_policies(lambda: StackContext())
     names = [p.name for p in policies]
-    assert len(names) == len(set(names)) == 12
+    assert len(names) == len(set(names)) == 14
     assert all(p.enforcement_level == EnforcementLevel.MANDATORY for p in policies)
 
 
