@@ -245,7 +245,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     platform_config.validate_platform(config.platform, problems)
     platform_config.validate_queues(config.queues, problems)
     platform_config.validate_namespace_levels(
-        config.platform, config.tpu.dynamic_slicing, _workload_namespaces(config), problems
+        config.platform, config.tpu.dynamic_slicing_requested, _workload_namespaces(config), problems
     )
     checks_config.validate_checks(config.checks, config.tpu, config.queues, problems)
     serving_config.validate_serving(config.serving, config.tpu, config.queues, config.project, problems)
@@ -263,7 +263,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
 
 def _workload_namespaces(config: StackConfig) -> list[tuple[str, str]]:
     """(config key, namespace) of every namespace the stack makes for its workloads."""
-    queued = enumerate(config.queues.namespaces) if config.tpu.dynamic_slicing else []
+    queued = enumerate(config.queues.namespaces) if config.tpu.dynamic_slicing_requested else []
     return [
         *((f"queues.namespaces[{i}]", namespace) for i, namespace in queued),
         *([("saxml.namespace", config.saxml.namespace)] if config.saxml.enabled else []),

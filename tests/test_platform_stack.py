@@ -31,7 +31,7 @@ def test_helm_releases_are_pinned_and_on_the_cluster_provider(dev_run, name, cha
     assert release.parent == "platform"
     assert (release.input("chart"), release.input("version"), release.input("namespace")) == (chart, version, namespace)
     assert release.input("atomic") is True
-    assert "createNamespace" not in release.inputs, "Helm would make the namespace without its Pod Security labels"
+    assert release.input("createNamespace") is False, "Helm would make the namespace without its Pod Security labels"
     assert namespace in release.dependencies  # its labelled namespace first
     assert "skipAwait" not in release.inputs  # Helm waits until the controllers are ready
     assert release.provider.split("::")[-2] == "gke", release.provider

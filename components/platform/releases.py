@@ -139,13 +139,14 @@ def helm_release(
     description: str | None = None,
 ) -> k8s.helm.v3.Release:
     """A pinned release that Helm rolls back on failure and waits for until its workloads are ready. Helm never
-    makes its namespace (create_namespace would make it without the Pod Security labels): the program does."""
+    makes its namespace (it would make it without the Pod Security labels): the program does."""
     return k8s.helm.v3.Release(
         resource_name,
         name=release_name,
         chart=chart.chart,
         version=chart.version,
         namespace=chart.namespace,
+        create_namespace=False,
         values=values,
         atomic=True,
         cleanup_on_fail=True,
