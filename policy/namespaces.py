@@ -21,7 +21,7 @@ NAMESPACE_KINDS = ("Namespace", "NamespacePatch")
 PRIVILEGED = "privileged"  # the third level: no restriction at all
 
 
-def namespace_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
+def pod_security_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
     if resource_type in HELM_RELEASE_TYPES:
         if get(props, "createNamespace", False, owner=name) is True:
             return [

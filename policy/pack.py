@@ -22,13 +22,14 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
+from policy.boundaries import namespace_problems
 from policy.buckets import bucket_problems, old_version_problems
 from policy.charts import chart_problems
 from policy.endpoints import OPT_IN, public_endpoint_problems
 from policy.gke import cluster_problems, node_pool_problems
-from policy.iam import project_role_problems
+from policy.iam import project_role_problems, registry_role_problems
 from policy.images import PROGRAM_CONFIG_IMAGES, REQUIRE_DIGESTS, digests_required, image_problems
-from policy.namespaces import namespace_problems
+from policy.namespaces import pod_security_problems
 from policy.rbac import binding_problems, role_problems
 from policy.resources import UNKNOWN, Resource, UnknownValue
 from policy.service_accounts import service_account_problems
@@ -143,6 +144,13 @@ def build_policies(
             stack,
         ),
         resource_policy(
+            "registry-access-read-only",
+            "Every Artifact Registry role granted, on the project or on a repository, is roles/artifactregistry.reader "
+            "(CIS GKE 5.1.3).",
+            lambda r, _config, _stack: registry_role_problems(r.type, r.name, r.props),
+            stack,
+        ),
+        resource_policy(
             "container-images-pinned",
             "Every container image, in Kubernetes objects and Helm values, pinned by digest or by a tag with a "
             "full version or a date; never latest, nightly, another floating tag, or no tag. By digest on a stack "
@@ -199,6 +207,13 @@ def build_policies(
             stack,
         ),
         resource_policy(
+            "objects-in-own-namespaces",
+            "No Kubernetes object or Helm release in a namespace Kubernetes or GKE keeps for itself (default, kube-*, "
+            "gke-*, gmp-*): each concern in the namespace the program makes for it (CIS GKE 4.6.1).",
+            lambda r, _config, _stack: namespace_problems(r.type, r.name, r.props),
+            stack,
+        ),
+        resource_policy(
             "rbac-no-privileged-bindings",
             "No RoleBinding or ClusterRoleBinding grants cluster-admin or binds system:masters, system:anonymous, "
             "system:unauthenticated or system:authenticated (CIS GKE 4.1.1, 4.1.6, 4.1.8 to 4.1.10).",
@@ -216,7 +231,7 @@ def build_policies(
             "namespaces-enforce-pod-security",
             "Every Namespace the stack makes carries the pod-security.kubernetes.io/enforce label at baseline or "
             "restricted, and no Helm release makes its namespace itself, unlabelled (CIS GKE 4.2.1).",
-            lambda r, _config, _stack: namespace_problems(r.type, r.name, r.props),
+            lambda r, _config, _stack: pod_security_problems(r.type, r.name, r.props),
             stack,
         ),
         resource_policy(
