@@ -38,6 +38,9 @@ PREVIEW_OFF: dict[str, Any] = {
     "network.flowLogs.enabled": False,
     "cluster.privateNodes": False,
     "cluster.controlPlane.ipEndpoint": "public",
+    "cluster.binaryAuthorization": "DISABLED",
+    "cluster.rbacSecurityGroup": "",
+    "cluster.intranodeVisibility": False,
 }
 
 

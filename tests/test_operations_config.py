@@ -146,6 +146,27 @@ OPERATIONS_BAD_INPUTS = [
         "is empty on a production stack",
         id="prod-secrets-by-google-key-only",
     ),
+    pytest.param(
+        {"cluster.binaryAuthorization": "DISABLED"},
+        "prod",
+        "cluster.binaryAuthorization",
+        "is DISABLED on a production stack: the cluster would admit any image",
+        id="prod-binary-authorization-off",
+    ),
+    pytest.param(
+        {"cluster.rbacSecurityGroup": ""},
+        "prod",
+        "cluster.rbacSecurityGroup",
+        "is empty on a production stack",
+        id="prod-no-google-groups-for-rbac",
+    ),
+    pytest.param(
+        {"cluster.intranodeVisibility": False},
+        "prod",
+        "cluster.intranodeVisibility",
+        "is false on a production stack: traffic between pods on one node would never reach the VPC",
+        id="prod-no-intranode-visibility",
+    ),
 ]
 
 
