@@ -50,9 +50,13 @@ def rendered(stack: str) -> list[Resource]:
 
 @functools.cache
 def _program_config(stack: str) -> dict[str, str]:
-    """The stack file's production marker and images block as the CLI hands stack config to the pack (JSON text)."""
+    """The stack file's production marker, images and tpu blocks as the CLI hands stack config to the pack (JSON text)."""
     values = stack_values(stack)
-    keys = {"production": tpu.PROGRAM_CONFIG_PRODUCTION, "images": images.PROGRAM_CONFIG_IMAGES}
+    keys = {
+        "production": tpu.PROGRAM_CONFIG_PRODUCTION,
+        "images": images.PROGRAM_CONFIG_IMAGES,
+        "tpu": gke.PROGRAM_CONFIG_TPU,
+    }
     return {full: json.dumps(values[key]) for key, full in keys.items() if key in values}
 
 
@@ -93,6 +97,11 @@ RULES: dict[str, Rule] = {
     "helm-charts-pinned": _each(lambda r, _s, _c: charts.chart_problems(r.type, r.name, r.props)),
     "gke-cluster-hardened": _each(lambda r, _s, _c: gke.cluster_problems(r.type, r.name, r.props)),
     "gke-nodes-hardened": _each(lambda r, _s, _c: gke.node_pool_problems(r.type, r.name, r.props)),
+    "boot-disks-encrypted-in-production": _each(
+        lambda r, s, c: gke.boot_disk_problems(
+            r.type, r.name, r.props, production(s, c.get("production")), gke.pools_kept_unhardened(_program_config(s))
+        )
+    ),
     "rbac-no-privileged-bindings": _each(lambda r, _s, _c: rbac.binding_problems(r.type, r.name, r.props)),
     "rbac-least-privilege-roles": _each(lambda r, _s, _c: rbac.role_problems(r.type, r.name, r.props)),
 }
@@ -111,6 +120,7 @@ TARGETS: dict[str, Callable[[Resource, str], bool]] = {
     "helm-charts-pinned": lambda r, _s: r.type == "kubernetes:helm.sh/v3:Release",
     "gke-cluster-hardened": lambda r, _s: r.type == gke.CLUSTER,
     "gke-nodes-hardened": lambda r, _s: r.type == gke.NODE_POOL,
+    "boot-disks-encrypted-in-production": lambda r, s: production(s) and r.type in (gke.CLUSTER, gke.NODE_POOL),
     "rbac-no-privileged-bindings": lambda r, _s: "RoleBinding" in r.type or "RoleBinding" in json.dumps(r.props),
     "rbac-least-privilege-roles": lambda r, _s: r.type.endswith((":Role", ":ClusterRole")),
 }
@@ -320,6 +330,11 @@ BROKEN = [
     ("gke-nodes-hardened", "dev", dropping("system-pool", "nodeConfig.serviceAccount"), {}, "system-pool", "5.2.1"),
     ("gke-nodes-hardened", "prod", setting("tpu7-pool-1", "nodeConfig.serviceAccount", "123456789-compute@developer.gserviceaccount.com"), {}, "tpu7-pool-1", "5.2.1"),
     ("gke-nodes-hardened", "saxml", setting("tpu1", "nodeConfig.imageType", "UBUNTU_CONTAINERD"), {}, "tpu1", "5.5.1"),
+    ("boot-disks-encrypted-in-production", "prod", dropping("system-pool", "nodeConfig.bootDiskKmsKey"), {}, "system-pool", "5.9.2"),
+    ("boot-disks-encrypted-in-production", "prod", dropping("tpu7-pool-2", "nodeConfig.bootDiskKmsKey"), {}, "tpu7-pool-2", "5.9.2"),
+    ("boot-disks-encrypted-in-production", "prod", setting("gke-cluster", "nodeConfig.bootDiskKmsKey", ""), {}, "gke-cluster", "5.9.2"),
+    ("boot-disks-encrypted-in-production", "dev", lambda _: None, {"production": True}, "tpu7-pool-1", "5.9.2"),
+    ("boot-disks-encrypted-in-production", "saxml", lambda _: None, {"production": True}, "system-pool", "5.9.2"),
     ("rbac-no-privileged-bindings", "dev", adding(ADMIN_BINDING), {}, "ops-admin", "4.1.1"),
     ("rbac-least-privilege-roles", "dev", adding(SECRET_READER), {}, "secret-reader", "4.1.2"),
     ("rbac-least-privilege-roles", "prod", role_rule("kueue-metrics-role", {"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}), {}, "kueue-metrics-role", "4.1.3"),
@@ -359,6 +374,20 @@ def test_a_stack_may_opt_in_to_public_endpoints() -> None:
     setting("inference-gateway", "spec.gatewayClassName", "gke-l7-global-external-managed")(resources)
     assert RULES["no-public-endpoints"](resources, "dev", {endpoints.OPT_IN: True}) == []
     assert RULES["no-public-endpoints"](resources, "dev", {endpoints.OPT_IN: "yes"}) != [], "only a real true opts in"
+
+
+def test_a_tpu_pool_the_stack_file_keeps_unhardened_passes_and_no_other_node_pool_does() -> None:
+    """While a running production stack replaces its cubes one per `up`, the pools it has not reached yet boot as
+    made before (tpu.pools[].hardenedBoot false, warned at every preview): the rule lets exactly those through."""
+    staged = [{"name": "tpu7-pool-1", "nodeCount": 16}, {"name": "tpu7-pool-2", "nodeCount": 16, "hardenedBoot": False}]
+    program_config = {gke.PROGRAM_CONFIG_TPU: json.dumps({**stack_values("prod")["tpu"], "pools": staged})}
+    kept = gke.pools_kept_unhardened(program_config)
+    assert kept == {"tpu7-pool-2"}
+    resources = rendered("prod")
+    for name in ("tpu7-pool-1", "tpu7-pool-2", "system-pool"):
+        dropping(name, "nodeConfig.bootDiskKmsKey")(resources)
+    problems = [m for r in resources for m in gke.boot_disk_problems(r.type, r.name, r.props, True, kept)]
+    assert [p.split(" boots ")[0] for p in problems] == ["node pool system-pool", "node pool tpu7-pool-1"]
 
 
 @pytest.mark.parametrize(
