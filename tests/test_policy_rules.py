@@ -387,7 +387,7 @@ def test_a_tpu_pool_the_stack_file_keeps_unhardened_passes_and_no_other_node_poo
     for name in ("tpu7-pool-1", "tpu7-pool-2", "system-pool"):
         dropping(name, "nodeConfig.bootDiskKmsKey")(resources)
     problems = [m for r in resources for m in gke.boot_disk_problems(r.type, r.name, r.props, True, kept)]
-    assert [p.split(" boots ")[0] for p in problems] == ["node pool system-pool", "node pool tpu7-pool-1"]
+    assert sorted(p.split(" boots ")[0] for p in problems) == ["node pool system-pool", "node pool tpu7-pool-1"]
 
 
 @pytest.mark.parametrize(
