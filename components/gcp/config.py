@@ -258,10 +258,6 @@ class ControlPlaneConfig:
         [], "With ipEndpoint public: the only ranges its public IP admits (empty: every address)."
     )
 
-    @property
-    def public_ip_unrestricted(self) -> bool:
-        return self.ip_endpoint == "public" and not self.authorized_networks
-
 
 @dataclass(frozen=True)
 class ClusterConfig:

@@ -265,13 +265,18 @@ def validate_production(
                     "remove it: the pool follows cluster.privateNodes (a running production stack moves its cubes "
                     "together, in the maintenance window: README, What a change does)",
                 )
-        if cluster.control_plane.public_ip_unrestricted:
+        if cluster.control_plane.ip_endpoint == "public":
+            reach = (
+                "only the ranges of cluster.controlPlane.authorizedNetworks reach"
+                if cluster.control_plane.authorized_networks
+                else "any address on the internet reaches, no authorized network limiting it (CIS GKE 5.6.3),"
+            )
             problems.add(
                 "cluster.controlPlane.ipEndpoint",
-                "is public with no authorized network on a production stack: any address on the internet reaches the "
-                "control plane's public IP (CIS GKE 5.6.4)",
-                "set it off (the DNS-based endpoint with IAM serves kubectl and this stack) or private, or list the "
-                "ranges clients come from in cluster.controlPlane.authorizedNetworks",
+                f"is public on a production stack: {reach} the control plane's public IP, and public access to the "
+                "control plane must be disabled (CIS GKE 5.6.4)",
+                "set it off (the DNS-based endpoint with IAM serves kubectl, CI and this stack) or private (the VPC "
+                "only)",
             )
         if cluster.system_pool.nodes_per_zone < MIN_PRODUCTION_SYSTEM_NODES:
             problems.add(
