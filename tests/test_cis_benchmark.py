@@ -40,6 +40,9 @@ PREVIEW_OFF: dict[str, Any] = {
     "cluster.controlPlane.ipEndpoint": "public",
     "cluster.bootDiskEncryptionKey": "",
     "tpu.secureBoot": False,
+    "cluster.binaryAuthorization": "DISABLED",
+    "cluster.rbacSecurityGroup": "",
+    "cluster.intranodeVisibility": False,
 }
 
 

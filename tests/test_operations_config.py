@@ -168,6 +168,27 @@ OPERATIONS_BAD_INPUTS = [
         "boot",
         id="production-v5e-with-secure-boot-unset",
     ),
+    pytest.param(
+        {"cluster.binaryAuthorization": "DISABLED"},
+        "prod",
+        "cluster.binaryAuthorization",
+        "is DISABLED on a production stack: the cluster would admit any image",
+        id="prod-binary-authorization-off",
+    ),
+    pytest.param(
+        {"cluster.rbacSecurityGroup": ""},
+        "prod",
+        "cluster.rbacSecurityGroup",
+        "is empty on a production stack",
+        id="prod-no-google-groups-for-rbac",
+    ),
+    pytest.param(
+        {"cluster.intranodeVisibility": False},
+        "prod",
+        "cluster.intranodeVisibility",
+        "is false on a production stack: traffic between pods on one node would never reach the VPC",
+        id="prod-no-intranode-visibility",
+    ),
 ]
 
 

@@ -12,7 +12,14 @@ import re
 from dataclasses import dataclass
 
 from components.config_base import ImageReference, Problems, mirrored_image, setting
-from components.gcp.config import ClusterConfig, ImagesConfig, NetworkConfig, TpuConfig
+from components.gcp.config import (
+    BINARY_AUTHORIZATION_ENFORCED,
+    RBAC_SECURITY_GROUP_NAME,
+    ClusterConfig,
+    ImagesConfig,
+    NetworkConfig,
+    TpuConfig,
+)
 from components.platform.config import PlatformConfig, chart_image, installed_charts, slice_controller_image
 from components.workloads.saxml.config import SaxmlConfig
 from components.workloads.serving.config import ServingConfig, endpoint_picker_image, routing_sidecar_image
@@ -343,6 +350,28 @@ def validate_production_security(
             f"is unset on a production stack, and no source read here says GKE makes {tpu.machine_type} nodes with "
             "secure boot: the TPU pools would boot without it (CIS GKE 5.5.7)",
             "set it true (if GKE does not make these nodes with it, the create of a TPU pool fails)",
+        )
+    if not cluster.binary_authorization_enforced:
+        problems.add(
+            "cluster.binaryAuthorization",
+            f"is {cluster.binary_authorization} on a production stack: the cluster would admit any image, whatever the "
+            "project's Binary Authorization policy says (CIS GKE 5.1.4)",
+            f"set it {BINARY_AUTHORIZATION_ENFORCED} once the organisation has set the project's policy: "
+            "docs/deploying.md, The prod stack",
+        )
+    if not cluster.rbac_security_group:
+        problems.add(
+            "cluster.rbacSecurityGroup",
+            "is empty on a production stack: RoleBindings could name single accounts only, never the organisation's "
+            "Google Groups (CIS GKE 5.8.2)",
+            f"name the organisation's {RBAC_SECURITY_GROUP_NAME}@<domain> group: docs/deploying.md, The prod stack",
+        )
+    if not cluster.intranode_visibility:
+        problems.add(
+            "cluster.intranodeVisibility",
+            "is false on a production stack: traffic between pods on one node would never reach the VPC, so its flow "
+            "logs and firewall rules would not see it (CIS GKE 5.6.1)",
+            "set it true; on a running cluster, in the maintenance window: GKE restarts every node to apply it",
         )
 
 
