@@ -35,8 +35,10 @@ from policy.gke import (
 )
 from policy.iam import project_role_problems, registry_role_problems
 from policy.images import PROGRAM_CONFIG_IMAGES, REQUIRE_DIGESTS, digests_required, image_problems
+from policy.namespaces import pod_security_problems
 from policy.rbac import binding_problems, role_problems
 from policy.resources import UNKNOWN, Resource, UnknownValue
+from policy.service_accounts import service_account_problems
 from policy.tpu import (
     EXTERNAL_CHIPS,
     PROGRAM_CONFIG_PRODUCTION,
@@ -245,6 +247,19 @@ def build_policies(
             "No Role or ClusterRole rule grants a wildcard, a cluster-wide read of Secrets, or bind, escalate or "
             "impersonate (CIS GKE 4.1.2, 4.1.3, 4.1.7).",
             lambda r, _config, _stack: role_problems(r.type, r.name, r.props),
+            stack,
+        ),
+        resource_policy(
+            "namespaces-enforce-pod-security",
+            "Every Namespace the stack makes carries the pod-security.kubernetes.io/enforce label at baseline or "
+            "restricted, and no Helm release makes its namespace itself, unlabelled (CIS GKE 4.2.1).",
+            lambda r, _config, _stack: pod_security_problems(r.type, r.name, r.props),
+            stack,
+        ),
+        resource_policy(
+            "pods-own-service-account",
+            "Every pod template names a ServiceAccount of its own, never its namespace's default one (CIS GKE 4.1.4).",
+            lambda r, _config, _stack: service_account_problems(r.type, r.name, r.props),
             stack,
         ),
         resource_policy(

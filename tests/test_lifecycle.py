@@ -705,6 +705,8 @@ def test_a_stack_on_a_cluster_made_elsewhere_has_no_hardening_facts():
 POD_ACCOUNTS = {
     "dev": {
         "stage-model-weights": {"weights-staging-account", "staging-objectViewer", "staging-snapshot-objectUser"},
+        "subslice-check": {"slice-check-account"},
+        "superslice-check": {"slice-check-account"},
         "vllm-prefill": {
             "model-server-account",
             "weights-bucketViewer",
@@ -735,6 +737,37 @@ def test_identities_and_grants_come_before_their_pods_and_go_after_them(runs, st
         assert identity <= closure(run, pods), f"{pods} does not wait for {sorted(identity - closure(run, pods))}"
         for name in identity:
             assert create[name] < create[pods] and destroy[name] > destroy[pods], (pods, name)
+
+
+NAMESPACE_TYPES = ("kubernetes:core/v1:Namespace", "kubernetes:core/v1:NamespacePatch")
+
+
+def namespaces_used(r: Registration) -> set[str]:
+    """The namespaces a resource puts objects in: its own, each of a ConfigGroup's objects', a release's."""
+    if r.type == RELEASE:
+        return {r.input("namespace")}
+    if "objs" in r.inputs:
+        return {o["metadata"]["namespace"] for o in r.inputs["objs"] if o["metadata"].get("namespace")}
+    metadata = r.inputs.get("metadata") or {}
+    return {metadata["namespace"]} if isinstance(metadata, dict) and metadata.get("namespace") else set()
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_namespace_is_labelled_before_anything_in_it_and_goes_after_it(runs, stack):
+    """The Pod Security labels are on a namespace before the first pod is created in it (a pod created before
+    them would be held to nothing), and the namespace outlives what is in it."""
+    run = runs[stack]
+    made = {r.name for r in run.registrations if r.type in NAMESPACE_TYPES}
+    create = {name: i for i, names in enumerate(create_waves(run.registrations)) for name in names}
+    destroy = {name: i for i, names in enumerate(destroy_waves(run.registrations)) for name in names}
+    checked = 0
+    for r in kubernetes_objects(run):
+        for namespace in namespaces_used(r) - {r.name}:
+            assert namespace in made, f"{r.name} puts objects in {namespace}, which the stack does not make"
+            assert namespace in closure(run, r.name), f"{r.name} does not wait for its namespace {namespace}"
+            assert create[namespace] < create[r.name] and destroy[namespace] > destroy[r.name], (r.name, namespace)
+            checked += 1
+    assert checked >= 5, checked  # a pass over nothing would prove nothing
 
 
 # --- Node boot on a running stack: each pool replaced, one cube per `up` -----------------------------

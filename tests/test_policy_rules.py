@@ -17,7 +17,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from policy import boundaries, buckets, charts, endpoints, gke, iam, images, rbac, tpu
+from policy import boundaries, buckets, charts, endpoints, gke, iam, images, namespaces, rbac, service_accounts, tpu
 from policy.resources import UNKNOWN, Resource, UnknownValue, Violation
 from tests.conftest import PROJECT_ROOT, run_stack, stack_values
 from tools.mock_engine import unwrap_secrets
@@ -106,6 +106,12 @@ RULES: dict[str, Rule] = {
     "objects-in-own-namespaces": _each(lambda r, _s, _c: boundaries.namespace_problems(r.type, r.name, r.props)),
     "rbac-no-privileged-bindings": _each(lambda r, _s, _c: rbac.binding_problems(r.type, r.name, r.props)),
     "rbac-least-privilege-roles": _each(lambda r, _s, _c: rbac.role_problems(r.type, r.name, r.props)),
+    "namespaces-enforce-pod-security": _each(
+        lambda r, _s, _c: namespaces.pod_security_problems(r.type, r.name, r.props)
+    ),
+    "pods-own-service-account": _each(
+        lambda r, _s, _c: service_accounts.service_account_problems(r.type, r.name, r.props)
+    ),
 }
 
 # What each rule looks at, so that a pass is not a pass over nothing.
@@ -131,6 +137,12 @@ TARGETS: dict[str, Callable[[Resource, str], bool]] = {
     ),
     "rbac-no-privileged-bindings": lambda r, _s: "RoleBinding" in r.type or "RoleBinding" in json.dumps(r.props),
     "rbac-least-privilege-roles": lambda r, _s: r.type.endswith((":Role", ":ClusterRole")),
+    "namespaces-enforce-pod-security": lambda r, _s: r.type.endswith((":Namespace", ":NamespacePatch", ":Release")),
+    "pods-own-service-account": lambda r, _s: (
+        r.type.startswith("kubernetes:")
+        and not r.type.startswith("kubernetes:helm.sh/")
+        and "containers" in json.dumps(r.props)
+    ),
 }
 
 
@@ -289,6 +301,41 @@ def role_rule(name: str, rule: dict[str, Any]) -> Callable[[list[Resource]], Non
     return lambda resources: one(resources, name).props["rules"].append(rule)
 
 
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+
+
+def enforce_label(name: str, type_suffix: str, level: str | None) -> Callable[[list[Resource]], None]:
+    """A namespace's enforce label set to ``level``, or removed (None)."""
+
+    def change(resources: list[Resource]) -> None:
+        labels = one(resources, name, type_suffix).props["metadata"]["labels"]
+        if level is None:
+            del labels[POD_SECURITY_ENFORCE]
+        else:
+            labels[POD_SECURITY_ENFORCE] = level
+
+    return change
+
+
+UNLABELLED_NAMESPACES = Resource(
+    "kubernetes:yaml/v2:ConfigGroup",
+    "team-namespaces",
+    {"objs": [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-c"}}]},
+)
+JOBSET_POD = "spec.replicatedJobs.0.template.spec.template.spec"
+LWS_WORKER_POD = "spec.leaderWorkerTemplate.workerTemplate.spec"
+
+
+def without_service_account(name: str, pod_path: str) -> Callable[[list[Resource]], None]:
+    def drop(resources: list[Resource]) -> None:
+        pod: Any = one(resources, name).props
+        for part in pod_path.split("."):
+            pod = pod[int(part)] if isinstance(pod, list) else pod[part]
+        del pod["serviceAccountName"]
+
+    return drop
+
+
 SECRET_READER = Resource(
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
     "secret-reader",
@@ -368,6 +415,15 @@ BROKEN = [
     ("rbac-no-privileged-bindings", "prod", binding_subject("system:anonymous"), {}, "kueue-metrics-clusterrolebinding", "4.1.8"),
     ("rbac-no-privileged-bindings", "prod", binding_subject("system:unauthenticated"), {}, "kueue-metrics-clusterrolebinding", "4.1.9"),
     ("rbac-no-privileged-bindings", "prod", binding_subject("system:authenticated"), {}, "kueue-metrics-clusterrolebinding", "4.1.10"),
+    ("namespaces-enforce-pod-security", "dev", enforce_label("llm-d-pd-disaggregation", ":Namespace", None), {}, "llm-d-pd-disaggregation", "4.2.1"),
+    ("namespaces-enforce-pod-security", "prod", enforce_label("lws-system", ":NamespacePatch", "privileged"), {}, "lws-system", "4.2.1"),
+    ("namespaces-enforce-pod-security", "saxml", enforce_label("sax", ":Namespace", "restricted-ish"), {}, "sax", "4.2.1"),
+    ("namespaces-enforce-pod-security", "dev", setting("kueue", "createNamespace", True, ":Release"), {}, "kueue", "4.2.1"),
+    ("namespaces-enforce-pod-security", "dev", adding(UNLABELLED_NAMESPACES), {}, "team-c in team-namespaces", "4.2.1"),
+    ("pods-own-service-account", "dev", without_service_account("subslice-check", JOBSET_POD), {}, "subslice-check", "4.1.4"),
+    ("pods-own-service-account", "dev", setting("stage-model-weights", "spec.template.spec.serviceAccountName", "default"), {}, "stage-model-weights", "4.1.4"),
+    ("pods-own-service-account", "prod", setting("vllm-decode", f"{LWS_WORKER_POD}.serviceAccountName", "default"), {}, "vllm-decode", "4.1.4"),
+    ("pods-own-service-account", "saxml", without_service_account("admin-server", "spec.template.spec"), {}, "admin-server", "4.1.4"),
 ]  # fmt: skip
 
 
