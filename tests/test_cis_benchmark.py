@@ -29,6 +29,7 @@ PREVIEW_OFF: dict[str, Any] = {
     "network.flowLogs.enabled": False,
     "cluster.privateNodes": False,
     "cluster.controlPlane.ipEndpoint": "public",
+    "nodeAuditLogging.enabled": False,
 }
 
 

@@ -35,6 +35,7 @@ def test_apis_are_enabled_and_never_disabled_on_destroy(dev_run):
         "networkservices.googleapis.com",
         "storage.googleapis.com",
         "monitoring.googleapis.com",
+        "logging.googleapis.com",  # GKE's logs and the nodes' audit records are written there
     } == set(REQUIRED_APIS)
     for service in services:
         assert service.input("disableOnDestroy") is False

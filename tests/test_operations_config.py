@@ -3,8 +3,8 @@ of a production stack, each refused under the key that fixes it before any resou
 
 import pytest
 
-from components.config_base import ConfigError
-from components.stack import load
+from components.config_base import ConfigError, Problems, parse_object
+from components.stack import StackConfig, load
 from tests.conftest import assert_bad_input, run_stack, stack_values, with_overrides
 from tests.test_gcp_existing_cluster import LAB
 
@@ -134,6 +134,34 @@ OPERATIONS_BAD_INPUTS = [
         "is empty on a production stack",
         id="prod-secrets-by-google-key-only",
     ),
+    pytest.param(
+        {"nodeAuditLogging.enabled": False},
+        "prod",
+        "nodeAuditLogging.enabled",
+        "is false on a production stack: the nodes' audit rules would not be turned on",
+        id="prod-no-node-audit-logging",
+    ),
+    pytest.param(
+        {**LAB, "nodeAuditLogging.enabled": True},
+        "dev",
+        "nodeAuditLogging.enabled",
+        "a cluster made elsewhere (cluster.existing) has its node audit logging deployed by the stack that makes it",
+        id="node-audit-on-existing-cluster",
+    ),
+    pytest.param(
+        {"nodeAuditLogging.image": "docker.io/fluent/fluent-bit:latest"},
+        "prod",
+        "nodeAuditLogging.image",
+        "uses the floating tag 'latest'",
+        id="node-audit-agent-latest",
+    ),
+    pytest.param(
+        {"nodeAuditLogging.enabled": True, "nodeAuditLogging.setupImage": "busybox"},
+        "dev",
+        "nodeAuditLogging.setupImage",
+        "it has no tag, which means latest",
+        id="node-audit-setup-untagged",
+    ),
 ]
 
 
@@ -150,6 +178,8 @@ PROD_IMAGE_SETTINGS = [
     "serving.router.eppImage",
     "serving.image",
     "serving.routingSidecarImage",
+    "nodeAuditLogging.setupImage",
+    "nodeAuditLogging.image",
 ]
 REQUIRE_AS_PRODUCTION = {"images.requireDigests": None}  # the prod stack without its `requireDigests: false`
 DIGEST = "sha256:" + "e" * 64  # test data: no registry was asked
@@ -312,3 +342,33 @@ def test_a_cluster_made_elsewhere_is_not_asked_for_the_production_security_keys(
         load(raw)
     keys = {p.key for p in raised.value.problems}
     assert not keys & {"network.flowLogs.enabled", "cluster.secretsEncryptionKey"}, raised.value
+
+
+# --- Node audit logging: on where production, off elsewhere, never on a cluster made elsewhere -------------------
+
+
+@pytest.mark.parametrize(
+    "stack, override, on",
+    [
+        ("prod", {}, True),  # unset: a production stack deploys it
+        ("prod", {"nodeAuditLogging.enabled": True}, True),
+        ("dev", {}, False),
+        ("saxml", {}, False),
+        ("dev", {"nodeAuditLogging.enabled": True}, True),
+        ("dev", {"production": True, "nodeAuditLogging.enabled": None, **LAB}, False),
+        ("dev", {**LAB}, False),
+    ],
+    ids=["prod", "prod-explicit", "dev", "saxml", "dev-turned-on", "production-on-existing-cluster", "lab"],
+)
+def test_node_audit_logging_is_on_for_production_unless_the_cluster_is_made_elsewhere(stack, override, on):
+    """Read off the parsed config (a production stack on a cluster made elsewhere fails other rules)."""
+    problems = Problems()
+    config = parse_object(StackConfig, with_overrides(stack_values(stack), override), "", problems)
+    assert not problems.items
+    assert config.node_audit_logging_on is on
+    keys = [image.key for image in config.stack_images()]
+    assert ("nodeAuditLogging.image" in keys) is on and ("nodeAuditLogging.setupImage" in keys) is on
+
+
+def test_node_audit_images_are_checked_only_where_it_is_deployed():
+    load(with_overrides(stack_values("dev"), {"nodeAuditLogging.image": "fluent-bit"}))
