@@ -350,15 +350,15 @@ def test_a_cluster_made_elsewhere_is_not_asked_for_the_production_security_keys(
 @pytest.mark.parametrize(
     "stack, override, on",
     [
-        ("prod", {}, True),  # unset: a production stack deploys it
-        ("prod", {"nodeAuditLogging.enabled": True}, True),
+        ("prod", {"nodeAuditLogging.enabled": None}, True),  # unset: a production stack deploys it
+        ("prod", {}, True),  # the committed file writes it out
         ("dev", {}, False),
         ("saxml", {}, False),
         ("dev", {"nodeAuditLogging.enabled": True}, True),
         ("dev", {"production": True, "nodeAuditLogging.enabled": None, **LAB}, False),
         ("dev", {**LAB}, False),
     ],
-    ids=["prod", "prod-explicit", "dev", "saxml", "dev-turned-on", "production-on-existing-cluster", "lab"],
+    ids=["prod-unset", "prod", "dev", "saxml", "dev-turned-on", "production-on-existing-cluster", "lab"],
 )
 def test_node_audit_logging_is_on_for_production_unless_the_cluster_is_made_elsewhere(stack, override, on):
     """Read off the parsed config (a production stack on a cluster made elsewhere fails other rules)."""
