@@ -171,7 +171,7 @@ OPERATIONS_BAD_INPUTS = [
         {"nodeAuditLogging.enabled": False},
         "prod",
         "nodeAuditLogging.enabled",
-        "is false on a production stack: the nodes' audit rules would not be turned on",
+        "is false on a production stack: the nodes' audit logging would not be set up",
         id="prod-no-node-audit-logging",
     ),
     pytest.param(

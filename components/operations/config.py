@@ -89,7 +89,7 @@ NODE_AUDIT_SETUP_IMAGE = "docker.io/library/busybox:1.37.0"
 class NodeAuditLoggingConfig:
     enabled: bool | None = setting(
         None,
-        "On every Container-Optimized OS node, turn the node's audit rules on (its systemd unit cloud-audit-setup) and "
+        "On every Container-Optimized OS node, set up the node's audit logging (its systemd unit cloud-audit-setup) and "
         "ship its Linux audit records to Cloud Logging, log `linux-auditd` of resource type k8s_node (a DaemonSet in "
         "namespace node-audit; CIS GKE 5.7.2). Unset: on for a production stack, off elsewhere; a production stack "
         "refuses false. Not on a cluster made elsewhere (cluster.existing): the stack that makes that cluster deploys it.",
@@ -431,7 +431,7 @@ def validate_production_security(
     if node_audit.enabled is False:
         problems.add(
             "nodeAuditLogging.enabled",
-            "is false on a production stack: the nodes' audit rules would not be turned on and no record of their "
+            "is false on a production stack: the nodes' audit logging would not be set up and no record of their "
             "login attempts and binary executions would reach Cloud Logging (CIS GKE 5.7.2)",
             "remove the line (a production stack deploys it unless told otherwise) or set it true",
         )

@@ -1,4 +1,4 @@
-"""The node audit logging: a DaemonSet that turns each node's audit rules on and ships its Linux audit records to
+"""The node audit logging: a DaemonSet that sets up each node's audit logging and ships its Linux audit records to
 Cloud Logging (CIS GKE 5.7.2), with its namespace, service account and configuration."""
 
 from __future__ import annotations
