@@ -27,10 +27,10 @@ from components.gcp.project_services import (
     ProjectServices,
     ProjectServicesArgs,
 )
-from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, TpuPoolArgs
+from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, TpuPoolArgs, pool_urn
 from components.operations.component import MonitoringArgs
 from components.operations.node_audit import NodeAuditLoggingArgs
-from components.platform.config import HelmChartConfig, installed_charts
+from components.platform.config import HelmChartConfig, installed_charts, release_namespaces
 from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
 from components.platform.releases import ClusterPlatform, PlatformArgs
@@ -130,6 +130,7 @@ def cluster_args(stack: Stack, network: Network, services: ProjectServices) -> C
         control_plane=control_plane_args(cluster.control_plane),
         egress=network.egress,
         secrets_encryption_key=cluster.secrets_encryption_key,
+        system_pool_boot=cluster.system_pool_boot,
         binary_authorization=cluster.binary_authorization,
         rbac_security_group=cluster.rbac_security_group,
         intranode_visibility=cluster.intranode_visibility,
@@ -175,6 +176,7 @@ def tpu_capacity_args(stack: Stack, cluster: Cluster, network: Network) -> TpuCa
                 node_count=pool.node_count,
                 reservation_path=config.reservation_path(pool),
                 private_nodes=config.pool_private_nodes(pool),
+                boot=tpu.pool_boot(pool, config.cluster),
             )
             for pool in tpu.pools
         ],
@@ -200,6 +202,9 @@ def platform_args(stack: Stack, cluster: Target) -> PlatformArgs:
         slice_controller=platform.slice_controller if slicing else None,
         webhook_namespaces=list(config.queues.namespaces),
         mirror=config.images.mirror,
+        namespaces={
+            name: stack.namespaces[name] for name in release_namespaces(platform, config.tpu.dynamic_slicing).values()
+        },
     )
 
 
@@ -229,7 +234,7 @@ def queues_args(stack: Stack, cluster: Target, platform: ClusterPlatform) -> Que
     return QueuesArgs(
         provider=cluster.provider,
         kueue_release=platform.kueue,
-        namespaces=list(stack.config.queues.namespaces),
+        namespaces=[stack.namespaces[name] for name in stack.config.queues.namespaces],
         objects=stack.kueue,
     )
 
@@ -312,6 +317,7 @@ def saxml_args(stack: Stack, cluster: Target, platform: ClusterPlatform, gates: 
         versioning=Versioning(saxml.noncurrent_versions.days, saxml.noncurrent_versions.newer_versions),
         workload_pool=cluster.workload_pool,
         namespace=saxml.namespace,
+        namespace_object=stack.namespaces[saxml.namespace],
         readers=SaxmlIdentity(saxml.service_account_name, saxml.google_service_account_id),
         admin=SaxmlIdentity(saxml.admin_service_account_name, saxml.admin_google_service_account_id),
         objects=stack.saxml,
@@ -351,7 +357,7 @@ def node_audit_args(stack: Stack, cluster: Target) -> NodeAuditLoggingArgs:
 def announce_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any]) -> None:
     """Warn of every replacement the `up` makes and of each step it leaves to the operator; refuse (stop the
     preview) what would fail halfway."""
-    review = review_changes(previous, current)
+    review = review_changes(previous, current, lambda pool: pool_urn(pulumi.get_stack(), pulumi.get_project(), pool))
     for line in review.replaced + review.in_place + review.by_hand:
         pulumi.log.warn(line)
     if review.refused:

@@ -17,7 +17,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from policy import boundaries, buckets, charts, endpoints, gke, iam, images, rbac, tpu
+from policy import boundaries, buckets, charts, endpoints, gke, iam, images, namespaces, rbac, service_accounts, tpu
 from policy.resources import UNKNOWN, Resource, UnknownValue, Violation
 from tests.conftest import PROJECT_ROOT, run_stack, stack_values
 from tools.mock_engine import unwrap_secrets
@@ -50,9 +50,13 @@ def rendered(stack: str) -> list[Resource]:
 
 @functools.cache
 def _program_config(stack: str) -> dict[str, str]:
-    """The stack file's production marker and images block as the CLI hands stack config to the pack (JSON text)."""
+    """The stack file's production marker, images and tpu blocks as the CLI hands stack config to the pack (JSON text)."""
     values = stack_values(stack)
-    keys = {"production": tpu.PROGRAM_CONFIG_PRODUCTION, "images": images.PROGRAM_CONFIG_IMAGES}
+    keys = {
+        "production": tpu.PROGRAM_CONFIG_PRODUCTION,
+        "images": images.PROGRAM_CONFIG_IMAGES,
+        "tpu": gke.PROGRAM_CONFIG_TPU,
+    }
     return {full: json.dumps(values[key]) for key, full in keys.items() if key in values}
 
 
@@ -94,9 +98,20 @@ RULES: dict[str, Rule] = {
     "helm-charts-pinned": _each(lambda r, _s, _c: charts.chart_problems(r.type, r.name, r.props)),
     "gke-cluster-hardened": _each(lambda r, _s, _c: gke.cluster_problems(r.type, r.name, r.props)),
     "gke-nodes-hardened": _each(lambda r, _s, _c: gke.node_pool_problems(r.type, r.name, r.props)),
+    "boot-disks-encrypted-in-production": _each(
+        lambda r, s, c: gke.boot_disk_problems(
+            r.type, r.name, r.props, production(s, c.get("production")), gke.pools_kept_unhardened(_program_config(s))
+        )
+    ),
     "objects-in-own-namespaces": _each(lambda r, _s, _c: boundaries.namespace_problems(r.type, r.name, r.props)),
     "rbac-no-privileged-bindings": _each(lambda r, _s, _c: rbac.binding_problems(r.type, r.name, r.props)),
     "rbac-least-privilege-roles": _each(lambda r, _s, _c: rbac.role_problems(r.type, r.name, r.props)),
+    "namespaces-enforce-pod-security": _each(
+        lambda r, _s, _c: namespaces.pod_security_problems(r.type, r.name, r.props)
+    ),
+    "pods-own-service-account": _each(
+        lambda r, _s, _c: service_accounts.service_account_problems(r.type, r.name, r.props)
+    ),
 }
 
 # What each rule looks at, so that a pass is not a pass over nothing.
@@ -116,11 +131,18 @@ TARGETS: dict[str, Callable[[Resource, str], bool]] = {
     "helm-charts-pinned": lambda r, _s: r.type == "kubernetes:helm.sh/v3:Release",
     "gke-cluster-hardened": lambda r, _s: r.type == gke.CLUSTER,
     "gke-nodes-hardened": lambda r, _s: r.type == gke.NODE_POOL,
+    "boot-disks-encrypted-in-production": lambda r, s: production(s) and r.type in (gke.CLUSTER, gke.NODE_POOL),
     "objects-in-own-namespaces": lambda r, _s: (
         '"namespace"' in json.dumps(r.props) and r.type.startswith("kubernetes:")
     ),
     "rbac-no-privileged-bindings": lambda r, _s: "RoleBinding" in r.type or "RoleBinding" in json.dumps(r.props),
     "rbac-least-privilege-roles": lambda r, _s: r.type.endswith((":Role", ":ClusterRole")),
+    "namespaces-enforce-pod-security": lambda r, _s: r.type.endswith((":Namespace", ":NamespacePatch", ":Release")),
+    "pods-own-service-account": lambda r, _s: (
+        r.type.startswith("kubernetes:")
+        and not r.type.startswith("kubernetes:helm.sh/")
+        and "containers" in json.dumps(r.props)
+    ),
 }
 
 
@@ -279,6 +301,41 @@ def role_rule(name: str, rule: dict[str, Any]) -> Callable[[list[Resource]], Non
     return lambda resources: one(resources, name).props["rules"].append(rule)
 
 
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+
+
+def enforce_label(name: str, type_suffix: str, level: str | None) -> Callable[[list[Resource]], None]:
+    """A namespace's enforce label set to ``level``, or removed (None)."""
+
+    def change(resources: list[Resource]) -> None:
+        labels = one(resources, name, type_suffix).props["metadata"]["labels"]
+        if level is None:
+            del labels[POD_SECURITY_ENFORCE]
+        else:
+            labels[POD_SECURITY_ENFORCE] = level
+
+    return change
+
+
+UNLABELLED_NAMESPACES = Resource(
+    "kubernetes:yaml/v2:ConfigGroup",
+    "team-namespaces",
+    {"objs": [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-c"}}]},
+)
+JOBSET_POD = "spec.replicatedJobs.0.template.spec.template.spec"
+LWS_WORKER_POD = "spec.leaderWorkerTemplate.workerTemplate.spec"
+
+
+def without_service_account(name: str, pod_path: str) -> Callable[[list[Resource]], None]:
+    def drop(resources: list[Resource]) -> None:
+        pod: Any = one(resources, name).props
+        for part in pod_path.split("."):
+            pod = pod[int(part)] if isinstance(pod, list) else pod[part]
+        del pod["serviceAccountName"]
+
+    return drop
+
+
 SECRET_READER = Resource(
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
     "secret-reader",
@@ -342,6 +399,11 @@ BROKEN = [
     ("gke-nodes-hardened", "dev", dropping("system-pool", "nodeConfig.serviceAccount"), {}, "system-pool", "5.2.1"),
     ("gke-nodes-hardened", "prod", setting("tpu7-pool-1", "nodeConfig.serviceAccount", "123456789-compute@developer.gserviceaccount.com"), {}, "tpu7-pool-1", "5.2.1"),
     ("gke-nodes-hardened", "saxml", setting("tpu1", "nodeConfig.imageType", "UBUNTU_CONTAINERD"), {}, "tpu1", "5.5.1"),
+    ("boot-disks-encrypted-in-production", "prod", dropping("system-pool", "nodeConfig.bootDiskKmsKey"), {}, "system-pool", "5.9.2"),
+    ("boot-disks-encrypted-in-production", "prod", dropping("tpu7-pool-2", "nodeConfig.bootDiskKmsKey"), {}, "tpu7-pool-2", "5.9.2"),
+    ("boot-disks-encrypted-in-production", "prod", setting("gke-cluster", "nodeConfig.bootDiskKmsKey", ""), {}, "gke-cluster", "5.9.2"),
+    ("boot-disks-encrypted-in-production", "dev", lambda _: None, {"production": True}, "tpu7-pool-1", "5.9.2"),
+    ("boot-disks-encrypted-in-production", "saxml", lambda _: None, {"production": True}, "system-pool", "5.9.2"),
     ("objects-in-own-namespaces", "dev", setting("kueue", "namespace", "kube-system"), {}, "kueue", "4.6.1"),
     ("objects-in-own-namespaces", "saxml", setting("sax-admin", "metadata.namespace", "default"), {}, "sax-admin", "'default'"),
     ("objects-in-own-namespaces", "dev", setting("kueue-metrics-rolebinding", "metadata.namespace", "gmp-system"), {}, "kueue-metrics-rolebinding", "'gmp-system'"),
@@ -353,6 +415,15 @@ BROKEN = [
     ("rbac-no-privileged-bindings", "prod", binding_subject("system:anonymous"), {}, "kueue-metrics-clusterrolebinding", "4.1.8"),
     ("rbac-no-privileged-bindings", "prod", binding_subject("system:unauthenticated"), {}, "kueue-metrics-clusterrolebinding", "4.1.9"),
     ("rbac-no-privileged-bindings", "prod", binding_subject("system:authenticated"), {}, "kueue-metrics-clusterrolebinding", "4.1.10"),
+    ("namespaces-enforce-pod-security", "dev", enforce_label("llm-d-pd-disaggregation", ":Namespace", None), {}, "llm-d-pd-disaggregation", "4.2.1"),
+    ("namespaces-enforce-pod-security", "prod", enforce_label("lws-system", ":NamespacePatch", "privileged"), {}, "lws-system", "4.2.1"),
+    ("namespaces-enforce-pod-security", "saxml", enforce_label("sax", ":Namespace", "restricted-ish"), {}, "sax", "4.2.1"),
+    ("namespaces-enforce-pod-security", "dev", setting("kueue", "createNamespace", True, ":Release"), {}, "kueue", "4.2.1"),
+    ("namespaces-enforce-pod-security", "dev", adding(UNLABELLED_NAMESPACES), {}, "team-c in team-namespaces", "4.2.1"),
+    ("pods-own-service-account", "dev", without_service_account("subslice-check", JOBSET_POD), {}, "subslice-check", "4.1.4"),
+    ("pods-own-service-account", "dev", setting("stage-model-weights", "spec.template.spec.serviceAccountName", "default"), {}, "stage-model-weights", "4.1.4"),
+    ("pods-own-service-account", "prod", setting("vllm-decode", f"{LWS_WORKER_POD}.serviceAccountName", "default"), {}, "vllm-decode", "4.1.4"),
+    ("pods-own-service-account", "saxml", without_service_account("admin-server", "spec.template.spec"), {}, "admin-server", "4.1.4"),
 ]  # fmt: skip
 
 
@@ -384,6 +455,20 @@ def test_a_stack_may_opt_in_to_public_endpoints() -> None:
     setting("inference-gateway", "spec.gatewayClassName", "gke-l7-global-external-managed")(resources)
     assert RULES["no-public-endpoints"](resources, "dev", {endpoints.OPT_IN: True}) == []
     assert RULES["no-public-endpoints"](resources, "dev", {endpoints.OPT_IN: "yes"}) != [], "only a real true opts in"
+
+
+def test_a_tpu_pool_the_stack_file_keeps_unhardened_passes_and_no_other_node_pool_does() -> None:
+    """While a running production stack replaces its cubes one per `up`, the pools it has not reached yet boot as
+    made before (tpu.pools[].hardenedBoot false, warned at every preview): the rule lets exactly those through."""
+    staged = [{"name": "tpu7-pool-1", "nodeCount": 16}, {"name": "tpu7-pool-2", "nodeCount": 16, "hardenedBoot": False}]
+    program_config = {gke.PROGRAM_CONFIG_TPU: json.dumps({**stack_values("prod")["tpu"], "pools": staged})}
+    kept = gke.pools_kept_unhardened(program_config)
+    assert kept == {"tpu7-pool-2"}
+    resources = rendered("prod")
+    for name in ("tpu7-pool-1", "tpu7-pool-2", "system-pool"):
+        dropping(name, "nodeConfig.bootDiskKmsKey")(resources)
+    problems = [m for r in resources for m in gke.boot_disk_problems(r.type, r.name, r.props, True, kept)]
+    assert sorted(p.split(" boots ")[0] for p in problems) == ["node pool system-pool", "node pool tpu7-pool-1"]
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.resources import REPLACE_ON_SPEC_CHANGE, custom_resource, owned
+from components.resources import REPLACE_ON_SPEC_CHANGE, custom_resource, kubernetes_object, owned
 from components.workloads.slice_checks.objects import SliceChecksObjects
 
 
@@ -28,8 +28,10 @@ class SliceChecks(pulumi.ComponentResource):
         script = k8s.core.v1.ConfigMap(
             "check-script", metadata=owned(configmap["metadata"]), data=configmap["data"], opts=on_cluster
         )
+        # The pods' own account (no token, no role): made before the JobSets, deleted after them.
+        account = kubernetes_object("slice-check-account", args.objects.service_account, on_cluster)
         self.jobset_names = [jobset["metadata"]["name"] for jobset in args.objects.jobsets]
-        after_script = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[script]))
+        after_script = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[script, account]))
         for jobset in args.objects.jobsets:
             custom_resource(
                 jobset["metadata"]["name"], jobset, pulumi.ResourceOptions.merge(after_script, REPLACE_ON_SPEC_CHANGE)

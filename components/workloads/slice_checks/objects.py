@@ -2,8 +2,8 @@
 
 Pure Python (no Pulumi imports). The YAML bases under ``manifests/slice-checks/`` are real
 manifests; this module loads them and overlays, on fresh copies, what varies per stack:
-namespace, Kueue queue and priority labels, image, hold time, and everything that follows from
-the slice shape and the machine type (parallelism, device counts, TPU requests).
+namespace, Kueue queue and priority labels, image, hold time, the service account, and everything that
+follows from the slice shape and the machine type (parallelism, device counts, TPU requests).
 
 Device arithmetic on TPU7x (``tpu7x-standard-4t``): 4 chips per host, and JAX shows each chip as
 2 devices (one per TensorCore chiplet), so a host has 8 devices and a slice ``chips x 2``.
@@ -26,6 +26,7 @@ from components.tpu.topology import (
 from components.workloads.slice_checks.config import SUBSLICING, SUPERSLICING, SliceCheckInput, SliceChecksInput
 
 BASE_FILES = {SUBSLICING: "slice-checks/subslicing-check.yaml", SUPERSLICING: "slice-checks/superslicing-check.yaml"}
+SERVICE_ACCOUNT_FILE = "slice-checks/service-account.yaml"
 SCRIPT_FILE = "check_devices.py"
 SCRIPT_PATH = manifests.MANIFESTS / "slice-checks" / SCRIPT_FILE
 SCRIPT_CONFIGMAP_NAME = "slice-check-script"
@@ -77,11 +78,23 @@ class SliceFacts:
 @dataclass(frozen=True)
 class SliceChecksObjects:
     script_configmap: dict[str, Any]
+    service_account: dict[str, Any]  # the checks' own, with no token: never the namespace's default one
     jobsets: list[dict[str, Any]]
 
 
 def slice_checks_objects(spec: SliceChecksInput) -> SliceChecksObjects:
-    return SliceChecksObjects(check_script_configmap(spec.namespace), [slice_check_jobset(c) for c in spec.checks])
+    return SliceChecksObjects(
+        check_script_configmap(spec.namespace),
+        check_service_account(spec.namespace),
+        [slice_check_jobset(c) for c in spec.checks],
+    )
+
+
+def check_service_account(namespace: str) -> dict[str, Any]:
+    """The ServiceAccount every check pod runs as (its YAML base, in ``namespace``)."""
+    account = manifests.load_document(SERVICE_ACCOUNT_FILE)
+    account["metadata"]["namespace"] = namespace
+    return account
 
 
 def load_base(kind: str) -> dict[str, Any]:
@@ -108,6 +121,7 @@ def slice_check_jobset(spec: SliceCheckInput) -> dict[str, Any]:
     metadata["namespace"] = spec.namespace
     metadata.setdefault("labels", {}).update({QUEUE_LABEL: spec.queue_name, PRIORITY_LABEL: spec.priority_class})
 
+    pod_spec["serviceAccountName"] = check_service_account(spec.namespace)["metadata"]["name"]
     replicated_job["replicas"] = spec.slices
     job_spec["parallelism"] = facts.hosts
     job_spec["completions"] = facts.hosts
