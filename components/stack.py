@@ -281,6 +281,19 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     operations_config.validate_node_audit_logging(
         config.node_audit_logging, config.cluster, config.production, problems
     )
+    operations_config.validate_node_audit_namespace(
+        config.node_audit_logging_on,
+        [
+            *_workload_namespaces(config),
+            *(
+                (f"platform.{key}.namespace", namespace)
+                for key, namespace in platform_config.release_namespaces(
+                    config.platform, config.tpu.dynamic_slicing_requested
+                ).items()
+            ),
+        ],
+        problems,
+    )
     operations_config.validate_alerts(config.alerts, config.cluster, config.production, problems)
     gcp_config.validate_images(config.images, problems)
     operations_config.validate_supply_chain(config.production, config.images, config.stack_images(), problems)
@@ -337,6 +350,7 @@ def _build(config: StackConfig) -> Stack:
                 config.cluster,
                 tpu.dynamic_slicing,
                 [config.saxml.namespace] if config.saxml.enabled else [],
+                [operations_config.NODE_AUDIT_NAMESPACE] if config.node_audit_logging_on else [],
             )
         ),
     )

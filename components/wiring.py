@@ -351,7 +351,11 @@ def node_audit_args(stack: Stack, cluster: Target) -> NodeAuditLoggingArgs:
     assert stack.node_audit is not None
     # Only the provider: it waits for the system pool, the pods of the TPU nodes come as the pools do, and the
     # nodes reach Cloud Logging through Private Google Access, with no NAT.
-    return NodeAuditLoggingArgs(objects=stack.node_audit, provider=cluster.provider)
+    return NodeAuditLoggingArgs(
+        objects=stack.node_audit,
+        namespace_object=stack.namespaces[stack.node_audit.daemonset["metadata"]["namespace"]],
+        provider=cluster.provider,
+    )
 
 
 def announce_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any]) -> None:

@@ -217,6 +217,20 @@ OPERATIONS_BAD_INPUTS = [
         "it has no tag, which means latest",
         id="node-audit-setup-untagged",
     ),
+    pytest.param(
+        {"queues.namespaces": ["node-audit"], "serving.namespace": "node-audit"},
+        "prod",
+        "queues.namespaces[0]",
+        "'node-audit' is the node audit logging's namespace, which enforces Pod Security's privileged level",
+        id="workloads-in-the-node-audit-namespace",
+    ),
+    pytest.param(
+        {"platform.kueue.namespace": "node-audit"},
+        "prod",
+        "platform.kueue.namespace",
+        "'node-audit' is the node audit logging's namespace",
+        id="kueue-in-the-node-audit-namespace",
+    ),
 ]
 
 

@@ -83,6 +83,9 @@ class DashboardsConfig:
 # Fluent Bit, which ships the records, and BusyBox, whose chroot starts the node's audit setup.
 NODE_AUDIT_AGENT_IMAGE = "docker.io/fluent/fluent-bit:5.1.1"
 NODE_AUDIT_SETUP_IMAGE = "docker.io/library/busybox:1.37.0"
+# Its namespace, which holds nothing else: the one that enforces Pod Security's privileged level (components/platform/
+# config.py, NODE_AGENTS_POD_SECURITY).
+NODE_AUDIT_NAMESPACE = "node-audit"
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,7 @@ class DashboardsInput:
 class NodeAuditInput:
     """What the node audit logging's objects are built from: the block, resolved against the stack."""
 
+    namespace: str
     cluster_name: str  # the k8s_node resource's cluster_name
     location: str  # the cluster's region: the k8s_node resource's location
     image: str  # as the nodes pull it (images.mirror applied)
@@ -194,6 +198,7 @@ def node_audit_input(
     node_audit: NodeAuditLoggingConfig, cluster: ClusterConfig, region: str, mirror: str
 ) -> NodeAuditInput:
     return NodeAuditInput(
+        namespace=NODE_AUDIT_NAMESPACE,
         cluster_name=cluster.name,
         location=region,
         image=mirrored_image(node_audit.image, mirror),
@@ -215,6 +220,21 @@ def validate_node_audit_logging(
     for key, image in (("image", node_audit.image), ("setupImage", node_audit.setup_image)):
         if problem := image_pin_problem(image):
             problems.add(f"nodeAuditLogging.{key}", problem, "pin a release tag (x.y.z) or @sha256:<digest>")
+
+
+def validate_node_audit_namespace(on: bool, other_namespaces: list[tuple[str, str]], problems: Problems) -> None:
+    """The node audit logging's namespace enforces privileged: no other namespace of the stack (``(key, namespace)``:
+    the workloads', the controllers') may be it, or its pods would be admitted there too."""
+    if not on:
+        return
+    for key, namespace in other_namespaces:
+        if namespace == NODE_AUDIT_NAMESPACE:
+            problems.add(
+                key,
+                f"{namespace!r} is the node audit logging's namespace, which enforces Pod Security's privileged level "
+                "for its DaemonSet alone",
+                "use another namespace",
+            )
 
 
 def validate_alerts(alerts: AlertsConfig, cluster: ClusterConfig, production: bool, problems: Problems) -> None:

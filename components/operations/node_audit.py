@@ -4,6 +4,7 @@ Cloud Logging (CIS GKE 5.7.2), with its namespace, service account and configura
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -15,6 +16,7 @@ from components.resources import owned
 @dataclass(frozen=True)
 class NodeAuditLoggingArgs:
     objects: NodeAuditObjects
+    namespace_object: dict[str, Any]  # its Namespace, with its Pod Security labels (privileged)
     provider: k8s.Provider  # waits for the system pool (and the mirror's read grant): nothing else is needed
 
 
@@ -27,8 +29,9 @@ class NodeAuditLogging(pulumi.ComponentResource):
         super().__init__("tpu-gke:operations:NodeAuditLogging", name, None, opts)
         objects = args.objects
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        # Labelled before anything is made in it, and deleted after.
         namespace = k8s.core.v1.Namespace(
-            "node-audit-namespace", metadata=owned(objects.namespace["metadata"]), opts=on_cluster
+            "node-audit-namespace", metadata=owned(args.namespace_object["metadata"]), opts=on_cluster
         )
         in_namespace = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[namespace]))
         account = k8s.core.v1.ServiceAccount(

@@ -1,10 +1,11 @@
-"""The node audit logging as plain data (no Pulumi imports): its namespace, service account, the agent's
-configuration and the DaemonSet, from manifests/operations/node-audit-logging.yaml (which says what each does,
-and where every fact of it comes from).
+"""The node audit logging as plain data (no Pulumi imports): its service account, the agent's configuration and
+the DaemonSet, from manifests/operations/node-audit-logging.yaml (which says what each does, and where every fact of
+it comes from). Its namespace, labelled for Pod Security (privileged), is one of the stack's namespaces
+(components/platform/namespace_objects.py).
 
-The overlay sets what varies by stack: the two images (through images.mirror), the cluster's name and location
-the agent writes its entries under, and a digest of the agent's configuration on the pod template, so a new
-configuration rolls the pods (Fluent Bit reads it at start only).
+The overlay sets what varies by stack: the namespace, the two images (through images.mirror), the cluster's name
+and location the agent writes its entries under, and a digest of the agent's configuration on the pod template, so
+a new configuration rolls the pods (Fluent Bit reads it at start only).
 """
 
 from __future__ import annotations
@@ -23,19 +24,20 @@ CONFIG_DIGEST_ANNOTATION = "node-audit-logging/config-sha256"
 
 @dataclass(frozen=True)
 class NodeAuditObjects:
-    namespace: dict[str, Any]
     service_account: dict[str, Any]
     config: dict[str, Any]  # the ConfigMap of the agent's configuration
     daemonset: dict[str, Any]
 
     @property
     def manifests(self) -> list[dict[str, Any]]:
-        """Every object, in the order they are applied."""
-        return [self.namespace, self.service_account, self.config, self.daemonset]
+        """Every object, in the order they are applied (after their namespace)."""
+        return [self.service_account, self.config, self.daemonset]
 
 
 def node_audit_objects(spec: NodeAuditInput) -> NodeAuditObjects:
     documents = manifests.load_documents(NODE_AUDIT_FILE)
+    for document in documents:
+        document["metadata"]["namespace"] = spec.namespace
     config = manifests.by_kind(documents, "ConfigMap")
     daemonset = manifests.by_kind(documents, "DaemonSet")
     template = daemonset["spec"]["template"]
@@ -49,7 +51,6 @@ def node_audit_objects(spec: NodeAuditInput) -> NodeAuditObjects:
     manifests.set_env(agent, "CLUSTER_NAME", spec.cluster_name)
     manifests.set_env(agent, "CLUSTER_LOCATION", spec.location)
     return NodeAuditObjects(
-        namespace=manifests.by_kind(documents, "Namespace"),
         service_account=manifests.by_kind(documents, "ServiceAccount"),
         config=config,
         daemonset=daemonset,
