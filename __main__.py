@@ -10,6 +10,7 @@ from components.gcp.network import Network
 from components.gcp.project_services import ProjectServices
 from components.gcp.tpu_capacity import TpuCapacity
 from components.operations.component import Monitoring
+from components.operations.node_audit import NodeAuditLogging
 from components.platform.gates import ClusterGates
 from components.platform.queues import KueueQueues
 from components.platform.releases import ClusterPlatform
@@ -67,10 +68,13 @@ if stack.serving is not None and queues is not None:
 if stack.saxml is not None:
     saxml = SaxmlCell("saxml", wiring.saxml_args(stack, cluster, platform, gates), opts=after_apis)
 
-# 5. Operations: the alert policies and dashboards an operator watches, and the scrapes they read.
+# 5. Operations: the alert policies and dashboards an operator watches, and the scrapes they read; the nodes'
+#    audit records in Cloud Logging.
 monitoring = None
 if stack.monitoring is not None:
     monitoring = Monitoring("operations", wiring.monitoring_args(stack, cluster, services, platform, queues, serving))
+if stack.node_audit is not None:
+    NodeAuditLogging("node-audit-logging", wiring.node_audit_args(stack, cluster))
 
 # 6. Stack outputs.
 pulumi.export("project", config.project)

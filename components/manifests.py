@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from functools import cache
 from pathlib import Path
@@ -77,3 +78,12 @@ def set_flag(args: list[str], flag: str, value: Any) -> None:
             args[index] = f"{flag}={text}"
             return
     raise ValueError(f"the base's arguments have no {flag}")
+
+
+def files_digest(files: dict[str, str]) -> str:
+    """One sha256 over named texts (a ConfigMap's data), names and lengths included, so no two sets of files share
+    it: the pod template annotation that makes a workload roll, or be replaced, when what it mounts changes."""
+    hasher = hashlib.sha256()
+    for name in sorted(files):
+        hasher.update(f"{name}\0{len(files[name].encode())}\0".encode() + files[name].encode())
+    return hasher.hexdigest()

@@ -34,6 +34,7 @@ from components.config_base import (
 )
 from components.gcp import config as gcp_config
 from components.operations import config as operations_config
+from components.operations.node_audit_objects import NodeAuditObjects, node_audit_objects
 from components.operations.objects import MonitoringObjects, monitoring_objects
 from components.platform import config as platform_config
 from components.platform.kueue_objects import KueueObjects, kueue_objects
@@ -64,7 +65,7 @@ class StackConfig:
         "endpoint-picker replicas, private nodes, no public IP endpoint open to every address, every image pinned "
         "by digest unless images.requireDigests is false) and the CIS GKE controls held in production (flow logs, "
         "the Cloud KMS keys of the Secrets and of the boot disks, secure boot on the TPU nodes, Binary Authorization, "
-        "Google Groups for RBAC, intranode visibility).",
+        "Google Groups for RBAC, intranode visibility, node audit logging).",
     )
     region: str = setting("us-central1", "Region of the cluster, network and workload policy.")
     network: gcp_config.NetworkConfig = setting(gcp_config.NetworkConfig(), "VPC and subnets.")
@@ -93,6 +94,10 @@ class StackConfig:
     )
     dashboards: operations_config.DashboardsConfig = setting(
         operations_config.DashboardsConfig(), "Cloud Monitoring dashboards of serving, the router, TPUs and Kueue."
+    )
+    node_audit_logging: operations_config.NodeAuditLoggingConfig = setting(
+        operations_config.NodeAuditLoggingConfig(),
+        "The nodes' Linux audit records in Cloud Logging (the CIS benchmark's auditd control).",
     )
 
     # The questions __main__ and the tools ask of the whole stack.
@@ -129,9 +134,16 @@ class StackConfig:
     def tpu_zone_is_ai_zone(self) -> bool:
         return self.tpu.zone_is_ai_zone(self.region)
 
+    @property
+    def node_audit_logging_on(self) -> bool:
+        return operations_config.node_audit_logging_on(self.node_audit_logging, self.cluster, self.production)
+
     def stack_images(self) -> list[operations_config.StackImage]:
         """Every image the stack runs, with the setting that pins it."""
-        return operations_config.stack_images(self.tpu, self.platform, self.checks, self.serving, self.saxml)
+        node_audit = self.node_audit_logging if self.node_audit_logging_on else None
+        return operations_config.stack_images(
+            self.tpu, self.platform, self.checks, self.serving, self.saxml, node_audit
+        )
 
     def preview_warnings(self) -> list[str]:
         """What a valid stack's preview warns of (said at every preview, refusing nothing)."""
@@ -150,6 +162,7 @@ class Stack:
     serving: ServingObjects | None
     saxml: SaxmlObjects | None
     monitoring: MonitoringObjects | None  # None: neither alerts nor dashboards
+    node_audit: NodeAuditObjects | None  # None: no node audit logging
     # Every namespace the stack makes (the controllers', the workloads'), by name, labelled for Pod Security.
     namespaces: dict[str, dict[str, Any]]
 
@@ -263,7 +276,29 @@ def _validate(config: StackConfig, problems: Problems) -> None:
         config.production, config.cluster, config.tpu, config.platform, config.serving, problems
     )
     operations_config.validate_production_security(
-        config.production, config.network, config.cluster, config.tpu, config.serving, problems
+        config.production,
+        config.network,
+        config.cluster,
+        config.tpu,
+        config.serving,
+        config.node_audit_logging,
+        problems,
+    )
+    operations_config.validate_node_audit_logging(
+        config.node_audit_logging, config.cluster, config.production, problems
+    )
+    operations_config.validate_node_audit_namespace(
+        config.node_audit_logging_on,
+        [
+            *_workload_namespaces(config),
+            *(
+                (f"platform.{key}.namespace", namespace)
+                for key, namespace in platform_config.release_namespaces(
+                    config.platform, config.tpu.dynamic_slicing_requested
+                ).items()
+            ),
+        ],
+        problems,
     )
     operations_config.validate_alerts(config.alerts, config.cluster, config.production, problems)
     gcp_config.validate_images(config.images, problems)
@@ -307,6 +342,13 @@ def _build(config: StackConfig) -> Stack:
         if config.saxml.enabled
         else None,
         monitoring=_monitoring(config),
+        node_audit=(
+            node_audit_objects(
+                operations_config.node_audit_input(config.node_audit_logging, config.cluster, config.region, mirror)
+            )
+            if config.node_audit_logging_on
+            else None
+        ),
         namespaces=namespace_objects(
             platform_config.namespaces_input(
                 config.platform,
@@ -314,6 +356,7 @@ def _build(config: StackConfig) -> Stack:
                 config.cluster,
                 tpu.dynamic_slicing,
                 [config.saxml.namespace] if config.saxml.enabled else [],
+                [operations_config.NODE_AUDIT_NAMESPACE] if config.node_audit_logging_on else [],
             )
         ),
     )

@@ -30,6 +30,7 @@ from components.gcp.project_services import (
 )
 from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, TpuPoolArgs, pool_urn
 from components.operations.component import MonitoringArgs
+from components.operations.node_audit import NodeAuditLoggingArgs
 from components.platform.config import HelmChartConfig, installed_charts, release_namespaces
 from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
@@ -355,6 +356,17 @@ def monitoring_args(
         kueue_ready=_present(platform.kueue),
         namespaces_ready=_present(queues),
         gateway_annotations=serving.gateway_annotations if serving else None,
+    )
+
+
+def node_audit_args(stack: Stack, cluster: Target) -> NodeAuditLoggingArgs:
+    assert stack.node_audit is not None
+    # Only the provider: it waits for the system pool, the pods of the TPU nodes come as the pools do, and the
+    # nodes reach Cloud Logging through Private Google Access, with no NAT.
+    return NodeAuditLoggingArgs(
+        objects=stack.node_audit,
+        namespace_object=stack.namespaces[stack.node_audit.daemonset["metadata"]["namespace"]],
+        provider=cluster.provider,
     )
 
 

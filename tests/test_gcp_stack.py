@@ -35,6 +35,7 @@ def test_apis_are_enabled_and_never_disabled_on_destroy(dev_run):
         "networkservices.googleapis.com",
         "storage.googleapis.com",
         "monitoring.googleapis.com",
+        "logging.googleapis.com",  # GKE's logs and the nodes' audit records are written there
     } == set(REQUIRED_APIS)
     for service in services:
         assert service.input("disableOnDestroy") is False
@@ -547,7 +548,7 @@ def test_on_a_cluster_made_elsewhere_the_hardening_settings_are_not_the_stack_s_
 
     from components.config_base import Problems
     from components.gcp.config import ClusterConfig, ExistingClusterConfig, NetworkConfig, TpuConfig
-    from components.operations.config import validate_production_security
+    from components.operations.config import NodeAuditLoggingConfig, validate_production_security
     from components.workloads.serving.config import ServingConfig
 
     hardened = {
@@ -572,11 +573,20 @@ def test_on_a_cluster_made_elsewhere_the_hardening_settings_are_not_the_stack_s_
                 "cluster.binaryAuthorization",
                 "cluster.rbacSecurityGroup",
                 "cluster.intranodeVisibility",
+                "nodeAuditLogging.enabled",
             ],
         ),
     ):
         problems = Problems()
-        validate_production_security(True, NetworkConfig(), cluster, TpuConfig(), ServingConfig(), problems)
+        validate_production_security(
+            True,
+            NetworkConfig(),
+            cluster,
+            TpuConfig(),
+            ServingConfig(),
+            NodeAuditLoggingConfig(enabled=False),
+            problems,
+        )
         assert [p.key for p in problems.items] == refused
 
 

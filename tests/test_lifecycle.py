@@ -279,6 +279,26 @@ def test_the_mirror_grant_waits_for_the_node_account_and_every_object_for_it():
     assert all(i < grant_wave for i, w in enumerate(waves) for name in w if name in objects)
 
 
+def test_the_node_audit_logging_waits_for_the_way_out_not_for_a_tpu_pool_and_goes_before_its_namespace():
+    """Its images come from Docker Hub (or the mirror): created after the NAT and deleted before it. It waits for no
+    TPU pool (its pods come to the TPU nodes as the pools do), and a destroy deletes the DaemonSet before the
+    namespace, account and configuration its pods use."""
+    run = run_stack(stack="prod")
+    made = ["node-audit-namespace", "node-audit-account", "node-audit-config", "node-audit-logging"]
+    pools = set(tpu_pools(run))
+    assert pools
+    for name in made:
+        assert NAT in closure(run, name), f"{name} may be created before the Cloud NAT"
+        assert not closure(run, name) & pools, f"{name} waits on a TPU pool"
+    wave = {name: i for i, names in enumerate(destroy_waves(run.registrations)) for name in names}
+    assert all(wave[name] < wave[NAT] for name in made)
+    assert all(wave["node-audit-logging"] < wave[name] for name in made[:3])
+    assert (
+        wave["node-audit-account"] < wave["node-audit-namespace"]
+        and wave["node-audit-config"] < wave["node-audit-namespace"]
+    )
+
+
 # --- What the preview says of a changed `up` ------------------------------------------------
 
 

@@ -3,8 +3,8 @@ of a production stack, each refused under the key that fixes it before any resou
 
 import pytest
 
-from components.config_base import ConfigError
-from components.stack import load
+from components.config_base import ConfigError, Problems, parse_object
+from components.stack import StackConfig, load
 from tests.conftest import assert_bad_input, run_stack, stack_values, with_overrides
 from tests.test_gcp_existing_cluster import LAB
 
@@ -210,6 +210,48 @@ OPERATIONS_BAD_INPUTS = [
         "(CIS GKE 4.4.2)",
         id="prod-token-as-a-kubernetes-secret-on-a-cluster-made-elsewhere",
     ),
+    pytest.param(
+        {"nodeAuditLogging.enabled": False},
+        "prod",
+        "nodeAuditLogging.enabled",
+        "is false on a production stack: the nodes' audit logging would not be set up",
+        id="prod-no-node-audit-logging",
+    ),
+    pytest.param(
+        {**LAB, "nodeAuditLogging.enabled": True},
+        "dev",
+        "nodeAuditLogging.enabled",
+        "a cluster made elsewhere (cluster.existing) has its node audit logging deployed by the stack that makes it",
+        id="node-audit-on-existing-cluster",
+    ),
+    pytest.param(
+        {"nodeAuditLogging.image": "docker.io/fluent/fluent-bit:latest"},
+        "prod",
+        "nodeAuditLogging.image",
+        "uses the floating tag 'latest'",
+        id="node-audit-agent-latest",
+    ),
+    pytest.param(
+        {"nodeAuditLogging.enabled": True, "nodeAuditLogging.setupImage": "busybox"},
+        "dev",
+        "nodeAuditLogging.setupImage",
+        "it has no tag, which means latest",
+        id="node-audit-setup-untagged",
+    ),
+    pytest.param(
+        {"queues.namespaces": ["node-audit"], "serving.namespace": "node-audit"},
+        "prod",
+        "queues.namespaces[0]",
+        "'node-audit' is the node audit logging's namespace, which enforces Pod Security's privileged level",
+        id="workloads-in-the-node-audit-namespace",
+    ),
+    pytest.param(
+        {"platform.kueue.namespace": "node-audit"},
+        "prod",
+        "platform.kueue.namespace",
+        "'node-audit' is the node audit logging's namespace",
+        id="kueue-in-the-node-audit-namespace",
+    ),
 ]
 
 
@@ -226,6 +268,8 @@ PROD_IMAGE_SETTINGS = [
     "serving.router.eppImage",
     "serving.image",
     "serving.routingSidecarImage",
+    "nodeAuditLogging.setupImage",
+    "nodeAuditLogging.image",
 ]
 # Those of them that come by their tag: the staging image's default carries its digest (components/workloads/serving).
 PROD_TAG_ONLY = [key for key in PROD_IMAGE_SETTINGS if key != "serving.weightsStaging.image"]
@@ -448,3 +492,33 @@ def test_a_production_stack_may_serve_a_public_model_with_no_token_at_all():
     """4.4.2 asks that a secret the stack has be kept outside the cluster, not that it have one."""
     run = run_stack({"serving.hfTokenSecretVersion": ""}, stack="prod")
     assert [r.type for r in run.registrations if r.name.startswith("hf-token")] == []
+
+
+# --- Node audit logging: on where production, off elsewhere, never on a cluster made elsewhere -------------------
+
+
+@pytest.mark.parametrize(
+    "stack, override, on",
+    [
+        ("prod", {"nodeAuditLogging.enabled": None}, True),  # unset: a production stack deploys it
+        ("prod", {}, True),  # the committed file writes it out
+        ("dev", {}, False),
+        ("saxml", {}, False),
+        ("dev", {"nodeAuditLogging.enabled": True}, True),
+        ("dev", {"production": True, "nodeAuditLogging.enabled": None, **LAB}, False),
+        ("dev", {**LAB}, False),
+    ],
+    ids=["prod-unset", "prod", "dev", "saxml", "dev-turned-on", "production-on-existing-cluster", "lab"],
+)
+def test_node_audit_logging_is_on_for_production_unless_the_cluster_is_made_elsewhere(stack, override, on):
+    """Read off the parsed config (a production stack on a cluster made elsewhere fails other rules)."""
+    problems = Problems()
+    config = parse_object(StackConfig, with_overrides(stack_values(stack), override), "", problems)
+    assert not problems.items
+    assert config.node_audit_logging_on is on
+    keys = [image.key for image in config.stack_images()]
+    assert ("nodeAuditLogging.image" in keys) is on and ("nodeAuditLogging.setupImage" in keys) is on
+
+
+def test_node_audit_images_are_checked_only_where_it_is_deployed():
+    load(with_overrides(stack_values("dev"), {"nodeAuditLogging.image": "fluent-bit"}))

@@ -11,6 +11,7 @@ import pytest
 from components.config_base import ImageReference
 from policy.images import deployed_images
 from tests.conftest import run_stack
+from tools.mock_engine import ProgramRun, Registration
 
 POLICY = "gcp:monitoring/alertPolicy:AlertPolicy"
 CHANNEL = "gcp:monitoring/notificationChannel:NotificationChannel"
@@ -143,3 +144,52 @@ def test_the_mirror_serves_every_image_under_its_registry_and_path(prod_run):
 
 def test_without_a_mirror_each_image_comes_from_its_own_registry(dev_run):
     assert all(image["pull"] == image["source"] for image in dev_run.raw_outputs["images"])
+
+
+# --- Node audit logging (CIS GKE 5.7.2) ---------------------------------------------------------------------------
+
+NODE_AUDIT = "tpu-gke:operations:NodeAuditLogging"
+NODE_AUDIT_OBJECTS = {
+    "kubernetes:core/v1:Namespace": "node-audit-namespace",
+    "kubernetes:core/v1:ServiceAccount": "node-audit-account",
+    "kubernetes:core/v1:ConfigMap": "node-audit-config",
+    "kubernetes:apps/v1:DaemonSet": "node-audit-logging",
+}
+
+
+def node_audit_registrations(run: ProgramRun) -> dict[str, Registration]:
+    """The component's objects by type."""
+    return {r.type: r for r in run.registrations if r.parent == "node-audit-logging" and r.type != NODE_AUDIT}
+
+
+def test_prod_deploys_the_node_audit_logging_on_the_cluster_in_its_own_namespace(prod_run):
+    (component,) = prod_run.of_type(NODE_AUDIT)
+    assert component.name == "node-audit-logging"
+    made = node_audit_registrations(prod_run)
+    assert {kind: r.name for kind, r in made.items()} == NODE_AUDIT_OBJECTS
+    for resource in made.values():
+        assert resource.provider_name == "gke", f"{resource.name} is not applied with the cluster's provider"
+    namespace = made["kubernetes:core/v1:Namespace"]
+    daemonset = made["kubernetes:apps/v1:DaemonSet"]
+    assert namespace.input("metadata.name") == "node-audit"
+    # The one namespace of the stack that enforces privileged (tests/test_pod_security.py holds the others).
+    assert namespace.input("metadata.labels")["pod-security.kubernetes.io/enforce"] == "privileged"
+    # The DaemonSet after its namespace, account and configuration, so its pods find all three.
+    assert {"node-audit-namespace", "node-audit-account", "node-audit-config"} <= set(daemonset.dependencies)
+    for kind in ("kubernetes:core/v1:ServiceAccount", "kubernetes:core/v1:ConfigMap"):
+        assert "node-audit-namespace" in made[kind].dependencies
+    env = {e["name"]: e.get("value") for e in daemonset.input("spec.template.spec.containers.0.env")}
+    assert (env["CLUSTER_NAME"], env["CLUSTER_LOCATION"]) == ("qwen-prod-cluster", "us-central1")
+    assert made["kubernetes:core/v1:ServiceAccount"].input("automountServiceAccountToken") is False
+
+
+def test_no_node_audit_logging_where_it_is_off(dev_run):
+    assert not dev_run.of_type(NODE_AUDIT) and not node_audit_registrations(dev_run)
+    assert not [i for i in dev_run.raw_outputs["images"] if i["setting"].startswith("nodeAuditLogging.")]
+
+
+def test_a_stack_that_is_not_production_may_turn_it_on():
+    run = run_stack({"nodeAuditLogging.enabled": True})
+    assert {r.name for r in node_audit_registrations(run).values()} == set(NODE_AUDIT_OBJECTS.values())
+    settings = [i["setting"] for i in run.raw_outputs["images"]]
+    assert settings[-2:] == ["nodeAuditLogging.setupImage", "nodeAuditLogging.image"]

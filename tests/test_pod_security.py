@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from components.operations import benchmark
+from components.operations.config import NODE_AUDIT_NAMESPACE
 from components.stack import load_pulumi_values
 from tests import pod_security
 from tests.chart_pods import CHART_PODS, with_gke_sidecars
@@ -29,7 +30,7 @@ from tools.render import kubernetes_objects
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
 LABEL = "pod-security.kubernetes.io/"
 RELEASE = "kubernetes:helm.sh/v3:Release"
-BASELINE, RESTRICTED = pod_security.BASELINE, pod_security.RESTRICTED
+BASELINE, RESTRICTED, PRIVILEGED = pod_security.BASELINE, pod_security.RESTRICTED, pod_security.PRIVILEGED
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,9 @@ def test_every_namespace_the_stack_makes_enforces_a_level_pinned_to_the_clusters
             f"{LABEL}audit": RESTRICTED,
             f"{LABEL}audit-version": "latest",
         }, name
-        assert labels[f"{LABEL}enforce"] in pod_security.LEVELS, name
+        # Privileged only where the node audit logging's DaemonSet runs, and there it must be.
+        level = labels[f"{LABEL}enforce"]
+        assert level == PRIVILEGED if name == NODE_AUDIT_NAMESPACE else level in pod_security.LEVELS, (name, level)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -172,13 +175,29 @@ def test_every_pod_meets_the_level_its_namespace_enforces(stack: str) -> None:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_each_namespace_enforces_the_strictest_level_its_pods_meet(stack: str) -> None:
-    """restricted wherever every pod meets it: a baseline namespace holds a pod restricted would refuse."""
+    """restricted wherever every pod meets it: a baseline namespace holds a pod restricted would refuse, and a
+    privileged one a pod baseline would refuse (and nothing but the node audit logging's pods)."""
     view = stack_pods(stack)
-    for namespace in (n for n in view.namespaces if enforced(view, n) == BASELINE):
+    for namespace, level, stricter in (
+        (n, level, stricter)
+        for level, stricter in ((BASELINE, RESTRICTED), (PRIVILEGED, BASELINE))
+        for n in view.namespaces
+        if enforced(view, n) == level
+    ):
         pods = [p for p in view.pods if p.namespace == namespace]
-        assert any(pod_security.violations(RESTRICTED, p.metadata, p.spec) for p in pods), (
-            f"every pod of {namespace} meets restricted: enforce it ({[p.owner for p in pods]})"
+        assert any(pod_security.violations(stricter, p.metadata, p.spec) for p in pods), (
+            f"every pod of {namespace} meets {stricter}: enforce it ({[p.owner for p in pods]})"
         )
+        if level == PRIVILEGED:
+            assert {p.owner.split(" spec")[0] for p in pods} == {f"DaemonSet {namespace}/node-audit-logging"}, pods
+
+
+def test_the_production_stack_holds_the_privileged_namespace_of_the_node_audit_logging_alone() -> None:
+    """What the privileged half of the test above runs over (the other stacks deploy no node audit logging)."""
+    prod = stack_pods("prod")
+    assert [n for n in prod.namespaces if enforced(prod, n) == PRIVILEGED] == [NODE_AUDIT_NAMESPACE]
+    for stack in ("dev", "saxml"):
+        assert NODE_AUDIT_NAMESPACE not in stack_pods(stack).namespaces
 
 
 def test_the_stacks_hold_both_levels_and_each_kind_of_pod() -> None:
@@ -230,6 +249,7 @@ def _first_container(change: Callable[[dict[str, Any]], Any]) -> Callable[[dict[
 MANAGER = "Deployment slice-controller-system/slice-controller-controller-manager"
 DECODE = "LeaderWorkerSet llm-d-pd-disaggregation/vllm-decode spec.leaderWorkerTemplate.leaderTemplate"
 STAGING = "Job llm-d-pd-disaggregation/stage-model-weights"
+NODE_AUDIT = f"DaemonSet {NODE_AUDIT_NAMESPACE}/node-audit-logging"
 
 # (stack, breakage, the pod that must then be refused, the control it breaks)
 STACK_BROKEN: list[tuple[str, Callable[[StackPods], None], str, str]] = [
@@ -241,6 +261,8 @@ STACK_BROKEN: list[tuple[str, Callable[[StackPods], None], str, str]] = [
     ("dev", _enforce("llm-d-pd-disaggregation", RESTRICTED), DECODE, "Running as Non-root"),
     ("saxml", _enforce("sax", RESTRICTED), "Deployment sax/sax-admin-server", "Running as Non-root"),
     ("saxml", _spec("Helm release jobset", lambda s: s.update(hostPID=True)), "Helm release jobset", "Host Namespaces"),
+    ("prod", _enforce(NODE_AUDIT_NAMESPACE, BASELINE), NODE_AUDIT, "Privileged Containers"),
+    ("prod", _enforce(NODE_AUDIT_NAMESPACE, BASELINE), NODE_AUDIT, "HostPath Volumes"),
 ]  # fmt: skip
 
 

@@ -417,6 +417,7 @@ BROKEN = [
     ("rbac-no-privileged-bindings", "prod", binding_subject("system:authenticated"), {}, "kueue-metrics-clusterrolebinding", "4.1.10"),
     ("namespaces-enforce-pod-security", "dev", enforce_label("llm-d-pd-disaggregation", ":Namespace", None), {}, "llm-d-pd-disaggregation", "4.2.1"),
     ("namespaces-enforce-pod-security", "prod", enforce_label("lws-system", ":NamespacePatch", "privileged"), {}, "lws-system", "4.2.1"),
+    ("namespaces-enforce-pod-security", "prod", enforce_label("node-audit-namespace", ":Namespace", "baseline"), {}, "node-audit", "4.2.1"),
     ("namespaces-enforce-pod-security", "saxml", enforce_label("sax", ":Namespace", "restricted-ish"), {}, "sax", "4.2.1"),
     ("namespaces-enforce-pod-security", "dev", setting("kueue", "createNamespace", True, ":Release"), {}, "kueue", "4.2.1"),
     ("namespaces-enforce-pod-security", "dev", adding(UNLABELLED_NAMESPACES), {}, "team-c in team-namespaces", "4.2.1"),

@@ -78,7 +78,10 @@ def test_cli_writes_the_files_and_a_summary(tmp_path, capsys):
     assert "16 x 2x2x2, 1 x 4x4x8" in printed
     # The order of `up` and of `destroy`, as graph.txt holds it.
     graph = (tmp_path / "dev" / "graph.txt").read_text()
-    assert "create 1: cloudresourcemanager, compute, container, iam, monitoring, networkservices, storage" in printed
+    assert (
+        "create 1: cloudresourcemanager, compute, container, iam, logging, monitoring, networkservices, storage"
+        in printed
+    )
     assert all(f"  {line}" in printed for line in graph.splitlines() if line)
 
 

@@ -50,6 +50,7 @@ API_TITLES = {
     "compute.googleapis.com": "Compute Engine API",
     "container.googleapis.com": "Kubernetes Engine API",
     "iam.googleapis.com": "Identity and Access Management (IAM) API",
+    "logging.googleapis.com": "Cloud Logging API",
     "monitoring.googleapis.com": "Cloud Monitoring API",
     "networkservices.googleapis.com": "Network Services API",
     "secretmanager.googleapis.com": "Secret Manager API",

@@ -15,6 +15,9 @@ STORAGE_API = "storage.googleapis.com"
 MONITORING_API = (
     "monitoring.googleapis.com"  # GKE's system metrics and managed Prometheus write there; the alert policies
 )
+# GKE's system and workload logs are written there, and the nodes' audit records (nodeAuditLogging): an API no
+# call of the stack goes through, enabled so that what the nodes write is not refused.
+LOGGING_API = "logging.googleapis.com"
 # What a stack that makes its own network and cluster needs, in the order they are listed to a reader.
 REQUIRED_APIS = (
     CONTAINER_API,
@@ -24,6 +27,7 @@ REQUIRED_APIS = (
     "networkservices.googleapis.com",
     STORAGE_API,
     MONITORING_API,
+    LOGGING_API,
 )
 # A cluster that enforces Binary Authorization's policy (cluster.binaryAuthorization) needs this API on first
 # (Binary Authorization's "Enable enforcement on an existing cluster" and "Create a cluster" guides list enabling it

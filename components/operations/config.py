@@ -1,6 +1,7 @@
 """Operating a stack: the `alerts` block (Cloud Monitoring alert policies), the `dashboards` block and
-their builder input, what a stack marked production must have on, the TPU upgrade policy of every stack
-that serves, and the supply chain: every image the stack runs, the setting that pins each, and the digest rule.
+their builder input, the `nodeAuditLogging` block (the nodes' Linux audit records in Cloud Logging) and its
+builder input, what a stack marked production must have on, the TPU upgrade policy of every stack that serves,
+and the supply chain: every image the stack runs, the setting that pins each, and the digest rule.
 
 The rules read several blocks (cluster, tpu, platform, alerts, the workloads, images), so they live
 here, above the blocks they read, and the stack runs them with the others.
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from components.config_base import ImageReference, Problems, mirrored_image, setting
+from components.config_base import ImageReference, Problems, image_pin_problem, mirrored_image, setting
 from components.gcp.config import (
     BINARY_AUTHORIZATION_ENFORCED,
     RBAC_SECURITY_GROUP_NAME,
@@ -75,6 +76,36 @@ class DashboardsConfig:
         "Cloud Monitoring dashboards of the stack (serving, router, TPU, Kueue; Saxml on a Saxml stack) and the "
         "metric scrapes they read; stack output `dashboards` links each. None on a cluster made elsewhere "
         "(cluster.existing): the stack that makes that cluster makes them.",
+    )
+
+
+# The node audit logging's two images (manifests/operations/node-audit-logging.yaml says where each is listed):
+# Fluent Bit, which ships the records, and BusyBox, whose chroot starts the node's audit setup.
+NODE_AUDIT_AGENT_IMAGE = "docker.io/fluent/fluent-bit:5.1.1"
+NODE_AUDIT_SETUP_IMAGE = "docker.io/library/busybox:1.37.0"
+# Its namespace, which holds nothing else: the one that enforces Pod Security's privileged level (components/platform/
+# config.py, NODE_AGENTS_POD_SECURITY).
+NODE_AUDIT_NAMESPACE = "node-audit"
+
+
+@dataclass(frozen=True)
+class NodeAuditLoggingConfig:
+    enabled: bool | None = setting(
+        None,
+        "On every Container-Optimized OS node, set up the node's audit logging (its systemd unit cloud-audit-setup) and "
+        "ship its Linux audit records to Cloud Logging, log `linux-auditd` of resource type k8s_node (a DaemonSet in "
+        "namespace node-audit; CIS GKE 5.7.2). Unset: on for a production stack, off elsewhere; a production stack "
+        "refuses false. Not on a cluster made elsewhere (cluster.existing): the stack that makes that cluster deploys it.",
+    )
+    image: str = setting(
+        NODE_AUDIT_AGENT_IMAGE,
+        "Fluent Bit image that reads the audit records from each node's journal and writes them to Cloud Logging "
+        "(release tag or digest).",
+    )
+    setup_image: str = setting(
+        NODE_AUDIT_SETUP_IMAGE,
+        "Image of the init container that runs `chroot /host systemctl start cloud-audit-setup` on each node: it needs "
+        "a `chroot` (release tag or digest).",
     )
 
 
@@ -142,6 +173,68 @@ class DashboardsInput:
     serving_guide: str  # the llm-d.ai/guide label of the serving leaders
     slice_namespace: str | None  # the namespace of the slice workloads (TPU7x); None: no TPU dashboard of ours
     saxml_namespace: str | None
+
+
+@dataclass(frozen=True)
+class NodeAuditInput:
+    """What the node audit logging's objects are built from: the block, resolved against the stack."""
+
+    namespace: str
+    cluster_name: str  # the k8s_node resource's cluster_name
+    location: str  # the cluster's region: the k8s_node resource's location
+    image: str  # as the nodes pull it (images.mirror applied)
+    setup_image: str
+
+
+def node_audit_logging_on(node_audit: NodeAuditLoggingConfig, cluster: ClusterConfig, production: bool) -> bool:
+    """Whether the stack deploys the node audit logging: as set, else on a production stack; never on a cluster made
+    elsewhere, whose own stack deploys it."""
+    if cluster.existing.enabled:
+        return False
+    return production if node_audit.enabled is None else node_audit.enabled
+
+
+def node_audit_input(
+    node_audit: NodeAuditLoggingConfig, cluster: ClusterConfig, region: str, mirror: str
+) -> NodeAuditInput:
+    return NodeAuditInput(
+        namespace=NODE_AUDIT_NAMESPACE,
+        cluster_name=cluster.name,
+        location=region,
+        image=mirrored_image(node_audit.image, mirror),
+        setup_image=mirrored_image(node_audit.setup_image, mirror),
+    )
+
+
+def validate_node_audit_logging(
+    node_audit: NodeAuditLoggingConfig, cluster: ClusterConfig, production: bool, problems: Problems
+) -> None:
+    if cluster.existing.enabled and node_audit.enabled:
+        problems.add(
+            "nodeAuditLogging.enabled",
+            "a cluster made elsewhere (cluster.existing) has its node audit logging deployed by the stack that makes it",
+            "leave it unset, or let this stack make the cluster",
+        )
+    if not node_audit_logging_on(node_audit, cluster, production):
+        return
+    for key, image in (("image", node_audit.image), ("setupImage", node_audit.setup_image)):
+        if problem := image_pin_problem(image):
+            problems.add(f"nodeAuditLogging.{key}", problem, "pin a release tag (x.y.z) or @sha256:<digest>")
+
+
+def validate_node_audit_namespace(on: bool, other_namespaces: list[tuple[str, str]], problems: Problems) -> None:
+    """The node audit logging's namespace enforces privileged: no other namespace of the stack (``(key, namespace)``:
+    the workloads', the controllers') may be it, or its pods would be admitted there too."""
+    if not on:
+        return
+    for key, namespace in other_namespaces:
+        if namespace == NODE_AUDIT_NAMESPACE:
+            problems.add(
+                key,
+                f"{namespace!r} is the node audit logging's namespace, which enforces Pod Security's privileged level "
+                "for its DaemonSet alone",
+                "use another namespace",
+            )
 
 
 def validate_alerts(alerts: AlertsConfig, cluster: ClusterConfig, production: bool, problems: Problems) -> None:
@@ -313,6 +406,7 @@ def validate_production_security(
     cluster: ClusterConfig,
     tpu: TpuConfig,
     serving: ServingConfig,
+    node_audit: NodeAuditLoggingConfig,
     problems: Problems,
 ) -> None:
     """The CIS GKE Benchmark controls a production stack must meet through its config (docs/security.md's
@@ -389,6 +483,13 @@ def validate_production_security(
             "logs and firewall rules would not see it (CIS GKE 5.6.1)",
             "set it true; on a running cluster, in the maintenance window: GKE restarts every node to apply it",
         )
+    if node_audit.enabled is False:
+        problems.add(
+            "nodeAuditLogging.enabled",
+            "is false on a production stack: the nodes' audit logging would not be set up and no record of their "
+            "login attempts and binary executions would reach Cloud Logging (CIS GKE 5.7.2)",
+            "remove the line (a production stack deploys it unless told otherwise) or set it true",
+        )
 
 
 def boot_hardening_warnings(production: bool, cluster: ClusterConfig, tpu: TpuConfig) -> list[str]:
@@ -445,7 +546,12 @@ CONTROLLERS = {"jobset": "JobSet", "kueue": "Kueue", "leaderWorkerSet": "LeaderW
 
 
 def stack_images(
-    tpu: TpuConfig, platform: PlatformConfig, checks: ChecksConfig, serving: ServingConfig, saxml: SaxmlConfig
+    tpu: TpuConfig,
+    platform: PlatformConfig,
+    checks: ChecksConfig,
+    serving: ServingConfig,
+    saxml: SaxmlConfig,
+    node_audit: NodeAuditLoggingConfig | None,
 ) -> list[StackImage]:
     """Every image the stack's objects and Helm releases run, in the order of the deployment. Held equal to the
     images of the render (tests/test_stack.py), so nothing the stack pulls is missing from the mirror."""
@@ -471,6 +577,11 @@ def stack_images(
             StackImage("saxml.adminImage", saxml.admin_image, "the Saxml admin server"),
             StackImage("saxml.modelServerImage", saxml.model_server_image, "the Saxml model servers"),
             StackImage("saxml.httpImage", saxml.http_image, "the Saxml HTTP server"),
+        ]
+    if node_audit is not None:  # None: the stack deploys no node audit logging
+        used += [
+            StackImage("nodeAuditLogging.setupImage", node_audit.setup_image, "the node audit setup (init container)"),
+            StackImage("nodeAuditLogging.image", node_audit.image, "the node audit log agent"),
         ]
     return used
 

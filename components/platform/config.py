@@ -376,9 +376,15 @@ def kueue_input(queues: QueuesConfig, tpu: TpuConfig) -> KueueInput:
 
 # The levels of the Pod Security Standards a namespace may enforce here, the weaker first
 # (https://kubernetes.io/docs/concepts/security/pod-security-standards/): the benchmark asks for baseline or
-# stricter, so never privileged.
+# stricter, so never privileged, but for the node agents' namespaces below.
 BASELINE, RESTRICTED = "baseline", "restricted"
 POD_SECURITY_LEVELS = (BASELINE, RESTRICTED)
+# The one exception: the namespace of a node agent whose pods must act on their node, the node audit logging's
+# (CIS GKE 5.7.2, manifests/operations/node-audit-logging.yaml), enforces privileged, the level that admits its
+# privileged setup container and the node's PID namespace, network and host paths its pods use (baseline refuses
+# each). Nothing else runs there, and the stack makes no other privileged namespace (policy/namespaces.py).
+PRIVILEGED = "privileged"
+NODE_AGENTS_POD_SECURITY = PRIVILEGED
 # What each namespace the stack makes enforces: the strictest level every pod created in it meets
 # (tests/test_pod_security.py holds both halves: every pod meets it, and a baseline namespace holds a pod that
 # restricted would refuse).
@@ -451,10 +457,13 @@ def namespaces_input(
     cluster: ClusterConfig,
     dynamic_slicing: bool,
     other_workload_namespaces: Sequence[str],
+    node_agent_namespaces: Sequence[str],
 ) -> NamespacesInput:
     """The controllers' namespaces (those of the releases this stack installs), the workload namespaces of the
-    queues (with dynamic slicing) and ``other_workload_namespaces`` (the Saxml cell's)."""
+    queues (with dynamic slicing) and ``other_workload_namespaces`` (the Saxml cell's), and ``node_agent_namespaces``
+    (the node audit logging's, where it is on)."""
     levels = dict.fromkeys(release_namespaces(platform, dynamic_slicing).values(), CONTROLLERS_POD_SECURITY)
     workloads = [*(queues.namespaces if dynamic_slicing else []), *other_workload_namespaces]
     levels |= dict.fromkeys(workloads, WORKLOADS_POD_SECURITY)
+    levels |= dict.fromkeys(node_agent_namespaces, NODE_AGENTS_POD_SECURITY)
     return NamespacesInput(pod_security_version(cluster), tuple(levels.items()))

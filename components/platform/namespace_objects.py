@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from components.manifests import load_document
-from components.platform.config import POD_SECURITY_LEVELS, NamespacesInput
+from components.platform.config import NODE_AGENTS_POD_SECURITY, POD_SECURITY_LEVELS, NamespacesInput
 
 NAMESPACE_FILE = "namespaces/namespace.yaml"
 # https://kubernetes.io/docs/concepts/security/pod-security-admission/, "Pod Security Admission labels for namespaces"
@@ -24,7 +24,7 @@ def namespace_objects(spec: NamespacesInput) -> dict[str, dict[str, Any]]:
 
 
 def namespace_object(name: str, level: str, version: str) -> dict[str, Any]:
-    if level not in POD_SECURITY_LEVELS:
+    if level not in (*POD_SECURITY_LEVELS, NODE_AGENTS_POD_SECURITY):
         raise ValueError(f"{level!r} is not a Pod Security level a namespace of the stack may enforce")
     namespace = load_document(NAMESPACE_FILE)
     namespace["metadata"]["name"] = name

@@ -20,7 +20,6 @@ argument reaches vLLM as one argv element and JSON values need no quoting.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -279,10 +278,7 @@ def staging_files() -> dict[str, str]:
 
 def staging_files_digest(files: dict[str, str]) -> str:
     """One sha256 over every file (name and content), for the pod template's annotation."""
-    hasher = hashlib.sha256()
-    for name in sorted(files):
-        hasher.update(f"{name}\0{len(files[name].encode())}\0".encode() + files[name].encode())
-    return hasher.hexdigest()
+    return manifests.files_digest(files)
 
 
 def staging_script_configmap(namespace: str) -> dict[str, Any]:

@@ -1,0 +1,56 @@
+"""The node audit logging: a DaemonSet that sets up each node's audit logging and ships its Linux audit records to
+Cloud Logging (CIS GKE 5.7.2), with its namespace, service account and configuration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.operations.node_audit_objects import NodeAuditObjects
+from components.resources import owned
+
+
+@dataclass(frozen=True)
+class NodeAuditLoggingArgs:
+    objects: NodeAuditObjects
+    namespace_object: dict[str, Any]  # its Namespace, with its Pod Security labels (privileged)
+    provider: k8s.Provider  # waits for the system pool (and the mirror's read grant): nothing else is needed
+
+
+class NodeAuditLogging(pulumi.ComponentResource):
+    """Pulumi waits for the DaemonSet's rollout: a pod ready on every node that matches (up to 10 minutes,
+    pulumi-kubernetes' DaemonSet awaiter). A node whose setup fails (no cloud-audit-setup unit) or whose writes
+    Cloud Logging refuses (Fluent Bit's health check) keeps its pod unready, and the `up` fails there."""
+
+    def __init__(self, name: str, args: NodeAuditLoggingArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-gke:operations:NodeAuditLogging", name, None, opts)
+        objects = args.objects
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        # Labelled before anything is made in it, and deleted after.
+        namespace = k8s.core.v1.Namespace(
+            "node-audit-namespace", metadata=owned(args.namespace_object["metadata"]), opts=on_cluster
+        )
+        in_namespace = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[namespace]))
+        account = k8s.core.v1.ServiceAccount(
+            "node-audit-account",
+            metadata=owned(objects.service_account["metadata"]),
+            automount_service_account_token=objects.service_account.get("automountServiceAccountToken"),
+            opts=in_namespace,
+        )
+        config = k8s.core.v1.ConfigMap(
+            "node-audit-config",
+            metadata=owned(objects.config["metadata"]),
+            data=objects.config["data"],
+            opts=in_namespace,
+        )
+        daemonset = k8s.apps.v1.DaemonSet(
+            "node-audit-logging",
+            metadata=owned(objects.daemonset["metadata"]),
+            spec=objects.daemonset["spec"],
+            opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[account, config])),
+        )
+        self.daemonset_name = daemonset.metadata.name
+        self.register_outputs({"daemonset": self.daemonset_name})

@@ -1,0 +1,57 @@
+"""The node audit logging as plain data (no Pulumi imports): its service account, the agent's configuration and
+the DaemonSet, from manifests/operations/node-audit-logging.yaml (which says what each does, and where every fact of
+it comes from). Its namespace, labelled for Pod Security (privileged), is one of the stack's namespaces
+(components/platform/namespace_objects.py).
+
+The overlay sets what varies by stack: the namespace, the two images (through images.mirror), the cluster's name
+and location the agent writes its entries under, and a digest of the agent's configuration on the pod template, so
+a new configuration rolls the pods (Fluent Bit reads it at start only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from components import manifests
+from components.operations.config import NodeAuditInput
+
+NODE_AUDIT_FILE = "operations/node-audit-logging.yaml"
+SETUP_CONTAINER = "audit-setup"
+AGENT_CONTAINER = "fluent-bit"
+CONFIG_DIGEST_ANNOTATION = "node-audit-logging/config-sha256"
+
+
+@dataclass(frozen=True)
+class NodeAuditObjects:
+    service_account: dict[str, Any]
+    config: dict[str, Any]  # the ConfigMap of the agent's configuration
+    daemonset: dict[str, Any]
+
+    @property
+    def manifests(self) -> list[dict[str, Any]]:
+        """Every object, in the order they are applied (after their namespace)."""
+        return [self.service_account, self.config, self.daemonset]
+
+
+def node_audit_objects(spec: NodeAuditInput) -> NodeAuditObjects:
+    documents = manifests.load_documents(NODE_AUDIT_FILE)
+    for document in documents:
+        document["metadata"]["namespace"] = spec.namespace
+    config = manifests.by_kind(documents, "ConfigMap")
+    daemonset = manifests.by_kind(documents, "DaemonSet")
+    template = daemonset["spec"]["template"]
+    template["metadata"].setdefault("annotations", {})[CONFIG_DIGEST_ANNOTATION] = manifests.files_digest(
+        config["data"]
+    )
+    pod = template["spec"]
+    manifests.container(pod, SETUP_CONTAINER, key="initContainers")["image"] = spec.setup_image
+    agent = manifests.container(pod, AGENT_CONTAINER)
+    agent["image"] = spec.image
+    manifests.set_env(agent, "CLUSTER_NAME", spec.cluster_name)
+    manifests.set_env(agent, "CLUSTER_LOCATION", spec.location)
+    return NodeAuditObjects(
+        service_account=manifests.by_kind(documents, "ServiceAccount"),
+        config=config,
+        daemonset=daemonset,
+    )
