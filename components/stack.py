@@ -62,7 +62,8 @@ class StackConfig:
         "A production stack: preview refuses it unless every protection is on (cluster deletion protection, "
         "protected TPU pools, a maintenance window, 2+ system nodes per zone, 2+ Kueue, slice-controller and "
         "endpoint-picker replicas, private nodes, no public IP endpoint open to every address, every image pinned "
-        "by digest unless images.requireDigests is false).",
+        "by digest unless images.requireDigests is false) and the CIS GKE controls held in production (flow logs, "
+        "a Cloud KMS key for Secrets, Binary Authorization, Google Groups for RBAC, intranode visibility).",
     )
     region: str = setting("us-central1", "Region of the cluster, network and workload policy.")
     network: gcp_config.NetworkConfig = setting(gcp_config.NetworkConfig(), "VPC and subnets.")
@@ -434,6 +435,7 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
         }
     if not cluster.existing.enabled:
         facts["isolation"] = isolation_facts(config)
+        facts["hardening"] = hardening_facts(config.cluster)
     if namespaces := workload_namespaces(config):
         facts[DEFAULT_DENY_FACT] = sorted(namespaces)
     return facts
@@ -472,6 +474,27 @@ def isolation_before_private_clusters(pools: Iterable[str]) -> dict[str, Any]:
         "ipEndpoint": "public",
         "authorizedNetworks": [],
     }
+
+
+def hardening_facts(cluster: gcp_config.ClusterConfig) -> dict[str, Any]:
+    """The cluster's CIS GKE settings a production stack requires: each changes in place (components/gcp/cluster.py),
+    and what GKE then does to running pods or nodes is felt, so the preview says it."""
+    return {
+        "binaryAuthorization": cluster.binary_authorization,
+        "rbacSecurityGroup": cluster.rbac_security_group,
+        "intranodeVisibility": cluster.intranode_visibility,
+    }
+
+
+# What the program made before these settings existed: a cluster that never asked for Binary Authorization's
+# enforcement or a group of RBAC, each off until asked for (https://cloud.google.com/binary-authorization/docs/
+# enable-cluster turns enforcement on for an existing cluster), nor for intranode visibility, which GKE leaves off
+# on Standard clusters (https://cloud.google.com/kubernetes-engine/docs/how-to/intranode-visibility).
+HARDENING_BEFORE_SETTINGS: dict[str, Any] = {
+    "binaryAuthorization": gcp_config.BINARY_AUTHORIZATION_OFF,
+    "rbacSecurityGroup": "",
+    "intranodeVisibility": False,
+}
 
 
 def previous_lifecycle(outputs: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -571,6 +594,13 @@ def review_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any
         isolation_before = previous.get("isolation") or isolation_before_private_clusters(before_pools or after_pools)
         in_place, isolation_by_hand = _review_isolation(isolation_before, current["isolation"], current["cluster"])
         by_hand += isolation_by_hand
+    if "hardening" in current:
+        hardening_before = previous.get("hardening") or HARDENING_BEFORE_SETTINGS
+        hardening_in_place, hardening_by_hand = _review_hardening(
+            hardening_before, current["hardening"], current["cluster"]
+        )
+        in_place += hardening_in_place
+        by_hand += hardening_by_hand
     denied_before = set(previous.get(DEFAULT_DENY_FACT) or [])
     if newly_denied := [n for n in current.get(DEFAULT_DENY_FACT) or [] if n not in denied_before]:
         in_place.append(
@@ -581,6 +611,71 @@ def review_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any
             "(docs/security.md, Network policies)"
         )
     return ChangeReview(refused, replaced, by_hand, in_place)
+
+
+def _review_hardening(
+    before: Mapping[str, Any], after: Mapping[str, Any], cluster: Mapping[str, Any]
+) -> tuple[list[str], list[str]]:
+    """(what changes in place, what is left to do by hand) when a CIS GKE setting of the cluster changes.
+
+    Intranode visibility turned on for a running cluster restarts its control plane and nodes: gcloud's help of
+    --enable-intra-node-visibility (google-cloud-sdk 578.0.0, lib/googlecloudsdk/command_lib/container/flags.py,
+    read in the google-cloud-sdk-unofficial/google-cloud-sdk mirror at v578.0.0); nothing read here says what turning
+    it off restarts. gcloud turns Google Groups for RBAC on only: every --security-group sends enabled=True
+    (lib/googlecloudsdk/api_lib/container/api_adapter.py, same release), so turning it off is an API call.
+    """
+    in_place: list[str] = []
+    by_hand: list[str] = []
+    if before.get("intranodeVisibility", False) != after["intranodeVisibility"]:
+        if after["intranodeVisibility"]:
+            in_place.append(
+                "cluster.intranodeVisibility: turned on IN PLACE (the cluster is updated, not replaced), and GKE "
+                "restarts the control plane and every node to apply it (gcloud's help of --enable-intra-node-"
+                "visibility): the controllers restart, and each TPU pool loses every slice of its cube at once, the "
+                "serving groups on it reloading the model. Make this `up` in the maintenance window"
+            )
+        else:
+            in_place.append(
+                "cluster.intranodeVisibility: turned off IN PLACE (the cluster is updated, not replaced); what GKE "
+                "restarts to apply it is not documented in a source this program could read: plan for what turning "
+                "it on does, the control plane and every node restarted, in the maintenance window"
+            )
+    mode_before = before.get("binaryAuthorization", gcp_config.BINARY_AUTHORIZATION_OFF)
+    mode_after = after["binaryAuthorization"]
+    if mode_before != mode_after:
+        if mode_after == gcp_config.BINARY_AUTHORIZATION_ENFORCED:
+            in_place.append(
+                "cluster.binaryAuthorization: the cluster enforces the project's Binary Authorization policy, in place "
+                "(its API enabled first). Running pods keep running; every pod created after it (a rollout, a pod "
+                "moved by a node upgrade or repair, the next slice check) is admitted only if the policy allows its "
+                "images: read the policy first, `gcloud container binauthz policy export`"
+            )
+        else:
+            in_place.append(
+                "cluster.binaryAuthorization: the cluster no longer enforces the project's Binary Authorization policy, "
+                "in place: every image is admitted again"
+            )
+    group_before, group_after = before.get("rbacSecurityGroup", ""), after["rbacSecurityGroup"]
+    if group_before != group_after:
+        if group_after and not group_before:
+            in_place.append(
+                f"cluster.rbacSecurityGroup: Google Groups for RBAC is turned on with {group_after}, in place: a "
+                "RoleBinding that names a group nested in it grants the group's members its role"
+            )
+        elif group_after:
+            in_place.append(
+                f"cluster.rbacSecurityGroup: GKE reads the groups of RBAC from {group_after} instead of "
+                f"{group_before}, in place: bindings to groups nested only in {group_before} stop granting"
+            )
+        else:
+            by_hand.append(
+                "cluster.rbacSecurityGroup: the group is now empty, but the provider reads a missing "
+                f"authenticator_groups_config as GKE's, so GKE keeps reading the groups of RBAC from {group_before}. "
+                "gcloud only sets a group (--security-group); to turn the feature off, update the cluster through "
+                f"GKE's API: clusters.update of projects/<project>/locations/{cluster['region']}/clusters/"
+                f'{cluster["name"]} with {{"update": {{"desiredAuthenticatorGroupsConfig": {{"enabled": false}}}}}}'
+            )
+    return in_place, by_hand
 
 
 def _review_isolation(

@@ -18,6 +18,7 @@ from components.gcp.config import ControlPlaneConfig
 from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.gcp.network import NatArgs, Network, NetworkArgs
 from components.gcp.project_services import (
+    BINARY_AUTHORIZATION_API,
     CONTAINER_API,
     IAM_API,
     REQUIRED_APIS,
@@ -59,7 +60,8 @@ def project_apis(stack: Stack) -> tuple[str, ...]:
     of what the stack still makes there: none for the integration lab, which makes nothing in Google Cloud."""
     config = stack.config
     if not config.cluster.existing.enabled:
-        return REQUIRED_APIS
+        # A cluster that enforces Binary Authorization's policy has that API on first (project_services.py).
+        return REQUIRED_APIS + ((BINARY_AUTHORIZATION_API,) if config.cluster.binary_authorization_enforced else ())
     needed: set[str] = set()
     if stack.serving is not None:
         bucket = config.serving.weights_bucket
@@ -129,6 +131,9 @@ def cluster_args(stack: Stack, network: Network, services: ProjectServices) -> C
         control_plane=control_plane_args(cluster.control_plane),
         egress=network.egress,
         secrets_encryption_key=cluster.secrets_encryption_key,
+        binary_authorization=cluster.binary_authorization,
+        rbac_security_group=cluster.rbac_security_group,
+        intranode_visibility=cluster.intranode_visibility,
         container_api=services.api(CONTAINER_API),
         image_mirror=config.images.mirror_repository,
     )

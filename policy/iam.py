@@ -38,3 +38,42 @@ def _policy_roles(policy_data: Any) -> list[str]:
     document = json.loads(policy_data) if isinstance(policy_data, str) else policy_data
     bindings = document.get("bindings", []) if isinstance(document, Mapping) else []
     return [str(b.get("role", "")) for b in bindings if isinstance(b, Mapping)]
+
+
+# Artifact Registry's one read-only predefined role: every other roles/artifactregistry.* role uploads, deletes or
+# administers artifacts or repositories (docs.cloud.google.com/iam/docs/roles-permissions/artifactregistry, read
+# 2026-12). An allow-list, so a role added upstream later is refused until someone reads what it does.
+REGISTRY_READ_ROLE = "roles/artifactregistry.reader"
+REGISTRY_ROLE_PREFIX = "roles/artifactregistry."
+REPOSITORY_IAM_MEMBER = "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember"
+REPOSITORY_IAM_BINDING = "gcp:artifactregistry/repositoryIamBinding:RepositoryIamBinding"
+REPOSITORY_IAM_POLICY = "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy"
+_GRANT_TYPES = {
+    PROJECT_IAM_MEMBER: "project",
+    PROJECT_IAM_BINDING: "project",
+    PROJECT_IAM_POLICY: "project",
+    REPOSITORY_IAM_MEMBER: "repository",
+    REPOSITORY_IAM_BINDING: "repository",
+    REPOSITORY_IAM_POLICY: "repository",
+}
+
+
+def registry_role_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
+    """Every Artifact Registry role the program grants, on a project or on a repository, is the reader's."""
+    scope = _GRANT_TYPES.get(resource_type)
+    if scope is None:
+        return []
+    if resource_type in (PROJECT_IAM_POLICY, REPOSITORY_IAM_POLICY):
+        try:
+            roles = _policy_roles(get(props, "policyData", "", owner=name))
+        except ValueError:
+            return [f"{name} has a policyData that is not a JSON policy document, so its roles cannot be checked"]
+    else:
+        roles = [get(props, "role", "", owner=name)]
+    where = props.get("repository") if scope == "repository" else props.get("project")
+    return [
+        f"{name} grants {role} on {scope} {where or 'of the provider'}: access to image repositories is read-only "
+        f"(CIS GKE 5.1.3); grant {REGISTRY_READ_ROLE}"
+        for role in roles
+        if str(role).startswith(REGISTRY_ROLE_PREFIX) and role != REGISTRY_READ_ROLE
+    ]

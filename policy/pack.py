@@ -22,11 +22,12 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
+from policy.boundaries import namespace_problems
 from policy.buckets import bucket_problems, old_version_problems
 from policy.charts import chart_problems
 from policy.endpoints import OPT_IN, public_endpoint_problems
 from policy.gke import cluster_problems, node_pool_problems
-from policy.iam import project_role_problems
+from policy.iam import project_role_problems, registry_role_problems
 from policy.images import PROGRAM_CONFIG_IMAGES, REQUIRE_DIGESTS, digests_required, image_problems
 from policy.network import unisolated_pod_violations
 from policy.rbac import binding_problems, role_problems
@@ -150,6 +151,13 @@ def build_policies(
             stack,
         ),
         resource_policy(
+            "registry-access-read-only",
+            "Every Artifact Registry role granted, on the project or on a repository, is roles/artifactregistry.reader "
+            "(CIS GKE 5.1.3).",
+            lambda r, _config, _stack: registry_role_problems(r.type, r.name, r.props),
+            stack,
+        ),
+        resource_policy(
             "container-images-pinned",
             "Every container image, in Kubernetes objects and Helm values, pinned by digest or by a tag with a "
             "full version or a date; never latest, nightly, another floating tag, or no tag. By digest on a stack "
@@ -203,6 +211,13 @@ def build_policies(
             "Every node pool runs as the cluster's own service account, never the Compute Engine default one, on "
             "Container-Optimized OS with containerd (CIS GKE 5.2.1, 5.5.1).",
             lambda r, _config, _stack: node_pool_problems(r.type, r.name, r.props),
+            stack,
+        ),
+        resource_policy(
+            "objects-in-own-namespaces",
+            "No Kubernetes object or Helm release in a namespace Kubernetes or GKE keeps for itself (default, kube-*, "
+            "gke-*, gmp-*): each concern in the namespace the program makes for it (CIS GKE 4.6.1).",
+            lambda r, _config, _stack: namespace_problems(r.type, r.name, r.props),
             stack,
         ),
         resource_policy(

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import yaml
+
 from tests.conftest import PROJECT_ROOT
 
 BENCHMARK = "CIS Google Kubernetes Engine (GKE) Benchmark v1.9.0"
@@ -43,11 +45,25 @@ CONTROLS = (
     "5.9.2",
     *(f"5.10.{n}" for n in range(1, 5)),
 )
-STATUSES = ("held", "partly", "pending", "gap", "unchecked", "n/a")
+HELD_IN_PRODUCTION = "held in production"
+STATUSES = ("held", HELD_IN_PRODUCTION, "partly", "pending", "gap", "unchecked", "n/a")
 # What holds a control: a status whose "held by" must name something, and one whose must be empty.
-HOLDING = ("held", "partly")
+HOLDING = ("held", HELD_IN_PRODUCTION, "partly")
 CHECKOV_ID = re.compile(r"^CKV2?_(K8S|GCP)_\d+$")
 POLICY, PREVIEW = "policy:", "preview:"
+
+
+STACK_FILES = sorted(PROJECT_ROOT.glob("Pulumi.*.yaml"))
+
+
+def production_stacks() -> list[str]:
+    """The committed stacks whose file says ``production: true``: where a row "held in production" must hold."""
+    found = []
+    for path in STACK_FILES:
+        config = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+        if any(key.endswith(":production") and value is True for key, value in config.items()):
+            found.append(path.name.split(".")[1])
+    return found
 
 
 @dataclass(frozen=True)

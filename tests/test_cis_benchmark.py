@@ -17,7 +17,16 @@ import yaml
 
 from policy import rbac
 from policy.pack import build_policies
-from tests.cis_benchmark import BENCHMARK, CONTROLS, HOLDING, PAGE, STATUSES, rows
+from tests.cis_benchmark import (
+    BENCHMARK,
+    CONTROLS,
+    HELD_IN_PRODUCTION,
+    HOLDING,
+    PAGE,
+    STATUSES,
+    production_stacks,
+    rows,
+)
 from tests.conftest import assert_bad_input, run_stack
 from tests.test_policy_rules import BROKEN, STACKS
 from tools.render import kubernetes_document
@@ -29,6 +38,9 @@ PREVIEW_OFF: dict[str, Any] = {
     "network.flowLogs.enabled": False,
     "cluster.privateNodes": False,
     "cluster.controlPlane.ipEndpoint": "public",
+    "cluster.binaryAuthorization": "DISABLED",
+    "cluster.rbacSecurityGroup": "",
+    "cluster.intranodeVisibility": False,
 }
 
 
@@ -50,11 +62,22 @@ def test_every_row_says_how_it_is_held_or_why_not(row) -> None:
         assert not row.held_by, f"{row.control} is {row.status}: it cannot be held by {row.held_by}"
     if row.status in ("unchecked", "n/a"):
         assert not row.not_yet, f"{row.control} is {row.status}: nothing should hold it later"
+    if row.status == HELD_IN_PRODUCTION:
+        # Only the preview refuses a production stack without it: the other stacks may leave it off.
+        assert row.preview_keys, f"{row.control} is {row.status}: name the preview key that refuses it turned off"
+        assert not row.not_yet, f"{row.control} is {row.status}: what else would hold it belongs in its note"
     if row.status != "held":
-        assert len(row.note) > 30, f"{row.control} is {row.status}: the note must say why"
+        assert len(row.note) > 30, (
+            f"{row.control} is {row.status}: the note must say why (held in production: what the other stacks do)"
+        )
     for item in (*row.held_by, *row.not_yet):
         assert item.startswith(("CKV_", "CKV2_", "policy:", "preview:")), f"{row.control}: {item!r}"
     assert all(item.startswith(("CKV_", "CKV2_")) for item in row.not_yet), row
+
+
+def test_a_committed_stack_is_a_production_stack() -> None:
+    """Rows held in production are checked on these stacks: without one, they would be checked nowhere."""
+    assert production_stacks() == ["prod"]
 
 
 def named(prefix: str) -> list[tuple[str, str]]:

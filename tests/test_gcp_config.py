@@ -306,6 +306,60 @@ GCP_BAD_INPUTS = [
 ]
 
 
+# The cluster's CIS GKE settings of 5.1.4, 5.8.2 and 5.6.1: values GKE takes (a production stack requires them on:
+# tests/test_operations_config.py).
+GCP_BAD_INPUTS += [
+    pytest.param(
+        {"cluster.binaryAuthorization": "ENFORCE"},
+        "cluster.binaryAuthorization",
+        "'ENFORCE' is not a Binary Authorization evaluation mode",
+        id="binauthz-unknown-mode",
+    ),
+    pytest.param(
+        {"cluster.binaryAuthorization": "POLICY_BINDINGS"},
+        "cluster.binaryAuthorization",
+        "use PROJECT_SINGLETON_POLICY_ENFORCE (enforce the project's policy) or DISABLED",
+        id="binauthz-continuous-validation-only",
+    ),
+    pytest.param(
+        {"cluster.binaryAuthorization": True},
+        "cluster.binaryAuthorization",
+        "is not a string",
+        id="binauthz-a-bool",
+    ),
+    pytest.param(
+        {"cluster.rbacSecurityGroup": "platform-admins@example.com"},
+        "cluster.rbacSecurityGroup",
+        "is not a group gke-security-groups@<domain>",
+        id="rbac-group-of-another-name",
+    ),
+    pytest.param(
+        {"cluster.rbacSecurityGroup": "gke-security-groups"},
+        "cluster.rbacSecurityGroup",
+        "is not a group gke-security-groups@<domain>",
+        id="rbac-group-without-domain",
+    ),
+    pytest.param(
+        {"cluster.rbacSecurityGroup": "gke-security-groups@localhost"},
+        "cluster.rbacSecurityGroup",
+        "is not a group gke-security-groups@<domain>",
+        id="rbac-group-of-no-domain-name",
+    ),
+    pytest.param(
+        {"cluster.rbacSecurityGroup": "GKE-Security-Groups@Example.com"},
+        "cluster.rbacSecurityGroup",
+        "is not a group gke-security-groups@<domain>",
+        id="rbac-group-in-capitals",
+    ),
+    pytest.param(
+        {"cluster.intranodeVisibility": "on"},
+        "cluster.intranodeVisibility",
+        "is not true or false",
+        id="intranode-visibility-not-a-bool",
+    ),
+]
+
+
 # images.mirror: an Artifact Registry Docker repository, nothing else.
 GCP_BAD_INPUTS += [
     pytest.param({"images.mirror": "docker.io/my-org"}, "images.mirror", "not an Artifact Registry", id="not-ar"),

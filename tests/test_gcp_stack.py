@@ -433,6 +433,88 @@ def test_one_pool_can_move_apart_from_the_others():
     assert run.one("gcp:compute/routerNat:RouterNat", "nat")  # a private pool needs it
 
 
+# --- The cluster's CIS GKE settings of 5.1.4, 5.8.2 and 5.6.1 -----------------------------------------------------
+
+CLUSTER = "gcp:container/cluster:Cluster"
+SERVICE = "gcp:projects/service:Service"
+BINARY_AUTHORIZATION_API = "binaryauthorization.googleapis.com"
+
+
+def test_the_dev_cluster_says_each_setting_is_off_and_enables_no_binary_authorization_api(dev_run):
+    """Binary Authorization and intranode visibility are sent off, so a stack that turns them off again reaches
+    GKE; an empty group is left out, since the provider would create a cluster with the feature on for it."""
+    cluster = dev_run.one(CLUSTER, "gke-cluster")
+    assert cluster.input("binaryAuthorization") == {"evaluationMode": "DISABLED"}
+    assert cluster.input("enableIntranodeVisibility") is False
+    assert "authenticatorGroupsConfig" not in cluster.inputs
+    assert BINARY_AUTHORIZATION_API not in {s.input("service") for s in dev_run.of_type(SERVICE)}
+
+
+def test_the_prod_cluster_enforces_the_project_s_policy_names_its_group_and_sees_intranode_traffic():
+    run = run_stack(stack="prod")
+    cluster = run.one(CLUSTER, "gke-cluster")
+    assert cluster.input("binaryAuthorization") == {"evaluationMode": "PROJECT_SINGLETON_POLICY_ENFORCE"}
+    assert cluster.input("authenticatorGroupsConfig") == {"securityGroup": "gke-security-groups@example.com"}
+    assert cluster.input("enableIntranodeVisibility") is True
+    (api,) = [s for s in run.of_type(SERVICE) if s.input("service") == BINARY_AUTHORIZATION_API]
+    assert api.input("disableOnDestroy") is False  # the organisation's policy lives on after the stack
+    assert api.name in cluster.dependencies  # the cluster enforces a policy read through it
+
+
+def test_an_enforcing_cluster_without_its_api_is_refused_by_a_new_project(monkeypatch):
+    """The model of Google Cloud knows the cluster needs the Binary Authorization API: were the stack to forget to
+    enable it, the first `up` of a new project would fail at the cluster, as the real one would."""
+    from components import wiring
+    from tools.gcp_model import ServiceDisabled
+
+    values, secret_keys = stack_config_values("prod")
+    monkeypatch.setattr(
+        wiring, "project_apis", lambda stack: tuple(a for a in REQUIRED_APIS if a != BINARY_AUTHORIZATION_API)
+    )
+    with pytest.raises(ServiceDisabled) as refused:
+        render.empty_project_runs("prod", values, secret_keys)
+    assert (refused.value.api, refused.value.call) == (BINARY_AUTHORIZATION_API, CLUSTER)
+    assert "Binary Authorization API has not been used in project my-tpu-prod-project" in str(refused.value)
+
+
+def test_on_a_cluster_made_elsewhere_the_hardening_settings_are_not_the_stack_s_to_set():
+    """The cluster's owner sets them where it is made: the stack registers no cluster and enables no API for them,
+    and the production rules do not ask a cluster made elsewhere for them."""
+    import dataclasses
+
+    from components.config_base import Problems
+    from components.gcp.config import ClusterConfig, ExistingClusterConfig, NetworkConfig
+    from components.operations.config import validate_production_security
+
+    hardened = {
+        "cluster.existing": {"name": "team-cluster", "location": "us-central1"},
+        "cluster.binaryAuthorization": "PROJECT_SINGLETON_POLICY_ENFORCE",
+        "cluster.rbacSecurityGroup": "gke-security-groups@example.com",
+        "cluster.intranodeVisibility": True,
+    }
+    run = run_stack(hardened)
+    assert not run.of_type(CLUSTER)
+    assert BINARY_AUTHORIZATION_API not in {s.input("service") for s in run.of_type(SERVICE)}
+    assert "hardening" not in run.raw_outputs["lifecycle"]  # nothing of it changes with this stack's `up`
+    elsewhere = ClusterConfig(existing=ExistingClusterConfig(name="team-cluster", location="us-central1"))
+    own = dataclasses.replace(elsewhere, existing=ExistingClusterConfig())
+    for cluster, refused in (
+        (elsewhere, []),
+        (
+            own,
+            [
+                "cluster.secretsEncryptionKey",
+                "cluster.binaryAuthorization",
+                "cluster.rbacSecurityGroup",
+                "cluster.intranodeVisibility",
+            ],
+        ),
+    ):
+        problems = Problems()
+        validate_production_security(True, NetworkConfig(), cluster, problems)
+        assert [p.key for p in problems.items] == refused
+
+
 def test_stack_outputs(dev_run):
     outputs = dev_run.outputs
     assert outputs["project"] == "my-tpu-project" and outputs["region"] == "us-central1"

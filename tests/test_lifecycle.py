@@ -609,6 +609,98 @@ def test_a_stack_on_a_cluster_made_elsewhere_has_no_isolation_facts():
     assert "isolation" not in lab.raw_outputs["lifecycle"]
 
 
+# --- The cluster's CIS GKE settings on a running stack: in place, and what GKE then does said ------------------
+
+HARDENED = {
+    "cluster.binaryAuthorization": "PROJECT_SINGLETON_POLICY_ENFORCE",
+    "cluster.rbacSecurityGroup": "gke-security-groups@example.com",
+    "cluster.intranodeVisibility": True,
+}
+
+
+def hardening_warnings(run: ProgramRun) -> list[str]:
+    keys = ("cluster.intranodeVisibility", "cluster.binaryAuthorization", "cluster.rbacSecurityGroup")
+    return [w for w in run.warnings if w.startswith(keys)]
+
+
+def lifecycle_before_hardening(run: ProgramRun) -> dict:
+    """The lifecycle output of a stack whose last `up` predates these settings (it exported no hardening facts)."""
+    lifecycle = copy.deepcopy(run.raw_outputs["lifecycle"])
+    del lifecycle["hardening"]
+    return {"lifecycle": lifecycle}
+
+
+def test_the_first_up_of_the_prod_stack_after_the_hardening_says_what_each_setting_does():
+    """The prod stack turns all three on: each in place, and the node restart of intranode visibility said first."""
+    prod = run_stack(stack="prod")
+    run = run_stack(stack="prod", previous_outputs=lifecycle_before_hardening(prod))
+    assert not [w for w in run.warnings if "REPLACED" in w], run.warnings
+    intranode, binary_authorization, group = hardening_warnings(run)
+    assert intranode.startswith(
+        "cluster.intranodeVisibility: turned on IN PLACE (the cluster is updated, not replaced)"
+    )
+    assert "GKE restarts the control plane and every node" in intranode
+    assert "each TPU pool loses every slice of its cube at once" in intranode
+    assert intranode.endswith("Make this `up` in the maintenance window")
+    assert (
+        "enforces the project's Binary Authorization policy, in place (its API enabled first)" in binary_authorization
+    )
+    assert "Running pods keep running" in binary_authorization
+    assert group == (
+        "cluster.rbacSecurityGroup: Google Groups for RBAC is turned on with gke-security-groups@example.com, in place: "
+        "a RoleBinding that names a group nested in it grants the group's members its role"
+    )
+    assert hardening_warnings(run_stack(stack="prod", previous_outputs=previous_of(prod))) == []
+
+
+def test_the_first_up_of_a_stack_that_leaves_them_off_says_nothing_of_them(runs):
+    """dev and saxml keep GKE's defaults, which is what their clusters had before these settings existed."""
+    for stack, run in runs.items():
+        again = run_stack(stack=stack, previous_outputs=lifecycle_before_hardening(run))
+        assert hardening_warnings(again) == [], stack
+
+
+def test_turning_them_off_again_is_in_place_and_an_emptied_group_is_left_to_the_api():
+    hardened = run_stack(HARDENED)
+    run = run_stack(previous_outputs=previous_of(hardened))
+    intranode, binary_authorization, group = hardening_warnings(run)
+    assert intranode.startswith("cluster.intranodeVisibility: turned off IN PLACE")
+    assert "not documented in a source this program could read" in intranode
+    assert binary_authorization == (
+        "cluster.binaryAuthorization: the cluster no longer enforces the project's Binary Authorization policy, in "
+        "place: every image is admitted again"
+    )
+    # The provider reads a missing authenticator_groups_config as GKE's, and gcloud only ever sets a group.
+    assert group.startswith(
+        "cluster.rbacSecurityGroup: the group is now empty, but the provider reads a missing "
+        "authenticator_groups_config as GKE's, so GKE keeps reading the groups of RBAC from "
+        "gke-security-groups@example.com"
+    )
+    assert group.endswith(
+        "clusters.update of projects/<project>/locations/us-central1/clusters/qwen-serving-cluster with "
+        '{"update": {"desiredAuthenticatorGroupsConfig": {"enabled": false}}}'
+    )
+
+
+def test_another_group_is_in_place_and_names_both():
+    first = run_stack({"cluster.rbacSecurityGroup": "gke-security-groups@example.com"})
+    run = run_stack(
+        {"cluster.rbacSecurityGroup": "gke-security-groups@example.org"}, previous_outputs=previous_of(first)
+    )
+    assert hardening_warnings(run) == [
+        "cluster.rbacSecurityGroup: GKE reads the groups of RBAC from gke-security-groups@example.org instead of "
+        "gke-security-groups@example.com, in place: bindings to groups nested only in gke-security-groups@example.com "
+        "stop granting"
+    ]
+
+
+def test_a_stack_on_a_cluster_made_elsewhere_has_no_hardening_facts():
+    from tests.test_gcp_existing_cluster import LAB
+
+    lab = run_stack({**LAB, **HARDENED}, secrets=("cluster",))
+    assert "hardening" not in lab.raw_outputs["lifecycle"] and hardening_warnings(lab) == []
+
+
 # Each account, and each grant on a bucket, is created before the pods that run as it and deleted after them.
 POD_ACCOUNTS = {
     "dev": {

@@ -95,7 +95,7 @@ def test_the_rules_are_pure(module: str) -> None:
 def test_every_policy_is_mandatory_and_named_once() -> None:
     policies = build_policies(lambda: StackContext())
     names = [p.name for p in policies]
-    assert len(names) == len(set(names)) == 13
+    assert len(names) == len(set(names)) == 15
     assert all(p.enforcement_level == EnforcementLevel.MANDATORY for p in policies)
 
 

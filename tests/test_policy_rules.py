@@ -17,7 +17,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from policy import buckets, charts, endpoints, gke, iam, images, network, rbac, tpu
+from policy import boundaries, buckets, charts, endpoints, gke, iam, images, network, rbac, tpu
 from policy.resources import UNKNOWN, Resource, UnknownValue, Violation
 from tests.conftest import PROJECT_ROOT, run_stack, stack_values
 from tools.mock_engine import unwrap_secrets
@@ -75,6 +75,7 @@ RULES: dict[str, Rule] = {
         lambda r, _s, c: endpoints.public_endpoint_problems(r.type, r.name, r.props, c.get(endpoints.OPT_IN) is True)
     ),
     "no-broad-project-roles": _each(lambda r, _s, _c: iam.project_role_problems(r.type, r.name, r.props)),
+    "registry-access-read-only": _each(lambda r, _s, _c: iam.registry_role_problems(r.type, r.name, r.props)),
     "container-images-pinned": _each(
         lambda r, s, c: images.image_problems(
             r.type, r.name, r.props, images.digests_required(c.get(images.REQUIRE_DIGESTS), s, _program_config(s))
@@ -96,6 +97,7 @@ RULES: dict[str, Rule] = {
     ],
     "gke-cluster-hardened": _each(lambda r, _s, _c: gke.cluster_problems(r.type, r.name, r.props)),
     "gke-nodes-hardened": _each(lambda r, _s, _c: gke.node_pool_problems(r.type, r.name, r.props)),
+    "objects-in-own-namespaces": _each(lambda r, _s, _c: boundaries.namespace_problems(r.type, r.name, r.props)),
     "rbac-no-privileged-bindings": _each(lambda r, _s, _c: rbac.binding_problems(r.type, r.name, r.props)),
     "rbac-least-privilege-roles": _each(lambda r, _s, _c: rbac.role_problems(r.type, r.name, r.props)),
 }
@@ -104,6 +106,9 @@ RULES: dict[str, Rule] = {
 TARGETS: dict[str, Callable[[Resource, str], bool]] = {
     "no-public-endpoints": lambda r, _s: r.type.endswith((":Service", ":Gateway")),
     "no-broad-project-roles": lambda r, _s: r.type == iam.PROJECT_IAM_MEMBER,
+    "registry-access-read-only": lambda r, _s: (
+        r.type in (iam.PROJECT_IAM_MEMBER, iam.REPOSITORY_IAM_MEMBER) and r.props.get("role") == iam.REGISTRY_READ_ROLE
+    ),
     "container-images-pinned": lambda r, _s: "image" in json.dumps(r.props) and r.type.startswith("kubernetes:"),
     "buckets-uniform-and-not-public": lambda r, _s: r.type == buckets.BUCKET,
     "versioned-buckets-delete-old-versions": lambda r, _s: (
@@ -115,6 +120,9 @@ TARGETS: dict[str, Callable[[Resource, str], bool]] = {
     "pods-isolated-by-network-policy": lambda r, _s: bool(network.program_pod_templates([r])),
     "gke-cluster-hardened": lambda r, _s: r.type == gke.CLUSTER,
     "gke-nodes-hardened": lambda r, _s: r.type == gke.NODE_POOL,
+    "objects-in-own-namespaces": lambda r, _s: (
+        '"namespace"' in json.dumps(r.props) and r.type.startswith("kubernetes:")
+    ),
     "rbac-no-privileged-bindings": lambda r, _s: "RoleBinding" in r.type or "RoleBinding" in json.dumps(r.props),
     "rbac-least-privilege-roles": lambda r, _s: r.type.endswith((":Role", ":ClusterRole")),
 }
@@ -239,6 +247,16 @@ EXTRA_POLICY = Resource(
 EXTRA_BINDING = Resource(
     iam.PROJECT_IAM_BINDING, "admins", {"project": "my-tpu-project", "role": "roles/storage.admin", "members": ["x"]}
 )
+REPOSITORY_POLICY = Resource(
+    iam.REPOSITORY_IAM_POLICY,
+    "mirror-policy",
+    {
+        "repository": "tpu-gke-mirror",
+        "policyData": json.dumps(
+            {"bindings": [{"role": "roles/artifactregistry.createOnPushWriter", "members": ["x"]}]}
+        ),
+    },
+)
 ADMIN_BINDING = Resource(
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
     "ops-admin",
@@ -313,6 +331,9 @@ BROKEN = [
     ("no-broad-project-roles", "saxml", setting("node-sa-container-defaultnodeserviceaccount", "role", "roles/editor"), {}, "node-sa-container-defaultnodeserviceaccount", "roles/editor"),
     ("no-broad-project-roles", "dev", adding(EXTRA_BINDING), {}, "admins", "roles/storage.admin"),
     ("no-broad-project-roles", "dev", adding(EXTRA_POLICY), {}, "project-policy", "roles/editor"),
+    ("registry-access-read-only", "dev", setting("node-sa-artifactregistry-reader", "role", "roles/artifactregistry.writer"), {}, "node-sa-artifactregistry-reader", "5.1.3"),
+    ("registry-access-read-only", "prod", setting("node-sa-mirror-reader", "role", "roles/artifactregistry.repoAdmin"), {}, "node-sa-mirror-reader", "roles/artifactregistry.repoAdmin"),
+    ("registry-access-read-only", "dev", adding(REPOSITORY_POLICY), {}, "mirror-policy", "roles/artifactregistry.createOnPushWriter"),
     ("container-images-pinned", "dev", setting("stage-model-weights", POD_SPEC, "docker.io/library/python:latest"), {}, "stage-model-weights", "'latest'"),
     ("container-images-pinned", "dev", setting("vllm-decode", SIDECAR, "ghcr.io/llm-d/llm-d-router-disagg-sidecar"), {}, "vllm-decode", "no tag"),
     ("container-images-pinned", "dev", setting("vllm-prefill", "spec.leaderWorkerTemplate.workerTemplate.spec.containers.0.image", "docker.io/vllm/vllm-tpu:nightly"), {}, "vllm-prefill", "'nightly'"),
@@ -321,7 +342,8 @@ BROKEN = [
     ("container-images-pinned", "dev", setting("slice-controller", "values.image.tag", "latest"), {}, "slice-controller", "'latest'"),
     ("container-images-pinned", "dev", setting("router", "values.router.epp.image.tag", "main"), {}, "router", "'main'"),
     ("container-images-pinned", "dev", setting("lws", "values.image.manager.tag", "main"), {}, "lws", "'main'"),
-    ("container-images-pinned", "dev", lambda _: None, {"requireDigests": True}, "stage-model-weights", "no digest"),
+    ("container-images-pinned", "dev", lambda _: None, {"requireDigests": True}, "vllm-prefill", "no digest"),
+    ("container-images-pinned", "dev", setting("stage-model-weights", POD_SPEC, "docker.io/library/python:3.12.14-slim-bookworm"), {"requireDigests": True}, "stage-model-weights", "no digest"),
     ("container-images-pinned", "prod", lambda _: None, {"requireDigests": True}, "vllm-decode", "no digest"),
     ("container-images-pinned", "prod", lambda _: None, {"requireDigests": True}, "kueue", "no digest"),
     ("container-images-pinned", "saxml", lambda _: None, {"requireDigests": True}, "admin-server", "no digest"),
@@ -348,6 +370,9 @@ BROKEN = [
     ("gke-nodes-hardened", "dev", dropping("system-pool", "nodeConfig.serviceAccount"), {}, "system-pool", "5.2.1"),
     ("gke-nodes-hardened", "prod", setting("tpu7-pool-1", "nodeConfig.serviceAccount", "123456789-compute@developer.gserviceaccount.com"), {}, "tpu7-pool-1", "5.2.1"),
     ("gke-nodes-hardened", "saxml", setting("tpu1", "nodeConfig.imageType", "UBUNTU_CONTAINERD"), {}, "tpu1", "5.5.1"),
+    ("objects-in-own-namespaces", "dev", setting("kueue", "namespace", "kube-system"), {}, "kueue", "4.6.1"),
+    ("objects-in-own-namespaces", "saxml", setting("sax-admin", "metadata.namespace", "default"), {}, "sax-admin", "'default'"),
+    ("objects-in-own-namespaces", "dev", setting("kueue-metrics-rolebinding", "metadata.namespace", "gmp-system"), {}, "kueue-metrics-rolebinding", "'gmp-system'"),
     ("rbac-no-privileged-bindings", "dev", adding(ADMIN_BINDING), {}, "ops-admin", "4.1.1"),
     ("rbac-least-privilege-roles", "dev", adding(SECRET_READER), {}, "secret-reader", "4.1.2"),
     ("rbac-least-privilege-roles", "prod", role_rule("kueue-metrics-role", {"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}), {}, "kueue-metrics-role", "4.1.3"),
@@ -482,7 +507,7 @@ def test_a_production_stack_refuses_a_tag_only_image_unless_its_file_says_otherw
         return [m for r in resources for m in images.image_problems(r.type, r.name, r.props, True)]
 
     messages = refused(resources)
-    for name in ("stage-model-weights", "vllm-prefill", "vllm-decode", "slice-controller", "kueue", "jobset", "lws"):
+    for name in ("vllm-prefill", "vllm-decode", "slice-controller", "kueue", "jobset", "lws"):
         assert any(name in m and "no digest" in m for m in messages), name
     assert any("router values.router.epp.image" in m for m in messages)
     assert with_digests(resources) >= 10

@@ -44,6 +44,19 @@ gcp.compute.Network("vpc", project="p-123", auto_create_subnetworks=False, opts=
 """
 
 
+# A cluster that enforces the project's Binary Authorization policy, waiting for the Kubernetes Engine API only, or
+# for the Binary Authorization API too.
+ENFORCING_CLUSTER = """
+import pulumi, pulumi_gcp as gcp
+apis = [gcp.projects.Service(name, project="p-123", service=f"{{name}}.googleapis.com") for name in {apis}]
+gcp.container.Cluster(
+    "gke", name="gke", project="p-123", location="us-central1", initial_node_count=1,
+    binary_authorization={{"evaluation_mode": "{mode}"}},
+    opts=pulumi.ResourceOptions(depends_on=apis),
+)
+"""
+
+
 def run(tmp_path: Path, source: str, *, preview: bool, cloud: CloudProject) -> tuple[list[Invocation], object]:
     program = tmp_path / "program.py"
     program.write_text(source)
@@ -90,6 +103,24 @@ def test_a_resource_created_beside_its_api_instead_of_after_it_is_refused_by_the
     assert refusal is None, "a preview creates nothing, so it calls no API for a resource"
     _, refusal = run(tmp_path, NETWORK_AFTER_ITS_API, preview=False, cloud=CloudProject.empty())
     assert refusal is None
+
+
+@pytest.mark.parametrize(
+    "apis, mode, refused",
+    [
+        (["container"], "PROJECT_SINGLETON_POLICY_ENFORCE", "binaryauthorization.googleapis.com"),
+        (["container", "binaryauthorization"], "PROJECT_SINGLETON_POLICY_ENFORCE", None),
+        (["container"], "DISABLED", None),
+        (["binaryauthorization"], "PROJECT_SINGLETON_POLICY_ENFORCE", "container.googleapis.com"),
+    ],
+)
+def test_a_cluster_that_enforces_binary_authorization_needs_that_api_too(tmp_path, apis, mode, refused):
+    """What a cluster asks of the project decides which APIs it needs: enforcement reads the project's policy."""
+    source = ENFORCING_CLUSTER.format(apis=apis, mode=mode)
+    _, refusal = run(tmp_path, source, preview=False, cloud=CloudProject.empty())
+    assert (refusal.api if isinstance(refusal, ServiceDisabled) else None) == refused
+    if refused == "binaryauthorization.googleapis.com":
+        assert "Error 403: Binary Authorization API has not been used in project p-123" in str(refusal)
 
 
 @pytest.mark.parametrize(

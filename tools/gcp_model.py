@@ -38,10 +38,13 @@ API_OF_MODULE = {
 }
 # Calls whose API is not their module's.
 API_OF_TOKEN = {SERVICE_RESOURCE: SERVICE_USAGE}  # enabling an API is a Service Usage call
+CLUSTER_RESOURCE = "gcp:container/cluster:Cluster"
+BINARY_AUTHORIZATION_API = "binaryauthorization.googleapis.com"
 
 # The titles Google's 403 gives each API.
 API_TITLES = {
     "artifactregistry.googleapis.com": "Artifact Registry API",
+    "binaryauthorization.googleapis.com": "Binary Authorization API",
     "cloudresourcemanager.googleapis.com": "Cloud Resource Manager API",
     "compute.googleapis.com": "Compute Engine API",
     "container.googleapis.com": "Kubernetes Engine API",
@@ -85,6 +88,20 @@ def api_of(token: str) -> str | None:
     return API_OF_MODULE[module]
 
 
+def input_apis(token: str, inputs: dict[str, Any]) -> list[str]:
+    """The APIs a resource needs on because of what its inputs ask, beyond its module's own.
+
+    A cluster that enforces the project's Binary Authorization policy: Binary Authorization's guides have the
+    Binary Authorization API enabled before a cluster enforces it, at create and on an existing cluster
+    (https://cloud.google.com/binary-authorization/docs/enable-cluster, .../creating-cluster, "Before you begin").
+    """
+    if token == CLUSTER_RESOURCE:
+        mode = (inputs.get("binaryAuthorization") or {}).get("evaluationMode")
+        if mode == "PROJECT_SINGLETON_POLICY_ENFORCE":
+            return [BINARY_AUTHORIZATION_API]
+    return []
+
+
 @dataclass(frozen=True)
 class CloudProject:
     """The project a run goes to.
@@ -108,12 +125,18 @@ class CloudProject:
             return "every API enabled"
         return "only " + ", ".join(sorted(self.enabled)) + " enabled"
 
-    def refusal(self, token: str, enabled_by_dependencies: set[str], project: str) -> ServiceDisabled | None:
-        """What Google Cloud answers a call that waited for the Services that enable ``enabled_by_dependencies``."""
+    def refusal(
+        self, token: str, enabled_by_dependencies: set[str], project: str, inputs: dict[str, Any] | None = None
+    ) -> ServiceDisabled | None:
+        """What Google Cloud answers a call that waited for the Services that enable ``enabled_by_dependencies``
+        (a resource's ``inputs`` may need more APIs than its module's: ``input_apis``)."""
         api = api_of(token)
-        if api is None or self.enabled is None or api in self.enabled or api in enabled_by_dependencies:
+        if api is None or self.enabled is None:
             return None
-        return ServiceDisabled(api, project, token)
+        for needed in (api, *input_apis(token, inputs or {})):
+            if needed not in self.enabled and needed not in enabled_by_dependencies:
+                return ServiceDisabled(needed, project, token)
+        return None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,15 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import Stack
 from pulumi.runtime.sync_await import _sync_await
 
-from tools.gcp_model import SERVICE_RESOURCE, CloudProject, GkeServerConfig, api_of, cluster_endpoints, gke_dns_endpoint
+from tools.gcp_model import (
+    CLUSTER_RESOURCE,
+    SERVICE_RESOURCE,
+    CloudProject,
+    GkeServerConfig,
+    api_of,
+    cluster_endpoints,
+    gke_dns_endpoint,
+)
 from tools.stack_file import read_stack_file
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -136,7 +144,7 @@ class _Mocks(pulumi.runtime.Mocks):
         return {}, []
 
 
-CLUSTER = "gcp:container/cluster:Cluster"
+CLUSTER = CLUSTER_RESOURCE
 
 
 def _with_unknown_dns_endpoint(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -185,10 +193,10 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
 
     def RegisterResource(self, request: Any) -> Any:
         urn = self.make_urn(request.parent, request.type, request.name)
-        if request.custom and not self.preview:  # a preview creates nothing, so calls no API
-            self._refuse_if_disabled(request.type, list(request.dependencies))
-        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]  # the SDK's mock is untyped
         inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
+        if request.custom and not self.preview:  # a preview creates nothing, so calls no API
+            self._refuse_if_disabled(request.type, list(request.dependencies), unwrap_secrets(inputs))
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]  # the SDK's mock is untyped
         self._registered[urn] = (request.type, unwrap_secrets(inputs))
         self._dependencies[urn] = list(request.dependencies)
         if request.type != "pulumi:pulumi:Stack":
@@ -232,8 +240,8 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         invocation.answer = "answered"
         return super().Invoke(request)  # type: ignore[no-untyped-call]  # the SDK's mock is untyped
 
-    def _refuse_if_disabled(self, token: str, dependencies: list[str]) -> None:
-        if refusal := self.cloud.refusal(token, self._enabled_by(dependencies), self.project):
+    def _refuse_if_disabled(self, token: str, dependencies: list[str], inputs: dict[str, Any] | None = None) -> None:
+        if refusal := self.cloud.refusal(token, self._enabled_by(dependencies), self.project, inputs):
             raise refusal
 
     def _enabled_by(self, dependencies: list[str]) -> set[str]:

@@ -9,6 +9,11 @@ provider (hashicorp/terraform-provider-google v7.45.0, google/services/container
 which it was ForceNew; resource_container_node_pool.go: `network_config.enable_private_nodes` through
 NodePools.update). The fields that would replace the cluster (`master_ipv4_cidr_block`,
 `private_endpoint_subnetwork`) are never set.
+
+The hardening of CIS GKE 5.1.4, 5.8.2 and 5.6.1 updates in place too (same file, v7.45.0: none of
+`binary_authorization`, `authenticator_groups_config`, `enable_intranode_visibility` is ForceNew; each changes by
+one UpdateCluster call, DesiredBinaryAuthorization, DesiredAuthenticatorGroupsConfig and
+DesiredIntraNodeVisibilityConfig).
 """
 
 from __future__ import annotations
@@ -92,6 +97,9 @@ class ClusterArgs:
     control_plane: ControlPlaneArgs
     egress: list[pulumi.Resource]  # the Cloud NAT private nodes pull through: every node pool waits for it
     secrets_encryption_key: str  # a Cloud KMS key name, or "" for Google's default encryption only
+    binary_authorization: str  # DISABLED, or PROJECT_SINGLETON_POLICY_ENFORCE (its API enabled before the cluster)
+    rbac_security_group: str  # gke-security-groups@<domain>, or "" for no Google Groups in RBAC
+    intranode_visibility: bool
     container_api: pulumi.Resource  # the Kubernetes Engine API's enablement: the version lookup waits for it
     image_mirror: MirrorRepository | None  # images.mirror: the nodes may read that repository (None: no mirror)
 
@@ -172,6 +180,13 @@ class Cluster(pulumi.ComponentResource):
             database_encryption=(
                 {"state": "ENCRYPTED", "key_name": args.secrets_encryption_key} if args.secrets_encryption_key else None
             ),
+            # Sent whichever way it is set, so that turning enforcement off sends DISABLED itself: for a block left
+            # out the provider sends only the deprecated `enabled: false` (expandBinaryAuthorization, v7.45.0).
+            binary_authorization={"evaluation_mode": args.binary_authorization},
+            authenticator_groups_config=authenticator_groups_config(args.rbac_security_group),
+            # Sent either way: the provider reads a missing value back from GKE (Optional and Computed), so a true
+            # turned false again must reach GKE to turn it off.
+            enable_intranode_visibility=args.intranode_visibility,
             maintenance_policy=_maintenance_policy(args.maintenance_window, args.maintenance_exclusions),
             # Sent whichever way it is set: the provider suppresses a false it never saw as true, and a true
             # turned false again must reach GKE (the block is read back from GKE, so leaving it out keeps it).
@@ -334,6 +349,14 @@ def master_authorized_networks_config(
         "cidr_blocks": [{"cidr_block": cidr, "display_name": name} for cidr, name in control_plane.authorized_networks],
         "gcp_public_cidrs_access_enabled": False,
     }
+
+
+def authenticator_groups_config(security_group: str) -> gcp.container.ClusterAuthenticatorGroupsConfigArgsDict | None:
+    """Google Groups for RBAC, or None: left out, never sent empty. The provider creates a cluster with the feature
+    on whenever the block is there, an empty group included (expandAuthenticatorGroupsConfig, v7.45.0), and reads
+    a missing block back from GKE (Optional and Computed): emptied on a running cluster, GKE keeps its group, which
+    the preview says (components/stack.py)."""
+    return {"security_group": security_group} if security_group else None
 
 
 def node_network_config(private_nodes: bool) -> gcp.container.NodePoolNetworkConfigArgsDict:

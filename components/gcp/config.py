@@ -41,6 +41,17 @@ _GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
 # cluster's location: GKE takes no "global" key (hashicorp/terraform-provider-google v7.45.0,
 # google/services/container/resource_container_cluster_test.go, TestAccContainerCluster_withDatabaseEncryption).
 _KMS_KEY = re.compile(r"^projects/([^/]+)/locations/([^/]+)/keyRings/[^/]+/cryptoKeys/[^/]+$")
+# Binary Authorization's evaluation modes a cluster takes (GKE's BinaryAuthorization.EvaluationMode, as the
+# provider validates binary_authorization.evaluation_mode: hashicorp/terraform-provider-google v7.45.0
+# google/services/container/resource_container_cluster.go): none, or enforcement of the project's singleton policy.
+BINARY_AUTHORIZATION_OFF = "DISABLED"
+BINARY_AUTHORIZATION_ENFORCED = "PROJECT_SINGLETON_POLICY_ENFORCE"
+BINARY_AUTHORIZATION_MODES = (BINARY_AUTHORIZATION_OFF, BINARY_AUTHORIZATION_ENFORCED)
+# Google Groups for RBAC reads one group of the organisation's domain, of this name only (the provider's
+# authenticator_groups_config.security_group, v7.45.0, same file: "gke-security-groups@yourdomain.com"); the
+# groups RBAC bindings name are its members.
+RBAC_SECURITY_GROUP_NAME = "gke-security-groups"
+_RBAC_SECURITY_GROUP = re.compile(rf"^{RBAC_SECURITY_GROUP_NAME}@([a-z0-9]([a-z0-9-]*[a-z0-9])?\.)+[a-z]{{2,}}$")
 
 
 @dataclass(frozen=True, order=True)
@@ -244,10 +255,6 @@ class ControlPlaneConfig:
         [], "With ipEndpoint public: the only ranges its public IP admits (empty: every address)."
     )
 
-    @property
-    def public_ip_unrestricted(self) -> bool:
-        return self.ip_endpoint == "public" and not self.authorized_networks
-
 
 @dataclass(frozen=True)
 class ClusterConfig:
@@ -278,9 +285,31 @@ class ClusterConfig:
         "5.3.1): projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>, made and granted beforehand; empty: "
         "Google's default encryption only.",
     )
+    binary_authorization: str = setting(
+        BINARY_AUTHORIZATION_OFF,
+        "Binary Authorization's evaluation mode (CIS GKE 5.1.4): PROJECT_SINGLETON_POLICY_ENFORCE admits a pod only if "
+        "the project's Binary Authorization policy (the organisation's, made outside the stack) allows its images; "
+        "DISABLED admits every image.",
+    )
+    rbac_security_group: str = setting(
+        "",
+        "Google Groups for RBAC (CIS GKE 5.8.2): the organisation's group gke-security-groups@<domain>, made "
+        "beforehand, whose member groups RoleBindings may name; empty: RBAC knows users and service accounts only.",
+    )
+    # Turned on for a running cluster, GKE restarts its control plane and nodes (gcloud's help of
+    # --enable-intra-node-visibility, google-cloud-sdk 578.0.0 lib/googlecloudsdk/command_lib/container/flags.py).
+    intranode_visibility: bool = setting(
+        False,
+        "Pod-to-pod traffic within a node goes through the VPC too, so flow logs and firewall rules see it (CIS GKE "
+        "5.6.1). Turning it on restarts the control plane and every node of a running cluster.",
+    )
     existing: ExistingClusterConfig = setting(
         ExistingClusterConfig(), "A cluster made elsewhere to deploy onto (the Google Cloud layer is then skipped)."
     )
+
+    @property
+    def binary_authorization_enforced(self) -> bool:
+        return self.binary_authorization == BINARY_AUTHORIZATION_ENFORCED
 
     @property
     def node_account_id(self) -> str:
@@ -543,6 +572,7 @@ def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems,
         )
     _validate_maintenance(cluster, problems)
     _validate_control_plane(cluster.control_plane, problems)
+    _validate_hardening(cluster, problems)
 
 
 def _validate_control_plane(control_plane: ControlPlaneConfig, problems: Problems) -> None:
@@ -614,6 +644,25 @@ def validate_secrets_encryption(cluster: ClusterConfig, region: str, problems: P
             "cluster.secretsEncryptionKey",
             f"is in {location}, not in the cluster's region {region}: GKE takes a key of the cluster's location only",
             f"make the key ring in {region}",
+        )
+
+
+def _validate_hardening(cluster: ClusterConfig, problems: Problems) -> None:
+    """Binary Authorization's mode and the Google Group of RBAC, when set: values GKE takes."""
+    if cluster.binary_authorization not in BINARY_AUTHORIZATION_MODES:
+        problems.add(
+            "cluster.binaryAuthorization",
+            f"{cluster.binary_authorization!r} is not a Binary Authorization evaluation mode",
+            f"use {BINARY_AUTHORIZATION_ENFORCED} (enforce the project's policy) or {BINARY_AUTHORIZATION_OFF}",
+        )
+    group = cluster.rbac_security_group
+    if group and not _RBAC_SECURITY_GROUP.match(group):
+        problems.add(
+            "cluster.rbacSecurityGroup",
+            f"{group!r} is not a group {RBAC_SECURITY_GROUP_NAME}@<domain>: GKE reads the groups of RBAC from that "
+            "group only",
+            f"name the organisation's group, e.g. {RBAC_SECURITY_GROUP_NAME}@example.com, made in its Google "
+            "Workspace or Cloud Identity",
         )
 
 

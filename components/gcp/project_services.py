@@ -25,13 +25,19 @@ REQUIRED_APIS = (
     STORAGE_API,
     MONITORING_API,
 )
+# A cluster that enforces Binary Authorization's policy (cluster.binaryAuthorization) needs this API on first
+# (Binary Authorization's "Enable enforcement on an existing cluster" and "Create a cluster" guides list enabling it
+# before the cluster, https://cloud.google.com/binary-authorization/docs/enable-cluster).
+BINARY_AUTHORIZATION_API = "binaryauthorization.googleapis.com"
 AI_ZONES_FEATURE = "ai-zones-visibility"
 
 
 @dataclass(frozen=True)
 class ProjectServicesArgs:
     project: str
-    apis: tuple[str, ...]  # REQUIRED_APIS, or on a cluster made elsewhere those the stack's own calls need
+    # REQUIRED_APIS (Binary Authorization's too where the cluster enforces it), or on a cluster made elsewhere those
+    # the stack's own calls need
+    apis: tuple[str, ...]
     enable_ai_zones: bool
 
 

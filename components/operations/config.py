@@ -12,7 +12,14 @@ import re
 from dataclasses import dataclass
 
 from components.config_base import ImageReference, Problems, mirrored_image, setting
-from components.gcp.config import ClusterConfig, ImagesConfig, NetworkConfig, TpuConfig
+from components.gcp.config import (
+    BINARY_AUTHORIZATION_ENFORCED,
+    RBAC_SECURITY_GROUP_NAME,
+    ClusterConfig,
+    ImagesConfig,
+    NetworkConfig,
+    TpuConfig,
+)
 from components.platform.config import PlatformConfig, chart_image, installed_charts, slice_controller_image
 from components.workloads.saxml.config import SaxmlConfig
 from components.workloads.serving.config import ServingConfig, endpoint_picker_image, routing_sidecar_image
@@ -265,13 +272,18 @@ def validate_production(
                     "remove it: the pool follows cluster.privateNodes (a running production stack moves its cubes "
                     "together, in the maintenance window: README, What a change does)",
                 )
-        if cluster.control_plane.public_ip_unrestricted:
+        if cluster.control_plane.ip_endpoint == "public":
+            reach = (
+                "only the ranges of cluster.controlPlane.authorizedNetworks reach"
+                if cluster.control_plane.authorized_networks
+                else "any address on the internet reaches, no authorized network limiting it (CIS GKE 5.6.3),"
+            )
             problems.add(
                 "cluster.controlPlane.ipEndpoint",
-                "is public with no authorized network on a production stack: any address on the internet reaches the "
-                "control plane's public IP (CIS GKE 5.6.4)",
-                "set it off (the DNS-based endpoint with IAM serves kubectl and this stack) or private, or list the "
-                "ranges clients come from in cluster.controlPlane.authorizedNetworks",
+                f"is public on a production stack: {reach} the control plane's public IP, and public access to the "
+                "control plane must be disabled (CIS GKE 5.6.4)",
+                "set it off (the DNS-based endpoint with IAM serves kubectl, CI and this stack) or private (the VPC "
+                "only)",
             )
         if cluster.system_pool.nodes_per_zone < MIN_PRODUCTION_SYSTEM_NODES:
             problems.add(
@@ -316,6 +328,28 @@ def validate_production_security(
             "encrypted in etcd by Google's key only, not by a Cloud KMS key the project controls (CIS GKE 5.3.1)",
             "name a Cloud KMS key in the cluster's region whose Encrypter/Decrypter role is granted to the GKE "
             "service agent (see docs/deploying.md, The prod stack)",
+        )
+    if not cluster.binary_authorization_enforced:
+        problems.add(
+            "cluster.binaryAuthorization",
+            f"is {cluster.binary_authorization} on a production stack: the cluster would admit any image, whatever the "
+            "project's Binary Authorization policy says (CIS GKE 5.1.4)",
+            f"set it {BINARY_AUTHORIZATION_ENFORCED} once the organisation has set the project's policy: "
+            "docs/deploying.md, The prod stack",
+        )
+    if not cluster.rbac_security_group:
+        problems.add(
+            "cluster.rbacSecurityGroup",
+            "is empty on a production stack: RoleBindings could name single accounts only, never the organisation's "
+            "Google Groups (CIS GKE 5.8.2)",
+            f"name the organisation's {RBAC_SECURITY_GROUP_NAME}@<domain> group: docs/deploying.md, The prod stack",
+        )
+    if not cluster.intranode_visibility:
+        problems.add(
+            "cluster.intranodeVisibility",
+            "is false on a production stack: traffic between pods on one node would never reach the VPC, so its flow "
+            "logs and firewall rules would not see it (CIS GKE 5.6.1)",
+            "set it true; on a running cluster, in the maintenance window: GKE restarts every node to apply it",
         )
 
 

@@ -62,8 +62,10 @@ ROUTING_SIDECAR_REPOSITORY = "ghcr.io/llm-d/llm-d-router-disagg-sidecar"
 # router-values.yaml replaces by the release), read as `<registry>/<repository>:<tag>` (templates/_deployment.yaml).
 ENDPOINT_PICKER_REPOSITORY = "ghcr.io/llm-d/llm-d-router-endpoint-picker"
 # The weights-staging Job pip-installs its hash-pinned libraries (wheels only) into the official python
-# image at a dated patch release, then runs the program on them (pin the image's digest once pulled).
-STAGING_IMAGE = "docker.io/library/python:3.12.8-slim-bookworm"
+# image at a patch release, then runs the program on them. By digest: the multi-platform index Docker Hub served
+# for this tag, as docker-library/repo-info records it (commit bc9bbb47fc709dc4b29d3b128d66823b953b97a7,
+# repos/python/remote/3.12.14-slim-bookworm.md; built 2026-08-25 on Debian bookworm of 2026-08-24).
+STAGING_IMAGE = "docker.io/library/python:3.12.14-slim-bookworm@sha256:b64e9d3a71eddaa1b3f80c04abf292b3139e3b7c4dd272d19c31dc1f91194d1b"
 STAGING_TIMEOUT_MINUTES = 360  # ~400 GB at a few hundred MB/s, with room for retries
 STAGING_TIMEOUT_RANGE = (10, 1440)
 COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
