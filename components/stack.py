@@ -37,6 +37,7 @@ from components.operations import config as operations_config
 from components.operations.objects import MonitoringObjects, monitoring_objects
 from components.platform import config as platform_config
 from components.platform.kueue_objects import KueueObjects, kueue_objects
+from components.platform.namespace_objects import namespace_objects
 from components.tpu.admission import AdmissionPlan, CapacityReport, SliceWorkload
 from components.workloads.network_policies.objects import NamespaceDefaultsObjects, namespace_defaults_objects
 from components.workloads.saxml import config as saxml_config
@@ -146,6 +147,8 @@ class Stack:
     # The default-deny policy of each workload namespace the stack makes (None: it makes none)
     namespace_defaults: NamespaceDefaultsObjects | None
     monitoring: MonitoringObjects | None  # None: neither alerts nor dashboards
+    # Every namespace the stack makes (the controllers', the workloads'), by name, labelled for Pod Security.
+    namespaces: dict[str, dict[str, Any]]
 
 
 # --- Parsing, validation and the build ---------------------------------------------------
@@ -245,6 +248,9 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     gcp_config.validate_tpu(config.tpu, config.region, problems)
     platform_config.validate_platform(config.platform, problems)
     platform_config.validate_queues(config.queues, problems)
+    platform_config.validate_namespace_levels(
+        config.platform, config.tpu.dynamic_slicing_requested, _workload_namespaces(config), problems
+    )
     checks_config.validate_checks(config.checks, config.tpu, config.queues, problems)
     serving_config.validate_serving(config.serving, config.tpu, config.queues, config.project, problems)
     saxml_config.validate_saxml(config.saxml, config.tpu, config.cluster, config.project, problems)
@@ -257,6 +263,15 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     operations_config.validate_alerts(config.alerts, config.cluster, config.production, problems)
     gcp_config.validate_images(config.images, problems)
     operations_config.validate_supply_chain(config.production, config.images, config.stack_images(), problems)
+
+
+def _workload_namespaces(config: StackConfig) -> list[tuple[str, str]]:
+    """(config key, namespace) of every namespace the stack makes for its workloads."""
+    queued = enumerate(config.queues.namespaces) if config.tpu.dynamic_slicing_requested else []
+    return [
+        *((f"queues.namespaces[{i}]", namespace) for i, namespace in queued),
+        *([("saxml.namespace", config.saxml.namespace)] if config.saxml.enabled else []),
+    ]
 
 
 def _validate_project(project: str, region: str, problems: Problems) -> None:
@@ -296,6 +311,15 @@ def _build(config: StackConfig) -> Stack:
         if (namespaces := workload_namespaces(config))
         else None,
         monitoring=_monitoring(config),
+        namespaces=namespace_objects(
+            platform_config.namespaces_input(
+                config.platform,
+                queues,
+                config.cluster,
+                tpu.dynamic_slicing,
+                [config.saxml.namespace] if config.saxml.enabled else [],
+            )
+        ),
     )
 
 

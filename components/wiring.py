@@ -29,7 +29,7 @@ from components.gcp.project_services import (
 )
 from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, TpuPoolArgs
 from components.operations.component import MonitoringArgs
-from components.platform.config import HelmChartConfig, installed_charts
+from components.platform.config import HelmChartConfig, installed_charts, release_namespaces
 from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
 from components.platform.releases import ClusterPlatform, PlatformArgs
@@ -201,6 +201,9 @@ def platform_args(stack: Stack, cluster: Target) -> PlatformArgs:
         slice_controller=platform.slice_controller if slicing else None,
         webhook_namespaces=list(config.queues.namespaces),
         mirror=config.images.mirror,
+        namespaces={
+            name: stack.namespaces[name] for name in release_namespaces(platform, config.tpu.dynamic_slicing).values()
+        },
     )
 
 
@@ -230,7 +233,7 @@ def queues_args(stack: Stack, cluster: Target, platform: ClusterPlatform) -> Que
     return QueuesArgs(
         provider=cluster.provider,
         kueue_release=platform.kueue,
-        namespaces=list(stack.config.queues.namespaces),
+        namespaces=[stack.namespaces[name] for name in stack.config.queues.namespaces],
         objects=stack.kueue,
     )
 
@@ -315,6 +318,7 @@ def saxml_args(stack: Stack, cluster: Target, platform: ClusterPlatform, gates: 
         versioning=Versioning(saxml.noncurrent_versions.days, saxml.noncurrent_versions.newer_versions),
         workload_pool=cluster.workload_pool,
         namespace=saxml.namespace,
+        namespace_object=stack.namespaces[saxml.namespace],
         readers=SaxmlIdentity(saxml.service_account_name, saxml.google_service_account_id),
         admin=SaxmlIdentity(saxml.admin_service_account_name, saxml.admin_google_service_account_id),
         objects=stack.saxml,

@@ -29,9 +29,11 @@ from policy.endpoints import OPT_IN, public_endpoint_problems
 from policy.gke import cluster_problems, node_pool_problems
 from policy.iam import project_role_problems, registry_role_problems
 from policy.images import PROGRAM_CONFIG_IMAGES, REQUIRE_DIGESTS, digests_required, image_problems
+from policy.namespaces import pod_security_problems
 from policy.network import unisolated_pod_violations
 from policy.rbac import binding_problems, role_problems
 from policy.resources import UNKNOWN, Resource, UnknownValue
+from policy.service_accounts import service_account_problems
 from policy.tpu import (
     EXTERNAL_CHIPS,
     PROGRAM_CONFIG_PRODUCTION,
@@ -240,6 +242,19 @@ def build_policies(
             "(CIS GKE 4.3.2).",
             validate=isolated,
             enforcement_level=MANDATORY,
+        ),
+        resource_policy(
+            "namespaces-enforce-pod-security",
+            "Every Namespace the stack makes carries the pod-security.kubernetes.io/enforce label at baseline or "
+            "restricted, and no Helm release makes its namespace itself, unlabelled (CIS GKE 4.2.1).",
+            lambda r, _config, _stack: pod_security_problems(r.type, r.name, r.props),
+            stack,
+        ),
+        resource_policy(
+            "pods-own-service-account",
+            "Every pod template names a ServiceAccount of its own, never its namespace's default one (CIS GKE 4.1.4).",
+            lambda r, _config, _stack: service_account_problems(r.type, r.name, r.props),
+            stack,
         ),
         resource_policy(
             "helm-charts-pinned",

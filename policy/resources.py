@@ -120,6 +120,11 @@ class KubernetesObject:
     body: Mapping[str, Any]
     label: str  # how a message names it: the resource, or the object inside a ConfigGroup
 
+    @property
+    def described(self) -> str:
+        """The label with the kind in front: ``Deployment admin-server``, ``Namespace team-c in extras``."""
+        return self.label if self.label.startswith(f"{self.kind} ") else f"{self.kind} {self.label}"
+
 
 def kind_of(resource_type: str) -> tuple[str, str] | None:
     """(API group, kind) of a Kubernetes resource type token, ``kubernetes:apps/v1:Deployment``

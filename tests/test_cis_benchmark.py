@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from policy import rbac
+from policy import namespaces, rbac, service_accounts
 from policy.pack import build_policies
 from tests.cis_benchmark import (
     BENCHMARK,
@@ -119,6 +119,31 @@ def test_the_rbac_rules_pass_on_every_object_of_a_stack_and_of_its_local_chart(s
     if stack != "saxml":
         chart = [o for o in bindings + roles if o["metadata"]["name"].startswith("slice-controller")]
         assert {o["kind"] for o in chart} == {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}, chart
+
+
+def _resource_type(obj: dict[str, Any]) -> str:
+    """The Kubernetes provider's type token of an object: ``apps/v1`` ``Deployment`` -> kubernetes:apps/v1:Deployment."""
+    api_version = obj["apiVersion"] if "/" in obj["apiVersion"] else f"core/{obj['apiVersion']}"
+    return f"kubernetes:{api_version}:{obj['kind']}"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_pod_and_namespace_rules_pass_on_every_object_of_a_stack_and_of_its_local_chart(stack: str) -> None:
+    """4.1.4 and 4.2.1 on the render, the slice controller chart's Deployment included (the pack sees its values)."""
+    objects = [o for o in yaml.safe_load_all(kubernetes_document(run_stack(stack=stack).registrations)) if o]
+    problems = [
+        problem
+        for o in objects
+        for rule in (service_accounts.service_account_problems, namespaces.pod_security_problems)
+        for problem in rule(_resource_type(o), o["metadata"]["name"], o)
+    ]
+    assert problems == []
+    if stack != "saxml":
+        (manager,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"].startswith("slice-")]
+        assert service_accounts.service_account_problems(_resource_type(manager), "manager", manager) == []
+        del manager["spec"]["template"]["spec"]["serviceAccountName"]
+        (problem,) = service_accounts.service_account_problems(_resource_type(manager), "manager", manager)
+        assert "(CIS GKE 4.1.4)" in problem
 
 
 def test_the_pin_scanner_exempts_exactly_the_control_numbers() -> None:

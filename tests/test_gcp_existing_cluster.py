@@ -43,21 +43,26 @@ def test_the_provider_uses_the_given_kubeconfig_with_a_stable_identifier(lab_run
 
 
 def test_the_kubernetes_layer_is_the_dev_stack_s(lab_run, dev_run):
-    """Every Kubernetes object the dev stack declares, but the controllers' charts, the router (with the
-    disruption budget of its endpoint pickers) and the scrapes of its dashboards (a stack on a cluster made
-    elsewhere makes no dashboards: the cluster's own stack does)."""
+    """Every Kubernetes object the dev stack declares, but the controllers' charts and the Pod Security labels of
+    their namespaces, the router (with the disruption budget of its endpoint pickers) and the scrapes of its
+    dashboards (a stack on a cluster made elsewhere makes no dashboards: the cluster's own stack does)."""
 
     def objects(run):
         return {
             r.name
             for r in run.registrations
-            if r.type.startswith("kubernetes:") and "helm.sh" not in r.type and r.parent != "operations"
+            if r.type.startswith("kubernetes:")
+            and "helm.sh" not in r.type
+            and r.type != "kubernetes:core/v1:NamespacePatch"
+            and r.parent != "operations"
         }
 
     assert objects(dev_run) - {"router-disruption-budget"} == objects(lab_run)
     assert "router-disruption-budget" in objects(dev_run)
     assert {"tpu-drain-gate", "load-balancer-drain-gate"} <= {r.name for r in lab_run.registrations}
     assert "slice-controller-webhook" not in {r.name for r in lab_run.registrations}  # not our controller
+    patches = {r.name for r in dev_run.registrations if r.type == "kubernetes:core/v1:NamespacePatch"}
+    assert patches and not patches & {r.name for r in lab_run.registrations}  # the installer's namespaces
 
 
 @pytest.mark.parametrize(

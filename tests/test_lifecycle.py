@@ -705,6 +705,8 @@ def test_a_stack_on_a_cluster_made_elsewhere_has_no_hardening_facts():
 POD_ACCOUNTS = {
     "dev": {
         "stage-model-weights": {"weights-staging-account", "staging-objectViewer", "staging-snapshot-objectUser"},
+        "subslice-check": {"slice-check-account"},
+        "superslice-check": {"slice-check-account"},
         "vllm-prefill": {
             "model-server-account",
             "weights-bucketViewer",
@@ -822,3 +824,34 @@ def test_a_new_queue_namespace_is_announced_alone(runs):
     run = run_stack({"queues.namespaces": ["llm-d-pd-disaggregation", "team-b"]}, previous_outputs=previous)
     (line,) = [w for w in run.warnings if w.startswith("network policies:")]
     assert "every pod of team-b accepts" in line and "llm-d-pd-disaggregation" not in line
+
+
+NAMESPACE_TYPES = ("kubernetes:core/v1:Namespace", "kubernetes:core/v1:NamespacePatch")
+
+
+def namespaces_used(r: Registration) -> set[str]:
+    """The namespaces a resource puts objects in: its own, each of a ConfigGroup's objects', a release's."""
+    if r.type == RELEASE:
+        return {r.input("namespace")}
+    if "objs" in r.inputs:
+        return {o["metadata"]["namespace"] for o in r.inputs["objs"] if o["metadata"].get("namespace")}
+    metadata = r.inputs.get("metadata") or {}
+    return {metadata["namespace"]} if isinstance(metadata, dict) and metadata.get("namespace") else set()
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_namespace_is_labelled_before_anything_in_it_and_goes_after_it(runs, stack):
+    """The Pod Security labels are on a namespace before the first pod is created in it (a pod created before
+    them would be held to nothing), and the namespace outlives what is in it."""
+    run = runs[stack]
+    made = {r.name for r in run.registrations if r.type in NAMESPACE_TYPES}
+    create = {name: i for i, names in enumerate(create_waves(run.registrations)) for name in names}
+    destroy = {name: i for i, names in enumerate(destroy_waves(run.registrations)) for name in names}
+    checked = 0
+    for r in kubernetes_objects(run):
+        for namespace in namespaces_used(r) - {r.name}:
+            assert namespace in made, f"{r.name} puts objects in {namespace}, which the stack does not make"
+            assert namespace in closure(run, r.name), f"{r.name} does not wait for its namespace {namespace}"
+            assert create[namespace] < create[r.name] and destroy[namespace] > destroy[r.name], (r.name, namespace)
+            checked += 1
+    assert checked >= 5, checked  # a pass over nothing would prove nothing

@@ -36,6 +36,24 @@ PLATFORM_BAD_INPUTS = [
         id="lws-outside-lws-system",
     ),
     pytest.param(
+        {"queues.namespaces": ["llm-d-pd-disaggregation", "kueue-system"]},
+        "queues.namespaces[1]",
+        "also the namespace of the platform.kueue release: a namespace enforces one Pod Security level",
+        id="workloads-in-a-controllers-namespace",
+    ),
+    pytest.param(
+        {
+            "platform.jobset": {
+                "chart": "oci://registry.k8s.io/jobset/charts/jobset",
+                "version": "0.12.0",
+                "namespace": "llm-d-pd-disaggregation",
+            }
+        },
+        "queues.namespaces[0]",
+        "also the namespace of the platform.jobset release",
+        id="a-controller-in-the-workloads-namespace",
+    ),
+    pytest.param(
         {"platform.kueueController": {"replicas": 0}},
         "platform.kueueController.replicas",
         "runs no controller",
@@ -123,3 +141,7 @@ PLATFORM_BAD_INPUTS += [
 @pytest.mark.parametrize("override, key, fragment", PLATFORM_BAD_INPUTS)
 def test_bad_platform_input_names_its_key_and_registers_nothing(override, key, fragment):
     assert_bad_input(override, key, fragment)
+
+
+def test_the_saxml_cell_may_not_share_the_jobset_controllers_namespace():
+    assert_bad_input({"saxml.namespace": "jobset-system"}, "saxml.namespace", "platform.jobset release", stack="saxml")

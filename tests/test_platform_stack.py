@@ -30,7 +30,9 @@ def test_helm_releases_are_pinned_and_on_the_cluster_provider(dev_run, name, cha
     release = dev_run.one(RELEASE, name)
     assert release.parent == "platform"
     assert (release.input("chart"), release.input("version"), release.input("namespace")) == (chart, version, namespace)
-    assert release.input("createNamespace") is True and release.input("atomic") is True
+    assert release.input("atomic") is True
+    assert release.input("createNamespace") is False, "Helm would make the namespace without its Pod Security labels"
+    assert namespace in release.dependencies  # its labelled namespace first
     assert "skipAwait" not in release.inputs  # Helm waits until the controllers are ready
     assert release.provider.split("::")[-2] == "gke", release.provider
 
@@ -132,7 +134,51 @@ def test_kueue_objects_wait_for_the_kueue_release_and_namespaces(dev_run):
 def test_each_workload_namespace_gets_a_local_queue():
     run = run_stack({"queues.namespaces": ["team-a", "team-b"], "serving.namespace": "team-a"})
     assert sorted(o["metadata"]["namespace"] for o in objects_of(run, "LocalQueue")) == ["team-a", "team-b"]
-    assert sorted(o["metadata"]["name"] for o in objects_of(run, "Namespace")) == ["team-a", "team-b"]
+    namespaces = [r for r in run.registrations if r.type == NAMESPACE]
+    assert sorted(r.input("metadata.name") for r in namespaces) == ["team-a", "team-b"]
+
+
+NAMESPACE, NAMESPACE_PATCH = "kubernetes:core/v1:Namespace", "kubernetes:core/v1:NamespacePatch"
+CONTROLLER_NAMESPACES = ["jobset-system", "kueue-system", "lws-system", "slice-controller-system"]
+ENFORCE, ENFORCE_VERSION = "pod-security.kubernetes.io/enforce", "pod-security.kubernetes.io/enforce-version"
+
+
+def test_the_controllers_namespaces_are_labelled_by_patches_that_their_releases_wait_for(dev_run):
+    """Helm made these namespaces on a running stack: a patch labels them in place there (a Namespace resource
+    would fail with AlreadyExists), and makes them on a new stack; its delete leaves them, as Helm's did."""
+    patches = {r.name: r for r in dev_run.registrations if r.type == NAMESPACE_PATCH}
+    assert sorted(patches) == CONTROLLER_NAMESPACES
+    for name, patch in patches.items():
+        assert patch.parent == "platform" and patch.provider.split("::")[-2] == "gke"
+        labels = patch.input("metadata.labels")
+        assert (labels[ENFORCE], labels[ENFORCE_VERSION]) == ("restricted", "v1.36"), name
+        assert patch.input("metadata.annotations") == APPLY_ANNOTATIONS  # takes the labels from any other manager
+    releases = {r.input("namespace"): r for r in dev_run.registrations if r.type == RELEASE}
+    assert set(releases) == {*CONTROLLER_NAMESPACES, "llm-d-pd-disaggregation"}  # the router's is the queues'
+    for namespace in CONTROLLER_NAMESPACES:
+        assert namespace in releases[namespace].dependencies
+
+
+def test_the_workload_namespaces_enforce_baseline_pinned_to_the_clusters_minor():
+    run = run_stack(
+        {"queues.namespaces": ["team-a", "team-b"], "serving.namespace": "team-a", "cluster.version": "1.37.1-gke.100"}
+    )
+    watching = {
+        "pod-security.kubernetes.io/warn": "restricted",
+        "pod-security.kubernetes.io/warn-version": "latest",
+        "pod-security.kubernetes.io/audit": "restricted",
+        "pod-security.kubernetes.io/audit-version": "latest",
+    }
+    for namespace in (r for r in run.registrations if r.type == NAMESPACE):
+        labels = namespace.input("metadata.labels")
+        assert labels == {ENFORCE: "baseline", ENFORCE_VERSION: "v1.37", **watching}
+    patches = [r for r in run.registrations if r.type == NAMESPACE_PATCH]
+    assert {p.input("metadata.labels")[ENFORCE_VERSION] for p in patches} == {"v1.37"}
+
+
+def test_a_stack_that_installs_nothing_labels_no_controllers_namespace():
+    run = run_stack({"platform.install": False})
+    assert [r.name for r in run.registrations if r.type == NAMESPACE_PATCH] == []
 
 
 @pytest.mark.parametrize(
@@ -158,7 +204,7 @@ def test_adding_or_removing_a_slice_shape_never_changes_the_immutable_topology(d
 def test_slice_controller_release_comes_from_the_local_chart_after_the_controllers(dev_run):
     release = dev_run.one(RELEASE, "slice-controller")
     assert release.input("chart") == "./manifests/charts/slice-controller"
-    assert release.input("version") == "0.3.0"
+    assert release.input("version") == "0.3.1"
     assert release.input("namespace") == "slice-controller-system"
     assert release.input("values") == {
         "createNamespace": False,
@@ -166,7 +212,7 @@ def test_slice_controller_release_comes_from_the_local_chart_after_the_controlle
         "webhookNamespaces": ["llm-d-pd-disaggregation"],
         "image": {"repository": "tpuongke/kueue-slice-controller", "tag": "v0.8.0-200", "digest": ""},
     }
-    assert {"jobset", "kueue", "lws"} <= set(release.dependencies)
+    assert {"jobset", "kueue", "lws", "slice-controller-system"} <= set(release.dependencies)
     assert release.provider.split("::")[-2] == "gke"
 
 
@@ -228,7 +274,7 @@ def test_release_versions_are_a_stack_output(dev_run):
         "jobset": "0.12.0",
         "kueue": "0.17.8",
         "lws": "0.10.0",
-        "slice-controller": "0.3.0",
+        "slice-controller": "0.3.1",
     }
 
 
@@ -251,3 +297,10 @@ def test_a_change_to_any_file_of_the_local_chart_changes_the_release(dev_run, tm
     assert chart_digest(copy) != chart_digest(chart), "a template edit without a version bump would not apply"
     (copy / "templates" / "extra.yaml").write_text("")
     assert len({chart_digest(copy), chart_digest(chart)}) == 2
+
+
+def test_the_leaderworkerset_release_runs_its_manager_under_the_runtimes_seccomp_profile(dev_run):
+    """The chart sets none (kubernetes-sigs/lws v0.10.0 charts/lws/values.yaml); restricted needs it."""
+    values = dev_run.one(RELEASE, "lws").input("values")
+    assert values["podSecurityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert values["image"]["manager"] == {"repository": "registry.k8s.io/lws/lws", "tag": "v0.10.0"}

@@ -37,7 +37,10 @@ from policy.resources import UNKNOWN
 from tests.conftest import PROJECT_ROOT
 
 POLICY_DIR = PROJECT_ROOT / "policy"
-PURE_MODULES = ("resources", "endpoints", "iam", "images", "buckets", "charts", "tpu", "network")
+PURE_MODULES = (
+    "resources", "endpoints", "iam", "images", "buckets", "charts", "tpu", "gke", "rbac", "boundaries", "namespaces",
+    "service_accounts", "network",
+)  # fmt: skip
 
 GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -95,7 +98,7 @@ def test_the_rules_are_pure(module: str) -> None:
 def test_every_policy_is_mandatory_and_named_once() -> None:
     policies = build_policies(lambda: StackContext())
     names = [p.name for p in policies]
-    assert len(names) == len(set(names)) == 15
+    assert len(names) == len(set(names)) == 17
     assert all(p.enforcement_level == EnforcementLevel.MANDATORY for p in policies)
 
 
@@ -140,6 +143,34 @@ def test_a_resource_wrapper_reports_the_rule_messages() -> None:
     ((message, urn),) = validate("no-public-endpoints", GATEWAY, PUBLIC_GATEWAY)
     assert "Gateway res" in message and urn is None  # the engine attaches the resource's URN itself
     assert validate("no-public-endpoints", GATEWAY, PUBLIC_GATEWAY, config={"allowPublicEndpoints": True}) == []
+
+
+def _broken_cases() -> list[Any]:
+    from tests.test_policy_rules import BROKEN
+
+    resource_rules = {p.name for p in build_policies(lambda: StackContext()) if isinstance(p, ResourceValidationPolicy)}
+    return [pytest.param(*case, id=f"{case[0]}-{i}") for i, case in enumerate(BROKEN) if case[0] in resource_rules]
+
+
+@pytest.mark.parametrize("rule, stack, breakage, config, name, fragment", _broken_cases())
+def test_each_policy_of_the_pack_runs_its_own_rule(
+    rule: str, stack: str, breakage: Any, config: dict[str, Any], name: str, fragment: str
+) -> None:
+    """Each broken copy of tests/test_policy_rules.py, through the pack's wrapper of that rule as the SDK calls it: a
+    wrapper calling another rule (two rule modules with a function of the same name, say) fails here."""
+    from tests.test_policy_rules import _program_config, rendered
+
+    before = {(r.type, r.name): (r.props, r.protect) for r in rendered(stack)}
+    resources = rendered(stack)
+    breakage(resources)
+    broken = [r for r in resources if before.get((r.type, r.name)) != (r.props, r.protect) or r.name == name]
+    context = StackContext(name=stack, program_config=_program_config(stack))
+    messages = [
+        message
+        for r in broken
+        for message, _ in validate(rule, r.type, dict(r.props), protect=r.protect, config=config, stack=context)
+    ]
+    assert any(fragment in message for message in messages), messages
 
 
 def test_a_wrapper_reads_the_protect_option_and_the_production_marker() -> None:

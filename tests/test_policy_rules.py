@@ -17,7 +17,20 @@ from typing import Any
 import pulumi
 import pytest
 
-from policy import boundaries, buckets, charts, endpoints, gke, iam, images, network, rbac, tpu
+from policy import (
+    boundaries,
+    buckets,
+    charts,
+    endpoints,
+    gke,
+    iam,
+    images,
+    namespaces,
+    network,
+    rbac,
+    service_accounts,
+    tpu,
+)
 from policy.resources import UNKNOWN, Resource, UnknownValue, Violation
 from tests.conftest import PROJECT_ROOT, run_stack, stack_values
 from tools.mock_engine import unwrap_secrets
@@ -100,6 +113,12 @@ RULES: dict[str, Rule] = {
     "objects-in-own-namespaces": _each(lambda r, _s, _c: boundaries.namespace_problems(r.type, r.name, r.props)),
     "rbac-no-privileged-bindings": _each(lambda r, _s, _c: rbac.binding_problems(r.type, r.name, r.props)),
     "rbac-least-privilege-roles": _each(lambda r, _s, _c: rbac.role_problems(r.type, r.name, r.props)),
+    "namespaces-enforce-pod-security": _each(
+        lambda r, _s, _c: namespaces.pod_security_problems(r.type, r.name, r.props)
+    ),
+    "pods-own-service-account": _each(
+        lambda r, _s, _c: service_accounts.service_account_problems(r.type, r.name, r.props)
+    ),
 }
 
 # What each rule looks at, so that a pass is not a pass over nothing.
@@ -125,6 +144,12 @@ TARGETS: dict[str, Callable[[Resource, str], bool]] = {
     ),
     "rbac-no-privileged-bindings": lambda r, _s: "RoleBinding" in r.type or "RoleBinding" in json.dumps(r.props),
     "rbac-least-privilege-roles": lambda r, _s: r.type.endswith((":Role", ":ClusterRole")),
+    "namespaces-enforce-pod-security": lambda r, _s: r.type.endswith((":Namespace", ":NamespacePatch", ":Release")),
+    "pods-own-service-account": lambda r, _s: (
+        r.type.startswith("kubernetes:")
+        and not r.type.startswith("kubernetes:helm.sh/")
+        and "containers" in json.dumps(r.props)
+    ),
 }
 
 
@@ -283,6 +308,41 @@ def role_rule(name: str, rule: dict[str, Any]) -> Callable[[list[Resource]], Non
     return lambda resources: one(resources, name).props["rules"].append(rule)
 
 
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+
+
+def enforce_label(name: str, type_suffix: str, level: str | None) -> Callable[[list[Resource]], None]:
+    """A namespace's enforce label set to ``level``, or removed (None)."""
+
+    def change(resources: list[Resource]) -> None:
+        labels = one(resources, name, type_suffix).props["metadata"]["labels"]
+        if level is None:
+            del labels[POD_SECURITY_ENFORCE]
+        else:
+            labels[POD_SECURITY_ENFORCE] = level
+
+    return change
+
+
+UNLABELLED_NAMESPACES = Resource(
+    "kubernetes:yaml/v2:ConfigGroup",
+    "team-namespaces",
+    {"objs": [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-c"}}]},
+)
+JOBSET_POD = "spec.replicatedJobs.0.template.spec.template.spec"
+LWS_WORKER_POD = "spec.leaderWorkerTemplate.workerTemplate.spec"
+
+
+def without_service_account(name: str, pod_path: str) -> Callable[[list[Resource]], None]:
+    def drop(resources: list[Resource]) -> None:
+        pod: Any = one(resources, name).props
+        for part in pod_path.split("."):
+            pod = pod[int(part)] if isinstance(pod, list) else pod[part]
+        del pod["serviceAccountName"]
+
+    return drop
+
+
 SECRET_READER = Resource(
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
     "secret-reader",
@@ -385,6 +445,15 @@ BROKEN = [
     ("pods-isolated-by-network-policy", "saxml", without_network_policies("sax-default-deny-ingress", "sax-admin-server-network-policy"), {}, "admin-server", "4.3.2"),
     ("pods-isolated-by-network-policy", "prod", network_policies(lambda p: p["metadata"].update(namespace="default")), {}, "subslice-check", "4.3.2"),
     ("pods-isolated-by-network-policy", "dev", network_policies(lambda p: p["spec"].update(policyTypes=["Egress"])), {}, "stage-model-weights", "4.3.2"),
+    ("namespaces-enforce-pod-security", "dev", enforce_label("llm-d-pd-disaggregation", ":Namespace", None), {}, "llm-d-pd-disaggregation", "4.2.1"),
+    ("namespaces-enforce-pod-security", "prod", enforce_label("lws-system", ":NamespacePatch", "privileged"), {}, "lws-system", "4.2.1"),
+    ("namespaces-enforce-pod-security", "saxml", enforce_label("sax", ":Namespace", "restricted-ish"), {}, "sax", "4.2.1"),
+    ("namespaces-enforce-pod-security", "dev", setting("kueue", "createNamespace", True, ":Release"), {}, "kueue", "4.2.1"),
+    ("namespaces-enforce-pod-security", "dev", adding(UNLABELLED_NAMESPACES), {}, "team-c in team-namespaces", "4.2.1"),
+    ("pods-own-service-account", "dev", without_service_account("subslice-check", JOBSET_POD), {}, "subslice-check", "4.1.4"),
+    ("pods-own-service-account", "dev", setting("stage-model-weights", "spec.template.spec.serviceAccountName", "default"), {}, "stage-model-weights", "4.1.4"),
+    ("pods-own-service-account", "prod", setting("vllm-decode", f"{LWS_WORKER_POD}.serviceAccountName", "default"), {}, "vllm-decode", "4.1.4"),
+    ("pods-own-service-account", "saxml", without_service_account("admin-server", "spec.template.spec"), {}, "admin-server", "4.1.4"),
 ]  # fmt: skip
 
 

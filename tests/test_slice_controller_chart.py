@@ -185,6 +185,7 @@ def test_chart_metadata(chart: Any) -> None:
         pytest.param({"image": {"tag": "v1", "registry": "x"}}, id="unknown-image-key"),
         pytest.param({"replicas": "2"}, id="replicas-as-string"),
         pytest.param({"args": "--leader-elect"}, id="args-not-a-list"),
+        pytest.param({"podSecurityVersion": "1.36"}, id="pod-security-version-without-v"),
     ],
 )
 def test_values_schema_rejects_bad_values(chart: Any, values: dict[str, Any]) -> None:
@@ -210,6 +211,17 @@ def test_namespace_labels(render: Any) -> None:
     labels = only(render(), "Namespace")["metadata"]["labels"]
     assert labels["app.kubernetes.io/name"] == "slice-controller"
     assert labels["control-plane"] == "controller-manager"
+    security = {k.removeprefix("pod-security.kubernetes.io/"): v for k, v in labels.items() if "pod-security" in k}
+    assert security == {
+        "enforce": "restricted",  # the manager's pod meets it: tests/test_pod_security.py
+        "enforce-version": "latest",
+        "warn": "restricted",
+        "warn-version": "latest",
+        "audit": "restricted",
+        "audit-version": "latest",
+    }
+    pinned = only(render({"podSecurityVersion": "v1.36"}), "Namespace")["metadata"]["labels"]
+    assert pinned["pod-security.kubernetes.io/enforce-version"] == "v1.36"
 
 
 def test_everything_is_in_the_release_namespace(render: Any) -> None:

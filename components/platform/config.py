@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from components.config_base import (
@@ -21,7 +22,7 @@ from components.config_base import (
     setting,
     snake,
 )
-from components.gcp.config import TpuConfig
+from components.gcp.config import ClusterConfig, GkeVersion, TpuConfig
 from components.tpu import topology
 
 PRIORITY_LEVELS = ("low", "medium", "high")  # the keys of queues.priorityClasses, lowest first
@@ -369,3 +370,91 @@ def kueue_input(queues: QueuesConfig, tpu: TpuConfig) -> KueueInput:
         quota=tuple(cluster_quota(tpu).items()),
         priority_classes=tuple((p.name, p.value) for _, p in queues.priority_classes.levels()),
     )
+
+
+# --- Pod Security of the namespaces the stack makes (CIS GKE 4.2.1) -----------------------
+
+# The levels of the Pod Security Standards a namespace may enforce here, the weaker first
+# (https://kubernetes.io/docs/concepts/security/pod-security-standards/): the benchmark asks for baseline or
+# stricter, so never privileged.
+BASELINE, RESTRICTED = "baseline", "restricted"
+POD_SECURITY_LEVELS = (BASELINE, RESTRICTED)
+# What each namespace the stack makes enforces: the strictest level every pod created in it meets
+# (tests/test_pod_security.py holds both halves: every pod meets it, and a baseline namespace holds a pod that
+# restricted would refuse).
+# - The controllers' (JobSet, Kueue, LeaderWorkerSet, the slice controller): restricted. Each chart runs its
+#   manager as non-root, under the RuntimeDefault seccomp profile, with every capability dropped and no privilege
+#   escalation, on configMap, secret and emptyDir volumes (kubernetes-sigs/jobset v0.12.0 charts/jobset/values.yaml
+#   controller.podSecurityContext and .securityContext; kubernetes-sigs/kueue v0.17.8 charts/kueue/values.yaml
+#   controllerManager.manager.podSecurityContext and .containerSecurityContext; manifests/charts/slice-controller
+#   templates/deployment.yaml). LeaderWorkerSet v0.10.0 sets no seccomp profile (charts/lws/values.yaml
+#   podSecurityContext: runAsNonRoot only), so its release's values add RuntimeDefault
+#   (manifests/charts/lws-values.yaml).
+# - The workloads' (queues.namespaces: serving, the slice checks, `make bench`; saxml.namespace): baseline. The
+#   vLLM, JAX and Sax images run as root and keep the runtime's default capabilities less NET_RAW (the checkov
+#   skips CKV_K8S_23 and CKV_K8S_37 on them say why), and the llm-d router's endpoint picker sets no security
+#   context at all (llm-d/llm-d-router v0.10.0 config/charts/routerlib/templates/_deployment.yaml).
+CONTROLLERS_POD_SECURITY = RESTRICTED
+WORKLOADS_POD_SECURITY = BASELINE
+
+
+def pod_security_version(cluster: ClusterConfig) -> str:
+    """The Pod Security version the namespaces enforce: the minor of ``cluster.version`` (``v1.36``).
+
+    Pinned rather than ``latest``: the control plane upgrades itself on its release channel, and with ``latest``
+    an upgrade that tightened a level would refuse a running workload's next pod with no change to the stack. A
+    pinned version moves only with ``cluster.version``, a reviewed change whose preview shows the labels change.
+    An API server older than the pin evaluates its own newest rules instead (kubernetes/pod-security-admission
+    v0.36.2 policy/registry.go, EvaluatePod), so a cluster made elsewhere that runs below the floor still enforces.
+    """
+    version = GkeVersion.parse(cluster.version)
+    return f"v{version.major}.{version.minor}"
+
+
+def release_namespaces(platform: PlatformConfig, dynamic_slicing: bool) -> dict[str, str]:
+    """The namespace of each Helm release of the platform this stack installs, by the release's key under
+    ``platform``: the registry charts and, with dynamic slicing, the slice controller."""
+    namespaces = {key: chart.namespace for key, chart in installed_charts(platform, dynamic_slicing).items()}
+    if dynamic_slicing and platform.install:
+        namespaces["sliceController"] = platform.slice_controller.namespace
+    return namespaces
+
+
+def validate_namespace_levels(
+    platform: PlatformConfig, dynamic_slicing: bool, workload_namespaces: Sequence[tuple[str, str]], problems: Problems
+) -> None:
+    """A workload namespace (``(key, namespace)``) is never one of the controllers': each namespace enforces one
+    Pod Security level, restricted for the controllers and baseline for the workloads that run as root."""
+    owners = {namespace: key for key, namespace in release_namespaces(platform, dynamic_slicing).items()}
+    for key, namespace in workload_namespaces:
+        if namespace in owners:
+            problems.add(
+                key,
+                f"{namespace!r} is also the namespace of the platform.{owners[namespace]} release: a namespace enforces "
+                f"one Pod Security level, {CONTROLLERS_POD_SECURITY} for the controllers and {WORKLOADS_POD_SECURITY} "
+                "for the workloads",
+                "give the workloads a namespace of their own",
+            )
+
+
+@dataclass(frozen=True)
+class NamespacesInput:
+    """What the namespaces the stack makes are built from: each one's enforce level, and the version pinned."""
+
+    version: str  # pod-security.kubernetes.io/enforce-version
+    levels: tuple[tuple[str, str], ...]  # (namespace, enforce level), each namespace once
+
+
+def namespaces_input(
+    platform: PlatformConfig,
+    queues: QueuesConfig,
+    cluster: ClusterConfig,
+    dynamic_slicing: bool,
+    other_workload_namespaces: Sequence[str],
+) -> NamespacesInput:
+    """The controllers' namespaces (those of the releases this stack installs), the workload namespaces of the
+    queues (with dynamic slicing) and ``other_workload_namespaces`` (the Saxml cell's)."""
+    levels = dict.fromkeys(release_namespaces(platform, dynamic_slicing).values(), CONTROLLERS_POD_SECURITY)
+    workloads = [*(queues.namespaces if dynamic_slicing else []), *other_workload_namespaces]
+    levels |= dict.fromkeys(workloads, WORKLOADS_POD_SECURITY)
+    return NamespacesInput(pod_security_version(cluster), tuple(levels.items()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -15,7 +16,7 @@ from components.resources import owned, owned_objects
 class QueuesArgs:
     provider: k8s.Provider
     kueue_release: pulumi.Resource | None  # serves the Kueue CRDs and webhooks; None: installed elsewhere
-    namespaces: list[str]
+    namespaces: list[dict[str, Any]]  # the workload namespaces, each with its Pod Security labels
     objects: KueueObjects
 
 
@@ -23,10 +24,12 @@ class KueueQueues(pulumi.ComponentResource):
     def __init__(self, name: str, args: QueuesArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:k8s:KueueQueues", name, None, opts)
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        self._namespaces = {
-            namespace: k8s.core.v1.Namespace(namespace, metadata=owned({"name": namespace}), opts=on_cluster)
-            for namespace in args.namespaces
-        }
+        # A change of a label updates the namespace in place: Pod Security admission evicts nothing, and holds
+        # each pod to the new level when it is next created.
+        self._namespaces: dict[str, k8s.core.v1.Namespace] = {}
+        for namespace in args.namespaces:
+            name = namespace["metadata"]["name"]
+            self._namespaces[name] = k8s.core.v1.Namespace(name, metadata=owned(namespace["metadata"]), opts=on_cluster)
         self.namespaces = list(self._namespaces.values())
         # Created only once the Kueue release is ready: its CRDs exist and its webhooks serve.
         self.objects = k8s.yaml.v2.ConfigGroup(
@@ -39,7 +42,7 @@ class KueueQueues(pulumi.ComponentResource):
                 ),
             ),
         )
-        self.register_outputs({"namespaces": args.namespaces})
+        self.register_outputs({"namespaces": list(self._namespaces)})
 
     def namespace(self, name: str) -> k8s.core.v1.Namespace:
         return self._namespaces[name]

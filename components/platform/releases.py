@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.config_base import ImageReference, mirrored_image
-from components.manifests import MANIFESTS, load_documents
+from components.manifests import MANIFESTS, load_document, load_documents
 from components.platform.config import (
     CHART_IMAGES,
     CHART_RELEASE_NAMES,
@@ -22,9 +22,11 @@ from components.platform.config import (
     chart_image,
     slice_controller_image,
 )
+from components.resources import owned
 
 # Relative to the project folder, where Pulumi runs the program (keeps renders machine-independent).
 SLICE_CONTROLLER_CHART = "./manifests/charts/slice-controller"
+LWS_VALUES_FILE = "charts/lws-values.yaml"  # the LeaderWorkerSet release's values besides its image
 
 # Helm waits for the release's workloads (and so its webhooks) to be ready, up to this long.
 RELEASE_TIMEOUT_SECONDS = 600
@@ -40,12 +42,16 @@ class PlatformArgs:
     slice_controller: SliceControllerConfig | None
     webhook_namespaces: list[str]  # the only namespaces the slice controller's webhooks see
     mirror: str  # images.mirror: the registry every image is pulled from ("": each from its own)
+    # Namespace name -> its object (Pod Security labels): the namespace of every release above
+    namespaces: dict[str, dict[str, Any]]
 
 
 class ClusterPlatform(pulumi.ComponentResource):
     def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:k8s:ClusterPlatform", name, None, opts)
         self._provider = args.provider
+        self._namespace_objects = args.namespaces
+        self._namespaces: dict[str, k8s.core.v1.NamespacePatch] = {}
         self.release_versions: dict[str, str] = {}  # release name -> chart version
         names = CHART_RELEASE_NAMES
         self.jobset = (
@@ -62,7 +68,7 @@ class ClusterPlatform(pulumi.ComponentResource):
             self._release(
                 names["leaderWorkerSet"],
                 args.leader_worker_set,
-                chart_image_values("leaderWorkerSet", args.leader_worker_set, args.mirror),
+                lws_values(args.leader_worker_set, args.mirror),
             )
             if args.leader_worker_set
             else None
@@ -94,12 +100,34 @@ class ClusterPlatform(pulumi.ComponentResource):
             release_name,
             chart,
             values,
-            pulumi.ResourceOptions(parent=self, provider=self._provider, depends_on=depends_on),
-            create_namespace=True,
+            pulumi.ResourceOptions(
+                parent=self, provider=self._provider, depends_on=[self._namespace(chart.namespace), *(depends_on or [])]
+            ),
             description=description,
         )
         self.release_versions[release_name] = chart.version
         return release
+
+    def _namespace(self, name: str) -> k8s.core.v1.NamespacePatch:
+        """The release's namespace with its Pod Security labels (one per namespace), before the release.
+
+        A patch, applied by server-side apply, rather than a Namespace resource: on a running stack Helm made these
+        namespaces (create_namespace, before they carried labels), and the provider creates a resource client-side
+        since 4.29.0, so a Namespace resource would fail there with AlreadyExists (pulumi/pulumi-kubernetes
+        CHANGELOG.md 4.29.0, #2926; provider/pkg/await/await.go at v4.32.0: only a Patch resource, or the
+        provider-wide upsertExistingObjects, goes through an apply on create). The apply labels an existing namespace
+        in place and makes a missing one (a new stack's). Deleting the patch gives its fields up and leaves the
+        namespace (ssa.Relinquish in the same file), as Helm always left the namespaces it made: `pulumi destroy`
+        uninstalls the release first, then removes the labels.
+        """
+        if name not in self._namespaces:
+            namespace = self._namespace_objects[name]
+            self._namespaces[name] = k8s.core.v1.NamespacePatch(
+                name,
+                metadata=owned(namespace["metadata"]),
+                opts=pulumi.ResourceOptions(parent=self, provider=self._provider),
+            )
+        return self._namespaces[name]
 
 
 def helm_release(
@@ -108,17 +136,17 @@ def helm_release(
     chart: HelmChartConfig,
     values: dict[str, Any],
     opts: pulumi.ResourceOptions,
-    create_namespace: bool = False,
     description: str | None = None,
 ) -> k8s.helm.v3.Release:
-    """A pinned release that Helm rolls back on failure and waits for until its workloads are ready."""
+    """A pinned release that Helm rolls back on failure and waits for until its workloads are ready. Helm never
+    makes its namespace (it would make it without the Pod Security labels): the program does."""
     return k8s.helm.v3.Release(
         resource_name,
         name=release_name,
         chart=chart.chart,
         version=chart.version,
         namespace=chart.namespace,
-        create_namespace=create_namespace,
+        create_namespace=False,
         values=values,
         atomic=True,
         cleanup_on_fail=True,
@@ -137,6 +165,11 @@ def chart_image_values(key: str, chart: HelmChartConfig, mirror: str) -> dict[st
     for part in reversed(CHART_IMAGES[key].values_path):
         values = {part: values}
     return values
+
+
+def lws_values(chart: HelmChartConfig, mirror: str) -> dict[str, Any]:
+    """The LeaderWorkerSet release's values: its image, and the pod security context of manifests/charts/lws-values.yaml."""
+    return {**load_document(LWS_VALUES_FILE), **chart_image_values("leaderWorkerSet", chart, mirror)}
 
 
 def kueue_values(chart: HelmChartConfig, controller: KueueControllerConfig, mirror: str) -> dict[str, Any]:
@@ -176,7 +209,7 @@ def slice_controller_values(
 ) -> dict[str, Any]:
     image = ImageReference.parse(mirrored_image(slice_controller_image(controller), mirror))
     return {
-        # Helm creates the namespace (create_namespace); the chart must not own it as well.
+        # The program makes the namespace, with its Pod Security labels; the chart must not own it as well.
         "createNamespace": False,
         "replicas": controller.replicas,
         "webhookNamespaces": list(webhook_namespaces),

@@ -28,8 +28,8 @@ def rendered() -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def namespaces(rendered: list[dict[str, Any]], control_plane: ControlPlane, api: KubeApi) -> Iterator[list[str]]:
     """The namespaces the objects live in, created for real: a dry-run creates nothing, so a Namespace of the
-    render does not exist yet for the objects in it, and slice-controller-system is made by the Helm release
-    (createNamespace), not by an object of the render. Deleted again (and waited for) before the lifecycle."""
+    render (the workload namespace, and the controllers', which the program applies as patches) does not exist yet
+    for the objects in it. Deleted again (and waited for) before the lifecycle."""
     wanted = sorted({o["metadata"]["namespace"] for o in rendered if o["metadata"].get("namespace")})
     for name in wanted:
         control_plane.kubectl("create", "namespace", name)

@@ -32,6 +32,7 @@ class SaxmlArgs:
     versioning: Versioning  # when the state bucket deletes replaced versions of the state
     workload_pool: pulumi.Input[str]  # the cluster's: the bindings to it wait for the cluster
     namespace: str
+    namespace_object: dict[str, Any]  # the Namespace, with its Pod Security labels
     readers: SaxmlIdentity  # the model servers and the HTTP server: they read the cell's state
     admin: SaxmlIdentity  # the admin server: the one that writes it
     objects: SaxmlObjects
@@ -74,7 +75,7 @@ class SaxmlCell(pulumi.ComponentResource):
         self.bucket_name = bucket.name
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self.namespace = k8s.core.v1.Namespace(
-            args.namespace, metadata=owned({"name": args.namespace}), opts=on_cluster
+            args.namespace, metadata=owned(args.namespace_object["metadata"]), opts=on_cluster
         )
         in_namespace = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[self.namespace]))
         # Each server starts with its NetworkPolicy in place (and is deleted before it): the namespace's default

@@ -29,6 +29,8 @@ class SliceChecks(pulumi.ComponentResource):
         script = k8s.core.v1.ConfigMap(
             "check-script", metadata=owned(configmap["metadata"]), data=configmap["data"], opts=on_cluster
         )
+        # The pods' own account (no token, no role): made before the JobSets, deleted after them.
+        account = kubernetes_object("slice-check-account", args.objects.service_account, on_cluster)
         self.jobset_names = [jobset["metadata"]["name"] for jobset in args.objects.jobsets]
         self.network_policies: dict[str, list[pulumi.Resource]] = {}
         for jobset, policy in zip(args.objects.jobsets, args.objects.network_policies, strict=True):
@@ -39,7 +41,7 @@ class SliceChecks(pulumi.ComponentResource):
                 pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.namespace_ready),
             )
             self.network_policies.setdefault(policy["metadata"]["namespace"], []).append(admitted)
-            after = pulumi.ResourceOptions(depends_on=[script, admitted])
+            after = pulumi.ResourceOptions(depends_on=[script, account, admitted])
             custom_resource(
                 jobset["metadata"]["name"],
                 jobset,

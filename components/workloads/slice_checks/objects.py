@@ -2,8 +2,8 @@
 
 Pure Python (no Pulumi imports). The YAML bases under ``manifests/slice-checks/`` are real
 manifests; this module loads them and overlays, on fresh copies, what varies per stack:
-namespace, Kueue queue and priority labels, image, hold time, and everything that follows from
-the slice shape and the machine type (parallelism, device counts, TPU requests).
+namespace, Kueue queue and priority labels, image, hold time, the service account, and everything that
+follows from the slice shape and the machine type (parallelism, device counts, TPU requests).
 
 Device arithmetic on TPU7x (``tpu7x-standard-4t``): 4 chips per host, and JAX shows each chip as
 2 devices (one per TensorCore chiplet), so a host has 8 devices and a slice ``chips x 2``.
@@ -27,6 +27,7 @@ from components.workloads.slice_checks.config import SUBSLICING, SUPERSLICING, S
 
 BASE_FILES = {SUBSLICING: "slice-checks/subslicing-check.yaml", SUPERSLICING: "slice-checks/superslicing-check.yaml"}
 NETWORK_POLICY_FILE = "slice-checks/network-policy.yaml"
+SERVICE_ACCOUNT_FILE = "slice-checks/service-account.yaml"
 # The label the JobSet controller gives every pod of a JobSet, its name (kubernetes-sigs/jobset v0.12.0
 # api/jobset/v1alpha2/jobset_types.go JobSetNameKey; pkg/controllers/jobset_controller.go labelAndAnnotateObject).
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -81,6 +82,7 @@ class SliceFacts:
 @dataclass(frozen=True)
 class SliceChecksObjects:
     script_configmap: dict[str, Any]
+    service_account: dict[str, Any]  # the checks' own, with no token: never the namespace's default one
     jobsets: list[dict[str, Any]]
     network_policies: list[dict[str, Any]]  # one per JobSet: its pods admit each other, and nothing else
 
@@ -88,8 +90,18 @@ class SliceChecksObjects:
 def slice_checks_objects(spec: SliceChecksInput) -> SliceChecksObjects:
     jobsets = [slice_check_jobset(c) for c in spec.checks]
     return SliceChecksObjects(
-        check_script_configmap(spec.namespace), jobsets, [network_policy(jobset) for jobset in jobsets]
+        check_script_configmap(spec.namespace),
+        check_service_account(spec.namespace),
+        jobsets,
+        [network_policy(jobset) for jobset in jobsets],
     )
+
+
+def check_service_account(namespace: str) -> dict[str, Any]:
+    """The ServiceAccount every check pod runs as (its YAML base, in ``namespace``)."""
+    account = manifests.load_document(SERVICE_ACCOUNT_FILE)
+    account["metadata"]["namespace"] = namespace
+    return account
 
 
 def load_base(kind: str) -> dict[str, Any]:
@@ -116,6 +128,7 @@ def slice_check_jobset(spec: SliceCheckInput) -> dict[str, Any]:
     metadata["namespace"] = spec.namespace
     metadata.setdefault("labels", {}).update({QUEUE_LABEL: spec.queue_name, PRIORITY_LABEL: spec.priority_class})
 
+    pod_spec["serviceAccountName"] = check_service_account(spec.namespace)["metadata"]["name"]
     replicated_job["replicas"] = spec.slices
     job_spec["parallelism"] = facts.hosts
     job_spec["completions"] = facts.hosts
