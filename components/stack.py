@@ -13,7 +13,7 @@ import dataclasses
 import json
 import re
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -64,7 +64,8 @@ class StackConfig:
         "protected TPU pools, a maintenance window, 2+ system nodes per zone, 2+ Kueue, slice-controller and "
         "endpoint-picker replicas, private nodes, no public IP endpoint open to every address, every image pinned "
         "by digest unless images.requireDigests is false) and the CIS GKE controls held in production (flow logs, "
-        "a Cloud KMS key for Secrets, Binary Authorization, Google Groups for RBAC, intranode visibility).",
+        "the Cloud KMS keys of the Secrets and of the boot disks, secure boot on the TPU nodes, Binary Authorization, "
+        "Google Groups for RBAC, intranode visibility).",
     )
     region: str = setting("us-central1", "Region of the cluster, network and workload policy.")
     network: gcp_config.NetworkConfig = setting(gcp_config.NetworkConfig(), "VPC and subnets.")
@@ -114,6 +115,9 @@ class StackConfig:
     def pool_private_nodes(self, pool: gcp_config.TpuPoolConfig) -> bool:
         return self.tpu.pool_private_nodes(pool, self.cluster)
 
+    def pool_boot(self, pool: gcp_config.TpuPoolConfig) -> gcp_config.NodeBoot:
+        return self.tpu.pool_boot(pool, self.cluster)
+
     @property
     def nat_needed(self) -> bool:
         """Cloud NAT exactly when a node is private: public nodes leave by their own addresses."""
@@ -132,7 +136,9 @@ class StackConfig:
 
     def preview_warnings(self) -> list[str]:
         """What a valid stack's preview warns of (said at every preview, refusing nothing)."""
-        return operations_config.supply_chain_warnings(self.production, self.images, self.stack_images())
+        return operations_config.supply_chain_warnings(
+            self.production, self.images, self.stack_images()
+        ) + operations_config.boot_hardening_warnings(self.production, self.cluster, self.tpu)
 
 
 @dataclass(frozen=True)
@@ -244,7 +250,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     _validate_project(config.project, config.region, problems)
     gcp_config.validate_network(config.network, problems)
     gcp_config.validate_cluster(config.cluster, config.tpu, problems, date.today())
-    gcp_config.validate_secrets_encryption(config.cluster, config.region, problems)
+    gcp_config.validate_encryption_keys(config.cluster, config.region, problems)
     gcp_config.validate_tpu(config.tpu, config.region, problems)
     platform_config.validate_platform(config.platform, problems)
     platform_config.validate_queues(config.queues, problems)
@@ -259,7 +265,9 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     operations_config.validate_production(
         config.production, config.cluster, config.tpu, config.platform, config.serving, problems
     )
-    operations_config.validate_production_security(config.production, config.network, config.cluster, problems)
+    operations_config.validate_production_security(
+        config.production, config.network, config.cluster, config.tpu, problems
+    )
     operations_config.validate_alerts(config.alerts, config.cluster, config.production, problems)
     gcp_config.validate_images(config.images, problems)
     operations_config.validate_supply_chain(config.production, config.images, config.stack_images(), problems)
@@ -416,9 +424,10 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
     """The inputs whose change replaces (or that Kueue refuses to change): exported, then compared.
 
     GKE replaces a cluster on a change of its name, region, network or ranges, and a node pool (the
-    system pool and the TPU pools) on one of its reservation, service account or placement policy; this program also replaces a TPU
-    pool whose zone or machine type changes (GKE cannot move a multi-host slice in place). Kueue
-    refuses a new topologyName or nodeLabels on a ResourceFlavor in use.
+    system pool and the TPU pools) on one of its reservation, service account, placement policy or boot (the key of
+    its boot disks, secure boot: NodeBoot); this program also replaces a TPU pool whose zone or machine type changes
+    (GKE cannot move a multi-host slice in place). Kueue refuses a new topologyName or nodeLabels on a ResourceFlavor
+    in use.
     """
     cluster = config.cluster
     names = naming.network_names(config.network.prefix)
@@ -430,9 +439,12 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             "subnetwork": names["nodeSubnet"],
             "secondaryRanges": sorted(naming.secondary_range_names(config.network.prefix).values()),
         },
-        # the system pool's service account is ForceNew on the node pool; the cluster's node config (its create's
-        # default pool) is ignored after the create
-        "systemPool": {"nodeServiceAccount": cluster.node_account_id},
+        # the system pool's service account and boot disk key are ForceNew on the node pool; the cluster's node config
+        # (its create's default pool) is ignored after the create
+        "systemPool": {
+            "nodeServiceAccount": cluster.node_account_id,
+            "bootDiskKey": cluster.system_pool_boot.boot_disk_key,
+        },
         "tpuPools": {
             pool.name: {
                 "zone": config.tpu.zone,
@@ -441,9 +453,11 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
                 "placementPolicy": config.tpu.workload_policy_name if config.tpu.dynamic_slicing else "",
                 "topology": pool.topology,
                 "nodeServiceAccount": cluster.node_account_id,
+                **boot_facts(config.pool_boot(pool)),
             }
             for pool in config.tpu.pools
         },
+        "tpuPoolsProtected": config.tpu.protect_pools,
     }
     charts = platform_config.installed_charts(config.platform, config.tpu.dynamic_slicing)
     facts["chartsWithCrdsHelmKeeps"] = {
@@ -470,6 +484,18 @@ DEFAULT_DENY_FACT = "defaultDenyNamespaces"
 
 
 SYSTEM_POOL = naming.SYSTEM_POOL_NAME
+BOOT_FACTS = ("bootDiskKey", "secureBoot")  # a TPU pool's facts of its boot: what boot hardening replaces
+
+
+def boot_facts(boot: gcp_config.NodeBoot) -> dict[str, Any]:
+    return dict(zip(BOOT_FACTS, (boot.boot_disk_key, boot.secure_boot), strict=True))
+
+
+def before_boot_hardening(previous: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
+    """A pool's ``previous`` facts, with the boot facts ``current`` has and an `up` of an older program did not export
+    as that program made every pool: no key, no secure boot (the system pool's secure boot was always on, no fact)."""
+    unhardened = boot_facts(gcp_config.UNHARDENED_BOOT)
+    return {**{key: unhardened[key] for key in BOOT_FACTS if key in current}, **previous}
 
 
 def isolation_facts(config: StackConfig) -> dict[str, Any]:
@@ -545,8 +571,13 @@ class ChangeReview:
     in_place: list[str] = field(default_factory=list)  # what the `up` changes in place that running work feels
 
 
-def review_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any]) -> ChangeReview:
-    """What applying ``current`` over the stack whose last ``lifecycle`` output was ``previous`` does."""
+def review_changes(
+    previous: Mapping[str, Any] | None, current: Mapping[str, Any], tpu_pool_urn: Callable[[str], str]
+) -> ChangeReview:
+    """What applying ``current`` over the stack whose last ``lifecycle`` output was ``previous`` does.
+
+    ``tpu_pool_urn``: the URN a TPU pool has in the stack's state, by its name (what `pulumi state unprotect` takes).
+    """
     refused: list[Problem] = []
     replaced: list[str] = []
     if not previous:
@@ -562,7 +593,8 @@ def review_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any
             f"the GKE cluster {previous['cluster'].get('name')} will be REPLACED ({'; '.join(cluster_changes)}): "
             "every node pool, every Kubernetes object, the Kueue queues and their state are deleted and created anew"
         )
-    if system_changes := changes(previous.get("systemPool") or {}, current.get("systemPool") or {}):
+    system_after = current.get("systemPool") or {}
+    if system_changes := changes(before_boot_hardening(previous.get("systemPool") or {}, system_after), system_after):
         replaced.append(
             f"the system node pool will be REPLACED ({'; '.join(system_changes)}): the controllers and the staging "
             "Job move to its new nodes, and the webhooks that fail closed refuse workload creates until they are back"
@@ -579,12 +611,35 @@ def review_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any
                 "remove the old pools in one `pulumi up`, then add the new ones in the next",
             )
         )
+    pool_changes: dict[str, list[str]] = {}  # TPU pool -> what replaces it
+    rebooted: set[str] = set()  # the TPU pools whose boot changes
     for name in sorted(set(before_pools) & set(after_pools)):
-        if pool_changes := changes(before_pools[name], after_pools[name]):
-            replaced.append(
-                f"TPU pool {name} will be REPLACED, deleted before it is created again ({'; '.join(pool_changes)}): "
-                "its nodes and every slice on them go; delete the workloads on it first (active Slices hold a pool)"
+        before, after = before_boot_hardening(before_pools[name], after_pools[name]), after_pools[name]
+        if changed := changes(before, after):
+            pool_changes[name] = changed
+        if any(before[key] != after[key] for key in BOOT_FACTS if key in after):
+            rebooted.add(name)
+    # Pulumi refuses, at preview, to replace a resource protected before and after (pulumi/pulumi v3.259.0,
+    # pkg/resource/deploy/step_generator.go: "unable to replace resource ... marked for protection"), unless the
+    # state's flag is cleared first; the `up` then protects the new pool again.
+    # (the state's flag is the last `up`'s; one of a program that did not export it is taken as today's setting)
+    protected = bool(current.get("tpuPoolsProtected")) and bool(previous.get("tpuPoolsProtected", True))
+    for name, changed in pool_changes.items():
+        line = (
+            f"TPU pool {name} will be REPLACED, deleted before it is created again ({'; '.join(changed)}): "
+            "its nodes and every slice on them go; delete the workloads on it first (active Slices hold a pool)"
+        )
+        if name in rebooted and len(rebooted) > 1:
+            line += (
+                ". Its boot is what changes: to keep serving on the other cubes, replace one per `up`, with "
+                "tpu.pools[].hardenedBoot false on the others for this one"
             )
+        if protected:
+            line += (
+                f". It is protected (tpu.protectPools): the preview stops at it until the state's flag is cleared, "
+                f"`pulumi state unprotect '{tpu_pool_urn(name)}'`, and the `up` protects the new pool"
+            )
+        replaced.append(line)
     by_hand = []
     before_charts = previous.get("chartsWithCrdsHelmKeeps") or {}
     for key, chart in (current.get("chartsWithCrdsHelmKeeps") or {}).items():

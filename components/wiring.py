@@ -27,7 +27,7 @@ from components.gcp.project_services import (
     ProjectServices,
     ProjectServicesArgs,
 )
-from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, TpuPoolArgs
+from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, TpuPoolArgs, pool_urn
 from components.operations.component import MonitoringArgs
 from components.platform.config import HelmChartConfig, installed_charts, release_namespaces
 from components.platform.gates import ClusterGates, ClusterGatesArgs
@@ -131,6 +131,7 @@ def cluster_args(stack: Stack, network: Network, services: ProjectServices) -> C
         control_plane=control_plane_args(cluster.control_plane),
         egress=network.egress,
         secrets_encryption_key=cluster.secrets_encryption_key,
+        system_pool_boot=cluster.system_pool_boot,
         binary_authorization=cluster.binary_authorization,
         rbac_security_group=cluster.rbac_security_group,
         intranode_visibility=cluster.intranode_visibility,
@@ -176,6 +177,7 @@ def tpu_capacity_args(stack: Stack, cluster: Cluster, network: Network) -> TpuCa
                 node_count=pool.node_count,
                 reservation_path=config.reservation_path(pool),
                 private_nodes=config.pool_private_nodes(pool),
+                boot=tpu.pool_boot(pool, config.cluster),
             )
             for pool in tpu.pools
         ],
@@ -375,7 +377,7 @@ def monitoring_args(
 def announce_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any]) -> None:
     """Warn of every replacement the `up` makes and of each step it leaves to the operator; refuse (stop the
     preview) what would fail halfway."""
-    review = review_changes(previous, current)
+    review = review_changes(previous, current, lambda pool: pool_urn(pulumi.get_stack(), pulumi.get_project(), pool))
     for line in review.replaced + review.in_place + review.by_hand:
         pulumi.log.warn(line)
     if review.refused:

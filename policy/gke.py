@@ -4,11 +4,12 @@ read them (the table "Measured against the CIS GKE Benchmark" of docs/security.m
 checkov's Google Cloud checks hold most of the cluster's settings on a Terraform plan of the render
 (tests/test_security_checkov.py); these are the ones it has no check for, or none that reads what the
 program sends: the dataplane that enforces NetworkPolicy, Workload Identity, the security posture, the
-node image and the nodes' service account.
+node image, the nodes' service account and, on a production stack, the key of their boot disks.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +22,7 @@ NODE_POOL = "gcp:container/nodePool:NodePool"
 DATAPLANE_V2 = "ADVANCED_DATAPATH"
 NODE_IMAGE = "COS_CONTAINERD"
 DEFAULT_COMPUTE_ACCOUNT_SUFFIX = "-compute@developer.gserviceaccount.com"
+PROGRAM_CONFIG_TPU = "tpu-dynamic-slicing:tpu"  # the stack file's tpu block (JSON text)
 
 
 def cluster_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
@@ -66,3 +68,41 @@ def _node_problems(label: str, name: str, props: Mapping[str, Any]) -> list[str]
     if image is not None and str(image).upper() != NODE_IMAGE:
         problems.append(f"{label} runs node image {image}, not {NODE_IMAGE} (CIS GKE 5.5.1)")
     return problems
+
+
+# --- Production: every node boots from a disk encrypted by the project's key ------------------------------------
+
+
+def pools_kept_unhardened(program_config: Mapping[str, Any]) -> set[str]:
+    """The TPU pools the stack file keeps booting as they were made before boot hardening (tpu.pools[].hardenedBoot
+    false), while a running stack replaces its cubes one per `up`: the preview warns of each."""
+    block = program_config.get(PROGRAM_CONFIG_TPU)
+    if isinstance(block, str):
+        try:
+            block = json.loads(block)
+        except json.JSONDecodeError:
+            block = None
+    pools = block.get("pools") if isinstance(block, Mapping) else None
+    return {
+        str(pool.get("name"))
+        for pool in pools or []
+        if isinstance(pool, Mapping) and str(pool.get("hardenedBoot")).strip().lower() == "false"
+    }
+
+
+def boot_disk_problems(
+    resource_type: str, name: str, props: Mapping[str, Any], production: bool, kept_unhardened: set[str]
+) -> list[str]:
+    """On a production stack, a node pool, or the cluster's first default pool, whose boot disks no Cloud KMS key of
+    the project's encrypts (CIS GKE 5.9.2); checkov has no check of ``boot_disk_kms_key``."""
+    if not production or resource_type not in (CLUSTER, NODE_POOL):
+        return []
+    if resource_type == NODE_POOL and str(get(props, "name", name, owner=name)) in kept_unhardened:
+        return []
+    if get(props, "nodeConfig.bootDiskKmsKey", None, owner=name):
+        return []
+    label = f"cluster {name} (its default node pool)" if resource_type == CLUSTER else f"node pool {name}"
+    return [
+        f"{label} boots from disks only Google's key encrypts on a production stack: set cluster.bootDiskEncryptionKey "
+        "to a Cloud KMS key of the project's (CIS GKE 5.9.2)"
+    ]

@@ -26,7 +26,13 @@ from policy.boundaries import namespace_problems
 from policy.buckets import bucket_problems, old_version_problems
 from policy.charts import chart_problems
 from policy.endpoints import OPT_IN, public_endpoint_problems
-from policy.gke import cluster_problems, node_pool_problems
+from policy.gke import (
+    PROGRAM_CONFIG_TPU,
+    boot_disk_problems,
+    cluster_problems,
+    node_pool_problems,
+    pools_kept_unhardened,
+)
 from policy.iam import project_role_problems, registry_role_problems
 from policy.images import PROGRAM_CONFIG_IMAGES, REQUIRE_DIGESTS, digests_required, image_problems
 from policy.namespaces import pod_security_problems
@@ -55,8 +61,9 @@ class StackContext:
 
 
 def engine_stack() -> StackContext:
-    """The stack's name and the settings of its config the rules read: the production marker and the images block."""
-    keys = (PROGRAM_CONFIG_PRODUCTION, PROGRAM_CONFIG_IMAGES)
+    """The stack's name and the settings of its config the rules read: the production marker, the images block and
+    the tpu block."""
+    keys = (PROGRAM_CONFIG_PRODUCTION, PROGRAM_CONFIG_IMAGES, PROGRAM_CONFIG_TPU)
     return StackContext(
         name=pulumi.get_stack() or "",
         program_config={key: value for key in keys if (value := pulumi.runtime.get_config(key)) is not None},
@@ -214,6 +221,21 @@ def build_policies(
             "Container-Optimized OS with containerd (CIS GKE 5.2.1, 5.5.1).",
             lambda r, _config, _stack: node_pool_problems(r.type, r.name, r.props),
             stack,
+        ),
+        resource_policy(
+            "boot-disks-encrypted-in-production",
+            "On a production stack every node pool, and the cluster's default pool, boots from disks a Cloud KMS key of "
+            "the project's encrypts (cluster.bootDiskEncryptionKey), but the TPU pools the stack file keeps as made "
+            "before (tpu.pools[].hardenedBoot false) (CIS GKE 5.9.2).",
+            lambda r, config, s: boot_disk_problems(
+                r.type,
+                r.name,
+                r.props,
+                is_production(config.get("production"), s.name, s.program_config),
+                pools_kept_unhardened(s.program_config),
+            ),
+            stack,
+            config_schema=PolicyConfigSchema(properties={"production": {"type": "boolean"}}),
         ),
         resource_policy(
             "objects-in-own-namespaces",

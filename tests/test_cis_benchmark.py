@@ -38,6 +38,8 @@ PREVIEW_OFF: dict[str, Any] = {
     "network.flowLogs.enabled": False,
     "cluster.privateNodes": False,
     "cluster.controlPlane.ipEndpoint": "public",
+    "cluster.bootDiskEncryptionKey": "",
+    "tpu.secureBoot": False,
     "cluster.binaryAuthorization": "DISABLED",
     "cluster.rbacSecurityGroup": "",
     "cluster.intranodeVisibility": False,

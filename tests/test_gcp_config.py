@@ -303,6 +303,39 @@ GCP_BAD_INPUTS = [
         "is in global, not in the cluster's region us-central1",
         id="kms-key-global",
     ),
+    pytest.param(
+        {"cluster.bootDiskEncryptionKey": "gke-boot-disks"},
+        "cluster.bootDiskEncryptionKey",
+        "is not a Cloud KMS key name",
+        id="boot-disk-key-short-name",
+    ),
+    pytest.param(
+        {
+            "cluster.bootDiskEncryptionKey": "projects/p/locations/us-central1/keyRings/r/cryptoKeys/k/cryptoKeyVersions/2"
+        },
+        "cluster.bootDiskEncryptionKey",
+        "is not a Cloud KMS key name",
+        id="boot-disk-key-version",
+    ),
+    pytest.param(
+        {"cluster.bootDiskEncryptionKey": "projects/My_Project/locations/us-central1/keyRings/r/cryptoKeys/k"},
+        "cluster.bootDiskEncryptionKey",
+        "its project: 'My_Project' is not a project ID",
+        id="boot-disk-key-bad-project",
+    ),
+    pytest.param(
+        {"cluster.bootDiskEncryptionKey": 42},
+        "cluster.bootDiskEncryptionKey",
+        "is not a string",
+        id="boot-disk-key-int",
+    ),
+    pytest.param({"tpu.secureBoot": "on"}, "tpu.secureBoot", "is not true or false", id="secure-boot-not-a-bool"),
+    pytest.param(
+        {"tpu.pools": [{"name": "tpu7-pool-1", "nodeCount": 16, "hardenedBoot": "no"}]},
+        "tpu.pools[0].hardenedBoot",
+        "is not true or false",
+        id="hardened-boot-not-a-bool",
+    ),
 ]
 
 

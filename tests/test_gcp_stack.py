@@ -252,6 +252,69 @@ def test_protected_pools_on_request():
     assert [p.protect for p in protected.of_type(NODE_POOL) if p.name.startswith("tpu7")] == [True, True]
 
 
+SECURE_BOOT = {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
+BOOT_KEY = "projects/my-keys/locations/global/keyRings/gke/cryptoKeys/boot-disks"
+
+
+def boot(pool) -> tuple[str | None, dict | None]:
+    """(the key of a pool's boot disks, its shielded-instance block): what its nodes boot with, None where not sent."""
+    config = pool.input("nodeConfig")
+    return config.get("bootDiskKmsKey"), config.get("shieldedInstanceConfig")
+
+
+def test_tpu7x_pools_boot_with_secure_boot_and_the_stack_s_key_on_every_pool():
+    """Unset, tpu.secureBoot follows the machine catalog (GKE is known to make TPU7x nodes with it); the key of the
+    boot disks goes to every pool and to the cluster's first default pool, and may be a global one."""
+    assert {p.name: boot(p) for p in run_stack().of_type(NODE_POOL)} == {
+        "system-pool": (None, SECURE_BOOT),
+        "tpu7-pool-1": (None, SECURE_BOOT),
+        "tpu7-pool-2": (None, SECURE_BOOT),
+    }
+    run = run_stack({"cluster.bootDiskEncryptionKey": BOOT_KEY})
+    assert {p.name: boot(p) for p in run.of_type(NODE_POOL)} == dict.fromkeys(
+        ("system-pool", "tpu7-pool-1", "tpu7-pool-2"), (BOOT_KEY, SECURE_BOOT)
+    )
+    cluster = run.one("gcp:container/cluster:Cluster", "gke-cluster")
+    assert cluster.input("nodeConfig.bootDiskKmsKey") == BOOT_KEY
+    assert cluster.input("nodeConfig.shieldedInstanceConfig") == SECURE_BOOT
+
+
+def test_v5e_pools_boot_without_secure_boot_unless_the_stack_asks():
+    """No source read here says GKE makes ct5lp nodes with secure boot: they send no shielded block, as before."""
+    saxml = run_stack(stack="saxml")
+    assert {p.name: boot(p) for p in saxml.of_type(NODE_POOL)} == {
+        "system-pool": (None, SECURE_BOOT),
+        "tpu1": (None, None),
+        "tpu2": (None, None),
+    }
+    asked = run_stack({"tpu.secureBoot": True}, stack="saxml")
+    assert [boot(p) for p in asked.of_type(NODE_POOL)] == [(None, SECURE_BOOT)] * 3
+
+
+def test_a_pool_kept_unhardened_boots_as_pools_did_before_and_the_others_as_the_stack_says():
+    """What the provider read back from a pool made before: no key, no shielded block (secure boot off, integrity
+    monitoring on by its default), so a kept pool plans no change."""
+    pools = [{"name": "tpu7-pool-1", "nodeCount": 16}, {"name": "tpu7-pool-2", "nodeCount": 16, "hardenedBoot": False}]
+    run = run_stack({"tpu.pools": pools, "cluster.bootDiskEncryptionKey": BOOT_KEY})
+    assert boot(run.one(NODE_POOL, "tpu7-pool-1")) == (BOOT_KEY, SECURE_BOOT)
+    assert boot(run.one(NODE_POOL, "tpu7-pool-2")) == (None, None)
+    assert boot(run.one(NODE_POOL, "system-pool")) == (BOOT_KEY, SECURE_BOOT)
+
+
+def test_secure_boot_off_leaves_the_tpu_pools_without_it_and_the_system_pool_with_it():
+    run = run_stack({"tpu.secureBoot": False})
+    assert {p.name: boot(p)[1] for p in run.of_type(NODE_POOL)} == {
+        "system-pool": SECURE_BOOT,
+        "tpu7-pool-1": None,
+        "tpu7-pool-2": None,
+    }
+
+
+def test_the_system_pool_is_deleted_before_it_is_made_again(dev_run):
+    """It keeps its name through a replacement (its account, its boot), which GKE would refuse beside the old pool."""
+    assert dev_run.one(NODE_POOL, "system-pool").options["deleteBeforeReplace"] is True
+
+
 def test_cube_count_follows_the_pool_list():
     run = run_stack({"tpu.pools": [{"name": f"cube-{i}", "nodeCount": 16} for i in range(4)]})
     assert len([p for p in run.of_type(NODE_POOL) if p.name.startswith("cube-")]) == 4
@@ -483,7 +546,7 @@ def test_on_a_cluster_made_elsewhere_the_hardening_settings_are_not_the_stack_s_
     import dataclasses
 
     from components.config_base import Problems
-    from components.gcp.config import ClusterConfig, ExistingClusterConfig, NetworkConfig
+    from components.gcp.config import ClusterConfig, ExistingClusterConfig, NetworkConfig, TpuConfig
     from components.operations.config import validate_production_security
 
     hardened = {
@@ -504,6 +567,7 @@ def test_on_a_cluster_made_elsewhere_the_hardening_settings_are_not_the_stack_s_
             own,
             [
                 "cluster.secretsEncryptionKey",
+                "cluster.bootDiskEncryptionKey",
                 "cluster.binaryAuthorization",
                 "cluster.rbacSecurityGroup",
                 "cluster.intranodeVisibility",
@@ -511,7 +575,7 @@ def test_on_a_cluster_made_elsewhere_the_hardening_settings_are_not_the_stack_s_
         ),
     ):
         problems = Problems()
-        validate_production_security(True, NetworkConfig(), cluster, problems)
+        validate_production_security(True, NetworkConfig(), cluster, TpuConfig(), problems)
         assert [p.key for p in problems.items] == refused
 
 

@@ -425,9 +425,9 @@ def test_new_node_labels_on_the_resource_flavor_in_use_are_refused(runs):
     current = stack_config.lifecycle_facts(stack_config.load(stack_values("dev")).config)
     previous = copy.deepcopy(current)
     previous["queues"]["acceleratorLabel"] = "tpu-older"
-    review = stack_config.review_changes(previous, current)
+    review = stack_config.review_changes(previous, current, str)
     assert [problem.key for problem in review.refused] == ["tpu.machineType"], review.refused
-    assert stack_config.review_changes(current, current).refused == []
+    assert stack_config.review_changes(current, current, str).refused == []
 
 
 @pytest.mark.parametrize("key", ["topologyName", "resourceFlavorName"])
@@ -855,3 +855,105 @@ def test_every_namespace_is_labelled_before_anything_in_it_and_goes_after_it(run
             assert create[namespace] < create[r.name] and destroy[namespace] > destroy[r.name], (r.name, namespace)
             checked += 1
     assert checked >= 5, checked  # a pass over nothing would prove nothing
+
+
+# --- Node boot on a running stack: each pool replaced, one cube per `up` -----------------------------
+
+
+def lifecycle_before_node_boot(run: ProgramRun) -> dict:
+    """The lifecycle output of a stack whose last `up` predates node boot (it exported no boot facts)."""
+    lifecycle = copy.deepcopy(run.raw_outputs["lifecycle"])
+    for facts in (lifecycle["systemPool"], *lifecycle["tpuPools"].values()):
+        for key in stack_config.BOOT_FACTS:
+            facts.pop(key, None)
+    del lifecycle["tpuPoolsProtected"]
+    return {"lifecycle": lifecycle}
+
+
+def replacements(run: ProgramRun) -> dict[str, str]:
+    """What the preview says it replaces: the pool (or "system") -> its line."""
+    lines = {}
+    for line in run.warnings:
+        if line.startswith("TPU pool ") and " will be REPLACED" in line:
+            lines[line.split()[2]] = line
+        elif line.startswith("the system node pool will be REPLACED"):
+            lines["system"] = line
+    return lines
+
+
+def tpu_pool_urn(stack: str, pool: str) -> str:
+    return f"urn:pulumi:{stack}::tpu-dynamic-slicing::tpu-gke:gcp:TpuCapacity$gcp:container/nodePool:NodePool::{pool}"
+
+
+def test_the_urn_of_a_tpu_pool_is_the_one_pulumi_state_unprotect_takes():
+    from components.gcp.tpu_capacity import pool_urn
+
+    assert pool_urn("prod", "tpu-dynamic-slicing", "tpu7-pool-1") == tpu_pool_urn("prod", "tpu7-pool-1")
+    assert run_stack(stack="prod").one(TPU_POOL, "tpu7-pool-1").parent == "tpu-capacity"  # no other parent
+
+
+def test_the_first_up_after_node_boot_came_replaces_the_tpu7x_pools_of_dev_and_says_how_to_keep_serving(runs):
+    run = run_stack(previous_outputs=lifecycle_before_node_boot(runs["dev"]))
+    lines = replacements(run)
+    assert sorted(lines) == ["tpu7-pool-1", "tpu7-pool-2"], run.warnings
+    for line in lines.values():
+        assert "deleted before it is created again (secureBoot False -> True)" in line
+        assert "replace one per `up`, with tpu.pools[].hardenedBoot false on the others for this one" in line
+        assert "pulumi state unprotect" not in line  # dev's pools are not protected
+
+
+def test_the_first_up_after_node_boot_came_changes_nothing_on_saxml(runs):
+    run = run_stack(stack="saxml", previous_outputs=lifecycle_before_node_boot(runs["saxml"]))
+    assert replacements(run) == {}
+
+
+PROD_BOOT_KEY = stack_values("prod")["cluster"]["bootDiskEncryptionKey"]
+STAGED = [{"name": "tpu7-pool-1", "nodeCount": 16}, {"name": "tpu7-pool-2", "nodeCount": 16, "hardenedBoot": False}]
+
+
+def test_the_first_up_of_prod_after_node_boot_replaces_every_pool_and_names_each_unprotect():
+    before = lifecycle_before_node_boot(run_stack(stack="prod"))
+    lines = replacements(run_stack(stack="prod", previous_outputs=before))
+    assert sorted(lines) == ["system", "tpu7-pool-1", "tpu7-pool-2"]
+    assert f"(bootDiskKey '' -> '{PROD_BOOT_KEY}')" in lines["system"]
+    for pool in ("tpu7-pool-1", "tpu7-pool-2"):
+        assert f"(bootDiskKey '' -> '{PROD_BOOT_KEY}'; secureBoot False -> True)" in lines[pool]
+        assert lines[pool].endswith(
+            f"It is protected (tpu.protectPools): the preview stops at it until the state's flag is cleared, "
+            f"`pulumi state unprotect '{tpu_pool_urn('prod', pool)}'`, and the `up` protects the new pool"
+        )
+
+
+def test_a_running_production_stack_replaces_one_cube_per_up():
+    """First `up`: tpu7-pool-2 kept as made (hardenedBoot false), so only the system pool and tpu7-pool-1 are
+    replaced, with no advice to split further; the next `up`, without the override, replaces tpu7-pool-2 alone."""
+    older = lifecycle_before_node_boot(run_stack(stack="prod"))
+    first = run_stack({"tpu.pools": STAGED}, stack="prod", previous_outputs=older)
+    lines = replacements(first)
+    assert sorted(lines) == ["system", "tpu7-pool-1"]
+    assert "replace one per `up`" not in lines["tpu7-pool-1"]
+    assert tpu_pool_urn("prod", "tpu7-pool-1") in lines["tpu7-pool-1"]
+    second = run_stack(stack="prod", previous_outputs=previous_of(first))
+    assert sorted(replacements(second)) == ["tpu7-pool-2"]
+    assert tpu_pool_urn("prod", "tpu7-pool-2") in replacements(second)["tpu7-pool-2"]
+    assert replacements(run_stack(stack="prod", previous_outputs=previous_of(second))) == {}
+
+
+@pytest.mark.parametrize(
+    "override, replaced, fragment",
+    [
+        ({"tpu.secureBoot": False}, ["tpu7-pool-1", "tpu7-pool-2"], "secureBoot True -> False"),
+        (
+            {"cluster.bootDiskEncryptionKey": "projects/my-keys/locations/global/keyRings/r/cryptoKeys/boot"},
+            ["system", "tpu7-pool-1", "tpu7-pool-2"],
+            "bootDiskKey '' -> 'projects/my-keys/locations/global/keyRings/r/cryptoKeys/boot'",
+        ),
+        ({"tpu.pools": STAGED}, ["tpu7-pool-2"], "secureBoot True -> False"),
+    ],
+)
+def test_a_change_of_a_running_stack_s_boot_replaces_the_pools_it_reaches(runs, override, replaced, fragment):
+    run = run_stack(override, previous_outputs=previous_of(runs["dev"]))
+    lines = replacements(run)
+    assert sorted(lines) == replaced
+    assert all(fragment in line for line in lines.values())
+    assert not [w for w in run.warnings if "GKE cluster" in w]  # its node config is read at its create only

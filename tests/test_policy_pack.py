@@ -49,6 +49,7 @@ TPU_POOL = {
     "nodeConfig": {
         "machineType": "tpu7x-standard-4t",
         "serviceAccount": "nodes@my-tpu-prod-project.iam.gserviceaccount.com",
+        "bootDiskKmsKey": "projects/my-tpu-prod-project/locations/us-central1/keyRings/qwen-prod/cryptoKeys/gke-boot-disks",
     },
     "nodeCount": 16,
 }
@@ -98,7 +99,7 @@ def test_the_rules_are_pure(module: str) -> None:
 def test_every_policy_is_mandatory_and_named_once() -> None:
     policies = build_policies(lambda: StackContext())
     names = [p.name for p in policies]
-    assert len(names) == len(set(names)) == 17
+    assert len(names) == len(set(names)) == 18
     assert all(p.enforcement_level == EnforcementLevel.MANDATORY for p in policies)
 
 

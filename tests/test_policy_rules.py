@@ -63,9 +63,13 @@ def rendered(stack: str) -> list[Resource]:
 
 @functools.cache
 def _program_config(stack: str) -> dict[str, str]:
-    """The stack file's production marker and images block as the CLI hands stack config to the pack (JSON text)."""
+    """The stack file's production marker, images and tpu blocks as the CLI hands stack config to the pack (JSON text)."""
     values = stack_values(stack)
-    keys = {"production": tpu.PROGRAM_CONFIG_PRODUCTION, "images": images.PROGRAM_CONFIG_IMAGES}
+    keys = {
+        "production": tpu.PROGRAM_CONFIG_PRODUCTION,
+        "images": images.PROGRAM_CONFIG_IMAGES,
+        "tpu": gke.PROGRAM_CONFIG_TPU,
+    }
     return {full: json.dumps(values[key]) for key, full in keys.items() if key in values}
 
 
@@ -110,6 +114,11 @@ RULES: dict[str, Rule] = {
     ],
     "gke-cluster-hardened": _each(lambda r, _s, _c: gke.cluster_problems(r.type, r.name, r.props)),
     "gke-nodes-hardened": _each(lambda r, _s, _c: gke.node_pool_problems(r.type, r.name, r.props)),
+    "boot-disks-encrypted-in-production": _each(
+        lambda r, s, c: gke.boot_disk_problems(
+            r.type, r.name, r.props, production(s, c.get("production")), gke.pools_kept_unhardened(_program_config(s))
+        )
+    ),
     "objects-in-own-namespaces": _each(lambda r, _s, _c: boundaries.namespace_problems(r.type, r.name, r.props)),
     "rbac-no-privileged-bindings": _each(lambda r, _s, _c: rbac.binding_problems(r.type, r.name, r.props)),
     "rbac-least-privilege-roles": _each(lambda r, _s, _c: rbac.role_problems(r.type, r.name, r.props)),
@@ -139,6 +148,7 @@ TARGETS: dict[str, Callable[[Resource, str], bool]] = {
     "pods-isolated-by-network-policy": lambda r, _s: bool(network.program_pod_templates([r])),
     "gke-cluster-hardened": lambda r, _s: r.type == gke.CLUSTER,
     "gke-nodes-hardened": lambda r, _s: r.type == gke.NODE_POOL,
+    "boot-disks-encrypted-in-production": lambda r, s: production(s) and r.type in (gke.CLUSTER, gke.NODE_POOL),
     "objects-in-own-namespaces": lambda r, _s: (
         '"namespace"' in json.dumps(r.props) and r.type.startswith("kubernetes:")
     ),
@@ -430,6 +440,11 @@ BROKEN = [
     ("gke-nodes-hardened", "dev", dropping("system-pool", "nodeConfig.serviceAccount"), {}, "system-pool", "5.2.1"),
     ("gke-nodes-hardened", "prod", setting("tpu7-pool-1", "nodeConfig.serviceAccount", "123456789-compute@developer.gserviceaccount.com"), {}, "tpu7-pool-1", "5.2.1"),
     ("gke-nodes-hardened", "saxml", setting("tpu1", "nodeConfig.imageType", "UBUNTU_CONTAINERD"), {}, "tpu1", "5.5.1"),
+    ("boot-disks-encrypted-in-production", "prod", dropping("system-pool", "nodeConfig.bootDiskKmsKey"), {}, "system-pool", "5.9.2"),
+    ("boot-disks-encrypted-in-production", "prod", dropping("tpu7-pool-2", "nodeConfig.bootDiskKmsKey"), {}, "tpu7-pool-2", "5.9.2"),
+    ("boot-disks-encrypted-in-production", "prod", setting("gke-cluster", "nodeConfig.bootDiskKmsKey", ""), {}, "gke-cluster", "5.9.2"),
+    ("boot-disks-encrypted-in-production", "dev", lambda _: None, {"production": True}, "tpu7-pool-1", "5.9.2"),
+    ("boot-disks-encrypted-in-production", "saxml", lambda _: None, {"production": True}, "system-pool", "5.9.2"),
     ("objects-in-own-namespaces", "dev", setting("kueue", "namespace", "kube-system"), {}, "kueue", "4.6.1"),
     ("objects-in-own-namespaces", "saxml", setting("sax-admin", "metadata.namespace", "default"), {}, "sax-admin", "'default'"),
     ("objects-in-own-namespaces", "dev", setting("kueue-metrics-rolebinding", "metadata.namespace", "gmp-system"), {}, "kueue-metrics-rolebinding", "'gmp-system'"),
@@ -485,6 +500,20 @@ def test_a_stack_may_opt_in_to_public_endpoints() -> None:
     setting("inference-gateway", "spec.gatewayClassName", "gke-l7-global-external-managed")(resources)
     assert RULES["no-public-endpoints"](resources, "dev", {endpoints.OPT_IN: True}) == []
     assert RULES["no-public-endpoints"](resources, "dev", {endpoints.OPT_IN: "yes"}) != [], "only a real true opts in"
+
+
+def test_a_tpu_pool_the_stack_file_keeps_unhardened_passes_and_no_other_node_pool_does() -> None:
+    """While a running production stack replaces its cubes one per `up`, the pools it has not reached yet boot as
+    made before (tpu.pools[].hardenedBoot false, warned at every preview): the rule lets exactly those through."""
+    staged = [{"name": "tpu7-pool-1", "nodeCount": 16}, {"name": "tpu7-pool-2", "nodeCount": 16, "hardenedBoot": False}]
+    program_config = {gke.PROGRAM_CONFIG_TPU: json.dumps({**stack_values("prod")["tpu"], "pools": staged})}
+    kept = gke.pools_kept_unhardened(program_config)
+    assert kept == {"tpu7-pool-2"}
+    resources = rendered("prod")
+    for name in ("tpu7-pool-1", "tpu7-pool-2", "system-pool"):
+        dropping(name, "nodeConfig.bootDiskKmsKey")(resources)
+    problems = [m for r in resources for m in gke.boot_disk_problems(r.type, r.name, r.props, True, kept)]
+    assert sorted(p.split(" boots ")[0] for p in problems) == ["node pool system-pool", "node pool tpu7-pool-1"]
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ DesiredIntraNodeVisibilityConfig).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pulumi
 import pulumi_gcp as gcp
@@ -32,6 +32,7 @@ from components.gcp.config import (
     MaintenanceExclusionConfig,
     MaintenanceWindowConfig,
     MirrorRepository,
+    NodeBoot,
     channel_floor_problem,
 )
 from components.resources import children_of
@@ -63,13 +64,22 @@ class ControlPlaneArgs:
 # Pods reach Google Cloud as their Kubernetes service account through GKE's metadata server, never as
 # the node's account (CIS GKE 5.4.1).
 GKE_METADATA_SERVER: gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgsDict = {"mode": "GKE_METADATA"}
-# Shielded GKE nodes with secure boot and integrity monitoring (CIS GKE 5.5.6, 5.5.7). The provider takes
-# secure boot as off unless set, and the field replaces a node pool (ForceNew): the TPU pools go without
-# it (see docs/security.md, Measured against the CIS GKE Benchmark).
-SHIELDED_INSTANCE: gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgsDict = {
-    "enable_secure_boot": True,
-    "enable_integrity_monitoring": True,
-}
+# A pool's node config, or the cluster's (its first default pool's): what its nodes' boot adds to either.
+NodeConfig = TypeVar("NodeConfig", gcp.container.NodePoolNodeConfigArgsDict, gcp.container.ClusterNodeConfigArgsDict)
+
+
+def with_boot(config: NodeConfig, boot: NodeBoot) -> NodeConfig:
+    """``config`` with how its nodes boot: the Cloud KMS key of their boot disks (CIS GKE 5.9.2) and Shielded GKE
+    Nodes' secure boot with integrity monitoring (CIS GKE 5.5.6, 5.5.7). Neither is sent when off, as before the
+    stack set them: the provider takes secure boot as off and integrity monitoring as on unless told, and reads
+    Google's encryption back as no key, so a pool made without them plans no change. Both replace a pool (ForceNew,
+    see NodeBoot)."""
+    if boot.boot_disk_key:
+        config["boot_disk_kms_key"] = boot.boot_disk_key
+    if boot.secure_boot:
+        config["shielded_instance_config"] = {"enable_secure_boot": True, "enable_integrity_monitoring": True}
+    return config
+
 
 # What the nodes need on images.mirror, on that repository alone: read (pull) its images.
 MIRROR_READER_ROLE = "roles/artifactregistry.reader"
@@ -97,6 +107,7 @@ class ClusterArgs:
     control_plane: ControlPlaneArgs
     egress: list[pulumi.Resource]  # the Cloud NAT private nodes pull through: every node pool waits for it
     secrets_encryption_key: str  # a Cloud KMS key name, or "" for Google's default encryption only
+    system_pool_boot: NodeBoot  # the system pool's and the cluster's first default pool's
     binary_authorization: str  # DISABLED, or PROJECT_SINGLETON_POLICY_ENFORCE (its API enabled before the cluster)
     rbac_security_group: str  # gke-security-groups@<domain>, or "" for no Google Groups in RBAC
     intranode_visibility: bool
@@ -127,6 +138,11 @@ class Cluster(pulumi.ComponentResource):
             for role in NODE_SERVICE_ACCOUNT_ROLES
         ]
 
+        default_pool_config: gcp.container.ClusterNodeConfigArgsDict = {
+            "service_account": self.node_service_account.email,
+            "oauth_scopes": NODE_OAUTH_SCOPES,
+            "workload_metadata_config": GKE_METADATA_SERVER,
+        }
         self.cluster = gcp.container.Cluster(
             "gke-cluster",
             project=args.project,
@@ -145,12 +161,7 @@ class Cluster(pulumi.ComponentResource):
             # whose org policy disables or removes that account cannot create the cluster at all.
             remove_default_node_pool=True,
             initial_node_count=1,
-            node_config={
-                "service_account": self.node_service_account.email,
-                "oauth_scopes": NODE_OAUTH_SCOPES,
-                "workload_metadata_config": GKE_METADATA_SERVER,
-                "shielded_instance_config": SHIELDED_INSTANCE,
-            },
+            node_config=with_boot(default_pool_config, args.system_pool_boot),
             release_channel={"channel": args.release_channel},
             # The minor alias, never a patch: a patch leaves the channel within weeks and the create
             # would then fail. GKE starts the cluster at the newest patch of the minor the channel
@@ -205,6 +216,12 @@ class Cluster(pulumi.ComponentResource):
             ),
         )
 
+        system_pool_config: gcp.container.NodePoolNodeConfigArgsDict = {
+            "machine_type": args.system_machine_type,
+            "service_account": self.node_service_account.email,
+            "oauth_scopes": NODE_OAUTH_SCOPES,
+            "workload_metadata_config": GKE_METADATA_SERVER,
+        }
         self.system_pool = gcp.container.NodePool(
             "system-pool",
             project=args.project,
@@ -212,18 +229,17 @@ class Cluster(pulumi.ComponentResource):
             location=args.region,
             name=naming.SYSTEM_POOL_NAME,
             node_count=args.system_nodes_per_zone,
-            node_config={
-                "machine_type": args.system_machine_type,
-                "service_account": self.node_service_account.email,
-                "oauth_scopes": NODE_OAUTH_SCOPES,
-                "workload_metadata_config": GKE_METADATA_SERVER,
-                "shielded_instance_config": SHIELDED_INSTANCE,
-            },
+            node_config=with_boot(system_pool_config, args.system_pool_boot),
             network_config=node_network_config(args.private_nodes),
             management={"auto_repair": True, "auto_upgrade": True},
-            # Its controllers pull from outside Google (the charts' images): private nodes need the NAT first.
+            # Its controllers pull from outside Google (the charts' images): private nodes need the NAT first. A change
+            # that replaces it (its service account, its boot) deletes it first: the new pool keeps its name, which GKE
+            # would refuse beside the old one.
             opts=pulumi.ResourceOptions.merge(
-                child, pulumi.ResourceOptions(depends_on=args.egress, ignore_changes=NETWORK_CONFIG_NOT_OURS)
+                child,
+                pulumi.ResourceOptions(
+                    depends_on=args.egress, ignore_changes=NETWORK_CONFIG_NOT_OURS, delete_before_replace=True
+                ),
             ),
         )
 

@@ -37,10 +37,14 @@ NAT_LOGGING_OFF = "OFF"
 NAT_PORTS_RANGE = (32, 65536)
 
 _GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
-# A Cloud KMS key's resource name, as GKE's databaseEncryption.keyName takes it. The key is in the
-# cluster's location: GKE takes no "global" key (hashicorp/terraform-provider-google v7.45.0,
-# google/services/container/resource_container_cluster_test.go, TestAccContainerCluster_withDatabaseEncryption).
-_KMS_KEY = re.compile(r"^projects/([^/]+)/locations/([^/]+)/keyRings/[^/]+/cryptoKeys/[^/]+$")
+# A Cloud KMS key's resource name, as GKE's databaseEncryption.keyName and a node pool's bootDiskKmsKey take it. The
+# Secrets' key is in the cluster's location: GKE takes no "global" key there (hashicorp/terraform-provider-google
+# v7.45.0, google/services/container/resource_container_cluster_test.go, TestAccContainerCluster_withDatabaseEncryption).
+# A boot disk's key may be the region's (the same release's resource_container_node_pool_test.go and
+# resource_container_cluster_test.go, TestAccContainerNodePool_withConfidentialBootDisk and
+# TestAccContainerCluster_withBootDiskKmsKey) or global (the examples of `gcloud compute disks update-kms-key`,
+# docs.cloud.google.com/sdk/gcloud/reference/compute/disks/update-kms-key): no location is refused for it.
+_KMS_KEY = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/keyRings/[^/]+/cryptoKeys/[^/]+$")
 # Binary Authorization's evaluation modes a cluster takes (GKE's BinaryAuthorization.EvaluationMode, as the
 # provider validates binary_authorization.evaluation_mode: hashicorp/terraform-provider-google v7.45.0
 # google/services/container/resource_container_cluster.go): none, or enforcement of the project's singleton policy.
@@ -135,6 +139,20 @@ def channel_floor_problem(
         f"{wanted}: a new cluster would start below what its slicing needs",
         "set a floor the channel offers, or wait for the patch",
     )
+
+
+@dataclass(frozen=True)
+class NodeBoot:
+    """How a node pool's nodes boot, both fixed when the pool is made (each field is ForceNew on the node pool:
+    hashicorp/terraform-provider-google v7.45.0 google/services/container/node_config.go, `boot_disk_kms_key` and
+    `shielded_instance_config.enable_secure_boot`)."""
+
+    boot_disk_key: str  # the Cloud KMS key of the boot disk; "" for Google's default encryption
+    secure_boot: bool
+
+
+# How every TPU pool was made before the stack hardened its nodes' boot, and how one with hardenedBoot false still is.
+UNHARDENED_BOOT = NodeBoot(boot_disk_key="", secure_boot=False)
 
 
 # --- Schema ----------------------------------------------------------------------------
@@ -285,6 +303,14 @@ class ClusterConfig:
         "5.3.1): projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>, made and granted beforehand; empty: "
         "Google's default encryption only.",
     )
+    boot_disk_encryption_key: str = setting(
+        "",
+        "Cloud KMS key that encrypts the boot disk of every node (CMEK, CIS GKE 5.9.2): the system pool's, the TPU "
+        "pools' (but those with tpu.pools[].hardenedBoot false) and the cluster's first default pool's, "
+        "projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>, made beforehand and granted to the Compute Engine "
+        "service agent. A pool takes it only when made: setting or changing it replaces the pools. Empty: Google's "
+        "default encryption only.",
+    )
     binary_authorization: str = setting(
         BINARY_AUTHORIZATION_OFF,
         "Binary Authorization's evaluation mode (CIS GKE 5.1.4): PROJECT_SINGLETON_POLICY_ENFORCE admits a pod only if "
@@ -306,6 +332,12 @@ class ClusterConfig:
     existing: ExistingClusterConfig = setting(
         ExistingClusterConfig(), "A cluster made elsewhere to deploy onto (the Google Cloud layer is then skipped)."
     )
+
+    @property
+    def system_pool_boot(self) -> NodeBoot:
+        """How the system pool's nodes (and those of the cluster's first default pool) boot: secure boot always, on
+        general-purpose machine types GKE makes Shielded."""
+        return NodeBoot(self.boot_disk_encryption_key, secure_boot=True)
 
     @property
     def binary_authorization_enforced(self) -> bool:
@@ -335,6 +367,13 @@ class TpuPoolConfig:
         "Overrides cluster.privateNodes for this pool: to move a running stack's cubes to private nodes one per `up` "
         "(each loses its slices while GKE changes it) and keep serving on the others.",
     )
+    hardened_boot: bool = setting(
+        True,
+        "The pool's nodes boot hardened as the stack says: a boot disk encrypted with cluster.bootDiskEncryptionKey "
+        "and secure boot (tpu.secureBoot). false: neither, as every pool made before them. Both are set only when a "
+        "pool is made, so a change replaces the pool and gives up its cube until it is made again: false on every "
+        "pool but one lets a running stack replace its cubes one per `up` and keep serving on the others.",
+    )
 
 
 @dataclass(frozen=True)
@@ -354,6 +393,12 @@ class TpuConfig:
         ["2x2x2", "4x4x8"], "Dynamic slice shapes the platform admits (drives version floor and Kueue levels)."
     )
     protect_pools: bool = setting(False, "Mark TPU pools `protect` so a stray change cannot delete them.")
+    secure_boot: bool | None = setting(
+        None,
+        "Secure boot on the TPU pools' nodes (Shielded GKE Nodes, CIS GKE 5.5.7; tpu.pools[].hardenedBoot false "
+        "leaves a pool without). Unset: on for a machine type GKE is known to make with it (tpu7x-standard-4t), off "
+        "for the others (ct5lp-hightpu-4t). A pool takes it only when made: a change replaces the pools.",
+    )
 
     # Derived facts, computed once here so validation, components and reports agree.
 
@@ -398,6 +443,21 @@ class TpuConfig:
     def pool_private_nodes(self, pool: TpuPoolConfig, cluster: ClusterConfig) -> bool:
         """Whether ``pool``'s nodes have internal addresses only: its own setting, else the cluster's."""
         return cluster.private_nodes if pool.private_nodes is None else pool.private_nodes
+
+    @property
+    def secure_boot_on(self) -> bool:
+        """Whether the stack asks for secure boot on its TPU pools: its setting, else whether GKE is known to make
+        the machine type's nodes with it (safe to ask while validating an unknown machine type)."""
+        if self.secure_boot is not None:
+            return self.secure_boot
+        machine = topology.MACHINE_CATALOG.get(self.machine_type)
+        return bool(machine and machine.secure_boot_known)
+
+    def pool_boot(self, pool: TpuPoolConfig, cluster: ClusterConfig) -> NodeBoot:
+        """How ``pool``'s nodes boot: the stack's boot hardening, or none where the pool opts out."""
+        if not pool.hardened_boot:
+            return UNHARDENED_BOOT
+        return NodeBoot(cluster.boot_disk_encryption_key, self.secure_boot_on)
 
     def any_private_nodes(self, cluster: ClusterConfig) -> bool:
         """Whether any node of the stack is private, so needs the Cloud NAT to reach outside Google."""
@@ -623,28 +683,35 @@ def _validate_control_plane(control_plane: ControlPlaneConfig, problems: Problem
         seen.setdefault(cidr, i)
 
 
-def validate_secrets_encryption(cluster: ClusterConfig, region: str, problems: Problems) -> None:
-    """The Cloud KMS key of the cluster's Secrets, when set: a key name, in the cluster's region."""
-    key = cluster.secrets_encryption_key
-    if not key:
-        return
-    match = _KMS_KEY.match(key)
+def validate_encryption_keys(cluster: ClusterConfig, region: str, problems: Problems) -> None:
+    """The Cloud KMS keys of the cluster's Secrets and of its nodes' boot disks, each when set: a key name; the
+    Secrets' in the cluster's region."""
+    if cluster.secrets_encryption_key:
+        match = _kms_key("cluster.secretsEncryptionKey", cluster.secrets_encryption_key, problems)
+        if match and match["location"] != region:
+            problems.add(
+                "cluster.secretsEncryptionKey",
+                f"is in {match['location']}, not in the cluster's region {region}: GKE takes a key of the cluster's "
+                "location only",
+                f"make the key ring in {region}",
+            )
+    if cluster.boot_disk_encryption_key:
+        _kms_key("cluster.bootDiskEncryptionKey", cluster.boot_disk_encryption_key, problems)
+
+
+def _kms_key(key: str, name: str, problems: Problems) -> re.Match[str] | None:
+    """``name`` as a Cloud KMS key name (its project checked), or None after a problem under ``key``."""
+    match = _KMS_KEY.match(name)
     if match is None:
         problems.add(
-            "cluster.secretsEncryptionKey",
-            f"{key!r} is not a Cloud KMS key name",
+            key,
+            f"{name!r} is not a Cloud KMS key name",
             "write projects/<project>/locations/<location>/keyRings/<ring>/cryptoKeys/<key>",
         )
-        return
-    project, location = match.groups()
-    if problem := naming.project_id_problem(project):
-        problems.add("cluster.secretsEncryptionKey", f"its project: {problem}", "name the project that holds the key")
-    if location != region:
-        problems.add(
-            "cluster.secretsEncryptionKey",
-            f"is in {location}, not in the cluster's region {region}: GKE takes a key of the cluster's location only",
-            f"make the key ring in {region}",
-        )
+        return None
+    if problem := naming.project_id_problem(match["project"]):
+        problems.add(key, f"its project: {problem}", "name the project that holds the key")
+    return match
 
 
 def _validate_hardening(cluster: ClusterConfig, problems: Problems) -> None:

@@ -7,7 +7,14 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from components.gcp.cluster import GKE_METADATA_SERVER, NETWORK_CONFIG_NOT_OURS, NODE_OAUTH_SCOPES, node_network_config
+from components.gcp.cluster import (
+    GKE_METADATA_SERVER,
+    NETWORK_CONFIG_NOT_OURS,
+    NODE_OAUTH_SCOPES,
+    node_network_config,
+    with_boot,
+)
+from components.gcp.config import NodeBoot
 from components.resources import children_of
 from components.tpu import topology
 
@@ -24,6 +31,7 @@ class TpuPoolArgs:
     node_count: int
     reservation_path: str | None
     private_nodes: bool
+    boot: NodeBoot
 
 
 @dataclass(frozen=True)
@@ -40,9 +48,19 @@ class TpuCapacityArgs:
     egress: list[pulumi.Resource]  # the Cloud NAT private nodes pull their images through
 
 
+TYPE = "tpu-gke:gcp:TpuCapacity"
+NODE_POOL_TYPE = "gcp:container/nodePool:NodePool"
+
+
+def pool_urn(stack: str, project: str, pool: str) -> str:
+    """The URN of a TPU pool in the stack's state: a child of the stack's one TpuCapacity, which has no parent of
+    its own (the stack's root resource is no part of a URN's type chain)."""
+    return f"urn:pulumi:{stack}::{project}::{TYPE}${NODE_POOL_TYPE}::{pool}"
+
+
 class TpuCapacity(pulumi.ComponentResource):
     def __init__(self, name: str, args: TpuCapacityArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("tpu-gke:gcp:TpuCapacity", name, None, opts)
+        super().__init__(TYPE, name, None, opts)
         child = children_of(self, opts)
 
         self.workload_policy = None
@@ -128,4 +146,4 @@ def _node_config(args: TpuCapacityArgs, pool: TpuPoolArgs) -> gcp.container.Node
             "key": RESERVATION_KEY,
             "values": [pool.reservation_path],
         }
-    return config
+    return with_boot(config, pool.boot)

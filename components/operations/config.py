@@ -308,7 +308,7 @@ def validate_production(
 
 
 def validate_production_security(
-    production: bool, network: NetworkConfig, cluster: ClusterConfig, problems: Problems
+    production: bool, network: NetworkConfig, cluster: ClusterConfig, tpu: TpuConfig, problems: Problems
 ) -> None:
     """The CIS GKE Benchmark controls a production stack must meet through its config (docs/security.md's
     table "Measured against the CIS GKE Benchmark" lists every control and what holds it)."""
@@ -328,6 +328,28 @@ def validate_production_security(
             "encrypted in etcd by Google's key only, not by a Cloud KMS key the project controls (CIS GKE 5.3.1)",
             "name a Cloud KMS key in the cluster's region whose Encrypter/Decrypter role is granted to the GKE "
             "service agent (see docs/deploying.md, The prod stack)",
+        )
+    if not cluster.boot_disk_encryption_key:
+        problems.add(
+            "cluster.bootDiskEncryptionKey",
+            "is empty on a production stack: the nodes' boot disks (the images, the logs, what pods write to their "
+            "nodes) would be encrypted by Google's key only, not by a Cloud KMS key the project controls (CIS GKE 5.9.2)",
+            "name a Cloud KMS key whose Encrypter/Decrypter role is granted to the Compute Engine service agent (see "
+            "docs/deploying.md, The prod stack)",
+        )
+    if tpu.secure_boot is False:
+        problems.add(
+            "tpu.secureBoot",
+            "is false on a production stack: the TPU nodes would boot without verifying the signatures of their boot "
+            "components (CIS GKE 5.5.7)",
+            "set it true",
+        )
+    elif not tpu.secure_boot_on:
+        problems.add(
+            "tpu.secureBoot",
+            f"is unset on a production stack, and no source read here says GKE makes {tpu.machine_type} nodes with "
+            "secure boot: the TPU pools would boot without it (CIS GKE 5.5.7)",
+            "set it true (if GKE does not make these nodes with it, the create of a TPU pool fails)",
         )
     if not cluster.binary_authorization_enforced:
         problems.add(
@@ -351,6 +373,20 @@ def validate_production_security(
             "logs and firewall rules would not see it (CIS GKE 5.6.1)",
             "set it true; on a running cluster, in the maintenance window: GKE restarts every node to apply it",
         )
+
+
+def boot_hardening_warnings(production: bool, cluster: ClusterConfig, tpu: TpuConfig) -> list[str]:
+    """What preview says of a production stack whose TPU pools boot without its hardening: each pool kept so while a
+    running stack replaces its cubes one per `up` (tpu.pools[].hardenedBoot false)."""
+    if not production or cluster.existing.enabled:
+        return []
+    return [
+        f"tpu.pools[{i}].hardenedBoot: {pool.name} boots from a disk Google's key encrypts, without secure boot, on a "
+        "production stack (CIS GKE 5.9.2, 5.5.7); remove the line when its cube can be replaced, one pool per `up` "
+        "(docs/operations.md, What a change does)"
+        for i, pool in enumerate(tpu.pools)
+        if not pool.hardened_boot
+    ]
 
 
 # --- The supply chain: every image the stack runs, and its digest ---------------------------------

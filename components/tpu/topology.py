@@ -62,6 +62,10 @@ class MachineType:
     dynamic_slicing: bool
     # The fixed slice topologies GKE offers (generations without dynamic slicing), fewest chips first.
     static_topologies: tuple[Shape, ...] = ()
+    # GKE makes this machine type's nodes with secure boot on (Shielded GKE Nodes, CIS GKE 5.5.7), as a source read
+    # here shows: its pools get secure boot unless tpu.secureBoot says otherwise. False: no source read here says
+    # either way, so its pools go without unless the stack asks.
+    secure_boot_known: bool = False
 
     def hosts(self, shape: Shape) -> int:
         """Nodes needed for one slice of ``shape``; raises when the shape splits a host."""
@@ -95,6 +99,12 @@ MACHINE_CATALOG: dict[str, MachineType] = {
             memory_bytes_per_host=960 * GB,
             topology_rank=3,
             dynamic_slicing=True,
+            # GoogleCloudPlatform/cluster-toolkit@1047080375afbb44da4b596be314634e7486af4a makes tpu7x-standard-4t
+            # pools (examples/gke-tpu-7x/gke-tpu-7x.yaml) with its modules/compute/gke-node-pool, which turns secure
+            # boot on unless told otherwise (variables.tf enable_secure_boot, default true), and deploys that
+            # blueprint every day (tools/cloud-build/daily-tests/tests/gke-tpu-7x.yml). GKE's and Cloud TPU's
+            # documentation read here say nothing either way.
+            secure_boot_known=True,
         ),
         MachineType(
             name=V5E,
