@@ -15,6 +15,7 @@ from components.platform.gates import ClusterGates
 from components.platform.queues import KueueQueues
 from components.platform.releases import ClusterPlatform
 from components.resources import previous_outputs
+from components.workloads.network_policies.component import NamespaceDefaults
 from components.workloads.saxml.component import SaxmlCell
 from components.workloads.serving.component import ModelServing, serving_endpoint
 from components.workloads.slice_checks.component import SliceChecks
@@ -67,6 +68,12 @@ if stack.serving is not None and queues is not None:
     )
 if stack.saxml is not None:
     saxml = SaxmlCell("saxml", wiring.saxml_args(stack, cluster, platform, gates), opts=after_apis)
+
+# 4b. Each workload namespace's default deny: after the NetworkPolicies that admit its pods' senders.
+if stack.namespace_defaults is not None:
+    NamespaceDefaults(
+        "namespace-defaults", wiring.namespace_defaults_args(stack, cluster, queues, checks, serving, saxml)
+    )
 
 # 5. Operations: the alert policies and dashboards an operator watches, and the scrapes they read; the nodes'
 #    audit records in Cloud Logging.

@@ -33,9 +33,31 @@ def load_document(relative_path: str) -> dict[str, Any]:
     return document
 
 
+def load_list(relative_path: str) -> list[dict[str, Any]]:
+    """Fresh copies of the items of a manifest file's one ``kind: List`` document (kubectl applies each item).
+
+    One document lets its items share YAML anchors: a fact they all use is written once.
+    """
+    document = load_document(relative_path)
+    if document["kind"] != "List":
+        raise ValueError(f"{relative_path} is a {document['kind']}, not a List")
+    items: list[dict[str, Any]] = document["items"]
+    return items
+
+
 def by_kind(documents: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     (document,) = [d for d in documents if d["kind"] == kind]
     return document
+
+
+def by_name(documents: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    (document,) = [d for d in documents if d["metadata"]["name"] == name]
+    return document
+
+
+def tcp_port(port: int) -> dict[str, Any]:
+    """A NetworkPolicy rule's port entry (a fresh one: entries are never shared between rules)."""
+    return {"port": port, "protocol": "TCP"}
 
 
 def container(pod_spec: dict[str, Any], name: str, key: str = "containers") -> dict[str, Any]:

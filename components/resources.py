@@ -129,7 +129,8 @@ def custom_resource(
 
 
 def kubernetes_object(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-    """A core or RBAC object of a YAML base as its typed resource; any other kind as a custom resource."""
+    """A core, RBAC or NetworkPolicy object of a YAML base as its typed resource; any other kind as a custom
+    resource."""
     metadata = owned(manifest["metadata"])
     match manifest["apiVersion"], manifest["kind"]:
         case "v1", "ServiceAccount":
@@ -151,6 +152,8 @@ def kubernetes_object(name: str, manifest: dict[str, Any], opts: pulumi.Resource
             return k8s.rbac.v1.ClusterRoleBinding(
                 name, metadata=metadata, role_ref=manifest["roleRef"], subjects=manifest["subjects"], opts=opts
             )
+        case "networking.k8s.io/v1", "NetworkPolicy":
+            return k8s.networking.v1.NetworkPolicy(name, metadata=metadata, spec=manifest["spec"], opts=opts)
     return custom_resource(name, manifest, opts)
 
 

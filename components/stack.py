@@ -40,6 +40,7 @@ from components.platform import config as platform_config
 from components.platform.kueue_objects import KueueObjects, kueue_objects
 from components.platform.namespace_objects import namespace_objects
 from components.tpu.admission import AdmissionPlan, CapacityReport, SliceWorkload
+from components.workloads.network_policies.objects import NamespaceDefaultsObjects, namespace_defaults_objects
 from components.workloads.saxml import config as saxml_config
 from components.workloads.saxml.objects import SaxmlObjects, saxml_objects
 from components.workloads.serving import config as serving_config
@@ -161,6 +162,8 @@ class Stack:
     checks: SliceChecksObjects | None
     serving: ServingObjects | None
     saxml: SaxmlObjects | None
+    # The default-deny policy of each workload namespace the stack makes (None: it makes none)
+    namespace_defaults: NamespaceDefaultsObjects | None
     monitoring: MonitoringObjects | None  # None: neither alerts nor dashboards
     node_audit: NodeAuditObjects | None  # None: no node audit logging
     # Every namespace the stack makes (the controllers', the workloads'), by name, labelled for Pod Security.
@@ -332,7 +335,13 @@ def _build(config: StackConfig) -> Stack:
         serving=(
             serving_objects(
                 serving_config.serving_input(
-                    config.serving, tpu, queues, config.project, mirror, config.cluster.existing.skip_await
+                    config.serving,
+                    tpu,
+                    queues,
+                    config.network,
+                    config.project,
+                    mirror,
+                    config.cluster.existing.skip_await,
                 )
             )
             if config.serving.enabled
@@ -340,6 +349,9 @@ def _build(config: StackConfig) -> Stack:
         ),
         saxml=saxml_objects(saxml_config.saxml_input(config.saxml, tpu, config.network, config.project, mirror))
         if config.saxml.enabled
+        else None,
+        namespace_defaults=namespace_defaults_objects(namespaces)
+        if (namespaces := workload_namespaces(config))
         else None,
         monitoring=_monitoring(config),
         node_audit=(
@@ -360,6 +372,12 @@ def _build(config: StackConfig) -> Stack:
             )
         ),
     )
+
+
+def workload_namespaces(config: StackConfig) -> list[str]:
+    """The namespaces the stack makes for its workloads, each once: the queues' (with dynamic slicing), Saxml's."""
+    queued = list(config.queues.namespaces) if config.tpu.dynamic_slicing else []
+    return list(dict.fromkeys([*queued, *([config.saxml.namespace] if config.saxml.enabled else [])]))
 
 
 def _monitoring(config: StackConfig) -> MonitoringObjects | None:
@@ -408,10 +426,35 @@ def _alerts_input(config: StackConfig) -> operations_config.AlertsInput:
 
 
 def _check_built(stack: Stack, problems: Problems) -> None:
-    """The rules that read the built manifests (the serving rules on the rendered LeaderWorkerSets)."""
+    """The rules that read the built manifests (the serving rules on the rendered LeaderWorkerSets; one writer per
+    NetworkPolicy)."""
     if stack.serving is not None:
         for problem in leaderworkerset_problems(stack.serving.leaderworkersets, stack.config.tpu.machine):
             problems.add("serving", problem, "report this: the LeaderWorkerSets contradict the serving config")
+    _check_network_policy_names(stack, problems)
+
+
+def _check_network_policy_names(stack: Stack, problems: Problems) -> None:
+    """A check's NetworkPolicy takes its JobSet's name: a name another policy of the namespace has already (the
+    serving ones, the default deny) would have two resources write one object, each undoing the other."""
+    if stack.checks is None:
+        return
+    taken = {
+        (policy["metadata"]["namespace"], policy["metadata"]["name"])
+        for policy in [
+            *(stack.serving.network_policies if stack.serving else []),
+            *(stack.namespace_defaults.default_deny.values() if stack.namespace_defaults else []),
+        ]
+    }
+    kinds = {check.name: kind for kind, check in stack.config.enabled_checks().items()}
+    for policy in stack.checks.network_policies:
+        namespace, name = policy["metadata"]["namespace"], policy["metadata"]["name"]
+        if (namespace, name) in taken:
+            problems.add(
+                f"checks.{kinds[name]}.name",
+                f"{name!r} is also the name of a NetworkPolicy the stack makes in {namespace}",
+                "give the check another name",
+            )
 
 
 # --- What a changed `up` would do to the stack that is running ---------------------------
@@ -479,7 +522,13 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             "addOn": cluster.secret_manager,
             "tokenFile": config.serving.enabled and bool(config.serving.hf_token_secret_version),
         }
+    if namespaces := workload_namespaces(config):
+        facts[DEFAULT_DENY_FACT] = sorted(namespaces)
     return facts
+
+
+# The lifecycle fact of the namespaces whose pods accept only what a NetworkPolicy admits (the default deny).
+DEFAULT_DENY_FACT = "defaultDenyNamespaces"
 
 
 SYSTEM_POOL = naming.SYSTEM_POOL_NAME
@@ -691,6 +740,15 @@ def review_changes(
         )
         in_place += hardening_in_place
         by_hand += hardening_by_hand
+    denied_before = set(previous.get(DEFAULT_DENY_FACT) or [])
+    if newly_denied := [n for n in current.get(DEFAULT_DENY_FACT) or [] if n not in denied_before]:
+        in_place.append(
+            f"network policies: every pod of {', '.join(newly_denied)} accepts only what a NetworkPolicy admits, "
+            "in place: each namespace's default-deny-ingress policy is made after the policies that admit the "
+            "senders of the stack's own pods there, so nothing the stack runs is cut off; a pod you run there "
+            "yourself accepts connections only from its own node until it has a NetworkPolicy of its own "
+            "(docs/security.md, Network policies)"
+        )
     return ChangeReview(refused, replaced, by_hand, in_place)
 
 

@@ -37,7 +37,8 @@ from components.platform.queues import KueueQueues, QueuesArgs
 from components.platform.releases import ClusterPlatform, PlatformArgs
 from components.resources import Versioning
 from components.stack import Stack, review_changes
-from components.workloads.saxml.component import SaxmlArgs, SaxmlIdentity
+from components.workloads.network_policies.component import NamespaceDefaultsArgs
+from components.workloads.saxml.component import SaxmlArgs, SaxmlCell, SaxmlIdentity
 from components.workloads.saxml.config import bucket_name as sax_bucket_name
 from components.workloads.serving.component import ModelServing, ServingArgs
 from components.workloads.serving.config import (
@@ -47,7 +48,8 @@ from components.workloads.serving.config import (
     weights_bucket_name,
     weights_object_prefix,
 )
-from components.workloads.slice_checks.component import SliceChecksArgs
+from components.workloads.slice_checks.component import SliceChecks, SliceChecksArgs
+from components.workloads.slice_checks.config import checks_namespace
 
 # What the Kubernetes layer is deployed onto: a cluster of this stack, or one made elsewhere.
 Target = Cluster | ExistingCluster
@@ -260,9 +262,11 @@ def slice_checks_args(
     # The slice controller's webhooks (serving) and the LocalQueue first: a JobSet created before
     # them is never suspended by Kueue, and its pods never get their slice. The TPU drain gate
     # too, so the JobSets are deleted before it lets the TPU pools go.
+    namespace = checks_namespace(stack.config.checks, stack.config.queues)
     return SliceChecksArgs(
         provider=cluster.provider,
         objects=stack.checks,
+        namespace_ready=[queues.namespace(namespace)],
         after=[*_present(platform.slice_controller), queues.objects, *queues.namespaces, *gates.before_tpu_workloads],
     )
 
@@ -338,6 +342,30 @@ def saxml_args(stack: Stack, cluster: Target, platform: ClusterPlatform, gates: 
         tpu_ready=[gates.tpu],
         load_balancer_ready=[gates.load_balancers],
     )
+
+
+def namespace_defaults_args(
+    stack: Stack,
+    cluster: Target,
+    queues: KueueQueues | None,
+    checks: SliceChecks | None,
+    serving: ModelServing | None,
+    saxml: SaxmlCell | None,
+) -> NamespaceDefaultsArgs:
+    """Each workload namespace's default deny waits for the namespace and for every NetworkPolicy of a workload
+    there: the policies that admit the senders of the pods already running, so that no pod is ever cut off."""
+    assert stack.namespace_defaults is not None
+    after: dict[str, list[pulumi.Resource]] = {namespace: [] for namespace in stack.namespace_defaults.default_deny}
+    if queues is not None:
+        for namespace in stack.config.queues.namespaces:
+            after[namespace].append(queues.namespace(namespace))
+    if saxml is not None:
+        after[stack.config.saxml.namespace].append(saxml.namespace)
+    workloads: list[SliceChecks | ModelServing | SaxmlCell] = [w for w in (checks, serving, saxml) if w is not None]
+    for workload in workloads:
+        for namespace, policies in workload.network_policies.items():
+            after[namespace] += policies
+    return NamespaceDefaultsArgs(provider=cluster.provider, objects=stack.namespace_defaults, after=after)
 
 
 def monitoring_args(

@@ -36,6 +36,7 @@ from policy.gke import (
 from policy.iam import project_role_problems, registry_role_problems
 from policy.images import PROGRAM_CONFIG_IMAGES, REQUIRE_DIGESTS, digests_required, image_problems
 from policy.namespaces import pod_security_problems
+from policy.network import unisolated_pod_violations
 from policy.rbac import binding_problems, role_problems
 from policy.resources import UNKNOWN, Resource, UnknownValue
 from policy.service_accounts import service_account_problems
@@ -128,6 +129,14 @@ def build_policies(
         external = (args.get_config() or {}).get(EXTERNAL_CHIPS, 0)
         try:
             violations = quota_violations(stack_resources(args), int(external))
+        except UnknownValue as error:
+            raise _unknown(error) from None
+        for violation in violations:
+            report_violation(violation.message, violation.urn or None)
+
+    def isolated(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+        try:
+            violations = unisolated_pod_violations(stack_resources(args))
         except UnknownValue as error:
             raise _unknown(error) from None
         for violation in violations:
@@ -248,6 +257,13 @@ def build_policies(
             "impersonate (CIS GKE 4.1.2, 4.1.3, 4.1.7).",
             lambda r, _config, _stack: role_problems(r.type, r.name, r.props),
             stack,
+        ),
+        StackValidationPolicy(
+            name="pods-isolated-by-network-policy",
+            description="Every pod the program runs is selected for ingress by a NetworkPolicy of its own namespace "
+            "(CIS GKE 4.3.2).",
+            validate=isolated,
+            enforcement_level=MANDATORY,
         ),
         resource_policy(
             "namespaces-enforce-pod-security",

@@ -97,13 +97,15 @@ def _resolve(overrides: dict[str, Any]) -> dict[str, Any]:
 
 def serving_input(**overrides: Any) -> Any:
     """The serving builder input of the block's defaults (project my-tpu-project), with overrides."""
-    from components.gcp.config import TpuConfig
+    from components.gcp.config import NetworkConfig, TpuConfig
     from components.platform.config import QueuesConfig
     from components.workloads.serving.config import ServingConfig
     from components.workloads.serving.config import serving_input as build
 
     return dataclasses.replace(
-        build(ServingConfig(), TpuConfig(), QueuesConfig(), "my-tpu-project", mirror="", skip_await=False),
+        build(
+            ServingConfig(), TpuConfig(), QueuesConfig(), NetworkConfig(), "my-tpu-project", mirror="", skip_await=False
+        ),
         **_resolve(overrides),
     )
 

@@ -759,6 +759,93 @@ def test_identities_and_grants_come_before_their_pods_and_go_after_them(runs, st
             assert create[name] < create[pods] and destroy[name] > destroy[pods], (pods, name)
 
 
+# --- NetworkPolicies: the allows with or before the deny ---------------------------------------
+
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+
+
+def network_policies(run: ProgramRun) -> list[Registration]:
+    return list(run.of_type(NETWORK_POLICY))
+
+
+def is_default_deny(r: Registration) -> bool:
+    spec = r.input("spec")
+    return spec["podSelector"] == {} and not spec.get("ingress")
+
+
+def namespace_of(r: Registration) -> str:
+    return str(r.input("metadata")["namespace"])
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_namespace_denies_by_default_only_after_every_policy_that_admits_there(runs, stack):
+    """Applied to a running namespace, a deny before an allow would cut its pods off a sender until the allow came:
+    each default deny waits for the namespace and every other policy of it, and is deleted before them."""
+    run = runs[stack]
+    denies = [r for r in network_policies(run) if is_default_deny(r)]
+    assert denies
+    for deny in denies:
+        namespace = namespace_of(deny)
+        admitting = [r.name for r in network_policies(run) if namespace_of(r) == namespace and r is not deny]
+        assert admitting, f"{namespace}: nothing admits any sender there"
+        assert {*admitting, namespace} <= closure(run, deny.name), deny.name
+        (wave,) = [i for i, w in enumerate(destroy_waves(run.registrations)) if deny.name in w]
+        assert all(wave < i for i, w in enumerate(destroy_waves(run.registrations)) for name in admitting if name in w)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_network_policies_wait_for_their_namespace_alone(runs, stack):
+    """Nothing else: no TPU pool, release or workload holds them (or the default deny that waits for them) back."""
+    run = runs[stack]
+    provider = {r.name for r in run.of_type("pulumi:providers:kubernetes")}
+    for policy in network_policies(run):
+        waits = set(depends_on(policy)) - provider
+        others = {r.name for r in network_policies(run)}
+        assert waits - others == {namespace_of(policy)}, (policy.name, waits)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_workload_starts_after_the_policy_that_admits_its_senders(runs, stack):
+    """A pod starts with its senders admitted, and is deleted before its policy: never isolated without them."""
+    from policy.network import isolates, pod_templates
+
+    run = runs[stack]
+    allows = [r for r in network_policies(run) if not is_default_deny(r)]
+    kinds = ("LeaderWorkerSet", "JobSet", "Deployment")
+    workloads = [r for r in run.registrations if r.type.split(":")[-1] in kinds and creates_something(r)]
+    checked = 0
+    for workload in workloads:
+        body = {"metadata": workload.input("metadata"), "spec": workload.input("spec")}
+        kind = workload.type.split(":")[-1]
+        for template in pod_templates(kind, body, workload.name):
+            for allow in allows:
+                policy = {"metadata": allow.input("metadata"), "spec": allow.input("spec")}
+                if isolates(policy, template.pod):
+                    assert allow.name in closure(run, workload.name), (workload.name, allow.name)
+                    checked += 1
+    assert checked
+    if stack == "dev":  # the router release runs the endpoint picker, whose pods the render does not show
+        assert "endpoint-picker-network-policy" in closure(run, "router")
+
+
+def test_the_first_up_with_network_policies_says_which_namespaces_it_isolates_and_replaces_nothing(runs):
+    for stack, namespaces in (("dev", "llm-d-pd-disaggregation"), ("saxml", "sax")):
+        lifecycle = copy.deepcopy(runs[stack].raw_outputs["lifecycle"])
+        assert lifecycle.pop(stack_config.DEFAULT_DENY_FACT) == [namespaces]
+        run = run_stack(stack=stack, previous_outputs={"lifecycle": lifecycle})
+        assert not [w for w in run.warnings if "REPLACED" in w], run.warnings
+        (line,) = [w for w in run.warnings if w.startswith("network policies:")]
+        assert f"every pod of {namespaces} accepts only what a NetworkPolicy admits, in place" in line
+        assert "a pod you run there yourself" in line
+
+
+def test_a_new_queue_namespace_is_announced_alone(runs):
+    previous = previous_of(runs["dev"])
+    run = run_stack({"queues.namespaces": ["llm-d-pd-disaggregation", "team-b"]}, previous_outputs=previous)
+    (line,) = [w for w in run.warnings if w.startswith("network policies:")]
+    assert "every pod of team-b accepts" in line and "llm-d-pd-disaggregation" not in line
+
+
 # --- The Hugging Face token in Secret Manager: its grants, its class, and the add-on under them ----------------
 
 SECRET_IAM = "gcp:secretmanager/secretIamMember:SecretIamMember"

@@ -39,7 +39,7 @@ from tests.conftest import PROJECT_ROOT
 POLICY_DIR = PROJECT_ROOT / "policy"
 PURE_MODULES = (
     "resources", "endpoints", "iam", "images", "buckets", "charts", "tpu", "gke", "rbac", "boundaries", "namespaces",
-    "service_accounts",
+    "service_accounts", "network",
 )  # fmt: skip
 
 GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
@@ -99,7 +99,7 @@ def test_the_rules_are_pure(module: str) -> None:
 def test_every_policy_is_mandatory_and_named_once() -> None:
     policies = build_policies(lambda: StackContext())
     names = [p.name for p in policies]
-    assert len(names) == len(set(names)) == 17
+    assert len(names) == len(set(names)) == 18
     assert all(p.enforcement_level == EnforcementLevel.MANDATORY for p in policies)
 
 
@@ -235,6 +235,33 @@ def test_the_stack_wrapper_points_the_violation_at_the_queue() -> None:
     assert reported == []
 
 
+WEB = {
+    "metadata": {"name": "web", "namespace": "apps"},
+    "spec": {"template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c"}]}}},
+}
+DENY = {"metadata": {"name": "deny", "namespace": "apps"}, "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+
+
+def test_the_isolation_wrapper_points_the_violation_at_the_workload() -> None:
+    def validate_stack(*resources: tuple[str, dict[str, Any]]) -> list[tuple[str, str | None]]:
+        given = [
+            PolicyResource(kind, unknown_checking_proxy(props), f"urn:{props['metadata']['name']}",
+                           props["metadata"]["name"], options(), None, None, [], {})
+            for kind, props in resources
+        ]  # fmt: skip
+        target = policy("pods-isolated-by-network-policy")
+        assert isinstance(target, StackValidationPolicy)
+        reported: list[tuple[str, str | None]] = []
+        target.validate(StackValidationArgs(given), lambda message, urn=None: reported.append((message, urn)))
+        return reported
+
+    ((message, urn),) = validate_stack((DEPLOYMENT, WEB))
+    assert urn == "urn:web" and "4.3.2" in message
+    assert validate_stack((DEPLOYMENT, WEB), (NETWORK_POLICY, DENY)) == []
+
+
 # --- The analyzer process, as the CLI starts it ------------------------------------------------
 
 
@@ -327,3 +354,24 @@ def test_the_analyzer_refuses_a_quota_above_the_chips(analyzer: analyzer_pb2_grp
     (diagnostic,) = response.diagnostics
     assert diagnostic.policyName == "kueue-tpu-quota-within-pools" and diagnostic.urn == "urn:cq"
     assert "promises 256" in diagnostic.message and diagnostic.enforcementLevel == analyzer_pb2.MANDATORY
+
+
+def test_the_analyzer_refuses_pods_no_network_policy_isolates(analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
+    def analyze(*resources: tuple[str, dict[str, Any]]) -> list[Any]:
+        request = analyzer_pb2.AnalyzeStackRequest(
+            resources=[
+                analyzer_pb2.AnalyzerResource(
+                    type=kind,
+                    properties=struct(props),
+                    urn=f"urn:{props['metadata']['name']}",
+                    name=props["metadata"]["name"],
+                )
+                for kind, props in resources
+            ]
+        )
+        return list(analyzer.AnalyzeStack(request, timeout=30).diagnostics)
+
+    (diagnostic,) = analyze((DEPLOYMENT, WEB))
+    assert diagnostic.policyName == "pods-isolated-by-network-policy" and diagnostic.urn == "urn:web"
+    assert "(CIS GKE 4.3.2)" in diagnostic.message and diagnostic.enforcementLevel == analyzer_pb2.MANDATORY
+    assert analyze((DEPLOYMENT, WEB), (NETWORK_POLICY, DENY)) == []

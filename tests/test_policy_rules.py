@@ -17,7 +17,20 @@ from typing import Any
 import pulumi
 import pytest
 
-from policy import boundaries, buckets, charts, endpoints, gke, iam, images, namespaces, rbac, service_accounts, tpu
+from policy import (
+    boundaries,
+    buckets,
+    charts,
+    endpoints,
+    gke,
+    iam,
+    images,
+    namespaces,
+    network,
+    rbac,
+    service_accounts,
+    tpu,
+)
 from policy.resources import UNKNOWN, Resource, UnknownValue, Violation
 from tests.conftest import PROJECT_ROOT, run_stack, stack_values
 from tools.mock_engine import unwrap_secrets
@@ -96,6 +109,9 @@ RULES: dict[str, Rule] = {
     ),
     "kueue-tpu-quota-within-pools": lambda resources, _s, _c: [v.message for v in tpu.quota_violations(resources)],
     "helm-charts-pinned": _each(lambda r, _s, _c: charts.chart_problems(r.type, r.name, r.props)),
+    "pods-isolated-by-network-policy": lambda resources, _s, _c: [
+        v.message for v in network.unisolated_pod_violations(resources)
+    ],
     "gke-cluster-hardened": _each(lambda r, _s, _c: gke.cluster_problems(r.type, r.name, r.props)),
     "gke-nodes-hardened": _each(lambda r, _s, _c: gke.node_pool_problems(r.type, r.name, r.props)),
     "boot-disks-encrypted-in-production": _each(
@@ -129,6 +145,7 @@ TARGETS: dict[str, Callable[[Resource, str], bool]] = {
     "tpu-pools-protected-in-production": lambda r, s: production(s) and tpu.is_tpu_pool(r.type, r.name, r.props),
     "kueue-tpu-quota-within-pools": lambda r, _s: "ClusterQueue" in json.dumps(r.props),
     "helm-charts-pinned": lambda r, _s: r.type == "kubernetes:helm.sh/v3:Release",
+    "pods-isolated-by-network-policy": lambda r, _s: bool(network.program_pod_templates([r])),
     "gke-cluster-hardened": lambda r, _s: r.type == gke.CLUSTER,
     "gke-nodes-hardened": lambda r, _s: r.type == gke.NODE_POOL,
     "boot-disks-encrypted-in-production": lambda r, s: production(s) and r.type in (gke.CLUSTER, gke.NODE_POOL),
@@ -344,6 +361,30 @@ SECRET_READER = Resource(
         "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}],
     },
 )
+NETWORK_POLICY = ":NetworkPolicy"
+
+
+def without_network_policies(*names: str) -> Callable[[list[Resource]], None]:
+    def drop(resources: list[Resource]) -> None:
+        gone = [r for r in resources if r.type.endswith(NETWORK_POLICY) and r.name in names]
+        assert len(gone) == len(names), gone
+        for resource in gone:
+            resources.remove(resource)
+
+    return drop
+
+
+def network_policies(change: Callable[[dict[str, Any]], None]) -> Callable[[list[Resource]], None]:
+    """``change`` applied to every NetworkPolicy of the stack."""
+
+    def apply(resources: list[Resource]) -> None:
+        for resource in resources:
+            if resource.type.endswith(NETWORK_POLICY):
+                change(resource.props)  # type: ignore[arg-type]
+
+    return apply
+
+
 PUBLIC_INGRESS = Resource(
     "kubernetes:networking.k8s.io/v1:Ingress", "web", {"metadata": {"name": "web"}, "spec": {"rules": []}}
 )
@@ -415,6 +456,10 @@ BROKEN = [
     ("rbac-no-privileged-bindings", "prod", binding_subject("system:anonymous"), {}, "kueue-metrics-clusterrolebinding", "4.1.8"),
     ("rbac-no-privileged-bindings", "prod", binding_subject("system:unauthenticated"), {}, "kueue-metrics-clusterrolebinding", "4.1.9"),
     ("rbac-no-privileged-bindings", "prod", binding_subject("system:authenticated"), {}, "kueue-metrics-clusterrolebinding", "4.1.10"),
+    ("pods-isolated-by-network-policy", "dev", without_network_policies("llm-d-pd-disaggregation-default-deny-ingress", "model-servers-network-policy"), {}, "vllm-prefill spec.leaderWorkerTemplate.workerTemplate", "4.3.2"),
+    ("pods-isolated-by-network-policy", "saxml", without_network_policies("sax-default-deny-ingress", "sax-admin-server-network-policy"), {}, "admin-server", "4.3.2"),
+    ("pods-isolated-by-network-policy", "prod", network_policies(lambda p: p["metadata"].update(namespace="default")), {}, "subslice-check", "4.3.2"),
+    ("pods-isolated-by-network-policy", "dev", network_policies(lambda p: p["spec"].update(policyTypes=["Egress"])), {}, "stage-model-weights", "4.3.2"),
     ("namespaces-enforce-pod-security", "dev", enforce_label("llm-d-pd-disaggregation", ":Namespace", None), {}, "llm-d-pd-disaggregation", "4.2.1"),
     ("namespaces-enforce-pod-security", "prod", enforce_label("lws-system", ":NamespacePatch", "privileged"), {}, "lws-system", "4.2.1"),
     ("namespaces-enforce-pod-security", "prod", enforce_label("node-audit-namespace", ":Namespace", "baseline"), {}, "node-audit", "4.2.1"),

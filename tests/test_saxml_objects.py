@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from components.manifests import load_documents
+from components.manifests import load_documents, load_list
 from components.workloads.saxml import objects as saxml_objects
 from components.workloads.saxml.config import SaxmlInput
 from components.workloads.saxml.objects import (
@@ -59,17 +59,25 @@ def _pod_spec(deployment: dict[str, Any]) -> dict[str, Any]:
 # --- The set of objects ---------------------------------------------------------------------------
 
 
-def test_objects_are_the_four_saxml_parts_in_one_namespace():
+def test_objects_are_the_four_saxml_parts_and_their_network_policies_in_one_namespace():
     objects = build_objects(_params())
     assert [f"{o['apiVersion']} {o['kind']}/{o['metadata']['name']}" for o in objects] == [
         "apps/v1 Deployment/sax-admin-server",
         "jobset.x-k8s.io/v1alpha2 JobSet/sax-model-server-set",
         "apps/v1 Deployment/sax-http",
         "v1 Service/sax-http-lb",
+        "networking.k8s.io/v1 NetworkPolicy/sax-admin-server",
+        "networking.k8s.io/v1 NetworkPolicy/sax-model-server-set",
+        "networking.k8s.io/v1 NetworkPolicy/sax-http",
     ]
     assert {o["metadata"]["namespace"] for o in objects} == {NAMESPACE}
-    for obj in objects:
+    for obj in objects[:4]:
         assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "saxml"
+
+
+def _parts(spec: SaxmlInput) -> list[dict[str, Any]]:
+    built = saxml_objects.saxml_objects(spec)
+    return [built.admin_deployment, built.model_server_jobset, built.http_deployment, built.http_service]
 
 
 def test_bases_agree_with_their_own_overlay():
@@ -80,7 +88,14 @@ def test_bases_agree_with_their_own_overlay():
         *load_documents(saxml_objects.HTTP_FILE),
     ]
     placeholders = _params(namespace="default", bucket_name="my-project-gke-bucket", source_ranges=())
-    assert build_objects(placeholders) == bases
+    assert _parts(placeholders) == bases
+
+
+def test_the_network_policies_base_agrees_with_its_own_overlay():
+    """The saxml stack's values (the defaults: namespace sax, the cluster's node and pod ranges) rebuild the
+    base of network-policies.yaml: each server's labels are those its own Deployment or JobSet gives its pods."""
+    base = load_list(saxml_objects.NETWORK_POLICIES_FILE)
+    assert saxml_objects.saxml_objects(saxml_input()).network_policies == base
 
 
 def test_overlays_work_on_copies():
@@ -352,3 +367,65 @@ def test_wrong_types_are_rejected():
     jobset = model_server_jobset(_params())
     jobset["spec"]["replicatedJobs"][0]["replicas"] = "2"
     assert any("replicas" in e and "is not of type 'integer'" in e for e in _errors(jobset))
+
+
+# --- NetworkPolicies ------------------------------------------------------------------------------
+
+
+def _policy(objects: saxml_objects.SaxmlObjects, name: str) -> dict[str, Any]:
+    return objects.network_policy(name)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"source_ranges": ("192.0.2.0/24", "10.0.0.0/8"), "cluster_clients": False},
+        {"source_ranges": (), "cluster_clients": True},
+        {"external": True, "source_ranges": ("203.0.113.0/24",), "cluster_clients": False},
+    ],
+)
+def test_the_http_server_admits_by_address_exactly_what_its_load_balancer_admits(overrides):
+    built = saxml_objects.saxml_objects(_params(**overrides))
+    http = _policy(built, saxml_objects.HTTP_NAME)
+    ranges = built.http_service["spec"].get("loadBalancerSourceRanges", [])
+    blocks = [peer["ipBlock"]["cidr"] for rule in http["spec"]["ingress"] for peer in rule["from"] if "ipBlock" in peer]
+    assert blocks == ranges
+    pods_rule = [rule for rule in http["spec"]["ingress"] if rule["from"] == [{"namespaceSelector": {}}]]
+    assert bool(pods_rule) is _params(**overrides).cluster_clients
+    for rule in http["spec"]["ingress"]:
+        assert rule["from"], "a rule without senders would admit every one"
+        assert rule["ports"] == [{"port": saxml_objects.HTTP_PORT, "protocol": "TCP"}]
+    assert built.http_service["spec"]["externalTrafficPolicy"] == "Local"  # so the address reaches the pod
+
+
+def test_each_server_is_reached_on_its_own_container_port_by_the_servers_that_call_it():
+    built = saxml_objects.saxml_objects(_params())
+    admin_pods = built.admin_deployment["spec"]["template"]["metadata"]["labels"]
+    http_pods = built.http_deployment["spec"]["template"]["metadata"]["labels"]
+    _, _, _, container = _model_parts(built.model_server_jobset)
+    model_pods = built.model_server_jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"][
+        "labels"
+    ]
+
+    def ports(deployment: dict[str, Any]) -> dict[str, int]:
+        (only,) = _pod_spec(deployment)["containers"]
+        return {p["name"]: p["containerPort"] for p in only["ports"]}
+
+    model_ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    admin = _policy(built, saxml_objects.ADMIN_NAME)
+    assert admin["spec"]["podSelector"]["matchLabels"].items() <= admin_pods.items()
+    (clients,) = admin["spec"]["ingress"]
+    assert clients["ports"] == [{"port": ports(built.admin_deployment)["admin"], "protocol": "TCP"}]
+    assert [peer["podSelector"]["matchLabels"] for peer in clients["from"]] == [
+        model_pods,
+        built.http_deployment["spec"]["selector"]["matchLabels"],
+    ]
+    model = _policy(built, saxml_objects.MODEL_SERVER_NAME)
+    assert model["spec"]["podSelector"]["matchLabels"] == model_pods
+    peers, callers = model["spec"]["ingress"]
+    assert peers == {"from": [{"podSelector": {"matchLabels": model_pods}}]}  # the hosts of a slice, any port
+    assert callers["ports"] == [{"port": model_ports["model"], "protocol": "TCP"}]
+    http = _policy(built, saxml_objects.HTTP_NAME)
+    assert http["spec"]["podSelector"]["matchLabels"].items() <= http_pods.items()
+    assert ports(built.http_deployment)["http"] == saxml_objects.HTTP_PORT

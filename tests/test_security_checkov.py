@@ -559,12 +559,35 @@ K8S_BROKEN: list[tuple[str, K8sBreakage, str]] = [
 ]  # fmt: skip
 
 
+def _without_network_policies(namespace: str) -> K8sBreakage:
+    """Every NetworkPolicy of ``namespace`` gone. checkov's CKV2_K8S_6 joins a policy to pods by labels alone, in
+    any namespace (a podSelector {} anywhere covers every pod of the scan), so the broken copy takes away the one
+    namespace's policies and must fail there; policy:pods-isolated-by-network-policy holds each namespace apart."""
+
+    def drop(objects: list[dict[str, Any]]) -> None:
+        gone = [o for o in objects if o["kind"] == "NetworkPolicy" and o["metadata"].get("namespace") == namespace]
+        assert gone, f"no NetworkPolicy in {namespace} to take away"
+        for obj in gone:
+            objects.remove(obj)
+
+    return drop
+
+
+# (check, stack, breakage of the stack's whole render, the checkov resource that must then fail it): checks that
+# join objects (graph checks) need the workloads' pods beside the objects they join them to.
+K8S_STACK_BROKEN: list[tuple[str, str, K8sBreakage, str]] = [
+    ("CKV2_K8S_6", "dev", _without_network_policies("llm-d-pd-disaggregation"), "Pod.llm-d-pd-disaggregation.vllm-prefill-leader"),
+    ("CKV2_K8S_6", "saxml", _without_network_policies("sax"), "Pod.sax.sax-admin-server.app-sax-admin-server.app.kubernetes.io/component-admin-server.app.kubernetes.io/part-of-saxml"),
+]  # fmt: skip
+
+
 @dataclass(frozen=True)
 class CisScan:
     # (stack, check) -> {"passed": [resource addresses], "failed": [...]} on the render as a Terraform plan
     gcp: dict[tuple[str, str], dict[str, list[str]]]
     plans: dict[str, dict[str, Any]]  # stack -> the plan scanned
-    broken: dict[tuple[str, int], list[tuple[str, str]]]  # ("gcp" or "k8s", case) -> failed (check, resource)
+    # ("gcp", "k8s" or "k8s-stack", case) -> failed (check, resource)
+    broken: dict[tuple[str, int], list[tuple[str, str]]]
     network: list[str]
     parsing_errors: int
 
@@ -599,6 +622,11 @@ def cis_scan(tmp_path_factory: pytest.TempPathFactory) -> CisScan:
         folder.mkdir(parents=True)
         (folder / RENDER_FILE).write_text(yaml.safe_dump_all(objects))
         jobs.append(f"kubernetes={folder}")
+    for index, (_, stack, breakage, _) in enumerate(K8S_STACK_BROKEN):
+        objects = [o for o in yaml.safe_load_all(rendered(stack)[0]) if o]
+        breakage(objects)
+        _write_stack(root / "k8s-stack-broken" / str(index), yaml.safe_dump_all(objects), objects)
+        jobs.append(f"kubernetes={root / 'k8s-stack-broken' / str(index)}")
     by_job, network = run_checkov(checkov, root, jobs)
 
     def by_check(report: dict[str, Any], kind: str) -> dict[str, list[str]]:
@@ -614,7 +642,7 @@ def cis_scan(tmp_path_factory: pytest.TempPathFactory) -> CisScan:
         for check in passed.keys() | failed.keys():
             gcp[stack, check] = {"passed": passed.get(check, []), "failed": failed.get(check, [])}
     broken = {}
-    for kind, cases in (("gcp", GCP_BROKEN), ("k8s", K8S_BROKEN)):
+    for kind, cases in (("gcp", GCP_BROKEN), ("k8s", K8S_BROKEN), ("k8s-stack", K8S_STACK_BROKEN)):
         for index in range(len(cases)):
             framework = "terraform_plan" if kind == "gcp" else "kubernetes"
             report = by_job[f"{framework}={root / f'{kind}-broken' / str(index)}"]
@@ -698,12 +726,17 @@ def test_every_check_not_yet_held_still_fails_on_the_render(cis_scan, control, c
 def test_every_check_the_table_names_fails_on_a_broken_copy(cis_scan, scan, control, check):
     gcp = [(i, target) for i, (c, _, _, target) in enumerate(GCP_BROKEN) if c == check]
     k8s = [(i, target) for i, (c, _, target) in enumerate(K8S_BROKEN) if c == check]
+    k8s_stack = [(i, target) for i, (c, _, _, target) in enumerate(K8S_STACK_BROKEN) if c == check]
     unskipped = [r for r in scan.failed if r.variant == SKIPS_REMOVED and r.check_id == check]
-    assert gcp or k8s or unskipped, f"{control}: no broken copy for {check}: add one to GCP_BROKEN or K8S_BROKEN"
+    assert gcp or k8s or k8s_stack or unskipped, (
+        f"{control}: no broken copy for {check}: add one to GCP_BROKEN, K8S_BROKEN or K8S_STACK_BROKEN"
+    )
     for index, target in gcp:
         assert (check, target) in cis_scan.broken["gcp", index], (control, check, target, cis_scan.broken["gcp", index])
     for index, target in k8s:
         assert (check, target) in cis_scan.broken["k8s", index], (control, check, target, cis_scan.broken["k8s", index])
+    for kind, index, target in (("k8s-stack", i, t) for i, t in k8s_stack):
+        assert (check, target) in cis_scan.broken[kind, index], (control, check, target, cis_scan.broken[kind, index])
 
 
 @pytest.mark.parametrize("control, check", _checks("K8S", held=True))

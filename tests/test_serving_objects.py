@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components.manifests import load_list
 from components.platform.kueue_objects import PRIORITY_LABEL, QUEUE_LABEL
 from components.tpu.topology import SLICE_TOPOLOGY_ANNOTATION, Shape, partition_state_label
 from components.workloads.serving import objects as so
@@ -991,6 +992,73 @@ def test_the_staging_job_base_runs_the_default_image():
     base = load_document(f"serving/{so.STAGING_JOB_FILE}")
     assert base["spec"]["template"]["spec"]["containers"][0]["image"] == STAGING_IMAGE
     assert base["metadata"]["annotations"][so.TIMEOUT_ANNOTATION] == str(STAGING_TIMEOUT_MINUTES * 60)
+
+
+# --- NetworkPolicies ---------------------------------------------------------------------------
+
+
+def serving_policies(**overrides: Any) -> dict[str, dict[str, Any]]:
+    built = serving_objects(params(**overrides))
+    return {p["metadata"]["name"]: p for p in built.network_policies}
+
+
+def test_the_network_policies_base_agrees_with_its_own_overlay():
+    """The block's defaults (the dev stack's namespace, model and proxy-only subnet) rebuild the YAML base."""
+    assert serving_objects(params()).network_policies == load_list(f"serving/{so.NETWORK_POLICIES_FILE}")
+
+
+def test_the_model_servers_policy_selects_every_model_server_pod_and_only_them():
+    built = serving_objects(params())
+    (servers,) = [p for p in built.network_policies if p["metadata"]["name"] == so.MODEL_SERVERS_POLICY]
+    selector = servers["spec"]["podSelector"]["matchLabels"]
+    for lws in built.leaderworkersets:
+        for kind in ("leaderTemplate", "workerTemplate"):
+            labels = lws["spec"]["leaderWorkerTemplate"][kind]["metadata"]["labels"]
+            assert selector.items() <= labels.items(), (lws["metadata"]["name"], kind)
+    assert built.staging_job is not None
+    staging_labels = built.staging_job["spec"]["template"]["metadata"]["labels"]
+    assert not selector.items() <= staging_labels.items()
+    peers, *_ = servers["spec"]["ingress"]
+    assert peers == {"from": [{"podSelector": {"matchLabels": selector}}]}  # each other, on any port
+
+
+def test_the_network_policies_follow_the_stack():
+    policies = serving_policies(
+        namespace="serving", served_model_name="m", model_id="org/Other-Model", proxy_only_cidr="10.99.0.0/24"
+    )
+    assert {p["metadata"]["namespace"] for p in policies.values()} == {"serving"}
+    servers, picker_policy = policies[so.MODEL_SERVERS_POLICY], policies[so.ENDPOINT_PICKER_POLICY]
+    assert servers["spec"]["podSelector"]["matchLabels"] == {so.MODEL_LABEL: "Other-Model"}
+    blocks = [
+        peer["ipBlock"]["cidr"]
+        for policy in policies.values()
+        for rule in policy["spec"]["ingress"]
+        for peer in rule["from"]
+        if "ipBlock" in peer
+    ]
+    assert blocks.count("10.99.0.0/24") == 2  # the proxies reach the servers and the picker
+    assert "172.16.0.0/26" not in blocks
+    assert picker_policy["spec"]["podSelector"]["matchLabels"] == so.endpoint_picker_labels()
+
+
+def test_the_load_balancer_and_the_picker_reach_the_pools_target_port_and_the_collectors_vllm():
+    built = serving_objects(params())
+    servers = {p["metadata"]["name"]: p for p in built.network_policies}[so.MODEL_SERVERS_POLICY]
+    _, from_picker, from_load_balancer, from_collectors = servers["spec"]["ingress"]
+    target = so.pool_target_port(built.router_values)
+    assert target == so.SIDECAR_PORT == so.PREFILL_PORT
+    assert from_picker["ports"] == from_load_balancer["ports"] == [{"port": target, "protocol": "TCP"}]
+    assert from_picker["from"] == [{"podSelector": {"matchLabels": so.endpoint_picker_labels()}}]
+    # vLLM's own API port on each role: what the dashboards' PodMonitorings scrape
+    assert [p["port"] for p in from_collectors["ports"]] == sorted(so.VLLM_PORTS.values())
+
+
+def test_the_network_policies_validate_strictly_and_a_misspelled_field_is_rejected():
+    policies = serving_objects(params()).network_policies
+    assert [core_errors(p) for p in policies] == [[], []]
+    broken = copy.deepcopy(policies[0])
+    broken["spec"]["ingres"] = broken["spec"].pop("ingress")
+    assert core_errors(broken)
 
 
 # --- The Hugging Face token from Secret Manager (serving.hfTokenSecretVersion) ----------------------------------

@@ -51,6 +51,18 @@ CHECKS_BAD_INPUTS = [
         id="check-name-over-slice-budget",
     ),
     pytest.param(
+        {"checks.subslicing.name": "model-servers"},
+        "checks.subslicing.name",
+        "also the name of a NetworkPolicy the stack makes in llm-d-pd-disaggregation",
+        id="check-name-of-a-serving-network-policy",
+    ),
+    pytest.param(
+        {"checks.superslicing.name": "endpoint-picker"},
+        "checks.superslicing.name",
+        "also the name of a NetworkPolicy",
+        id="check-name-of-the-pickers-network-policy",
+    ),
+    pytest.param(
         {"checks.namespace": "n" * 30},
         "checks.superslicing.name",
         "within 12 characters",

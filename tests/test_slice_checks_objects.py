@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from components.manifests import load_document
 from components.naming import slice_name_budget_problem
 from components.tpu.topology import MACHINE_CATALOG, Shape
 from components.workloads.slice_checks import objects as slice_checks
@@ -22,7 +23,7 @@ from components.workloads.slice_checks.config import IMAGE as DEFAULT_IMAGE
 from components.workloads.slice_checks.config import SUBSLICING, SUPERSLICING
 from components.workloads.slice_checks.objects import SliceFacts, slice_check_jobset
 from tests.conftest import check_input, not_checkov
-from tests.crd_schemas import crd_errors
+from tests.crd_schemas import core_errors, crd_errors
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPT_PATH = REPO_ROOT / "manifests" / "slice-checks" / "check_devices.py"
@@ -433,3 +434,30 @@ def test_wrong_types_are_rejected():
     jobset = _overlaid(SUPERSLICING)
     jobset["spec"]["replicatedJobs"][0]["replicas"] = "1"
     assert any("replicas" in e and "is not of type 'integer'" in e for e in schema_errors(jobset))
+
+
+# --- NetworkPolicies -----------------------------------------------------------------------
+
+
+def test_each_check_has_a_network_policy_its_own_pods_reach_each_other_by():
+    """Named after its JobSet, in its namespace, selecting by the name the JobSet controller labels its pods with."""
+    checks = [check_input(kind, namespace="work") for kind in (SUBSLICING, SUPERSLICING)]
+    spec = slice_checks.SliceChecksInput(namespace="work", checks=tuple(checks))
+    built = slice_checks.slice_checks_objects(spec)
+    assert [p["metadata"] for p in built.network_policies] == [
+        {"name": j["metadata"]["name"], "namespace": "work"} for j in built.jobsets
+    ]
+    for policy, jobset in zip(built.network_policies, built.jobsets, strict=True):
+        pods = {"matchLabels": {slice_checks.JOBSET_NAME_LABEL: jobset["metadata"]["name"]}}
+        assert policy["spec"] == {
+            "podSelector": pods,
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": pods}]}],  # each other, on any port; nothing else
+        }
+        assert core_errors(policy) == []
+
+
+def test_the_network_policy_base_agrees_with_its_own_overlay():
+    base = load_document(slice_checks.NETWORK_POLICY_FILE)
+    jobset = {"metadata": {"name": base["metadata"]["name"], "namespace": base["metadata"]["namespace"]}}
+    assert slice_checks.network_policy(jobset) == base

@@ -192,7 +192,11 @@ class NetworkConfig:
     node_cidr: str = setting("10.10.0.0/18", "Primary range of the node subnet.")
     pod_cidr: str = setting("10.12.0.0/14", "Secondary range for pods (`<prefix>-pods`).")
     service_cidr: str = setting("10.16.0.0/20", "Secondary range for services (`<prefix>-services`).")
-    proxy_only_cidr: str = setting("172.16.0.0/26", "Proxy-only subnet for the internal Gateway (/26 or larger).")
+    proxy_only_cidr: str = setting(
+        "172.16.0.0/26",
+        "Proxy-only subnet for the internal Gateway (/26 or larger); the serving NetworkPolicies admit the Gateway's "
+        "proxies from it (on a cluster made elsewhere: that region's proxy-only range).",
+    )
     nat: NatConfig = setting(
         NatConfig(),
         "Cloud NAT (a Cloud Router and NAT in the region) for the node subnet, made when cluster.privateNodes is true: "

@@ -14,10 +14,11 @@ from components.resources import (
     Versioning,
     children_of,
     custom_resource,
+    kubernetes_object,
     owned,
     private_bucket,
 )
-from components.workloads.saxml.objects import SaxmlObjects
+from components.workloads.saxml.objects import ADMIN_NAME, HTTP_NAME, MODEL_SERVER_NAME, SaxmlObjects
 
 WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
 
@@ -73,10 +74,17 @@ class SaxmlCell(pulumi.ComponentResource):
         )
         self.bucket_name = bucket.name
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        namespace = k8s.core.v1.Namespace(
+        self.namespace = k8s.core.v1.Namespace(
             args.namespace, metadata=owned(args.namespace_object["metadata"]), opts=on_cluster
         )
-        in_namespace = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[namespace]))
+        in_namespace = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[self.namespace]))
+        # Each server starts with its NetworkPolicy in place (and is deleted before it): the namespace's default
+        # deny, made after these (components/workloads/network_policies), never cuts it off a sender.
+        policies = {
+            name: kubernetes_object(f"{name}-network-policy", args.objects.network_policy(name), in_namespace)
+            for name in (ADMIN_NAME, MODEL_SERVER_NAME, HTTP_NAME)
+        }
+        self.network_policies: dict[str, list[pulumi.Resource]] = {args.namespace: list(policies.values())}
         # Pods start only once their identity can use the bucket (and are deleted before it goes).
         on_bucket = _OnBucket(bucket, children, in_namespace)
         as_admin = self._identity(
@@ -85,16 +93,18 @@ class SaxmlCell(pulumi.ComponentResource):
         as_reader = self._identity(
             args, "sax", args.readers, READER_ROLE, "model and HTTP servers: read the cell's state", on_bucket
         )
-        admin = _deployment("admin-server", args.objects.admin_deployment, as_admin)
+        admin = _deployment(
+            "admin-server",
+            args.objects.admin_deployment,
+            pulumi.ResourceOptions.merge(as_admin, pulumi.ResourceOptions(depends_on=[policies[ADMIN_NAME]])),
+        )
+        jobset_ready = [*([args.jobset_release] if args.jobset_release else []), admin, *args.tpu_ready]
         custom_resource(
             "model-servers",
             args.objects.model_server_jobset,
             pulumi.ResourceOptions.merge(
                 pulumi.ResourceOptions.merge(
-                    as_reader,
-                    pulumi.ResourceOptions(
-                        depends_on=[*([args.jobset_release] if args.jobset_release else []), admin, *args.tpu_ready]
-                    ),
+                    as_reader, pulumi.ResourceOptions(depends_on=[*jobset_ready, policies[MODEL_SERVER_NAME]])
                 ),
                 REPLACE_ON_SPEC_CHANGE,
             ),
@@ -102,7 +112,7 @@ class SaxmlCell(pulumi.ComponentResource):
         http = _deployment(
             "http-server",
             args.objects.http_deployment,
-            pulumi.ResourceOptions.merge(as_reader, pulumi.ResourceOptions(depends_on=[admin])),
+            pulumi.ResourceOptions.merge(as_reader, pulumi.ResourceOptions(depends_on=[admin, policies[HTTP_NAME]])),
         )
         service = k8s.core.v1.Service(
             "http-load-balancer",

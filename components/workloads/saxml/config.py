@@ -266,6 +266,7 @@ class SaxmlInput:
     platform_chip: str  # --platform_chip of the model server
     sax_cell: str
     source_ranges: tuple[str, ...]  # CIDRs allowed to reach the HTTP load balancer: the cluster's, then the config's
+    cluster_clients: bool  # the cluster's own pods may call the HTTP server too (its NetworkPolicy admits them)
     external: bool  # True: an external load balancer (still limited to the source ranges)
 
 
@@ -301,5 +302,6 @@ def saxml_input(saxml: SaxmlConfig, tpu: TpuConfig, network: NetworkConfig, proj
         platform_chip=PLATFORM_CHIPS[tpu.machine_type],
         sax_cell=saxml.sax_cell,
         source_ranges=http_source_ranges(saxml.http, network),
+        cluster_clients=saxml.http.cluster_clients,
         external=saxml.http.external,
     )

@@ -32,6 +32,7 @@ from components.workloads.saxml.config import SaxmlInput
 ADMIN_FILE = "saxml/admin-server.yaml"
 MODEL_SERVER_FILE = "saxml/model-server.yaml"
 HTTP_FILE = "saxml/http-server.yaml"
+NETWORK_POLICIES_FILE = "saxml/network-policies.yaml"
 
 ADMIN_NAME = "sax-admin-server"
 MODEL_SERVER_NAME = "sax-model-server-set"
@@ -56,15 +57,32 @@ class SaxmlObjects:
     model_server_jobset: dict[str, Any]
     http_deployment: dict[str, Any]
     http_service: dict[str, Any]
+    network_policies: list[dict[str, Any]]  # who may connect to each server: admin, model servers, HTTP
 
     @property
     def all(self) -> list[dict[str, Any]]:
-        return [self.admin_deployment, self.model_server_jobset, self.http_deployment, self.http_service]
+        return [
+            self.admin_deployment,
+            self.model_server_jobset,
+            self.http_deployment,
+            self.http_service,
+            *self.network_policies,
+        ]
+
+    def network_policy(self, name: str) -> dict[str, Any]:
+        """The NetworkPolicy of the server ``name`` (its Deployment's or JobSet's name)."""
+        return manifests.by_name(self.network_policies, name)
 
 
 def saxml_objects(spec: SaxmlInput) -> SaxmlObjects:
-    """Admin Deployment, model-server JobSet, HTTP Deployment and its Service."""
-    return SaxmlObjects(admin_deployment(spec), model_server_jobset(spec), http_deployment(spec), http_service(spec))
+    """Admin Deployment, model-server JobSet, HTTP Deployment and its Service, and the servers' NetworkPolicies."""
+    admin, jobset, http, service = (
+        admin_deployment(spec),
+        model_server_jobset(spec),
+        http_deployment(spec),
+        http_service(spec),
+    )
+    return SaxmlObjects(admin, jobset, http, service, network_policies(spec, admin, jobset, http, service))
 
 
 def sax_root(bucket_name: str) -> str:
@@ -160,3 +178,48 @@ def http_service(spec: SaxmlInput) -> dict[str, Any]:
     else:
         service["spec"].pop("loadBalancerSourceRanges", None)
     return service
+
+
+def network_policies(
+    spec: SaxmlInput,
+    admin: dict[str, Any],
+    jobset: dict[str, Any],
+    http: dict[str, Any],
+    service: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """Who may connect to each server of the cell (manifests/saxml/network-policies.yaml says who sends what, and
+    why), one policy per server, named after it: each server's pods by the labels its Deployment or JobSet gives
+    them, and the HTTP server's clients by exactly the load balancer's source ranges, plus the cluster's pods when
+    ``spec.cluster_clients``."""
+    policies = manifests.load_list(NETWORK_POLICIES_FILE)
+    admin_pods = admin["spec"]["selector"]["matchLabels"]
+    http_pods = http["spec"]["selector"]["matchLabels"]
+    (replicated_job,) = jobset["spec"]["replicatedJobs"]
+    model_pods = replicated_job["template"]["spec"]["template"]["metadata"]["labels"]
+    for policy in policies:
+        policy["metadata"]["namespace"] = spec.namespace
+
+    admin_policy = manifests.by_name(policies, ADMIN_NAME)
+    admin_policy["spec"]["podSelector"]["matchLabels"] = dict(admin_pods)
+    (admin_clients,) = admin_policy["spec"]["ingress"]
+    admin_clients["from"] = [{"podSelector": {"matchLabels": dict(pods)}} for pods in (model_pods, http_pods)]
+    admin_clients["ports"] = [manifests.tcp_port(ADMIN_PORT)]
+
+    model_policy = manifests.by_name(policies, MODEL_SERVER_NAME)
+    model_policy["spec"]["podSelector"]["matchLabels"] = dict(model_pods)
+    peers, model_clients = model_policy["spec"]["ingress"]
+    peers["from"] = [{"podSelector": {"matchLabels": dict(model_pods)}}]
+    model_clients["from"] = [{"podSelector": {"matchLabels": dict(pods)}} for pods in (admin_pods, http_pods)]
+    model_clients["ports"] = [manifests.tcp_port(MODEL_SERVER_PORT)]
+
+    http_policy = manifests.by_name(policies, HTTP_NAME)
+    http_policy["spec"]["podSelector"]["matchLabels"] = dict(http_pods)
+    by_address, cluster_pods = http_policy["spec"]["ingress"]
+    ranges = service["spec"].get("loadBalancerSourceRanges") or []
+    by_address["from"] = [{"ipBlock": {"cidr": cidr}} for cidr in ranges]
+    for rule in (by_address, cluster_pods):
+        rule["ports"] = [manifests.tcp_port(HTTP_PORT)]
+    # A rule without senders would admit every one: each is kept only with senders to name.
+    kept = ((by_address, bool(ranges)), (cluster_pods, spec.cluster_clients))
+    http_policy["spec"]["ingress"] = [rule for rule, keep in kept if keep]
+    return policies

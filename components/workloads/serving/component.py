@@ -19,6 +19,7 @@ from components.resources import (
     REPLACE_ON_SPEC_CHANGE,
     children_of,
     custom_resource,
+    kubernetes_object,
     object_prefix_condition,
     owned,
     private_bucket,
@@ -83,6 +84,13 @@ class ModelServing(pulumi.ComponentResource):
         principals = self._principals(args)
         access = self._bucket_access(args, principals, in_project)
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.namespace_ready)
+        # Each group of pods starts with its NetworkPolicy in place (and is deleted before it): the namespace's
+        # default deny, made after these (components/workloads/network_policies), never cuts them off a sender.
+        policies = {
+            p["metadata"]["name"]: kubernetes_object(f"{p['metadata']['name']}-network-policy", p, on_cluster)
+            for p in args.objects.network_policies
+        }
+        self.network_policies: dict[str, list[pulumi.Resource]] = {args.namespace: list(policies.values())}
         account_metadata = args.objects.service_account["metadata"]
         account = k8s.core.v1.ServiceAccount("model-server-account", metadata=owned(account_metadata), opts=on_cluster)
         # `make bench` runs its Job as this account (it is not the stack's): made here with its grants.
@@ -93,10 +101,11 @@ class ModelServing(pulumi.ComponentResource):
         )
         token = self._hf_token(args, principals, in_project, on_cluster)
         staged = self._weights_staging(args, access.staging, token.staging, on_cluster)
-        gateway_ready = self._gateway_and_router(args, on_cluster)
+        gateway_ready = self._gateway_and_router(args, on_cluster, policies[serving_objects.ENDPOINT_PICKER_POLICY])
         ready = pulumi.ResourceOptions(
             depends_on=[
                 *args.namespace_ready,
+                policies[serving_objects.MODEL_SERVERS_POLICY],
                 *args.queue_ready,
                 *args.platform_ready,
                 account,
@@ -286,7 +295,9 @@ class ModelServing(pulumi.ComponentResource):
         )
         return [staging]
 
-    def _gateway_and_router(self, args: ServingArgs, on_cluster: pulumi.ResourceOptions) -> _Gateway:
+    def _gateway_and_router(
+        self, args: ServingArgs, on_cluster: pulumi.ResourceOptions, picker_policy: pulumi.Resource
+    ) -> _Gateway:
         router_after: list[pulumi.Resource] = []
         if args.inference_pool_crds_version:
             router_after.append(
@@ -307,7 +318,9 @@ class ModelServing(pulumi.ComponentResource):
                 serving_objects.ROUTER_RELEASE_NAME,
                 args.router,
                 args.objects.router_values,
-                pulumi.ResourceOptions.merge(on_network, pulumi.ResourceOptions(depends_on=[gateway, *router_after])),
+                pulumi.ResourceOptions.merge(
+                    on_network, pulumi.ResourceOptions(depends_on=[gateway, picker_policy, *router_after])
+                ),
             )
             budget = args.objects.router_disruption_budget
             if budget is not None:

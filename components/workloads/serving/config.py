@@ -15,7 +15,7 @@ from components.config_base import (
     release_image_problems,
     setting,
 )
-from components.gcp.config import ClusterConfig, TpuConfig
+from components.gcp.config import ClusterConfig, NetworkConfig, TpuConfig
 from components.platform.config import WORKLOAD_NAMESPACE, QueuesConfig
 from components.tpu import admission, sizing, topology
 from components.workloads import rules as workload_rules
@@ -623,6 +623,7 @@ class ServingInput:
     gateway_name: str
     gateway_class: str
     gateway_port: int
+    proxy_only_cidr: str  # the Gateway's proxies connect from it: the serving NetworkPolicies admit it
     stage_weights: bool  # a Job fills weights_uri before the servers start
     staging_service_account_name: str  # the Job's: the one that writes the weights
     staging_image: str
@@ -650,7 +651,13 @@ class ServingInput:
 
 
 def serving_input(
-    serving: ServingConfig, tpu: TpuConfig, queues: QueuesConfig, project: str, mirror: str, skip_await: bool
+    serving: ServingConfig,
+    tpu: TpuConfig,
+    queues: QueuesConfig,
+    network: NetworkConfig,
+    project: str,
+    mirror: str,
+    skip_await: bool,
 ) -> ServingInput:
     return ServingInput(
         namespace=serving.namespace,
@@ -686,6 +693,7 @@ def serving_input(
         gateway_name=serving.gateway.name,
         gateway_class=serving.gateway.class_name,
         gateway_port=serving.gateway.port,
+        proxy_only_cidr=network.proxy_only_cidr,
         stage_weights=serving.weights_staging.enabled,
         staging_service_account_name=serving.weights_staging.service_account_name,
         staging_image=mirrored_image(serving.weights_staging.image, mirror),

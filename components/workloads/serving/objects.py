@@ -47,6 +47,10 @@ SERVICE_ACCOUNT_FILE = "service-account.yaml"
 STAGING_SERVICE_ACCOUNT_FILE = "weights-staging-service-account.yaml"
 BENCHMARK_SERVICE_ACCOUNT_FILE = "benchmark-service-account.yaml"
 STAGING_JOB_FILE = "weights-staging-job.yaml"
+NETWORK_POLICIES_FILE = "network-policies.yaml"
+# The NetworkPolicies of network-policies.yaml, by name: each holds every sender of one group of pods.
+MODEL_SERVERS_POLICY = "model-servers"
+ENDPOINT_PICKER_POLICY = "endpoint-picker"
 HF_TOKEN_PROVIDER_CLASS_FILE = "hf-token-secret-provider-class.yaml"
 STAGING_SCRIPT_FILE = "stage_weights.py"
 # Its libraries, every version with the sha256 of each wheel: the init container pip-installs them with --require-hashes.
@@ -182,6 +186,7 @@ class ServingObjects:
     staging_service_account: dict[str, Any] | None
     staging_job: dict[str, Any] | None
     benchmark_service_account: dict[str, Any]  # `make bench`'s Job runs as it: reads the tokenizer, writes results/
+    network_policies: list[dict[str, Any]]  # who may connect to the model servers and to the endpoint picker
     # What mounts the Secret Manager token into the pods (None: the token, if any, is the Secret's HF_TOKEN)
     hf_token_provider_class: dict[str, Any] | None
 
@@ -192,15 +197,16 @@ def serving_objects(spec: ServingInput) -> ServingObjects:
     )
     if spec.skip_await:
         skip_await(inference_gateway)
+    values = router_values(
+        gateway_name=spec.gateway_name,
+        version=spec.router_version,
+        image=spec.router_image,
+        replicas=spec.router_replicas,
+    )
     return ServingObjects(
         service_account=model_server_service_account(spec.namespace, spec.service_account_name),
         gateway=inference_gateway,
-        router_values=router_values(
-            gateway_name=spec.gateway_name,
-            version=spec.router_version,
-            image=spec.router_image,
-            replicas=spec.router_replicas,
-        ),
+        router_values=values,
         router_disruption_budget=router_disruption_budget(spec.namespace) if spec.router_replicas > 1 else None,
         leaderworkersets=prefill_decode_leaderworkersets(spec),
         staging_script=staging_script_configmap(spec.namespace) if spec.stage_weights else None,
@@ -209,6 +215,7 @@ def serving_objects(spec: ServingInput) -> ServingObjects:
         ),
         staging_job=weights_staging_job(spec) if spec.stage_weights else None,
         benchmark_service_account=benchmark_service_account(spec.namespace),
+        network_policies=network_policies(spec, pool_target_port(values)),
         hf_token_provider_class=(
             hf_token_provider_class(spec.namespace, spec.hf_token_secret_version)
             if spec.hf_token_secret_version
@@ -523,6 +530,12 @@ def router_values(
     return values
 
 
+def pool_target_port(values: dict[str, Any]) -> int:
+    """The port of the model servers the router's InferencePool sends to (the first of its target ports)."""
+    port: int = values["router"]["modelServers"]["targetPorts"][0]["number"]
+    return port
+
+
 def endpoint_picker_labels() -> dict[str, str]:
     """The chart's selector labels of the endpoint picker pods of our release."""
     return {ENDPOINT_PICKER_SELECTOR_LABEL: ENDPOINT_PICKER_NAME}
@@ -535,6 +548,34 @@ def router_disruption_budget(namespace: str) -> dict[str, Any]:
     budget["metadata"].update(name=ENDPOINT_PICKER_NAME, namespace=namespace)
     budget["spec"]["selector"]["matchLabels"] = endpoint_picker_labels()
     return budget
+
+
+def network_policies(spec: ServingInput, target_port: int) -> list[dict[str, Any]]:
+    """Who may connect to the model servers and to the endpoint picker (manifests/serving/network-policies.yaml
+    says who sends what, and why), for this stack: its namespace, model label, proxy-only subnet, the
+    InferencePool's ``target_port`` and vLLM's ports. The weights-staging and benchmark Jobs accept nothing."""
+    policies = manifests.load_list(f"serving/{NETWORK_POLICIES_FILE}")
+    servers = manifests.by_name(policies, MODEL_SERVERS_POLICY)
+    picker = manifests.by_name(policies, ENDPOINT_PICKER_POLICY)
+    model = {MODEL_LABEL: spec.model_label}
+    for policy in policies:
+        policy["metadata"]["namespace"] = spec.namespace
+    peers, from_picker, from_load_balancer, from_collectors = servers["spec"]["ingress"]
+    servers["spec"]["podSelector"]["matchLabels"] = dict(model)
+    (peer,) = peers["from"]
+    peer["podSelector"]["matchLabels"] = dict(model)
+    (picker_pods,) = from_picker["from"]
+    picker_pods["podSelector"]["matchLabels"] = endpoint_picker_labels()
+    from_picker["ports"] = [manifests.tcp_port(target_port)]
+    proxies, *_ = from_load_balancer["from"]
+    proxies["ipBlock"]["cidr"] = spec.proxy_only_cidr
+    from_load_balancer["ports"] = [manifests.tcp_port(target_port)]
+    from_collectors["ports"] = [manifests.tcp_port(p) for p in sorted(set(VLLM_PORTS.values()))]
+    picker["spec"]["podSelector"]["matchLabels"] = endpoint_picker_labels()
+    from_proxies, _, _ = picker["spec"]["ingress"]
+    (proxies,) = from_proxies["from"]
+    proxies["ipBlock"]["cidr"] = spec.proxy_only_cidr
+    return policies
 
 
 def endpoint_picker_config(values: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from components.workloads.slice_checks.objects import SliceChecksObjects
 class SliceChecksArgs:
     provider: k8s.Provider
     objects: SliceChecksObjects
+    namespace_ready: list[pulumi.Resource]  # the checks' namespace: all that their NetworkPolicies wait for
     # The slice controller's webhooks and the LocalQueue must exist before a JobSet is created,
     # or Kueue never sees it suspended and the slice controller never mutates its pods.
     after: list[pulumi.Resource]
@@ -31,9 +32,19 @@ class SliceChecks(pulumi.ComponentResource):
         # The pods' own account (no token, no role): made before the JobSets, deleted after them.
         account = kubernetes_object("slice-check-account", args.objects.service_account, on_cluster)
         self.jobset_names = [jobset["metadata"]["name"] for jobset in args.objects.jobsets]
-        after_script = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[script, account]))
-        for jobset in args.objects.jobsets:
+        self.network_policies: dict[str, list[pulumi.Resource]] = {}
+        for jobset, policy in zip(args.objects.jobsets, args.objects.network_policies, strict=True):
+            # Its pods start with their NetworkPolicy in place, and go before it.
+            admitted = kubernetes_object(
+                f"{policy['metadata']['name']}-network-policy",
+                policy,
+                pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.namespace_ready),
+            )
+            self.network_policies.setdefault(policy["metadata"]["namespace"], []).append(admitted)
+            after = pulumi.ResourceOptions(depends_on=[script, account, admitted])
             custom_resource(
-                jobset["metadata"]["name"], jobset, pulumi.ResourceOptions.merge(after_script, REPLACE_ON_SPEC_CHANGE)
+                jobset["metadata"]["name"],
+                jobset,
+                pulumi.ResourceOptions.merge(pulumi.ResourceOptions.merge(on_cluster, after), REPLACE_ON_SPEC_CHANGE),
             )
         self.register_outputs({"jobsetNames": self.jobset_names})

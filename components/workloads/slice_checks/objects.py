@@ -26,7 +26,11 @@ from components.tpu.topology import (
 from components.workloads.slice_checks.config import SUBSLICING, SUPERSLICING, SliceCheckInput, SliceChecksInput
 
 BASE_FILES = {SUBSLICING: "slice-checks/subslicing-check.yaml", SUPERSLICING: "slice-checks/superslicing-check.yaml"}
+NETWORK_POLICY_FILE = "slice-checks/network-policy.yaml"
 SERVICE_ACCOUNT_FILE = "slice-checks/service-account.yaml"
+# The label the JobSet controller gives every pod of a JobSet, its name (kubernetes-sigs/jobset v0.12.0
+# api/jobset/v1alpha2/jobset_types.go JobSetNameKey; pkg/controllers/jobset_controller.go labelAndAnnotateObject).
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 SCRIPT_FILE = "check_devices.py"
 SCRIPT_PATH = manifests.MANIFESTS / "slice-checks" / SCRIPT_FILE
 SCRIPT_CONFIGMAP_NAME = "slice-check-script"
@@ -80,13 +84,16 @@ class SliceChecksObjects:
     script_configmap: dict[str, Any]
     service_account: dict[str, Any]  # the checks' own, with no token: never the namespace's default one
     jobsets: list[dict[str, Any]]
+    network_policies: list[dict[str, Any]]  # one per JobSet: its pods admit each other, and nothing else
 
 
 def slice_checks_objects(spec: SliceChecksInput) -> SliceChecksObjects:
+    jobsets = [slice_check_jobset(c) for c in spec.checks]
     return SliceChecksObjects(
         check_script_configmap(spec.namespace),
         check_service_account(spec.namespace),
-        [slice_check_jobset(c) for c in spec.checks],
+        jobsets,
+        [network_policy(jobset) for jobset in jobsets],
     )
 
 
@@ -138,6 +145,19 @@ def slice_check_jobset(spec: SliceCheckInput) -> dict[str, Any]:
     manifests.set_env(container, "NUM_PROCESSES", facts.hosts)
     manifests.set_env(container, "HOLD_SECONDS", spec.hold_seconds)
     return jobset
+
+
+def network_policy(jobset: dict[str, Any]) -> dict[str, Any]:
+    """Who may connect to the pods of a check JobSet: its own pods, on any port (manifests/slice-checks/
+    network-policy.yaml says why), named after the JobSet, selecting by the label its controller gives them."""
+    policy = manifests.load_document(NETWORK_POLICY_FILE)
+    name, namespace = jobset["metadata"]["name"], jobset["metadata"]["namespace"]
+    policy["metadata"].update(name=name, namespace=namespace)
+    pods = {JOBSET_NAME_LABEL: name}
+    policy["spec"]["podSelector"]["matchLabels"] = dict(pods)
+    ((peer,),) = [rule["from"] for rule in policy["spec"]["ingress"]]
+    peer["podSelector"]["matchLabels"] = dict(pods)
+    return policy
 
 
 def check_script_text() -> str:

@@ -1,0 +1,1 @@
+"""The workload namespaces' default: objects.py (the default-deny-ingress policy) and component.py."""
