@@ -58,6 +58,15 @@ def set_env(target: dict[str, Any], name: str, value: str | int | dict[str, Any]
     env.append(entry)
 
 
+def remove_env(target: dict[str, Any], name: str) -> None:
+    """Remove env var ``name`` of a container; a base without it is an error (the overlay is out of date)."""
+    env = target.get("env", [])
+    kept = [entry for entry in env if entry["name"] != name]
+    if len(kept) == len(env):
+        raise ValueError(f"the container {target.get('name')!r} has no env var {name!r} to remove")
+    target["env"] = kept
+
+
 def set_flag(args: list[str], flag: str, value: Any) -> None:
     """Replace ``flag=...`` (``flag`` with its dashes) in a base's arguments; objects become JSON.
 

@@ -268,7 +268,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
         config.platform, config.tpu.dynamic_slicing_requested, _workload_namespaces(config), problems
     )
     checks_config.validate_checks(config.checks, config.tpu, config.queues, problems)
-    serving_config.validate_serving(config.serving, config.tpu, config.queues, config.project, problems)
+    serving_config.validate_serving(config.serving, config.tpu, config.queues, config.cluster, config.project, problems)
     saxml_config.validate_saxml(config.saxml, config.tpu, config.cluster, config.project, problems)
     serves = config.serving.enabled or config.saxml.enabled
     operations_config.validate_upgrade_policy(config.cluster, serves, problems)
@@ -276,7 +276,13 @@ def _validate(config: StackConfig, problems: Problems) -> None:
         config.production, config.cluster, config.tpu, config.platform, config.serving, problems
     )
     operations_config.validate_production_security(
-        config.production, config.network, config.cluster, config.tpu, config.node_audit_logging, problems
+        config.production,
+        config.network,
+        config.cluster,
+        config.tpu,
+        config.serving,
+        config.node_audit_logging,
+        problems,
     )
     operations_config.validate_node_audit_logging(
         config.node_audit_logging, config.cluster, config.production, problems
@@ -421,7 +427,8 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
     system pool and the TPU pools) on one of its reservation, service account, placement policy or boot (the key of
     its boot disks, secure boot: NodeBoot); this program also replaces a TPU pool whose zone or machine type changes
     (GKE cannot move a multi-host slice in place). Kueue refuses a new topologyName or nodeLabels on a ResourceFlavor
-    in use.
+    in use. GKE's Secret Manager add-on must outlive the pods that mount the token file through it (the cluster
+    is updated before them).
     """
     cluster = config.cluster
     names = naming.network_names(config.network.prefix)
@@ -468,6 +475,10 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
     if not cluster.existing.enabled:
         facts["isolation"] = isolation_facts(config)
         facts["hardening"] = hardening_facts(config.cluster)
+        facts["secretManager"] = {
+            "addOn": cluster.secret_manager,
+            "tokenFile": config.serving.enabled and bool(config.serving.hf_token_secret_version),
+        }
     return facts
 
 
@@ -656,6 +667,18 @@ def review_changes(
                     f"keep {before_queues[key]!r} on this stack",
                 )
             )
+    if (previous.get("secretManager") or {}).get("tokenFile") and (current.get("secretManager") or {}).get(
+        "addOn"
+    ) is False:
+        refused.append(
+            Problem(
+                "cluster.secretManager",
+                "false while the running model servers and staging Job mount the Hugging Face token through GKE's "
+                "Secret Manager add-on: the cluster is updated before those pods change, so the add-on's driver "
+                "would be gone while they still hold its volumes",
+                "keep it true in this `up`, which moves the pods off the token file; turn it off in the next one",
+            )
+        )
     in_place: list[str] = []
     if "isolation" in current:
         isolation_before = previous.get("isolation") or isolation_before_private_clusters(before_pools or after_pools)

@@ -23,6 +23,7 @@ from components.gcp.project_services import (
     IAM_API,
     REQUIRED_APIS,
     RESOURCE_MANAGER_API,
+    SECRET_MANAGER_API,
     STORAGE_API,
     ProjectServices,
     ProjectServicesArgs,
@@ -42,6 +43,7 @@ from components.workloads.serving.component import ModelServing, ServingArgs
 from components.workloads.serving.config import (
     RESULTS_DIR,
     XLA_CACHE_DIR,
+    hf_token_secret,
     weights_bucket_name,
     weights_object_prefix,
 )
@@ -56,22 +58,30 @@ Target = Cluster | ExistingCluster
 def project_apis(stack: Stack) -> tuple[str, ...]:
     """The APIs the stack's own Google Cloud calls go through. All of them for a stack that makes its
     network and cluster; on a cluster made elsewhere (whose project has GKE's APIs on already) only those
-    of what the stack still makes there: none for the integration lab, which makes nothing in Google Cloud."""
+    of what the stack still makes there: none for the integration lab, which makes nothing in Google Cloud.
+    Secret Manager's only with GKE's Secret Manager add-on or the Hugging Face token kept there: the grants on its
+    secret go through it and the pods read the secret through it, and it is on before the cluster gets the add-on
+    (the cluster waits for every API enabled here)."""
     config = stack.config
+    token_secret = stack.serving is not None and bool(config.serving.hf_token_secret_version)
     if not config.cluster.existing.enabled:
         # A cluster that enforces Binary Authorization's policy has that API on first (project_services.py).
-        return REQUIRED_APIS + ((BINARY_AUTHORIZATION_API,) if config.cluster.binary_authorization_enforced else ())
+        enforced = (BINARY_AUTHORIZATION_API,) if config.cluster.binary_authorization_enforced else ()
+        secrets = (SECRET_MANAGER_API,) if token_secret or config.cluster.secret_manager else ()
+        return REQUIRED_APIS + enforced + secrets
     needed: set[str] = set()
     if stack.serving is not None:
         bucket = config.serving.weights_bucket
         if bucket.create or bucket.grant_access:
             needed.add(STORAGE_API)
-        if bucket.grant_access:
+        if bucket.grant_access or token_secret:
             needed.add(RESOURCE_MANAGER_API)  # the grants read the project number
+    if token_secret:
+        needed.add(SECRET_MANAGER_API)
     if stack.saxml is not None:
         needed |= {STORAGE_API, IAM_API}  # the admin bucket, the cell's Google service account
     # (alerts are refused on a cluster made elsewhere: operations/config.py)
-    return tuple(api for api in REQUIRED_APIS if api in needed)
+    return tuple(api for api in (*REQUIRED_APIS, SECRET_MANAGER_API) if api in needed)
 
 
 def project_services_args(stack: Stack) -> ProjectServicesArgs:
@@ -134,6 +144,7 @@ def cluster_args(stack: Stack, network: Network, services: ProjectServices) -> C
         binary_authorization=cluster.binary_authorization,
         rbac_security_group=cluster.rbac_security_group,
         intranode_visibility=cluster.intranode_visibility,
+        secret_manager=cluster.secret_manager,
         container_api=services.api(CONTAINER_API),
         image_mirror=config.images.mirror_repository,
     )
@@ -277,12 +288,13 @@ def serving_args(
         workload_pool=cluster.workload_pool,
         namespace=serving.namespace,
         hf_token=serving.hf_token,
+        hf_token_secret=hf_token_secret(serving),
         grant_access=serving.weights_bucket.grant_access,
         weights_prefix=weights_object_prefix(serving, config.project),
         xla_cache_prefix=f"{XLA_CACHE_DIR}/",
         results_prefix=f"{RESULTS_DIR}/",
         resource_manager_api=[services.api(RESOURCE_MANAGER_API)]
-        if services and serving.weights_bucket.grant_access
+        if services and (serving.weights_bucket.grant_access or serving.hf_token_secret_version)
         else [],
         router=(
             HelmChartConfig(serving.router.chart, serving.router.version, serving.namespace)

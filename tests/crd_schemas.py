@@ -33,6 +33,7 @@ PINNED_CRDS = {
     "gateway.networking.k8s.io": "gateway-api-v1.6.1",
     "inference.networking.k8s.io": "gateway-api-inference-extension-v1.5.0",
     "monitoring.googleapis.com": "prometheus-engine-v0.17.2",  # GKE's managed Prometheus (PodMonitoring)
+    "secrets-store.csi.x-k8s.io": "secrets-store-csi-driver-v1.6.0",  # GKE's Secret Manager add-on
 }
 
 

@@ -43,6 +43,8 @@ PREVIEW_OFF: dict[str, Any] = {
     "cluster.binaryAuthorization": "DISABLED",
     "cluster.rbacSecurityGroup": "",
     "cluster.intranodeVisibility": False,
+    # A token in the stack's config is the Kubernetes Secret a production stack must not have (4.4.2).
+    "serving.hfToken": "hf_exampleTokenOfAKubernetesSecret",
     "nodeAuditLogging.enabled": False,
 }
 

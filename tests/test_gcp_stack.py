@@ -5,7 +5,7 @@ import re
 import pytest
 import yaml
 
-from components.gcp.project_services import REQUIRED_APIS
+from components.gcp.project_services import REQUIRED_APIS, SECRET_MANAGER_API
 from tests.conftest import PROJECT_ROOT, as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
 from tools import render
 from tools.gcp_model import GkeServerConfig, ReleaseChannel
@@ -549,6 +549,7 @@ def test_on_a_cluster_made_elsewhere_the_hardening_settings_are_not_the_stack_s_
     from components.config_base import Problems
     from components.gcp.config import ClusterConfig, ExistingClusterConfig, NetworkConfig, TpuConfig
     from components.operations.config import NodeAuditLoggingConfig, validate_production_security
+    from components.workloads.serving.config import ServingConfig
 
     hardened = {
         "cluster.existing": {"name": "team-cluster", "location": "us-central1"},
@@ -578,7 +579,13 @@ def test_on_a_cluster_made_elsewhere_the_hardening_settings_are_not_the_stack_s_
     ):
         problems = Problems()
         validate_production_security(
-            True, NetworkConfig(), cluster, TpuConfig(), NodeAuditLoggingConfig(enabled=False), problems
+            True,
+            NetworkConfig(),
+            cluster,
+            TpuConfig(),
+            ServingConfig(),
+            NodeAuditLoggingConfig(enabled=False),
+            problems,
         )
         assert [p.key for p in problems.items] == refused
 
@@ -690,6 +697,36 @@ def test_on_a_cluster_made_elsewhere_the_stack_enables_only_what_its_own_calls_n
     values = as_pulumi_values(with_overrides(stack_values("dev"), existing))
     runs = render.empty_project_runs("dev", values, [])  # a project with a cluster: GKE's APIs on, no others
     assert [i.answer for i in runs["up"].invocations] == ["answered", "answered"]
+
+
+def test_on_a_cluster_made_elsewhere_a_token_in_secret_manager_enables_its_api_and_the_project_lookup():
+    existing = {
+        "cluster.existing": {"name": "team-cluster", "location": "us-central1"},
+        "serving.weightsBucket": {"name": "my-model-weights", "create": False, "grantAccess": False},
+        "serving.hfTokenSecretVersion": "projects/my-tpu-project/secrets/hf-token/versions/1",
+    }
+    run = run_stack(existing)
+    services = sorted(s.input("service") for s in run.of_type("gcp:projects/service:Service"))
+    assert services == ["cloudresourcemanager.googleapis.com", SECRET_MANAGER_API]  # the grants' principals, the grants
+    assert len(run.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")) == 2
+
+
+def test_secret_manager_is_enabled_and_the_add_on_on_only_where_the_token_is_kept_there(dev_run):
+    def services(run):
+        return sorted(s.input("service") for s in run.of_type("gcp:projects/service:Service"))
+
+    assert SECRET_MANAGER_API not in services(dev_run)
+    # Sent either way, so that turning it off reaches GKE (the provider keeps a block it is no longer sent)
+    assert dev_run.one("gcp:container/cluster:Cluster", "gke-cluster").input("secretManagerConfig") == {
+        "enabled": False
+    }
+    prod = run_stack(stack="prod")
+    assert SECRET_MANAGER_API in services(prod) and set(REQUIRED_APIS) <= set(services(prod))
+    assert prod.one("gcp:container/cluster:Cluster", "gke-cluster").input("secretManagerConfig") == {"enabled": True}
+    # The add-on alone (no pod mounts anything yet): the API is on before the cluster gets the add-on.
+    add_on_only = run_stack({"cluster.secretManager": True})
+    assert SECRET_MANAGER_API in services(add_on_only)
+    assert "secretmanager" in add_on_only.one("gcp:container/cluster:Cluster", "gke-cluster").dependencies
 
 
 def test_a_stack_that_makes_nothing_in_google_cloud_enables_no_api():

@@ -11,6 +11,7 @@ binding or policy, a custom role) fails until it is read.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import pytest
@@ -20,16 +21,21 @@ from tools.mock_engine import PROJECT_NUMBER_PLACEHOLDER, ProgramRun, Registrati
 
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
 
-# The IAM resources the program uses, and what each is granted on.
+# The IAM resources the program uses, and what each is granted on: the inputs that name it, joined by "/".
 MEMBER_TYPES = {
-    "gcp:projects/iAMMember:IAMMember": ("project", "project"),
-    "gcp:storage/bucketIAMMember:BucketIAMMember": ("bucket", "bucket"),
-    "gcp:serviceaccount/iAMMember:IAMMember": ("service account", "serviceAccountId"),
+    "gcp:projects/iAMMember:IAMMember": ("project", ("project",)),
+    "gcp:storage/bucketIAMMember:BucketIAMMember": ("bucket", ("bucket",)),
+    "gcp:serviceaccount/iAMMember:IAMMember": ("service account", ("serviceAccountId",)),
+    "gcp:secretmanager/secretIamMember:SecretIamMember": ("secret", ("secretId",)),
+    "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember": (
+        "repository",
+        ("project", "location", "repository"),
+    ),
 }
 
 
 class Grant(NamedTuple):
-    on: str  # "project <id>", "bucket <name>", "service account <email>"
+    on: str  # "project <id>", "bucket <name>", "service account <email>", "secret projects/<p>/secrets/<s>", ...
     role: str
     principal: str
     condition: str | None  # the IAM condition's expression
@@ -59,6 +65,7 @@ def objects_under(bucket: str, prefix: str) -> str:
 
 SNAPSHOT = "models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/ea5b4f81096f3901c91dea97f81324302495781d/"
 SERVING_NAMESPACE = "llm-d-pd-disaggregation"
+SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
 
 
 def node_rows(project: str, account_id: str) -> list[Row]:
@@ -71,6 +78,31 @@ def node_rows(project: str, account_id: str) -> list[Row]:
         Row(
             Grant(f"project {project}", "roles/artifactregistry.reader", nodes, None),
             "the nodes pull images from Artifact Registry (the JAX and Saxml images are there)",
+        ),
+    ]
+
+
+def mirror_rows(project: str, account_id: str, repository: str) -> list[Row]:
+    return [
+        Row(
+            Grant(
+                f"repository {repository}", "roles/artifactregistry.reader", google_account(account_id, project), None
+            ),
+            "the nodes pull every image from images.mirror: read on that repository alone",
+        )
+    ]
+
+
+def hf_token_rows(project: str, secret: str) -> list[Row]:
+    on = f"secret projects/{project}/secrets/{secret}"
+    return [
+        Row(
+            Grant(on, SECRET_ACCESSOR, workload(project, SERVING_NAMESPACE, "model-server"), None),
+            "model servers: GKE's Secret Manager add-on mounts the Hugging Face token as their pod's own account",
+        ),
+        Row(
+            Grant(on, SECRET_ACCESSOR, workload(project, SERVING_NAMESPACE, "weights-staging"), None),
+            "staging Job: the token for gated downloads from the Hub, mounted the same way; no other account reads it",
         ),
     ]
 
@@ -154,19 +186,22 @@ EXPECTED: dict[str, list[Row]] = {
     ],
     "prod": [
         *node_rows("my-tpu-prod-project", "qwen-prod-cluster-nodes"),
+        *mirror_rows("my-tpu-prod-project", "qwen-prod-cluster-nodes", "my-org-artifacts/us-central1/tpu-gke-mirror"),
         *serving_rows("my-tpu-prod-project", "my-prod-model-weights"),
+        *hf_token_rows("my-tpu-prod-project", "hf-token"),
     ],
     "saxml": [*node_rows("my-tpu-project", "saxml-nodes"), *saxml_rows("my-tpu-project")],
 }
 
 
 def is_iam(registration: Registration) -> bool:
-    return registration.type.startswith("gcp:") and "IAM" in registration.type.rsplit(":", 1)[-1]
+    """Any IAM resource of pulumi-gcp, however its name is cased (IAMMember, BucketIAMMember, SecretIamMember)."""
+    return registration.type.startswith("gcp:") and "iam" in registration.type.rsplit(":", 1)[-1].lower()
 
 
 def grant_of(registration: Registration) -> Grant:
-    kind, field = MEMBER_TYPES[registration.type]
-    target = registration.input(field)
+    kind, fields = MEMBER_TYPES[registration.type]
+    target = "/".join(registration.input(field) for field in fields)
     if kind == "service account":  # projects/<project>/serviceAccounts/<email>
         target = target.rsplit("/", 1)[-1]
     condition = registration.inputs.get("condition")
@@ -222,3 +257,18 @@ def test_no_grant_is_a_basic_role_or_on_everyone(applied: tuple[str, ProgramRun]
     for grant in (grant_of(r) for r in run.registrations if r.type in MEMBER_TYPES):
         assert grant.role not in ("roles/owner", "roles/editor", "roles/viewer"), grant
         assert grant.principal not in ("allUsers", "allAuthenticatedUsers"), grant
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "gcp:projects/iAMMember:IAMMember",
+        "gcp:storage/bucketIAMMember:BucketIAMMember",
+        "gcp:secretmanager/secretIamMember:SecretIamMember",
+        "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
+        "gcp:secretmanager/secretIamBinding:SecretIamBinding",
+    ],
+)
+def test_the_walker_sees_an_iam_resource_however_pulumi_gcp_cases_its_name(token):
+    """pulumi-gcp spells it IAMMember in some modules and IamMember in others: both are grants to read."""
+    assert is_iam(SimpleNamespace(type=token))  # type: ignore[arg-type]

@@ -759,6 +759,65 @@ def test_identities_and_grants_come_before_their_pods_and_go_after_them(runs, st
             assert create[name] < create[pods] and destroy[name] > destroy[pods], (pods, name)
 
 
+# --- The Hugging Face token in Secret Manager: its grants, its class, and the add-on under them ----------------
+
+SECRET_IAM = "gcp:secretmanager/secretIamMember:SecretIamMember"
+ON_WITH_TOKEN_FILE = {
+    "cluster.secretManager": True,
+    "serving.hfTokenSecretVersion": "projects/my-tpu-project/secrets/hf-token/versions/1",
+}
+
+
+@pytest.fixture(scope="module")
+def token_file_run() -> ProgramRun:
+    return run_stack(ON_WITH_TOKEN_FILE)
+
+
+def test_the_secret_grants_wait_for_the_cluster_and_the_secret_manager_api(token_file_run):
+    """The principals are in the pool GKE creates with the cluster; the grants go through Secret Manager's API."""
+    run = token_file_run
+    grants = run.of_type(SECRET_IAM)
+    assert len(grants) == 2
+    for grant in grants:
+        assert {"gke-cluster", "secretmanager"} <= closure(run, grant.name), grant.name
+
+
+def test_destroy_deletes_the_pods_before_the_class_and_the_grants_they_mount_with(token_file_run):
+    """A pod's volume is unmounted when the pod goes: its class and its account's grant are deleted after it."""
+    run = token_file_run
+    for workload, grant in (
+        ("vllm-prefill", "hf-token-model-server-secretAccessor"),
+        ("vllm-decode", "hf-token-model-server-secretAccessor"),
+        ("stage-model-weights", "hf-token-staging-secretAccessor"),
+    ):
+        needs = closure(run, workload)
+        assert {"hf-token", grant} <= needs, workload
+        waves = destroy_waves(run.registrations)
+        wave_of = {name: index for index, names in enumerate(waves) for name in names}
+        assert wave_of[workload] < wave_of["hf-token"] and wave_of[workload] < wave_of[grant], workload
+
+
+def test_the_add_on_goes_off_only_in_the_up_after_the_pods_stop_mounting_it(token_file_run):
+    """The cluster is updated before the pods change: turning the add-on off in the `up` that moves them off the
+    token file would pull its driver from under their volumes."""
+    previous = previous_of(token_file_run)
+    with pytest.raises(pulumi.RunError) as raised:
+        run_stack({"cluster.secretManager": False}, previous_outputs=previous)
+    message = str(raised.value)
+    assert "cluster.secretManager: false while the running model servers and staging Job mount" in message
+    assert "turn it off in the next one" in message
+    # The way down: first the pods move off the token file (the add-on stays on), then the add-on goes.
+    moved = run_stack({"cluster.secretManager": True}, previous_outputs=previous)
+    run_stack({"cluster.secretManager": False}, previous_outputs=previous_of(moved))
+    # With serving off the pods are gone after the same `up`, after the cluster's update: refused as well.
+    with pytest.raises(pulumi.RunError):
+        run_stack({"serving.enabled": False, "cluster.secretManager": False}, previous_outputs=previous)
+
+
+def test_turning_the_add_on_on_and_the_token_file_in_one_up_is_not_refused(runs):
+    run_stack(ON_WITH_TOKEN_FILE, previous_outputs=previous_of(runs["dev"]))
+
+
 NAMESPACE_TYPES = ("kubernetes:core/v1:Namespace", "kubernetes:core/v1:NamespacePatch")
 
 

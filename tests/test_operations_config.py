@@ -189,6 +189,27 @@ OPERATIONS_BAD_INPUTS = [
         "is false on a production stack: traffic between pods on one node would never reach the VPC",
         id="prod-no-intranode-visibility",
     ),
+    # The Hugging Face token: a production stack keeps it in Secret Manager, never as a Kubernetes Secret, on a
+    # cluster of its own or one made elsewhere.
+    pytest.param(
+        {"serving.hfTokenSecretVersion": "", "serving.hfToken": "hf_abcdef"},
+        "prod",
+        "serving.hfToken",
+        "is set on a production stack: the token would be a Kubernetes Secret of the cluster, handed to the pods as an "
+        "environment variable, instead of staying in an external secret store (CIS GKE 4.4.2)",
+        id="prod-token-as-a-kubernetes-secret",
+    ),
+    pytest.param(
+        {
+            "cluster.existing": {"name": "team-cluster", "location": "us-central1"},
+            "serving.hfTokenSecretVersion": "",
+            "serving.hfToken": "hf_abcdef",
+        },
+        "prod",
+        "serving.hfToken",
+        "(CIS GKE 4.4.2)",
+        id="prod-token-as-a-kubernetes-secret-on-a-cluster-made-elsewhere",
+    ),
     pytest.param(
         {"nodeAuditLogging.enabled": False},
         "prod",
@@ -465,6 +486,12 @@ def test_secure_boot_unset_on_a_production_tpu7x_stack_is_on():
     run = run_stack({"tpu.secureBoot": None}, stack="prod")
     pool = run.one("gcp:container/nodePool:NodePool", "tpu7-pool-1")
     assert pool.input("nodeConfig.shieldedInstanceConfig.enableSecureBoot") is True
+
+
+def test_a_production_stack_may_serve_a_public_model_with_no_token_at_all():
+    """4.4.2 asks that a secret the stack has be kept outside the cluster, not that it have one."""
+    run = run_stack({"serving.hfTokenSecretVersion": ""}, stack="prod")
+    assert [r.type for r in run.registrations if r.name.startswith("hf-token")] == []
 
 
 # --- Node audit logging: on where production, off elsewhere, never on a cluster made elsewhere -------------------

@@ -7,6 +7,8 @@ from tests.conftest import as_pulumi_values, assert_bad_input, run_stack, stack_
 from tools.mock_engine import run_program
 
 SIDECAR_MIRROR = "us-docker.pkg.dev/my-project/mirror/llm-d-router-disagg-sidecar"
+TOKEN_SECRET = "projects/my-tpu-project/secrets/hf-token"  # a secret of the dev stack's project
+WITH_ADD_ON = {"cluster.secretManager": True}
 
 SERVING_BAD_INPUTS = [
     pytest.param(
@@ -220,6 +222,54 @@ SERVING_BAD_INPUTS = [
 ]
 
 
+# The Hugging Face token in Secret Manager (serving.hfTokenSecretVersion): one route for the token, a version of a
+# secret of the stack's project, and the add-on that mounts it.
+SERVING_BAD_INPUTS += [
+    pytest.param(
+        {**WITH_ADD_ON, "serving.hfToken": "hf_abcdef", "serving.hfTokenSecretVersion": f"{TOKEN_SECRET}/versions/1"},
+        "serving.hfToken",
+        "and so is serving.hfTokenSecretVersion: the pods would get the token twice",
+        id="token-by-both-routes",
+    ),
+    pytest.param(
+        {**WITH_ADD_ON, "serving.hfTokenSecretVersion": TOKEN_SECRET},
+        "serving.hfTokenSecretVersion",
+        f"'{TOKEN_SECRET}' is not a Secret Manager secret version",
+        id="secret-without-version",
+    ),
+    pytest.param(
+        {**WITH_ADD_ON, "serving.hfTokenSecretVersion": f"{TOKEN_SECRET}/versions/0"},
+        "serving.hfTokenSecretVersion",
+        "is not a Secret Manager secret version",
+        id="version-zero",
+    ),
+    pytest.param(
+        {**WITH_ADD_ON, "serving.hfTokenSecretVersion": "hf-token/versions/latest"},
+        "serving.hfTokenSecretVersion",
+        "write projects/my-tpu-project/secrets/<secret>/versions/<number>",
+        id="secret-without-project",
+    ),
+    pytest.param(
+        {**WITH_ADD_ON, "serving.hfTokenSecretVersion": "projects/my-tpu-project/secrets/hf token/versions/1"},
+        "serving.hfTokenSecretVersion",
+        "is not a Secret Manager secret version",
+        id="secret-id-with-a-space",
+    ),
+    pytest.param(
+        {**WITH_ADD_ON, "serving.hfTokenSecretVersion": "projects/secrets-team/secrets/hf-token/versions/2"},
+        "serving.hfTokenSecretVersion",
+        "names a secret of project 'secrets-team', not of the stack's project 'my-tpu-project'",
+        id="secret-of-another-project",
+    ),
+    pytest.param(
+        {"serving.hfTokenSecretVersion": f"{TOKEN_SECRET}/versions/latest"},
+        "serving.hfTokenSecretVersion",
+        "needs GKE's Secret Manager add-on, which mounts the secret into the pods, and cluster.secretManager is false",
+        id="token-file-without-the-add-on",
+    ),
+]
+
+
 @pytest.mark.parametrize("override, key, fragment", SERVING_BAD_INPUTS)
 def test_bad_serving_input_names_its_key_and_registers_nothing(override, key, fragment):
     assert_bad_input(override, key, fragment)
@@ -246,3 +296,18 @@ def test_a_branch_revision_is_accepted_when_the_bucket_is_filled_elsewhere():
 
 def test_a_weights_path_beside_the_cache_is_accepted():
     run_stack({"serving.model.weightsPath": "xla_cache_weights/qwen"})
+
+
+@pytest.mark.parametrize("version", ["1", "42", "latest"])
+def test_a_secret_version_by_number_or_latest_is_accepted(version):
+    run = run_stack({**WITH_ADD_ON, "serving.hfTokenSecretVersion": f"{TOKEN_SECRET}/versions/{version}"})
+    (provider_class,) = [r for r in run.registrations if r.type.endswith(":SecretProviderClass")]
+    assert f"{TOKEN_SECRET}/versions/{version}" in provider_class.input("spec.parameters.secrets")
+
+
+def test_on_a_cluster_made_elsewhere_the_add_on_is_its_owner_s():
+    """cluster.secretManager is about a cluster of this stack: on another one the add-on is not the stack's to turn
+    on, so the token file is accepted without it (docs/deploying.md says what the owner must have on)."""
+    existing = {"cluster.existing": {"name": "team-cluster", "location": "us-central1"}}
+    run = run_stack({**existing, "serving.hfTokenSecretVersion": f"{TOKEN_SECRET}/versions/1"})
+    assert [r.name for r in run.registrations if r.type.endswith(":SecretProviderClass")] == ["hf-token"]

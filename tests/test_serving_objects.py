@@ -991,3 +991,105 @@ def test_the_staging_job_base_runs_the_default_image():
     base = load_document(f"serving/{so.STAGING_JOB_FILE}")
     assert base["spec"]["template"]["spec"]["containers"][0]["image"] == STAGING_IMAGE
     assert base["metadata"]["annotations"][so.TIMEOUT_ANNOTATION] == str(STAGING_TIMEOUT_MINUTES * 60)
+
+
+# --- The Hugging Face token from Secret Manager (serving.hfTokenSecretVersion) ----------------------------------
+
+TOKEN_VERSION = "projects/my-tpu-project/secrets/hf-token/versions/3"
+TOKEN_PATH = "/var/run/secrets/huggingface.co/token"
+
+
+def token_pods(built: so.ServingObjects) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]:
+    """(owner, pod spec, container) of every pod that receives the token: each LWS's leader and worker, the Job."""
+    pods = [
+        (lws, template(lws, kind)["spec"], container(lws, kind))
+        for lws in built.leaderworkersets
+        for kind in ("leader", "worker")
+    ]
+    assert built.staging_job is not None
+    job_pod = built.staging_job["spec"]["template"]["spec"]
+    (stager,) = job_pod["containers"]
+    return [*pods, (built.staging_job, job_pod, stager)]
+
+
+def skipped_checks(owner: dict[str, Any]) -> list[str]:
+    return [v.split("=")[0] for k, v in owner["metadata"]["annotations"].items() if k.startswith("checkov.io/skip")]
+
+
+def test_the_token_file_replaces_the_variable_in_every_pod_that_takes_the_token():
+    built = serving_objects(params(hf_token_secret_version=TOKEN_VERSION))
+    for owner, pod, c in token_pods(built):
+        env = env_of(c)
+        assert "HF_TOKEN" not in env, "no variable holds the token"
+        assert env["HF_TOKEN_PATH"] == {"name": "HF_TOKEN_PATH", "value": TOKEN_PATH}
+        assert not [e for e in c["env"] if "secretKeyRef" in e.get("valueFrom", {})], "no Secret reaches the pod"
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "hf-token"]
+        assert volume["csi"] == {
+            "driver": "secrets-store-gke.csi.k8s.io",
+            "readOnly": True,
+            "volumeAttributes": {"secretProviderClass": "hf-token"},
+        }
+        (mount,) = [m for m in c["volumeMounts"] if m["name"] == "hf-token"]
+        assert mount == {"name": "hf-token", "mountPath": "/var/run/secrets/huggingface.co", "readOnly": True}
+        assert TOKEN_PATH.startswith(mount["mountPath"] + "/")
+        # checkov's secret-in-a-variable skip goes with the variable (tests/test_security_checkov.py then runs it)
+        assert "CKV_K8S_35" not in skipped_checks(owner)
+        assert "CKV_K8S_38" in skipped_checks(owner), "only that skip is dropped"
+
+
+def test_without_a_secret_version_the_pods_keep_the_optional_secret_and_no_csi_volume():
+    built = serving_objects(params())
+    assert built.hf_token_provider_class is None
+    for owner, pod, c in token_pods(built):
+        assert env_of(c)["HF_TOKEN"]["valueFrom"]["secretKeyRef"]["optional"] is True
+        assert "HF_TOKEN_PATH" not in env_of(c)
+        assert not [v for v in pod.get("volumes", []) if "csi" in v and v["csi"]["driver"].startswith("secrets-store")]
+        assert "CKV_K8S_35" in skipped_checks(owner)
+
+
+def test_the_secret_provider_class_names_the_version_for_the_add_on_s_provider():
+    built = serving_objects(params(namespace="serving", hf_token_secret_version=TOKEN_VERSION))
+    provider_class = built.hf_token_provider_class
+    assert provider_class is not None
+    assert (provider_class["apiVersion"], provider_class["kind"]) == (
+        "secrets-store.csi.x-k8s.io/v1",
+        "SecretProviderClass",
+    )
+    assert provider_class["metadata"] == {"name": "hf-token", "namespace": "serving"}
+    assert provider_class["spec"]["provider"] == "gke"
+    # the provider parses `secrets` as YAML: one object, the version, written as the file the pods read
+    assert yaml.safe_load(provider_class["spec"]["parameters"]["secrets"]) == [
+        {"resourceName": TOKEN_VERSION, "path": "token"}
+    ]
+    assert crd_errors(provider_class) == []
+
+
+def test_a_misspelled_secret_provider_class_field_is_rejected():
+    provider_class = serving_objects(params(hf_token_secret_version=TOKEN_VERSION)).hf_token_provider_class
+    assert provider_class is not None
+    broken = copy.deepcopy(provider_class)
+    broken["spec"]["provder"] = broken["spec"].pop("provider")
+    assert any("provder" in e for e in crd_errors(broken))
+    broken = copy.deepcopy(provider_class)
+    broken["spec"]["parameters"]["secrets"] = [{"resourceName": TOKEN_VERSION}]  # a list, not the provider's string
+    assert crd_errors(broken)
+
+
+def test_the_pods_with_the_token_file_are_valid_pods_and_lws():
+    built = serving_objects(params(hf_token_secret_version=TOKEN_VERSION))
+    for lws in built.leaderworkersets:
+        assert crd_errors(lws) == []
+        for kind in ("leader", "worker"):
+            pod_template = template(lws, kind)
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": kind}, "spec": pod_template["spec"]}
+            assert core_errors(pod) == []
+    assert built.staging_job is not None and core_errors(built.staging_job) == []
+
+
+def test_the_base_still_carries_the_variable_the_token_file_replaces():
+    """The overlay removes HF_TOKEN from each container: a base without it fails loudly, not silently."""
+    from components import manifests
+
+    bare = {"name": "c", "env": [{"name": "OTHER", "value": "1"}]}
+    with pytest.raises(ValueError, match="has no env var 'HF_TOKEN'"):
+        manifests.remove_env(bare, "HF_TOKEN")

@@ -427,3 +427,56 @@ def test_a_new_model_server_account_rolls_the_groups_in_place_and_moves_their_gr
         changed.one("kubernetes:batch/v1:Job", "stage-model-weights").inputs
         == dev_run.one("kubernetes:batch/v1:Job", "stage-model-weights").inputs
     )
+
+
+# --- The Hugging Face token in Secret Manager (the prod stack) -------------------------------------------------
+
+SECRET_IAM = "gcp:secretmanager/secretIamMember:SecretIamMember"
+PROVIDER_CLASS = "kubernetes:secrets-store.csi.x-k8s.io/v1:SecretProviderClass"
+JOB = "kubernetes:batch/v1:Job"
+TOKEN_SECRET = "projects/my-tpu-prod-project/secrets/hf-token"
+
+
+def prod_principal(account: str) -> str:
+    return PRINCIPAL.replace("my-tpu-project", "my-tpu-prod-project").replace("/sa/model-server", f"/sa/{account}")
+
+
+@pytest.fixture(scope="module")
+def prod_run():
+    return run_stack(stack="prod")
+
+
+def test_the_prod_token_is_read_from_secret_manager_by_the_two_accounts_that_use_it(prod_run):
+    grants = {r.name: r for r in prod_run.of_type(SECRET_IAM)}
+    assert sorted(grants) == ["hf-token-model-server-secretAccessor", "hf-token-staging-secretAccessor"]
+    for name, account in (("model-server", "model-server"), ("staging", "weights-staging")):
+        grant = grants[f"hf-token-{name}-secretAccessor"]
+        assert (grant.input("secretId"), grant.input("project")) == (TOKEN_SECRET, "my-tpu-prod-project")
+        assert grant.input("role") == "roles/secretmanager.secretAccessor"
+        assert grant.input("member") == prod_principal(account)
+        assert "condition" not in grant.inputs  # the whole secret: its versions are the token's rotations
+    assert "llm-d-hf-token" not in objects(prod_run, "Secret"), "no Kubernetes Secret holds the token"
+
+
+def test_every_pod_with_the_token_file_waits_for_its_class_and_its_own_grant(prod_run):
+    (provider_class,) = prod_run.of_type(PROVIDER_CLASS)
+    assert provider_class.name == "hf-token" and NAMESPACE in provider_class.dependencies
+    for name in ("vllm-prefill", "vllm-decode"):
+        needs = set(prod_run.one(LWS, name).dependencies)
+        assert {"hf-token", "hf-token-model-server-secretAccessor"} <= needs
+    job = set(prod_run.one(JOB, "stage-model-weights").dependencies)
+    assert {"hf-token", "hf-token-staging-secretAccessor"} <= job
+
+
+def test_without_staging_only_the_model_servers_read_the_secret():
+    run = run_stack({"serving.weightsStaging.enabled": False}, stack="prod")
+    assert [r.input("member") for r in run.of_type(SECRET_IAM)] == [prod_principal("model-server")]
+
+
+def test_the_secret_is_granted_even_when_the_bucket_grants_are_made_elsewhere():
+    """weightsBucket.grantAccess is about the bucket: the token's readers are granted whatever it says."""
+    run = run_stack({"serving.weightsBucket.grantAccess": False}, stack="prod")
+    assert not run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+    assert len(run.of_type(SECRET_IAM)) == 2
+    (lookup,) = [i for i in run.invocations if i.token == "gcp:organizations/getProject:getProject"]
+    assert lookup.waited_for == ["cloudresourcemanager"]  # the principals' project number, after its API

@@ -33,6 +33,7 @@ API_OF_MODULE = {
     "monitoring": "monitoring.googleapis.com",
     "organizations": "cloudresourcemanager.googleapis.com",  # getProject: projects.get
     "projects": "cloudresourcemanager.googleapis.com",  # IAMMember: projects.getIamPolicy / setIamPolicy
+    "secretmanager": "secretmanager.googleapis.com",  # SecretIamMember: secrets.getIamPolicy / setIamPolicy
     "serviceaccount": "iam.googleapis.com",  # accounts and their IAM members
     "storage": "storage.googleapis.com",
 }
@@ -52,6 +53,7 @@ API_TITLES = {
     "logging.googleapis.com": "Cloud Logging API",
     "monitoring.googleapis.com": "Cloud Monitoring API",
     "networkservices.googleapis.com": "Network Services API",
+    "secretmanager.googleapis.com": "Secret Manager API",
     "serviceusage.googleapis.com": "Service Usage API",
     "storage.googleapis.com": "Cloud Storage API",
 }

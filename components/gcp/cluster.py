@@ -111,6 +111,7 @@ class ClusterArgs:
     binary_authorization: str  # DISABLED, or PROJECT_SINGLETON_POLICY_ENFORCE (its API enabled before the cluster)
     rbac_security_group: str  # gke-security-groups@<domain>, or "" for no Google Groups in RBAC
     intranode_visibility: bool
+    secret_manager: bool  # GKE's Secret Manager add-on: pods mount Secret Manager secrets as files
     container_api: pulumi.Resource  # the Kubernetes Engine API's enablement: the version lookup waits for it
     image_mirror: MirrorRepository | None  # images.mirror: the nodes may read that repository (None: no mirror)
 
@@ -198,6 +199,15 @@ class Cluster(pulumi.ComponentResource):
             # Sent either way: the provider reads a missing value back from GKE (Optional and Computed), so a true
             # turned false again must reach GKE to turn it off.
             enable_intranode_visibility=args.intranode_visibility,
+            # GKE's Secret Manager add-on, updated in place either way: the provider sends a change as one
+            # DesiredSecretManagerConfig update (hashicorp/terraform-provider-google v7.45.0
+            # google/services/container/resource_container_cluster.go, no ForceNew; its acceptance test turns it on
+            # and off on one cluster). Sent false too: the provider records false for a cluster GKE reports without
+            # it (flattenSecretManagerConfig), so a stack made before this line plans no change, and a true turned
+            # false must reach GKE (SecretManagerCfgSuppress hides the block's removal only when it was false).
+            # rotation_config is left to GKE: a pod has the secret version it mounted at its start, or a newer one
+            # if GKE rotates the files.
+            secret_manager_config={"enabled": args.secret_manager},
             maintenance_policy=_maintenance_policy(args.maintenance_window, args.maintenance_exclusions),
             # Sent whichever way it is set: the provider suppresses a false it never saw as true, and a true
             # turned false again must reach GKE (the block is read back from GKE, so leaving it out keeps it).

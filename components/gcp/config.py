@@ -325,6 +325,12 @@ class ClusterConfig:
         "Pod-to-pod traffic within a node goes through the VPC too, so flow logs and firewall rules see it (CIS GKE "
         "5.6.1). Turning it on restarts the control plane and every node of a running cluster.",
     )
+    secret_manager: bool = setting(
+        False,
+        "GKE's Secret Manager add-on: pods mount Secret Manager secrets as files (CSI driver "
+        "secrets-store-gke.csi.k8s.io), as serving.hfTokenSecretVersion needs. Turn it off only in the `up` after "
+        "the one that stops the pods mounting from it.",
+    )
     existing: ExistingClusterConfig = setting(
         ExistingClusterConfig(), "A cluster made elsewhere to deploy onto (the Google Cloud layer is then skipped)."
     )

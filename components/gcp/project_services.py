@@ -33,14 +33,18 @@ REQUIRED_APIS = (
 # (Binary Authorization's "Enable enforcement on an existing cluster" and "Create a cluster" guides list enabling it
 # before the cluster, https://cloud.google.com/binary-authorization/docs/enable-cluster).
 BINARY_AUTHORIZATION_API = "binaryauthorization.googleapis.com"
+# The Hugging Face token's secret (serving.hfTokenSecretVersion): the stack's grants on it, and the reads of GKE's
+# Secret Manager add-on, go through it. Enabled only for a stack with the add-on (cluster.secretManager) or the
+# token there.
+SECRET_MANAGER_API = "secretmanager.googleapis.com"
 AI_ZONES_FEATURE = "ai-zones-visibility"
 
 
 @dataclass(frozen=True)
 class ProjectServicesArgs:
     project: str
-    # REQUIRED_APIS (Binary Authorization's too where the cluster enforces it), or on a cluster made elsewhere those
-    # the stack's own calls need
+    # REQUIRED_APIS (Binary Authorization's too where the cluster enforces it, Secret Manager's with its add-on or
+    # the Hugging Face token there), or on a cluster made elsewhere those the stack's own calls need
     apis: tuple[str, ...]
     enable_ai_zones: bool
 

@@ -405,12 +405,24 @@ def validate_production_security(
     network: NetworkConfig,
     cluster: ClusterConfig,
     tpu: TpuConfig,
+    serving: ServingConfig,
     node_audit: NodeAuditLoggingConfig,
     problems: Problems,
 ) -> None:
     """The CIS GKE Benchmark controls a production stack must meet through its config (docs/security.md's
     table "Measured against the CIS GKE Benchmark" lists every control and what holds it)."""
-    if not production or cluster.existing.enabled:
+    if not production:
+        return
+    if serving.enabled and serving.hf_token:
+        problems.add(
+            "serving.hfToken",
+            "is set on a production stack: the token would be a Kubernetes Secret of the cluster, handed to the pods "
+            "as an environment variable, instead of staying in an external secret store (CIS GKE 4.4.2)",
+            "keep it in Secret Manager and name its version in serving.hfTokenSecretVersion, with "
+            "cluster.secretManager true (see docs/deploying.md, The prod stack); then "
+            "`pulumi config rm --path serving.hfToken`",
+        )
+    if cluster.existing.enabled:
         return
     if not network.flow_logs.enabled:
         problems.add(
@@ -422,8 +434,8 @@ def validate_production_security(
     if not cluster.secrets_encryption_key:
         problems.add(
             "cluster.secretsEncryptionKey",
-            "is empty on a production stack: the cluster's Secrets (the Hugging Face token among them) would be "
-            "encrypted in etcd by Google's key only, not by a Cloud KMS key the project controls (CIS GKE 5.3.1)",
+            "is empty on a production stack: the cluster's Secrets would be encrypted in etcd by Google's key only, "
+            "not by a Cloud KMS key the project controls (CIS GKE 5.3.1)",
             "name a Cloud KMS key in the cluster's region whose Encrypter/Decrypter role is granted to the GKE "
             "service agent (see docs/deploying.md, The prod stack)",
         )

@@ -32,7 +32,8 @@ parallel pieces, and then uploaded. PARALLEL files move at once, never more than
 disk; memory stays at about PARALLEL upload chunks whatever the file size.
 
 Environment: MODEL_ID, MODEL_REVISION, DESTINATION (gs://bucket/prefix) are required; HF_ENDPOINT
-(default https://huggingface.co), HF_TOKEN (sent to the Hub only), PARALLEL (4), RETRIES (5),
+(default https://huggingface.co), HF_TOKEN (sent to the Hub only), or else HF_TOKEN_PATH, a file holding it
+(the token from Secret Manager; the order huggingface_hub's own lookup follows), PARALLEL (4), RETRIES (5),
 RETRY_BACKOFF_SECONDS (2), UPLOAD_CHUNK_BYTES (64 MiB, a multiple of 256 KiB), SCRATCH_DIR (/scratch),
 SCRATCH_BYTES (32 GiB), GRANT_WAIT_SECONDS (600), GRANT_POLL_SECONDS (15). STORAGE_EMULATOR_HOST points google-cloud-storage
 at an emulator (the tests).
@@ -136,7 +137,7 @@ class Settings:
             bucket=bucket,
             prefix=prefix.strip("/"),
             endpoint=env.get("HF_ENDPOINT", "").strip().rstrip("/") or "https://huggingface.co",
-            token=env.get("HF_TOKEN", "").strip() or None,
+            token=token_from(env),
             parallel=number("PARALLEL", 4, int, 1),
             retries=number("RETRIES", 5, int, 1),
             backoff_seconds=number("RETRY_BACKOFF_SECONDS", 2.0, float, 0.0),
@@ -146,6 +147,26 @@ class Settings:
             grant_wait_seconds=number("GRANT_WAIT_SECONDS", 600.0, float, 0.0),
             grant_poll_seconds=number("GRANT_POLL_SECONDS", 15.0, float, 0.0),
         )
+
+
+def token_from(env: Mapping[str, str]) -> str | None:
+    """The Hugging Face token: HF_TOKEN, else the file HF_TOKEN_PATH names (the Job's Secret Manager volume).
+
+    The file is there whenever the variable is set (the pod starts only once its volume is mounted), so a missing
+    or empty one is an error, not a download without the token.
+    """
+    if token := env.get("HF_TOKEN", "").strip():
+        return token
+    path = env.get("HF_TOKEN_PATH", "").strip()
+    if not path:
+        return None
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as error:
+        raise StageError(f"HF_TOKEN_PATH {path}: cannot read the token file ({brief(error)})") from None
+    if not token:
+        raise StageError(f"HF_TOKEN_PATH {path}: the token file is empty: check the secret version's payload")
+    return token
 
 
 _print_lock = threading.Lock()
@@ -490,7 +511,7 @@ class Stager:
 
     def run(self) -> None:
         started = time.monotonic()
-        who = " (with HF_TOKEN)" if self.s.token else ""
+        who = " (with a Hugging Face token)" if self.s.token else ""
         say(f"stage {self.s.model_id}@{self.s.revision} from {self.s.endpoint}{who} to {self.location}")
         self.commit, files = self.hub_files()
         self.wait_for_access()
@@ -589,8 +610,8 @@ def explain(error: BaseException, settings: Settings) -> str:
         isinstance(error, HfHubHTTPError) and error.response is not None and error.response.status_code in (401, 403)
     ):
         if settings.token:
-            return f"{name}: the Hub refused the token: check serving.hfToken and that its account accepted the model's terms ({brief(error)})"
-        return f"{name}: the Hub refused access: the repo is gated or private (or does not exist), so a Hugging Face token is needed: set serving.hfToken ({brief(error)})"
+            return f"{name}: the Hub refused the token: check the token (serving.hfTokenSecretVersion's secret, or serving.hfToken) and that its account accepted the model's terms ({brief(error)})"
+        return f"{name}: the Hub refused access: the repo is gated or private (or does not exist), so a Hugging Face token is needed: keep it in Secret Manager and set serving.hfTokenSecretVersion (or serving.hfToken) ({brief(error)})"
     if isinstance(error, RevisionNotFoundError):
         return f"{name}: no such revision on {settings.endpoint} ({brief(error)})"
     if isinstance(error, (gcs_errors.Forbidden, gcs_errors.Unauthorized)):

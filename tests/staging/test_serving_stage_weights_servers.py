@@ -365,17 +365,20 @@ def test_bytes_that_do_not_match_the_listed_digest_are_refused_and_leave_no_obje
         (
             401,
             None,
-            "the repo is gated or private (or does not exist), so a Hugging Face token is needed: set serving.hfToken",
+            "the repo is gated or private (or does not exist), so a Hugging Face token is needed: keep it in Secret "
+            "Manager and set serving.hfTokenSecretVersion (or serving.hfToken)",
         ),
         (
             403,
             None,
-            "the repo is gated or private (or does not exist), so a Hugging Face token is needed: set serving.hfToken",
+            "the repo is gated or private (or does not exist), so a Hugging Face token is needed: keep it in Secret "
+            "Manager and set serving.hfTokenSecretVersion (or serving.hfToken)",
         ),
         (
             403,
             TOKEN,
-            "the Hub refused the token: check serving.hfToken and that its account accepted the model's terms",
+            "the Hub refused the token: check the token (serving.hfTokenSecretVersion's secret, or serving.hfToken) "
+            "and that its account accepted the model's terms",
         ),
     ],
 )
@@ -396,9 +399,21 @@ def test_a_missing_revision_fails_with_one_line_naming_the_model_and_the_revisio
     assert f"{MODEL} revision {other}: no such revision on {hub}" in line
 
 
-def test_the_token_goes_to_the_hub_and_nowhere_else(gcs, bucket, repo, tmp_path):
+def token_file(tmp_path: Path, text: str) -> str:
+    """A token file as GKE's Secret Manager add-on mounts it (the secret version's payload, read-only)."""
+    path = tmp_path / "secrets" / "token"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o444)
+    return str(path)
+
+
+@pytest.mark.parametrize("source", ["variable", "file"])
+def test_the_token_goes_to_the_hub_and_nowhere_else(gcs, bucket, repo, tmp_path, source):
+    """From HF_TOKEN (serving.hfToken's Secret) or from the file HF_TOKEN_PATH names (serving.hfTokenSecretVersion)."""
+    given = {"HF_TOKEN": TOKEN} if source == "variable" else {"HF_TOKEN_PATH": token_file(tmp_path, TOKEN + "\n")}
     with hub_stand_in(repo) as hub, refusing_proxy(gcs.url, refuse=0) as (storage, proxy):
-        run = stage(environment(hub, storage, bucket, tmp_path, HF_TOKEN=TOKEN))
+        run = stage(environment(hub, storage, bucket, tmp_path, **given))
     assert run.returncode == 0, run.stderr
     hub_calls = [r for r in repo.seen("hub") if not r.path.startswith("/api/agent-harnesses")]
     assert hub_calls and all(r.headers.get("authorization") == f"Bearer {TOKEN}" for r in hub_calls)
@@ -457,6 +472,23 @@ def test_a_bucket_grant_still_propagating_is_waited_out_and_one_that_never_comes
 def test_bad_settings_fail_with_one_line(gcs, bucket, tmp_path, setting, says):
     run = stage({**environment("http://127.0.0.1:9", gcs.url, bucket, tmp_path), **setting})
     assert says in run.error()
+
+
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        pytest.param(None, "cannot read the token file (FileNotFoundError", id="missing"),
+        pytest.param(" \n", "the token file is empty: check the secret version's payload", id="empty"),
+    ],
+)
+def test_a_token_file_that_holds_no_token_fails_before_the_hub_is_asked(gcs, bucket, repo, tmp_path, content, says):
+    """HF_TOKEN_PATH is set only with the add-on's volume mounted: no token there is an error, never an anonymous
+    download that the Hub then refuses as gated."""
+    path = token_file(tmp_path, content) if content is not None else str(tmp_path / "absent" / "token")
+    with hub_stand_in(repo) as hub:
+        run = stage(environment(hub, gcs.url, bucket, tmp_path, HF_TOKEN_PATH=path))
+    assert f"HF_TOKEN_PATH {path}: {says}" in run.error()
+    assert [r for r in repo.seen("hub") if not r.path.startswith("/api/agent-harnesses")] == []
 
 
 def test_a_file_larger_than_the_scratch_budget_is_refused_before_anything_moves(gcs, bucket, repo, tmp_path):

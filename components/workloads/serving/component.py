@@ -1,10 +1,11 @@
-"""Disaggregated prefill/decode serving: weights bucket and identity, the HF token Secret, the
-inference Gateway, the llm-d router and the prefill and decode LeaderWorkerSets."""
+"""Disaggregated prefill/decode serving: weights bucket and identity, the HF token (a Secret, or a Secret
+Manager file), the inference Gateway, the llm-d router and the prefill and decode LeaderWorkerSets."""
 
 from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,8 @@ INFERENCE_POOL_CRDS_URL = (
 BUCKET_VIEWER = "roles/storage.bucketViewer"
 OBJECT_VIEWER = "roles/storage.objectViewer"
 OBJECT_USER = "roles/storage.objectUser"
+# Read the Hugging Face token's secret (its versions' payloads), granted on that one secret.
+SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class ServingArgs:
     workload_pool: pulumi.Input[str]  # the cluster's: bindings to it wait for the cluster
     namespace: str
     hf_token: str  # empty: no Secret
+    hf_token_secret: str  # the Secret Manager secret of the token (projects/<p>/secrets/<s>); empty: none
     router: HelmChartConfig | None  # chart, pinned version, and the serving namespace; None: not ours
     inference_pool_crds_version: str | None  # None: GKE manages the CRDs
     objects: ServingObjects
@@ -68,10 +72,16 @@ class ServingArgs:
     network_ready: list[pulumi.Resource]  # the proxy-only subnet and the load-balancer drain gate
 
 
+# A Kubernetes service account of the serving namespace -> its Workload Identity principal.
+_Principals = Callable[[str], pulumi.Output[str]]
+
+
 class ModelServing(pulumi.ComponentResource):
     def __init__(self, name: str, args: ServingArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:workloads:ModelServing", name, None, opts)
-        access = self._bucket_access(args, children_of(self, opts))
+        in_project = children_of(self, opts)
+        principals = self._principals(args)
+        access = self._bucket_access(args, principals, in_project)
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.namespace_ready)
         account_metadata = args.objects.service_account["metadata"]
         account = k8s.core.v1.ServiceAccount("model-server-account", metadata=owned(account_metadata), opts=on_cluster)
@@ -81,18 +91,8 @@ class ModelServing(pulumi.ComponentResource):
             metadata=owned(args.objects.benchmark_service_account["metadata"]),
             opts=on_cluster,
         )
-        token: list[pulumi.Resource] = []
-        if args.hf_token:
-            token.append(
-                k8s.core.v1.Secret(
-                    "hf-token",
-                    metadata=owned({"name": serving_objects.HF_TOKEN_SECRET_NAME, "namespace": args.namespace}),
-                    type="Opaque",
-                    string_data={serving_objects.HF_TOKEN_SECRET_KEY: pulumi.Output.secret(args.hf_token)},
-                    opts=on_cluster,
-                )
-            )
-        staged = self._weights_staging(args, access.staging, token, on_cluster)
+        token = self._hf_token(args, principals, in_project, on_cluster)
+        staged = self._weights_staging(args, access.staging, token.staging, on_cluster)
         gateway_ready = self._gateway_and_router(args, on_cluster)
         ready = pulumi.ResourceOptions(
             depends_on=[
@@ -101,7 +101,7 @@ class ModelServing(pulumi.ComponentResource):
                 *args.platform_ready,
                 account,
                 *access.servers,
-                *token,
+                *token.servers,
                 *staged,
             ],
             # Kueue refuses these changes in place; the replacement keeps the name, so the old one
@@ -117,7 +117,71 @@ class ModelServing(pulumi.ComponentResource):
         )
         self.register_outputs({"gatewayAddress": self.gateway_address})
 
-    def _bucket_access(self, args: ServingArgs, opts: pulumi.ResourceOptions) -> _BucketAccess:
+    def _principals(self, args: ServingArgs) -> _Principals | None:
+        """The IAM principal of each of the namespace's Kubernetes service accounts, when the stack grants them
+        anything (None: no grant of this component, so no project-number lookup either)."""
+        if not (args.grant_access or args.hf_token_secret):
+            return None
+        project_number = gcp.organizations.get_project_output(
+            project_id=args.project,
+            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=args.resource_manager_api),
+        ).number
+
+        def principal(account: str) -> pulumi.Output[str]:
+            return pulumi.Output.all(project_number, args.workload_pool).apply(
+                lambda values: serving_objects.workload_identity_principal(
+                    values[1], values[0], args.namespace, account
+                )
+            )
+
+        return principal
+
+    def _hf_token(
+        self,
+        args: ServingArgs,
+        principals: _Principals | None,
+        in_project: pulumi.ResourceOptions,
+        on_cluster: pulumi.ResourceOptions,
+    ) -> _TokenSource:
+        """What hands the pods the Hugging Face token, which they wait for: the Secret of serving.hfToken; or with
+        a Secret Manager secret, its SecretProviderClass and each reader's grant on the secret (the model servers',
+        the staging Job's), so that a pod never mounts before its account may read. Nothing without a token."""
+        if args.hf_token:
+            secret = k8s.core.v1.Secret(
+                "hf-token",
+                metadata=owned({"name": serving_objects.HF_TOKEN_SECRET_NAME, "namespace": args.namespace}),
+                type="Opaque",
+                string_data={serving_objects.HF_TOKEN_SECRET_KEY: pulumi.Output.secret(args.hf_token)},
+                opts=on_cluster,
+            )
+            return _TokenSource(servers=[secret], staging=[secret])
+        provider_class_manifest = args.objects.hf_token_provider_class
+        if provider_class_manifest is None:
+            return _TokenSource(servers=[], staging=[])
+        assert principals is not None and args.hf_token_secret, "a token file needs its secret and its readers"
+        provider_class = custom_resource("hf-token", provider_class_manifest, on_cluster)
+        project = args.hf_token_secret.split("/")[1]
+
+        def reader(name: str, account: str) -> gcp.secretmanager.SecretIamMember:
+            return gcp.secretmanager.SecretIamMember(
+                name,
+                project=project,
+                secret_id=args.hf_token_secret,
+                role=SECRET_ACCESSOR,
+                member=principals(account),
+                opts=in_project,
+            )
+
+        servers = reader("hf-token-model-server-secretAccessor", args.objects.service_account["metadata"]["name"])
+        staging: list[pulumi.Resource] = [provider_class]
+        if args.objects.staging_service_account is not None:
+            stager = args.objects.staging_service_account["metadata"]["name"]
+            staging.append(reader("hf-token-staging-secretAccessor", stager))
+        return _TokenSource(servers=[provider_class, servers], staging=staging)
+
+    def _bucket_access(
+        self, args: ServingArgs, principals: _Principals | None, opts: pulumi.ResourceOptions
+    ) -> _BucketAccess:
         """The weights bucket (created, or an existing one) and each account's grants on it: the model
         servers read it and write the XLA cache only; the staging Job reads it and writes the snapshot only."""
         bucket: list[pulumi.Resource] = []
@@ -135,18 +199,8 @@ class ModelServing(pulumi.ComponentResource):
             )
         if not args.grant_access:
             return _BucketAccess(servers=bucket, staging=bucket)
-        project_number = gcp.organizations.get_project_output(
-            project_id=args.project,
-            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=args.resource_manager_api),
-        ).number
+        assert principals is not None, "the bucket grants need their principals"
         after_bucket = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=bucket))
-
-        def principal(account: str) -> pulumi.Output[str]:
-            return pulumi.Output.all(project_number, args.workload_pool).apply(
-                lambda values: serving_objects.workload_identity_principal(
-                    values[1], values[0], args.namespace, account
-                )
-            )
 
         def grant(
             name: str,
@@ -158,7 +212,7 @@ class ModelServing(pulumi.ComponentResource):
                 name, bucket=args.bucket_name, role=role, member=member, condition=condition, opts=after_bucket
             )
 
-        servers = principal(args.objects.service_account["metadata"]["name"])
+        servers = principals(args.objects.service_account["metadata"]["name"])
         # weights-bucketViewer keeps the name it had when the servers also wrote the weights: a new name would
         # create the same binding again and then delete it with the old resource.
         server_grants = [
@@ -173,7 +227,7 @@ class ModelServing(pulumi.ComponentResource):
         ]
         staging_grants = []
         if args.objects.staging_service_account is not None:
-            stager = principal(args.objects.staging_service_account["metadata"]["name"])
+            stager = principals(args.objects.staging_service_account["metadata"]["name"])
             staging_grants = [
                 grant("staging-objectViewer", stager, OBJECT_VIEWER),
                 grant(
@@ -183,7 +237,7 @@ class ModelServing(pulumi.ComponentResource):
                     object_prefix_condition(args.bucket_name, args.weights_prefix, "weights snapshot"),
                 ),
             ]
-        benchmark = principal(args.objects.benchmark_service_account["metadata"]["name"])
+        benchmark = principals(args.objects.benchmark_service_account["metadata"]["name"])
         grant("benchmark-objectViewer", benchmark, OBJECT_VIEWER)
         grant(
             "benchmark-results-objectUser",
@@ -201,7 +255,7 @@ class ModelServing(pulumi.ComponentResource):
         on_cluster: pulumi.ResourceOptions,
     ) -> list[pulumi.Resource]:
         """The Job that fills the bucket, as its own account, after that account, its bucket grants
-        (``access``) and the token Secret.
+        (``access``) and what hands it the token (``token``).
 
         Pulumi waits for the Job to complete (its pulumi.com/timeoutSeconds), so the model servers,
         which depend on it, start against a complete snapshot. A Job's pod template cannot change:
@@ -263,6 +317,14 @@ class ModelServing(pulumi.ComponentResource):
                     "router-disruption-budget", metadata=owned(budget["metadata"]), spec=budget["spec"], opts=on_cluster
                 )
         return gateway
+
+
+@dataclass(frozen=True)
+class _TokenSource:
+    """What a pod of each account waits for before it may read the Hugging Face token (and is deleted before)."""
+
+    servers: list[pulumi.Resource]
+    staging: list[pulumi.Resource]
 
 
 @dataclass(frozen=True)

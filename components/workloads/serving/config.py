@@ -15,7 +15,7 @@ from components.config_base import (
     release_image_problems,
     setting,
 )
-from components.gcp.config import TpuConfig
+from components.gcp.config import ClusterConfig, TpuConfig
 from components.platform.config import WORKLOAD_NAMESPACE, QueuesConfig
 from components.tpu import admission, sizing, topology
 from components.workloads import rules as workload_rules
@@ -81,6 +81,14 @@ XLA_CACHE_DIR = "xla_cache"
 # so neither the model servers nor the staging Job are widened for it.
 RESULTS_DIR = "results"
 BENCHMARK_SERVICE_ACCOUNT = "serving-benchmark"
+# A secret version as Secret Manager names it, the form the Secret Manager add-on's SecretProviderClass takes
+# (GoogleCloudPlatform/secrets-store-csi-driver-provider-gcp v1.15.0 config/config.go, Secret.ResourceName:
+# projects/*/secrets/*/versions/*): a secret ID of at most 255 letters, digits, hyphens and underscores
+# (Secret Manager API reference, CreateSecretRequest.secret_id), and a version number (they count from 1) or
+# the alias latest. The project is the stack's: it enables Secret Manager and grants on the secret there.
+SECRET_VERSION = re.compile(
+    r"projects/(?P<project>[^/]+)/secrets/(?P<secret>[A-Za-z0-9_-]{1,255})/versions/(?P<version>[1-9][0-9]*|latest)"
+)
 
 
 @dataclass(frozen=True)
@@ -199,7 +207,19 @@ class ServingConfig:
         WORKLOAD_NAMESPACE, "Serving namespace; must be one of queues.namespaces (its LocalQueue)."
     )
     hf_token: str = setting(
-        "", "Hugging Face token (set with --secret); empty means no token Secret is created.", secret=True
+        "",
+        "Hugging Face token (set with --secret), handed to the pods as the environment variable HF_TOKEN from a "
+        "Kubernetes Secret; empty means no token Secret is created. Refused on a production stack: use "
+        "serving.hfTokenSecretVersion.",
+        secret=True,
+    )
+    hf_token_secret_version: str = setting(
+        "",
+        "The Hugging Face token kept in Secret Manager instead: the secret version "
+        "projects/<project>/secrets/<secret>/versions/<number or latest>, in the stack's project. GKE's Secret "
+        "Manager add-on (cluster.secretManager) mounts it into the model servers and the staging Job as a file "
+        "(HF_TOKEN_PATH), never an environment variable; their accounts get roles/secretmanager.secretAccessor on "
+        "the secret. Not with serving.hfToken.",
     )
     model: ServingModelConfig = setting(ServingModelConfig(), "The model.")
     weights_bucket: WeightsBucketConfig = setting(WeightsBucketConfig(), "Cloud Storage bucket of the weights.")
@@ -271,6 +291,12 @@ def xla_cache_uri(serving: ServingConfig, project: str) -> str:
     return f"gs://{weights_bucket_name(serving, project)}/{XLA_CACHE_DIR}"
 
 
+def hf_token_secret(serving: ServingConfig) -> str:
+    """The Secret Manager secret of serving.hfTokenSecretVersion (``projects/<p>/secrets/<s>``): what its
+    readers are granted on, whatever the version."""
+    return serving.hf_token_secret_version.partition("/versions/")[0]
+
+
 def served_model_name(serving: ServingConfig) -> str:
     return serving.model.served_name or serving.model.id
 
@@ -299,7 +325,12 @@ def serving_workloads(serving: ServingConfig, queues: QueuesConfig) -> list[admi
 
 
 def validate_serving(
-    serving: ServingConfig, tpu: TpuConfig, queues: QueuesConfig, project: str, problems: Problems
+    serving: ServingConfig,
+    tpu: TpuConfig,
+    queues: QueuesConfig,
+    cluster: ClusterConfig,
+    project: str,
+    problems: Problems,
 ) -> None:
     if not serving.enabled:
         return
@@ -317,6 +348,7 @@ def validate_serving(
     _validate_model(serving, project, machine, shape, problems)
     _validate_pods(serving, machine, problems)
     _validate_staging(serving, problems)
+    _validate_token(serving, cluster, project, problems)
     _validate_front(serving, problems)
     if shape is not None and len(problems.items) == before:
         _validate_capacity(serving, tpu, queues, problems)
@@ -461,6 +493,43 @@ def _validate_staging(serving: ServingConfig, problems: Problems) -> None:
         )
 
 
+def _validate_token(serving: ServingConfig, cluster: ClusterConfig, project: str, problems: Problems) -> None:
+    """The Hugging Face token comes by one route: a Kubernetes Secret (serving.hfToken) or a Secret Manager file."""
+    version = serving.hf_token_secret_version
+    if not version:
+        return
+    key = "serving.hfTokenSecretVersion"
+    if serving.hf_token:
+        problems.add(
+            "serving.hfToken",
+            "is set, and so is serving.hfTokenSecretVersion: the pods would get the token twice, from a Kubernetes "
+            "Secret and from Secret Manager",
+            "keep the Secret Manager version and remove this one: `pulumi config rm --path serving.hfToken`",
+        )
+    named = SECRET_VERSION.fullmatch(version)
+    if named is None:
+        problems.add(
+            key,
+            f"{version!r} is not a Secret Manager secret version",
+            f"write projects/{project}/secrets/<secret>/versions/<number> (or versions/latest)",
+        )
+    elif named["project"] != project:
+        problems.add(
+            key,
+            f"names a secret of project {named['project']!r}, not of the stack's project {project!r}: the stack "
+            "enables Secret Manager and grants the pods' accounts on the secret in its own project only",
+            f"name a secret of {project} by that id, projects/{project}/secrets/<secret>/versions/<number> (not by "
+            f"the project's number), made with `gcloud secrets create <secret> --project {project}`",
+        )
+    if not cluster.existing.enabled and not cluster.secret_manager:
+        problems.add(
+            key,
+            "needs GKE's Secret Manager add-on, which mounts the secret into the pods, and cluster.secretManager is "
+            "false",
+            "set cluster.secretManager true",
+        )
+
+
 def _validate_front(serving: ServingConfig, problems: Problems) -> None:
     if not 1 <= serving.gateway.port <= 65535:
         problems.add("serving.gateway.port", f"{serving.gateway.port} is not a port", "use 1-65535, e.g. 80")
@@ -558,6 +627,9 @@ class ServingInput:
     staging_service_account_name: str  # the Job's: the one that writes the weights
     staging_image: str
     staging_timeout_minutes: int
+    # The Hugging Face token: "" hands the pods the optional Secret's HF_TOKEN (serving.hfToken, or none); a
+    # Secret Manager secret version mounts it as a file instead.
+    hf_token_secret_version: str
     skip_await: bool  # a control plane without workloads: Pulumi waits for no Gateway or Job
 
     @property
@@ -618,5 +690,6 @@ def serving_input(
         staging_service_account_name=serving.weights_staging.service_account_name,
         staging_image=mirrored_image(serving.weights_staging.image, mirror),
         staging_timeout_minutes=serving.weights_staging.timeout_minutes,
+        hf_token_secret_version=serving.hf_token_secret_version,
         skip_await=skip_await,
     )

@@ -47,6 +47,7 @@ SERVICE_ACCOUNT_FILE = "service-account.yaml"
 STAGING_SERVICE_ACCOUNT_FILE = "weights-staging-service-account.yaml"
 BENCHMARK_SERVICE_ACCOUNT_FILE = "benchmark-service-account.yaml"
 STAGING_JOB_FILE = "weights-staging-job.yaml"
+HF_TOKEN_PROVIDER_CLASS_FILE = "hf-token-secret-provider-class.yaml"
 STAGING_SCRIPT_FILE = "stage_weights.py"
 # Its libraries, every version with the sha256 of each wheel: the init container pip-installs them with --require-hashes.
 STAGING_REQUIREMENTS_FILE = "stage-weights-requirements.txt"
@@ -122,9 +123,36 @@ REPLACED_ON = [
     ),
 ]
 
-# Secrets and the router release.
-HF_TOKEN_SECRET_NAME = "llm-d-hf-token"  # the stack creates it only when serving.hfToken is set
+# The Hugging Face token reaches the model servers and the staging Job by one of two routes.
+# serving.hfToken: the Secret llm-d-hf-token (the stack creates it only when the setting is set), read by an
+# optional reference into the environment variable HF_TOKEN.
+HF_TOKEN_SECRET_NAME = "llm-d-hf-token"
 HF_TOKEN_SECRET_KEY = "HF_TOKEN"
+HF_TOKEN_ENV = "HF_TOKEN"
+# serving.hfTokenSecretVersion: no Secret and no variable holding the token. GKE's Secret Manager add-on mounts the
+# secret version as a file: a CSI volume of its driver, secrets-store-gke.csi.k8s.io, that names a
+# SecretProviderClass of its provider, gke (hf-token-secret-provider-class.yaml), read as the pod's own Kubernetes
+# service account through Workload Identity (GoogleCloudPlatform/accelerated-platforms 9320f3b2,
+# platforms/gke/base/core/huggingface/initialize: DEVELOPER.md and templates/secretproviderclass-huggingface-tokens;
+# the add-on is the open-source Secrets Store CSI driver and Google's provider, run by GKE). HF_TOKEN_PATH names
+# the file: huggingface_hub takes the token from HF_TOKEN, else from the file at HF_TOKEN_PATH (huggingface_hub
+# 2.4.0, the staging Job's pin: constants.py HF_TOKEN_PATH, utils/_auth.py get_token; the variable exists since
+# v0.23.0, huggingface/huggingface_hub#2185), and vLLM passes no token of its own unless --hf-token is given, so
+# huggingface_hub's lookup decides there too (vllm-tpu 0.20.0 and 0.21.0, either side of the image's vLLM:
+# vllm/config/model.py hf_token, vllm/transformers_utils/config.py). The staging program reads the same two
+# variables (stage_weights.py).
+HF_TOKEN_PATH_ENV = "HF_TOKEN_PATH"
+SECRET_MANAGER_CSI_DRIVER = "secrets-store-gke.csi.k8s.io"
+HF_TOKEN_PROVIDER_CLASS = "hf-token"
+HF_TOKEN_VOLUME = "hf-token"
+HF_TOKEN_DIR = "/var/run/secrets/huggingface.co"
+HF_TOKEN_FILE = "token"
+# The checkov check of secrets in environment variables (CIS GKE 4.4.1): its skip on the YAML bases holds only for
+# the Secret's HF_TOKEN, and goes with it.
+SECRET_ENV_CHECK = "CKV_K8S_35"
+CHECKOV_SKIP_PREFIX = "checkov.io/skip"
+
+# The router release.
 ROUTER_RELEASE_NAME = GUIDE  # names the InferencePool (and <release>-epp)
 # The label the chart selects its endpoint picker pods by, `llm-d-router-gateway: <release>-epp` (llm-d-router
 # v0.10.0 config/charts/routerlib/templates/_helpers.tpl: llm-d-router.selectorLabels, with the pool created;
@@ -154,6 +182,8 @@ class ServingObjects:
     staging_service_account: dict[str, Any] | None
     staging_job: dict[str, Any] | None
     benchmark_service_account: dict[str, Any]  # `make bench`'s Job runs as it: reads the tokenizer, writes results/
+    # What mounts the Secret Manager token into the pods (None: the token, if any, is the Secret's HF_TOKEN)
+    hf_token_provider_class: dict[str, Any] | None
 
 
 def serving_objects(spec: ServingInput) -> ServingObjects:
@@ -179,6 +209,11 @@ def serving_objects(spec: ServingInput) -> ServingObjects:
         ),
         staging_job=weights_staging_job(spec) if spec.stage_weights else None,
         benchmark_service_account=benchmark_service_account(spec.namespace),
+        hf_token_provider_class=(
+            hf_token_provider_class(spec.namespace, spec.hf_token_secret_version)
+            if spec.hf_token_secret_version
+            else None
+        ),
     )
 
 
@@ -187,7 +222,50 @@ def skip_await(manifest: dict[str, Any]) -> None:
     manifest["metadata"].setdefault("annotations", {})[SKIP_AWAIT_ANNOTATION] = "true"
 
 
-# --- Loading the bases ---------------------------------------------------------------------
+# --- The Hugging Face token ----------------------------------------------------------------
+
+
+def hf_token_provider_class(namespace: str, secret_version: str) -> dict[str, Any]:
+    """The SecretProviderClass that makes ``secret_version`` the file ``token`` of the pods' token volume."""
+    provider_class = _load_one(HF_TOKEN_PROVIDER_CLASS_FILE)
+    provider_class["metadata"].update(name=HF_TOKEN_PROVIDER_CLASS, namespace=namespace)
+    # The provider reads `secrets` as a YAML list in a string (config/config.go: Parse): written as data, not text.
+    objects = [{"resourceName": secret_version, "path": HF_TOKEN_FILE}]
+    provider_class["spec"]["parameters"]["secrets"] = yaml.safe_dump(objects, sort_keys=False)
+    return provider_class
+
+
+def hand_over_token(
+    metadata: dict[str, Any], pod_spec: dict[str, Any], container: dict[str, Any], spec: ServingInput
+) -> None:
+    """Give ``container`` the Hugging Face token of ``spec``: the optional Secret's HF_TOKEN, or with a Secret
+    Manager version the file HF_TOKEN_PATH names on the add-on's read-only volume, with no variable holding the
+    token (``metadata``: where the bases skip checkov's check of secrets in variables, dropped with the variable)."""
+    if not spec.hf_token_secret_version:
+        # Optional: weights and tokenizer come from gs://, so the token only matters for gated downloads from the
+        # Hub; the stack creates the Secret only when a token is configured.
+        token = {"secretKeyRef": {"name": HF_TOKEN_SECRET_NAME, "key": HF_TOKEN_SECRET_KEY, "optional": True}}
+        manifests.set_env(container, HF_TOKEN_ENV, {"valueFrom": token})
+        return
+    manifests.remove_env(container, HF_TOKEN_ENV)
+    manifests.set_env(container, HF_TOKEN_PATH_ENV, f"{HF_TOKEN_DIR}/{HF_TOKEN_FILE}")
+    volume = {
+        "name": HF_TOKEN_VOLUME,
+        "csi": {
+            "driver": SECRET_MANAGER_CSI_DRIVER,
+            "readOnly": True,
+            "volumeAttributes": {"secretProviderClass": HF_TOKEN_PROVIDER_CLASS},
+        },
+    }
+    pod_spec.setdefault("volumes", []).append(volume)
+    mount = {"name": HF_TOKEN_VOLUME, "mountPath": HF_TOKEN_DIR, "readOnly": True}
+    container.setdefault("volumeMounts", []).append(mount)
+    annotations = metadata.get("annotations") or {}
+    skips = [
+        k for k, v in annotations.items() if k.startswith(CHECKOV_SKIP_PREFIX) and v.startswith(f"{SECRET_ENV_CHECK}=")
+    ]
+    for key in skips:
+        del annotations[key]
 
 
 # --- Weights staging -----------------------------------------------------------------------
@@ -245,8 +323,7 @@ def weights_staging_job(spec: ServingInput) -> dict[str, Any]:
     manifests.set_env(stager, "MODEL_ID", spec.model_id)
     manifests.set_env(stager, "MODEL_REVISION", spec.model_revision)
     manifests.set_env(stager, "DESTINATION", spec.weights_uri)
-    token = {"secretKeyRef": {"name": HF_TOKEN_SECRET_NAME, "key": HF_TOKEN_SECRET_KEY, "optional": True}}
-    manifests.set_env(stager, "HF_TOKEN", {"valueFrom": token})
+    hand_over_token(job["metadata"], pod, stager, spec)
     if spec.skip_await:
         skip_await(job)
     return job
@@ -369,10 +446,7 @@ def leaderworkerset(spec: ServingInput, role: str) -> dict[str, Any]:
         container["image"] = spec.image
         resources = {TPU_RESOURCE: tpus, "cpu": spec.cpu, "memory": spec.memory}
         container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
-        # Optional: weights and tokenizer come from gs://, so the token only matters for gated
-        # downloads from the Hub; the stack creates the Secret only when a token is configured.
-        token = {"secretKeyRef": {"name": HF_TOKEN_SECRET_NAME, "key": HF_TOKEN_SECRET_KEY, "optional": True}}
-        manifests.set_env(container, "HF_TOKEN", {"valueFrom": token})
+        hand_over_token(metadata, pod_spec, container, spec)
         manifests.set_env(container, "VLLM_XLA_CACHE_PATH", {"value": spec.xla_cache_uri})
 
         if kind == "leaderTemplate":
