@@ -268,7 +268,8 @@ def build_policies(
         resource_policy(
             "namespaces-enforce-pod-security",
             "Every Namespace the stack makes carries the pod-security.kubernetes.io/enforce label at baseline or "
-            "restricted, and no Helm release makes its namespace itself, unlabelled (CIS GKE 4.2.1).",
+            "restricted (privileged on the node audit logging's alone), and no Helm release makes its namespace itself, "
+            "unlabelled (CIS GKE 4.2.1).",
             lambda r, _config, _stack: pod_security_problems(r.type, r.name, r.props),
             stack,
         ),
