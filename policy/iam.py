@@ -14,16 +14,24 @@ PROJECT_IAM_BINDING = "gcp:projects/iAMBinding:IAMBinding"
 PROJECT_IAM_POLICY = "gcp:projects/iAMPolicy:IAMPolicy"
 
 
+def _granted_roles(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
+    """The roles an IAM member, binding or policy resource grants; ValueError when a policy's document is none."""
+    if resource_type in (PROJECT_IAM_POLICY, REPOSITORY_IAM_POLICY):
+        return _policy_roles(get(props, "policyData", "", owner=name))
+    return [get(props, "role", "", owner=name)]
+
+
+def _unreadable(name: str) -> list[str]:
+    return [f"{name} has a policyData that is not a JSON policy document, so its roles cannot be checked"]
+
+
 def project_role_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
-    if resource_type in (PROJECT_IAM_MEMBER, PROJECT_IAM_BINDING):
-        roles = [get(props, "role", "", owner=name)]
-    elif resource_type == PROJECT_IAM_POLICY:
-        try:
-            roles = _policy_roles(get(props, "policyData", "", owner=name))
-        except ValueError:
-            return [f"{name} has a policyData that is not a JSON policy document, so its roles cannot be checked"]
-    else:
+    if resource_type not in (PROJECT_IAM_MEMBER, PROJECT_IAM_BINDING, PROJECT_IAM_POLICY):
         return []
+    try:
+        roles = _granted_roles(resource_type, name, props)
+    except ValueError:
+        return _unreadable(name)
     project = props.get("project") or "the provider's project"
     return [
         f"{name} grants {role} on project {project}: grant a narrower predefined role "
@@ -63,13 +71,10 @@ def registry_role_problems(resource_type: str, name: str, props: Mapping[str, An
     scope = _GRANT_TYPES.get(resource_type)
     if scope is None:
         return []
-    if resource_type in (PROJECT_IAM_POLICY, REPOSITORY_IAM_POLICY):
-        try:
-            roles = _policy_roles(get(props, "policyData", "", owner=name))
-        except ValueError:
-            return [f"{name} has a policyData that is not a JSON policy document, so its roles cannot be checked"]
-    else:
-        roles = [get(props, "role", "", owner=name)]
+    try:
+        roles = _granted_roles(resource_type, name, props)
+    except ValueError:
+        return _unreadable(name)
     where = props.get("repository") if scope == "repository" else props.get("project")
     return [
         f"{name} grants {role} on {scope} {where or 'of the provider'}: access to image repositories is read-only "
