@@ -271,8 +271,10 @@ PROD_IMAGE_SETTINGS = [
     "nodeAuditLogging.setupImage",
     "nodeAuditLogging.image",
 ]
-# Those of them that come by their tag: the staging image's default carries its digest (components/workloads/serving).
-PROD_TAG_ONLY = [key for key in PROD_IMAGE_SETTINGS if key != "serving.weightsStaging.image"]
+# Those of them that come by their tag: the staging image's and the node audit setup image's defaults carry their digest
+# (components/workloads/serving, components/operations).
+PROD_BY_DIGEST = ["serving.weightsStaging.image", "nodeAuditLogging.setupImage"]
+PROD_TAG_ONLY = [key for key in PROD_IMAGE_SETTINGS if key not in PROD_BY_DIGEST]
 REQUIRE_AS_PRODUCTION = {"images.requireDigests": None}  # the prod stack without its `requireDigests: false`
 DIGEST = "sha256:" + "e" * 64  # test data: no registry was asked
 
@@ -293,6 +295,13 @@ OPERATIONS_BAD_INPUTS += [
         "serving.weightsStaging.image",
         "has no digest, and a production stack pulls by digest",
         id="prod-staging-image-set-by-tag",
+    ),
+    pytest.param(
+        {**REQUIRE_AS_PRODUCTION, "nodeAuditLogging.setupImage": "docker.io/library/busybox:1.37.0"},
+        "prod",
+        "nodeAuditLogging.setupImage",
+        "has no digest, and a production stack pulls by digest",
+        id="prod-node-audit-setup-image-set-by-tag",
     ),
 ]
 OPERATIONS_BAD_INPUTS += [

@@ -104,7 +104,10 @@ def test_the_overlay_sets_both_images_and_the_cluster_the_entries_are_written_un
 def test_both_images_come_from_the_mirror_under_their_registry_and_path():
     built = node_audit_input(NodeAuditLoggingConfig(), ClusterConfig(), "us-central1", mirror=MIRROR)
     assert built.image == f"{MIRROR}/docker.io/fluent/fluent-bit:5.1.1"
-    assert built.setup_image == f"{MIRROR}/docker.io/library/busybox:1.37.0"
+    assert (
+        built.setup_image
+        == f"{MIRROR}/docker.io/library/busybox:1.37.0@sha256:9db7b59979c38555a39def84a31fb98b5296952f9e3afd4f6f11f05b07adfab0"
+    )
 
 
 def test_the_base_names_the_default_images_so_renovate_moves_both_pins_as_one():

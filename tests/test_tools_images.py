@@ -11,6 +11,8 @@ from tests.conftest import PROJECT_ROOT
 from tools import images
 
 MIRROR = "us-central1-docker.pkg.dev/my-org-artifacts/tpu-gke-mirror"
+# The node audit setup image, by the digest docker-library/repo-info records for its tag (01a70542).
+BUSYBOX = "docker.io/library/busybox:1.37.0@sha256:9db7b59979c38555a39def84a31fb98b5296952f9e3afd4f6f11f05b07adfab0"
 
 
 def listing(capsys: pytest.CaptureFixture[str], stack: str, stack_dir: Path = PROJECT_ROOT) -> list[str]:
@@ -30,13 +32,15 @@ def test_prod_lists_each_image_then_its_pin_then_its_copy_into_the_mirror(capsys
     ) in lines
     # The node audit logging's two images, which a production stack deploys, go into the mirror too.
     assert f"crane copy docker.io/fluent/fluent-bit:5.1.1 {MIRROR}/docker.io/fluent/fluent-bit:5.1.1" in lines
-    assert f"crane copy docker.io/library/busybox:1.37.0 {MIRROR}/docker.io/library/busybox:1.37.0" in lines
+    assert f"crane copy {BUSYBOX} {MIRROR}/docker.io/library/busybox:1.37.0" in lines
     pins = [line for line in lines if line.startswith("pulumi config set")]
     copies = [line for line in lines if line.startswith("crane copy")]
-    # Eleven images, each copied; ten to pin: the staging image's default carries its digest.
+    # Eleven images, each copied; nine to pin: the staging and node audit setup images' defaults carry their digest.
     assert len(copies) == 11
-    assert len(pins) == 10
-    assert not [line for line in pins if "serving.weightsStaging.image" in line]
+    assert len(pins) == 9
+    assert not [
+        line for line in pins if "serving.weightsStaging.image" in line or "nodeAuditLogging.setupImage" in line
+    ]
     assert lines.index(pins[-1]) < lines.index(copies[0]), "pin first, then copy by the pinned digest"
 
 
@@ -62,7 +66,7 @@ def test_a_stack_that_requires_digests_it_lacks_is_still_listed(capsys, tmp_path
     """The listing is what such a stack needs: the digest rule does not stop it (any other problem does)."""
     text = (PROJECT_ROOT / "Pulumi.prod.yaml").read_text()
     (tmp_path / "Pulumi.prod.yaml").write_text(text.replace("    requireDigests: false\n", ""))
-    assert len([line for line in listing(capsys, "prod", tmp_path) if line.startswith("pulumi config set")]) == 10
+    assert len([line for line in listing(capsys, "prod", tmp_path) if line.startswith("pulumi config set")]) == 9
     shutil.copy(PROJECT_ROOT / "Pulumi.dev.yaml", tmp_path / "Pulumi.bad.yaml")
     with (tmp_path / "Pulumi.bad.yaml").open("a") as out:
         out.write("  tpu-dynamic-slicing:images:\n    mirror: docker.io/my-org\n")
