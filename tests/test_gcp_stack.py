@@ -329,6 +329,27 @@ def test_kubernetes_provider_uses_the_cluster_kubeconfig(dev_run):
     assert {"gke-cluster", "system-pool"} <= set(provider.dependencies)
 
 
+UPSERT_EXISTING_ENV = "PULUMI_K8S_UPSERT_EXISTING_OBJECTS"
+EXISTING_CLUSTER = {
+    "cluster.existing": {"name": "team-cluster", "location": "us-central1"},
+    "dashboards.enabled": False,
+}
+
+
+@pytest.mark.parametrize("override", [{}, EXISTING_CLUSTER], ids=["own-cluster", "existing-cluster"])
+def test_the_kubernetes_provider_refuses_existing_objects_unless_a_recovery_turns_the_switch_on(override, monkeypatch):
+    """The program never sets the provider's upsertExistingObjects: a create refuses an object the cluster already
+    holds (the pinned provider's default), and the switch of docs/operations.md's recoveries,
+    PULUMI_K8S_UPSERT_EXISTING_OBJECTS=true, reaches the provider's config through the SDK."""
+    monkeypatch.delenv(UPSERT_EXISTING_ENV, raising=False)
+    (provider,) = run_stack(override).of_type("pulumi:providers:kubernetes")
+    assert "upsertExistingObjects" not in provider.inputs
+    monkeypatch.setenv(UPSERT_EXISTING_ENV, "true")
+    (provider,) = run_stack(override).of_type("pulumi:providers:kubernetes")
+    # Provider config travels as strings, and the provider takes exactly "true" (provider.go, upsertExistingObjects).
+    assert provider.input("upsertExistingObjects") == "true"
+
+
 def test_kubeconfig_authenticates_with_the_gke_plugin_and_stays_secret():
     run = run_stack(preview=False)
     assert run.outputs["kubeconfig"] == "[secret]"

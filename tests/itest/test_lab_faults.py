@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,11 @@ from tests.itest.faults import (
 from tests.itest.lab import PROJECT_NAME, REPO_ROOT, ControlPlane, KubeApi, PulumiHome, object_key
 
 FAULT_STACK = "faults"
+# The Kubernetes provider's switch that makes a create take over an object the cluster already holds (server-side
+# apply) instead of refusing it, as 4.29.0 and later do (docs/operations.md, When an operation fails halfway). The
+# lab's provider, 4.25.0, always takes over: the tests run the documented commands, switch included, and show that
+# they converge without creating any object twice, not the refusal.
+UPSERT_EXISTING_ENV = "PULUMI_K8S_UPSERT_EXISTING_OBJECTS"
 STAGING_JOB = "stage-model-weights"  # created after the queues and the checks, before the LeaderWorkerSets
 LEADER_WORKER_SETS = ("vllm-prefill", "vllm-decode")
 LOW_PRIORITY = "low-priority-1000"  # the WorkloadPriorityClass of queues.priorityClasses.low
@@ -207,6 +213,31 @@ def recovering_up(lab: Lab, name: str) -> tuple[Operation, float]:
     return operation, recovery
 
 
+@contextmanager
+def provider_switch(lab: Lab, name: str) -> Iterator[None]:
+    """``name=true`` for the commands run inside: to the CLI and its provider plugins (the workspace's environment)
+    and to the inline program, whose Kubernetes SDK reads the switch into the provider's config."""
+    env = lab.stack.workspace.env_vars
+    env[name] = "true"
+    os.environ[name] = "true"
+    try:
+        yield
+    finally:
+        env.pop(name, None)
+        os.environ.pop(name, None)
+
+
+def taking_over_up(lab: Lab, name: str) -> tuple[Operation, float]:
+    """The recovery of docs/operations.md for objects the cluster holds and the state does not: an `up` with the
+    provider's switch, which takes them over, then a plain `up`, which gives the switch back and creates nothing."""
+    began = time.monotonic()
+    with provider_switch(lab, UPSERT_EXISTING_ENV):
+        operation, _ = recovering_up(lab, f"{name}, {UPSERT_EXISTING_ENV}=true")
+    plain = lab.up(f"{name}, the switch given back")
+    assert not [u for u, op in plain.steps.items() if op in ("create", "replace", "delete")], plain.steps
+    return operation, time.monotonic() - began
+
+
 def assert_no_object_created_twice(lab: Lab, before: dict[str, str]) -> None:
     recreated = sorted(k for k, uid in before.items() if uids(lab).get(k) != uid)
     assert not recreated, f"objects created twice (a new uid after the recovery): {recreated}"
@@ -323,7 +354,7 @@ def test_a_kill_after_ctrl_c_leaves_a_pending_create_that_cancel_refresh_and_up_
     """Ctrl-C, then a kill before the CLI could cancel (SIGINT and SIGKILL back to back, as a CI runner
     stopping a job): the Job's create stays pending in the state and the lock stays; the API server
     finishes the create behind the dead CLI. Then the recovery of docs/operations.md, as written: `pulumi cancel`,
-    `pulumi refresh --clear-pending-creates`, `pulumi up`."""
+    `pulumi refresh --clear-pending-creates`, `PULUMI_K8S_UPSERT_EXISTING_OBJECTS=true pulumi up`, `pulumi up`."""
     lab.require("cancelled")
     result = interrupted_up(
         lab, webhook, "up (SIGINT then SIGKILL while the Job's create is in flight)", (signal.SIGINT, signal.SIGKILL)
@@ -348,8 +379,8 @@ def test_a_kill_after_ctrl_c_leaves_a_pending_create_that_cancel_refresh_and_up_
             clear_pending_creates=True, on_output=op.on_output, on_event=op.on_event, color="never"
         ),
     )
-    recovering_up(lab, "up (after the killed one)")
-    recovery = time.monotonic() - began  # cancel, refresh and up
+    taking_over_up(lab, "up (after the killed one)")
+    recovery = time.monotonic() - began  # cancel, refresh and both ups
 
     assert_no_object_created_twice(lab, before_uids)
     managed = assert_converged(lab, "after a killed up")
@@ -364,7 +395,12 @@ def test_a_kill_after_ctrl_c_leaves_a_pending_create_that_cancel_refresh_and_up_
         pending_creates=result["pending_creates"],
         job_created_behind_the_dead_cli=job_behind_the_cli,
         plugins_left_running_30s_after=result["plugins_left_running"],
-        recovery_steps=["pulumi cancel", "pulumi refresh --clear-pending-creates", "pulumi up"],
+        recovery_steps=[
+            "pulumi cancel",
+            "pulumi refresh --clear-pending-creates",
+            f"{UPSERT_EXISTING_ENV}=true pulumi up",
+            "pulumi up",
+        ],
         refresh_changes=refreshed.changed(),
     )
 
@@ -690,9 +726,10 @@ def test_destroy_of_a_cluster_that_is_gone_finishes_with_the_providers_switch_an
     assert f"tpu-drain-gate: cannot reach the API server {plane.server}" in text, text[-3000:]
     assert "says the cluster is gone" in text and "nothing holds on any more" not in text, text[-3000:]
     # The API server was only stopped, so every object is still in it: the switch took the state's word
-    # away, not the objects. An up adopts them (server-side apply) instead of creating them again.
+    # away, not the objects. The up with the provider's switch takes them over (server-side apply) instead of
+    # creating them again.
     assert uids(lab) == before, "objects changed while the state was dropped"
-    _, recovery = recovering_up(lab, "up (the cluster answers again)")
+    _, recovery = taking_over_up(lab, "up (the cluster answers again)")
     assert uids(lab) == before, "the up created objects again instead of adopting them"
     managed = assert_converged(lab, "after adopting the cluster's objects")
     record(
@@ -703,6 +740,7 @@ def test_destroy_of_a_cluster_that_is_gone_finishes_with_the_providers_switch_an
         len(managed),
         recovery,
         destroyed_after_seconds=round(destroyed_in, 1),
+        recovery_steps=[f"{UPSERT_EXISTING_ENV}=true pulumi up", "pulumi up"],
     )
 
 
