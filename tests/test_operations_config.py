@@ -271,9 +271,9 @@ PROD_IMAGE_SETTINGS = [
     "nodeAuditLogging.setupImage",
     "nodeAuditLogging.image",
 ]
-# Those of them that come by their tag: the staging image's and the node audit setup image's defaults carry their digest
-# (components/workloads/serving, components/operations).
-PROD_BY_DIGEST = ["serving.weightsStaging.image", "nodeAuditLogging.setupImage"]
+# Those of them that come by their tag: the JobSet controller's, the staging image's and the node audit setup image's
+# defaults carry their digest (components/platform, components/workloads/serving, components/operations).
+PROD_BY_DIGEST = ["platform.jobset.image", "serving.weightsStaging.image", "nodeAuditLogging.setupImage"]
 PROD_TAG_ONLY = [key for key in PROD_IMAGE_SETTINGS if key not in PROD_BY_DIGEST]
 REQUIRE_AS_PRODUCTION = {"images.requireDigests": None}  # the prod stack without its `requireDigests: false`
 DIGEST = "sha256:" + "e" * 64  # test data: no registry was asked

@@ -222,15 +222,20 @@ def test_slice_controller_image_can_be_pinned_by_digest():
     assert run.one(RELEASE, "slice-controller").input("values")["image"]["digest"] == digest
 
 
+# JobSet's controller comes by the digest its promotion to registry.k8s.io recorded (kubernetes/k8s.io#9456); the
+# others by their release tag until a stack pins them.
+JOBSET_DIGEST = "sha256:e75536f1135b7bb2f19f8c3b620782fbdd9091d73398e3a272f9a5fed322980d"
+
+
 @pytest.mark.parametrize(
-    "name, path, image",
+    "name, path, image, own_digest",
     [
-        ("jobset", ("image",), ("registry.k8s.io/jobset/jobset", "v0.12.0")),
-        ("kueue", ("controllerManager", "manager", "image"), ("registry.k8s.io/kueue/kueue", "v0.17.8")),
-        ("lws", ("image", "manager"), ("registry.k8s.io/lws/lws", "v0.10.0")),
+        ("jobset", ("image",), ("registry.k8s.io/jobset/jobset", "v0.12.0"), JOBSET_DIGEST),
+        ("kueue", ("controllerManager", "manager", "image"), ("registry.k8s.io/kueue/kueue", "v0.17.8"), None),
+        ("lws", ("image", "manager"), ("registry.k8s.io/lws/lws", "v0.10.0"), None),
     ],
 )
-def test_each_chart_s_controller_image_is_written_out_where_its_chart_reads_it(dev_run, name, path, image):
+def test_each_chart_s_controller_image_is_written_out_where_its_chart_reads_it(dev_run, name, path, image, own_digest):
     """The chart's own image at its release (as its packaging writes it), set in the values so the release shows
     it; a mirror takes its registry, and a digest rides in the tag (the charts read `<repository>:<tag>`)."""
 
@@ -239,7 +244,8 @@ def test_each_chart_s_controller_image_is_written_out_where_its_chart_reads_it(d
             values = values[key]
         return values
 
-    assert at(dev_run.one(RELEASE, name).input("values"), path) == {"repository": image[0], "tag": image[1]}
+    tag = f"{image[1]}@{own_digest}" if own_digest else image[1]
+    assert at(dev_run.one(RELEASE, name).input("values"), path) == {"repository": image[0], "tag": tag}
     digest = "sha256:" + "c" * 64
     key = {"lws": "leaderWorkerSet"}.get(name, name)
     mirrored = run_stack(
@@ -251,6 +257,15 @@ def test_each_chart_s_controller_image_is_written_out_where_its_chart_reads_it(d
     assert at(mirrored.one(RELEASE, name).input("values"), path) == {
         "repository": f"europe-docker.pkg.dev/my-org-artifacts/mirror/{image[0]}",
         "tag": f"{image[1]}@{digest}",
+    }
+
+
+def test_a_recorded_digest_belongs_to_its_release_only():
+    """JobSet moved to another release runs that release's tag, never the digest recorded for v0.12.0."""
+    run = run_stack({"platform.jobset.version": "0.12.1"})
+    assert run.one(RELEASE, "jobset").input("values")["image"] == {
+        "repository": "registry.k8s.io/jobset/jobset",
+        "tag": "v0.12.1",
     }
 
 

@@ -12,6 +12,8 @@ from tools import images
 
 MIRROR = "us-central1-docker.pkg.dev/my-org-artifacts/tpu-gke-mirror"
 # The node audit setup image, by the digest docker-library/repo-info records for its tag (01a70542).
+# JobSet's controller, by the digest its promotion to registry.k8s.io recorded (kubernetes/k8s.io#9456).
+JOBSET = "registry.k8s.io/jobset/jobset:v0.12.0@sha256:e75536f1135b7bb2f19f8c3b620782fbdd9091d73398e3a272f9a5fed322980d"
 BUSYBOX = "docker.io/library/busybox:1.37.0@sha256:9db7b59979c38555a39def84a31fb98b5296952f9e3afd4f6f11f05b07adfab0"
 
 
@@ -27,6 +29,7 @@ def test_prod_lists_each_image_then_its_pin_then_its_copy_into_the_mirror(capsys
         "pulumi config set --path platform.kueue.image registry.k8s.io/kueue/kueue:v0.17.8"
         "@$(crane digest registry.k8s.io/kueue/kueue:v0.17.8)"
     ) in lines
+    assert f"crane copy {JOBSET} {MIRROR}/registry.k8s.io/jobset/jobset:v0.12.0" in lines
     assert (
         f"crane copy tpuongke/kueue-slice-controller:v0.8.0-200 {MIRROR}/docker.io/tpuongke/kueue-slice-controller:v0.8.0-200"
     ) in lines
@@ -35,12 +38,12 @@ def test_prod_lists_each_image_then_its_pin_then_its_copy_into_the_mirror(capsys
     assert f"crane copy {BUSYBOX} {MIRROR}/docker.io/library/busybox:1.37.0" in lines
     pins = [line for line in lines if line.startswith("pulumi config set")]
     copies = [line for line in lines if line.startswith("crane copy")]
-    # Eleven images, each copied; nine to pin: the staging and node audit setup images' defaults carry their digest.
+    # Eleven images, each copied; eight to pin: the JobSet, staging and node audit setup images' defaults carry
+    # their digest.
     assert len(copies) == 11
-    assert len(pins) == 9
-    assert not [
-        line for line in pins if "serving.weightsStaging.image" in line or "nodeAuditLogging.setupImage" in line
-    ]
+    assert len(pins) == 8
+    by_default = ("platform.jobset.image", "serving.weightsStaging.image", "nodeAuditLogging.setupImage")
+    assert not [line for line in pins if any(f" {key} " in line for key in by_default)]
     assert lines.index(pins[-1]) < lines.index(copies[0]), "pin first, then copy by the pinned digest"
 
 
@@ -66,7 +69,7 @@ def test_a_stack_that_requires_digests_it_lacks_is_still_listed(capsys, tmp_path
     """The listing is what such a stack needs: the digest rule does not stop it (any other problem does)."""
     text = (PROJECT_ROOT / "Pulumi.prod.yaml").read_text()
     (tmp_path / "Pulumi.prod.yaml").write_text(text.replace("    requireDigests: false\n", ""))
-    assert len([line for line in listing(capsys, "prod", tmp_path) if line.startswith("pulumi config set")]) == 9
+    assert len([line for line in listing(capsys, "prod", tmp_path) if line.startswith("pulumi config set")]) == 8
     shutil.copy(PROJECT_ROOT / "Pulumi.dev.yaml", tmp_path / "Pulumi.bad.yaml")
     with (tmp_path / "Pulumi.bad.yaml").open("a") as out:
         out.write("  tpu-dynamic-slicing:images:\n    mirror: docker.io/my-org\n")
@@ -77,4 +80,4 @@ def test_a_stack_that_requires_digests_it_lacks_is_still_listed(capsys, tmp_path
 def test_without_a_mirror_there_is_nothing_to_copy(capsys):
     lines = listing(capsys, "dev")
     assert not [line for line in lines if line.startswith("crane copy")]
-    assert len([line for line in lines if line.startswith("pulumi config set")]) == 8
+    assert len([line for line in lines if line.startswith("pulumi config set")]) == 7

@@ -38,8 +38,9 @@ class HelmChartConfig:
     namespace: str = setting(doc="Namespace of the release.")
     image: str = setting(
         "",
-        "Controller image pinned by digest; empty means the chart's own, `<its repository>:v<version>` (docs/security.md, "
-        "Supply chain). Set `<that image>@sha256:<digest>`; the tag stays the chart's release.",
+        "Controller image pinned by digest; empty means the chart's own, `<its repository>:v<version>`, by digest where "
+        "the program records that release's digest (docs/security.md, Supply chain). Set `<that image>@sha256:<digest>`; "
+        "the tag stays the chart's release.",
     )
 
 
@@ -97,14 +98,32 @@ CHART_IMAGES = {
 }
 
 
+# The controller images whose digest an upstream source records, each at its release: a chart at that version runs
+# its image by that digest, in every stack (a chart moved to another version runs the new release's tag until its
+# digest is written here, or in the stack's platform.<chart>.image). JobSet v0.12.0: the multi-platform index its
+# promotion to registry.k8s.io recorded (kubernetes/k8s.io pull request #9456, merged 2026-05-08, which adds it under
+# `jobset` to registry.k8s.io/images/k8s-staging-jobset/images.yaml; the release issue kubernetes-sigs/jobset#1213
+# shows the same index, for linux amd64, arm64 and s390x). The promoter copies an image by that digest, so
+# registry.k8s.io serves it under it. Kueue's and LeaderWorkerSet's promotions name no digest of their controller
+# image that could be read here. Renovate moves each with its chart (renovate.json, the JobSet group).
+RELEASE_IMAGES_BY_DIGEST = (
+    "registry.k8s.io/jobset/jobset:v0.12.0@sha256:e75536f1135b7bb2f19f8c3b620782fbdd9091d73398e3a272f9a5fed322980d",
+)
+
+
 def chart_own_image(key: str, chart: HelmChartConfig) -> ImageReference:
     """The controller image the chart under ``platform.<key>`` runs by itself: its repository at the release's tag."""
     return ImageReference(CHART_IMAGES[key].repository, f"v{chart.version.removeprefix('v')}")
 
 
 def chart_image(key: str, chart: HelmChartConfig) -> str:
-    """The controller image of the chart under ``platform.<key>``: the override, or the chart's own."""
-    return chart.image or str(chart_own_image(key, chart))
+    """The controller image of the chart under ``platform.<key>``: the override, or the chart's own (by its digest
+    when RELEASE_IMAGES_BY_DIGEST records that release)."""
+    if chart.image:
+        return chart.image
+    own = chart_own_image(key, chart)
+    recorded = [ImageReference.parse(image) for image in RELEASE_IMAGES_BY_DIGEST]
+    return next((str(image) for image in recorded if (image.name, image.tag) == (own.name, own.tag)), str(own))
 
 
 def slice_controller_image(controller: SliceControllerConfig) -> str:
