@@ -5,6 +5,7 @@ import re
 import pytest
 import yaml
 
+from components.gcp.cluster import UPSERT_EXISTING_ENV, upsert_switch_warning
 from components.gcp.project_services import REQUIRED_APIS, SECRET_MANAGER_API
 from tests.conftest import PROJECT_ROOT, as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
 from tools import render
@@ -329,7 +330,6 @@ def test_kubernetes_provider_uses_the_cluster_kubeconfig(dev_run):
     assert {"gke-cluster", "system-pool"} <= set(provider.dependencies)
 
 
-UPSERT_EXISTING_ENV = "PULUMI_K8S_UPSERT_EXISTING_OBJECTS"
 EXISTING_CLUSTER = {
     "cluster.existing": {"name": "team-cluster", "location": "us-central1"},
     "dashboards.enabled": False,
@@ -340,14 +340,30 @@ EXISTING_CLUSTER = {
 def test_the_kubernetes_provider_refuses_existing_objects_unless_a_recovery_turns_the_switch_on(override, monkeypatch):
     """The program never sets the provider's upsertExistingObjects: a create refuses an object the cluster already
     holds (the pinned provider's default), and the switch of docs/operations.md's recoveries,
-    PULUMI_K8S_UPSERT_EXISTING_OBJECTS=true, reaches the provider's config through the SDK."""
+    PULUMI_K8S_UPSERT_EXISTING_OBJECTS=true, reaches the provider's config through the SDK, said at every preview."""
     monkeypatch.delenv(UPSERT_EXISTING_ENV, raising=False)
-    (provider,) = run_stack(override).of_type("pulumi:providers:kubernetes")
+    run = run_stack(override)
+    (provider,) = run.of_type("pulumi:providers:kubernetes")
     assert "upsertExistingObjects" not in provider.inputs
+    assert not [w for w in run.warnings if UPSERT_EXISTING_ENV in w]
     monkeypatch.setenv(UPSERT_EXISTING_ENV, "true")
-    (provider,) = run_stack(override).of_type("pulumi:providers:kubernetes")
+    run = run_stack(override)
+    (provider,) = run.of_type("pulumi:providers:kubernetes")
     # Provider config travels as strings, and the provider takes exactly "true" (provider.go, upsertExistingObjects).
     assert provider.input("upsertExistingObjects") == "true"
+    (warned,) = [w for w in run.warnings if UPSERT_EXISTING_ENV in w]
+    assert "then run a plain `pulumi up`" in warned
+
+
+@pytest.mark.parametrize("value", ["true", "1", "T", "True", "false", "0", "yes", "on", ""])
+def test_the_preview_warns_of_the_switch_exactly_when_the_sdk_turns_it_on(value, monkeypatch):
+    """The warning reads the variable as the SDK does: warned if and only if the provider gets the switch on."""
+    monkeypatch.setenv(UPSERT_EXISTING_ENV, value)
+    run = run_stack()
+    (provider,) = run.of_type("pulumi:providers:kubernetes")
+    switched_on = provider.inputs.get("upsertExistingObjects") == "true"
+    assert bool([w for w in run.warnings if UPSERT_EXISTING_ENV in w]) == switched_on
+    assert upsert_switch_warning({UPSERT_EXISTING_ENV: value}) is not None or not switched_on
 
 
 def test_kubeconfig_authenticates_with_the_gke_plugin_and_stays_secret():

@@ -18,6 +18,8 @@ DesiredIntraNodeVisibilityConfig).
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -286,12 +288,10 @@ class Cluster(pulumi.ComponentResource):
         # rotation changes the kubeconfig, and without a fixed identifier the provider (and with it
         # every in-cluster object, Kueue's CRDs and queue state included) would be replaced.
         self.cluster_identifier = cluster_identifier(args.project, args.region, args.name)
-        self.provider = k8s.Provider(
-            "gke",
-            kubeconfig=self.kubeconfig,
-            cluster_identifier=self.cluster_identifier,
-            enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(
+        self.provider = kubernetes_provider(
+            self.kubeconfig,
+            self.cluster_identifier,
+            pulumi.ResourceOptions(
                 parent=self, depends_on=[self.system_pool, *([self.mirror_reader] if self.mirror_reader else [])]
             ),
         )
@@ -395,6 +395,36 @@ def _dns_endpoint(config: gcp.container.outputs.ClusterControlPlaneEndpointsConf
     if config is None or config.dns_endpoint_config is None or not config.dns_endpoint_config.endpoint:
         raise ValueError("GKE gave the cluster no DNS-based endpoint")
     return config.dns_endpoint_config.endpoint
+
+
+# The Kubernetes provider's switch that makes a create take over an object of the same name the cluster already holds
+# (server-side apply) instead of refusing it, as pulumi-kubernetes 4.29.0 and later do (CHANGELOG.md 4.29.0, #2926).
+# The program never sets it: the variable decides, read by the SDK into the provider's config (as Go's strconv reads
+# a bool: pulumi_kubernetes/_utilities.py get_env_bool). It belongs to the recoveries of docs/operations.md only.
+UPSERT_EXISTING_ENV = "PULUMI_K8S_UPSERT_EXISTING_OBJECTS"
+_SDK_TRUE = ("1", "t", "T", "true", "TRUE", "True")
+
+
+def upsert_switch_warning(environ: Mapping[str, str]) -> str | None:
+    """What the preview says while the switch is on: every create then takes over what it finds."""
+    if environ.get(UPSERT_EXISTING_ENV) not in _SDK_TRUE:
+        return None
+    return (
+        f"{UPSERT_EXISTING_ENV} is on: every Kubernetes object this `up` creates takes over an object of the same name "
+        "that the cluster already holds, where the provider would refuse it. Keep it to the recovery `up` of "
+        "docs/operations.md (When an operation fails halfway), then run a plain `pulumi up`, which turns it off in "
+        "the state"
+    )
+
+
+def kubernetes_provider(kubeconfig: pulumi.Input[str], identifier: str, opts: pulumi.ResourceOptions) -> k8s.Provider:
+    """The provider of the Kubernetes layer: server-side apply, a fixed cluster identifier (a new kubeconfig updates
+    it in place, never replacing every object), and the refusal of existing objects unless the switch is on."""
+    if warning := upsert_switch_warning(os.environ):
+        pulumi.log.warn(warning)
+    return k8s.Provider(
+        "gke", kubeconfig=kubeconfig, cluster_identifier=identifier, enable_server_side_apply=True, opts=opts
+    )
 
 
 def cluster_identifier(project: str, region: str, name: str) -> str:

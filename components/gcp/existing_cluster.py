@@ -13,9 +13,8 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_gcp as gcp
-import pulumi_kubernetes as k8s
 
-from components.gcp.cluster import build_kubeconfig, cluster_identifier
+from components.gcp.cluster import build_kubeconfig, cluster_identifier, kubernetes_provider
 
 
 @dataclass(frozen=True)
@@ -51,13 +50,7 @@ class ExistingCluster(pulumi.ComponentResource):
             self.endpoint = reached.apply(lambda pair: pair[0])
         self.kubeconfig = kubeconfig
         self.cluster_identifier = identifier
-        self.provider = k8s.Provider(
-            "gke",
-            kubeconfig=kubeconfig,
-            cluster_identifier=identifier,
-            enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        self.provider = kubernetes_provider(kubeconfig, identifier, pulumi.ResourceOptions(parent=self))
         self.name: pulumi.Output[str] = pulumi.Output.from_input(args.name)
         # GKE's pool is the project's: bindings to it are the same as on a cluster of this stack.
         self.workload_pool: pulumi.Output[str] = pulumi.Output.from_input(f"{args.project}.svc.id.goog")
