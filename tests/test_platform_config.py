@@ -2,6 +2,8 @@
 
 import pytest
 
+from components.config_base import ImageReference
+from components.platform.config import RELEASE_IMAGES, PlatformConfig, chart_image, chart_own_image
 from tests.conftest import assert_bad_input
 
 PLATFORM_BAD_INPUTS = [
@@ -145,3 +147,14 @@ def test_bad_platform_input_names_its_key_and_registers_nothing(override, key, f
 
 def test_the_saxml_cell_may_not_share_the_jobset_controllers_namespace():
     assert_bad_input({"saxml.namespace": "jobset-system"}, "saxml.namespace", "platform.jobset release", stack="saxml")
+
+
+@pytest.mark.parametrize("key", ["jobset", "kueue", "leaderWorkerSet"])
+def test_each_pinned_release_writes_its_controller_image_once_at_that_release(key):
+    """RELEASE_IMAGES holds each default chart's controller image at the chart's release, once: a chart moved without
+    its image would run the new tag (by design), but the default stack would then lose the digest Renovate pins."""
+    chart = getattr(PlatformConfig(), {"leaderWorkerSet": "leader_worker_set"}.get(key, key))
+    own = chart_own_image(key, chart)
+    (written,) = [i for i in RELEASE_IMAGES if ImageReference.parse(i).name == own.name]
+    assert ImageReference.parse(written).tag == own.tag
+    assert chart_image(key, chart) == written

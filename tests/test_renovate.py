@@ -418,6 +418,86 @@ def test_the_model_of_renovate_is_renovates_own_extraction(tmp_path: Path):
     assert real - model == set(), "Renovate extracts, but the model does not"
 
 
+# ---- digests: pinned by Renovate where the tree writes an image in full --------------------------------------------
+PIN_DRIVER = PROJECT_ROOT / "tests" / "renovate_pin.mjs"
+
+
+def pinned_by_renovate(tree: Any) -> list[pins.Dep]:
+    """The tag-only images the pin rule covers: Renovate adds each one's digest on its first run."""
+    _, deps, _ = tree
+    cfg = config()
+    return [d for d in deps if pins.settings(cfg, d).get("pinDigests") and not d.current_digest]
+
+
+def test_every_image_renovate_pins_comes_from_a_manager_that_can_write_the_digest(tree):
+    """A pin adds a digest the match does not hold: only a manager whose autoReplaceStringTemplate writes the match
+    back whole can do it (without one, Renovate's replace fails: the next test shows it on the real files)."""
+    cfg = config()
+    pinned = pinned_by_renovate(tree)
+    assert {d.dep_name for d in pinned} >= {
+        "docker.io/fluent/fluent-bit",
+        "docker.io/vllm/vllm-tpu",
+        "us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu",
+        "registry.k8s.io/kueue/kueue",
+        "registry.k8s.io/lws/lws",
+    }
+    for dep in pinned:
+        index = int(dep.source.removeprefix("customManagers[").removesuffix("]"))
+        assert "autoReplaceStringTemplate" in cfg["customManagers"][index], dep
+    _, deps, _ = tree
+    unpinned = {d.dep_name for d in deps if d.file.startswith("components/") and d.dep_name and d not in pinned}
+    assert "tpuongke/kueue-slice-controller" in unpinned
+    assert not [
+        d
+        for d in deps
+        if d.dep_name
+        and d.dep_name.startswith("us-docker.pkg.dev/cloud-tpu-images/inference")
+        and pins.settings(cfg, d).get("pinDigests")
+    ]
+
+
+def renovate_pins(root: Path, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if not (NODE.exists() and DIST.exists()):
+        pytest.fail(f"Renovate is not installed in {TOOLS / 'node_modules'}: run {INSTALL}")
+    result = subprocess.run(
+        [str(NODE), str(PIN_DRIVER), str(DIST), str(root)],
+        input=json.dumps(jobs),
+        env={"PATH": os.environ.get("PATH", ""), "NO_COLOR": "1", "LOG_LEVEL": "fatal"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    done: list[dict[str, Any]] = json.loads(result.stdout)
+    return done
+
+
+def test_renovate_s_own_pin_adds_the_digest_to_each_image_and_changes_nothing_else(tree, tmp_path: Path):
+    """Renovate's extraction and auto-replace (its own code, offline, the digest given as test data) on a copy of each
+    file: each tag-only image the pin rule covers gets `@<digest>` after its tag, and the file changes nowhere else.
+    The same pin without the manager's template fails, as Renovate fails it."""
+    cfg = config()
+    pinned = pinned_by_renovate(tree)
+    root = tmp_path / "tree"
+    for file in {d.file for d in pinned}:
+        (root / file).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(PROJECT_ROOT / file, root / file)
+
+    def job(dep: pins.Dep, manager: dict[str, Any]) -> dict[str, Any]:
+        return {"file": dep.file, "manager": manager, "depName": dep.dep_name, "digest": DIGEST}
+
+    managers = [cfg["customManagers"][int(d.source.removeprefix("customManagers[").removesuffix("]"))] for d in pinned]
+    done = renovate_pins(root, [job(d, m) for d, m in zip(pinned, managers, strict=True)])
+    for dep, result in zip(pinned, done, strict=True):
+        original = (PROJECT_ROOT / dep.file).read_text()
+        literal = f'"{dep.dep_name}:{dep.current_value}"'
+        assert original.count(literal) == 1, literal
+        assert result["content"] == original.replace(literal, f'"{dep.dep_name}:{dep.current_value}@{DIGEST}"'), dep
+    bare = {k: v for k, v in managers[0].items() if k != "autoReplaceStringTemplate"}
+    (failed,) = renovate_pins(root, [job(pinned[0], bare)])
+    assert failed["content"] is None
+
+
 # ---- what moves together, and what never automerges -----------------------------------------------------------
 def branch(cfg: dict[str, Any], dep: pins.Dep) -> str:
     """Renovate's branch for the dependency's update: its group, else its name (one PR per name, all files)."""

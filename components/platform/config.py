@@ -98,16 +98,20 @@ CHART_IMAGES = {
 }
 
 
-# The controller images whose digest an upstream source records, each at its release: a chart at that version runs
-# its image by that digest, in every stack (a chart moved to another version runs the new release's tag until its
-# digest is written here, or in the stack's platform.<chart>.image). JobSet v0.12.0: the multi-platform index its
-# promotion to registry.k8s.io recorded (kubernetes/k8s.io pull request #9456, merged 2026-05-08, which adds it under
-# `jobset` to registry.k8s.io/images/k8s-staging-jobset/images.yaml; the release issue kubernetes-sigs/jobset#1213
-# shows the same index, for linux amd64, arm64 and s390x). The promoter copies an image by that digest, so
-# registry.k8s.io serves it under it. Kueue's and LeaderWorkerSet's promotions name no digest of their controller
-# image that could be read here. Renovate moves each with its chart (renovate.json, the JobSet group).
-RELEASE_IMAGES_BY_DIGEST = (
+# The controller image of each pinned release, written in full so that Renovate pins it by digest (renovate.json: the
+# pin rule of components/**.py) and moves it with its chart (the JobSet, Kueue and LeaderWorkerSet groups). A chart at
+# that version runs the image as written here, by its digest once it has one; a chart moved to another version runs
+# the new release's tag until this list follows (Renovate's group PR moves both) or the stack's platform.<chart>.image
+# pins it. JobSet v0.12.0's digest: the multi-platform index its promotion to registry.k8s.io recorded
+# (kubernetes/k8s.io pull request #9456, merged 2026-05-08, which adds it under `jobset` to
+# registry.k8s.io/images/k8s-staging-jobset/images.yaml; the release issue kubernetes-sigs/jobset#1213 shows the same
+# index, for linux amd64, arm64 and s390x). The promoter copies an image by that digest, so registry.k8s.io serves it
+# under it. Kueue's and LeaderWorkerSet's promotions name no digest of their controller image that could be read here:
+# Renovate's first pin writes it.
+RELEASE_IMAGES = (
     "registry.k8s.io/jobset/jobset:v0.12.0@sha256:e75536f1135b7bb2f19f8c3b620782fbdd9091d73398e3a272f9a5fed322980d",
+    "registry.k8s.io/kueue/kueue:v0.17.8",
+    "registry.k8s.io/lws/lws:v0.10.0",
 )
 
 
@@ -117,12 +121,12 @@ def chart_own_image(key: str, chart: HelmChartConfig) -> ImageReference:
 
 
 def chart_image(key: str, chart: HelmChartConfig) -> str:
-    """The controller image of the chart under ``platform.<key>``: the override, or the chart's own (by its digest
-    when RELEASE_IMAGES_BY_DIGEST records that release)."""
+    """The controller image of the chart under ``platform.<key>``: the override, or the chart's own (as RELEASE_IMAGES
+    writes it, digest included, when that is its release)."""
     if chart.image:
         return chart.image
     own = chart_own_image(key, chart)
-    recorded = [ImageReference.parse(image) for image in RELEASE_IMAGES_BY_DIGEST]
+    recorded = [ImageReference.parse(image) for image in RELEASE_IMAGES]
     return next((str(image) for image in recorded if (image.name, image.tag) == (own.name, own.tag)), str(own))
 
 
