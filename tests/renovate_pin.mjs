@@ -1,9 +1,11 @@
-// Renovate's own digest pin of a dependency, offline: its extraction of the file with the custom manager, then its
-// auto-replace (workers/repository/update/branch/auto-replace.js doAutoReplace) of a `pin` update that adds a digest.
+// Renovate's own digest pins of a file, offline: its extraction of the file (a custom regex manager's, or a built-in
+// manager's), then its auto-replace (workers/repository/update/branch/auto-replace.js doAutoReplace) of a `pin` update
+// for each dependency named, one after the other on the file as it goes, as Renovate's branch worker applies them.
 // Test data only: the digest is given, no registry is asked. Used by tests/test_renovate.py.
 //
-// node renovate_pin.mjs <renovate dist dir> <tree root>   (stdin: JSON list of {file, manager, depName, digest})
-// stdout: JSON list of {file, depName, content} (content null when Renovate's replace failed), the tree unchanged.
+// node renovate_pin.mjs <renovate dist dir> <tree root>
+// stdin: JSON list of {file, manager, config, depNames, digest}
+// stdout: JSON list of {file, content, pinned} (content null when Renovate's replace failed); the tree is left as it was.
 import { readFileSync, writeFileSync } from "node:fs";
 
 const [dist, root] = process.argv.slice(2);
@@ -12,27 +14,28 @@ const { extractPackageFile } = await import(`${dist}/modules/manager/index.js`);
 const { doAutoReplace } = await import(`${dist}/workers/repository/update/branch/auto-replace.js`);
 GlobalConfig.set({ localDir: root });
 
-const jobs = JSON.parse(readFileSync(0, "utf8"));
 const results = [];
-for (const { file, manager, depName, digest } of jobs) {
+for (const { file, manager, config, depNames, digest } of JSON.parse(readFileSync(0, "utf8"))) {
   const path = `${root}/${file}`;
   const original = readFileSync(path, "utf8");
-  const extracted = await extractPackageFile("regex", original, file, manager);
-  const depIndex = (extracted?.deps ?? []).findIndex((d) => d.depName === depName && !d.currentDigest);
-  let content = null;
-  if (depIndex >= 0) {
-    const dep = extracted.deps[depIndex];
+  const extracted = await extractPackageFile(manager, original, file, config);
+  let content = original;
+  let pinned = 0;
+  for (const [depIndex, dep] of (extracted?.deps ?? []).entries()) {
+    if (!depNames.includes(dep.depName) || dep.currentDigest) continue;
     const upgrade = {
-      ...manager, ...dep, depIndex, manager: "regex", packageFile: file,
+      ...config, ...dep, depIndex, manager, packageFile: file,
       newValue: dep.currentValue, newDigest: digest, updateType: "pin", isPinDigest: true,
     };
     try {
-      content = await doAutoReplace(upgrade, original, false);
+      content = await doAutoReplace(upgrade, content, false, pinned === 0);
+      pinned += 1;
     } catch {
       content = null; // Renovate's WORKER_FILE_UPDATE_FAILED
+      break;
     }
   }
   writeFileSync(path, original); // doAutoReplace writes into the tree as it searches
-  results.push({ file, depName, content });
+  results.push({ file, content, pinned });
 }
 process.stdout.write(JSON.stringify(results));
