@@ -13,7 +13,7 @@ import json
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -294,6 +294,16 @@ class ImageReference:
 
     def __str__(self) -> str:
         return self.name + self.tag_and_digest
+
+
+def written_release_image(images: Iterable[str], repository: str, tag: str) -> str | None:
+    """The image of ``images`` (each written in full, a digest once Renovate pins it) that is ``repository`` at
+    ``tag``, or None: a release's own image as the program writes it down."""
+    for image in images:
+        reference = ImageReference.parse(image)
+        if (reference.name, reference.tag) == (repository, tag):
+            return image
+    return None
 
 
 def release_image_problems(image: str, name: str, tag: str, release: str) -> list[str]:

@@ -2,7 +2,8 @@
 
 import pytest
 
-from components.config_base import ConfigError
+from components.config_base import ConfigError, ImageReference
+from components.workloads.serving import config as serving_config
 from tests.conftest import as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
 from tools.mock_engine import run_program
 
@@ -311,3 +312,23 @@ def test_on_a_cluster_made_elsewhere_the_add_on_is_its_owner_s():
     existing = {"cluster.existing": {"name": "team-cluster", "location": "us-central1"}}
     run = run_stack({**existing, "serving.hfTokenSecretVersion": f"{TOKEN_SECRET}/versions/1"})
     assert [r.name for r in run.registrations if r.type.endswith(":SecretProviderClass")] == ["hf-token"]
+
+
+def test_the_router_release_s_images_are_written_once_at_the_router_s_version():
+    """ROUTER_RELEASE_IMAGES holds the endpoint picker and the P/D sidecar at ROUTER_VERSION, once each: a router moved
+    without them would run the new tags (by design), but the default stack would lose the digests Renovate pins."""
+    written = [ImageReference.parse(i) for i in serving_config.ROUTER_RELEASE_IMAGES]
+    assert [w.name for w in written] == [
+        serving_config.ENDPOINT_PICKER_REPOSITORY,
+        serving_config.ROUTING_SIDECAR_REPOSITORY,
+    ]
+    assert {w.tag for w in written} == {serving_config.ROUTER_VERSION}
+    defaults = serving_config.ServingConfig()
+    assert serving_config.endpoint_picker_image(defaults) == serving_config.ROUTER_RELEASE_IMAGES[0]
+    assert serving_config.routing_sidecar_image(defaults) == serving_config.ROUTER_RELEASE_IMAGES[1]
+
+
+def test_a_router_of_another_release_runs_that_release_s_tags():
+    assert serving_config.router_release_image(serving_config.ENDPOINT_PICKER_REPOSITORY, "v0.11.0") == (
+        "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.11.0"
+    )

@@ -21,6 +21,7 @@ from components.config_base import (
     release_image_problems,
     setting,
     snake,
+    written_release_image,
 )
 from components.gcp.config import ClusterConfig, GkeVersion, TpuConfig
 from components.tpu import topology
@@ -126,8 +127,7 @@ def chart_image(key: str, chart: HelmChartConfig) -> str:
     if chart.image:
         return chart.image
     own = chart_own_image(key, chart)
-    recorded = [ImageReference.parse(image) for image in RELEASE_IMAGES]
-    return next((str(image) for image in recorded if (image.name, image.tag) == (own.name, own.tag)), str(own))
+    return written_release_image(RELEASE_IMAGES, own.name, own.tag) or str(own)
 
 
 def slice_controller_image(controller: SliceControllerConfig) -> str:

@@ -8,12 +8,14 @@ from dataclasses import dataclass
 
 from components.config_base import (
     EXACT_VERSION,
+    ImageReference,
     Problems,
     image_pin_problem,
     is_k8s_name,
     mirrored_image,
     release_image_problems,
     setting,
+    written_release_image,
 )
 from components.gcp.config import ClusterConfig, NetworkConfig, TpuConfig
 from components.platform.config import WORKLOAD_NAMESPACE, QueuesConfig
@@ -56,11 +58,17 @@ VLLM_IMAGE = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26"
 # llm-d-router-disagg-sidecar, IMAGE_REGISTRY ghcr.io/llm-d), so the sidecar's tag is the router's
 # version, never a second setting.
 ROUTER_VERSION = "v0.10.0"
-ROUTING_SIDECAR_REPOSITORY = "ghcr.io/llm-d/llm-d-router-disagg-sidecar"
-# The endpoint picker the chart runs: router.epp.image {registry, repository, tag} (llm-d-router v0.10.0
-# config/charts/routerlib/values.yaml: ghcr.io/llm-d, llm-d-router-endpoint-picker, and the floating tag main, which
-# router-values.yaml replaces by the release), read as `<registry>/<repository>:<tag>` (templates/_deployment.yaml).
-ENDPOINT_PICKER_REPOSITORY = "ghcr.io/llm-d/llm-d-router-endpoint-picker"
+# The release's two images, written in full so that Renovate pins each by digest and moves it with the router
+# (renovate.json: the pin rule of components/**.py, the llm-d router group); a stack at that release runs them as
+# written here, by their digest once they have one. The endpoint picker the chart runs: router.epp.image {registry,
+# repository, tag} (llm-d-router v0.10.0 config/charts/routerlib/values.yaml: ghcr.io/llm-d,
+# llm-d-router-endpoint-picker, and the floating tag main, which router-values.yaml replaces by the release), read as
+# `<registry>/<repository>:<tag>` (templates/_deployment.yaml). Then the P/D sidecar.
+ROUTER_RELEASE_IMAGES = (
+    "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0",
+    "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0",
+)
+ENDPOINT_PICKER_REPOSITORY, ROUTING_SIDECAR_REPOSITORY = (ImageReference.parse(i).name for i in ROUTER_RELEASE_IMAGES)
 # The weights-staging Job pip-installs its hash-pinned libraries (wheels only) into the official python
 # image at a patch release, then runs the program on them. By digest: the multi-platform index Docker Hub served
 # for this tag, as docker-library/repo-info records it (commit bc9bbb47fc709dc4b29d3b128d66823b953b97a7,
@@ -180,8 +188,9 @@ class RouterConfig:
     )
     epp_image: str = setting(
         "",
-        f"Endpoint picker image pinned by digest; empty means `{ENDPOINT_PICKER_REPOSITORY}:<serving.router.version>`. "
-        "Set `<that image>@sha256:<digest>`; the tag stays the router's release.",
+        f"Endpoint picker image pinned by digest; empty means `{ENDPOINT_PICKER_REPOSITORY}:<serving.router.version>`, "
+        "by digest where the program records that release's (docs/security.md, Supply chain). Set "
+        "`<that image>@sha256:<digest>`; the tag stays the router's release.",
     )
 
 
@@ -229,7 +238,8 @@ class ServingConfig:
     image: str = setting(VLLM_IMAGE, "vLLM TPU image (dated tag or digest).")
     routing_sidecar_image: str = setting(
         "",
-        f"P/D sidecar image of the decode pods; empty means `{ROUTING_SIDECAR_REPOSITORY}:<serving.router.version>`. "
+        f"P/D sidecar image of the decode pods; empty means `{ROUTING_SIDECAR_REPOSITORY}:<serving.router.version>`, "
+        "by digest where the program records that release's. "
         "An override is that release pinned by digest, or from elsewhere: its name ends in "
         f"`{rules.ROUTING_SIDECAR_NAME}` and its tag is serving.router.version (images.mirror applies to it too).",
     )
@@ -301,14 +311,20 @@ def served_model_name(serving: ServingConfig) -> str:
     return serving.model.served_name or serving.model.id
 
 
+def router_release_image(repository: str, version: str) -> str:
+    """``repository`` at the router release ``version``: as ROUTER_RELEASE_IMAGES writes it (its digest included) when
+    that is the release written there, else by the release's tag."""
+    return written_release_image(ROUTER_RELEASE_IMAGES, repository, version) or f"{repository}:{version}"
+
+
 def routing_sidecar_image(serving: ServingConfig) -> str:
     """The decode pods' P/D sidecar: the router release's own, or the override of the same release."""
-    return serving.routing_sidecar_image or f"{ROUTING_SIDECAR_REPOSITORY}:{serving.router.version}"
+    return serving.routing_sidecar_image or router_release_image(ROUTING_SIDECAR_REPOSITORY, serving.router.version)
 
 
 def endpoint_picker_image(serving: ServingConfig) -> str:
     """The router's endpoint picker: the release's own, or the override of the same release with its digest."""
-    return serving.router.epp_image or f"{ENDPOINT_PICKER_REPOSITORY}:{serving.router.version}"
+    return serving.router.epp_image or router_release_image(ENDPOINT_PICKER_REPOSITORY, serving.router.version)
 
 
 def serving_workloads(serving: ServingConfig, queues: QueuesConfig) -> list[admission.SliceWorkload]:
