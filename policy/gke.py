@@ -9,11 +9,10 @@ node image, the nodes' service account and, on a production stack, the key of th
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from policy.resources import get, is_unknown, mapping_of
+from policy.resources import config_block, get, is_unknown, mapping_of
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -76,13 +75,7 @@ def _node_problems(label: str, name: str, props: Mapping[str, Any]) -> list[str]
 def pools_kept_unhardened(program_config: Mapping[str, Any]) -> set[str]:
     """The TPU pools the stack file keeps booting as they were made before boot hardening (tpu.pools[].hardenedBoot
     false), while a running stack replaces its cubes one per `up`: the preview warns of each."""
-    block = program_config.get(PROGRAM_CONFIG_TPU)
-    if isinstance(block, str):
-        try:
-            block = json.loads(block)
-        except json.JSONDecodeError:
-            block = None
-    pools = block.get("pools") if isinstance(block, Mapping) else None
+    pools = config_block(program_config, PROGRAM_CONFIG_TPU).get("pools")
     return {
         str(pool.get("name"))
         for pool in pools or []

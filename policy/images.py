@@ -11,12 +11,19 @@ hands it to the pack, unless the policy config ``requireDigests`` says otherwise
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from components.config_base import ImageReference, image_unpinned_reason
-from policy.resources import HELM_RELEASE_TYPES, UnknownValue, is_unknown, kubernetes_objects, walk
+from policy.resources import (
+    HELM_RELEASE_TYPES,
+    UnknownValue,
+    config_block,
+    config_true,
+    is_unknown,
+    kubernetes_objects,
+    walk,
+)
 from policy.tpu import is_production
 
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
@@ -29,15 +36,9 @@ def digests_required(explicit: Any, stack_name: str, program_config: Mapping[str
     file's ``images.requireDigests``, else whether the stack is a production one."""
     if isinstance(explicit, bool):
         return explicit
-    block = program_config.get(PROGRAM_CONFIG_IMAGES)
-    if isinstance(block, str):
-        try:
-            block = json.loads(block)
-        except json.JSONDecodeError:
-            block = None
-    setting = block.get(REQUIRE_DIGESTS) if isinstance(block, Mapping) else None
+    setting = config_block(program_config, PROGRAM_CONFIG_IMAGES).get(REQUIRE_DIGESTS)
     if setting is not None:
-        return str(setting).strip().lower() == "true"
+        return config_true(setting)
     return is_production(None, stack_name, program_config)
 
 

@@ -7,6 +7,7 @@ after apply is one of the engine's unknown sentinels; a rule that needs such a v
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,23 @@ class Violation:
 
     message: str
     urn: str = ""
+
+
+def config_block(program_config: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """A block of the stack's config as the CLI hands it to the pack (a JSON string, or already a mapping); empty
+    when it is unset or not a mapping."""
+    block = program_config.get(key)
+    if isinstance(block, str):
+        try:
+            block = json.loads(block)
+        except json.JSONDecodeError:
+            return {}
+    return block if isinstance(block, Mapping) else {}
+
+
+def config_true(value: Any) -> bool:
+    """A stack config value read as a boolean: the CLI hands booleans over as strings."""
+    return str(value).strip().lower() == "true"
 
 
 def is_unknown(value: Any) -> bool:

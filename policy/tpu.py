@@ -8,7 +8,7 @@ from typing import Any
 
 from components.config_base import parse_quantity
 from components.tpu.topology import MACHINE_CATALOG, TPU_RESOURCE
-from policy.resources import Resource, Violation, get, kubernetes_objects, list_of, mapping_of
+from policy.resources import Resource, Violation, config_true, get, kubernetes_objects, list_of, mapping_of
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 PROGRAM_CONFIG_PRODUCTION = "tpu-dynamic-slicing:production"  # the stack's own marker (Pulumi.prod.yaml)
@@ -40,7 +40,7 @@ def is_production(explicit: Any, stack_name: str, program_config: Mapping[str, A
         return explicit
     marker = program_config.get(PROGRAM_CONFIG_PRODUCTION)
     if marker is not None:
-        return str(marker).strip().lower() == "true"
+        return config_true(marker)
     name = stack_name.rsplit("/", 1)[-1]
     return name in PRODUCTION_STACK_NAMES or name.startswith(tuple(f"{n}-" for n in PRODUCTION_STACK_NAMES))
 
