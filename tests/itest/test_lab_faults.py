@@ -31,6 +31,7 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
+from components.gcp.cluster import UPSERT_EXISTING_ENV
 from components.platform.drain import DELETE_UNREACHABLE_ENV, POLL_SECONDS, UNREACHABLE_GRACE_SECONDS
 from tests.itest.conftest import Report
 from tests.itest.engine import (
@@ -58,11 +59,10 @@ from tests.itest.faults import (
 from tests.itest.lab import PROJECT_NAME, REPO_ROOT, ControlPlane, KubeApi, PulumiHome, object_key
 
 FAULT_STACK = "faults"
-# The Kubernetes provider's switch that makes a create take over an object the cluster already holds (server-side
-# apply) instead of refusing it, as 4.29.0 and later do (docs/operations.md, When an operation fails halfway). The
-# lab's provider, 4.25.0, always takes over: the tests run the documented commands, switch included, and show that
-# they converge without creating any object twice, not the refusal.
-UPSERT_EXISTING_ENV = "PULUMI_K8S_UPSERT_EXISTING_OBJECTS"
+# UPSERT_EXISTING_ENV, the Kubernetes provider's switch that makes a create take over an object the cluster already
+# holds instead of refusing it, as 4.29.0 and later do (docs/operations.md, When an operation fails halfway). The lab's
+# provider, 4.25.0, always takes over: the tests run the documented commands, switch included, and show that they
+# converge without creating any object twice, not the refusal.
 STAGING_JOB = "stage-model-weights"  # created after the queues and the checks, before the LeaderWorkerSets
 LEADER_WORKER_SETS = ("vllm-prefill", "vllm-decode")
 LOW_PRIORITY = "low-priority-1000"  # the WorkloadPriorityClass of queues.priorityClasses.low
@@ -707,18 +707,16 @@ def test_destroy_of_a_cluster_that_is_gone_finishes_with_the_providers_switch_an
     lab.require("converged")
     plane = lab.plane
     before = uids(lab)
-    env = lab.stack.workspace.env_vars
     plane.stop_component("kube-apiserver")  # to the CLI, as a cluster deleted behind its back
     try:
-        env[DELETE_UNREACHABLE_ENV] = "true"
-        began = time.monotonic()
-        operation, _ = lab.run(
-            f"destroy (kube-apiserver gone, {DELETE_UNREACHABLE_ENV}=true)",
-            lambda op: lab.stack.destroy(on_output=op.on_output, on_event=op.on_event, color="never"),
-        )
-        destroyed_in = time.monotonic() - began
+        with provider_switch(lab, DELETE_UNREACHABLE_ENV):
+            began = time.monotonic()
+            operation, _ = lab.run(
+                f"destroy (kube-apiserver gone, {DELETE_UNREACHABLE_ENV}=true)",
+                lambda op: lab.stack.destroy(on_output=op.on_output, on_event=op.on_event, color="never"),
+            )
+            destroyed_in = time.monotonic() - began
     finally:
-        env.pop(DELETE_UNREACHABLE_ENV, None)
         plane.start()
     lab.state["converged"] = False
     assert not (state_of(lab).get("resources") or []), "the state is not empty after the destroy"
