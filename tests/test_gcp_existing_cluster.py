@@ -44,7 +44,7 @@ def test_the_provider_uses_the_given_kubeconfig_with_a_stable_identifier(lab_run
 
 def test_the_kubernetes_layer_is_the_dev_stack_s(lab_run, dev_run):
     """Every Kubernetes object the dev stack declares, but the controllers' charts and the Pod Security labels of
-    their namespaces, the router (with the disruption budget of its endpoint pickers) and the scrapes of its
+    their namespaces, the router and the scrapes of its
     dashboards (a stack on a cluster made elsewhere makes no dashboards: the cluster's own stack does)."""
 
     def objects(run):
@@ -57,8 +57,7 @@ def test_the_kubernetes_layer_is_the_dev_stack_s(lab_run, dev_run):
             and r.parent != "operations"
         }
 
-    assert objects(dev_run) - {"router-disruption-budget"} == objects(lab_run)
-    assert "router-disruption-budget" in objects(dev_run)
+    assert objects(dev_run) == objects(lab_run)
     assert {"tpu-drain-gate", "load-balancer-drain-gate"} <= {r.name for r in lab_run.registrations}
     assert "slice-controller-webhook" not in {r.name for r in lab_run.registrations}  # not our controller
     patches = {r.name for r in dev_run.registrations if r.type == "kubernetes:core/v1:NamespacePatch"}

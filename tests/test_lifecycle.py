@@ -255,17 +255,6 @@ def test_every_graph_is_acyclic_and_names_are_unique(runs, stack):
     )
 
 
-def test_the_endpoint_pickers_budget_waits_for_its_namespace_only_and_goes_with_the_router(runs):
-    """A budget may exist before its pods, and neither delete needs the other gone: Helm deletes the Deployment,
-    which evicts nothing. So it waits for the serving namespace (and the cluster), never for the release."""
-    run = runs["dev"]
-    budget = "router-disruption-budget"
-    assert "llm-d-pd-disaggregation" in closure(run, budget)
-    assert "router" not in closure(run, budget) and budget not in closure(run, "router")
-    (wave,) = [w for w in destroy_waves(run.registrations) if budget in w]
-    assert "router" in wave
-
-
 def test_the_mirror_grant_waits_for_the_node_account_and_every_object_for_it():
     """The nodes pull every image from the mirror: the grant on it comes before any Kubernetes object (through
     the provider), and a destroy deletes it once they are gone."""

@@ -809,7 +809,7 @@ def test_router_values_overlay():
         )
 
 
-def test_two_endpoint_pickers_spread_over_nodes_behind_a_budget_on_the_charts_own_labels():
+def test_two_endpoint_pickers_spread_over_nodes_on_the_charts_own_labels():
     built = serving_objects(params(namespace="serving"))
     epp = built.router_values["router"]["epp"]
     assert epp["replicas"] == 2
@@ -821,19 +821,6 @@ def test_two_endpoint_pickers_spread_over_nodes_behind_a_budget_on_the_charts_ow
         "topologyKey": "kubernetes.io/hostname",
         "labelSelector": {"matchLabels": labels},
     }
-    budget = built.router_disruption_budget
-    assert budget is not None
-    assert (budget["metadata"]["name"], budget["metadata"]["namespace"]) == ("pd-disaggregation-epp", "serving")
-    assert budget["spec"] == {
-        "minAvailable": 1,
-        "unhealthyPodEvictionPolicy": "IfHealthyBudget",
-        "selector": {"matchLabels": labels},
-    }
-    assert core_errors(budget) == []
-    broken = copy.deepcopy(budget)
-    broken["spec"]["minAvailible"] = broken["spec"].pop("minAvailable")
-    assert core_errors(broken), "kubernetes-validate takes a misspelled field"
-    assert serving_objects(params(router_replicas=1)).router_disruption_budget is None
 
 
 def test_the_endpoint_picker_comes_from_the_mirror_pinned_by_its_digest():
@@ -877,9 +864,7 @@ def test_router_chart_renders_the_pool_and_route_we_expect():
     assert "/config/pd-config.yaml" in epp["args"]
     assert epp["image"].endswith(":" + RouterConfig().version)
     deployment = next(o for o in objects if o["kind"] == "Deployment")
-    budget = serving_objects(params()).router_disruption_budget
-    assert budget is not None and budget["metadata"]["name"] == deployment["metadata"]["name"]
-    selector = budget["spec"]["selector"]["matchLabels"]
+    selector = so.endpoint_picker_labels()
     assert selector == deployment["spec"]["selector"]["matchLabels"]
     assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
     assert "--ha-enable-leader-election" in epp["args"] and deployment["spec"]["replicas"] == 2

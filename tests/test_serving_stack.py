@@ -192,6 +192,23 @@ def test_router_release_is_pinned_after_the_gateway(dev_run):
     assert router.provider.split("::")[-2] == "gke"
 
 
+def test_no_disruption_budget_holds_the_endpoint_pickers_leader(dev_run):
+    """Only the lease holder is ever Ready (manifests/serving/router-values.yaml says where that is read), so any
+    budget selecting the pickers would count one Ready pod and refuse the leader's eviction, and every drain of its
+    node would wait on it. With a standby running, none selects them."""
+    from components.workloads.serving.objects import endpoint_picker_labels
+
+    assert dev_run.one(RELEASE, "router").input("values")["router"]["epp"]["replicas"] > 1
+    pickers = endpoint_picker_labels().items()
+    budgets = [r for r in dev_run.registrations if r.type == "kubernetes:policy/v1:PodDisruptionBudget"]
+    assert not [
+        b.name
+        for b in budgets
+        if b.input("metadata")["namespace"] == NAMESPACE
+        and b.input("spec")["selector"].get("matchLabels", {}).items() <= pickers
+    ]
+
+
 def _decode_sidecar(run):
     leader = objects(run, "LeaderWorkerSet")["vllm-decode"]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
     (sidecar,) = leader["spec"]["initContainers"]

@@ -322,13 +322,6 @@ class ModelServing(pulumi.ComponentResource):
                     on_network, pulumi.ResourceOptions(depends_on=[gateway, picker_policy, *router_after])
                 ),
             )
-            budget = args.objects.router_disruption_budget
-            if budget is not None:
-                # Waits for nothing of the release: a budget may exist before its pods, and neither delete needs
-                # the other gone (Helm deletes the Deployment, which evicts nothing).
-                k8s.policy.v1.PodDisruptionBudget(
-                    "router-disruption-budget", metadata=owned(budget["metadata"]), spec=budget["spec"], opts=on_cluster
-                )
         return gateway
 
 

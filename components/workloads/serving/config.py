@@ -183,8 +183,9 @@ class RouterConfig:
     )
     replicas: int = setting(
         2,
-        "Endpoint picker replicas: one leads (by a lease) and serves, the others stand by with their state warm, "
-        "behind a PodDisruptionBudget; 2 or more required in production.",
+        "Endpoint picker replicas: one leads (by a lease) and serves, the others stand by with their state warm and "
+        "take over within seconds when it goes (no disruption budget: only the leader is ever Ready, so one would "
+        "block every drain of its node); 2 or more required in production.",
     )
     epp_image: str = setting(
         "",

@@ -42,7 +42,6 @@ from components.workloads.serving.config import BENCHMARK_SERVICE_ACCOUNT, DECOD
 BASE_FILES = {PREFILL: "prefill-leaderworkerset.yaml", DECODE: "decode-leaderworkerset.yaml"}
 GATEWAY_FILE = "gateway.yaml"
 ROUTER_VALUES_FILE = "router-values.yaml"
-ROUTER_DISRUPTION_BUDGET_FILE = "router-disruption-budget.yaml"
 SERVICE_ACCOUNT_FILE = "service-account.yaml"
 STAGING_SERVICE_ACCOUNT_FILE = "weights-staging-service-account.yaml"
 BENCHMARK_SERVICE_ACCOUNT_FILE = "benchmark-service-account.yaml"
@@ -180,7 +179,6 @@ class ServingObjects:
     service_account: dict[str, Any]
     gateway: dict[str, Any]
     router_values: dict[str, Any]
-    router_disruption_budget: dict[str, Any] | None  # None: one endpoint picker, nothing to keep running
     leaderworkersets: list[dict[str, Any]]  # prefill, then decode
     staging_script: dict[str, Any] | None  # the weights-staging ConfigMap, account and Job (None: staging is off)
     staging_service_account: dict[str, Any] | None
@@ -207,7 +205,6 @@ def serving_objects(spec: ServingInput) -> ServingObjects:
         service_account=model_server_service_account(spec.namespace, spec.service_account_name),
         gateway=inference_gateway,
         router_values=values,
-        router_disruption_budget=router_disruption_budget(spec.namespace) if spec.router_replicas > 1 else None,
         leaderworkersets=prefill_decode_leaderworkersets(spec),
         staging_script=staging_script_configmap(spec.namespace) if spec.stage_weights else None,
         staging_service_account=(
@@ -539,15 +536,6 @@ def pool_target_port(values: dict[str, Any]) -> int:
 def endpoint_picker_labels() -> dict[str, str]:
     """The chart's selector labels of the endpoint picker pods of our release."""
     return {ENDPOINT_PICKER_SELECTOR_LABEL: ENDPOINT_PICKER_NAME}
-
-
-def router_disruption_budget(namespace: str) -> dict[str, Any]:
-    """The endpoint pickers' PodDisruptionBudget (manifests/serving/router-disruption-budget.yaml says what it
-    keeps and what it costs), named after their Deployment."""
-    budget = _load_one(ROUTER_DISRUPTION_BUDGET_FILE)
-    budget["metadata"].update(name=ENDPOINT_PICKER_NAME, namespace=namespace)
-    budget["spec"]["selector"]["matchLabels"] = endpoint_picker_labels()
-    return budget
 
 
 def network_policies(spec: ServingInput, target_port: int) -> list[dict[str, Any]]:
