@@ -382,6 +382,60 @@ def redact_secret_values(problems: list[Problem], raw: Mapping[str, Any], secret
     return redacted
 
 
+# What a credential looks like, whichever key it was typed under: a message about a bad value never echoes one.
+# The shapes of gitleaks' rules (gitleaks/gitleaks b58d3f10, v8.30.0-27, config/gitleaks.toml, ids in brackets),
+# written here as plain patterns: a Hugging Face token [huggingface-access-token], a Google API key [gcp-api-key], a
+# PEM private key, as in a service account's JSON key [private-key], GitHub [github-pat, github-fine-grained-pat,
+# github-oauth] and GitLab [gitlab-pat] tokens, an AWS access key [aws-access-token], a JWT [jwt], a Slack bot token
+# [slack-bot-token]; and Google's OAuth access tokens, which start `ya29.` (developers.google.com/identity/protocols/
+# oauth2, "Token types", read 2026-12-04).
+CREDENTIAL_PATTERNS = tuple(
+    re.compile(pattern)
+    for pattern in (
+        r"hf_[A-Za-z]{30,}",
+        r"AIza[0-9A-Za-z_-]{35}",
+        r"-----BEGIN[ A-Z0-9_-]*PRIVATE KEY-----[^\x00]*?(?:-----END[ A-Z0-9_-]*PRIVATE KEY-----|$)",
+        r"(?:ghp|gho|ghu|ghs|ghr)_[0-9A-Za-z]{36}",
+        r"github_pat_[0-9A-Za-z_]{60,}",
+        r"glpat-[0-9A-Za-z_-]{20,}",
+        r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}",
+        r"ey[A-Za-z0-9_-]{17,}\.ey[A-Za-z0-9_-]{17,}\.[A-Za-z0-9_-]*",
+        r"xox[abp]-[0-9A-Za-z-]{10,}",
+        r"ya29\.[0-9A-Za-z_-]{20,}",
+    )
+)
+# A key named for a credential (`password`, `dockerHubToken`, `apiKey`...), known setting or not: its value is one,
+# whatever it looks like.
+CREDENTIAL_KEY = re.compile(r"(?i)(password|passwd|token|secret|api_?key|private_?key|credentials?)$")
+CREDENTIAL_SHOWN = "[redacted: it looks like a credential]"
+
+
+def redact_credentials(problems: list[Problem], raw: Mapping[str, Any]) -> list[Problem]:
+    """The problems with every credential-looking text taken out: each value of ``raw`` under a key named for a
+    credential, and anything ``CREDENTIAL_PATTERNS`` match, wherever it appears in a message."""
+    named = sorted({str(v) for v in _values_under_credential_keys(raw) if str(v)}, key=len, reverse=True)
+
+    def clean(text: str) -> str:
+        for value in named:
+            text = text.replace(repr(value), CREDENTIAL_SHOWN).replace(value, CREDENTIAL_SHOWN)
+        for pattern in CREDENTIAL_PATTERNS:
+            text = pattern.sub(CREDENTIAL_SHOWN, text)
+        return text
+
+    return [Problem(p.key, clean(p.what), clean(p.fix)) for p in problems]
+
+
+def _values_under_credential_keys(raw: Any, named: bool = False) -> Iterable[Any]:
+    if isinstance(raw, Mapping):
+        for key, value in raw.items():
+            yield from _values_under_credential_keys(value, named or bool(CREDENTIAL_KEY.search(str(key))))
+    elif isinstance(raw, list):
+        for item in raw:
+            yield from _values_under_credential_keys(item, named)
+    elif named and isinstance(raw, (str, int, float)) and not isinstance(raw, bool):
+        yield raw
+
+
 def _value_at(raw: Any, key: str) -> Any:
     """The raw value at a problem's key (``tpu.pools[0].name``); None where the path does not lead."""
     value = raw

@@ -28,6 +28,7 @@ from components.config_base import (
     Problems,
     camel,
     parse_object,
+    redact_credentials,
     redact_secret_values,
     secrets_in_plain_text,
     setting,
@@ -185,12 +186,18 @@ def load(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None) -> St
         problems.items += secrets_in_plain_text(config, set(secret_keys))
     _validate(config, problems)
     if problems.items:
-        raise ConfigError(redact_secret_values(problems.items, raw, set(secret_keys or ())))
+        raise ConfigError(_shown(problems.items, raw, secret_keys))
     stack = _build(config)
     _check_built(stack, problems)
     if problems.items:
-        raise ConfigError(redact_secret_values(problems.items, raw, set(secret_keys or ())))
+        raise ConfigError(_shown(problems.items, raw, secret_keys))
     return stack
+
+
+def _shown(problems: list[Problem], raw: Mapping[str, Any], secret_keys: Iterable[str] | None) -> list[Problem]:
+    """The problems as the user reads them: no value inside a secret key, and nothing that looks like a credential
+    under any key."""
+    return redact_credentials(redact_secret_values(problems, raw, set(secret_keys or ())), raw)
 
 
 def parse(raw: Mapping[str, Any]) -> StackConfig:

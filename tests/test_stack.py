@@ -8,7 +8,7 @@ import yaml
 
 from components import config_base
 from components import stack as stack_config
-from components.config_base import ConfigError
+from components.config_base import CREDENTIAL_SHOWN, ConfigError, Problem, redact_credentials
 from tests.conftest import PROJECT_ROOT, assert_bad_input, run_stack, stack_values, with_overrides
 
 MINIMAL = {"project": "my-tpu-project", "tpu": {"reservation": {"name": "res", "block": "block-0"}}}
@@ -221,6 +221,54 @@ def test_no_committed_stack_file_carries_a_value_only_its_owner_can_decrypt(path
     document = yaml.safe_load(path.read_text())
     assert _secure_paths(document.get("config") or {}, "config") == []
     assert not {"encryptionsalt", "secretsprovider", "encryptedkey"} & set(document), "a stack's own secrets setup"
+
+
+# One of each credential shape CREDENTIAL_PATTERNS knows, made up here (none is a real credential).
+CREDENTIALS = {
+    "hugging-face-token": "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNmQwErTyUi",
+    "google-api-key": "AIza" + "Sy" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+    "private-key": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n",
+    "github-token": "ghp_" + "0123456789abcdefghijABCDEFGHIJklmnopqr",
+    "oauth-access-token": "ya29." + "a0AfB_byC1234567890abcdefghij",
+    "aws-access-key": "AKIA" + "IOSFODNN7EXAMPLE",
+}
+# Where a user might paste one: a string setting checked for its form, an integer setting, a list item, a setting
+# that takes a secret's path (not the secret), an unknown key named for a password (any value under it is one).
+PASTED_UNDER = {
+    "tpu.reservation.name": "tpu.reservation.name",
+    "serving.prefill.replicas": "serving.prefill.replicas",
+    "tpu.sliceShapes": "tpu.sliceShapes[0]",
+    "serving.hfTokenSecretVersion": "serving.hfTokenSecretVersion",
+}
+
+
+@pytest.mark.parametrize("kind", CREDENTIALS)
+@pytest.mark.parametrize("setting", PASTED_UNDER)
+def test_no_message_echoes_a_credential_whatever_key_it_was_put_under(kind, setting):
+    """A credential typed under the wrong key is refused under that key, and the message shows it as redacted; the
+    same key with a value of the right form passes again."""
+    credential = CREDENTIALS[kind]
+    value = [credential] if setting == "tpu.sliceShapes" else credential
+    with pytest.raises(ConfigError) as raised:
+        stack_config.load(with_overrides(stack_values("dev"), {setting: value}))
+    message = str(raised.value)
+    assert any(p.key == PASTED_UNDER[setting] for p in raised.value.problems), message
+    for part in credential.splitlines():
+        assert part.strip("-") not in message, message
+    assert CREDENTIAL_SHOWN in message
+    stack_config.load(stack_values("dev"))  # the dev stack's own value there passes
+
+
+@pytest.mark.parametrize("key", ["password", "dockerHubPassword", "apiKey", "accessToken", "credentials"])
+def test_a_value_under_a_key_named_for_a_credential_is_never_echoed(key):
+    """A password has no shape of its own: any value under a key named for a credential is one, known setting or
+    not, while the same value under another key is shown."""
+    raw = {"images": {key: "correct horse battery staple", "mirror": "correct horse battery staple"}}
+    echoed = Problem(f"images.{key}", "'correct horse battery staple' is not valid", "set a valid one")
+    (shown,) = redact_credentials([echoed], raw)
+    assert "correct horse" not in str(shown) and CREDENTIAL_SHOWN in shown.what
+    other = {"images": {"mirror": "correct horse battery staple"}}
+    assert redact_credentials([echoed], other) == [echoed]
 
 
 def test_no_message_echoes_a_value_inside_a_secret_key():
