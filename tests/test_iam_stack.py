@@ -299,6 +299,30 @@ def test_the_benchmark_may_look_its_bucket_up(checked: dict[str, Checked]) -> No
             assert missing(call, one.grants) == [], f"{one.name}: {call}"
 
 
+def test_the_benchmark_grants_wait_for_their_bucket_and_pool_and_nothing_waits_for_them(
+    checked: dict[str, Checked],
+) -> None:
+    """Their life on the recorded graph: made after the bucket (when the stack makes it) and the cluster whose
+    workload pool names the principal; no resource of the stack waits for them (`make bench` applies the Job), so the
+    first `up` adds them in place and `destroy` removes them before the bucket."""
+    seen = 0
+    for one in checked.values():
+        principals = {c.principal for c in one.calls if c.program.startswith("benchmark")}
+        grants = {g.name for g in one.grants if g.principal in principals}
+        made_here = {b.name for b in one.run.of_type("gcp:storage/bucket:Bucket")}
+        clusters = {c.name for c in one.run.of_type("gcp:container/cluster:Cluster")}
+        for registration in (r for r in one.run.registrations if r.name in grants):
+            seen += 1
+            bucket = {
+                b
+                for b in made_here
+                if one.run.one("gcp:storage/bucket:Bucket", b).input("name") == registration.input("bucket")
+            }
+            assert bucket | clusters <= set(registration.dependencies), (one.name, registration.name)
+        assert not [r.name for r in one.run.registrations if grants & set(r.dependencies)], one.name
+    assert seen
+
+
 def test_a_stack_that_grants_nothing_on_the_bucket_grants_nothing_on_it(one: Checked) -> None:
     elsewhere = delegated(one)
     assert not [g for g in one.grants if g.on in elsewhere]
