@@ -15,6 +15,14 @@ form is evaluated as IAM would read it, or fails loudly.
 
 A call that stands for many objects (every file of a snapshot) names one of them; ``under`` says which prefix it stands
 for, and the write check reads that.
+
+Programs that call Google Cloud as no identity of the stack, so nothing here: tools/verify.py (HTTP to the Gateway,
+the stack outputs through the pulumi CLI); tools/bench.py's own steps (kubectl, and `gcloud storage cp` of the
+reports as whoever runs it); the drift workflow (.github/workflows/drift.yaml: `pulumi preview --refresh` in GitHub
+Actions as CI's account, vars.GCP_SERVICE_ACCOUNT, whose roles are granted outside the stack). A published Saxml
+model's checkpoint in another bucket is read by the model servers as sax-iam-sa, granted by that bucket's owner
+(docs/saxml.md). Pods whose identity holds no grant (the controllers, the router, the slice checks) are not read:
+a Google call of theirs would be refused, which this model cannot see.
 """
 
 from __future__ import annotations
@@ -31,11 +39,13 @@ from components.operations.benchmark import SUMMARY_REPORT
 
 # --- What each role the stacks grant carries ---------------------------------------------------------------------
 #
-# From the IAM API's own role definitions (roles.get, the `includedPermissions` of each predefined role) as the
-# darkbitio/gcp-iam-role-permissions snapshot holds them: commit 8ab2a6ff7d7e977c4feb6b60a377883d45560050
-# (2026-08-22), roles/<role>; the same lists as Google's published pages cloud.google.com/iam/docs/roles-permissions/
-# storage, /secretmanager, /iam, /artifactregistry and /container (read 2026-12-04). A role the stacks grant that is
-# not here fails the test until its table is added from that source.
+# The IAM API's own definitions of the predefined roles (roles.get: each role's `includedPermissions`), as the
+# darkbitio/gcp-iam-role-permissions snapshot of them holds them: commit 8ab2a6ff7d7e977c4feb6b60a377883d45560050
+# (fetched 2026-08-22), files roles/<role>. Google publishes the same definitions on
+# cloud.google.com/iam/docs/roles-permissions/<service>; the secretAccessor list was checked against Secret Manager's
+# "Access control with IAM" page (read 2026-12-04), and objectViewer's object permissions against the Cloud Storage
+# Java client's StorageRoles.objectViewer() (storage.objects.list, .get). A role the stacks grant that is not here
+# fails the test until its table is added from such a source.
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     "roles/storage.bucketViewer": frozenset({"storage.buckets.get", "storage.buckets.list"}),
     "roles/storage.objectViewer": frozenset(
