@@ -46,9 +46,12 @@ CONTROLS = (
     *(f"5.10.{n}" for n in range(1, 5)),
 )
 HELD_IN_PRODUCTION = "held in production"
-STATUSES = ("held", HELD_IN_PRODUCTION, "partly", "pending", "gap", "unchecked", "n/a")
+PARTLY_IN_PRODUCTION = "partly in production"
+# The statuses that hold only on the production stacks: a preview key refuses a production stack without them.
+IN_PRODUCTION = (HELD_IN_PRODUCTION, PARTLY_IN_PRODUCTION)
+STATUSES = ("held", HELD_IN_PRODUCTION, "partly", PARTLY_IN_PRODUCTION, "pending", "gap", "unchecked", "n/a")
 # What holds a control: a status whose "held by" must name something, and one whose must be empty.
-HOLDING = ("held", HELD_IN_PRODUCTION, "partly")
+HOLDING = ("held", HELD_IN_PRODUCTION, "partly", PARTLY_IN_PRODUCTION)
 CHECKOV_ID = re.compile(r"^CKV2?_(K8S|GCP)_\d+$")
 POLICY, PREVIEW = "policy:", "preview:"
 

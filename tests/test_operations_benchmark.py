@@ -195,9 +195,10 @@ def test_a_stage_without_streamed_answers_shows_no_latency(tmp_path):
     assert benchmark.table([row]).splitlines()[1].split()[-6:] == ["-"] * 6
 
 
-def test_the_job_runs_as_an_account_the_stack_makes_and_may_write_only_the_results_prefix():
-    """The Job is not the stack's, but its identity is: the ServiceAccount it names exists in the dev render, and
-    the one write that account holds on the bucket is conditioned on the prefix the reports go to."""
+def test_the_job_runs_as_an_account_the_stack_makes():
+    """The Job is not the stack's, but its identity is: the ServiceAccount it names exists in the dev render. What
+    that account may do in Google Cloud (look the bucket up, read it, write its reports only) is held with every
+    other program's calls by tests/test_iam_stack.py."""
     from tests.conftest import run_stack
 
     spec = dev_spec()
@@ -206,11 +207,3 @@ def test_the_job_runs_as_an_account_the_stack_makes_and_may_write_only_the_resul
     run = run_stack(stack="dev")
     accounts = [r for r in run.of_type("kubernetes:core/v1:ServiceAccount") if r.input("metadata")["name"] == account]
     assert [a.input("metadata")["namespace"] for a in accounts] == [spec.namespace]
-    writes = [
-        r
-        for r in run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
-        if r.input("member").endswith(f"/ns/{spec.namespace}/sa/{account}")
-        and r.input("role") != "roles/storage.objectViewer"
-    ]
-    assert len(writes) == 1
-    assert f"/objects/{benchmark.results_path(spec).split('/')[0]}/" in writes[0].input("condition")["expression"]

@@ -247,6 +247,12 @@ class ModelServing(pulumi.ComponentResource):
                 ),
             ]
         benchmark = principals(args.objects.benchmark_service_account["metadata"]["name"])
+        # inference-perf builds its Cloud Storage client before the run and looks the bucket up
+        # (inference-perf 0.7.0 inference_perf/client/filestorage/gcs.py:33 lookup_bucket; google-cloud-storage
+        # client.py lookup_bucket -> get_bucket -> Bucket.reload, GET /storage/v1/b/<bucket>, a Forbidden re-raised):
+        # storage.buckets.get, which bucketViewer carries and no object role does. Unconditioned: a bucket-level
+        # call's resource is projects/_/buckets/<bucket>, which no objects/ prefix condition matches.
+        grant("benchmark-bucketViewer", benchmark, BUCKET_VIEWER)
         grant("benchmark-objectViewer", benchmark, OBJECT_VIEWER)
         grant(
             "benchmark-results-objectUser",
