@@ -20,8 +20,8 @@ from policy.pack import build_policies
 from tests.cis_benchmark import (
     BENCHMARK,
     CONTROLS,
-    IN_PRODUCTION,
     HOLDING,
+    IN_PRODUCTION,
     PAGE,
     STATUSES,
     production_stacks,
