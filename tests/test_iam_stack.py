@@ -31,6 +31,7 @@ MEMBER_TYPES = {
         "repository",
         ("project", "location", "repository"),
     ),
+    "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember": ("key", ("cryptoKeyId",)),
 }
 
 
@@ -103,6 +104,25 @@ def hf_token_rows(project: str, secret: str) -> list[Row]:
         Row(
             Grant(on, SECRET_ACCESSOR, workload(project, SERVING_NAMESPACE, "weights-staging"), None),
             "staging Job: the token for gated downloads from the Hub, mounted the same way; no other account reads it",
+        ),
+    ]
+
+
+def service_agent(domain: str) -> str:
+    """A service agent of the project (its number is what a real `up` looks up; the mocks show its placeholder)."""
+    return f"serviceAccount:service-{PROJECT_NUMBER_PLACEHOLDER}@{domain}.iam.gserviceaccount.com"
+
+
+def key_rows(secrets_key: str, boot_key: str) -> list[Row]:
+    encrypter = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
+    return [
+        Row(
+            Grant(f"key {secrets_key}", encrypter, service_agent("container-engine-robot"), None),
+            "GKE's service agent encrypts and decrypts the cluster's Secrets in etcd with the key (CIS GKE 5.3.1)",
+        ),
+        Row(
+            Grant(f"key {boot_key}", encrypter, service_agent("compute-system"), None),
+            "Compute Engine's service agent encrypts the nodes' boot disks with the key (CIS GKE 5.9.2)",
         ),
     ]
 
@@ -189,6 +209,10 @@ EXPECTED: dict[str, list[Row]] = {
         *mirror_rows("my-tpu-prod-project", "qwen-prod-cluster-nodes", "my-org-artifacts/us-central1/tpu-gke-mirror"),
         *serving_rows("my-tpu-prod-project", "my-prod-model-weights"),
         *hf_token_rows("my-tpu-prod-project", "hf-token"),
+        *key_rows(
+            "projects/my-tpu-prod-project/locations/us-central1/keyRings/qwen-prod/cryptoKeys/gke-secrets",
+            "projects/my-tpu-prod-project/locations/us-central1/keyRings/qwen-prod/cryptoKeys/gke-boot-disks",
+        ),
     ],
     "saxml": [*node_rows("my-tpu-project", "saxml-nodes"), *saxml_rows("my-tpu-project")],
 }
