@@ -8,6 +8,7 @@ from components.gcp.cluster import Cluster
 from components.gcp.existing_cluster import ExistingCluster
 from components.gcp.network import Network
 from components.gcp.project_services import ProjectServices
+from components.gcp.service_agents import ServiceAgents
 from components.gcp.tpu_capacity import TpuCapacity
 from components.operations.component import Monitoring
 from components.operations.node_audit import NodeAuditLogging
@@ -42,9 +43,12 @@ if config.cluster.existing.enabled:
     cluster = ExistingCluster("cluster", wiring.existing_cluster_args(stack))
 else:
     assert services is not None, "a stack that makes its cluster enables every API it needs"
+    # The service agents' grants on the keys of this project, before the cluster and pools that use the keys.
+    agents_args = wiring.service_agents_args(stack, services)
+    agents = ServiceAgents("service-agents", agents_args) if agents_args else None
     network = Network("network", wiring.network_args(stack), opts=after_apis)
-    cluster = Cluster("cluster", wiring.cluster_args(stack, network, services), opts=after_apis)
-    tpu = TpuCapacity("tpu-capacity", wiring.tpu_capacity_args(stack, cluster, network), opts=after_apis)
+    cluster = Cluster("cluster", wiring.cluster_args(stack, network, services, agents), opts=after_apis)
+    tpu = TpuCapacity("tpu-capacity", wiring.tpu_capacity_args(stack, cluster, network, agents), opts=after_apis)
 
 # 3. Cluster platform: controllers by Helm; the gates between the layers (what workloads wait
 #    for, and what `pulumi destroy` waits to be gone before the TPU pools and the subnets go);

@@ -147,11 +147,17 @@ class StackConfig:
             self.tpu, self.platform, self.checks, self.serving, self.saxml, node_audit
         )
 
+    def key_grants(self) -> list[gcp_config.KeyGrant]:
+        """Each service agent's grant on each customer-managed key the cluster and its pools use."""
+        return gcp_config.key_grants(self.cluster, self.tpu)
+
     def preview_warnings(self) -> list[str]:
         """What a valid stack's preview warns of (said at every preview, refusing nothing)."""
-        return operations_config.supply_chain_warnings(
-            self.production, self.images, self.stack_images()
-        ) + operations_config.boot_hardening_warnings(self.production, self.cluster, self.tpu)
+        return (
+            operations_config.supply_chain_warnings(self.production, self.images, self.stack_images())
+            + operations_config.boot_hardening_warnings(self.production, self.cluster, self.tpu)
+            + gcp_config.key_grant_warnings(self.key_grants(), self.project)
+        )
 
 
 @dataclass(frozen=True)

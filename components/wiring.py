@@ -14,7 +14,7 @@ import pulumi
 
 from components.config_base import ConfigError
 from components.gcp.cluster import Cluster, ClusterArgs, ControlPlaneArgs
-from components.gcp.config import ControlPlaneConfig
+from components.gcp.config import COMPUTE_SERVICE_AGENT, GKE_SERVICE_AGENT, ControlPlaneConfig
 from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.gcp.network import NatArgs, Network, NetworkArgs
 from components.gcp.project_services import (
@@ -28,6 +28,7 @@ from components.gcp.project_services import (
     ProjectServices,
     ProjectServicesArgs,
 )
+from components.gcp.service_agents import ServiceAgents, ServiceAgentsArgs, key_grant
 from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, TpuPoolArgs, pool_urn
 from components.operations.component import MonitoringArgs
 from components.operations.node_audit import NodeAuditLoggingArgs
@@ -95,6 +96,21 @@ def project_services_args(stack: Stack) -> ProjectServicesArgs:
     )
 
 
+def service_agents_args(stack: Stack, services: ProjectServices) -> ServiceAgentsArgs | None:
+    """The grants of the keys in the stack's own project (None when there is none); a key of another project is
+    the operator's to grant, said at preview (StackConfig.preview_warnings)."""
+    config = stack.config
+    grants = [grant for grant in config.key_grants() if grant.in_project(config.project)]
+    if not grants:
+        return None
+    return ServiceAgentsArgs(
+        project=config.project,
+        grants=grants,
+        apis={grant.agent.service: services.api(grant.agent.service) for grant in grants},
+        resource_manager_api=services.api(RESOURCE_MANAGER_API),
+    )
+
+
 def network_args(stack: Stack) -> NetworkArgs:
     config = stack.config
     network = config.network
@@ -118,7 +134,9 @@ def network_args(stack: Stack) -> NetworkArgs:
     )
 
 
-def cluster_args(stack: Stack, network: Network, services: ProjectServices) -> ClusterArgs:
+def cluster_args(
+    stack: Stack, network: Network, services: ProjectServices, agents: ServiceAgents | None
+) -> ClusterArgs:
     config = stack.config
     cluster = config.cluster
     return ClusterArgs(
@@ -143,6 +161,8 @@ def cluster_args(stack: Stack, network: Network, services: ProjectServices) -> C
         egress=network.egress,
         secrets_encryption_key=cluster.secrets_encryption_key,
         system_pool_boot=cluster.system_pool_boot,
+        secrets_key_grants=key_grant(agents, cluster.secrets_encryption_key, GKE_SERVICE_AGENT),
+        boot_key_grants=key_grant(agents, cluster.system_pool_boot.boot_disk_key, COMPUTE_SERVICE_AGENT),
         binary_authorization=cluster.binary_authorization,
         rbac_security_group=cluster.rbac_security_group,
         intranode_visibility=cluster.intranode_visibility,
@@ -171,7 +191,9 @@ def existing_cluster_args(stack: Stack) -> ExistingClusterArgs:
     )
 
 
-def tpu_capacity_args(stack: Stack, cluster: Cluster, network: Network) -> TpuCapacityArgs:
+def tpu_capacity_args(
+    stack: Stack, cluster: Cluster, network: Network, agents: ServiceAgents | None
+) -> TpuCapacityArgs:
     config = stack.config
     tpu = config.tpu
     return TpuCapacityArgs(
@@ -190,6 +212,9 @@ def tpu_capacity_args(stack: Stack, cluster: Cluster, network: Network) -> TpuCa
                 reservation_path=config.reservation_path(pool),
                 private_nodes=config.pool_private_nodes(pool),
                 boot=tpu.pool_boot(pool, config.cluster),
+                boot_key_grants=key_grant(
+                    agents, tpu.pool_boot(pool, config.cluster).boot_disk_key, COMPUTE_SERVICE_AGENT
+                ),
             )
             for pool in tpu.pools
         ],

@@ -40,7 +40,7 @@ from components.operations.benchmark import SUMMARY_REPORT
 # --- What each role the stacks grant carries ---------------------------------------------------------------------
 #
 # The IAM API's own definitions of the predefined roles (roles.get: each role's `includedPermissions`), as the
-# darkbitio/gcp-iam-role-permissions snapshot of them holds them: commit 8ab2a6ff7d7e977c4feb6b60a377883d45560050
+# darkbitio/gcp-iam-role-permissions snapshot of them holds them: commit 8ab2a6ff8d7e977c4feb6b60a377883d45560050
 # (fetched 2026-08-22), files roles/<role>. Google publishes the same definitions on
 # cloud.google.com/iam/docs/roles-permissions/<service>; the secretAccessor list was checked against Secret Manager's
 # "Access control with IAM" page (read 2026-12-04), and objectViewer's object permissions against the Cloud Storage
@@ -139,6 +139,15 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
             "resourcemanager.projects.get",
         }
     ),
+    "roles/cloudkms.cryptoKeyEncrypterDecrypter": frozenset(
+        {
+            "cloudkms.cryptoKeyVersions.useToDecrypt",
+            "cloudkms.cryptoKeyVersions.useToEncrypt",
+            "cloudkms.locations.get",
+            "cloudkms.locations.list",
+            "resourcemanager.projects.get",
+        }
+    ),
     "roles/container.defaultNodeServiceAccount": frozenset(
         {
             "autoscaling.sites.writeMetrics",
@@ -194,6 +203,15 @@ METHODS: dict[str, Method] = {
     ),
     "monitoring.timeSeries.create": Method(
         ("monitoring.timeSeries.create",), "Cloud Monitoring access control, cloud.google.com/monitoring/access-control"
+    ),
+    # A service agent wraps and unwraps its data keys with the customer's key: Encrypt and Decrypt of the CryptoKey,
+    # which check useToEncrypt and useToDecrypt on it (Cloud KMS "Permissions and roles",
+    # cloud.google.com/kms/docs/reference/permissions-and-roles, read 2026-12-04).
+    "cloudkms.cryptoKeys.encrypt": Method(
+        ("cloudkms.cryptoKeyVersions.useToEncrypt",), "cloud.google.com/kms/docs/reference/permissions-and-roles"
+    ),
+    "cloudkms.cryptoKeys.decrypt": Method(
+        ("cloudkms.cryptoKeyVersions.useToDecrypt",), "cloud.google.com/kms/docs/reference/permissions-and-roles"
     ),
     # A docker pull from Artifact Registry reads the repository's artifacts (Artifact Registry "Access control with
     # IAM", cloud.google.com/artifact-registry/docs/access-control, read 2026-12-04: the reader role, download).
@@ -306,6 +324,8 @@ class Cluster:
     project_number: str  # what getProject answers (the mocks' placeholder offline)
     workload_pool: str
     node_account: str | None  # the nodes' IAM member; None on a cluster made elsewhere
+    secrets_keys: tuple[str, ...] = ()  # the Cloud KMS key of the cluster's Secrets (databaseEncryption), if any
+    boot_keys: tuple[str, ...] = ()  # the Cloud KMS keys of its pools' boot disks (nodeConfig.bootDiskKmsKey)
 
 
 @dataclass(frozen=True)
@@ -829,6 +849,31 @@ def node_calls(render: Render) -> list[Call]:
     return calls
 
 
+# --- The service agents that use the customer's keys ------------------------------------------------------------
+
+# Google's service agents of a project (IAM "Service agents", cloud.google.com/iam/docs/service-agents, read
+# 2026-12-04): GKE's encrypts the cluster's Secrets with the key of its databaseEncryption (GKE "Encrypt secrets at the
+# application layer", which grants it the key), Compute Engine's each boot disk made with a boot disk key (GKE "Use
+# customer-managed encryption keys", which grants it the key).
+GKE_SERVICE_AGENT = "serviceAccount:service-{number}@container-engine-robot.iam.gserviceaccount.com"
+COMPUTE_SERVICE_AGENT = "serviceAccount:service-{number}@compute-system.iam.gserviceaccount.com"
+
+
+def service_agent_calls(render: Render) -> list[Call]:
+    """Each service agent's Encrypt and Decrypt on each key the cluster is made with."""
+    number = render.cluster.project_number
+    uses = [(GKE_SERVICE_AGENT, "GKE: the cluster's Secrets", key) for key in render.cluster.secrets_keys]
+    uses += [(COMPUTE_SERVICE_AGENT, "Compute Engine: the nodes' boot disks", key) for key in render.cluster.boot_keys]
+    calls = []
+    for agent, program, key in uses:
+        reached = (f"key {key}", f"project {key.split('/')[1]}")
+        for method in ("cloudkms.cryptoKeys.encrypt", "cloudkms.cryptoKeys.decrypt"):
+            calls.append(
+                Call(program, agent.format(number=number), method, key, reached, "the cluster's and pools' key inputs")
+            )
+    return calls
+
+
 # --- Everything a render's programs ask of Google Cloud -----------------------------------------------------------
 
 
@@ -841,7 +886,7 @@ class Claimed:
 
 def program_calls(render: Render) -> tuple[list[Call], list[Claimed]]:
     """Every call of every program of the render, and which programs each pod runs."""
-    calls, claimed = node_calls(render), []
+    calls, claimed = [*node_calls(render), *service_agent_calls(render)], []
     for pod in pods_of(render.objects):
         principal, exchange = render.identity(pod)
         names = []

@@ -8,10 +8,14 @@ import pytest
 from components.config_base import Problems
 from components.gcp.config import (
     ClusterConfig,
+    ExistingClusterConfig,
     ImagesConfig,
     MirrorRepository,
     TpuConfig,
+    TpuPoolConfig,
     channel_floor_problem,
+    key_grant_warnings,
+    key_grants,
     validate_cluster,
 )
 from tests.conftest import assert_bad_input
@@ -494,3 +498,74 @@ def test_the_mirror_names_one_artifact_registry_repository(mirror, parsed):
 @pytest.mark.parametrize("setting, production, required", [(None, False, False), (None, True, True), (False, True, False), (True, False, True)])  # fmt: skip
 def test_digests_are_required_by_the_setting_or_else_by_production(setting, production, required):
     assert ImagesConfig(require_digests=setting).digests_required(production) is required
+
+
+# --- Which service agent is granted which key ------------------------------------------------------
+
+RING = "projects/p-1/locations/us-central1/keyRings/r"
+SECRETS, BOOT = f"{RING}/cryptoKeys/secrets", f"{RING}/cryptoKeys/boot"
+TWO_POOLS = [TpuPoolConfig("a", 16), TpuPoolConfig("b", 16)]
+
+
+@pytest.mark.parametrize(
+    "cluster, pools, expected",
+    [
+        pytest.param({}, TWO_POOLS, {}, id="no-key"),
+        pytest.param(
+            {"secrets_encryption_key": SECRETS}, TWO_POOLS, {(SECRETS, "container-engine-robot"): 1}, id="secrets"
+        ),
+        pytest.param(
+            {"boot_disk_encryption_key": BOOT},
+            TWO_POOLS,
+            {(BOOT, "compute-system"): 4},  # the system pool, the cluster's first default pool, both TPU pools
+            id="boot-shared-by-every-pool",
+        ),
+        pytest.param(
+            {"boot_disk_encryption_key": BOOT},
+            [TpuPoolConfig("a", 16), TpuPoolConfig("b", 16, hardened_boot=False)],
+            {(BOOT, "compute-system"): 3},
+            id="a-pool-without-it",
+        ),
+        pytest.param(
+            {"secrets_encryption_key": SECRETS, "boot_disk_encryption_key": SECRETS},
+            TWO_POOLS,
+            {(SECRETS, "container-engine-robot"): 1, (SECRETS, "compute-system"): 4},
+            id="one-key-two-agents",
+        ),
+        pytest.param(
+            {"secrets_encryption_key": SECRETS, "existing": ExistingClusterConfig(name="c", location="us-central1")},
+            TWO_POOLS,
+            {},
+            id="cluster-made-elsewhere",
+        ),
+    ],
+)
+def test_each_key_is_granted_once_to_each_agent_that_uses_it(cluster, pools, expected):
+    grants = key_grants(ClusterConfig(**cluster), TpuConfig(pools=pools))
+    assert {(g.key.name, g.agent.domain): len(g.uses) for g in grants} == expected
+    assert len({g.name for g in grants}) == len(grants), "two grants would share a resource name"
+
+
+@pytest.mark.parametrize(
+    "key, project, warned",
+    [
+        pytest.param(BOOT, "p-1", False, id="own-project"),
+        pytest.param(BOOT, "p-2", True, id="another-project"),
+    ],
+)
+def test_only_a_key_of_another_project_is_left_to_the_operator(key, project, warned):
+    grants = key_grants(ClusterConfig(boot_disk_encryption_key=key), TpuConfig(pools=TWO_POOLS))
+    warnings = key_grant_warnings(grants, project)
+    assert bool(warnings) == warned
+    for warning in warnings:
+        assert warning.startswith("cluster.bootDiskEncryptionKey: the key is in project p-1, not this stack's p-2")
+        assert f"gcloud services enable compute.googleapis.com --project {project}" in warning
+        assert "beta services identity create" not in warning  # Google makes no Compute Engine agent on request
+
+
+def test_gke_s_agent_can_be_asked_for_before_the_grant_by_hand():
+    grants = key_grants(ClusterConfig(secrets_encryption_key=SECRETS), TpuConfig(pools=TWO_POOLS))
+    (warning,) = key_grant_warnings(grants, "p-2")
+    assert "gcloud beta services identity create --service=container.googleapis.com --project p-2" in warning
+    assert '--member "serviceAccount:service-$(gcloud projects describe p-2' in warning
+    assert "@container-engine-robot.iam.gserviceaccount.com" in warning

@@ -77,6 +77,16 @@ FIXTURES: dict[str, tuple[str, Any]] = {
     ),
     "serving, the token in Secret Manager": ("iam-serving", _with_token_in_secret_manager),
     "saxml": ("iam-saxml", lambda values: {}),
+    # the Secrets' key in the stack's project (granted by the stack), the boot disks' in another (its owner's)
+    "serving, keys in this project and another": (
+        "iam-serving",
+        lambda values: {
+            "cluster.secretsEncryptionKey": f"projects/{values['project']}/locations/{values['region']}"
+            "/keyRings/cluster/cryptoKeys/secrets",
+            "cluster.bootDiskEncryptionKey": f"projects/{values['project']}-keys/locations/{values['region']}"
+            "/keyRings/cluster/cryptoKeys/boot-disks",
+        },
+    ),
 }
 
 
@@ -135,7 +145,24 @@ def render_of(run: ProgramRun, config: StackConfig) -> Render:
     }
     assert len(node_accounts) <= 1, f"nodes of several accounts: {node_accounts}"
     node = f"serviceAccount:{node_accounts.pop()}" if node_accounts else None
-    return Render(objects, images, Cluster(config.project, PROJECT_NUMBER_PLACEHOLDER, pool, node))
+    secrets_keys = tuple(
+        key for cluster in clusters if (key := (cluster.inputs.get("databaseEncryption") or {}).get("keyName"))
+    )
+    boot_keys = tuple(
+        sorted(
+            {
+                key
+                for r in run.registrations
+                if r.type in ("gcp:container/cluster:Cluster", "gcp:container/nodePool:NodePool")
+                if (key := (r.inputs.get("nodeConfig") or {}).get("bootDiskKmsKey"))
+            }
+        )
+    )
+    return Render(
+        objects,
+        images,
+        Cluster(config.project, PROJECT_NUMBER_PLACEHOLDER, pool, node, secrets_keys, boot_keys),
+    )
 
 
 VARIANTS = {
@@ -169,6 +196,7 @@ MEMBER_TYPES = {
         "repository",
         ("project", "location", "repository"),
     ),
+    "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember": ("key", ("cryptoKeyId",)),
 }
 
 
@@ -197,11 +225,15 @@ def grant_of(registration: Registration) -> Grant:
 
 def delegated(one: Checked) -> set[str]:
     """Where the stack's config says the grants are made elsewhere: the weights bucket with
-    serving.weightsBucket.grantAccess false (the docs list what its accounts then need there)."""
+    serving.weightsBucket.grantAccess false (the docs list what its accounts then need there), a key of another
+    project."""
     serving = one.config.serving
+    elsewhere = set()
     if serving.enabled and not serving.weights_bucket.grant_access:
-        return {f"bucket {weights_bucket_name(serving, one.config.project)}"}
-    return set()
+        elsewhere.add(f"bucket {weights_bucket_name(serving, one.config.project)}")
+    # a key of another project is its owner's to grant: the preview says the command (config.key_grant_warnings)
+    elsewhere |= {f"key {g.key.name}" for g in one.config.key_grants() if not g.in_project(one.config.project)}
+    return elsewhere
 
 
 def the_stacks_to_grant(one: Checked) -> list[Call]:

@@ -1025,3 +1025,105 @@ def test_a_change_of_a_running_stack_s_boot_replaces_the_pools_it_reaches(runs, 
     assert sorted(lines) == replaced
     assert all(fragment in line for line in lines.values())
     assert not [w for w in run.warnings if "GKE cluster" in w]  # its node config is read at its create only
+
+
+# --- The service agents' grants on the Cloud KMS keys -----------------------------------------------
+
+GRANT = "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"
+SERVICE_IDENTITY = "gcp:projects/serviceIdentity:ServiceIdentity"
+SERVICE = "gcp:projects/service:Service"
+CLUSTER = "gcp:container/cluster:Cluster"
+DEV_VALUES = stack_values("dev")
+OWN_RING = f"projects/{DEV_VALUES['project']}/locations/{DEV_VALUES['region']}/keyRings/ring"
+OWN_KEYS = {
+    "cluster.secretsEncryptionKey": f"{OWN_RING}/cryptoKeys/secrets",
+    "cluster.bootDiskEncryptionKey": f"{OWN_RING}/cryptoKeys/boot",
+}
+GKE_AGENT, COMPUTE_AGENT = "container-engine-robot", "compute-system"
+
+
+def grants(run: ProgramRun) -> dict[tuple[str, str], Registration]:
+    """(key, the agent's domain) -> its grant; two grants of one pair would collapse here, so the count is checked."""
+    made = {(r.input("cryptoKeyId"), r.input("member").split("@")[1].split(".")[0]): r for r in run.of_type(GRANT)}
+    assert len(made) == len(run.of_type(GRANT)), "one key granted twice to one agent"
+    return made
+
+
+def api_service(run: ProgramRun, api: str) -> str:
+    (service,) = [s.name for s in run.of_type(SERVICE) if s.input("service") == api]
+    return service
+
+
+@pytest.fixture(scope="module")
+def keyed() -> ProgramRun:
+    return run_stack(OWN_KEYS)
+
+
+def test_each_key_is_granted_once_to_the_agent_that_uses_it(keyed):
+    secrets, boot = OWN_KEYS["cluster.secretsEncryptionKey"], OWN_KEYS["cluster.bootDiskEncryptionKey"]
+    assert set(grants(keyed)) == {(secrets, GKE_AGENT), (boot, COMPUTE_AGENT)}
+    for grant in keyed.of_type(GRANT):
+        assert grant.input("role") == "roles/cloudkms.cryptoKeyEncrypterDecrypter"
+    # one key for both: one grant per agent on it; every pool shares the boot disks' one grant
+    same = run_stack({**OWN_KEYS, "cluster.bootDiskEncryptionKey": secrets})
+    assert set(grants(same)) == {(secrets, GKE_AGENT), (secrets, COMPUTE_AGENT)}
+
+
+def test_each_grant_waits_for_the_enablement_that_makes_its_agent(keyed):
+    """GKE's agent is asked for (generateServiceIdentity) once its API is on, so it has the role the enablement gives
+    it; Compute Engine's is there once its API is, and is never asked for (Google refuses: tools/gcp_model.py)."""
+    by_agent = {agent: grant.name for (_, agent), grant in grants(keyed).items()}
+    (identity,) = keyed.of_type(SERVICE_IDENTITY)
+    assert identity.input("service") == "container.googleapis.com"
+    assert api_service(keyed, "container.googleapis.com") in identity.dependencies
+    assert identity.name in closure(keyed, by_agent[GKE_AGENT])
+    assert api_service(keyed, "compute.googleapis.com") in closure(keyed, by_agent[COMPUTE_AGENT])
+
+
+def test_the_cluster_and_every_pool_that_uses_a_key_wait_for_its_grant_and_no_other():
+    """Each waits for the grant itself, not by chance through another (a pool made while the cluster exists already,
+    its boot key newly set, waits for the grant all the same)."""
+    pools = [{"name": "tpu7-pool-1", "nodeCount": 16}, {"name": "tpu7-pool-2", "nodeCount": 16, "hardenedBoot": False}]
+    run = run_stack({**OWN_KEYS, "tpu.pools": pools})
+    by_agent = {agent: grant.name for (_, agent), grant in grants(run).items()}
+    assert {by_agent[GKE_AGENT], by_agent[COMPUTE_AGENT]} <= set(run.one(CLUSTER, "gke-cluster").dependencies)
+    for pool in ("system-pool", "tpu7-pool-1"):
+        assert by_agent[COMPUTE_AGENT] in run.one(TPU_POOL, pool).dependencies, pool
+    assert by_agent[COMPUTE_AGENT] not in run.one(TPU_POOL, "tpu7-pool-2").dependencies  # boots from Google's key
+
+
+def test_the_grants_outlive_the_cluster_and_pools_and_are_never_revoked_by_the_stack(keyed):
+    """Destroy drops a grant from the state only after everything that uses its key is gone, and leaves the binding:
+    the provider's delete removes the member whoever added it, and the agent is the whole project's."""
+    wave = {name: i for i, names in enumerate(destroy_waves(keyed.registrations)) for name in names}
+    users = ["gke-cluster", "system-pool", *tpu_pools(keyed)]
+    for grant in keyed.of_type(GRANT):
+        assert grant.options.get("retainOnDelete") is True, grant.name
+        assert all(wave[user] < wave[grant.name] for user in users), grant.name
+
+
+def test_a_key_of_another_project_is_not_granted_and_the_preview_says_how():
+    ring = f"projects/team-keys/locations/{DEV_VALUES['region']}/keyRings/shared"
+    run = run_stack({"cluster.bootDiskEncryptionKey": f"{ring}/cryptoKeys/boot"})
+    assert not run.of_type(GRANT) and not run.of_type(SERVICE_IDENTITY)
+    assert not [r for r in run.registrations if r.type == "tpu-gke:gcp:ServiceAgents"]
+    (warning,) = [w for w in run.warnings if w.startswith("cluster.bootDiskEncryptionKey")]
+    project = DEV_VALUES["project"]
+    assert (
+        f"gcloud kms keys add-iam-policy-binding boot --keyring shared --location {DEV_VALUES['region']} "
+        f'--project team-keys --member "serviceAccount:service-$(gcloud projects describe {project} '
+        "--format='value(projectNumber)')@compute-system.iam.gserviceaccount.com\" "
+        "--role roles/cloudkms.cryptoKeyEncrypterDecrypter"
+    ) in warning
+    assert f"gcloud services enable compute.googleapis.com --project {project}" in warning
+    assert "TPU pool tpu7-pool-1" in warning and "system pool" in warning
+    assert not [w for w in run_stack(OWN_KEYS).warnings if "add-iam-policy-binding" in w]
+
+
+def test_a_running_stack_that_now_makes_its_grants_replaces_nothing():
+    """The grants existed by hand: the first `up` after this change adds identical members (the provider merges them
+    into the binding) and only new waits; no fact the preview compares changes."""
+    prod = run_stack(stack="prod")
+    again = run_stack(stack="prod", previous_outputs=previous_of(prod))
+    assert replacements(again) == {}
+    assert len(prod.of_type(GRANT)) == 2

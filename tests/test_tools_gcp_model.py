@@ -131,6 +131,8 @@ def test_a_cluster_that_enforces_binary_authorization_needs_that_api_too(tmp_pat
         ("gcp:organizations/getProject:getProject", "cloudresourcemanager.googleapis.com"),
         ("gcp:projects/iAMMember:IAMMember", "cloudresourcemanager.googleapis.com"),
         ("gcp:projects/service:Service", SERVICE_USAGE),
+        ("gcp:projects/serviceIdentity:ServiceIdentity", SERVICE_USAGE),  # generateServiceIdentity
+        ("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember", "cloudkms.googleapis.com"),
         ("gcp:serviceaccount/iAMMember:IAMMember", "iam.googleapis.com"),
         ("gcp:storage/bucketIAMMember:BucketIAMMember", "storage.googleapis.com"),
         ("kubernetes:core/v1:Namespace", None),
@@ -144,3 +146,61 @@ def test_each_call_goes_through_its_api(token, api):
 def test_a_call_the_model_cannot_place_fails_loudly():
     with pytest.raises(UnmodeledCall, match="add 'tpu' to API_OF_MODULE"):
         api_of("gcp:tpu/v2Vm:V2Vm")
+
+
+# Asking Google for a service's agent: a Service Usage call, answered with the agent's address where Google makes the
+# agent on request, refused where it does not.
+SERVICE_AGENT = """
+import pulumi, pulumi_gcp as gcp
+agent = gcp.projects.ServiceIdentity("agent", project="p-123", service="{service}")
+pulumi.export("email", agent.email)
+pulumi.export("member", agent.member)
+"""
+
+
+def test_the_agent_google_makes_on_request_is_answered_with_its_address_and_the_program_names_it_alike(tmp_path):
+    from components.gcp.config import GKE_SERVICE_AGENT
+    from tools.mock_engine import PROJECT_NUMBER_PLACEHOLDER
+
+    program = tmp_path / "program.py"
+    program.write_text(SERVICE_AGENT.format(service="container.googleapis.com"))
+    up = run_program(dict(CONFIG), preview=False, cloud=CloudProject.empty(), program_path=program)
+    assert up.outputs["email"] == f"service-{PROJECT_NUMBER_PLACEHOLDER}@container-engine-robot.iam.gserviceaccount.com"
+    assert up.outputs["member"] == f"serviceAccount:{up.outputs['email']}"
+    # the program writes the address from the project number rather than reading it back: the same principal
+    assert GKE_SERVICE_AGENT.member(PROJECT_NUMBER_PLACEHOLDER) == up.outputs["member"]
+    preview = run_program(dict(CONFIG), preview=True, cloud=CloudProject.empty(), program_path=program)
+    assert preview.outputs["email"] == "[unknown]", "a preview asks Google nothing"
+
+
+def test_compute_engine_s_agent_is_refused_on_request_and_an_unknown_service_fails_loudly(tmp_path):
+    from components.gcp.config import COMPUTE_SERVICE_AGENT
+    from tools.gcp_model import ServiceIdentityRefused
+
+    program = tmp_path / "program.py"
+    program.write_text(SERVICE_AGENT.format(service="compute.googleapis.com"))
+    with pytest.raises(ServiceIdentityRefused, match=r"compute\.googleapis\.com has not been configured for service"):
+        run_program(dict(CONFIG), preview=False, cloud=CloudProject(), program_path=program)
+    assert not COMPUTE_SERVICE_AGENT.made_on_request, "the program asks for what Google refuses"
+    program.write_text(SERVICE_AGENT.format(service="pubsub.googleapis.com"))
+    with pytest.raises(UnmodeledCall, match="SERVICE_IDENTITY_DOMAINS"):
+        run_program(dict(CONFIG), preview=False, cloud=CloudProject(), program_path=program)
+
+
+# A grant on a key of the project, with Cloud KMS on or not.
+KEY_GRANT = """
+import pulumi, pulumi_gcp as gcp
+gcp.kms.CryptoKeyIAMMember(
+    "grant", crypto_key_id="projects/p-123/locations/us-central1/keyRings/r/cryptoKeys/k",
+    role="roles/cloudkms.cryptoKeyEncrypterDecrypter",
+    member="serviceAccount:service-1@compute-system.iam.gserviceaccount.com",
+)
+"""
+
+
+def test_a_key_grant_goes_through_cloud_kms(tmp_path):
+    _, refusal = run(tmp_path, KEY_GRANT, preview=False, cloud=CloudProject.empty())
+    assert isinstance(refusal, ServiceDisabled) and refusal.api == "cloudkms.googleapis.com"
+    assert "Cloud Key Management Service (KMS) API has not been used in project p-123" in str(refusal)
+    _, refusal = run(tmp_path, KEY_GRANT, preview=False, cloud=CloudProject.empty("cloudkms.googleapis.com"))
+    assert refusal is None

@@ -30,6 +30,9 @@ API_OF_MODULE = {
     "artifactregistry": "artifactregistry.googleapis.com",  # RepositoryIamMember: repositories.setIamPolicy
     "compute": "compute.googleapis.com",
     "container": "container.googleapis.com",
+    # CryptoKeyIAMMember: cryptoKeys.getIamPolicy / setIamPolicy (hashicorp/terraform-provider-google-beta v7.45.0
+    # google-beta/services/kms/iam_kms_crypto_key.go), in the key's project
+    "kms": "cloudkms.googleapis.com",
     "monitoring": "monitoring.googleapis.com",
     "organizations": "cloudresourcemanager.googleapis.com",  # getProject: projects.get
     "projects": "cloudresourcemanager.googleapis.com",  # IAMMember: projects.getIamPolicy / setIamPolicy
@@ -37,8 +40,12 @@ API_OF_MODULE = {
     "serviceaccount": "iam.googleapis.com",  # accounts and their IAM members
     "storage": "storage.googleapis.com",
 }
-# Calls whose API is not their module's.
-API_OF_TOKEN = {SERVICE_RESOURCE: SERVICE_USAGE}  # enabling an API is a Service Usage call
+SERVICE_IDENTITY_RESOURCE = "gcp:projects/serviceIdentity:ServiceIdentity"
+# Calls whose API is not their module's: enabling an API is a Service Usage call, and so is asking for a service's
+# agent (services.generateServiceIdentity, Service Usage v1beta1: the provider posts to
+# {{ServiceUsageBasePath}}projects/{{project}}/services/{{service}}:generateServiceIdentity, v7.45.0
+# google-beta/services/resourcemanager/resource_project_service_identity.go).
+API_OF_TOKEN = {SERVICE_RESOURCE: SERVICE_USAGE, SERVICE_IDENTITY_RESOURCE: SERVICE_USAGE}
 CLUSTER_RESOURCE = "gcp:container/cluster:Cluster"
 BINARY_AUTHORIZATION_API = "binaryauthorization.googleapis.com"
 
@@ -46,6 +53,7 @@ BINARY_AUTHORIZATION_API = "binaryauthorization.googleapis.com"
 API_TITLES = {
     "artifactregistry.googleapis.com": "Artifact Registry API",
     "binaryauthorization.googleapis.com": "Binary Authorization API",
+    "cloudkms.googleapis.com": "Cloud Key Management Service (KMS) API",
     "cloudresourcemanager.googleapis.com": "Cloud Resource Manager API",
     "compute.googleapis.com": "Compute Engine API",
     "container.googleapis.com": "Kubernetes Engine API",
@@ -103,6 +111,45 @@ def input_apis(token: str, inputs: dict[str, Any]) -> list[str]:
         if mode == "PROJECT_SINGLETON_POLICY_ENFORCE":
             return [BINARY_AUTHORIZATION_API]
     return []
+
+
+# --- Service agents, as generateServiceIdentity answers for them ---------------------------------------
+
+# The agent generateServiceIdentity makes for each service the harness has seen asked, by its address's domain
+# (service-<project number>@<domain>.iam.gserviceaccount.com: Google's list of service agents,
+# cloud.google.com/iam/docs/service-agents, as GoogleCloudPlatform/cloud-foundation-fabric@11c1d248
+# modules/project/service-agents.yaml copies it, 2026-07-21). Written apart from the program's own table
+# (components/gcp/config.py) on purpose, like API_OF_MODULE.
+SERVICE_IDENTITY_DOMAINS = {"container.googleapis.com": "container-engine-robot"}
+# Services Google answers INVALID_ARGUMENT for: their agents are not made on request (Compute Engine's:
+# terraform-google-modules/terraform-google-project-factory#628, 2021-10-09; the error's wording as gcloud prints it
+# for another such service, hashicorp/terraform-provider-google#18649, 2024-09-30).
+NO_SERVICE_IDENTITY = frozenset({"compute.googleapis.com"})
+
+
+class ServiceIdentityRefused(Exception):
+    """Google Cloud's answer to generateServiceIdentity for a service whose agent is not made on request."""
+
+    def __init__(self, service: str):
+        self.service = service
+        super().__init__(
+            f"{SERVICE_IDENTITY_RESOURCE}: Error creating Service Identity: googleapi: Error 400: Service {service} "
+            "has not been configured for service identities., INVALID_ARGUMENT"
+        )
+
+
+def service_identity(service: str, project_number: str) -> dict[str, str]:
+    """What generateServiceIdentity answers for ``service`` (the provider's ``email``, and ``member`` made from it):
+    ServiceIdentityRefused where Google refuses; UnmodeledCall for a service the model has not been told of."""
+    if service in NO_SERVICE_IDENTITY:
+        raise ServiceIdentityRefused(service)
+    if service not in SERVICE_IDENTITY_DOMAINS:
+        raise UnmodeledCall(
+            f"the model of Google Cloud does not know what generateServiceIdentity answers for {service}: add it to "
+            "SERVICE_IDENTITY_DOMAINS (or NO_SERVICE_IDENTITY) with its source"
+        )
+    email = f"service-{project_number}@{SERVICE_IDENTITY_DOMAINS[service]}.iam.gserviceaccount.com"
+    return {"email": email, "member": f"serviceAccount:{email}"}
 
 
 @dataclass(frozen=True)

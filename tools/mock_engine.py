@@ -23,12 +23,14 @@ from pulumi.runtime.sync_await import _sync_await
 
 from tools.gcp_model import (
     CLUSTER_RESOURCE,
+    SERVICE_IDENTITY_RESOURCE,
     SERVICE_RESOURCE,
     CloudProject,
     GkeServerConfig,
     api_of,
     cluster_endpoints,
     gke_dns_endpoint,
+    service_identity,
 )
 from tools.stack_file import read_stack_file
 
@@ -159,6 +161,9 @@ def _applied_outputs(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
     if args.typ == "gcp:serviceaccount/account:Account":
         email = f"{args.inputs['accountId']}@{args.inputs['project']}.iam.gserviceaccount.com"
         return {"email": email, "name": f"projects/{args.inputs['project']}/serviceAccounts/{email}"}
+    if args.typ == SERVICE_IDENTITY_RESOURCE:
+        # the project's number as getProject answers it here
+        return service_identity(args.inputs["service"], PROJECT_NUMBER_PLACEHOLDER)
     return {}
 
 
@@ -196,6 +201,8 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
         if request.custom and not self.preview:  # a preview creates nothing, so calls no API
             self._refuse_if_disabled(request.type, list(request.dependencies), unwrap_secrets(inputs))
+            if request.type == SERVICE_IDENTITY_RESOURCE:
+                service_identity(unwrap_secrets(inputs)["service"], PROJECT_NUMBER_PLACEHOLDER)  # what Google refuses
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]  # the SDK's mock is untyped
         self._registered[urn] = (request.type, unwrap_secrets(inputs))
         self._dependencies[urn] = list(request.dependencies)

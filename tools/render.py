@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from tools.gcp_model import CloudProject, ServiceDisabled, api_of
+from tools.gcp_model import CloudProject, ServiceDisabled, ServiceIdentityRefused, api_of
 from tools.mock_engine import (
     PROJECT_ROOT,
     Invocation,
@@ -65,11 +65,15 @@ def render(stack: str, stack_dir: Path = PROJECT_ROOT) -> tuple[dict[str, str], 
 def new_project(values: dict[str, str], secret_keys: list[str]) -> CloudProject:
     """The project a stack's first `up` goes to: a new one; a cluster made elsewhere has GKE's APIs on. An image
     mirror (images.mirror) exists before the stack's first `up`, filled with the stack's images, so Artifact
-    Registry is on where it lives; the model has one project, so that is this one."""
+    Registry is on where it lives; the model has one project, so that is this one. So does a Cloud KMS key the stack
+    grants (one of its own project: cluster.secretsEncryptionKey, cluster.bootDiskEncryptionKey): it is made through
+    the Cloud KMS API of its project before the first `up`, so that API is on, and the stack does not enable it."""
     from components import stack as stack_config
 
     config = stack_config.load_pulumi_values(values, secret_keys).config
-    already_on = ("artifactregistry.googleapis.com",) if config.images.mirror else ()
+    already_on: tuple[str, ...] = ("artifactregistry.googleapis.com",) if config.images.mirror else ()
+    if any(grant.in_project(config.project) for grant in config.key_grants()):
+        already_on += ("cloudkms.googleapis.com",)
     if config.cluster.existing.enabled:
         return CloudProject.empty("container.googleapis.com", "compute.googleapis.com", *already_on)
     return CloudProject.empty(*already_on)
@@ -305,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     except StackFileError as error:
         print(f"render of stack {args.stack} failed: {error}", file=sys.stderr)
         return 1
-    except ServiceDisabled as refusal:
+    except (ServiceDisabled, ServiceIdentityRefused) as refusal:
         print(f"render of stack {args.stack} failed: in a new project, Google Cloud refuses {refusal}", file=sys.stderr)
         return 1
     except FileNotFoundError:

@@ -110,6 +110,10 @@ class ClusterArgs:
     egress: list[pulumi.Resource]  # the Cloud NAT private nodes pull through: every node pool waits for it
     secrets_encryption_key: str  # a Cloud KMS key name, or "" for Google's default encryption only
     system_pool_boot: NodeBoot  # the system pool's and the cluster's first default pool's
+    # The grants the cluster's create needs first (components/gcp/service_agents.py): GKE's agent on the Secrets' key,
+    # Compute Engine's on the boot disks' key (its first default pool boots with it); empty where the stack makes none
+    secrets_key_grants: list[pulumi.Resource]
+    boot_key_grants: list[pulumi.Resource]
     binary_authorization: str  # DISABLED, or PROJECT_SINGLETON_POLICY_ENFORCE (its API enabled before the cluster)
     rbac_security_group: str  # gke-security-groups@<domain>, or "" for no Google Groups in RBAC
     intranode_visibility: bool
@@ -219,7 +223,7 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
-                    depends_on=self.node_service_account_roles,
+                    depends_on=[*self.node_service_account_roles, *args.secrets_key_grants, *args.boot_key_grants],
                     custom_timeouts=pulumi.CustomTimeouts(create="45m", update="60m", delete="45m"),
                     # only the create's default pool reads it, and that pool is gone: a change later (or
                     # a stack made before the field was set) must not plan a replacement of the cluster
@@ -244,13 +248,15 @@ class Cluster(pulumi.ComponentResource):
             node_config=with_boot(system_pool_config, args.system_pool_boot),
             network_config=node_network_config(args.private_nodes),
             management={"auto_repair": True, "auto_upgrade": True},
-            # Its controllers pull from outside Google (the charts' images): private nodes need the NAT first. A change
-            # that replaces it (its service account, its boot) deletes it first: the new pool keeps its name, which GKE
-            # would refuse beside the old one.
+            # Its controllers pull from outside Google (the charts' images): private nodes need the NAT first, and its
+            # boot disks the grant on their key. A change that replaces it (its service account, its boot) deletes it
+            # first: the new pool keeps its name, which GKE would refuse beside the old one.
             opts=pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
-                    depends_on=args.egress, ignore_changes=NETWORK_CONFIG_NOT_OURS, delete_before_replace=True
+                    depends_on=[*args.egress, *args.boot_key_grants],
+                    ignore_changes=NETWORK_CONFIG_NOT_OURS,
+                    delete_before_replace=True,
                 ),
             ),
         )

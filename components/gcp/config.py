@@ -155,6 +155,100 @@ class NodeBoot:
 UNHARDENED_BOOT = NodeBoot(boot_disk_key="", secure_boot=False)
 
 
+# --- Service agents and their grants on the Cloud KMS keys -------------------------------------
+
+
+@dataclass(frozen=True)
+class ServiceAgent:
+    """A Google-managed service agent of the stack's project: the identity a Google service uses a key as.
+
+    ``service``: the API whose enablement makes it. ``made_on_request``: Service Usage's generateServiceIdentity
+    makes it (and answers its address) for that service, so the stack asks for it before a grant; otherwise the
+    agent is there once the API's enablement is done. Its address, service-<project number>@<domain>.iam.
+    gserviceaccount.com, is written from the project number, as Google's list of service agents gives it
+    (cloud.google.com/iam/docs/service-agents, read through GoogleCloudPlatform/cloud-foundation-fabric@11c1d248
+    modules/project/service-agents.yaml, 2026-07-21, which the module derives every agent's address from too).
+    """
+
+    service: str
+    domain: str
+    title: str  # Google's name of the agent, for the reader
+    made_on_request: bool
+
+    def email(self, project_number: str) -> str:
+        return f"service-{project_number}@{self.domain}.iam.gserviceaccount.com"
+
+    def member(self, project_number: str) -> str:
+        return f"serviceAccount:{self.email(project_number)}"
+
+
+# GKE encrypts the cluster's Secrets in etcd as its service agent (CIS GKE 5.3.1, kube-bench cfg/gke-1.9.0
+# managedservices.yaml's remediation; hashicorp/terraform-provider-google-beta v7.45.0
+# google-beta/services/container/resource_container_cluster_test.go grants this agent before a cluster with
+# database_encryption). generateServiceIdentity makes it: Google's list marks it the primary agent of
+# container.googleapis.com (cloud-foundation-fabric@11c1d248 service-agents.yaml, `is_primary: true`; its
+# service-agents.tf makes exactly the primary agents with google_project_service_identity).
+GKE_SERVICE_AGENT = ServiceAgent(
+    "container.googleapis.com", "container-engine-robot", "Kubernetes Engine Service Agent", made_on_request=True
+)
+# The nodes' boot disks are Compute Engine disks, encrypted and decrypted by Compute Engine's agent (gcloud's reference
+# of `compute disks update-kms-key`; v7.45.0 resource_container_node_pool_test.go grants it before a pool with
+# boot_disk_kms_key). generateServiceIdentity refuses compute.googleapis.com ("not configured for service identities":
+# terraform-google-modules/terraform-google-project-factory#628, 2021-10-09; the three answers it gives are in
+# hashicorp/terraform-provider-google#18649, 2024-09-30), and Google's list does not mark this agent primary. It is
+# there once the Compute Engine API is enabled: Fabric grants it roles right after that enablement, and it is not
+# among the agents Fabric's tools/build_service_agents.py lists as made later than the enablement (SKIP_IAM_AGENTS).
+COMPUTE_SERVICE_AGENT = ServiceAgent(
+    "compute.googleapis.com", "compute-system", "Compute Engine Service Agent", made_on_request=False
+)
+# What a service agent needs on a customer-managed key to encrypt and decrypt with it (both GKE guides above).
+KMS_ENCRYPTER_DECRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
+
+
+@dataclass(frozen=True)
+class KmsKey:
+    """A Cloud KMS key's resource name, parsed (the name is validated first: validate_encryption_keys)."""
+
+    name: str  # projects/<project>/locations/<location>/keyRings/<ring>/cryptoKeys/<key>
+    project: str
+    location: str
+    ring: str
+    key: str
+
+    @classmethod
+    def parse(cls, name: str) -> KmsKey:
+        _, project, _, location, _, ring, _, key = name.split("/")
+        return cls(name, project, location, ring, key)
+
+
+@dataclass(frozen=True)
+class KeyGrant:
+    """One service agent's grant on one key: made once however many settings and pools use the key through it."""
+
+    key: KmsKey
+    agent: ServiceAgent
+    setting: str  # the setting that names the key
+    uses: tuple[str, ...]  # what the agent encrypts with it, for the reader
+
+    @property
+    def name(self) -> str:
+        """The grant's resource name: unique per (key, agent) in one project."""
+        return f"{self.key.location}-{self.key.ring}-{self.key.key}-{self.agent.domain}"
+
+    def in_project(self, project: str) -> bool:
+        return self.key.project == project
+
+    def by_hand(self, project: str) -> str:
+        """The grant as a command to run by hand: the agent's address needs the project number, which the shell asks
+        gcloud for (`gcloud projects describe` answers it as projectNumber)."""
+        number = f"$(gcloud projects describe {project} --format='value(projectNumber)')"
+        key = self.key
+        return (
+            f"gcloud kms keys add-iam-policy-binding {key.key} --keyring {key.ring} --location {key.location} "
+            f'--project {key.project} --member "{self.agent.member(number)}" --role {KMS_ENCRYPTER_DECRYPTER}'
+        )
+
+
 # --- Schema ----------------------------------------------------------------------------
 
 
@@ -300,16 +394,18 @@ class ClusterConfig:
     secrets_encryption_key: str = setting(
         "",
         "Cloud KMS key that encrypts the cluster's Secrets in etcd (application-layer secrets encryption, CIS GKE "
-        "5.3.1): projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>, made and granted beforehand; empty: "
-        "Google's default encryption only.",
+        "5.3.1): projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>, made beforehand in the cluster's region. The "
+        "stack grants it to GKE's service agent when the key is in its own project; a key of another project is "
+        "granted by hand (the preview says how). Empty: Google's default encryption only.",
     )
     boot_disk_encryption_key: str = setting(
         "",
         "Cloud KMS key that encrypts the boot disk of every node (CMEK, CIS GKE 5.9.2): the system pool's, the TPU "
         "pools' (but those with tpu.pools[].hardenedBoot false) and the cluster's first default pool's, "
-        "projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>, made beforehand and granted to the Compute Engine "
-        "service agent. A pool takes it only when made: setting or changing it replaces the pools. Empty: Google's "
-        "default encryption only.",
+        "projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>, made beforehand. The stack grants it to Compute "
+        "Engine's service agent when the key is in its own project; a key of another project is granted by hand (the "
+        "preview says how). A pool takes it only when made: setting or changing it replaces the pools. Empty: "
+        "Google's default encryption only.",
     )
     binary_authorization: str = setting(
         BINARY_AUTHORIZATION_OFF,
@@ -703,6 +799,48 @@ def validate_encryption_keys(cluster: ClusterConfig, region: str, problems: Prob
             )
     if cluster.boot_disk_encryption_key:
         _kms_key("cluster.bootDiskEncryptionKey", cluster.boot_disk_encryption_key, problems)
+
+
+def key_grants(cluster: ClusterConfig, tpu: TpuConfig) -> list[KeyGrant]:
+    """Every (key, service agent) the cluster and its pools need granted, once each: the Secrets' key to GKE's agent,
+    every boot disk's key (the system pool's, the cluster's first default pool's, each hardened TPU pool's) to
+    Compute Engine's. None for a cluster made elsewhere (the stack sets neither key there)."""
+    if cluster.existing.enabled:
+        return []
+    uses: dict[tuple[str, ServiceAgent], tuple[str, list[str]]] = {}
+
+    def use(key: str, agent: ServiceAgent, setting: str, what: str) -> None:
+        if key:
+            uses.setdefault((key, agent), (setting, []))[1].append(what)
+
+    use(cluster.secrets_encryption_key, GKE_SERVICE_AGENT, "cluster.secretsEncryptionKey", "the cluster's Secrets")
+    boot = "cluster.bootDiskEncryptionKey"
+    use(cluster.system_pool_boot.boot_disk_key, COMPUTE_SERVICE_AGENT, boot, "the system pool's boot disks")
+    use(cluster.system_pool_boot.boot_disk_key, COMPUTE_SERVICE_AGENT, boot, "the cluster's first default pool's")
+    for pool in tpu.pools:
+        use(tpu.pool_boot(pool, cluster).boot_disk_key, COMPUTE_SERVICE_AGENT, boot, f"TPU pool {pool.name}'s")
+    return [KeyGrant(KmsKey.parse(key), agent, setting, tuple(what)) for (key, agent), (setting, what) in uses.items()]
+
+
+def key_grant_warnings(grants: list[KeyGrant], project: str) -> list[str]:
+    """What preview says of a key in another project: the stack grants nothing there (its run may not administer that
+    project's keys), so the grant is the operator's, before the first `up` that uses the key. The agent exists once
+    its API is enabled in this project (or, GKE's, once asked for)."""
+    lines = []
+    for grant in grants:
+        if grant.in_project(project):
+            continue
+        agent = grant.agent
+        exists = f"`gcloud services enable {agent.service} --project {project}`"
+        if agent.made_on_request:
+            exists += f" or `gcloud beta services identity create --service={agent.service} --project {project}`"
+        lines.append(
+            f"{grant.setting}: the key is in project {grant.key.project}, not this stack's {project}, so the stack "
+            f"does not grant it: {agent.title} of {project} needs {KMS_ENCRYPTER_DECRYPTER} on it for "
+            f"{', '.join(grant.uses)}, or the create fails. The agent exists once {exists} has run; then grant it "
+            f"before the first `up` that uses the key: {grant.by_hand(project)}"
+        )
+    return lines
 
 
 def _kms_key(key: str, name: str, problems: Problems) -> re.Match[str] | None:

@@ -32,6 +32,7 @@ class TpuPoolArgs:
     reservation_path: str | None
     private_nodes: bool
     boot: NodeBoot
+    boot_key_grants: list[pulumi.Resource]  # the grant on its boot disks' key (service_agents.py); empty: none made
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,8 @@ class TpuCapacity(pulumi.ComponentResource):
                 upgrade_settings={"strategy": "SURGE", "max_surge": 0, "max_unavailable": pool.node_count},
                 network_config=node_network_config(pool.private_nodes),
                 management={"auto_repair": True, "auto_upgrade": True},
-                opts=pool_opts,
+                # Compute Engine makes its boot disks with the key: its agent's grant on the key first
+                opts=pulumi.ResourceOptions.merge(pool_opts, pulumi.ResourceOptions(depends_on=pool.boot_key_grants)),
             )
             for pool in args.pools
         ]
