@@ -314,6 +314,7 @@ class Reservation:
     machine_type: str
     blocks: tuple[Block, ...]
     maintenance: tuple[MaintenanceWindow, ...] = ()
+    readable: bool = True  # false: the deployer may not read it (no compute.reservations.get there)
 
     def path(self) -> str:
         return f"projects/{self.project}/zones/{self.zone}/reservations/{self.name}"
@@ -473,6 +474,15 @@ class Holdings:
                 # no error; the data source then sets its id anyway (v7.45.0): no error, and no field of the API.
                 path = f"projects/{project}/zones/{args.get('zone')}/reservations/{args['name']}"
                 return {"name": args["name"], "zone": args.get("zone"), "project": project, "id": path}
+            if not reservation.readable:
+                # Compute Engine's 403 as googleapi prints it (`googleapi: Error 403: Required 'compute.zones.get'
+                # permission for 'projects/.../zones/us-central1-a', forbidden`, quoted in
+                # udacity/devops-intro-project#77), which HandleNotFoundError wraps (v7.45.0 transport.go; the data
+                # source's id is still empty then)
+                denied = f"Required 'compute.reservations.get' permission for '{reservation.path()}', forbidden"
+                raise ProviderError(
+                    token, f'Error when reading or editing ComputeReservation "": googleapi: Error 403: {denied}'
+                )
             return reservation.answer()
         path = f"projects/{project}/zones/{args.get('zone')}/reservations/{args['reservation']}"
         if token == GET_RESERVATION_BLOCK:

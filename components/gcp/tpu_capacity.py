@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -30,7 +30,7 @@ from components.gcp.rules import (
     pools_to_place,
     review_capacity,
 )
-from components.resources import children_of
+from components.resources import ReadAnswer, answer_of, children_of
 from components.tpu import topology
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
@@ -171,10 +171,10 @@ class TpuCapacity(pulumi.ComponentResource):
             return pulumi.InvokeOutputOptions(parent=self, depends_on=[check.compute_api])
 
         scope = {"project": check.project, "zone": check.zone}
-        reservation = _outcome(gcp.compute.get_reservation_output(name=check.name, opts=options(), **scope))
+        reservation = answer_of(gcp.compute.get_reservation_output(name=check.name, opts=options(), **scope))
 
         def after_reservation(values: list[Any]) -> pulumi.Output[CapacityReview | None] | CapacityReview | None:
-            answer: _Read[Any] = values[0]
+            answer: ReadAnswer[Any] = values[0]
             previous: Mapping[str, str] = values[1] or {}
             if answer.unknown:
                 pulumi.log.info(
@@ -186,11 +186,11 @@ class TpuCapacity(pulumi.ComponentResource):
             read = CapacityRead(error=answer.error, reservation=_reservation(answer.value, check) if answer.ok else None)
             if not (read.reservation and read.reservation.exists and check.block in read.reservation.block_names):
                 return self._decide(read, check, to_place)
-            block = _outcome(gcp.compute.get_reservation_block_output(
+            block = answer_of(gcp.compute.get_reservation_block_output(
                 name=check.block, reservation=check.name, opts=options(), **scope
             ))
 
-            def after_block(block_answer: _Read[Any]) -> pulumi.Output[CapacityReview | None] | CapacityReview | None:
+            def after_block(block_answer: ReadAnswer[Any]) -> pulumi.Output[CapacityReview | None] | CapacityReview | None:
                 if not block_answer.ok:
                     return self._decide(CapacityRead(reservation=read.reservation, error=block_answer.error), check, to_place)
                 block_read = _block(block_answer.value)
@@ -199,7 +199,7 @@ class TpuCapacity(pulumi.ComponentResource):
                     return self._decide(with_block, check, to_place)
                 # Only an `up` that places a pool reads the sub-blocks (a block has up to 144), each by its name.
                 sub_blocks = [
-                    _outcome(gcp.compute.get_reservation_sub_block_output(
+                    answer_of(gcp.compute.get_reservation_sub_block_output(
                         name=name, reservation_block=check.block, reservation=check.name, opts=options(), **scope
                     ))
                     for name in block_read.sub_block_names
@@ -266,38 +266,6 @@ def _node_config(args: TpuCapacityArgs, pool: TpuPoolArgs) -> gcp.container.Node
 
 
 # --- The reads and their answers -------------------------------------------------------------------------
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class _Read(Generic[T]):
-    """An invoke's answer as the program sees it: its value, or the provider's error, or unknown (a preview
-    whose engine declines the read: what it waits for is created by this `up`)."""
-
-    value: T | None = None
-    error: str = ""
-    unknown: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return not (self.error or self.unknown)
-
-
-def _outcome(read: pulumi.Output[T]) -> pulumi.Output[_Read[T]]:
-    """The invoke's answer, its failure included: a provider's error fails only the invoke's Output (the SDK turns
-    it into that Output's exception, pulumi 3.272.0 runtime/invoke.py), which a review can then name the key of."""
-
-    async def outcome() -> _Read[T]:
-        try:
-            if not await read.is_known():
-                return _Read(unknown=True)
-            return _Read(value=await read.future())
-        except Exception as error:  # noqa: BLE001  # the provider's error, any type: the review words it
-            return _Read(error=str(error))
-
-    return pulumi.Output.from_input(outcome())
-
 
 def _first(items: Sequence[Any] | None) -> Any:
     """A nested block of a data source's result: a list of at most one (the provider's flatteners)."""

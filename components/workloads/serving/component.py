@@ -18,6 +18,8 @@ from components.platform.config import HelmChartConfig
 from components.platform.releases import helm_release
 from components.resources import (
     REPLACE_ON_SPEC_CHANGE,
+    ReadAnswer,
+    answer_of,
     children_of,
     custom_resource,
     kubernetes_object,
@@ -270,30 +272,29 @@ class ModelServing(pulumi.ComponentResource):
         """Read the existing weights bucket and refuse one the stack cannot use (serving/rules.py
         weights_bucket_review): no uniform bucket-level access under conditional grants, another region, missing.
         Unknown on a new project's first preview: the read waits for the Cloud Storage API this `up` enables."""
-        read = gcp.storage.get_bucket_output(
-            name=args.bucket_name, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=args.storage_api)
+        read = answer_of(
+            gcp.storage.get_bucket_output(
+                name=args.bucket_name, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=args.storage_api)
+            )
         )
 
-        async def review() -> None:
-            try:
-                if not await read.is_known():
-                    pulumi.log.info(
-                        f"weights bucket {args.bucket_name}: not read yet: the read waits for the Cloud Storage API, "
-                        "which this `up` enables; the `up` reads it before the grants, and so does the next preview"
-                    )
-                    return
-                bucket = await read.future()
-                assert bucket is not None
-                placement = bucket.custom_placement_configs[0].data_locations if bucket.custom_placement_configs else []
-                answer = BucketRead(
-                    name=args.bucket_name,
-                    location=bucket.location or "",
-                    uniform_access=bool(bucket.uniform_bucket_level_access),
-                    data_locations=tuple(placement),
+        def review(answer: ReadAnswer[Any]) -> None:
+            if answer.unknown:
+                pulumi.log.info(
+                    f"weights bucket {args.bucket_name}: not read yet: the read waits for the Cloud Storage API, which "
+                    "this `up` enables; the `up` reads it before the grants, and so does the next preview"
                 )
-            except Exception as error:  # noqa: BLE001  # the provider's error (a 404, a 403): the review words it
-                answer = BucketRead(name=args.bucket_name, error=str(error))
-            report, warnings, problems = weights_bucket_review(answer, args.region, args.grant_access)
+                return
+            bucket = answer.value
+            placement = bucket.custom_placement_configs if bucket and bucket.custom_placement_configs else []
+            found = BucketRead(
+                name=args.bucket_name,
+                error=answer.error,
+                location=(bucket.location if bucket else "") or "",
+                uniform_access=bool(bucket and bucket.uniform_bucket_level_access),
+                data_locations=tuple(placement[0].data_locations or ()) if placement else (),
+            )
+            report, warnings, problems = weights_bucket_review(found, args.region, args.grant_access)
             for line in report:
                 pulumi.log.info(line)
             for warning in warnings:
@@ -301,7 +302,7 @@ class ModelServing(pulumi.ComponentResource):
             if problems:
                 raise pulumi.RunError(str(ConfigError(problems)))
 
-        return pulumi.Output.from_input(review())
+        return read.apply(review)
 
     def _weights_staging(
         self,
