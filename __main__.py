@@ -46,7 +46,9 @@ else:
     network = Network("network", wiring.network_args(stack), opts=after_apis)
     cluster = Cluster("cluster", wiring.cluster_args(stack, network, services), opts=after_apis)
     # The pools are placed once the preview has read their reservation and found room (components/gcp/rules.py).
-    tpu = TpuCapacity("tpu-capacity", wiring.tpu_capacity_args(stack, cluster, network, services, previous), opts=after_apis)
+    tpu = TpuCapacity(
+        "tpu-capacity", wiring.tpu_capacity_args(stack, cluster, network, services, previous), opts=after_apis
+    )
 
 # 3. Cluster platform: controllers by Helm; the gates between the layers (what workloads wait
 #    for, and what `pulumi destroy` waits to be gone before the TPU pools and the subnets go);

@@ -190,14 +190,14 @@ def answer_of(read: pulumi.Output[T]) -> pulumi.Output[ReadAnswer[T]]:
     Output it still tracks (runtime/stack.py wait_for_rpcs, SETTINGS.outputs), whoever read it; an Output derived from
     another takes over its tracking (output.py Output._untrack, which apply calls): this one does, so the failure
     reaches the user as the review words it, or not at all where the review takes it (tpu.reservation.acceptRisk)."""
-    read._untrack()  # noqa: SLF001  # the SDK's own hand-over of a failure to the Output that reads it
+    read._untrack()  # the SDK's own hand-over of a failure to the Output that reads it
 
     async def outcome() -> ReadAnswer[T]:
         try:
             if not await read.is_known():
                 return ReadAnswer(unknown=True)
             return ReadAnswer(value=await read.future())
-        except Exception as error:  # noqa: BLE001  # the provider's error, any type: the review words it
+        except Exception as error:  # the provider's error, any type: the review words it
             return ReadAnswer(error=str(error))
 
     return pulumi.Output.from_input(outcome())

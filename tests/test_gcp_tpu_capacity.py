@@ -48,9 +48,7 @@ def with_block(change: Callable[[Block], Block], base: Holdings | None = None) -
     base = base or holdings()
     (reservation,) = base.reservations
     (block,) = reservation.blocks
-    return dataclasses.replace(
-        base, reservations=(dataclasses.replace(reservation, blocks=(change(block),)),)
-    )
+    return dataclasses.replace(base, reservations=(dataclasses.replace(reservation, blocks=(change(block),)),))
 
 
 def with_sub_blocks(change: Callable[[list[SubBlock]], list[SubBlock]], base: Holdings | None = None) -> Holdings:
@@ -74,7 +72,7 @@ def run(
 
 
 def pools_of(registrations: list[Registration]) -> list[str]:
-    return [r.name for r in registrations if r.type == NODE_POOL and r.name in POOLS + ["tpu7-pool-3"]]
+    return [r.name for r in registrations if r.type == NODE_POOL and r.name in [*POOLS, "tpu7-pool-3"]]
 
 
 # Each: (case, config overrides, the cloud's state, the key refused, a fragment of its fix, the recovery: overrides and
@@ -131,7 +129,10 @@ CASES = [
         holdings(),
         "tpu.pools[0].subBlock",
         "use one from `gcloud compute reservations sub-blocks list",
-        ({"tpu.pools": [{**DEV["tpu"]["pools"][0], "subBlock": "subblock-0000"}, *DEV["tpu"]["pools"][1:]]}, holdings()),
+        (
+            {"tpu.pools": [{**DEV["tpu"]["pools"][0], "subBlock": "subblock-0000"}, *DEV["tpu"]["pools"][1:]]},
+            holdings(),
+        ),
     ),
     (
         "a block still being made",
@@ -171,7 +172,7 @@ def test_a_preview_that_would_place_a_pool_where_it_cannot_go_is_refused_with_th
 
 
 def test_a_certain_failure_is_refused_even_with_the_risk_accepted():
-    with pytest.raises(pulumi.RunError, match="tpu.reservation.name: "):
+    with pytest.raises(pulumi.RunError, match=r"tpu\.reservation\.name: "):
         run({"tpu.reservation.acceptRisk": True}, Holdings())
 
 
@@ -203,7 +204,9 @@ def test_the_preview_reports_what_it_read():
     (block,) = [line for line in lines if line.startswith(f"TPU reservation: block {RESERVATION['block']}: READY")]
     total = HOSTS * (len(POOLS) + 1)
     assert f"{total} of {total} hosts free" in block and f"of {len(POOLS) + 1} sub-block(s) in use" in block
-    assert any(f"sub-block(s) with {HOSTS} hosts free; {len(POOLS)} new pool(s) need one each" in line for line in lines)
+    assert any(
+        f"sub-block(s) with {HOSTS} hosts free; {len(POOLS)} new pool(s) need one each" in line for line in lines
+    )
     assert any("sub-block spare-0001" in line and "maintenance pending on 3 host(s)" in line for line in lines)
 
 
@@ -253,7 +256,9 @@ def test_a_pool_added_to_a_running_stack_needs_a_free_sub_block_of_its_own(previ
 
 
 def test_the_pools_to_place_are_those_not_at_their_path_in_the_last_up():
-    pools = [PoolPlacement(f"tpu.pools[{i}]", name, HOSTS, "", f"path/{name}") for i, name in enumerate(["a", "b", "c"])]
+    pools = [
+        PoolPlacement(f"tpu.pools[{i}]", name, HOSTS, "", f"path/{name}") for i, name in enumerate(["a", "b", "c"])
+    ]
     previous = {"a": "path/a", "b": "path/elsewhere"}
     assert [p.name for p in pools_to_place(pools, previous)] == ["b", "c"]
 
@@ -267,7 +272,9 @@ def compute_reads(invocations: list[Invocation]) -> list[Invocation]:
 
 def test_each_read_waits_for_the_compute_engine_api_and_graph_txt_shows_it(dev_run):
     compute = next(
-        r.name for r in dev_run.of_type("gcp:projects/service:Service") if r.input("service") == "compute.googleapis.com"
+        r.name
+        for r in dev_run.of_type("gcp:projects/service:Service")
+        if r.input("service") == "compute.googleapis.com"
     )
     reads = compute_reads(dev_run.invocations)
     assert {i.token for i in reads} == {GET_RESERVATION, GET_RESERVATION_BLOCK, GET_RESERVATION_SUB_BLOCK}
@@ -285,7 +292,7 @@ def test_on_a_new_project_the_preview_cannot_read_and_the_up_reads_before_it_pla
     assert sorted(pools_of(preview.registrations)) == sorted(POOLS)
 
     registrations: list[Registration] = []
-    with pytest.raises(pulumi.RunError, match="tpu.reservation.block: "):
+    with pytest.raises(pulumi.RunError, match=r"tpu\.reservation\.block: "):
         run(
             held=with_sub_blocks(lambda s: [degraded(s[0]), *s[1:]]),
             cloud=CloudProject.empty(),

@@ -211,7 +211,11 @@ def assert_named_as_the_provider(answer: dict[str, Any], result_type: type, wher
     [
         (GET_RESERVATION, {"name": "res", **SCOPE}, gcp.compute.GetReservationResult),
         (GET_RESERVATION, {"name": "gone", **SCOPE}, gcp.compute.GetReservationResult),
-        (GET_RESERVATION_BLOCK, {"name": "block-0", "reservation": "res", **SCOPE}, gcp.compute.GetReservationBlockResult),
+        (
+            GET_RESERVATION_BLOCK,
+            {"name": "block-0", "reservation": "res", **SCOPE},
+            gcp.compute.GetReservationBlockResult,
+        ),
         (
             GET_RESERVATION_SUB_BLOCK,
             {"name": "sub-1", "reservationBlock": "block-0", "reservation": "res", **SCOPE},
@@ -286,9 +290,13 @@ def test_a_read_of_what_is_not_there_fails_as_the_provider_fails_it(tmp_path, re
     program = tmp_path / "program.py"
     program.write_text(FAILED_READ.format(read=read))
     invocations: list[Invocation] = []
-    with pytest.raises(Exception) as raised:
+    with pytest.raises(Exception, match=r"^invoke of gcp:") as raised:
         run_program(
-            dict(CONFIG), preview=True, cloud=CloudProject().holding(HELD), program_path=program, invocations=invocations
+            dict(CONFIG),
+            preview=True,
+            cloud=CloudProject().holding(HELD),
+            program_path=program,
+            invocations=invocations,
         )
     assert str(raised.value).startswith("invoke of gcp:")
     assert "returned an error: " in str(raised.value) and error in str(raised.value)

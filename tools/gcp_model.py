@@ -22,7 +22,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
+import grpc  # type: ignore[import-untyped]  # grpcio ships no type information (pulumi speaks it)
 
 SERVICE_USAGE = "serviceusage.googleapis.com"
 SERVICE_RESOURCE = "gcp:projects/service:Service"
@@ -408,7 +408,7 @@ class Bucket:
         }
 
 
-class ProviderError(grpc.RpcError):
+class ProviderError(grpc.RpcError):  # type: ignore[misc]  # grpc untyped
     """A data source's error as the engine returns it to the program: the provider's error, wrapped by the engine
     ("invocation of <token> returned an error: ...", pulumi/pulumi v3.259.0 pkg/resource/deploy/source_eval.go,
     ResourceMonitor.Invoke), over gRPC; the Python SDK turns it into the invoke's failure ("invoke of <token>
@@ -485,10 +485,7 @@ class Holdings:
                 )
             return reservation.answer()
         path = f"projects/{project}/zones/{args.get('zone')}/reservations/{args['reservation']}"
-        if token == GET_RESERVATION_BLOCK:
-            block_name = args["name"]
-        else:
-            block_name = args["reservationBlock"]
+        block_name = args["name"] if token == GET_RESERVATION_BLOCK else args["reservationBlock"]
         block = next((b for b in reservation.blocks if b.name == block_name), None) if reservation else None
         if reservation is None or block is None:
             # Both block data sources fail the read on the GET's error ("Error reading ReservationBlock: %s"): the

@@ -356,11 +356,7 @@ def run_program(
     pulumi.runtime.set_all_config(dict(config), secret_keys=list(secret_keys or []))
     project = config.get(f"{PROJECT_NAME}:project", "PROJECT")
     declared = cloud.holdings
-    holdings = (
-        (lambda: declared)
-        if declared is not None
-        else (lambda: stack_holdings(config, previous_outputs or {}))
-    )
+    holdings = (lambda: declared) if declared is not None else (lambda: stack_holdings(config, previous_outputs or {}))
     mocks = _Mocks(preview, engine_versions, previous_outputs, holdings, project)
     monitor = _RecordingMonitor(
         mocks,
@@ -422,7 +418,9 @@ def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> 
     loaded = parse_object(stack_config.StackConfig, raw, "", problems)
     if problems.items:
         return Holdings()
-    tpu, reservations, buckets = loaded.tpu, (), ()
+    tpu = loaded.tpu
+    reservations: tuple[Reservation, ...] = ()
+    buckets: tuple[Bucket, ...] = ()
     if tpu.reservation.name:
         placed = stack_config.previous_pool_reservations(previous_outputs)
         sub_blocks = tuple(

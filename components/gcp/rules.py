@@ -85,7 +85,8 @@ class BlockRead:
         return (
             f"block {self.name}: {self.status}, {self.health} ({self.degraded_sub_blocks} of {self.sub_block_count} "
             f"sub-block(s) degraded), {self.free} of {self.hosts} hosts free, {self.sub_blocks_in_use} of "
-            f"{self.sub_block_count} sub-block(s) in use" + _maintenance_text(self.maintenance_pending, self.maintenance_ongoing)
+            f"{self.sub_block_count} sub-block(s) in use"
+            + _maintenance_text(self.maintenance_pending, self.maintenance_ongoing)
         )
 
 
@@ -240,7 +241,9 @@ def review_capacity(
     block_read = read.block
     if block_read is None:
         risks.append(
-            Problem("tpu.reservation.block", f"block {block} could not be read", f"set {ACCEPT_RISK} true to place unread")
+            Problem(
+                "tpu.reservation.block", f"block {block} could not be read", f"set {ACCEPT_RISK} true to place unread"
+            )
         )
         return _decide(review, certain, risks, to_place, accept_risk)
     review.report.append(block_read.line())
@@ -263,7 +266,11 @@ def review_capacity(
         need = sum(p.hosts for p in to_place)
         review.report.append(f"block {block}: {block_read.free} hosts free, {need} needed by {placing}")
         if block_read.health != HEALTHY or block_read.free < need:
-            risks.append(_too_full("tpu.reservation.block", f"block {block} ({block_read.health})", block_read.free, need, to_place))
+            risks.append(
+                _too_full(
+                    "tpu.reservation.block", f"block {block} ({block_read.health})", block_read.free, need, to_place
+                )
+            )
     return _decide(review, certain, risks, to_place, accept_risk)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from components.config_base import ConfigError
 from components.gcp.cluster import (
     GKE_METADATA_SERVER,
     NETWORK_CONFIG_NOT_OURS,
@@ -17,7 +18,6 @@ from components.gcp.cluster import (
     node_network_config,
     with_boot,
 )
-from components.config_base import ConfigError
 from components.gcp.config import NodeBoot
 from components.gcp.rules import (
     BlockRead,
@@ -183,25 +183,35 @@ class TpuCapacity(pulumi.ComponentResource):
                 )
                 return None
             to_place = pools_to_place(check.pools, previous)
-            read = CapacityRead(error=answer.error, reservation=_reservation(answer.value, check) if answer.ok else None)
+            read = CapacityRead(
+                error=answer.error, reservation=_reservation(answer.value, check) if answer.ok else None
+            )
             if not (read.reservation and read.reservation.exists and check.block in read.reservation.block_names):
                 return self._decide(read, check, to_place)
-            block = answer_of(gcp.compute.get_reservation_block_output(
-                name=check.block, reservation=check.name, opts=options(), **scope
-            ))
+            block = answer_of(
+                gcp.compute.get_reservation_block_output(
+                    name=check.block, reservation=check.name, opts=options(), **scope
+                )
+            )
 
-            def after_block(block_answer: ReadAnswer[Any]) -> pulumi.Output[CapacityReview | None] | CapacityReview | None:
+            def after_block(
+                block_answer: ReadAnswer[Any],
+            ) -> pulumi.Output[CapacityReview | None] | CapacityReview | None:
                 if not block_answer.ok:
-                    return self._decide(CapacityRead(reservation=read.reservation, error=block_answer.error), check, to_place)
+                    return self._decide(
+                        CapacityRead(reservation=read.reservation, error=block_answer.error), check, to_place
+                    )
                 block_read = _block(block_answer.value)
                 with_block = CapacityRead(reservation=read.reservation, block=block_read)
                 if not (check.per_sub_block and to_place):
                     return self._decide(with_block, check, to_place)
                 # Only an `up` that places a pool reads the sub-blocks (a block has up to 144), each by its name.
                 sub_blocks = [
-                    answer_of(gcp.compute.get_reservation_sub_block_output(
-                        name=name, reservation_block=check.block, reservation=check.name, opts=options(), **scope
-                    ))
+                    answer_of(
+                        gcp.compute.get_reservation_sub_block_output(
+                            name=name, reservation_block=check.block, reservation=check.name, opts=options(), **scope
+                        )
+                    )
                     for name in block_read.sub_block_names
                 ]
                 return pulumi.Output.all(*sub_blocks).apply(
@@ -267,6 +277,7 @@ def _node_config(args: TpuCapacityArgs, pool: TpuPoolArgs) -> gcp.container.Node
 
 # --- The reads and their answers -------------------------------------------------------------------------
 
+
 def _first(items: Sequence[Any] | None) -> Any:
     """A nested block of a data source's result: a list of at most one (the provider's flatteners)."""
     return items[0] if items else None
@@ -282,7 +293,9 @@ def _reservation(result: Any, check: ReservationCheckArgs) -> ReservationRead:
     specific = _first(result.specific_reservations)
     properties = _first(specific.instance_properties) if specific else None
     windows = tuple(
-        MaintenanceWindowRead(start=w.window_start_time, end=w.window_end_time, type=w.type, status=w.maintenance_status)
+        MaintenanceWindowRead(
+            start=w.window_start_time, end=w.window_end_time, type=w.type, status=w.maintenance_status
+        )
         for w in (maintenance.upcoming_group_maintenances or [] if maintenance else [])
     )
     return ReservationRead(

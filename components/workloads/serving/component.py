@@ -307,7 +307,7 @@ class ModelServing(pulumi.ComponentResource):
     def _weights_staging(
         self,
         args: ServingArgs,
-        access: list[pulumi.Resource],
+        access: list[pulumi.Input[pulumi.Resource]],
         token: list[pulumi.Resource],
         on_cluster: pulumi.ResourceOptions,
     ) -> list[pulumi.Resource]:
@@ -387,7 +387,9 @@ class _BucketAccess:
 
     # the bucket (or the read of an existing one) and the model servers' grants
     servers: list[pulumi.Input[pulumi.Resource]]
-    staging: list[pulumi.Input[pulumi.Resource]]  # the bucket (or the read of an existing one) and the staging Job's grants
+    staging: list[
+        pulumi.Input[pulumi.Resource]
+    ]  # the bucket (or the read of an existing one) and the staging Job's grants
 
 
 class _Gateway(pulumi.CustomResource):

@@ -301,7 +301,9 @@ class BucketRead:
 _REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 
 
-def weights_bucket_review(read: BucketRead, region: str, grant_access: bool) -> tuple[list[str], list[str], list[Problem]]:
+def weights_bucket_review(
+    read: BucketRead, region: str, grant_access: bool
+) -> tuple[list[str], list[str], list[Problem]]:
     """(what to report, what to warn of, what to refuse) of the weights bucket the stack uses but did not make.
 
     - Uniform bucket-level access, with serving.weightsBucket.grantAccess: the stack's grants carry IAM conditions
