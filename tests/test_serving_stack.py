@@ -599,3 +599,12 @@ def test_the_bucket_read_waits_for_the_storage_api_and_the_grants_for_the_read()
 
 def test_a_bucket_the_stack_makes_is_not_read(dev_run):
     assert [i for i in dev_run.invocations if i.token == GET_BUCKET] == []
+
+
+def test_a_stack_that_makes_nothing_in_google_cloud_reads_nothing():
+    """The integration lab's stack (an existing cluster, an existing bucket it neither makes nor grants on) has no
+    Google Cloud to read from: its preview must make no Google Cloud call, the bucket's read included."""
+    from tests.test_gcp_existing_cluster import LAB
+
+    lab = run_stack(LAB, secrets=("cluster",))
+    assert [i.token for i in lab.invocations if i.token.startswith("gcp:")] == []
