@@ -30,7 +30,8 @@ config = stack.config
 lifecycle = stack_config.lifecycle_facts(config)
 for warning in config.preview_warnings():
     pulumi.log.warn(warning)
-previous_outputs().apply(lambda outputs: wiring.announce_changes(stack_config.previous_lifecycle(outputs), lifecycle))
+previous = previous_outputs()
+previous.apply(lambda outputs: wiring.announce_changes(stack_config.previous_lifecycle(outputs), lifecycle))
 
 # 2. Google Cloud layer, or the cluster made elsewhere that the Kubernetes layer goes onto. The APIs
 #    first: every Google Cloud call waits for the one it goes through (an empty project refuses it).
@@ -48,7 +49,10 @@ else:
     agents = ServiceAgents("service-agents", agents_args) if agents_args else None
     network = Network("network", wiring.network_args(stack), opts=after_apis)
     cluster = Cluster("cluster", wiring.cluster_args(stack, network, services, agents), opts=after_apis)
-    tpu = TpuCapacity("tpu-capacity", wiring.tpu_capacity_args(stack, cluster, network, agents), opts=after_apis)
+    # The pools are placed once the preview has read their reservation and found room (components/gcp/rules.py).
+    tpu = TpuCapacity(
+        "tpu-capacity", wiring.tpu_capacity_args(stack, cluster, network, agents, services, previous), opts=after_apis
+    )
 
 # 3. Cluster platform: controllers by Helm; the gates between the layers (what workloads wait
 #    for, and what `pulumi destroy` waits to be gone before the TPU pools and the subnets go);

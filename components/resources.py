@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pulumi
 import pulumi_gcp as gcp
@@ -163,3 +163,41 @@ def previous_outputs() -> pulumi.Output[dict[str, Any]]:
     reference = pulumi.StackReference("previous-update", stack_name=name)
     outputs: pulumi.Output[dict[str, Any]] = reference.outputs.apply(lambda values: dict(values or {}))
     return outputs
+
+
+# --- Reads of the cloud (invokes) whose answer a review words ---------------------------------------
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ReadAnswer(Generic[T]):
+    """An invoke's answer as the program sees it: its value, or the provider's error, or unknown (a preview
+    whose engine declines the read: what it waits for is created by this `up`)."""
+
+    value: T | None = None
+    error: str = ""
+    unknown: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not (self.error or self.unknown)
+
+
+def answer_of(read: pulumi.Output[T]) -> pulumi.Output[ReadAnswer[T]]:
+    """The invoke's answer, its failure included, for a review to name the key of. The SDK makes a provider's error
+    the invoke Output's exception (pulumi 3.272.0 runtime/invoke.py), and at the program's end re-raises every failed
+    Output it still tracks (runtime/stack.py wait_for_rpcs, SETTINGS.outputs), whoever read it; an Output derived from
+    another takes over its tracking (output.py Output._untrack, which apply calls): this one does, so the failure
+    reaches the user as the review words it, or not at all where the review takes it (tpu.reservation.acceptRisk)."""
+    read._untrack()  # the SDK's own hand-over of a failure to the Output that reads it
+
+    async def outcome() -> ReadAnswer[T]:
+        try:
+            if not await read.is_known():
+                return ReadAnswer(unknown=True)
+            return ReadAnswer(value=await read.future())
+        except Exception as error:  # the provider's error, any type: the review words it
+            return ReadAnswer(error=str(error))
+
+    return pulumi.Output.from_input(outcome())

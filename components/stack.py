@@ -608,6 +608,13 @@ HARDENING_BEFORE_SETTINGS: dict[str, Any] = {
 }
 
 
+def previous_pool_reservations(outputs: Mapping[str, Any] | None) -> dict[str, str]:
+    """The TPU pools of the stack's last `up` and the reservation path each consumes (its ``lifecycle`` output;
+    nothing for a new stack, or one whose last `up` predates that output)."""
+    pools: Mapping[str, Any] = ((outputs or {}).get(LIFECYCLE_OUTPUT) or {}).get("tpuPools") or {}
+    return {name: facts.get("reservation") or "" for name, facts in pools.items()}
+
+
 def previous_lifecycle(outputs: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The ``lifecycle`` output of the stack's last update, for ``review_changes``. A stack whose last `up` predates
     the chart versions in that output (or the output itself) still exported ``helmReleases``: its versions stand

@@ -19,6 +19,7 @@ from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.gcp.network import NatArgs, Network, NetworkArgs
 from components.gcp.project_services import (
     BINARY_AUTHORIZATION_API,
+    COMPUTE_API,
     CONTAINER_API,
     IAM_API,
     REQUIRED_APIS,
@@ -28,8 +29,9 @@ from components.gcp.project_services import (
     ProjectServices,
     ProjectServicesArgs,
 )
+from components.gcp.rules import PoolPlacement
 from components.gcp.service_agents import ServiceAgents, ServiceAgentsArgs, key_grant
-from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, TpuPoolArgs, pool_urn
+from components.gcp.tpu_capacity import ReservationCheckArgs, TpuCapacity, TpuCapacityArgs, TpuPoolArgs, pool_urn
 from components.operations.component import MonitoringArgs
 from components.operations.node_audit import NodeAuditLoggingArgs
 from components.platform.config import HelmChartConfig, installed_charts, release_namespaces
@@ -37,7 +39,7 @@ from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
 from components.platform.releases import ClusterPlatform, PlatformArgs
 from components.resources import Versioning
-from components.stack import Stack, review_changes
+from components.stack import Stack, previous_pool_reservations, review_changes
 from components.workloads.network_policies.component import NamespaceDefaultsArgs
 from components.workloads.saxml.component import SaxmlArgs, SaxmlCell, SaxmlIdentity
 from components.workloads.saxml.config import bucket_name as sax_bucket_name
@@ -192,7 +194,12 @@ def existing_cluster_args(stack: Stack) -> ExistingClusterArgs:
 
 
 def tpu_capacity_args(
-    stack: Stack, cluster: Cluster, network: Network, agents: ServiceAgents | None
+    stack: Stack,
+    cluster: Cluster,
+    network: Network,
+    agents: ServiceAgents | None,
+    services: ProjectServices,
+    previous_outputs: pulumi.Input[Mapping[str, Any]],
 ) -> TpuCapacityArgs:
     config = stack.config
     tpu = config.tpu
@@ -220,6 +227,40 @@ def tpu_capacity_args(
         ],
         protect_pools=tpu.protect_pools,
         egress=network.egress,
+        reservation=reservation_check_args(stack, services, previous_outputs),
+    )
+
+
+def reservation_check_args(
+    stack: Stack, services: ProjectServices, previous_outputs: pulumi.Input[Mapping[str, Any]]
+) -> ReservationCheckArgs | None:
+    """What the preview reads of the pools' reservation, and the pools it places there: those the last `up` (its
+    lifecycle output) did not have at the same reservation path."""
+    config = stack.config
+    tpu = config.tpu
+    reservation = tpu.reservation
+    if not reservation.name:
+        return None
+    return ReservationCheckArgs(
+        project=reservation.project or config.project,
+        zone=tpu.zone,
+        name=reservation.name,
+        block=reservation.block,
+        machine_type=tpu.machine_type,
+        per_sub_block=tpu.dynamic_slicing,
+        accept_risk=reservation.accept_risk,
+        pools=[
+            PoolPlacement(
+                key=f"tpu.pools[{i}]",
+                name=pool.name,
+                hosts=pool.node_count,
+                sub_block=pool.sub_block,
+                path=config.reservation_path(pool) or "",
+            )
+            for i, pool in enumerate(tpu.pools)
+        ],
+        previous_pools=pulumi.Output.from_input(previous_outputs).apply(previous_pool_reservations),
+        compute_api=services.api(COMPUTE_API),
     )
 
 
@@ -325,6 +366,8 @@ def serving_args(
         resource_manager_api=[services.api(RESOURCE_MANAGER_API)]
         if services and (serving.weights_bucket.grant_access or serving.hf_token_secret_version)
         else [],
+        # The read of an existing bucket goes through Cloud Storage: made where the stack enables that API.
+        storage_api=[services.api(STORAGE_API)] if services and STORAGE_API in project_apis(stack) else [],
         router=(
             HelmChartConfig(serving.router.chart, serving.router.version, serving.namespace)
             if serving.router.install

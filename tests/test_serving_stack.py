@@ -2,14 +2,17 @@
 order of creation, outputs, and every preview rule as a bad input naming its key."""
 
 import copy
+import dataclasses
 import json
 import re
 
+import pulumi
 import pytest
 
 from components.config_base import ConfigError
 from tests.conftest import PROJECT_ROOT, as_pulumi_values, run_stack, stack_values, with_overrides
-from tools.mock_engine import PROJECT_NUMBER_PLACEHOLDER, SECRET_PLACEHOLDER, run_program
+from tools.gcp_model import GET_BUCKET, Bucket, CloudProject
+from tools.mock_engine import PROJECT_NUMBER_PLACEHOLDER, SECRET_PLACEHOLDER, run_program, stack_holdings
 from tools.render import kubernetes_objects, render
 
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
@@ -498,3 +501,111 @@ def test_the_secret_is_granted_even_when_the_bucket_grants_are_made_elsewhere():
     # the principals' project number, after its API (the key grants read it too, as their own lookup)
     lookups = [i for i in run.invocations if i.token == "gcp:organizations/getProject:getProject"]
     assert lookups and all(lookup.waited_for == ["cloudresourcemanager"] for lookup in lookups)
+
+
+# --- An existing weights bucket, read by the preview (R3-4) ------------------------------------------------
+
+EXISTING = {"serving.weightsBucket.create": False}
+BUCKET = stack_values()["serving"]["weightsBucket"]["name"]
+REGION = stack_values()["region"]
+GRANT = "gcp:storage/bucketIAMMember:BucketIAMMember"
+
+
+def run_on(bucket, overrides=None, registrations=None, **engine):
+    """The dev stack on an existing bucket, in a project holding ``bucket`` (None: no bucket at all)."""
+    overrides = {**EXISTING, **(overrides or {})}
+    prepared = stack_holdings(as_pulumi_values(with_overrides(stack_values(), overrides)), {})  # its reservation
+    held = dataclasses.replace(prepared, buckets=(bucket,) if bucket else ())
+    cloud = engine.pop("cloud", CloudProject()).holding(held)
+    return run_stack(overrides, cloud=cloud, registrations=registrations, **engine)
+
+
+# (case, the bucket there, the refusal's fragment, a fragment of its fix, the recovery: overrides and bucket)
+BUCKET_CASES = [
+    (
+        "fine-grained access under conditional grants",
+        Bucket(BUCKET, REGION.upper(), uniform_access=False),
+        "which Cloud Storage takes only on a bucket with uniform bucket-level access",
+        f"gcloud storage buckets update gs://{BUCKET} --uniform-bucket-level-access",
+        ({}, Bucket(BUCKET, REGION.upper())),
+    ),
+    (
+        "fine-grained access, the grants made elsewhere",
+        Bucket(BUCKET, REGION.upper(), uniform_access=False),
+        "uniform bucket-level access",
+        "or set serving.weightsBucket.grantAccess false",
+        ({"serving.weightsBucket.grantAccess": False}, Bucket(BUCKET, REGION.upper(), uniform_access=False)),
+    ),
+    (
+        "no such bucket",
+        None,
+        f"bucket {BUCKET!r} does not exist",
+        "or let the stack make one (serving.weightsBucket.create true)",
+        ({"serving.weightsBucket.create": True}, None),
+    ),
+    (
+        "another region",
+        Bucket(BUCKET, "EUROPE-WEST4"),
+        f"keeps its data in europe-west4, not in {REGION}",
+        f"copy the weights to a bucket in {REGION}",
+        ({}, Bucket(BUCKET, REGION.upper())),
+    ),
+    (
+        "a configurable dual-region without the region",
+        Bucket(BUCKET, "EU", data_locations=("EUROPE-WEST1", "EUROPE-WEST4")),
+        f"not in {REGION}",
+        f"copy the weights to a bucket in {REGION}",
+        ({}, Bucket(BUCKET, "US", data_locations=(REGION.upper(), "US-EAST1"))),
+    ),
+]
+
+
+@pytest.mark.parametrize("case, bucket, what, fix, recovery", BUCKET_CASES, ids=[c[0] for c in BUCKET_CASES])
+def test_an_existing_bucket_the_stack_cannot_use_is_refused_with_the_fix(case, bucket, what, fix, recovery):
+    registrations = []
+    with pytest.raises(pulumi.RunError) as raised:
+        run_on(bucket, registrations=registrations)
+    message = str(raised.value)
+    assert "  - serving.weightsBucket.name: " in message and what in message and fix in message, message
+    assert not [r for r in registrations if r.type == GRANT], "no grant is made on a bucket the preview refused"
+    overrides, fixed = recovery
+    recovered = run_on(fixed, overrides)
+    assert bool(recovered.of_type(GRANT)) == recovered_grants(overrides)
+
+
+def recovered_grants(overrides):
+    return overrides.get("serving.weightsBucket.grantAccess", True)
+
+
+def test_a_multi_region_bucket_is_warned_of_not_refused():
+    run = run_on(Bucket(BUCKET, "US"))
+    assert any(w.startswith("serving.weightsBucket.name: ") and "multi- or dual-region" in w for w in run.warnings)
+    assert any(line.startswith(f"weights bucket {BUCKET}: US, uniform") for line in run.infos)
+
+
+def test_the_bucket_read_waits_for_the_storage_api_and_the_grants_for_the_read():
+    run = run_on(Bucket(BUCKET, REGION.upper()))
+    (read,) = [i for i in run.invocations if i.token == GET_BUCKET]
+    storage = next(
+        r.name for r in run.of_type("gcp:projects/service:Service") if r.input("service") == "storage.googleapis.com"
+    )
+    assert read.waited_for == [storage]
+    assert all(storage in grant.dependencies for grant in run.of_type(GRANT))
+    preview = run_on(Bucket(BUCKET, REGION.upper()), cloud=CloudProject.empty())
+    assert [i.answer for i in preview.invocations if i.token == GET_BUCKET] == ["unknown"]
+    assert any("not read yet" in line and "Cloud Storage API" in line for line in preview.infos)
+    with pytest.raises(pulumi.RunError, match="uniform bucket-level access"):
+        run_on(Bucket(BUCKET, REGION.upper(), uniform_access=False), cloud=CloudProject.empty(), preview=False)
+
+
+def test_a_bucket_the_stack_makes_is_not_read(dev_run):
+    assert [i for i in dev_run.invocations if i.token == GET_BUCKET] == []
+
+
+def test_a_stack_that_makes_nothing_in_google_cloud_reads_nothing():
+    """The integration lab's stack (an existing cluster, an existing bucket it neither makes nor grants on) has no
+    Google Cloud to read from: its preview must make no Google Cloud call, the bucket's read included."""
+    from tests.test_gcp_existing_cluster import LAB
+
+    lab = run_stack(LAB, secrets=("cluster",))
+    assert [i.token for i in lab.invocations if i.token.startswith("gcp:")] == []

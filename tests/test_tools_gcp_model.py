@@ -7,11 +7,32 @@ programs through the same engine as the stacks, so the refusals the stacks pass 
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
+from typing import Any
 
+import pulumi_gcp as gcp
 import pytest
 
-from tools.gcp_model import SERVICE_USAGE, CloudProject, ServiceDisabled, UnmodeledCall, api_of
+from tools.gcp_model import (
+    BUCKET_NOT_FOUND,
+    DEGRADED,
+    GET_BUCKET,
+    GET_RESERVATION,
+    GET_RESERVATION_BLOCK,
+    GET_RESERVATION_SUB_BLOCK,
+    SERVICE_USAGE,
+    Block,
+    Bucket,
+    CloudProject,
+    Holdings,
+    MaintenanceWindow,
+    Reservation,
+    ServiceDisabled,
+    SubBlock,
+    UnmodeledCall,
+    api_of,
+)
 from tools.mock_engine import Invocation, run_program
 
 CONFIG = {"tpu-dynamic-slicing:project": "p-123"}
@@ -204,3 +225,139 @@ def test_a_key_grant_goes_through_cloud_kms(tmp_path):
     assert "Cloud Key Management Service (KMS) API has not been used in project p-123" in str(refusal)
     _, refusal = run(tmp_path, KEY_GRANT, preview=False, cloud=CloudProject.empty("cloudkms.googleapis.com"))
     assert refusal is None
+
+
+# --- The reads of what the project holds: reservations and buckets -----------------------------------------
+
+HELD = Holdings(
+    reservations=(
+        Reservation(
+            "p-123",
+            "us-central1-ai1a",
+            "res",
+            "tpu7x-standard-4t",
+            (Block("block-0", (SubBlock("sub-0", 16, in_use=16), SubBlock("sub-1", 16, health=DEGRADED))),),
+            (MaintenanceWindow("2027-01-09T02:00:00Z", "2027-01-09T08:00:00Z"),),
+        ),
+    ),
+    buckets=(Bucket("weights", "US-CENTRAL1"), Bucket("acl-bucket", "EU", uniform_access=False)),
+)
+SCOPE = {"project": "p-123", "zone": "us-central1-ai1a"}
+
+
+def wire_names(result_type: type) -> dict[str, type | None]:
+    """The wire name of each field of a pulumi-gcp result type, and the type of its items where it nests one."""
+    names: dict[str, type | None] = {}
+    for member in vars(result_type).values():
+        if isinstance(member, property) and hasattr(member.fget, "_pulumi_name"):
+            hint = typing.get_type_hints(member.fget).get("return")
+            args = [a for a in typing.get_args(hint) if isinstance(a, type) and a.__module__.endswith(".outputs")]
+            names[member.fget._pulumi_name] = args[0] if args else None
+    return names
+
+
+def assert_named_as_the_provider(answer: dict[str, Any], result_type: type, where: str) -> None:
+    names = wire_names(result_type)
+    for key, value in answer.items():
+        assert key in names, f"{where}.{key} is no field of {result_type.__name__}: {sorted(names)}"
+        if names[key] is not None:
+            assert isinstance(value, list), f"{where}.{key}: a nested block is a list (the provider's flatteners)"
+            for item in value:
+                assert_named_as_the_provider(item, names[key], f"{where}.{key}[]")
+
+
+@pytest.mark.parametrize(
+    "token, args, result_type",
+    [
+        (GET_RESERVATION, {"name": "res", **SCOPE}, gcp.compute.GetReservationResult),
+        (GET_RESERVATION, {"name": "gone", **SCOPE}, gcp.compute.GetReservationResult),
+        (
+            GET_RESERVATION_BLOCK,
+            {"name": "block-0", "reservation": "res", **SCOPE},
+            gcp.compute.GetReservationBlockResult,
+        ),
+        (
+            GET_RESERVATION_SUB_BLOCK,
+            {"name": "sub-1", "reservationBlock": "block-0", "reservation": "res", **SCOPE},
+            gcp.compute.GetReservationSubBlockResult,
+        ),
+        (GET_BUCKET, {"name": "weights"}, gcp.storage.GetBucketResult),
+    ],
+)
+def test_the_reads_are_answered_under_the_provider_s_field_names(token, args, result_type):
+    """Every field the model answers is one pulumi-gcp 10.2.0's result type reads (a misspelt one would read as
+    None in the program, not fail)."""
+    assert_named_as_the_provider(HELD.answer(token, args, "p-123"), result_type, token)
+
+
+READS = """
+import pulumi, pulumi_gcp as gcp
+scope = dict(project="p-123", zone="us-central1-ai1a")
+found = gcp.compute.get_reservation_output(name="res", **scope)
+gone = gcp.compute.get_reservation_output(name="gone", **scope)
+pulumi.export("found", found.resource_statuses[0].health_infos[0].health_status)
+pulumi.export("foundBlocks", found.block_names)
+pulumi.export("goneStatus", gone.status)
+pulumi.export("goneBlocks", gone.block_names)
+block = gcp.compute.get_reservation_block_output(name="block-0", reservation="res", **scope)
+pulumi.export("degradedSubBlocks", block.health_infos[0].degraded_sub_block_count)
+pulumi.export("freeHosts", block.apply(lambda b: b.block_count - b.in_use_count))
+sub = gcp.compute.get_reservation_sub_block_output(name="sub-1", reservation_block="block-0", reservation="res", **scope)
+pulumi.export("subHealth", sub.health_infos[0].health_status)
+bucket = gcp.storage.get_bucket_output(name="acl-bucket")
+pulumi.export("bucket", bucket.apply(lambda b: [b.location, b.uniform_bucket_level_access]))
+"""
+
+FAILED_READ = """
+import pulumi, pulumi_gcp as gcp
+{read}
+pulumi.export("read", read)
+"""
+
+
+def test_what_the_program_reads_of_the_held_state(tmp_path):
+    program = tmp_path / "program.py"
+    program.write_text(READS)
+    outputs = run_program(dict(CONFIG), preview=True, cloud=CloudProject().holding(HELD), program_path=program).outputs
+    assert outputs["found"] == DEGRADED and outputs["foundBlocks"] == ["block-0"]
+    # a reservation the API does not know: pulumi-gcp answers it without error, and without any of its fields
+    assert outputs["goneStatus"] is None and outputs["goneBlocks"] is None
+    assert outputs["degradedSubBlocks"] == 1 and outputs["freeHosts"] == 16
+    assert outputs["subHealth"] == DEGRADED
+    assert outputs["bucket"] == ["EU", False]
+
+
+@pytest.mark.parametrize(
+    "read, error",
+    [
+        (
+            'read = gcp.compute.get_reservation_block_output(name="block-9", reservation="res", project="p-123", '
+            'zone="us-central1-ai1a").status',
+            "Error reading ReservationBlock: googleapi: Error 404: The resource "
+            "'projects/p-123/zones/us-central1-ai1a/reservations/res/reservationBlocks/block-9' was not found, notFound",
+        ),
+        (
+            'read = gcp.compute.get_reservation_block_output(name="block-0", reservation="gone", project="p-123", '
+            'zone="us-central1-ai1a").status',
+            "Error 404: The resource 'projects/p-123/zones/us-central1-ai1a/reservations/gone' was not found",
+        ),
+        ('read = gcp.storage.get_bucket_output(name="nowhere").location', BUCKET_NOT_FOUND),
+    ],
+)
+def test_a_read_of_what_is_not_there_fails_as_the_provider_fails_it(tmp_path, read, error):
+    """The provider's error reaches the program as the invoke's failure, worded as the SDK words it; the engine
+    records the read as failed (not refused: the API is on)."""
+    program = tmp_path / "program.py"
+    program.write_text(FAILED_READ.format(read=read))
+    invocations: list[Invocation] = []
+    with pytest.raises(Exception, match=r"^invoke of gcp:") as raised:
+        run_program(
+            dict(CONFIG),
+            preview=True,
+            cloud=CloudProject().holding(HELD),
+            program_path=program,
+            invocations=invocations,
+        )
+    assert str(raised.value).startswith("invoke of gcp:")
+    assert "returned an error: " in str(raised.value) and error in str(raised.value)
+    assert [i.answer.split(":")[0] for i in invocations] == ["failed"]

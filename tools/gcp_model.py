@@ -17,9 +17,12 @@ is refused here instead of agreeing with the program's own mistake.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from typing import Any
+
+import grpc  # type: ignore[import-untyped]  # grpcio ships no type information (pulumi speaks it)
 
 SERVICE_USAGE = "serviceusage.googleapis.com"
 SERVICE_RESOURCE = "gcp:projects/service:Service"
@@ -164,11 +167,17 @@ class CloudProject:
 
     enabled: frozenset[str] | None = None
     fresh: bool = False
+    # The reservations and buckets there; None: what the stack names, ready (tools/mock_engine.py stack_holdings)
+    holdings: Holdings | None = None
 
     @classmethod
     def empty(cls, *already_on: str) -> CloudProject:
         """A new project: only Service Usage (which enabling anything needs), plus ``already_on``."""
         return cls(frozenset({SERVICE_USAGE, *already_on}), fresh=True)
+
+    def holding(self, holdings: Holdings) -> CloudProject:
+        """This project, holding ``holdings`` (a reservation's state, a bucket)."""
+        return dataclasses.replace(self, holdings=holdings)
 
     def describe(self) -> str:
         if self.enabled is None:
@@ -246,3 +255,295 @@ def cluster_endpoints(inputs: dict[str, Any]) -> dict[str, Any]:
     endpoints.setdefault("dnsEndpointConfig", {})["endpoint"] = dns
     ip_on = (endpoints.get("ipEndpointsConfig") or {}).get("enabled", True)
     return {"endpoint": CLUSTER_IP_ENDPOINT if ip_on else dns, "controlPlaneEndpointsConfig": endpoints}
+
+
+# --- What the project holds: TPU reservations and Cloud Storage buckets ------------------------------
+#
+# The reads the preview makes (gcp:compute/getReservation, getReservationBlock, getReservationSubBlock,
+# gcp:storage/getBucket) are answered from this declared state, as pulumi-gcp 10.2.0 answers them: the
+# data sources of hashicorp/terraform-provider-google v7.45.0 (the release it carries), each field under the
+# wire name of its result type (pulumi_gcp/compute/get_reservation*.py, storage/get_bucket.py: camelCase, every
+# nested block a list of one), filled from the Compute Engine and Cloud Storage APIs' fields (googleapis
+# discovery documents compute/v1 revision 20261106 and storage/v1 revision 20261111, in
+# google.golang.org/api v0.316.0: ReservationBlock, ReservationSubBlock, GroupMaintenanceInfo, Bucket).
+
+HEALTHY, DEGRADED = "HEALTHY", "DEGRADED"  # ReservationBlockHealthInfo / ReservationSubBlockHealthInfo.healthStatus
+
+
+@dataclass(frozen=True)
+class SubBlock:
+    """A reservation sub-block: for TPU7x one 4x4x4 cube of 16 hosts (GKE "Deploy TPUs in All Capacity mode")."""
+
+    name: str
+    hosts: int  # `count`: "the number of hosts that are allocated in this reservation subBlock"
+    in_use: int = 0  # `inUseCount`: instances running on it
+    health: str = HEALTHY
+    degraded_hosts: int = 0
+    maintenance_pending: int = 0  # hosts with pending maintenance (reservationSubBlockMaintenance)
+    status: str = "READY"  # CREATING, DELETING, INVALID, READY
+
+    def answer(self, reservation: Reservation, block: Block) -> dict[str, Any]:
+        """getReservationSubBlock's result (dataSourceGoogleComputeReservationSubBlockRead, v7.45.0)."""
+        return {
+            **reservation.scope(),
+            "name": self.name,
+            "reservation": reservation.name,
+            "reservationBlock": block.name,
+            "id": f"{reservation.path()}/reservationBlocks/{block.name}/reservationSubBlocks/{self.name}",
+            "kind": "compute#reservationSubBlock",
+            "status": self.status,
+            "subBlockCount": self.hosts,
+            "inUseCount": self.in_use,
+            "healthInfos": [
+                {
+                    "healthStatus": self.health,
+                    "healthyHostCount": self.hosts - self.degraded_hosts,
+                    "degradedHostCount": self.degraded_hosts,
+                    "healthyInfraCount": 0,
+                    "degradedInfraCount": 0,
+                }
+            ],
+            "reservationSubBlockMaintenances": [_maintenance_counts(self.maintenance_pending)],
+            "physicalTopologies": [{"cluster": "cluster-a", "block": block.name, "subBlock": self.name}],
+        }
+
+
+@dataclass(frozen=True)
+class Block:
+    name: str
+    sub_blocks: tuple[SubBlock, ...]
+    status: str = "READY"
+
+    def answer(self, reservation: Reservation) -> dict[str, Any]:
+        """getReservationBlock's result (dataSourceGoogleComputeReservationBlockRead, v7.45.0): the block's counts
+        are its sub-blocks' (a block "contains 144 sub-blocks", GKE "Deploy TPUs in All Capacity mode"), its health
+        DEGRADED when one of them is."""
+        degraded = [s for s in self.sub_blocks if s.health != HEALTHY]
+        return {
+            **reservation.scope(),
+            "name": self.name,
+            "reservation": reservation.name,
+            "id": f"{reservation.path()}/reservationBlocks/{self.name}",
+            "kind": "compute#reservationBlock",
+            "status": self.status,
+            "blockCount": sum(s.hosts for s in self.sub_blocks),
+            "inUseCount": sum(s.in_use for s in self.sub_blocks),
+            "reservationSubBlockCount": len(self.sub_blocks),
+            "reservationSubBlockInUseCount": sum(1 for s in self.sub_blocks if s.in_use),
+            "healthInfos": [
+                {
+                    "healthStatus": DEGRADED if degraded else HEALTHY,
+                    "healthySubBlockCount": len(self.sub_blocks) - len(degraded),
+                    "degradedSubBlockCount": len(degraded),
+                }
+            ],
+            "reservationMaintenances": [_maintenance_counts(sum(s.maintenance_pending for s in self.sub_blocks))],
+            "physicalTopologies": [{"cluster": "cluster-a", "block": self.name}],
+            "subBlockNames": [s.name for s in self.sub_blocks],
+        }
+
+
+@dataclass(frozen=True)
+class MaintenanceWindow:
+    """An upcoming maintenance of the reservation (GroupMaintenanceInfo.upcomingGroupMaintenance)."""
+
+    start: str  # RFC 3339
+    end: str
+    type: str = "SCHEDULED"  # SCHEDULED, UNSCHEDULED, MULTIPLE
+    status: str = "PENDING"  # PENDING, ONGOING
+
+
+@dataclass(frozen=True)
+class Reservation:
+    project: str
+    zone: str
+    name: str
+    machine_type: str
+    blocks: tuple[Block, ...]
+    maintenance: tuple[MaintenanceWindow, ...] = ()
+    readable: bool = True  # false: the deployer may not read it (no compute.reservations.get there)
+
+    def path(self) -> str:
+        return f"projects/{self.project}/zones/{self.zone}/reservations/{self.name}"
+
+    def scope(self) -> dict[str, str]:
+        return {"project": self.project, "zone": self.zone}
+
+    def answer(self) -> dict[str, Any]:
+        """getReservation's result: resourceComputeReservationRead and its flatteners (v7.45.0), and the names of
+        its blocks, which that read lists (reservationBlocks.list) into `blockNames`."""
+        sub_blocks = [s for b in self.blocks for s in b.sub_blocks]
+        degraded = [b for b in self.blocks if any(s.health != HEALTHY for s in b.sub_blocks)]
+        maintenance = _maintenance_counts(sum(s.maintenance_pending for s in sub_blocks))
+        maintenance["upcomingGroupMaintenances"] = [
+            {
+                "type": w.type,
+                "maintenanceStatus": w.status,
+                "windowStartTime": w.start,
+                "windowEndTime": w.end,
+                "latestWindowStartTime": w.start,
+                "canReschedule": True,
+                "maintenanceOnShutdown": False,
+                "maintenanceReasons": [],
+            }
+            for w in self.maintenance[:1]  # the API holds one upcoming group maintenance
+        ]
+        return {
+            **self.scope(),
+            "name": self.name,
+            "id": self.path(),
+            "status": "READY",
+            "creationTimestamp": "2026-10-01T00:00:00.000-07:00",
+            "selfLink": f"https://www.googleapis.com/compute/v1/{self.path()}",
+            "specificReservationRequired": True,
+            "specificReservations": [
+                {
+                    "count": sum(s.hosts for s in sub_blocks),
+                    "inUseCount": sum(s.in_use for s in sub_blocks),
+                    "assuredCount": sum(s.hosts for s in sub_blocks),
+                    "instanceProperties": [{"machineType": self.machine_type}],
+                }
+            ],
+            "resourceStatuses": [
+                {
+                    "reservationBlockCount": len(self.blocks),
+                    "healthInfos": [
+                        {
+                            "healthStatus": DEGRADED if degraded else HEALTHY,
+                            "healthyBlockCount": len(self.blocks) - len(degraded),
+                            "degradedBlockCount": len(degraded),
+                        }
+                    ],
+                    "reservationMaintenances": [maintenance],
+                }
+            ],
+            "blockNames": [b.name for b in self.blocks],
+        }
+
+
+def _maintenance_counts(pending: int) -> dict[str, Any]:
+    return {
+        "maintenancePendingCount": pending,
+        "maintenanceOngoingCount": 0,
+        "instanceMaintenancePendingCount": 0,
+        "instanceMaintenanceOngoingCount": 0,
+        "subblockInfraMaintenancePendingCount": 0,
+        "subblockInfraMaintenanceOngoingCount": 0,
+        "schedulingType": "INDEPENDENT",
+    }
+
+
+@dataclass(frozen=True)
+class Bucket:
+    name: str
+    location: str  # as the API reports it: upper case (`US-CENTRAL1`, `US`, `NAM4`)
+    uniform_access: bool = True  # iamConfiguration.uniformBucketLevelAccess.enabled
+    data_locations: tuple[str, ...] = ()  # a configurable dual-region's regions (customPlacementConfig)
+
+    def answer(self, project: str) -> dict[str, Any]:
+        """getBucket's result (dataSourceGoogleStorageBucketRead -> setStorageBucket, v7.45.0)."""
+        return {
+            "name": self.name,
+            "project": project,
+            "location": self.location,
+            "uniformBucketLevelAccess": self.uniform_access,
+            "customPlacementConfigs": [{"dataLocations": list(self.data_locations)}] if self.data_locations else [],
+            "storageClass": "STANDARD",
+            "url": f"gs://{self.name}",
+            "selfLink": f"https://www.googleapis.com/storage/v1/b/{self.name}",
+            "publicAccessPrevention": "enforced" if self.uniform_access else "inherited",
+        }
+
+
+class ProviderError(grpc.RpcError):  # type: ignore[misc]  # grpc untyped
+    """A data source's error as the engine returns it to the program: the provider's error, wrapped by the engine
+    ("invocation of <token> returned an error: ...", pulumi/pulumi v3.259.0 pkg/resource/deploy/source_eval.go,
+    ResourceMonitor.Invoke), over gRPC; the Python SDK turns it into the invoke's failure ("invoke of <token>
+    failed: ...", pulumi 3.272.0 runtime/invoke.py), which only the invoke's Output carries."""
+
+    def __init__(self, token: str, message: str):
+        super().__init__()
+        self.message = f"invocation of {token} returned an error: {message}"
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNKNOWN
+
+    def details(self) -> str:
+        return self.message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def compute_not_found(path: str) -> str:
+    """Compute Engine's 404 as googleapi prints it (`googleapi: Error 404: The resource 'projects/.../instances/x'
+    was not found, notFound`, quoted in cloud-barista/cb-spider#340)."""
+    return f"googleapi: Error 404: The resource '{path}' was not found, notFound"
+
+
+# Cloud Storage's 404 for a bucket (its JSON error: code 404, "The specified bucket does not exist.", reason
+# notFound, quoted in GoogleCloudPlatform/gcsfuse#733), as googleapi prints it.
+BUCKET_NOT_FOUND = "googleapi: Error 404: The specified bucket does not exist., notFound"
+
+GET_RESERVATION = "gcp:compute/getReservation:getReservation"
+GET_RESERVATION_BLOCK = "gcp:compute/getReservationBlock:getReservationBlock"
+GET_RESERVATION_SUB_BLOCK = "gcp:compute/getReservationSubBlock:getReservationSubBlock"
+GET_BUCKET = "gcp:storage/getBucket:getBucket"
+HOLDINGS_READS = (GET_RESERVATION, GET_RESERVATION_BLOCK, GET_RESERVATION_SUB_BLOCK, GET_BUCKET)
+
+
+@dataclass(frozen=True)
+class Holdings:
+    """The reservations and buckets that exist (any project: a reservation may be shared from another)."""
+
+    reservations: tuple[Reservation, ...] = ()
+    buckets: tuple[Bucket, ...] = ()
+
+    def answer(self, token: str, args: dict[str, Any], default_project: str) -> dict[str, Any]:
+        """The provider's answer to one of HOLDINGS_READS; ProviderError where the provider fails the read."""
+        project = args.get("project") or default_project
+        if token == GET_BUCKET:
+            bucket = next((b for b in self.buckets if b.name == args["name"]), None)
+            if bucket is None:
+                raise ProviderError(token, BUCKET_NOT_FOUND)  # the data source returns the Get's error as it is
+            return bucket.answer(project)
+        reservation = next(
+            (
+                r
+                for r in self.reservations
+                if (r.project, r.zone, r.name) == (project, args.get("zone"), args.get("reservation", args["name"]))
+            ),
+            None,
+        )
+        if token == GET_RESERVATION:
+            if reservation is None:
+                # resourceComputeReservationRead hands a 404 to HandleNotFoundError, which clears the id and returns
+                # no error; the data source then sets its id anyway (v7.45.0): no error, and no field of the API.
+                path = f"projects/{project}/zones/{args.get('zone')}/reservations/{args['name']}"
+                return {"name": args["name"], "zone": args.get("zone"), "project": project, "id": path}
+            if not reservation.readable:
+                # Compute Engine's 403 as googleapi prints it (`googleapi: Error 403: Required 'compute.zones.get'
+                # permission for 'projects/.../zones/us-central1-a', forbidden`, quoted in
+                # udacity/devops-intro-project#77), which HandleNotFoundError wraps (v7.45.0 transport.go; the data
+                # source's id is still empty then)
+                denied = f"Required 'compute.reservations.get' permission for '{reservation.path()}', forbidden"
+                raise ProviderError(
+                    token, f'Error when reading or editing ComputeReservation "": googleapi: Error 403: {denied}'
+                )
+            return reservation.answer()
+        path = f"projects/{project}/zones/{args.get('zone')}/reservations/{args['reservation']}"
+        block_name = args["name"] if token == GET_RESERVATION_BLOCK else args["reservationBlock"]
+        block = next((b for b in reservation.blocks if b.name == block_name), None) if reservation else None
+        if reservation is None or block is None:
+            # Both block data sources fail the read on the GET's error ("Error reading ReservationBlock: %s"): the
+            # 404 names the first missing part of the path
+            missing = path if reservation is None else f"{path}/reservationBlocks/{block_name}"
+            what = "ReservationBlock" if token == GET_RESERVATION_BLOCK else "ReservationSubBlock"
+            raise ProviderError(token, f"Error reading {what}: {compute_not_found(missing)}")
+        if token == GET_RESERVATION_BLOCK:
+            return block.answer(reservation)
+        sub_block = next((s for s in block.sub_blocks if s.name == args["name"]), None)
+        if sub_block is None:
+            missing = f"{path}/reservationBlocks/{block_name}/reservationSubBlocks/{args['name']}"
+            raise ProviderError(token, f"Error reading ReservationSubBlock: {compute_not_found(missing)}")
+        return sub_block.answer(reservation, block)

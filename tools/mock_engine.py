@@ -6,10 +6,12 @@ keeps each one (type, name, parent, inputs, options) for the offline render and 
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import logging
 import runpy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,10 +25,17 @@ from pulumi.runtime.sync_await import _sync_await
 
 from tools.gcp_model import (
     CLUSTER_RESOURCE,
+    HOLDINGS_READS,
     SERVICE_IDENTITY_RESOURCE,
     SERVICE_RESOURCE,
+    Block,
+    Bucket,
     CloudProject,
     GkeServerConfig,
+    Holdings,
+    ProviderError,
+    Reservation,
+    SubBlock,
     api_of,
     cluster_endpoints,
     gke_dns_endpoint,
@@ -86,6 +95,7 @@ class ProgramRun:
     outputs: dict[str, Any]  # export name -> sanitized value ("[secret]", "[unknown]")
     raw_outputs: dict[str, Any] = field(default_factory=dict)  # export name -> resolved value
     warnings: list[str] = field(default_factory=list)  # what the program logged as warnings
+    infos: list[str] = field(default_factory=list)  # what it logged as information (the preview's reports)
     invocations: list[Invocation] = field(default_factory=list)  # every invoke, in the order it ran
 
     def of_type(self, type_token: str) -> list[Registration]:
@@ -104,10 +114,19 @@ class _Mocks(pulumi.runtime.Mocks):
     offers (``engine_versions``) and the outputs of the stack's previous update (``previous_outputs``).
     """
 
-    def __init__(self, preview: bool, engine_versions: GkeServerConfig | None, previous_outputs: dict[str, Any] | None):
+    def __init__(
+        self,
+        preview: bool,
+        engine_versions: GkeServerConfig | None,
+        previous_outputs: dict[str, Any] | None,
+        holdings: Callable[[], Holdings],
+        project: str,
+    ):
         self.preview = preview
         self.engine_versions = engine_versions
         self.previous_outputs = previous_outputs
+        self.holdings = functools.cache(holdings)  # the reservations and buckets that exist (tools/gcp_model.py)
+        self.project = project
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         outputs = dict(args.inputs)
@@ -141,6 +160,9 @@ class _Mocks(pulumi.runtime.Mocks):
                     }
                 ],
             }, []
+        if args.token in HOLDINGS_READS:
+            # What the project holds, as the provider answers it; a read it fails raises ProviderError.
+            return self.holdings().answer(args.token, args.args, self.project), []
         if args.token == "gcp:container/getEngineVersions:getEngineVersions" and self.engine_versions is not None:
             return self.engine_versions.engine_versions(args.args.get("versionPrefix") or ""), []
         return {}, []
@@ -244,8 +266,13 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         except Exception as refusal:
             invocation.answer = f"refused: {refusal}"
             raise
+        try:
+            response = super().Invoke(request)  # type: ignore[no-untyped-call]  # the SDK's mock is untyped
+        except ProviderError as failure:  # the provider failed the read: the engine hands its error to the program
+            invocation.answer = f"failed: {failure}"
+            raise
         invocation.answer = "answered"
-        return super().Invoke(request)  # type: ignore[no-untyped-call]  # the SDK's mock is untyped
+        return response
 
     def _refuse_if_disabled(self, token: str, dependencies: list[str], inputs: dict[str, Any] | None = None) -> None:
         if refusal := self.cloud.refusal(token, self._enabled_by(dependencies), self.project, inputs):
@@ -334,16 +361,20 @@ def run_program(
     """
     settings.ROOT.set(None)  # a fresh root Stack, or exports leak between runs
     pulumi.runtime.set_all_config(dict(config), secret_keys=list(secret_keys or []))
-    mocks = _Mocks(preview, engine_versions, previous_outputs)
+    project = config.get(f"{PROJECT_NAME}:project", "PROJECT")
+    declared = cloud.holdings
+    holdings = (lambda: declared) if declared is not None else (lambda: stack_holdings(config, previous_outputs or {}))
+    mocks = _Mocks(preview, engine_versions, previous_outputs, holdings, project)
     monitor = _RecordingMonitor(
         mocks,
         registrations if registrations is not None else [],
         invocations if invocations is not None else [],
         cloud,
-        config.get(f"{PROJECT_NAME}:project", "PROJECT"),
+        project,
     )
     logger = logging.getLogger(f"{__name__}.program")
     logger.propagate = False
+    logger.setLevel(logging.INFO)  # the program's information too: what the preview reports it read
     collected = _Collected()
     logger.handlers = [collected]
     pulumi.runtime.set_mocks(mocks, project=PROJECT_NAME, stack=stack, preview=preview, monitor=monitor, logger=logger)
@@ -368,8 +399,52 @@ def run_program(
         outputs={name: shown for name, (shown, _) in resolved.items()},
         raw_outputs={name: raw for name, (_, raw) in resolved.items()},
         warnings=[r.getMessage() for r in collected.records if r.levelno >= logging.WARNING],
+        infos=[r.getMessage() for r in collected.records if r.levelno == logging.INFO],
         invocations=monitor.invocations,
     )
+
+
+def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> Holdings:
+    """What a project prepared for the stack holds: the reservation it names, ready and healthy, with a sub-block of
+    each pool's hosts (a pool's own sub-block where it names one), in use by the pools the last `up` placed there
+    (``previous_outputs``), free for the others; and the existing weights bucket it names, in its region with uniform
+    bucket-level access. Nothing for a config that does not load (the program refuses it)."""
+    from components import stack as stack_config
+    from components.config_base import NAMESPACE, Problems, parse_object
+    from components.workloads.serving.config import weights_bucket_name
+
+    raw: dict[str, Any] = {}
+    for key, text in config.items():
+        if key.startswith(f"{NAMESPACE}:"):
+            try:
+                raw[key.split(":", 1)[1]] = json.loads(text)
+            except json.JSONDecodeError:
+                raw[key.split(":", 1)[1]] = text
+    problems = Problems()
+    # Parsed only: the program validates and builds it (once: tests count the builds).
+    loaded = parse_object(stack_config.StackConfig, raw, "", problems)
+    if problems.items:
+        return Holdings()
+    tpu = loaded.tpu
+    reservations: tuple[Reservation, ...] = ()
+    buckets: tuple[Bucket, ...] = ()
+    if tpu.reservation.name:
+        placed = stack_config.previous_pool_reservations(previous_outputs)
+        sub_blocks = tuple(
+            SubBlock(
+                name=pool.sub_block or f"subblock-{i:04d}",
+                hosts=pool.node_count,
+                in_use=pool.node_count if placed.get(pool.name) == loaded.reservation_path(pool) else 0,
+            )
+            for i, pool in enumerate(tpu.pools)
+        )
+        block = Block(name=tpu.reservation.block or "block-0001", sub_blocks=sub_blocks)
+        owner = tpu.reservation.project or loaded.project
+        reservations = (Reservation(owner, tpu.zone, tpu.reservation.name, tpu.machine_type, (block,)),)
+    serving = loaded.serving
+    if serving.enabled and not serving.weights_bucket.create:
+        buckets = (Bucket(weights_bucket_name(serving, loaded.project), loaded.region.upper()),)
+    return Holdings(reservations=reservations, buckets=buckets)
 
 
 class _Collected(logging.Handler):

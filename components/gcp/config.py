@@ -456,6 +456,13 @@ class ReservationConfig:
     name: str = setting("", "Reservation the TPU pools consume (an All Capacity mode reservation for TPU7x).")
     block: str = setting("", "Reservation block, e.g. block-0.")
     project: str = setting("", "Project owning the reservation; empty means the stack's project.")
+    accept_risk: bool = setting(
+        False,
+        "Place new TPU pools even where the preview finds the block degraded, not ready, without a ready, healthy, "
+        "free sub-block for each new pool (or hosts, for other machines), or the reservation unreadable: it then warns "
+        "instead of refusing, and GKE may fail the create or place a pool on degraded hardware. A missing "
+        "reservation, block or sub-block is refused either way.",
+    )
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,16 @@
-"""TPU capacity: the workload policy and one node pool per slice (per cube for TPU7x)."""
+"""TPU capacity: the workload policy and one node pool per slice (per cube for TPU7x), placed after the preview has
+read the reservation they go on (its block and sub-blocks) and found room there (components/gcp/rules.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
+from components.config_base import ConfigError
 from components.gcp.cluster import (
     GKE_METADATA_SERVER,
     NETWORK_CONFIG_NOT_OURS,
@@ -15,7 +19,18 @@ from components.gcp.cluster import (
     with_boot,
 )
 from components.gcp.config import NodeBoot
-from components.resources import children_of
+from components.gcp.rules import (
+    BlockRead,
+    CapacityRead,
+    CapacityReview,
+    MaintenanceWindowRead,
+    PoolPlacement,
+    ReservationRead,
+    SubBlockRead,
+    pools_to_place,
+    review_capacity,
+)
+from components.resources import ReadAnswer, answer_of, children_of
 from components.tpu import topology
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
@@ -36,6 +51,22 @@ class TpuPoolArgs:
 
 
 @dataclass(frozen=True)
+class ReservationCheckArgs:
+    """The reservation the pools are placed on, which the preview reads before it places them."""
+
+    project: str  # the reservation's owner (the stack's project unless it is shared from another)
+    zone: str
+    name: str
+    block: str  # empty: the pools take the reservation's hosts without a block
+    machine_type: str
+    per_sub_block: bool  # each pool is one whole sub-block (TPU7x cubes)
+    accept_risk: bool  # tpu.reservation.acceptRisk
+    pools: list[PoolPlacement]
+    previous_pools: pulumi.Input[Mapping[str, str]]  # the last `up`'s pools and their reservation paths
+    compute_api: pulumi.Resource  # the Compute Engine API's enablement: the reads wait for it
+
+
+@dataclass(frozen=True)
 class TpuCapacityArgs:
     project: str
     region: str
@@ -47,6 +78,7 @@ class TpuCapacityArgs:
     pools: list[TpuPoolArgs]
     protect_pools: bool
     egress: list[pulumi.Resource]  # the Cloud NAT private nodes pull their images through
+    reservation: ReservationCheckArgs | None  # None: no reservation named, nothing to read
 
 
 TYPE = "tpu-gke:gcp:TpuCapacity"
@@ -81,6 +113,12 @@ class TpuCapacity(pulumi.ComponentResource):
                 opts=child,
             )
 
+        # The pools wait for the reservation's review: an `up` whose review refuses places no pool.
+        self.capacity_review = self._review_reservation(args.reservation) if args.reservation else None
+        placed_after: list[pulumi.Input[pulumi.Resource]] = []
+        if self.capacity_review is not None and args.reservation is not None:
+            api = args.reservation.compute_api
+            placed_after.append(self.capacity_review.apply(lambda _: api))
         pool_opts = pulumi.ResourceOptions.merge(
             child,
             pulumi.ResourceOptions(
@@ -94,7 +132,7 @@ class TpuCapacity(pulumi.ComponentResource):
                 delete_before_replace=True,
                 # The TPU workloads' images come from outside Google (Docker Hub): a private pool waits for the
                 # NAT, and is deleted before it.
-                depends_on=args.egress,
+                depends_on=[*args.egress, *placed_after],
                 ignore_changes=NETWORK_CONFIG_NOT_OURS,
             ),
         )
@@ -124,6 +162,94 @@ class TpuCapacity(pulumi.ComponentResource):
         self.workload_policy_name = self.workload_policy.name if self.workload_policy else None
         self.register_outputs({"poolNames": self.pool_names, "workloadPolicyName": self.workload_policy_name})
 
+    def _review_reservation(self, check: ReservationCheckArgs) -> pulumi.Output[CapacityReview | None]:
+        """Read the reservation, its block and (when a pool is to be placed on one) its sub-blocks; say what was read;
+        refuse (fail the preview) what components/gcp/rules.py refuses. None when the reads are not answered: on a new
+        project the Compute Engine API they go through is enabled by this very `up`, so the preview's engine answers
+        them as unknown, and the `up` reads before it places the pools."""
+
+        def options() -> pulumi.InvokeOutputOptions:
+            # Its own wait, like every invoke: a parent's depends_on is not an invoke's.
+            return pulumi.InvokeOutputOptions(parent=self, depends_on=[check.compute_api])
+
+        scope = {"project": check.project, "zone": check.zone}
+        reservation = answer_of(gcp.compute.get_reservation_output(name=check.name, opts=options(), **scope))
+
+        def after_reservation(values: list[Any]) -> pulumi.Output[CapacityReview | None] | CapacityReview | None:
+            answer: ReadAnswer[Any] = values[0]
+            previous: Mapping[str, str] = values[1] or {}
+            if answer.unknown:
+                pulumi.log.info(
+                    f"TPU reservation {check.name}: not read yet: the read waits for the Compute Engine API, which "
+                    "this `up` enables; the `up` reads it before it places the pools, and so does the next preview"
+                )
+                return None
+            to_place = pools_to_place(check.pools, previous)
+            read = CapacityRead(
+                error=answer.error, reservation=_reservation(answer.value, check) if answer.ok else None
+            )
+            if not (read.reservation and read.reservation.exists and check.block in read.reservation.block_names):
+                return self._decide(read, check, to_place)
+            block = answer_of(
+                gcp.compute.get_reservation_block_output(
+                    name=check.block, reservation=check.name, opts=options(), **scope
+                )
+            )
+
+            def after_block(
+                block_answer: ReadAnswer[Any],
+            ) -> pulumi.Output[CapacityReview | None] | CapacityReview | None:
+                if not block_answer.ok:
+                    return self._decide(
+                        CapacityRead(reservation=read.reservation, error=block_answer.error), check, to_place
+                    )
+                block_read = _block(block_answer.value)
+                with_block = CapacityRead(reservation=read.reservation, block=block_read)
+                if not (check.per_sub_block and to_place):
+                    return self._decide(with_block, check, to_place)
+                # Only an `up` that places a pool reads the sub-blocks (a block has up to 144), each by its name.
+                sub_blocks = [
+                    answer_of(
+                        gcp.compute.get_reservation_sub_block_output(
+                            name=name, reservation_block=check.block, reservation=check.name, opts=options(), **scope
+                        )
+                    )
+                    for name in block_read.sub_block_names
+                ]
+                return pulumi.Output.all(*sub_blocks).apply(
+                    lambda answers: self._decide(
+                        CapacityRead(
+                            reservation=read.reservation,
+                            block=block_read,
+                            sub_blocks=tuple(_sub_block(a.value) for a in answers if a.ok),
+                        ),
+                        check,
+                        to_place,
+                    )
+                )
+
+            return block.apply(after_block)
+
+        return pulumi.Output.all(reservation, check.previous_pools).apply(after_reservation)
+
+    def _decide(self, read: CapacityRead, check: ReservationCheckArgs, to_place: list[PoolPlacement]) -> CapacityReview:
+        review = review_capacity(
+            read,
+            block=check.block,
+            machine_type=check.machine_type,
+            per_sub_block=check.per_sub_block,
+            pools=check.pools,
+            to_place=to_place,
+            accept_risk=check.accept_risk,
+        )
+        for line in review.report:
+            pulumi.log.info(f"TPU reservation: {line}")
+        for warning in review.warnings:
+            pulumi.log.warn(warning)
+        if review.problems:
+            raise pulumi.RunError(str(ConfigError(review.problems)))
+        return review
+
     def _placement(self, pool: TpuPoolArgs) -> gcp.container.NodePoolPlacementPolicyArgsDict:
         if self.workload_policy is not None:
             # What GKE stores for a pool under a workload policy: the policy's name and the
@@ -149,3 +275,74 @@ def _node_config(args: TpuCapacityArgs, pool: TpuPoolArgs) -> gcp.container.Node
             "values": [pool.reservation_path],
         }
     return with_boot(config, pool.boot)
+
+
+# --- The reads and their answers -------------------------------------------------------------------------
+
+
+def _first(items: Sequence[Any] | None) -> Any:
+    """A nested block of a data source's result: a list of at most one (the provider's flatteners)."""
+    return items[0] if items else None
+
+
+def _reservation(result: Any, check: ReservationCheckArgs) -> ReservationRead:
+    """getReservation's result: a reservation the API does not know comes back with none of its fields (no status,
+    no creation time: hashicorp/terraform-provider-google v7.45.0 resourceComputeReservationRead clears a 404 and the
+    data source answers anyway)."""
+    status = _first(result.resource_statuses)
+    health = _first(status.health_infos) if status else None
+    maintenance = _first(status.reservation_maintenances) if status else None
+    specific = _first(result.specific_reservations)
+    properties = _first(specific.instance_properties) if specific else None
+    windows = tuple(
+        MaintenanceWindowRead(
+            start=w.window_start_time, end=w.window_end_time, type=w.type, status=w.maintenance_status
+        )
+        for w in (maintenance.upcoming_group_maintenances or [] if maintenance else [])
+    )
+    return ReservationRead(
+        project=check.project,
+        zone=check.zone,
+        name=check.name,
+        exists=bool(result.status or result.creation_timestamp),
+        status=result.status or "",
+        health=(health.health_status if health else "") or "",
+        machine_type=(properties.machine_type if properties else "") or "",
+        block_names=tuple(result.block_names or ()),
+        hosts=int(specific.count or 0) if specific else 0,
+        in_use=int(specific.in_use_count or 0) if specific else 0,
+        windows=windows,
+    )
+
+
+def _block(result: Any) -> BlockRead:
+    health = _first(result.health_infos)
+    maintenance = _first(result.reservation_maintenances)
+    return BlockRead(
+        name=result.name,
+        status=result.status or "",
+        health=(health.health_status if health else "") or "",
+        hosts=int(result.block_count or 0),
+        in_use=int(result.in_use_count or 0),
+        sub_block_count=int(result.reservation_sub_block_count or 0),
+        sub_blocks_in_use=int(result.reservation_sub_block_in_use_count or 0),
+        degraded_sub_blocks=int(health.degraded_sub_block_count or 0) if health else 0,
+        sub_block_names=tuple(result.sub_block_names or ()),
+        maintenance_pending=int(maintenance.maintenance_pending_count or 0) if maintenance else 0,
+        maintenance_ongoing=int(maintenance.maintenance_ongoing_count or 0) if maintenance else 0,
+    )
+
+
+def _sub_block(result: Any) -> SubBlockRead:
+    health = _first(result.health_infos)
+    maintenance = _first(result.reservation_sub_block_maintenances)
+    return SubBlockRead(
+        name=result.name,
+        status=result.status or "",
+        health=(health.health_status if health else "") or "",
+        hosts=int(result.sub_block_count or 0),
+        in_use=int(result.in_use_count or 0),
+        degraded_hosts=int(health.degraded_host_count or 0) if health else 0,
+        maintenance_pending=int(maintenance.maintenance_pending_count or 0) if maintenance else 0,
+        maintenance_ongoing=int(maintenance.maintenance_ongoing_count or 0) if maintenance else 0,
+    )

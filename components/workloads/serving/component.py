@@ -13,10 +13,13 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from components.config_base import ConfigError
 from components.platform.config import HelmChartConfig
 from components.platform.releases import helm_release
 from components.resources import (
     REPLACE_ON_SPEC_CHANGE,
+    ReadAnswer,
+    answer_of,
     children_of,
     custom_resource,
     kubernetes_object,
@@ -27,6 +30,7 @@ from components.resources import (
 from components.workloads.serving import objects as serving_objects
 from components.workloads.serving.config import ServingConfig, served_model_name
 from components.workloads.serving.objects import ServingObjects
+from components.workloads.serving.rules import BucketRead, weights_bucket_review
 
 # Release assets of the Gateway API Inference Extension: the CRDs of one version.
 INFERENCE_POOL_CRDS_URL = (
@@ -56,6 +60,8 @@ class ServingArgs:
     results_prefix: str  # object-name prefix of the benchmark's reports: its account's only write
     # What the project-number lookup of the grants waits for: the Cloud Resource Manager API's enablement.
     resource_manager_api: list[pulumi.Resource]
+    # What the read of an existing bucket (create_bucket false) waits for: the Cloud Storage API's enablement.
+    storage_api: list[pulumi.Resource]
     workload_pool: pulumi.Input[str]  # the cluster's: bindings to it wait for the cluster
     namespace: str
     hf_token: str  # empty: no Secret
@@ -193,7 +199,13 @@ class ModelServing(pulumi.ComponentResource):
     ) -> _BucketAccess:
         """The weights bucket (created, or an existing one) and each account's grants on it: the model
         servers read it and write the XLA cache only; the staging Job reads it and writes the snapshot only."""
-        bucket: list[pulumi.Resource] = []
+        bucket: list[pulumi.Input[pulumi.Resource]] = []
+        if not args.create_bucket and args.storage_api:
+            # The grants (and the pods) wait for the preview's read of the bucket, which refuses one they would fail
+            # on. A stack on a cluster made elsewhere that neither makes nor grants on the bucket makes no Google
+            # Cloud call (the integration lab has none to make it to), and reads nothing.
+            storage_api = args.storage_api[0]
+            bucket.append(self._check_existing_bucket(args).apply(lambda _: storage_api))
         if args.create_bucket:
             bucket.append(
                 private_bucket(
@@ -262,10 +274,46 @@ class ModelServing(pulumi.ComponentResource):
         )
         return _BucketAccess(servers=[*bucket, *server_grants], staging=[*bucket, *staging_grants])
 
+    def _check_existing_bucket(self, args: ServingArgs) -> pulumi.Output[None]:
+        """Read the existing weights bucket and refuse one the stack cannot use (serving/rules.py
+        weights_bucket_review): no uniform bucket-level access under conditional grants, another region, missing.
+        Unknown on a new project's first preview: the read waits for the Cloud Storage API this `up` enables."""
+        read = answer_of(
+            gcp.storage.get_bucket_output(
+                name=args.bucket_name, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=args.storage_api)
+            )
+        )
+
+        def review(answer: ReadAnswer[Any]) -> None:
+            if answer.unknown:
+                pulumi.log.info(
+                    f"weights bucket {args.bucket_name}: not read yet: the read waits for the Cloud Storage API, which "
+                    "this `up` enables; the `up` reads it before the grants, and so does the next preview"
+                )
+                return
+            bucket = answer.value
+            placement = bucket.custom_placement_configs if bucket and bucket.custom_placement_configs else []
+            found = BucketRead(
+                name=args.bucket_name,
+                error=answer.error,
+                location=(bucket.location if bucket else "") or "",
+                uniform_access=bool(bucket and bucket.uniform_bucket_level_access),
+                data_locations=tuple(placement[0].data_locations or ()) if placement else (),
+            )
+            report, warnings, problems = weights_bucket_review(found, args.region, args.grant_access)
+            for line in report:
+                pulumi.log.info(line)
+            for warning in warnings:
+                pulumi.log.warn(warning)
+            if problems:
+                raise pulumi.RunError(str(ConfigError(problems)))
+
+        return read.apply(review)
+
     def _weights_staging(
         self,
         args: ServingArgs,
-        access: list[pulumi.Resource],
+        access: list[pulumi.Input[pulumi.Resource]],
         token: list[pulumi.Resource],
         on_cluster: pulumi.ResourceOptions,
     ) -> list[pulumi.Resource]:
@@ -343,8 +391,11 @@ class _TokenSource:
 class _BucketAccess:
     """What a pod of each account waits for before it may use the bucket (and is deleted before)."""
 
-    servers: list[pulumi.Resource]  # the bucket and the model servers' grants
-    staging: list[pulumi.Resource]  # the bucket and the staging Job's grants
+    # the bucket (or the read of an existing one) and the model servers' grants
+    servers: list[pulumi.Input[pulumi.Resource]]
+    staging: list[
+        pulumi.Input[pulumi.Resource]
+    ]  # the bucket (or the read of an existing one) and the staging Job's grants
 
 
 class _Gateway(pulumi.CustomResource):

@@ -114,7 +114,12 @@ class ServingModelConfig:
 @dataclass(frozen=True)
 class WeightsBucketConfig:
     name: str = setting("", "Bucket of the weights and the XLA cache; empty means `<project>-llm-weights`.")
-    create: bool = setting(True, "Create the bucket (false: use an existing one, which must hold the weights).")
+    create: bool = setting(
+        True,
+        "Create the bucket (false: use an existing one, which must hold the weights, be in `region` (or a dual-region "
+        "that lists it) and, with grantAccess, have uniform bucket-level access, which the grants' IAM conditions "
+        "need: the preview reads the bucket and refuses it otherwise).",
+    )
     keep_on_destroy: bool = setting(
         True,
         "`pulumi destroy` (or serving.enabled false) leaves a created bucket and the weights in the project; "

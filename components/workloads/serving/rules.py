@@ -12,8 +12,9 @@ hosts of the shape (chips / chips per host).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from components.config_base import image_unpinned_reason, parse_quantity
+from components.config_base import Problem, image_unpinned_reason, parse_quantity
 from components.naming import bucket_name_problem
 from components.tpu.sizing import weight_bytes
 from components.tpu.topology import GB, MachineType, Shape
@@ -275,3 +276,89 @@ def routing_sidecar_image_problems(image: str, router_version: str) -> list[str]
             "to the router's endpoint picker and takes that release's flags, so both must be one release"
         )
     return problems
+
+
+# --- The existing weights bucket, as the preview reads it ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class BucketRead:
+    """What the preview read of an existing weights bucket (serving.weightsBucket.create false): ``error`` is the
+    read's failure in the provider's words (a missing bucket's is Cloud Storage's 404, "The specified bucket does
+    not exist."), else the bucket's ``location`` as the API reports it, its uniform bucket-level access, and the
+    regions of a configurable dual-region (customPlacementConfig.dataLocations)."""
+
+    name: str
+    error: str = ""
+    location: str = ""
+    uniform_access: bool = False
+    data_locations: tuple[str, ...] = ()
+
+
+# A bucket's location is a region (`US-CENTRAL1`), a dual-region (`NAM4`, or a configurable one whose regions the
+# bucket lists) or a multi-region (`US`, `EU`, `ASIA`); region names alone hold a hyphen (Cloud Storage "Bucket
+# locations", docs.cloud.google.com/storage/docs/locations, read 2026-12).
+_REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
+
+
+def weights_bucket_review(
+    read: BucketRead, region: str, grant_access: bool
+) -> tuple[list[str], list[str], list[Problem]]:
+    """(what to report, what to warn of, what to refuse) of the weights bucket the stack uses but did not make.
+
+    - Uniform bucket-level access, with serving.weightsBucket.grantAccess: the stack's grants carry IAM conditions
+      (object-name prefixes, components/resources.py object_prefix_condition), and Cloud Storage takes conditional
+      role bindings only on a bucket with uniform bucket-level access (IAM "Resource types that accept conditional
+      role bindings", cloud.google.com/iam/help/conditions/resource-policies, Cloud Storage buckets, read 2026-12;
+      hashicorp/terraform-provider-google v7.45.0 google/services/storage/iam_storage_bucket_test.go makes every
+      bucket of its conditional-binding tests with it): the grant fails at `up` otherwise.
+    - Location: the TPU hosts in ``region`` stream the weights (~400 GB) at every model server start and write the
+      XLA cache there. Cloud Storage's advice is to "colocate your data and compute in the same region(s)", regions
+      and dual-regions both suiting that ("Bucket locations", location recommendations, read 2026-12). A bucket in
+      another single region (or a configurable dual-region without ``region``) puts every read across regions: it
+      is refused. A multi-region or a predefined dual-region, whose regions the bucket does not list, is warned of.
+    """
+    key = "serving.weightsBucket.name"
+    own = "or let the stack make one (serving.weightsBucket.create true)"
+    if read.error:
+        if "Error 404" in read.error:
+            what, fix = "does not exist", f"create it and stage the weights there, name an existing one, {own}"
+        else:
+            what = f"could not be read ({read.error})"
+            fix = f"grant the deployer storage.buckets.get on it (roles/storage.bucketViewer), {own}"
+        return [], [], [Problem(key, f"bucket {read.name!r} {what}", fix)]
+    location = read.location.lower()
+    access = "uniform bucket-level access" if read.uniform_access else "fine-grained access (ACLs)"
+    report = [f"weights bucket {read.name}: {read.location}, {access}"]
+    warnings: list[str] = []
+    problems: list[Problem] = []
+    if grant_access and not read.uniform_access:
+        problems.append(
+            Problem(
+                key,
+                f"bucket {read.name!r} has fine-grained access (ACLs), and the stack's grants on it carry IAM "
+                "conditions, which Cloud Storage takes only on a bucket with uniform bucket-level access",
+                f"turn it on (`gcloud storage buckets update gs://{read.name} --uniform-bucket-level-access`, after "
+                "checking that nothing reads it through object ACLs), or set serving.weightsBucket.grantAccess false "
+                "and make the grants elsewhere",
+            )
+        )
+    regions = [r.lower() for r in read.data_locations]
+    if location == region or region in regions:
+        return report, warnings, problems
+    if _REGION.match(location) or regions:
+        problems.append(
+            Problem(
+                key,
+                f"bucket {read.name!r} keeps its data in {', '.join(regions) or location}, not in {region}: every "
+                "model server start would stream the weights across regions",
+                f"copy the weights to a bucket in {region} and name it, {own}",
+            )
+        )
+    else:
+        warnings.append(
+            f"serving.weightsBucket.name: bucket {read.name!r} is in {read.location}, a multi- or dual-region whose "
+            f"regions the bucket does not list: if {region} is not among them, every model server start streams the "
+            f"weights across regions (Cloud Storage advises a bucket in {region})"
+        )
+    return report, warnings, problems
