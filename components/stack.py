@@ -148,9 +148,11 @@ class StackConfig:
 
     def preview_warnings(self) -> list[str]:
         """What a valid stack's preview warns of (said at every preview, refusing nothing)."""
-        return operations_config.supply_chain_warnings(
-            self.production, self.images, self.stack_images()
-        ) + operations_config.boot_hardening_warnings(self.production, self.cluster, self.tpu)
+        return (
+            operations_config.supply_chain_warnings(self.production, self.images, self.stack_images())
+            + operations_config.boot_hardening_warnings(self.production, self.cluster, self.tpu)
+            + (platform_config.control_plane_port_warnings(self.platform, self.tpu.dynamic_slicing))
+        )
 
 
 @dataclass(frozen=True)

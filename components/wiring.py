@@ -32,6 +32,7 @@ from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, TpuPoolArg
 from components.operations.component import MonitoringArgs
 from components.operations.node_audit import NodeAuditLoggingArgs
 from components.platform.config import HelmChartConfig, installed_charts, release_namespaces
+from components.platform.config import control_plane_ports as platform_control_plane_ports
 from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
 from components.platform.releases import ClusterPlatform, PlatformArgs
@@ -115,7 +116,15 @@ def network_args(stack: Stack) -> NetworkArgs:
         if config.nat_needed
         else None,
         flow_log_sampling=network.flow_logs.sampling if network.flow_logs.enabled else None,
+        control_plane_ports=control_plane_ports(stack),
     )
+
+
+def control_plane_ports(stack: Stack) -> tuple[int, ...]:
+    """Every TCP port the control plane calls on the pods of the releases the stack installs."""
+    config = stack.config
+    by_release = platform_control_plane_ports(config.platform, config.tpu.dynamic_slicing)
+    return tuple(sorted({port for ports in by_release.values() for port in ports}))
 
 
 def cluster_args(stack: Stack, network: Network, services: ProjectServices) -> ClusterArgs:
@@ -168,6 +177,7 @@ def existing_cluster_args(stack: Stack) -> ExistingClusterArgs:
         name=existing.name or config.cluster.name,
         location=existing.location,
         kubeconfig=existing.kubeconfig,
+        control_plane_ports=control_plane_ports(stack),
     )
 
 
@@ -201,7 +211,7 @@ def tpu_capacity_args(stack: Stack, cluster: Cluster, network: Network) -> TpuCa
 # --- Cluster platform -------------------------------------------------------------------
 
 
-def platform_args(stack: Stack, cluster: Target) -> PlatformArgs:
+def platform_args(stack: Stack, cluster: Target, network: Network | None) -> PlatformArgs:
     config = stack.config
     platform = config.platform
     slicing = config.tpu.dynamic_slicing and platform.install
@@ -218,6 +228,7 @@ def platform_args(stack: Stack, cluster: Target) -> PlatformArgs:
         namespaces={
             name: stack.namespaces[name] for name in release_namespaces(platform, config.tpu.dynamic_slicing).values()
         },
+        control_plane_access=list(network.control_plane_access) if network else [],
     )
 
 
