@@ -436,11 +436,12 @@ def test_on_a_peering_cluster_made_elsewhere_the_source_is_its_control_plane_ran
 
     args = ExistingClusterArgs("p", "team-cluster", "us-central1-a", "", (9443, 8082))
     text = control_plane_access_warning(
-        args, ClusterNetwork("projects/p/global/networks/net", "sub", "10.4.0.0/14", "172.16.0.32/28", "")
+        args, ClusterNetwork("projects/host/global/networks/net", "sub", "10.4.0.0/14", "172.16.0.32/28", "")
     )
     assert (
         "--network net " in text and "--rules tcp:8082,tcp:9443 " in text and "--source-ranges 172.16.0.32/28 " in text
     )
+    assert "--project host " in text  # a Shared VPC: the rule goes to the network's (host) project
 
 
 def test_a_cluster_given_by_kubeconfig_is_told_where_to_read_the_source():

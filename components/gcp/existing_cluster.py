@@ -136,6 +136,8 @@ def control_plane_access_warning(args: ExistingClusterArgs, found: ClusterNetwor
     rules = ",".join(f"tcp:{port}" for port in sorted(set(args.control_plane_ports)))
     name = args.name
     region = _region_of(args.location)
+    # The network's own project: a Shared VPC's host project holds the network and its firewall rules.
+    project = _project_of(found.network, args.project) if found else args.project
     if found is None:
         network, sources = (
             "<the cluster's network>",
@@ -150,7 +152,7 @@ def control_plane_access_warning(args: ExistingClusterArgs, found: ClusterNetwor
         subnetwork = found.endpoint_subnetwork or found.subnetwork
         endpoint_range = (
             f"$(gcloud compute networks subnets describe {_last(subnetwork)} --region {region} "
-            f"--project {args.project} --format='value(ipCidrRange)')"
+            f"--project {_project_of(subnetwork, project)} --format='value(ipCidrRange)')"
         )
         network, sources = _last(found.network), ",".join(s for s in (endpoint_range, found.pod_range) if s)
     return (
@@ -158,9 +160,15 @@ def control_plane_access_warning(args: ExistingClusterArgs, found: ClusterNetwor
         f"pods, and makes no firewall rule on {name}'s network; GKE's own control-plane rule admits tcp 443 and 10250 "
         "only. Unless a rule there admits them, every create of a JobSet, Kueue or LeaderWorkerSet object fails with "
         f"'failed calling webhook'. Open them: gcloud compute firewall-rules create {name}-allow-control-plane "
-        f"--project {args.project} --network {network} --direction INGRESS --action ALLOW --rules {rules} "
+        f"--project {project} --network {network} --direction INGRESS --action ALLOW --rules {rules} "
         f"--source-ranges {sources} (docs/security.md, Network isolation)"
     )
+
+
+def _project_of(path: str, default: str) -> str:
+    """The project of a `projects/<project>/...` resource path, else ``default``."""
+    parts = path.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "projects" else default
 
 
 def _region_of(location: str) -> str:

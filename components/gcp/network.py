@@ -1,5 +1,6 @@
-"""The VPC: jumbo-frame MTU, the node subnet with pod/service ranges, the proxy-only subnet, and the
-Cloud Router and NAT that are the private nodes' way out."""
+"""The VPC: jumbo-frame MTU, the node subnet with pod/service ranges, the proxy-only subnet, the firewall rules
+(the VPC's own ranges; the control plane to the controllers' webhooks), and the Cloud Router and NAT that are the
+private nodes' way out."""
 
 from __future__ import annotations
 
