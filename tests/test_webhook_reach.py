@@ -421,14 +421,16 @@ def test_on_a_cluster_made_elsewhere_the_preview_says_what_to_open_and_that_rule
     calls = webhook_reach.control_plane_calls(webhook_reach.stack_objects(existing_run))
     assert calls
     rule = _rule_of(_warning(existing_run))
-    found = gke_network.existing_cluster_network("my-tpu-project", "us-central1")
+    found = gke_network.existing_cluster_network(
+        stack_values("dev")["project"], EXISTING["cluster.existing"]["location"]
+    )
+    network = found["network"].rsplit("/", 1)[-1]
     sources = gke_network.control_plane_sources(
         found["privateClusterConfigs"][0], gke_network.EXISTING_CLUSTER_SUBNET_RANGE, found["clusterIpv4Cidr"]
     )
-    assert unadmitted(calls, [rule], "default", sources) == []
-    assert unadmitted(
-        calls, [FirewallRule(**{**rule.__dict__, "allows": (PortRule("tcp", ("9443",)),)})], "default", sources
-    )
+    assert unadmitted(calls, [rule], network, sources) == []
+    fewer = FirewallRule(**{**rule.__dict__, "allows": (PortRule("tcp", rule.allows[0].ports[1:]),)})
+    assert unadmitted(calls, [fewer], network, sources)  # a port left out of the command is found
 
 
 def test_on_a_peering_cluster_made_elsewhere_the_source_is_its_control_plane_range():
@@ -459,9 +461,13 @@ def test_a_stack_that_installs_no_controller_asks_nothing():
 
 
 def test_a_chart_moved_off_its_pinned_release_is_said_at_preview():
-    run = run_stack({"platform.kueue.version": "0.17.9"})
+    pinned = platform_config.PlatformConfig().kueue.version
+    moved = f"{pinned}-moved"
+    run = run_stack({"platform.kueue.version": moved})
     (warning,) = [w for w in run.warnings if w.startswith("platform.kueue.version")]
-    assert "0.17.8" in warning and "tcp:8082, tcp:9443" in warning
+    recorded = ", ".join(f"tcp:{p}" for p in platform_config.RELEASE_CONTROL_PLANE_PORTS["kueue"])
+    assert f"{moved} is not the release" in warning and f"({pinned})" in warning and recorded in warning
+    assert not [w for w in run_stack().warnings if w.startswith("platform.")]
 
 
 def test_nothing_unrendered_is_left_unexplained():

@@ -10,7 +10,9 @@ CHARTS_FROM=<dir>` fills the cache offline).
 
 from __future__ import annotations
 
+import copy
 import functools
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,18 +93,29 @@ def locked_chart(release: str) -> charts.LockedChart:
 
 def render_registry_release(inputs: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The objects Helm installs for a registry chart's release (templates and crds/), from charts.lock."""
+    values = json.dumps(unwrap_secrets(inputs.get("values") or {}), sort_keys=True)
+    return copy.deepcopy(list(_rendered(inputs["name"], inputs["namespace"], values)))
+
+
+@functools.cache
+def _rendered(release: str, namespace: str, values: str) -> tuple[dict[str, Any], ...]:
     import helm_python  # a dev dependency: binds Helm's Go SDK
 
-    chart = locked_chart(inputs["name"])
-    namespace = inputs["namespace"]
+    chart = locked_chart(release)
     with helm_python.Chart.load_archive(charts.chart_archive(chart, chart_cache())) as loaded:
-        rendered = loaded.render(unwrap_secrets(inputs.get("values") or {}), name=inputs["name"], namespace=namespace)
+        rendered = loaded.render(json.loads(values), name=release, namespace=namespace)
         crds = [crd["data"] for crd in loaded.crds]
-    objects = [doc for text in [*rendered.values(), *crds] for doc in yaml.safe_load_all(text) if doc and "kind" in doc]
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    objects = [
+        doc
+        for text in [*rendered.values(), *crds]
+        for doc in yaml.load_all(text, Loader=loader)
+        if doc and "kind" in doc
+    ]
     for obj in objects:  # Helm installs a namespaced object without a namespace into the release's
         if obj["kind"] not in _CLUSTER_SCOPED:
             obj.setdefault("metadata", {}).setdefault("namespace", namespace)
-    return objects
+    return tuple(objects)
 
 
 _CLUSTER_SCOPED = frozenset(
