@@ -16,7 +16,7 @@ STAGING_VENV := build/venv-staging
 STAGING_REQUIREMENTS := manifests/serving/stage-weights-requirements.txt
 STAGING_PROGRAM := manifests/serving/stage_weights.py
 
-.PHONY: render test lint format golden docs clean verify sax schemas itest policy-venv staging-test staging-bench renovate-check images bench bench-test
+.PHONY: render test lint format golden docs clean verify sax schemas charts itest policy-venv staging-test staging-bench renovate-check images bench bench-test
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -89,6 +89,9 @@ sax: $(VENV)/.installed  ## Saxml client, e.g. make sax CMD="listcell --model-id
 
 schemas: $(VENV)/.installed  ## fetch the CRD files of schemas.lock into ${XDG_CACHE_HOME:-~/.cache}/tpu-gke/schemas, digests verified (SCHEMAS_FROM=../shared/schemas copies offline)
 	$(PY) -m tools.schemas $(if $(SCHEMAS_FROM),--from $(SCHEMAS_FROM))
+
+charts: $(VENV)/.installed  ## fetch the chart module zips of charts.lock into ${XDG_CACHE_HOME:-~/.cache}/tpu-gke/charts, digests verified (the tests do it on first use; CHARTS_FROM=$$(go env GOMODCACHE)/cache/download copies offline)
+	$(PY) -m tools.charts $(if $(CHARTS_FROM),--from $(CHARTS_FROM))
 
 # The policy pack's own virtualenv (policy/PulumiPolicy.yaml names it): what the CLI runs the pack with.
 POLICY_VENV := policy/.venv

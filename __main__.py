@@ -57,7 +57,7 @@ else:
 # 3. Cluster platform: controllers by Helm; the gates between the layers (what workloads wait
 #    for, and what `pulumi destroy` waits to be gone before the TPU pools and the subnets go);
 #    then the Kueue queueing for dynamic slicing.
-platform = ClusterPlatform("platform", wiring.platform_args(stack, cluster))
+platform = ClusterPlatform("platform", wiring.platform_args(stack, cluster, network))
 gates = ClusterGates("gates", wiring.gates_args(stack, cluster, network, tpu, platform))
 queues = None
 admission_plan = config.admission_plan()

@@ -63,12 +63,13 @@ def bucket_name_problem(name: str) -> str | None:
 
 
 def network_names(prefix: str) -> dict[str, str]:
-    """The VPC, subnets, firewall rule, Cloud Router and NAT names of the reference deployment."""
+    """The VPC, subnets, firewall rules, Cloud Router and NAT names of the reference deployment."""
     return {
         "network": f"{prefix}-main",
         "nodeSubnet": f"{prefix}-tpu",
         "proxyOnlySubnet": f"{prefix}-proxy",
         "internalFirewall": f"{prefix}-allow-internal",
+        "controlPlaneFirewall": f"{prefix}-allow-control-plane",
         "router": f"{prefix}-router",
         "nat": f"{prefix}-nat",
     }

@@ -157,6 +157,7 @@ class StackConfig:
             operations_config.supply_chain_warnings(self.production, self.images, self.stack_images())
             + operations_config.boot_hardening_warnings(self.production, self.cluster, self.tpu)
             + gcp_config.key_grant_warnings(self.key_grants(), self.project)
+            + (platform_config.control_plane_port_warnings(self.platform, self.tpu.dynamic_slicing))
         )
 
 

@@ -35,6 +35,7 @@ from components.gcp.tpu_capacity import ReservationCheckArgs, TpuCapacity, TpuCa
 from components.operations.component import MonitoringArgs
 from components.operations.node_audit import NodeAuditLoggingArgs
 from components.platform.config import HelmChartConfig, installed_charts, release_namespaces
+from components.platform.config import control_plane_ports as platform_control_plane_ports
 from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
 from components.platform.releases import ClusterPlatform, PlatformArgs
@@ -133,7 +134,15 @@ def network_args(stack: Stack) -> NetworkArgs:
         if config.nat_needed
         else None,
         flow_log_sampling=network.flow_logs.sampling if network.flow_logs.enabled else None,
+        control_plane_ports=control_plane_ports(stack),
     )
+
+
+def control_plane_ports(stack: Stack) -> tuple[int, ...]:
+    """Every TCP port the control plane calls on the pods of the releases the stack installs."""
+    config = stack.config
+    by_release = platform_control_plane_ports(config.platform, config.tpu.dynamic_slicing)
+    return tuple(sorted({port for ports in by_release.values() for port in ports}))
 
 
 def cluster_args(
@@ -190,6 +199,7 @@ def existing_cluster_args(stack: Stack) -> ExistingClusterArgs:
         name=existing.name or config.cluster.name,
         location=existing.location,
         kubeconfig=existing.kubeconfig,
+        control_plane_ports=control_plane_ports(stack),
     )
 
 
@@ -267,7 +277,7 @@ def reservation_check_args(
 # --- Cluster platform -------------------------------------------------------------------
 
 
-def platform_args(stack: Stack, cluster: Target) -> PlatformArgs:
+def platform_args(stack: Stack, cluster: Target, network: Network | None) -> PlatformArgs:
     config = stack.config
     platform = config.platform
     slicing = config.tpu.dynamic_slicing and platform.install
@@ -284,6 +294,7 @@ def platform_args(stack: Stack, cluster: Target) -> PlatformArgs:
         namespaces={
             name: stack.namespaces[name] for name in release_namespaces(platform, config.tpu.dynamic_slicing).values()
         },
+        control_plane_access=list(network.control_plane_access) if network else [],
     )
 
 

@@ -79,7 +79,7 @@ def test_proxy_only_subnet_serves_the_internal_gateway(dev_run):
 
 
 def test_firewall_admits_only_the_vpcs_own_ranges(dev_run):
-    (rule,) = dev_run.of_type("gcp:compute/firewall:Firewall")
+    rule = dev_run.one("gcp:compute/firewall:Firewall", "allow-internal")
     assert rule.input("name") == "qwen-serving-allow-internal"
     assert rule.input("direction") == "INGRESS"
     assert sorted(rule.input("sourceRanges")) == sorted(["10.10.0.0/18", "10.12.0.0/14", "172.16.0.0/26"])

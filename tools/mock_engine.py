@@ -41,6 +41,7 @@ from tools.gcp_model import (
     gke_dns_endpoint,
     service_identity,
 )
+from tools.gke_network import existing_cluster_network
 from tools.stack_file import read_stack_file
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -146,13 +147,15 @@ class _Mocks(pulumi.runtime.Mocks):
             return {"number": PROJECT_NUMBER_PLACEHOLDER, "projectId": args.args.get("projectId")}, []
         if args.token == "gcp:container/getCluster:getCluster":
             # A cluster made elsewhere: only a real preview can read its endpoint and CA. Its DNS-based endpoint
-            # is always there (GKE), taking no outside traffic unless its owner turned that on.
+            # is always there (GKE), taking no outside traffic unless its owner turned that on. Its network is the
+            # model's cluster made elsewhere (tools/gke_network.py).
             endpoint, ca = "EXISTING_CLUSTER_ENDPOINT", "EXISTING_CLUSTER_CA"
             dns = gke_dns_endpoint(args.args.get("project", ""), args.args.get("location", ""), args.args["name"])
             return {
                 "name": args.args.get("name"),
                 "endpoint": endpoint,
                 "masterAuths": [{"clusterCaCertificate": ca}],
+                **existing_cluster_network(args.args.get("project", ""), args.args.get("location", "")),
                 "controlPlaneEndpointsConfigs": [
                     {
                         "dnsEndpointConfigs": [{"endpoint": dns, "allowExternalTraffic": False}],

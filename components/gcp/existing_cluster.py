@@ -10,6 +10,7 @@ Cloud NAT, cluster or TPU pools; what it declares in the cluster is the same as 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -23,6 +24,9 @@ class ExistingClusterArgs:
     name: str  # the GKE cluster's name, or the stack's name for the cluster of a kubeconfig
     location: str  # empty with a kubeconfig
     kubeconfig: str  # empty: look the GKE cluster up
+    # The TCP ports the control plane calls on the pods of the releases the stack installs there (their webhooks and
+    # aggregated APIs); empty: it installs none
+    control_plane_ports: tuple[int, ...] = ()
 
 
 class ExistingCluster(pulumi.ComponentResource):
@@ -67,6 +71,14 @@ class ExistingCluster(pulumi.ComponentResource):
             self.get_credentials_command = dns_endpoint.apply(
                 lambda dns: f"{command} --dns-endpoint" if dns else command
             )
+        # The stack makes no firewall rule on a network it does not own: the preview says what to open there.
+        if args.control_plane_ports:
+            if args.kubeconfig:
+                pulumi.log.warn(control_plane_access_warning(args, None), self)
+            else:
+                pulumi.Output.all(
+                    found.network, found.subnetwork, found.cluster_ipv4_cidr, found.private_cluster_configs
+                ).apply(lambda parts: pulumi.log.warn(control_plane_access_warning(args, _network_of(*parts)), self))
         self.register_outputs({"name": self.name})
 
 
@@ -77,3 +89,93 @@ def outside_dns_endpoint(configs: list[gcp.container.outputs.GetClusterControlPl
             if dns.allow_external_traffic and dns.endpoint:
                 return dns.endpoint
     return ""
+
+
+@dataclass(frozen=True)
+class ClusterNetwork:
+    """What GKE reports of a cluster's network that says where its control plane calls the pods from."""
+
+    network: str
+    subnetwork: str
+    pod_range: str  # clusterIpv4Cidr
+    control_plane_range: str  # privateClusterConfig.masterIpv4CidrBlock: a VPC-peering cluster's /28, else ""
+    endpoint_subnetwork: str  # privateClusterConfig.privateEndpointSubnetwork, else "": the cluster's subnetwork
+
+
+def _network_of(
+    network: str,
+    subnetwork: str,
+    pod_range: str,
+    private_configs: list[gcp.container.outputs.GetClusterPrivateClusterConfigResult] | None,
+) -> ClusterNetwork:
+    private = private_configs[0] if private_configs else None
+    return ClusterNetwork(
+        network=network or "",
+        subnetwork=subnetwork or "",
+        pod_range=pod_range or "",
+        control_plane_range=_field(private, "master_ipv4_cidr_block"),
+        endpoint_subnetwork=_field(private, "private_endpoint_subnetwork"),
+    )
+
+
+def _field(result: Any, name: str) -> str:
+    """A string field of an invoke's nested result: the SDK hands some over typed, others as mappings of the same
+    (snake_case) keys (pulumi 3 under pulumi-gcp 10.2.0's getCluster: privateClusterConfigs came as a dict)."""
+    if result is None:
+        return ""
+    value = result.get(name) if isinstance(result, dict) else getattr(result, name, None)
+    return str(value or "")
+
+
+def control_plane_access_warning(args: ExistingClusterArgs, found: ClusterNetwork | None) -> str:
+    """What the owner of a cluster made elsewhere must open for the webhooks the stack installs there, with the
+    sources Network (components/gcp/network.py) admits on a cluster of the stack's own: a VPC-peering cluster's
+    control plane range, the one GKE's own control-plane rule admits (tcp 443 and 10250 only,
+    cloud.google.com/kubernetes-engine/docs/concepts/firewall-rules); on a Private Service Connect cluster the range
+    of the subnetwork its private endpoint is in, and the Pod range (the konnectivity agents)."""
+    rules = ",".join(f"tcp:{port}" for port in sorted(set(args.control_plane_ports)))
+    name = args.name
+    region = _region_of(args.location)
+    # The network's own project: a Shared VPC's host project holds the network and its firewall rules.
+    project = _project_of(found.network, args.project) if found else args.project
+    if found is None:
+        network, sources = (
+            "<the cluster's network>",
+            (
+                "<privateClusterConfig.masterIpv4CidrBlock of `gcloud container clusters describe`, or on a Private "
+                "Service Connect cluster the range of its private endpoint's subnetwork and its clusterIpv4Cidr>"
+            ),
+        )
+    elif found.control_plane_range:
+        network, sources = _last(found.network), found.control_plane_range
+    else:
+        subnetwork = found.endpoint_subnetwork or found.subnetwork
+        endpoint_range = (
+            f"$(gcloud compute networks subnets describe {_last(subnetwork)} --region {region} "
+            f"--project {_project_of(subnetwork, project)} --format='value(ipCidrRange)')"
+        )
+        network, sources = _last(found.network), ",".join(s for s in (endpoint_range, found.pod_range) if s)
+    return (
+        f"cluster.existing: the stack installs webhooks and aggregated APIs the control plane calls on {rules} of their "
+        f"pods, and makes no firewall rule on {name}'s network; GKE's own control-plane rule admits tcp 443 and 10250 "
+        "only. Unless a rule there admits them, every create of a JobSet, Kueue or LeaderWorkerSet object fails with "
+        f"'failed calling webhook'. Open them: gcloud compute firewall-rules create {name}-allow-control-plane "
+        f"--project {project} --network {network} --direction INGRESS --action ALLOW --rules {rules} "
+        f"--source-ranges {sources} (docs/security.md, Network isolation)"
+    )
+
+
+def _project_of(path: str, default: str) -> str:
+    """The project of a `projects/<project>/...` resource path, else ``default``."""
+    parts = path.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "projects" else default
+
+
+def _region_of(location: str) -> str:
+    """The region of a cluster's location (a zone's region)."""
+    parts = location.split("-")
+    return "-".join(parts[:2]) if len(parts) == 3 else location
+
+
+def _last(path: str) -> str:
+    return path.rsplit("/", 1)[-1]

@@ -1,5 +1,6 @@
-"""The VPC: jumbo-frame MTU, the node subnet with pod/service ranges, the proxy-only subnet, and the
-Cloud Router and NAT that are the private nodes' way out."""
+"""The VPC: jumbo-frame MTU, the node subnet with pod/service ranges, the proxy-only subnet, the firewall rules
+(the VPC's own ranges; the control plane to the controllers' webhooks), and the Cloud Router and NAT that are the
+private nodes' way out."""
 
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ class NetworkArgs:
     proxy_only_cidr: str
     nat: NatArgs | None  # None: the nodes have external addresses and need no NAT
     flow_log_sampling: float | None  # None: no flow logs
+    # The TCP ports the control plane calls on the pods of the releases the stack installs (their webhooks and
+    # aggregated APIs: components/platform/config.py RELEASE_CONTROL_PLANE_PORTS); empty: no rule
+    control_plane_ports: tuple[int, ...] = ()
 
 
 class Network(pulumi.ComponentResource):
@@ -95,6 +99,47 @@ class Network(pulumi.ComponentResource):
             opts=child,
         )
 
+        # The control plane's calls into the cluster (admission and conversion webhooks, aggregated APIs: the API
+        # server dials the serving pod on its port), which GKE's own rule does not cover: GKE's control-plane-to-node
+        # rule admits tcp 443 and 10250 only (cloud.google.com/kubernetes-engine/docs/concepts/firewall-rules,
+        # gke-<cluster>-<hash>-master), and the releases serve on 9443 and 8082. Its sources are where the control
+        # plane of this cluster kind (Private Service Connect, no masterIpv4CidrBlock) reaches a pod from, which
+        # Google's pages leave unsaid; both candidates the sources name are admitted, to exactly those ports:
+        # - the node subnet's primary range: the control plane's private endpoint is an address of the subnetwork
+        #   it is provisioned in (pulumi-gcp 10.2.0 privateClusterConfig.privateEndpointSubnetwork, "Subnetwork in
+        #   cluster's network where master's endpoint will be provisioned", never set here: the cluster's own), and
+        #   the Terraform GKE module opens its webhook ports from that range for such a cluster
+        #   (terraform-google-modules/terraform-google-kubernetes-engine 552b3f4, 2025-06-06, modules/private-cluster
+        #   main.tf cluster_endpoint_for_nodes, firewall.tf master_webhooks);
+        # - the Pod range: where GKE routes the API server through its konnectivity agents, a call arrives from an
+        #   agent's pod in kube-system (tigera/operator f6dfc4b, 2026-08-18, "AKS and GKE route the apiserver
+        #   through konnectivity agents").
+        # allow-internal admits both ranges on every port already; this rule keeps the webhooks reachable however
+        # allow-internal changes, and names the fact the preview of a cluster made elsewhere asks its owner to open
+        # (components/gcp/existing_cluster.py). No target: every instance of this VPC is one of the cluster's nodes.
+        # The releases wait for it, so `pulumi destroy` uninstalls them (their pods and webhooks) before deleting it
+        # (components/platform/releases.py). A change of ports or ranges updates it in place; its name, network and
+        # direction would replace it (hashicorp/terraform-provider-google 07fc865
+        # google/services/compute/resource_compute_firewall.go: only name, direction and project are ForceNew).
+        self.control_plane_firewall: gcp.compute.Firewall | None = None
+        if args.control_plane_ports:
+            self.control_plane_firewall = gcp.compute.Firewall(
+                "allow-control-plane",
+                project=args.project,
+                name=names["controlPlaneFirewall"],
+                network=self.vpc.id,
+                direction="INGRESS",
+                priority=1000,
+                description="The GKE control plane's calls to the webhooks and aggregated APIs the stack installs.",
+                source_ranges=control_plane_source_ranges(args.node_cidr, args.pod_cidr),
+                allows=[{"protocol": "tcp", "ports": [str(port) for port in sorted(set(args.control_plane_ports))]}],
+                opts=child,
+            )
+        # What must admit the control plane before a release serves a webhook, and be deleted after it.
+        self.control_plane_access: list[pulumi.Resource] = (
+            [self.control_plane_firewall] if self.control_plane_firewall is not None else []
+        )
+
         # Private nodes reach what lies outside Google (Docker Hub, ghcr.io and registry.k8s.io images, Hugging
         # Face, the package index) through Cloud NAT; Google's APIs and Artifact Registry stay on Private Google
         # Access. The node subnet only (not the proxy-only one), every range of it: the nodes' and, for what GKE
@@ -148,6 +193,12 @@ class Network(pulumi.ComponentResource):
                 "proxyOnlySubnetName": self.proxy_only_subnet_name,
             }
         )
+
+
+def control_plane_source_ranges(node_cidr: str, pod_cidr: str) -> list[str]:
+    """Where the control plane of a cluster this stack makes calls its nodes' pods from: the node subnet's primary
+    range (its private endpoint's subnetwork) and the Pod range (the konnectivity agents). See Network."""
+    return [node_cidr, pod_cidr]
 
 
 def _flow_logs(sampling: float | None) -> gcp.compute.SubnetworkLogConfigArgsDict | None:

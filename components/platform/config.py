@@ -116,6 +116,30 @@ RELEASE_IMAGES = (
 )
 
 
+# What the control plane calls on each release's controller pods, as the TCP ports the calls land on: GKE's API
+# server dials a webhook Service's endpoint, the pod, on the Service's targetPort (it routes to endpoints, not to
+# Service IPs: kubernetes/kubernetes#79739, liggitt, 2019-07-03). Read at the pinned release of each chart (the
+# defaults of platform.<key> below), from its admission webhooks, its CRDs' conversion webhooks and its aggregated
+# APIs (APIService), each Service's targetPort resolved against the pod's container ports:
+# - JobSet 0.12.0: 9443, the `webhook` container port of charts/jobset/templates/controller/deployment.yaml, the
+#   targetPort of templates/webhook/service.yaml (kubernetes-sigs/jobset v0.12.0).
+# - Kueue 0.17.8: 9443 (templates/webhook/service.yaml, its admission and conversion webhooks; the manager binds it
+#   as manifests/kueue/controller-config.yaml `webhook.port` says) and 8082 (templates/visibility/service.yaml, the
+#   visibility API's two APIServices) (kubernetes-sigs/kueue v0.17.8 charts/kueue).
+# - LeaderWorkerSet 0.10.0: 9443 (templates/webhook/service.yaml, its admission webhooks and the conversion webhook
+#   of crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml) (kubernetes-sigs/lws v0.10.0 charts/lws).
+# tests/test_webhook_reach.py renders each chart (charts.lock) with the values the program gives it and holds these
+# against what it derives, so they cannot drift from a chart the program pins.
+RELEASE_CONTROL_PLANE_PORTS: dict[str, tuple[int, ...]] = {
+    "jobset": (9443,),
+    "kueue": (8082, 9443),
+    "leaderWorkerSet": (9443,),
+}
+# The slice controller's webhooks: 9443 (manifests/charts/slice-controller templates/services.yaml targetPort, the
+# container port of templates/deployment.yaml; controller-runtime's default webhook port, which its flags leave).
+SLICE_CONTROLLER_CONTROL_PLANE_PORTS: tuple[int, ...] = (9443,)
+
+
 def chart_own_image(key: str, chart: HelmChartConfig) -> ImageReference:
     """The controller image the chart under ``platform.<key>`` runs by itself: its repository at the release's tag."""
     return ImageReference(CHART_IMAGES[key].repository, f"v{chart.version.removeprefix('v')}")
@@ -241,6 +265,33 @@ def installed_charts(platform: PlatformConfig, dynamic_slicing: bool) -> dict[st
     if dynamic_slicing:
         charts |= {"kueue": platform.kueue, "leaderWorkerSet": platform.leader_worker_set}
     return charts
+
+
+def control_plane_ports(platform: PlatformConfig, dynamic_slicing: bool) -> dict[str, tuple[int, ...]]:
+    """The ports the control plane calls on the pods of each release this stack installs, by the release's key under
+    ``platform``: none when it installs none (platform.install false: whoever installed them opened their ports)."""
+    ports = {key: RELEASE_CONTROL_PLANE_PORTS[key] for key in installed_charts(platform, dynamic_slicing)}
+    if dynamic_slicing and platform.install:
+        ports["sliceController"] = SLICE_CONTROLLER_CONTROL_PLANE_PORTS
+    return ports
+
+
+def control_plane_port_warnings(platform: PlatformConfig, dynamic_slicing: bool) -> list[str]:
+    """A chart moved off its pinned release: the ports the stack opens to the control plane were read at the pinned
+    one, and nothing has checked them against the new release."""
+    pinned = PlatformConfig()
+    warnings = []
+    for key, chart in installed_charts(platform, dynamic_slicing).items():
+        release = getattr(pinned, snake(key)).version
+        if chart.version != release:
+            ports = ", ".join(f"tcp:{p}" for p in RELEASE_CONTROL_PLANE_PORTS[key])
+            warnings.append(
+                f"platform.{key}.version: {chart.version} is not the release whose webhook ports the stack records "
+                f"({release}): the control plane is admitted to {ports} only; read the new release's webhook and "
+                f"APIService Services (their targetPorts) before the up, and record them in RELEASE_CONTROL_PLANE_PORTS "
+                f"(components/platform/config.py)"
+            )
+    return warnings
 
 
 def validate_platform(platform: PlatformConfig, problems: Problems) -> None:

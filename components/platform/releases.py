@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,9 @@ class PlatformArgs:
     mirror: str  # images.mirror: the registry every image is pulled from ("": each from its own)
     # Namespace name -> its object (Pod Security labels): the namespace of every release above
     namespaces: dict[str, dict[str, Any]]
+    # What admits the control plane to the releases' webhooks and aggregated APIs (the stack's firewall rule; none on
+    # a cluster made elsewhere): every release waits for it, and `pulumi destroy` uninstalls them before it goes.
+    control_plane_access: list[pulumi.Resource] = field(default_factory=list)
 
 
 class ClusterPlatform(pulumi.ComponentResource):
@@ -51,6 +54,7 @@ class ClusterPlatform(pulumi.ComponentResource):
         super().__init__("tpu-gke:k8s:ClusterPlatform", name, None, opts)
         self._provider = args.provider
         self._namespace_objects = args.namespaces
+        self._control_plane_access = args.control_plane_access
         self._namespaces: dict[str, k8s.core.v1.NamespacePatch] = {}
         self.release_versions: dict[str, str] = {}  # release name -> chart version
         names = CHART_RELEASE_NAMES
@@ -101,7 +105,9 @@ class ClusterPlatform(pulumi.ComponentResource):
             chart,
             values,
             pulumi.ResourceOptions(
-                parent=self, provider=self._provider, depends_on=[self._namespace(chart.namespace), *(depends_on or [])]
+                parent=self,
+                provider=self._provider,
+                depends_on=[self._namespace(chart.namespace), *self._control_plane_access, *(depends_on or [])],
             ),
             description=description,
         )

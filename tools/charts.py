@@ -1,0 +1,243 @@
+"""Fetch the published charts the harness renders, as Go module zips pinned by sha256 in charts.lock.
+
+    python -m tools.charts [--lock FILE] [--cache DIR] [--from DIR] [--timeout SECONDS]
+
+The platform's registry charts (JobSet, Kueue, LeaderWorkerSet) are published as OCI artifacts, which no
+package registry the harness may reach serves; the Go module proxy serves the upstream repositories, and a
+module zip holds the chart's sources (``charts/<name>/``) as tagged. Every ``[[chart]]`` of the lock is one
+module zip: it lands in the cache as ``<cache>/<module>/@v/<version>.zip`` (the proxy's own path, so a Go
+module cache's ``cache/download`` folder serves as an offline ``--from`` mirror), by default under
+``${XDG_CACHE_HOME:-~/.cache}/tpu-gke/charts`` or ``$TPU_GKE_CHARTS_CACHE``. A zip already there with the
+locked digest is left alone; any other is downloaded (or copied from ``--from DIR``) beside its target, checked
+against the locked size and sha256 and only then renamed into place, as tools/schemas.py does. The tests call
+``ensure`` themselves, so a fresh clone fetches on first use. Exits 0 when every locked zip is in place, 1 when
+one is not and 2 on a usage error or an unreadable lock.
+
+Nothing fetched here is committed: the harness reads the charts out of the cached zips (``chart_archive``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import re
+import sys
+import tarfile
+import tomllib
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from tools.schemas import (
+    DEFAULT_TIMEOUT_S,
+    SHA256,
+    FetchError,
+    LockedFile,
+    LockError,
+    copy_from,
+    download,
+    file_sha256,
+)
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_LOCK = PROJECT_ROOT / "charts.lock"
+CACHE_ENV = "TPU_GKE_CHARTS_CACHE"
+LOCK_KEYS = {"release", "url", "chart", "commit", "size", "sha256"}
+# A module zip's URL on the Go module proxy (https://go.dev/ref/mod#goproxy-protocol, `$base/$module/@v/$version.zip`).
+PROXY_URL = re.compile(
+    r"https://proxy\.golang\.org/(?P<module>[a-z0-9.-]+(?:/[A-Za-z0-9._-]+)+)/@v/(?P<version>v[^/]+)\.zip"
+)
+COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+@dataclass(frozen=True)
+class LockedChart:
+    """One chart: the Helm release it renders for, the module zip it is read from, where it lies in the zip."""
+
+    release: str  # the Helm release name the program gives it (CHART_RELEASE_NAMES, components/platform/config.py)
+    url: str
+    chart: str  # the chart's folder inside the module, e.g. charts/kueue
+    commit: str  # the commit the proxy's .info names for that version (its Origin.Hash)
+    size: int
+    sha256: str
+
+    @property
+    def module(self) -> str:
+        return _parsed(self.url)["module"]
+
+    @property
+    def version(self) -> str:
+        """The module version, the upstream tag (``v0.12.0``)."""
+        return _parsed(self.url)["version"]
+
+    @property
+    def path(self) -> str:
+        """Where the zip lies in the cache: the proxy's path of it."""
+        return f"{self.module}/@v/{self.version}.zip"
+
+    def locked_file(self) -> LockedFile:
+        return LockedFile(path=self.path, url=self.url, sha256=self.sha256, size=self.size, commit=self.commit)
+
+
+def _parsed(url: str) -> dict[str, str]:
+    match = PROXY_URL.fullmatch(url)
+    if not match:
+        raise LockError(f"{url!r} is not a module zip URL of the Go module proxy")
+    return match.groupdict()
+
+
+def load_lock(lock: Path = DEFAULT_LOCK) -> list[LockedChart]:
+    """Every chart of the lock, validated; a LockError names the first problem."""
+    try:
+        data = tomllib.loads(lock.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise LockError(f"{lock}: cannot read the lock: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise LockError(f"{lock}: not valid TOML: {error}") from None
+    entries = data.get("chart")
+    if set(data) != {"chart"} or not isinstance(entries, list) or not entries:
+        raise LockError(f"{lock}: expected only [[chart]] tables, at least one")
+    charts = [_locked_chart(entry, f"{lock}: [[chart]] #{number}") for number, entry in enumerate(entries, start=1)]
+    releases = [c.release for c in charts]
+    if duplicates := sorted({r for r in releases if releases.count(r) > 1}):
+        raise LockError(f"{lock}: release locked more than once: {', '.join(duplicates)}")
+    return charts
+
+
+def _locked_chart(entry: object, where: str) -> LockedChart:
+    if not isinstance(entry, dict):
+        raise LockError(f"{where}: not a table")
+    if unknown := sorted(set(entry) - LOCK_KEYS):
+        raise LockError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    if missing := sorted(LOCK_KEYS - set(entry)):
+        raise LockError(f"{where}: missing key(s) {', '.join(missing)}")
+    release, url, chart, commit, size, sha256 = (
+        entry[k] for k in ("release", "url", "chart", "commit", "size", "sha256")
+    )
+    if not isinstance(release, str) or not re.fullmatch(r"[a-z][a-z0-9-]*", release):
+        raise LockError(f"{where}: release {release!r} must be a Helm release name")
+    where = f"{where} ({release})"
+    if not isinstance(url, str):
+        raise LockError(f"{where}: url must be a string")
+    _parsed(url)
+    pure = PurePosixPath(chart) if isinstance(chart, str) else None
+    if pure is None or pure.is_absolute() or ".." in pure.parts or not chart or str(pure) != chart:
+        raise LockError(f"{where}: chart {chart!r} must be a relative folder without '..'")
+    if not isinstance(commit, str) or not COMMIT.fullmatch(commit):
+        raise LockError(f"{where}: commit {commit!r} must be 40 lowercase hex digits")
+    if not isinstance(sha256, str) or not SHA256.fullmatch(sha256):
+        raise LockError(f"{where}: sha256 {sha256!r} must be 64 lowercase hex digits")
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        raise LockError(f"{where}: size {size!r} must be a positive number of bytes")
+    return LockedChart(release=release, url=url, chart=chart, commit=commit, size=size, sha256=sha256)
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """$TPU_GKE_CHARTS_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/tpu-gke/charts (outside every clone)."""
+    env = os.environ if environ is None else environ
+    if override := env.get(CACHE_ENV):
+        return Path(override).expanduser()
+    xdg = env.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path(env.get("HOME") or Path.home()) / ".cache"
+    return base / "tpu-gke" / "charts"
+
+
+def ensure(
+    charts: Sequence[LockedChart], cache: Path, *, mirror: Path | None = None, timeout: float = DEFAULT_TIMEOUT_S
+) -> list[str]:
+    """Put every locked zip in ``cache``, from the proxy or from ``mirror``; the failures, one line each."""
+    failures = []
+    for chart in charts:
+        locked = chart.locked_file()
+        target = cache / locked.path
+        if file_sha256(target) == locked.sha256:
+            continue
+        try:
+            if mirror is not None:
+                copy_from(locked, mirror, target)
+            else:
+                download(locked, target, timeout=timeout)
+        except FetchError as error:
+            failures.append(str(error))
+            continue
+        print(f"charts: {'copied' if mirror is not None else 'downloaded'} {locked.path}", file=sys.stderr)
+    return failures
+
+
+def chart_archive(chart: LockedChart, cache: Path) -> bytes:
+    """The chart's folder of the cached zip as a Helm chart archive (a .tgz of ``<name>/...``), verified again.
+
+    Helm loads a chart from a folder or a .tgz (helm_python.Chart.load_archive), not from a zip: the folder's
+    files are copied into an archive held in memory, under the folder's own name."""
+    zipped = cache / chart.path
+    if file_sha256(zipped) != chart.sha256:
+        raise FetchError(f"{chart.path}: not in {cache} with the locked sha256: run `make charts`")
+    prefix = f"{chart.module}@{chart.version}/{chart.chart}/"
+    name = PurePosixPath(chart.chart).name
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(zipped) as source, tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        members = [m for m in source.infolist() if m.filename.startswith(prefix) and not m.is_dir()]
+        if not members:
+            raise FetchError(f"{chart.path}: holds no {chart.chart}/")
+        for member in members:
+            relative = PurePosixPath(member.filename[len(prefix) :])
+            if relative.is_absolute() or ".." in relative.parts:
+                raise FetchError(f"{chart.path}: refuses the member {member.filename!r}")
+            data = source.read(member)
+            info = tarfile.TarInfo(f"{name}/{relative}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tools.charts", description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--lock", type=Path, default=DEFAULT_LOCK, help="the lock file (default: %(default)s)")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help=f"where the zips go (default: ${CACHE_ENV}, else ${{XDG_CACHE_HOME:-~/.cache}}/tpu-gke/charts)",
+    )
+    parser.add_argument(
+        "--from",
+        dest="mirror",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="copy from a local mirror laid out as <DIR>/<module>/@v/<version>.zip (a Go module cache's cache/download)",
+    )
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per connect or read")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        charts = load_lock(args.lock)
+    except LockError as error:
+        print(f"charts: {error}", file=sys.stderr)
+        return 2
+    if args.mirror is not None and not args.mirror.is_dir():
+        print(f"charts: --from {args.mirror}: not a directory", file=sys.stderr)
+        return 2
+    if not args.timeout > 0:
+        print(f"charts: --timeout must be greater than 0, got {args.timeout:g}", file=sys.stderr)
+        return 2
+    cache: Path = args.cache if args.cache is not None else cache_dir()
+    failures = ensure(charts, cache, mirror=args.mirror, timeout=args.timeout)
+    for failure in failures:
+        print(f"charts: {failure}", file=sys.stderr)
+    if failures:
+        print(
+            f"charts: {len(charts) - len(failures)} of {len(charts)} locked charts in place in {cache}", file=sys.stderr
+        )
+        return 1
+    print(f"charts: {len(charts)} of {len(charts)} locked charts in place in {cache}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
