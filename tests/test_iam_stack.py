@@ -75,10 +75,22 @@ def node_rows(project: str, account_id: str) -> list[Row]:
             Grant(f"project {project}", "roles/container.defaultNodeServiceAccount", nodes, None),
             "the nodes' own account (not Compute Engine's default): GKE's node role, logs, metrics and metadata",
         ),
+    ]
+
+
+def pull_through_rows(project: str, account_id: str, region: str, repositories: list[str]) -> list[Row]:
+    return [
         Row(
-            Grant(f"project {project}", "roles/artifactregistry.reader", nodes, None),
-            "the nodes pull images from Artifact Registry (the JAX and Saxml images are there)",
-        ),
+            Grant(
+                f"repository {project}/{region}/{repository}",
+                "roles/artifactregistry.reader",
+                google_account(account_id, project),
+                None,
+            ),
+            "the nodes pull one registry's images through the pull-through repository the stack makes for it: read "
+            "on that repository alone",
+        )
+        for repository in repositories
     ]
 
 
@@ -182,6 +194,12 @@ def saxml_rows(project: str) -> list[Row]:
 EXPECTED: dict[str, list[Row]] = {
     "dev": [
         *node_rows("my-tpu-project", "qwen-serving-cluster-nodes"),
+        *pull_through_rows(
+            "my-tpu-project",
+            "qwen-serving-cluster-nodes",
+            "us-central1",
+            [f"qwen-serving-cluster-{r}" for r in ("registry-k8s-io", "docker-io", "ghcr-io", "quay-io")],
+        ),
         *serving_rows("my-tpu-project", "my-model-weights"),
     ],
     "prod": [
@@ -190,7 +208,12 @@ EXPECTED: dict[str, list[Row]] = {
         *serving_rows("my-tpu-prod-project", "my-prod-model-weights"),
         *hf_token_rows("my-tpu-prod-project", "hf-token"),
     ],
-    "saxml": [*node_rows("my-tpu-project", "saxml-nodes"), *saxml_rows("my-tpu-project")],
+    "saxml": [
+        *node_rows("my-tpu-project", "saxml-nodes"),
+        # its JobSet controller's image is registry.k8s.io's; the Saxml images are in Google's public repositories
+        *pull_through_rows("my-tpu-project", "saxml-nodes", "us-west4", ["saxml-registry-k8s-io"]),
+        *saxml_rows("my-tpu-project"),
+    ],
 }
 
 

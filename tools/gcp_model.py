@@ -37,8 +37,11 @@ API_OF_MODULE = {
     "serviceaccount": "iam.googleapis.com",  # accounts and their IAM members
     "storage": "storage.googleapis.com",
 }
-# Calls whose API is not their module's.
-API_OF_TOKEN = {SERVICE_RESOURCE: SERVICE_USAGE}  # enabling an API is a Service Usage call
+# Calls whose API is not their module's: enabling an API, and generating a service's agent
+# (services.generateServiceIdentity, the ServiceIdentity resource's "API documentation", Service Usage v1beta1), are
+# Service Usage calls.
+SERVICE_IDENTITY = "gcp:projects/serviceIdentity:ServiceIdentity"
+API_OF_TOKEN = {SERVICE_RESOURCE: SERVICE_USAGE, SERVICE_IDENTITY: SERVICE_USAGE}
 CLUSTER_RESOURCE = "gcp:container/cluster:Cluster"
 BINARY_AUTHORIZATION_API = "binaryauthorization.googleapis.com"
 
@@ -199,3 +202,20 @@ def cluster_endpoints(inputs: dict[str, Any]) -> dict[str, Any]:
     endpoints.setdefault("dnsEndpointConfig", {})["endpoint"] = dns
     ip_on = (endpoints.get("ipEndpointsConfig") or {}).get("enabled", True)
     return {"endpoint": CLUSTER_IP_ENDPOINT if ip_on else dns, "controlPlaneEndpointsConfig": endpoints}
+
+
+# --- Service agents ----------------------------------------------------------------------------------------------
+
+# The service agent each API's ServiceIdentity answers with, as service-<project number>@<domain>: Artifact Registry's
+# (its "Configure authentication to remote repository upstreams": service-PROJECT-NUMBER@gcp-sa-artifactregistry.
+# iam.gserviceaccount.com).
+SERVICE_AGENT_DOMAINS = {"artifactregistry.googleapis.com": "gcp-sa-artifactregistry.iam.gserviceaccount.com"}
+
+
+def service_identity(service: str, project_number: str) -> dict[str, Any]:
+    """What generateServiceIdentity answers for ``service``: its agent's email, and the IAM member the provider
+    makes of it."""
+    if service not in SERVICE_AGENT_DOMAINS:
+        raise UnmodeledCall(f"the model of Google Cloud does not know {service}'s service agent: add it")
+    email = f"service-{project_number}@{SERVICE_AGENT_DOMAINS[service]}"
+    return {"email": email, "member": f"serviceAccount:{email}"}

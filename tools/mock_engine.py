@@ -23,12 +23,14 @@ from pulumi.runtime.sync_await import _sync_await
 
 from tools.gcp_model import (
     CLUSTER_RESOURCE,
+    SERVICE_IDENTITY,
     SERVICE_RESOURCE,
     CloudProject,
     GkeServerConfig,
     api_of,
     cluster_endpoints,
     gke_dns_endpoint,
+    service_identity,
 )
 from tools.stack_file import read_stack_file
 
@@ -156,6 +158,8 @@ def _with_unknown_dns_endpoint(inputs: dict[str, Any]) -> dict[str, Any]:
 def _applied_outputs(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
     if args.typ == CLUSTER:
         return {**cluster_endpoints(args.inputs), "masterAuth": {"clusterCaCertificate": "LS0tLS1CRUdJTi1DQS0tLS0t"}}
+    if args.typ == SERVICE_IDENTITY:
+        return service_identity(args.inputs["service"], PROJECT_NUMBER_PLACEHOLDER)
     if args.typ == "gcp:serviceaccount/account:Account":
         email = f"{args.inputs['accountId']}@{args.inputs['project']}.iam.gserviceaccount.com"
         return {"email": email, "name": f"projects/{args.inputs['project']}/serviceAccounts/{email}"}
@@ -273,6 +277,7 @@ def _options(request: Any) -> dict[str, Any]:
         "ignoreChanges": sorted(request.ignoreChanges),
         "customTimeouts": {k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)},
         "aliases": sorted(aliases + [urn.split("::")[-1] for urn in request.aliasURNs]),
+        "replaceWith": sorted(urn.split("::")[-1] for urn in request.replace_with),
     }
     return {key: value for key, value in options.items() if value}
 
