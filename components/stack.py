@@ -510,9 +510,9 @@ def image_pulls(stack: Stack) -> dict[str, gcp_config.ImagePull]:
     config, pull_path = stack.config, stack.config.pull_path()
     counted: dict[str, int | None] = {}
     for obj in _objects([getattr(stack, f.name) for f in dataclasses.fields(stack) if f.name != "config"]):
-        for image, pods in manifests.pods_by_image(obj).items():
-            before = counted.get(image, 0)
-            counted[image] = None if pods is None or before is None else before + pods
+        for reference, pods in manifests.pods_by_image(obj).items():
+            before = counted.get(reference, 0)
+            counted[reference] = None if pods is None or before is None else before + pods
     released = {
         "platform.kueue.image": config.platform.kueue_controller.replicas,
         "platform.sliceController.digest": config.platform.slice_controller.replicas,

@@ -17,7 +17,6 @@ from components.gcp.cluster import Cluster, ClusterArgs, ControlPlaneArgs, Repos
 from components.gcp.config import ControlPlaneConfig
 from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.gcp.network import NatArgs, Network, NetworkArgs
-from components.gcp.pull_through import PullThrough, PullThroughArgs
 from components.gcp.project_services import (
     ARTIFACT_REGISTRY_API,
     BINARY_AUTHORIZATION_API,
@@ -30,6 +29,7 @@ from components.gcp.project_services import (
     ProjectServices,
     ProjectServicesArgs,
 )
+from components.gcp.pull_through import PullThrough, PullThroughArgs
 from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, TpuPoolArgs, pool_urn
 from components.operations.component import MonitoringArgs
 from components.operations.node_audit import NodeAuditLoggingArgs

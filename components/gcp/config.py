@@ -1212,10 +1212,11 @@ def nat_pull_warning(registry: str, pulls: list[ImagePull], nodes: int, nat: Nat
     addresses = nat_addresses(nodes, nat.min_ports_per_vm)
     return (
         f"images.pullThrough: the private nodes pull {len(pulls)} image(s) from {registry} directly, through Cloud NAT, "
-        f"whose automatic addresses follow the ports the nodes reserve ({nodes} nodes x network.nat.minPortsPerVm "
-        f"{nat.min_ports_per_vm} ports: {addresses} address(es) of {NAT_PORTS_PER_ADDRESS} ports). At their first "
-        f"`up`, {counted}{'+' if any(pull.pods is None for pull in pulls) else ''} pods pull at once ({each}), against {registry}'s {limit} {whom} {per}; every repair or upgrade of a TPU "
-        "pool pulls again. Those past the limit wait in ImagePullBackOff (429 toomanyrequests). Remove "
-        "images.pullThrough.enabled false (the stack then proxies the registry through Artifact Registry), or set "
+        f"whose automatic addresses follow the ports the nodes reserve (at least {nodes} nodes x "
+        f"network.nat.minPortsPerVm {nat.min_ports_per_vm}: {addresses} address(es) of {NAT_PORTS_PER_ADDRESS} ports). "
+        f"Their first `up` starts {counted}{'+' if any(pull.pods is None for pull in pulls) else ''} pods that pull "
+        f"from it, each workload's at once ({each}), against its {limit} {whom} {per}; every repair or upgrade of a "
+        "TPU pool pulls again. Those past the limit wait in ImagePullBackOff (429 toomanyrequests). Remove "
+        "`images.pullThrough.enabled: false` (the stack then proxies the registry through Artifact Registry), or set "
         "images.mirror"
     )
