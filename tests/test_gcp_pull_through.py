@@ -228,6 +228,13 @@ def test_an_up_that_turns_them_on_says_every_pod_rolls_and_a_credential_change_r
     assert "cache starts empty" in replaced
     unchanged = previous_of(dev_run)["lifecycle"]
     assert not stack_config.review_changes(unchanged, unchanged, str).replaced
+    # A running stack whose last `up` predates the fact (this change's first `up`): announced the same way.
+    older = {key: value for key, value in unchanged.items() if key != "pullThrough"}
+    assert [w for w in stack_config.review_changes(older, current, str).in_place if "remote repositories" in w]
+    # And back: public nodes need none, the repositories and their caches go after the pods moved off them.
+    back = stack_config.review_changes(unchanged, previous_of(public)["lifecycle"], str)
+    (gone,) = [w for w in back.in_place if w.startswith("images.pullThrough: the repositories")]
+    assert "deleted once no pod template names them" in gone and "docker.io" in gone
 
 
 def test_pulling_from_docker_hub_through_the_nat_is_warned_with_the_numbers():
@@ -384,3 +391,12 @@ def test_the_pods_a_workload_starts_are_counted_by_image(obj, counts):
     from components.manifests import pods_by_image
 
     assert pods_by_image(obj) == counts
+
+
+def test_the_model_answers_a_service_agent_it_knows_and_refuses_to_guess_another():
+    from tools.gcp_model import UnmodeledCall, service_identity
+
+    agent = service_identity("artifactregistry.googleapis.com", "123")
+    assert agent["member"] == "serviceAccount:service-123@gcp-sa-artifactregistry.iam.gserviceaccount.com"
+    with pytest.raises(UnmodeledCall):
+        service_identity("example.googleapis.com", "123")
