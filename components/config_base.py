@@ -360,8 +360,10 @@ class PullPath:
     - ``remotes`` (images.pullThrough): registry -> the Artifact Registry remote repository that proxies it,
       ``<location>-docker.pkg.dev/<project>/<repository>``; an image of that registry is pulled as
       ``<repository>/<path>``, its path as the registry itself serves it (Docker Hub's official images under
-      ``library/``, the name Docker's own client asks Docker Hub for), which is the path a remote repository asks its
-      upstream for. A registry without one (Google's: Artifact Registry, gcr.io) keeps the image as written.
+      ``library/``, the name Docker's own client asks Docker Hub for: distribution/reference normalize.go), which is
+      the path a remote repository asks its upstream for (a Docker Hub remote repository serves ubuntu:24.04 as
+      ``<repository>/library/ubuntu:24.04``: hail-is/hail dev-docs/services/docker-hub-cache.md at 4ec2e9e5, from
+      running one). A registry without one (Google's: Artifact Registry, gcr.io) keeps the image as written.
     """
 
     mirror: str = ""

@@ -560,6 +560,9 @@ def image_pull_notes(stack: Stack) -> list[str]:
             "(images.mirror) their own account may read"
         )
     repositories = config.pull_through_repositories()
+    # Artifact Registry pulls from Docker Hub from addresses it shares across users and projects, so an anonymous
+    # remote repository may meet the anonymous limit (hail-is/hail dev-docs/services/docker-hub-cache.md at 4ec2e9e5,
+    # from running one).
     if any(r.docker_hub for r in repositories) and not config.images.pull_through.docker_hub_credentials:
         notes.append(
             "images.pullThrough: the Docker Hub repository pulls anonymously, once per image it does not hold yet; "
