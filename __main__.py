@@ -8,6 +8,7 @@ from components.gcp.cluster import Cluster
 from components.gcp.existing_cluster import ExistingCluster
 from components.gcp.network import Network
 from components.gcp.project_services import ProjectServices
+from components.gcp.pull_through import PullThrough
 from components.gcp.service_agents import ServiceAgents
 from components.gcp.tpu_capacity import TpuCapacity
 from components.operations.component import Monitoring
@@ -28,14 +29,16 @@ config = stack.config
 # What this `up` would replace in the running stack, said before anything changes; a change that
 # would fail halfway (a pool renamed into a reservation its old self holds) stops the preview.
 lifecycle = stack_config.lifecycle_facts(config)
-for warning in config.preview_warnings():
+for warning in config.preview_warnings() + stack_config.image_pull_warnings(stack):
     pulumi.log.warn(warning)
 previous = previous_outputs()
+for note in stack_config.image_pull_notes(stack):
+    pulumi.log.info(note)
 previous.apply(lambda outputs: wiring.announce_changes(stack_config.previous_lifecycle(outputs), lifecycle))
 
 # 2. Google Cloud layer, or the cluster made elsewhere that the Kubernetes layer goes onto. The APIs
 #    first: every Google Cloud call waits for the one it goes through (an empty project refuses it).
-network = tpu = after_apis = services = None
+network = tpu = after_apis = services = pull_through = None
 if wiring.project_apis(stack):
     services = ProjectServices("project-services", wiring.project_services_args(stack))
     after_apis = wiring.after(services)
@@ -48,7 +51,11 @@ else:
     agents_args = wiring.service_agents_args(stack, services)
     agents = ServiceAgents("service-agents", agents_args) if agents_args else None
     network = Network("network", wiring.network_args(stack), opts=after_apis)
-    cluster = Cluster("cluster", wiring.cluster_args(stack, network, services, agents), opts=after_apis)
+    # The nodes pull from registries outside Google through Artifact Registry remote repositories (images.pullThrough):
+    # made before the cluster's read grants on them, which every Kubernetes object waits for.
+    if config.pull_through_on:
+        pull_through = PullThrough("pull-through", wiring.pull_through_args(stack), opts=after_apis)
+    cluster = Cluster("cluster", wiring.cluster_args(stack, network, services, agents, pull_through), opts=after_apis)
     # The pools are placed once the preview has read their reservation and found room (components/gcp/rules.py).
     tpu = TpuCapacity(
         "tpu-capacity", wiring.tpu_capacity_args(stack, cluster, network, agents, services, previous), opts=after_apis
@@ -106,7 +113,7 @@ pulumi.export("tpuPoolNames", tpu.pool_names if tpu else [pool.name for pool in 
 pulumi.export("tpuChips", config.tpu.total_chips)
 pulumi.export(stack_config.RELEASES_OUTPUT, platform.release_versions)
 pulumi.export(stack_config.LIFECYCLE_OUTPUT, lifecycle)
-pulumi.export("images", [image.output(config.images.mirror) for image in config.stack_images()])
+pulumi.export("images", [image.output(config.pull_path()) for image in config.stack_images()])
 if queues is not None:
     if tpu is not None:
         pulumi.export("workloadPolicyName", tpu.workload_policy_name)

@@ -217,6 +217,18 @@ def parse_quantity(text: str) -> float:
 EXACT_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$")
 
 
+# A secret version as Secret Manager names it, the form the Secret Manager add-on's SecretProviderClass takes
+# (GoogleCloudPlatform/secrets-store-csi-driver-provider-gcp v1.15.0 config/config.go, Secret.ResourceName:
+# projects/*/secrets/*/versions/*) and Artifact Registry's upstream credentials take (pulumi-gcp 10.2.0,
+# artifactregistry.Repository remote_repository_config.upstream_credentials.username_password_credentials.
+# password_secret_version: "projects/{project}/secrets/{secret}/versions/{version}"): a secret ID of at most 255
+# letters, digits, hyphens and underscores (Secret Manager API reference, CreateSecretRequest.secret_id), and a
+# version number (they count from 1) or the alias latest.
+SECRET_VERSION = re.compile(
+    r"projects/(?P<project>[^/]+)/secrets/(?P<secret>[A-Za-z0-9_-]{1,255})/versions/(?P<version>[1-9][0-9]*|latest)"
+)
+
+
 FLOATING_TAGS = frozenset({"latest", "nightly", "main", "master", "stable", "dev"})
 IMAGE_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 # What makes a tag a pin: a full release version, or a build date (``nightly-20260430-18ed615``).
@@ -281,6 +293,16 @@ class ImageReference:
             return self.name
         return f"{DOCKER_HUB}/{self.name}" if rest else f"{DOCKER_HUB}/library/{self.name}"
 
+    @property
+    def registry(self) -> str:
+        """The registry the image comes from: ``docker.io`` for Docker Hub's short names."""
+        return self.qualified_name.partition("/")[0]
+
+    @property
+    def path(self) -> str:
+        """The image's name within its registry: ``library/python``, ``vllm/vllm-tpu``, ``jobset/jobset``."""
+        return self.qualified_name.partition("/")[2]
+
     def with_name(self, name: str) -> ImageReference:
         return ImageReference(name, self.tag, self.digest)
 
@@ -325,15 +347,39 @@ def release_image_problems(image: str, name: str, tag: str, release: str) -> lis
     return problems
 
 
-def mirrored_image(image: str, mirror: str) -> str:
-    """Where the nodes pull ``image`` from: ``<mirror>/<registry>/<path>`` with the same tag and digest, or the
-    image itself without a mirror. The whole qualified name is kept under the mirror, so images of different
-    registries never meet in one name, and a copy with `crane copy <image> <mirrored>` keeps the digest (crane
-    copies the manifest, and with it the index of every platform, byte for byte)."""
-    if not mirror:
-        return image
-    reference = ImageReference.parse(image)
-    return str(reference.with_name(f"{mirror}/{reference.qualified_name}"))
+@dataclass(frozen=True)
+class PullPath:
+    """Where the nodes pull each image from: the one rewrite of every image the stack runs, in its objects, in its
+    charts' values, in `make bench`'s Job and in `make images`' listing.
+
+    - Neither set: each image from its own registry, as written.
+    - ``mirror`` (images.mirror, a repository the organisation fills): ``<mirror>/<registry>/<path>`` with the same
+      tag and digest. The whole qualified name is kept under the mirror, so images of different registries never
+      meet in one name, and a copy with `crane copy <image> <mirrored>` keeps the digest (crane copies the manifest,
+      and with it the index of every platform, byte for byte).
+    - ``remotes`` (images.pullThrough): registry -> the Artifact Registry remote repository that proxies it,
+      ``<location>-docker.pkg.dev/<project>/<repository>``; an image of that registry is pulled as
+      ``<repository>/<path>``, its path as the registry itself serves it (Docker Hub's official images under
+      ``library/``, the name Docker's own client asks Docker Hub for: distribution/reference normalize.go), which is
+      the path a remote repository asks its upstream for (a Docker Hub remote repository serves ubuntu:24.04 as
+      ``<repository>/library/ubuntu:24.04``: hail-is/hail dev-docs/services/docker-hub-cache.md at 4ec2e9e5, from
+      running one). A registry without one (Google's: Artifact Registry, gcr.io) keeps the image as written.
+    """
+
+    mirror: str = ""
+    remotes: tuple[tuple[str, str], ...] = ()  # (registry, repository), each registry once
+
+    def image(self, image: str) -> str:
+        if not image:
+            return image
+        reference = ImageReference.parse(image)
+        if self.mirror:
+            return str(reference.with_name(f"{self.mirror}/{reference.qualified_name}"))
+        repository = dict(self.remotes).get(reference.registry)
+        return str(reference.with_name(f"{repository}/{reference.path}")) if repository else image
+
+
+NO_PULL_PATH = PullPath()  # each image from its own registry
 
 
 def secrets_in_plain_text(config: Any, secret_blocks: set[str], prefix: str = "") -> list[Problem]:

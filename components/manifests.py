@@ -109,3 +109,36 @@ def files_digest(files: dict[str, str]) -> str:
     for name in sorted(files):
         hasher.update(f"{name}\0{len(files[name].encode())}\0".encode() + files[name].encode())
     return hasher.hexdigest()
+
+
+def pods_by_image(obj: dict[str, Any]) -> dict[str, int | None]:
+    """How many pods of the workload ``obj`` start when it is created, by each image they run (containers and init
+    containers): a Deployment's or StatefulSet's replicas, a Job's parallelism, a JobSet's replicated Jobs, a
+    LeaderWorkerSet's leaders and workers (replicas groups of `size` pods, the leader's template for one of each when
+    it has one). None for a DaemonSet (a pod on each node it selects); nothing for a kind that runs no pod."""
+    kind, spec = obj.get("kind"), obj.get("spec") or {}
+    templates: list[tuple[int | None, dict[str, Any]]] = []
+    if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
+        templates = [(spec.get("replicas", 1), spec["template"])]
+    elif kind == "Job":
+        templates = [(spec.get("parallelism", 1), spec["template"])]
+    elif kind == "DaemonSet":
+        templates = [(None, spec["template"])]
+    elif kind == "JobSet":
+        for replicated in spec.get("replicatedJobs") or []:
+            job = replicated["template"]["spec"]
+            templates.append((replicated.get("replicas", 1) * job.get("parallelism", 1), job["template"]))
+    elif kind == "LeaderWorkerSet":
+        groups, group = spec.get("replicas", 1), spec["leaderWorkerTemplate"]
+        size = group.get("size", 1)
+        if "leaderTemplate" in group:
+            templates = [(groups, group["leaderTemplate"]), (groups * (size - 1), group["workerTemplate"])]
+        else:
+            templates = [(groups * size, group["workerTemplate"])]
+    counts: dict[str, int | None] = {}
+    for pods, template in templates:
+        pod = template.get("spec") or {}
+        for image in {c["image"] for key in ("containers", "initContainers") for c in pod.get(key) or []}:
+            before = counts.get(image, 0)
+            counts[image] = None if pods is None or before is None else before + pods
+    return counts

@@ -20,12 +20,13 @@ from typing import Any
 
 import pulumi
 
-from components import naming
+from components import manifests, naming
 from components.config_base import (
     NAMESPACE,
     ConfigError,
     Problem,
     Problems,
+    PullPath,
     camel,
     parse_object,
     redact_credentials,
@@ -150,6 +151,23 @@ class StackConfig:
     def key_grants(self) -> list[gcp_config.KeyGrant]:
         """Each service agent's grant on each customer-managed key the cluster and its pools use."""
         return gcp_config.key_grants(self.cluster, self.tpu)
+
+    @property
+    def pull_through_on(self) -> bool:
+        return self.images.pull_through_on(self.nat_needed, self.cluster.existing.enabled)
+
+    def pull_through_repositories(self) -> list[gcp_config.RemoteRepository]:
+        """The Artifact Registry remote repositories the stack makes: one per registry outside Google its images come
+        from (stack_images, `make bench`'s included), where pull-through is on."""
+        if not self.pull_through_on:
+            return []
+        registries = [image.registry for image in self.stack_images()]
+        return gcp_config.remote_repositories(registries, self.project, self.region, self.cluster.name)
+
+    def pull_path(self) -> PullPath:
+        """Where the nodes pull each image from: images.mirror, the pull-through repositories, or each image's own
+        registry."""
+        return gcp_config.pull_path(self.images, self.pull_through_repositories())
 
     def preview_warnings(self) -> list[str]:
         """What a valid stack's preview warns of (said at every preview, refusing nothing)."""
@@ -319,6 +337,16 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     )
     operations_config.validate_alerts(config.alerts, config.cluster, config.production, problems)
     gcp_config.validate_images(config.images, problems)
+    gcp_config.validate_pull_through(
+        config.images,
+        config.project,
+        config.nat_needed,
+        config.cluster.existing.enabled,
+        gcp_config.remote_repositories(
+            [image.registry for image in config.stack_images()], config.project, config.region, config.cluster.name
+        ),
+        problems,
+    )
     operations_config.validate_supply_chain(config.production, config.images, config.stack_images(), problems)
 
 
@@ -340,8 +368,8 @@ def _validate_project(project: str, region: str, problems: Problems) -> None:
 
 def _build(config: StackConfig) -> Stack:
     """Each enabled workload's block -> its builder input -> its manifests, once."""
-    tpu, queues, mirror = config.tpu, config.queues, config.images.mirror
-    checks = checks_config.slice_checks_input(config.checks, tpu, queues, mirror)
+    tpu, queues, pull_path = config.tpu, config.queues, config.pull_path()
+    checks = checks_config.slice_checks_input(config.checks, tpu, queues, pull_path)
     return Stack(
         config=config,
         kueue=kueue_objects(platform_config.kueue_input(queues, tpu)) if tpu.dynamic_slicing else None,
@@ -354,14 +382,14 @@ def _build(config: StackConfig) -> Stack:
                     queues,
                     config.network,
                     config.project,
-                    mirror,
+                    pull_path,
                     config.cluster.existing.skip_await,
                 )
             )
             if config.serving.enabled
             else None
         ),
-        saxml=saxml_objects(saxml_config.saxml_input(config.saxml, tpu, config.network, config.project, mirror))
+        saxml=saxml_objects(saxml_config.saxml_input(config.saxml, tpu, config.network, config.project, pull_path))
         if config.saxml.enabled
         else None,
         namespace_defaults=namespace_defaults_objects(namespaces)
@@ -370,7 +398,7 @@ def _build(config: StackConfig) -> Stack:
         monitoring=_monitoring(config),
         node_audit=(
             node_audit_objects(
-                operations_config.node_audit_input(config.node_audit_logging, config.cluster, config.region, mirror)
+                operations_config.node_audit_input(config.node_audit_logging, config.cluster, config.region, pull_path)
             )
             if config.node_audit_logging_on
             else None
@@ -471,6 +499,94 @@ def _check_network_policy_names(stack: Stack, problems: Problems) -> None:
             )
 
 
+# --- Where the nodes pull from ---------------------------------------------------------------
+
+
+def _objects(value: Any) -> Iterable[dict[str, Any]]:
+    """Every Kubernetes object of a built stack's manifests (a dataclass of objects, lists and maps of them)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from _objects(getattr(value, f.name))
+    elif isinstance(value, Mapping):
+        if "apiVersion" in value and "kind" in value:
+            yield value  # type: ignore[misc]  # a manifest: a JSON object
+        else:
+            for item in value.values():
+                yield from _objects(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _objects(item)
+
+
+def image_pulls(stack: Stack) -> dict[str, gcp_config.ImagePull]:
+    """Each image the stack runs (by its setting), with the pods that pull it when their workload starts: counted on
+    the built objects, and for the Helm releases from the replicas the stack gives them (a chart's own: unknown)."""
+    config, pull_path = stack.config, stack.config.pull_path()
+    counted: dict[str, int | None] = {}
+    for obj in _objects([getattr(stack, f.name) for f in dataclasses.fields(stack) if f.name != "config"]):
+        for reference, pods in manifests.pods_by_image(obj).items():
+            before = counted.get(reference, 0)
+            counted[reference] = None if pods is None or before is None else before + pods
+    released = {
+        "platform.kueue.image": config.platform.kueue_controller.replicas,
+        "platform.sliceController.digest": config.platform.slice_controller.replicas,
+        "serving.router.eppImage": config.serving.router.replicas,
+        "serving.benchmarkImage": 1,  # `make bench`'s Job, later
+    }
+    pulls = {}
+    for image in config.stack_images():
+        pulled = image.pull(pull_path)
+        pulls[image.key] = gcp_config.ImagePull(pulled, image.runs, counted.get(pulled, released.get(image.key)))
+    return pulls
+
+
+def image_pull_warnings(stack: Stack) -> list[str]:
+    """Private nodes that would pull from a registry with a published limit per address through Cloud NAT: no mirror,
+    and pull-through turned off."""
+    config = stack.config
+    if not config.nat_needed or config.images.mirror or config.pull_through_on or config.cluster.existing.enabled:
+        return []
+    pulls = image_pulls(stack)
+    by_registry: dict[str, list[gcp_config.ImagePull]] = {}
+    for image in config.stack_images():
+        by_registry.setdefault(image.registry, []).append(pulls[image.key])
+    nodes = config.tpu.total_nodes + config.cluster.system_pool.nodes_per_zone
+    warnings = []
+    for registry, registry_pulls in by_registry.items():
+        if warning := gcp_config.nat_pull_warning(registry, registry_pulls, nodes, config.network.nat):
+            warnings.append(warning)
+    return warnings
+
+
+def image_pull_notes(stack: Stack) -> list[str]:
+    """What the preview says, as information, of where the nodes pull from where the stack makes no pull path: a
+    cluster made elsewhere; and of the Docker Hub repository pulling anonymously."""
+    config = stack.config
+    notes = []
+    if config.cluster.existing.enabled and not config.images.mirror:
+        registries = sorted(
+            {i.registry for i in config.stack_images() if not gcp_config.is_google_registry(i.registry)}
+        )
+        notes.append(
+            "images: the stack makes no pull-through repository on a cluster made elsewhere (cluster.existing): its "
+            f"nodes pull from {', '.join(registries) or 'Google registries only'} as that cluster's network lets them. "
+            "If they leave through a NAT, Docker Hub's limit per address applies to them all: give them a mirror "
+            "(images.mirror) their own account may read"
+        )
+    repositories = config.pull_through_repositories()
+    # Artifact Registry pulls from Docker Hub from addresses it shares across users and projects, so an anonymous
+    # remote repository may meet the anonymous limit (hail-is/hail dev-docs/services/docker-hub-cache.md at 4ec2e9e5,
+    # from running one).
+    if any(r.docker_hub for r in repositories) and not config.images.pull_through.docker_hub_credentials:
+        notes.append(
+            "images.pullThrough: the Docker Hub repository pulls anonymously, once per image it does not hold yet; "
+            "Artifact Registry's addresses are shared with other projects, so Docker Hub's anonymous limit per "
+            "address may refuse that first pull (the pod retries). A Docker ID lifts it: "
+            "images.pullThrough.dockerHubUsername with dockerHubPasswordSecretVersion"
+        )
+    return notes
+
+
 # --- What a changed `up` would do to the stack that is running ---------------------------
 
 LIFECYCLE_OUTPUT = "lifecycle"  # the stack output the next preview compares against
@@ -536,9 +652,33 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             "addOn": cluster.secret_manager,
             "tokenFile": config.serving.enabled and bool(config.serving.hf_token_secret_version),
         }
+        facts[PULL_THROUGH_FACT] = pull_through_facts(config)
     if namespaces := workload_namespaces(config):
         facts[DEFAULT_DENY_FACT] = sorted(namespaces)
     return facts
+
+
+# The lifecycle fact of the pull-through repositories: registry -> what replaces its repository.
+PULL_THROUGH_FACT = "pullThrough"
+
+
+def pull_through_facts(config: StackConfig) -> dict[str, Any]:
+    """Each pull-through repository's inputs that replace it: its id, upstream and upstream credentials are all
+    ForceNew (hashicorp/terraform-provider-google google/services/artifactregistry/resource_artifact_registry_
+    repository.go, read at 07fc8657: `repository_id`, `remote_repository_config` and every field under it)."""
+    pull_through = config.images.pull_through
+    return {
+        repository.registry: {
+            "repository": repository.repository_id,
+            "upstream": repository.upstream,
+            "credentials": (
+                f"{pull_through.docker_hub_username} {pull_through.docker_hub_password_secret_version}"
+                if repository.docker_hub and pull_through.docker_hub_credentials
+                else ""
+            ),
+        }
+        for repository in config.pull_through_repositories()
+    }
 
 
 # The lifecycle fact of the namespaces whose pods accept only what a NetworkPolicy admits (the default deny).
@@ -761,6 +901,12 @@ def review_changes(
         )
         in_place += hardening_in_place
         by_hand += hardening_by_hand
+    if PULL_THROUGH_FACT in current:
+        pull_through_replaced, pull_through_in_place = _review_pull_through(
+            previous.get(PULL_THROUGH_FACT) or {}, current[PULL_THROUGH_FACT]
+        )
+        replaced += pull_through_replaced
+        in_place += pull_through_in_place
     denied_before = set(previous.get(DEFAULT_DENY_FACT) or [])
     if newly_denied := [n for n in current.get(DEFAULT_DENY_FACT) or [] if n not in denied_before]:
         in_place.append(
@@ -771,6 +917,38 @@ def review_changes(
             "(docs/security.md, Network policies)"
         )
     return ChangeReview(refused, replaced, by_hand, in_place)
+
+
+def _review_pull_through(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(what is replaced, what changes in place) when the pull-through repositories change."""
+    replaced, in_place = [], []
+    added = [registry for registry in after if registry not in before]
+    removed = [registry for registry in before if registry not in after]
+    if added:
+        ids = ", ".join(after[registry]["repository"] for registry in added)
+        in_place.append(
+            f"images.pullThrough: the Artifact Registry remote repositories {ids} are created (the API first, then each "
+            "repository and the nodes' read on it) before any Kubernetes object changes; every image from "
+            f"{', '.join(added)} is then pulled through them, so each pod template naming one changes and its "
+            "workload rolls as for a new image (docs/operations.md, What a change does). Each repository starts empty "
+            "and fetches an image at its first pull"
+        )
+    if removed:
+        ids = ", ".join(before[registry]["repository"] for registry in removed)
+        in_place.append(
+            f"images.pullThrough: the repositories {ids} and their caches are deleted once no pod template names them; "
+            f"the workloads roll back to pulling from {', '.join(removed)} (or the mirror)"
+        )
+    for registry in after:
+        if registry in before and (
+            changed := [key for key in after[registry] if before[registry].get(key) != after[registry][key]]
+        ):
+            replaced.append(
+                f"the pull-through repository {before[registry].get('repository')} of {registry} will be REPLACED, "
+                f"deleted before it is created again ({', '.join(changed)} changed): its cache starts empty, a pod that "
+                "pulls in between waits in back-off until it is back, and the nodes' read on it is granted again"
+            )
+    return replaced, in_place
 
 
 def _review_hardening(

@@ -13,11 +13,12 @@ from typing import Any
 import pulumi
 
 from components.config_base import ConfigError
-from components.gcp.cluster import Cluster, ClusterArgs, ControlPlaneArgs
+from components.gcp.cluster import Cluster, ClusterArgs, ControlPlaneArgs, RepositoryRead
 from components.gcp.config import COMPUTE_SERVICE_AGENT, GKE_SERVICE_AGENT, ControlPlaneConfig
 from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.gcp.network import NatArgs, Network, NetworkArgs
 from components.gcp.project_services import (
+    ARTIFACT_REGISTRY_API,
     BINARY_AUTHORIZATION_API,
     COMPUTE_API,
     CONTAINER_API,
@@ -29,6 +30,7 @@ from components.gcp.project_services import (
     ProjectServices,
     ProjectServicesArgs,
 )
+from components.gcp.pull_through import PullThrough, PullThroughArgs
 from components.gcp.rules import PoolPlacement
 from components.gcp.service_agents import ServiceAgents, ServiceAgentsArgs, key_grant
 from components.gcp.tpu_capacity import ReservationCheckArgs, TpuCapacity, TpuCapacityArgs, TpuPoolArgs, pool_urn
@@ -73,8 +75,13 @@ def project_apis(stack: Stack) -> tuple[str, ...]:
     if not config.cluster.existing.enabled:
         # A cluster that enforces Binary Authorization's policy has that API on first (project_services.py).
         enforced = (BINARY_AUTHORIZATION_API,) if config.cluster.binary_authorization_enforced else ()
-        secrets = (SECRET_MANAGER_API,) if token_secret or config.cluster.secret_manager else ()
-        return REQUIRED_APIS + enforced + secrets
+        # The pull-through repositories go through Artifact Registry's API; Docker Hub's credentials are a secret
+        # Artifact Registry reads through Secret Manager's (Artifact Registry's "Create remote repositories": enable
+        # the Secret Manager API to authenticate to an upstream).
+        pull_through = (ARTIFACT_REGISTRY_API,) if config.pull_through_on else ()
+        upstream_secret = config.pull_through_on and config.images.pull_through.docker_hub_credentials
+        secrets = (SECRET_MANAGER_API,) if token_secret or config.cluster.secret_manager or upstream_secret else ()
+        return REQUIRED_APIS + enforced + pull_through + secrets
     needed: set[str] = set()
     if stack.serving is not None:
         bucket = config.serving.weights_bucket
@@ -146,7 +153,11 @@ def control_plane_ports(stack: Stack) -> tuple[int, ...]:
 
 
 def cluster_args(
-    stack: Stack, network: Network, services: ProjectServices, agents: ServiceAgents | None
+    stack: Stack,
+    network: Network,
+    services: ProjectServices,
+    agents: ServiceAgents | None,
+    pull_through: PullThrough | None,
 ) -> ClusterArgs:
     config = stack.config
     cluster = config.cluster
@@ -179,8 +190,40 @@ def cluster_args(
         intranode_visibility=cluster.intranode_visibility,
         secret_manager=cluster.secret_manager,
         container_api=services.api(CONTAINER_API),
-        image_mirror=config.images.mirror_repository,
+        image_repositories=image_repositories(stack, pull_through),
     )
+
+
+def pull_through_args(stack: Stack) -> PullThroughArgs:
+    config = stack.config
+    pull_through = config.images.pull_through
+    return PullThroughArgs(
+        project=config.project,
+        cluster_name=config.cluster.name,
+        repositories=config.pull_through_repositories(),
+        docker_hub_username=pull_through.docker_hub_username,
+        docker_hub_password_secret_version=pull_through.docker_hub_password_secret_version,
+    )
+
+
+def image_repositories(stack: Stack, pull_through: PullThrough | None) -> list[RepositoryRead]:
+    """The repositories the nodes pull from, each read alone: the mirror, or the pull-through repositories."""
+    mirror = stack.config.images.mirror_repository
+    if mirror is not None:
+        return [RepositoryRead("node-sa-mirror-reader", mirror.project, mirror.location, mirror.repository)]
+    if pull_through is None:
+        return []
+    cluster_name = stack.config.cluster.name
+    return [
+        RepositoryRead(
+            f"node-sa-reader-{remote.repository_id.removeprefix(f'{cluster_name}-')}",
+            remote.project,
+            remote.location,
+            pull_through.repositories[remote.registry].repository_id,
+            made_by_stack=pull_through.repositories[remote.registry],
+        )
+        for remote in stack.config.pull_through_repositories()
+    ]
 
 
 def control_plane_args(control_plane: ControlPlaneConfig) -> ControlPlaneArgs:
@@ -290,7 +333,7 @@ def platform_args(stack: Stack, cluster: Target, network: Network | None) -> Pla
         leader_worker_set=charts.get("leaderWorkerSet"),
         slice_controller=platform.slice_controller if slicing else None,
         webhook_namespaces=list(config.queues.namespaces),
-        mirror=config.images.mirror,
+        pull_path=config.pull_path(),
         namespaces={
             name: stack.namespaces[name] for name in release_namespaces(platform, config.tpu.dynamic_slicing).values()
         },

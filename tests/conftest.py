@@ -14,7 +14,7 @@ import pytest
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from components.config_base import NAMESPACE, ConfigError
+from components.config_base import NAMESPACE, NO_PULL_PATH, ConfigError
 from tools.mock_engine import ProgramRun, run_program, stack_config_values
 
 
@@ -67,6 +67,15 @@ def dev_run() -> ProgramRun:
     return run_stack()
 
 
+def pulled(image: str, stack: str = "dev", overrides: dict[str, Any] | None = None) -> str:
+    """``image`` as the nodes of ``stack`` pull it: through its mirror, its pull-through repositories, or from its own
+    registry (the stack's PullPath, whose rewrite tests/test_config_base.py holds)."""
+    from components import stack as stack_config
+
+    raw = with_overrides(stack_values(stack), overrides or {})
+    return stack_config.load_pulumi_values(as_pulumi_values(raw)).config.pull_path().image(image)
+
+
 def assert_bad_input(override: dict[str, Any], key: str, fragment: str, stack: str = "dev") -> None:
     """The program refuses ``stack`` with ``override``: a problem under ``key`` saying ``fragment``,
     and not one resource registered."""
@@ -104,7 +113,13 @@ def serving_input(**overrides: Any) -> Any:
 
     return dataclasses.replace(
         build(
-            ServingConfig(), TpuConfig(), QueuesConfig(), NetworkConfig(), "my-tpu-project", mirror="", skip_await=False
+            ServingConfig(),
+            TpuConfig(),
+            QueuesConfig(),
+            NetworkConfig(),
+            "my-tpu-project",
+            pull_path=NO_PULL_PATH,
+            skip_await=False,
         ),
         **_resolve(overrides),
     )
@@ -119,7 +134,7 @@ def saxml_input(**overrides: Any) -> Any:
     pools = [TpuPoolConfig("tpu1", 8, "4x8"), TpuPoolConfig("tpu2", 8, "4x8")]
     tpu = TpuConfig(zone="us-west4-a", machine_type="ct5lp-hightpu-4t", pools=pools, slice_shapes=[])
     return dataclasses.replace(
-        build(SaxmlConfig(), tpu, NetworkConfig(), "my-tpu-project", mirror=""), **_resolve(overrides)
+        build(SaxmlConfig(), tpu, NetworkConfig(), "my-tpu-project", pull_path=NO_PULL_PATH), **_resolve(overrides)
     )
 
 
@@ -130,7 +145,9 @@ def check_input(kind: str, **overrides: Any) -> Any:
     from components.workloads.slice_checks.config import ChecksConfig, slice_checks_input
 
     (check,) = [
-        c for c in slice_checks_input(ChecksConfig(), TpuConfig(), QueuesConfig(), mirror="").checks if c.kind == kind
+        c
+        for c in slice_checks_input(ChecksConfig(), TpuConfig(), QueuesConfig(), pull_path=NO_PULL_PATH).checks
+        if c.kind == kind
     ]
     return dataclasses.replace(check, **_resolve(overrides))
 

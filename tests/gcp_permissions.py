@@ -375,6 +375,8 @@ class Render:
     objects: list[Mapping[str, Any]]
     images: list[str]
     cluster: Cluster
+    # the Secret Manager versions of the remote repositories' upstream credentials (images.pullThrough)
+    upstream_secrets: tuple[str, ...] = ()
 
     def one(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         for obj in self.objects:
@@ -874,6 +876,31 @@ def service_agent_calls(render: Render) -> list[Call]:
     return calls
 
 
+# Artifact Registry's agent reads a remote repository's upstream password from Secret Manager at each pull it sends
+# upstream (Artifact Registry "Configure remote repository authentication to Docker Hub", cloud.google.com/
+# artifact-registry/docs/repositories/configure-remote-auth-dockerhub, read 2026-12-04: the agent
+# service-PROJECT_NUMBER@gcp-sa-artifactregistry.iam.gserviceaccount.com is granted the Secret Accessor role on the
+# secret).
+ARTIFACT_REGISTRY_AGENT = "serviceAccount:service-{number}@gcp-sa-artifactregistry.iam.gserviceaccount.com"
+
+
+def remote_repository_calls(render: Render) -> list[Call]:
+    calls = []
+    for version in render.upstream_secrets:
+        project, secret = version.split("/")[1], version.split("/")[3]
+        calls.append(
+            Call(
+                "Artifact Registry: a remote repository's upstream credentials",
+                ARTIFACT_REGISTRY_AGENT.format(number=render.cluster.project_number),
+                "secretmanager.versions.access",
+                version,
+                (f"secret projects/{project}/secrets/{secret}", f"project {project}"),
+                "cloud.google.com/artifact-registry/docs/repositories/configure-remote-auth-dockerhub",
+            )
+        )
+    return calls
+
+
 # --- Everything a render's programs ask of Google Cloud -----------------------------------------------------------
 
 
@@ -886,7 +913,7 @@ class Claimed:
 
 def program_calls(render: Render) -> tuple[list[Call], list[Claimed]]:
     """Every call of every program of the render, and which programs each pod runs."""
-    calls, claimed = [*node_calls(render), *service_agent_calls(render)], []
+    calls, claimed = [*node_calls(render), *service_agent_calls(render), *remote_repository_calls(render)], []
     for pod in pods_of(render.objects):
         principal, exchange = render.identity(pod)
         names = []

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from components.gcp.cluster import UPSERT_EXISTING_ENV, upsert_switch_warning
-from components.gcp.project_services import REQUIRED_APIS, SECRET_MANAGER_API
+from components.gcp.project_services import ARTIFACT_REGISTRY_API, REQUIRED_APIS, SECRET_MANAGER_API
 from tests.conftest import PROJECT_ROOT, as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
 from tools import render
 from tools.gcp_model import GkeServerConfig, ReleaseChannel
@@ -27,7 +27,8 @@ def test_every_resource_sits_under_a_named_component(dev_run):
 
 def test_apis_are_enabled_and_never_disabled_on_destroy(dev_run):
     services = dev_run.of_type("gcp:projects/service:Service")
-    assert sorted(s.input("service") for s in services) == sorted(REQUIRED_APIS)
+    # dev's private nodes pull through the stack's own Artifact Registry repositories (images.pullThrough)
+    assert sorted(s.input("service") for s in services) == sorted((*REQUIRED_APIS, ARTIFACT_REGISTRY_API))
     assert {
         "container.googleapis.com",
         "compute.googleapis.com",
@@ -158,7 +159,8 @@ def test_system_pool_runs_as_a_least_privilege_node_account(dev_run):
     account = dev_run.one("gcp:serviceaccount/account:Account", "node-sa")
     assert account.input("accountId") == "qwen-serving-cluster-nodes"
     roles = sorted(m.input("role") for m in dev_run.of_type("gcp:projects/iAMMember:IAMMember"))
-    assert roles == ["roles/artifactregistry.reader", "roles/container.defaultNodeServiceAccount"]
+    # No project-wide image read: the nodes read each repository they pull from, alone (below)
+    assert roles == ["roles/container.defaultNodeServiceAccount"]
     pool = dev_run.one(NODE_POOL, "system-pool")
     assert pool.input("nodeCount") == 1  # per zone of the regional cluster
     assert pool.input("nodeConfig.machineType") == "n2-standard-32"
@@ -186,8 +188,20 @@ def test_the_nodes_may_read_the_mirror_repository_and_nothing_else_of_it():
     assert grant.name in provider.dependencies
 
 
-def test_without_a_mirror_there_is_no_grant_on_one(dev_run):
-    assert not dev_run.of_type(MIRROR_GRANT)
+def test_without_a_mirror_the_nodes_read_the_pull_through_repositories_alone(dev_run):
+    """dev (private nodes, no mirror): one grant per repository the stack makes, on it, waited for by the provider;
+    with public nodes there is no repository and no grant."""
+    repositories = {r.input("repositoryId"): r for r in dev_run.of_type("gcp:artifactregistry/repository:Repository")}
+    grants = dev_run.of_type(MIRROR_GRANT)
+    assert repositories and sorted(g.input("repository") for g in grants) == sorted(repositories)
+    (provider,) = dev_run.of_type("pulumi:providers:kubernetes")
+    for grant in grants:
+        made = repositories[grant.input("repository")]
+        assert (grant.input("project"), grant.input("location")) == (made.input("project"), made.input("location"))
+        assert grant.input("role") == "roles/artifactregistry.reader" and "condition" not in grant.inputs
+        assert made.name in grant.dependencies and grant.name in provider.dependencies
+    public = run_stack({"cluster.privateNodes": False})
+    assert not public.of_type(MIRROR_GRANT) and not public.of_type("gcp:artifactregistry/repository:Repository")
 
 
 def test_workload_policy(dev_run):

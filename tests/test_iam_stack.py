@@ -77,6 +77,15 @@ FIXTURES: dict[str, tuple[str, Any]] = {
     ),
     "serving, the token in Secret Manager": ("iam-serving", _with_token_in_secret_manager),
     "saxml": ("iam-saxml", lambda values: {}),
+    # Docker Hub pulled as an account, its password in Secret Manager: Artifact Registry's agent reads it
+    "serving, Docker Hub credentials": (
+        "iam-serving",
+        lambda values: {
+            "images.pullThrough.dockerHubUsername": "iamfixture",
+            "images.pullThrough.dockerHubPasswordSecretVersion": f"projects/{values['project']}/secrets/docker-hub"
+            "/versions/1",
+        },
+    ),
     # the Secrets' key in the stack's project (granted by the stack), the boot disks' in another (its owner's)
     "serving, keys in this project and another": (
         "iam-serving",
@@ -131,7 +140,9 @@ def render_of(run: ProgramRun, config: StackConfig) -> Render:
     every image the nodes pull (the pods' and the charts', from the `images` output); the cluster's identities."""
     objects: list[dict[str, Any]] = list(kubernetes_objects(run.registrations))
     if config.serving.enabled:
-        spec = benchmark_input(config.serving, config.project, "iam-check", "http://10.0.0.2/v1", (1.0,), 60)
+        spec = benchmark_input(
+            config.serving, config.project, "iam-check", "http://10.0.0.2/v1", (1.0,), 60, config.pull_path()
+        )
         objects += benchmark_objects(spec)
     images = [c["image"] for pod in pods_of(objects) for c in pod.containers]
     images += [image["pull"] for image in run.outputs.get("images", [])]
@@ -158,10 +169,27 @@ def render_of(run: ProgramRun, config: StackConfig) -> Render:
             }
         )
     )
+    upstream_secrets = tuple(
+        sorted(
+            {
+                version
+                for r in run.of_type("gcp:artifactregistry/repository:Repository")
+                if (
+                    version := (
+                        ((r.inputs.get("remoteRepositoryConfig") or {}).get("upstreamCredentials") or {}).get(
+                            "usernamePasswordCredentials"
+                        )
+                        or {}
+                    ).get("passwordSecretVersion")
+                )
+            }
+        )
+    )
     return Render(
         objects,
         images,
         Cluster(config.project, PROJECT_NUMBER_PLACEHOLDER, pool, node, secrets_keys, boot_keys),
+        upstream_secrets,
     )
 
 
@@ -250,17 +278,7 @@ class Acknowledged:
 
 # Grants the model finds no call for, each kept for now with why. An entry no render shows any more fails
 # (test_every_acknowledged_grant_is_still_made), so it leaves with its grant.
-ACKNOWLEDGED_UNNEEDED = [
-    Acknowledged(
-        "roles/artifactregistry.reader",
-        "project",
-        "the nodes' read of every Artifact Registry repository of the stack's project (components/gcp/cluster.py "
-        "NODE_SERVICE_ACCOUNT_ROLES): no image of any stack is in a repository of its own project (they come from "
-        "Docker Hub, ghcr.io, registry.k8s.io, Google's public cloud-tpu-images, or images.mirror, which has a "
-        "grant on its repository). Left to the work on the nodes' image pulls (Artifact Registry remote "
-        "repositories, issue 32 item 3), which owns the nodes' registry grants",
-    ),
-]
+ACKNOWLEDGED_UNNEEDED: list[Acknowledged] = []
 
 
 def acknowledged(grant: Grant, one: Checked) -> Acknowledged | None:

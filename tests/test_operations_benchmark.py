@@ -15,7 +15,8 @@ import yaml
 from components import manifests
 from components.operations import benchmark
 from components.stack import parse_pulumi_values
-from components.workloads.serving.config import weights_uri
+from components.workloads.serving.config import BENCHMARK_IMAGE, weights_uri
+from tests.conftest import as_pulumi_values, stack_values, with_overrides
 from tests.crd_schemas import core_errors
 from tools.mock_engine import PROJECT_ROOT, stack_config_values
 
@@ -26,7 +27,13 @@ def dev_spec(**overrides: Any) -> benchmark.BenchmarkInput:
     values, _ = stack_config_values("dev")
     config = parse_pulumi_values(values)
     spec = benchmark.benchmark_input(
-        config.serving, config.project, run_id="20261204-101500", base_url=BASE_URL, rates=(1, 2, 4), stage_seconds=90
+        config.serving,
+        config.project,
+        run_id="20261204-101500",
+        base_url=BASE_URL,
+        rates=(1, 2, 4),
+        stage_seconds=90,
+        pull_path=config.pull_path(),
     )
     return benchmark.BenchmarkInput(**{**spec.__dict__, **overrides})
 
@@ -89,12 +96,38 @@ def test_the_workload_is_shaped_like_pd_serving_within_the_context():
 
 
 def test_the_job_runs_the_harness_release_the_lab_installs():
-    _, job = benchmark.benchmark_objects(dev_spec())
-    image = job["spec"]["template"]["spec"]["containers"][0]["image"]
+    image = parse_pulumi_values(stack_config_values("dev")[0]).serving.benchmark_image
     match = re.fullmatch(r"quay\.io/inference-perf/inference-perf:v(\d+\.\d+\.\d+)", image)
     assert match, image
     pins = (PROJECT_ROOT / "lab" / "bench-requirements.txt").read_text()
     assert f"inference-perf=={match.group(1)}\n" in pins
+    # The base Job names the setting's default, so a reader of the manifest sees the image it runs.
+    (_, base) = manifests.load_documents(benchmark.JOB_FILE)
+    assert base["spec"]["template"]["spec"]["containers"][0]["image"] == BENCHMARK_IMAGE
+
+
+@pytest.mark.parametrize(
+    "overrides, registry",
+    [
+        ({}, "-docker.pkg.dev/my-tpu-project/qwen-serving-cluster-quay-io/"),  # dev: its pull-through repository
+        (
+            {"images": {"mirror": "europe-docker.pkg.dev/my-org-artifacts/mirror"}},
+            "europe-docker.pkg.dev/my-org-artifacts/mirror/quay.io/",
+        ),
+        ({"cluster": {**stack_values()["cluster"], "privateNodes": False}}, "quay.io/"),  # public nodes: its own
+    ],
+)
+def test_the_job_pulls_its_image_the_way_the_stack_pulls_every_image(overrides, registry):
+    """R3-3: `make bench` bypassed images.mirror. Its image now takes the stack's pull path, and the `images` output
+    lists it as it is pulled."""
+    raw = with_overrides(stack_values(), overrides)
+    config = parse_pulumi_values(as_pulumi_values(raw))
+    spec = benchmark.benchmark_input(config.serving, config.project, "run", BASE_URL, (1.0,), 60, config.pull_path())
+    _, job = benchmark.benchmark_objects(spec)
+    image = job["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert registry in image and image.endswith("inference-perf/inference-perf:v0.7.0"), image
+    (listed,) = [i for i in config.stack_images() if i.key == "serving.benchmarkImage"]
+    assert listed.pull(config.pull_path()) == image
 
 
 @pytest.mark.parametrize(

@@ -268,6 +268,7 @@ PROD_IMAGE_SETTINGS = [
     "serving.router.eppImage",
     "serving.image",
     "serving.routingSidecarImage",
+    "serving.benchmarkImage",  # `make bench`'s Job: the digest rule and the mirror hold it too (R3-3)
     "nodeAuditLogging.setupImage",
     "nodeAuditLogging.image",
 ]

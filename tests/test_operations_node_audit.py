@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from components import manifests
-from components.config_base import parse_quantity
+from components.config_base import NO_PULL_PATH, PullPath, parse_quantity
 from components.gcp.config import ClusterConfig
 from components.operations import node_audit_objects as nao
 from components.operations.config import (
@@ -36,7 +36,7 @@ TPU_WORKLOAD_FILES = (
 
 
 def spec(**overrides: Any) -> NodeAuditInput:
-    base = node_audit_input(NodeAuditLoggingConfig(), ClusterConfig(), "us-central1", mirror="")
+    base = node_audit_input(NodeAuditLoggingConfig(), ClusterConfig(), "us-central1", pull_path=NO_PULL_PATH)
     return dataclasses.replace(base, **overrides)
 
 
@@ -102,7 +102,9 @@ def test_the_overlay_sets_both_images_and_the_cluster_the_entries_are_written_un
 
 
 def test_both_images_come_from_the_mirror_under_their_registry_and_path():
-    built = node_audit_input(NodeAuditLoggingConfig(), ClusterConfig(), "us-central1", mirror=MIRROR)
+    built = node_audit_input(
+        NodeAuditLoggingConfig(), ClusterConfig(), "us-central1", pull_path=PullPath(mirror=MIRROR)
+    )
     assert built.image == f"{MIRROR}/docker.io/fluent/fluent-bit:5.1.1"
     assert (
         built.setup_image

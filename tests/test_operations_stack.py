@@ -9,8 +9,9 @@ import re
 import pytest
 
 from components.config_base import ImageReference
+from components.gcp.config import is_google_registry
 from policy.images import deployed_images
-from tests.conftest import run_stack
+from tests.conftest import run_stack, stack_values
 from tools.mock_engine import ProgramRun, Registration
 
 POLICY = "gcp:monitoring/alertPolicy:AlertPolicy"
@@ -123,12 +124,17 @@ def pulled(run) -> list[str]:
     return [image for r in run.registrations for _, image, _ in deployed_images(r.type, r.name, r.inputs)]
 
 
+BENCHMARK_IMAGE = "serving.benchmarkImage"  # `make bench`'s Job: listed, pulled the same way, not in the render
+
+
 @pytest.mark.parametrize("stack", ["dev", "prod", "saxml"])
 def test_every_image_the_stack_pulls_is_listed_with_the_setting_that_pins_it(stack):
     run = run_stack(stack=stack)
     listed = run.raw_outputs["images"]
-    assert {image["pull"] for image in listed} == set(pulled(run))
+    assert {image["pull"] for image in listed if image["setting"] != BENCHMARK_IMAGE} == set(pulled(run))
     assert len({image["setting"] for image in listed}) == len(listed), "one setting per image"
+    serves = stack_values(stack).get("serving", {}).get("enabled", False)
+    assert serves == any(image["setting"] == BENCHMARK_IMAGE for image in listed), "`make bench`'s image is listed"
 
 
 def test_the_mirror_serves_every_image_under_its_registry_and_path(prod_run):
@@ -142,8 +148,36 @@ def test_the_mirror_serves_every_image_under_its_registry_and_path(prod_run):
     }
 
 
-def test_without_a_mirror_each_image_comes_from_its_own_registry(dev_run):
-    assert all(image["pull"] == image["source"] for image in dev_run.raw_outputs["images"])
+def test_without_a_mirror_private_nodes_pull_from_outside_google_only_through_the_stack_s_repositories(dev_run):
+    """dev: each image of a registry outside Google through the remote repository the stack makes for that registry,
+    under the path the registry serves it at; Google's own registries' images as written."""
+    made = {upstream_registry(r): r for r in dev_run.of_type("gcp:artifactregistry/repository:Repository")}
+    for image in dev_run.raw_outputs["images"]:
+        source = ImageReference.parse(image["source"])
+        if is_google_registry(source.registry):
+            assert image["pull"] == image["source"], image
+            continue
+        repository = made[source.registry]
+        path = f"{repository.input('location')}-docker.pkg.dev/{repository.input('project')}/{repository.input('repositoryId')}"
+        assert image["pull"] == f"{path}/{source.path}{source.tag_and_digest}", image
+    official = [i["pull"] for i in dev_run.raw_outputs["images"] if i["source"].startswith("docker.io/library/")]
+    assert official and all("-docker-io/library/" in pull for pull in official), "Docker Hub's official images"
+    assert all(is_google_registry(ImageReference.parse(image).registry) for image in pulled(dev_run)), (
+        "a pod pulls from outside Google"
+    )
+
+
+def upstream_registry(repository: Registration) -> str:
+    """The registry a remote repository proxies: Docker Hub's preset, or the registry its URL names."""
+    upstream = repository.input("remoteRepositoryConfig")
+    if upstream.get("dockerRepository", {}).get("publicRepository") == "DOCKER_HUB":
+        return "docker.io"
+    return str(upstream["commonRepository"]["uri"]).removeprefix("https://")
+
+
+def test_with_public_nodes_each_image_comes_from_its_own_registry():
+    run = run_stack({"cluster.privateNodes": False})
+    assert all(image["pull"] == image["source"] for image in run.raw_outputs["images"])
 
 
 # --- Node audit logging (CIS GKE 5.7.2) ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from components.resources import APPLY_ANNOTATIONS
-from tests.conftest import run_stack
+from tests.conftest import pulled, run_stack
 from tests.crd_schemas import core_errors, crd_errors, is_custom
 from tools.render import kubernetes_objects
 
@@ -210,7 +210,7 @@ def test_slice_controller_release_comes_from_the_local_chart_after_the_controlle
         "createNamespace": False,
         "replicas": 2,
         "webhookNamespaces": ["llm-d-pd-disaggregation"],
-        "image": {"repository": "tpuongke/kueue-slice-controller", "tag": "v0.8.0-200", "digest": ""},
+        "image": {"repository": pulled("tpuongke/kueue-slice-controller"), "tag": "v0.8.0-200", "digest": ""},
     }
     assert {"jobset", "kueue", "lws", "slice-controller-system"} <= set(release.dependencies)
     assert release.provider.split("::")[-2] == "gke"
@@ -245,7 +245,7 @@ def test_each_chart_s_controller_image_is_written_out_where_its_chart_reads_it(d
         return values
 
     tag = f"{image[1]}@{own_digest}" if own_digest else image[1]
-    assert at(dev_run.one(RELEASE, name).input("values"), path) == {"repository": image[0], "tag": tag}
+    assert at(dev_run.one(RELEASE, name).input("values"), path) == {"repository": pulled(image[0]), "tag": tag}
     digest = "sha256:" + "c" * 64
     key = {"lws": "leaderWorkerSet"}.get(name, name)
     mirrored = run_stack(
@@ -264,7 +264,7 @@ def test_a_recorded_digest_belongs_to_its_release_only():
     """JobSet moved to another release runs that release's tag, never the digest recorded for v0.12.0."""
     run = run_stack({"platform.jobset.version": "0.12.1"})
     assert run.one(RELEASE, "jobset").input("values")["image"] == {
-        "repository": "registry.k8s.io/jobset/jobset",
+        "repository": pulled("registry.k8s.io/jobset/jobset"),
         "tag": "v0.12.1",
     }
 
@@ -318,4 +318,4 @@ def test_the_leaderworkerset_release_runs_its_manager_under_the_runtimes_seccomp
     """The chart sets none (kubernetes-sigs/lws v0.10.0 charts/lws/values.yaml); restricted needs it."""
     values = dev_run.one(RELEASE, "lws").input("values")
     assert values["podSecurityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
-    assert values["image"]["manager"] == {"repository": "registry.k8s.io/lws/lws", "tag": "v0.10.0"}
+    assert values["image"]["manager"] == {"repository": pulled("registry.k8s.io/lws/lws"), "tag": "v0.10.0"}

@@ -85,7 +85,13 @@ def bench_pods(stack: str) -> list[Pod]:
     if not config.serving.enabled:
         return []
     spec = benchmark.benchmark_input(
-        config.serving, config.project, "pod-security", "http://10.0.0.1/v1", rates=(1.0,), stage_seconds=60
+        config.serving,
+        config.project,
+        "pod-security",
+        "http://10.0.0.1/v1",
+        rates=(1.0,),
+        stage_seconds=60,
+        pull_path=config.pull_path(),
     )
     return rendered_pods(benchmark.benchmark_objects(spec))
 

@@ -10,7 +10,7 @@ import pulumi
 import pytest
 
 from components.config_base import ConfigError
-from tests.conftest import PROJECT_ROOT, as_pulumi_values, run_stack, stack_values, with_overrides
+from tests.conftest import PROJECT_ROOT, as_pulumi_values, pulled, run_stack, stack_values, with_overrides
 from tools.gcp_model import GET_BUCKET, Bucket, CloudProject
 from tools.mock_engine import PROJECT_NUMBER_PLACEHOLDER, SECRET_PLACEHOLDER, run_program, stack_holdings
 from tools.render import kubernetes_objects, render
@@ -225,7 +225,7 @@ def test_the_router_version_is_the_sidecars_and_the_endpoint_pickers(version):
     router = run.one(RELEASE, "router")
     assert router.input("version") == version
     assert router.input("values")["router"]["epp"]["image"]["tag"] == version
-    assert _decode_sidecar(run)["image"] == f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:{version}"
+    assert _decode_sidecar(run)["image"] == pulled(f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:{version}")
 
 
 @pytest.mark.parametrize("suffix", [":v0.10.0", f":v0.10.0@sha256:{'b' * 64}"])

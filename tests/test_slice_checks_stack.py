@@ -6,7 +6,7 @@ import pytest
 from components import stack as stack_config
 from components.tpu.admission import AdmissionPlan, SliceWorkload, cubes_needed, never_admitted_problem
 from components.tpu.topology import Shape
-from tests.conftest import run_stack, stack_values, with_overrides
+from tests.conftest import pulled, run_stack, stack_values, with_overrides
 from tests.crd_schemas import crd_errors
 from tools.render import kubernetes_objects
 
@@ -50,10 +50,11 @@ def test_checks_wait_for_the_slice_controller_the_queue_and_the_script(dev_run):
 
 def test_config_sets_hold_time_image_and_priority():
     image = "registry.example/jax-tpu:2026-12-01"
-    run = run_stack({"checks.image": image, "checks.subslicing": {"holdSeconds": 60, "priority": "high"}})
+    overrides = {"checks.image": image, "checks.subslicing": {"holdSeconds": 60, "priority": "high"}}
+    run = run_stack(overrides)
     jobset = jobsets(run)["subslice-check"]
     (container,) = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == image
+    assert container["image"] == pulled(image, overrides=overrides)  # through its own pull-through repository
     assert {e["name"]: e["value"] for e in container["env"]}["HOLD_SECONDS"] == "60"
     assert jobset["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "high-priority-3000"
 

@@ -38,10 +38,15 @@ def test_prod_lists_each_image_then_its_pin_then_its_copy_into_the_mirror(capsys
     assert f"crane copy {BUSYBOX} {MIRROR}/docker.io/library/busybox:1.37.0" in lines
     pins = [line for line in lines if line.startswith("pulumi config set")]
     copies = [line for line in lines if line.startswith("crane copy")]
-    # Eleven images, each copied; eight to pin: the JobSet, staging and node audit setup images' defaults carry
-    # their digest.
-    assert len(copies) == 11
-    assert len(pins) == 8
+    # Twelve images (`make bench`'s among them), each copied; nine to pin: the JobSet, staging and node audit setup
+    # images' defaults carry their digest.
+    assert len(copies) == 12
+    assert len(pins) == 9
+    assert (
+        "crane copy quay.io/inference-perf/inference-perf:v0.7.0 "
+        + (f"{MIRROR}/quay.io/inference-perf/inference-perf:v0.7.0")
+        in lines
+    )
     by_default = ("platform.jobset.image", "serving.weightsStaging.image", "nodeAuditLogging.setupImage")
     assert not [line for line in pins if any(f" {key} " in line for key in by_default)]
     assert lines.index(pins[-1]) < lines.index(copies[0]), "pin first, then copy by the pinned digest"
@@ -69,7 +74,7 @@ def test_a_stack_that_requires_digests_it_lacks_is_still_listed(capsys, tmp_path
     """The listing is what such a stack needs: the digest rule does not stop it (any other problem does)."""
     text = (PROJECT_ROOT / "Pulumi.prod.yaml").read_text()
     (tmp_path / "Pulumi.prod.yaml").write_text(text.replace("    requireDigests: false\n", ""))
-    assert len([line for line in listing(capsys, "prod", tmp_path) if line.startswith("pulumi config set")]) == 8
+    assert len([line for line in listing(capsys, "prod", tmp_path) if line.startswith("pulumi config set")]) == 9
     shutil.copy(PROJECT_ROOT / "Pulumi.dev.yaml", tmp_path / "Pulumi.bad.yaml")
     with (tmp_path / "Pulumi.bad.yaml").open("a") as out:
         out.write("  tpu-dynamic-slicing:images:\n    mirror: docker.io/my-org\n")
@@ -77,7 +82,22 @@ def test_a_stack_that_requires_digests_it_lacks_is_still_listed(capsys, tmp_path
     assert "images.mirror" in capsys.readouterr().err
 
 
-def test_without_a_mirror_there_is_nothing_to_copy(capsys):
+def test_with_pull_through_repositories_there_is_nothing_to_copy(capsys):
+    """dev pulls through the repositories the stack makes: the listing says which serves which image, copies none."""
     lines = listing(capsys, "dev")
     assert not [line for line in lines if line.startswith("crane copy")]
-    assert len([line for line in lines if line.startswith("pulumi config set")]) == 7
+    assert len([line for line in lines if line.startswith("pulumi config set")]) == 8
+    served = "\n".join(lines[lines.index(next(line for line in lines if "Nothing to copy" in line)) :])
+    repository = "us-central1-docker.pkg.dev/my-tpu-project/qwen-serving-cluster-docker-io"
+    assert f"# {repository} (DOCKER_HUB) serves:" in lines
+    assert f"#   {repository}/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26" in lines
+    assert "cloud-tpu-images" not in served, "Google's registries need no repository"
+
+
+def test_public_nodes_pull_each_image_from_its_registry_and_copy_nothing(capsys, tmp_path):
+    text = (PROJECT_ROOT / "Pulumi.dev.yaml").read_text()
+    (tmp_path / "Pulumi.dev.yaml").write_text(
+        text.replace("    deletionProtection: false\n", "    deletionProtection: false\n    privateNodes: false\n")
+    )
+    lines = listing(capsys, "dev", tmp_path)
+    assert not [line for line in lines if line.startswith("crane copy") or "Nothing to copy" in line]

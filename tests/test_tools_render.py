@@ -79,8 +79,8 @@ def test_cli_writes_the_files_and_a_summary(tmp_path, capsys):
     # The order of `up` and of `destroy`, as graph.txt holds it.
     graph = (tmp_path / "dev" / "graph.txt").read_text()
     assert (
-        "create 1: cloudresourcemanager, compute, container, iam, logging, monitoring, networkservices, storage"
-        in printed
+        "create 1: artifactregistry, cloudresourcemanager, compute, container, iam, logging, monitoring, networkservices, "
+        "storage" in printed
     )
     assert all(f"  {line}" in printed for line in graph.splitlines() if line)
 
@@ -92,7 +92,7 @@ def test_the_graph_lists_every_resource_once_in_each_direction(renders):
     deleted = [n for line in lines if line.startswith("destroy") for n in line.split(": ", 1)[1].split(", ")]
     nodes = sorted(r.name for r in run.registrations if not r.type.startswith("tpu-gke:"))
     assert sorted(created) == sorted(deleted) == nodes
-    assert created[0] == "cloudresourcemanager" and deleted[-1] == "storage"
+    assert created[0] == "artifactregistry" and deleted[-1] == "storage"  # the APIs first, and last
 
 
 def test_cli_fails_on_bad_config_and_writes_nothing(tmp_path, capsys):

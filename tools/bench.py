@@ -129,6 +129,7 @@ def stack_spec(args: argparse.Namespace, runner: Runner) -> benchmark.BenchmarkI
         base_url=base_url,
         rates=args.rates,
         stage_seconds=args.stage_seconds,
+        pull_path=config.pull_path(),
     )
 
 
@@ -220,6 +221,7 @@ def local(args: argparse.Namespace, run: Run) -> int:
         max_model_len=args.max_model_len or sys.maxsize,
         rates=args.rates,
         stage_seconds=args.stage_seconds,
+        image="",  # inference-perf runs here, from --inference-perf
     )
     found = benchmark.problems(spec)
     if found:

@@ -123,7 +123,12 @@ def input_apis(token: str, inputs: dict[str, Any]) -> list[str]:
 # cloud.google.com/iam/docs/service-agents, as GoogleCloudPlatform/cloud-foundation-fabric@11c1d248
 # modules/project/service-agents.yaml copies it, 2026-07-21). Written apart from the program's own table
 # (components/gcp/config.py) on purpose, like API_OF_MODULE.
-SERVICE_IDENTITY_DOMAINS = {"container.googleapis.com": "container-engine-robot"}
+SERVICE_IDENTITY_DOMAINS = {
+    "container.googleapis.com": "container-engine-robot",
+    # Artifact Registry's "Configure authentication to remote repository upstreams": service-PROJECT-NUMBER@
+    # gcp-sa-artifactregistry.iam.gserviceaccount.com
+    "artifactregistry.googleapis.com": "gcp-sa-artifactregistry",
+}
 # Services Google answers INVALID_ARGUMENT for: their agents are not made on request (Compute Engine's:
 # terraform-google-modules/terraform-google-project-factory#628, 2021-10-09; the error's wording as gcloud prints it
 # for another such service, hashicorp/terraform-provider-google#18649, 2024-09-30).

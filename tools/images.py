@@ -10,6 +10,10 @@ for the digest its tag points at now, and `pulumi config set` writes it into the
 setting. Then each image is copied into the mirror by that digest: `crane copy` copies the manifest (a
 multi-platform index with every platform's image) byte for byte, so the digest in the stack file is the mirror's
 too, and tags it there with the source's tag.
+
+Where the stack makes pull-through repositories (images.pullThrough), there is nothing to copy: each repository
+fetches an image from its registry at its first pull, by the digest or tag the stack names. The listing says which
+repository serves which images, and still gives the pin commands.
 """
 
 from __future__ import annotations
@@ -19,30 +23,40 @@ import json
 import sys
 from pathlib import Path
 
-from components.config_base import NAMESPACE, ConfigError, ImageReference
+from components.config_base import NAMESPACE, ConfigError, ImageReference, PullPath
+from components.gcp.config import RemoteRepository
 from components.operations.config import StackImage
 from tools.mock_engine import PROJECT_ROOT, stack_config_values
 from tools.stack_file import StackFileError
 
 
-def commands(images: list[StackImage], mirror: str) -> list[str]:
-    """The listing: what runs each image, then the pin commands of those without a digest, then the copies."""
+def commands(images: list[StackImage], pull_path: PullPath, repositories: list[RemoteRepository]) -> list[str]:
+    """The listing: what runs each image, then the pin commands of those without a digest, then the copies into the
+    mirror, or which pull-through repository serves which images."""
     lines = [f"# {image.key}: {image.image} ({image.runs})" for image in images]
     unpinned = [image for image in images if not image.digest]
     if unpinned:
         lines += ["", "# 1. Pin each image pulled by its tag to the digest its registry serves now:"]
         lines += [image.pin_command for image in unpinned]
-    if mirror:
-        step = "2" if unpinned else "1"
+    step = "2" if unpinned else "1"
+    if pull_path.mirror:
         then = " (after step 1, once the stack file holds the digests: run this again)" if unpinned else ""
-        lines += ["", f"# {step}. Fill the mirror {mirror}{then}:"]
-        lines += [f"crane copy {image.image} {_destination(image, mirror)}" for image in images]
+        lines += ["", f"# {step}. Fill the mirror {pull_path.mirror}{then}:"]
+        lines += [f"crane copy {image.image} {_destination(image, pull_path)}" for image in images]
+    elif repositories:
+        lines += [
+            "",
+            f"# {step}. Nothing to copy: the stack's pull-through repositories fetch each image at its first pull.",
+        ]
+        for repository in repositories:
+            served = [image.pull(pull_path) for image in images if image.registry == repository.registry]
+            lines += [f"# {repository.path} ({repository.upstream}) serves:", *(f"#   {pulled}" for pulled in served)]
     return lines
 
 
-def _destination(image: StackImage, mirror: str) -> str:
+def _destination(image: StackImage, pull_path: PullPath) -> str:
     """The mirror's copy of ``image``: its pulled name, tagged with the source's tag (by digest when it has none)."""
-    pulled = ImageReference.parse(image.pull(mirror))
+    pulled = ImageReference.parse(image.pull(pull_path))
     return f"{pulled.name}:{pulled.tag}" if pulled.tag else f"{pulled.name}@{pulled.digest}"
 
 
@@ -70,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError:
         print(f"there is no Pulumi.{args.stack}.yaml in {args.stack_dir}", file=sys.stderr)
         return 1
-    print("\n".join(commands(config.stack_images(), config.images.mirror)))
+    print("\n".join(commands(config.stack_images(), config.pull_path(), config.pull_through_repositories())))
     return 0
 
 

@@ -310,6 +310,7 @@ def _options(request: Any) -> dict[str, Any]:
         "ignoreChanges": sorted(request.ignoreChanges),
         "customTimeouts": {k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)},
         "aliases": sorted(aliases + [urn.split("::")[-1] for urn in request.aliasURNs]),
+        "replaceWith": sorted(urn.split("::")[-1] for urn in request.replace_with),
     }
     return {key: value for key, value in options.items() if value}
 

@@ -33,14 +33,18 @@ from components.gcp.config import (
     GkeVersion,
     MaintenanceExclusionConfig,
     MaintenanceWindowConfig,
-    MirrorRepository,
     NodeBoot,
     channel_floor_problem,
 )
 from components.resources import children_of
 
-# Least privilege for nodes: GKE's node role (logs, metrics, metadata) plus image pulls.
-NODE_SERVICE_ACCOUNT_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
+# Least privilege for nodes: GKE's node role (logs and metrics: roles/container.defaultNodeServiceAccount grants
+# logging.logEntries.create, monitoring.* and autoscaling.sites.writeMetrics, darkbitio/gcp-iam-role-permissions at
+# 8ab2a6ff, 2026-08-22), and no project-wide image read: the nodes read the repositories they pull from, each alone
+# (below). A role on this project reaches no other project's repository anyway (IAM policies are inherited down the
+# resource hierarchy only: cloud.google.com/iam/docs/resource-hierarchy-access-control), so it never served the JAX and
+# Saxml images, which are in Google's cloud-tpu-images project, public.
+NODE_SERVICE_ACCOUNT_ROLES = ("roles/container.defaultNodeServiceAccount",)
 NODE_OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 # A pool's network_config is written for enable_private_nodes alone. Two of its other fields are ForceNew
 # without being read back as computed (resource_container_node_pool.go, v7.45.0): a value GKE reported
@@ -83,8 +87,23 @@ def with_boot(config: NodeConfig, boot: NodeBoot) -> NodeConfig:
     return config
 
 
-# What the nodes need on images.mirror, on that repository alone: read (pull) its images.
-MIRROR_READER_ROLE = "roles/artifactregistry.reader"
+# What the nodes need on each repository they pull from (images.mirror, the pull-through repositories), on that
+# repository alone: read (pull) its images.
+REPOSITORY_READER_ROLE = "roles/artifactregistry.reader"
+
+
+@dataclass(frozen=True)
+class RepositoryRead:
+    """A repository the nodes pull from, and so may read."""
+
+    name: str  # the grant's resource name
+    project: str
+    location: str
+    repository: pulumi.Input[str]
+    # A repository the stack makes (a pull-through one): deleting it deletes its IAM policy, so the grant is made
+    # again whenever it is replaced (Pulumi's replaceWith, pulumi/docs content/docs/iac/concepts/resources/options/
+    # replacewith.md). None for the mirror, which the stack does not make.
+    made_by_stack: pulumi.Resource | None = None
 
 
 @dataclass(frozen=True)
@@ -119,7 +138,9 @@ class ClusterArgs:
     intranode_visibility: bool
     secret_manager: bool  # GKE's Secret Manager add-on: pods mount Secret Manager secrets as files
     container_api: pulumi.Resource  # the Kubernetes Engine API's enablement: the version lookup waits for it
-    image_mirror: MirrorRepository | None  # images.mirror: the nodes may read that repository (None: no mirror)
+    # The repositories the nodes pull from: images.mirror, or the pull-through repositories (none: each image from
+    # its own registry). Every Kubernetes object waits for the nodes' read on each.
+    image_repositories: list[RepositoryRead]
 
 
 class Cluster(pulumi.ComponentResource):
@@ -261,21 +282,25 @@ class Cluster(pulumi.ComponentResource):
             ),
         )
 
-        # The nodes pull every image from the mirror when there is one: read on that repository alone, which may
-        # be another project's (an organisation's mirror). Every Kubernetes object waits for it (the provider).
-        self.mirror_reader = (
+        # The nodes pull from the mirror or the pull-through repositories: read on each repository alone, which may be
+        # another project's (an organisation's mirror). Every Kubernetes object waits for them (the provider), and a
+        # destroy deletes them once the objects are gone.
+        member = self.node_service_account.email.apply(lambda email: f"serviceAccount:{email}")
+        self.repository_readers = [
             gcp.artifactregistry.RepositoryIamMember(
-                "node-sa-mirror-reader",
-                project=args.image_mirror.project,
-                location=args.image_mirror.location,
-                repository=args.image_mirror.repository,
-                role=MIRROR_READER_ROLE,
-                member=self.node_service_account.email.apply(lambda email: f"serviceAccount:{email}"),
-                opts=child,
+                read.name,
+                project=read.project,
+                location=read.location,
+                repository=read.repository,
+                role=REPOSITORY_READER_ROLE,
+                member=member,
+                opts=pulumi.ResourceOptions.merge(
+                    child,
+                    pulumi.ResourceOptions(replace_with=[read.made_by_stack] if read.made_by_stack else None),
+                ),
             )
-            if args.image_mirror
-            else None
-        )
+            for read in args.image_repositories
+        ]
 
         # The control plane as the stack reaches it: by its DNS name, or by the IP GKE gives as the cluster's
         # endpoint (the private one when the public IP is off).
@@ -297,9 +322,7 @@ class Cluster(pulumi.ComponentResource):
         self.provider = kubernetes_provider(
             self.kubeconfig,
             self.cluster_identifier,
-            pulumi.ResourceOptions(
-                parent=self, depends_on=[self.system_pool, *([self.mirror_reader] if self.mirror_reader else [])]
-            ),
+            pulumi.ResourceOptions(parent=self, depends_on=[self.system_pool, *self.repository_readers]),
         )
 
         self.name = self.cluster.name

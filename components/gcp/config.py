@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 from components import naming
-from components.config_base import Problems, setting, snake
+from components.config_base import DOCKER_HUB, SECRET_VERSION, Problems, PullPath, setting, snake
 from components.tpu import topology
 from components.tpu.admission import CapacityReport
 
@@ -617,13 +617,68 @@ class MirrorRepository:
         return cls(match["location"], match["project"], match["repository"]) if match else None
 
 
+# Docker Hub's limit on the pulls of an unauthenticated client: 10 an hour per IPv4 address or IPv6 /64 subnet (its
+# usage and limits page, docker/docs content/manuals/docker-hub/usage/_index.md at 0d14e0d9; docker/docs#22134); a
+# free Personal account has 100 an hour, paid ones none. The one registry the stack pulls from whose limit per address
+# its owner publishes: registry -> (pulls, per what, for whom).
+PULL_RATE_LIMITS = {DOCKER_HUB: (10, "an hour per IPv4 address", "anonymous pulls")}
+
+# Registries Google serves: Artifact Registry (`<location>-docker.pkg.dev`) and Container Registry's hosts (gcr.io and
+# its regional ones), which private nodes reach over Private Google Access (Artifact Registry is reached at the
+# default Google APIs domains or private.googleapis.com: cloud.google.com/artifact-registry/docs/securing-with-vpc-sc),
+# never through Cloud NAT. No pull-through repository is made for them: the JAX and Saxml images are in Google's
+# public repositories there.
+GOOGLE_REGISTRY_SUFFIXES = (".pkg.dev", ".gcr.io")
+
+
+def is_google_registry(registry: str) -> bool:
+    return registry == "gcr.io" or registry.endswith(GOOGLE_REGISTRY_SUFFIXES)
+
+
+# A Docker ID: 4 to 30 lowercase letters and digits (Docker's General FAQs, "What is a Docker ID?", docker/docs
+# content/admin/faqs/general-faqs.md at dca05f51). A Docker Hub access token has an underscore (dckr_pat_...), so it is
+# never taken for a username.
+_DOCKER_ID = re.compile(r"^[a-z0-9]{4,30}$")
+
+
+@dataclass(frozen=True)
+class PullThroughConfig:
+    enabled: bool | None = setting(
+        None,
+        "Artifact Registry remote repositories the nodes pull through, made by the stack in its project and region: one "
+        "per registry outside Google the stack's images come from (Docker Hub, ghcr.io, registry.k8s.io, quay.io), each "
+        "caching what it serves; the nodes may read those repositories only. Unset: on where a node is private and "
+        "images.mirror is empty (every pull from outside Google would otherwise leave through Cloud NAT's few "
+        "addresses); never on a cluster made elsewhere. An alternative to images.mirror, not a complement.",
+    )
+    docker_hub_username: str = setting(
+        "",
+        "Docker ID the Docker Hub repository pulls as (with dockerHubPasswordSecretVersion). Empty: anonymously, under "
+        "Docker Hub's limit for the addresses Artifact Registry pulls from, which other projects share.",
+    )
+    docker_hub_password_secret_version: str = setting(
+        "",
+        "Secret Manager secret version in the stack's project holding that account's password or access token, "
+        "projects/<project>/secrets/<secret>/versions/<n>: never the password itself. The stack grants Artifact "
+        "Registry's service agent read on the secret.",
+    )
+
+    @property
+    def docker_hub_credentials(self) -> bool:
+        return bool(self.docker_hub_username and self.docker_hub_password_secret_version)
+
+
 @dataclass(frozen=True)
 class ImagesConfig:
     mirror: str = setting(
         "",
         "Artifact Registry Docker repository every image is pulled from, `<location>-docker.pkg.dev/<project>/"
-        "<repository>`: an image `<registry>/<path>:<tag>[@<digest>]` is pulled as `<mirror>/<registry>/<path>` with "
-        "the same tag and digest (Docker Hub's images under docker.io/). Empty: each image from its own registry.",
+        "<repository>`, made and filled outside the stack: an image `<registry>/<path>:<tag>[@<digest>]` is pulled as "
+        "`<mirror>/<registry>/<path>` with the same tag and digest (Docker Hub's images under docker.io/). Empty: each "
+        "image from its own registry, or through pullThrough.",
+    )
+    pull_through: PullThroughConfig = setting(
+        PullThroughConfig(), "Pull-through repositories the stack makes for the registries outside Google."
     )
     require_digests: bool | None = setting(
         None,
@@ -637,6 +692,57 @@ class ImagesConfig:
 
     def digests_required(self, production: bool) -> bool:
         return production if self.require_digests is None else self.require_digests
+
+    def pull_through_on(self, private_nodes: bool, existing_cluster: bool) -> bool:
+        """Whether the stack makes pull-through repositories: as set, else where a node is private and no mirror
+        serves the images. Never on a cluster made elsewhere (whose nodes' account the stack does not know, so could
+        not grant read; preview refuses true there)."""
+        if existing_cluster or self.mirror:
+            return False
+        return private_nodes if self.pull_through.enabled is None else self.pull_through.enabled
+
+
+@dataclass(frozen=True)
+class RemoteRepository:
+    """An Artifact Registry remote repository the stack makes for one registry (images.pullThrough)."""
+
+    registry: str  # the registry it proxies: docker.io, ghcr.io, registry.k8s.io, quay.io
+    project: str
+    location: str
+    repository_id: str
+
+    @property
+    def path(self) -> str:
+        """Where the nodes pull from it: <location>-docker.pkg.dev/<project>/<repository>."""
+        return f"{self.location}-docker.pkg.dev/{self.project}/{self.repository_id}"
+
+    @property
+    def docker_hub(self) -> bool:
+        """Docker Hub has its own preset upstream (DOCKER_HUB); any other registry is named by its URL."""
+        return self.registry == DOCKER_HUB
+
+    @property
+    def upstream(self) -> str:
+        """What the repository proxies, as its create states it: the preset's name, or the registry's URL."""
+        return "DOCKER_HUB" if self.docker_hub else f"https://{self.registry}"
+
+
+def remote_repository_id(cluster_name: str, registry: str) -> str:
+    """``<cluster>-<registry with . and : as ->``: the cluster's name keeps two stacks of a project apart, and the
+    registry's keeps its repositories apart (qwen-serving-cluster-docker-io)."""
+    return f"{cluster_name}-{re.sub(r'[^a-z0-9]+', '-', registry.lower()).strip('-')}"
+
+
+def remote_repositories(registries: list[str], project: str, region: str, cluster_name: str) -> list[RemoteRepository]:
+    """One remote repository per registry outside Google among ``registries``, in the order given, each once."""
+    outside = [r for r in dict.fromkeys(registries) if not is_google_registry(r)]
+    return [RemoteRepository(r, project, region, remote_repository_id(cluster_name, r)) for r in outside]
+
+
+def pull_path(images: ImagesConfig, repositories: list[RemoteRepository]) -> PullPath:
+    """Where the nodes pull each image from: images.mirror, else the pull-through repositories (none: each image
+    from its own registry)."""
+    return PullPath(mirror=images.mirror, remotes=tuple((r.registry, r.path) for r in repositories))
 
 
 # --- Rules -----------------------------------------------------------------------------
@@ -1138,3 +1244,124 @@ def validate_images(images: ImagesConfig, problems: Problems) -> None:
             "hyphens, at most 63",
             f"name the repository, e.g. {example}",
         )
+
+
+def validate_pull_through(
+    images: ImagesConfig,
+    project: str,
+    private_nodes: bool,
+    existing_cluster: bool,
+    repositories: list[RemoteRepository],
+    problems: Problems,
+) -> None:
+    """images.pullThrough: an alternative to the mirror, made only where the stack makes the cluster, with Docker Hub
+    credentials that are a Docker ID and a Secret Manager version (never a value that may be the password itself:
+    no message here shows it)."""
+    pull_through = images.pull_through
+    key = "images.pullThrough"
+    if pull_through.enabled and images.mirror:
+        problems.add(
+            f"{key}.enabled",
+            "is true and images.mirror is set: the nodes pull every image from the mirror, so pull-through "
+            "repositories would cache nothing; the two are alternatives",
+            "remove images.mirror to let the stack make the pull-through repositories, or set this false",
+        )
+    if pull_through.enabled and existing_cluster:
+        problems.add(
+            f"{key}.enabled",
+            "is true on a cluster made elsewhere: the stack does not know its nodes' service account, so could not let "
+            "them read the repositories",
+            "remove the line, and give that cluster's nodes a mirror they may read (images.mirror)",
+        )
+    username, secret = pull_through.docker_hub_username, pull_through.docker_hub_password_secret_version
+    if username and not _DOCKER_ID.match(username):
+        problems.add(
+            f"{key}.dockerHubUsername",
+            "is not a Docker ID (4 to 30 lowercase letters and digits); its value is not shown, in case it is a "
+            "password or an access token",
+            "set the account's Docker ID here, and put its password or access token in Secret Manager "
+            "(dockerHubPasswordSecretVersion)",
+        )
+    if secret:
+        named = SECRET_VERSION.fullmatch(secret)
+        if named is None:
+            problems.add(
+                f"{key}.dockerHubPasswordSecretVersion",
+                "is not a Secret Manager secret version; its value is not shown, in case it is the password itself",
+                f"store the password in a secret, `gcloud secrets create <secret> --project {project} --data-file=-`, "
+                f"and write projects/{project}/secrets/<secret>/versions/<number>",
+            )
+        elif named["project"] != project:
+            problems.add(
+                f"{key}.dockerHubPasswordSecretVersion",
+                f"names a secret of project {named['project']!r}, not of the stack's project {project!r}: the stack "
+                "enables Secret Manager and grants Artifact Registry's service agent on the secret in its own project "
+                "only",
+                f"name a secret of {project} by that id, projects/{project}/secrets/<secret>/versions/<number>",
+            )
+    if bool(username) != bool(secret):
+        missing, given = ("dockerHubPasswordSecretVersion", "dockerHubUsername")[:: 1 if username else -1]
+        problems.add(
+            f"{key}.{missing}",
+            f"is empty while {key}.{given} is set: Artifact Registry signs in to Docker Hub with both or neither",
+            "set both, or neither to pull anonymously",
+        )
+    on = images.pull_through_on(private_nodes, existing_cluster)
+    if (username or secret) and not on:
+        problems.add(
+            f"{key}.dockerHubUsername" if username else f"{key}.dockerHubPasswordSecretVersion",
+            "is set, but the stack makes no pull-through repository (images.mirror is set, the nodes are public, "
+            "the cluster is made elsewhere, or images.pullThrough.enabled is false)",
+            "remove the Docker Hub credentials, or turn pull-through on",
+        )
+    for repository in repositories if on else []:
+        if len(repository.repository_id) > 63:
+            problems.add(
+                "cluster.name",
+                f"makes the pull-through repository id {repository.repository_id!r} for {repository.registry} longer "
+                "than Artifact Registry's 63 characters",
+                "choose a shorter cluster name, or pull that registry's images through images.mirror",
+            )
+
+
+# One Cloud NAT address serves this many source ports (1024-65535), which the VMs' reserved ports share: with automatic
+# allocation Cloud NAT adds addresses by the number of VMs and the ports each reserves ("IP addresses and ports",
+# cloud.google.com/nat/docs/ports-and-addresses, stored copy docs.cloud.google.com/nat/docs/ports-and-addresses.md.txt).
+NAT_PORTS_PER_ADDRESS = 64512
+
+
+def nat_addresses(nodes: int, min_ports_per_vm: int) -> int:
+    """The NAT addresses the nodes' reserved ports fill: what a registry sees them come from, at least."""
+    return max(1, -(-nodes * min_ports_per_vm // NAT_PORTS_PER_ADDRESS))
+
+
+@dataclass(frozen=True)
+class ImagePull:
+    """Pods that pull one image of a registry when their workload starts."""
+
+    image: str  # as the nodes pull it
+    runs: str
+    pods: int | None  # None: a pod on each node (a DaemonSet), or as many as a chart of its own makes
+
+
+def nat_pull_warning(registry: str, pulls: list[ImagePull], nodes: int, nat: NatConfig) -> str | None:
+    """What the preview says when private nodes pull from ``registry``, one with a published limit per address,
+    through Cloud NAT: the pods that pull at once, against that limit."""
+    if registry not in PULL_RATE_LIMITS or not pulls:
+        return None
+    limit, per, whom = PULL_RATE_LIMITS[registry]
+    counted = sum(pull.pods or 0 for pull in pulls)
+    each = "; ".join(
+        f"{pull.runs}: {pull.pods if pull.pods is not None else 'a pod on each node'} ({pull.image})" for pull in pulls
+    )
+    addresses = nat_addresses(nodes, nat.min_ports_per_vm)
+    return (
+        f"images.pullThrough: the private nodes pull {len(pulls)} image(s) from {registry} directly, through Cloud NAT, "
+        f"whose automatic addresses follow the ports the nodes reserve (at least {nodes} nodes x "
+        f"network.nat.minPortsPerVm {nat.min_ports_per_vm}: {addresses} address(es) of {NAT_PORTS_PER_ADDRESS} ports). "
+        f"Their first `up` starts {counted}{'+' if any(pull.pods is None for pull in pulls) else ''} pods that pull "
+        f"from it, each workload's at once ({each}), against its {limit} {whom} {per}; every repair or upgrade of a "
+        "TPU pool pulls again. Those past the limit wait in ImagePullBackOff (429 toomanyrequests). Remove "
+        "`images.pullThrough.enabled: false` (the stack then proxies the registry through Artifact Registry), or set "
+        "images.mirror"
+    )

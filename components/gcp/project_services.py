@@ -34,17 +34,22 @@ REQUIRED_APIS = (
 # before the cluster, https://cloud.google.com/binary-authorization/docs/enable-cluster).
 BINARY_AUTHORIZATION_API = "binaryauthorization.googleapis.com"
 # The Hugging Face token's secret (serving.hfTokenSecretVersion): the stack's grants on it, and the reads of GKE's
-# Secret Manager add-on, go through it. Enabled only for a stack with the add-on (cluster.secretManager) or the
-# token there.
+# Secret Manager add-on, go through it; so do the grant on Docker Hub's password (images.pullThrough) and Artifact
+# Registry's reads of it. Enabled only for a stack with the add-on (cluster.secretManager), the token or the password
+# there.
 SECRET_MANAGER_API = "secretmanager.googleapis.com"
+# The pull-through repositories (images.pullThrough) and the nodes' read grants on them go through it; enabled only
+# for a stack that makes them (a mirror is in a project where it is on already).
+ARTIFACT_REGISTRY_API = "artifactregistry.googleapis.com"
 AI_ZONES_FEATURE = "ai-zones-visibility"
 
 
 @dataclass(frozen=True)
 class ProjectServicesArgs:
     project: str
-    # REQUIRED_APIS (Binary Authorization's too where the cluster enforces it, Secret Manager's with its add-on or
-    # the Hugging Face token there), or on a cluster made elsewhere those the stack's own calls need
+    # REQUIRED_APIS (Binary Authorization's too where the cluster enforces it, Artifact Registry's with pull-through
+    # repositories, Secret Manager's with its add-on, the Hugging Face token or Docker Hub's password there), or on a
+    # cluster made elsewhere those the stack's own calls need
     apis: tuple[str, ...]
     enable_ai_zones: bool
 

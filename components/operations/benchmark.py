@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from components import manifests
+from components.config_base import PullPath
 from components.workloads.serving.config import (
     BENCHMARK_SERVICE_ACCOUNT,
     RESULTS_DIR,
@@ -33,6 +34,7 @@ CONFIG_FILE = "operations/benchmark/inference-perf.yaml"
 JOB_FILE = "operations/benchmark/job.yaml"
 NAME_PREFIX = "serving-benchmark"
 CONFIG_KEY = "config.yml"
+BENCHMARK_CONTAINER = "inference-perf"
 RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
 # The reports inference-perf writes per stage (inference_perf/reportgen/base.py: stage_<i>_lifecycle_metrics).
 STAGE_REPORT = re.compile(r"^stage_(\d+)_lifecycle_metrics\.json$")
@@ -54,6 +56,7 @@ class BenchmarkInput:
     max_model_len: int
     rates: tuple[float, ...]  # requests per second, one stage each
     stage_seconds: int
+    image: str  # inference-perf's, as the nodes pull it (serving.benchmarkImage through the stack's pull path)
 
 
 def benchmark_input(
@@ -63,7 +66,10 @@ def benchmark_input(
     base_url: str,
     rates: tuple[float, ...],
     stage_seconds: int,
+    pull_path: PullPath,
 ) -> BenchmarkInput:
+    """``pull_path``: where the nodes pull from, the stack's (images.mirror or the pull-through repositories), so the
+    Job's image comes the way every image of the stack does."""
     weights = weights_uri(serving, project)
     bucket = weights_bucket_name(serving, project)
     return BenchmarkInput(
@@ -77,6 +83,7 @@ def benchmark_input(
         max_model_len=serving.max_model_len,
         rates=rates,
         stage_seconds=stage_seconds,
+        image=pull_path.image(serving.benchmark_image),
     )
 
 
@@ -144,6 +151,7 @@ def benchmark_objects(spec: BenchmarkInput) -> list[dict[str, Any]]:
     job["spec"]["activeDeadlineSeconds"] = deadline_seconds(spec)
     pod = job["spec"]["template"]["spec"]
     pod["serviceAccountName"] = spec.service_account
+    manifests.container(pod, BENCHMARK_CONTAINER)["image"] = spec.image
     volumes = {volume["name"]: volume for volume in pod["volumes"]}
     volumes["config"]["configMap"]["name"] = name
     attributes = volumes["tokenizer"]["csi"]["volumeAttributes"]

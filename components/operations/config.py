@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from components.config_base import ImageReference, Problems, image_pin_problem, mirrored_image, setting
+from components.config_base import ImageReference, Problems, PullPath, image_pin_problem, setting
 from components.gcp.config import (
     BINARY_AUTHORIZATION_ENFORCED,
     RBAC_SECURITY_GROUP_NAME,
@@ -187,7 +187,7 @@ class NodeAuditInput:
     namespace: str
     cluster_name: str  # the k8s_node resource's cluster_name
     location: str  # the cluster's region: the k8s_node resource's location
-    image: str  # as the nodes pull it (images.mirror applied)
+    image: str  # as the nodes pull it (PullPath applied)
     setup_image: str
 
 
@@ -200,14 +200,14 @@ def node_audit_logging_on(node_audit: NodeAuditLoggingConfig, cluster: ClusterCo
 
 
 def node_audit_input(
-    node_audit: NodeAuditLoggingConfig, cluster: ClusterConfig, region: str, mirror: str
+    node_audit: NodeAuditLoggingConfig, cluster: ClusterConfig, region: str, pull_path: PullPath
 ) -> NodeAuditInput:
     return NodeAuditInput(
         namespace=NODE_AUDIT_NAMESPACE,
         cluster_name=cluster.name,
         location=region,
-        image=mirrored_image(node_audit.image, mirror),
-        setup_image=mirrored_image(node_audit.setup_image, mirror),
+        image=pull_path.image(node_audit.image),
+        setup_image=pull_path.image(node_audit.setup_image),
     )
 
 
@@ -527,13 +527,18 @@ class StackImage:
     def digest(self) -> str:
         return ImageReference.parse(self.image).digest
 
-    def pull(self, mirror: str) -> str:
-        """The reference the nodes pull."""
-        return mirrored_image(self.image, mirror)
+    @property
+    def registry(self) -> str:
+        return ImageReference.parse(self.image).registry
 
-    def output(self, mirror: str) -> dict[str, str]:
-        """The stack output's entry (``images``): the setting, the source to copy, and what the nodes pull."""
-        return {"setting": self.key, "source": self.image, "pull": self.pull(mirror)}
+    def pull(self, pull_path: PullPath) -> str:
+        """The reference the nodes pull."""
+        return pull_path.image(self.image)
+
+    def output(self, pull_path: PullPath) -> dict[str, str]:
+        """The stack output's entry (``images``): the setting, the source (what a mirror copies, or a pull-through
+        repository fetches), and what the nodes pull."""
+        return {"setting": self.key, "source": self.image, "pull": self.pull(pull_path)}
 
     @property
     def pin_command(self) -> str:
@@ -559,7 +564,8 @@ def stack_images(
     node_audit: NodeAuditLoggingConfig | None,
 ) -> list[StackImage]:
     """Every image the stack's objects and Helm releases run, in the order of the deployment. Held equal to the
-    images of the render (tests/test_stack.py), so nothing the stack pulls is missing from the mirror."""
+    images of the render and `make bench`'s Job (tests/test_operations_stack.py), so nothing the stack pulls is missing
+    from the mirror or from the pull-through repositories."""
     slicing = tpu.dynamic_slicing_requested
     used = [
         StackImage(f"platform.{key}.image", chart_image(key, chart), f"the {CONTROLLERS[key]} controller")
@@ -577,6 +583,8 @@ def stack_images(
             used.append(StackImage("serving.router.eppImage", endpoint_picker_image(serving), "the endpoint picker"))
         used.append(StackImage("serving.image", serving.image, "the vLLM model servers"))
         used.append(StackImage("serving.routingSidecarImage", routing_sidecar_image(serving), "the P/D sidecar"))
+        # Run by `make bench`, not by the stack: listed so the mirror holds it and the pull-through serves it.
+        used.append(StackImage("serving.benchmarkImage", serving.benchmark_image, "the serving benchmark (make bench)"))
     if saxml.enabled:
         used += [
             StackImage("saxml.adminImage", saxml.admin_image, "the Saxml admin server"),

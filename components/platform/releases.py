@@ -11,7 +11,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.config_base import ImageReference, mirrored_image
+from components.config_base import ImageReference, PullPath
 from components.manifests import MANIFESTS, load_document, load_documents
 from components.platform.config import (
     CHART_IMAGES,
@@ -41,7 +41,7 @@ class PlatformArgs:
     leader_worker_set: HelmChartConfig | None
     slice_controller: SliceControllerConfig | None
     webhook_namespaces: list[str]  # the only namespaces the slice controller's webhooks see
-    mirror: str  # images.mirror: the registry every image is pulled from ("": each from its own)
+    pull_path: PullPath  # where the nodes pull each image from (images.mirror, or the pull-through repositories)
     # Namespace name -> its object (Pod Security labels): the namespace of every release above
     namespaces: dict[str, dict[str, Any]]
     # What admits the control plane to the releases' webhooks and aggregated APIs (the stack's firewall rule; none on
@@ -59,12 +59,12 @@ class ClusterPlatform(pulumi.ComponentResource):
         self.release_versions: dict[str, str] = {}  # release name -> chart version
         names = CHART_RELEASE_NAMES
         self.jobset = (
-            self._release(names["jobset"], args.jobset, chart_image_values("jobset", args.jobset, args.mirror))
+            self._release(names["jobset"], args.jobset, chart_image_values("jobset", args.jobset, args.pull_path))
             if args.jobset
             else None
         )
         self.kueue = (
-            self._release(names["kueue"], args.kueue, kueue_values(args.kueue, args.kueue_controller, args.mirror))
+            self._release(names["kueue"], args.kueue, kueue_values(args.kueue, args.kueue_controller, args.pull_path))
             if args.kueue
             else None
         )
@@ -72,7 +72,7 @@ class ClusterPlatform(pulumi.ComponentResource):
             self._release(
                 names["leaderWorkerSet"],
                 args.leader_worker_set,
-                lws_values(args.leader_worker_set, args.mirror),
+                lws_values(args.leader_worker_set, args.pull_path),
             )
             if args.leader_worker_set
             else None
@@ -83,7 +83,7 @@ class ClusterPlatform(pulumi.ComponentResource):
             self.slice_controller = self._release(
                 "slice-controller",
                 HelmChartConfig(SLICE_CONTROLLER_CHART, _chart_version(), args.slice_controller.namespace),
-                slice_controller_values(args.slice_controller, args.webhook_namespaces, args.mirror),
+                slice_controller_values(args.slice_controller, args.webhook_namespaces, args.pull_path),
                 depends_on=[r for r in (self.jobset, self.kueue, self.leader_worker_set) if r is not None],
                 # A Release of a local chart is diffed by its inputs only: the digest of the chart's
                 # files makes a change to any template a change of the release, bumped or not.
@@ -162,25 +162,25 @@ def helm_release(
     )
 
 
-def chart_image_values(key: str, chart: HelmChartConfig, mirror: str) -> dict[str, Any]:
+def chart_image_values(key: str, chart: HelmChartConfig, pull_path: PullPath) -> dict[str, Any]:
     """The values that set a registry chart's controller image, written out even when they are the chart's own:
-    the release's inputs then show the image (the policy pack and reviews read it), the mirror replaces its
-    registry, and a digest rides in the tag (`v0.17.8@sha256:...`: the charts read `<repository>:<tag>`)."""
-    image = ImageReference.parse(mirrored_image(chart_image(key, chart), mirror))
+    the release's inputs then show the image (the policy pack and reviews read it), the pull path (a mirror or a
+    pull-through repository) replaces its registry, and a digest rides in the tag (`v0.17.8@sha256:...`: the charts read `<repository>:<tag>`)."""
+    image = ImageReference.parse(pull_path.image(chart_image(key, chart)))
     values: dict[str, Any] = {"repository": image.name, "tag": image.tag_and_digest.removeprefix(":")}
     for part in reversed(CHART_IMAGES[key].values_path):
         values = {part: values}
     return values
 
 
-def lws_values(chart: HelmChartConfig, mirror: str) -> dict[str, Any]:
+def lws_values(chart: HelmChartConfig, pull_path: PullPath) -> dict[str, Any]:
     """The LeaderWorkerSet release's values: its image, and the pod security context of manifests/charts/lws-values.yaml."""
-    return {**load_document(LWS_VALUES_FILE), **chart_image_values("leaderWorkerSet", chart, mirror)}
+    return {**load_document(LWS_VALUES_FILE), **chart_image_values("leaderWorkerSet", chart, pull_path)}
 
 
-def kueue_values(chart: HelmChartConfig, controller: KueueControllerConfig, mirror: str) -> dict[str, Any]:
+def kueue_values(chart: HelmChartConfig, controller: KueueControllerConfig, pull_path: PullPath) -> dict[str, Any]:
     (configuration,) = load_documents("kueue/controller-config.yaml")
-    image = chart_image_values("kueue", chart, mirror)["controllerManager"]["manager"]["image"]
+    image = chart_image_values("kueue", chart, pull_path)["controllerManager"]["manager"]["image"]
     return {
         "controllerManager": {
             "replicas": controller.replicas,
@@ -211,9 +211,9 @@ def _chart_version() -> str:
 
 
 def slice_controller_values(
-    controller: SliceControllerConfig, webhook_namespaces: list[str], mirror: str
+    controller: SliceControllerConfig, webhook_namespaces: list[str], pull_path: PullPath
 ) -> dict[str, Any]:
-    image = ImageReference.parse(mirrored_image(slice_controller_image(controller), mirror))
+    image = ImageReference.parse(pull_path.image(slice_controller_image(controller)))
     return {
         # The program makes the namespace, with its Pod Security labels; the chart must not own it as well.
         "createNamespace": False,

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from components import naming
-from components.config_base import Problems, image_pin_problem, is_k8s_name, mirrored_image, setting
+from components.config_base import Problems, PullPath, image_pin_problem, is_k8s_name, setting
 from components.gcp.config import ClusterConfig, NetworkConfig, TpuConfig
 from components.tpu import sizing, topology
 from components.workloads.saxml import rules
@@ -286,16 +286,18 @@ def http_source_ranges(http: SaxmlHttpConfig, network: NetworkConfig) -> tuple[s
     return tuple(dict.fromkeys(normalised))
 
 
-def saxml_input(saxml: SaxmlConfig, tpu: TpuConfig, network: NetworkConfig, project: str, mirror: str) -> SaxmlInput:
-    """``mirror``: images.mirror, which the images are pulled from when set."""
+def saxml_input(
+    saxml: SaxmlConfig, tpu: TpuConfig, network: NetworkConfig, project: str, pull_path: PullPath
+) -> SaxmlInput:
+    """``pull_path``: where the nodes pull the images from (images.mirror or the pull-through repositories)."""
     return SaxmlInput(
         namespace=saxml.namespace,
         bucket_name=bucket_name(saxml, project),
         service_account_name=saxml.service_account_name,
         admin_service_account_name=saxml.admin_service_account_name,
-        admin_image=mirrored_image(saxml.admin_image, mirror),
-        model_server_image=mirrored_image(saxml.model_server_image, mirror),
-        http_image=mirrored_image(saxml.http_image, mirror),
+        admin_image=pull_path.image(saxml.admin_image),
+        model_server_image=pull_path.image(saxml.model_server_image),
+        http_image=pull_path.image(saxml.http_image),
         pools=len(tpu.pools),
         shape=topology.Shape.parse(tpu.pools[0].topology),
         machine=tpu.machine,

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 
 from components.config_base import (
     EXACT_VERSION,
+    SECRET_VERSION,
     ImageReference,
     Problems,
+    PullPath,
     image_pin_problem,
     is_k8s_name,
-    mirrored_image,
     release_image_problems,
     setting,
     written_release_image,
@@ -74,6 +75,10 @@ ENDPOINT_PICKER_REPOSITORY, ROUTING_SIDECAR_REPOSITORY = (ImageReference.parse(i
 # for this tag, as docker-library/repo-info records it (commit bc9bbb47fc709dc4b29d3b128d66823b953b97a7,
 # repos/python/remote/3.12.14-slim-bookworm.md; built 2026-08-25 on Debian bookworm of 2026-08-24).
 STAGING_IMAGE = "docker.io/library/python:3.12.14-slim-bookworm@sha256:b64e9d3a71eddaa1b3f80c04abf292b3139e3b7c4dd272d19c31dc1f91194d1b"
+# The benchmark `make bench` runs: the image inference-perf's release workflow publishes for each tag
+# (kubernetes-sigs/inference-perf .github/workflows/publish-on-release.yml: quay.io/inference-perf/inference-perf:<tag>).
+# Its copy in manifests/operations/benchmark/job.yaml is the base the overlay replaces.
+BENCHMARK_IMAGE = "quay.io/inference-perf/inference-perf:v0.7.0"
 STAGING_TIMEOUT_MINUTES = 360  # ~400 GB at a few hundred MB/s, with room for retries
 STAGING_TIMEOUT_RANGE = (10, 1440)
 COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
@@ -89,14 +94,6 @@ XLA_CACHE_DIR = "xla_cache"
 # so neither the model servers nor the staging Job are widened for it.
 RESULTS_DIR = "results"
 BENCHMARK_SERVICE_ACCOUNT = "serving-benchmark"
-# A secret version as Secret Manager names it, the form the Secret Manager add-on's SecretProviderClass takes
-# (GoogleCloudPlatform/secrets-store-csi-driver-provider-gcp v1.15.0 config/config.go, Secret.ResourceName:
-# projects/*/secrets/*/versions/*): a secret ID of at most 255 letters, digits, hyphens and underscores
-# (Secret Manager API reference, CreateSecretRequest.secret_id), and a version number (they count from 1) or
-# the alias latest. The project is the stack's: it enables Secret Manager and grants on the secret there.
-SECRET_VERSION = re.compile(
-    r"projects/(?P<project>[^/]+)/secrets/(?P<secret>[A-Za-z0-9_-]{1,255})/versions/(?P<version>[1-9][0-9]*|latest)"
-)
 
 
 @dataclass(frozen=True)
@@ -242,12 +239,17 @@ class ServingConfig:
         WeightsStagingConfig(), "The Job that stages the weights in the bucket."
     )
     image: str = setting(VLLM_IMAGE, "vLLM TPU image (dated tag or digest).")
+    benchmark_image: str = setting(
+        BENCHMARK_IMAGE,
+        "inference-perf image of `make bench`'s Job (dated tag or digest), pulled the way every image of the stack is "
+        "(images.mirror or the pull-through repositories) and listed in the `images` output.",
+    )
     routing_sidecar_image: str = setting(
         "",
         f"P/D sidecar image of the decode pods; empty means `{ROUTING_SIDECAR_REPOSITORY}:<serving.router.version>`, "
         "by digest where the program records that release's. "
         "An override is that release pinned by digest, or from elsewhere: its name ends in "
-        f"`{rules.ROUTING_SIDECAR_NAME}` and its tag is serving.router.version (images.mirror applies to it too).",
+        f"`{rules.ROUTING_SIDECAR_NAME}` and its tag is serving.router.version (pulled as every image is: images.mirror or pull-through).",
     )
     slice_shape: str = setting("2x2x2", "Slice of each model-server group; one of tpu.sliceShapes.")
     priority: str = setting("high", "Priority level (queues.priorityClasses): serving preempts the checks.")
@@ -491,6 +493,8 @@ def _validate_pods(serving: ServingConfig, machine: topology.MachineType, proble
         problems.add("serving.startupFailureThreshold", budget_problem, "raise it")
     if pin_problem := image_pin_problem(serving.image):
         problems.add("serving.image", pin_problem, "pin a dated tag or @sha256:<digest>")
+    if pin_problem := image_pin_problem(serving.benchmark_image):
+        problems.add("serving.benchmarkImage", pin_problem, "pin a release tag or @sha256:<digest>")
 
 
 def _validate_staging(serving: ServingConfig, problems: Problems) -> None:
@@ -619,7 +623,7 @@ class ServingInput:
     model_revision: str
     weights_uri: str  # gs:// directory of the model snapshot
     xla_cache_uri: str
-    # Every image as the nodes pull it: under images.mirror when one is set.
+    # Every image as the nodes pull it (PullPath: images.mirror or the pull-through repositories).
     image: str
     router_version: str  # the llm-d router release: endpoint picker and P/D sidecar
     router_image: str  # the endpoint picker
@@ -678,7 +682,7 @@ def serving_input(
     queues: QueuesConfig,
     network: NetworkConfig,
     project: str,
-    mirror: str,
+    pull_path: PullPath,
     skip_await: bool,
 ) -> ServingInput:
     return ServingInput(
@@ -690,11 +694,11 @@ def serving_input(
         model_revision=serving.model.revision,
         weights_uri=weights_uri(serving, project),
         xla_cache_uri=xla_cache_uri(serving, project),
-        image=mirrored_image(serving.image, mirror),
+        image=pull_path.image(serving.image),
         router_version=serving.router.version,
-        router_image=mirrored_image(endpoint_picker_image(serving), mirror),
+        router_image=pull_path.image(endpoint_picker_image(serving)),
         router_replicas=serving.router.replicas,
-        routing_sidecar_image=mirrored_image(routing_sidecar_image(serving), mirror),
+        routing_sidecar_image=pull_path.image(routing_sidecar_image(serving)),
         machine=tpu.machine,
         shape=topology.Shape.parse(serving.slice_shape),
         prefill_name=serving.prefill.name,
@@ -718,7 +722,7 @@ def serving_input(
         proxy_only_cidr=network.proxy_only_cidr,
         stage_weights=serving.weights_staging.enabled,
         staging_service_account_name=serving.weights_staging.service_account_name,
-        staging_image=mirrored_image(serving.weights_staging.image, mirror),
+        staging_image=pull_path.image(serving.weights_staging.image),
         staging_timeout_minutes=serving.weights_staging.timeout_minutes,
         hf_token_secret_version=serving.hf_token_secret_version,
         skip_await=skip_await,

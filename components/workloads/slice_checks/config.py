@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.config_base import Problems, image_pin_problem, mirrored_image, setting
+from components.config_base import Problems, PullPath, image_pin_problem, setting
 from components.gcp.config import TpuConfig
 from components.platform.config import QueuesConfig
 from components.tpu import admission, topology
@@ -136,8 +136,10 @@ class SliceChecksInput:
     checks: tuple[SliceCheckInput, ...]  # the enabled ones
 
 
-def slice_checks_input(checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig, mirror: str) -> SliceChecksInput:
-    """``mirror``: images.mirror, which the image is pulled from when set."""
+def slice_checks_input(
+    checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig, pull_path: PullPath
+) -> SliceChecksInput:
+    """``pull_path``: where the nodes pull the image from (images.mirror or the pull-through repositories)."""
     namespace = checks_namespace(checks, queues)
     return SliceChecksInput(
         namespace=namespace,
@@ -148,7 +150,7 @@ def slice_checks_input(checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfi
                 namespace=namespace,
                 queue_name=queues.local_queue_name,
                 priority_class=queues.priority_class(check.priority).name,
-                image=mirrored_image(checks.image, mirror),
+                image=pull_path.image(checks.image),
                 hold_seconds=check.hold_seconds,
                 shape=topology.Shape.parse(check.shape),
                 machine=tpu.machine,

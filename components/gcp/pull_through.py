@@ -1,0 +1,101 @@
+"""The pull-through repositories: an Artifact Registry remote repository per registry outside Google the stack's
+images come from (images.pullThrough), so that private nodes never pull from a rate-limited registry through Cloud
+NAT's shared addresses. Each caches what it serves: the registry sees one pull per image, not one per node.
+
+Docker Hub is the remote repositories' preset upstream (`public_repository: DOCKER_HUB`); any other registry is named
+by its URL (`common_repository.uri`, "URI to the registry, e.g. https://registry-1.docker.io": pulumi-gcp 10.2.0
+artifactregistry.Repository; GitHub's Container Registry is among the upstreams Artifact Registry's "Create remote
+repositories" page lists, docs.cloud.google.com/artifact-registry/docs/repositories/remote-repo). Artifact Registry
+checks the upstream (and its credentials) when it creates the repository, so an upstream it cannot use fails the `up`
+there, before any pod pulls.
+
+Docker Hub credentials, when set, are a Docker ID and a Secret Manager secret version: Artifact Registry's service
+agent (service-<project number>@gcp-sa-artifactregistry.iam.gserviceaccount.com, made by
+`gcp.projects.ServiceIdentity`) reads the secret, so it gets roles/secretmanager.secretAccessor on that secret alone,
+before the repository is created (Artifact Registry's "Configure authentication to remote repository upstreams").
+
+Lifecycle (hashicorp/terraform-provider-google google/services/artifactregistry/resource_artifact_registry_repository.go,
+read at 07fc8657): `format`, `repository_id`, `location`, `mode` and `remote_repository_config`, every field under it
+(the upstream, the credentials) but `disable_upstream_validation`, are ForceNew, so a change replaces the repository: a
+new, empty cache. Its id stays the same, which Artifact Registry holds once per project and location, so the old one
+is deleted first (delete_before_replace). Deleting a repository deletes its IAM policy with it: the nodes' read grant
+(components/gcp/cluster.py) is replaced with it (replace_with).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components.gcp.config import RemoteRepository
+from components.resources import children_of
+
+ARTIFACT_REGISTRY_SERVICE = "artifactregistry.googleapis.com"
+SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
+
+
+@dataclass(frozen=True)
+class PullThroughArgs:
+    project: str
+    cluster_name: str  # named in each repository's description
+    repositories: list[RemoteRepository]
+    docker_hub_username: str  # "" with the secret: Docker Hub is pulled anonymously
+    docker_hub_password_secret_version: str  # projects/<project>/secrets/<secret>/versions/<n>, or ""
+
+
+class PullThrough(pulumi.ComponentResource):
+    def __init__(self, name: str, args: PullThroughArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-gke:gcp:PullThrough", name, None, opts)
+        child = children_of(self, opts)
+        credentials = bool(args.docker_hub_username and args.docker_hub_password_secret_version)
+        docker_hub_waits: list[pulumi.Resource] = []
+        if credentials and any(r.docker_hub for r in args.repositories):
+            # The agent exists once the API is on; generating it is idempotent, and its delete a no-op.
+            agent = gcp.projects.ServiceIdentity(
+                "artifact-registry-agent", project=args.project, service=ARTIFACT_REGISTRY_SERVICE, opts=child
+            )
+            docker_hub_waits.append(
+                gcp.secretmanager.SecretIamMember(
+                    "artifact-registry-agent-docker-hub-password",
+                    project=args.project,
+                    secret_id=args.docker_hub_password_secret_version.partition("/versions/")[0],
+                    role=SECRET_ACCESSOR,
+                    member=agent.member,
+                    opts=child,
+                )
+            )
+        self.repositories: dict[str, gcp.artifactregistry.Repository] = {}  # registry -> its repository
+        for repository in args.repositories:
+            upstream: gcp.artifactregistry.RepositoryRemoteRepositoryConfigArgsDict = {
+                "description": f"{repository.registry}, pulled through for the nodes of {args.cluster_name}",
+            }
+            if repository.docker_hub:
+                upstream["docker_repository"] = {"public_repository": "DOCKER_HUB"}
+                if credentials:
+                    upstream["upstream_credentials"] = {
+                        "username_password_credentials": {
+                            "username": args.docker_hub_username,
+                            "password_secret_version": args.docker_hub_password_secret_version,
+                        }
+                    }
+            else:
+                upstream["common_repository"] = {"uri": repository.upstream}
+            self.repositories[repository.registry] = gcp.artifactregistry.Repository(
+                f"pull-through-{repository.repository_id.removeprefix(f'{args.cluster_name}-')}",
+                project=repository.project,
+                location=repository.location,
+                repository_id=repository.repository_id,
+                format="DOCKER",
+                mode="REMOTE_REPOSITORY",
+                description=f"Pull-through cache of {repository.registry} (images.pullThrough of {args.cluster_name})",
+                remote_repository_config=upstream,
+                opts=pulumi.ResourceOptions.merge(
+                    child,
+                    pulumi.ResourceOptions(
+                        delete_before_replace=True, depends_on=docker_hub_waits if repository.docker_hub else []
+                    ),
+                ),
+            )
+        self.register_outputs({"repositories": [r.repository_id for r in args.repositories]})
