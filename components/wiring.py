@@ -14,7 +14,12 @@ import pulumi
 
 from components.config_base import ConfigError
 from components.gcp.cluster import Cluster, ClusterArgs, ControlPlaneArgs, RepositoryRead
-from components.gcp.config import COMPUTE_SERVICE_AGENT, GKE_SERVICE_AGENT, ControlPlaneConfig
+from components.gcp.config import (
+    ARTIFACT_REGISTRY_SERVICE_AGENT,
+    COMPUTE_SERVICE_AGENT,
+    GKE_SERVICE_AGENT,
+    ControlPlaneConfig,
+)
 from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.gcp.network import NatArgs, Network, NetworkArgs
 from components.gcp.project_services import (
@@ -30,7 +35,7 @@ from components.gcp.project_services import (
     ProjectServices,
     ProjectServicesArgs,
 )
-from components.gcp.pull_through import PullThrough, PullThroughArgs
+from components.gcp.pull_through import PullThrough, PullThroughArgs, RegistryAgent
 from components.gcp.rules import PoolPlacement
 from components.gcp.service_agents import ServiceAgents, ServiceAgentsArgs, key_grant
 from components.gcp.tpu_capacity import ReservationCheckArgs, TpuCapacity, TpuCapacityArgs, TpuPoolArgs, pool_urn
@@ -107,17 +112,21 @@ def project_services_args(stack: Stack) -> ProjectServicesArgs:
 
 
 def service_agents_args(stack: Stack, services: ProjectServices) -> ServiceAgentsArgs | None:
-    """The grants of the keys in the stack's own project (None when there is none); a key of another project is
-    the operator's to grant, said at preview (StackConfig.preview_warnings)."""
+    """The agents the stack grants something (None when none): each key of the stack's own project to the agent that
+    uses it (a key of another project is the operator's to grant, said at preview: StackConfig.preview_warnings),
+    and Docker Hub's password to Artifact Registry's agent."""
     config = stack.config
     grants = [grant for grant in config.key_grants() if grant.in_project(config.project)]
-    if not grants:
+    agents = [grant.agent for grant in grants]
+    if config.pull_through_docker_hub_credentials:
+        agents.append(ARTIFACT_REGISTRY_SERVICE_AGENT)
+    if not agents:
         return None
     return ServiceAgentsArgs(
         project=config.project,
-        grants=grants,
-        apis={grant.agent.service: services.api(grant.agent.service) for grant in grants},
-        resource_manager_api=services.api(RESOURCE_MANAGER_API),
+        project_number=services.project_number(),
+        agents={agent: services.api(agent.service) for agent in agents},
+        key_grants=grants,
     )
 
 
@@ -194,7 +203,7 @@ def cluster_args(
     )
 
 
-def pull_through_args(stack: Stack) -> PullThroughArgs:
+def pull_through_args(stack: Stack, agents: ServiceAgents | None) -> PullThroughArgs:
     config = stack.config
     pull_through = config.images.pull_through
     return PullThroughArgs(
@@ -203,6 +212,11 @@ def pull_through_args(stack: Stack) -> PullThroughArgs:
         repositories=config.pull_through_repositories(),
         docker_hub_username=pull_through.docker_hub_username,
         docker_hub_password_secret_version=pull_through.docker_hub_password_secret_version,
+        registry_agent=RegistryAgent(
+            agents.member(ARTIFACT_REGISTRY_SERVICE_AGENT), agents.ready(ARTIFACT_REGISTRY_SERVICE_AGENT)
+        )
+        if agents is not None and config.pull_through_docker_hub_credentials
+        else None,
     )
 
 
@@ -417,9 +431,9 @@ def serving_args(
         weights_prefix=weights_object_prefix(serving, config.project),
         xla_cache_prefix=f"{XLA_CACHE_DIR}/",
         results_prefix=f"{RESULTS_DIR}/",
-        resource_manager_api=[services.api(RESOURCE_MANAGER_API)]
+        project_number=services.project_number()
         if services and (serving.weights_bucket.grant_access or serving.hf_token_secret_version)
-        else [],
+        else None,
         # The read of an existing bucket goes through Cloud Storage: made where the stack enables that API.
         storage_api=[services.api(STORAGE_API)] if services and STORAGE_API in project_apis(stack) else [],
         router=(

@@ -201,6 +201,16 @@ GKE_SERVICE_AGENT = ServiceAgent(
 COMPUTE_SERVICE_AGENT = ServiceAgent(
     "compute.googleapis.com", "compute-system", "Compute Engine Service Agent", made_on_request=False
 )
+# Artifact Registry reads a remote repository's upstream password as its service agent (Artifact Registry "Configure
+# authentication to remote repository upstreams": service-PROJECT_NUMBER@gcp-sa-artifactregistry.iam.gserviceaccount.com
+# gets the Secret Accessor role on the secret); generateServiceIdentity makes it (the primary agent of
+# artifactregistry.googleapis.com in cloud-foundation-fabric@11c1d248 service-agents.yaml).
+ARTIFACT_REGISTRY_SERVICE_AGENT = ServiceAgent(
+    "artifactregistry.googleapis.com",
+    "gcp-sa-artifactregistry",
+    "Artifact Registry Service Agent",
+    made_on_request=True,
+)
 # What a service agent needs on a customer-managed key to encrypt and decrypt with it (both GKE guides above).
 KMS_ENCRYPTER_DECRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
 

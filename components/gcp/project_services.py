@@ -90,7 +90,19 @@ class ProjectServices(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, depends_on=self.apis),
                 )
             )
+        self._project = args.project
+        self._project_number: pulumi.Output[str] | None = None
         self.register_outputs({"apis": list(args.apis), "aiZones": args.enable_ai_zones})
+
+    def project_number(self) -> pulumi.Output[str]:
+        """The project's number, read once (on first use) after the Cloud Resource Manager API is on: the stack's
+        Workload Identity principals and Google's service agents are named by it."""
+        if self._project_number is None:
+            self._project_number = gcp.organizations.get_project_output(
+                project_id=self._project,
+                opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[self.api(RESOURCE_MANAGER_API)]),
+            ).number
+        return self._project_number
 
     def api(self, name: str) -> gcp.projects.Service:
         """The enablement of one API, for a call through it to wait for."""

@@ -10,9 +10,9 @@ checks the upstream (and its credentials) when it creates the repository, so an 
 there, before any pod pulls.
 
 Docker Hub credentials, when set, are a Docker ID and a Secret Manager secret version: Artifact Registry's service
-agent (service-<project number>@gcp-sa-artifactregistry.iam.gserviceaccount.com, made by
-`gcp.projects.ServiceIdentity`) reads the secret, so it gets roles/secretmanager.secretAccessor on that secret alone,
-before the repository is created (Artifact Registry's "Configure authentication to remote repository upstreams").
+agent (components/gcp/service_agents.py) reads the secret, so it gets roles/secretmanager.secretAccessor on that
+secret alone, before the repository is created (Artifact Registry's "Configure authentication to remote repository
+upstreams").
 
 Lifecycle (hashicorp/terraform-provider-google google/services/artifactregistry/resource_artifact_registry_repository.go,
 read at 07fc8657): `format`, `repository_id`, `location`, `mode` and `remote_repository_config`, every field under it
@@ -32,8 +32,16 @@ import pulumi_gcp as gcp
 from components.gcp.config import RemoteRepository
 from components.resources import children_of
 
-ARTIFACT_REGISTRY_SERVICE = "artifactregistry.googleapis.com"
 SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
+
+
+@dataclass(frozen=True)
+class RegistryAgent:
+    """Artifact Registry's service agent, which reads Docker Hub's password: its IAM member, and what a grant to it
+    waits for (ServiceAgents.member and .ready)."""
+
+    member: pulumi.Output[str]
+    ready: list[pulumi.Resource]
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,7 @@ class PullThroughArgs:
     repositories: list[RemoteRepository]
     docker_hub_username: str  # "" with the secret: Docker Hub is pulled anonymously
     docker_hub_password_secret_version: str  # projects/<project>/secrets/<secret>/versions/<n>, or ""
+    registry_agent: RegistryAgent | None  # with the credentials: who reads the password
 
 
 class PullThrough(pulumi.ComponentResource):
@@ -52,18 +61,17 @@ class PullThrough(pulumi.ComponentResource):
         credentials = bool(args.docker_hub_username and args.docker_hub_password_secret_version)
         docker_hub_waits: list[pulumi.Resource] = []
         if credentials and any(r.docker_hub for r in args.repositories):
-            # The agent exists once the API is on; generating it is idempotent, and its delete a no-op.
-            agent = gcp.projects.ServiceIdentity(
-                "artifact-registry-agent", project=args.project, service=ARTIFACT_REGISTRY_SERVICE, opts=child
-            )
+            assert args.registry_agent is not None, "Docker Hub's password is read by Artifact Registry's agent"
             docker_hub_waits.append(
                 gcp.secretmanager.SecretIamMember(
                     "artifact-registry-agent-docker-hub-password",
                     project=args.project,
                     secret_id=args.docker_hub_password_secret_version.partition("/versions/")[0],
                     role=SECRET_ACCESSOR,
-                    member=agent.member,
-                    opts=child,
+                    member=args.registry_agent.member,
+                    opts=pulumi.ResourceOptions.merge(
+                        child, pulumi.ResourceOptions(depends_on=args.registry_agent.ready)
+                    ),
                 )
             )
         self.repositories: dict[str, gcp.artifactregistry.Repository] = {}  # registry -> its repository

@@ -1,4 +1,5 @@
-"""The service agents of the stack's project, and their grants on the customer-managed keys the cluster uses.
+"""The service agents of the stack's project the stack grants something, and their grants on the customer-managed
+keys the cluster uses (Artifact Registry's agent is granted its secret by the pull-through repositories).
 
 GKE encrypts the cluster's Secrets with cluster.secretsEncryptionKey as its service agent, and Compute Engine the
 nodes' boot disks with cluster.bootDiskEncryptionKey as its own (components/gcp/config.py: ServiceAgent,
@@ -30,37 +31,32 @@ from components.gcp.config import KMS_ENCRYPTER_DECRYPTER, KeyGrant, ServiceAgen
 @dataclass(frozen=True)
 class ServiceAgentsArgs:
     project: str
-    grants: list[KeyGrant]  # the keys of the stack's project, each (key, agent) once
-    apis: Mapping[str, pulumi.Resource]  # each agent's API -> its enablement, which makes the agent
-    resource_manager_api: pulumi.Resource  # the project number is read through it
+    project_number: pulumi.Output[str]  # read once for the stack (ProjectServices.project_number)
+    agents: Mapping[ServiceAgent, pulumi.Resource]  # each agent the stack grants something -> the enablement making it
+    key_grants: list[KeyGrant]  # the keys of the stack's project, each (key, agent) once
 
 
 class ServiceAgents(pulumi.ComponentResource):
-    """The service agents the keys are granted to, and the grants.
+    """The service agents the stack grants something (a key, a secret), and their grants on the keys.
 
-    Each grant outlives the stack (``retain_on_delete``): deleting a CryptoKeyIAMMember removes its member from the
-    key's policy whoever added it (v7.45.0 google-beta/tpgiamresource/resource_iam_member.go, resourceIamMemberDelete
-    subtracts the member from the binding), and the member is the project's agent, which anything else of the project
-    encrypted with the key (another cluster, a disk, a snapshot) uses too; and an emptied cluster.secretsEncryptionKey
-    sends GKE nothing (database_encryption is Optional and Computed, resource_container_cluster.go), so the cluster
-    keeps its Secrets encrypted with the key and would lose them with the grant. Revoking is the operator's, once
-    nothing uses the key (docs/deploying.md).
+    Each key grant outlives the stack (``retain_on_delete``): deleting a CryptoKeyIAMMember removes its member from
+    the key's policy whoever added it (v7.45.0 google-beta/tpgiamresource/resource_iam_member.go,
+    resourceIamMemberDelete subtracts the member from the binding), and the member is the project's agent, which
+    anything else of the project encrypted with the key (another cluster, a disk, a snapshot) uses too; and an
+    emptied cluster.secretsEncryptionKey sends GKE nothing (database_encryption is Optional and Computed,
+    resource_container_cluster.go), so the cluster keeps its Secrets encrypted with the key and would lose them with
+    the grant. Revoking is the operator's, once nothing uses the key (docs/deploying.md).
     """
 
     def __init__(self, name: str, args: ServiceAgentsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:gcp:ServiceAgents", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        # Its own wait: a parent's dependencies are not an invoke's (project_services.py).
-        self.project_number = gcp.organizations.get_project_output(
-            project_id=args.project,
-            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[args.resource_manager_api]),
-        ).number
+        self.project_number = args.project_number
         self.identities: list[gcp.projects.ServiceIdentity] = []
-        ready: dict[ServiceAgent, list[pulumi.Resource]] = {}
-        for agent in dict.fromkeys(grant.agent for grant in args.grants):
-            enabled = args.apis[agent.service]
+        self._ready: dict[ServiceAgent, list[pulumi.Resource]] = {}
+        for agent, enabled in args.agents.items():
             if not agent.made_on_request:
-                ready[agent] = [enabled]
+                self._ready[agent] = [enabled]
                 continue
             # After the enablement, never before: an agent made on request before its API is enabled is not granted
             # the role the enablement gives it (cloud.google.com/iam/docs/create-service-agents: "service agents
@@ -73,20 +69,28 @@ class ServiceAgents(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[enabled])),
             )
             self.identities.append(identity)
-            ready[agent] = [identity]
+            self._ready[agent] = [identity]
         self._grants: dict[tuple[str, ServiceAgent], gcp.kms.CryptoKeyIAMMember] = {}
-        for grant in args.grants:
+        for grant in args.key_grants:
             agent = grant.agent
             self._grants[(grant.key.name, agent)] = gcp.kms.CryptoKeyIAMMember(
                 grant.name,
                 crypto_key_id=grant.key.name,
                 role=KMS_ENCRYPTER_DECRYPTER,
-                member=self.project_number.apply(agent.member),
+                member=self.member(agent),
                 opts=pulumi.ResourceOptions.merge(
-                    child, pulumi.ResourceOptions(depends_on=ready[agent], retain_on_delete=True)
+                    child, pulumi.ResourceOptions(depends_on=self.ready(agent), retain_on_delete=True)
                 ),
             )
-        self.register_outputs({"grants": [grant.name for grant in args.grants]})
+        self.register_outputs({"grants": [grant.name for grant in args.key_grants]})
+
+    def member(self, agent: ServiceAgent) -> pulumi.Output[str]:
+        """The agent as an IAM member, written from the project number (see the module's docstring)."""
+        return self.project_number.apply(agent.member)
+
+    def ready(self, agent: ServiceAgent) -> list[pulumi.Resource]:
+        """What a grant to ``agent`` waits for: the agent made, or its API's enablement that makes it."""
+        return self._ready[agent]
 
     def grant(self, key: str, agent: ServiceAgent) -> list[pulumi.Resource]:
         """What a user of ``key`` through ``agent`` waits for: the grant, or nothing where the stack makes none."""

@@ -58,8 +58,7 @@ class ServingArgs:
     weights_prefix: str  # object-name prefix of the snapshot's directory: the staging Job's only write
     xla_cache_prefix: str  # object-name prefix of the XLA cache: the model servers' only write
     results_prefix: str  # object-name prefix of the benchmark's reports: its account's only write
-    # What the project-number lookup of the grants waits for: the Cloud Resource Manager API's enablement.
-    resource_manager_api: list[pulumi.Resource]
+    project_number: pulumi.Output[str] | None  # read once for the stack (ProjectServices); None: no grant needs it
     # What the read of an existing bucket (create_bucket false) waits for: the Cloud Storage API's enablement.
     storage_api: list[pulumi.Resource]
     workload_pool: pulumi.Input[str]  # the cluster's: bindings to it wait for the cluster
@@ -137,10 +136,8 @@ class ModelServing(pulumi.ComponentResource):
         anything (None: no grant of this component, so no project-number lookup either)."""
         if not (args.grant_access or args.hf_token_secret):
             return None
-        project_number = gcp.organizations.get_project_output(
-            project_id=args.project,
-            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=args.resource_manager_api),
-        ).number
+        assert args.project_number is not None, "the grants name their principals by the project's number"
+        project_number = args.project_number
 
         def principal(account: str) -> pulumi.Output[str]:
             return pulumi.Output.all(project_number, args.workload_pool).apply(
