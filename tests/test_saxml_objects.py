@@ -121,7 +121,7 @@ def test_admin_server():
     (container,) = pod_spec["containers"]
     assert container["image"] == "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1.1.0"
     assert container["ports"] == [{"name": "admin", "containerPort": 10000}]
-    assert _env(container) == {"GSBUCKET": BUCKET}
+    assert _env(container) == {"GSBUCKET": BUCKET, "SAX_CELL": "/sax/test"}
     # Not privileged as in the tutorial: a TCP server that needs no capabilities at all.
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     assert pod_spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
@@ -208,7 +208,9 @@ def test_cell_bucket_service_account_and_image_are_overlaid():
     assert container["image"] == "registry.example/sax-model-server:v1.2.0"
     assert _pod_spec(http_deployment(params))["serviceAccountName"] == "saxml-ksa"
     assert _pod_spec(admin_deployment(params))["serviceAccountName"] == "saxml-admin-ksa"
-    assert _env(_pod_spec(admin_deployment(params))["containers"][0]) == {"GSBUCKET": "other-bucket"}
+    # the admin server serves the cell the model servers join, not its image's default /sax/test
+    admin_env = _env(_pod_spec(admin_deployment(params))["containers"][0])
+    assert admin_env == {"GSBUCKET": "other-bucket", "SAX_CELL": "/sax/prod"}
 
 
 # --- HTTP server and its load balancer ------------------------------------------------------------

@@ -111,6 +111,7 @@ def admin_deployment(spec: SaxmlInput) -> dict[str, Any]:
     container = manifests.container(pod_spec, ADMIN_NAME)
     container["image"] = spec.admin_image
     manifests.set_env(container, "GSBUCKET", spec.bucket_name)
+    manifests.set_env(container, "SAX_CELL", spec.sax_cell)  # the model servers' --sax_cell: one cell
     return deployment
 
 
