@@ -71,8 +71,9 @@ golden: $(VENV)/.installed  ## regenerate tests/golden/<stack>/ for every stack 
 clean:
 	rm -rf build $(VENV) $(CHECKOV_VENV) $(DOCS_VENV) $(POLICY_VENV) $(RENOVATE_TOOLS)/node_modules
 
-docs: $(VENV)/.installed $(DOCS_VENV)/.installed  ## regenerate the config table from the schema, then build the site (docs/, mkdocs.yml) into build/site with --strict
+docs: $(VENV)/.installed $(DOCS_VENV)/.installed  ## regenerate the config table from the schema and the CIS table from policy/cis.py, then build the site (docs/, mkdocs.yml) into build/site with --strict
 	$(PY) -m tools.config_table --write
+	$(PY) -m tools.cis_table --write
 	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --quiet
 
 images: $(VENV)/.installed  ## the images STACK runs, and the commands that pin each by digest and fill its mirror (offline)

@@ -101,6 +101,7 @@ if stack.node_audit is not None:
 # 6. Stack outputs.
 pulumi.export("project", config.project)
 pulumi.export("region", config.region)
+pulumi.export(stack_config.PRODUCTION_OUTPUT, config.production)
 if network is not None:
     pulumi.export("networkName", network.network_name)
     pulumi.export("nodeSubnetName", network.node_subnet_name)

@@ -57,6 +57,10 @@ from components.workloads.serving.objects import (
 from components.workloads.slice_checks import config as checks_config
 from components.workloads.slice_checks.objects import SliceChecksObjects, slice_checks_objects
 
+# The stack output holding `production` as validated: the policy pack decides production by it (on the root stack's
+# outputs), so program and pack have one definition of a production stack.
+PRODUCTION_OUTPUT = "production"
+
 
 @dataclass(frozen=True)
 class StackConfig:

@@ -1,5 +1,5 @@
 """The cluster and its node pools as the CIS GKE Benchmark v1.9.0 asks, where no scanner's check can
-read them (the table "Measured against the CIS GKE Benchmark" of docs/security.md says which control each holds).
+read them (policy/cis.py says which control each holds).
 
 checkov's Google Cloud checks hold most of the cluster's settings on a Terraform plan of the render
 (tests/test_security_checkov.py); these are the ones it has no check for, or none that reads what the
@@ -9,10 +9,13 @@ node image, the nodes' service account and, on a production stack, the key of th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from policy.resources import config_block, get, is_unknown, mapping_of
+from components.gcp.config import UNHARDENED_BOOT, NodeBoot
+from components.stack import PRODUCTION_OUTPUT
+from policy.resources import ROOT_STACK, Resource, Violation, get, is_unknown, mapping_of
+from policy.tpu import is_tpu_pool
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -21,7 +24,6 @@ NODE_POOL = "gcp:container/nodePool:NodePool"
 DATAPLANE_V2 = "ADVANCED_DATAPATH"
 NODE_IMAGE = "COS_CONTAINERD"
 DEFAULT_COMPUTE_ACCOUNT_SUFFIX = "-compute@developer.gserviceaccount.com"
-PROGRAM_CONFIG_TPU = "tpu-dynamic-slicing:tpu"  # the stack file's tpu block (JSON text)
 
 
 def cluster_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
@@ -69,33 +71,50 @@ def _node_problems(label: str, name: str, props: Mapping[str, Any]) -> list[str]
     return problems
 
 
-# --- Production: every node boots from a disk encrypted by the project's key ------------------------------------
+# --- Production: every node boots from a disk encrypted by the project's key (CIS GKE 5.9.2) -------------------
+# Held twice, written once: the preview refuses a production stack without cluster.bootDiskEncryptionKey, the key that
+# fixes it; this rule holds every boot disk the stack registers, which no checkov check reads (boot_disk_kms_key).
 
 
-def pools_kept_unhardened(program_config: Mapping[str, Any]) -> set[str]:
-    """The TPU pools the stack file keeps booting as they were made before boot hardening (tpu.pools[].hardenedBoot
-    false), while a running stack replaces its cubes one per `up`: the preview warns of each."""
-    pools = config_block(program_config, PROGRAM_CONFIG_TPU).get("pools")
-    return {
-        str(pool.get("name"))
-        for pool in pools or []
-        if isinstance(pool, Mapping) and str(pool.get("hardenedBoot")).strip().lower() == "false"
-    }
+def is_production(resources: Sequence[Resource]) -> bool:
+    """Whether the stack is a production one, as its program decided: the ``production`` output it exports (the
+    setting as validated, components/stack.py PRODUCTION_OUTPUT), never a guess from the stack's name. A stack that
+    exports none is not one: the program's default."""
+    return any(get(r.props, PRODUCTION_OUTPUT, False, owner=r.name) is True for r in resources if r.type == ROOT_STACK)
 
 
-def boot_disk_problems(
-    resource_type: str, name: str, props: Mapping[str, Any], production: bool, kept_unhardened: set[str]
-) -> list[str]:
-    """On a production stack, a node pool, or the cluster's first default pool, whose boot disks no Cloud KMS key of
-    the project's encrypts (CIS GKE 5.9.2); checkov has no check of ``boot_disk_kms_key``."""
-    if not production or resource_type not in (CLUSTER, NODE_POOL):
+def node_boot(name: str, props: Mapping[str, Any]) -> NodeBoot:
+    """How a node pool's (or the cluster's first default pool's) nodes boot, read from the resource."""
+    key = get(props, "nodeConfig.bootDiskKmsKey", None, owner=name)
+    secure = get(props, "nodeConfig.shieldedInstanceConfig.enableSecureBoot", False, owner=name)
+    return NodeBoot(str(key or ""), secure is True)
+
+
+def unencrypted_boot_disk_violations(resources: Sequence[Resource]) -> list[Violation]:
+    """On a production stack, each node pool, or the cluster's first default pool, whose boot disks no Cloud KMS key
+    of the project's encrypts; but a TPU pool that boots as every pool was made before boot hardening (neither key nor
+    secure boot: tpu.pools[].hardenedBoot false, which the preview warns of while a running stack replaces its cubes
+    one per `up`)."""
+    if not is_production(resources):
         return []
-    if resource_type == NODE_POOL and str(get(props, "name", name, owner=name)) in kept_unhardened:
-        return []
-    if get(props, "nodeConfig.bootDiskKmsKey", None, owner=name):
-        return []
-    label = f"cluster {name} (its default node pool)" if resource_type == CLUSTER else f"node pool {name}"
-    return [
-        f"{label} boots from disks only Google's key encrypts on a production stack: set cluster.bootDiskEncryptionKey "
-        "to a Cloud KMS key of the project's (CIS GKE 5.9.2)"
-    ]
+    violations = []
+    for resource in resources:
+        if resource.type not in (CLUSTER, NODE_POOL):
+            continue
+        boot = node_boot(resource.name, resource.props)
+        kept_as_made = boot == UNHARDENED_BOOT and is_tpu_pool(resource.type, resource.name, resource.props)
+        if boot.boot_disk_key or kept_as_made:
+            continue
+        label = (
+            f"cluster {resource.name} (its default node pool)"
+            if resource.type == CLUSTER
+            else f"node pool {resource.name}"
+        )
+        violations.append(
+            Violation(
+                f"{label} boots from disks only Google's key encrypts on a production stack: set "
+                "cluster.bootDiskEncryptionKey to a Cloud KMS key of the project's (CIS GKE 5.9.2)",
+                resource.urn,
+            )
+        )
+    return violations

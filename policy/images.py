@@ -1,12 +1,12 @@
-"""Every container image pinned: a digest, or a tag that carries a full version or a date; by digest on a stack
-that requires digests.
+"""Every container image pinned: a digest, or a tag that carries a full version or a date; by digest where the policy
+config requires digests.
 
 A tag is a pointer the registry owner may move. What counts as pinned is the program's own rule
-(``components.config_base.image_unpinned_reason``, which the config blocks apply to the images
-they set); this module finds every image a resource deploys, in pod templates at any depth and in
-Helm values, including those no config block sets. Which stacks require digests is the program's rule too
-(``images.requireDigests``, unset meaning the stack's ``production``), read from the stack's config as the CLI
-hands it to the pack, unless the policy config ``requireDigests`` says otherwise.
+(``components.config_base.image_unpinned_reason``): held twice, written once, the config blocks refuse at preview
+an image they set, under its key, and this module refuses every image a resource deploys, in pod templates at any
+depth and in Helm values, including those no config block sets. Which of the program's stacks must pull by digest is
+the stack's intent, held at preview (``images.requireDigests``, unset meaning the stack's ``production``); the pack
+requires digests where its own policy config ``requireDigests`` says so, on any stack.
 """
 
 from __future__ import annotations
@@ -15,31 +15,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from components.config_base import ImageReference, image_unpinned_reason
-from policy.resources import (
-    HELM_RELEASE_TYPES,
-    UnknownValue,
-    config_block,
-    config_true,
-    is_unknown,
-    kubernetes_objects,
-    walk,
-)
-from policy.tpu import is_production
+from policy.resources import HELM_RELEASE_TYPES, UnknownValue, is_unknown, kubernetes_objects, walk
 
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
-PROGRAM_CONFIG_IMAGES = "tpu-dynamic-slicing:images"  # the stack file's images block (JSON text)
-REQUIRE_DIGESTS = "requireDigests"  # the policy config's override, and the block's key
-
-
-def digests_required(explicit: Any, stack_name: str, program_config: Mapping[str, Any]) -> bool:
-    """Whether every image must carry a digest: the policy config's ``requireDigests`` when set, else the stack
-    file's ``images.requireDigests``, else whether the stack is a production one."""
-    if isinstance(explicit, bool):
-        return explicit
-    setting = config_block(program_config, PROGRAM_CONFIG_IMAGES).get(REQUIRE_DIGESTS)
-    if setting is not None:
-        return config_true(setting)
-    return is_production(None, stack_name, program_config)
+REQUIRE_DIGESTS = "requireDigests"  # the policy config's: every image by digest
 
 
 def image_problems(resource_type: str, name: str, props: Mapping[str, Any], require_digests: bool = False) -> list[str]:
@@ -52,8 +31,8 @@ def image_problems(resource_type: str, name: str, props: Mapping[str, Any], requ
         elif require_digests and not ImageReference.parse(str(image)).digest:
             shown = f"{image!r} with the chart's own tag" if tag_from_chart else repr(image)
             problems.append(
-                f"{where} uses {shown}, which has no digest on a stack that requires digests (images.requireDigests, "
-                "or a production stack): its tag can be moved under it; pin the digest (docs/security.md, Supply chain)"
+                f"{where} uses {shown}, which has no digest where the policy config requires digests ({REQUIRE_DIGESTS}): "
+                "its tag can be moved under it; pin the digest (docs/security.md, Supply chain)"
             )
     return problems
 

@@ -7,7 +7,6 @@ after apply is one of the engine's unknown sentinels; a rule that needs such a v
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,21 +52,10 @@ class Violation:
     urn: str = ""
 
 
-def config_block(program_config: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    """A block of the stack's config as the CLI hands it to the pack (a JSON string, or already a mapping); empty
-    when it is unset or not a mapping."""
-    block = program_config.get(key)
-    if isinstance(block, str):
-        try:
-            block = json.loads(block)
-        except json.JSONDecodeError:
-            return {}
-    return block if isinstance(block, Mapping) else {}
-
-
-def config_true(value: Any) -> bool:
-    """A stack config value read as a boolean: the CLI hands booleans over as strings."""
-    return str(value).strip().lower() == "true"
+# The stack itself, as a resource: its outputs are the stack's outputs (a stack rule reads them; the engine finalizes
+# them before it analyzes the stack: pulumi/pulumi v3.274.0 pkg/resource/deploy/deployment_executor.go, "Finalize the
+# stack outputs" before AnalyzeResources, whose resources carry their outputs, step_generator.go).
+ROOT_STACK = "pulumi:pulumi:Stack"
 
 
 def is_unknown(value: Any) -> bool:

@@ -1,5 +1,10 @@
-"""TPU capacity: pools protected on a production stack, and Kueue never promising more chips than
-the pools hold. Machine facts come from the program's own catalog (components/tpu/topology.py)."""
+"""TPU capacity: Kueue never promises more chips than the pools hold. Machine facts come from the program's own
+catalog (components/tpu/topology.py).
+
+Held twice, written once: the program derives its ClusterQueue's quota from the pools it makes
+(components/platform/config.py, cluster_quota); this rule holds any ClusterQueue a stack registers against the pools
+it registers, and those made elsewhere that the policy config counts (a stack on an existing cluster).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,9 @@ from typing import Any
 
 from components.config_base import parse_quantity
 from components.tpu.topology import MACHINE_CATALOG, TPU_RESOURCE
-from policy.resources import Resource, Violation, config_true, get, kubernetes_objects, list_of, mapping_of
+from policy.resources import Resource, Violation, get, kubernetes_objects, list_of, mapping_of
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
-PROGRAM_CONFIG_PRODUCTION = "tpu-dynamic-slicing:production"  # the stack's own marker (Pulumi.prod.yaml)
-PRODUCTION_STACK_NAMES = ("prod", "production")
 # Policy config: chips of TPU pools made outside the stack (a stack deployed onto an existing cluster).
 EXTERNAL_CHIPS = "externalTpuChips"
 # TPU VM families GKE names; a pool of one the catalog does not know is still a TPU pool.
@@ -28,32 +31,6 @@ def is_tpu_pool(resource_type: str, name: str, props: Mapping[str, Any]) -> bool
         return False
     machine = machine_type(name, props)
     return machine in MACHINE_CATALOG or machine.startswith(TPU_MACHINE_PREFIXES)
-
-
-# --- Production: every TPU pool protected ------------------------------------------------------
-
-
-def is_production(explicit: Any, stack_name: str, program_config: Mapping[str, Any]) -> bool:
-    """Whether the stack is a production one: the policy config's ``production`` when set, else the
-    stack file's ``production: true``, else a stack named prod, production or prod-<suffix>."""
-    if isinstance(explicit, bool):
-        return explicit
-    marker = program_config.get(PROGRAM_CONFIG_PRODUCTION)
-    if marker is not None:
-        return config_true(marker)
-    name = stack_name.rsplit("/", 1)[-1]
-    return name in PRODUCTION_STACK_NAMES or name.startswith(tuple(f"{n}-" for n in PRODUCTION_STACK_NAMES))
-
-
-def unprotected_pool_problems(
-    resource_type: str, name: str, props: Mapping[str, Any], protect: bool, production: bool
-) -> list[str]:
-    if not production or protect or not is_tpu_pool(resource_type, name, props):
-        return []
-    return [
-        f"TPU node pool {name} ({machine_type(name, props)}) is not protected on a production stack: a change "
-        "that replaces or deletes it would free its reserved capacity; set tpu.protectPools: true"
-    ]
 
 
 # --- Kueue quota within the chips of the pools -------------------------------------------------

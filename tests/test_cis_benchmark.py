@@ -1,4 +1,5 @@
-"""The CIS GKE Benchmark table of docs/security.md: its shape, and every policy rule and preview key it names.
+"""The CIS GKE Benchmark registry (policy/cis.py): its shape, every policy rule and preview key it names, and the
+table of docs/security.md generated from it.
 
 Every control of the benchmark's sections 4 and 5 (and one row for sections 1 to 3) appears once, with
 a status and what holds it. A policy rule named exists in the pack and fires on a broken copy of the
@@ -16,22 +17,15 @@ import pytest
 import yaml
 
 from policy import namespaces, rbac, service_accounts
+from policy.cis import BENCHMARK, CONTROLS, HOLDING, IN_PRODUCTION, NUMBERS, STATUSES, Control, controls_held_by
 from policy.pack import build_policies
-from tests.cis_benchmark import (
-    BENCHMARK,
-    CONTROLS,
-    HOLDING,
-    IN_PRODUCTION,
-    PAGE,
-    STATUSES,
-    production_stacks,
-    rows,
-)
+from tests.cis_benchmark import production_stacks
 from tests.conftest import assert_bad_input, run_stack
 from tests.test_policy_rules import BROKEN, STACKS
+from tools import cis_table
 from tools.render import kubernetes_document
 
-ROWS = rows()
+ROWS = CONTROLS
 # The value that turns each production-required key off.
 PREVIEW_OFF: dict[str, Any] = {
     "cluster.secretsEncryptionKey": "",
@@ -49,34 +43,36 @@ PREVIEW_OFF: dict[str, Any] = {
 }
 
 
-def test_the_security_page_names_the_benchmark_and_its_version() -> None:
-    assert f"**{BENCHMARK}**" in PAGE.read_text()
+def test_the_security_page_names_the_benchmark_and_shows_the_registrys_table() -> None:
+    page = cis_table.PAGE.read_text()
+    assert f"**{BENCHMARK}**" in page
+    assert cis_table.page_with_table(page) == page, "the CIS table of docs/security.md is stale: run `make docs`"
 
 
 def test_every_control_appears_once_in_the_benchmark_order() -> None:
-    assert [r.control for r in ROWS] == list(CONTROLS)
+    assert [r.number for r in ROWS] == list(NUMBERS)
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r.control for r in ROWS])
-def test_every_row_says_how_it_is_held_or_why_not(row) -> None:
-    assert row.status in STATUSES, f"{row.control}: status {row.status!r} is none of {STATUSES}"
+@pytest.mark.parametrize("row", ROWS, ids=[r.number for r in ROWS])
+def test_every_row_says_how_it_is_held_or_why_not(row: Control) -> None:
+    assert row.status in STATUSES, f"{row.number}: status {row.status!r} is none of {STATUSES}"
     assert row.recommendation
     if row.status in HOLDING:
-        assert row.held_by, f"{row.control} is {row.status} but names nothing that holds it"
+        assert row.held_by, f"{row.number} is {row.status} but names nothing that holds it"
     else:
-        assert not row.held_by, f"{row.control} is {row.status}: it cannot be held by {row.held_by}"
+        assert not row.held_by, f"{row.number} is {row.status}: it cannot be held by {row.held_by}"
     if row.status in ("unchecked", "n/a"):
-        assert not row.not_yet, f"{row.control} is {row.status}: nothing should hold it later"
+        assert not row.not_yet, f"{row.number} is {row.status}: nothing should hold it later"
     if row.status in IN_PRODUCTION:
         # Only the preview refuses a production stack without it: the other stacks may leave it off.
-        assert row.preview_keys, f"{row.control} is {row.status}: name the preview key that refuses it turned off"
-        assert not row.not_yet, f"{row.control} is {row.status}: what else would hold it belongs in its note"
+        assert row.preview_keys, f"{row.number} is {row.status}: name the preview key that refuses it turned off"
+        assert not row.not_yet, f"{row.number} is {row.status}: what else would hold it belongs in its note"
     if row.status != "held":
         assert len(row.note) > 30, (
-            f"{row.control} is {row.status}: the note must say why (held in production: what the other stacks do)"
+            f"{row.number} is {row.status}: the note must say why (held in production: what the other stacks do)"
         )
     for item in (*row.held_by, *row.not_yet):
-        assert item.startswith(("CKV_", "CKV2_", "policy:", "preview:")), f"{row.control}: {item!r}"
+        assert item.startswith(("CKV_", "CKV2_", "policy:", "preview:")), f"{row.number}: {item!r}"
     assert all(item.startswith(("CKV_", "CKV2_")) for item in row.not_yet), row
 
 
@@ -86,7 +82,18 @@ def test_a_committed_stack_is_a_production_stack() -> None:
 
 
 def named(prefix: str) -> list[tuple[str, str]]:
-    return [(row.control, item) for row in ROWS for item in row.held_by if item.startswith(prefix)]
+    return [(row.number, item) for row in ROWS for item in row.held_by if item.startswith(prefix)]
+
+
+def test_every_policy_names_in_its_description_the_controls_it_holds() -> None:
+    """What the CLI shows of each policy (GetAnalyzerInfo) says which controls the registry gives it."""
+    for policy in build_policies():
+        controls = controls_held_by(f"policy:{policy.name}")
+        assert (
+            policy.description.endswith(f"(CIS GKE {', '.join(controls)}).")
+            if controls
+            else "CIS" not in policy.description
+        )
 
 
 @pytest.mark.parametrize("control, item", named("policy:"))
@@ -99,6 +106,13 @@ def test_every_policy_rule_named_is_in_the_pack_and_fires_on_a_broken_copy(contr
     cited = {case[5] for case in cases if re.fullmatch(r"\d+\.\d+\.\d+", case[5])}
     if cited:
         assert control in cited, f"{control}: no broken copy of {rule} shows a message citing it (only {cited})"
+
+
+def test_every_control_a_policy_rule_cites_is_one_the_registry_gives_it() -> None:
+    """The other way round: a broken copy whose message cites a control shows a rule the registry must name for it."""
+    cited = {(case[0], case[5]) for case in BROKEN if re.fullmatch(r"\d+\.\d+\.\d+", case[5])}
+    missing = sorted((rule, control) for rule, control in cited if control not in controls_held_by(f"policy:{rule}"))
+    assert not missing, f"policy/cis.py does not name these rules for the controls their messages cite: {missing}"
 
 
 @pytest.mark.parametrize("control, item", named("preview:"))
@@ -155,6 +169,6 @@ def test_the_pin_scanner_exempts_exactly_the_control_numbers() -> None:
     """tests/pins.py takes a control number for a version unless its pattern says otherwise."""
     from tests.pins import CIS_GKE_CONTROL
 
-    numbered = [c for c in CONTROLS if c != "1-3"]
+    numbered = [c for c in NUMBERS if c != "1-3"]
     assert all(re.fullmatch(CIS_GKE_CONTROL, c) for c in numbered)
     assert not any(re.fullmatch(CIS_GKE_CONTROL, v) for v in ("4.34.2", "5.0.0", "4.1.11", "5.11.1"))

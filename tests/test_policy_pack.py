@@ -31,15 +31,16 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
+from components.stack import PRODUCTION_OUTPUT
 from policy import PACK_NAME
-from policy.pack import StackContext, build_policies
-from policy.resources import UNKNOWN
+from policy.pack import build_policies
+from policy.resources import ROOT_STACK, UNKNOWN, Resource
 from tests.conftest import PROJECT_ROOT
 
 POLICY_DIR = PROJECT_ROOT / "policy"
 PURE_MODULES = (
     "resources", "endpoints", "iam", "images", "buckets", "charts", "tpu", "gke", "rbac", "boundaries", "namespaces",
-    "service_accounts", "network",
+    "service_accounts", "network", "cis",
 )  # fmt: skip
 
 GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
@@ -50,8 +51,13 @@ TPU_POOL = {
         "machineType": "tpu7x-standard-4t",
         "serviceAccount": "nodes@my-tpu-prod-project.iam.gserviceaccount.com",
         "bootDiskKmsKey": "projects/my-tpu-prod-project/locations/us-central1/keyRings/qwen-prod/cryptoKeys/gke-boot-disks",
+        "shieldedInstanceConfig": {"enableSecureBoot": True},
     },
     "nodeCount": 16,
+}
+UNENCRYPTED_POOL = {
+    **TPU_POOL,
+    "nodeConfig": {k: v for k, v in TPU_POOL["nodeConfig"].items() if k != "bootDiskKmsKey"},
 }
 
 
@@ -97,17 +103,17 @@ def test_the_rules_are_pure(module: str) -> None:
 
 
 def test_every_policy_is_mandatory_and_named_once() -> None:
-    policies = build_policies(lambda: StackContext())
+    policies = build_policies()
     names = [p.name for p in policies]
-    assert len(names) == len(set(names)) == 18
+    assert len(names) == len(set(names)) == 17
     assert all(p.enforcement_level == EnforcementLevel.MANDATORY for p in policies)
 
 
 # --- The wrappers, called as the SDK calls them ------------------------------------------------
 
 
-def policy(name: str, stack: StackContext | None = None) -> Any:
-    (found,) = [p for p in build_policies(lambda: stack or StackContext()) if p.name == name]
+def policy(name: str) -> Any:
+    (found,) = [p for p in build_policies() if p.name == name]
     return found
 
 
@@ -122,9 +128,8 @@ def validate(
     *,
     protect: bool = False,
     config: dict[str, Any] | None = None,
-    stack: StackContext | None = None,
 ) -> list[tuple[str, str | None]]:
-    target = policy(name, stack)
+    target = policy(name)
     assert isinstance(target, ResourceValidationPolicy)
     reported: list[tuple[str, str | None]] = []
     args = ResourceValidationArgs(
@@ -146,45 +151,62 @@ def test_a_resource_wrapper_reports_the_rule_messages() -> None:
     assert validate("no-public-endpoints", GATEWAY, PUBLIC_GATEWAY, config={"allowPublicEndpoints": True}) == []
 
 
-def _broken_cases() -> list[Any]:
+def _broken_cases(kind: type) -> list[Any]:
     from tests.test_policy_rules import BROKEN
 
-    resource_rules = {p.name for p in build_policies(lambda: StackContext()) if isinstance(p, ResourceValidationPolicy)}
-    return [pytest.param(*case, id=f"{case[0]}-{i}") for i, case in enumerate(BROKEN) if case[0] in resource_rules]
+    rules = {p.name for p in build_policies() if isinstance(p, kind)}
+    return [pytest.param(*case, id=f"{case[0]}-{i}") for i, case in enumerate(BROKEN) if case[0] in rules]
 
 
-@pytest.mark.parametrize("rule, stack, breakage, config, name, fragment", _broken_cases())
+@pytest.mark.parametrize("rule, stack, breakage, config, name, fragment", _broken_cases(ResourceValidationPolicy))
 def test_each_policy_of_the_pack_runs_its_own_rule(
     rule: str, stack: str, breakage: Any, config: dict[str, Any], name: str, fragment: str
 ) -> None:
     """Each broken copy of tests/test_policy_rules.py, through the pack's wrapper of that rule as the SDK calls it: a
     wrapper calling another rule (two rule modules with a function of the same name, say) fails here."""
-    from tests.test_policy_rules import _program_config, rendered
+    from tests.test_policy_rules import rendered
 
     before = {(r.type, r.name): (r.props, r.protect) for r in rendered(stack)}
     resources = rendered(stack)
     breakage(resources)
     broken = [r for r in resources if before.get((r.type, r.name)) != (r.props, r.protect) or r.name == name]
-    context = StackContext(name=stack, program_config=_program_config(stack))
     messages = [
         message
         for r in broken
-        for message, _ in validate(rule, r.type, dict(r.props), protect=r.protect, config=config, stack=context)
+        for message, _ in validate(rule, r.type, dict(r.props), protect=r.protect, config=config)
     ]
     assert any(fragment in message for message in messages), messages
 
 
-def test_a_wrapper_reads_the_protect_option_and_the_production_marker() -> None:
-    prod = StackContext(name="prod")
-    assert len(validate("tpu-pools-protected-in-production", NODE_POOL, TPU_POOL, stack=prod)) == 1
-    assert validate("tpu-pools-protected-in-production", NODE_POOL, TPU_POOL, protect=True, stack=prod) == []
-    assert validate("tpu-pools-protected-in-production", NODE_POOL, TPU_POOL, stack=StackContext(name="dev")) == []
-    marked = StackContext(name="dev", program_config={"tpu-dynamic-slicing:production": "true"})
-    assert len(validate("tpu-pools-protected-in-production", NODE_POOL, TPU_POOL, stack=marked)) == 1
-    overridden = validate(
-        "tpu-pools-protected-in-production", NODE_POOL, TPU_POOL, config={"production": False}, stack=prod
-    )
-    assert overridden == []
+def policy_resource(resource: Resource) -> PolicyResource:
+    return PolicyResource(
+        resource.type, unknown_checking_proxy(dict(resource.props)), resource.urn, resource.name,
+        options(resource.protect), None, None, [], {},
+    )  # fmt: skip
+
+
+def validate_stack(name: str, resources: list[Resource], config: dict[str, Any] | None = None) -> list[tuple[str, Any]]:
+    target = policy(name)
+    assert isinstance(target, StackValidationPolicy)
+    reported: list[tuple[str, str | None]] = []
+    args = StackValidationArgs([policy_resource(r) for r in resources], config)
+    target.validate(args, lambda message, urn=None: reported.append((message, urn)))
+    return reported
+
+
+@pytest.mark.parametrize("rule, stack, breakage, config, name, fragment", _broken_cases(StackValidationPolicy))
+def test_each_stack_policy_of_the_pack_runs_its_own_rule(
+    rule: str, stack: str, breakage: Any, config: dict[str, Any], name: str, fragment: str
+) -> None:
+    """The broken copies of the stack rules through the pack's stack wrapper: every resource of the stack, itself
+    among them (its outputs), as the SDK hands them over; the violation points at the resource it names."""
+    from tests.test_policy_rules import rendered
+
+    resources = rendered(stack)
+    breakage(resources)
+    reported = validate_stack(rule, resources, config)
+    urns = {r.urn for r in resources}
+    assert any(fragment in message and (urn is None or urn in urns) for message, urn in reported), reported
 
 
 def test_a_wrapper_leaves_unknown_values_the_rule_does_not_need_alone() -> None:
@@ -201,38 +223,14 @@ def test_a_value_the_rule_needs_unknown_in_preview_is_the_sdks_unknown_signal() 
 
 
 def test_the_stack_wrapper_points_the_violation_at_the_queue() -> None:
-    queue = {
-        "metadata": {"name": "cq"},
-        "spec": {"resourceGroups": [{"flavors": [{"resources": [{"name": "google.com/tpu", "nominalQuota": "65"}]}]}]},
-    }
-    pool = {"nodeConfig": {"machineType": "tpu7x-standard-4t"}, "nodeCount": 16}
-    resources = [
-        PolicyResource(NODE_POOL, unknown_checking_proxy(pool), "urn:pool", "pool", options(), None, None, [], {}),
-        PolicyResource(
-            "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue",
-            unknown_checking_proxy(queue),
-            "urn:cq",
-            "cq",
-            options(),
-            None,
-            None,
-            [],
-            {},
-        ),
-    ]
-    target = policy("kueue-tpu-quota-within-pools")
-    assert isinstance(target, StackValidationPolicy)
-    reported: list[tuple[str, str | None]] = []
-    target.validate(StackValidationArgs(resources), lambda message, urn=None: reported.append((message, urn)))
-    ((message, urn),) = reported
+    quota = [{"name": "google.com/tpu", "nominalQuota": "65"}]
+    queue = {"metadata": {"name": "cq"}, "spec": {"resourceGroups": [{"flavors": [{"resources": quota}]}]}}
+    pool = Resource(NODE_POOL, "pool", {"nodeConfig": {"machineType": "tpu7x-standard-4t"}, "nodeCount": 16}, urn="u")
+    resources = [pool, Resource("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "cq", queue, urn="urn:cq")]
+    ((message, urn),) = validate_stack("kueue-tpu-quota-within-pools", resources)
     assert urn == "urn:cq" and "promises 65" in message
     # chips of pools made outside the stack come from the policy config
-    reported.clear()
-    target.validate(
-        StackValidationArgs(resources, {"externalTpuChips": 1}),
-        lambda message, urn=None: reported.append((message, urn)),
-    )
-    assert reported == []
+    assert validate_stack("kueue-tpu-quota-within-pools", resources, {"externalTpuChips": 1}) == []
 
 
 WEB = {
@@ -245,21 +243,26 @@ NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 
 
 def test_the_isolation_wrapper_points_the_violation_at_the_workload() -> None:
-    def validate_stack(*resources: tuple[str, dict[str, Any]]) -> list[tuple[str, str | None]]:
-        given = [
-            PolicyResource(kind, unknown_checking_proxy(props), f"urn:{props['metadata']['name']}",
-                           props["metadata"]["name"], options(), None, None, [], {})
-            for kind, props in resources
-        ]  # fmt: skip
-        target = policy("pods-isolated-by-network-policy")
-        assert isinstance(target, StackValidationPolicy)
-        reported: list[tuple[str, str | None]] = []
-        target.validate(StackValidationArgs(given), lambda message, urn=None: reported.append((message, urn)))
-        return reported
-
-    ((message, urn),) = validate_stack((DEPLOYMENT, WEB))
+    web, deny = Resource(DEPLOYMENT, "web", WEB, urn="urn:web"), Resource(NETWORK_POLICY, "deny", DENY, urn="urn:deny")
+    ((message, urn),) = validate_stack("pods-isolated-by-network-policy", [web])
     assert urn == "urn:web" and "4.3.2" in message
-    assert validate_stack((DEPLOYMENT, WEB), (NETWORK_POLICY, DENY)) == []
+    assert validate_stack("pods-isolated-by-network-policy", [web, deny]) == []
+
+
+PROGRAM_STACK = "tpu-dynamic-slicing-prod"
+
+
+def test_the_boot_disk_wrapper_reads_production_from_the_stacks_outputs_and_points_at_the_pool() -> None:
+    """Production is what the program exports (the root stack's outputs), not the stack's name or its config."""
+    pool = Resource(NODE_POOL, "tpu7-pool-1", UNENCRYPTED_POOL, urn="urn:pool")
+
+    def root(outputs: dict[str, Any]) -> Resource:
+        return Resource(ROOT_STACK, PROGRAM_STACK, outputs, urn="urn:stack")
+
+    ((message, urn),) = validate_stack("boot-disks-encrypted-in-production", [root({PRODUCTION_OUTPUT: True}), pool])
+    assert urn == "urn:pool" and "tpu7-pool-1" in message and "(CIS GKE 5.9.2)" in message
+    assert validate_stack("boot-disks-encrypted-in-production", [root({PRODUCTION_OUTPUT: False}), pool]) == []
+    assert validate_stack("boot-disks-encrypted-in-production", [root({}), pool]) == []
 
 
 # --- The analyzer process, as the CLI starts it ------------------------------------------------
@@ -274,7 +277,10 @@ def analyzer() -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
         "PULUMI_STACK": "prod",
         "PULUMI_PROJECT": "tpu-dynamic-slicing",
         "PULUMI_DRY_RUN": "true",
-        "PULUMI_CONFIG": json.dumps({"tpu-dynamic-slicing:region": "us-central1"}),
+        # The stack's config reaches every analyzer; the pack reads none of it (production is the stack's output).
+        "PULUMI_CONFIG": json.dumps(
+            {"tpu-dynamic-slicing:region": "us-central1", "tpu-dynamic-slicing:production": "true"}
+        ),
     }
     # The engine address is not dialled by a pack; the SDK only requires the argument.
     process = subprocess.Popen(
@@ -307,7 +313,7 @@ def struct(value: dict[str, Any]) -> struct_pb2.Struct:
 def test_the_analyzer_announces_the_pack_all_mandatory(analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
     info = analyzer.GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
     assert info.name == PACK_NAME
-    assert {p.name for p in info.policies} == {p.name for p in build_policies(lambda: StackContext())}
+    assert {p.name for p in info.policies} == {p.name for p in build_policies()}
     assert {p.enforcementLevel for p in info.policies} == {analyzer_pb2.MANDATORY}
 
 
@@ -321,22 +327,28 @@ def test_the_analyzer_refuses_a_public_gateway(analyzer: analyzer_pb2_grpc.Analy
     assert "inference-gateway" in diagnostic.message
 
 
-def test_the_analyzer_refuses_an_unprotected_pool_on_the_prod_stack(analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
-    """The stack name reaches the pack through PULUMI_STACK, as the CLI sets it."""
+def test_the_analyzer_refuses_an_unencrypted_boot_disk_where_the_program_exports_production(
+    analyzer: analyzer_pb2_grpc.AnalyzerStub,
+) -> None:
+    """The root stack comes with its outputs, as the engine hands a stack policy every resource; the stack named prod
+    (PULUMI_STACK) with production: true in its config (PULUMI_CONFIG) is not production without the output."""
 
-    def analyze(protect: bool) -> list[str]:
-        request = analyzer_pb2.AnalyzeRequest(
-            type=NODE_POOL,
-            properties=struct(TPU_POOL),
-            urn="urn:pool",
-            name="tpu7-pool-1",
-            options=analyzer_pb2.AnalyzerResourceOptions(protect=protect),
-        )
-        return [d.message for d in analyzer.Analyze(request, timeout=30).diagnostics]
+    def analyze(outputs: dict[str, Any]) -> list[Any]:
+        resources = [
+            analyzer_pb2.AnalyzerResource(
+                type=ROOT_STACK, properties=struct(outputs), urn="urn:stack", name=PROGRAM_STACK
+            ),
+            analyzer_pb2.AnalyzerResource(
+                type=NODE_POOL, properties=struct(UNENCRYPTED_POOL), urn="urn:pool", name="tpu7-pool-1"
+            ),
+        ]
+        request = analyzer_pb2.AnalyzeStackRequest(resources=resources)
+        return list(analyzer.AnalyzeStack(request, timeout=30).diagnostics)
 
-    (message,) = analyze(protect=False)
-    assert "tpu7-pool-1" in message
-    assert analyze(protect=True) == []
+    (diagnostic,) = analyze({PRODUCTION_OUTPUT: True})
+    assert diagnostic.policyName == "boot-disks-encrypted-in-production" and diagnostic.urn == "urn:pool"
+    assert "tpu7-pool-1" in diagnostic.message and diagnostic.enforcementLevel == analyzer_pb2.MANDATORY
+    assert analyze({}) == []
 
 
 def test_the_analyzer_refuses_a_quota_above_the_chips(analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:

@@ -1,9 +1,9 @@
 """The policy pack's rules (policy/*.py) on the program as it renders, and on broken copies of it.
 
 Every committed stack runs once under the mocks (tests/conftest.run_stack), so the rules check the
-resources the code registers today, not a saved copy. Each rule must pass on every stack, must
-have something to check in at least one of them (a rule that never sees its target would pass for
-nothing), and must fire on a copy broken on purpose, naming the resource.
+resources the code registers today, not a saved copy, and the stack itself as a stack rule sees it (its outputs).
+Each rule must pass on every stack, must have something to check in at least one of them (a rule that never sees its
+target would pass for nothing), and must fire on a copy broken on purpose, naming the resource.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from typing import Any
 import pulumi
 import pytest
 
+from components.gcp.config import UNHARDENED_BOOT
+from components.stack import PRODUCTION_OUTPUT
 from policy import (
     boundaries,
     buckets,
@@ -31,9 +33,9 @@ from policy import (
     service_accounts,
     tpu,
 )
-from policy.resources import UNKNOWN, Resource, UnknownValue, Violation
+from policy.resources import ROOT_STACK, UNKNOWN, Resource, UnknownValue, Violation
 from tests.conftest import PROJECT_ROOT, run_stack, stack_values
-from tools.mock_engine import unwrap_secrets
+from tools.mock_engine import PROJECT_NAME, ProgramRun, unwrap_secrets
 
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
 
@@ -47,13 +49,18 @@ def _engine_form(value: Any) -> Any:
     return UNKNOWN if isinstance(value, pulumi.output.Unknown) else value
 
 
-@functools.cache
-def _rendered(stack: str) -> tuple[Resource, ...]:
-    run = run_stack(stack=stack)
-    return tuple(
+def _as_resources(run: ProgramRun, stack: str) -> list[Resource]:
+    """What the pack sees of a run: every resource's inputs, and the stack itself with its outputs."""
+    root = Resource(ROOT_STACK, f"{PROJECT_NAME}-{stack}", _engine_form(run.raw_outputs), urn=f"urn:{ROOT_STACK}")
+    return [root] + [
         Resource(r.type, r.name, _engine_form(unwrap_secrets(r.inputs)), r.protect, f"urn:{r.type}::{r.name}")
         for r in run.registrations
-    )
+    ]
+
+
+@functools.cache
+def _rendered(stack: str) -> tuple[Resource, ...]:
+    return tuple(_as_resources(run_stack(stack=stack), stack))
 
 
 def rendered(stack: str) -> list[Resource]:
@@ -61,21 +68,9 @@ def rendered(stack: str) -> list[Resource]:
     return copy.deepcopy(list(_rendered(stack)))
 
 
-@functools.cache
-def _program_config(stack: str) -> dict[str, str]:
-    """The stack file's production marker, images and tpu blocks as the CLI hands stack config to the pack (JSON text)."""
-    values = stack_values(stack)
-    keys = {
-        "production": tpu.PROGRAM_CONFIG_PRODUCTION,
-        "images": images.PROGRAM_CONFIG_IMAGES,
-        "tpu": gke.PROGRAM_CONFIG_TPU,
-    }
-    return {full: json.dumps(values[key]) for key, full in keys.items() if key in values}
-
-
-def production(stack: str, policy_config: Any = None) -> bool:
-    """As the pack decides it: policy config first, then the stack file's marker, then the name."""
-    return tpu.is_production(policy_config, stack, _program_config(stack))
+def production(stack: str) -> bool:
+    """As the pack decides it: the production output of the stack's program."""
+    return gke.is_production(rendered(stack))
 
 
 # --- The rules as the pack applies them: (resources, stack, policy config) -> messages ---------
@@ -94,18 +89,11 @@ RULES: dict[str, Rule] = {
     "no-broad-project-roles": _each(lambda r, _s, _c: iam.project_role_problems(r.type, r.name, r.props)),
     "registry-access-read-only": _each(lambda r, _s, _c: iam.registry_role_problems(r.type, r.name, r.props)),
     "container-images-pinned": _each(
-        lambda r, s, c: images.image_problems(
-            r.type, r.name, r.props, images.digests_required(c.get(images.REQUIRE_DIGESTS), s, _program_config(s))
-        )
+        lambda r, _s, c: images.image_problems(r.type, r.name, r.props, c.get(images.REQUIRE_DIGESTS) is True)
     ),
     "buckets-uniform-and-not-public": _each(lambda r, _s, _c: buckets.bucket_problems(r.type, r.name, r.props)),
     "versioned-buckets-delete-old-versions": _each(
         lambda r, _s, _c: buckets.old_version_problems(r.type, r.name, r.props)
-    ),
-    "tpu-pools-protected-in-production": _each(
-        lambda r, s, c: tpu.unprotected_pool_problems(
-            r.type, r.name, r.props, r.protect, production(s, c.get("production"))
-        )
     ),
     "kueue-tpu-quota-within-pools": lambda resources, _s, _c: [v.message for v in tpu.quota_violations(resources)],
     "helm-charts-pinned": _each(lambda r, _s, _c: charts.chart_problems(r.type, r.name, r.props)),
@@ -114,11 +102,9 @@ RULES: dict[str, Rule] = {
     ],
     "gke-cluster-hardened": _each(lambda r, _s, _c: gke.cluster_problems(r.type, r.name, r.props)),
     "gke-nodes-hardened": _each(lambda r, _s, _c: gke.node_pool_problems(r.type, r.name, r.props)),
-    "boot-disks-encrypted-in-production": _each(
-        lambda r, s, c: gke.boot_disk_problems(
-            r.type, r.name, r.props, production(s, c.get("production")), gke.pools_kept_unhardened(_program_config(s))
-        )
-    ),
+    "boot-disks-encrypted-in-production": lambda resources, _s, _c: [
+        v.message for v in gke.unencrypted_boot_disk_violations(resources)
+    ],
     "objects-in-own-namespaces": _each(lambda r, _s, _c: boundaries.namespace_problems(r.type, r.name, r.props)),
     "rbac-no-privileged-bindings": _each(lambda r, _s, _c: rbac.binding_problems(r.type, r.name, r.props)),
     "rbac-least-privilege-roles": _each(lambda r, _s, _c: rbac.role_problems(r.type, r.name, r.props)),
@@ -142,7 +128,6 @@ TARGETS: dict[str, Callable[[Resource, str], bool]] = {
     "versioned-buckets-delete-old-versions": lambda r, _s: (
         r.type == buckets.BUCKET and bool((r.props.get("versioning") or {}).get("enabled"))
     ),
-    "tpu-pools-protected-in-production": lambda r, s: production(s) and tpu.is_tpu_pool(r.type, r.name, r.props),
     "kueue-tpu-quota-within-pools": lambda r, _s: "ClusterQueue" in json.dumps(r.props),
     "helm-charts-pinned": lambda r, _s: r.type == "kubernetes:helm.sh/v3:Release",
     "pods-isolated-by-network-policy": lambda r, _s: bool(network.program_pod_templates([r])),
@@ -183,7 +168,7 @@ def test_every_rule_has_something_to_check(rule: str) -> None:
 
 def test_the_stacks_are_the_ones_the_rules_were_written_for() -> None:
     """The broken copies below start from these stacks: dev serves (Gateway, quota), saxml has an
-    internal LoadBalancer Service, prod is the production stack."""
+    internal LoadBalancer Service, prod is the production stack (its program exports production: true)."""
     assert {"dev", "prod", "saxml"} <= set(STACKS)
     assert [production(s) for s in ("dev", "prod", "saxml")] == [False, True, False]
 
@@ -219,14 +204,6 @@ def dropping(name: str, path: str) -> Callable[[list[Resource]], None]:
         del target[leaf]
 
     return drop
-
-
-def replacing(name: str, change: Callable[[Resource], Resource]) -> Callable[[list[Resource]], None]:
-    def replace(resources: list[Resource]) -> None:
-        index = resources.index(one(resources, name))
-        resources[index] = change(resources[index])
-
-    return replace
 
 
 def adding(resource: Resource) -> Callable[[list[Resource]], None]:
@@ -267,8 +244,10 @@ def shrink_pool(name: str, nodes: int) -> Callable[[list[Resource]], None]:
     return setting(name, "nodeCount", nodes, ":NodePool")
 
 
-def unprotected(resource: Resource) -> Resource:
-    return Resource(resource.type, resource.name, resource.props, False, resource.urn)
+def marked_production(resources: list[Resource]) -> None:
+    """The stack's program says production (its output) of a stack made without the production settings."""
+    (root,) = [r for r in resources if r.type == ROOT_STACK]
+    root.props[PRODUCTION_OUTPUT] = True  # type: ignore[index]
 
 
 POD_SPEC = "spec.template.spec.containers.0.image"
@@ -424,9 +403,6 @@ BROKEN = [
     ("versioned-buckets-delete-old-versions", "saxml", setting("admin-state", "lifecycleRules.0.condition.withState", "LIVE"), {}, "admin-state", "every overwrite is kept"),
     ("versioned-buckets-delete-old-versions", "saxml", setting("admin-state", "lifecycleRules.0.action.type", "SetStorageClass"), {}, "admin-state", "no lifecycle rule"),
     ("versioned-buckets-delete-old-versions", "dev", setting("weights", "versioning", {"enabled": True}), {}, "weights", "versioning.enabled"),
-    ("tpu-pools-protected-in-production", "prod", replacing("tpu7-pool-1", unprotected), {}, "tpu7-pool-1", "not protected"),
-    ("tpu-pools-protected-in-production", "dev", lambda _: None, {"production": True}, "tpu7-pool-2", "not protected"),
-    ("tpu-pools-protected-in-production", "saxml", lambda _: None, {"production": True}, "tpu1", "not protected"),
     ("kueue-tpu-quota-within-pools", "dev", quota_of("256"), {}, "cq", "promises 256 google.com/tpu but the TPU pools hold 128"),
     ("kueue-tpu-quota-within-pools", "prod", shrink_pool("tpu7-pool-2", 8), {}, "cq", "hold 96 chips"),
     ("kueue-tpu-quota-within-pools", "dev", queue_as_own_resource("129"), {}, "cq", "promises 129"),
@@ -444,8 +420,9 @@ BROKEN = [
     ("boot-disks-encrypted-in-production", "prod", dropping("system-pool", "nodeConfig.bootDiskKmsKey"), {}, "system-pool", "5.9.2"),
     ("boot-disks-encrypted-in-production", "prod", dropping("tpu7-pool-2", "nodeConfig.bootDiskKmsKey"), {}, "tpu7-pool-2", "5.9.2"),
     ("boot-disks-encrypted-in-production", "prod", setting("gke-cluster", "nodeConfig.bootDiskKmsKey", ""), {}, "gke-cluster", "5.9.2"),
-    ("boot-disks-encrypted-in-production", "dev", lambda _: None, {"production": True}, "tpu7-pool-1", "5.9.2"),
-    ("boot-disks-encrypted-in-production", "saxml", lambda _: None, {"production": True}, "system-pool", "5.9.2"),
+    ("boot-disks-encrypted-in-production", "dev", marked_production, {}, "tpu7-pool-1", "5.9.2"),
+    ("boot-disks-encrypted-in-production", "saxml", marked_production, {}, "system-pool", "5.9.2"),
+    ("boot-disks-encrypted-in-production", "dev", marked_production, {}, "gke-cluster", "5.9.2"),
     ("objects-in-own-namespaces", "dev", setting("kueue", "namespace", "kube-system"), {}, "kueue", "4.6.1"),
     ("objects-in-own-namespaces", "saxml", setting("sax-admin", "metadata.namespace", "default"), {}, "sax-admin", "'default'"),
     ("objects-in-own-namespaces", "dev", setting("kueue-metrics-rolebinding", "metadata.namespace", "gmp-system"), {}, "kueue-metrics-rolebinding", "'gmp-system'"),
@@ -506,16 +483,22 @@ def test_a_stack_may_opt_in_to_public_endpoints() -> None:
 
 def test_a_tpu_pool_the_stack_file_keeps_unhardened_passes_and_no_other_node_pool_does() -> None:
     """While a running production stack replaces its cubes one per `up`, the pools it has not reached yet boot as
-    made before (tpu.pools[].hardenedBoot false, warned at every preview): the rule lets exactly those through."""
-    staged = [{"name": "tpu7-pool-1", "nodeCount": 16}, {"name": "tpu7-pool-2", "nodeCount": 16, "hardenedBoot": False}]
-    program_config = {gke.PROGRAM_CONFIG_TPU: json.dumps({**stack_values("prod")["tpu"], "pools": staged})}
-    kept = gke.pools_kept_unhardened(program_config)
-    assert kept == {"tpu7-pool-2"}
-    resources = rendered("prod")
-    for name in ("tpu7-pool-1", "tpu7-pool-2", "system-pool"):
+    made before (tpu.pools[].hardenedBoot false, warned at every preview): neither key nor secure boot. The rule lets
+    exactly those through, by how they boot: a pool with secure boot but no key, or the system pool, is refused."""
+    pools = [{**pool, "hardenedBoot": i == 0} for i, pool in enumerate(stack_values("prod")["tpu"]["pools"])]
+    run = run_stack({"tpu.pools": pools}, stack="prod")
+    resources = _as_resources(run, "prod")
+    rule = gke.unencrypted_boot_disk_violations
+    assert rule(resources) == []
+    kept, hardened = pools[1]["name"], pools[0]["name"]
+    assert gke.node_boot(kept, one(resources, kept).props) == UNHARDENED_BOOT
+    for name in (hardened, "system-pool"):
         dropping(name, "nodeConfig.bootDiskKmsKey")(resources)
-    problems = [m for r in resources for m in gke.boot_disk_problems(r.type, r.name, r.props, True, kept)]
-    assert sorted(p.split(" boots ")[0] for p in problems) == ["node pool system-pool", "node pool tpu7-pool-1"]
+    assert sorted(v.message.split(" boots ")[0] for v in rule(resources)) == sorted(
+        [f"node pool {hardened}", "node pool system-pool"]
+    )
+    setting(kept, "nodeConfig.shieldedInstanceConfig", {"enableSecureBoot": True})(resources)
+    assert any(kept in v.message for v in rule(resources)), "a pool with secure boot is not one kept as made before"
 
 
 @pytest.mark.parametrize(
@@ -590,47 +573,21 @@ def with_digests(resources: list[Resource]) -> int:
     return pinned
 
 
-def test_a_production_stack_refuses_a_tag_only_image_unless_its_file_says_otherwise() -> None:
-    """The committed prod stack sets images.requireDigests false (its file cannot cite the digests) and passes; a
-    copy without that line requires digests, as every production stack does, and the pack refuses each image
-    pulled by its tag, charts' included; with every image pinned by digest the copy passes."""
-    program = dict(_program_config("prod"))
-    assert json.loads(program[images.PROGRAM_CONFIG_IMAGES])["requireDigests"] is False
-    assert not images.digests_required(None, "prod", program)
-    block = json.loads(program[images.PROGRAM_CONFIG_IMAGES])
-    del block["requireDigests"]
-    program[images.PROGRAM_CONFIG_IMAGES] = json.dumps(block)
-    assert images.digests_required(None, "prod", program)
+def test_the_policy_config_requires_digests_of_every_image_charts_included() -> None:
+    """With requireDigests in its policy config the pack refuses each image pulled by its tag, a chart's own tag
+    included; with every image pinned by digest the stack passes. Which of the program's stacks must pull by digest
+    is held at preview (images.requireDigests; tests/test_operations_config.py), not read here."""
     resources = rendered("prod")
-
-    def refused(resources: list[Resource]) -> list[str]:
-        return [m for r in resources for m in images.image_problems(r.type, r.name, r.props, True)]
-
-    messages = refused(resources)
+    rule = RULES["container-images-pinned"]
+    assert rule(resources, "prod", {}) == []  # the pack does not read the stack file's images block or production
+    messages = rule(resources, "prod", {images.REQUIRE_DIGESTS: True})
     for name in ("vllm-prefill", "vllm-decode", "slice-controller", "kueue", "lws"):
         assert any(name in m and "no digest" in m for m in messages), name
     # JobSet's controller comes by digest in every stack (components/platform/config.py JOBSET_IMAGE).
     assert not [m for m in messages if "jobset" in m], messages
     assert any("router values.router.epp.image" in m for m in messages)
     assert with_digests(resources) >= 10
-    assert refused(resources) == []
-
-
-@pytest.mark.parametrize(
-    "explicit, stack, program, expected",
-    [
-        (None, "dev", {}, False),
-        (None, "prod", {}, True),  # a stack named prod is a production one
-        (None, "dev", {tpu.PROGRAM_CONFIG_PRODUCTION: "true"}, True),
-        (None, "prod", {images.PROGRAM_CONFIG_IMAGES: '{"requireDigests": false}'}, False),
-        (None, "dev", {images.PROGRAM_CONFIG_IMAGES: '{"requireDigests": true}'}, True),
-        (None, "dev", {images.PROGRAM_CONFIG_IMAGES: '{"mirror": "x"}'}, False),
-        (True, "dev", {}, True),  # the policy config wins
-        (False, "prod", {tpu.PROGRAM_CONFIG_PRODUCTION: "true"}, False),
-    ],
-)
-def test_which_stacks_require_digests(explicit: Any, stack: str, program: dict[str, str], expected: bool) -> None:
-    assert images.digests_required(explicit, stack, program) is expected
+    assert rule(resources, "prod", {images.REQUIRE_DIGESTS: True}) == []
 
 
 def test_chart_images_are_read_in_each_charts_own_shape() -> None:
@@ -682,23 +639,28 @@ def test_which_chart_versions_are_pinned(chart: str, version: str, pinned: bool)
 
 
 @pytest.mark.parametrize(
-    "explicit, stack, marker, expected",
+    "outputs, expected",
     [
-        (None, "prod", None, True),
-        (None, "my-org/prod", None, True),
-        (None, "production", None, True),
-        (None, "prod-eu", None, True),
-        (None, "dev", None, False),
-        (None, "products", None, False),
-        (None, "dev", "true", True),  # the stack file says so
-        (None, "prod", "false", False),
-        (True, "dev", "false", True),  # the policy config wins
-        (False, "prod", "true", False),
+        ({PRODUCTION_OUTPUT: True}, True),
+        ({PRODUCTION_OUTPUT: False}, False),
+        ({}, False),  # a stack whose program exports no production output: the program's default
+        ({PRODUCTION_OUTPUT: "true"}, False),  # the program exports the validated boolean, nothing else
+        (None, False),  # no stack resource at all
     ],
 )
-def test_which_stacks_are_production(explicit: Any, stack: str, marker: str | None, expected: bool) -> None:
-    config = {} if marker is None else {tpu.PROGRAM_CONFIG_PRODUCTION: marker}
-    assert tpu.is_production(explicit, stack, config) is expected
+def test_production_is_what_the_program_exports_never_the_stacks_name(
+    outputs: dict[str, Any] | None, expected: bool
+) -> None:
+    secure = {"machineType": "tpu7x-standard-4t", "shieldedInstanceConfig": {"enableSecureBoot": True}}
+    pool = Resource(tpu.NODE_POOL, "p", {"nodeConfig": secure})
+    stack = [] if outputs is None else [Resource(ROOT_STACK, f"{PROJECT_NAME}-prod", outputs)]
+    assert gke.is_production([*stack, pool]) is expected
+    assert bool(gke.unencrypted_boot_disk_violations([*stack, pool])) is expected
+
+
+def test_a_production_output_unknown_in_preview_is_not_judged() -> None:
+    with pytest.raises(UnknownValue, match=PRODUCTION_OUTPUT):
+        gke.is_production([Resource(ROOT_STACK, "s", {PRODUCTION_OUTPUT: UNKNOWN})])
 
 
 def test_pools_are_counted_by_the_catalog_including_autoscaling_ones() -> None:

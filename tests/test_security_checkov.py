@@ -41,6 +41,7 @@ from typing import Any
 import pytest
 import yaml
 
+from policy import cis
 from tests import cis_benchmark, terraform_plan
 from tests.conftest import PROJECT_ROOT
 from tools import render
@@ -433,7 +434,7 @@ def test_the_pods_of_custom_workloads_keep_their_owner_skips():
 
 # --- The CIS GKE Benchmark table: checkov's checks on the Google Cloud resources and the manifests --
 #
-# The CIS table of docs/security.md names the checkov checks that hold each control (tests/cis_benchmark.py reads it).
+# The CIS registry (policy/cis.py) names the checkov checks that hold each control.
 # Google Cloud checks run on each stack's render as a Terraform plan (tests/terraform_plan.py); each held
 # check must pass there, and fail on a copy of the render broken in the one argument it reads. Kubernetes
 # checks run in the scan above; each held one must have run there, and fail on a broken copy of the slice
@@ -651,14 +652,14 @@ def cis_scan(tmp_path_factory: pytest.TempPathFactory) -> CisScan:
     return CisScan(gcp=gcp, plans=plans, broken=broken, network=network, parsing_errors=errors)
 
 
-CIS_ROWS = cis_benchmark.rows()
+CIS_ROWS = cis.CONTROLS
 PRODUCTION_STACKS = cis_benchmark.production_stacks()
 
 
 def _checks(framework: str, held: bool) -> list[tuple[str, str]]:
     """(control, check) for every checkov check of ``framework`` the table names as holding (or not yet)."""
     return [
-        (row.control, check)
+        (row.number, check)
         for row in CIS_ROWS
         for check in row.checkov(row.held_by if held else row.not_yet, framework)
     ]
@@ -680,7 +681,7 @@ def test_the_cis_scan_stays_offline_and_reads_every_plan(cis_scan):
 def _stacks_holding(check: str) -> list[str]:
     """Where a check the table names must pass: every stack, unless only rows held (or partly) in production name it."""
     statuses = {row.status for row in CIS_ROWS if check in row.held_by}
-    return PRODUCTION_STACKS if statuses <= set(cis_benchmark.IN_PRODUCTION) else STACKS
+    return PRODUCTION_STACKS if statuses <= set(cis.IN_PRODUCTION) else STACKS
 
 
 @pytest.mark.parametrize("control, check", _checks("GCP", held=True))
@@ -710,16 +711,14 @@ def test_every_exception_is_for_a_check_the_table_names():
 @pytest.mark.parametrize("control, check", _checks("GCP", held=False))
 def test_every_check_not_yet_held_still_fails_on_the_render(cis_scan, control, check):
     """A pending or gap row's check fails today; when another change makes it pass, the row says held."""
-    row = next(r for r in CIS_ROWS if r.control == control)
+    row = next(r for r in CIS_ROWS if r.number == control)
     results = {stack: cis_scan.gcp.get((stack, check)) or {} for stack in STACKS}
     passing = [stack for stack, result in results.items() if not result.get("failed")]
     assert not passing, (
-        f"{control}: {check} passes on {passing} now: move it to 'held by' in the CIS table of docs/security.md "
+        f"{control}: {check} passes on {passing} now: move it to held_by in the CIS registry, policy/cis.py "
         f"(and the row to held once nothing is left under 'not yet')"
     )
-    pytest.skip(
-        f"{control} is {row.status}: {check} fails on today's render, as the CIS table of docs/security.md says"
-    )
+    pytest.skip(f"{control} is {row.status}: {check} fails on today's render, as the CIS registry (policy/cis.py) says")
 
 
 @pytest.mark.parametrize("control, check", _checks("GCP", held=True) + _checks("K8S", held=True))

@@ -444,6 +444,7 @@ def validate_production_security(
             "name a Cloud KMS key in the cluster's region whose Encrypter/Decrypter role is granted to the GKE "
             "service agent (see docs/deploying.md, The prod stack)",
         )
+    # Held twice, written once: here under the key that fixes it; policy/gke.py holds every boot disk of the render.
     if not cluster.boot_disk_encryption_key:
         problems.add(
             "cluster.bootDiskEncryptionKey",
@@ -602,7 +603,8 @@ def stack_images(
 def validate_supply_chain(production: bool, images: ImagesConfig, used: list[StackImage], problems: Problems) -> None:
     """A stack that requires digests (a production one unless images.requireDigests says otherwise) pulls every
     image by digest: a tag is a pointer its registry's owner may move, and the next pull would run what it points
-    at without a change under review."""
+    at without a change under review. The stack's intent, so held here alone (the policy pack pins every image it
+    deploys by image_unpinned_reason, and digests only where its own policy config asks)."""
     if not images.digests_required(production):
         return
     why = "images.requireDigests is true" if images.require_digests else "a production stack pulls by digest"

@@ -422,7 +422,8 @@ class KueueInput:
 
 
 def cluster_quota(tpu: TpuConfig) -> dict[str, str]:
-    """Nominal quota = what the TPU pools really hold (the reference used 999999)."""
+    """Nominal quota = what the TPU pools really hold (the reference used 999999). Held twice: derived here, so the
+    program's queue holds it by construction; policy/tpu.py holds any ClusterQueue against the pools a stack has."""
     machine = tpu.machine
     return {
         topology.TPU_RESOURCE: str(tpu.total_chips),
