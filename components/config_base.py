@@ -214,6 +214,8 @@ def parse_quantity(text: str) -> float:
     return float(match.group(1)) * _QUANTITY_UNITS[match.group(2)]
 
 
+# One pin rule, held twice: by the config blocks at preview, under the key that sets a version, and by the policy
+# pack on every Helm release a stack registers (policy/charts.py).
 EXACT_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$")
 
 

@@ -2,7 +2,9 @@
 
 A chart from a repository or registry needs an exact ``version`` (``0.17.4`` or ``v0.10.0``; a
 range such as ``^0.17``, ``~0.17.0`` or ``>=0.17`` and no version at all both float). A chart in
-this repository (a path such as ``./manifests/charts/...``) is pinned by the commit itself.
+this repository (a path such as ``./manifests/charts/...``) is pinned by the commit itself. Held twice, written
+once (``EXACT_VERSION``): the config blocks refuse at preview a version they set, under its key; this holds every
+release a stack registers, those no config block sets included.
 """
 
 from __future__ import annotations
