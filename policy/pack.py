@@ -2,7 +2,7 @@
 and reports what the rule finds. No rule logic lives here (see the modules it imports), and nothing
 here reads the stack's config: the rules judge the resources the stack registers.
 
-Each policy's description ends with the CIS GKE controls the registry (policy/cis.py) says it holds."""
+Each policy's description ends with the CIS GKE controls the registry (policy/cis.yaml) says it holds."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The test side of the CIS registry (policy/cis.py): which committed stacks its rows "held in production" are held
+"""The test side of the CIS registry (policy/cis.yaml): which committed stacks its rows "held in production" are held
 on. tests/test_cis_benchmark.py holds the registry's policy rules and preview keys and the table generated from it;
 tests/test_security_checkov.py runs its checkov checks."""
 

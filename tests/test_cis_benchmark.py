@@ -1,4 +1,4 @@
-"""The CIS GKE Benchmark registry (policy/cis.py): its shape, every policy rule and preview key it names, and the
+"""The CIS GKE Benchmark registry (policy/cis.yaml): its shape, every policy rule and preview key it names, and the
 table of docs/security.md generated from it.
 
 Every control of the benchmark's sections 4 and 5 (and one row for sections 1 to 3) appears once, with
@@ -112,7 +112,7 @@ def test_every_control_a_policy_rule_cites_is_one_the_registry_gives_it() -> Non
     """The other way round: a broken copy whose message cites a control shows a rule the registry must name for it."""
     cited = {(case[0], case[5]) for case in BROKEN if re.fullmatch(r"\d+\.\d+\.\d+", case[5])}
     missing = sorted((rule, control) for rule, control in cited if control not in controls_held_by(f"policy:{rule}"))
-    assert not missing, f"policy/cis.py does not name these rules for the controls their messages cite: {missing}"
+    assert not missing, f"policy/cis.yaml does not name these rules for the controls their messages cite: {missing}"
 
 
 @pytest.mark.parametrize("control, item", named("preview:"))

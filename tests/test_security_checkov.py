@@ -434,7 +434,7 @@ def test_the_pods_of_custom_workloads_keep_their_owner_skips():
 
 # --- The CIS GKE Benchmark table: checkov's checks on the Google Cloud resources and the manifests --
 #
-# The CIS registry (policy/cis.py) names the checkov checks that hold each control.
+# The CIS registry (policy/cis.yaml) names the checkov checks that hold each control.
 # Google Cloud checks run on each stack's render as a Terraform plan (tests/terraform_plan.py); each held
 # check must pass there, and fail on a copy of the render broken in the one argument it reads. Kubernetes
 # checks run in the scan above; each held one must have run there, and fail on a broken copy of the slice
@@ -715,10 +715,12 @@ def test_every_check_not_yet_held_still_fails_on_the_render(cis_scan, control, c
     results = {stack: cis_scan.gcp.get((stack, check)) or {} for stack in STACKS}
     passing = [stack for stack, result in results.items() if not result.get("failed")]
     assert not passing, (
-        f"{control}: {check} passes on {passing} now: move it to held_by in the CIS registry, policy/cis.py "
+        f"{control}: {check} passes on {passing} now: move it to held_by in the CIS registry, policy/cis.yaml "
         f"(and the row to held once nothing is left under 'not yet')"
     )
-    pytest.skip(f"{control} is {row.status}: {check} fails on today's render, as the CIS registry (policy/cis.py) says")
+    pytest.skip(
+        f"{control} is {row.status}: {check} fails on today's render, as the CIS registry (policy/cis.yaml) says"
+    )
 
 
 @pytest.mark.parametrize("control, check", _checks("GCP", held=True) + _checks("K8S", held=True))

@@ -1,4 +1,4 @@
-"""The CIS GKE Benchmark table of docs/security.md, generated from the registry of policy/cis.py.
+"""The CIS GKE Benchmark table of docs/security.md, generated from the registry of policy/cis.yaml.
 
 python -m tools.cis_table          # print the table
 python -m tools.cis_table --write  # replace the table in docs/security.md
