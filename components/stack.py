@@ -920,7 +920,7 @@ def review_changes(
             "in place: each namespace's default-deny-ingress policy is made after the policies that admit the "
             "senders of the stack's own pods there, so nothing the stack runs is cut off; a pod you run there "
             "yourself accepts connections only from its own node until it has a NetworkPolicy of its own "
-            "(docs/security.md, Network policies)"
+            "(docs/network.md, Network policies)"
         )
     return ChangeReview(refused, replaced, by_hand, in_place)
 

@@ -1,5 +1,5 @@
 """The cluster and its node pools as the CIS GKE Benchmark v1.9.0 asks, where no scanner's check can
-read them (the table "Measured against the CIS GKE Benchmark" of docs/security.md says which control each holds).
+read them (the table "Measured against the CIS GKE Benchmark" of docs/cis-benchmark.md says which control each holds).
 
 checkov's Google Cloud checks hold most of the cluster's settings on a Terraform plan of the render
 (tests/test_security_checkov.py); these are the ones it has no check for, or none that reads what the

@@ -53,7 +53,7 @@ def image_problems(resource_type: str, name: str, props: Mapping[str, Any], requ
             shown = f"{image!r} with the chart's own tag" if tag_from_chart else repr(image)
             problems.append(
                 f"{where} uses {shown}, which has no digest on a stack that requires digests (images.requireDigests, "
-                "or a production stack): its tag can be moved under it; pin the digest (docs/security.md, Supply chain)"
+                "or a production stack): its tag can be moved under it; pin the digest (docs/supply-chain.md)"
             )
     return problems
 

@@ -1,4 +1,4 @@
-"""The table "Measured against the CIS GKE Benchmark" of docs/security.md, read as data for the tests that hold it.
+"""The table "Measured against the CIS GKE Benchmark" of docs/cis-benchmark.md, read as data for the tests that hold it.
 
 Each row names a control, its status and what holds it: checkov check IDs, ``policy:<rule>`` of the
 policy pack, ``preview:<config key>`` refused at preview on a production stack. tests/test_cis_benchmark.py
@@ -16,7 +16,7 @@ import yaml
 from tests.conftest import PROJECT_ROOT
 
 BENCHMARK = "CIS Google Kubernetes Engine (GKE) Benchmark v1.9.0"
-PAGE = PROJECT_ROOT / "docs" / "security.md"
+PAGE = PROJECT_ROOT / "docs" / "cis-benchmark.md"
 SECTION = "## Measured against the CIS GKE Benchmark"
 # The recommendations of sections 4 and 5 of v1.9.0, as kube-bench numbers them (aquasecurity/kube-bench
 # v0.15.6, commit 92e522b9, cfg/gke-1.9.0/policies.yaml and managedservices.yaml); sections 1 to 3 are
@@ -97,7 +97,7 @@ def _items(cell: str) -> tuple[str, ...]:
 def table_lines(page: str) -> list[str]:
     """The lines of the section's table (header and separator included)."""
     _, found, after = page.partition(f"\n{SECTION}\n")
-    assert found, f"docs/security.md has no section {SECTION!r}"
+    assert found, f"docs/cis-benchmark.md has no section {SECTION!r}"
     section = after.split("\n### ", 1)[0].split("\n## ", 1)[0]
     return [line for line in section.splitlines() if line.startswith("|")]
 

@@ -1,4 +1,4 @@
-"""The CIS GKE Benchmark table of docs/security.md: its shape, and every policy rule and preview key it names.
+"""The CIS GKE Benchmark table of docs/cis-benchmark.md: its shape, and every policy rule and preview key it names.
 
 Every control of the benchmark's sections 4 and 5 (and one row for sections 1 to 3) appears once, with
 a status and what holds it. A policy rule named exists in the pack and fires on a broken copy of the

@@ -76,11 +76,6 @@ def test_the_config_table_says_required_only_of_what_is_required():
         assert shown == ("" if default == '""' else expected), f"{key}: the table says {default}, the schema {shown!r}"
 
 
-def test_the_docs_show_the_dev_stack_s_real_admission_plan(dev_run):
-    block = (DOCS / "slice-checks.md").read_text().split("<!-- admission-plan:dev -->", 1)[1].split("```", 2)[1]
-    assert block.strip().splitlines() == dev_run.outputs["admissionPlan"]
-
-
 def test_the_docs_state_the_slice_name_lengths_of_the_defaults():
     from components.config_base import documented_settings
 

@@ -353,7 +353,7 @@ EXISTING_CLUSTER = {
 @pytest.mark.parametrize("override", [{}, EXISTING_CLUSTER], ids=["own-cluster", "existing-cluster"])
 def test_the_kubernetes_provider_refuses_existing_objects_unless_a_recovery_turns_the_switch_on(override, monkeypatch):
     """The program never sets the provider's upsertExistingObjects: a create refuses an object the cluster already
-    holds (the pinned provider's default), and the switch of docs/operations.md's recoveries,
+    holds (the pinned provider's default), and the switch of docs/recovery.md's recoveries,
     PULUMI_K8S_UPSERT_EXISTING_OBJECTS=true, reaches the provider's config through the SDK, said at every preview."""
     monkeypatch.delenv(UPSERT_EXISTING_ENV, raising=False)
     run = run_stack(override)

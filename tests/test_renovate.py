@@ -300,7 +300,7 @@ class ExampleControllerConfig:
     "    image: us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.9.1-rev1\n"
     "  tpu-dynamic-slicing:platform:\n    kueue:\n      chart: oci://registry.k8s.io/kueue/charts/kueue\n"
     "      version: 0.17.5\n      namespace: kueue-system\n",
-    # A stack that pins every image by digest (docs/security.md, Supply chain): the image settings with their digests, the
+    # A stack that pins every image by digest (docs/supply-chain.md): the image settings with their digests, the
     # charts' controller images and the endpoint picker by digest, the slice controller's image, tag and digest.
     "Pulumi.pinned.yaml": f"""config:
   tpu-dynamic-slicing:serving:

@@ -433,7 +433,7 @@ def test_the_pods_of_custom_workloads_keep_their_owner_skips():
 
 # --- The CIS GKE Benchmark table: checkov's checks on the Google Cloud resources and the manifests --
 #
-# The CIS table of docs/security.md names the checkov checks that hold each control (tests/cis_benchmark.py reads it).
+# The CIS table of docs/cis-benchmark.md names the checkov checks that hold each control (tests/cis_benchmark.py reads it).
 # Google Cloud checks run on each stack's render as a Terraform plan (tests/terraform_plan.py); each held
 # check must pass there, and fail on a copy of the render broken in the one argument it reads. Kubernetes
 # checks run in the scan above; each held one must have run there, and fail on a broken copy of the slice
@@ -698,7 +698,7 @@ def test_every_google_cloud_check_the_table_names_passes_on_every_stack(cis_scan
     assert not unexpected, f"{control}: {check} fails on the render:\n" + "\n".join(unexpected)
     if check in GCP_EXCEPTIONS:
         assert failed, (
-            f"{control}: {check} fails nowhere any more ({why}): drop its exception and say so in docs/security.md"
+            f"{control}: {check} fails nowhere any more ({why}): drop its exception and say so in docs/cis-benchmark.md"
         )
     assert any(result["passed"] for result in ran.values() if result), f"{control}: {check} passes on nothing"
 
@@ -714,11 +714,11 @@ def test_every_check_not_yet_held_still_fails_on_the_render(cis_scan, control, c
     results = {stack: cis_scan.gcp.get((stack, check)) or {} for stack in STACKS}
     passing = [stack for stack, result in results.items() if not result.get("failed")]
     assert not passing, (
-        f"{control}: {check} passes on {passing} now: move it to 'held by' in the CIS table of docs/security.md "
+        f"{control}: {check} passes on {passing} now: move it to 'held by' in the CIS table of docs/cis-benchmark.md "
         f"(and the row to held once nothing is left under 'not yet')"
     )
     pytest.skip(
-        f"{control} is {row.status}: {check} fails on today's render, as the CIS table of docs/security.md says"
+        f"{control} is {row.status}: {check} fails on today's render, as the CIS table of docs/cis-benchmark.md says"
     )
 
 

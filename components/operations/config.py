@@ -83,7 +83,7 @@ class DashboardsConfig:
 # Fluent Bit, which ships the records, and BusyBox, whose chroot starts the node's audit setup. BusyBox by digest: the
 # multi-platform index Docker Hub served for this tag, as docker-library/repo-info records it (commit
 # 01a7054230d50b3dccaf8d579f161c522be8c9f0, repos/busybox/remote/1.37.0.md; layers built 2026-05-22). No upstream
-# source read here records a digest of the Fluent Bit image (docs/security.md, Digests).
+# source read here records a digest of the Fluent Bit image (docs/supply-chain.md, Digests).
 NODE_AUDIT_AGENT_IMAGE = "docker.io/fluent/fluent-bit:5.1.1"
 NODE_AUDIT_SETUP_IMAGE = (
     "docker.io/library/busybox:1.37.0@sha256:9db7b59979c38555a39def84a31fb98b5296952f9e3afd4f6f11f05b07adfab0"
@@ -368,7 +368,7 @@ def validate_production(
                     f"tpu.pools[{i}].privateNodes",
                     f"is false on a production stack: the nodes of {pool.name} have external addresses",
                     "remove it: the pool follows cluster.privateNodes (a running production stack moves its cubes "
-                    "together, in the maintenance window: README, What a change does)",
+                    "together, in the maintenance window: docs/operations.md, What a change does)",
                 )
         if cluster.control_plane.ip_endpoint == "public":
             reach = (
@@ -414,7 +414,7 @@ def validate_production_security(
     node_audit: NodeAuditLoggingConfig,
     problems: Problems,
 ) -> None:
-    """The CIS GKE Benchmark controls a production stack must meet through its config (docs/security.md's
+    """The CIS GKE Benchmark controls a production stack must meet through its config (docs/cis-benchmark.md's
     table "Measured against the CIS GKE Benchmark" lists every control and what holds it)."""
     if not production:
         return

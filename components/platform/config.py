@@ -40,7 +40,7 @@ class HelmChartConfig:
     image: str = setting(
         "",
         "Controller image pinned by digest; empty means the chart's own, `<its repository>:v<version>`, by digest where "
-        "the program records that release's digest (docs/security.md, Supply chain). Set `<that image>@sha256:<digest>`; "
+        "the program records that release's digest (docs/supply-chain.md). Set `<that image>@sha256:<digest>`; "
         "the tag stays the chart's release.",
     )
 

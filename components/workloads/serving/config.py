@@ -192,7 +192,7 @@ class RouterConfig:
     epp_image: str = setting(
         "",
         f"Endpoint picker image pinned by digest; empty means `{ENDPOINT_PICKER_REPOSITORY}:<serving.router.version>`, "
-        "by digest where the program records that release's (docs/security.md, Supply chain). Set "
+        "by digest where the program records that release's (docs/supply-chain.md). Set "
         "`<that image>@sha256:<digest>`; the tag stays the router's release.",
     )
 
