@@ -12,12 +12,24 @@ from tools import config_table
 README = (PROJECT_ROOT / "README.md").read_text()
 DOCS = PROJECT_ROOT / "docs"
 CONFIGURATION = (DOCS / "configuration.md").read_text()
+# A page answers the question a reader comes with; past this it holds several (split it by question).
+PAGE_MAX_WORDS = 4000
+# A generated block (the config table, between <!-- config-table:start --> and its end marker) is reference: not counted.
+GENERATED = re.compile(r"<!-- ([\w-]+):start -->.*?<!-- \1:end -->", re.S)
 
 
 def test_the_config_table_matches_the_schema():
     assert config_table.page_with_table(CONFIGURATION) == CONFIGURATION, (
         "docs/configuration.md's config table is stale: run `make docs`"
     )
+
+
+def test_every_page_is_short():
+    words = {
+        str(page.relative_to(DOCS)): len(GENERATED.sub("", page.read_text()).split()) for page in DOCS.rglob("*.md")
+    }
+    long = {page: count for page, count in words.items() if count > PAGE_MAX_WORDS}
+    assert not long, f"pages over {PAGE_MAX_WORDS} words, split each by the question a reader comes with: {long}"
 
 
 def test_pulumi_yaml_declares_the_plain_keys_with_type_and_description():

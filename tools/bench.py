@@ -60,7 +60,7 @@ def run_command(argv: list[str], stdin: str | None, timeout: float) -> subproces
     try:
         return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
     except FileNotFoundError:
-        raise UsageError(f"{argv[0]} not found: install it (see docs/deploying.md, Deploying for real)") from None
+        raise UsageError(f"{argv[0]} not found: install it (see docs/deploying.md, Prerequisites)") from None
 
 
 def _rates(text: str) -> tuple[float, ...]:
