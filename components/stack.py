@@ -12,27 +12,26 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
 import pulumi
+from pydantic import Field
 
 from components import manifests, naming
 from components.config_base import (
     NAMESPACE,
+    Block,
     ConfigError,
     Problem,
     Problems,
     PullPath,
-    camel,
-    parse_object,
+    parse_settings,
     redact_credentials,
     redact_secret_values,
     secrets_in_plain_text,
-    setting,
 )
 from components.gcp import config as gcp_config
 from components.operations import config as operations_config
@@ -58,49 +57,51 @@ from components.workloads.slice_checks import config as checks_config
 from components.workloads.slice_checks.objects import SliceChecksObjects, slice_checks_objects
 
 
-@dataclass(frozen=True)
-class StackConfig:
-    project: str = setting(doc="Google Cloud project ID.")
-    production: bool = setting(
+class StackConfig(Block):
+    project: str = Field(description="Google Cloud project ID.")
+    production: bool = Field(
         False,
-        "A production stack: preview refuses it unless every protection is on (cluster deletion protection, "
+        description="A production stack: preview refuses it unless every protection is on (cluster deletion protection, "
         "protected TPU pools, a maintenance window, 2+ system nodes per zone, 2+ Kueue, slice-controller and "
         "endpoint-picker replicas, private nodes, no public IP endpoint open to every address, every image pinned "
         "by digest unless images.requireDigests is false) and the CIS GKE controls held in production (flow logs, "
         "the Cloud KMS keys of the Secrets and of the boot disks, secure boot on the TPU nodes, Binary Authorization, "
         "Google Groups for RBAC, intranode visibility, node audit logging).",
     )
-    region: str = setting("us-central1", "Region of the cluster, network and workload policy.")
-    network: gcp_config.NetworkConfig = setting(gcp_config.NetworkConfig(), "VPC and subnets.")
-    cluster: gcp_config.ClusterConfig = setting(gcp_config.ClusterConfig(), "GKE cluster.")
-    tpu: gcp_config.TpuConfig = setting(gcp_config.TpuConfig(), "TPU capacity.")
-    platform: platform_config.PlatformConfig = setting(
-        platform_config.PlatformConfig(), "In-cluster controllers installed by Helm."
+    region: str = Field("us-central1", description="Region of the cluster, network and workload policy.")
+    network: gcp_config.NetworkConfig = Field(gcp_config.NetworkConfig(), description="VPC and subnets.")
+    cluster: gcp_config.ClusterConfig = Field(gcp_config.ClusterConfig(), description="GKE cluster.")
+    tpu: gcp_config.TpuConfig = Field(gcp_config.TpuConfig(), description="TPU capacity.")
+    platform: platform_config.PlatformConfig = Field(
+        platform_config.PlatformConfig(), description="In-cluster controllers installed by Helm."
     )
-    queues: platform_config.QueuesConfig = setting(
-        platform_config.QueuesConfig(), "Kueue queueing for dynamic slicing (TPU7x only)."
+    queues: platform_config.QueuesConfig = Field(
+        platform_config.QueuesConfig(), description="Kueue queueing for dynamic slicing (TPU7x only)."
     )
-    checks: checks_config.ChecksConfig = setting(
-        checks_config.ChecksConfig(), "JAX slice-check JobSets proving sub- and super-slicing."
+    checks: checks_config.ChecksConfig = Field(
+        checks_config.ChecksConfig(), description="JAX slice-check JobSets proving sub- and super-slicing."
     )
-    serving: serving_config.ServingConfig = setting(
-        serving_config.ServingConfig(), "P/D-disaggregated vLLM serving on TPU7x sub-slices."
+    serving: serving_config.ServingConfig = Field(
+        serving_config.ServingConfig(), description="P/D-disaggregated vLLM serving on TPU7x sub-slices."
     )
-    saxml: saxml_config.SaxmlConfig = setting(
-        saxml_config.SaxmlConfig(), "Saxml on multi-host TPU v5e (the saxml stack)."
+    saxml: saxml_config.SaxmlConfig = Field(
+        saxml_config.SaxmlConfig(), description="Saxml on multi-host TPU v5e (the saxml stack)."
     )
-    alerts: operations_config.AlertsConfig = setting(
-        operations_config.AlertsConfig(), "Cloud Monitoring alert policies of the TPU pools, Kueue and serving."
+    alerts: operations_config.AlertsConfig = Field(
+        operations_config.AlertsConfig(),
+        description="Cloud Monitoring alert policies of the TPU pools, Kueue and serving.",
     )
-    images: gcp_config.ImagesConfig = setting(
-        gcp_config.ImagesConfig(), "Where the nodes pull every image from, and whether each must carry a digest."
+    images: gcp_config.ImagesConfig = Field(
+        gcp_config.ImagesConfig(),
+        description="Where the nodes pull every image from, and whether each must carry a digest.",
     )
-    dashboards: operations_config.DashboardsConfig = setting(
-        operations_config.DashboardsConfig(), "Cloud Monitoring dashboards of serving, the router, TPUs and Kueue."
+    dashboards: operations_config.DashboardsConfig = Field(
+        operations_config.DashboardsConfig(),
+        description="Cloud Monitoring dashboards of serving, the router, TPUs and Kueue.",
     )
-    node_audit_logging: operations_config.NodeAuditLoggingConfig = setting(
+    node_audit_logging: operations_config.NodeAuditLoggingConfig = Field(
         operations_config.NodeAuditLoggingConfig(),
-        "The nodes' Linux audit records in Cloud Logging (the CIS benchmark's auditd control).",
+        description="The nodes' Linux audit records in Cloud Logging (the CIS benchmark's auditd control).",
     )
 
     # The questions __main__ and the tools ask of the whole stack.
@@ -212,17 +213,26 @@ def load(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None) -> St
     outside them (typed into the stack file in plain text) is refused.
     """
     problems = Problems()
-    config = parse_object(StackConfig, raw, "", problems)
-    if secret_keys is not None and not problems.items:
-        problems.items += secrets_in_plain_text(config, set(secret_keys))
-    _validate(config, problems)
-    if problems.items:
+    config = parse_settings(StackConfig, raw, problems)
+    if config is not None:
+        if secret_keys is not None and not problems.items:
+            problems.items += secrets_in_plain_text(config, set(secret_keys))
+        _validate(config, problems)
+    if problems.items or config is None:
         raise ConfigError(_shown(problems.items, raw, secret_keys))
     stack = _build(config)
     _check_built(stack, problems)
     if problems.items:
         raise ConfigError(_shown(problems.items, raw, secret_keys))
     return stack
+
+
+def parsed(raw: Mapping[str, Any]) -> StackConfig | None:
+    """The config of ``raw`` with its settings' own checks only, or None if one fails (the rules across settings
+    and the build are ``load``'s)."""
+    problems = Problems()
+    config = parse_settings(StackConfig, raw, problems)
+    return None if problems.items else config
 
 
 def _shown(problems: list[Problem], raw: Mapping[str, Any], secret_keys: Iterable[str] | None) -> list[Problem]:
@@ -241,14 +251,13 @@ def load_pulumi_values(values: Mapping[str, str], secret_keys: Iterable[str] = (
     with the full names of the keys the engine holds as secrets."""
     prefix = f"{NAMESPACE}:"
     raw: dict[str, Any] = {}
-    hints = typing.get_type_hints(StackConfig)
     bad_json: list[Problem] = []
     for full_key, text in values.items():
         if not full_key.startswith(prefix):
             continue
         key = full_key[len(prefix) :]
-        field_name = next((f.name for f in dataclasses.fields(StackConfig) if camel(f.name) == key), None)
-        if field_name and hints[field_name] is not str and isinstance(text, str):
+        info = next((f for f in StackConfig.model_fields.values() if f.alias == key), None)
+        if info and info.annotation is not str and isinstance(text, str):
             try:
                 raw[key] = json.loads(text)
             except json.JSONDecodeError:

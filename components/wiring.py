@@ -437,7 +437,7 @@ def serving_args(
         # The read of an existing bucket goes through Cloud Storage: made where the stack enables that API.
         storage_api=[services.api(STORAGE_API)] if services and STORAGE_API in project_apis(stack) else [],
         router=(
-            HelmChartConfig(serving.router.chart, serving.router.version, serving.namespace)
+            HelmChartConfig(chart=serving.router.chart, version=serving.router.version, namespace=serving.namespace)
             if serving.router.install
             else None
         ),

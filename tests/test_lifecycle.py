@@ -8,7 +8,6 @@ gone before `pulumi destroy` deletes it: each property here is a deploy-day fail
 from __future__ import annotations
 
 import copy
-import dataclasses
 
 import pulumi
 import pytest
@@ -425,7 +424,7 @@ def test_the_charts_a_stack_installs():
         "leaderWorkerSet",
     }
     assert set(platform_config.installed_charts(platform, dynamic_slicing=False)) == {"jobset"}  # saxml
-    none = dataclasses.replace(platform, install=False)
+    none = platform.model_copy(update={"install": False})
     assert platform_config.installed_charts(none, dynamic_slicing=True) == {}
 
 

@@ -414,7 +414,7 @@ def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> 
     (``previous_outputs``), free for the others; and the existing weights bucket it names, in its region with uniform
     bucket-level access. Nothing for a config that does not load (the program refuses it)."""
     from components import stack as stack_config
-    from components.config_base import NAMESPACE, Problems, parse_object
+    from components.config_base import NAMESPACE
     from components.workloads.serving.config import weights_bucket_name
 
     raw: dict[str, Any] = {}
@@ -424,10 +424,9 @@ def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> 
                 raw[key.split(":", 1)[1]] = json.loads(text)
             except json.JSONDecodeError:
                 raw[key.split(":", 1)[1]] = text
-    problems = Problems()
     # Parsed only: the program validates and builds it (once: tests count the builds).
-    loaded = parse_object(stack_config.StackConfig, raw, "", problems)
-    if problems.items:
+    loaded = stack_config.parsed(raw)
+    if loaded is None:
         return Holdings()
     tpu = loaded.tpu
     reservations: tuple[Reservation, ...] = ()

@@ -12,7 +12,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from components.config_base import ImageReference, Problems, PullPath, image_pin_problem, setting
+from pydantic import Field
+
+from components.config_base import (
+    Block,
+    ImageReference,
+    Problems,
+    PullPath,
+    image_pin_problem,
+)
 from components.gcp.config import (
     BINARY_AUTHORIZATION_ENFORCED,
     RBAC_SECURITY_GROUP_NAME,
@@ -38,42 +46,41 @@ SLICE_UNHEALTHY_MINUTES_RANGE = (8, 1440)
 URL = re.compile(r"^https://[^\s]+$")
 
 
-@dataclass(frozen=True)
-class AlertsConfig:
-    enabled: bool = setting(
+class AlertsConfig(Block):
+    enabled: bool = Field(
         False,
-        "Cloud Monitoring alert policies: a TPU node not Ready, a Kueue workload pending, the serving Gateway's "
+        description="Cloud Monitoring alert policies: a TPU node not Ready, a Kueue workload pending, the serving Gateway's "
         "5xx rate, model-server restarts.",
     )
-    emails: list[str] = setting([], "Addresses to notify (one email notification channel each).")
-    notification_channels: list[str] = setting(
-        [], "Existing channels to notify as well: projects/<project>/notificationChannels/<id>."
+    emails: list[str] = Field([], description="Addresses to notify (one email notification channel each).")
+    notification_channels: list[str] = Field(
+        [], description="Existing channels to notify as well: projects/<project>/notificationChannels/<id>."
     )
-    node_not_ready_minutes: int = setting(10, "A TPU node not Ready this long pages (critical).")
-    pending_minutes: int = setting(
-        30, "The ClusterQueue holding a pending workload this long warns (Kueue 0.17 has no per-workload age)."
+    node_not_ready_minutes: int = Field(10, description="A TPU node not Ready this long pages (critical).")
+    pending_minutes: int = Field(
+        30,
+        description="The ClusterQueue holding a pending workload this long warns (Kueue 0.17 has no per-workload age).",
     )
-    gateway_error_ratio: float = setting(
-        0.05, "Share of the serving Gateway's requests answered 5xx, over 5 minutes, that pages."
+    gateway_error_ratio: float = Field(
+        0.05, description="Share of the serving Gateway's requests answered 5xx, over 5 minutes, that pages."
     )
-    model_server_restarts: int = setting(2, "Model-server container restarts within 10 minutes that page.")
-    slice_unhealthy_minutes: int = setting(
+    model_server_restarts: int = Field(2, description="Model-server container restarts within 10 minutes that page.")
+    slice_unhealthy_minutes: int = Field(
         10,
-        "A TPU slice not ACTIVE, a partition not HEALTHY or a multi-host TPU pool unavailable this long pages "
+        description="A TPU slice not ACTIVE, a partition not HEALTHY or a multi-host TPU pool unavailable this long pages "
         "(above the slice controller's 6-minute activation timeout, which recovers most on its own).",
     )
-    runbook_base_url: str = setting(
+    runbook_base_url: str = Field(
         "",
-        "Where docs/runbooks/ of this repository is published (e.g. https://github.com/<org>/<repo>/blob/main/"
+        description="Where docs/runbooks/ of this repository is published (e.g. https://github.com/<org>/<repo>/blob/main/"
         "docs/runbooks): each alert links its runbook there; empty names the file in the repository.",
     )
 
 
-@dataclass(frozen=True)
-class DashboardsConfig:
-    enabled: bool = setting(
+class DashboardsConfig(Block):
+    enabled: bool = Field(
         True,
-        "Cloud Monitoring dashboards of the stack (serving, router, TPU, Kueue; Saxml on a Saxml stack) and the "
+        description="Cloud Monitoring dashboards of the stack (serving, router, TPU, Kueue; Saxml on a Saxml stack) and the "
         "metric scrapes they read; stack output `dashboards` links each. None on a cluster made elsewhere "
         "(cluster.existing): the stack that makes that cluster makes them.",
     )
@@ -93,23 +100,22 @@ NODE_AUDIT_SETUP_IMAGE = (
 NODE_AUDIT_NAMESPACE = "node-audit"
 
 
-@dataclass(frozen=True)
-class NodeAuditLoggingConfig:
-    enabled: bool | None = setting(
+class NodeAuditLoggingConfig(Block):
+    enabled: bool | None = Field(
         None,
-        "On every Container-Optimized OS node, set up the node's audit logging (its systemd unit cloud-audit-setup) and "
+        description="On every Container-Optimized OS node, set up the node's audit logging (its systemd unit cloud-audit-setup) and "
         "ship its Linux audit records to Cloud Logging, log `linux-auditd` of resource type k8s_node (a DaemonSet in "
         "namespace node-audit; CIS GKE 5.7.2). Unset: on for a production stack, off elsewhere; a production stack "
         "refuses false. Not on a cluster made elsewhere (cluster.existing): the stack that makes that cluster deploys it.",
     )
-    image: str = setting(
+    image: str = Field(
         NODE_AUDIT_AGENT_IMAGE,
-        "Fluent Bit image that reads the audit records from each node's journal and writes them to Cloud Logging "
+        description="Fluent Bit image that reads the audit records from each node's journal and writes them to Cloud Logging "
         "(release tag or digest).",
     )
-    setup_image: str = setting(
+    setup_image: str = Field(
         NODE_AUDIT_SETUP_IMAGE,
-        "Image of the init container that runs `chroot /host systemctl start cloud-audit-setup` on each node: it needs "
+        description="Image of the init container that runs `chroot /host systemctl start cloud-audit-setup` on each node: it needs "
         "a `chroot` (release tag or digest).",
     )
 
