@@ -39,6 +39,7 @@ from components.gcp.pull_through import PullThrough, PullThroughArgs, RegistryAg
 from components.gcp.rules import PoolPlacement
 from components.gcp.service_agents import ServiceAgents, ServiceAgentsArgs, key_grant
 from components.gcp.tpu_capacity import ReservationCheckArgs, TpuCapacity, TpuCapacityArgs, TpuPoolArgs, pool_urn
+from components.lifecycle import previous_pool_reservations, review_changes
 from components.operations.component import MonitoringArgs
 from components.operations.node_audit import NodeAuditLoggingArgs
 from components.platform.config import HelmChartConfig, installed_charts, release_namespaces
@@ -47,7 +48,7 @@ from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
 from components.platform.releases import ClusterPlatform, PlatformArgs
 from components.resources import Versioning
-from components.stack import Stack, previous_pool_reservations, review_changes
+from components.stack import Stack
 from components.workloads.network_policies.component import NamespaceDefaultsArgs
 from components.workloads.saxml.component import SaxmlArgs, SaxmlCell, SaxmlIdentity
 from components.workloads.saxml.config import bucket_name as sax_bucket_name

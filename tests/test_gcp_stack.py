@@ -598,7 +598,8 @@ def test_on_a_cluster_made_elsewhere_the_hardening_settings_are_not_the_stack_s_
 
     from components.config_base import Problems
     from components.gcp.config import ClusterConfig, ExistingClusterConfig, NetworkConfig, TpuConfig
-    from components.operations.config import NodeAuditLoggingConfig, validate_production_security
+    from components.hardening.rules import validate_production_security
+    from components.operations.config import NodeAuditLoggingConfig
     from components.workloads.serving.config import ServingConfig
 
     hardened = {

@@ -413,6 +413,7 @@ def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> 
     each pool's hosts (a pool's own sub-block where it names one), in use by the pools the last `up` placed there
     (``previous_outputs``), free for the others; and the existing weights bucket it names, in its region with uniform
     bucket-level access. Nothing for a config that does not load (the program refuses it)."""
+    from components import lifecycle as lifecycle_review
     from components import stack as stack_config
     from components.config_base import NAMESPACE
     from components.workloads.serving.config import weights_bucket_name
@@ -432,7 +433,7 @@ def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> 
     reservations: tuple[Reservation, ...] = ()
     buckets: tuple[Bucket, ...] = ()
     if tpu.reservation.name:
-        placed = stack_config.previous_pool_reservations(previous_outputs)
+        placed = lifecycle_review.previous_pool_reservations(previous_outputs)
         sub_blocks = tuple(
             SubBlock(
                 name=pool.sub_block or f"subblock-{i:04d}",
