@@ -123,6 +123,15 @@ def checked(problem: Callable[[Any], str | None], fix: str) -> Any:
 CHECKED = "setting"  # the error type of ``checked``
 
 
+def kind(noun: str) -> dict[str, Any]:
+    """A setting's ``json_schema_extra`` naming what its values are (``Cloud NAT log filter``): a value outside them
+    is said to be "not a <noun>"."""
+    return {KIND: noun}
+
+
+KIND = "kind"
+
+
 # --- Errors ----------------------------------------------------------------------------
 
 
@@ -199,35 +208,39 @@ def field_problems(root: type[BaseModel], errors: Iterable[ErrorDetails]) -> lis
 
 
 def _field_problem(root: type[BaseModel], error: ErrorDetails) -> Problem:
-    loc, kind, value = error["loc"], error["type"], error.get("input")
+    loc, error_type, value = error["loc"], error["type"], error.get("input")
     key = key_of(loc)
     model, info, tp = _walk(root, loc)
     shown = "the value given" if is_secret(info) else repr(value)
     expected = _describe(tp)
-    if kind == "extra_forbidden":
+    if error_type == "extra_forbidden":
         known = [f.alias or name for name, f in model.model_fields.items()] if model else []
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
         return Problem(
             key, "is not a known setting", f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(known)}"
         )
-    if kind == "missing":
+    if error_type == "missing":
         return Problem(key, "is required", f"set {expected}")
-    if kind in ("model_type", "model_attributes_type", "dict_type"):
+    if error_type in ("model_type", "model_attributes_type", "dict_type"):
         return Problem(key, "must be an object", "write a YAML mapping of its keys")
-    if kind == "list_type":
+    if error_type == "list_type":
         return Problem(key, f"must be {expected}", "write a YAML list")
-    if kind == "literal_error":
-        return Problem(key, f"{shown} is not {expected}", f"use {expected}")
-    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+    if error_type == "literal_error":
+        extra = info.json_schema_extra if info else None
+        noun = str(extra.get(KIND, "")) if isinstance(extra, dict) else ""
+        article = "an" if noun[:1].lower() in ("a", "e", "i", "o", "u") else "a"
+        return Problem(key, f"{shown} is not {f'{article} {noun}' if noun else expected}", f"use {expected}")
+    if error_type in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         bounds = _bounds(info)
-        return Problem(key, f"{shown} is not {bounds}", f"set a number {bounds}")
-    if kind == "string_pattern_mismatch":
+        what = f"is outside {bounds[7:]}" if bounds.startswith("within ") else f"is not {bounds}"
+        return Problem(key, f"{shown} {what}", f"set a number {bounds}")
+    if error_type == "string_pattern_mismatch":
         what, fix = PATTERN_MESSAGES[str((error.get("ctx") or {})["pattern"])]
         return Problem(key, f"{shown} {what}", fix)
-    if kind == CHECKED:
+    if error_type == CHECKED:
         ctx = error.get("ctx") or {}
         return Problem(key, str(ctx["what"]), str(ctx["fix"]))
-    if kind.endswith(("_type", "_parsing")) or kind == "int_from_float":
+    if error_type.endswith(("_type", "_parsing")) or error_type == "int_from_float":
         return Problem(key, f"{shown} is not {expected}", f"set {expected}")
     return Problem(key, error["msg"], "see docs/configuration.md")  # an error type no setting of ours raises yet
 
@@ -283,7 +296,7 @@ def _bounds(info: FieldInfo | None) -> str:
         elif isinstance(constraint, annotated_types.Lt):
             high = f"below {constraint.lt}"
     if low and high:
-        return f"{low} and at most {high}" if low.startswith("above") else f"from {low} to {high}"
+        return f"{low} and at most {high}" if low.startswith("above") else f"within {low}-{high}"
     return f"{low} or more" if low and not low.startswith("above") else low or f"at most {high}"
 
 

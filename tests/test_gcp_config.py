@@ -355,13 +355,13 @@ GCP_BAD_INPUTS += [
     pytest.param(
         {"cluster.binaryAuthorization": "POLICY_BINDINGS"},
         "cluster.binaryAuthorization",
-        "use PROJECT_SINGLETON_POLICY_ENFORCE (enforce the project's policy) or DISABLED",
+        "use one of DISABLED, PROJECT_SINGLETON_POLICY_ENFORCE",
         id="binauthz-continuous-validation-only",
     ),
     pytest.param(
         {"cluster.binaryAuthorization": True},
         "cluster.binaryAuthorization",
-        "is not a string",
+        "True is not a Binary Authorization evaluation mode",
         id="binauthz-a-bool",
     ),
     pytest.param(

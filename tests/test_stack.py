@@ -64,7 +64,7 @@ def test_every_problem_is_reported_in_one_error():
     assert {"network.mtu", "tpu.zone", "cluster.version", "tpu.reservation.name", "tpu.reservation.block"} <= keys
     message = str(raised.value)
     assert message.count("\n  - ") == len(raised.value.problems)
-    assert "network.mtu: 9000 is outside 1300-8896 (use 8896 for TPU hosts)" in message
+    assert "network.mtu: 9000 is outside 1300-8896 (set a number within 1300-8896)" in message
 
 
 def test_a_value_that_fails_to_parse_gets_no_follow_on_complaints():

@@ -10,6 +10,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -21,6 +22,7 @@ from components.config_base import (
     Block,
     Problems,
     PullPath,
+    kind,
     snake,
 )
 from components.tpu import topology
@@ -58,8 +60,8 @@ _KMS_KEY = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]
 # Binary Authorization's evaluation modes a cluster takes (GKE's BinaryAuthorization.EvaluationMode, as the
 # provider validates binary_authorization.evaluation_mode: hashicorp/terraform-provider-google v7.45.0
 # google/services/container/resource_container_cluster.go): none, or enforcement of the project's singleton policy.
-BINARY_AUTHORIZATION_OFF = "DISABLED"
-BINARY_AUTHORIZATION_ENFORCED = "PROJECT_SINGLETON_POLICY_ENFORCE"
+BINARY_AUTHORIZATION_OFF: Final = "DISABLED"
+BINARY_AUTHORIZATION_ENFORCED: Final = "PROJECT_SINGLETON_POLICY_ENFORCE"
 BINARY_AUTHORIZATION_MODES = (BINARY_AUTHORIZATION_OFF, BINARY_AUTHORIZATION_ENFORCED)
 # Google Groups for RBAC reads one group of the organisation's domain, of this name only (the provider's
 # authenticator_groups_config.security_group, v7.45.0, same file: "gke-security-groups@yourdomain.com"); the
@@ -273,9 +275,10 @@ class KeyGrant:
 
 
 class NatConfig(Block):
-    logging: str = Field(
+    logging: Literal["ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL", "OFF"] = Field(
         "ERRORS_ONLY",
         description="Cloud NAT logs: ERRORS_ONLY (connections it dropped), TRANSLATIONS_ONLY, ALL or OFF.",
+        json_schema_extra=kind("Cloud NAT log filter"),
     )
     min_ports_per_vm: int = Field(
         64, description="Ports each node always holds for its outside connections (a power of two, 32 or more)."
@@ -293,7 +296,7 @@ class FlowLogsConfig(Block):
         description="VPC Flow Logs on the node subnet (CIS GKE 5.6.1): a sample of every flow of the nodes and pods.",
     )
     sampling: float = Field(
-        0.5, description="Share of the flows reported, above 0 and at most 1 (Google Cloud's default 0.5)."
+        0.5, description="Share of the flows reported, above 0 and at most 1 (Google Cloud's default 0.5).", gt=0, le=1
     )
 
 
@@ -303,7 +306,9 @@ class NetworkConfig(Block):
         description="Prefix of the VPC, subnet, firewall, router and NAT names (`<prefix>-main`, `-tpu`, `-proxy`, `-router`, "
         "`-nat`).",
     )
-    mtu: int = Field(8896, description="VPC MTU; 8896 gives TPU hosts jumbo frames (1300-8896).")
+    mtu: int = Field(
+        8896, description="VPC MTU; 8896 gives TPU hosts jumbo frames (1300-8896).", ge=MTU_RANGE[0], le=MTU_RANGE[1]
+    )
     node_cidr: str = Field("10.10.0.0/18", description="Primary range of the node subnet.")
     pod_cidr: str = Field("10.12.0.0/14", description="Secondary range for pods (`<prefix>-pods`).")
     service_cidr: str = Field("10.16.0.0/20", description="Secondary range for services (`<prefix>-services`).")
@@ -322,7 +327,7 @@ class NetworkConfig(Block):
 
 class SystemPoolConfig(Block):
     machine_type: str = Field("n2-standard-32", description="Machine type of the system (non-TPU) node pool.")
-    nodes_per_zone: int = Field(1, description="System nodes in each zone of the region.")
+    nodes_per_zone: int = Field(1, description="System nodes in each zone of the region.", ge=1)
 
 
 class MaintenanceWindowConfig(Block):
@@ -335,9 +340,10 @@ class MaintenanceExclusionConfig(Block):
     name: str = Field(description="Exclusion name.")
     start: str = Field(description="RFC 3339 start time.")
     end: str = Field(description="RFC 3339 end time.")
-    scope: str = Field(
+    scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = Field(
         "NO_MINOR_UPGRADES",
         description="NO_UPGRADES (at most 30 days), NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES.",
+        json_schema_extra=kind("scope"),
     )
 
 
@@ -375,10 +381,11 @@ class ControlPlaneConfig(Block):
         description="GKE's DNS-based endpoint takes requests from outside Google Cloud, each authorized by IAM "
         "(container.clusters.connect); the stack's kubeconfig and Kubernetes provider then use it.",
     )
-    ip_endpoint: str = Field(
+    ip_endpoint: Literal["public", "private", "off"] = Field(
         "public",
         description="The IP-based endpoints: public (a public and a private IP), private (the VPC only) or off (the DNS-based "
         "endpoint only).",
+        json_schema_extra=kind("IP endpoint mode"),
     )
     authorized_networks: list[AuthorizedNetworkConfig] = Field(
         [], description="With ipEndpoint public: the only ranges its public IP admits (empty: every address)."
@@ -391,7 +398,9 @@ class ClusterConfig(Block):
         topology.SUB_SLICING_MIN_GKE_VERSION,
         description="Minimum control-plane version; must meet the floor of the slicing in use.",
     )
-    release_channel: str = Field("RAPID", description="Release channel; dynamic slicing needs RAPID.")
+    release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"] = Field(
+        "RAPID", description="Release channel; dynamic slicing needs RAPID.", json_schema_extra=kind("release channel")
+    )
     deletion_protection: bool = Field(True, description="Refuse `pulumi destroy` of the cluster while true.")
     system_pool: SystemPoolConfig = Field(SystemPoolConfig(), description="The system node pool.")
     node_service_account_id: str = Field("", description="Node service account id; empty means `<cluster>-nodes`.")
@@ -425,11 +434,12 @@ class ClusterConfig(Block):
         "preview says how). A pool takes it only when made: setting or changing it replaces the pools. Empty: "
         "Google's default encryption only.",
     )
-    binary_authorization: str = Field(
+    binary_authorization: Literal["DISABLED", "PROJECT_SINGLETON_POLICY_ENFORCE"] = Field(
         BINARY_AUTHORIZATION_OFF,
         description="Binary Authorization's evaluation mode (CIS GKE 5.1.4): PROJECT_SINGLETON_POLICY_ENFORCE admits a pod only if "
         "the project's Binary Authorization policy (the organisation's, made outside the stack) allows its images; "
         "DISABLED admits every image.",
+        json_schema_extra=kind("Binary Authorization evaluation mode"),
     )
     rbac_security_group: str = Field(
         "",
@@ -771,9 +781,6 @@ def validate_network(network: NetworkConfig, problems: Problems) -> None:
         if problem := naming.gcp_name_problem(name):
             problems.add("network.prefix", f"derived name {problem}", "use a shorter lowercase prefix")
             break
-    low, high = MTU_RANGE
-    if not low <= network.mtu <= high:
-        problems.add("network.mtu", f"{network.mtu} is outside {low}-{high}", "use 8896 for TPU hosts")
     ranges = {}
     for key in ("nodeCidr", "podCidr", "serviceCidr", "proxyOnlyCidr"):
         text = getattr(network, snake(key))
@@ -794,13 +801,6 @@ def validate_network(network: NetworkConfig, problems: Problems) -> None:
                     f"{ranges[second]} overlaps network.{first} {ranges[first]}",
                     "give every subnet and secondary range its own addresses",
                 )
-    sampling = network.flow_logs.sampling
-    if not 0 < sampling <= 1:
-        problems.add(
-            "network.flowLogs.sampling",
-            f"{sampling} is not a share of the flows above 0 and at most 1",
-            "use 0.5 (Google Cloud's default), or set network.flowLogs.enabled false to turn flow logs off",
-        )
     proxy = ranges.get("proxyOnlyCidr")
     if proxy and proxy.prefixlen > PROXY_ONLY_MAX_PREFIX:
         problems.add(
@@ -812,12 +812,6 @@ def validate_network(network: NetworkConfig, problems: Problems) -> None:
 
 
 def _validate_nat(nat: NatConfig, problems: Problems) -> None:
-    if nat.logging not in (*NAT_LOG_FILTERS, NAT_LOGGING_OFF):
-        problems.add(
-            "network.nat.logging",
-            f"{nat.logging!r} is not a Cloud NAT log filter",
-            f"use one of {', '.join((*NAT_LOG_FILTERS, NAT_LOGGING_OFF))}",
-        )
     low, high = NAT_PORTS_RANGE
     for key, ports in (("minPortsPerVm", nat.min_ports_per_vm), ("maxPortsPerVm", nat.max_ports_per_vm)):
         if not low <= ports <= high or ports & (ports - 1):
@@ -842,13 +836,7 @@ def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems,
     if problem := naming.service_account_id_problem(cluster.node_account_id):
         key = "cluster.nodeServiceAccountId" if cluster.node_service_account_id else "cluster.name"
         problems.add(key, problem, "set cluster.nodeServiceAccountId to a 6-30 character id")
-    if cluster.release_channel not in RELEASE_CHANNELS:
-        problems.add(
-            "cluster.releaseChannel",
-            f"{cluster.release_channel!r} is not a release channel",
-            f"use one of {', '.join(RELEASE_CHANNELS)}",
-        )
-    elif tpu.dynamic_slicing_requested and cluster.release_channel != "RAPID":
+    if tpu.dynamic_slicing_requested and cluster.release_channel != "RAPID":
         problems.add("cluster.releaseChannel", "dynamic slicing is only offered on the RAPID channel", "set RAPID")
     _validate_version(cluster, tpu, problems, today)
     pool = cluster.system_pool
@@ -858,23 +846,13 @@ def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems,
             f"{pool.machine_type!r} is not a machine type",
             "use a type such as n2-standard-32",
         )
-    if pool.nodes_per_zone < 1:
-        problems.add(
-            "cluster.systemPool.nodesPerZone", f"{pool.nodes_per_zone} leaves no system nodes", "use 1 or more"
-        )
     _validate_maintenance(cluster, problems)
     _validate_control_plane(cluster.control_plane, problems)
     _validate_hardening(cluster, problems)
 
 
 def _validate_control_plane(control_plane: ControlPlaneConfig, problems: Problems) -> None:
-    if control_plane.ip_endpoint not in IP_ENDPOINT_MODES:
-        problems.add(
-            "cluster.controlPlane.ipEndpoint",
-            f"{control_plane.ip_endpoint!r} is not an IP endpoint mode",
-            f"use one of {', '.join(IP_ENDPOINT_MODES)}",
-        )
-    elif control_plane.ip_endpoint == "off" and not control_plane.dns_endpoint:
+    if control_plane.ip_endpoint == "off" and not control_plane.dns_endpoint:
         problems.add(
             "cluster.controlPlane.ipEndpoint",
             "is off while cluster.controlPlane.dnsEndpoint is false: nothing outside Google could reach the control "
@@ -990,12 +968,6 @@ def _kms_key(key: str, name: str, problems: Problems) -> re.Match[str] | None:
 
 def _validate_hardening(cluster: ClusterConfig, problems: Problems) -> None:
     """Binary Authorization's mode and the Google Group of RBAC, when set: values GKE takes."""
-    if cluster.binary_authorization not in BINARY_AUTHORIZATION_MODES:
-        problems.add(
-            "cluster.binaryAuthorization",
-            f"{cluster.binary_authorization!r} is not a Binary Authorization evaluation mode",
-            f"use {BINARY_AUTHORIZATION_ENFORCED} (enforce the project's policy) or {BINARY_AUTHORIZATION_OFF}",
-        )
     group = cluster.rbac_security_group
     if group and not _RBAC_SECURITY_GROUP.match(group):
         problems.add(
@@ -1103,10 +1075,6 @@ def _validate_maintenance(cluster: ClusterConfig, problems: Problems) -> None:
         prefix = f"cluster.maintenanceExclusions[{i}]"
         if problem := naming.gcp_name_problem(exclusion.name):
             problems.add(f"{prefix}.name", problem, "use a short lowercase name")
-        if exclusion.scope not in EXCLUSION_SCOPES:
-            problems.add(
-                f"{prefix}.scope", f"{exclusion.scope!r} is not a scope", f"use one of {', '.join(EXCLUSION_SCOPES)}"
-            )
         length = _validate_time_range(prefix, exclusion.start, exclusion.end, problems)
         if exclusion.scope == "NO_UPGRADES" and length and length > timedelta(days=NO_UPGRADES_MAX_DAYS):
             problems.add(
