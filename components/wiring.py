@@ -21,7 +21,7 @@ from components.gcp.config import (
     ControlPlaneConfig,
 )
 from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
-from components.gcp.network import NatArgs, Network, NetworkArgs
+from components.gcp.network import Network, NetworkArgs
 from components.gcp.project_services import (
     ARTIFACT_REGISTRY_API,
     BINARY_AUTHORIZATION_API,
@@ -135,22 +135,10 @@ def network_args(stack: Stack) -> NetworkArgs:
     config = stack.config
     network = config.network
     return NetworkArgs(
+        network=network,
         project=config.project,
         region=config.region,
-        prefix=network.prefix,
-        mtu=network.mtu,
-        node_cidr=network.node_cidr,
-        pod_cidr=network.pod_cidr,
-        service_cidr=network.service_cidr,
-        proxy_only_cidr=network.proxy_only_cidr,
-        nat=NatArgs(
-            logging=network.nat.logging,
-            min_ports_per_vm=network.nat.min_ports_per_vm,
-            max_ports_per_vm=network.nat.max_ports_per_vm,
-        )
-        if config.nat_needed
-        else None,
-        flow_log_sampling=network.flow_logs.sampling if network.flow_logs.enabled else None,
+        nat=config.nat_needed,
         control_plane_ports=control_plane_ports(stack),
     )
 
