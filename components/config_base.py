@@ -14,14 +14,14 @@ import json
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import annotated_types
-from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic.fields import FieldInfo
-from pydantic_core import ErrorDetails, PydanticCustomError
+from pydantic_core import ErrorDetails
 
 NAMESPACE = "tpu-dynamic-slicing"  # the Pulumi project name: every key is <NAMESPACE>:<key>
 B = TypeVar("B", bound=BaseModel)
@@ -96,31 +96,6 @@ def _merged(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, A
         below = merged.get(key)
         merged[key] = _merged(below, value) if isinstance(value, Mapping) and isinstance(below, Mapping) else value
     return merged
-
-
-# Patterns of text settings, each with what the preview says of a value that does not match: (what, fix).
-PATTERN_MESSAGES: dict[str, tuple[str, str]] = {}
-
-
-def text_pattern(pattern: str, what: str, fix: str) -> Any:
-    """A constraint of a text setting (``Annotated[str, text_pattern(...)]``): ``what`` follows the value shown."""
-    PATTERN_MESSAGES[pattern] = (what, fix)
-    return StringConstraints(pattern=pattern)
-
-
-def checked(problem: Callable[[Any], str | None], fix: str) -> Any:
-    """A check of one setting's value (``Annotated[str, checked(naming.gcp_name_problem, "...")]``): ``problem``
-    says what is wrong with the value, or None."""
-
-    def check(value: Any) -> Any:
-        if (what := problem(value)) is not None:
-            raise PydanticCustomError(CHECKED, "{what}", {"what": what, "fix": fix})
-        return value
-
-    return AfterValidator(check)
-
-
-CHECKED = "setting"  # the error type of ``checked``
 
 
 def kind(noun: str) -> dict[str, Any]:
@@ -234,12 +209,6 @@ def _field_problem(root: type[BaseModel], error: ErrorDetails) -> Problem:
         bounds = _bounds(info)
         what = f"is outside {bounds[7:]}" if bounds.startswith("within ") else f"is not {bounds}"
         return Problem(key, f"{shown} {what}", f"set a number {bounds}")
-    if error_type == "string_pattern_mismatch":
-        what, fix = PATTERN_MESSAGES[str((error.get("ctx") or {})["pattern"])]
-        return Problem(key, f"{shown} {what}", fix)
-    if error_type == CHECKED:
-        ctx = error.get("ctx") or {}
-        return Problem(key, str(ctx["what"]), str(ctx["fix"]))
     if error_type.endswith(("_type", "_parsing")) or error_type == "int_from_float":
         return Problem(key, f"{shown} is not {expected}", f"set {expected}")
     return Problem(key, error["msg"], "see docs/configuration.md")  # an error type no setting of ours raises yet
@@ -284,20 +253,22 @@ def _describe(tp: Any, plural: bool = False) -> str:
 
 
 def _bounds(info: FieldInfo | None) -> str:
-    """A numeric setting's range, in words: ``from 1300 to 8896``, ``above 0 and at most 1``, ``1 or more``."""
-    low = high = ""
-    for constraint in info.metadata if info else []:
-        if isinstance(constraint, annotated_types.Ge):
-            low = f"{constraint.ge}"
-        elif isinstance(constraint, annotated_types.Gt):
-            low = f"above {constraint.gt}"
-        elif isinstance(constraint, annotated_types.Le):
-            high = f"{constraint.le}"
+    """A numeric setting's range, in words: ``within 1300-8896``, ``above 0 and at most 1``, ``1 or more``."""
+    constraints = {type(c): c for c in (info.metadata if info else [])}
+    ge, le = constraints.get(annotated_types.Ge), constraints.get(annotated_types.Le)
+    if isinstance(ge, annotated_types.Ge) and isinstance(le, annotated_types.Le):
+        return f"within {ge.ge}-{le.le}"
+    words = []
+    for constraint in constraints.values():
+        if isinstance(constraint, annotated_types.Gt):
+            words.append(f"above {constraint.gt}")
+        elif isinstance(constraint, annotated_types.Ge):
+            words.append(f"{constraint.ge} or more")
         elif isinstance(constraint, annotated_types.Lt):
-            high = f"below {constraint.lt}"
-    if low and high:
-        return f"{low} and at most {high}" if low.startswith("above") else f"within {low}-{high}"
-    return f"{low} or more" if low and not low.startswith("above") else low or f"at most {high}"
+            words.append(f"below {constraint.lt}")
+        elif isinstance(constraint, annotated_types.Le):
+            words.append(f"at most {constraint.le}")
+    return " and ".join(words)
 
 
 def _repaired(root: type[BaseModel], data: Any, errors: Iterable[ErrorDetails]) -> Any:
@@ -330,14 +301,7 @@ def _value_at_path(data: Any, path: list[str | int]) -> Any:
 
 
 def _placeholder(tp: Any) -> Any:
-    if tp is not _unwrap(tp):
-        return None
-    if typing.get_origin(tp) is typing.Literal:
-        return typing.get_args(tp)[0]
-    if typing.get_origin(tp) is list:
-        return []
-    if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return {}
+    """A value of a required setting's type, for one that failed: a required setting is a string or a number."""
     return {str: "", int: 0, float: 0.0, bool: False}.get(tp)
 
 
@@ -709,8 +673,6 @@ def documented_settings(
 def _render_default(value: Any) -> str:
     if value is None:
         return "(unset)"
-    if isinstance(value, BaseModel):
-        value = value.model_dump(by_alias=True)
-    elif isinstance(value, list):
+    if isinstance(value, list):
         value = [v.model_dump(by_alias=True) if isinstance(v, BaseModel) else v for v in value]
     return json.dumps(value) if not isinstance(value, str) else (value or '""')
