@@ -411,9 +411,7 @@ def _build(config: StackConfig) -> Stack:
         else None,
         monitoring=_monitoring(config),
         node_audit=(
-            node_audit_objects(
-                operations_config.node_audit_input(config.node_audit_logging, config.cluster, config.region, pull_path)
-            )
+            node_audit_objects(config.node_audit_logging, config.cluster.name, config.region, pull_path)
             if config.node_audit_logging_on
             else None
         ),

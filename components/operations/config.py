@@ -14,7 +14,6 @@ from pydantic import Field
 from components.config_base import (
     Block,
     Problems,
-    PullPath,
     image_pin_problem,
 )
 from components.gcp.config import (
@@ -174,35 +173,12 @@ class DashboardsInput:
     saxml_namespace: str | None
 
 
-@dataclass(frozen=True)
-class NodeAuditInput:
-    """What the node audit logging's objects are built from: the block, resolved against the stack."""
-
-    namespace: str
-    cluster_name: str  # the k8s_node resource's cluster_name
-    location: str  # the cluster's region: the k8s_node resource's location
-    image: str  # as the nodes pull it (PullPath applied)
-    setup_image: str
-
-
 def node_audit_logging_on(node_audit: NodeAuditLoggingConfig, cluster: ClusterConfig, production: bool) -> bool:
     """Whether the stack deploys the node audit logging: as set, else on a production stack; never on a cluster made
     elsewhere, whose own stack deploys it."""
     if cluster.existing.enabled:
         return False
     return production if node_audit.enabled is None else node_audit.enabled
-
-
-def node_audit_input(
-    node_audit: NodeAuditLoggingConfig, cluster: ClusterConfig, region: str, pull_path: PullPath
-) -> NodeAuditInput:
-    return NodeAuditInput(
-        namespace=NODE_AUDIT_NAMESPACE,
-        cluster_name=cluster.name,
-        location=region,
-        image=pull_path.image(node_audit.image),
-        setup_image=pull_path.image(node_audit.setup_image),
-    )
 
 
 def validate_node_audit_logging(
