@@ -131,7 +131,10 @@ def saxml_input(**overrides: Any) -> Any:
     from components.workloads.saxml.config import SaxmlConfig
     from components.workloads.saxml.config import saxml_input as build
 
-    pools = [TpuPoolConfig("tpu1", 8, "4x8"), TpuPoolConfig("tpu2", 8, "4x8")]
+    pools = [
+        TpuPoolConfig(name="tpu1", node_count=8, topology="4x8"),
+        TpuPoolConfig(name="tpu2", node_count=8, topology="4x8"),
+    ]
     tpu = TpuConfig(zone="us-west4-a", machine_type="ct5lp-hightpu-4t", pools=pools, slice_shapes=[])
     return dataclasses.replace(
         build(SaxmlConfig(), tpu, NetworkConfig(), "my-tpu-project", pull_path=NO_PULL_PATH), **_resolve(overrides)

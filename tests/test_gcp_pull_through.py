@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from components import lifecycle as lifecycle_review
 from components import stack as stack_config
 from components.config_base import ConfigError, PullPath
 from components.gcp.config import is_google_registry
@@ -217,22 +218,22 @@ def test_a_new_project_enables_each_api_before_each_call(credentialed):
 def test_an_up_that_turns_them_on_says_every_pod_rolls_and_a_credential_change_replaces_the_hub_repository(dev_run):
     public = run_stack({"cluster.privateNodes": False})
     before = previous_of(public)["lifecycle"]
-    current = stack_config.lifecycle_facts(config_of({}).config)
-    review = stack_config.review_changes(before, current, str)
+    current = lifecycle_review.lifecycle_facts(config_of({}).config)
+    review = lifecycle_review.review_changes(before, current, str)
     (line,) = [w for w in review.in_place if w.startswith("images.pullThrough: the Artifact Registry remote")]
     assert "each pod template naming one changes and its workload rolls" in line
-    changed = stack_config.lifecycle_facts(config_of(CREDENTIALS).config)
-    review = stack_config.review_changes(previous_of(dev_run)["lifecycle"], changed, str)
+    changed = lifecycle_review.lifecycle_facts(config_of(CREDENTIALS).config)
+    review = lifecycle_review.review_changes(previous_of(dev_run)["lifecycle"], changed, str)
     (replaced,) = review.replaced
     assert "qwen-serving-cluster-docker-io of docker.io will be REPLACED" in replaced and "credentials" in replaced
     assert "cache starts empty" in replaced
     unchanged = previous_of(dev_run)["lifecycle"]
-    assert not stack_config.review_changes(unchanged, unchanged, str).replaced
+    assert not lifecycle_review.review_changes(unchanged, unchanged, str).replaced
     # A running stack whose last `up` predates the fact (this change's first `up`): announced the same way.
     older = {key: value for key, value in unchanged.items() if key != "pullThrough"}
-    assert [w for w in stack_config.review_changes(older, current, str).in_place if "remote repositories" in w]
+    assert [w for w in lifecycle_review.review_changes(older, current, str).in_place if "remote repositories" in w]
     # And back: public nodes need none, the repositories and their caches go after the pods moved off them.
-    back = stack_config.review_changes(unchanged, previous_of(public)["lifecycle"], str)
+    back = lifecycle_review.review_changes(unchanged, previous_of(public)["lifecycle"], str)
     (gone,) = [w for w in back.in_place if w.startswith("images.pullThrough: the repositories")]
     assert "deleted once no pod template names them" in gone and "docker.io" in gone
 

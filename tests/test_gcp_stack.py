@@ -595,11 +595,11 @@ def test_an_enforcing_cluster_without_its_api_is_refused_by_a_new_project(monkey
 def test_on_a_cluster_made_elsewhere_the_hardening_settings_are_not_the_stack_s_to_set():
     """The cluster's owner sets them where it is made: the stack registers no cluster and enables no API for them,
     and the production rules do not ask a cluster made elsewhere for them."""
-    import dataclasses
 
     from components.config_base import Problems
     from components.gcp.config import ClusterConfig, ExistingClusterConfig, NetworkConfig, TpuConfig
-    from components.operations.config import NodeAuditLoggingConfig, validate_production_security
+    from components.hardening.rules import validate_production_security
+    from components.operations.config import NodeAuditLoggingConfig
     from components.workloads.serving.config import ServingConfig
 
     hardened = {
@@ -613,7 +613,7 @@ def test_on_a_cluster_made_elsewhere_the_hardening_settings_are_not_the_stack_s_
     assert BINARY_AUTHORIZATION_API not in {s.input("service") for s in run.of_type(SERVICE)}
     assert "hardening" not in run.raw_outputs["lifecycle"]  # nothing of it changes with this stack's `up`
     elsewhere = ClusterConfig(existing=ExistingClusterConfig(name="team-cluster", location="us-central1"))
-    own = dataclasses.replace(elsewhere, existing=ExistingClusterConfig())
+    own = elsewhere.model_copy(update={"existing": ExistingClusterConfig()})
     for cluster, refused in (
         (elsewhere, []),
         (

@@ -1,6 +1,7 @@
 """The tree is the architecture: imports run one way, down the deployment, and never in a circle.
 
-Layers, top to bottom: ``wiring`` -> ``stack`` -> ``operations`` -> ``workloads`` -> ``platform`` -> ``gcp`` -> ``tpu``
+Layers, top to bottom: ``wiring`` -> ``lifecycle`` -> ``stack`` -> ``hardening`` -> ``operations`` -> ``workloads`` ->
+``platform`` -> ``gcp`` -> ``tpu``
 -> the shared helpers (``config_base``, ``naming``, ``manifests``, ``resources``). A module may import
 its own layer and the layers below it; the workload folders do not import each other; the pure
 modules (config, rules, objects, the TPU model, the shared helpers but ``resources``) import no Pulumi.
@@ -20,7 +21,7 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT
 
-LAYERS = ("wiring", "stack", "operations", "workloads", "platform", "gcp", "tpu", "shared")
+LAYERS = ("wiring", "lifecycle", "stack", "hardening", "operations", "workloads", "platform", "gcp", "tpu", "shared")
 SHARED = ("config_base", "naming", "manifests", "resources")
 PURE_ROLES = ("config", "rules", "objects")
 IMPURE_SHARED = ("resources",)  # the Pulumi helpers the components share
@@ -210,7 +211,7 @@ def test_workload_folders_do_not_import_each_other(graph):
 
 def test_no_block_imports_the_root(graph):
     importers = {module for module, targets in graph.items() if "components.stack" in targets}
-    assert importers == {"components.wiring"}
+    assert importers == {"components.wiring", "components.lifecycle"}
 
 
 def test_pure_modules_import_no_pulumi():

@@ -283,12 +283,11 @@ VLLM_IMAGE = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26@{DIGEST}"
 STAGING_IMAGE = "docker.io/library/python@{DIGEST}"
 
 
-@dataclass(frozen=True)
-class ExampleControllerConfig:
-    namespace: str = setting("example-system", "Namespace.")
-    image: str = setting("tpuongke/kueue-slice-controller", "Image repository.")
-    tag: str = setting("v0.8.0-200", "Image tag.")
-    digest: str = setting("{DIGEST}", "Optional sha256 digest.")
+class ExampleControllerConfig(Block):
+    namespace: str = Field("example-system", description="Namespace.")
+    image: str = Field("tpuongke/kueue-slice-controller", description="Image repository.")
+    tag: str = Field("v0.8.0-200", description="Image tag.")
+    digest: str = Field("{DIGEST}", description="Optional sha256 digest.")
 """,
     "manifests/serving/example.yaml": K8S_OBJECT.format(
         body="          image: ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0\n"

@@ -413,8 +413,9 @@ def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> 
     each pool's hosts (a pool's own sub-block where it names one), in use by the pools the last `up` placed there
     (``previous_outputs``), free for the others; and the existing weights bucket it names, in its region with uniform
     bucket-level access. Nothing for a config that does not load (the program refuses it)."""
+    from components import lifecycle as lifecycle_review
     from components import stack as stack_config
-    from components.config_base import NAMESPACE, Problems, parse_object
+    from components.config_base import NAMESPACE
     from components.workloads.serving.config import weights_bucket_name
 
     raw: dict[str, Any] = {}
@@ -424,16 +425,15 @@ def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> 
                 raw[key.split(":", 1)[1]] = json.loads(text)
             except json.JSONDecodeError:
                 raw[key.split(":", 1)[1]] = text
-    problems = Problems()
     # Parsed only: the program validates and builds it (once: tests count the builds).
-    loaded = parse_object(stack_config.StackConfig, raw, "", problems)
-    if problems.items:
+    loaded = stack_config.parsed(raw)
+    if loaded is None:
         return Holdings()
     tpu = loaded.tpu
     reservations: tuple[Reservation, ...] = ()
     buckets: tuple[Bucket, ...] = ()
     if tpu.reservation.name:
-        placed = stack_config.previous_pool_reservations(previous_outputs)
+        placed = lifecycle_review.previous_pool_reservations(previous_outputs)
         sub_blocks = tuple(
             SubBlock(
                 name=pool.sub_block or f"subblock-{i:04d}",
