@@ -1,37 +1,28 @@
-"""Every pin of the tree, found without renovate.json, and what Renovate does with each (tests/test_renovate.py).
-
-Two halves that know nothing of each other:
+"""Every pin of the tree, found without renovate.json, and whether Renovate's own extraction covers it
+(tests/test_renovate.py runs Renovate, offline, and hands its dependencies here).
 
 - ``scan(root)`` finds the pins: the values in the tree that fix a version of something fetched from elsewhere.
   It reads every file of the tree except the few skipped below (SKIPPED says why), with comments and Python
   docstrings blanked out, and knows eight shapes of pin (SHAPES). Each pin is an atom: one tag, digest, version,
   commit or hash, with its place in its file.
-- ``extract(root, config)`` models what Renovate extracts with ``config`` (renovate.json): the files each enabled
-  manager reads (its managerFilePatterns, built-in defaults included, minus ignorePaths) and, per dependency,
-  the spans of text Renovate rewrites. customManagers' matchStrings are applied as Renovate applies them (JS
-  regular expressions translated to Python's: ``(?<name>`` becomes ``(?P<name>``). tests/test_renovate.py holds
-  this model against Renovate's own extraction (``renovate --platform=local --dry-run=extract``).
-
-``coverage`` then puts each pin in one of: rewritten by a dependency, bumped by a bumpVersions rule, a derived
-value Renovate cannot compute (named, with its follow-up, by the rule that moves its version), a file named after
-a version that a rule names, an explicit exemption (EXEMPTIONS), or uncovered.
+- ``coverage`` puts each pin in one of: rewritten by a dependency Renovate extracted (its value or digest, where
+  Renovate's replaceString lies in the file), bumped by a bumpVersions rule (where Renovate's own matchString
+  finds the version), a derived value Renovate cannot compute (inside a custom manager's match, named with its
+  follow-up by that manager's description), a file named after a version that a rule names, an explicit
+  exemption (EXEMPTIONS), or uncovered.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import functools
 import io
-import json
 import os
 import re
 import tokenize
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
-
-import yaml
 
 # --------------------------------------------------------------------------------------------------------------
 # What the scanner does not read, and why. Directories by name anywhere, then paths relative to the root.
@@ -288,389 +279,64 @@ EXEMPTIONS = (
 
 
 # --------------------------------------------------------------------------------------------------------------
-# The model of Renovate's extraction.
+# Renovate's dependencies (tests/renovate_rules.mjs: its extraction, and what its packageRules set for each).
 @dataclass(frozen=True)
 class Dep:
     manager: str  # "custom.regex" or the built-in manager's name
-    source: str  # which rule: "customManagers[3]" or the manager
+    custom_manager: int | None  # a regex dependency's manager: its index in customManagers
     file: str
     dep_name: str | None
-    package_name: str | None
+    package_name: str | None  # after the rules (overridePackageName)
     datasource: str | None
+    dep_type: str | None
     current_value: str | None
     current_digest: str | None
-    span: tuple[int, int]  # the text Renovate searches for and rewrites (replaceString)
-    value_spans: tuple[tuple[int, int], ...] = field(default=())  # what it rewrites in there
-    dep_type: str | None = None
+    replace_string: str | None
+    settings: dict[str, Any]  # groupName, automerge, pinDigests, versioning, dependencyDashboardApproval ...
+    spans: tuple[tuple[int, int], ...] = ()  # where its text lies in the file (what Renovate searches for)
+    value_spans: tuple[tuple[int, int], ...] = ()  # what it rewrites in there: the value and the digest
 
-    def key(self) -> tuple[str, str, str | None, str | None, str | None]:
-        value = (self.current_value or "").removeprefix("==")
-        return (self.manager, self.file, self.dep_name, value or None, self.current_digest or None)
-
-
-# Built-in managers' default managerFilePatterns, as Renovate 44 (tools/renovate/package.json) ships them;
-# tests/test_renovate.py compares the whole model with Renovate's own extraction, which would catch a change.
-DEFAULT_FILE_PATTERNS: dict[str, tuple[str, ...]] = {
-    "pip_requirements": (r"/(^|/)[\w-]*requirements([-._]\w+)?\.(txt|pip)$/",),
-    "github-actions": (
-        r"/(^|/)(workflow-templates|\.(?:github|gitea|forgejo)/(?:workflows|actions))/.+\.ya?ml$/",
-        r"/(^|/)action\.ya?ml$/",
-    ),
-    "helm-values": (r"/(^|/)values\.ya?ml$/",),
-    "kubernetes": (),
-    "npm": (r"/(^|/)package\.json$/",),
-}
-MODELLED_MANAGERS = frozenset({"custom.regex", *DEFAULT_FILE_PATTERNS})
-
-# JavaScript regular expression features RE2 (which Renovate uses when it can) refuses, and that Python would
-# silently accept: lookaround, backreferences, atomic groups and possessive quantifiers.
-RE2_UNSUPPORTED = re.compile(r"\(\?<?[=!]|\\[1-9]|\\k<|\(\?>|[*+?}][+]")
+    @property
+    def value(self) -> str | None:
+        return (self.current_value or "").removeprefix("==") or None
 
 
-def js_to_python(pattern: str) -> str:
-    """A Renovate (JavaScript, RE2-compatible) regular expression as a Python one: named groups are spelled
-    ``(?P<name>``. Everything else these patterns use means the same in both."""
-    if RE2_UNSUPPORTED.search(pattern):
-        raise ValueError(f"not RE2-compatible: {pattern}")
-    return re.sub(r"\(\?<(?=[A-Za-z_])", "(?P<", pattern)
-
-
-@functools.cache
-def compile_js(pattern: str) -> re.Pattern[str]:
-    return re.compile(js_to_python(pattern), re.ASCII)
-
-
-@functools.cache
-def _glob_to_regex(glob: str) -> re.Pattern[str]:
-    """minimatch's globs as Renovate uses them for file patterns (``**`` spans folders, ``*`` does not)."""
-    out = ""
-    i = 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out += r"(?:.*/)?"
-            i += 3
-        elif glob.startswith("**", i):
-            out += r".*"
-            i += 2
-        elif glob[i] == "*":
-            out += r"[^/]*"
-            i += 1
-        elif glob[i] == "?":
-            out += r"[^/]"
-            i += 1
-        else:
-            out += re.escape(glob[i])
-            i += 1
-    return re.compile(rf"^{out}$")
-
-
-def file_pattern_matches(pattern: str, path: str) -> bool:
-    """A managerFilePatterns entry: ``/regex/`` (searched) or a glob (matched whole)."""
-    if len(pattern) > 1 and pattern.startswith("/") and pattern.endswith("/"):
-        return compile_js(pattern[1:-1]).search(path) is not None
-    return _glob_to_regex(pattern).match(path) is not None
-
-
-def ignored(config: Mapping[str, Any], path: str) -> bool:
-    """ignorePaths: a substring of the path, or a glob matching it."""
-    return any(p in path or _glob_to_regex(p).match(path) for p in config.get("ignorePaths", []))
-
-
-def _template(template: str, values: Mapping[str, str]) -> str:
-    """The one Handlebars form the templates use: {{name}} or {{{name}}}."""
-    if re.search(r"\{\{[#/^>!]", template):
-        raise ValueError(f"template beyond plain substitution: {template}")
-    return re.sub(r"\{\{\{?\s*(\w+)\s*\}?\}\}", lambda m: values.get(m.group(1), ""), template)
-
-
-_FIELDS = ("depName", "packageName", "currentValue", "currentDigest", "datasource", "versioning", "extractVersion")
-
-
-def _occurrences(text: str, span: tuple[int, int], needle: str | None) -> list[tuple[int, int]]:
-    if not needle:
-        return []
-    start, end = span
+def _occurrences(text: str, needle: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+    end = len(text) if end is None else end
     return [(start + m.start(), start + m.end()) for m in re.finditer(re.escape(needle), text[start:end])]
 
 
-def _custom_deps(index: int, manager: Mapping[str, Any], path: str, text: str) -> Iterator[Dep]:
-    regexes = [compile_js(s) for s in manager["matchStrings"]]
-    strategy = manager.get("matchStringsStrategy", "any")
-
-    def make(groups: Mapping[str, str], span: tuple[int, int]) -> Dep | None:
-        fields: dict[str, str | None] = {}
-        for name in _FIELDS:
-            template = manager.get(f"{name}Template")
-            fields[name] = _template(template, groups) if template else (groups.get(name) or None)
-        if not ((fields["depName"] or fields["packageName"]) and fields["datasource"]):
-            return None
-        if not (fields["currentValue"] or fields["currentDigest"]):
-            return None  # Renovate discards it (isValidDependency)
-        # autoReplaceGlobalMatch (default true): every occurrence of the value and digest in the match is rewritten
-        spans = _occurrences(text, span, fields["currentValue"]) + _occurrences(text, span, fields["currentDigest"])
-        return Dep(
-            "custom.regex",
-            f"customManagers[{index}]",
-            path,
-            fields["depName"],
-            fields["packageName"] or fields["depName"],
-            fields["datasource"],
-            fields["currentValue"],
-            fields["currentDigest"],
-            span,
-            tuple(sorted(spans)),
-        )
-
-    if strategy == "any":
-        for regex in regexes:
-            for m in regex.finditer(text):
-                groups = {k: v for k, v in m.groupdict().items() if v is not None}
-                if dep := make(groups, m.span()):
-                    yield dep
-    elif strategy == "recursive":
-
-        def walk(level: int, start: int, end: int, groups: dict[str, str]) -> Iterator[Dep]:
-            if level == len(regexes):
-                if dep := make(groups, (start, end)):
-                    yield dep
-                return
-            for m in regexes[level].finditer(text, start, end):
-                merged = {**groups, **{k: v for k, v in m.groupdict().items() if v is not None}}
-                yield from walk(level + 1, m.start(), m.end(), merged)
-
-        yield from walk(0, 0, len(text), {})
+def locate(dep: Dep, text: str) -> Dep:
+    """``dep`` with its spans in its file's ``text``: every occurrence of its replaceString; a dependency reported
+    without one (pip_requirements, npm, an action's version input) on each line naming it with its value, a
+    requirement with its continuation lines (the --hash lines Renovate's artifact update rewrites)."""
+    value = dep.value
+    if dep.replace_string:
+        spans = _occurrences(text, dep.replace_string)
+    elif value and dep.dep_name:
+        spans = []
+        lines = text.splitlines(keepends=True)
+        starts = [0]
+        for line in lines:
+            starts.append(starts[-1] + len(line))
+        for number, line in enumerate(lines):
+            if value not in line or dep.dep_name.lower() not in line.lower():
+                continue
+            last = number
+            while dep.manager == "pip_requirements" and lines[last].rstrip().endswith("\\") and last + 1 < len(lines):
+                last += 1
+            spans.append((starts[number], starts[last + 1]))
     else:
-        raise ValueError(f"customManagers[{index}]: matchStringsStrategy {strategy} is not modelled")
+        spans = []
+    values = []
+    for start, end in spans:
+        for needle in (value, dep.current_digest):
+            values += _occurrences(text, needle, start, end) if needle else []
+        if dep.manager == "pip_requirements":
+            values += [(start + m.start(), start + m.end()) for m in DIGEST_RE.finditer(text[start:end])]
+    return Dep(**{**dep.__dict__, "spans": tuple(sorted(set(spans))), "value_spans": tuple(sorted(set(values)))})
 
 
-_PIP_PACKAGE = r"[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9]"
-_PIP_LINE = re.compile(rf"^(?P<name>{_PIP_PACKAGE})(?:\s*\[[^\]]+\])?\s*==\s*(?P<version>\S+)$")
-_PIP_HASH = re.compile(r"--hash=(?P<hash>sha256:[0-9a-f]{64})")
-
-
-def _normalize_python_name(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _pip_deps(path: str, text: str) -> Iterator[Dep]:
-    """pip_requirements: one dependency per `name==version` line; with --hash lines, its artifact step (hashin)
-    rewrites the hashes of the package too."""
-    starts = _offsets(text)
-    lines = text.splitlines(keepends=True)
-    for number, raw in enumerate(lines):
-        line = raw.split("#")[0].split(";")[0].split(" \\")[0].strip()
-        m = _PIP_LINE.match(line)
-        if not m:
-            continue
-        begin = starts[number] + raw.index(m.group("version"), raw.index("=="))
-        spans = [(begin, begin + len(m.group("version")))]
-        follow = number
-        while lines[follow].rstrip().endswith("\\") and follow + 1 < len(lines):
-            follow += 1
-            for h in _PIP_HASH.finditer(lines[follow]):
-                spans.append((starts[follow] + h.start("hash"), starts[follow] + h.end("hash")))
-        yield Dep(
-            "pip_requirements",
-            "pip_requirements",
-            path,
-            m.group("name"),
-            _normalize_python_name(m.group("name")),
-            "pypi",
-            "==" + m.group("version"),
-            None,
-            (spans[0][0], spans[-1][1]),
-            tuple(spans),
-        )
-
-
-_ACTION_LINE = re.compile(
-    r"^\s+(?:-\s+)?uses:\s*['\"]?(?P<action>[\w.-]+/[\w./-]+)@(?P<ref>[0-9a-f]{40}|[^\s'\"#]+)['\"]?"
-    r"(?:\s+#\s*(?:tag=|ratchet:[\w./-]+@)?(?P<comment>v?\d[^\s]*))?",
-    re.M,
-)
-# Known actions whose inputs name a version Renovate updates (its known-actions table), as used here.
-_ACTION_INPUTS = {"actions/setup-python": ("python-version", "python", "actions/python-versions", "github-releases")}
-
-
-def _actions_deps(path: str, text: str) -> Iterator[Dep]:
-    """github-actions: `uses: owner/repo@<sha> # <version>` (digest and version comment), and the version inputs
-    of known actions (setup-python's python-version)."""
-    for m in _ACTION_LINE.finditer(text):
-        sha = m.group("ref") if re.fullmatch(r"[0-9a-f]{40}", m.group("ref")) else None
-        value = m.group("comment") if sha else m.group("ref")
-        spans = [m.span("ref")] + ([m.span("comment")] if sha and m.group("comment") else [])
-        yield Dep(
-            "github-actions",
-            "github-actions",
-            path,
-            m.group("action"),
-            m.group("action"),
-            "github-tags",
-            value,
-            sha,
-            (m.start("action"), m.end()),
-            tuple(spans),
-            "action",
-        )
-    try:
-        document = yaml.compose(text)
-    except yaml.YAMLError:
-        return
-    for node in _yaml_mappings(document):
-        uses = _yaml_get(node, "uses")
-        if not isinstance(uses, yaml.ScalarNode):
-            continue
-        known = _ACTION_INPUTS.get(uses.value.split("@")[0])
-        with_ = _yaml_get(node, "with")
-        if not known or not isinstance(with_, yaml.MappingNode):
-            continue
-        value_node = _yaml_get(with_, known[0])
-        if isinstance(value_node, yaml.ScalarNode) and value_node.value:
-            span = _scalar_span(text, value_node)
-            yield Dep(
-                "github-actions",
-                "github-actions",
-                path,
-                known[1],
-                known[2],
-                known[3],
-                value_node.value,
-                None,
-                span,
-                (span,),
-                "uses-with",
-            )
-
-
-def _yaml_mappings(node: yaml.Node | None) -> Iterator[yaml.MappingNode]:
-    if isinstance(node, yaml.MappingNode):
-        yield node
-        for key, value in node.value:
-            yield from _yaml_mappings(key)
-            yield from _yaml_mappings(value)
-    elif isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            yield from _yaml_mappings(item)
-
-
-def _yaml_get(node: yaml.MappingNode, key: str) -> yaml.Node | None:
-    for k, v in node.value:
-        if isinstance(k, yaml.ScalarNode) and k.value == key:
-            found: yaml.Node = v
-            return found
-    return None
-
-
-def _scalar_span(text: str, node: yaml.ScalarNode) -> tuple[int, int]:
-    start, end = node.start_mark.index, node.end_mark.index
-    found = text.find(node.value, start, end)
-    return (found, found + len(node.value)) if found >= 0 else (start, end)
-
-
-def _helm_values_deps(path: str, text: str) -> Iterator[Dep]:
-    """helm-values: an `*image` mapping with repository and a non-empty tag (or version)."""
-    for document in yaml.compose_all(text):
-        for node in _yaml_mappings(document):
-            for key, value in node.value:
-                if not (isinstance(key, yaml.ScalarNode) and key.value.lower().endswith("image")):
-                    continue
-                if not isinstance(value, yaml.MappingNode):
-                    continue
-                repository, tag = _yaml_get(value, "repository"), _yaml_get(value, "tag") or _yaml_get(value, "version")
-                if isinstance(repository, yaml.ScalarNode) and isinstance(tag, yaml.ScalarNode) and tag.value:
-                    registry = _yaml_get(value, "registry")
-                    prefix = f"{registry.value}/" if isinstance(registry, yaml.ScalarNode) else ""
-                    span = _scalar_span(text, tag)
-                    name = prefix + repository.value
-                    yield Dep("helm-values", "helm-values", path, name, name, "docker", tag.value, None, span, (span,))
-
-
-# The kubernetes manager's image line, as Renovate writes it (lib/modules/manager/kubernetes/extract.ts).
-_K8S_IMAGE = re.compile(
-    r"^\s*-?\s*image:\s*['\"]?(((?:(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|"
-    r"[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|\[(?:[a-fA-F0-9:]+)\])(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|[-]+)"
-    r"[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*)*)(?::([A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
-    r"(?:@([A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*[:][0-9a-fA-F]{32,}))?)['\"]?\s*"
-)
-
-
-def _kubernetes_deps(path: str, text: str) -> Iterator[Dep]:
-    """kubernetes: in a file with apiVersion and kind, every `image: <ref>` line (API versions are left out:
-    they are not pins)."""
-    if not (re.search(r"\s*apiVersion\s*:", text) and re.search(r"\s*kind\s*:", text)):
-        return
-    starts = _offsets(text)
-    for number, line in enumerate(text.splitlines()):
-        m = _K8S_IMAGE.match(line)
-        if not m:
-            continue
-        spans = [(starts[number] + m.start(g), starts[number] + m.end(g)) for g in (3, 4) if m.group(g)]
-        if not spans:
-            continue
-        yield Dep(
-            "kubernetes",
-            "kubernetes",
-            path,
-            m.group(2),
-            m.group(2),
-            "docker",
-            m.group(3),
-            m.group(4),
-            (starts[number] + m.start(1), starts[number] + m.end(1)),
-            tuple(spans),
-        )
-
-
-def _npm_deps(path: str, text: str) -> Iterator[Dep]:
-    """npm: the exact versions of package.json's dependency sections (Renovate updates the lockfile with them)."""
-    manifest = json.loads(text)
-    for section in ("dependencies", "devDependencies", "optionalDependencies", "peerDependencies"):
-        for name, version in manifest.get(section, {}).items():
-            m = re.search(rf'"{re.escape(name)}"\s*:\s*"(?P<v>{re.escape(version)})"', text)
-            if m:
-                yield Dep("npm", "npm", path, name, name, "npm", version, None, m.span("v"), (m.span("v"),))
-
-
-_BUILT_IN = {
-    "pip_requirements": _pip_deps,
-    "github-actions": _actions_deps,
-    "helm-values": _helm_values_deps,
-    "kubernetes": _kubernetes_deps,
-    "npm": _npm_deps,
-}
-
-
-def manager_files(config: Mapping[str, Any], manager: str, files: Iterable[str]) -> list[str]:
-    patterns = [*DEFAULT_FILE_PATTERNS[manager], *config.get(manager, {}).get("managerFilePatterns", [])]
-    return [f for f in files if not ignored(config, f) and any(file_pattern_matches(p, f) for p in patterns)]
-
-
-def extract(root: Path, config: Mapping[str, Any], files: Sequence[str] | None = None) -> list[Dep]:
-    """The dependencies Renovate extracts from the tree under ``root`` with ``config``, as modelled here."""
-    all_files = list(files if files is not None else tree_files(root))
-    enabled = config.get("enabledManagers")
-    if enabled is None or not set(enabled) <= MODELLED_MANAGERS:
-        raise ValueError(f"enabledManagers must be set and modelled here: {enabled} vs {sorted(MODELLED_MANAGERS)}")
-    deps: list[Dep] = []
-    for manager in enabled:
-        if manager == "custom.regex":
-            for index, custom in enumerate(config.get("customManagers", [])):
-                for path in all_files:
-                    if ignored(config, path) or not any(
-                        file_pattern_matches(p, path) for p in custom["managerFilePatterns"]
-                    ):
-                        continue
-                    if (text := read_text(root, path)) is not None:
-                        deps.extend(_custom_deps(index, custom, path, text))
-            continue
-        for path in manager_files(config, manager, all_files):
-            if (text := read_text(root, path)) is not None:
-                deps.extend(_BUILT_IN[manager](path, text))
-    return deps
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Coverage.
 def descriptions(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     """(rule, text) of every description and PR note: where a follow-up is written down."""
 
@@ -694,20 +360,6 @@ def names_key(text: str, key: str) -> bool:
     return False
 
 
-def _bumped(config: Mapping[str, Any], pin: Pin, root: Path) -> bool:
-    """A pin a bumpVersions rule bumps (its `version` group), e.g. a local chart's own version."""
-    for rule in [config, *config.get("packageRules", [])]:
-        for bump in rule.get("bumpVersions", []):
-            if not any(_glob_to_regex(p).match(pin.file) for p in bump.get("filePatterns", [])):
-                continue
-            text = read_text(root, pin.file) or ""
-            for pattern in bump.get("matchStrings", []):
-                m = compile_js(pattern).search(text)
-                if m and m.span("version") == (pin.start, pin.end):
-                    return True
-    return False
-
-
 @dataclass
 class Coverage:
     by_dep: dict[Pin, list[Dep]] = field(default_factory=dict)
@@ -718,7 +370,11 @@ class Coverage:
     uncovered: list[Pin] = field(default_factory=list)
 
 
-def coverage(root: Path, config: Mapping[str, Any], pins: Sequence[Pin], deps: Sequence[Dep]) -> Coverage:
+def coverage(
+    config: Mapping[str, Any], pins: Sequence[Pin], deps: Sequence[Dep], bumped: Sequence[tuple[str, int, int]]
+) -> Coverage:
+    """Each pin's place (see the module's docstring); ``deps`` located in their files, ``bumped`` the (file, start,
+    end) of each version a bumpVersions rule of Renovate's finds."""
     result = Coverage()
     notes = list(descriptions(config))
     by_file: dict[str, list[Dep]] = {}
@@ -730,21 +386,23 @@ def coverage(root: Path, config: Mapping[str, Any], pins: Sequence[Pin], deps: S
         if rewriting:
             result.by_dep[pin] = rewriting
             continue
-        if _bumped(config, pin, root):
+        if (pin.file, pin.start, pin.end) in bumped:
             result.bumped.append(pin)
             continue
         if pin.shape == "file-name":
             pattern = PurePosixPath(pin.file).name.replace(pin.text, "<version>")
-            moved = any(d.current_value == pin.text for d in deps)
+            moved = any(d.value == pin.text for d in deps)
             rule = next((r for r, t in notes if pattern in t), None)
             if rule and moved:
                 result.named_files[pin] = rule
                 continue
         if pin.key:
             around = [
-                d for d in here if d.manager == "custom.regex" and d.span[0] <= pin.start and pin.end <= d.span[1]
+                f"customManagers[{d.custom_manager}]"
+                for d in here
+                if d.custom_manager is not None and any(s <= pin.start and pin.end <= e for s, e in d.spans)
             ]
-            rule = next((r for d in around for r, t in notes if r == d.source and names_key(t, pin.key)), None)
+            rule = next((r for r in around for rule, t in notes if rule == r and names_key(t, pin.key)), None)
             if rule:
                 result.derived[pin] = rule
                 continue
@@ -754,55 +412,3 @@ def coverage(root: Path, config: Mapping[str, Any], pins: Sequence[Pin], deps: S
             continue
         result.uncovered.append(pin)
     return result
-
-
-# --------------------------------------------------------------------------------------------------------------
-# packageRules, as far as the tests need them: which rules apply to a dependency, in order, and what they set.
-def _name_matches(patterns: Sequence[str], value: str | None) -> bool:
-    if value is None:
-        return False
-    positive = [p for p in patterns if not p.startswith("!")]
-    if any(p.startswith("!") and _name_matches([p[1:]], value) for p in patterns):
-        return False
-    for p in positive:
-        if len(p) > 1 and p.startswith("/") and p.endswith("/"):
-            if compile_js(p[1:-1]).search(value):
-                return True
-        elif _glob_to_regex(p).match(value):
-            return True
-    return False
-
-
-_MATCHERS = {
-    "matchPackageNames": lambda dep: dep.package_name,
-    "matchDepNames": lambda dep: dep.dep_name,
-    "matchFileNames": lambda dep: dep.file,
-    "matchManagers": lambda dep: dep.manager,
-    "matchDatasources": lambda dep: dep.datasource,
-    "matchDepTypes": lambda dep: dep.dep_type,
-    "matchCurrentValue": lambda dep: dep.current_value,
-}
-
-
-def settings(config: Mapping[str, Any], dep: Dep) -> dict[str, Any]:
-    """What the packageRules set for ``dep``, applied in order as Renovate applies them (a rule's
-    overridePackageName changes the name the later rules see). Rules that also depend on the update
-    (matchUpdateTypes) are left out: they cannot be decided from the tree."""
-    applied: dict[str, Any] = {k: config[k] for k in ("automerge", "dependencyDashboardApproval") if k in config}
-    for rule in config.get("packageRules", []):
-        if "matchUpdateTypes" in rule:
-            continue
-        if not all(
-            _name_matches(values if isinstance(values, list) else [values], _MATCHERS[key](dep))
-            for key, values in rule.items()
-            if key in _MATCHERS
-        ):
-            continue
-        unknown = {k for k in rule if k.startswith("match")} - set(_MATCHERS)
-        if unknown:
-            raise ValueError(f"packageRule matcher(s) not modelled: {sorted(unknown)}")
-        if "overridePackageName" in rule:
-            dep = Dep(**{**dep.__dict__, "package_name": rule["overridePackageName"]})
-        applied.update({k: v for k, v in rule.items() if not k.startswith("match") and k != "description"})
-    applied["packageName"] = dep.package_name
-    return applied

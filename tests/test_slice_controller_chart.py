@@ -213,7 +213,7 @@ def test_namespace_labels(render: Any) -> None:
     assert labels["control-plane"] == "controller-manager"
     security = {k.removeprefix("pod-security.kubernetes.io/"): v for k, v in labels.items() if "pod-security" in k}
     assert security == {
-        "enforce": "restricted",  # the manager's pod meets it: tests/test_pod_security.py
+        "enforce": "restricted",  # the manager's pod meets it: tests/itest/test_lab_pod_security.py
         "enforce-version": "latest",
         "warn": "restricted",
         "warn-version": "latest",
