@@ -119,7 +119,7 @@ itest:  ## integration lab: real Pulumi CLI and Kubernetes provider against etcd
 
 # Weights staging (manifests/serving/stage_weights.py) against real local servers: the program runs in its own venv,
 # installed exactly as the Job's init container installs it (pip --require-hashes, wheels only), and talks to the
-# Hub stand-in of tools/staging_lab.py and to fake-gcs-server (lab/build-fake-gcs.sh builds it once, ~2 min cold).
+# Hub stand-in of harness/staging_lab.py and to fake-gcs-server (lab/build-fake-gcs.sh builds it once, ~2 min cold).
 
 $(STAGING_VENV)/.installed: $(STAGING_REQUIREMENTS)
 	rm -rf $(STAGING_VENV) && $(PYTHON) -m venv $(STAGING_VENV)
@@ -132,7 +132,7 @@ staging-test: $(VENV)/.installed $(STAGING_VENV)/.installed  ## weights staging 
 
 staging-bench: $(VENV)/.installed $(STAGING_VENV)/.installed  ## benchmark: old vs new staging program, a few GB from the Hub stand-in to fake-gcs-server [BENCH_ARGS="--gigabytes 3"]
 	FAKE_GCS_SERVER=$$(lab/build-fake-gcs.sh) && STAGING_PYTHON=$(CURDIR)/$(STAGING_VENV)/bin/python \
-	  FAKE_GCS_SERVER=$$FAKE_GCS_SERVER $(PY) -m tools.staging_bench $(BENCH_ARGS)
+	  FAKE_GCS_SERVER=$$FAKE_GCS_SERVER $(PY) -m harness.staging_bench $(BENCH_ARGS)
 
 # The serving benchmark's harness (inference-perf, at the version of the Job's image) in its own venv, run by the
 # command against a stand-in OpenAI-compatible server on 127.0.0.1 (tests/bench). lab/bench-requirements.txt says

@@ -15,7 +15,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
 from components.config_base import NAMESPACE, NO_PULL_PATH, ConfigError
-from tools.mock_engine import ProgramRun, run_program, stack_config_values
+from harness.mock_engine import ProgramRun, run_program
+from tools.stack_file import stack_config_values
 
 
 def stack_values(stack: str = "dev") -> dict[str, Any]:
@@ -56,7 +57,7 @@ def run_stack(
 ) -> ProgramRun:
     """Run the program for ``stack`` with ``overrides``; ``secrets`` names the top-level keys the
     engine holds as secrets (as `pulumi config set --secret` makes them); ``engine`` stands in for
-    what a real engine looks up (``engine_versions``, ``previous_outputs``: see tools/mock_engine.py)."""
+    what a real engine looks up (``engine_versions``, ``previous_outputs``: see harness/mock_engine.py)."""
     raw = with_overrides(stack_values(stack), overrides or {})
     secret_keys = [f"{NAMESPACE}:{key}" for key in secrets]
     return run_program(as_pulumi_values(raw), secret_keys, stack=stack, preview=preview, **engine)

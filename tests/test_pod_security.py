@@ -21,11 +21,12 @@ import pytest
 from components.operations import benchmark
 from components.operations.config import NODE_AUDIT_NAMESPACE
 from components.stack import load_pulumi_values
+from harness.mock_engine import ProgramRun
 from tests import pod_security
 from tests.chart_pods import CHART_PODS, with_gke_sidecars
 from tests.conftest import PROJECT_ROOT, run_stack, stack_values
-from tools.mock_engine import ProgramRun, stack_config_values
 from tools.render import kubernetes_objects
+from tools.stack_file import stack_config_values
 
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
 LABEL = "pod-security.kubernetes.io/"

@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT
 from tools import render
-from tools.mock_engine import SECRET_PLACEHOLDER, stack_config_values
+from tools.stack_file import SECRET_PLACEHOLDER, stack_config_values
 
 STACKS = sorted(p.name.split(".")[1] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
 GOLDEN = PROJECT_ROOT / "tests" / "golden"

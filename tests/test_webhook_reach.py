@@ -2,7 +2,7 @@
 
 The calls (admission and conversion webhooks, aggregated APIs) and the ports they land on are derived from what
 the stack renders, registry charts included (tests/webhook_reach.py); where the control plane calls from, and what
-GKE's own rule admits, is the model's (tools/gke_network.py); the firewall is the rules the stack registers. On a
+GKE's own rule admits, is the model's (harness/gke_network.py); the firewall is the rules the stack registers. On a
 cluster made elsewhere the stack makes no rule: its preview must say what to open, and that rule must do.
 """
 
@@ -17,13 +17,14 @@ import yaml
 
 from components import stack as stack_config
 from components.platform import config as platform_config
+from harness import gke_network
+from harness.gke_network import ControlPlaneSource, FirewallRule, Pod, PortRule
+from harness.mock_engine import ProgramRun, Registration, unwrap_secrets
 from tests import webhook_reach
 from tests.conftest import run_stack, stack_values
 from tests.test_lifecycle import closure
 from tests.webhook_reach import NOT_RENDERED, STAND_INS, ControlPlaneCall
-from tools import charts, gke_network
-from tools.gke_network import ControlPlaneSource, FirewallRule, Pod, PortRule
-from tools.mock_engine import ProgramRun, Registration, unwrap_secrets
+from tools import charts
 from tools.render import destroy_waves
 
 STACKS = ["dev", "prod", "saxml"]

@@ -20,9 +20,9 @@ from typing import Any
 
 import yaml
 
+from harness.gke_network import Pod
+from harness.mock_engine import ProgramRun, unwrap_secrets
 from tools import charts
-from tools.gke_network import Pod
-from tools.mock_engine import ProgramRun, unwrap_secrets
 from tools.render import kubernetes_objects
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

@@ -12,7 +12,7 @@ import sys
 
 from components.config_base import NAMESPACE, documented_settings
 from components.stack import StackConfig
-from tools.mock_engine import PROJECT_ROOT
+from tools.stack_file import PROJECT_ROOT
 
 PAGE = PROJECT_ROOT / "docs" / "configuration.md"
 START, END = "<!-- config-table:start -->", "<!-- config-table:end -->"
