@@ -18,8 +18,9 @@ from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import resource as sdk_resource
 from pulumi.runtime import rpc, settings
-from pulumi.runtime.proto import resource_pb2
+from pulumi.runtime.proto import resource_pb2, source_pb2
 from pulumi.runtime.stack import Stack
 from pulumi.runtime.sync_await import _sync_await
 
@@ -43,6 +44,13 @@ from harness.gcp_model import (
 )
 from harness.gke_network import existing_cluster_network
 from tools.stack_file import PROJECT_NAME
+
+# The SDK takes a stack trace at every registration, for the engine to say where each resource was declared; the mock
+# monitor keeps none of it, and taking it is a sixth of a run here (the dev stack, measured): the runs of this process
+# take none (pulumi 3.272.0, sdk/python/lib/pulumi/runtime/resource.py: _get_stack_trace, called by prepare_resource
+# and read_resource). A pulumi release without it fails here, loudly.
+assert callable(sdk_resource._get_stack_trace), "pulumi.runtime.resource._get_stack_trace is gone: see above"
+sdk_resource._get_stack_trace = source_pb2.StackTrace
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = PROJECT_ROOT / "__main__.py"
@@ -366,6 +374,7 @@ def run_program(
         # now: collected later, during a compile (pytest rewriting a module it imports), that logging
         # made CPython 3.11.7 fail the compile ("AST constructor recursion depth mismatch"), seen here.
         gc.collect()
+        _freeze_after_the_first_run()
     root = settings.get_root_resource()
     assert isinstance(root, Stack), "the mocks ran no program"
     exports = root.outputs
@@ -378,6 +387,19 @@ def run_program(
         infos=[r.getMessage() for r in collected.records if r.levelno == logging.INFO],
         invocations=monitor.invocations,
     )
+
+
+_FROZEN: list[bool] = []  # whether this process has frozen what its first run loaded
+
+
+def _freeze_after_the_first_run() -> None:
+    """What the first run of a process loaded (the modules of pulumi, pulumi_gcp, pulumi_kubernetes and the program:
+    most of the process's objects) is never garbage: gc.freeze() leaves it out of every later collection, which cuts
+    the collection above from about 0.4 s to a few milliseconds, the run from about 0.9 s to 0.4 (measured here on the
+    dev stack). Later runs' objects stay collectable."""
+    if not _FROZEN:
+        gc.freeze()
+        _FROZEN.append(True)
 
 
 def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> Holdings:

@@ -1,8 +1,8 @@
 """Pins kept current by Renovate: renovate.json passes Renovate's own validator, and covers every pin of the tree.
 
 - The validator is Renovate's, at the version tools/renovate/package-lock.json pins, run strictly (a config that
-  needs a migration fails too). `make test` installs it (`npm ci` in tools/renovate); without it these tests fail
-  with the command to run, they do not skip.
+  needs a migration fails too). `make check-tools` installs it (`npm ci` in tools/renovate) and runs this module
+  (marked ``external``: `make test` does not); without it these tests fail with the command to run, they do not skip.
 - tests/pins.py finds every pin without reading renovate.json (eight shapes, a few files skipped, a few explicit
   exemptions: all listed there) and models what Renovate extracts with renovate.json. Every pin must be rewritten
   by a dependency, bumped by a bumpVersions rule, be a derived value that the rule moving its version names with
@@ -21,22 +21,23 @@ import shutil
 import subprocess
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests import pins
+from tests import external, pins
 from tests.conftest import PROJECT_ROOT
 
 CONFIG_FILE = PROJECT_ROOT / "renovate.json"
 TOOLS = PROJECT_ROOT / "tools" / "renovate"
 NODE = TOOLS / "node_modules" / ".bin" / "node"
 DIST = TOOLS / "node_modules" / "renovate" / "dist"
-INSTALL = "make renovate-check (make test does it too): `npm ci` in tools/renovate, about a minute cold"
+INSTALL = "make renovate-check (make check-tools does it too): `npm ci` in tools/renovate, about a minute cold"
 DIGEST = "sha256:" + "ab" * 32
 RENOVATE_MANAGER_NAMES = {"regex": "custom.regex"}  # Renovate's report names the custom manager by its type
+
+pytestmark = pytest.mark.external  # Renovate runs on its own Node.js from tools/renovate/node_modules: make check-tools
 
 
 def config() -> dict[str, Any]:
@@ -47,6 +48,7 @@ def config() -> dict[str, Any]:
 def renovate(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Renovate's own entry points (dist/config-validator.js, dist/renovate.js) on the pinned Node, with a
     home of their own and none of the caller's RENOVATE_* settings."""
+    external.require("Renovate (tools/renovate/node_modules)")
     if not (NODE.exists() and (DIST / "config-validator.js").exists()):
         pytest.fail(f"Renovate is not installed in {TOOLS / 'node_modules'}: run {INSTALL}")
     with tempfile.TemporaryDirectory(prefix="renovate-home-") as home:
@@ -83,30 +85,6 @@ def test_renovate_json_passes_renovates_own_validator_strictly():
     result = validate(CONFIG_FILE)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Config validated successfully" in result.stdout
-
-
-BROKEN: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
-    "unknown-option": (lambda c: c["packageRules"][1].update(matchPackagNames=["x"]), "Invalid configuration option"),
-    "manager-without-datasource": (lambda c: c["customManagers"][0].pop("datasourceTemplate"), "datasourceTemplate"),
-    "needs-migration": (lambda c: c["customManagers"][0].update(fileMatch=["x"]), "Config migration necessary"),
-}
-
-
-def test_the_validator_refuses_a_broken_config(tmp_path: Path):
-    """Three copies of renovate.json, each broken one way, in one run of the validator: each is refused."""
-    files = []
-    for name, (break_it, _) in BROKEN.items():
-        broken = config()
-        break_it(broken)
-        files.append(tmp_path / f"{name}.json")
-        files[-1].write_text(json.dumps(broken))
-    result = renovate(str(DIST / "config-validator.js"), "--strict", "--no-global", *map(str, files), cwd=tmp_path)
-    assert result.returncode == 1
-    reports = {}
-    for part in result.stdout.split("INFO: Validating ")[1:]:
-        reports[Path(part.split()[0]).stem] = part
-    for name, (_, said) in BROKEN.items():
-        assert said in reports[name], f"{name}: {reports[name]}"
 
 
 def test_every_regular_expression_is_re2_syntax():
@@ -465,6 +443,7 @@ def test_every_image_renovate_pins_comes_from_a_manager_that_can_write_the_diges
 
 
 def renovate_pins(root: Path, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    external.require("Renovate (tools/renovate/node_modules)")
     if not (NODE.exists() and DIST.exists()):
         pytest.fail(f"Renovate is not installed in {TOOLS / 'node_modules'}: run {INSTALL}")
     result = subprocess.run(

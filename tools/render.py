@@ -105,8 +105,13 @@ def _invocation_line(invocation: Invocation) -> str:
     return f"invoke {invocation.token} waits for {waits}"
 
 
-# What a render writes, each file a review surface (tests/golden/<stack>/ holds the reviewed ones).
+# What a render writes, each file a review surface. The pull-request workflow diffs every file of every stack against
+# the base's render (make render-diff does the same here); GOLDEN, the render's summaries, are also committed under
+# tests/golden/<stack>/ (make golden): the order of `up` and `destroy`, the first `up` in a new project and the
+# outputs, small enough to read in every change and kept in the history beside the change that made them (and the docs
+# draw dev's waves.md). The full dumps, every input and every manifest, are the workflow's diff alone.
 FILES = ("resources.json", "kubernetes.yaml", "outputs.json", "graph.txt", "waves.md", "empty-project.txt")
+GOLDEN = ("outputs.json", "graph.txt", "waves.md", "empty-project.txt")
 
 COMPONENT_PREFIX = "tpu-gke:"  # our own ComponentResources: they group resources and create nothing
 
@@ -289,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leave an existing render in place when this one fails (make golden: committed files stay)",
     )
+    parser.add_argument("--golden", action="store_true", help="write only the files committed as goldens (make golden)")
     args = parser.parse_args(argv)
     target = args.out / args.stack
     if target.exists() and not args.keep_on_failure:
@@ -318,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(target)
     target.mkdir(parents=True)
     for name, text in files.items():
-        (target / name).write_text(text)
+        if name in GOLDEN or not args.golden:
+            (target / name).write_text(text)
     print("\n".join(summary(args.stack, run, args.stack_dir)))
     print(f"wrote {target.relative_to(PROJECT_ROOT) if target.is_relative_to(PROJECT_ROOT) else target}")
     return 0
