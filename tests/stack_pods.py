@@ -33,11 +33,12 @@ from typing import Any
 
 from components.operations import benchmark
 from components.stack import load_pulumi_values
+from harness.mock_engine import ProgramRun
 from tests import webhook_reach
 from tests.conftest import run_stack
 from tools import charts
-from tools.mock_engine import ProgramRun, stack_config_values
 from tools.render import kubernetes_objects
+from tools.stack_file import stack_config_values
 
 LABEL = "pod-security.kubernetes.io/"
 RELEASE = "kubernetes:helm.sh/v3:Release"

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tools.mock_engine import SECRET, UNKNOWN
+from harness.mock_engine import SECRET, UNKNOWN
 
 FORMAT_VERSION = "1.2"
 # checkov takes a JSON file for a plan when it has this key (checkov/terraform/plan_utils.py); no

@@ -19,11 +19,11 @@ from components import lifecycle as lifecycle_review
 from components import stack as stack_config
 from components.config_base import ConfigError, PullPath
 from components.gcp.config import is_google_registry
+from harness.gcp_model import CloudProject
+from harness.mock_engine import ProgramRun, Registration, run_program
 from tests.conftest import as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
 from tests.test_gcp_existing_cluster import LAB
 from tests.test_lifecycle import closure, kubernetes_objects, previous_of
-from tools.gcp_model import CloudProject
-from tools.mock_engine import ProgramRun, Registration, run_program
 from tools.render import destroy_waves
 
 REPOSITORY = "gcp:artifactregistry/repository:Repository"
@@ -206,7 +206,7 @@ def test_a_replaced_repository_goes_first_and_takes_the_nodes_read_with_it(dev_r
 
 def test_a_new_project_enables_each_api_before_each_call(credentialed):
     """The first `up` of a fresh project (only Service Usage on) creates them without a refusal: the model of Google
-    Cloud refuses a call of an API not yet enabled (tools/gcp_model.py)."""
+    Cloud refuses a call of an API not yet enabled (harness/gcp_model.py)."""
     raw = with_overrides(stack_values(), CREDENTIALS)
     run = run_program(as_pulumi_values(raw), [], stack="dev", preview=False, cloud=CloudProject.empty())
     assert {r.type for r in run.registrations} >= {REPOSITORY, READ, SECRET_GRANT, AGENT}
@@ -395,7 +395,7 @@ def test_the_pods_a_workload_starts_are_counted_by_image(obj, counts):
 
 
 def test_the_model_answers_a_service_agent_it_knows_and_refuses_to_guess_another():
-    from tools.gcp_model import UnmodeledCall, service_identity
+    from harness.gcp_model import UnmodeledCall, service_identity
 
     agent = service_identity("artifactregistry.googleapis.com", "123")
     assert agent["member"] == "serviceAccount:service-123@gcp-sa-artifactregistry.iam.gserviceaccount.com"

@@ -7,10 +7,10 @@ import yaml
 
 from components.gcp.cluster import UPSERT_EXISTING_ENV, upsert_switch_warning
 from components.gcp.project_services import ARTIFACT_REGISTRY_API, REQUIRED_APIS, SECRET_MANAGER_API
+from harness.gcp_model import GkeServerConfig, ReleaseChannel
 from tests.conftest import PROJECT_ROOT, as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
 from tools import render
-from tools.gcp_model import GkeServerConfig, ReleaseChannel
-from tools.mock_engine import stack_config_values
+from tools.stack_file import stack_config_values
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 
@@ -389,7 +389,7 @@ def test_kubeconfig_authenticates_with_the_gke_plugin_and_stays_secret():
     assert "token" not in user["user"]
 
 
-# GKE's DNS-based endpoint of a cluster: gke-, 36 hex characters, the location (tools/gcp_model.py).
+# GKE's DNS-based endpoint of a cluster: gke-, 36 hex characters, the location (harness/gcp_model.py).
 DNS_ENDPOINT = re.compile(r"^gke-[0-9a-f]{36}\.us-central1\.gke\.goog$")
 
 
@@ -425,7 +425,7 @@ def test_without_the_dns_endpoint_the_stack_reaches_the_ip_with_the_cluster_ca(i
 
 
 def test_with_no_ip_endpoint_gke_gives_the_dns_name_as_the_cluster_endpoint():
-    """What the provider's `endpoint` holds then (the model, tools/gcp_model.py): the stack never reads it."""
+    """What the provider's `endpoint` holds then (the model, harness/gcp_model.py): the stack never reads it."""
     run = run_stack(stack="prod", preview=False)
     cluster = run.one("gcp:container/cluster:Cluster", "gke-cluster")
     assert cluster.input("controlPlaneEndpointsConfig.ipEndpointsConfig.enabled") is False
@@ -580,7 +580,7 @@ def test_an_enforcing_cluster_without_its_api_is_refused_by_a_new_project(monkey
     """The model of Google Cloud knows the cluster needs the Binary Authorization API: were the stack to forget to
     enable it, the first `up` of a new project would fail at the cluster, as the real one would."""
     from components import wiring
-    from tools.gcp_model import ServiceDisabled
+    from harness.gcp_model import ServiceDisabled
 
     values, secret_keys = stack_config_values("prod")
     monkeypatch.setattr(

@@ -15,8 +15,8 @@ import pytest
 from components import lifecycle as lifecycle_review
 from components import stack as stack_config
 from components.platform import config as platform_config
+from harness.mock_engine import ProgramRun, Registration
 from tests.conftest import run_stack, stack_values
-from tools.mock_engine import ProgramRun, Registration
 from tools.render import create_waves, creates_something, depends_on, destroy_waves
 
 STACKS = ["dev", "saxml"]
@@ -1071,7 +1071,7 @@ def test_each_key_is_granted_once_to_the_agent_that_uses_it(keyed):
 
 def test_each_grant_waits_for_the_enablement_that_makes_its_agent(keyed):
     """GKE's agent is asked for (generateServiceIdentity) once its API is on, so it has the role the enablement gives
-    it; Compute Engine's is there once its API is, and is never asked for (Google refuses: tools/gcp_model.py)."""
+    it; Compute Engine's is there once its API is, and is never asked for (Google refuses: harness/gcp_model.py)."""
     by_agent = {agent: grant.name for (_, agent), grant in grants(keyed).items()}
     (identity,) = keyed.of_type(SERVICE_IDENTITY)
     assert identity.input("service") == "container.googleapis.com"

@@ -17,6 +17,7 @@ from typing import Any
 import pulumi
 import pytest
 
+from harness.mock_engine import unwrap_secrets
 from policy import (
     boundaries,
     buckets,
@@ -33,7 +34,6 @@ from policy import (
 )
 from policy.resources import UNKNOWN, Resource, UnknownValue, Violation
 from tests.conftest import PROJECT_ROOT, run_stack, stack_values
-from tools.mock_engine import unwrap_secrets
 
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
 

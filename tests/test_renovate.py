@@ -2,8 +2,8 @@
 covers every pin of the tree.
 
 - The validator is Renovate's, at the version tools/renovate/package-lock.json pins, run strictly (a config that
-  needs a migration fails too). `make test` installs it (`npm ci` in tools/renovate); without it these tests fail
-  with the command to run, they do not skip.
+  needs a migration fails too). `make check-tools` installs it (`npm ci` in tools/renovate) and runs this module
+  (marked ``external``: `make test` does not); without it these tests fail with the command to run, they do not skip.
 - Renovate runs once, offline, on a copy of the tree with the pin shapes other work is bringing in (COMING) and a
   few pins no rule covers (UNCOVERED) added: its extraction (`renovate --platform=local --dry-run=extract`), then
   its own rules on each dependency and its bumpVersions (tests/renovate_rules.mjs). tests/pins.py finds every pin
@@ -31,17 +31,19 @@ from typing import Any
 import pytest
 import re2
 
-from tests import pins
+from tests import external, pins
 from tests.conftest import PROJECT_ROOT
 
 CONFIG_FILE = PROJECT_ROOT / "renovate.json"
 TOOLS = PROJECT_ROOT / "tools" / "renovate"
 NODE = TOOLS / "node_modules" / ".bin" / "node"
 DIST = TOOLS / "node_modules" / "renovate" / "dist"
-INSTALL = "make renovate-check (make test does it too): `npm ci` in tools/renovate, about a minute cold"
+INSTALL = "make renovate-check (make check-tools does it too): `npm ci` in tools/renovate, about a minute cold"
 DIGEST = "sha256:" + "ab" * 32
 RULES_DRIVER = PROJECT_ROOT / "tests" / "renovate_rules.mjs"
 PIN_DRIVER = PROJECT_ROOT / "tests" / "renovate_pin.mjs"
+
+pytestmark = pytest.mark.external  # Renovate runs on its own Node.js from tools/renovate/node_modules: make check-tools
 
 
 def config() -> dict[str, Any]:
@@ -52,6 +54,7 @@ def config() -> dict[str, Any]:
 def renovate(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: str | None = None) -> str:
     """Renovate's own entry points (dist/*.js, or a driver of its modules) on the pinned Node, with a home of their
     own and none of the caller's RENOVATE_* settings; its output, once it succeeded."""
+    external.require("Renovate (tools/renovate/node_modules)")
     if not (NODE.exists() and (DIST / "config-validator.js").exists()):
         pytest.fail(f"Renovate is not installed in {TOOLS / 'node_modules'}: run {INSTALL}")
     with tempfile.TemporaryDirectory(prefix="renovate-home-") as home:

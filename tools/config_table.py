@@ -19,7 +19,7 @@ from pydantic_core import core_schema
 
 from components.config_base import NAMESPACE, SECRET, documented_settings
 from components.stack import StackConfig
-from tools.mock_engine import PROJECT_ROOT
+from tools.stack_file import PROJECT_ROOT
 
 PAGE = PROJECT_ROOT / "docs" / "configuration.md"
 SCHEMA = PROJECT_ROOT / "schemas" / "stack.schema.json"
