@@ -16,7 +16,7 @@ STAGING_VENV := build/venv-staging
 STAGING_REQUIREMENTS := manifests/serving/stage-weights-requirements.txt
 STAGING_PROGRAM := manifests/serving/stage_weights.py
 
-.PHONY: render render-diff test check-tools coverage lint format golden docs clean verify sax schemas charts itest policy-venv staging-test staging-bench renovate-check images bench bench-test
+.PHONY: render render-diff test check-tools coverage lint format golden docs clean verify sax schemas charts itest twin policy-venv staging-test staging-bench renovate-check images bench bench-test
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -140,6 +140,15 @@ itest:  ## integration lab: real Pulumi CLI and Kubernetes provider against etcd
 	  $(VENV_LAB)/bin/pip install --quiet --disable-pip-version-check -r lab/requirements.txt && touch $(VENV_LAB)/.installed; fi
 	$(MAKE) --no-print-directory render STACK=dev policy-venv
 	LAB_BUILD_SECONDS=$$(cat build/.lab-build-seconds) $(LAB_PY) -m pytest tests/itest
+
+# The TPU7x twin (docs/lab.md): Kueue's manager and kwok on the lab's control plane. make itest runs its tests when
+# its tools are built (and skips them, saying so, when not); make twin builds them (cold about 7 minutes) and runs them.
+twin:  ## the TPU7x twin's tests alone: Kueue's webhooks on the stack's Kueue objects, kwok's nodes (builds the lab's and the twin's tools first)
+	@lab/build.sh && lab/build.sh twin
+	@if [ ! -f $(VENV_LAB)/.installed ] || [ lab/requirements.txt -nt $(VENV_LAB)/.installed ]; then \
+	  rm -rf $(VENV_LAB) && $(PYTHON) -m venv $(VENV_LAB) && \
+	  $(VENV_LAB)/bin/pip install --quiet --disable-pip-version-check -r lab/requirements.txt && touch $(VENV_LAB)/.installed; fi
+	$(LAB_PY) -m pytest tests/itest/test_twin_kueue.py
 
 # Weights staging (manifests/serving/stage_weights.py) against real local servers: the program runs in its own venv,
 # installed exactly as the Job's init container installs it (pip --require-hashes, wheels only), and talks to the

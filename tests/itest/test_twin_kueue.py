@@ -1,0 +1,108 @@
+"""The twin (issue 34), first part: Kueue's real webhooks on the stack's Kueue objects, and the stack's nodes kept
+Ready by kwok, on the lab's control plane. Skipped, saying how to build them, when the twin's tools are not built.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from components import stack as stack_config
+from harness.twin_nodes import twin_nodes
+from tests.conftest import stack_values
+from tests.itest.lab import REPORT_DIR, ControlPlane, Tools
+from tests.itest.twin import KWOK_ANNOTATION, Twin, TwinTools
+
+
+@pytest.fixture(scope="module")
+def twin(tools: Tools, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Twin]:
+    twin_tools = TwinTools(tools)
+    if missing := twin_tools.missing():
+        pytest.skip(
+            "the twin's tools are not built (" + ", ".join(missing) + "): run lab/build.sh twin "
+            "(cold about 12 minutes on 2 cores, docs/lab.md)"
+        )
+    running = Twin(control_plane, twin_tools, tmp_path_factory.mktemp("twin"))
+    try:
+        running.start_kueue()
+        running.start_kwok()
+        yield running
+    finally:
+        running.keep_logs(REPORT_DIR / "logs")
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def dev() -> stack_config.Stack:
+    return stack_config.load(stack_values("dev"))
+
+
+def create(plane: ControlPlane, obj: dict[str, Any], *extra: str) -> dict[str, Any]:
+    done = plane.kubectl("create", "-o", "json", *extra, "-f", "-", stdin=json.dumps(obj))
+    created: dict[str, Any] = json.loads(done.stdout)
+    return created
+
+
+def test_the_stacks_kueue_objects_pass_kueues_webhooks(twin: Twin, dev: stack_config.Stack):
+    plane = twin.plane
+    assert dev.kueue is not None
+    for namespace in dev.namespaces.values():
+        plane.kubectl("apply", "-f", "-", stdin=json.dumps(namespace))
+    for obj in dev.kueue.all:
+        created = create(plane, obj)
+        assert created["metadata"]["uid"], obj["metadata"]["name"]
+    # the webhooks were asked: a ClusterQueue that names a resource its group does not cover passes the CRD schema
+    # and is refused by Kueue's validating webhook (pkg/webhooks/clusterqueue_webhook.go, "must match the name in
+    # coveredResources")
+    (queue,) = [o for o in dev.kueue.queue_objects if o["kind"] == "ClusterQueue"]
+    bad = json.loads(json.dumps(queue))
+    bad["metadata"]["name"] = "twin-bad-queue"
+    bad["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["name"] = "twin.example/not-covered"
+    refused = plane.kubectl("create", "-f", "-", stdin=json.dumps(bad), check=False)
+    assert refused.returncode != 0
+    assert "admission webhook" in refused.stderr and "coveredResources" in refused.stderr, refused.stderr
+
+
+def test_kueue_defaults_and_validates_the_stacks_jobsets(twin: Twin, dev: stack_config.Stack):
+    assert dev.checks is not None
+    for jobset in dev.checks.jobsets:
+        assert not jobset["spec"].get("suspend"), "the render leaves suspend to Kueue"
+        served = create(twin.plane, jobset, "--dry-run=server")
+        # Kueue's JobSet webhook suspends a queued JobSet until its workload is admitted
+        assert served["spec"].get("suspend") is True, jobset["metadata"]["name"]
+
+
+def test_kwok_keeps_the_stacks_nodes_ready(twin: Twin, dev: stack_config.Stack):
+    nodes = twin_nodes(dev.config)
+    for node in nodes:
+        node["metadata"]["annotations"] = dict(KWOK_ANNOTATION)
+        twin.plane.kubectl("create", "-f", "-", stdin=json.dumps(node))
+    wanted = {n["metadata"]["name"] for n in nodes}
+    # Ready, and the node lifecycle controller's not-ready taint lifted once it saw so
+    deadline = time.monotonic() + 90
+    settled: set[str] = set()
+    while time.monotonic() < deadline:
+        listed = json.loads(twin.plane.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+        settled = {
+            n["metadata"]["name"]
+            for n in listed
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
+            and not [t for t in n["spec"].get("taints", []) if t["key"].startswith("node.kubernetes.io/")]
+        }
+        if settled >= wanted:
+            break
+        time.sleep(2)
+    assert settled >= wanted, sorted(wanted - settled)[:5]
+    # kwok keeps what GKE set: the allocatable TPU chips and the taint
+    served = {
+        n["metadata"]["name"]: n for n in json.loads(twin.plane.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    }
+    for node in nodes:
+        got = served[node["metadata"]["name"]]
+        assert got["status"]["allocatable"] == node["status"]["allocatable"]
+        assert got["spec"].get("taints", []) == node["spec"].get("taints", [])
+        assert node["metadata"]["labels"].items() <= got["metadata"]["labels"].items()
