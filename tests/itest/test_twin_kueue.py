@@ -14,26 +14,38 @@ import pytest
 from components import stack as stack_config
 from harness.twin_nodes import twin_nodes
 from tests.conftest import stack_values
+from tests.itest.conftest import Report, install_pinned_crds
 from tests.itest.lab import REPORT_DIR, ControlPlane, Tools
 from tests.itest.twin import KWOK_ANNOTATION, Twin, TwinTools
 
 
 @pytest.fixture(scope="module")
-def twin(tools: Tools, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Twin]:
+def twin(tools: Tools, report: Report, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Twin]:
+    """Kueue and kwok on a control plane of the twin's own (the lab's other stacks never see its webhooks or
+    nodes, and it never meets their objects), stopped at the end of the module whatever happens."""
     twin_tools = TwinTools(tools)
     if missing := twin_tools.missing():
         pytest.skip(
             "the twin's tools are not built (" + ", ".join(missing) + "): run lab/build.sh twin "
-            "(cold about 12 minutes on 2 cores, docs/lab.md)"
+            "(cold about 7 minutes on 2 cores, docs/lab.md)"
         )
-    running = Twin(control_plane, twin_tools, tmp_path_factory.mktemp("twin"))
+    run_dir = tmp_path_factory.mktemp("twin")
+    plane = ControlPlane(run_dir / "controlplane", tools)
+    running = Twin(plane, twin_tools, run_dir)
     try:
+        report.operation("twin: control plane start", plane.start(), "ok", ports=plane.ports)
+        began = time.monotonic()
+        install_pinned_crds(plane)
         running.start_kueue()
+        report.operation("twin: Kueue up, webhooks registered", time.monotonic() - began, "ok", ports=running.ports)
+        began = time.monotonic()
         running.start_kwok()
+        report.operation("twin: kwok up", time.monotonic() - began, "ok")
         yield running
     finally:
         running.keep_logs(REPORT_DIR / "logs")
         running.stop()
+        plane.stop()
 
 
 @pytest.fixture(scope="module")
