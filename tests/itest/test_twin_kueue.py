@@ -1,6 +1,6 @@
-"""The twin (issue 34), first part: Kueue's real webhooks on the stack's Kueue objects, and the stack's nodes kept
-Ready by kwok, on the lab's control plane. Skipped, saying how to build them, when the twin's tools are not built.
-"""
+"""The twin (issue 34), its first parts: the real webhooks of Kueue, JobSet and LeaderWorkerSet on the dev stack's
+objects, and the stack's nodes kept Ready by kwok, on a control plane of the twin's own. Skipped, saying how to
+build them, when the twin's tools are not built."""
 
 from __future__ import annotations
 
@@ -38,6 +38,12 @@ def twin(tools: Tools, report: Report, tmp_path_factory: pytest.TempPathFactory)
         install_pinned_crds(plane)
         running.start_kueue()
         report.operation("twin: Kueue up, webhooks registered", time.monotonic() - began, "ok", ports=running.ports)
+        began = time.monotonic()
+        running.start_lws()
+        running.start_jobset()
+        report.operation(
+            "twin: LeaderWorkerSet and JobSet managers up, webhooks registered", time.monotonic() - began, "ok"
+        )
         began = time.monotonic()
         running.start_kwok()
         report.operation("twin: kwok up", time.monotonic() - began, "ok")
@@ -79,13 +85,27 @@ def test_the_stacks_kueue_objects_pass_kueues_webhooks(twin: Twin, dev: stack_co
     assert "admission webhook" in refused.stderr and "coveredResources" in refused.stderr, refused.stderr
 
 
-def test_kueue_defaults_and_validates_the_stacks_jobsets(twin: Twin, dev: stack_config.Stack):
+def test_the_stacks_jobsets_pass_kueues_and_jobsets_webhooks(twin: Twin, dev: stack_config.Stack):
     assert dev.checks is not None
     for jobset in dev.checks.jobsets:
         assert not jobset["spec"].get("suspend"), "the render leaves suspend to Kueue"
+        assert "startupPolicy" not in jobset["spec"] and "publishNotReadyAddresses" not in jobset["spec"]["network"]
         served = create(twin.plane, jobset, "--dry-run=server")
         # Kueue's JobSet webhook suspends a queued JobSet until its workload is admitted
         assert served["spec"].get("suspend") is True, jobset["metadata"]["name"]
+        # JobSet's own defaulting of fields the render leaves unset (pkg/webhooks/jobset_webhook.go Default, v0.12.0)
+        assert served["spec"].get("startupPolicy") == {"startupPolicyOrder": "AnyOrder"}
+        assert served["spec"]["network"].get("publishNotReadyAddresses") is True
+
+
+def test_the_stacks_leaderworkersets_pass_kueues_and_lws_webhooks(twin: Twin, dev: stack_config.Stack):
+    assert dev.serving is not None
+    for lws in dev.serving.leaderworkersets:
+        served = create(twin.plane, lws, "--dry-run=server")
+        # LeaderWorkerSet's own defaulting (what Kueue's webhook alone left empty and the schema refused)
+        assert served["spec"]["rolloutStrategy"]["type"] == "RollingUpdate", lws["metadata"]["name"]
+        template = served["spec"]["leaderWorkerTemplate"]
+        assert template["size"] == lws["spec"]["leaderWorkerTemplate"]["size"]
 
 
 def test_kwok_keeps_the_stacks_nodes_ready(twin: Twin, dev: stack_config.Stack):

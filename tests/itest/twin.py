@@ -1,5 +1,6 @@
-"""The TPU7x twin's processes on the lab's control plane (issue 34): Kueue's manager with its webhooks served on
-127.0.0.1 under a certificate of the lab's PKI, and kwok keeping the nodes of harness/twin_nodes.py Ready.
+"""The TPU7x twin's processes on a lab control plane (issue 34): Kueue's, JobSet's and LeaderWorkerSet's managers
+with their webhooks served on 127.0.0.1 under a certificate of the lab's PKI, and kwok keeping the nodes of
+harness/twin_nodes.py Ready.
 
 What each piece takes from upstream, read at the versions of lab/versions.lock from the module the lab built
 (the Go module cache, never copied into the project):
@@ -44,6 +45,8 @@ KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
 KUEUE_NAMESPACE = "kueue-system"
 # The API groups whose Kueue webhooks the twin registers: Kueue's own and the enabled frameworks' with a CRD here
 KUEUE_WEBHOOK_GROUPS = frozenset({"kueue.x-k8s.io", "batch", "jobset.x-k8s.io", "leaderworkerset.x-k8s.io"})
+LWS_WEBHOOK_GROUPS = frozenset({"leaderworkerset.x-k8s.io"})
+JOBSET_WEBHOOK_GROUPS = frozenset({"jobset.x-k8s.io"})
 
 
 @dataclass(frozen=True)
@@ -111,16 +114,18 @@ def kueue_configuration(cert_dir: Path, ports: dict[str, int]) -> dict[str, Any]
     return configuration
 
 
-def kueue_webhook_configurations(module: Path, port: int, ca: bytes) -> list[dict[str, Any]]:
-    """Kueue's webhook configurations of its module, pointed at the process on 127.0.0.1 (see the module doc)."""
-    documents = [d for d in yaml.safe_load_all((module / "config/components/webhook/manifests.yaml").read_text()) if d]
+def webhook_configurations(
+    manifests: Path, prefix: str, port: int, ca: bytes, groups: frozenset[str]
+) -> list[dict[str, Any]]:
+    """A controller's webhook configurations (its module's config/.../webhook/manifests.yaml), each webhook whose API
+    groups are all in ``groups`` pointed at the process on 127.0.0.1 (see the module doc), the others left out."""
+    documents = [d for d in yaml.safe_load_all(manifests.read_text()) if d]
     bundle = base64.b64encode(ca).decode()
     for document in documents:
-        document["metadata"]["name"] = f"twin-kueue-{document['metadata']['name']}"
+        document["metadata"]["name"] = f"{prefix}-{document['metadata']['name']}"
         kept = []
         for webhook in document["webhooks"]:
-            groups = {g for rule in webhook["rules"] for g in rule["apiGroups"]}
-            if groups <= KUEUE_WEBHOOK_GROUPS:
+            if {g for rule in webhook["rules"] for g in rule["apiGroups"]} <= groups:
                 path = webhook["clientConfig"]["service"]["path"]
                 webhook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
                 kept.append(webhook)
@@ -192,9 +197,72 @@ class Twin:
         self.processes.append(kueue)
         self.wait(kueue, f"http://127.0.0.1:{self.ports['health']}/readyz", timeout)
         ca = (self.plane.run_dir / "pki" / "ca.crt").read_bytes()
-        for document in kueue_webhook_configurations(module, self.ports["webhook"], ca):
+        manifests = module / "config/components/webhook/manifests.yaml"
+        for document in webhook_configurations(
+            manifests, "twin-kueue", self.ports["webhook"], ca, KUEUE_WEBHOOK_GROUPS
+        ):
             self.plane.kubectl("apply", "-f", "-", stdin=json.dumps(document))
         return kueue
+
+    def start_lws(self) -> TwinProcess:
+        """LeaderWorkerSet's manager, its LeaderWorkerSet webhooks on 127.0.0.1."""
+        return self.start_manager(
+            "lws", "sigs.k8s.io/lws", "LWS_VERSION", "config/webhook/manifests.yaml", "config.lws", LWS_WEBHOOK_GROUPS
+        )
+
+    def start_jobset(self) -> TwinProcess:
+        """JobSet's manager, its JobSet webhooks on 127.0.0.1."""
+        return self.start_manager(
+            "jobset",
+            "sigs.k8s.io/jobset",
+            "JOBSET_VERSION",
+            "config/components/webhook/manifests.yaml",
+            "config.jobset",
+            JOBSET_WEBHOOK_GROUPS,
+        )
+
+    def start_manager(
+        self,
+        tool: str,
+        module_path: str,
+        version_key: str,
+        manifests: str,
+        config_group: str,
+        groups: frozenset[str],
+        timeout: float = 120,
+    ) -> TwinProcess:
+        """A manager of JobSet's or LeaderWorkerSet's shape (a Configuration of <config_group>.x-k8s.io/v1alpha1:
+        api/config/v1alpha1/configuration_types.go of each module, webhook host, port and certDir, internal
+        certificate management off), with the lab's certificate; only the webhooks of its own API group are
+        registered, ``groups`` (not its pod webhooks: no pod of the twin is created bare)."""
+        ports = {name: free_port() for name in ("webhook", "health", "metrics")}
+        module = self.twin_tools.module_dir(module_path, version_key)
+        namespace = f"{tool}-system"
+        self.plane.kubectl("create", "namespace", namespace, check=False)
+        certs = self.run_dir / f"{tool}-certs"
+        issue_serving_certificate(self.plane.run_dir / "pki", certs, f"{tool}-webhook")
+        configuration = {
+            "apiVersion": f"{config_group}.x-k8s.io/v1alpha1",
+            "kind": "Configuration",
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "webhook": {"host": "127.0.0.1", "port": ports["webhook"], "certDir": str(certs)},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{ports['health']}"},
+            "metrics": {"bindAddress": f"127.0.0.1:{ports['metrics']}"},
+        }
+        config = self.run_dir / f"{tool}-config.yaml"
+        config.write_text(yaml.safe_dump(configuration, sort_keys=False))
+        manager = TwinProcess(tool, self.run_dir / f"{tool}.log")
+        manager.start(
+            [str(self.twin_tools.binary(tool, version_key)), f"--config={config}"],
+            env={**os.environ, "KUBECONFIG": str(self.plane.kubeconfig), "POD_NAMESPACE": namespace},
+        )
+        self.processes.append(manager)
+        self.wait(manager, f"http://127.0.0.1:{ports['health']}/readyz", timeout)
+        ca = (self.plane.run_dir / "pki" / "ca.crt").read_bytes()
+        for document in webhook_configurations(module / manifests, f"twin-{tool}", ports["webhook"], ca, groups):
+            self.plane.kubectl("apply", "-f", "-", stdin=json.dumps(document))
+        return manager
 
     def start_kwok(self, timeout: float = 60) -> TwinProcess:
         module = self.twin_tools.module_dir("sigs.k8s.io/kwok", "KWOK_VERSION")
