@@ -45,8 +45,9 @@ def twin(tools: Tools, report: Report, tmp_path_factory: pytest.TempPathFactory)
             "twin: LeaderWorkerSet and JobSet managers up, webhooks registered", time.monotonic() - began, "ok"
         )
         began = time.monotonic()
+        running.start_scheduler()
         running.start_kwok()
-        report.operation("twin: kwok up", time.monotonic() - began, "ok")
+        report.operation("twin: kube-scheduler and kwok up", time.monotonic() - began, "ok")
         yield running
     finally:
         running.keep_logs(REPORT_DIR / "logs")
@@ -108,11 +109,17 @@ def test_the_stacks_leaderworkersets_pass_kueues_and_lws_webhooks(twin: Twin, de
         assert template["size"] == lws["spec"]["leaderWorkerTemplate"]["size"]
 
 
-def test_kwok_keeps_the_stacks_nodes_ready(twin: Twin, dev: stack_config.Stack):
-    nodes = twin_nodes(dev.config)
-    for node in nodes:
+@pytest.fixture(scope="module")
+def nodes(twin: Twin, dev: stack_config.Stack) -> list[dict[str, Any]]:
+    """The dev stack's nodes as GKE would make them (harness/twin_nodes.py), created for kwok to keep."""
+    built = twin_nodes(dev.config)
+    for node in built:
         node["metadata"]["annotations"] = dict(KWOK_ANNOTATION)
         twin.plane.kubectl("create", "-f", "-", stdin=json.dumps(node))
+    return built
+
+
+def test_kwok_keeps_the_stacks_nodes_ready(twin: Twin, nodes: list[dict[str, Any]]):
     wanted = {n["metadata"]["name"] for n in nodes}
     # Ready, and the node lifecycle controller's not-ready taint lifted once it saw so
     deadline = time.monotonic() + 90
@@ -138,3 +145,37 @@ def test_kwok_keeps_the_stacks_nodes_ready(twin: Twin, dev: stack_config.Stack):
         assert got["status"]["allocatable"] == node["status"]["allocatable"]
         assert got["spec"].get("taints", []) == node["spec"].get("taints", [])
         assert node["metadata"]["labels"].items() <= got["metadata"]["labels"].items()
+
+
+def test_the_scheduler_places_a_tpu_pod_on_a_tpu_node_and_a_plain_pod_on_a_system_node(
+    twin: Twin, dev: stack_config.Stack, nodes: list[dict[str, Any]]
+):
+    """kube-scheduler on the twin's nodes: the serving leader's own selector and
+    tolerations land it on a TPU node with chips to spare; a pod without them stays off the tainted TPU nodes."""
+    assert dev.serving is not None
+    leader = dev.serving.leaderworkersets[0]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+    chips = {c["name"]: c["resources"]["limits"] for c in leader["containers"] if "resources" in c}
+    pods = {
+        "twin-tpu-pod": {
+            "nodeSelector": leader.get("nodeSelector", {}),
+            "tolerations": leader.get("tolerations", []),
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"limits": limits}}
+                           for limits in chips.values()],
+        },
+        "twin-plain-pod": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+    }  # fmt: skip
+    for name, spec in pods.items():
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+        twin.plane.kubectl("create", "-f", "-", stdin=json.dumps(pod))
+    deadline = time.monotonic() + 60
+    placed: dict[str, str] = {}
+    while time.monotonic() < deadline and len(placed) < len(pods):
+        for name in pods:
+            got = json.loads(twin.plane.kubectl("get", "pod", name, "-n", "default", "-o", "json").stdout)
+            if got["spec"].get("nodeName"):
+                placed[name] = got["spec"]["nodeName"]
+        time.sleep(1)
+    assert set(placed) == set(pods), placed
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+    assert by_name[placed["twin-tpu-pod"]]["spec"].get("taints"), "the TPU pod is on a TPU node"
+    assert not by_name[placed["twin-plain-pod"]]["spec"].get("taints"), "the plain pod is on a system node"
