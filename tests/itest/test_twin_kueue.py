@@ -16,7 +16,7 @@ from harness.twin_nodes import twin_nodes
 from tests.conftest import stack_values
 from tests.itest.conftest import Report, install_pinned_crds
 from tests.itest.lab import REPORT_DIR, ControlPlane, Tools
-from tests.itest.twin import KWOK_ANNOTATION, Twin, TwinTools
+from tests.itest.twin import KWOK_ANNOTATION, Twin, TwinTools, activate_slice_admission_checks
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +66,24 @@ def create(plane: ControlPlane, obj: dict[str, Any], *extra: str) -> dict[str, A
     return created
 
 
-def test_the_stacks_kueue_objects_pass_kueues_webhooks(twin: Twin, dev: stack_config.Stack):
-    plane = twin.plane
+@pytest.fixture(scope="module")
+def stack_kueue(twin: Twin, dev: stack_config.Stack) -> list[dict[str, Any]]:
+    """The dev stack's namespaces and Kueue objects, created through the twin's webhooks."""
     assert dev.kueue is not None
     for namespace in dev.namespaces.values():
-        plane.kubectl("apply", "-f", "-", stdin=json.dumps(namespace))
-    for obj in dev.kueue.all:
-        created = create(plane, obj)
-        assert created["metadata"]["uid"], obj["metadata"]["name"]
+        twin.plane.kubectl("apply", "-f", "-", stdin=json.dumps(namespace))
+    return [create(twin.plane, obj) for obj in dev.kueue.all]
+
+
+def test_the_stacks_kueue_objects_pass_kueues_webhooks(
+    twin: Twin, dev: stack_config.Stack, stack_kueue: list[dict[str, Any]]
+):
+    plane = twin.plane
+    assert dev.kueue is not None
+    assert [(o["kind"], o["metadata"]["name"]) for o in stack_kueue] == [
+        (o["kind"], o["metadata"]["name"]) for o in dev.kueue.all
+    ]
+    assert all(o["metadata"]["uid"] for o in stack_kueue)
     # the webhooks were asked: a ClusterQueue that names a resource its group does not cover passes the CRD schema
     # and is refused by Kueue's validating webhook (pkg/webhooks/clusterqueue_webhook.go, "must match the name in
     # coveredResources")
@@ -84,6 +94,40 @@ def test_the_stacks_kueue_objects_pass_kueues_webhooks(twin: Twin, dev: stack_co
     refused = plane.kubectl("create", "-f", "-", stdin=json.dumps(bad), check=False)
     assert refused.returncode != 0
     assert "admission webhook" in refused.stderr and "coveredResources" in refused.stderr, refused.stderr
+
+
+def cluster_queue_active(plane: ControlPlane, name: str) -> dict[str, Any]:
+    queue = json.loads(plane.kubectl("get", "clusterqueues.kueue.x-k8s.io", name, "-o", "json").stdout)
+    conditions = queue.get("status", {}).get("conditions", [])
+    return next((c for c in conditions if c["type"] == "Active"), {})
+
+
+def test_the_cluster_queue_waits_for_the_slice_check_and_opens_once_it_is_active(
+    twin: Twin, dev: stack_config.Stack, stack_kueue: list[dict[str, Any]]
+):
+    """Kueue keeps the stack's ClusterQueue inactive until the slice controller marks its AdmissionCheck Active
+    (the stand-in's one job so far); then it opens."""
+    assert dev.kueue is not None
+    (queue,) = [o for o in dev.kueue.queue_objects if o["kind"] == "ClusterQueue"]
+    name = queue["metadata"]["name"]
+
+    def settled(status: str) -> dict[str, Any]:
+        deadline = time.monotonic() + 30
+        condition: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            condition = cluster_queue_active(twin.plane, name)
+            if condition.get("status") == status:
+                break
+            time.sleep(1)
+        return condition
+
+    before = settled("False")
+    assert before.get("status") == "False" and before.get("reason") == "AdmissionCheckInactive", before
+    assert activate_slice_admission_checks(twin.plane) == [
+        o["metadata"]["name"] for o in dev.kueue.queue_objects if o["kind"] == "AdmissionCheck"
+    ]
+    after = settled("True")
+    assert after.get("status") == "True", after
 
 
 def test_the_stacks_jobsets_pass_kueues_and_jobsets_webhooks(twin: Twin, dev: stack_config.Stack):

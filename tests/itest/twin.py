@@ -338,3 +338,36 @@ class Twin:
         for process in self.processes:
             if process.log.exists():
                 shutil.copy(process.log, target / f"twin-{process.name}.log")
+
+
+# --- The slice controller's stand-in (issue 34 item 4), so far one thing of what it does ----------------------------
+# The slice controller is Google's (AI-Hypercomputer/xpk@250d4b3cebf44fc6, 2026-05-11, slice/), readable but not built
+# here. Its AdmissionCheck reconciler (slice/internal/controller/admissioncheck_controller.go) marks every
+# AdmissionCheck whose spec.controllerName is its own (SliceControllerName, "accelerator.gke.io/slice",
+# workload_controller.go) Active: condition type Active, status True, reason Active, observedGeneration the check's
+# generation. The stand-in does that and nothing else yet: no workload's check state, no Slice, no pod topology.
+SLICE_CONTROLLER_NAME = "accelerator.gke.io/slice"
+
+
+def activate_slice_admission_checks(plane: ControlPlane) -> list[str]:
+    """Mark the slice controller's AdmissionChecks Active, as its AdmissionCheck reconciler does."""
+    checks = json.loads(plane.kubectl("get", "admissionchecks.kueue.x-k8s.io", "-o", "json").stdout)["items"]
+    activated = []
+    for check in checks:
+        if check["spec"].get("controllerName") != SLICE_CONTROLLER_NAME:
+            continue
+        condition = {
+            "type": "Active",
+            "status": "True",
+            "reason": "Active",
+            "message": "The admission check is active",
+            "observedGeneration": check["metadata"]["generation"],
+            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        patch = json.dumps({"status": {"conditions": [condition]}})
+        name = check["metadata"]["name"]
+        plane.kubectl(
+            "patch", "admissionchecks.kueue.x-k8s.io", name, "--subresource=status", "--type=merge", "-p", patch
+        )
+        activated.append(name)
+    return activated
