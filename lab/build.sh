@@ -218,6 +218,9 @@ gen_kubernetes() {
     regen_env go mod edit -replace="$m=$m@v$K8S_STAGING_VERSION"; n=$((n+1))
   done
   log "wrappers/kubernetes: $n staging replaces -> v$K8S_STAGING_VERSION"
+  # kube-scheduler (the twin's) joined after the committed wrapper was generated: that wrapper builds it already
+  # (every module its packages need is in the graph: go build -mod=readonly succeeds), and the next regen, with a
+  # Kubernetes bump, records it as a tool so that go mod tidy keeps its modules
   regen_env go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@v$K8S_VERSION" \
     "k8s.io/kubernetes/cmd/kube-controller-manager@v$K8S_VERSION" "k8s.io/kubernetes/cmd/kubectl@v$K8S_VERSION" \
     "k8s.io/kubernetes/cmd/kube-scheduler@v$K8S_VERSION"
