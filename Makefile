@@ -16,7 +16,7 @@ STAGING_VENV := build/venv-staging
 STAGING_REQUIREMENTS := manifests/serving/stage-weights-requirements.txt
 STAGING_PROGRAM := manifests/serving/stage_weights.py
 
-.PHONY: render test lint format golden docs clean verify sax schemas charts itest policy-venv staging-test staging-bench renovate-check images bench bench-test
+.PHONY: render render-diff test check-tools coverage lint format golden docs clean verify sax schemas charts itest twin policy-venv staging-test staging-bench renovate-check images bench bench-test
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -51,8 +51,18 @@ $(RENOVATE_TOOLS)/node_modules/.installed: $(RENOVATE_TOOLS)/package.json $(RENO
 renovate-check: $(RENOVATE_TOOLS)/node_modules/.installed  ## validate renovate.json with Renovate's own validator, strict (installs it on first use)
 	$(RENOVATE_NODE) $(RENOVATE_DIST)/config-validator.js --strict --no-global renovate.json
 
-test: $(VENV)/.installed $(CHECKOV_VENV)/.installed $(DOCS_VENV)/.installed $(RENOVATE_TOOLS)/node_modules/.installed  ## the whole test suite (the checkov scan, the site's strict build and Renovate's validator included)
-	TPU_GKE_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov TPU_GKE_MKDOCS=$(CURDIR)/$(DOCS_VENV)/bin/mkdocs $(PY) -m pytest -n auto
+# The suite in two: `make test` needs .venv alone; the tests marked `external` (pytest.ini, tests/external.py) need what
+# it does not hold, and `make check-tools` installs that and runs them. .ci/run runs both.
+# --dist loadfile: a file's tests on one worker, whose runs of the program a file repeats are run once (tests/conftest.py).
+PYTEST := $(PY) -m pytest -n auto --dist loadfile
+test: $(VENV)/.installed  ## the test suite on .venv alone (about a minute on two cores): every test but those of make check-tools
+	$(PYTEST) -m "not external"
+
+check-tools: $(VENV)/.installed $(CHECKOV_VENV)/.installed $(DOCS_VENV)/.installed $(RENOVATE_TOOLS)/node_modules/.installed  ## the tests that need a tool or file .venv does not hold: checkov's scan, the site's strict build, Renovate, the registry charts (fetched on first use) and the CRD files (make schemas)
+	TPU_GKE_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov TPU_GKE_MKDOCS=$(CURDIR)/$(DOCS_VENV)/bin/mkdocs $(PYTEST) -m external
+
+coverage: $(VENV)/.installed  ## line and branch coverage of components/ and policy/ by make test's suite (settings in pyproject.toml; HTML in build/coverage)
+	$(PYTEST) -m "not external" --cov --cov-report=term --cov-report=html:build/coverage
 
 lint: $(VENV)/.installed $(STAGING_VENV)/.installed  ## formatter check, linter and strict type check (settings in pyproject.toml)
 	$(VENV)/bin/ruff format --check .
@@ -65,8 +75,22 @@ format: $(VENV)/.installed  ## apply the formatter and the linter's safe fixes
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-golden: $(VENV)/.installed  ## regenerate tests/golden/<stack>/ for every stack after an intended change (a stack that fails keeps its files)
-	@status=0; for stack in $(STACKS); do $(PY) -m tools.render --stack $$stack --out tests/golden --keep-on-failure || status=1; done; exit $$status
+golden: $(VENV)/.installed  ## regenerate the committed summaries of each stack's render, tests/golden/<stack>/, after an intended change (a stack that fails keeps its files)
+	@status=0; for stack in $(STACKS); do $(PY) -m tools.render --stack $$stack --out tests/golden --keep-on-failure --golden || status=1; done; exit $$status
+
+# The render of every stack against BASE's, as the pull-request workflow diffs them: BASE's tree (git archive) renders
+# with this .venv into build/render-diff/base, the working tree into build/render-diff/head.
+BASE ?= main
+render-diff: $(VENV)/.installed  ## diff every stack's render against BASE's (default main) into build/render-diff/render.diff and print it [BASE=<commit>]
+	@rm -rf build/render-diff && mkdir -p build/render-diff/base-tree build/render-diff/base build/render-diff/head
+	git archive $(BASE) | tar -x -C build/render-diff/base-tree
+	@cd build/render-diff/base-tree && for file in Pulumi.*.yaml; do stack=$${file#Pulumi.}; stack=$${stack%.yaml}; \
+	  $(CURDIR)/$(PY) -m tools.render --stack $$stack --out $(CURDIR)/build/render-diff/base > /dev/null \
+	    || echo "render-diff: stack $$stack does not render at $(BASE): its whole render shows as added" >&2; done
+	@for stack in $(STACKS); do $(PY) -m tools.render --stack $$stack --out build/render-diff/head > /dev/null || exit 1; done
+	@status=0; diff -ruN build/render-diff/base build/render-diff/head > build/render-diff/render.diff || status=$$?; \
+	  [ $$status -le 1 ] || exit $$status; cat build/render-diff/render.diff; \
+	  echo "render-diff: $$(grep -c '^diff ' build/render-diff/render.diff) file(s) of the render differ from $(BASE)'s"
 
 clean:
 	rm -rf build $(VENV) $(CHECKOV_VENV) $(DOCS_VENV) $(POLICY_VENV) $(RENOVATE_TOOLS)/node_modules
@@ -118,9 +142,18 @@ itest:  ## integration lab: real Pulumi CLI and Kubernetes provider against etcd
 	$(MAKE) --no-print-directory render STACK=dev policy-venv
 	LAB_BUILD_SECONDS=$$(cat build/.lab-build-seconds) $(LAB_PY) -m pytest tests/itest
 
+# The TPU7x twin (docs/lab.md): Kueue's manager and kwok on the lab's control plane. make itest runs its tests when
+# its tools are built (and skips them, saying so, when not); make twin builds them (cold about 7 minutes) and runs them.
+twin:  ## the TPU7x twin's tests alone: Kueue's webhooks on the stack's Kueue objects, kwok's nodes (builds the lab's and the twin's tools first)
+	@lab/build.sh && lab/build.sh twin
+	@if [ ! -f $(VENV_LAB)/.installed ] || [ lab/requirements.txt -nt $(VENV_LAB)/.installed ]; then \
+	  rm -rf $(VENV_LAB) && $(PYTHON) -m venv $(VENV_LAB) && \
+	  $(VENV_LAB)/bin/pip install --quiet --disable-pip-version-check -r lab/requirements.txt && touch $(VENV_LAB)/.installed; fi
+	$(LAB_PY) -m pytest tests/itest/test_twin_kueue.py
+
 # Weights staging (manifests/serving/stage_weights.py) against real local servers: the program runs in its own venv,
 # installed exactly as the Job's init container installs it (pip --require-hashes, wheels only), and talks to the
-# Hub stand-in of tools/staging_lab.py and to fake-gcs-server (lab/build-fake-gcs.sh builds it once, ~2 min cold).
+# Hub stand-in of harness/staging_lab.py and to fake-gcs-server (lab/build-fake-gcs.sh builds it once, ~2 min cold).
 
 $(STAGING_VENV)/.installed: $(STAGING_REQUIREMENTS)
 	rm -rf $(STAGING_VENV) && $(PYTHON) -m venv $(STAGING_VENV)
@@ -133,7 +166,7 @@ staging-test: $(VENV)/.installed $(STAGING_VENV)/.installed  ## weights staging 
 
 staging-bench: $(VENV)/.installed $(STAGING_VENV)/.installed  ## benchmark: old vs new staging program, a few GB from the Hub stand-in to fake-gcs-server [BENCH_ARGS="--gigabytes 3"]
 	FAKE_GCS_SERVER=$$(lab/build-fake-gcs.sh) && STAGING_PYTHON=$(CURDIR)/$(STAGING_VENV)/bin/python \
-	  FAKE_GCS_SERVER=$$FAKE_GCS_SERVER $(PY) -m tools.staging_bench $(BENCH_ARGS)
+	  FAKE_GCS_SERVER=$$FAKE_GCS_SERVER $(PY) -m harness.staging_bench $(BENCH_ARGS)
 
 # The serving benchmark's harness (inference-perf, at the version of the Job's image) in its own venv, run by the
 # command against a stand-in OpenAI-compatible server on 127.0.0.1 (tests/bench). lab/bench-requirements.txt says

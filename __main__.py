@@ -2,6 +2,7 @@
 
 import pulumi
 
+from components import lifecycle as lifecycle_review
 from components import stack as stack_config
 from components import wiring
 from components.gcp.cluster import Cluster
@@ -28,13 +29,13 @@ config = stack.config
 
 # What this `up` would replace in the running stack, said before anything changes; a change that
 # would fail halfway (a pool renamed into a reservation its old self holds) stops the preview.
-lifecycle = stack_config.lifecycle_facts(config)
+lifecycle = lifecycle_review.lifecycle_facts(config)
 for warning in config.preview_warnings() + stack_config.image_pull_warnings(stack):
     pulumi.log.warn(warning)
 previous = previous_outputs()
 for note in stack_config.image_pull_notes(stack):
     pulumi.log.info(note)
-previous.apply(lambda outputs: wiring.announce_changes(stack_config.previous_lifecycle(outputs), lifecycle))
+previous.apply(lambda outputs: wiring.announce_changes(lifecycle_review.previous_lifecycle(outputs), lifecycle))
 
 # 2. Google Cloud layer, or the cluster made elsewhere that the Kubernetes layer goes onto. The APIs
 #    first: every Google Cloud call waits for the one it goes through (an empty project refuses it).
@@ -112,8 +113,8 @@ pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("getCredentialsCommand", cluster.get_credentials_command)
 pulumi.export("tpuPoolNames", tpu.pool_names if tpu else [pool.name for pool in config.tpu.pools])
 pulumi.export("tpuChips", config.tpu.total_chips)
-pulumi.export(stack_config.RELEASES_OUTPUT, platform.release_versions)
-pulumi.export(stack_config.LIFECYCLE_OUTPUT, lifecycle)
+pulumi.export(lifecycle_review.RELEASES_OUTPUT, platform.release_versions)
+pulumi.export(lifecycle_review.LIFECYCLE_OUTPUT, lifecycle)
 pulumi.export("images", [image.output(config.pull_path()) for image in config.stack_images()])
 if queues is not None:
     if tpu is not None:

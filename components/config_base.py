@@ -1,42 +1,110 @@
-"""Generic machinery of the typed stack config: documented settings, problems, parsing.
+"""Generic machinery of the typed stack config: the base of its blocks, problems, parsing, documentation.
 
-The schema itself (components/stack.py and the config.py of each concern) is plain
-frozen dataclasses whose fields are declared with :func:`setting`; this module turns Pulumi's
-raw config into them and collects every problem before one :class:`ConfigError` is raised.
+The schema itself (components/stack.py and the config.py of each concern) is frozen pydantic models (``Block``)
+whose fields declare their default, documentation, type and constraints once (``Field``); this module reads Pulumi's
+raw config into them, says pydantic's errors as the preview's problems (one mapping, ``field_problems``), and
+collects every problem before one :class:`ConfigError` is raised.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import difflib
 import json
 import re
 import types
 import typing
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import annotated_types
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
 
 NAMESPACE = "tpu-dynamic-slicing"  # the Pulumi project name: every key is <NAMESPACE>:<key>
+B = TypeVar("B", bound=BaseModel)
 
 
-def setting(default: Any = dataclasses.MISSING, doc: str = "", secret: bool = False) -> Any:
-    """A config field with its documentation; lists and objects get fresh default copies."""
-    metadata = {"doc": doc, "secret": secret}
-    if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
-        frozen = default
-        return field(default_factory=lambda: _copy(frozen), metadata=metadata)
-    return field(default=default, metadata=metadata)
+SECRET = "secret"  # a field's json_schema_extra key: the value is one Pulumi must hold encrypted
+SECRET_SETTING: dict[str, Any] = {SECRET: True}  # Field(..., json_schema_extra=SECRET_SETTING)
 
 
-def _copy(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.replace(value)
+def camel(name: str) -> str:
+    """A field's key in the stack file: ``node_count`` -> ``nodeCount``."""
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+class Block(BaseModel):
+    """A block of the stack config, or an object inside one: frozen, its keys the camelCase of its fields, no key it
+    does not declare. Python code builds one by field name; a stack file is read by key alone (``parse``)."""
+
+    model_config = ConfigDict(
+        alias_generator=camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        extra="forbid",
+        frozen=True,
+        strict=True,  # no coercion but the text forms below: "16" for a list, 1 for a string are refused
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _as_written(cls, data: Any) -> Any:
+        """What a stack file writes, as the fields take it: a partial object keeps the keys it leaves out from its
+        field's default object (``checks: {subslicing: {enabled: false}}`` keeps the check's name and shape), and a
+        scalar set by `pulumi config set --path` may arrive as text (``"true"``, ``"16"``)."""
+        if not isinstance(data, Mapping):
+            return data
+        values = dict(data)
+        for name, info in cls.model_fields.items():
+            key = info.alias if info.alias in values else name
+            if key in values:
+                values[key] = _as_written(info.annotation, info.default, values[key])
+        return values
+
+
+def _unwrap(tp: Any) -> Any:
+    """``X`` of ``X | None``."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return next(a for a in typing.get_args(tp) if a is not type(None))
+    return tp
+
+
+def _as_written(tp: Any, default: Any, value: Any) -> Any:
+    tp = _unwrap(tp)
+    if isinstance(default, BaseModel) and isinstance(value, Mapping):
+        return _merged(default.model_dump(by_alias=True), value)
+    if typing.get_origin(tp) is list and isinstance(value, list):
+        (item,) = typing.get_args(tp)
+        return [_as_written(item, None, v) for v in value]
+    if isinstance(value, str):
+        if tp is bool and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        if tp is int and value.isdigit():
+            return int(value)
+        if tp is float and re.fullmatch(r"[0-9]+(\.[0-9]+)?", value):
+            return float(value)
     return value
+
+
+def _merged(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        below = merged.get(key)
+        merged[key] = _merged(below, value) if isinstance(value, Mapping) and isinstance(below, Mapping) else value
+    return merged
+
+
+def kind(noun: str) -> dict[str, Any]:
+    """A setting's ``json_schema_extra`` naming what its values are (``Cloud NAT log filter``): a value outside them
+    is said to be "not a <noun>"."""
+    return {KIND: noun}
+
+
+KIND = "kind"
 
 
 # --- Errors ----------------------------------------------------------------------------
@@ -80,100 +148,166 @@ class Problems:
         self.unparsed.add(key)
 
 
-# --- Parsing ---
+# --- Parsing: pydantic's errors as the preview's problems ----------------------------------
 
 
-def camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
+def parse_settings(root: type[B], raw: Mapping[str, Any], problems: Problems) -> B | None:
+    """``raw`` (keys as the stack file writes them) as the block ``root``, each problem of a field recorded under its
+    key. With such problems it still gives a block, in which each value that failed is its setting's default (or a
+    placeholder where it has none), so that the rules across settings run on it and report with them, skipping the
+    keys that failed (``Problems.unparsable``). None only where no such block can be made."""
+    data: Any = raw
+    for attempt in range(5):
+        try:
+            return root.model_validate(data, by_name=False)
+        except ValidationError as error:
+            errors = error.errors(include_url=False)
+            if attempt == 0:
+                for problem in field_problems(root, errors):
+                    problems.unparsable(problem.key, problem.what, problem.fix)
+            data = _repaired(root, data, errors)
+    return None
+
+
+def key_of(loc: tuple[str | int, ...]) -> str:
+    """A pydantic error's location as the key the user sets: ``tpu.pools[0].nodeCount``."""
+    key = ""
+    for part in loc:
+        key = f"{key}[{part}]" if isinstance(part, int) else join(key, str(part))
+    return key
+
+
+def field_problems(root: type[BaseModel], errors: Iterable[ErrorDetails]) -> list[Problem]:
+    """Each pydantic error of ``root``'s fields as the preview says it: the one mapping of error types to (what, fix)."""
+    return [_field_problem(root, error) for error in errors]
+
+
+def _field_problem(root: type[BaseModel], error: ErrorDetails) -> Problem:
+    loc, error_type, value = error["loc"], error["type"], error.get("input")
+    key = key_of(loc)
+    model, info, tp = _walk(root, loc)
+    shown = "the value given" if is_secret(info) else repr(value)
+    expected = _describe(tp)
+    if error_type == "extra_forbidden":
+        known = [f.alias or name for name, f in model.model_fields.items()] if model else []
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        return Problem(
+            key, "is not a known setting", f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(known)}"
+        )
+    if error_type == "missing":
+        return Problem(key, "is required", f"set {expected}")
+    if error_type in ("model_type", "model_attributes_type", "dict_type"):
+        return Problem(key, "must be an object", "write a YAML mapping of its keys")
+    if error_type == "list_type":
+        return Problem(key, f"must be {expected}", "write a YAML list")
+    if error_type == "literal_error":
+        extra = info.json_schema_extra if info else None
+        noun = str(extra.get(KIND, "")) if isinstance(extra, dict) else ""
+        article = "an" if noun[:1].lower() in ("a", "e", "i", "o", "u") else "a"
+        return Problem(key, f"{shown} is not {f'{article} {noun}' if noun else expected}", f"use {expected}")
+    if error_type in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        bounds = _bounds(info)
+        what = f"is outside {bounds[7:]}" if bounds.startswith("within ") else f"is not {bounds}"
+        return Problem(key, f"{shown} {what}", f"set a number {bounds}")
+    if error_type.endswith(("_type", "_parsing")) or error_type == "int_from_float":
+        return Problem(key, f"{shown} is not {expected}", f"set {expected}")
+    return Problem(key, error["msg"], "see docs/configuration.md")  # an error type no setting of ours raises yet
+
+
+def _walk(root: type[BaseModel], loc: tuple[str | int, ...]) -> tuple[type[BaseModel] | None, FieldInfo | None, Any]:
+    """Along ``loc``: the model its last key is looked up in, that key's field (None for a key it does not declare),
+    and the type of the value there."""
+    tp: Any = root
+    model: type[BaseModel] | None = None
+    info: FieldInfo | None = None
+    for part in loc:
+        tp = _unwrap(tp)
+        if isinstance(part, int):
+            tp = typing.get_args(tp)[0] if typing.get_origin(tp) is list else Any
+            continue
+        if not (isinstance(tp, type) and issubclass(tp, BaseModel)):
+            return model, None, Any
+        model = tp
+        info = next((f for name, f in tp.model_fields.items() if part in (f.alias, name)), None)
+        if info is None:
+            return model, None, Any
+        tp = info.annotation
+    return model, info, tp
+
+
+_NAMES = {str: ("a string", "strings"), int: ("an integer", "integers"), float: ("a number", "numbers")}
+
+
+def _describe(tp: Any, plural: bool = False) -> str:
+    tp = _unwrap(tp)
+    if typing.get_origin(tp) is typing.Literal:
+        return "one of " + ", ".join(str(choice) for choice in typing.get_args(tp))
+    if typing.get_origin(tp) is list:
+        return f"a list of {_describe(typing.get_args(tp)[0], plural=True)}"
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return "objects" if plural else "an object"
+    if tp is bool:
+        return "true or false"
+    names = _NAMES.get(tp, ("a value", "values"))
+    return names[1] if plural else names[0]
+
+
+def _bounds(info: FieldInfo | None) -> str:
+    """A numeric setting's range, in words: ``within 1300-8896``, ``above 0 and at most 1``, ``1 or more``."""
+    constraints = {type(c): c for c in (info.metadata if info else [])}
+    ge, le = constraints.get(annotated_types.Ge), constraints.get(annotated_types.Le)
+    if isinstance(ge, annotated_types.Ge) and isinstance(le, annotated_types.Le):
+        return f"within {ge.ge}-{le.le}"
+    words = []
+    for constraint in constraints.values():
+        if isinstance(constraint, annotated_types.Gt):
+            words.append(f"above {constraint.gt}")
+        elif isinstance(constraint, annotated_types.Ge):
+            words.append(f"{constraint.ge} or more")
+        elif isinstance(constraint, annotated_types.Lt):
+            words.append(f"below {constraint.lt}")
+        elif isinstance(constraint, annotated_types.Le):
+            words.append(f"at most {constraint.le}")
+    return " and ".join(words)
+
+
+def _repaired(root: type[BaseModel], data: Any, errors: Iterable[ErrorDetails]) -> Any:
+    """``data`` with each value that failed taken out (so its default stands), or a placeholder where the setting has
+    no default, and each unknown key dropped."""
+    data = copy.deepcopy(data)
+    for error in errors:
+        *path, last = error["loc"]
+        parent = _value_at_path(data, path)
+        _, info, tp = _walk(root, error["loc"])
+        if isinstance(parent, list) and isinstance(last, int) and last < len(parent):
+            parent[last] = _placeholder(tp)
+        elif isinstance(parent, dict):
+            if error["type"] == "extra_forbidden" or (info is not None and not info.is_required()):
+                parent.pop(last, None)
+            else:
+                parent[last] = _placeholder(tp)
+    return data
+
+
+def _value_at_path(data: Any, path: list[str | int]) -> Any:
+    for part in path:
+        if isinstance(data, list):
+            data = data[part] if isinstance(part, int) and part < len(data) else None
+        else:
+            data = data.get(part) if isinstance(data, dict) else None
+        if data is None:
+            return None
+    return data
 
 
 def _placeholder(tp: Any) -> Any:
+    """A value of a required setting's type, for one that failed: a required setting is a string or a number."""
     return {str: "", int: 0, float: 0.0, bool: False}.get(tp)
 
 
-def _describe(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is list:
-        return f"a list of {_describe(typing.get_args(tp)[0])}s"
-    if dataclasses.is_dataclass(tp):
-        return "an object"
-    return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}[tp]
-
-
-def coerce(tp: Any, value: Any, key: str, secret: bool, problems: Problems, default: Any = None) -> Any:
-    """Convert one raw value to ``tp``; on failure record it and return a placeholder.
-
-    ``default`` is the field's default object, if any: keys a partial object leaves out keep
-    their values from it (``checks: {subslicing: {enabled: false}}`` keeps the rest).
-    """
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        inner = next(a for a in typing.get_args(tp) if a is not type(None))
-        return None if value is None else coerce(inner, value, key, secret, problems, default)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return parse_object(tp, value, key, problems, default)
-    if origin is list:
-        (item_type,) = typing.get_args(tp)
-        if not isinstance(value, list):
-            problems.unparsable(key, f"must be {_describe(tp)}", "write a YAML list")
-            return []
-        return [coerce(item_type, item, f"{key}[{i}]", secret, problems) for i, item in enumerate(value)]
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.isdigit():
-            return int(value)
-    elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str) and re.fullmatch(r"[0-9]+(\.[0-9]+)?", value):
-            return float(value)
-    elif tp is str and isinstance(value, str):
-        return value
-    shown = "the value given" if secret else repr(value)
-    problems.unparsable(key, f"{shown} is not {_describe(tp)}", f"set {_describe(tp)}")
-    return _placeholder(tp)
-
-
-def parse_object(cls: type, raw: Any, prefix: str, problems: Problems, default: Any = None) -> Any:
-    hints = typing.get_type_hints(cls)
-    if not isinstance(raw, Mapping):
-        problems.unparsable(prefix, "must be an object", "write a YAML mapping of its keys")
-        return cls(**{f.name: _placeholder(hints[f.name]) for f in dataclasses.fields(cls) if _is_required(f)})
-    fields_by_key = {camel(f.name): f for f in dataclasses.fields(cls)}
-    for key in raw:
-        if key not in fields_by_key:
-            close = difflib.get_close_matches(str(key), list(fields_by_key), n=1)
-            hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(fields_by_key)}"
-            problems.add(join(prefix, key), "is not a known setting", hint)
-    values = {}
-    for key, f in fields_by_key.items():
-        path = join(prefix, key)
-        inherited = getattr(default, f.name) if default is not None else _field_default(f)
-        if key in raw:
-            values[f.name] = coerce(hints[f.name], raw[key], path, f.metadata.get("secret", False), problems, inherited)
-        elif default is not None:
-            values[f.name] = inherited
-        elif _is_required(f):
-            problems.unparsable(path, "is required", f"set {_describe(hints[f.name])}")
-            values[f.name] = _placeholder(hints[f.name])
-    return cls(**values)
-
-
-def _field_default(f: dataclasses.Field[Any]) -> Any:
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return None if f.default is dataclasses.MISSING else f.default
-
-
-def _is_required(f: dataclasses.Field[Any]) -> bool:
-    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+def is_secret(info: FieldInfo | None) -> bool:
+    extra = info.json_schema_extra if info else None
+    return isinstance(extra, dict) and bool(extra.get(SECRET))
 
 
 def join(prefix: str, key: str) -> str:
@@ -384,7 +518,7 @@ class PullPath:
 NO_PULL_PATH = PullPath()  # each image from its own registry
 
 
-def secrets_in_plain_text(config: Any, secret_blocks: set[str], prefix: str = "") -> list[Problem]:
+def secrets_in_plain_text(config: BaseModel, secret_blocks: set[str], prefix: str = "") -> list[Problem]:
     """Settings documented as secret that hold a value outside a secret config key.
 
     Pulumi keeps secrecy per top-level key: ``pulumi config set --secret --path serving.hfToken``
@@ -392,12 +526,12 @@ def secrets_in_plain_text(config: Any, secret_blocks: set[str], prefix: str = ""
     program which keys are. A value typed into the stack file in plain text is neither.
     """
     problems = []
-    for f in dataclasses.fields(config):
-        key = join(prefix, camel(f.name))
-        value = getattr(config, f.name)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    for name, info in type(config).model_fields.items():
+        key = join(prefix, info.alias or name)
+        value = getattr(config, name)
+        if isinstance(value, BaseModel):
             problems += secrets_in_plain_text(value, secret_blocks, key)
-        elif f.metadata.get("secret") and value and key.split(".")[0] not in secret_blocks:
+        elif is_secret(info) and value and key.split(".")[0] not in secret_blocks:
             problems.append(
                 Problem(
                     key,
@@ -507,7 +641,7 @@ REQUIRED_IF_SET = "(required when set)"
 
 
 def documented_settings(
-    cls: type, prefix: str = "", defaults: Any = None, required: str = REQUIRED
+    cls: type[BaseModel], prefix: str = "", defaults: Any = None, required: str = REQUIRED
 ) -> list[tuple[str, str, str]]:
     """(key, default, description) for every setting of ``cls``, in schema order, for the config table of docs/configuration.md.
 
@@ -517,29 +651,22 @@ def documented_settings(
     list's items, ``(required when set)`` inside an optional object.
     """
     rows = []
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        key = join(prefix, camel(f.name))
-        tp = hints[f.name]
-        if defaults is not None:
-            default = getattr(defaults, f.name)
-        elif f.default is not dataclasses.MISSING:
-            default = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            default = f.default_factory()
-        else:
-            default = dataclasses.MISSING
-        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-            rows.extend(documented_settings(tp, key, None if default is dataclasses.MISSING else default, required))
+    for name, info in cls.model_fields.items():
+        key = join(prefix, info.alias or name)
+        tp = _unwrap(info.annotation)
+        optional = tp is not info.annotation
+        default = getattr(defaults, name) if defaults is not None else None if info.is_required() else info.default
+        if isinstance(tp, type) and issubclass(tp, BaseModel) and not optional:
+            rows.extend(documented_settings(tp, key, default, required))
             continue
-        shown = required if default is dataclasses.MISSING else _render_default(default)
-        rows.append((key, shown, f.metadata["doc"]))
-        nested = next((a for a in typing.get_args(tp) if isinstance(a, type) and dataclasses.is_dataclass(a)), None)
-        if nested is not None:
-            in_list = typing.get_origin(tp) is list
+        shown = required if defaults is None and info.is_required() else _render_default(default)
+        rows.append((key, shown, info.description or ""))
+        item = typing.get_args(tp)[0] if typing.get_origin(tp) is list else tp
+        if isinstance(item, type) and issubclass(item, BaseModel):
+            in_list = item is not tp
             rows.extend(
                 documented_settings(
-                    nested, key + ("[]" if in_list else ""), None, REQUIRED_IN_ITEM if in_list else REQUIRED_IF_SET
+                    item, key + ("[]" if in_list else ""), None, REQUIRED_IN_ITEM if in_list else REQUIRED_IF_SET
                 )
             )
     return rows
@@ -548,16 +675,6 @@ def documented_settings(
 def _render_default(value: Any) -> str:
     if value is None:
         return "(unset)"
-    if dataclasses.is_dataclass(value):
-        value = _to_config_value(value)
-    elif isinstance(value, list):
-        value = [_to_config_value(v) for v in value]
-    return json.dumps(value) if not isinstance(value, str) else (value or '""')
-
-
-def _to_config_value(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {camel(f.name): _to_config_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, list):
-        return [_to_config_value(v) for v in value]
-    return value
+        value = [v.model_dump(by_alias=True) if isinstance(v, BaseModel) else v for v in value]
+    return json.dumps(value) if not isinstance(value, str) else (value or '""')

@@ -12,29 +12,29 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import typing
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
 import pulumi
+from pydantic import Field
 
 from components import manifests, naming
 from components.config_base import (
     NAMESPACE,
+    Block,
     ConfigError,
     Problem,
     Problems,
     PullPath,
-    camel,
-    parse_object,
+    parse_settings,
     redact_credentials,
     redact_secret_values,
     secrets_in_plain_text,
-    setting,
 )
 from components.gcp import config as gcp_config
+from components.hardening import rules as hardening_rules
 from components.operations import config as operations_config
 from components.operations.node_audit_objects import NodeAuditObjects, node_audit_objects
 from components.operations.objects import MonitoringObjects, monitoring_objects
@@ -62,49 +62,51 @@ from components.workloads.slice_checks.objects import SliceChecksObjects, slice_
 PRODUCTION_OUTPUT = "production"
 
 
-@dataclass(frozen=True)
-class StackConfig:
-    project: str = setting(doc="Google Cloud project ID.")
-    production: bool = setting(
+class StackConfig(Block):
+    project: str = Field(description="Google Cloud project ID.")
+    production: bool = Field(
         False,
-        "A production stack: preview refuses it unless every protection is on (cluster deletion protection, "
+        description="A production stack: preview refuses it unless every protection is on (cluster deletion protection, "
         "protected TPU pools, a maintenance window, 2+ system nodes per zone, 2+ Kueue, slice-controller and "
         "endpoint-picker replicas, private nodes, no public IP endpoint open to every address, every image pinned "
         "by digest unless images.requireDigests is false) and the CIS GKE controls held in production (flow logs, "
         "the Cloud KMS keys of the Secrets and of the boot disks, secure boot on the TPU nodes, Binary Authorization, "
         "Google Groups for RBAC, intranode visibility, node audit logging).",
     )
-    region: str = setting("us-central1", "Region of the cluster, network and workload policy.")
-    network: gcp_config.NetworkConfig = setting(gcp_config.NetworkConfig(), "VPC and subnets.")
-    cluster: gcp_config.ClusterConfig = setting(gcp_config.ClusterConfig(), "GKE cluster.")
-    tpu: gcp_config.TpuConfig = setting(gcp_config.TpuConfig(), "TPU capacity.")
-    platform: platform_config.PlatformConfig = setting(
-        platform_config.PlatformConfig(), "In-cluster controllers installed by Helm."
+    region: str = Field("us-central1", description="Region of the cluster, network and workload policy.")
+    network: gcp_config.NetworkConfig = Field(gcp_config.NetworkConfig(), description="VPC and subnets.")
+    cluster: gcp_config.ClusterConfig = Field(gcp_config.ClusterConfig(), description="GKE cluster.")
+    tpu: gcp_config.TpuConfig = Field(gcp_config.TpuConfig(), description="TPU capacity.")
+    platform: platform_config.PlatformConfig = Field(
+        platform_config.PlatformConfig(), description="In-cluster controllers installed by Helm."
     )
-    queues: platform_config.QueuesConfig = setting(
-        platform_config.QueuesConfig(), "Kueue queueing for dynamic slicing (TPU7x only)."
+    queues: platform_config.QueuesConfig = Field(
+        platform_config.QueuesConfig(), description="Kueue queueing for dynamic slicing (TPU7x only)."
     )
-    checks: checks_config.ChecksConfig = setting(
-        checks_config.ChecksConfig(), "JAX slice-check JobSets proving sub- and super-slicing."
+    checks: checks_config.ChecksConfig = Field(
+        checks_config.ChecksConfig(), description="JAX slice-check JobSets proving sub- and super-slicing."
     )
-    serving: serving_config.ServingConfig = setting(
-        serving_config.ServingConfig(), "P/D-disaggregated vLLM serving on TPU7x sub-slices."
+    serving: serving_config.ServingConfig = Field(
+        serving_config.ServingConfig(), description="P/D-disaggregated vLLM serving on TPU7x sub-slices."
     )
-    saxml: saxml_config.SaxmlConfig = setting(
-        saxml_config.SaxmlConfig(), "Saxml on multi-host TPU v5e (the saxml stack)."
+    saxml: saxml_config.SaxmlConfig = Field(
+        saxml_config.SaxmlConfig(), description="Saxml on multi-host TPU v5e (the saxml stack)."
     )
-    alerts: operations_config.AlertsConfig = setting(
-        operations_config.AlertsConfig(), "Cloud Monitoring alert policies of the TPU pools, Kueue and serving."
+    alerts: operations_config.AlertsConfig = Field(
+        operations_config.AlertsConfig(),
+        description="Cloud Monitoring alert policies of the TPU pools, Kueue and serving.",
     )
-    images: gcp_config.ImagesConfig = setting(
-        gcp_config.ImagesConfig(), "Where the nodes pull every image from, and whether each must carry a digest."
+    images: gcp_config.ImagesConfig = Field(
+        gcp_config.ImagesConfig(),
+        description="Where the nodes pull every image from, and whether each must carry a digest.",
     )
-    dashboards: operations_config.DashboardsConfig = setting(
-        operations_config.DashboardsConfig(), "Cloud Monitoring dashboards of serving, the router, TPUs and Kueue."
+    dashboards: operations_config.DashboardsConfig = Field(
+        operations_config.DashboardsConfig(),
+        description="Cloud Monitoring dashboards of serving, the router, TPUs and Kueue.",
     )
-    node_audit_logging: operations_config.NodeAuditLoggingConfig = setting(
+    node_audit_logging: operations_config.NodeAuditLoggingConfig = Field(
         operations_config.NodeAuditLoggingConfig(),
-        "The nodes' Linux audit records in Cloud Logging (the CIS benchmark's auditd control).",
+        description="The nodes' Linux audit records in Cloud Logging (the CIS benchmark's auditd control).",
     )
 
     # The questions __main__ and the tools ask of the whole stack.
@@ -145,12 +147,10 @@ class StackConfig:
     def node_audit_logging_on(self) -> bool:
         return operations_config.node_audit_logging_on(self.node_audit_logging, self.cluster, self.production)
 
-    def stack_images(self) -> list[operations_config.StackImage]:
+    def stack_images(self) -> list[hardening_rules.StackImage]:
         """Every image the stack runs, with the setting that pins it."""
         node_audit = self.node_audit_logging if self.node_audit_logging_on else None
-        return operations_config.stack_images(
-            self.tpu, self.platform, self.checks, self.serving, self.saxml, node_audit
-        )
+        return hardening_rules.stack_images(self.tpu, self.platform, self.checks, self.serving, self.saxml, node_audit)
 
     def key_grants(self) -> list[gcp_config.KeyGrant]:
         """Each service agent's grant on each customer-managed key the cluster and its pools use."""
@@ -182,8 +182,8 @@ class StackConfig:
     def preview_warnings(self) -> list[str]:
         """What a valid stack's preview warns of (said at every preview, refusing nothing)."""
         return (
-            operations_config.supply_chain_warnings(self.production, self.images, self.stack_images())
-            + operations_config.boot_hardening_warnings(self.production, self.cluster, self.tpu)
+            hardening_rules.supply_chain_warnings(self.production, self.images, self.stack_images())
+            + hardening_rules.boot_hardening_warnings(self.production, self.cluster, self.tpu)
             + gcp_config.key_grant_warnings(self.key_grants(), self.project)
             + (platform_config.control_plane_port_warnings(self.platform, self.tpu.dynamic_slicing))
         )
@@ -216,17 +216,26 @@ def load(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None) -> St
     outside them (typed into the stack file in plain text) is refused.
     """
     problems = Problems()
-    config = parse_object(StackConfig, raw, "", problems)
-    if secret_keys is not None and not problems.items:
-        problems.items += secrets_in_plain_text(config, set(secret_keys))
-    _validate(config, problems)
-    if problems.items:
+    config = parse_settings(StackConfig, raw, problems)
+    if config is not None:
+        if secret_keys is not None and not problems.items:
+            problems.items += secrets_in_plain_text(config, set(secret_keys))
+        _validate(config, problems)
+    if problems.items or config is None:
         raise ConfigError(_shown(problems.items, raw, secret_keys))
     stack = _build(config)
     _check_built(stack, problems)
     if problems.items:
         raise ConfigError(_shown(problems.items, raw, secret_keys))
     return stack
+
+
+def parsed(raw: Mapping[str, Any]) -> StackConfig | None:
+    """The config of ``raw`` with its settings' own checks only, or None if one fails (the rules across settings
+    and the build are ``load``'s)."""
+    problems = Problems()
+    config = parse_settings(StackConfig, raw, problems)
+    return None if problems.items else config
 
 
 def _shown(problems: list[Problem], raw: Mapping[str, Any], secret_keys: Iterable[str] | None) -> list[Problem]:
@@ -245,14 +254,13 @@ def load_pulumi_values(values: Mapping[str, str], secret_keys: Iterable[str] = (
     with the full names of the keys the engine holds as secrets."""
     prefix = f"{NAMESPACE}:"
     raw: dict[str, Any] = {}
-    hints = typing.get_type_hints(StackConfig)
     bad_json: list[Problem] = []
     for full_key, text in values.items():
         if not full_key.startswith(prefix):
             continue
         key = full_key[len(prefix) :]
-        field_name = next((f.name for f in dataclasses.fields(StackConfig) if camel(f.name) == key), None)
-        if field_name and hints[field_name] is not str and isinstance(text, str):
+        info = next((f for f in StackConfig.model_fields.values() if f.alias == key), None)
+        if info and info.annotation is not str and isinstance(text, str):
             try:
                 raw[key] = json.loads(text)
             except json.JSONDecodeError:
@@ -316,11 +324,11 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     serving_config.validate_serving(config.serving, config.tpu, config.queues, config.cluster, config.project, problems)
     saxml_config.validate_saxml(config.saxml, config.tpu, config.cluster, config.project, problems)
     serves = config.serving.enabled or config.saxml.enabled
-    operations_config.validate_upgrade_policy(config.cluster, serves, problems)
-    operations_config.validate_production(
+    hardening_rules.validate_upgrade_policy(config.cluster, serves, problems)
+    hardening_rules.validate_production(
         config.production, config.cluster, config.tpu, config.platform, config.serving, problems
     )
-    operations_config.validate_production_security(
+    hardening_rules.validate_production_security(
         config.production,
         config.network,
         config.cluster,
@@ -357,7 +365,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
         ),
         problems,
     )
-    operations_config.validate_supply_chain(config.production, config.images, config.stack_images(), problems)
+    hardening_rules.validate_supply_chain(config.production, config.images, config.stack_images(), problems)
 
 
 def _workload_namespaces(config: StackConfig) -> list[tuple[str, str]]:
@@ -407,9 +415,7 @@ def _build(config: StackConfig) -> Stack:
         else None,
         monitoring=_monitoring(config),
         node_audit=(
-            node_audit_objects(
-                operations_config.node_audit_input(config.node_audit_logging, config.cluster, config.region, pull_path)
-            )
+            node_audit_objects(config.node_audit_logging, config.cluster.name, config.region, pull_path)
             if config.node_audit_logging_on
             else None
         ),
@@ -595,511 +601,3 @@ def image_pull_notes(stack: Stack) -> list[str]:
             "images.pullThrough.dockerHubUsername with dockerHubPasswordSecretVersion"
         )
     return notes
-
-
-# --- What a changed `up` would do to the stack that is running ---------------------------
-
-LIFECYCLE_OUTPUT = "lifecycle"  # the stack output the next preview compares against
-RELEASES_OUTPUT = "helmReleases"  # Helm release name -> chart version, exported since the platform was first pinned
-
-
-def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
-    """The inputs whose change replaces (or that Kueue refuses to change): exported, then compared.
-
-    GKE replaces a cluster on a change of its name, region, network or ranges, and a node pool (the
-    system pool and the TPU pools) on one of its reservation, service account, placement policy or boot (the key of
-    its boot disks, secure boot: NodeBoot); this program also replaces a TPU pool whose zone or machine type changes
-    (GKE cannot move a multi-host slice in place). Kueue refuses a new topologyName or nodeLabels on a ResourceFlavor
-    in use. GKE's Secret Manager add-on must outlive the pods that mount the token file through it (the cluster
-    is updated before them).
-    """
-    cluster = config.cluster
-    names = naming.network_names(config.network.prefix)
-    facts: dict[str, Any] = {
-        "cluster": {
-            "name": cluster.name,
-            "region": config.region,
-            "network": names["network"],
-            "subnetwork": names["nodeSubnet"],
-            "secondaryRanges": sorted(naming.secondary_range_names(config.network.prefix).values()),
-        },
-        # the system pool's service account and boot disk key are ForceNew on the node pool; the cluster's node config
-        # (its create's default pool) is ignored after the create
-        "systemPool": {
-            "nodeServiceAccount": cluster.node_account_id,
-            "bootDiskKey": cluster.system_pool_boot.boot_disk_key,
-        },
-        "tpuPools": {
-            pool.name: {
-                "zone": config.tpu.zone,
-                "machineType": config.tpu.machine_type,
-                "reservation": config.reservation_path(pool) or "",
-                "placementPolicy": config.tpu.workload_policy_name if config.tpu.dynamic_slicing else "",
-                "topology": pool.topology,
-                "nodeServiceAccount": cluster.node_account_id,
-                **boot_facts(config.pool_boot(pool)),
-            }
-            for pool in config.tpu.pools
-        },
-        "tpuPoolsProtected": config.tpu.protect_pools,
-    }
-    charts = platform_config.installed_charts(config.platform, config.tpu.dynamic_slicing)
-    facts["chartsWithCrdsHelmKeeps"] = {
-        key: {"chart": chart.chart, "version": chart.version}
-        for key, chart in charts.items()
-        if key in platform_config.CHARTS_WITH_CRDS_HELM_KEEPS
-    }
-    if config.tpu.dynamic_slicing:
-        facts["queues"] = {
-            "topologyName": config.queues.topology_name,
-            "resourceFlavorName": config.queues.resource_flavor_name,
-            "acceleratorLabel": config.tpu.machine.accelerator_label,  # the ResourceFlavor's nodeLabels
-        }
-    if not cluster.existing.enabled:
-        facts["isolation"] = isolation_facts(config)
-        facts["hardening"] = hardening_facts(config.cluster)
-        facts["secretManager"] = {
-            "addOn": cluster.secret_manager,
-            "tokenFile": config.serving.enabled and bool(config.serving.hf_token_secret_version),
-        }
-        facts[PULL_THROUGH_FACT] = pull_through_facts(config)
-    if namespaces := workload_namespaces(config):
-        facts[DEFAULT_DENY_FACT] = sorted(namespaces)
-    return facts
-
-
-# The lifecycle fact of the pull-through repositories: registry -> what replaces its repository.
-PULL_THROUGH_FACT = "pullThrough"
-
-
-def pull_through_facts(config: StackConfig) -> dict[str, Any]:
-    """Each pull-through repository's inputs that replace it: its id, upstream and upstream credentials are all
-    ForceNew (hashicorp/terraform-provider-google google/services/artifactregistry/resource_artifact_registry_
-    repository.go, read at 07fc8657: `repository_id`, `remote_repository_config` and every field under it)."""
-    pull_through = config.images.pull_through
-    return {
-        repository.registry: {
-            "repository": repository.repository_id,
-            "upstream": repository.upstream,
-            "credentials": (
-                f"{pull_through.docker_hub_username} {pull_through.docker_hub_password_secret_version}"
-                if repository.docker_hub and pull_through.docker_hub_credentials
-                else ""
-            ),
-        }
-        for repository in config.pull_through_repositories()
-    }
-
-
-# The lifecycle fact of the namespaces whose pods accept only what a NetworkPolicy admits (the default deny).
-DEFAULT_DENY_FACT = "defaultDenyNamespaces"
-
-
-SYSTEM_POOL = naming.SYSTEM_POOL_NAME
-BOOT_FACTS = ("bootDiskKey", "secureBoot")  # a TPU pool's facts of its boot: what boot hardening replaces
-
-
-def boot_facts(boot: gcp_config.NodeBoot) -> dict[str, Any]:
-    return dict(zip(BOOT_FACTS, (boot.boot_disk_key, boot.secure_boot), strict=True))
-
-
-def before_boot_hardening(previous: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
-    """A pool's ``previous`` facts, with the boot facts ``current`` has and an `up` of an older program did not export
-    as that program made every pool: no key, no secure boot (the system pool's secure boot was always on, no fact)."""
-    unhardened = boot_facts(gcp_config.UNHARDENED_BOOT)
-    return {**{key: unhardened[key] for key in BOOT_FACTS if key in current}, **previous}
-
-
-def isolation_facts(config: StackConfig) -> dict[str, Any]:
-    """Who reaches the nodes and the control plane: every field here changes in place (components/gcp/cluster.py),
-    but a change of a pool's nodes or of the endpoint kubectl uses is felt, so the preview says what it does."""
-    control_plane = config.cluster.control_plane
-    return {
-        "privateNodes": {
-            SYSTEM_POOL: config.cluster.private_nodes,
-            **{pool.name: config.pool_private_nodes(pool) for pool in config.tpu.pools},
-        },
-        "nat": naming.network_names(config.network.prefix)["nat"] if config.nat_needed else "",
-        "dnsEndpoint": control_plane.dns_endpoint,
-        "ipEndpoint": control_plane.ip_endpoint,
-        "authorizedNetworks": sorted(network.cidr for network in control_plane.authorized_networks),
-    }
-
-
-def isolation_before_private_clusters(pools: Iterable[str]) -> dict[str, Any]:
-    """What the program made before these settings existed: nodes with external addresses and no NAT, GKE's
-    default IP endpoints (public, no authorized network), the DNS-based endpoint not opened to outside traffic."""
-    return {
-        "privateNodes": dict.fromkeys([SYSTEM_POOL, *pools], False),
-        "nat": "",
-        "dnsEndpoint": False,
-        "ipEndpoint": "public",
-        "authorizedNetworks": [],
-    }
-
-
-def hardening_facts(cluster: gcp_config.ClusterConfig) -> dict[str, Any]:
-    """The cluster's CIS GKE settings a production stack requires: each changes in place (components/gcp/cluster.py),
-    and what GKE then does to running pods or nodes is felt, so the preview says it."""
-    return {
-        "binaryAuthorization": cluster.binary_authorization,
-        "rbacSecurityGroup": cluster.rbac_security_group,
-        "intranodeVisibility": cluster.intranode_visibility,
-    }
-
-
-# What the program made before these settings existed: a cluster that never asked for Binary Authorization's
-# enforcement or a group of RBAC, each off until asked for (https://cloud.google.com/binary-authorization/docs/
-# enable-cluster turns enforcement on for an existing cluster), nor for intranode visibility, which GKE leaves off
-# on Standard clusters (https://cloud.google.com/kubernetes-engine/docs/how-to/intranode-visibility).
-HARDENING_BEFORE_SETTINGS: dict[str, Any] = {
-    "binaryAuthorization": gcp_config.BINARY_AUTHORIZATION_OFF,
-    "rbacSecurityGroup": "",
-    "intranodeVisibility": False,
-}
-
-
-def previous_pool_reservations(outputs: Mapping[str, Any] | None) -> dict[str, str]:
-    """The TPU pools of the stack's last `up` and the reservation path each consumes (its ``lifecycle`` output;
-    nothing for a new stack, or one whose last `up` predates that output)."""
-    pools: Mapping[str, Any] = ((outputs or {}).get(LIFECYCLE_OUTPUT) or {}).get("tpuPools") or {}
-    return {name: facts.get("reservation") or "" for name, facts in pools.items()}
-
-
-def previous_lifecycle(outputs: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The ``lifecycle`` output of the stack's last update, for ``review_changes``. A stack whose last `up` predates
-    the chart versions in that output (or the output itself) still exported ``helmReleases``: its versions stand
-    in, so the first chart upgrade after it is announced too."""
-    lifecycle: Mapping[str, Any] | None = outputs.get(LIFECYCLE_OUTPUT)
-    releases: Mapping[str, str] = outputs.get(RELEASES_OUTPUT) or {}
-    if (lifecycle and "chartsWithCrdsHelmKeeps" in lifecycle) or not releases:
-        return lifecycle
-    charts = {
-        key: {"version": releases[name]}
-        for key in platform_config.CHARTS_WITH_CRDS_HELM_KEEPS
-        if (name := platform_config.CHART_RELEASE_NAMES[key]) in releases
-    }
-    return {**(lifecycle or {}), "chartsWithCrdsHelmKeeps": charts}
-
-
-@dataclass(frozen=True)
-class ChangeReview:
-    refused: list[Problem]  # the `up` would fail halfway or strand capacity: stop the preview
-    replaced: list[str]  # what the `up` replaces, said loudly
-    by_hand: list[str] = field(default_factory=list)  # what the `up` cannot do and the operator must, said as loudly
-    in_place: list[str] = field(default_factory=list)  # what the `up` changes in place that running work feels
-
-
-def review_changes(
-    previous: Mapping[str, Any] | None, current: Mapping[str, Any], tpu_pool_urn: Callable[[str], str]
-) -> ChangeReview:
-    """What applying ``current`` over the stack whose last ``lifecycle`` output was ``previous`` does.
-
-    ``tpu_pool_urn``: the URN a TPU pool has in the stack's state, by its name (what `pulumi state unprotect` takes).
-    """
-    refused: list[Problem] = []
-    replaced: list[str] = []
-    if not previous:
-        return ChangeReview(refused, replaced)  # a new stack: nothing to replace
-
-    def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
-        return [
-            f"{key} {before[key]!r} -> {after[key]!r}" for key in after if key in before and before[key] != after[key]
-        ]
-
-    if cluster_changes := changes(previous.get("cluster") or {}, current["cluster"]):
-        replaced.append(
-            f"the GKE cluster {previous['cluster'].get('name')} will be REPLACED ({'; '.join(cluster_changes)}): "
-            "every node pool, every Kubernetes object, the Kueue queues and their state are deleted and created anew"
-        )
-    system_after = current.get("systemPool") or {}
-    if system_changes := changes(before_boot_hardening(previous.get("systemPool") or {}, system_after), system_after):
-        replaced.append(
-            f"the system node pool will be REPLACED ({'; '.join(system_changes)}): the controllers and the staging "
-            "Job move to its new nodes, and the webhooks that fail closed refuse workload creates until they are back"
-        )
-    before_pools, after_pools = previous.get("tpuPools") or {}, current["tpuPools"]
-    removed = sorted(set(before_pools) - set(after_pools))
-    added = sorted(set(after_pools) - set(before_pools))
-    if removed and added and any(after_pools[name]["reservation"] for name in added):
-        refused.append(
-            Problem(
-                "tpu.pools",
-                f"pool(s) {', '.join(removed)} leave and {', '.join(added)} arrive in one `up`: the new pools would ask "
-                "the reservation for the cubes the old ones still hold, and Pulumi creates before it deletes",
-                "remove the old pools in one `pulumi up`, then add the new ones in the next",
-            )
-        )
-    pool_changes: dict[str, list[str]] = {}  # TPU pool -> what replaces it
-    rebooted: set[str] = set()  # the TPU pools whose boot changes
-    for name in sorted(set(before_pools) & set(after_pools)):
-        before, after = before_boot_hardening(before_pools[name], after_pools[name]), after_pools[name]
-        if changed := changes(before, after):
-            pool_changes[name] = changed
-        if any(before[key] != after[key] for key in BOOT_FACTS if key in after):
-            rebooted.add(name)
-    # Pulumi refuses, at preview, to replace a resource protected before and after (pulumi/pulumi v3.259.0,
-    # pkg/resource/deploy/step_generator.go: "unable to replace resource ... marked for protection"), unless the
-    # state's flag is cleared first; the `up` then protects the new pool again.
-    # (the state's flag is the last `up`'s; one of a program that did not export it is taken as today's setting)
-    protected = bool(current.get("tpuPoolsProtected")) and bool(previous.get("tpuPoolsProtected", True))
-    for name, changed in pool_changes.items():
-        line = (
-            f"TPU pool {name} will be REPLACED, deleted before it is created again ({'; '.join(changed)}): "
-            "its nodes and every slice on them go; delete the workloads on it first (active Slices hold a pool)"
-        )
-        if name in rebooted and len(rebooted) > 1:
-            line += (
-                ". Its boot is what changes: to keep serving on the other cubes, replace one per `up`, with "
-                "tpu.pools[].hardenedBoot false on the others for this one"
-            )
-        if protected:
-            line += (
-                f". It is protected (tpu.protectPools): the preview stops at it until the state's flag is cleared, "
-                f"`pulumi state unprotect '{tpu_pool_urn(name)}'`, and the `up` protects the new pool"
-            )
-        replaced.append(line)
-    by_hand = []
-    before_charts = previous.get("chartsWithCrdsHelmKeeps") or {}
-    for key, chart in (current.get("chartsWithCrdsHelmKeeps") or {}).items():
-        old_version = (before_charts.get(key) or {}).get("version")
-        if old_version and old_version != chart["version"]:
-            by_hand.append(
-                f"platform.{key}: the chart goes {old_version} -> {chart['version']}, and Helm upgrades the controller "
-                "but neither updates nor adds the CRDs this chart ships in its crds/ folder (a controller that watches "
-                "a kind without its CRD exits once its cache cannot sync, which Helm's wait may not see). Apply them "
-                "before this `up`: "
-                f"helm show crds {chart['chart']} --version {chart['version']} "
-                "| kubectl apply --server-side --force-conflicts -f -"
-            )
-    before_queues, after_queues = previous.get("queues") or {}, current.get("queues") or {}
-    for key, setting_key in (
-        ("topologyName", "queues.topologyName"),
-        ("resourceFlavorName", "queues.resourceFlavorName"),
-        ("acceleratorLabel", "tpu.machineType"),
-    ):
-        if key in before_queues and key in after_queues and before_queues[key] != after_queues[key]:
-            refused.append(
-                Problem(
-                    setting_key,
-                    f"{before_queues[key]!r} -> {after_queues[key]!r}: Kueue refuses to repoint a ResourceFlavor in use "
-                    "and holds a Topology or flavor in use until nothing references it",
-                    f"keep {before_queues[key]!r} on this stack",
-                )
-            )
-    if (previous.get("secretManager") or {}).get("tokenFile") and (current.get("secretManager") or {}).get(
-        "addOn"
-    ) is False:
-        refused.append(
-            Problem(
-                "cluster.secretManager",
-                "false while the running model servers and staging Job mount the Hugging Face token through GKE's "
-                "Secret Manager add-on: the cluster is updated before those pods change, so the add-on's driver "
-                "would be gone while they still hold its volumes",
-                "keep it true in this `up`, which moves the pods off the token file; turn it off in the next one",
-            )
-        )
-    in_place: list[str] = []
-    if "isolation" in current:
-        isolation_before = previous.get("isolation") or isolation_before_private_clusters(before_pools or after_pools)
-        in_place, isolation_by_hand = _review_isolation(isolation_before, current["isolation"], current["cluster"])
-        by_hand += isolation_by_hand
-    if "hardening" in current:
-        hardening_before = previous.get("hardening") or HARDENING_BEFORE_SETTINGS
-        hardening_in_place, hardening_by_hand = _review_hardening(
-            hardening_before, current["hardening"], current["cluster"]
-        )
-        in_place += hardening_in_place
-        by_hand += hardening_by_hand
-    if PULL_THROUGH_FACT in current:
-        pull_through_replaced, pull_through_in_place = _review_pull_through(
-            previous.get(PULL_THROUGH_FACT) or {}, current[PULL_THROUGH_FACT]
-        )
-        replaced += pull_through_replaced
-        in_place += pull_through_in_place
-    denied_before = set(previous.get(DEFAULT_DENY_FACT) or [])
-    if newly_denied := [n for n in current.get(DEFAULT_DENY_FACT) or [] if n not in denied_before]:
-        in_place.append(
-            f"network policies: every pod of {', '.join(newly_denied)} accepts only what a NetworkPolicy admits, "
-            "in place: each namespace's default-deny-ingress policy is made after the policies that admit the "
-            "senders of the stack's own pods there, so nothing the stack runs is cut off; a pod you run there "
-            "yourself accepts connections only from its own node until it has a NetworkPolicy of its own "
-            "(docs/security.md, Network policies)"
-        )
-    return ChangeReview(refused, replaced, by_hand, in_place)
-
-
-def _review_pull_through(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """(what is replaced, what changes in place) when the pull-through repositories change."""
-    replaced, in_place = [], []
-    added = [registry for registry in after if registry not in before]
-    removed = [registry for registry in before if registry not in after]
-    if added:
-        ids = ", ".join(after[registry]["repository"] for registry in added)
-        in_place.append(
-            f"images.pullThrough: the Artifact Registry remote repositories {ids} are created (the API first, then each "
-            "repository and the nodes' read on it) before any Kubernetes object changes; every image from "
-            f"{', '.join(added)} is then pulled through them, so each pod template naming one changes and its "
-            "workload rolls as for a new image (docs/operations.md, What a change does). Each repository starts empty "
-            "and fetches an image at its first pull"
-        )
-    if removed:
-        ids = ", ".join(before[registry]["repository"] for registry in removed)
-        in_place.append(
-            f"images.pullThrough: the repositories {ids} and their caches are deleted once no pod template names them; "
-            f"the workloads roll back to pulling from {', '.join(removed)} (or the mirror)"
-        )
-    for registry in after:
-        if registry in before and (
-            changed := [key for key in after[registry] if before[registry].get(key) != after[registry][key]]
-        ):
-            replaced.append(
-                f"the pull-through repository {before[registry].get('repository')} of {registry} will be REPLACED, "
-                f"deleted before it is created again ({', '.join(changed)} changed): its cache starts empty, a pod that "
-                "pulls in between waits in back-off until it is back, and the nodes' read on it is granted again"
-            )
-    return replaced, in_place
-
-
-def _review_hardening(
-    before: Mapping[str, Any], after: Mapping[str, Any], cluster: Mapping[str, Any]
-) -> tuple[list[str], list[str]]:
-    """(what changes in place, what is left to do by hand) when a CIS GKE setting of the cluster changes.
-
-    Intranode visibility turned on for a running cluster restarts its control plane and nodes: gcloud's help of
-    --enable-intra-node-visibility (google-cloud-sdk 578.0.0, lib/googlecloudsdk/command_lib/container/flags.py,
-    read in the google-cloud-sdk-unofficial/google-cloud-sdk mirror at v578.0.0); nothing read here says what turning
-    it off restarts. gcloud turns Google Groups for RBAC on only: every --security-group sends enabled=True
-    (lib/googlecloudsdk/api_lib/container/api_adapter.py, same release), so turning it off is an API call.
-    """
-    in_place: list[str] = []
-    by_hand: list[str] = []
-    if before.get("intranodeVisibility", False) != after["intranodeVisibility"]:
-        if after["intranodeVisibility"]:
-            in_place.append(
-                "cluster.intranodeVisibility: turned on IN PLACE (the cluster is updated, not replaced), and GKE "
-                "restarts the control plane and every node to apply it (gcloud's help of --enable-intra-node-"
-                "visibility): the controllers restart, and each TPU pool loses every slice of its cube at once, the "
-                "serving groups on it reloading the model. Make this `up` in the maintenance window"
-            )
-        else:
-            in_place.append(
-                "cluster.intranodeVisibility: turned off IN PLACE (the cluster is updated, not replaced); what GKE "
-                "restarts to apply it is not documented in a source this program could read: plan for what turning "
-                "it on does, the control plane and every node restarted, in the maintenance window"
-            )
-    mode_before = before.get("binaryAuthorization", gcp_config.BINARY_AUTHORIZATION_OFF)
-    mode_after = after["binaryAuthorization"]
-    if mode_before != mode_after:
-        if mode_after == gcp_config.BINARY_AUTHORIZATION_ENFORCED:
-            in_place.append(
-                "cluster.binaryAuthorization: the cluster enforces the project's Binary Authorization policy, in place "
-                "(its API enabled first). Running pods keep running; every pod created after it (a rollout, a pod "
-                "moved by a node upgrade or repair, the next slice check) is admitted only if the policy allows its "
-                "images: read the policy first, `gcloud container binauthz policy export`"
-            )
-        else:
-            in_place.append(
-                "cluster.binaryAuthorization: the cluster no longer enforces the project's Binary Authorization policy, "
-                "in place: every image is admitted again"
-            )
-    group_before, group_after = before.get("rbacSecurityGroup", ""), after["rbacSecurityGroup"]
-    if group_before != group_after:
-        if group_after and not group_before:
-            in_place.append(
-                f"cluster.rbacSecurityGroup: Google Groups for RBAC is turned on with {group_after}, in place: a "
-                "RoleBinding that names a group nested in it grants the group's members its role"
-            )
-        elif group_after:
-            in_place.append(
-                f"cluster.rbacSecurityGroup: GKE reads the groups of RBAC from {group_after} instead of "
-                f"{group_before}, in place: bindings to groups nested only in {group_before} stop granting"
-            )
-        else:
-            by_hand.append(
-                "cluster.rbacSecurityGroup: the group is now empty, but the provider reads a missing "
-                f"authenticator_groups_config as GKE's, so GKE keeps reading the groups of RBAC from {group_before}. "
-                "gcloud only sets a group (--security-group); to turn the feature off, update the cluster through "
-                f"GKE's API: clusters.update of projects/<project>/locations/{cluster['region']}/clusters/"
-                f'{cluster["name"]} with {{"update": {{"desiredAuthenticatorGroupsConfig": {{"enabled": false}}}}}}'
-            )
-    return in_place, by_hand
-
-
-def _review_isolation(
-    before: Mapping[str, Any], after: Mapping[str, Any], cluster: Mapping[str, Any]
-) -> tuple[list[str], list[str]]:
-    """(what changes in place, what is left to do by hand) when the nodes' or the control plane's exposure changes."""
-    in_place: list[str] = []
-    by_hand: list[str] = []
-    credentials = f"gcloud container clusters get-credentials {cluster['name']} --region {cluster['region']}"
-    nodes_before: Mapping[str, bool] = before.get("privateNodes") or {}
-    flipped = {
-        pool: private
-        for pool, private in after["privateNodes"].items()
-        if pool in nodes_before and nodes_before[pool] != private
-    }
-    if after["nat"] and not before.get("nat"):
-        in_place.append(
-            f"network.nat: Cloud NAT {after['nat']} and its Cloud Router are created, before any node goes private: "
-            "the private nodes' way to registries outside Google, Hugging Face and the package index"
-        )
-    for pool, private in flipped.items():
-        change = "lose their external addresses" if private else "get external addresses again"
-        key = "cluster.privateNodes" if pool == SYSTEM_POOL else "tpu.pools[].privateNodes or cluster.privateNodes"
-        if pool == SYSTEM_POOL:
-            in_place.append(
-                f"{key}: the system node pool's nodes {change} IN PLACE (the pool is updated, not replaced); GKE may "
-                "recreate the nodes to apply it, and the controllers on them restart elsewhere"
-            )
-        else:
-            in_place.append(
-                f"{key}: the nodes of TPU pool {pool} {change} IN PLACE (the pool is updated, not replaced, and keeps "
-                "its reservation cube); GKE may recreate the nodes to apply it, which takes every slice of the cube "
-                "down at once. To keep serving, move one TPU pool per `up` (tpu.pools[].privateNodes), in the "
-                "maintenance window"
-            )
-    if before.get("nat") and not after["nat"]:
-        in_place.append(f"network.nat: Cloud NAT {before['nat']} is deleted, after the nodes have external addresses")
-    if before.get("dnsEndpoint") != after["dnsEndpoint"]:
-        if after["dnsEndpoint"]:
-            in_place.append(
-                "cluster.controlPlane.dnsEndpoint: the DNS-based endpoint takes traffic from outside Google Cloud, in "
-                "place (IAM's container.clusters.connect decides who); the stack's kubeconfig and Kubernetes provider "
-                f"move to it (the provider is updated, not replaced). kubectl: `{credentials} --dns-endpoint`"
-            )
-        else:
-            in_place.append(
-                "cluster.controlPlane.dnsEndpoint: the DNS-based endpoint refuses traffic from outside Google Cloud, in "
-                "place; the stack's kubeconfig and Kubernetes provider move to the IP endpoint (the provider is "
-                "updated, not replaced), and kubeconfigs made with --dns-endpoint stop working"
-            )
-    ip_before, ip_after = before.get("ipEndpoint"), after["ipEndpoint"]
-    if ip_before != ip_after:
-        what = {
-            "public": "a public and a private IP",
-            "private": "the private IP only (the VPC)",
-            "off": "no IP at all (the DNS-based endpoint only)",
-        }
-        line = f"cluster.controlPlane.ipEndpoint: the control plane answers on {what[ip_after]}, in place"
-        if ip_after != "public":
-            line += (
-                "; kubeconfigs that name its public IP stop working: outside the VPC, use "
-                f"`{credentials} --dns-endpoint`"
-            )
-        in_place.append(line)
-    networks_before, networks_after = before.get("authorizedNetworks") or [], after["authorizedNetworks"]
-    if ip_after == "public" and networks_before != networks_after:
-        if networks_after:
-            in_place.append(
-                f"cluster.controlPlane.authorizedNetworks: the public IP admits only {', '.join(networks_after)} "
-                "(and no other Google Cloud address), in place"
-            )
-        elif ip_before == "public":
-            by_hand.append(
-                "cluster.controlPlane.authorizedNetworks: the list is now empty, but the provider reads a missing "
-                "list as 'keep GKE's', so the public IP still admits only "
-                f"{', '.join(networks_before)}. To open it to every address: gcloud container clusters update "
-                f"{cluster['name']} --region {cluster['region']} --no-enable-master-authorized-networks"
-            )
-    return in_place, by_hand

@@ -21,7 +21,7 @@ from components.gcp.config import (
     ControlPlaneConfig,
 )
 from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
-from components.gcp.network import NatArgs, Network, NetworkArgs
+from components.gcp.network import Network, NetworkArgs
 from components.gcp.project_services import (
     ARTIFACT_REGISTRY_API,
     BINARY_AUTHORIZATION_API,
@@ -39,6 +39,7 @@ from components.gcp.pull_through import PullThrough, PullThroughArgs, RegistryAg
 from components.gcp.rules import PoolPlacement
 from components.gcp.service_agents import ServiceAgents, ServiceAgentsArgs, key_grant
 from components.gcp.tpu_capacity import ReservationCheckArgs, TpuCapacity, TpuCapacityArgs, TpuPoolArgs, pool_urn
+from components.lifecycle import previous_pool_reservations, review_changes
 from components.operations.component import MonitoringArgs
 from components.operations.node_audit import NodeAuditLoggingArgs
 from components.platform.config import HelmChartConfig, installed_charts, release_namespaces
@@ -47,7 +48,7 @@ from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
 from components.platform.releases import ClusterPlatform, PlatformArgs
 from components.resources import Versioning
-from components.stack import Stack, previous_pool_reservations, review_changes
+from components.stack import Stack
 from components.workloads.network_policies.component import NamespaceDefaultsArgs
 from components.workloads.saxml.component import SaxmlArgs, SaxmlCell, SaxmlIdentity
 from components.workloads.saxml.config import bucket_name as sax_bucket_name
@@ -134,22 +135,10 @@ def network_args(stack: Stack) -> NetworkArgs:
     config = stack.config
     network = config.network
     return NetworkArgs(
+        network=network,
         project=config.project,
         region=config.region,
-        prefix=network.prefix,
-        mtu=network.mtu,
-        node_cidr=network.node_cidr,
-        pod_cidr=network.pod_cidr,
-        service_cidr=network.service_cidr,
-        proxy_only_cidr=network.proxy_only_cidr,
-        nat=NatArgs(
-            logging=network.nat.logging,
-            min_ports_per_vm=network.nat.min_ports_per_vm,
-            max_ports_per_vm=network.nat.max_ports_per_vm,
-        )
-        if config.nat_needed
-        else None,
-        flow_log_sampling=network.flow_logs.sampling if network.flow_logs.enabled else None,
+        nat=config.nat_needed,
         control_plane_ports=control_plane_ports(stack),
     )
 
@@ -437,7 +426,7 @@ def serving_args(
         # The read of an existing bucket goes through Cloud Storage: made where the stack enables that API.
         storage_api=[services.api(STORAGE_API)] if services and STORAGE_API in project_apis(stack) else [],
         router=(
-            HelmChartConfig(serving.router.chart, serving.router.version, serving.namespace)
+            HelmChartConfig(chart=serving.router.chart, version=serving.router.version, namespace=serving.namespace)
             if serving.router.install
             else None
         ),

@@ -4,14 +4,22 @@
 #   $LAB_CACHE/kubernetes-<v>/{kube-apiserver,kube-controller-manager,kubectl}
 #   $LAB_CACHE/pulumi-<v>/{pulumi,pulumi-language-python-exec,pulumi-resource-pulumi-python}
 #   $LAB_CACHE/pulumi-kubernetes-<v>/pulumi-resource-kubernetes
+# and the TPU7x twin's (docs/lab.md), built only when asked (TOOL twin, or each by name):
+#   $LAB_CACHE/kube-scheduler-<v>/kube-scheduler     (wrappers/kubernetes: the lab's Kubernetes module graph)
+#   $LAB_CACHE/kueue-<v>/kueue                       (wrappers/kueue)
+#   $LAB_CACHE/{jobset,lws,kwok}-<v>/{jobset,lws,kwok} (wrappers/twin: one module graph for the three)
 # Versions come from lab/versions.lock, module graphs from lab/wrappers/<tool>/go.{mod,sum} (generated with
 # --regen, or when missing). Each output directory has a BUILDINFO file: its cache key (versions, flags, Go
 # version, the wrapper's go.mod and go.sum), build times and sizes. A tool whose key matches is not rebuilt,
 # so a warm run takes seconds; a cold one about 35 minutes of compiling on 2 cores, plus about 2 minutes and
 # 2.8 GB of module downloads (plan on 15 GB of disk for GOMODCACHE, the lab's GOCACHE and the binaries).
 #
-# usage: lab/build.sh [--regen] [--no-check] [TOOL...]   TOOL = etcd kubernetes pulumi pulumi-kubernetes
-#        lab/build.sh --status                            exit 0 when every tool is built (no build, no network)
+# usage: lab/build.sh [--regen] [--no-check] [TOOL...]   TOOL = etcd kubernetes pulumi pulumi-kubernetes (the lab,
+#                                                         the default), twin (all five below), kube-scheduler
+#                                                         kueue jobset lws kwok
+#        lab/build.sh --status [TOOL...]                  says what is built, the lab's tools and the twin's (no build,
+#                                                         no network); exit 0 when every tool asked (default: the
+#                                                         lab's) is built
 #   --regen     regenerate the wrappers' go.mod/go.sum from versions.lock (needs the Go module proxy)
 #   --no-check  skip the post-build checks (versions, plugin install into a temporary PULUMI_HOME)
 # env: LAB_CACHE (default ${XDG_CACHE_HOME:-~/.cache}/tpu-gke-lab), LAB_GOCACHE (default $LAB_CACHE/go-build)
@@ -29,17 +37,21 @@ if [[ -z "${LAB_BUILD_NICED:-}" ]]; then
 fi
 
 REGEN=0 CHECK=1 STATUS=0 TOOLS=()
+LAB_TOOLS=(etcd kubernetes pulumi pulumi-kubernetes)
+TWIN_TOOLS=(kube-scheduler kueue jobset lws kwok)
 for a in "$@"; do
   case "$a" in
     --regen) REGEN=1 ;;
     --no-check) CHECK=0 ;;
     --status) STATUS=1 ;;
-    -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}"; exit 0 ;;
-    etcd|kubernetes|pulumi|pulumi-kubernetes) TOOLS+=("$a") ;;
+    -h|--help) sed -n '2,29p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    etcd|kubernetes|pulumi|pulumi-kubernetes|kube-scheduler|kueue|jobset|lws|kwok) TOOLS+=("$a") ;;
+    twin) TOOLS+=("${TWIN_TOOLS[@]}") ;;
     *) echo "unknown argument: $a (see lab/build.sh --help)" >&2; exit 1 ;;
   esac
 done
-((${#TOOLS[@]})) || TOOLS=(etcd kubernetes pulumi pulumi-kubernetes)
+ASKED=${#TOOLS[@]}
+((ASKED)) || TOOLS=("${LAB_TOOLS[@]}")
 
 log()  { printf '[lab build %s] %s\n' "$(date +%T)" "$*" >&2; }
 die()  { log "ERROR: $*"; exit 1; }
@@ -48,7 +60,8 @@ die()  { log "ERROR: $*"; exit 1; }
 # shellcheck source=lab/lock.sh
 source "$HERE/lock.sh"
 read_lock "$LOCK" || die "missing $LOCK"
-for k in GO_VERSION ETCD_VERSION K8S_VERSION K8S_STAGING_VERSION PULUMI_VERSION K8S_PROVIDER_VERSION K8S_PROVIDER_PSEUDO K8S_PROVIDER_SDK_VERSION; do
+for k in GO_VERSION ETCD_VERSION K8S_VERSION K8S_STAGING_VERSION PULUMI_VERSION K8S_PROVIDER_VERSION K8S_PROVIDER_PSEUDO K8S_PROVIDER_SDK_VERSION \
+         KUEUE_VERSION JOBSET_VERSION LWS_VERSION KWOK_VERSION; do
   [[ -n ${!k:-} ]] || die "versions.lock: $k is empty"
 done
 
@@ -128,10 +141,41 @@ inputs_pulumi() {
   KEY=$(key_of pulumi "$PULUMI_VERSION" "${PULUMI_LANGUAGE_PYTHON_PSEUDO:-}" "$LD" "$TAGS" "$(go env GOVERSION)")
 }
 PROV=github.com/pulumi/pulumi-kubernetes/provider/v4
+inputs_pulumi_kubernetes() { inputs_provider; }
 inputs_provider() {
   WDIR=$HERE/wrappers/pulumi-kubernetes OUT=$CACHE/pulumi-kubernetes-$K8S_PROVIDER_VERSION TAGS=
   LD="-s -w -X $PROV/pkg/version.Version=$K8S_PROVIDER_VERSION"
   KEY=$(key_of provider "$K8S_PROVIDER_VERSION" "$K8S_PROVIDER_PSEUDO" "$LD" "$(go env GOVERSION)")
+}
+
+# The twin's tools. kube-scheduler: the kubernetes wrapper, LD and TAGS as kube-apiserver's, a key and directory
+# of its own so that adding it left the lab's kubernetes key (and its cached build) as it was.
+inputs_kube_scheduler() {
+  inputs_kubernetes
+  OUT=$CACHE/kube-scheduler-$K8S_VERSION
+  KEY=$(key_of kube-scheduler "$K8S_VERSION" "$LD" "$TAGS" "$(go env GOVERSION)")
+}
+# -X flags as each project's Makefile stamps its version (kueue, jobset, lws: Makefile LD_FLAGS, version_pkg
+# <module>/pkg/version; kwok: hack/releases.sh, pkg/consts.Version), at the versions of versions.lock
+inputs_kueue() {
+  WDIR=$HERE/wrappers/kueue OUT=$CACHE/kueue-$KUEUE_VERSION TAGS=
+  LD="-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=v$KUEUE_VERSION"
+  KEY=$(key_of kueue "$KUEUE_VERSION" "$LD" "$(go env GOVERSION)")
+}
+inputs_jobset() {
+  WDIR=$HERE/wrappers/twin OUT=$CACHE/jobset-$JOBSET_VERSION TAGS=
+  LD="-s -w -X sigs.k8s.io/jobset/pkg/version.GitVersion=v$JOBSET_VERSION -X sigs.k8s.io/jobset/pkg/version.GitCommit=$JOBSET_COMMIT"
+  KEY=$(key_of jobset "$JOBSET_VERSION" "$LD" "$(go env GOVERSION)")
+}
+inputs_lws() {
+  WDIR=$HERE/wrappers/twin OUT=$CACHE/lws-$LWS_VERSION TAGS=
+  LD="-s -w -X sigs.k8s.io/lws/pkg/version.GitVersion=v$LWS_VERSION -X sigs.k8s.io/lws/pkg/version.GitCommit=$LWS_COMMIT"
+  KEY=$(key_of lws "$LWS_VERSION" "$LD" "$(go env GOVERSION)")
+}
+inputs_kwok() {
+  WDIR=$HERE/wrappers/twin OUT=$CACHE/kwok-$KWOK_VERSION TAGS=
+  LD="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v$KWOK_VERSION"
+  KEY=$(key_of kwok "$KWOK_VERSION" "$LD" "$(go env GOVERSION)")
 }
 
 # ---- etcd ---------------------------------------------------------------------------------------------
@@ -174,8 +218,12 @@ gen_kubernetes() {
     regen_env go mod edit -replace="$m=$m@v$K8S_STAGING_VERSION"; n=$((n+1))
   done
   log "wrappers/kubernetes: $n staging replaces -> v$K8S_STAGING_VERSION"
+  # kube-scheduler (the twin's) joined after the committed wrapper was generated: that wrapper builds it already
+  # (every module its packages need is in the graph: go build -mod=readonly succeeds), and the next regen, with a
+  # Kubernetes bump, records it as a tool so that go mod tidy keeps its modules
   regen_env go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@v$K8S_VERSION" \
-    "k8s.io/kubernetes/cmd/kube-controller-manager@v$K8S_VERSION" "k8s.io/kubernetes/cmd/kubectl@v$K8S_VERSION"
+    "k8s.io/kubernetes/cmd/kube-controller-manager@v$K8S_VERSION" "k8s.io/kubernetes/cmd/kubectl@v$K8S_VERSION" \
+    "k8s.io/kubernetes/cmd/kube-scheduler@v$K8S_VERSION"
   regen_env go mod tidy
 }
 build_kubernetes() {
@@ -196,6 +244,71 @@ build_kubernetes() {
   done
   finish "$T" "$OUT" "$KEY"
 }
+
+# kube-scheduler (the twin's): the same wrapper; its packages are in the module graph kube-apiserver's need
+build_kube_scheduler() {
+  mkdir -p "$HERE/wrappers/kubernetes"; cd "$HERE/wrappers/kubernetes"
+  if ((REGEN)) || [[ ! -s go.mod ]]; then log "generating wrappers/kubernetes"; gen_kubernetes; fi
+  [[ $(go list -m -f '{{.Version}}' k8s.io/kubernetes) == "v$K8S_VERSION" ]] ||
+    die "wrappers/kubernetes does not pin k8s.io/kubernetes v$K8S_VERSION; rerun with --regen"
+  inputs_kube_scheduler
+  if cached "$OUT" "$KEY"; then log "kube-scheduler $K8S_VERSION: cached in $OUT"; return; fi
+  cold "kube-scheduler $K8S_VERSION" "about 3 min, seconds with kube-apiserver built"
+  local T; T=$(newtmp kube-scheduler)
+  /usr/bin/time -v -o "$T/time-download.txt" go mod download
+  tbuild kube-scheduler "$T" -trimpath -tags "$TAGS" -ldflags "$LD" -o "$T/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler ||
+    { FAILED+=("kube-scheduler"); return; }
+  finish "$T" "$OUT" "$KEY"
+}
+
+# ---- the twin's controllers: Kueue (its own wrapper), JobSet, LeaderWorkerSet and kwok (one wrapper) ---------
+gen_kueue() {
+  local M; M=$(mod_field "sigs.k8s.io/kueue@v$KUEUE_VERSION" GoMod)
+  rm -f go.mod go.sum
+  regen_env go mod init lab.local/wrappers/kueue
+  regen_env go mod edit -go="$(go_line "$M")"
+  [[ -z $(nonlocal_replaces "$M") ]] || die "sigs.k8s.io/kueue v$KUEUE_VERSION has replace directives: copy them as gen_pulumi does"
+  regen_env go get -tool "sigs.k8s.io/kueue/cmd/kueue@v$KUEUE_VERSION"
+  regen_env go mod tidy
+}
+gen_twin() {
+  local m M go=0 g
+  rm -f go.mod go.sum
+  regen_env go mod init lab.local/wrappers/twin
+  # the highest go line of the three modules, and no replace directive to copy
+  for m in "sigs.k8s.io/jobset@v$JOBSET_VERSION" "sigs.k8s.io/lws@v$LWS_VERSION" "sigs.k8s.io/kwok@v$KWOK_VERSION"; do
+    M=$(mod_field "$m" GoMod)
+    [[ -z $(nonlocal_replaces "$M") ]] || die "$m has replace directives: copy them as gen_pulumi does"
+    g=$(go_line "$M"); [[ $go == 0 ]] || [[ $(printf '%s\n%s\n' "$go" "$g" | sort -V | tail -1) == "$g" ]] && go=$g
+  done
+  regen_env go mod edit -go="$go"
+  # 'go install m@v' fails for jobset and lws: the proxy refuses their version lists (docs/lab.md); a wrapper asks
+  # for the exact versions only
+  regen_env go get -tool "sigs.k8s.io/jobset@v$JOBSET_VERSION" "sigs.k8s.io/lws/cmd@v$LWS_VERSION" \
+    "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
+  regen_env go mod tidy
+}
+# build_controller TOOL MODULE VERSION PACKAGE WRAPPER GEN
+build_controller() {
+  local tool=$1 mod=$2 ver=$3 pkg=$4 wrapper=$5 gen=$6
+  mkdir -p "$HERE/wrappers/$wrapper"; cd "$HERE/wrappers/$wrapper"
+  if ((REGEN)) && [[ ${REGENERATED:-} != *" $wrapper "* ]] || [[ ! -s go.mod ]]; then
+    log "generating wrappers/$wrapper"; "$gen"; REGENERATED+=" $wrapper "
+  fi
+  [[ $(go list -m -f '{{.Version}}' "$mod") == "v$ver" ]] ||
+    die "wrappers/$wrapper does not pin $mod v$ver; rerun with --regen"
+  "inputs_${tool}"
+  if cached "$OUT" "$KEY"; then log "$tool $ver: cached in $OUT"; return; fi
+  # measured 2026-12-04, an empty compile cache, niced, load about 3.5: kueue 3:00, then jobset 1:17, lws 0:05 and
+  # kwok 0:14 (the three share their dependencies' compile)
+  case $tool in kueue) cold "$tool $ver" "about 3 min" ;; jobset) cold "$tool $ver" "about 1.5 min" ;; *) cold "$tool $ver" "under a minute after jobset" ;; esac
+  local T; T=$(newtmp "$tool")
+  /usr/bin/time -v -o "$T/time-download.txt" go mod download
+  tbuild "$tool" "$T" -trimpath -ldflags "$LD" -o "$T/$tool" "$pkg" || { FAILED+=("$tool"); return; }
+  echo "source=$mod@v$ver graph: $(go list -m -f '{{.Path}}@{{.Version}}' k8s.io/api sigs.k8s.io/controller-runtime | tr '\n' ' ')" >> "$T/BUILDINFO.tmp"
+  finish "$T" "$OUT" "$KEY"
+}
+REGENERATED=" "
 
 # ---- Pulumi CLI (and the Python language host, once the proxy serves it) ------------------------------------
 PY_HOST=github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3
@@ -334,12 +447,16 @@ run_checks() {
 }
 
 status() {
-  local t missing=0
-  for t in "${TOOLS[@]}"; do
-    case $t in
-      etcd) inputs_etcd ;; kubernetes) inputs_kubernetes ;; pulumi) inputs_pulumi ;; pulumi-kubernetes) inputs_provider ;;
-    esac
-    if [[ -s $WDIR/go.mod ]] && cached "$OUT" "$KEY"; then echo "$t: built ($OUT)"; else echo "$t: NOT BUILT (would go to $OUT)"; missing=1; fi
+  local t missing=0 shown=("${TOOLS[@]}")
+  # asked for nothing: the lab's tools decide the exit status, the twin's are shown beside them
+  ((ASKED)) || shown+=("${TWIN_TOOLS[@]}")
+  for t in "${shown[@]}"; do
+    "inputs_${t//-/_}"
+    if [[ -s $WDIR/go.mod ]] && cached "$OUT" "$KEY"; then echo "$t: built ($OUT)"
+    else
+      echo "$t: NOT BUILT (would go to $OUT)"
+      [[ " ${TOOLS[*]} " != *" $t "* ]] || missing=1
+    fi
   done
   return $missing
 }
@@ -354,6 +471,11 @@ for t in "${TOOLS[@]}"; do
     kubernetes) build_kubernetes ;;
     pulumi) build_pulumi ;;
     pulumi-kubernetes) build_provider ;;
+    kube-scheduler) build_kube_scheduler ;;
+    kueue) build_controller kueue sigs.k8s.io/kueue "$KUEUE_VERSION" sigs.k8s.io/kueue/cmd/kueue kueue gen_kueue ;;
+    jobset) build_controller jobset sigs.k8s.io/jobset "$JOBSET_VERSION" sigs.k8s.io/jobset twin gen_twin ;;
+    lws) build_controller lws sigs.k8s.io/lws "$LWS_VERSION" sigs.k8s.io/lws/cmd twin gen_twin ;;
+    kwok) build_controller kwok sigs.k8s.io/kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok twin gen_twin ;;
   esac
 done
 ((CHECK)) && run_checks

@@ -1,6 +1,6 @@
 """The CIS GKE Benchmark v1.9.0, control by control (cis.yaml, read here): its status and what holds it. The one
 registry of these claims: each preview key, policy rule and checkov check declares there the controls it holds. The
-pack names them in each rule's description, tools/cis_table.py writes the table of docs/security.md from it, and the
+pack names them in each rule's description, tools/cis_table.py writes the table of docs/cis-benchmark.md from it, and the
 tests hold every claim (tests/test_cis_benchmark.py: the policy rules and preview keys; tests/test_security_checkov.py:
 the checkov checks).
 """
@@ -16,7 +16,7 @@ import yaml
 
 BENCHMARK = "CIS Google Kubernetes Engine (GKE) Benchmark v1.9.0"
 
-# The statuses (docs/security.md says what each means, above the table).
+# The statuses (docs/cis-benchmark.md says what each means, above the table).
 HELD = "held"
 HELD_IN_PRODUCTION = "held in production"
 PARTLY = "partly"

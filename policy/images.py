@@ -32,7 +32,7 @@ def image_problems(resource_type: str, name: str, props: Mapping[str, Any], requ
             shown = f"{image!r} with the chart's own tag" if tag_from_chart else repr(image)
             problems.append(
                 f"{where} uses {shown}, which has no digest where the policy config requires digests ({REQUIRE_DIGESTS}): "
-                "its tag can be moved under it; pin the digest (docs/security.md, Supply chain)"
+                "its tag can be moved under it; pin the digest (docs/supply-chain.md)"
             )
     return problems
 

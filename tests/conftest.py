@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,9 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
 from components.config_base import NAMESPACE, NO_PULL_PATH, ConfigError
-from tools.mock_engine import ProgramRun, run_program, stack_config_values
+from harness.mock_engine import ProgramRun, run_program
+from tests import external
+from tools.stack_file import stack_config_values
 
 
 def stack_values(stack: str = "dev") -> dict[str, Any]:
@@ -56,10 +60,46 @@ def run_stack(
 ) -> ProgramRun:
     """Run the program for ``stack`` with ``overrides``; ``secrets`` names the top-level keys the
     engine holds as secrets (as `pulumi config set --secret` makes them); ``engine`` stands in for
-    what a real engine looks up (``engine_versions``, ``previous_outputs``: see tools/mock_engine.py)."""
+    what a real engine looks up (``engine_versions``, ``previous_outputs``: see harness/mock_engine.py)."""
     raw = with_overrides(stack_values(stack), overrides or {})
     secret_keys = [f"{NAMESPACE}:{key}" for key in secrets]
-    return run_program(as_pulumi_values(raw), secret_keys, stack=stack, preview=preview, **engine)
+    values = as_pulumi_values(raw)
+    # A run is a function of its config, the engine's stand-ins and the environment: one process runs each once (a
+    # copy each time), unless the caller collects what it registers or the test patches what the program runs.
+    patched = bool(external.running) and "monkeypatch" in external.running[-1].fixturenames
+    if patched or {"registrations", "invocations"} & set(engine):
+        return run_program(values, secret_keys, stack=stack, preview=preview, **engine)
+    key = repr(
+        (
+            sorted(values.items()),
+            secret_keys,
+            stack,
+            preview,
+            sorted(engine.items()),
+            sorted(kv for kv in os.environ.items() if not kv[0].startswith("PYTEST_")),
+        )
+    )
+    if key not in _RUNS:
+        _RUNS[key] = run_program(values, secret_keys, stack=stack, preview=preview, **engine)
+        while len(_RUNS) > _RUNS_KEPT:
+            _RUNS.popitem(last=False)
+    _RUNS.move_to_end(key)
+    return copy.deepcopy(_RUNS[key])
+
+
+# run_stack's latest runs in this process, by everything a run depends on (a run of the dev stack holds a few MB)
+_RUNS: collections.OrderedDict[str, ProgramRun] = collections.OrderedDict()
+_RUNS_KEPT = 48
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """The test being run, for tests/external.py's check that only a test marked external uses an external tool."""
+    external.running.append(item)
+    try:
+        return (yield)
+    finally:
+        external.running.pop()
 
 
 @pytest.fixture(scope="session")
@@ -131,7 +171,10 @@ def saxml_input(**overrides: Any) -> Any:
     from components.workloads.saxml.config import SaxmlConfig
     from components.workloads.saxml.config import saxml_input as build
 
-    pools = [TpuPoolConfig("tpu1", 8, "4x8"), TpuPoolConfig("tpu2", 8, "4x8")]
+    pools = [
+        TpuPoolConfig(name="tpu1", node_count=8, topology="4x8"),
+        TpuPoolConfig(name="tpu2", node_count=8, topology="4x8"),
+    ]
     tpu = TpuConfig(zone="us-west4-a", machine_type="ct5lp-hightpu-4t", pools=pools, slice_shapes=[])
     return dataclasses.replace(
         build(SaxmlConfig(), tpu, NetworkConfig(), "my-tpu-project", pull_path=NO_PULL_PATH), **_resolve(overrides)

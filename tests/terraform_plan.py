@@ -13,7 +13,7 @@ A value known only after apply (the render's ``[unknown]``, such as the node ser
 is left out of the planned values and marked in `after_unknown`, as Terraform's plan leaves it. What a
 plan would add on top, the provider's defaults for arguments the program leaves out, is not here: a
 check that reads an argument the program does not set sees nothing (so it passes a check that forbids
-a value and fails one that expects a value). Each check the CIS table of docs/security.md relies on is held by a
+a value and fails one that expects a value). Each check the CIS table of docs/cis-benchmark.md relies on is held by a
 broken copy that makes it fail (tests/test_security_checkov.py), which a wrong name here would not.
 """
 
@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tools.mock_engine import SECRET, UNKNOWN
+from harness.mock_engine import SECRET, UNKNOWN
 
 FORMAT_VERSION = "1.2"
 # checkov takes a JSON file for a plan when it has this key (checkov/terraform/plan_utils.py); no

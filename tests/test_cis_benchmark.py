@@ -1,5 +1,5 @@
 """The CIS GKE Benchmark registry (policy/cis.yaml): its shape, every policy rule and preview key it names, and the
-table of docs/security.md generated from it.
+table of docs/cis-benchmark.md generated from it.
 
 Every control of the benchmark's sections 4 and 5 (and one row for sections 1 to 3) appears once, with
 a status and what holds it. A policy rule named exists in the pack and fires on a broken copy of the
@@ -46,7 +46,7 @@ PREVIEW_OFF: dict[str, Any] = {
 def test_the_security_page_names_the_benchmark_and_shows_the_registrys_table() -> None:
     page = cis_table.PAGE.read_text()
     assert f"**{BENCHMARK}**" in page
-    assert cis_table.page_with_table(page) == page, "the CIS table of docs/security.md is stale: run `make docs`"
+    assert cis_table.page_with_table(page) == page, "the CIS table of docs/cis-benchmark.md is stale: run `make docs`"
 
 
 def test_every_control_appears_once_in_the_benchmark_order() -> None:

@@ -1,9 +1,19 @@
-"""Shared config rules: pinned images, bucket names, Kubernetes quantities."""
+"""Shared config machinery and rules: how a setting's problems are said, pinned images, bucket names, quantities."""
+
+from typing import Literal
 
 import pytest
+from pydantic import Field, ValidationError
 
 from components import naming
-from components.config_base import image_pin_problem, image_unpinned_reason, parse_quantity
+from components.config_base import (
+    Block,
+    Problems,
+    image_pin_problem,
+    image_unpinned_reason,
+    parse_quantity,
+    parse_settings,
+)
 
 
 @pytest.mark.parametrize(
@@ -93,3 +103,88 @@ def test_quantities(text, value):
 def test_not_quantities(text):
     with pytest.raises(ValueError, match="not a Kubernetes quantity"):
         parse_quantity(text)
+
+
+# --- The one mapping of pydantic's errors to the preview's problems, on a block of every kind of field ----------
+
+
+class _Item(Block):
+    name: str = Field(description="required")
+    count: int = Field(1, description="at least 1", ge=1)
+
+
+class _Sample(Block):
+    flag: bool = Field(False, description="a boolean")
+    share: float = Field(0.5, description="between", gt=0, lt=1)
+    level: Literal["low", "high"] = Field("low", description="an enum")
+    items: list[_Item] = Field([], description="a list of objects")
+    inner: _Item = Field(_Item(name="kept"), description="an object with a default")
+    window: _Item | None = Field(None, description="an optional object")
+    most: int = Field(3, description="at most 5", le=5)
+    tags: list[str] = Field([], description="a list of strings")
+
+
+@pytest.mark.parametrize(
+    "raw, key, said",
+    [
+        ({"flag": "yes"}, "flag", "flag: 'yes' is not true or false (set true or false)"),
+        ({"share": 1}, "share", "share: 1 is not above 0 and below 1 (set a number above 0 and below 1)"),
+        ({"share": 0.0}, "share", "share: 0.0 is not above 0 and below 1"),
+        ({"level": "mid"}, "level", "level: 'mid' is not one of low, high (use one of low, high)"),
+        ({"items": "a"}, "items", "items: must be a list of objects (write a YAML list)"),
+        ({"items": [{"count": 2}]}, "items[0].name", "items[0].name: is required (set a string)"),
+        ({"items": [{"name": "a", "count": 0}]}, "items[0].count", "items[0].count: 0 is not 1 or more"),
+        ({"inner": 3}, "inner", "inner: must be an object (write a YAML mapping of its keys)"),
+        (
+            {"window": {"name": "w", "count": "x"}},
+            "window.count",
+            "window.count: 'x' is not an integer (set an integer)",
+        ),
+        ({"most": 9}, "most", "most: 9 is not at most 5 (set a number at most 5)"),
+        ({"mots": 1}, "mots", "mots: is not a known setting (did you mean 'most'?)"),
+        ({"tags": ["a", 1]}, "tags[1]", "tags[1]: 1 is not a string (set a string)"),
+        (
+            {"zzz": 1},
+            "zzz",
+            "zzz: is not a known setting (known keys: flag, share, level, items, inner, window, most, tags)",
+        ),
+        ({"inner": {"nam": "x"}}, "inner.nam", "did you mean 'name'?"),
+    ],
+)
+def test_each_error_of_a_setting_is_said_under_its_key(raw, key, said):
+    problems = Problems()
+    block = parse_settings(_Sample, raw, problems)
+    assert [p.key for p in problems.items] == [key]
+    assert said in str(problems.items[0])
+    assert block is not None  # the rules across settings still get a block: the failed value at its default
+    assert key.split(".")[0].split("[")[0] not in raw or isinstance(block, _Sample)
+
+
+def test_the_text_forms_of_scalars_and_partial_objects_are_read():
+    problems = Problems()
+    block = parse_settings(
+        _Sample, {"flag": "TRUE", "share": "0.25", "most": "4", "inner": {"count": "2"}, "window": None}, problems
+    )
+    assert problems.items == []
+    assert block is not None
+    assert (block.flag, block.share, block.most) == (True, 0.25, 4)
+    assert (block.inner.name, block.inner.count) == ("kept", 2)  # the default object's name kept
+
+
+def test_a_failed_value_takes_its_default_and_a_missing_one_a_placeholder_for_the_rules():
+    problems = Problems()
+    block = parse_settings(_Sample, {"most": 9, "level": "mid", "items": [{"count": 2}, {"name": "b"}]}, problems)
+    assert block is not None
+    assert (block.most, block.level) == (3, "low")
+    assert [item.name for item in block.items] == ["", "b"]
+    assert {p.key for p in problems.items} == {"most", "level", "items[0].name"}
+
+
+def test_python_builds_a_block_by_field_name_and_a_stack_file_by_key_only():
+    assert _Sample(most=2).most == 2
+    problems = Problems()
+    parse_settings(_Item, {"name": "a", "count": 1}, problems)
+    parse_settings(_Sample, {"most": 1, "items": [{"name": "a", "count": 1}]}, problems)
+    assert problems.items == []
+    with pytest.raises(ValidationError):
+        _Sample.model_validate({"window": {"name": "a", "cuont": 1}}, by_name=False)

@@ -355,13 +355,13 @@ GCP_BAD_INPUTS += [
     pytest.param(
         {"cluster.binaryAuthorization": "POLICY_BINDINGS"},
         "cluster.binaryAuthorization",
-        "use PROJECT_SINGLETON_POLICY_ENFORCE (enforce the project's policy) or DISABLED",
+        "use one of DISABLED, PROJECT_SINGLETON_POLICY_ENFORCE",
         id="binauthz-continuous-validation-only",
     ),
     pytest.param(
         {"cluster.binaryAuthorization": True},
         "cluster.binaryAuthorization",
-        "is not a string",
+        "True is not a Binary Authorization evaluation mode",
         id="binauthz-a-bool",
     ),
     pytest.param(
@@ -450,8 +450,8 @@ def test_bad_input_names_its_key_and_registers_nothing(override, key, fragment):
 )
 def test_a_floor_past_gke_s_end_of_standard_support_is_refused(version, today, refused):
     problems = Problems()
-    cluster = dataclasses.replace(ClusterConfig(), version=version, release_channel="REGULAR")
-    tpu = dataclasses.replace(TpuConfig(), machine_type="ct5lp-hightpu-4t", zone="us-west4-a", slice_shapes=[])
+    cluster = ClusterConfig().model_copy(update={"version": version, "release_channel": "REGULAR"})
+    tpu = TpuConfig().model_copy(update={"machine_type": "ct5lp-hightpu-4t", "zone": "us-west4-a", "slice_shapes": []})
     validate_cluster(cluster, tpu, problems, today)
     found = [p for p in problems.items if p.key == "cluster.version" and "ended standard support" in str(p)]
     assert bool(found) == refused, [str(p) for p in problems]
@@ -504,7 +504,7 @@ def test_digests_are_required_by_the_setting_or_else_by_production(setting, prod
 
 RING = "projects/p-1/locations/us-central1/keyRings/r"
 SECRETS, BOOT = f"{RING}/cryptoKeys/secrets", f"{RING}/cryptoKeys/boot"
-TWO_POOLS = [TpuPoolConfig("a", 16), TpuPoolConfig("b", 16)]
+TWO_POOLS = [TpuPoolConfig(name="a", node_count=16), TpuPoolConfig(name="b", node_count=16)]
 
 
 @pytest.mark.parametrize(
@@ -522,7 +522,7 @@ TWO_POOLS = [TpuPoolConfig("a", 16), TpuPoolConfig("b", 16)]
         ),
         pytest.param(
             {"boot_disk_encryption_key": BOOT},
-            [TpuPoolConfig("a", 16), TpuPoolConfig("b", 16, hardened_boot=False)],
+            [TpuPoolConfig(name="a", node_count=16), TpuPoolConfig(name="b", node_count=16, hardened_boot=False)],
             {(BOOT, "compute-system"): 3},
             id="a-pool-without-it",
         ),

@@ -88,7 +88,7 @@ def test_a_gke_cluster_by_name_is_looked_up_not_created():
 
 
 def test_a_gke_cluster_by_name_is_reached_as_its_owner_opened_it():
-    """The model's cluster (tools/mock_engine.py) keeps GKE's default: a DNS endpoint that takes no outside traffic,
+    """The model's cluster (harness/mock_engine.py) keeps GKE's default: a DNS endpoint that takes no outside traffic,
     so its IP endpoint and CA; one whose DNS endpoint takes outside traffic is reached by it, without the CA."""
     run = run_stack({"cluster.existing": {"name": "team-cluster", "location": "us-central1"}})
     (cluster,) = yaml.safe_load(run.raw_outputs["kubeconfig"])["clusters"]

@@ -15,14 +15,15 @@ from typing import Any
 
 import pytest
 
+from components import lifecycle as lifecycle_review
 from components import stack as stack_config
 from components.config_base import ConfigError, PullPath
 from components.gcp.config import is_google_registry
+from harness.gcp_model import CloudProject
+from harness.mock_engine import ProgramRun, Registration, run_program
 from tests.conftest import as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
 from tests.test_gcp_existing_cluster import LAB
 from tests.test_lifecycle import closure, kubernetes_objects, previous_of
-from tools.gcp_model import CloudProject
-from tools.mock_engine import ProgramRun, Registration, run_program
 from tools.render import destroy_waves
 
 REPOSITORY = "gcp:artifactregistry/repository:Repository"
@@ -205,7 +206,7 @@ def test_a_replaced_repository_goes_first_and_takes_the_nodes_read_with_it(dev_r
 
 def test_a_new_project_enables_each_api_before_each_call(credentialed):
     """The first `up` of a fresh project (only Service Usage on) creates them without a refusal: the model of Google
-    Cloud refuses a call of an API not yet enabled (tools/gcp_model.py)."""
+    Cloud refuses a call of an API not yet enabled (harness/gcp_model.py)."""
     raw = with_overrides(stack_values(), CREDENTIALS)
     run = run_program(as_pulumi_values(raw), [], stack="dev", preview=False, cloud=CloudProject.empty())
     assert {r.type for r in run.registrations} >= {REPOSITORY, READ, SECRET_GRANT, AGENT}
@@ -217,22 +218,22 @@ def test_a_new_project_enables_each_api_before_each_call(credentialed):
 def test_an_up_that_turns_them_on_says_every_pod_rolls_and_a_credential_change_replaces_the_hub_repository(dev_run):
     public = run_stack({"cluster.privateNodes": False})
     before = previous_of(public)["lifecycle"]
-    current = stack_config.lifecycle_facts(config_of({}).config)
-    review = stack_config.review_changes(before, current, str)
+    current = lifecycle_review.lifecycle_facts(config_of({}).config)
+    review = lifecycle_review.review_changes(before, current, str)
     (line,) = [w for w in review.in_place if w.startswith("images.pullThrough: the Artifact Registry remote")]
     assert "each pod template naming one changes and its workload rolls" in line
-    changed = stack_config.lifecycle_facts(config_of(CREDENTIALS).config)
-    review = stack_config.review_changes(previous_of(dev_run)["lifecycle"], changed, str)
+    changed = lifecycle_review.lifecycle_facts(config_of(CREDENTIALS).config)
+    review = lifecycle_review.review_changes(previous_of(dev_run)["lifecycle"], changed, str)
     (replaced,) = review.replaced
     assert "qwen-serving-cluster-docker-io of docker.io will be REPLACED" in replaced and "credentials" in replaced
     assert "cache starts empty" in replaced
     unchanged = previous_of(dev_run)["lifecycle"]
-    assert not stack_config.review_changes(unchanged, unchanged, str).replaced
+    assert not lifecycle_review.review_changes(unchanged, unchanged, str).replaced
     # A running stack whose last `up` predates the fact (this change's first `up`): announced the same way.
     older = {key: value for key, value in unchanged.items() if key != "pullThrough"}
-    assert [w for w in stack_config.review_changes(older, current, str).in_place if "remote repositories" in w]
+    assert [w for w in lifecycle_review.review_changes(older, current, str).in_place if "remote repositories" in w]
     # And back: public nodes need none, the repositories and their caches go after the pods moved off them.
-    back = stack_config.review_changes(unchanged, previous_of(public)["lifecycle"], str)
+    back = lifecycle_review.review_changes(unchanged, previous_of(public)["lifecycle"], str)
     (gone,) = [w for w in back.in_place if w.startswith("images.pullThrough: the repositories")]
     assert "deleted once no pod template names them" in gone and "docker.io" in gone
 
@@ -394,7 +395,7 @@ def test_the_pods_a_workload_starts_are_counted_by_image(obj, counts):
 
 
 def test_the_model_answers_a_service_agent_it_knows_and_refuses_to_guess_another():
-    from tools.gcp_model import UnmodeledCall, service_identity
+    from harness.gcp_model import UnmodeledCall, service_identity
 
     agent = service_identity("artifactregistry.googleapis.com", "123")
     assert agent["member"] == "serviceAccount:service-123@gcp-sa-artifactregistry.iam.gserviceaccount.com"

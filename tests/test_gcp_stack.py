@@ -7,10 +7,10 @@ import yaml
 
 from components.gcp.cluster import UPSERT_EXISTING_ENV, upsert_switch_warning
 from components.gcp.project_services import ARTIFACT_REGISTRY_API, REQUIRED_APIS, SECRET_MANAGER_API
+from harness.gcp_model import GkeServerConfig, ReleaseChannel
 from tests.conftest import PROJECT_ROOT, as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
 from tools import render
-from tools.gcp_model import GkeServerConfig, ReleaseChannel
-from tools.mock_engine import stack_config_values
+from tools.stack_file import stack_config_values
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 
@@ -353,7 +353,7 @@ EXISTING_CLUSTER = {
 @pytest.mark.parametrize("override", [{}, EXISTING_CLUSTER], ids=["own-cluster", "existing-cluster"])
 def test_the_kubernetes_provider_refuses_existing_objects_unless_a_recovery_turns_the_switch_on(override, monkeypatch):
     """The program never sets the provider's upsertExistingObjects: a create refuses an object the cluster already
-    holds (the pinned provider's default), and the switch of docs/operations.md's recoveries,
+    holds (the pinned provider's default), and the switch of docs/recovery.md's recoveries,
     PULUMI_K8S_UPSERT_EXISTING_OBJECTS=true, reaches the provider's config through the SDK, said at every preview."""
     monkeypatch.delenv(UPSERT_EXISTING_ENV, raising=False)
     run = run_stack(override)
@@ -389,7 +389,7 @@ def test_kubeconfig_authenticates_with_the_gke_plugin_and_stays_secret():
     assert "token" not in user["user"]
 
 
-# GKE's DNS-based endpoint of a cluster: gke-, 36 hex characters, the location (tools/gcp_model.py).
+# GKE's DNS-based endpoint of a cluster: gke-, 36 hex characters, the location (harness/gcp_model.py).
 DNS_ENDPOINT = re.compile(r"^gke-[0-9a-f]{36}\.us-central1\.gke\.goog$")
 
 
@@ -425,7 +425,7 @@ def test_without_the_dns_endpoint_the_stack_reaches_the_ip_with_the_cluster_ca(i
 
 
 def test_with_no_ip_endpoint_gke_gives_the_dns_name_as_the_cluster_endpoint():
-    """What the provider's `endpoint` holds then (the model, tools/gcp_model.py): the stack never reads it."""
+    """What the provider's `endpoint` holds then (the model, harness/gcp_model.py): the stack never reads it."""
     run = run_stack(stack="prod", preview=False)
     cluster = run.one("gcp:container/cluster:Cluster", "gke-cluster")
     assert cluster.input("controlPlaneEndpointsConfig.ipEndpointsConfig.enabled") is False
@@ -580,7 +580,7 @@ def test_an_enforcing_cluster_without_its_api_is_refused_by_a_new_project(monkey
     """The model of Google Cloud knows the cluster needs the Binary Authorization API: were the stack to forget to
     enable it, the first `up` of a new project would fail at the cluster, as the real one would."""
     from components import wiring
-    from tools.gcp_model import ServiceDisabled
+    from harness.gcp_model import ServiceDisabled
 
     values, secret_keys = stack_config_values("prod")
     monkeypatch.setattr(
@@ -595,11 +595,11 @@ def test_an_enforcing_cluster_without_its_api_is_refused_by_a_new_project(monkey
 def test_on_a_cluster_made_elsewhere_the_hardening_settings_are_not_the_stack_s_to_set():
     """The cluster's owner sets them where it is made: the stack registers no cluster and enables no API for them,
     and the production rules do not ask a cluster made elsewhere for them."""
-    import dataclasses
 
     from components.config_base import Problems
     from components.gcp.config import ClusterConfig, ExistingClusterConfig, NetworkConfig, TpuConfig
-    from components.operations.config import NodeAuditLoggingConfig, validate_production_security
+    from components.hardening.rules import validate_production_security
+    from components.operations.config import NodeAuditLoggingConfig
     from components.workloads.serving.config import ServingConfig
 
     hardened = {
@@ -613,7 +613,7 @@ def test_on_a_cluster_made_elsewhere_the_hardening_settings_are_not_the_stack_s_
     assert BINARY_AUTHORIZATION_API not in {s.input("service") for s in run.of_type(SERVICE)}
     assert "hardening" not in run.raw_outputs["lifecycle"]  # nothing of it changes with this stack's `up`
     elsewhere = ClusterConfig(existing=ExistingClusterConfig(name="team-cluster", location="us-central1"))
-    own = dataclasses.replace(elsewhere, existing=ExistingClusterConfig())
+    own = elsewhere.model_copy(update={"existing": ExistingClusterConfig()})
     for cluster, refused in (
         (elsewhere, []),
         (

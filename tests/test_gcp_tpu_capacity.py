@@ -1,7 +1,7 @@
 """The preview reads the TPU reservation before it places pools there (components/gcp/tpu_capacity.py, rules.py).
 
-The mocks answer the reads from a declared state of the cloud (tools/gcp_model.py Holdings): by default what the
-stack names, ready, with a free sub-block for each pool (tools/mock_engine.py stack_holdings); each case below
+The mocks answer the reads from a declared state of the cloud (harness/gcp_model.py Holdings): by default what the
+stack names, ready, with a free sub-block for each pool (harness/mock_engine.py stack_holdings); each case below
 changes that state or the config, expects the preview to refuse with the key and the fix, and then runs the same
 stack with the fix (or with the risk accepted) to see it pass. Names come from the dev stack's own config.
 """
@@ -16,9 +16,7 @@ import pulumi
 import pytest
 
 from components.gcp.rules import PoolPlacement, pools_to_place
-from tests.conftest import as_pulumi_values, run_stack, stack_values, with_overrides
-from tools import render
-from tools.gcp_model import (
+from harness.gcp_model import (
     DEGRADED,
     GET_RESERVATION,
     GET_RESERVATION_BLOCK,
@@ -29,7 +27,9 @@ from tools.gcp_model import (
     MaintenanceWindow,
     SubBlock,
 )
-from tools.mock_engine import Invocation, ProgramRun, Registration, stack_holdings
+from harness.mock_engine import Invocation, ProgramRun, Registration, stack_holdings
+from tests.conftest import as_pulumi_values, run_stack, stack_values, with_overrides
+from tools import render
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 DEV = stack_values("dev")

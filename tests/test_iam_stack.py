@@ -28,6 +28,7 @@ import pytest
 from components.operations.benchmark import benchmark_input, benchmark_objects
 from components.stack import StackConfig, parse_pulumi_values
 from components.workloads.serving.config import weights_bucket_name
+from harness.mock_engine import PROJECT_NUMBER_PLACEHOLDER, ProgramRun, Registration, run_program
 from tests.conftest import PROJECT_ROOT, as_pulumi_values, with_overrides
 from tests.gcp_permissions import (
     METHODS,
@@ -46,8 +47,8 @@ from tests.gcp_permissions import (
     pods_of,
     program_calls,
 )
-from tools.mock_engine import PROJECT_NUMBER_PLACEHOLDER, ProgramRun, Registration, run_program, stack_config_values
 from tools.render import kubernetes_objects
+from tools.stack_file import stack_config_values
 
 FIXTURES_DIR = Path(__file__).parent / "data" / "iam-stacks"
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))

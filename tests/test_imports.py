@@ -1,6 +1,7 @@
 """The tree is the architecture: imports run one way, down the deployment, and never in a circle.
 
-Layers, top to bottom: ``wiring`` -> ``stack`` -> ``operations`` -> ``workloads`` -> ``platform`` -> ``gcp`` -> ``tpu``
+Layers, top to bottom: ``wiring`` -> ``lifecycle`` -> ``stack`` -> ``hardening`` -> ``operations`` -> ``workloads`` ->
+``platform`` -> ``gcp`` -> ``tpu``
 -> the shared helpers (``config_base``, ``naming``, ``manifests``, ``resources``). A module may import
 its own layer and the layers below it; the workload folders do not import each other; the pure
 modules (config, rules, objects, the TPU model, the shared helpers but ``resources``) import no Pulumi.
@@ -20,7 +21,7 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT
 
-LAYERS = ("wiring", "stack", "operations", "workloads", "platform", "gcp", "tpu", "shared")
+LAYERS = ("wiring", "lifecycle", "stack", "hardening", "operations", "workloads", "platform", "gcp", "tpu", "shared")
 SHARED = ("config_base", "naming", "manifests", "resources")
 PURE_ROLES = ("config", "rules", "objects")
 IMPURE_SHARED = ("resources",)  # the Pulumi helpers the components share
@@ -30,6 +31,8 @@ def modules(root: Path, package: str) -> dict[str, Path]:
     """Dotted module name -> file, for every module of ``package`` under ``root`` (packages by __init__)."""
     found = {}
     for path in sorted((root / package.replace(".", "/")).rglob("*.py")):
+        if {"node_modules", ".venv"} & set(path.parts):
+            continue  # installed tools (Renovate's node, the policy pack's venv) are not ours
         parts = path.relative_to(root).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         found[name] = path
@@ -210,7 +213,7 @@ def test_workload_folders_do_not_import_each_other(graph):
 
 def test_no_block_imports_the_root(graph):
     importers = {module for module, targets in graph.items() if "components.stack" in targets}
-    assert importers == {"components.wiring"}
+    assert importers == {"components.wiring", "components.lifecycle"}
 
 
 def test_pure_modules_import_no_pulumi():
@@ -353,3 +356,78 @@ def test_a_package_that_re_exports_a_component_is_found(tmp_path):
     failures = result["failures"]
     assert isinstance(failures, dict)
     assert "may not be imported by a pure module" in failures["components.workloads.serving.config"]
+
+
+# --- The top-level packages -------------------------------------------------------------------
+#
+# components/ is the program; policy/ the resource rules it is held to; tools/ what an operator runs (make render,
+# verify, bench, sax, images, schemas, charts...); harness/ what runs the program and its tools without the cloud
+# (the mock engine, its model of Google Cloud, the labs' stand-ins and benches); tests/ the suite. Each package may
+# import the packages named here, and the two crossings between tools/ and harness/ go through one module each: the
+# offline render (tools.render) is the program run under the harness's mocks, so it imports the harness; the
+# harness reads stack files as operators' tools do, through tools.stack_file. The docs' CIS table is written from the
+# pack's registry, so tools.cis_table alone imports policy/, and only policy.cis. Nothing but tests/ imports tests/.
+PACKAGES = ("components", "policy", "harness", "tools", "tests")
+MAY_IMPORT = {
+    "components": {"components"},
+    "policy": {"policy", "components"},
+    "harness": {"harness", "components", "tools"},
+    "tools": {"tools", "components", "harness", "policy"},
+    "tests": set(PACKAGES),
+}
+ONLY_THROUGH = {
+    ("tools", "harness"): ("tools.render", None),
+    ("harness", "tools"): (None, "tools.stack_file"),
+    ("tools", "policy"): ("tools.cis_table", "policy.cis"),
+}
+
+
+def package_graph(root: Path) -> dict[str, set[str]]:
+    """The import graph of every module of the top-level packages (tests/ at any depth)."""
+    found = {name: path for package in PACKAGES for name, path in modules(root, package).items()}
+    return {name: imports_of(path, name, set(found) | set(PACKAGES)) for name, path in found.items()}
+
+
+def package_crossings(graph: dict[str, set[str]]) -> list[str]:
+    problems = []
+    for module, targets in sorted(graph.items()):
+        source = module.split(".")[0]
+        for target in sorted(targets):
+            into = target.split(".")[0]
+            if into not in MAY_IMPORT[source]:
+                problems.append(f"{module} imports {target}: {source}/ does not import {into}/")
+            elif (source, into) in ONLY_THROUGH:
+                importer, imported = ONLY_THROUGH[source, into]
+                if module != (importer or module) or target != (imported or target):
+                    through = f"only {importer} imports {into}/" if importer else f"{source}/ imports only {imported}"
+                    problems.append(f"{module} imports {target}: {through}")
+    return problems
+
+
+def test_the_packages_import_one_way():
+    graph = package_graph(PROJECT_ROOT)
+    assert {"harness.mock_engine", "tools.render", "tools.stack_file"} <= set(graph)
+    assert package_crossings(graph) == []
+
+
+def test_a_crossing_of_the_packages_is_found(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "components/naming.py": "from tools import render\n",
+            "harness/__init__.py": "",
+            "harness/mock_engine.py": "from tools.stack_file import X\nfrom tests.conftest import run_stack\n",
+            "harness/gcp_model.py": "from tools import render\n",
+            "tools/__init__.py": "",
+            "tools/render.py": "from harness.mock_engine import run_program\n",
+            "tools/stack_file.py": "X = 1\n",
+            "tools/verify.py": "from harness import mock_engine\n",
+            "tests/conftest.py": "from harness.mock_engine import run_program\nfrom tools import render\n",
+        },
+    )
+    assert package_crossings(package_graph(root)) == [
+        "components.naming imports tools.render: components/ does not import tools/",
+        "harness.gcp_model imports tools.render: harness/ imports only tools.stack_file",
+        "harness.mock_engine imports tests.conftest: harness/ does not import tests/",
+        "tools.verify imports harness.mock_engine: only tools.render imports harness/",
+    ]

@@ -8,15 +8,15 @@ gone before `pulumi destroy` deletes it: each property here is a deploy-day fail
 from __future__ import annotations
 
 import copy
-import dataclasses
 
 import pulumi
 import pytest
 
+from components import lifecycle as lifecycle_review
 from components import stack as stack_config
 from components.platform import config as platform_config
+from harness.mock_engine import ProgramRun, Registration
 from tests.conftest import run_stack, stack_values
-from tools.mock_engine import ProgramRun, Registration
 from tools.render import create_waves, creates_something, depends_on, destroy_waves
 
 STACKS = ["dev", "saxml"]
@@ -425,18 +425,18 @@ def test_the_charts_a_stack_installs():
         "leaderWorkerSet",
     }
     assert set(platform_config.installed_charts(platform, dynamic_slicing=False)) == {"jobset"}  # saxml
-    none = dataclasses.replace(platform, install=False)
+    none = platform.model_copy(update={"install": False})
     assert platform_config.installed_charts(none, dynamic_slicing=True) == {}
 
 
 def test_new_node_labels_on_the_resource_flavor_in_use_are_refused(runs):
     """Only tpu7x slices dynamically today, so no config reaches this; the review refuses it all the same."""
-    current = stack_config.lifecycle_facts(stack_config.load(stack_values("dev")).config)
+    current = lifecycle_review.lifecycle_facts(stack_config.load(stack_values("dev")).config)
     previous = copy.deepcopy(current)
     previous["queues"]["acceleratorLabel"] = "tpu-older"
-    review = stack_config.review_changes(previous, current, str)
+    review = lifecycle_review.review_changes(previous, current, str)
     assert [problem.key for problem in review.refused] == ["tpu.machineType"], review.refused
-    assert stack_config.review_changes(current, current, str).refused == []
+    assert lifecycle_review.review_changes(current, current, str).refused == []
 
 
 @pytest.mark.parametrize("key", ["topologyName", "resourceFlavorName"])
@@ -820,7 +820,7 @@ def test_every_workload_starts_after_the_policy_that_admits_its_senders(runs, st
 def test_the_first_up_with_network_policies_says_which_namespaces_it_isolates_and_replaces_nothing(runs):
     for stack, namespaces in (("dev", "llm-d-pd-disaggregation"), ("saxml", "sax")):
         lifecycle = copy.deepcopy(runs[stack].raw_outputs["lifecycle"])
-        assert lifecycle.pop(stack_config.DEFAULT_DENY_FACT) == [namespaces]
+        assert lifecycle.pop(lifecycle_review.DEFAULT_DENY_FACT) == [namespaces]
         run = run_stack(stack=stack, previous_outputs={"lifecycle": lifecycle})
         assert not [w for w in run.warnings if "REPLACED" in w], run.warnings
         (line,) = [w for w in run.warnings if w.startswith("network policies:")]
@@ -932,7 +932,7 @@ def lifecycle_before_node_boot(run: ProgramRun) -> dict:
     """The lifecycle output of a stack whose last `up` predates node boot (it exported no boot facts)."""
     lifecycle = copy.deepcopy(run.raw_outputs["lifecycle"])
     for facts in (lifecycle["systemPool"], *lifecycle["tpuPools"].values()):
-        for key in stack_config.BOOT_FACTS:
+        for key in lifecycle_review.BOOT_FACTS:
             facts.pop(key, None)
     del lifecycle["tpuPoolsProtected"]
     return {"lifecycle": lifecycle}
@@ -1071,7 +1071,7 @@ def test_each_key_is_granted_once_to_the_agent_that_uses_it(keyed):
 
 def test_each_grant_waits_for_the_enablement_that_makes_its_agent(keyed):
     """GKE's agent is asked for (generateServiceIdentity) once its API is on, so it has the role the enablement gives
-    it; Compute Engine's is there once its API is, and is never asked for (Google refuses: tools/gcp_model.py)."""
+    it; Compute Engine's is there once its API is, and is never asked for (Google refuses: harness/gcp_model.py)."""
     by_agent = {agent: grant.name for (_, agent), grant in grants(keyed).items()}
     (identity,) = keyed.of_type(SERVICE_IDENTITY)
     assert identity.input("service") == "container.googleapis.com"

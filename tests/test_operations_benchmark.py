@@ -18,7 +18,7 @@ from components.stack import parse_pulumi_values
 from components.workloads.serving.config import BENCHMARK_IMAGE, weights_uri
 from tests.conftest import as_pulumi_values, stack_values, with_overrides
 from tests.crd_schemas import core_errors
-from tools.mock_engine import PROJECT_ROOT, stack_config_values
+from tools.stack_file import PROJECT_ROOT, stack_config_values
 
 BASE_URL = "http://10.10.0.42/v1"
 

@@ -3,8 +3,8 @@ of a production stack, each refused under the key that fixes it before any resou
 
 import pytest
 
-from components.config_base import ConfigError, Problems, parse_object
-from components.stack import StackConfig, load
+from components.config_base import ConfigError
+from components.stack import load, parsed
 from tests.conftest import assert_bad_input, run_stack, stack_values, with_overrides
 from tests.test_gcp_existing_cluster import LAB
 
@@ -522,9 +522,8 @@ def test_a_production_stack_may_serve_a_public_model_with_no_token_at_all():
 )
 def test_node_audit_logging_is_on_for_production_unless_the_cluster_is_made_elsewhere(stack, override, on):
     """Read off the parsed config (a production stack on a cluster made elsewhere fails other rules)."""
-    problems = Problems()
-    config = parse_object(StackConfig, with_overrides(stack_values(stack), override), "", problems)
-    assert not problems.items
+    config = parsed(with_overrides(stack_values(stack), override))
+    assert config is not None
     assert config.node_audit_logging_on is on
     keys = [image.key for image in config.stack_images()]
     assert ("nodeAuditLogging.image" in keys) is on and ("nodeAuditLogging.setupImage" in keys) is on

@@ -4,7 +4,6 @@ the program's TPU workloads run on, and the privileges they take, each where the
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Any
 
@@ -18,9 +17,7 @@ from components.operations.config import (
     NODE_AUDIT_AGENT_IMAGE,
     NODE_AUDIT_NAMESPACE,
     NODE_AUDIT_SETUP_IMAGE,
-    NodeAuditInput,
     NodeAuditLoggingConfig,
-    node_audit_input,
 )
 from tests.crd_schemas import core_errors
 
@@ -35,9 +32,11 @@ TPU_WORKLOAD_FILES = (
 )
 
 
-def spec(**overrides: Any) -> NodeAuditInput:
-    base = node_audit_input(NodeAuditLoggingConfig(), ClusterConfig(), "us-central1", pull_path=NO_PULL_PATH)
-    return dataclasses.replace(base, **overrides)
+def built(
+    cluster_name: str = ClusterConfig().name, location: str = "us-central1", pull_path: PullPath = NO_PULL_PATH
+) -> nao.NodeAuditObjects:
+    """The objects of the block's defaults."""
+    return nao.node_audit_objects(NodeAuditLoggingConfig(), cluster_name, location, pull_path)
 
 
 def pod(objects: nao.NodeAuditObjects) -> dict[str, Any]:
@@ -88,11 +87,11 @@ def volumes(objects: nao.NodeAuditObjects) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("index", range(3), ids=["service-account", "config", "daemonset"])
 def test_every_object_passes_the_strict_core_schema(index):
-    assert core_errors(nao.node_audit_objects(spec()).manifests[index]) == []
+    assert core_errors(built().manifests[index]) == []
 
 
 def test_the_overlay_sets_both_images_and_the_cluster_the_entries_are_written_under():
-    objects = nao.node_audit_objects(spec(cluster_name="qwen-prod-cluster", location="europe-west4"))
+    objects = built(cluster_name="qwen-prod-cluster", location="europe-west4")
     assert setup(objects)["image"] == NODE_AUDIT_SETUP_IMAGE
     assert agent(objects)["image"] == NODE_AUDIT_AGENT_IMAGE
     env = {e["name"]: e for e in agent(objects)["env"]}
@@ -102,12 +101,10 @@ def test_the_overlay_sets_both_images_and_the_cluster_the_entries_are_written_un
 
 
 def test_both_images_come_from_the_mirror_under_their_registry_and_path():
-    built = node_audit_input(
-        NodeAuditLoggingConfig(), ClusterConfig(), "us-central1", pull_path=PullPath(mirror=MIRROR)
-    )
-    assert built.image == f"{MIRROR}/docker.io/fluent/fluent-bit:5.1.1"
+    objects = built(pull_path=PullPath(mirror=MIRROR))
+    assert agent(objects)["image"] == f"{MIRROR}/docker.io/fluent/fluent-bit:5.1.1"
     assert (
-        built.setup_image
+        setup(objects)["image"]
         == f"{MIRROR}/docker.io/library/busybox:1.37.0@sha256:9db7b59979c38555a39def84a31fb98b5296952f9e3afd4f6f11f05b07adfab0"
     )
 
@@ -120,22 +117,17 @@ def test_the_base_names_the_default_images_so_renovate_moves_both_pins_as_one():
 
 
 def test_a_new_configuration_rolls_the_pods():
-    objects = nao.node_audit_objects(spec())
+    objects = built()
     annotation = objects.daemonset["spec"]["template"]["metadata"]["annotations"][nao.CONFIG_DIGEST_ANNOTATION]
     assert annotation == manifests.files_digest(objects.config["data"])
-    assert (
-        annotation
-        == nao.node_audit_objects(spec()).daemonset["spec"]["template"]["metadata"]["annotations"][
-            nao.CONFIG_DIGEST_ANNOTATION
-        ]
-    )
+    assert annotation == built().daemonset["spec"]["template"]["metadata"]["annotations"][nao.CONFIG_DIGEST_ANNOTATION]
     edited = {"fluent-bit.conf": conf(objects).replace("Flush           5", "Flush           1")}
     assert edited["fluent-bit.conf"] != conf(objects)
     assert manifests.files_digest(edited) != annotation
 
 
 def test_the_setup_starts_the_audit_unit_of_container_optimized_os_on_the_node():
-    objects = nao.node_audit_objects(spec())
+    objects = built()
     assert setup(objects)["command"] == ["chroot", "/host", "systemctl", "start", "cloud-audit-setup"]
     assert mounts(setup(objects))["host-root"]["mountPath"] == "/host"
     assert volumes(objects)["host-root"]["hostPath"]["path"] == "/"
@@ -143,7 +135,7 @@ def test_the_setup_starts_the_audit_unit_of_container_optimized_os_on_the_node()
 
 
 def test_the_agent_reads_the_journal_and_keeps_its_cursor_where_the_pod_mounts_them():
-    objects = nao.node_audit_objects(spec())
+    objects = built()
     text = conf(objects)
     (journal,) = section(text, "INPUT")["path"]
     (cursor,) = section(text, "INPUT")["db"]
@@ -162,7 +154,7 @@ def test_the_agent_reads_the_journal_and_keeps_its_cursor_where_the_pod_mounts_t
 
 
 def test_the_entries_go_to_the_nodes_log_linux_auditd_in_this_cluster():
-    text = conf(objects := nao.node_audit_objects(spec()))
+    text = conf(objects := built())
     output, modify = section(text, "OUTPUT"), section(text, "FILTER")
     assert output["name"] == ["stackdriver"] and output["resource"] == ["k8s_node"]
     assert output["k8s_cluster_name"] == ["${CLUSTER_NAME}"]
@@ -180,7 +172,7 @@ def test_the_entries_go_to_the_nodes_log_linux_auditd_in_this_cluster():
 
 
 def test_the_probes_reach_the_health_endpoint_on_the_nodes_loopback():
-    objects = nao.node_audit_objects(spec())
+    objects = built()
     service = section(conf(objects), "SERVICE")
     assert service["http_listen"] == ["127.0.0.1"] and service["health_check"] == ["On"]
     for probe, path in (("livenessProbe", "/"), ("readinessProbe", "/api/v1/health")):
@@ -220,17 +212,17 @@ def tolerates(tolerations: list[dict[str, Any]], wanted: dict[str, Any]) -> bool
 
 
 def test_the_pods_go_wherever_the_programs_tpu_workloads_go():
-    own = pod(nao.node_audit_objects(spec()))["tolerations"]
+    own = pod(built())["tolerations"]
     wanted = tpu_tolerations()
     assert wanted, "the TPU workload manifests tolerate nothing: this test reads the wrong files"
     for toleration in wanted:
         assert tolerates(own, toleration), f"the audit pods do not tolerate {toleration}"
     # No node selector but the operating system's: every pool of the program runs Container-Optimized OS.
-    assert list(pod(nao.node_audit_objects(spec()))["nodeSelector"]) == ["cloud.google.com/gke-os-distribution"]
+    assert list(pod(built())["nodeSelector"]) == ["cloud.google.com/gke-os-distribution"]
 
 
 def test_only_the_setup_is_privileged_and_the_agent_keeps_one_capability():
-    objects = nao.node_audit_objects(spec())
+    objects = built()
     assert setup(objects)["securityContext"] == {"privileged": True, "readOnlyRootFilesystem": True}
     assert agent(objects)["securityContext"] == {
         "allowPrivilegeEscalation": False,
@@ -243,8 +235,8 @@ def test_only_the_setup_is_privileged_and_the_agent_keeps_one_capability():
 
 
 def test_every_object_is_in_the_node_audit_namespace_and_the_account_carries_no_token():
-    objects = nao.node_audit_objects(spec(namespace="elsewhere"))
-    assert {obj["metadata"]["namespace"] for obj in objects.manifests} == {"elsewhere"}
+    objects = built()
+    assert {obj["metadata"]["namespace"] for obj in objects.manifests} == {NODE_AUDIT_NAMESPACE}
     # The base's placeholder is the namespace the stack uses, so the file applies as it says.
     assert {d["metadata"]["namespace"] for d in manifests.load_documents(nao.NODE_AUDIT_FILE)} == {NODE_AUDIT_NAMESPACE}
     assert objects.service_account["automountServiceAccountToken"] is False
@@ -253,7 +245,7 @@ def test_every_object_is_in_the_node_audit_namespace_and_the_account_carries_no_
 
 
 def test_every_container_requests_and_limits_cpu_and_memory():
-    objects = nao.node_audit_objects(spec())
+    objects = built()
     for container in (setup(objects), agent(objects)):
         for kind in ("requests", "limits"):
             assert set(container["resources"][kind]) == {"cpu", "memory"}, container["name"]
@@ -264,5 +256,5 @@ def test_every_container_requests_and_limits_cpu_and_memory():
 
 
 def test_a_rollout_replaces_a_share_of_the_nodes_at_a_time_and_never_doubles_an_agent():
-    strategy = nao.node_audit_objects(spec()).daemonset["spec"]["updateStrategy"]
+    strategy = built().daemonset["spec"]["updateStrategy"]
     assert strategy == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%"}}

@@ -13,7 +13,7 @@ import pytest
 from components.operations import objects as alerting
 from components.operations.config import AlertsConfig, AlertsInput, alerts_input
 from components.stack import StackConfig
-from tests.crd_schemas import core_errors, crd_errors, is_custom
+from tests.crd_schemas import HALVES, strict_errors
 
 
 def spec(**overrides: Any) -> AlertsInput:
@@ -200,12 +200,13 @@ def test_every_policy_says_what_to_do_and_names_its_cluster():
         assert policy["user_labels"] == {"cluster": "qwen-serving-cluster", "signal": policy["key"]}
 
 
-def test_the_kueue_scrape_objects_are_valid_and_in_kueues_namespace():
+@pytest.mark.parametrize("half", HALVES)
+def test_the_kueue_scrape_objects_are_valid_and_in_kueues_namespace(half):
     objects = alerting.kueue_metrics_objects("kueue-ops")
     kinds = sorted(o["kind"] for o in objects)
     assert kinds == ["ClusterRoleBinding", "PodMonitoring", "Role", "RoleBinding", "Secret", "ServiceAccount"]
     for obj in objects:
-        assert (crd_errors(obj) if is_custom(obj) else core_errors(obj)) == []
+        assert strict_errors(obj, half) == []
         if obj["kind"] != "ClusterRoleBinding":
             assert obj["metadata"]["namespace"] == "kueue-ops"
     (binding,) = [o for o in objects if o["kind"] == "ClusterRoleBinding"]

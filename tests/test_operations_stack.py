@@ -10,9 +10,9 @@ import pytest
 
 from components.config_base import ImageReference
 from components.gcp.config import is_google_registry
+from harness.mock_engine import ProgramRun, Registration
 from policy.images import deployed_images
 from tests.conftest import run_stack, stack_values
-from tools.mock_engine import ProgramRun, Registration
 
 POLICY = "gcp:monitoring/alertPolicy:AlertPolicy"
 CHANNEL = "gcp:monitoring/notificationChannel:NotificationChannel"

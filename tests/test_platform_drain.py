@@ -1,13 +1,18 @@
-"""The waits of the gates against a fake Kubernetes API on 127.0.0.1: empty, draining, stuck, CRD absent.
+"""The waits of the gates, through the kubernetes client, against a stand-in API server on 127.0.0.1: empty,
+draining, stuck, CRD absent, gone away; and the kubeconfigs the gates are handed (a token, an exec plugin whose
+token expires, the lab's inline CA and client certificate with a TLS server name, a proxy).
 
-The fake answers the few paths the gates read (API group discovery, Slices, Kueue Workloads,
+The stand-in answers the few paths the gates read (API discovery, Slices, Kueue Workloads,
 ServiceNetworkEndpointGroups, the webhook configuration and its EndpointSlices) from a state each
 test scripts, one state per poll, so a drain can be watched happening.
 """
 
 from __future__ import annotations
 
+import base64
+import datetime
 import json
+import ssl
 import stat
 import sys
 import threading
@@ -15,9 +20,14 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from components.platform import drain
 from components.platform.drain import DrainSpec, KubeClient, StillHeld, WebhookSpec
@@ -30,6 +40,7 @@ class FakeApi:
         self.states = states
         self.polls = 0
         self.requests: list[tuple[str, str]] = []
+        self.client_certificates: list[str] = []
 
     @property
     def state(self) -> dict[str, Any]:
@@ -38,17 +49,21 @@ class FakeApi:
     def answer(self, path: str) -> tuple[int, Any]:
         state = self.state
         if "status" in state:  # the server answers every request so (403, 503 ...)
-            return state["status"], {"kind": "Status", "code": state["status"]}
-        if path in ("/apis/accelerator.gke.io", "/apis/networking.gke.io"):
-            group = path.rsplit("/", 1)[-1]
-            if group not in state.get("groups", ()):
-                return 404, {"kind": "Status", "code": 404}
-            return 200, {"kind": "APIGroup", "preferredVersion": {"groupVersion": f"{group}/v1beta1"}}
+            return state["status"], {"kind": "Status", "apiVersion": "v1", "code": state["status"]}
+        groups = state.get("groups", ())
+        if path in ("/apis", "/apis/"):  # the client asks for /apis/
+            served = [g for g in groups if g != "kueue"]
+            version = {g: {"groupVersion": f"{g}/v1beta1", "version": "v1beta1"} for g in served}
+            return 200, {
+                "kind": "APIGroupList",
+                "apiVersion": "v1",
+                "groups": [{"name": g, "versions": [version[g]], "preferredVersion": version[g]} for g in served],
+            }
         if path == "/apis/accelerator.gke.io/v1beta1/slices":
             return 200, {"items": [{"metadata": {"name": n}} for n in state.get("slices", [])]}
         if path.startswith("/apis/kueue.x-k8s.io/v1beta2/namespaces/"):
-            if "kueue" not in state.get("groups", ()):
-                return 404, {}
+            if "kueue" not in groups:
+                return 404, {"kind": "Status", "apiVersion": "v1", "code": 404}
             namespace = path.split("/")[5]
             return 200, {"items": [w for w in state.get("workloads", []) if w["metadata"]["namespace"] == namespace]}
         if path.startswith("/apis/networking.gke.io/v1beta1/namespaces/"):
@@ -56,23 +71,28 @@ class FakeApi:
             negs = [n for n in state.get("negs", []) if n.startswith(f"{namespace}/")]
             return 200, {"items": [{"metadata": {"namespace": namespace, "name": n.split("/")[1]}} for n in negs]}
         if path.startswith("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/"):
-            return (200, state["webhook"]) if "webhook" in state else (404, {})
+            return (200, state["webhook"]) if "webhook" in state else (404, {"kind": "Status", "code": 404})
         if path.startswith("/apis/discovery.k8s.io/v1/namespaces/"):
-            return 200, {"items": state.get("endpointslices", [])}
-        return 404, {}
+            return 200, {"kind": "EndpointSliceList", "items": state.get("endpointslices", [])}
+        return 404, {"kind": "Status", "code": 404}
 
 
-@pytest.fixture
-def api() -> Iterator[tuple[FakeApi, KubeClient]]:
-    fake = FakeApi([{}])
-
+def serve(fake: FakeApi, tls: ssl.SSLContext | None = None) -> tuple[ThreadingHTTPServer, threading.Thread]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            fake.requests.append((self.path, self.headers.get("Authorization", "")))
+            path = self.path
+            if path.startswith("http://"):  # a proxy is asked for the absolute URL
+                parts = urlsplit(path)
+                path = parts.path + (f"?{parts.query}" if parts.query else "")
+                fake.requests.append((f"via proxy to {parts.netloc}", self.headers.get("Authorization", "")))
+            fake.requests.append((path, self.headers.get("Authorization", "")))
+            if tls is not None:
+                subject = dict(x[0] for x in self.connection.getpeercert()["subject"])  # type: ignore[attr-defined]
+                fake.client_certificates.append(subject["commonName"])
             if fake.state.get("down"):  # a server going away: the connection drops without an answer
                 self.close_connection = True
                 return
-            code, body = fake.answer(self.path)
+            code, body = fake.answer(path)
             data = json.dumps(body).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
@@ -84,13 +104,44 @@ def api() -> Iterator[tuple[FakeApi, KubeClient]]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
+    return server, thread
+
+
+def kubeconfig(server: str, user: dict[str, Any], **cluster: Any) -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "c", "cluster": {"server": server, **cluster}}],
+            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "x",
+            "users": [{"name": "u", "user": user}],
+        }
+    )
+
+
+@pytest.fixture
+def api() -> Iterator[tuple[FakeApi, KubeClient]]:
+    """The stand-in on plain HTTP, and the gates' client for it from a token kubeconfig."""
+    fake = FakeApi([{}])
+    server, _ = serve(fake)
     try:
-        yield fake, KubeClient(f"http://127.0.0.1:{server.server_address[1]}", {"Authorization": "Bearer t"})
+        address = f"http://127.0.0.1:{server.server_address[1]}"
+        yield fake, drain.client_from_kubeconfig(kubeconfig(address, {"token": "t"}))
     finally:
         server.shutdown()
         server.server_close()
+
+
+NOTHING_LISTENS = "http://127.0.0.1:9"  # the discard port: what a deleted cluster's endpoint gives
+
+
+def unreachable_client() -> KubeClient:
+    return drain.client_from_kubeconfig(kubeconfig(NOTHING_LISTENS, {"token": "t"}))
 
 
 def workload(namespace: str, name: str, admitted: bool) -> dict[str, Any]:
@@ -187,21 +238,21 @@ def test_leftover_endpoint_groups_hold_the_subnets(api):
 
 
 def test_an_unreachable_api_is_an_error_not_an_empty_cluster():
-    client = KubeClient("http://127.0.0.1:9", {})  # discard port: nothing listens
     with pytest.raises(drain.KubeError) as raised:
-        drain.holding(client, TPU)
-    assert raised.value.transient and "cannot reach the API server http://127.0.0.1:9" in str(raised.value)
+        drain.holding(unreachable_client(), TPU)
+    assert raised.value.transient and raised.value.unanswered
+    assert f"cannot reach the API server {NOTHING_LISTENS}" in str(raised.value)
 
 
 def test_a_wait_gives_up_on_an_api_that_never_answers_naming_it_and_assuming_nothing_gone():
-    client = KubeClient("http://127.0.0.1:9", {})
+    client = unreachable_client()
     fake = FakeApi([{}])
     lines: list[str] = []
     clock = Clock(fake)
     with pytest.raises(drain.KubeError) as raised:
         drain.wait_until_gone(client, TPU, "gate", report=lines.append, clock=clock, sleep=clock.sleep)
     message = str(raised.value)
-    assert message.startswith("gate: cannot reach the API server http://127.0.0.1:9 ")
+    assert message.startswith(f"gate: cannot reach the API server {NOTHING_LISTENS} ")
     assert f"for {drain.UNREACHABLE_GRACE_SECONDS:.0f} s" in message and "nothing was assumed gone" in message
     assert clock.now == drain.UNREACHABLE_GRACE_SECONDS  # bounded by the grace, not by the drain timeout
     assert len(lines) == drain.UNREACHABLE_GRACE_SECONDS / drain.POLL_SECONDS
@@ -223,7 +274,7 @@ def test_an_api_server_that_goes_away_mid_wait_and_returns_is_ridden_out(api):
     assert clock.slept == [drain.POLL_SECONDS] * 5  # one poll per state, the unanswered ones too
     assert lines[0] == "gate: waiting for 1 to go (Slice s1); 600 s left"
     assert [line.split(" (GET")[0] for line in lines[1:3]] == [f"gate: cannot reach the API server {client.server}"] * 2
-    assert "answered GET /apis/accelerator.gke.io with HTTP 503" in lines[3]
+    assert "answered GET /apis with HTTP 503" in lines[3]
     assert lines[4] == "gate: the API server answers again after 30 s"
     assert lines[-1] == "gate: nothing holds on any more"
     assert not any("waiting for 1" in line for line in lines[4:])  # the same Slice is not reported again
@@ -258,13 +309,13 @@ def test_only_the_value_the_provider_takes_declares_an_unreachable_cluster_gone(
 
 def test_with_the_operators_word_an_api_server_that_does_not_answer_is_a_cluster_gone(monkeypatch):
     monkeypatch.setenv(drain.DELETE_UNREACHABLE_ENV, "true")
-    client = KubeClient("http://127.0.0.1:9", {})  # nothing listens: what a deleted cluster's endpoint gives
+    client = unreachable_client()
     lines: list[str] = []
     clock = Clock(FakeApi([{}]))
     drain.wait_until_gone(client, TPU, "gate", report=lines.append, clock=clock, sleep=clock.sleep)
     assert clock.slept == []  # at once: the operator said so, there is nothing to ride out
     (line,) = lines
-    assert line.startswith("gate: cannot reach the API server http://127.0.0.1:9 ")
+    assert line.startswith(f"gate: cannot reach the API server {NOTHING_LISTENS} ")
     assert line.endswith(
         "PULUMI_K8S_DELETE_UNREACHABLE=true says the cluster is gone, so nothing is left on it to wait for"
     )
@@ -297,18 +348,28 @@ WEBHOOK = WebhookSpec("slice-webhooks", "slice-controller-system", "slice-contro
 
 
 def webhook(ca: bool) -> dict[str, Any]:
-    config = {"clientConfig": {"caBundle": "Q0E="}} if ca else {"clientConfig": {"service": {}}}
-    return {"webhooks": [{"name": "mjob.kb.io", **config}]}
+    service = {"namespace": "slice-controller-system", "name": "slice-controller-webhook-service"}
+    config = {"service": service, **({"caBundle": "Q0E="} if ca else {})}
+    hook = {"name": "mjob.kb.io", "admissionReviewVersions": ["v1"], "sideEffects": "None", "clientConfig": config}
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "slice-webhooks"},
+        "webhooks": [hook],
+    }
+
+
+def endpoints(ready: bool) -> dict[str, Any]:
+    return {"addressType": "IPv4", "endpoints": [{"addresses": ["10.8.0.5"], "conditions": {"ready": ready}}]}
 
 
 def test_the_webhook_is_ready_once_it_has_its_ca_and_a_ready_endpoint(api):
     fake, client = api
-    ready_slice = {"endpoints": [{"conditions": {"ready": True}}]}
     fake.states = [
         {},
-        {"webhook": webhook(ca=False), "endpointslices": [ready_slice]},
-        {"webhook": webhook(ca=True), "endpointslices": [{"endpoints": [{"conditions": {"ready": False}}]}]},
-        {"webhook": webhook(ca=True), "endpointslices": [ready_slice]},
+        {"webhook": webhook(ca=False), "endpointslices": [endpoints(ready=True)]},
+        {"webhook": webhook(ca=True), "endpointslices": [endpoints(ready=False)]},
+        {"webhook": webhook(ca=True), "endpointslices": [endpoints(ready=True)]},
     ]
     lines: list[str] = []
     clock = Clock(fake)
@@ -317,9 +378,8 @@ def test_the_webhook_is_ready_once_it_has_its_ca_and_a_ready_endpoint(api):
     assert "no CA injected yet into mjob.kb.io" in lines[1]
     assert "has no ready endpoint" in lines[2]
     assert lines[-1] == "webhook slice-webhooks serves"
-    assert any(
-        "labelSelector=kubernetes.io%2Fservice-name%3Dslice-controller-webhook-service" in p for p, _ in fake.requests
-    )
+    selectors = [parse_qs(urlsplit(p).query).get("labelSelector") for p, _ in fake.requests]
+    assert ["kubernetes.io/service-name=slice-controller-webhook-service"] in selectors
 
 
 def test_a_webhook_that_never_serves_fails_the_create(api):
@@ -334,54 +394,145 @@ def test_a_webhook_that_never_serves_fails_the_create(api):
 # --- Credentials from a kubeconfig -------------------------------------------------------
 
 
-def kubeconfig(server: str, user: dict[str, Any]) -> str:
-    return yaml.safe_dump(
-        {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
-            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-            "current-context": "x",
-            "users": [{"name": "u", "user": user}],
-        }
-    )
-
-
-def test_a_token_kubeconfig(api):
-    fake, client = api
-    made = drain.client_from_kubeconfig(kubeconfig(client.server, {"token": "lab-admin-token"}))
-    fake.states = [{"groups": []}]
-    drain.holding(made, TPU)
-    assert fake.requests[-1][1] == "Bearer lab-admin-token"
-
-
-def test_an_exec_plugin_kubeconfig_runs_the_plugin_with_the_cluster_info(api, tmp_path: Path):
-    """As gke-gcloud-auth-plugin is run: an ExecCredential on stdout, KUBERNETES_EXEC_INFO in the env."""
-    _, client = api
-    plugin = tmp_path / "auth-plugin"
-    plugin.write_text(
+def plugin(tmp_path: Path, expires_in_seconds: int) -> Path:
+    """An exec credential plugin as gke-gcloud-auth-plugin is run: an ExecCredential on stdout, KUBERNETES_EXEC_INFO
+    in its environment; each run hands out a new token (numbered), valid for ``expires_in_seconds``."""
+    script, count = tmp_path / "auth-plugin", tmp_path / "runs"
+    script.write_text(
         f"#!{sys.executable}\n"
-        "import json, os\n"
+        "import datetime, json, os, pathlib\n"
+        f"count = pathlib.Path({str(count)!r})\n"
+        "runs = int(count.read_text()) + 1 if count.exists() else 1\n"
+        "count.write_text(str(runs))\n"
         "info = json.loads(os.environ['KUBERNETES_EXEC_INFO'])\n"
-        "token = 'from-plugin-' + info['spec']['cluster']['server'].rsplit(':', 1)[-1]\n"
-        "print(json.dumps({'kind': 'ExecCredential', 'status': {'token': token}}))\n"
+        "port = info['spec']['cluster']['server'].rsplit(':', 1)[-1]\n"
+        "expiry = datetime.datetime.now(datetime.UTC) + "
+        f"datetime.timedelta(seconds={expires_in_seconds})\n"
+        "status = {'token': f'from-plugin-{port}-{runs}', 'expirationTimestamp': expiry.strftime('%Y-%m-%dT%H:%M:%SZ')}\n"
+        "print(json.dumps({'apiVersion': info['apiVersion'], 'kind': 'ExecCredential', 'status': status}))\n"
     )
-    plugin.chmod(plugin.stat().st_mode | stat.S_IEXEC)
-    spec = {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": str(plugin), "provideClusterInfo": True}
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+EXEC_API = "client.authentication.k8s.io/v1beta1"
+
+
+@pytest.mark.parametrize("expires_in_seconds, tokens", [(3600, 1), (60, 3)])
+def test_an_exec_plugin_kubeconfig_runs_the_plugin_again_once_its_token_expires(
+    api, tmp_path: Path, expires_in_seconds: int, tokens: int
+):
+    """The plugin is run with the cluster's info; a token valid for an hour serves every request, one about to
+    expire (the library keeps a margin of minutes) is asked for again before each."""
+    fake, client = api
+    spec = {"apiVersion": EXEC_API, "command": str(plugin(tmp_path, expires_in_seconds)), "provideClusterInfo": True}
     made = drain.client_from_kubeconfig(kubeconfig(client.server, {"exec": spec}))
+    fake.states = [{"groups": []}]
     port = client.server.rsplit(":", 1)[-1]
-    assert made.headers["Authorization"] == f"Bearer from-plugin-{port}"
+    for _ in range(2):
+        drain.holding(made, LOAD_BALANCERS)
+    headers = [header for _, header in fake.requests]
+    assert len(headers) == 2 and all(h.startswith(f"Bearer from-plugin-{port}-") for h in headers), headers
+    assert int((tmp_path / "runs").read_text()) == tokens and len(set(headers)) == min(tokens, 2)
 
 
 def test_a_missing_exec_plugin_says_how_to_install_it(api):
     _, client = api
-    spec = {
-        "apiVersion": "client.authentication.k8s.io/v1beta1",
-        "command": "no-such-plugin-xyz",
-        "installHint": "gcloud components install x",
-    }
+    spec = {"apiVersion": EXEC_API, "command": "no-such-plugin-xyz", "installHint": "gcloud components install x"}
     with pytest.raises(drain.KubeError, match="no-such-plugin-xyz is not installed: gcloud components install x"):
         drain.client_from_kubeconfig(kubeconfig(client.server, {"exec": spec}))
+
+
+def _certificate(
+    name: str, issuer: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None, server_name: str | None = None
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer[0].subject if issuer else subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None), critical=True)
+    )
+    if server_name:
+        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(server_name)]), critical=False)
+    elif issuer is None:
+        builder = builder.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+    if issuer is not None:
+        aki = x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer[1].public_key())
+        builder = builder.add_extension(aki, critical=False)
+    return builder.sign(issuer[1] if issuer else key, hashes.SHA256()), key
+
+
+def _pem(obj: x509.Certificate | ec.EllipticCurvePrivateKey) -> bytes:
+    if isinstance(obj, x509.Certificate):
+        return obj.public_bytes(serialization.Encoding.PEM)
+    return obj.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+SERVER_NAME = "kubernetes.lab.test"  # the name on the server's certificate; not 127.0.0.1, where it listens
+
+
+@pytest.fixture
+def tls_api(tmp_path: Path) -> Iterator[tuple[FakeApi, str, dict[str, str], dict[str, str]]]:
+    """The stand-in over TLS with a certificate for SERVER_NAME alone, asking for a client certificate from its CA;
+    yields the fake, its address, and the lab's inline kubeconfig fields (CA, client certificate and key)."""
+    ca = _certificate("lab-ca", None)
+    server_certificate = _certificate("kube-apiserver", ca, SERVER_NAME)
+    admin = _certificate("lab-admin", ca)
+    (tmp_path / "server.pem").write_bytes(_pem(server_certificate[0]) + _pem(server_certificate[1]))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "server.pem")
+    context.load_verify_locations(cadata=_pem(ca[0]).decode())
+    context.verify_mode = ssl.CERT_REQUIRED
+    fake = FakeApi([{"groups": []}])
+    server, _ = serve(fake, context)
+
+    def data(obj: x509.Certificate | ec.EllipticCurvePrivateKey) -> str:
+        return base64.b64encode(_pem(obj)).decode()
+
+    try:
+        yield (
+            fake,
+            f"https://127.0.0.1:{server.server_address[1]}",
+            {"certificate-authority-data": data(ca[0])},
+            {"client-certificate-data": data(admin[0]), "client-key-data": data(admin[1])},
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_labs_kubeconfig_with_a_tls_server_name_reaches_the_server_by_its_certificates_name(tls_api):
+    """The CA, client certificate and key inline (the lab's kubeconfig.inline), and tls-server-name: the server is
+    checked against its certificate's name and shown the client certificate. Without the name, the certificate
+    (not for 127.0.0.1) is refused: nothing is taken for an empty cluster."""
+    fake, address, cluster, user = tls_api
+    named = drain.client_from_kubeconfig(kubeconfig(address, user, **cluster, **{"tls-server-name": SERVER_NAME}))
+    assert drain.holding(named, LOAD_BALANCERS) == []
+    assert fake.client_certificates == ["lab-admin"]
+    unnamed = drain.client_from_kubeconfig(kubeconfig(address, user, **cluster))
+    with pytest.raises(drain.KubeError) as raised:
+        drain.holding(unnamed, LOAD_BALANCERS)
+    assert raised.value.unanswered and f"cannot reach the API server {address}" in str(raised.value)
+
+
+def test_a_kubeconfigs_proxy_carries_the_requests(api):
+    """proxy-url: the cluster's name need not resolve here, the proxy (the stand-in, answering as the server) is
+    asked for it."""
+    fake, client = api
+    behind = "http://cluster.internal.invalid"
+    proxied = drain.client_from_kubeconfig(kubeconfig(behind, {"token": "t"}, **{"proxy-url": client.server}))
+    fake.states = [{"groups": []}]
+    assert drain.holding(proxied, LOAD_BALANCERS) == []
+    assert fake.requests[0] == ("via proxy to cluster.internal.invalid", "Bearer t")
 
 
 # --- The dynamic providers the engine runs --------------------------------------------------

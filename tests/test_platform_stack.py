@@ -8,7 +8,7 @@ import yaml
 
 from components.resources import APPLY_ANNOTATIONS
 from tests.conftest import pulled, run_stack
-from tests.crd_schemas import core_errors, crd_errors, is_custom
+from tests.crd_schemas import HALVES, crd_errors, strict_errors
 from tools.render import kubernetes_objects
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -53,10 +53,11 @@ def test_kueue_values_size_the_controller_and_enable_the_integrations(dev_run):
     )
 
 
-def test_every_object_validates_strictly_against_its_schema(dev_run):
+@pytest.mark.parametrize("half", HALVES)
+def test_every_object_validates_strictly_against_its_schema(dev_run, half):
     objects = kubernetes_objects(dev_run.registrations)
     assert objects
-    errors = [e for o in objects for e in (crd_errors(o) if is_custom(o) else core_errors(o))]
+    errors = [e for o in objects for e in strict_errors(o, half)]
     assert errors == []
 
 
@@ -69,6 +70,7 @@ def test_every_object_validates_strictly_against_its_schema(dev_run):
         ("WorkloadPriorityClass", lambda o: o.update(valu=5), "valu"),
     ],
 )
+@pytest.mark.external  # the CRD files of schemas.lock
 def test_a_misspelled_field_is_rejected(dev_run, kind, mutate, fragment):
     obj = copy.deepcopy(objects_of(dev_run, kind)[0])
     mutate(obj)

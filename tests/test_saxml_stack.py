@@ -4,7 +4,7 @@ import pytest
 
 from components.resources import APPLY_ANNOTATIONS
 from tests.conftest import run_stack
-from tests.crd_schemas import core_errors, crd_errors, is_custom
+from tests.crd_schemas import HALVES, strict_errors
 from tools.render import kubernetes_objects
 
 STACK = "saxml"
@@ -166,9 +166,10 @@ def test_workloads_wait_for_identity_and_the_jobset_release(saxml_run):
     assert jobset.provider.split("::")[-2] == "gke"
 
 
-def test_every_object_validates_strictly(saxml_run):
+@pytest.mark.parametrize("half", HALVES)
+def test_every_object_validates_strictly(saxml_run, half):
     objects = kubernetes_objects(saxml_run.registrations)
-    errors = [e for o in objects for e in (crd_errors(o) if is_custom(o) else core_errors(o))]
+    errors = [e for o in objects for e in strict_errors(o, half)]
     assert errors == []
 
 

@@ -21,8 +21,8 @@ alone never reaches the CLI's platform integration or its PyPI version check, it
 holds no API key and CKV_SKIP_PACKAGE_UPDATE_CHECK=true, and in its interpreter every name lookup
 and IP connection is refused and recorded, which fails the test. (By hand, the CLI needs
 ``--skip-download`` and CKV_SKIP_PACKAGE_UPDATE_CHECK=true to stay offline.) checkov lives in its
-own venv (.venv-checkov, requirements-checkov.txt); `make test` builds it and sets TPU_GKE_CHECKOV,
-which makes a missing scanner an error instead of a skip.
+own venv (.venv-checkov, requirements-checkov.txt); `make check-tools` builds it, runs this module (marked
+``external``: `make test` does not) and sets TPU_GKE_CHECKOV, which makes a missing scanner an error instead of a skip.
 """
 
 from __future__ import annotations
@@ -42,9 +42,11 @@ import pytest
 import yaml
 
 from policy import cis
-from tests import cis_benchmark, terraform_plan
+from tests import cis_benchmark, external, terraform_plan
 from tests.conftest import PROJECT_ROOT
 from tools import render
+
+pytestmark = pytest.mark.external  # checkov runs from .venv-checkov: make check-tools
 
 STACKS = sorted(p.name.split(".")[1] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
 CHECKOV_ENV = "TPU_GKE_CHECKOV"
@@ -97,13 +99,14 @@ _GUARDED_SCAN = textwrap.dedent(
 
 
 def _checkov() -> Path:
+    external.require("checkov (.venv-checkov)")
     configured = os.environ.get(CHECKOV_ENV)
     if configured:
         path = Path(configured)
-        assert path.is_file(), f"{CHECKOV_ENV}={configured} is not a file: run `make test`, which installs it"
+        assert path.is_file(), f"{CHECKOV_ENV}={configured} is not a file: run `make check-tools`, which installs it"
         return path
     if not DEFAULT_CHECKOV.is_file():
-        pytest.skip(f"checkov is not installed in .venv-checkov: `make test` installs it (or set {CHECKOV_ENV})")
+        pytest.skip(f"checkov is not installed in .venv-checkov: `make check-tools` installs it (or set {CHECKOV_ENV})")
     return DEFAULT_CHECKOV
 
 
@@ -290,12 +293,44 @@ def rendered(stack: str) -> tuple[str, str]:
     return files[RENDER_FILE], files[RESOURCES_FILE]
 
 
+@dataclass(frozen=True)
+class CheckovRun:
+    """The one checkov process of the module: every job's report, what it tried of the network, and the folders."""
+
+    by_job: dict[str, Any]
+    network: list[str]
+    stacks: Path  # <stack>/<variant>/: each stack's scan
+    cis: Path  # gcp/, gcp-broken/, k8s-broken/, k8s-stack-broken/: the CIS scan's
+
+
 @pytest.fixture(scope="session")
-def scan(tmp_path_factory: pytest.TempPathFactory) -> Scan:
-    """One checkov process, one kubernetes runner per stack: the graph checks join objects by labels
-    and names alone, so stacks scanned as one would lend each other NetworkPolicies and RBAC."""
+def checkov_run(tmp_path_factory: pytest.TempPathFactory) -> CheckovRun:
+    """checkov runs once, over the folders of the stacks' scan and of the CIS scan (below): one kubernetes runner per
+    stack, since the graph checks join objects by labels and names alone, so stacks scanned as one would lend each
+    other NetworkPolicies and RBAC."""
     checkov = _checkov()
     root = tmp_path_factory.mktemp("checkov")
+    stacks, cis = root / "stacks", root / "cis"
+    jobs = [f"kubernetes={stacks / stack}" for stack in STACKS] + _write_cis_folders(cis)
+    _write_stack_folders(stacks)
+    by_job, network = run_checkov(checkov, root, jobs)
+    return CheckovRun(by_job, network, stacks, cis)
+
+
+def _write_stack_folders(root: Path) -> None:
+    """Each stack as rendered and with its skips removed, its workloads' pods beside it."""
+    for stack in STACKS:
+        text, _ = rendered(stack)
+        stack_objects = [doc for doc in yaml.safe_load_all(text) if doc]
+        _write_stack(root / stack / AS_RENDERED, text, stack_objects)
+        stripped = _skip_variant(stack_objects)
+        _write_stack(root / stack / SKIPS_REMOVED, yaml.safe_dump_all(stripped), stripped)
+
+
+@pytest.fixture(scope="session")
+def scan(checkov_run: CheckovRun) -> Scan:
+    """The stacks' scan, read out of the one checkov run."""
+    root = checkov_run.stacks
     objects: dict[str, list[dict[str, Any]]] = {}
     owners: dict[tuple[str, str], str] = {}
     skip_annotations = []
@@ -310,11 +345,8 @@ def scan(tmp_path_factory: pytest.TempPathFactory) -> Scan:
             ]
         for pod, owner, where in workload_pods(stack_objects):
             owners[stack, _resource_id(pod)] = f"{_describe(owner)} {where}"
-        _write_stack(root / stack / AS_RENDERED, text, stack_objects)
-        stripped = _skip_variant(stack_objects)
-        _write_stack(root / stack / SKIPS_REMOVED, yaml.safe_dump_all(stripped), stripped)
 
-    by_job, network = run_checkov(checkov, root, [f"kubernetes={root / stack}" for stack in STACKS])
+    by_job, network = checkov_run.by_job, checkov_run.network
     reports = {stack: by_job[f"kubernetes={root / stack}"] for stack in STACKS}
     summary = {"parsing_errors": sum(r["summary"]["parsing_errors"] for r in reports.values())}
 
@@ -597,17 +629,14 @@ def _chart_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [o for o in objects if o["metadata"]["name"].startswith(SLICE_CONTROLLER)]
 
 
-@pytest.fixture(scope="session")
-def cis_scan(tmp_path_factory: pytest.TempPathFactory) -> CisScan:
-    checkov = _checkov()
-    root = tmp_path_factory.mktemp("checkov-cis")
-    jobs, plans = [], {}
+def _write_cis_folders(root: Path) -> list[str]:
+    """The CIS scan's folders: each stack's render as a Terraform plan, and the copies broken on purpose; its jobs."""
+    jobs = []
     for stack in STACKS:
         _, resources = rendered(stack)
-        plans[stack] = terraform_plan.plan(json.loads(resources))
         folder = root / "gcp" / stack
         folder.mkdir(parents=True)
-        (folder / PLAN_FILE).write_text(json.dumps(plans[stack]))
+        (folder / PLAN_FILE).write_text(json.dumps(terraform_plan.plan(json.loads(resources))))
         jobs.append(f"terraform_plan={folder}")
     for index, (_, stack, breakage, _) in enumerate(GCP_BROKEN):
         resources = json.loads(rendered(stack)[1])
@@ -628,7 +657,14 @@ def cis_scan(tmp_path_factory: pytest.TempPathFactory) -> CisScan:
         breakage(objects)
         _write_stack(root / "k8s-stack-broken" / str(index), yaml.safe_dump_all(objects), objects)
         jobs.append(f"kubernetes={root / 'k8s-stack-broken' / str(index)}")
-    by_job, network = run_checkov(checkov, root, jobs)
+    return jobs
+
+
+@pytest.fixture(scope="session")
+def cis_scan(checkov_run: CheckovRun) -> CisScan:
+    """The CIS scan, read out of the one checkov run."""
+    root, by_job, network = checkov_run.cis, checkov_run.by_job, checkov_run.network
+    plans = {stack: json.loads((root / "gcp" / stack / PLAN_FILE).read_text()) for stack in STACKS}
 
     def by_check(report: dict[str, Any], kind: str) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {}
@@ -699,7 +735,7 @@ def test_every_google_cloud_check_the_table_names_passes_on_every_stack(cis_scan
     assert not unexpected, f"{control}: {check} fails on the render:\n" + "\n".join(unexpected)
     if check in GCP_EXCEPTIONS:
         assert failed, (
-            f"{control}: {check} fails nowhere any more ({why}): drop its exception and say so in docs/security.md"
+            f"{control}: {check} fails nowhere any more ({why}): drop its exception and say so in docs/cis-benchmark.md"
         )
     assert any(result["passed"] for result in ran.values() if result), f"{control}: {check} passes on nothing"
 

@@ -4,8 +4,8 @@ import pytest
 
 from components.config_base import ConfigError, ImageReference
 from components.workloads.serving import config as serving_config
+from harness.mock_engine import run_program
 from tests.conftest import as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
-from tools.mock_engine import run_program
 
 SIDECAR_MIRROR = "us-docker.pkg.dev/my-project/mirror/llm-d-router-disagg-sidecar"
 TOKEN_SECRET = "projects/my-tpu-project/secrets/hf-token"  # a secret of the dev stack's project

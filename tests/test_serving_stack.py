@@ -10,10 +10,11 @@ import pulumi
 import pytest
 
 from components.config_base import ConfigError
+from harness.gcp_model import GET_BUCKET, Bucket, CloudProject
+from harness.mock_engine import PROJECT_NUMBER_PLACEHOLDER, run_program, stack_holdings
 from tests.conftest import PROJECT_ROOT, as_pulumi_values, pulled, run_stack, stack_values, with_overrides
-from tools.gcp_model import GET_BUCKET, Bucket, CloudProject
-from tools.mock_engine import PROJECT_NUMBER_PLACEHOLDER, SECRET_PLACEHOLDER, run_program, stack_holdings
 from tools.render import kubernetes_objects, render
+from tools.stack_file import SECRET_PLACEHOLDER
 
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -412,7 +413,7 @@ def test_the_first_up_without_the_unread_startup_variable_rolls_both_roles_in_pl
 
 def _at(inputs, path):
     """The values at a Pulumi property path (``a.b[*].c``) of a resource's inputs."""
-    from tools.mock_engine import unwrap_secrets
+    from harness.mock_engine import unwrap_secrets
 
     values = [unwrap_secrets(inputs)]
     for part in path.replace("[*]", ".*").split("."):

@@ -392,11 +392,13 @@ def schema_errors(obj: dict[str, Any]) -> list[str]:
     return sorted(crd_errors(obj))
 
 
+@pytest.mark.external  # the CRD files of schemas.lock
 @pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
 def test_bases_validate_strictly(check):
     assert schema_errors(slice_checks.load_base(check)) == []
 
 
+@pytest.mark.external  # the CRD files of schemas.lock
 @pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
 def test_overlaid_jobsets_validate_strictly(check):
     jobset = _overlaid(check, hold_seconds=30, shape=EXPECTED[check]["shape"], slices=2)
@@ -418,6 +420,7 @@ def _misspell(jobset: dict[str, Any], where: str) -> None:
         jobset["metadata"]["lables"] = jobset["metadata"].pop("labels")
 
 
+@pytest.mark.external  # the CRD files of schemas.lock
 @pytest.mark.parametrize(
     "where, field",
     [("job", "parallelizm"), ("pod", "nodeSelecter"), ("container", "volumeMount"), ("metadata", "lables")],
@@ -430,6 +433,7 @@ def test_misspelled_fields_are_rejected(where, field):
     assert f"'{field}' was unexpected" in errors[0]
 
 
+@pytest.mark.external  # the CRD files of schemas.lock
 def test_wrong_types_are_rejected():
     jobset = _overlaid(SUPERSLICING)
     jobset["spec"]["replicatedJobs"][0]["replicas"] = "1"

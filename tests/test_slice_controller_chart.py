@@ -213,7 +213,7 @@ def test_namespace_labels(render: Any) -> None:
     assert labels["control-plane"] == "controller-manager"
     security = {k.removeprefix("pod-security.kubernetes.io/"): v for k, v in labels.items() if "pod-security" in k}
     assert security == {
-        "enforce": "restricted",  # the manager's pod meets it: tests/test_pod_security.py
+        "enforce": "restricted",  # the manager's pod meets it: tests/itest/test_lab_pod_security.py
         "enforce-version": "latest",
         "warn": "restricted",
         "warn-version": "latest",
@@ -358,7 +358,7 @@ def test_args_name_only_flags_and_gates_the_binary_knows(render: Any) -> None:
     assert len(gates) == 1
     named = {pair.split("=")[0] for pair in gates[0].split(",")}
     assert named <= KNOWN_FEATURE_GATES, named - KNOWN_FEATURE_GATES
-    assert "--activation-timeout=6m" in args  # docs/operations.md says why not the reference's 60m
+    assert "--activation-timeout=6m" in args  # docs/slice-controller.md says why not the reference's 60m
 
 
 def test_security_context_is_hardened(render: Any) -> None:

@@ -6,7 +6,6 @@ import importlib
 import pytest
 import yaml
 
-from components import config_base
 from components import stack as stack_config
 from components.config_base import CREDENTIAL_SHOWN, ConfigError, Problem, redact_credentials
 from tests.conftest import PROJECT_ROOT, assert_bad_input, run_stack, stack_values, with_overrides
@@ -65,7 +64,7 @@ def test_every_problem_is_reported_in_one_error():
     assert {"network.mtu", "tpu.zone", "cluster.version", "tpu.reservation.name", "tpu.reservation.block"} <= keys
     message = str(raised.value)
     assert message.count("\n  - ") == len(raised.value.problems)
-    assert "network.mtu: 9000 is outside 1300-8896 (use 8896 for TPU hosts)" in message
+    assert "network.mtu: 9000 is outside 1300-8896 (set a number within 1300-8896)" in message
 
 
 def test_a_value_that_fails_to_parse_gets_no_follow_on_complaints():
@@ -123,9 +122,11 @@ def test_good_variations_parse(override):
 
 
 def test_secret_values_are_never_echoed():
-    problems = config_base.Problems()
-    config_base.coerce(int, "hf_abcdefSECRET", "serving.token", True, problems)
-    assert problems.items and "hf_abcdefSECRET" not in str(problems.items[0])
+    """A secret setting's value of the wrong type is not shown (nor does it look like a credential to redact)."""
+    with pytest.raises(ConfigError) as raised:
+        stack_config.parse(with_overrides(MINIMAL, {"cluster.existing.kubeconfig": ["abcdefSECRET"]}))
+    assert [p.key for p in raised.value.problems] == ["cluster.existing.kubeconfig"]
+    assert "abcdefSECRET" not in str(raised.value)
 
 
 def test_structured_config_that_is_not_json_is_reported():
@@ -288,3 +289,29 @@ def test_no_message_echoes_a_value_inside_a_secret_key():
     with pytest.raises(ConfigError) as plain:
         stack_config.load(with_overrides(stack_values("dev"), {"cluster.version": "9.9-shown"}))
     assert "9.9-shown" in str(plain.value)
+
+
+def test_a_setting_s_own_problems_and_the_rules_across_settings_are_reported_together():
+    """A value of the wrong type, an unknown key and a rule across settings, in one message: the rules run on the
+    config with the failed values at their defaults, and say nothing more of the keys that failed."""
+    with pytest.raises(ConfigError) as raised:
+        stack_config.parse(
+            with_overrides(
+                MINIMAL,
+                {
+                    "network.mtu": "jumbo",
+                    "tpu.machineTyp": "tpu7x-standard-4t",
+                    "tpu.zone": "us-east5-a",
+                    "tpu.pools": [
+                        {"name": "tpu7-pool-1", "nodeCount": "sixteen"},
+                        {"name": "tpu7-pool-2", "nodeCount": 16},
+                    ],
+                },
+            )
+        )
+    problems = {p.key: str(p) for p in raised.value.problems}
+    assert "'jumbo' is not an integer" in problems["network.mtu"]
+    assert "did you mean 'machineType'?" in problems["tpu.machineTyp"]
+    assert "not a zone of region us-central1" in problems["tpu.zone"]
+    assert "'sixteen' is not an integer" in problems["tpu.pools[0].nodeCount"]
+    assert len(raised.value.problems) == 4, raised.value

@@ -1,4 +1,4 @@
-"""The offline render: golden files per stack, secret hygiene, and failure on bad config."""
+"""The offline render: the committed summaries per stack (golden files), secret hygiene, and failure on bad config."""
 
 import json
 
@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT
 from tools import render
-from tools.mock_engine import SECRET_PLACEHOLDER, stack_config_values
+from tools.stack_file import SECRET_PLACEHOLDER, stack_config_values
 
 STACKS = sorted(p.name.split(".")[1] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
 GOLDEN = PROJECT_ROOT / "tests" / "golden"
@@ -17,8 +17,16 @@ def renders():
     return {stack: render.render(stack) for stack in STACKS}
 
 
+def test_the_goldens_are_the_summaries_of_every_stack():
+    """tests/golden holds the committed summaries of every stack's render, and nothing else: the full dumps are the
+    pull-request workflow's render diff (make render-diff here)."""
+    committed = {str(p.relative_to(GOLDEN)) for p in GOLDEN.rglob("*") if p.is_file()}
+    assert committed == {f"{stack}/{name}" for stack in STACKS for name in render.GOLDEN}, "run `make golden`"
+    assert set(render.GOLDEN) < set(render.FILES)
+
+
 @pytest.mark.parametrize("stack", STACKS)
-@pytest.mark.parametrize("file_name", render.FILES)
+@pytest.mark.parametrize("file_name", render.GOLDEN)
 def test_render_matches_golden(renders, stack, file_name):
     files, _ = renders[stack]
     golden = GOLDEN / stack / file_name
@@ -66,6 +74,14 @@ def test_secure_stack_values_become_secret_placeholders(tmp_path):
     assert json.loads(values["tpu-dynamic-slicing:serving"]) == {"model": "m", "auth": SECRET_PLACEHOLDER}
     assert sorted(secret_keys) == ["tpu-dynamic-slicing:serving", "tpu-dynamic-slicing:token"]
     assert "AAABAKZ0" not in json.dumps(values)
+
+
+def test_make_golden_writes_the_summaries_alone_over_what_was_there(tmp_path):
+    stale = tmp_path / "saxml"
+    stale.mkdir()
+    (stale / "resources.json").write_text("[a full dump committed before]")
+    assert render.main(["--stack", "saxml", "--out", str(tmp_path), "--keep-on-failure", "--golden"]) == 0
+    assert sorted(p.name for p in stale.iterdir()) == sorted(render.GOLDEN)
 
 
 def test_cli_writes_the_files_and_a_summary(tmp_path, capsys):

@@ -2,7 +2,7 @@
 
 The calls (admission and conversion webhooks, aggregated APIs) and the ports they land on are derived from what
 the stack renders, registry charts included (tests/webhook_reach.py); where the control plane calls from, and what
-GKE's own rule admits, is the model's (tools/gke_network.py); the firewall is the rules the stack registers. On a
+GKE's own rule admits, is the model's (harness/gke_network.py); the firewall is the rules the stack registers. On a
 cluster made elsewhere the stack makes no rule: its preview must say what to open, and that rule must do.
 """
 
@@ -17,13 +17,14 @@ import yaml
 
 from components import stack as stack_config
 from components.platform import config as platform_config
+from harness import gke_network
+from harness.gke_network import ControlPlaneSource, FirewallRule, Pod, PortRule
+from harness.mock_engine import ProgramRun, Registration, unwrap_secrets
 from tests import webhook_reach
 from tests.conftest import run_stack, stack_values
 from tests.test_lifecycle import closure
 from tests.webhook_reach import NOT_RENDERED, STAND_INS, ControlPlaneCall
-from tools import charts, gke_network
-from tools.gke_network import ControlPlaneSource, FirewallRule, Pod, PortRule
-from tools.mock_engine import ProgramRun, Registration, unwrap_secrets
+from tools import charts
 from tools.render import destroy_waves
 
 STACKS = ["dev", "prod", "saxml"]
@@ -104,6 +105,7 @@ def test_each_chart_rendered_is_the_release_the_program_pins_or_its_named_stand_
             assert "403" in why and "git diff" in why
 
 
+@pytest.mark.external  # the registry charts of charts.lock
 def test_the_calls_are_found_where_the_stacks_install_them(calls):
     """Not an empty derivation: the dev stack installs every controller, the saxml stack JobSet only."""
     kinds = {call.kind for call in calls["dev"]}
@@ -119,6 +121,7 @@ def test_the_calls_are_found_where_the_stacks_install_them(calls):
     assert any(call.failure_policy == "Fail" for call in calls["dev"])
 
 
+@pytest.mark.external  # the registry charts of charts.lock
 def test_the_recorded_ports_of_each_release_are_the_rendered_ones(runs, calls):
     """The program's fact (RELEASE_CONTROL_PLANE_PORTS, SLICE_CONTROLLER_CONTROL_PLANE_PORTS) against the charts."""
     config = stack_config.parse(stack_values("dev"))
@@ -130,6 +133,7 @@ def test_the_recorded_ports_of_each_release_are_the_rendered_ones(runs, calls):
         assert set(recorded[key]) == rendered, f"platform.{key}: recorded {recorded[key]}, rendered {sorted(rendered)}"
 
 
+@pytest.mark.external  # the registry charts of charts.lock
 def test_kueue_binds_its_webhooks_where_its_service_sends_them(runs):
     """The Kueue manager listens on its configuration's webhook.port (manifests/kueue/controller-config.yaml, handed
     to the chart); the chart's Service sends the calls to its own targetPort: they must agree."""
@@ -143,6 +147,7 @@ def test_kueue_binds_its_webhooks_where_its_service_sends_them(runs):
 # --- The firewall -----------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.external  # the registry charts of charts.lock
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_call_of_the_control_plane_is_admitted_by_the_stacks_firewall(runs, calls, stack):
     run = runs[stack]
@@ -152,6 +157,7 @@ def test_every_call_of_the_control_plane_is_admitted_by_the_stacks_firewall(runs
     assert unadmitted(calls[stack], firewall_rules(run), cluster.input("network"), sources) == []
 
 
+@pytest.mark.external  # the registry charts of charts.lock
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_control_plane_rule_opens_exactly_the_called_ports_from_the_models_sources(runs, calls, stack):
     """The stack's own rule, alone, admits every call: the reach does not hang on how wide allow-internal is."""
@@ -165,6 +171,7 @@ def test_the_control_plane_rule_opens_exactly_the_called_ports_from_the_models_s
     assert unadmitted(calls[stack], [rule], cluster.input("network"), control_plane_sources(run)) == []
 
 
+@pytest.mark.external  # the registry charts of charts.lock
 def test_a_port_the_rule_leaves_out_is_found_unadmitted(runs, calls):
     """The check can fail: the rule without one called port, and allow-internal without the ranges it shares."""
     run = runs["dev"]
@@ -197,6 +204,7 @@ def test_the_rule_outlives_every_webhook_server(runs):
 # --- NetworkPolicies (GKE Dataplane V2 enforces them) -----------------------------------------------------------------
 
 
+@pytest.mark.external  # the registry charts of charts.lock
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_network_policies_admit_the_control_plane_to_every_webhook_pod(runs, calls, stack):
     objects = webhook_reach.stack_objects(runs[stack])
@@ -416,6 +424,7 @@ def _rule_of(command: str) -> FirewallRule:
     )
 
 
+@pytest.mark.external  # the registry charts of charts.lock
 def test_on_a_cluster_made_elsewhere_the_preview_says_what_to_open_and_that_rule_admits_every_call(existing_run):
     assert not existing_run.of_type(FIREWALL)
     calls = webhook_reach.control_plane_calls(webhook_reach.stack_objects(existing_run))
@@ -446,6 +455,7 @@ def test_on_a_peering_cluster_made_elsewhere_the_source_is_its_control_plane_ran
     assert "--project host " in text  # a Shared VPC: the rule goes to the network's (host) project
 
 
+@pytest.mark.external  # the registry charts of charts.lock
 def test_a_cluster_given_by_kubeconfig_is_told_where_to_read_the_source():
     kubeconfig = "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\ncurrent-context: c\n"
     run = run_stack({"cluster.existing": {"kubeconfig": kubeconfig}, "dashboards.enabled": False}, secrets=("cluster",))

@@ -137,11 +137,11 @@ def test_pull_request_trigger_and_concurrency(pull_request: dict[str, Any]) -> N
     assert {"test", "render-diff", "preview"} <= set(pull_request["jobs"])
 
 
-def test_the_test_job_fetches_the_pinned_schemas_before_the_suite(pull_request: dict[str, Any]) -> None:
-    """So that no schema test skips on GitHub (the runner has no ../shared)."""
+def test_the_test_job_fetches_the_pinned_schemas_before_the_tests_that_read_them(pull_request: dict[str, Any]) -> None:
+    """So that no schema test skips on GitHub (the runner has no ../shared): make check-tools runs them."""
     runs = [s.get("run", "").strip() for s in pull_request["jobs"]["test"]["steps"]]
-    assert "make schemas" in runs and "make test" in runs
-    assert runs.index("make schemas") < runs.index("make test")
+    assert {"make test", "make schemas", "make check-tools"} <= set(runs)
+    assert runs.index("make schemas") < runs.index("make check-tools")
 
 
 def test_render_diff_publishes_to_step_summary(pull_request: dict[str, Any]) -> None:

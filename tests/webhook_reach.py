@@ -20,9 +20,10 @@ from typing import Any
 
 import yaml
 
+from harness.gke_network import Pod
+from harness.mock_engine import ProgramRun, unwrap_secrets
+from tests import external
 from tools import charts
-from tools.gke_network import Pod
-from tools.mock_engine import ProgramRun, unwrap_secrets
 from tools.render import kubernetes_objects
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -77,6 +78,7 @@ class ControlPlaneCall:
 @functools.cache
 def chart_cache() -> Path:
     """The chart cache, every locked chart in it (fetched on first use); an error says why one is not."""
+    external.require("the registry charts of charts.lock (fetched from the Go module proxy on first use)")
     cache = charts.cache_dir()
     failures = charts.ensure(charts.load_lock(), cache)
     if failures:

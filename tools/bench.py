@@ -60,7 +60,7 @@ def run_command(argv: list[str], stdin: str | None, timeout: float) -> subproces
     try:
         return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
     except FileNotFoundError:
-        raise UsageError(f"{argv[0]} not found: install it (see docs/deploying.md, Deploying for real)") from None
+        raise UsageError(f"{argv[0]} not found: install it (see docs/deploying.md, Prerequisites)") from None
 
 
 def _rates(text: str) -> tuple[float, ...]:
@@ -101,8 +101,7 @@ def stack_spec(args: argparse.Namespace, runner: Runner) -> benchmark.BenchmarkI
     """The run's input from the stack file, and the Gateway's URL from the flag or the stack outputs."""
     from components.config_base import ConfigError
     from components.stack import parse_pulumi_values
-    from tools.mock_engine import stack_config_values
-    from tools.stack_file import StackFileError
+    from tools.stack_file import StackFileError, stack_config_values
 
     if args.stack is None:
         raise UsageError("--stack names the stack file to read (Pulumi.<stack>.yaml)")

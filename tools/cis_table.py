@@ -1,7 +1,7 @@
-"""The CIS GKE Benchmark table of docs/security.md, generated from the registry of policy/cis.yaml.
+"""The CIS GKE Benchmark table of docs/cis-benchmark.md, generated from the registry of policy/cis.yaml.
 
 python -m tools.cis_table          # print the table
-python -m tools.cis_table --write  # replace the table in docs/security.md
+python -m tools.cis_table --write  # replace the table in docs/cis-benchmark.md
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from policy.cis import CONTROLS, Control
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-PAGE = PROJECT_ROOT / "docs" / "security.md"
+PAGE = PROJECT_ROOT / "docs" / "cis-benchmark.md"
 START, END = "<!-- cis-table:start -->", "<!-- cis-table:end -->"
 HEADER = ("control", "recommendation", "status", "held by", "not yet held by", "note")
 

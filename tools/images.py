@@ -25,9 +25,8 @@ from pathlib import Path
 
 from components.config_base import NAMESPACE, ConfigError, ImageReference, PullPath
 from components.gcp.config import RemoteRepository
-from components.operations.config import StackImage
-from tools.mock_engine import PROJECT_ROOT, stack_config_values
-from tools.stack_file import StackFileError
+from components.hardening.rules import StackImage
+from tools.stack_file import PROJECT_ROOT, StackFileError, stack_config_values
 
 
 def commands(images: list[StackImage], pull_path: PullPath, repositories: list[RemoteRepository]) -> list[str]:

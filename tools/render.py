@@ -9,7 +9,7 @@ it sets; graph.txt lists the waves in which `pulumi up` creates the resources an
 deletes them, and what each read of the cloud (invoke) waits for, so a pull request's render diff shows
 every change of order and of lifecycle; waves.md draws the same waves as Mermaid flowcharts, so the diff shows
 a change of order as a picture too. empty-project.txt is the stack's first preview and up in a new
-project, where Google Cloud refuses a call to an API not yet enabled (tools/gcp_model.py): the render
+project, where Google Cloud refuses a call to an API not yet enabled (harness/gcp_model.py): the render
 fails if any call of the program would be refused there. kubernetes.yaml
 holds every object the program declares plus the objects of Helm releases from a local chart
 (rendered with helm-python-sdk, as Helm would install them); releases of published charts stay
@@ -30,17 +30,11 @@ from typing import Any
 
 import yaml
 
-from tools.gcp_model import CloudProject, ServiceDisabled, ServiceIdentityRefused, api_of
-from tools.mock_engine import (
-    PROJECT_ROOT,
-    Invocation,
-    ProgramRun,
-    Registration,
-    run_program,
-    sanitize,
-    stack_config_values,
-)
-from tools.stack_file import StackFileError
+# The offline render is the program run under the harness's mocks of the engine and of Google Cloud: the one tool
+# that imports the harness (tests/test_imports.py holds it).
+from harness.gcp_model import CloudProject, ServiceDisabled, ServiceIdentityRefused, api_of
+from harness.mock_engine import Invocation, ProgramRun, Registration, run_program, sanitize
+from tools.stack_file import PROJECT_ROOT, StackFileError, stack_config_values
 
 # Types whose inputs are a Kubernetes object (not Helm releases, providers or our components).
 _NOT_OBJECTS = ("pulumi:providers:", "kubernetes:helm.sh/")
@@ -94,7 +88,7 @@ def empty_project_document(stack: str, values: dict[str, str], secret_keys: list
     runs = empty_project_runs(stack, values, secret_keys)
     lines = [
         f"# The first `pulumi preview` and `pulumi up` of this stack in a new project ({new_project(values, secret_keys).describe()}),",
-        "# as the model of Google Cloud answers them (tools/gcp_model.py): a call of an API not yet enabled is refused.",
+        "# as the model of Google Cloud answers them (harness/gcp_model.py): a call of an API not yet enabled is refused.",
     ]
     for step, run in runs.items():
         lines += sorted(f"{step}: {_invocation_line(i)}: {i.answer}" for i in run.invocations)  # they run in parallel
@@ -111,8 +105,13 @@ def _invocation_line(invocation: Invocation) -> str:
     return f"invoke {invocation.token} waits for {waits}"
 
 
-# What a render writes, each file a review surface (tests/golden/<stack>/ holds the reviewed ones).
+# What a render writes, each file a review surface. The pull-request workflow diffs every file of every stack against
+# the base's render (make render-diff does the same here); GOLDEN, the render's summaries, are also committed under
+# tests/golden/<stack>/ (make golden): the order of `up` and `destroy`, the first `up` in a new project and the
+# outputs, small enough to read in every change and kept in the history beside the change that made them (and the docs
+# draw dev's waves.md). The full dumps, every input and every manifest, are the workflow's diff alone.
 FILES = ("resources.json", "kubernetes.yaml", "outputs.json", "graph.txt", "waves.md", "empty-project.txt")
+GOLDEN = ("outputs.json", "graph.txt", "waves.md", "empty-project.txt")
 
 COMPONENT_PREFIX = "tpu-gke:"  # our own ComponentResources: they group resources and create nothing
 
@@ -295,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leave an existing render in place when this one fails (make golden: committed files stay)",
     )
+    parser.add_argument("--golden", action="store_true", help="write only the files committed as goldens (make golden)")
     args = parser.parse_args(argv)
     target = args.out / args.stack
     if target.exists() and not args.keep_on_failure:
@@ -324,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(target)
     target.mkdir(parents=True)
     for name, text in files.items():
-        (target / name).write_text(text)
+        if name in GOLDEN or not args.golden:
+            (target / name).write_text(text)
     print("\n".join(summary(args.stack, run, args.stack_dir)))
     print(f"wrote {target.relative_to(PROJECT_ROOT) if target.is_relative_to(PROJECT_ROOT) else target}")
     return 0

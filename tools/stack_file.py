@@ -1,4 +1,5 @@
-"""Reads a `Pulumi.<stack>.yaml` as the Pulumi CLI does, refusing what the CLI would refuse.
+"""Reads a `Pulumi.<stack>.yaml` as the Pulumi CLI does, refusing what the CLI would refuse, and hands its config to
+a program as the CLI would (``stack_config_values``: secure values replaced, since only the CLI can decrypt them).
 
 The CLI decodes stack files with gopkg.in/yaml.v3 into untyped values (pulumi/pulumi
 sdk/go/common/encoding/marshal.go and workspace/loaders.go at v3.259.0), whose plain scalars resolve
@@ -15,11 +16,17 @@ the line: ``Pulumi.dev.yaml:12: duplicate key 'tpu-dynamic-slicing:tpu' (first a
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_NAME = "tpu-dynamic-slicing"  # Pulumi.yaml's name: a stack file's plain key `k` is `tpu-dynamic-slicing:k`
+# Stands in for a `secure:` stack value: its ciphertext can only be decrypted by the CLI.
+SECRET_PLACEHOLDER = "offline-placeholder-secret"
 
 
 class StackFileError(ValueError):
@@ -126,3 +133,28 @@ def _line_of(text: str, key: str) -> int:
         if line.startswith(f"{key}:"):
             return number
     return 1
+
+
+def stack_config_values(stack: str, stack_dir: Path = PROJECT_ROOT) -> tuple[dict[str, str], list[str]]:
+    """Config of ``Pulumi.<stack>.yaml`` as Pulumi hands it to a program, secure values replaced."""
+    path = stack_dir / f"Pulumi.{stack}.yaml"
+    values, secret_keys = {}, []
+    for key, value in read_stack_file(path).items():
+        full_key = key if ":" in key else f"{PROJECT_NAME}:{key}"
+        value, secret = _replace_secure(value)
+        if secret:
+            secret_keys.append(full_key)
+        values[full_key] = value if isinstance(value, str) else json.dumps(value)
+    return values, secret_keys
+
+
+def _replace_secure(value: Any) -> tuple[Any, bool]:
+    if isinstance(value, dict):
+        if set(value) == {"secure"}:
+            return SECRET_PLACEHOLDER, True
+        pairs = {k: _replace_secure(v) for k, v in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, any(s for _, s in pairs.values())
+    if isinstance(value, list):
+        items = [_replace_secure(v) for v in value]
+        return [v for v, _ in items], any(s for _, s in items)
+    return value, False

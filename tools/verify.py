@@ -129,8 +129,7 @@ def configured_model(stack: str | None) -> str | None:
     from components.config_base import ConfigError as StackConfigError
     from components.stack import parse_pulumi_values
     from components.workloads.serving.config import served_model_name
-    from tools.mock_engine import stack_config_values
-    from tools.stack_file import StackFileError
+    from tools.stack_file import StackFileError, stack_config_values
 
     try:
         values, _ = stack_config_values(stack)

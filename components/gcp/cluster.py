@@ -429,7 +429,7 @@ def _dns_endpoint(config: gcp.container.outputs.ClusterControlPlaneEndpointsConf
 # The Kubernetes provider's switch that makes a create take over an object of the same name the cluster already holds
 # (server-side apply) instead of refusing it, as pulumi-kubernetes 4.29.0 and later do (CHANGELOG.md 4.29.0, #2926).
 # The program never sets it: the variable decides, read by the SDK into the provider's config (as Go's strconv reads
-# a bool: pulumi_kubernetes/_utilities.py get_env_bool). It belongs to the recoveries of docs/operations.md only.
+# a bool: pulumi_kubernetes/_utilities.py get_env_bool). It belongs to the recoveries of docs/recovery.md only.
 UPSERT_EXISTING_ENV = "PULUMI_K8S_UPSERT_EXISTING_OBJECTS"
 _SDK_TRUE = ("1", "t", "T", "true", "TRUE", "True")
 
@@ -441,7 +441,7 @@ def upsert_switch_warning(environ: Mapping[str, str]) -> str | None:
     return (
         f"{UPSERT_EXISTING_ENV} is on: every Kubernetes object this `up` creates takes over an object of the same name "
         "that the cluster already holds, where the provider would refuse it. Keep it to the recovery `up` of "
-        "docs/operations.md (When an operation fails halfway), then run a plain `pulumi up`, which turns it off in "
+        "docs/recovery.md (When an operation fails halfway), then run a plain `pulumi up`, which turns it off in "
         "the state"
     )
 

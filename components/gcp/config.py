@@ -10,9 +10,21 @@ import ipaddress
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import Final, Literal
+
+from pydantic import Field
 
 from components import naming
-from components.config_base import DOCKER_HUB, SECRET_VERSION, Problems, PullPath, setting, snake
+from components.config_base import (
+    DOCKER_HUB,
+    SECRET_SETTING,
+    SECRET_VERSION,
+    Block,
+    Problems,
+    PullPath,
+    kind,
+    snake,
+)
 from components.tpu import topology
 from components.tpu.admission import CapacityReport
 
@@ -48,8 +60,8 @@ _KMS_KEY = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]
 # Binary Authorization's evaluation modes a cluster takes (GKE's BinaryAuthorization.EvaluationMode, as the
 # provider validates binary_authorization.evaluation_mode: hashicorp/terraform-provider-google v7.45.0
 # google/services/container/resource_container_cluster.go): none, or enforcement of the project's singleton policy.
-BINARY_AUTHORIZATION_OFF = "DISABLED"
-BINARY_AUTHORIZATION_ENFORCED = "PROJECT_SINGLETON_POLICY_ENFORCE"
+BINARY_AUTHORIZATION_OFF: Final = "DISABLED"
+BINARY_AUTHORIZATION_ENFORCED: Final = "PROJECT_SINGLETON_POLICY_ENFORCE"
 BINARY_AUTHORIZATION_MODES = (BINARY_AUTHORIZATION_OFF, BINARY_AUTHORIZATION_ENFORCED)
 # Google Groups for RBAC reads one group of the organisation's domain, of this name only (the provider's
 # authenticator_groups_config.security_group, v7.45.0, same file: "gke-security-groups@yourdomain.com"); the
@@ -262,91 +274,94 @@ class KeyGrant:
 # --- Schema ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class NatConfig:
-    logging: str = setting(
-        "ERRORS_ONLY", "Cloud NAT logs: ERRORS_ONLY (connections it dropped), TRANSLATIONS_ONLY, ALL or OFF."
+class NatConfig(Block):
+    logging: Literal["ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL", "OFF"] = Field(
+        "ERRORS_ONLY",
+        description="Cloud NAT logs: ERRORS_ONLY (connections it dropped), TRANSLATIONS_ONLY, ALL or OFF.",
+        json_schema_extra=kind("Cloud NAT log filter"),
     )
-    min_ports_per_vm: int = setting(
-        64, "Ports each node always holds for its outside connections (a power of two, 32 or more)."
+    min_ports_per_vm: int = Field(
+        64, description="Ports each node always holds for its outside connections (a power of two, 32 or more)."
     )
-    max_ports_per_vm: int = setting(
+    max_ports_per_vm: int = Field(
         4096,
-        "Ports a node may hold while it needs them (dynamic port allocation: image pulls, the weights staging); "
+        description="Ports a node may hold while it needs them (dynamic port allocation: image pulls, the weights staging); "
         "a power of two above minPortsPerVm, at most 65536.",
     )
 
 
-@dataclass(frozen=True)
-class FlowLogsConfig:
-    enabled: bool = setting(
-        True, "VPC Flow Logs on the node subnet (CIS GKE 5.6.1): a sample of every flow of the nodes and pods."
+class FlowLogsConfig(Block):
+    enabled: bool = Field(
+        True,
+        description="VPC Flow Logs on the node subnet (CIS GKE 5.6.1): a sample of every flow of the nodes and pods.",
     )
-    sampling: float = setting(0.5, "Share of the flows reported, above 0 and at most 1 (Google Cloud's default 0.5).")
+    sampling: float = Field(
+        0.5, description="Share of the flows reported, above 0 and at most 1 (Google Cloud's default 0.5).", gt=0, le=1
+    )
 
 
-@dataclass(frozen=True)
-class NetworkConfig:
-    prefix: str = setting(
+class NetworkConfig(Block):
+    prefix: str = Field(
         "qwen-serving",
-        "Prefix of the VPC, subnet, firewall, router and NAT names (`<prefix>-main`, `-tpu`, `-proxy`, `-router`, "
+        description="Prefix of the VPC, subnet, firewall, router and NAT names (`<prefix>-main`, `-tpu`, `-proxy`, `-router`, "
         "`-nat`).",
     )
-    mtu: int = setting(8896, "VPC MTU; 8896 gives TPU hosts jumbo frames (1300-8896).")
-    node_cidr: str = setting("10.10.0.0/18", "Primary range of the node subnet.")
-    pod_cidr: str = setting("10.12.0.0/14", "Secondary range for pods (`<prefix>-pods`).")
-    service_cidr: str = setting("10.16.0.0/20", "Secondary range for services (`<prefix>-services`).")
-    proxy_only_cidr: str = setting(
+    mtu: int = Field(
+        8896, description="VPC MTU; 8896 gives TPU hosts jumbo frames (1300-8896).", ge=MTU_RANGE[0], le=MTU_RANGE[1]
+    )
+    node_cidr: str = Field("10.10.0.0/18", description="Primary range of the node subnet.")
+    pod_cidr: str = Field("10.12.0.0/14", description="Secondary range for pods (`<prefix>-pods`).")
+    service_cidr: str = Field("10.16.0.0/20", description="Secondary range for services (`<prefix>-services`).")
+    proxy_only_cidr: str = Field(
         "172.16.0.0/26",
-        "Proxy-only subnet for the internal Gateway (/26 or larger); the serving NetworkPolicies admit the Gateway's "
+        description="Proxy-only subnet for the internal Gateway (/26 or larger); the serving NetworkPolicies admit the Gateway's "
         "proxies from it (on a cluster made elsewhere: that region's proxy-only range).",
     )
-    nat: NatConfig = setting(
+    nat: NatConfig = Field(
         NatConfig(),
-        "Cloud NAT (a Cloud Router and NAT in the region) for the node subnet, made when cluster.privateNodes is true: "
+        description="Cloud NAT (a Cloud Router and NAT in the region) for the node subnet, made when cluster.privateNodes is true: "
         "the private nodes' way to registries outside Google, Hugging Face and the package index.",
     )
-    flow_logs: FlowLogsConfig = setting(FlowLogsConfig(), "VPC Flow Logs of the node subnet.")
+    flow_logs: FlowLogsConfig = Field(FlowLogsConfig(), description="VPC Flow Logs of the node subnet.")
 
 
-@dataclass(frozen=True)
-class SystemPoolConfig:
-    machine_type: str = setting("n2-standard-32", "Machine type of the system (non-TPU) node pool.")
-    nodes_per_zone: int = setting(1, "System nodes in each zone of the region.")
+class SystemPoolConfig(Block):
+    machine_type: str = Field("n2-standard-32", description="Machine type of the system (non-TPU) node pool.")
+    nodes_per_zone: int = Field(1, description="System nodes in each zone of the region.", ge=1)
 
 
-@dataclass(frozen=True)
-class MaintenanceWindowConfig:
-    start: str = setting(doc="RFC 3339 start of the first window, e.g. 2026-01-03T04:00:00Z.")
-    end: str = setting(doc="RFC 3339 end of the first window.")
-    recurrence: str = setting("FREQ=WEEKLY;BYDAY=SA,SU", "RFC 5545 RRULE for the window.")
+class MaintenanceWindowConfig(Block):
+    start: str = Field(description="RFC 3339 start of the first window, e.g. 2026-01-03T04:00:00Z.")
+    end: str = Field(description="RFC 3339 end of the first window.")
+    recurrence: str = Field("FREQ=WEEKLY;BYDAY=SA,SU", description="RFC 5545 RRULE for the window.")
 
 
-@dataclass(frozen=True)
-class MaintenanceExclusionConfig:
-    name: str = setting(doc="Exclusion name.")
-    start: str = setting(doc="RFC 3339 start time.")
-    end: str = setting(doc="RFC 3339 end time.")
-    scope: str = setting(
-        "NO_MINOR_UPGRADES", "NO_UPGRADES (at most 30 days), NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES."
+class MaintenanceExclusionConfig(Block):
+    name: str = Field(description="Exclusion name.")
+    start: str = Field(description="RFC 3339 start time.")
+    end: str = Field(description="RFC 3339 end time.")
+    scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = Field(
+        "NO_MINOR_UPGRADES",
+        description="NO_UPGRADES (at most 30 days), NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES.",
+        json_schema_extra=kind("scope"),
     )
 
 
-@dataclass(frozen=True)
-class ExistingClusterConfig:
-    kubeconfig: str = setting(
+class ExistingClusterConfig(Block):
+    kubeconfig: str = Field(
         "",
-        "Kubeconfig of a cluster to deploy the Kubernetes layer onto (set with --secret); the stack then "
+        description="Kubeconfig of a cluster to deploy the Kubernetes layer onto (set with --secret); the stack then "
         "creates no Google Cloud network, cluster or TPU pools.",
-        secret=True,
+        json_schema_extra=SECRET_SETTING,
     )
-    name: str = setting(
-        "", "Name of an existing GKE cluster to deploy onto instead (with location); skips the Google Cloud layer."
+    name: str = Field(
+        "",
+        description="Name of an existing GKE cluster to deploy onto instead (with location); skips the Google Cloud layer.",
     )
-    location: str = setting("", "Region or zone of that GKE cluster.")
-    skip_await: bool = setting(
+    location: str = Field("", description="Region or zone of that GKE cluster.")
+    skip_await: bool = Field(
         False,
-        "Do not wait for the Gateway to be programmed or Jobs to finish: for a control plane that runs no "
+        description="Do not wait for the Gateway to be programmed or Jobs to finish: for a control plane that runs no "
         "workloads (the integration lab).",
     )
 
@@ -355,94 +370,98 @@ class ExistingClusterConfig:
         return bool(self.kubeconfig or self.name)
 
 
-@dataclass(frozen=True)
-class AuthorizedNetworkConfig:
-    cidr: str = setting(doc="An IPv4 range that may reach the control plane's public IP, a.b.c.d/n.")
-    name: str = setting(doc="What the range is (GKE's display name), e.g. office-vpn.")
+class AuthorizedNetworkConfig(Block):
+    cidr: str = Field(description="An IPv4 range that may reach the control plane's public IP, a.b.c.d/n.")
+    name: str = Field(description="What the range is (GKE's display name), e.g. office-vpn.")
 
 
-@dataclass(frozen=True)
-class ControlPlaneConfig:
-    dns_endpoint: bool = setting(
+class ControlPlaneConfig(Block):
+    dns_endpoint: bool = Field(
         True,
-        "GKE's DNS-based endpoint takes requests from outside Google Cloud, each authorized by IAM "
+        description="GKE's DNS-based endpoint takes requests from outside Google Cloud, each authorized by IAM "
         "(container.clusters.connect); the stack's kubeconfig and Kubernetes provider then use it.",
     )
-    ip_endpoint: str = setting(
+    ip_endpoint: Literal["public", "private", "off"] = Field(
         "public",
-        "The IP-based endpoints: public (a public and a private IP), private (the VPC only) or off (the DNS-based "
+        description="The IP-based endpoints: public (a public and a private IP), private (the VPC only) or off (the DNS-based "
         "endpoint only).",
+        json_schema_extra=kind("IP endpoint mode"),
     )
-    authorized_networks: list[AuthorizedNetworkConfig] = setting(
-        [], "With ipEndpoint public: the only ranges its public IP admits (empty: every address)."
+    authorized_networks: list[AuthorizedNetworkConfig] = Field(
+        [], description="With ipEndpoint public: the only ranges its public IP admits (empty: every address)."
     )
 
 
-@dataclass(frozen=True)
-class ClusterConfig:
-    name: str = setting("qwen-serving-cluster", "GKE cluster name (at most 40 characters).")
-    version: str = setting(
+class ClusterConfig(Block):
+    name: str = Field("qwen-serving-cluster", description="GKE cluster name (at most 40 characters).")
+    version: str = Field(
         topology.SUB_SLICING_MIN_GKE_VERSION,
-        "Minimum control-plane version; must meet the floor of the slicing in use.",
+        description="Minimum control-plane version; must meet the floor of the slicing in use.",
     )
-    release_channel: str = setting("RAPID", "Release channel; dynamic slicing needs RAPID.")
-    deletion_protection: bool = setting(True, "Refuse `pulumi destroy` of the cluster while true.")
-    system_pool: SystemPoolConfig = setting(SystemPoolConfig(), "The system node pool.")
-    node_service_account_id: str = setting("", "Node service account id; empty means `<cluster>-nodes`.")
-    private_nodes: bool = setting(
+    release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"] = Field(
+        "RAPID", description="Release channel; dynamic slicing needs RAPID.", json_schema_extra=kind("release channel")
+    )
+    deletion_protection: bool = Field(True, description="Refuse `pulumi destroy` of the cluster while true.")
+    system_pool: SystemPoolConfig = Field(SystemPoolConfig(), description="The system node pool.")
+    node_service_account_id: str = Field("", description="Node service account id; empty means `<cluster>-nodes`.")
+    private_nodes: bool = Field(
         True,
-        "Nodes have internal addresses only (every node pool and the cluster's default for new ones); their way out "
+        description="Nodes have internal addresses only (every node pool and the cluster's default for new ones); their way out "
         "is the Cloud NAT of network.nat.",
     )
-    control_plane: ControlPlaneConfig = setting(
-        ControlPlaneConfig(), "How the control plane is reached: its DNS-based and IP-based endpoints."
+    control_plane: ControlPlaneConfig = Field(
+        ControlPlaneConfig(), description="How the control plane is reached: its DNS-based and IP-based endpoints."
     )
-    maintenance_window: MaintenanceWindowConfig | None = setting(None, "Optional recurring maintenance window.")
-    maintenance_exclusions: list[MaintenanceExclusionConfig] = setting(
-        [], "Optional maintenance exclusions (need a maintenance window)."
+    maintenance_window: MaintenanceWindowConfig | None = Field(
+        None, description="Optional recurring maintenance window."
     )
-    secrets_encryption_key: str = setting(
+    maintenance_exclusions: list[MaintenanceExclusionConfig] = Field(
+        [], description="Optional maintenance exclusions (need a maintenance window)."
+    )
+    secrets_encryption_key: str = Field(
         "",
-        "Cloud KMS key that encrypts the cluster's Secrets in etcd (application-layer secrets encryption, CIS GKE "
+        description="Cloud KMS key that encrypts the cluster's Secrets in etcd (application-layer secrets encryption, CIS GKE "
         "5.3.1): projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>, made beforehand in the cluster's region. The "
         "stack grants it to GKE's service agent when the key is in its own project; a key of another project is "
         "granted by hand (the preview says how). Empty: Google's default encryption only.",
     )
-    boot_disk_encryption_key: str = setting(
+    boot_disk_encryption_key: str = Field(
         "",
-        "Cloud KMS key that encrypts the boot disk of every node (CMEK, CIS GKE 5.9.2): the system pool's, the TPU "
+        description="Cloud KMS key that encrypts the boot disk of every node (CMEK, CIS GKE 5.9.2): the system pool's, the TPU "
         "pools' (but those with tpu.pools[].hardenedBoot false) and the cluster's first default pool's, "
         "projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>, made beforehand. The stack grants it to Compute "
         "Engine's service agent when the key is in its own project; a key of another project is granted by hand (the "
         "preview says how). A pool takes it only when made: setting or changing it replaces the pools. Empty: "
         "Google's default encryption only.",
     )
-    binary_authorization: str = setting(
+    binary_authorization: Literal["DISABLED", "PROJECT_SINGLETON_POLICY_ENFORCE"] = Field(
         BINARY_AUTHORIZATION_OFF,
-        "Binary Authorization's evaluation mode (CIS GKE 5.1.4): PROJECT_SINGLETON_POLICY_ENFORCE admits a pod only if "
+        description="Binary Authorization's evaluation mode (CIS GKE 5.1.4): PROJECT_SINGLETON_POLICY_ENFORCE admits a pod only if "
         "the project's Binary Authorization policy (the organisation's, made outside the stack) allows its images; "
         "DISABLED admits every image.",
+        json_schema_extra=kind("Binary Authorization evaluation mode"),
     )
-    rbac_security_group: str = setting(
+    rbac_security_group: str = Field(
         "",
-        "Google Groups for RBAC (CIS GKE 5.8.2): the organisation's group gke-security-groups@<domain>, made "
+        description="Google Groups for RBAC (CIS GKE 5.8.2): the organisation's group gke-security-groups@<domain>, made "
         "beforehand, whose member groups RoleBindings may name; empty: RBAC knows users and service accounts only.",
     )
     # Turned on for a running cluster, GKE restarts its control plane and nodes (gcloud's help of
     # --enable-intra-node-visibility, google-cloud-sdk 578.0.0 lib/googlecloudsdk/command_lib/container/flags.py).
-    intranode_visibility: bool = setting(
+    intranode_visibility: bool = Field(
         False,
-        "Pod-to-pod traffic within a node goes through the VPC too, so flow logs and firewall rules see it (CIS GKE "
+        description="Pod-to-pod traffic within a node goes through the VPC too, so flow logs and firewall rules see it (CIS GKE "
         "5.6.1). Turning it on restarts the control plane and every node of a running cluster.",
     )
-    secret_manager: bool = setting(
+    secret_manager: bool = Field(
         False,
-        "GKE's Secret Manager add-on: pods mount Secret Manager secrets as files (CSI driver "
+        description="GKE's Secret Manager add-on: pods mount Secret Manager secrets as files (CSI driver "
         "secrets-store-gke.csi.k8s.io), as serving.hfTokenSecretVersion needs. Turn it off only in the `up` after "
         "the one that stops the pods mounting from it.",
     )
-    existing: ExistingClusterConfig = setting(
-        ExistingClusterConfig(), "A cluster made elsewhere to deploy onto (the Google Cloud layer is then skipped)."
+    existing: ExistingClusterConfig = Field(
+        ExistingClusterConfig(),
+        description="A cluster made elsewhere to deploy onto (the Google Cloud layer is then skipped).",
     )
 
     @property
@@ -461,60 +480,60 @@ class ClusterConfig:
         return self.node_service_account_id or naming.node_service_account_id(self.name)
 
 
-@dataclass(frozen=True)
-class ReservationConfig:
-    name: str = setting("", "Reservation the TPU pools consume (an All Capacity mode reservation for TPU7x).")
-    block: str = setting("", "Reservation block, e.g. block-0.")
-    project: str = setting("", "Project owning the reservation; empty means the stack's project.")
-    accept_risk: bool = setting(
+class ReservationConfig(Block):
+    name: str = Field("", description="Reservation the TPU pools consume (an All Capacity mode reservation for TPU7x).")
+    block: str = Field("", description="Reservation block, e.g. block-0.")
+    project: str = Field("", description="Project owning the reservation; empty means the stack's project.")
+    accept_risk: bool = Field(
         False,
-        "Place new TPU pools even where the preview finds the block degraded, not ready, without a ready, healthy, "
+        description="Place new TPU pools even where the preview finds the block degraded, not ready, without a ready, healthy, "
         "free sub-block for each new pool (or hosts, for other machines), or the reservation unreadable: it then warns "
         "instead of refusing, and GKE may fail the create or place a pool on degraded hardware. A missing "
         "reservation, block or sub-block is refused either way.",
     )
 
 
-@dataclass(frozen=True)
-class TpuPoolConfig:
-    name: str = setting(doc="Node pool name.")
-    node_count: int = setting(doc="Nodes in the pool: chips of its topology / chips per host.")
-    topology: str = setting("4x4x4", "Slice topology of the pool; a 4x4x4 cube for dynamic slicing.")
-    sub_block: str = setting("", "Optional reservation sub-block the pool is pinned to.")
-    private_nodes: bool | None = setting(
+class TpuPoolConfig(Block):
+    name: str = Field(description="Node pool name.")
+    node_count: int = Field(description="Nodes in the pool: chips of its topology / chips per host.")
+    topology: str = Field("4x4x4", description="Slice topology of the pool; a 4x4x4 cube for dynamic slicing.")
+    sub_block: str = Field("", description="Optional reservation sub-block the pool is pinned to.")
+    private_nodes: bool | None = Field(
         None,
-        "Overrides cluster.privateNodes for this pool: to move a running stack's cubes to private nodes one per `up` "
+        description="Overrides cluster.privateNodes for this pool: to move a running stack's cubes to private nodes one per `up` "
         "(each loses its slices while GKE changes it) and keep serving on the others.",
     )
-    hardened_boot: bool = setting(
+    hardened_boot: bool = Field(
         True,
-        "The pool's nodes boot hardened as the stack says: a boot disk encrypted with cluster.bootDiskEncryptionKey "
+        description="The pool's nodes boot hardened as the stack says: a boot disk encrypted with cluster.bootDiskEncryptionKey "
         "and secure boot (tpu.secureBoot). false: neither, as every pool made before them. Both are set only when a "
         "pool is made, so a change replaces the pool and gives up its cube until it is made again: false on every "
         "pool but one lets a running stack replace its cubes one per `up` and keep serving on the others.",
     )
 
 
-@dataclass(frozen=True)
-class TpuConfig:
-    zone: str = setting("us-central1-ai1a", "Zone of the TPU node pools (inside `region`).")
-    machine_type: str = setting(topology.TPU7X, "TPU machine type of every TPU pool.")
-    workload_policy_name: str = setting("superslice-policy", "HIGH_THROUGHPUT workload policy for TPU7x cubes.")
-    reservation: ReservationConfig = setting(ReservationConfig(), "Reservation the TPU pools are bound to.")
-    pools: list[TpuPoolConfig] = setting(
+class TpuConfig(Block):
+    zone: str = Field("us-central1-ai1a", description="Zone of the TPU node pools (inside `region`).")
+    machine_type: str = Field(topology.TPU7X, description="TPU machine type of every TPU pool.")
+    workload_policy_name: str = Field(
+        "superslice-policy", description="HIGH_THROUGHPUT workload policy for TPU7x cubes."
+    )
+    reservation: ReservationConfig = Field(ReservationConfig(), description="Reservation the TPU pools are bound to.")
+    pools: list[TpuPoolConfig] = Field(
         [
             TpuPoolConfig(name="tpu7-pool-1", node_count=16),
             TpuPoolConfig(name="tpu7-pool-2", node_count=16),
         ],
-        "TPU node pools; for TPU7x one pool per 4x4x4 cube.",
+        description="TPU node pools; for TPU7x one pool per 4x4x4 cube.",
     )
-    slice_shapes: list[str] = setting(
-        ["2x2x2", "4x4x8"], "Dynamic slice shapes the platform admits (drives version floor and Kueue levels)."
+    slice_shapes: list[str] = Field(
+        ["2x2x2", "4x4x8"],
+        description="Dynamic slice shapes the platform admits (drives version floor and Kueue levels).",
     )
-    protect_pools: bool = setting(False, "Mark TPU pools `protect` so a stray change cannot delete them.")
-    secure_boot: bool | None = setting(
+    protect_pools: bool = Field(False, description="Mark TPU pools `protect` so a stray change cannot delete them.")
+    secure_boot: bool | None = Field(
         None,
-        "Secure boot on the TPU pools' nodes (Shielded GKE Nodes, CIS GKE 5.5.7; tpu.pools[].hardenedBoot false "
+        description="Secure boot on the TPU pools' nodes (Shielded GKE Nodes, CIS GKE 5.5.7; tpu.pools[].hardenedBoot false "
         "leaves a pool without). Unset: on for a machine type GKE is known to make with it (tpu7x-standard-4t), off "
         "for the others (ct5lp-hightpu-4t). A pool takes it only when made: a change replaces the pools.",
     )
@@ -651,24 +670,23 @@ def is_google_registry(registry: str) -> bool:
 _DOCKER_ID = re.compile(r"^[a-z0-9]{4,30}$")
 
 
-@dataclass(frozen=True)
-class PullThroughConfig:
-    enabled: bool | None = setting(
+class PullThroughConfig(Block):
+    enabled: bool | None = Field(
         None,
-        "Artifact Registry remote repositories the nodes pull through, made by the stack in its project and region: one "
+        description="Artifact Registry remote repositories the nodes pull through, made by the stack in its project and region: one "
         "per registry outside Google the stack's images come from (Docker Hub, ghcr.io, registry.k8s.io, quay.io), each "
         "caching what it serves; the nodes may read those repositories only. Unset: on where a node is private and "
         "images.mirror is empty (every pull from outside Google would otherwise leave through Cloud NAT's few "
         "addresses); never on a cluster made elsewhere. An alternative to images.mirror, not a complement.",
     )
-    docker_hub_username: str = setting(
+    docker_hub_username: str = Field(
         "",
-        "Docker ID the Docker Hub repository pulls as (with dockerHubPasswordSecretVersion). Empty: anonymously, under "
+        description="Docker ID the Docker Hub repository pulls as (with dockerHubPasswordSecretVersion). Empty: anonymously, under "
         "Docker Hub's limit for the addresses Artifact Registry pulls from, which other projects share.",
     )
-    docker_hub_password_secret_version: str = setting(
+    docker_hub_password_secret_version: str = Field(
         "",
-        "Secret Manager secret version in the stack's project holding that account's password or access token, "
+        description="Secret Manager secret version in the stack's project holding that account's password or access token, "
         "projects/<project>/secrets/<secret>/versions/<n>: never the password itself. The stack grants Artifact "
         "Registry's service agent read on the secret.",
     )
@@ -678,21 +696,20 @@ class PullThroughConfig:
         return bool(self.docker_hub_username and self.docker_hub_password_secret_version)
 
 
-@dataclass(frozen=True)
-class ImagesConfig:
-    mirror: str = setting(
+class ImagesConfig(Block):
+    mirror: str = Field(
         "",
-        "Artifact Registry Docker repository every image is pulled from, `<location>-docker.pkg.dev/<project>/"
+        description="Artifact Registry Docker repository every image is pulled from, `<location>-docker.pkg.dev/<project>/"
         "<repository>`, made and filled outside the stack: an image `<registry>/<path>:<tag>[@<digest>]` is pulled as "
         "`<mirror>/<registry>/<path>` with the same tag and digest (Docker Hub's images under docker.io/). Empty: each "
         "image from its own registry, or through pullThrough.",
     )
-    pull_through: PullThroughConfig = setting(
-        PullThroughConfig(), "Pull-through repositories the stack makes for the registries outside Google."
+    pull_through: PullThroughConfig = Field(
+        PullThroughConfig(), description="Pull-through repositories the stack makes for the registries outside Google."
     )
-    require_digests: bool | None = setting(
+    require_digests: bool | None = Field(
         None,
-        "Refuse at preview an image without a @sha256 digest. Unset: required on a production stack, not elsewhere; "
+        description="Refuse at preview an image without a @sha256 digest. Unset: required on a production stack, not elsewhere; "
         "false on a production stack is allowed and warned about at every preview.",
     )
 
@@ -764,9 +781,6 @@ def validate_network(network: NetworkConfig, problems: Problems) -> None:
         if problem := naming.gcp_name_problem(name):
             problems.add("network.prefix", f"derived name {problem}", "use a shorter lowercase prefix")
             break
-    low, high = MTU_RANGE
-    if not low <= network.mtu <= high:
-        problems.add("network.mtu", f"{network.mtu} is outside {low}-{high}", "use 8896 for TPU hosts")
     ranges = {}
     for key in ("nodeCidr", "podCidr", "serviceCidr", "proxyOnlyCidr"):
         text = getattr(network, snake(key))
@@ -787,13 +801,6 @@ def validate_network(network: NetworkConfig, problems: Problems) -> None:
                     f"{ranges[second]} overlaps network.{first} {ranges[first]}",
                     "give every subnet and secondary range its own addresses",
                 )
-    sampling = network.flow_logs.sampling
-    if not 0 < sampling <= 1:
-        problems.add(
-            "network.flowLogs.sampling",
-            f"{sampling} is not a share of the flows above 0 and at most 1",
-            "use 0.5 (Google Cloud's default), or set network.flowLogs.enabled false to turn flow logs off",
-        )
     proxy = ranges.get("proxyOnlyCidr")
     if proxy and proxy.prefixlen > PROXY_ONLY_MAX_PREFIX:
         problems.add(
@@ -805,12 +812,6 @@ def validate_network(network: NetworkConfig, problems: Problems) -> None:
 
 
 def _validate_nat(nat: NatConfig, problems: Problems) -> None:
-    if nat.logging not in (*NAT_LOG_FILTERS, NAT_LOGGING_OFF):
-        problems.add(
-            "network.nat.logging",
-            f"{nat.logging!r} is not a Cloud NAT log filter",
-            f"use one of {', '.join((*NAT_LOG_FILTERS, NAT_LOGGING_OFF))}",
-        )
     low, high = NAT_PORTS_RANGE
     for key, ports in (("minPortsPerVm", nat.min_ports_per_vm), ("maxPortsPerVm", nat.max_ports_per_vm)):
         if not low <= ports <= high or ports & (ports - 1):
@@ -835,13 +836,7 @@ def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems,
     if problem := naming.service_account_id_problem(cluster.node_account_id):
         key = "cluster.nodeServiceAccountId" if cluster.node_service_account_id else "cluster.name"
         problems.add(key, problem, "set cluster.nodeServiceAccountId to a 6-30 character id")
-    if cluster.release_channel not in RELEASE_CHANNELS:
-        problems.add(
-            "cluster.releaseChannel",
-            f"{cluster.release_channel!r} is not a release channel",
-            f"use one of {', '.join(RELEASE_CHANNELS)}",
-        )
-    elif tpu.dynamic_slicing_requested and cluster.release_channel != "RAPID":
+    if tpu.dynamic_slicing_requested and cluster.release_channel != "RAPID":
         problems.add("cluster.releaseChannel", "dynamic slicing is only offered on the RAPID channel", "set RAPID")
     _validate_version(cluster, tpu, problems, today)
     pool = cluster.system_pool
@@ -851,23 +846,13 @@ def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems,
             f"{pool.machine_type!r} is not a machine type",
             "use a type such as n2-standard-32",
         )
-    if pool.nodes_per_zone < 1:
-        problems.add(
-            "cluster.systemPool.nodesPerZone", f"{pool.nodes_per_zone} leaves no system nodes", "use 1 or more"
-        )
     _validate_maintenance(cluster, problems)
     _validate_control_plane(cluster.control_plane, problems)
     _validate_hardening(cluster, problems)
 
 
 def _validate_control_plane(control_plane: ControlPlaneConfig, problems: Problems) -> None:
-    if control_plane.ip_endpoint not in IP_ENDPOINT_MODES:
-        problems.add(
-            "cluster.controlPlane.ipEndpoint",
-            f"{control_plane.ip_endpoint!r} is not an IP endpoint mode",
-            f"use one of {', '.join(IP_ENDPOINT_MODES)}",
-        )
-    elif control_plane.ip_endpoint == "off" and not control_plane.dns_endpoint:
+    if control_plane.ip_endpoint == "off" and not control_plane.dns_endpoint:
         problems.add(
             "cluster.controlPlane.ipEndpoint",
             "is off while cluster.controlPlane.dnsEndpoint is false: nothing outside Google could reach the control "
@@ -983,12 +968,6 @@ def _kms_key(key: str, name: str, problems: Problems) -> re.Match[str] | None:
 
 def _validate_hardening(cluster: ClusterConfig, problems: Problems) -> None:
     """Binary Authorization's mode and the Google Group of RBAC, when set: values GKE takes."""
-    if cluster.binary_authorization not in BINARY_AUTHORIZATION_MODES:
-        problems.add(
-            "cluster.binaryAuthorization",
-            f"{cluster.binary_authorization!r} is not a Binary Authorization evaluation mode",
-            f"use {BINARY_AUTHORIZATION_ENFORCED} (enforce the project's policy) or {BINARY_AUTHORIZATION_OFF}",
-        )
     group = cluster.rbac_security_group
     if group and not _RBAC_SECURITY_GROUP.match(group):
         problems.add(
@@ -1096,10 +1075,6 @@ def _validate_maintenance(cluster: ClusterConfig, problems: Problems) -> None:
         prefix = f"cluster.maintenanceExclusions[{i}]"
         if problem := naming.gcp_name_problem(exclusion.name):
             problems.add(f"{prefix}.name", problem, "use a short lowercase name")
-        if exclusion.scope not in EXCLUSION_SCOPES:
-            problems.add(
-                f"{prefix}.scope", f"{exclusion.scope!r} is not a scope", f"use one of {', '.join(EXCLUSION_SCOPES)}"
-            )
         length = _validate_time_range(prefix, exclusion.start, exclusion.end, problems)
         if exclusion.scope == "NO_UPGRADES" and length and length > timedelta(days=NO_UPGRADES_MAX_DAYS):
             problems.add(

@@ -161,7 +161,7 @@ def control_plane_access_warning(args: ExistingClusterArgs, found: ClusterNetwor
         "only. Unless a rule there admits them, every create of a JobSet, Kueue or LeaderWorkerSet object fails with "
         f"'failed calling webhook'. Open them: gcloud compute firewall-rules create {name}-allow-control-plane "
         f"--project {project} --network {network} --direction INGRESS --action ALLOW --rules {rules} "
-        f"--source-ranges {sources} (docs/security.md, Network isolation)"
+        f"--source-ranges {sources} (docs/network.md, Network isolation)"
     )
 
 

@@ -10,29 +10,16 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components import naming
-from components.gcp.config import NAT_LOGGING_OFF
+from components.gcp.config import NAT_LOGGING_OFF, NetworkConfig
 from components.resources import children_of
 
 
 @dataclass(frozen=True)
-class NatArgs:
-    logging: str  # a log filter of Cloud NAT, or NAT_LOGGING_OFF
-    min_ports_per_vm: int
-    max_ports_per_vm: int
-
-
-@dataclass(frozen=True)
 class NetworkArgs:
+    network: NetworkConfig  # the block
     project: str
     region: str
-    prefix: str
-    mtu: int
-    node_cidr: str
-    pod_cidr: str
-    service_cidr: str
-    proxy_only_cidr: str
-    nat: NatArgs | None  # None: the nodes have external addresses and need no NAT
-    flow_log_sampling: float | None  # None: no flow logs
+    nat: bool  # the Cloud NAT of network.nat: a node is private; false, the nodes have external addresses
     # The TCP ports the control plane calls on the pods of the releases the stack installs (their webhooks and
     # aggregated APIs: components/platform/config.py RELEASE_CONTROL_PLANE_PORTS); empty: no rule
     control_plane_ports: tuple[int, ...] = ()
@@ -42,8 +29,8 @@ class Network(pulumi.ComponentResource):
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:gcp:Network", name, None, opts)
         child = children_of(self, opts)
-        names = naming.network_names(args.prefix)
-        ranges = naming.secondary_range_names(args.prefix)
+        names = naming.network_names(args.network.prefix)
+        ranges = naming.secondary_range_names(args.network.prefix)
 
         self.vpc = gcp.compute.Network(
             "vpc",
@@ -51,7 +38,7 @@ class Network(pulumi.ComponentResource):
             name=names["network"],
             auto_create_subnetworks=False,
             routing_mode="REGIONAL",
-            mtu=args.mtu,
+            mtu=args.network.mtu,
             opts=child,
         )
         self.node_subnet = gcp.compute.Subnetwork(
@@ -60,12 +47,12 @@ class Network(pulumi.ComponentResource):
             region=args.region,
             name=names["nodeSubnet"],
             network=self.vpc.id,
-            ip_cidr_range=args.node_cidr,
+            ip_cidr_range=args.network.node_cidr,
             private_ip_google_access=True,
-            log_config=_flow_logs(args.flow_log_sampling),
+            log_config=_flow_logs(args.network.flow_logs.sampling if args.network.flow_logs.enabled else None),
             secondary_ip_ranges=[
-                {"range_name": ranges["pods"], "ip_cidr_range": args.pod_cidr},
-                {"range_name": ranges["services"], "ip_cidr_range": args.service_cidr},
+                {"range_name": ranges["pods"], "ip_cidr_range": args.network.pod_cidr},
+                {"range_name": ranges["services"], "ip_cidr_range": args.network.service_cidr},
             ],
             opts=child,
         )
@@ -79,7 +66,7 @@ class Network(pulumi.ComponentResource):
             region=args.region,
             name=names["proxyOnlySubnet"],
             network=self.vpc.id,
-            ip_cidr_range=args.proxy_only_cidr,
+            ip_cidr_range=args.network.proxy_only_cidr,
             purpose="REGIONAL_MANAGED_PROXY",
             role="ACTIVE",
             opts=child,
@@ -94,7 +81,7 @@ class Network(pulumi.ComponentResource):
             direction="INGRESS",
             priority=1000,
             description="Traffic between the VPC's own node, pod and proxy-only ranges.",
-            source_ranges=[args.node_cidr, args.pod_cidr, args.proxy_only_cidr],
+            source_ranges=[args.network.node_cidr, args.network.pod_cidr, args.network.proxy_only_cidr],
             allows=[{"protocol": "all"}],
             opts=child,
         )
@@ -131,7 +118,7 @@ class Network(pulumi.ComponentResource):
                 direction="INGRESS",
                 priority=1000,
                 description="The GKE control plane's calls to the webhooks and aggregated APIs the stack installs.",
-                source_ranges=control_plane_source_ranges(args.node_cidr, args.pod_cidr),
+                source_ranges=control_plane_source_ranges(args.network.node_cidr, args.network.pod_cidr),
                 allows=[{"protocol": "tcp", "ports": [str(port) for port in sorted(set(args.control_plane_ports))]}],
                 opts=child,
             )
@@ -146,7 +133,7 @@ class Network(pulumi.ComponentResource):
         # does not masquerade to the node's address, the pods'.
         self.router: gcp.compute.Router | None = None
         self.nat: gcp.compute.RouterNat | None = None
-        if args.nat is not None:
+        if args.nat:
             self.router = gcp.compute.Router(
                 "nat-router",  # not "router": that is the llm-d router's release
                 project=args.project,
@@ -169,12 +156,12 @@ class Network(pulumi.ComponentResource):
                 # parallel downloads), not a fixed share; dynamic allocation excludes endpoint-independent mapping.
                 enable_dynamic_port_allocation=True,
                 enable_endpoint_independent_mapping=False,
-                min_ports_per_vm=args.nat.min_ports_per_vm,
-                max_ports_per_vm=args.nat.max_ports_per_vm,
+                min_ports_per_vm=args.network.nat.min_ports_per_vm,
+                max_ports_per_vm=args.network.nat.max_ports_per_vm,
                 log_config=(
                     {"enable": False, "filter": "ERRORS_ONLY"}
-                    if args.nat.logging == NAT_LOGGING_OFF
-                    else {"enable": True, "filter": args.nat.logging}
+                    if args.network.nat.logging == NAT_LOGGING_OFF
+                    else {"enable": True, "filter": args.network.nat.logging}
                 ),
                 opts=child,
             )

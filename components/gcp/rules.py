@@ -104,7 +104,7 @@ class MaintenanceWindowRead:
 @dataclass(frozen=True)
 class ReservationRead:
     """What the reservation read returned; ``exists`` false when the provider answered without the API's fields
-    (how pulumi-gcp's getReservation answers a 404: tools/gcp_model.py Holdings.answer)."""
+    (how pulumi-gcp's getReservation answers a 404: harness/gcp_model.py Holdings.answer)."""
 
     project: str
     zone: str

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from components import manifests
-from components.operations.config import NodeAuditInput
+from components.config_base import PullPath
+from components.operations.config import NODE_AUDIT_NAMESPACE, NodeAuditLoggingConfig
 
 NODE_AUDIT_FILE = "operations/node-audit-logging.yaml"
 SETUP_CONTAINER = "audit-setup"
@@ -34,10 +35,14 @@ class NodeAuditObjects:
         return [self.service_account, self.config, self.daemonset]
 
 
-def node_audit_objects(spec: NodeAuditInput) -> NodeAuditObjects:
+def node_audit_objects(
+    node_audit: NodeAuditLoggingConfig, cluster_name: str, location: str, pull_path: PullPath
+) -> NodeAuditObjects:
+    """The block's objects for the cluster ``cluster_name`` in ``location`` (the k8s_node resource's labels), each
+    image as the nodes pull it."""
     documents = manifests.load_documents(NODE_AUDIT_FILE)
     for document in documents:
-        document["metadata"]["namespace"] = spec.namespace
+        document["metadata"]["namespace"] = NODE_AUDIT_NAMESPACE
     config = manifests.by_kind(documents, "ConfigMap")
     daemonset = manifests.by_kind(documents, "DaemonSet")
     template = daemonset["spec"]["template"]
@@ -45,11 +50,11 @@ def node_audit_objects(spec: NodeAuditInput) -> NodeAuditObjects:
         config["data"]
     )
     pod = template["spec"]
-    manifests.container(pod, SETUP_CONTAINER, key="initContainers")["image"] = spec.setup_image
+    manifests.container(pod, SETUP_CONTAINER, key="initContainers")["image"] = pull_path.image(node_audit.setup_image)
     agent = manifests.container(pod, AGENT_CONTAINER)
-    agent["image"] = spec.image
-    manifests.set_env(agent, "CLUSTER_NAME", spec.cluster_name)
-    manifests.set_env(agent, "CLUSTER_LOCATION", spec.location)
+    agent["image"] = pull_path.image(node_audit.image)
+    manifests.set_env(agent, "CLUSTER_NAME", cluster_name)
+    manifests.set_env(agent, "CLUSTER_LOCATION", location)
     return NodeAuditObjects(
         service_account=manifests.by_kind(documents, "ServiceAccount"),
         config=config,

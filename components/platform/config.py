@@ -12,14 +12,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pydantic import Field
+
 from components.config_base import (
     EXACT_VERSION,
     QUANTITY,
+    Block,
     ImageReference,
     Problems,
     is_k8s_name,
     release_image_problems,
-    setting,
     snake,
     written_release_image,
 )
@@ -32,47 +34,48 @@ WORKLOAD_NAMESPACE = "llm-d-pd-disaggregation"  # the reference's one workload n
 SLICE_CONTROLLER_NAMESPACE = "slice-controller-system"
 
 
-@dataclass(frozen=True)
-class HelmChartConfig:
-    chart: str = setting(doc="Chart reference (oci://... or https://...).")
-    version: str = setting(doc="Exact chart version (no ranges, no floating tags).")
-    namespace: str = setting(doc="Namespace of the release.")
-    image: str = setting(
+class HelmChartConfig(Block):
+    chart: str = Field(description="Chart reference (oci://... or https://...).")
+    version: str = Field(description="Exact chart version (no ranges, no floating tags).")
+    namespace: str = Field(description="Namespace of the release.")
+    image: str = Field(
         "",
-        "Controller image pinned by digest; empty means the chart's own, `<its repository>:v<version>`, by digest where "
-        "the program records that release's digest (docs/security.md, Supply chain). Set `<that image>@sha256:<digest>`; "
+        description="Controller image pinned by digest; empty means the chart's own, `<its repository>:v<version>`, by digest where "
+        "the program records that release's digest (docs/supply-chain.md). Set `<that image>@sha256:<digest>`; "
         "the tag stays the chart's release.",
     )
 
 
-@dataclass(frozen=True)
-class ResourceListConfig:
-    cpu: str = setting(doc="CPU quantity.")
-    memory: str = setting(doc="Memory quantity.")
+class ResourceListConfig(Block):
+    cpu: str = Field(description="CPU quantity.")
+    memory: str = Field(description="Memory quantity.")
 
 
-@dataclass(frozen=True)
-class KueueControllerConfig:
-    replicas: int = setting(2, "Kueue controller replicas (leader election keeps one active).")
-    requests: ResourceListConfig = setting(ResourceListConfig(cpu="2", memory="4Gi"), "Kueue controller requests.")
-    limits: ResourceListConfig = setting(ResourceListConfig(cpu="4", memory="8Gi"), "Kueue controller limits.")
-
-
-@dataclass(frozen=True)
-class SliceControllerConfig:
-    namespace: str = setting(
-        SLICE_CONTROLLER_NAMESPACE,
-        "Namespace of the Kueue slice controller release (the controller hard-codes slice-controller-system).",
+class KueueControllerConfig(Block):
+    replicas: int = Field(2, description="Kueue controller replicas (leader election keeps one active).")
+    requests: ResourceListConfig = Field(
+        ResourceListConfig(cpu="2", memory="4Gi"), description="Kueue controller requests."
     )
-    image: str = setting("tpuongke/kueue-slice-controller", "Slice controller image repository.")
-    tag: str = setting("v0.8.0-200", "Image tag.")
-    digest: str = setting(
+    limits: ResourceListConfig = Field(
+        ResourceListConfig(cpu="4", memory="8Gi"), description="Kueue controller limits."
+    )
+
+
+class SliceControllerConfig(Block):
+    namespace: str = Field(
+        SLICE_CONTROLLER_NAMESPACE,
+        description="Namespace of the Kueue slice controller release (the controller hard-codes slice-controller-system).",
+    )
+    image: str = Field("tpuongke/kueue-slice-controller", description="Slice controller image repository.")
+    tag: str = Field("v0.8.0-200", description="Image tag.")
+    digest: str = Field(
         "",
-        "Optional sha256 digest; when set the image is pulled by digest. Upstream publishes none: "
+        description="Optional sha256 digest; when set the image is pulled by digest. Upstream publishes none: "
         "take it from the registry.",
     )
-    replicas: int = setting(
-        2, "Controller replicas: two, so one restart never blocks workload creates (its webhooks fail closed)."
+    replicas: int = Field(
+        2,
+        description="Controller replicas: two, so one restart never blocks workload creates (its webhooks fail closed).",
     )
 
 
@@ -174,60 +177,69 @@ def slice_controller_image(controller: SliceControllerConfig) -> str:
 #   api/leaderworkerset/v1/leaderworkerset_types.go); the labels Kueue's integration reads are unchanged. Its
 #   controller compares revisions semantically since 0.9.0 (lws#798), so taking over the groups a 0.8.0 controller
 #   made should roll none (upstream's upgrade e2e, test/e2e/upgrade at v0.10.0, starts from v0.9.0).
-@dataclass(frozen=True)
-class PlatformConfig:
-    install: bool = setting(
+class PlatformConfig(Block):
+    install: bool = Field(
         True,
-        "Install JobSet, Kueue, LeaderWorkerSet and the slice controller with Helm; false when the cluster "
+        description="Install JobSet, Kueue, LeaderWorkerSet and the slice controller with Helm; false when the cluster "
         "has them already (installed elsewhere, of the versions below): the stack then only uses them.",
     )
-    jobset: HelmChartConfig = setting(
-        HelmChartConfig("oci://registry.k8s.io/jobset/charts/jobset", "0.12.0", "jobset-system"), "JobSet chart."
+    jobset: HelmChartConfig = Field(
+        HelmChartConfig(
+            chart="oci://registry.k8s.io/jobset/charts/jobset", version="0.12.0", namespace="jobset-system"
+        ),
+        description="JobSet chart.",
     )
-    kueue: HelmChartConfig = setting(
-        HelmChartConfig("oci://registry.k8s.io/kueue/charts/kueue", "0.17.8", "kueue-system"), "Kueue chart."
+    kueue: HelmChartConfig = Field(
+        HelmChartConfig(chart="oci://registry.k8s.io/kueue/charts/kueue", version="0.17.8", namespace="kueue-system"),
+        description="Kueue chart.",
     )
-    kueue_controller: KueueControllerConfig = setting(KueueControllerConfig(), "Kueue controller sizing.")
-    leader_worker_set: HelmChartConfig = setting(
-        HelmChartConfig("oci://registry.k8s.io/lws/charts/lws", "0.10.0", "lws-system"),
-        "LeaderWorkerSet chart (its webhook service is hard-coded to lws-system).",
+    kueue_controller: KueueControllerConfig = Field(KueueControllerConfig(), description="Kueue controller sizing.")
+    leader_worker_set: HelmChartConfig = Field(
+        HelmChartConfig(chart="oci://registry.k8s.io/lws/charts/lws", version="0.10.0", namespace="lws-system"),
+        description="LeaderWorkerSet chart (its webhook service is hard-coded to lws-system).",
     )
-    slice_controller: SliceControllerConfig = setting(
-        SliceControllerConfig(), "Kueue slice controller, from the local chart manifests/charts/slice-controller."
+    slice_controller: SliceControllerConfig = Field(
+        SliceControllerConfig(),
+        description="Kueue slice controller, from the local chart manifests/charts/slice-controller.",
     )
-    drain_timeout_minutes: int = setting(
+    drain_timeout_minutes: int = Field(
         30,
-        "How long `pulumi destroy` waits for the Slices, admitted Workloads and load-balancer endpoint groups "
+        description="How long `pulumi destroy` waits for the Slices, admitted Workloads and load-balancer endpoint groups "
         "of the stack to be gone before it deletes the TPU pools and the subnets.",
     )
 
 
-@dataclass(frozen=True)
-class PriorityClassConfig:
-    name: str = setting(doc="WorkloadPriorityClass name.")
-    value: int = setting(doc="Priority value; higher preempts lower.")
+class PriorityClassConfig(Block):
+    name: str = Field(description="WorkloadPriorityClass name.")
+    value: int = Field(description="Priority value; higher preempts lower.")
 
 
-@dataclass(frozen=True)
-class PriorityClassesConfig:
-    low: PriorityClassConfig = setting(PriorityClassConfig("low-priority-1000", 1000), "Low priority (checks).")
-    medium: PriorityClassConfig = setting(PriorityClassConfig("medium-priority-2000", 2000), "Medium priority.")
-    high: PriorityClassConfig = setting(PriorityClassConfig("high-priority-3000", 3000), "High priority (serving).")
+class PriorityClassesConfig(Block):
+    low: PriorityClassConfig = Field(
+        PriorityClassConfig(name="low-priority-1000", value=1000), description="Low priority (checks)."
+    )
+    medium: PriorityClassConfig = Field(
+        PriorityClassConfig(name="medium-priority-2000", value=2000), description="Medium priority."
+    )
+    high: PriorityClassConfig = Field(
+        PriorityClassConfig(name="high-priority-3000", value=3000), description="High priority (serving)."
+    )
 
     def levels(self) -> list[tuple[str, PriorityClassConfig]]:
         """(level, class) from the lowest to the highest priority."""
         return [(level, getattr(self, level)) for level in PRIORITY_LEVELS]
 
 
-@dataclass(frozen=True)
-class QueuesConfig:
-    topology_name: str = setting("slice-topology", "Kueue Topology name.")
-    resource_flavor_name: str = setting("slice-rf", "Kueue ResourceFlavor name.")
-    admission_check_name: str = setting("ac", "Kueue AdmissionCheck name (controller accelerator.gke.io/slice).")
-    cluster_queue_name: str = setting("cq", "Kueue ClusterQueue name.")
-    local_queue_name: str = setting("lq", "LocalQueue name in each workload namespace.")
-    namespaces: list[str] = setting([WORKLOAD_NAMESPACE], "Workload namespaces, each with a LocalQueue.")
-    priority_classes: PriorityClassesConfig = setting(PriorityClassesConfig(), "WorkloadPriorityClasses.")
+class QueuesConfig(Block):
+    topology_name: str = Field("slice-topology", description="Kueue Topology name.")
+    resource_flavor_name: str = Field("slice-rf", description="Kueue ResourceFlavor name.")
+    admission_check_name: str = Field(
+        "ac", description="Kueue AdmissionCheck name (controller accelerator.gke.io/slice)."
+    )
+    cluster_queue_name: str = Field("cq", description="Kueue ClusterQueue name.")
+    local_queue_name: str = Field("lq", description="LocalQueue name in each workload namespace.")
+    namespaces: list[str] = Field([WORKLOAD_NAMESPACE], description="Workload namespaces, each with a LocalQueue.")
+    priority_classes: PriorityClassesConfig = Field(PriorityClassesConfig(), description="WorkloadPriorityClasses.")
 
     def priority_class(self, level: str) -> PriorityClassConfig:
         """The class of a priority level (``low``, ``medium``, ``high``)."""

@@ -1,8 +1,9 @@
 """What must be gone before a layer below can be deleted, and the bounded waits for it.
 
-Pure Python (no Pulumi): a small Kubernetes API client (a kubeconfig's server, CA and credentials:
-token, client certificate or an exec plugin such as gke-gcloud-auth-plugin) and the waits the
-gates of components/platform/gates.py run:
+Pure Python (no Pulumi): the waits the gates of components/platform/gates.py run, asking the cluster through the
+official ``kubernetes`` client, which reads the stack's kubeconfig as kubectl does (its server, CA, TLS server
+name and proxy; a token, a client certificate or an exec plugin such as gke-gcloud-auth-plugin, run again when its
+token expires):
 
 * before the TPU pools and the slice controller go: no ``slices.accelerator.gke.io`` object and no
   admitted Kueue Workload in the stack's namespaces (active Slices block node-pool deletion, and
@@ -26,24 +27,22 @@ as deleted out of band and lets the destroy go on, as the provider does with its
 
 from __future__ import annotations
 
-import base64
-import json
 import os
-import ssl
-import subprocess
-import tempfile
+import shutil
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
+import urllib3
 import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
 
 SLICE_GROUP = "accelerator.gke.io"
 SLICE_RESOURCE = "slices"
-KUEUE_WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads"
+KUEUE_GROUP, KUEUE_VERSION, KUEUE_WORKLOADS = "kueue.x-k8s.io", "v1beta2", "workloads"
 NEG_GROUP = "networking.gke.io"
 NEG_RESOURCE = "servicenetworkendpointgroups"
 POLL_SECONDS = 10.0
@@ -51,6 +50,8 @@ REQUEST_TIMEOUT_SECONDS = 15.0
 UNREACHABLE_GRACE_SECONDS = 60.0
 # the Kubernetes provider's switch for a cluster deleted out of band (its objects leave the state unasked)
 DELETE_UNREACHABLE_ENV = "PULUMI_K8S_DELETE_UNREACHABLE"
+
+Answer = TypeVar("Answer")
 
 
 def unreachable_means_gone(environ: Mapping[str, str] = os.environ) -> bool:
@@ -68,115 +69,93 @@ class KubeError(RuntimeError):
         self.unanswered = unanswered  # no HTTP answer at all (a 5xx is an answer: the server is there)
 
 
-# --- A small API client ----------------------------------------------------------------
+# --- The cluster, through the kubernetes client ------------------------------------------
 
 
 @dataclass
 class KubeClient:
-    server: str
-    headers: dict[str, str] = field(default_factory=dict)
-    context: ssl.SSLContext | None = None
+    """The ``kubernetes`` library's client of one cluster; each call's failure as a KubeError."""
 
-    def get(self, path: str) -> dict[str, Any] | None:
-        """GET ``path`` as JSON; None when the server answers 404 (no such kind or object)."""
-        request = urllib.request.Request(
-            self.server.rstrip("/") + path, headers={"Accept": "application/json", **self.headers}
-        )
+    api: k8s.ApiClient
+
+    @property
+    def server(self) -> str:
+        return str(self.api.configuration.host)
+
+    def ask(self, what: str, call: Callable[[], Answer]) -> Answer | None:
+        """``call``'s answer; None when the server answers 404 (no such kind or object)."""
         try:
-            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_SECONDS, context=self.context) as response:
-                body: dict[str, Any] = json.loads(response.read())
-                return body
-        except urllib.error.HTTPError as error:
-            if error.code == 404:
+            return call()
+        except ApiException as error:
+            if error.status == 404:
                 return None
+            if not error.status:  # the library's TLS failure: no HTTP answer
+                raise KubeError(
+                    f"cannot reach the API server {self.server} ({what}: {error.reason})",
+                    transient=True,
+                    unanswered=True,
+                ) from None
             raise KubeError(
-                f"the API server {self.server} answered GET {path} with HTTP {error.code} {error.reason}",
-                transient=error.code >= 500,
+                f"the API server {self.server} answered {what} with HTTP {error.status} {error.reason}",
+                transient=error.status >= 500,
             ) from None
-        except OSError as error:  # URLError, timeouts, refused and dropped connections
+        except (urllib3.exceptions.HTTPError, OSError) as error:  # refused, dropped, timed out
             reason = getattr(error, "reason", None) or error
             raise KubeError(
-                f"cannot reach the API server {self.server} (GET {path}: {reason})", transient=True, unanswered=True
+                f"cannot reach the API server {self.server} ({what}: {reason})", transient=True, unanswered=True
             ) from None
 
-    def items(self, path: str) -> list[dict[str, Any]]:
-        listing = self.get(path)
-        return list((listing or {}).get("items") or [])
+    def custom_objects(self, group: str, version: str, resource: str, namespace: str | None) -> list[dict[str, Any]]:
+        """Every object of a custom resource, cluster-wide or in ``namespace``; none when it is not served."""
+        objects = k8s.CustomObjectsApi(self.api)
+        where = f"/apis/{group}/{version}{f'/namespaces/{namespace}' if namespace else ''}/{resource}"
+        listing = self.ask(
+            f"GET {where}",
+            lambda: (
+                objects.list_namespaced_custom_object(
+                    group, version, namespace, resource, _request_timeout=REQUEST_TIMEOUT_SECONDS
+                )
+                if namespace
+                else objects.list_cluster_custom_object(
+                    group, version, resource, _request_timeout=REQUEST_TIMEOUT_SECONDS
+                )
+            ),
+        )
+        return list(listing.get("items") or []) if isinstance(listing, dict) else []
 
     def preferred_version(self, group: str) -> str | None:
-        """``group/version`` the server prefers for an API group, or None when the group is not served."""
-        discovery = self.get(f"/apis/{group}")
-        preferred = (discovery or {}).get("preferredVersion") or {}
-        version = preferred.get("groupVersion")
-        return str(version) if version else None
+        """The version the server prefers for an API group, or None when the group is not served."""
+        apis = k8s.ApisApi(self.api)
+        groups = self.ask("GET /apis", lambda: apis.get_api_versions(_request_timeout=REQUEST_TIMEOUT_SECONDS))
+        for served in groups.groups if groups else []:
+            if served.name == group and served.preferred_version:
+                return str(served.preferred_version.version)
+        return None
 
 
-def client_from_kubeconfig(
-    text: str, run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run
-) -> KubeClient:
-    """A client for the current context of a kubeconfig (contents, not a path)."""
+def client_from_kubeconfig(text: str) -> KubeClient:
+    """A client for the current context of a kubeconfig (contents, not a path), loaded by the kubernetes library."""
     config = yaml.safe_load(text) or {}
-    contexts = {c["name"]: c["context"] for c in config.get("contexts") or []}
-    context = contexts[config["current-context"]]
-    cluster = {c["name"]: c["cluster"] for c in config.get("clusters") or []}[context["cluster"]]
-    user = {u["name"]: u["user"] for u in config.get("users") or []}.get(context.get("user", ""), {})
-
-    ssl_context = ssl.create_default_context()
-    if cluster.get("insecure-skip-tls-verify"):
-        ssl_context.check_hostname = False
-        ssl_context.verify_mode = ssl.CERT_NONE
-    elif "certificate-authority-data" in cluster:
-        ssl_context.load_verify_locations(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
-    elif "certificate-authority" in cluster:
-        ssl_context.load_verify_locations(cafile=cluster["certificate-authority"])
-
-    headers: dict[str, str] = {}
-    if token := user.get("token"):
-        headers["Authorization"] = f"Bearer {token}"
-    elif "exec" in user:
-        headers["Authorization"] = f"Bearer {_exec_token(user['exec'], cluster, run)}"
-    if "client-certificate-data" in user and "client-key-data" in user:
-        _load_client_certificate(ssl_context, user["client-certificate-data"], user["client-key-data"])
-    return KubeClient(cluster["server"], headers, ssl_context)
+    _require_exec_plugin(config)
+    configuration = k8s.Configuration()
+    # The waits ask again each poll: one retry covers a pooled connection the server has closed meanwhile.
+    configuration.retries = 1
+    # the library's config loader carries no annotations (its client does)
+    api: k8s.ApiClient = k8s_config.new_client_from_config_dict(  # type: ignore[no-untyped-call]
+        config, persist_config=False, client_configuration=configuration
+    )
+    return KubeClient(api)
 
 
-def _exec_token(
-    spec: dict[str, Any], cluster: dict[str, Any], run: Callable[..., subprocess.CompletedProcess[str]]
-) -> str:
-    """The bearer token of an exec credential plugin (client.authentication.k8s.io ExecCredential)."""
-    env = {**os.environ, **{e["name"]: e["value"] for e in spec.get("env") or []}}
-    if spec.get("provideClusterInfo"):
-        info = {
-            "server": cluster["server"],
-            "certificate-authority-data": cluster.get("certificate-authority-data", ""),
-        }
-        env["KUBERNETES_EXEC_INFO"] = json.dumps(
-            {
-                "apiVersion": spec["apiVersion"],
-                "kind": "ExecCredential",
-                "spec": {"cluster": info, "interactive": False},
-            }
-        )
-    command = [spec["command"], *(spec.get("args") or [])]
-    try:
-        done = run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
-    except FileNotFoundError:
-        raise KubeError(f"{spec['command']} is not installed: {spec.get('installHint', 'install it')}") from None
-    if done.returncode != 0:
-        raise KubeError(f"{spec['command']} failed: {(done.stderr or '').strip()[:300]}")
-    token = (json.loads(done.stdout).get("status") or {}).get("token")
-    if not token:
-        raise KubeError(f"{spec['command']} returned no token")
-    return str(token)
-
-
-def _load_client_certificate(context: ssl.SSLContext, certificate_data: str, key_data: str) -> None:
-    with tempfile.TemporaryDirectory() as directory:
-        certificate, key = os.path.join(directory, "client.crt"), os.path.join(directory, "client.key")
-        for path, data in ((certificate, certificate_data), (key, key_data)):
-            with open(path, "wb") as stream:
-                stream.write(base64.b64decode(data))
-        context.load_cert_chain(certificate, key)
+def _require_exec_plugin(config: Mapping[str, Any]) -> None:
+    """An exec credential plugin that is not installed, named with its install hint (the library would only log
+    it and send the requests without credentials)."""
+    contexts = {c["name"]: c.get("context") or {} for c in config.get("contexts") or []}
+    user_name = contexts.get(config.get("current-context", ""), {}).get("user")
+    users = {u["name"]: u.get("user") or {} for u in config.get("users") or []}
+    spec = users.get(user_name, {}).get("exec")
+    if spec and shutil.which(spec["command"]) is None:
+        raise KubeError(f"{spec['command']} is not installed: {spec.get('installHint', 'install it')}")
 
 
 # --- What still holds on ---------------------------------------------------------------
@@ -193,9 +172,11 @@ def _listed(client: KubeClient, group: str, resource: str, namespaces: list[str]
     version = client.preferred_version(group)
     if version is None:
         return []
-    if namespaces is None:
-        return sorted(_name(o) for o in client.items(f"/apis/{version}/{resource}"))
-    return sorted(_name(o) for ns in namespaces for o in client.items(f"/apis/{version}/namespaces/{ns}/{resource}"))
+    return sorted(
+        _name(o)
+        for namespace in (namespaces if namespaces is not None else [None])
+        for o in client.custom_objects(group, version, resource, namespace)
+    )
 
 
 def is_admitted(workload: dict[str, Any]) -> bool:
@@ -225,7 +206,7 @@ def holding(client: KubeClient, spec: DrainSpec) -> list[str]:
     if spec.slices:
         held += [f"Slice {name}" for name in _listed(client, SLICE_GROUP, SLICE_RESOURCE, None)]
     for namespace in spec.workload_namespaces:
-        workloads = client.items(KUEUE_WORKLOADS.format(namespace=namespace))
+        workloads = client.custom_objects(KUEUE_GROUP, KUEUE_VERSION, KUEUE_WORKLOADS, namespace)
         held += [f"admitted Workload {_name(w)}" for w in workloads if is_admitted(w)]
     if spec.neg_namespaces:
         negs = _listed(client, NEG_GROUP, NEG_RESOURCE, list(spec.neg_namespaces))
@@ -351,22 +332,30 @@ class WebhookSpec:
 def webhook_not_ready(client: KubeClient, spec: WebhookSpec) -> list[str]:
     """Why the webhook cannot serve yet; empty when it can."""
     reasons = []
-    configuration = client.get(
-        f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{spec.configuration}"
+    admission = k8s.AdmissionregistrationV1Api(client.api)
+    configuration = client.ask(
+        f"GET /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{spec.configuration}",
+        lambda: admission.read_mutating_webhook_configuration(
+            spec.configuration, _request_timeout=REQUEST_TIMEOUT_SECONDS
+        ),
     )
     if configuration is None:
         reasons.append(f"MutatingWebhookConfiguration {spec.configuration} does not exist")
     else:
-        missing = [
-            w["name"] for w in configuration.get("webhooks") or [] if not (w.get("clientConfig") or {}).get("caBundle")
-        ]
+        missing = [w.name for w in configuration.webhooks or [] if not w.client_config.ca_bundle]
         if missing:
             reasons.append(f"no CA injected yet into {', '.join(missing)}")
-    slices = client.items(
-        f"/apis/discovery.k8s.io/v1/namespaces/{spec.service_namespace}/endpointslices"
-        f"?labelSelector=kubernetes.io%2Fservice-name%3D{spec.service_name}"
+    discovery = k8s.DiscoveryV1Api(client.api)
+    selector = f"kubernetes.io/service-name={spec.service_name}"
+    slices = client.ask(
+        f"GET /apis/discovery.k8s.io/v1/namespaces/{spec.service_namespace}/endpointslices?labelSelector={selector}",
+        lambda: discovery.list_namespaced_endpoint_slice(
+            spec.service_namespace, label_selector=selector, _request_timeout=REQUEST_TIMEOUT_SECONDS
+        ),
     )
-    ready = [e for s in slices for e in s.get("endpoints") or [] if (e.get("conditions") or {}).get("ready")]
+    ready = [
+        e for s in (slices.items if slices else []) for e in s.endpoints or [] if e.conditions and e.conditions.ready
+    ]
     if not ready:
         reasons.append(f"Service {spec.service_namespace}/{spec.service_name} has no ready endpoint")
     return reasons

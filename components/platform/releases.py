@@ -82,7 +82,9 @@ class ClusterPlatform(pulumi.ComponentResource):
             # Its webhooks mutate Jobs, JobSets and LWS for Kueue: those controllers come first.
             self.slice_controller = self._release(
                 "slice-controller",
-                HelmChartConfig(SLICE_CONTROLLER_CHART, _chart_version(), args.slice_controller.namespace),
+                HelmChartConfig(
+                    chart=SLICE_CONTROLLER_CHART, version=_chart_version(), namespace=args.slice_controller.namespace
+                ),
                 slice_controller_values(args.slice_controller, args.webhook_namespaces, args.pull_path),
                 depends_on=[r for r in (self.jobset, self.kueue, self.leader_worker_set) if r is not None],
                 # A Release of a local chart is diffed by its inputs only: the digest of the chart's

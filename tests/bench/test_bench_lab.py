@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from components.operations import benchmark
-from tools.openai_standin import StandIn
+from harness.openai_standin import StandIn
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO_ROOT / "build" / "venv-bench" / "bin"

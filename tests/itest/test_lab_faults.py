@@ -60,7 +60,7 @@ from tests.itest.lab import PROJECT_NAME, REPO_ROOT, ControlPlane, KubeApi, Pulu
 
 FAULT_STACK = "faults"
 # UPSERT_EXISTING_ENV, the Kubernetes provider's switch that makes a create take over an object the cluster already
-# holds instead of refusing it, as 4.29.0 and later do (docs/operations.md, When an operation fails halfway). The lab's
+# holds instead of refusing it, as 4.29.0 and later do (docs/recovery.md, When an operation fails halfway). The lab's
 # provider, 4.25.0, always takes over: the tests run the documented commands, switch included, and show that they
 # converge without creating any object twice, not the refusal.
 STAGING_JOB = "stage-model-weights"  # created after the queues and the checks, before the LeaderWorkerSets
@@ -228,7 +228,7 @@ def provider_switch(lab: Lab, name: str) -> Iterator[None]:
 
 
 def taking_over_up(lab: Lab, name: str) -> tuple[Operation, float]:
-    """The recovery of docs/operations.md for objects the cluster holds and the state does not: an `up` with the
+    """The recovery of docs/recovery.md for objects the cluster holds and the state does not: an `up` with the
     provider's switch, which takes them over, then a plain `up`, which gives the switch back and creates nothing."""
     began = time.monotonic()
     with provider_switch(lab, UPSERT_EXISTING_ENV):
@@ -353,7 +353,7 @@ def test_a_kill_after_ctrl_c_leaves_a_pending_create_that_cancel_refresh_and_up_
 ):
     """Ctrl-C, then a kill before the CLI could cancel (SIGINT and SIGKILL back to back, as a CI runner
     stopping a job): the Job's create stays pending in the state and the lock stays; the API server
-    finishes the create behind the dead CLI. Then the recovery of docs/operations.md, as written: `pulumi cancel`,
+    finishes the create behind the dead CLI. Then the recovery of docs/recovery.md, as written: `pulumi cancel`,
     `pulumi refresh --clear-pending-creates`, `PULUMI_K8S_UPSERT_EXISTING_OBJECTS=true pulumi up`, `pulumi up`."""
     lab.require("cancelled")
     result = interrupted_up(

@@ -2,7 +2,7 @@
 
 Each run is the program in its own interpreter, with exactly the libraries the Job installs
 (build/venv-staging, pip --require-hashes from stage-weights-requirements.txt), talking to the Hub
-stand-in of tools/staging_lab.py (tree and resolve endpoints, a CDN on another origin) and to a real
+stand-in of harness/staging_lab.py (tree and resolve endpoints, a CDN on another origin) and to a real
 Cloud Storage emulator, fake-gcs-server, through STORAGE_EMULATOR_HOST. Nothing of huggingface_hub or
 google-cloud-storage is replaced. `make staging-test` builds both first; without them every test
 here fails, naming what to run.
@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tools.staging_lab import HOLD_SECONDS, FakeGcs, HubRepo, fake_gcs, hub_stand_in, refusing_proxy
+from harness.staging_lab import HOLD_SECONDS, FakeGcs, HubRepo, fake_gcs, hub_stand_in, refusing_proxy
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = REPO_ROOT / "manifests" / "serving" / "stage_weights.py"

@@ -6,8 +6,16 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
+from pydantic import Field
+
 from components import naming
-from components.config_base import Problems, PullPath, image_pin_problem, is_k8s_name, setting
+from components.config_base import (
+    Block,
+    Problems,
+    PullPath,
+    image_pin_problem,
+    is_k8s_name,
+)
 from components.gcp.config import ClusterConfig, NetworkConfig, TpuConfig
 from components.tpu import sizing, topology
 from components.workloads.saxml import rules
@@ -25,28 +33,28 @@ HTTP_IMAGE = f"{IMAGE_REPOSITORY}/sax-http:v1.0.0"
 PLATFORM_CHIPS = {topology.V5E: "tpuv5e"}
 
 
-@dataclass(frozen=True)
-class SaxmlModelConfig:
-    parameters_billions: float = setting(
-        175, "Parameters of the largest model a slice serves, in billions (the sizing check)."
+class SaxmlModelConfig(Block):
+    parameters_billions: float = Field(
+        175, description="Parameters of the largest model a slice serves, in billions (the sizing check)."
     )
-    precision: str = setting("bf16", f"Weight precision: {sizing.DTYPES_TEXT}.")
+    precision: str = Field("bf16", description=f"Weight precision: {sizing.DTYPES_TEXT}.")
 
 
-@dataclass(frozen=True)
-class SaxmlHttpConfig:
-    cluster_clients: bool = setting(
+class SaxmlHttpConfig(Block):
+    cluster_clients: bool = Field(
         True,
-        "Admit the cluster's own nodes and pods (network.nodeCidr and network.podCidr) to the HTTP load balancer: "
+        description="Admit the cluster's own nodes and pods (network.nodeCidr and network.podCidr) to the HTTP load balancer: "
         "a pod that calls its address is seen with the pod's own address. False on a cluster made elsewhere, "
         "whose ranges go in sourceRanges.",
     )
-    source_ranges: list[str] = setting(
+    source_ranges: list[str] = Field(
         [],
-        "Further CIDR ranges allowed to reach the HTTP load balancer (clients on the VPC outside the cluster); "
+        description="Further CIDR ranges allowed to reach the HTTP load balancer (clients on the VPC outside the cluster); "
         "/publish has no authentication, so with clusterClients false at least one is required.",
     )
-    external: bool = setting(False, "Expose the HTTP server on an external load balancer instead of an internal one.")
+    external: bool = Field(
+        False, description="Expose the HTTP server on an external load balancer instead of an internal one."
+    )
 
 
 # The admin server rewrites its state (state.proto) every 10 seconds whether it changed or not (google/saxml
@@ -54,51 +62,53 @@ class SaxmlHttpConfig:
 STATE_VERSION_DAYS = 7
 
 
-@dataclass(frozen=True)
-class NoncurrentVersionsConfig:
-    days: int = setting(
+class NoncurrentVersionsConfig(Block):
+    days: int = Field(
         STATE_VERSION_DAYS,
-        "Cloud Storage deletes a replaced version of the cell's state once it has been noncurrent this many days "
+        description="Cloud Storage deletes a replaced version of the cell's state once it has been noncurrent this many days "
         "(0: no age limit).",
     )
-    newer_versions: int = setting(
-        0, "Cloud Storage deletes a replaced version once this many newer versions of it exist (0: no count limit)."
+    newer_versions: int = Field(
+        0,
+        description="Cloud Storage deletes a replaced version once this many newer versions of it exist (0: no count limit).",
     )
 
 
-@dataclass(frozen=True)
-class SaxmlConfig:
-    enabled: bool = setting(False, "Deploy a Saxml cell on the TPU v5e pools (one model server per pool).")
-    namespace: str = setting("sax", "Namespace of the Saxml workloads.")
-    bucket_name: str = setting("", "Bucket of the admin server's state; empty means `<project>-sax-admin`.")
-    keep_bucket_on_destroy: bool = setting(
+class SaxmlConfig(Block):
+    enabled: bool = Field(False, description="Deploy a Saxml cell on the TPU v5e pools (one model server per pool).")
+    namespace: str = Field("sax", description="Namespace of the Saxml workloads.")
+    bucket_name: str = Field("", description="Bucket of the admin server's state; empty means `<project>-sax-admin`.")
+    keep_bucket_on_destroy: bool = Field(
         True,
-        "`pulumi destroy` (or saxml.enabled false) leaves the bucket and the cell's state in the project; "
+        description="`pulumi destroy` (or saxml.enabled false) leaves the bucket and the cell's state in the project; "
         "false deletes the bucket with everything in it.",
     )
-    noncurrent_versions: NoncurrentVersionsConfig = setting(
+    noncurrent_versions: NoncurrentVersionsConfig = Field(
         NoncurrentVersionsConfig(),
-        "When the versioned state bucket deletes old versions of the state (at least one limit is required).",
+        description="When the versioned state bucket deletes old versions of the state (at least one limit is required).",
     )
-    service_account_name: str = setting(
-        "sax-sa", "Kubernetes service account of the model servers and the HTTP server, which read the cell's state."
+    service_account_name: str = Field(
+        "sax-sa",
+        description="Kubernetes service account of the model servers and the HTTP server, which read the cell's state.",
     )
-    google_service_account_id: str = setting(
+    google_service_account_id: str = Field(
         "sax-iam-sa",
-        "Google service account the model servers and the HTTP server act as (Workload Identity): reads the bucket.",
+        description="Google service account the model servers and the HTTP server act as (Workload Identity): reads the bucket.",
     )
-    admin_service_account_name: str = setting(
-        "sax-admin", "Kubernetes service account of the admin server, the one identity that writes the cell's state."
+    admin_service_account_name: str = Field(
+        "sax-admin",
+        description="Kubernetes service account of the admin server, the one identity that writes the cell's state.",
     )
-    admin_google_service_account_id: str = setting(
-        "sax-admin-sa", "Google service account the admin server acts as (Workload Identity): writes the bucket."
+    admin_google_service_account_id: str = Field(
+        "sax-admin-sa",
+        description="Google service account the admin server acts as (Workload Identity): writes the bucket.",
     )
-    sax_cell: str = setting("/sax/test", "Sax cell the servers join.")
-    admin_image: str = setting(ADMIN_IMAGE, "Admin server image (pinned tag or digest).")
-    model_server_image: str = setting(MODEL_SERVER_IMAGE, "Model server image (pinned tag or digest).")
-    http_image: str = setting(HTTP_IMAGE, "HTTP server image (pinned tag or digest).")
-    model: SaxmlModelConfig = setting(SaxmlModelConfig(), "The model the slices must hold.")
-    http: SaxmlHttpConfig = setting(SaxmlHttpConfig(), "The HTTP server's load balancer.")
+    sax_cell: str = Field("/sax/test", description="Sax cell the servers join.")
+    admin_image: str = Field(ADMIN_IMAGE, description="Admin server image (pinned tag or digest).")
+    model_server_image: str = Field(MODEL_SERVER_IMAGE, description="Model server image (pinned tag or digest).")
+    http_image: str = Field(HTTP_IMAGE, description="HTTP server image (pinned tag or digest).")
+    model: SaxmlModelConfig = Field(SaxmlModelConfig(), description="The model the slices must hold.")
+    http: SaxmlHttpConfig = Field(SaxmlHttpConfig(), description="The HTTP server's load balancer.")
 
 
 def bucket_name(saxml: SaxmlConfig, project: str) -> str:

@@ -6,16 +6,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pydantic import Field
+
 from components.config_base import (
     EXACT_VERSION,
+    SECRET_SETTING,
     SECRET_VERSION,
+    Block,
     ImageReference,
     Problems,
     PullPath,
     image_pin_problem,
     is_k8s_name,
     release_image_problems,
-    setting,
     written_release_image,
 )
 from components.gcp.config import ClusterConfig, NetworkConfig, TpuConfig
@@ -96,103 +99,105 @@ RESULTS_DIR = "results"
 BENCHMARK_SERVICE_ACCOUNT = "serving-benchmark"
 
 
-@dataclass(frozen=True)
-class ServingModelConfig:
-    id: str = setting(MODEL_ID, "Hugging Face model id (also the served model name unless servedName is set).")
-    served_name: str = setting("", "Model name clients send; empty means the model id.")
-    revision: str = setting(MODEL_REVISION, "Snapshot (commit) of the model in the bucket's Hugging Face cache layout.")
-    weights_path: str = setting(
-        "", "Object path of the snapshot in the bucket; empty means models--<org>--<name>/snapshots/<revision>."
+class ServingModelConfig(Block):
+    id: str = Field(
+        MODEL_ID, description="Hugging Face model id (also the served model name unless servedName is set)."
     )
-    parameters_billions: float = setting(MODEL_PARAMETERS_BILLIONS, "Total parameters in billions (the HBM rule).")
-    weights_dtype: str = setting(MODEL_WEIGHTS_DTYPE, f"Storage type of the weights: {sizing.DTYPES_TEXT}.")
+    served_name: str = Field("", description="Model name clients send; empty means the model id.")
+    revision: str = Field(
+        MODEL_REVISION, description="Snapshot (commit) of the model in the bucket's Hugging Face cache layout."
+    )
+    weights_path: str = Field(
+        "",
+        description="Object path of the snapshot in the bucket; empty means models--<org>--<name>/snapshots/<revision>.",
+    )
+    parameters_billions: float = Field(
+        MODEL_PARAMETERS_BILLIONS, description="Total parameters in billions (the HBM rule)."
+    )
+    weights_dtype: str = Field(MODEL_WEIGHTS_DTYPE, description=f"Storage type of the weights: {sizing.DTYPES_TEXT}.")
 
 
-@dataclass(frozen=True)
-class WeightsBucketConfig:
-    name: str = setting("", "Bucket of the weights and the XLA cache; empty means `<project>-llm-weights`.")
-    create: bool = setting(
+class WeightsBucketConfig(Block):
+    name: str = Field("", description="Bucket of the weights and the XLA cache; empty means `<project>-llm-weights`.")
+    create: bool = Field(
         True,
-        "Create the bucket (false: use an existing one, which must hold the weights, be in `region` (or a dual-region "
+        description="Create the bucket (false: use an existing one, which must hold the weights, be in `region` (or a dual-region "
         "that lists it) and, with grantAccess, have uniform bucket-level access, which the grants' IAM conditions "
         "need: the preview reads the bucket and refuses it otherwise).",
     )
-    keep_on_destroy: bool = setting(
+    keep_on_destroy: bool = Field(
         True,
-        "`pulumi destroy` (or serving.enabled false) leaves a created bucket and the weights in the project; "
+        description="`pulumi destroy` (or serving.enabled false) leaves a created bucket and the weights in the project; "
         "false deletes the bucket with everything in it.",
     )
-    grant_access: bool = setting(
+    grant_access: bool = Field(
         True,
-        "Grant, by Workload Identity, the model servers' Kubernetes service account read on the bucket and write "
+        description="Grant, by Workload Identity, the model servers' Kubernetes service account read on the bucket and write "
         f"on its {XLA_CACHE_DIR}/ prefix only, and the staging Job's read on the bucket and write on the "
         "snapshot's directory only; false when the grants are made elsewhere or the cluster has no Workload Identity.",
     )
 
 
-@dataclass(frozen=True)
-class WeightsStagingConfig:
-    enabled: bool = setting(
+class WeightsStagingConfig(Block):
+    enabled: bool = Field(
         True,
-        "Before the model servers start, a Job copies serving.model.revision of the model from Hugging Face into "
+        description="Before the model servers start, a Job copies serving.model.revision of the model from Hugging Face into "
         "the bucket (skipping files already complete); false when the bucket is filled elsewhere.",
     )
-    image: str = setting(
+    image: str = Field(
         STAGING_IMAGE,
-        "Python image (CPython 3.11 or later, glibc) that installs the hash-pinned libraries and runs the staging program "
+        description="Python image (CPython 3.11 or later, glibc) that installs the hash-pinned libraries and runs the staging program "
         "(dated tag or digest).",
     )
-    timeout_minutes: int = setting(
-        STAGING_TIMEOUT_MINUTES, "How long the Job may run and `pulumi up` waits for it before failing."
+    timeout_minutes: int = Field(
+        STAGING_TIMEOUT_MINUTES, description="How long the Job may run and `pulumi up` waits for it before failing."
     )
-    service_account_name: str = setting(
+    service_account_name: str = Field(
         "weights-staging",
-        "Kubernetes service account of the Job: the one identity that writes the weights (the snapshot's directory "
+        description="Kubernetes service account of the Job: the one identity that writes the weights (the snapshot's directory "
         "only); not serving.serviceAccountName.",
     )
 
 
-@dataclass(frozen=True)
-class ServingRoleConfig:
-    name: str = setting(doc="LeaderWorkerSet name (counts against the 49-character slice-name budget).")
-    replicas: int = setting(4, "Model-server groups of this role, one slice each.")
-    tensor_parallel_size: int = setting(16, "vLLM --tensor-parallel-size; prefill and decode must match.")
+class ServingRoleConfig(Block):
+    name: str = Field(description="LeaderWorkerSet name (counts against the 49-character slice-name budget).")
+    replicas: int = Field(4, description="Model-server groups of this role, one slice each.")
+    tensor_parallel_size: int = Field(16, description="vLLM --tensor-parallel-size; prefill and decode must match.")
 
 
-@dataclass(frozen=True)
-class ServingResourcesConfig:
-    cpu: str = setting("220", "CPU request (= limit) of each TPU pod.")
-    memory: str = setting("850Gi", "Memory request (= limit) of each TPU pod.")
+class ServingResourcesConfig(Block):
+    cpu: str = Field("220", description="CPU request (= limit) of each TPU pod.")
+    memory: str = Field("850Gi", description="Memory request (= limit) of each TPU pod.")
 
 
-@dataclass(frozen=True)
-class GatewayConfig:
-    name: str = setting("llm-d-inference-gateway", "Gateway name.")
-    class_name: str = setting(
-        "gke-l7-rilb", "GatewayClass; gke-l7-rilb is GKE's regional internal Application Load Balancer."
+class GatewayConfig(Block):
+    name: str = Field("llm-d-inference-gateway", description="Gateway name.")
+    class_name: str = Field(
+        "gke-l7-rilb", description="GatewayClass; gke-l7-rilb is GKE's regional internal Application Load Balancer."
     )
-    port: int = setting(80, "HTTP listener port.")
+    port: int = Field(80, description="HTTP listener port.")
 
 
-@dataclass(frozen=True)
-class RouterConfig:
-    install: bool = setting(True, "Install the llm-d router (false: it is installed elsewhere, or not at all).")
-    chart: str = setting("oci://ghcr.io/llm-d/charts/llm-d-router-gateway", "llm-d router chart.")
-    version: str = setting(
+class RouterConfig(Block):
+    install: bool = Field(
+        True, description="Install the llm-d router (false: it is installed elsewhere, or not at all)."
+    )
+    chart: str = Field("oci://ghcr.io/llm-d/charts/llm-d-router-gateway", description="llm-d router chart.")
+    version: str = Field(
         ROUTER_VERSION,
-        "Exact llm-d router release (never the floating v0): the chart, the endpoint picker image and the decode "
+        description="Exact llm-d router release (never the floating v0): the chart, the endpoint picker image and the decode "
         f"pods' P/D sidecar; {rules.SIDECAR_FLAGS_SINCE} or later.",
     )
-    replicas: int = setting(
+    replicas: int = Field(
         2,
-        "Endpoint picker replicas: one leads (by a lease) and serves, the others stand by with their state warm and "
+        description="Endpoint picker replicas: one leads (by a lease) and serves, the others stand by with their state warm and "
         "take over within seconds when it goes (no disruption budget: only the leader is ever Ready, so one would "
         "block every drain of its node); 2 or more required in production.",
     )
-    epp_image: str = setting(
+    epp_image: str = Field(
         "",
-        f"Endpoint picker image pinned by digest; empty means `{ENDPOINT_PICKER_REPOSITORY}:<serving.router.version>`, "
-        "by digest where the program records that release's (docs/security.md, Supply chain). Set "
+        description=f"Endpoint picker image pinned by digest; empty means `{ENDPOINT_PICKER_REPOSITORY}:<serving.router.version>`, "
+        "by digest where the program records that release's (docs/supply-chain.md). Set "
         "`<that image>@sha256:<digest>`; the tag stays the router's release.",
     )
 
@@ -202,78 +207,81 @@ class RouterConfig:
 # deploy/components/crds-gie/kustomization.yaml installs that release's v1-manifests.yaml), not
 # v1.6.0: the router does not claim it, and its InferencePool v1 schema differs only in making
 # endpointPickerRef optional, which the chart's pool always sets (shared/schemas v1.5.0 and v1.6.0).
-@dataclass(frozen=True)
-class InferencePoolCrdsConfig:
-    install: bool = setting(
-        False, "Install the InferencePool CRDs (GKE manages them on recent versions; set true where it does not)."
+class InferencePoolCrdsConfig(Block):
+    install: bool = Field(
+        False,
+        description="Install the InferencePool CRDs (GKE manages them on recent versions; set true where it does not).",
     )
-    version: str = setting("v1.5.0", "Gateway API Inference Extension release whose CRDs to install.")
+    version: str = Field("v1.5.0", description="Gateway API Inference Extension release whose CRDs to install.")
 
 
-@dataclass(frozen=True)
-class ServingConfig:
-    enabled: bool = setting(
-        False, "Deploy P/D-disaggregated vLLM behind the llm-d router and an internal Gateway (TPU7x)."
+class ServingConfig(Block):
+    enabled: bool = Field(
+        False, description="Deploy P/D-disaggregated vLLM behind the llm-d router and an internal Gateway (TPU7x)."
     )
-    namespace: str = setting(
-        WORKLOAD_NAMESPACE, "Serving namespace; must be one of queues.namespaces (its LocalQueue)."
+    namespace: str = Field(
+        WORKLOAD_NAMESPACE, description="Serving namespace; must be one of queues.namespaces (its LocalQueue)."
     )
-    hf_token: str = setting(
+    hf_token: str = Field(
         "",
-        "Hugging Face token (set with --secret), handed to the pods as the environment variable HF_TOKEN from a "
+        description="Hugging Face token (set with --secret), handed to the pods as the environment variable HF_TOKEN from a "
         "Kubernetes Secret; empty means no token Secret is created. Refused on a production stack: use "
         "serving.hfTokenSecretVersion.",
-        secret=True,
+        json_schema_extra=SECRET_SETTING,
     )
-    hf_token_secret_version: str = setting(
+    hf_token_secret_version: str = Field(
         "",
-        "The Hugging Face token kept in Secret Manager instead: the secret version "
+        description="The Hugging Face token kept in Secret Manager instead: the secret version "
         "projects/<project>/secrets/<secret>/versions/<number or latest>, in the stack's project. GKE's Secret "
         "Manager add-on (cluster.secretManager) mounts it into the model servers and the staging Job as a file "
         "(HF_TOKEN_PATH), never an environment variable; their accounts get roles/secretmanager.secretAccessor on "
         "the secret. Not with serving.hfToken.",
     )
-    model: ServingModelConfig = setting(ServingModelConfig(), "The model.")
-    weights_bucket: WeightsBucketConfig = setting(WeightsBucketConfig(), "Cloud Storage bucket of the weights.")
-    weights_staging: WeightsStagingConfig = setting(
-        WeightsStagingConfig(), "The Job that stages the weights in the bucket."
+    model: ServingModelConfig = Field(ServingModelConfig(), description="The model.")
+    weights_bucket: WeightsBucketConfig = Field(
+        WeightsBucketConfig(), description="Cloud Storage bucket of the weights."
     )
-    image: str = setting(VLLM_IMAGE, "vLLM TPU image (dated tag or digest).")
-    benchmark_image: str = setting(
+    weights_staging: WeightsStagingConfig = Field(
+        WeightsStagingConfig(), description="The Job that stages the weights in the bucket."
+    )
+    image: str = Field(VLLM_IMAGE, description="vLLM TPU image (dated tag or digest).")
+    benchmark_image: str = Field(
         BENCHMARK_IMAGE,
-        "inference-perf image of `make bench`'s Job (dated tag or digest), pulled the way every image of the stack is "
+        description="inference-perf image of `make bench`'s Job (dated tag or digest), pulled the way every image of the stack is "
         "(images.mirror or the pull-through repositories) and listed in the `images` output.",
     )
-    routing_sidecar_image: str = setting(
+    routing_sidecar_image: str = Field(
         "",
-        f"P/D sidecar image of the decode pods; empty means `{ROUTING_SIDECAR_REPOSITORY}:<serving.router.version>`, "
+        description=f"P/D sidecar image of the decode pods; empty means `{ROUTING_SIDECAR_REPOSITORY}:<serving.router.version>`, "
         "by digest where the program records that release's. "
         "An override is that release pinned by digest, or from elsewhere: its name ends in "
         f"`{rules.ROUTING_SIDECAR_NAME}` and its tag is serving.router.version (pulled as every image is: images.mirror or pull-through).",
     )
-    slice_shape: str = setting("2x2x2", "Slice of each model-server group; one of tpu.sliceShapes.")
-    priority: str = setting("high", "Priority level (queues.priorityClasses): serving preempts the checks.")
-    prefill: ServingRoleConfig = setting(ServingRoleConfig("vllm-prefill"), "Prefill LeaderWorkerSet.")
-    decode: ServingRoleConfig = setting(ServingRoleConfig("vllm-decode"), "Decode LeaderWorkerSet.")
-    max_model_len: int = setting(9216, "vLLM --max-model-len.")
-    max_num_seqs: int = setting(512, "vLLM --max-num-seqs.")
-    max_num_batched_tokens: int = setting(8192, "vLLM --max-num-batched-tokens.")
-    kv_cache_dtype: str = setting("fp8", "vLLM --kv-cache-dtype.")
-    resources: ServingResourcesConfig = setting(ServingResourcesConfig(), "Requests of each TPU pod.")
-    hbm_headroom: float = setting(0.25, "Share of the slice's HBM kept free of weights (KV cache, activations).")
-    startup_failure_threshold: int = setting(
+    slice_shape: str = Field("2x2x2", description="Slice of each model-server group; one of tpu.sliceShapes.")
+    priority: str = Field("high", description="Priority level (queues.priorityClasses): serving preempts the checks.")
+    prefill: ServingRoleConfig = Field(ServingRoleConfig(name="vllm-prefill"), description="Prefill LeaderWorkerSet.")
+    decode: ServingRoleConfig = Field(ServingRoleConfig(name="vllm-decode"), description="Decode LeaderWorkerSet.")
+    max_model_len: int = Field(9216, description="vLLM --max-model-len.")
+    max_num_seqs: int = Field(512, description="vLLM --max-num-seqs.")
+    max_num_batched_tokens: int = Field(8192, description="vLLM --max-num-batched-tokens.")
+    kv_cache_dtype: str = Field("fp8", description="vLLM --kv-cache-dtype.")
+    resources: ServingResourcesConfig = Field(ServingResourcesConfig(), description="Requests of each TPU pod.")
+    hbm_headroom: float = Field(
+        0.25, description="Share of the slice's HBM kept free of weights (KV cache, activations)."
+    )
+    startup_failure_threshold: int = Field(
         rules.STARTUP_FAILURE_THRESHOLD,
-        f"Startup probe failures (every {rules.STARTUP_PERIOD_SECONDS} s) allowed while the model loads and compiles.",
+        description=f"Startup probe failures (every {rules.STARTUP_PERIOD_SECONDS} s) allowed while the model loads and compiles.",
     )
-    skip_tpu_webhook_check: bool = setting(False, "Annotate pods cloud.google.com/skip-tpu-webhook-check.")
-    healthy_nodes_only: bool = setting(False, "Select only nodes whose partition state is HEALTHY.")
-    service_account_name: str = setting(
+    skip_tpu_webhook_check: bool = Field(False, description="Annotate pods cloud.google.com/skip-tpu-webhook-check.")
+    healthy_nodes_only: bool = Field(False, description="Select only nodes whose partition state is HEALTHY.")
+    service_account_name: str = Field(
         "model-server",
-        f"Kubernetes service account of the model servers: reads the bucket, writes only its {XLA_CACHE_DIR}/ prefix.",
+        description=f"Kubernetes service account of the model servers: reads the bucket, writes only its {XLA_CACHE_DIR}/ prefix.",
     )
-    gateway: GatewayConfig = setting(GatewayConfig(), "The inference Gateway.")
-    router: RouterConfig = setting(RouterConfig(), "The llm-d router Helm chart.")
-    inference_pool_crds: InferencePoolCrdsConfig = setting(InferencePoolCrdsConfig(), "InferencePool CRDs.")
+    gateway: GatewayConfig = Field(GatewayConfig(), description="The inference Gateway.")
+    router: RouterConfig = Field(RouterConfig(), description="The llm-d router Helm chart.")
+    inference_pool_crds: InferencePoolCrdsConfig = Field(InferencePoolCrdsConfig(), description="InferencePool CRDs.")
 
     def role(self, role: str) -> ServingRoleConfig:
         return {PREFILL: self.prefill, DECODE: self.decode}[role]

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.config_base import Problems, PullPath, image_pin_problem, setting
+from pydantic import Field
+
+from components.config_base import (
+    Block,
+    Problems,
+    PullPath,
+    image_pin_problem,
+)
 from components.gcp.config import TpuConfig
 from components.platform.config import QueuesConfig
 from components.tpu import admission, topology
@@ -19,25 +26,27 @@ KINDS = (SUBSLICING, SUPERSLICING)
 IMAGE = "us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.9.0-rev1"
 
 
-@dataclass(frozen=True)
-class SliceCheckConfig:
-    name: str = setting(doc="JobSet name (counts against the 49-character slice-name budget).")
-    shape: str = setting(doc="Slice shape; one of tpu.sliceShapes.")
-    slices: int = setting(doc="Slices the check takes at once (the JobSet's replicas).")
-    priority: str = setting(doc="Priority level: low, medium or high (queues.priorityClasses).")
-    hold_seconds: int = setting(doc="Seconds each pod holds its slice after the check passes.")
-    enabled: bool = setting(True, "Run this check JobSet.")
+class SliceCheckConfig(Block):
+    name: str = Field(description="JobSet name (counts against the 49-character slice-name budget).")
+    shape: str = Field(description="Slice shape; one of tpu.sliceShapes.")
+    slices: int = Field(description="Slices the check takes at once (the JobSet's replicas).")
+    priority: str = Field(description="Priority level: low, medium or high (queues.priorityClasses).")
+    hold_seconds: int = Field(description="Seconds each pod holds its slice after the check passes.")
+    enabled: bool = Field(True, description="Run this check JobSet.")
 
 
-@dataclass(frozen=True)
-class ChecksConfig:
-    namespace: str = setting("", "Namespace of the check JobSets; empty means the first of queues.namespaces.")
-    image: str = setting(IMAGE, "Pinned JAX-for-TPU image (tag or @sha256 digest) the checks run.")
-    subslicing: SliceCheckConfig = setting(
-        SliceCheckConfig("subslice-check", "2x2x2", 6, "low", 1800), "Sub-slicing check (six 2x2x2 slices)."
+class ChecksConfig(Block):
+    namespace: str = Field(
+        "", description="Namespace of the check JobSets; empty means the first of queues.namespaces."
     )
-    superslicing: SliceCheckConfig = setting(
-        SliceCheckConfig("superslice-check", "4x4x8", 1, "medium", 600), "Super-slicing check (one 4x4x8 slice)."
+    image: str = Field(IMAGE, description="Pinned JAX-for-TPU image (tag or @sha256 digest) the checks run.")
+    subslicing: SliceCheckConfig = Field(
+        SliceCheckConfig(name="subslice-check", shape="2x2x2", slices=6, priority="low", hold_seconds=1800),
+        description="Sub-slicing check (six 2x2x2 slices).",
+    )
+    superslicing: SliceCheckConfig = Field(
+        SliceCheckConfig(name="superslice-check", shape="4x4x8", slices=1, priority="medium", hold_seconds=600),
+        description="Super-slicing check (one 4x4x8 slice).",
     )
 
     def by_kind(self) -> dict[str, SliceCheckConfig]:

@@ -1,10 +1,10 @@
 """Benchmark: the weights-staging program before and after issue 19, side by side in one run.
 
-    python -m tools.staging_bench [--gigabytes 3] [--largest-gigabytes 0.256 1.5] [--parallel 4] [--rounds 3] [--workdir DIR]
+    python -m harness.staging_bench [--gigabytes 3] [--largest-gigabytes 0.256 1.5] [--parallel 4] [--rounds 3] [--workdir DIR]
 
 For each ``--largest-gigabytes`` value, generates a model repo of about ``--gigabytes`` of random
 bytes (one shard of that size, the rest in 256 MB shards, plus small plain files), serves it from the
-Hub stand-in of tools/staging_lab.py, and stages it into fake-gcs-server with both programs, each run
+Hub stand-in of harness/staging_lab.py, and stages it into fake-gcs-server with both programs, each run
 into a bucket of its own: the standard-library script as it was at OLD_PROGRAM_COMMIT (taken from
 git) and today's manifests/serving/stage_weights.py in the staging venv, ``--rounds`` times each,
 alternating which goes first. Each run is a child process timed from start to exit; its peak memory
@@ -36,7 +36,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from tools.staging_lab import REPO_ROOT, FakeGcs, HubRepo, fake_gcs, hub_stand_in, serve_http
+from harness.staging_lab import REPO_ROOT, FakeGcs, HubRepo, fake_gcs, hub_stand_in, serve_http
 
 # The last commit with the standard-library stage_weights.py (1,200 lines) that issue 19 replaced.
 OLD_PROGRAM_COMMIT = "c9cf1f8"

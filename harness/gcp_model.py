@@ -4,7 +4,7 @@ A new project has almost no API enabled, and Google Cloud answers a call to a di
 403 SERVICE_DISABLED naming it (the message below has the shape of Google's own, e.g. "Kubernetes
 Engine API has not been used in project 88979237084 before or it is disabled ... accessNotConfigured",
 banzaicloud/cloudinfo#378; the ErrorInfo reason SERVICE_DISABLED with the `service` and `consumer`
-metadata is googleapis/googleapis@2f8d204b google/api/error_reason.proto). The mock engine (tools/mock_engine.py) asks this module, for every
+metadata is googleapis/googleapis@2f8d204b google/api/error_reason.proto). The mock engine (harness/mock_engine.py) asks this module, for every
 Google Cloud resource it creates and every invoke it answers, whether the API is on at that point:
 on from the start, or enabled by a `gcp:projects/service:Service` the call waits for (its
 dependencies, followed transitively). Waiting is what counts, not the order in which the mocks
@@ -172,7 +172,7 @@ class CloudProject:
 
     enabled: frozenset[str] | None = None
     fresh: bool = False
-    # The reservations and buckets there; None: what the stack names, ready (tools/mock_engine.py stack_holdings)
+    # The reservations and buckets there; None: what the stack names, ready (harness/mock_engine.py stack_holdings)
     holdings: Holdings | None = None
 
     @classmethod

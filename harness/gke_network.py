@@ -5,7 +5,7 @@ port (GKE routes to a Service's endpoints, never its cluster IP: kubernetes/kube
 2019-07-03). A call reaches the pod only if a VPC firewall rule admits its source to the node on that port, and the
 NetworkPolicies of the pod's namespace admit it too (GKE Dataplane V2 enforces them).
 
-Written apart from the program (components/gcp/network.py, existing_cluster.py) on purpose, as tools/gcp_model.py
+Written apart from the program (components/gcp/network.py, existing_cluster.py) on purpose, as harness/gcp_model.py
 is: the program's rule is held against this model, not against itself. tests/test_webhook_reach.py applies it.
 
 What GKE documents and what it leaves unsaid (2026-12):

@@ -1,4 +1,4 @@
-"""The harness's model of a Google Cloud project (tools/gcp_model.py) inside the mock engine.
+"""The harness's model of a Google Cloud project (harness/gcp_model.py) inside the mock engine.
 
 A new project refuses a call of an API that is not enabled by then, and "by then" means what the call
 waits for: an invoke that waits for nothing runs when the program starts. These tests drive small
@@ -14,7 +14,7 @@ from typing import Any
 import pulumi_gcp as gcp
 import pytest
 
-from tools.gcp_model import (
+from harness.gcp_model import (
     BUCKET_NOT_FOUND,
     DEGRADED,
     GET_BUCKET,
@@ -33,7 +33,7 @@ from tools.gcp_model import (
     UnmodeledCall,
     api_of,
 )
-from tools.mock_engine import Invocation, run_program
+from harness.mock_engine import Invocation, run_program
 
 CONFIG = {"tpu-dynamic-slicing:project": "p-123"}
 
@@ -181,7 +181,7 @@ pulumi.export("member", agent.member)
 
 def test_the_agent_google_makes_on_request_is_answered_with_its_address_and_the_program_names_it_alike(tmp_path):
     from components.gcp.config import GKE_SERVICE_AGENT
-    from tools.mock_engine import PROJECT_NUMBER_PLACEHOLDER
+    from harness.mock_engine import PROJECT_NUMBER_PLACEHOLDER
 
     program = tmp_path / "program.py"
     program.write_text(SERVICE_AGENT.format(service="container.googleapis.com"))
@@ -196,7 +196,7 @@ def test_the_agent_google_makes_on_request_is_answered_with_its_address_and_the_
 
 def test_compute_engine_s_agent_is_refused_on_request_and_an_unknown_service_fails_loudly(tmp_path):
     from components.gcp.config import COMPUTE_SERVICE_AGENT
-    from tools.gcp_model import ServiceIdentityRefused
+    from harness.gcp_model import ServiceIdentityRefused
 
     program = tmp_path / "program.py"
     program.write_text(SERVICE_AGENT.format(service="compute.googleapis.com"))

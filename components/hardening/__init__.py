@@ -1,0 +1,1 @@
+"""The protections a stack asks for across its blocks: production, CIS GKE controls, supply chain."""

@@ -1,0 +1,70 @@
+"""The JSON Schema of the stack files (schemas/stack.schema.json): generated from the models, and every committed
+stack file valid against it, as the CLI reads the file (tools/stack_file.py)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from components.config_base import NAMESPACE
+from tests.conftest import PROJECT_ROOT
+from tools import config_table
+from tools.stack_file import read_stack_file
+
+STACK_FILES = sorted(PROJECT_ROOT.glob("Pulumi.*.yaml"))
+
+
+def validator() -> Draft202012Validator:
+    committed = json.loads(config_table.SCHEMA.read_text())
+    Draft202012Validator.check_schema(committed)
+    return Draft202012Validator(committed)
+
+
+def test_the_committed_schema_is_the_generated_one():
+    assert config_table.SCHEMA.read_text() == config_table.schema_text(), "stale: run `make docs`"
+
+
+@pytest.mark.parametrize("path", STACK_FILES, ids=lambda p: p.name)
+def test_every_stack_file_is_valid_against_the_schema(path):
+    errors = [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator().iter_errors(_read(path))]
+    assert errors == []
+
+
+def _read(path: Any) -> dict[str, Any]:
+    """The stack file as the schema sees it: its ``config:`` mapping read as the CLI reads it (YAML 1.2)."""
+    return {"config": read_stack_file(path)}
+
+
+# Stack files the program refuses for a setting's own value, and the schema with it (the rules across settings are
+# the preview's alone): (key under config, its value).
+REFUSED = [
+    pytest.param(f"{NAMESPACE}:tpu", {"pools": [{"name": "p", "nodeCount": "sixteen"}]}, id="count-not-a-number"),
+    pytest.param(f"{NAMESPACE}:tpu", {"machineTyp": "tpu7x-standard-4t"}, id="unknown-key"),
+    pytest.param(f"{NAMESPACE}:cluster", {"deletionProtection": "yes"}, id="yaml-1.1-boolean"),
+    pytest.param(f"{NAMESPACE}:clusterr", {}, id="unknown-block"),
+    pytest.param(f"{NAMESPACE}:serving", {"hfToken": {"secure": 1}}, id="secure-not-text"),
+]
+
+
+@pytest.mark.parametrize("key, value", REFUSED)
+def test_the_schema_refuses_what_a_setting_refuses(key, value):
+    stack = copy.deepcopy(_read(STACK_FILES[0]))
+    stack["config"][key] = value
+    assert list(validator().iter_errors(stack))
+
+
+def test_the_schema_takes_what_the_stack_file_may_write():
+    """Text forms of scalars (`pulumi config set --path` stores text), a partial object, an encrypted secret, and
+    other namespaces' keys."""
+    stack = copy.deepcopy(_read(STACK_FILES[0]))
+    stack["config"] |= {
+        f"{NAMESPACE}:production": "true",
+        f"{NAMESPACE}:checks": {"subslicing": {"enabled": "false", "slices": "2"}},
+        f"{NAMESPACE}:serving": {"hfToken": {"secure": "v1:abc"}},
+        "gcp:project": "my-tpu-project",
+    }
+    assert [e.message for e in validator().iter_errors(stack)] == []
