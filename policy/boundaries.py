@@ -1,5 +1,5 @@
-"""Namespaces as administrative boundaries (CIS GKE Benchmark v1.9.0 4.6.1): the program keeps its objects in the
-namespaces it makes for each concern, never in a namespace Kubernetes or GKE keeps for itself.
+"""Namespaces as administrative boundaries: the program keeps its objects in the namespaces it makes for each
+concern, never in a namespace Kubernetes or GKE keeps for itself (the CIS controls held: policy/cis.yaml).
 
 Who may act in a namespace is granted per namespace (RoleBindings, Pod Security labels, NetworkPolicies); an object
 the program put in `kube-system` would share the boundary of the cluster's own controllers, one in `default` that

@@ -1,5 +1,5 @@
-"""Every namespace the stack makes enforces a Pod Security Standard, baseline or stricter (CIS GKE Benchmark v1.9.0
-4.2.1).
+"""Every namespace the stack makes enforces a Pod Security Standard, baseline or stricter (the CIS controls held:
+policy/cis.yaml).
 
 The API server's Pod Security admission refuses a pod that breaks the level named by its namespace's
 ``pod-security.kubernetes.io/enforce`` label; a namespace without the label admits any pod, privileged ones

@@ -1,5 +1,5 @@
-"""Every pod the program runs is isolated by a NetworkPolicy of its own namespace (CIS GKE Benchmark v1.9.0
-4.3.2), and what a set of NetworkPolicies admits, as Kubernetes defines it.
+"""Every pod the program runs is isolated by a NetworkPolicy of its own namespace (the CIS controls held:
+policy/cis.yaml), and what a set of NetworkPolicies admits, as Kubernetes defines it.
 
 A pod is isolated for ingress once a NetworkPolicy of its namespace selects it with Ingress among its
 policyTypes (or none given); it then accepts what any such policy admits, and nothing else

@@ -1,5 +1,5 @@
 """No Kubernetes binding that hands out the cluster's highest privileges or binds the built-in groups
-of every caller (CIS GKE Benchmark v1.9.0 4.1.1, 4.1.6, 4.1.8, 4.1.9, 4.1.10).
+of every caller, and no role that reaches past what it needs (the CIS controls held: policy/cis.yaml).
 
 The program's controllers get their own narrow roles; cluster-admin, the system:masters group
 (which no RBAC rule can restrict) and the anonymous, unauthenticated and authenticated identities are

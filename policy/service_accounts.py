@@ -1,4 +1,4 @@
-"""No pod runs as its namespace's ``default`` ServiceAccount (CIS GKE Benchmark v1.9.0 4.1.4).
+"""No pod runs as its namespace's ``default`` ServiceAccount (the CIS controls held: policy/cis.yaml).
 
 Kubernetes runs a pod whose template names no account as the ``default`` ServiceAccount of its namespace, which
 every such pod then shares, with whatever is ever granted to it. Each pod template the stack declares (a Pod,
