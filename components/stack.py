@@ -383,11 +383,10 @@ def _validate_project(project: str, region: str, problems: Problems) -> None:
 def _build(config: StackConfig) -> Stack:
     """Each enabled workload's block -> its builder input -> its manifests, once."""
     tpu, queues, pull_path = config.tpu, config.queues, config.pull_path()
-    checks = checks_config.slice_checks_input(config.checks, tpu, queues, pull_path)
     return Stack(
         config=config,
         kueue=kueue_objects(platform_config.kueue_input(queues, tpu)) if tpu.dynamic_slicing else None,
-        checks=slice_checks_objects(checks) if checks.checks else None,
+        checks=slice_checks_objects(config.checks, tpu, queues, pull_path),
         serving=(
             serving_objects(
                 serving_config.serving_input(

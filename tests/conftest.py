@@ -181,20 +181,6 @@ def saxml_input(**overrides: Any) -> Any:
     )
 
 
-def check_input(kind: str, **overrides: Any) -> Any:
-    """The builder input of one slice check of the block's defaults, with overrides."""
-    from components.gcp.config import TpuConfig
-    from components.platform.config import QueuesConfig
-    from components.workloads.slice_checks.config import ChecksConfig, slice_checks_input
-
-    (check,) = [
-        c
-        for c in slice_checks_input(ChecksConfig(), TpuConfig(), QueuesConfig(), pull_path=NO_PULL_PATH).checks
-        if c.kind == kind
-    ]
-    return dataclasses.replace(check, **_resolve(overrides))
-
-
 def not_checkov(annotations: dict[str, str]) -> dict[str, str]:
     """Annotations other than checkov's inline skips, which tests/test_security_checkov.py checks."""
     return {key: value for key, value in annotations.items() if not key.startswith("checkov.io/skip")}
