@@ -385,7 +385,7 @@ def _build(config: StackConfig) -> Stack:
     tpu, queues, pull_path = config.tpu, config.queues, config.pull_path()
     return Stack(
         config=config,
-        kueue=kueue_objects(platform_config.kueue_input(queues, tpu)) if tpu.dynamic_slicing else None,
+        kueue=kueue_objects(queues, tpu) if tpu.dynamic_slicing else None,
         checks=slice_checks_objects(config.checks, tpu, queues, pull_path),
         serving=(
             serving_objects(
@@ -415,14 +415,14 @@ def _build(config: StackConfig) -> Stack:
             else None
         ),
         namespaces=namespace_objects(
-            platform_config.namespaces_input(
+            platform_config.namespace_levels(
                 config.platform,
                 queues,
-                config.cluster,
                 tpu.dynamic_slicing,
                 [config.saxml.namespace] if config.saxml.enabled else [],
                 [operations_config.NODE_AUDIT_NAMESPACE] if config.node_audit_logging_on else [],
-            )
+            ),
+            platform_config.pod_security_version(config.cluster),
         ),
     )
 
