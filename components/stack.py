@@ -402,7 +402,7 @@ def _build(config: StackConfig) -> Stack:
             if config.serving.enabled
             else None
         ),
-        saxml=saxml_objects(saxml_config.saxml_input(config.saxml, tpu, config.network, config.project, pull_path))
+        saxml=saxml_objects(config.saxml, tpu, config.network, config.project, pull_path)
         if config.saxml.enabled
         else None,
         namespace_defaults=namespace_defaults_objects(namespaces)

@@ -47,11 +47,9 @@ from components.platform.config import control_plane_ports as platform_control_p
 from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
 from components.platform.releases import ClusterPlatform, PlatformArgs
-from components.resources import Versioning
 from components.stack import Stack
 from components.workloads.network_policies.component import NamespaceDefaultsArgs
-from components.workloads.saxml.component import SaxmlArgs, SaxmlCell, SaxmlIdentity
-from components.workloads.saxml.config import bucket_name as sax_bucket_name
+from components.workloads.saxml.component import SaxmlArgs, SaxmlCell
 from components.workloads.serving.component import ModelServing, ServingArgs
 from components.workloads.serving.config import (
     RESULTS_DIR,
@@ -451,16 +449,11 @@ def saxml_args(stack: Stack, cluster: Target, platform: ClusterPlatform, gates: 
     saxml = config.saxml
     assert stack.saxml is not None
     return SaxmlArgs(
+        saxml=saxml,
         project=config.project,
         region=config.region,
-        bucket_name=sax_bucket_name(saxml, config.project),
-        keep_bucket_on_destroy=saxml.keep_bucket_on_destroy,
-        versioning=Versioning(saxml.noncurrent_versions.days, saxml.noncurrent_versions.newer_versions),
         workload_pool=cluster.workload_pool,
-        namespace=saxml.namespace,
         namespace_object=stack.namespaces[saxml.namespace],
-        readers=SaxmlIdentity(saxml.service_account_name, saxml.google_service_account_id),
-        admin=SaxmlIdentity(saxml.admin_service_account_name, saxml.admin_google_service_account_id),
         objects=stack.saxml,
         provider=cluster.provider,
         jobset_release=platform.jobset,  # serves the JobSet CRD and webhook

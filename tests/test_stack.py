@@ -161,7 +161,6 @@ def test_a_partial_object_keeps_the_defaults_of_the_keys_it_leaves_out():
 
 BUILDER_INPUTS = [
     "components.workloads.serving.config:ServingInput",
-    "components.workloads.saxml.config:SaxmlInput",
 ]
 
 
