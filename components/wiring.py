@@ -13,12 +13,11 @@ from typing import Any
 import pulumi
 
 from components.config_base import ConfigError
-from components.gcp.cluster import Cluster, ClusterArgs, ControlPlaneArgs, RepositoryRead
+from components.gcp.cluster import Cluster, ClusterArgs, RepositoryRead
 from components.gcp.config import (
     ARTIFACT_REGISTRY_SERVICE_AGENT,
     COMPUTE_SERVICE_AGENT,
     GKE_SERVICE_AGENT,
-    ControlPlaneConfig,
 )
 from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.gcp.network import Network, NetworkArgs
@@ -158,33 +157,17 @@ def cluster_args(
     config = stack.config
     cluster = config.cluster
     return ClusterArgs(
+        cluster=cluster,
         project=config.project,
         region=config.region,
-        name=cluster.name,
-        version_floor=cluster.version,
-        release_channel=cluster.release_channel,
-        deletion_protection=cluster.deletion_protection,
         slice_controller=config.tpu.dynamic_slicing,
         network=network.vpc.id,
         subnetwork=network.node_subnet.id,
         pods_range_name=network.pods_range_name,
         services_range_name=network.services_range_name,
-        system_machine_type=cluster.system_pool.machine_type,
-        system_nodes_per_zone=cluster.system_pool.nodes_per_zone,
-        node_service_account_id=cluster.node_account_id,
-        maintenance_window=cluster.maintenance_window,
-        maintenance_exclusions=cluster.maintenance_exclusions,
-        private_nodes=cluster.private_nodes,
-        control_plane=control_plane_args(cluster.control_plane),
         egress=network.egress,
-        secrets_encryption_key=cluster.secrets_encryption_key,
-        system_pool_boot=cluster.system_pool_boot,
         secrets_key_grants=key_grant(agents, cluster.secrets_encryption_key, GKE_SERVICE_AGENT),
         boot_key_grants=key_grant(agents, cluster.system_pool_boot.boot_disk_key, COMPUTE_SERVICE_AGENT),
-        binary_authorization=cluster.binary_authorization,
-        rbac_security_group=cluster.rbac_security_group,
-        intranode_visibility=cluster.intranode_visibility,
-        secret_manager=cluster.secret_manager,
         container_api=services.api(CONTAINER_API),
         image_repositories=image_repositories(stack, pull_through),
     )
@@ -225,14 +208,6 @@ def image_repositories(stack: Stack, pull_through: PullThrough | None) -> list[R
         )
         for remote in stack.config.pull_through_repositories()
     ]
-
-
-def control_plane_args(control_plane: ControlPlaneConfig) -> ControlPlaneArgs:
-    return ControlPlaneArgs(
-        dns_endpoint=control_plane.dns_endpoint,
-        ip_endpoint=control_plane.ip_endpoint,
-        authorized_networks=[(n.cidr, n.name) for n in control_plane.authorized_networks],
-    )
 
 
 def existing_cluster_args(stack: Stack) -> ExistingClusterArgs:
