@@ -37,7 +37,7 @@ from components.gcp.project_services import (
 from components.gcp.pull_through import PullThrough, PullThroughArgs, RegistryAgent
 from components.gcp.rules import PoolPlacement
 from components.gcp.service_agents import ServiceAgents, ServiceAgentsArgs, key_grant
-from components.gcp.tpu_capacity import ReservationCheckArgs, TpuCapacity, TpuCapacityArgs, TpuPoolArgs, pool_urn
+from components.gcp.tpu_capacity import ReservationCheckArgs, TpuCapacity, TpuCapacityArgs, pool_urn
 from components.lifecycle import previous_pool_reservations, review_changes
 from components.operations.component import MonitoringArgs
 from components.operations.node_audit import NodeAuditLoggingArgs
@@ -233,28 +233,16 @@ def tpu_capacity_args(
     config = stack.config
     tpu = config.tpu
     return TpuCapacityArgs(
+        tpu=tpu,
+        cluster=config.cluster,
         project=config.project,
         region=config.region,
-        zone=tpu.zone,
-        machine=tpu.machine,
         cluster_name=cluster.name,
         node_service_account_email=cluster.node_service_account_email,
-        workload_policy_name=tpu.workload_policy_name,
-        pools=[
-            TpuPoolArgs(
-                name=pool.name,
-                topology=pool.topology,
-                node_count=pool.node_count,
-                reservation_path=config.reservation_path(pool),
-                private_nodes=config.pool_private_nodes(pool),
-                boot=tpu.pool_boot(pool, config.cluster),
-                boot_key_grants=key_grant(
-                    agents, tpu.pool_boot(pool, config.cluster).boot_disk_key, COMPUTE_SERVICE_AGENT
-                ),
-            )
+        boot_key_grants={
+            pool.name: key_grant(agents, tpu.pool_boot(pool, config.cluster).boot_disk_key, COMPUTE_SERVICE_AGENT)
             for pool in tpu.pools
-        ],
-        protect_pools=tpu.protect_pools,
+        },
         egress=network.egress,
         reservation=reservation_check_args(stack, services, previous_outputs),
     )

@@ -18,7 +18,7 @@ from components.gcp.cluster import (
     node_network_config,
     with_boot,
 )
-from components.gcp.config import NodeBoot
+from components.gcp.config import ClusterConfig, TpuConfig, TpuPoolConfig
 from components.gcp.rules import (
     BlockRead,
     CapacityRead,
@@ -40,17 +40,6 @@ TPU_POOL_TIMEOUTS = pulumi.CustomTimeouts(create="90m", update="90m", delete="60
 
 
 @dataclass(frozen=True)
-class TpuPoolArgs:
-    name: str
-    topology: str
-    node_count: int
-    reservation_path: str | None
-    private_nodes: bool
-    boot: NodeBoot
-    boot_key_grants: list[pulumi.Resource]  # the grant on its boot disks' key (service_agents.py); empty: none made
-
-
-@dataclass(frozen=True)
 class ReservationCheckArgs:
     """The reservation the pools are placed on, which the preview reads before it places them."""
 
@@ -68,15 +57,14 @@ class ReservationCheckArgs:
 
 @dataclass(frozen=True)
 class TpuCapacityArgs:
+    tpu: TpuConfig
+    cluster: ClusterConfig  # what a pool inherits: private nodes, boot hardening
     project: str
     region: str
-    zone: str
-    machine: topology.MachineType
     cluster_name: pulumi.Input[str]
     node_service_account_email: pulumi.Input[str]
-    workload_policy_name: str
-    pools: list[TpuPoolArgs]
-    protect_pools: bool
+    # Each pool's grant on its boot disks' key (service_agents.py), by pool name; empty: none made
+    boot_key_grants: Mapping[str, list[pulumi.Resource]]
     egress: list[pulumi.Resource]  # the Cloud NAT private nodes pull their images through
     reservation: ReservationCheckArgs | None  # None: no reservation named, nothing to read
 
@@ -95,15 +83,16 @@ class TpuCapacity(pulumi.ComponentResource):
     def __init__(self, name: str, args: TpuCapacityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE, name, None, opts)
         child = children_of(self, opts)
+        tpu = args.tpu
 
         self.workload_policy = None
-        if args.machine.dynamic_slicing:
+        if tpu.machine.dynamic_slicing:
             # PROVISION_ONLY: GKE provisions the cube but leaves ICI inactive until a Slice forms.
             self.workload_policy = gcp.compute.ResourcePolicy(
                 "workload-policy",
                 project=args.project,
                 region=args.region,
-                name=args.workload_policy_name,
+                name=tpu.workload_policy_name,
                 description=f"HIGH_THROUGHPUT {topology.CUBE} cubes for dynamic slicing",
                 workload_policy={
                     "type": "HIGH_THROUGHPUT",
@@ -123,7 +112,7 @@ class TpuCapacity(pulumi.ComponentResource):
             child,
             pulumi.ResourceOptions(
                 custom_timeouts=TPU_POOL_TIMEOUTS,
-                protect=args.protect_pools,
+                protect=tpu.protect_pools,
                 # GKE cannot move a multi-host TPU slice to another zone or machine type in place,
                 # so those are replacements too, like the provider's own (reservation, service
                 # account, scopes, placement policy name). The new pool needs the cube the old one
@@ -142,7 +131,7 @@ class TpuCapacity(pulumi.ComponentResource):
                 project=args.project,
                 cluster=args.cluster_name,
                 location=args.region,
-                node_locations=[args.zone],
+                node_locations=[tpu.zone],
                 name=pool.name,
                 node_count=pool.node_count,
                 node_config=_node_config(args, pool),
@@ -150,12 +139,14 @@ class TpuCapacity(pulumi.ComponentResource):
                 # A slice is one unit: upgrading it node by node would break it, so it is
                 # drained and recreated whole, never surged beyond its reservation.
                 upgrade_settings={"strategy": "SURGE", "max_surge": 0, "max_unavailable": pool.node_count},
-                network_config=node_network_config(pool.private_nodes),
+                network_config=node_network_config(tpu.pool_private_nodes(pool, args.cluster)),
                 management={"auto_repair": True, "auto_upgrade": True},
                 # Compute Engine makes its boot disks with the key: its agent's grant on the key first
-                opts=pulumi.ResourceOptions.merge(pool_opts, pulumi.ResourceOptions(depends_on=pool.boot_key_grants)),
+                opts=pulumi.ResourceOptions.merge(
+                    pool_opts, pulumi.ResourceOptions(depends_on=args.boot_key_grants.get(pool.name, []))
+                ),
             )
-            for pool in args.pools
+            for pool in tpu.pools
         ]
 
         self.pool_names = [pool.name for pool in self.pools]
@@ -250,7 +241,7 @@ class TpuCapacity(pulumi.ComponentResource):
             raise pulumi.RunError(str(ConfigError(review.problems)))
         return review
 
-    def _placement(self, pool: TpuPoolArgs) -> gcp.container.NodePoolPlacementPolicyArgsDict:
+    def _placement(self, pool: TpuPoolConfig) -> gcp.container.NodePoolPlacementPolicyArgsDict:
         if self.workload_policy is not None:
             # What GKE stores for a pool under a workload policy: the policy's name and the
             # topology, and no type (vllm-project/ci-infra#547, #552). The provider requires
@@ -260,21 +251,22 @@ class TpuCapacity(pulumi.ComponentResource):
         return {"type": "COMPACT", "tpu_topology": pool.topology}
 
 
-def _node_config(args: TpuCapacityArgs, pool: TpuPoolArgs) -> gcp.container.NodePoolNodeConfigArgsDict:
+def _node_config(args: TpuCapacityArgs, pool: TpuPoolConfig) -> gcp.container.NodePoolNodeConfigArgsDict:
+    reservation_path = args.tpu.reservation_path(pool, args.project)
     config: gcp.container.NodePoolNodeConfigArgsDict = {
-        "machine_type": args.machine.name,
+        "machine_type": args.tpu.machine.name,
         "service_account": args.node_service_account_email,
         "oauth_scopes": NODE_OAUTH_SCOPES,
         "workload_metadata_config": GKE_METADATA_SERVER,
         "gvnic": {"enabled": True},
     }
-    if pool.reservation_path:
+    if reservation_path:
         config["reservation_affinity"] = {
             "consume_reservation_type": "SPECIFIC_RESERVATION",
             "key": RESERVATION_KEY,
-            "values": [pool.reservation_path],
+            "values": [reservation_path],
         }
-    return with_boot(config, pool.boot)
+    return with_boot(config, args.tpu.pool_boot(pool, args.cluster))
 
 
 # --- The reads and their answers -------------------------------------------------------------------------
