@@ -180,8 +180,7 @@ def pull_through_args(stack: Stack, agents: ServiceAgents | None) -> PullThrough
         project=config.project,
         cluster_name=config.cluster.name,
         repositories=config.pull_through_repositories(),
-        docker_hub_username=pull_through.docker_hub_username,
-        docker_hub_password_secret_version=pull_through.docker_hub_password_secret_version,
+        pull_through=pull_through,
         registry_agent=RegistryAgent(
             agents.member(ARTIFACT_REGISTRY_SERVICE_AGENT), agents.ready(ARTIFACT_REGISTRY_SERVICE_AGENT)
         )
