@@ -381,7 +381,7 @@ def _validate_project(project: str, region: str, problems: Problems) -> None:
 
 
 def _build(config: StackConfig) -> Stack:
-    """Each enabled workload's block -> its builder input -> its manifests, once."""
+    """Each enabled workload's blocks -> its manifests, once."""
     tpu, queues, pull_path = config.tpu, config.queues, config.pull_path()
     return Stack(
         config=config,

@@ -1,4 +1,4 @@
-"""The `saxml` block of the stack config: Saxml on multi-host TPU v5e, its rules and builder input."""
+"""The `saxml` block of the stack config: Saxml on multi-host TPU v5e and its rules."""
 
 from __future__ import annotations
 
