@@ -258,13 +258,8 @@ def reservation_check_args(
     if not reservation.name:
         return None
     return ReservationCheckArgs(
+        tpu=tpu,
         project=reservation.project or config.project,
-        zone=tpu.zone,
-        name=reservation.name,
-        block=reservation.block,
-        machine_type=tpu.machine_type,
-        per_sub_block=tpu.dynamic_slicing,
-        accept_risk=reservation.accept_risk,
         pools=[
             PoolPlacement(
                 key=f"tpu.pools[{i}]",

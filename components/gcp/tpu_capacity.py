@@ -41,15 +41,10 @@ TPU_POOL_TIMEOUTS = pulumi.CustomTimeouts(create="90m", update="90m", delete="60
 
 @dataclass(frozen=True)
 class ReservationCheckArgs:
-    """The reservation the pools are placed on, which the preview reads before it places them."""
+    """The reservation the pools are placed on (tpu.reservation), which the preview reads before it places them."""
 
+    tpu: TpuConfig
     project: str  # the reservation's owner (the stack's project unless it is shared from another)
-    zone: str
-    name: str
-    block: str  # empty: the pools take the reservation's hosts without a block
-    machine_type: str
-    per_sub_block: bool  # each pool is one whole sub-block (TPU7x cubes)
-    accept_risk: bool  # tpu.reservation.acceptRisk
     pools: list[PoolPlacement]
     previous_pools: pulumi.Input[Mapping[str, str]]  # the last `up`'s pools and their reservation paths
     compute_api: pulumi.Resource  # the Compute Engine API's enablement: the reads wait for it
@@ -163,15 +158,17 @@ class TpuCapacity(pulumi.ComponentResource):
             # Its own wait, like every invoke: a parent's depends_on is not an invoke's.
             return pulumi.InvokeOutputOptions(parent=self, depends_on=[check.compute_api])
 
-        scope = {"project": check.project, "zone": check.zone}
-        reservation = answer_of(gcp.compute.get_reservation_output(name=check.name, opts=options(), **scope))
+        scope = {"project": check.project, "zone": check.tpu.zone}
+        reservation = answer_of(
+            gcp.compute.get_reservation_output(name=check.tpu.reservation.name, opts=options(), **scope)
+        )
 
         def after_reservation(values: list[Any]) -> pulumi.Output[CapacityReview | None] | CapacityReview | None:
             answer: ReadAnswer[Any] = values[0]
             previous: Mapping[str, str] = values[1] or {}
             if answer.unknown:
                 pulumi.log.info(
-                    f"TPU reservation {check.name}: not read yet: the read waits for the Compute Engine API, which "
+                    f"TPU reservation {check.tpu.reservation.name}: not read yet: the read waits for the Compute Engine API, which "
                     "this `up` enables; the `up` reads it before it places the pools, and so does the next preview"
                 )
                 return None
@@ -179,11 +176,15 @@ class TpuCapacity(pulumi.ComponentResource):
             read = CapacityRead(
                 error=answer.error, reservation=_reservation(answer.value, check) if answer.ok else None
             )
-            if not (read.reservation and read.reservation.exists and check.block in read.reservation.block_names):
+            if not (
+                read.reservation
+                and read.reservation.exists
+                and check.tpu.reservation.block in read.reservation.block_names
+            ):
                 return self._decide(read, check, to_place)
             block = answer_of(
                 gcp.compute.get_reservation_block_output(
-                    name=check.block, reservation=check.name, opts=options(), **scope
+                    name=check.tpu.reservation.block, reservation=check.tpu.reservation.name, opts=options(), **scope
                 )
             )
 
@@ -196,13 +197,17 @@ class TpuCapacity(pulumi.ComponentResource):
                     )
                 block_read = _block(block_answer.value)
                 with_block = CapacityRead(reservation=read.reservation, block=block_read)
-                if not (check.per_sub_block and to_place):
+                if not (check.tpu.dynamic_slicing and to_place):
                     return self._decide(with_block, check, to_place)
                 # Only an `up` that places a pool reads the sub-blocks (a block has up to 144), each by its name.
                 sub_blocks = [
                     answer_of(
                         gcp.compute.get_reservation_sub_block_output(
-                            name=name, reservation_block=check.block, reservation=check.name, opts=options(), **scope
+                            name=name,
+                            reservation_block=check.tpu.reservation.block,
+                            reservation=check.tpu.reservation.name,
+                            opts=options(),
+                            **scope,
                         )
                     )
                     for name in block_read.sub_block_names
@@ -226,12 +231,12 @@ class TpuCapacity(pulumi.ComponentResource):
     def _decide(self, read: CapacityRead, check: ReservationCheckArgs, to_place: list[PoolPlacement]) -> CapacityReview:
         review = review_capacity(
             read,
-            block=check.block,
-            machine_type=check.machine_type,
-            per_sub_block=check.per_sub_block,
+            block=check.tpu.reservation.block,
+            machine_type=check.tpu.machine_type,
+            per_sub_block=check.tpu.dynamic_slicing,
             pools=check.pools,
             to_place=to_place,
-            accept_risk=check.accept_risk,
+            accept_risk=check.tpu.reservation.accept_risk,
         )
         for line in review.report:
             pulumi.log.info(f"TPU reservation: {line}")
@@ -294,8 +299,8 @@ def _reservation(result: Any, check: ReservationCheckArgs) -> ReservationRead:
     )
     return ReservationRead(
         project=check.project,
-        zone=check.zone,
-        name=check.name,
+        zone=check.tpu.zone,
+        name=check.tpu.reservation.name,
         exists=bool(result.status or result.creation_timestamp),
         status=result.status or "",
         health=(health.health_status if health else "") or "",
