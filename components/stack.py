@@ -385,13 +385,12 @@ def _validate_project(project: str, region: str, problems: Problems) -> None:
 
 
 def _build(config: StackConfig) -> Stack:
-    """Each enabled workload's block -> its builder input -> its manifests, once."""
+    """Each enabled workload's blocks -> its manifests, once."""
     tpu, queues, pull_path = config.tpu, config.queues, config.pull_path()
-    checks = checks_config.slice_checks_input(config.checks, tpu, queues, pull_path)
     return Stack(
         config=config,
-        kueue=kueue_objects(platform_config.kueue_input(queues, tpu)) if tpu.dynamic_slicing else None,
-        checks=slice_checks_objects(checks) if checks.checks else None,
+        kueue=kueue_objects(queues, tpu) if tpu.dynamic_slicing else None,
+        checks=slice_checks_objects(config.checks, tpu, queues, pull_path),
         serving=(
             serving_objects(
                 serving_config.serving_input(
@@ -407,7 +406,7 @@ def _build(config: StackConfig) -> Stack:
             if config.serving.enabled
             else None
         ),
-        saxml=saxml_objects(saxml_config.saxml_input(config.saxml, tpu, config.network, config.project, pull_path))
+        saxml=saxml_objects(config.saxml, tpu, config.network, config.project, pull_path)
         if config.saxml.enabled
         else None,
         namespace_defaults=namespace_defaults_objects(namespaces)
@@ -420,14 +419,14 @@ def _build(config: StackConfig) -> Stack:
             else None
         ),
         namespaces=namespace_objects(
-            platform_config.namespaces_input(
+            platform_config.namespace_levels(
                 config.platform,
                 queues,
-                config.cluster,
                 tpu.dynamic_slicing,
                 [config.saxml.namespace] if config.saxml.enabled else [],
                 [operations_config.NODE_AUDIT_NAMESPACE] if config.node_audit_logging_on else [],
-            )
+            ),
+            platform_config.pod_security_version(config.cluster),
         ),
     )
 

@@ -13,12 +13,11 @@ from typing import Any
 import pulumi
 
 from components.config_base import ConfigError
-from components.gcp.cluster import Cluster, ClusterArgs, ControlPlaneArgs, RepositoryRead
+from components.gcp.cluster import Cluster, ClusterArgs, RepositoryRead
 from components.gcp.config import (
     ARTIFACT_REGISTRY_SERVICE_AGENT,
     COMPUTE_SERVICE_AGENT,
     GKE_SERVICE_AGENT,
-    ControlPlaneConfig,
 )
 from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.gcp.network import Network, NetworkArgs
@@ -38,7 +37,7 @@ from components.gcp.project_services import (
 from components.gcp.pull_through import PullThrough, PullThroughArgs, RegistryAgent
 from components.gcp.rules import PoolPlacement
 from components.gcp.service_agents import ServiceAgents, ServiceAgentsArgs, key_grant
-from components.gcp.tpu_capacity import ReservationCheckArgs, TpuCapacity, TpuCapacityArgs, TpuPoolArgs, pool_urn
+from components.gcp.tpu_capacity import ReservationCheckArgs, TpuCapacity, TpuCapacityArgs, pool_urn
 from components.lifecycle import previous_pool_reservations, review_changes
 from components.operations.component import MonitoringArgs
 from components.operations.node_audit import NodeAuditLoggingArgs
@@ -47,11 +46,9 @@ from components.platform.config import control_plane_ports as platform_control_p
 from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
 from components.platform.releases import ClusterPlatform, PlatformArgs
-from components.resources import Versioning
 from components.stack import Stack
 from components.workloads.network_policies.component import NamespaceDefaultsArgs
-from components.workloads.saxml.component import SaxmlArgs, SaxmlCell, SaxmlIdentity
-from components.workloads.saxml.config import bucket_name as sax_bucket_name
+from components.workloads.saxml.component import SaxmlArgs, SaxmlCell
 from components.workloads.serving.component import ModelServing, ServingArgs
 from components.workloads.serving.config import (
     RESULTS_DIR,
@@ -160,33 +157,17 @@ def cluster_args(
     config = stack.config
     cluster = config.cluster
     return ClusterArgs(
+        cluster=cluster,
         project=config.project,
         region=config.region,
-        name=cluster.name,
-        version_floor=cluster.version,
-        release_channel=cluster.release_channel,
-        deletion_protection=cluster.deletion_protection,
         slice_controller=config.tpu.dynamic_slicing,
         network=network.vpc.id,
         subnetwork=network.node_subnet.id,
         pods_range_name=network.pods_range_name,
         services_range_name=network.services_range_name,
-        system_machine_type=cluster.system_pool.machine_type,
-        system_nodes_per_zone=cluster.system_pool.nodes_per_zone,
-        node_service_account_id=cluster.node_account_id,
-        maintenance_window=cluster.maintenance_window,
-        maintenance_exclusions=cluster.maintenance_exclusions,
-        private_nodes=cluster.private_nodes,
-        control_plane=control_plane_args(cluster.control_plane),
         egress=network.egress,
-        secrets_encryption_key=cluster.secrets_encryption_key,
-        system_pool_boot=cluster.system_pool_boot,
         secrets_key_grants=key_grant(agents, cluster.secrets_encryption_key, GKE_SERVICE_AGENT),
         boot_key_grants=key_grant(agents, cluster.system_pool_boot.boot_disk_key, COMPUTE_SERVICE_AGENT),
-        binary_authorization=cluster.binary_authorization,
-        rbac_security_group=cluster.rbac_security_group,
-        intranode_visibility=cluster.intranode_visibility,
-        secret_manager=cluster.secret_manager,
         container_api=services.api(CONTAINER_API),
         image_repositories=image_repositories(stack, pull_through),
     )
@@ -199,8 +180,7 @@ def pull_through_args(stack: Stack, agents: ServiceAgents | None) -> PullThrough
         project=config.project,
         cluster_name=config.cluster.name,
         repositories=config.pull_through_repositories(),
-        docker_hub_username=pull_through.docker_hub_username,
-        docker_hub_password_secret_version=pull_through.docker_hub_password_secret_version,
+        pull_through=pull_through,
         registry_agent=RegistryAgent(
             agents.member(ARTIFACT_REGISTRY_SERVICE_AGENT), agents.ready(ARTIFACT_REGISTRY_SERVICE_AGENT)
         )
@@ -229,14 +209,6 @@ def image_repositories(stack: Stack, pull_through: PullThrough | None) -> list[R
     ]
 
 
-def control_plane_args(control_plane: ControlPlaneConfig) -> ControlPlaneArgs:
-    return ControlPlaneArgs(
-        dns_endpoint=control_plane.dns_endpoint,
-        ip_endpoint=control_plane.ip_endpoint,
-        authorized_networks=[(n.cidr, n.name) for n in control_plane.authorized_networks],
-    )
-
-
 def existing_cluster_args(stack: Stack) -> ExistingClusterArgs:
     config = stack.config
     existing = config.cluster.existing
@@ -260,28 +232,16 @@ def tpu_capacity_args(
     config = stack.config
     tpu = config.tpu
     return TpuCapacityArgs(
+        tpu=tpu,
+        cluster=config.cluster,
         project=config.project,
         region=config.region,
-        zone=tpu.zone,
-        machine=tpu.machine,
         cluster_name=cluster.name,
         node_service_account_email=cluster.node_service_account_email,
-        workload_policy_name=tpu.workload_policy_name,
-        pools=[
-            TpuPoolArgs(
-                name=pool.name,
-                topology=pool.topology,
-                node_count=pool.node_count,
-                reservation_path=config.reservation_path(pool),
-                private_nodes=config.pool_private_nodes(pool),
-                boot=tpu.pool_boot(pool, config.cluster),
-                boot_key_grants=key_grant(
-                    agents, tpu.pool_boot(pool, config.cluster).boot_disk_key, COMPUTE_SERVICE_AGENT
-                ),
-            )
+        boot_key_grants={
+            pool.name: key_grant(agents, tpu.pool_boot(pool, config.cluster).boot_disk_key, COMPUTE_SERVICE_AGENT)
             for pool in tpu.pools
-        ],
-        protect_pools=tpu.protect_pools,
+        },
         egress=network.egress,
         reservation=reservation_check_args(stack, services, previous_outputs),
     )
@@ -298,13 +258,8 @@ def reservation_check_args(
     if not reservation.name:
         return None
     return ReservationCheckArgs(
+        tpu=tpu,
         project=reservation.project or config.project,
-        zone=tpu.zone,
-        name=reservation.name,
-        block=reservation.block,
-        machine_type=tpu.machine_type,
-        per_sub_block=tpu.dynamic_slicing,
-        accept_risk=reservation.accept_risk,
         pools=[
             PoolPlacement(
                 key=f"tpu.pools[{i}]",
@@ -451,16 +406,11 @@ def saxml_args(stack: Stack, cluster: Target, platform: ClusterPlatform, gates: 
     saxml = config.saxml
     assert stack.saxml is not None
     return SaxmlArgs(
+        saxml=saxml,
         project=config.project,
         region=config.region,
-        bucket_name=sax_bucket_name(saxml, config.project),
-        keep_bucket_on_destroy=saxml.keep_bucket_on_destroy,
-        versioning=Versioning(saxml.noncurrent_versions.days, saxml.noncurrent_versions.newer_versions),
         workload_pool=cluster.workload_pool,
-        namespace=saxml.namespace,
         namespace_object=stack.namespaces[saxml.namespace],
-        readers=SaxmlIdentity(saxml.service_account_name, saxml.google_service_account_id),
-        admin=SaxmlIdentity(saxml.admin_service_account_name, saxml.admin_google_service_account_id),
         objects=stack.saxml,
         provider=cluster.provider,
         jobset_release=platform.jobset,  # serves the JobSet CRD and webhook

@@ -165,36 +165,6 @@ def serving_input(**overrides: Any) -> Any:
     )
 
 
-def saxml_input(**overrides: Any) -> Any:
-    """The Saxml builder input of the saxml stack's pools (two 4x8 v5e slices), with overrides."""
-    from components.gcp.config import NetworkConfig, TpuConfig, TpuPoolConfig
-    from components.workloads.saxml.config import SaxmlConfig
-    from components.workloads.saxml.config import saxml_input as build
-
-    pools = [
-        TpuPoolConfig(name="tpu1", node_count=8, topology="4x8"),
-        TpuPoolConfig(name="tpu2", node_count=8, topology="4x8"),
-    ]
-    tpu = TpuConfig(zone="us-west4-a", machine_type="ct5lp-hightpu-4t", pools=pools, slice_shapes=[])
-    return dataclasses.replace(
-        build(SaxmlConfig(), tpu, NetworkConfig(), "my-tpu-project", pull_path=NO_PULL_PATH), **_resolve(overrides)
-    )
-
-
-def check_input(kind: str, **overrides: Any) -> Any:
-    """The builder input of one slice check of the block's defaults, with overrides."""
-    from components.gcp.config import TpuConfig
-    from components.platform.config import QueuesConfig
-    from components.workloads.slice_checks.config import ChecksConfig, slice_checks_input
-
-    (check,) = [
-        c
-        for c in slice_checks_input(ChecksConfig(), TpuConfig(), QueuesConfig(), pull_path=NO_PULL_PATH).checks
-        if c.kind == kind
-    ]
-    return dataclasses.replace(check, **_resolve(overrides))
-
-
 def not_checkov(annotations: dict[str, str]) -> dict[str, str]:
     """Annotations other than checkov's inline skips, which tests/test_security_checkov.py checks."""
     return {key: value for key, value in annotations.items() if not key.startswith("checkov.io/skip")}

@@ -4,36 +4,82 @@ the pinned JobSet CRD schema, the core kinds with kubernetes-validate)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from components.config_base import NO_PULL_PATH
+from components.gcp.config import NetworkConfig, TpuConfig, TpuPoolConfig
 from components.manifests import load_documents, load_list
 from components.workloads.saxml import objects as saxml_objects
-from components.workloads.saxml.config import SaxmlInput
-from components.workloads.saxml.objects import (
-    admin_deployment,
-    http_deployment,
-    http_service,
-    model_server_jobset,
-)
-from tests.conftest import not_checkov, saxml_input
+from components.workloads.saxml.config import SaxmlConfig
+from tests.conftest import not_checkov
 from tests.crd_schemas import HALVES, is_custom, strict_errors
-
-
-def build_objects(spec: SaxmlInput) -> list[dict[str, Any]]:
-    return saxml_objects.saxml_objects(spec).all
-
 
 NAMESPACE = "sax"
 BUCKET = "proj-sax-state"
 SAX_ROOT = f"gs://{BUCKET}/sax-root"
+PROJECT = "my-tpu-project"
 
 
-def _params(**overrides: Any) -> SaxmlInput:
-    values: dict[str, Any] = {"namespace": NAMESPACE, "bucket_name": BUCKET, "source_ranges": ("10.10.0.0/16",)}
+@dataclass(frozen=True)
+class Cell:
+    """The blocks a Saxml cell is built from."""
+
+    saxml: SaxmlConfig
+    tpu: TpuConfig
+    network: NetworkConfig
+
+
+def _cell(*, topology: str = "4x8", pools: int = 2, http: dict[str, Any] | None = None, **saxml: Any) -> Cell:
+    """The saxml stack's cell (``pools`` v5e pools of ``topology``), its block's defaults with ``saxml`` and
+    ``http`` (the block's ``http`` fields) changed. Unchecked, so what the builders refuse reaches them."""
+    tpu_pools = [
+        TpuPoolConfig(name=f"tpu{i + 1}", node_count=8).model_copy(update={"topology": topology}) for i in range(pools)
+    ]
+    tpu = TpuConfig(zone="us-west4-a", machine_type="ct5lp-hightpu-4t", pools=tpu_pools, slice_shapes=[])
+    block = SaxmlConfig().model_copy(update=saxml)
+    return Cell(block.model_copy(update={"http": block.http.model_copy(update=http or {})}), tpu, NetworkConfig())
+
+
+def _params(**overrides: Any) -> Cell:
+    """The cell the tests below build: namespace sax, its own bucket, reached from 10.10.0.0/16 only."""
+    values: dict[str, Any] = {
+        "namespace": NAMESPACE,
+        "bucket_name": BUCKET,
+        "http": {"source_ranges": ["10.10.0.0/16"], "cluster_clients": False},
+    }
     values.update(overrides)
-    return saxml_input(**values)
+    return _cell(**values)
+
+
+def _http(**settings: Any) -> dict[str, Any]:
+    return {"http": {"source_ranges": ["10.10.0.0/16"], "cluster_clients": False, **settings}}
+
+
+def admin_deployment(cell: Cell) -> dict[str, Any]:
+    return saxml_objects.admin_deployment(cell.saxml, PROJECT, NO_PULL_PATH)
+
+
+def model_server_jobset(cell: Cell) -> dict[str, Any]:
+    return saxml_objects.model_server_jobset(cell.saxml, cell.tpu, PROJECT, NO_PULL_PATH)
+
+
+def http_deployment(cell: Cell) -> dict[str, Any]:
+    return saxml_objects.http_deployment(cell.saxml, PROJECT, NO_PULL_PATH)
+
+
+def http_service(cell: Cell) -> dict[str, Any]:
+    return saxml_objects.http_service(cell.saxml, cell.network)
+
+
+def cell_objects(cell: Cell) -> saxml_objects.SaxmlObjects:
+    return saxml_objects.saxml_objects(cell.saxml, cell.tpu, cell.network, PROJECT, NO_PULL_PATH)
+
+
+def build_objects(cell: Cell) -> list[dict[str, Any]]:
+    return cell_objects(cell).all
 
 
 def _by_name(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -75,9 +121,9 @@ def test_objects_are_the_four_saxml_parts_and_their_network_policies_in_one_name
         assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "saxml"
 
 
-def _parts(spec: SaxmlInput) -> list[dict[str, Any]]:
-    built = saxml_objects.saxml_objects(spec)
-    return [built.admin_deployment, built.model_server_jobset, built.http_deployment, built.http_service]
+def _parts(cell: Cell) -> list[dict[str, Any]]:
+    objects = cell_objects(cell)
+    return [objects.admin_deployment, objects.model_server_jobset, objects.http_deployment, objects.http_service]
 
 
 def test_bases_agree_with_their_own_overlay():
@@ -87,7 +133,7 @@ def test_bases_agree_with_their_own_overlay():
         *load_documents(saxml_objects.MODEL_SERVER_FILE),
         *load_documents(saxml_objects.HTTP_FILE),
     ]
-    placeholders = _params(namespace="default", bucket_name="my-project-gke-bucket", source_ranges=())
+    placeholders = _params(namespace="default", bucket_name="my-project-gke-bucket", **_http(source_ranges=[]))
     assert _parts(placeholders) == bases
 
 
@@ -95,7 +141,7 @@ def test_the_network_policies_base_agrees_with_its_own_overlay():
     """The saxml stack's values (the defaults: namespace sax, the cluster's node and pod ranges) rebuild the
     base of network-policies.yaml: each server's labels are those its own Deployment or JobSet gives its pods."""
     base = load_list(saxml_objects.NETWORK_POLICIES_FILE)
-    assert saxml_objects.saxml_objects(saxml_input()).network_policies == base
+    assert cell_objects(_cell()).network_policies == base
 
 
 def test_overlays_work_on_copies():
@@ -181,7 +227,7 @@ def test_nothing_runs_privileged():
     [("2x2", 1), ("2x4", 2), ("4x4", 4), ("4x8", 8), ("8x8", 16), ("8x16", 32), ("16x16", 64)],
 )
 def test_parallelism_follows_the_topology(topology, pods):
-    _, job_spec, pod_spec, container = _model_parts(model_server_jobset(_params(shape=topology)))
+    _, job_spec, pod_spec, container = _model_parts(model_server_jobset(_params(topology=topology)))
     assert job_spec["parallelism"] == job_spec["completions"] == pods
     assert pod_spec["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == topology
     assert container["resources"]["limits"]["google.com/tpu"] == "4"  # one host's chips, whatever the slice
@@ -228,7 +274,7 @@ def test_http_server():
 
 
 def test_service_is_internal_by_default_with_the_source_ranges():
-    service = http_service(_params(source_ranges=("10.10.0.0/16", "192.168.1.0/24")))
+    service = http_service(_params(**_http(source_ranges=["10.10.0.0/16", "192.168.1.0/24"])))
     assert service["metadata"]["annotations"] == {"networking.gke.io/load-balancer-type": "Internal"}
     assert service["spec"]["type"] == "LoadBalancer"
     assert service["spec"]["loadBalancerSourceRanges"] == ["10.10.0.0/16", "192.168.1.0/24"]
@@ -244,13 +290,13 @@ def test_service_targets_the_http_container_port_by_name():
 
 
 def test_internal_service_without_source_ranges_has_no_ranges_field():
-    service = http_service(_params(source_ranges=()))
+    service = http_service(_params(**_http(source_ranges=[])))
     assert service["metadata"]["annotations"]["networking.gke.io/load-balancer-type"] == "Internal"
     assert "loadBalancerSourceRanges" not in service["spec"]
 
 
 def test_external_only_when_asked_and_still_limited_to_the_source_ranges():
-    service = http_service(_params(external=True, source_ranges=["203.0.113.0/24"]))
+    service = http_service(_params(**_http(external=True, source_ranges=["203.0.113.0/24"])))
     assert "networking.gke.io/load-balancer-type" not in service["metadata"].get("annotations", {})
     assert service["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
     assert service["spec"]["type"] == "LoadBalancer"
@@ -262,32 +308,13 @@ def test_external_only_when_asked_and_still_limited_to_the_source_ranges():
 @pytest.mark.parametrize(
     "overrides, error",
     [
-        ({"shape": "2x3"}, ValueError),  # 6 chips do not fill whole hosts of 4
-        ({"source_ranges": ("everyone",)}, ValueError),
+        ({"topology": "2x3"}, ValueError),  # 6 chips do not fill whole hosts of 4
+        (_http(source_ranges=["everyone"]), ValueError),
     ],
 )
 def test_what_cannot_be_built_raises(overrides, error):
     with pytest.raises(error):
         build_objects(_params(**overrides))
-
-
-def test_the_input_comes_from_the_block_defaults():
-    spec = saxml_input()
-    assert (spec.namespace, spec.bucket_name, spec.service_account_name, spec.admin_service_account_name) == (
-        "sax",
-        "my-tpu-project-sax-admin",
-        "sax-sa",
-        "sax-admin",
-    )
-    assert (spec.pools, str(spec.shape), spec.machine.name, spec.platform_chip) == (
-        2,
-        "4x8",
-        "ct5lp-hightpu-4t",
-        "tpuv5e",
-    )
-    # The cluster's node and pod ranges (NetworkConfig's defaults), as clusterClients is on by default.
-    assert (spec.sax_cell, spec.source_ranges, spec.external) == ("/sax/test", ("10.10.0.0/18", "10.12.0.0/14"), False)
-    assert spec.admin_image == "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1.1.0"
 
 
 # --- Strict validation ----------------------------------------------------------------------------
@@ -300,9 +327,9 @@ def _errors(obj: dict[str, Any], half: str | None = None) -> list[str]:
 
 VARIANTS = {
     "default": {},
-    "external": {"external": True, "source_ranges": ("203.0.113.0/24", "2001:db8::/32")},
-    "no-ranges": {"source_ranges": ()},
-    "small-slices": {"shape": "2x4", "pools": 4},
+    "external": _http(external=True, source_ranges=["203.0.113.0/24", "2001:db8::/32"]),
+    "no-ranges": _http(source_ranges=[]),
+    "small-slices": {"topology": "2x4", "pools": 4},
 }
 
 
@@ -388,27 +415,27 @@ def _policy(objects: saxml_objects.SaxmlObjects, name: str) -> dict[str, Any]:
     "overrides",
     [
         {},
-        {"source_ranges": ("192.0.2.0/24", "10.0.0.0/8"), "cluster_clients": False},
-        {"source_ranges": (), "cluster_clients": True},
-        {"external": True, "source_ranges": ("203.0.113.0/24",), "cluster_clients": False},
+        {"http": {"source_ranges": ["192.0.2.0/24", "10.0.0.0/8"], "cluster_clients": False}},
+        {"http": {"source_ranges": [], "cluster_clients": True}},
+        {"http": {"external": True, "source_ranges": ["203.0.113.0/24"], "cluster_clients": False}},
     ],
 )
 def test_the_http_server_admits_by_address_exactly_what_its_load_balancer_admits(overrides):
-    built = saxml_objects.saxml_objects(_params(**overrides))
-    http = _policy(built, saxml_objects.HTTP_NAME)
-    ranges = built.http_service["spec"].get("loadBalancerSourceRanges", [])
+    objects = cell_objects(_params(**overrides))
+    http = _policy(objects, saxml_objects.HTTP_NAME)
+    ranges = objects.http_service["spec"].get("loadBalancerSourceRanges", [])
     blocks = [peer["ipBlock"]["cidr"] for rule in http["spec"]["ingress"] for peer in rule["from"] if "ipBlock" in peer]
     assert blocks == ranges
     pods_rule = [rule for rule in http["spec"]["ingress"] if rule["from"] == [{"namespaceSelector": {}}]]
-    assert bool(pods_rule) is _params(**overrides).cluster_clients
+    assert bool(pods_rule) is _params(**overrides).saxml.http.cluster_clients
     for rule in http["spec"]["ingress"]:
         assert rule["from"], "a rule without senders would admit every one"
         assert rule["ports"] == [{"port": saxml_objects.HTTP_PORT, "protocol": "TCP"}]
-    assert built.http_service["spec"]["externalTrafficPolicy"] == "Local"  # so the address reaches the pod
+    assert objects.http_service["spec"]["externalTrafficPolicy"] == "Local"  # so the address reaches the pod
 
 
 def test_each_server_is_reached_on_its_own_container_port_by_the_servers_that_call_it():
-    built = saxml_objects.saxml_objects(_params())
+    built = cell_objects(_params())
     admin_pods = built.admin_deployment["spec"]["template"]["metadata"]["labels"]
     http_pods = built.http_deployment["spec"]["template"]["metadata"]["labels"]
     _, _, _, container = _model_parts(built.model_server_jobset)

@@ -15,14 +15,17 @@ from typing import Any
 
 import pytest
 
+from components.config_base import NO_PULL_PATH
+from components.gcp.config import TpuConfig
 from components.manifests import load_document
 from components.naming import slice_name_budget_problem
+from components.platform.config import QueuesConfig
 from components.tpu.topology import MACHINE_CATALOG, Shape
 from components.workloads.slice_checks import objects as slice_checks
 from components.workloads.slice_checks.config import IMAGE as DEFAULT_IMAGE
-from components.workloads.slice_checks.config import SUBSLICING, SUPERSLICING
+from components.workloads.slice_checks.config import SUBSLICING, SUPERSLICING, ChecksConfig
 from components.workloads.slice_checks.objects import SliceFacts, slice_check_jobset
-from tests.conftest import check_input, not_checkov
+from tests.conftest import not_checkov
 from tests.crd_schemas import core_errors, crd_errors
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -228,10 +231,15 @@ EXPECTED = {
 IMAGE = "registry.example/jax-tpu:test"
 
 
-def _overlaid(check: str, **overrides: Any) -> dict[str, Any]:
-    args = {"namespace": "tpu-checks", "queue_name": "tpu-lq", "priority_class": f"{check}-priority", "image": IMAGE}
-    args.update(overrides)
-    return slice_check_jobset(check_input(check, **args))
+QUEUES = QueuesConfig(local_queue_name="tpu-lq")
+
+
+def _overlaid(
+    kind: str, namespace: str = "tpu-checks", image: str = IMAGE, queues: QueuesConfig = QUEUES, **settings: Any
+) -> dict[str, Any]:
+    """The ``kind`` check JobSet of the block's defaults with ``settings`` (the block's fields) changed."""
+    check = ChecksConfig().by_kind()[kind].model_copy(update=settings)
+    return slice_check_jobset(kind, check, namespace, image, queues, TpuConfig().machine)
 
 
 def _parts(jobset: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
@@ -257,7 +265,10 @@ def test_overlay_sets_what_varies_and_keeps_the_reference_shape(check):
         "annotations": {},
         "name": want["name"],
         "namespace": "tpu-checks",
-        "labels": {"kueue.x-k8s.io/queue-name": "tpu-lq", "kueue.x-k8s.io/priority-class": f"{check}-priority"},
+        "labels": {
+            "kueue.x-k8s.io/queue-name": "tpu-lq",
+            "kueue.x-k8s.io/priority-class": QUEUES.priority_class(ChecksConfig().by_kind()[check].priority).name,
+        },
     }
     assert replicated_job["name"] == "job-jax"
     assert replicated_job["replicas"] == want["replicas"]
@@ -313,9 +324,8 @@ def test_the_default_hold_time_is_the_base_s_and_overlaid(check):
 def test_bases_agree_with_their_own_derivation(check):
     """Overlaying the base's own placeholders changes nothing: its numbers follow from its shape."""
     base = slice_checks.load_base(check)
-    same = slice_check_jobset(check_input(check, namespace=base["metadata"]["namespace"]))
+    same = _overlaid(check, namespace=base["metadata"]["namespace"], image=DEFAULT_IMAGE, queues=QueuesConfig())
     assert same == base, "the block's defaults and the base's placeholders disagree"
-    assert check_input(check).image == DEFAULT_IMAGE
     assert base["metadata"]["namespace"] == "default"
     assert base["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == EXPECTED[check]["priority"]
 
@@ -445,9 +455,8 @@ def test_wrong_types_are_rejected():
 
 def test_each_check_has_a_network_policy_its_own_pods_reach_each_other_by():
     """Named after its JobSet, in its namespace, selecting by the name the JobSet controller labels its pods with."""
-    checks = [check_input(kind, namespace="work") for kind in (SUBSLICING, SUPERSLICING)]
-    spec = slice_checks.SliceChecksInput(namespace="work", checks=tuple(checks))
-    built = slice_checks.slice_checks_objects(spec)
+    built = slice_checks.slice_checks_objects(ChecksConfig(namespace="work"), TpuConfig(), QueuesConfig(), NO_PULL_PATH)
+    assert built is not None and len(built.jobsets) == 2
     assert [p["metadata"] for p in built.network_policies] == [
         {"name": j["metadata"]["name"], "namespace": "work"} for j in built.jobsets
     ]

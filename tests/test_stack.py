@@ -160,11 +160,7 @@ def test_a_partial_object_keeps_the_defaults_of_the_keys_it_leaves_out():
 
 
 BUILDER_INPUTS = [
-    "components.platform.config:KueueInput",
-    "components.workloads.slice_checks.config:SliceCheckInput",
-    "components.workloads.slice_checks.config:SliceChecksInput",
     "components.workloads.serving.config:ServingInput",
-    "components.workloads.saxml.config:SaxmlInput",
 ]
 
 

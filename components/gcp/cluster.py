@@ -30,6 +30,8 @@ import yaml
 
 from components import naming
 from components.gcp.config import (
+    ClusterConfig,
+    ControlPlaneConfig,
     GkeVersion,
     MaintenanceExclusionConfig,
     MaintenanceWindowConfig,
@@ -51,20 +53,6 @@ NODE_OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 # for one of them, unasked, would plan the pool's replacement, and a TPU pool's replacement gives up its
 # reservation cube. The program never sets them, so it never diffs on them.
 NETWORK_CONFIG_NOT_OURS = ["networkConfig.acceleratorNetworkProfile", "networkConfig.additionalPodNetworkConfigs"]
-
-
-@dataclass(frozen=True)
-class ControlPlaneArgs:
-    dns_endpoint: bool  # the DNS-based endpoint takes traffic from outside Google Cloud (IAM-authorized)
-    ip_endpoint: str  # public | private | off
-    authorized_networks: list[tuple[str, str]]  # (cidr, display name): what the public IP admits; empty: all
-
-    @property
-    def uses_dns_endpoint(self) -> bool:
-        """Whether the stack's kubeconfig (and provider) reach the control plane by its DNS name: whenever the
-        DNS-based endpoint takes outside traffic. It works from anywhere IAM lets the caller in, whatever the
-        IP endpoints allow, and its certificate is publicly signed, so no cluster CA goes with it."""
-        return self.dns_endpoint
 
 
 # Pods reach Google Cloud as their Kubernetes service account through GKE's metadata server, never as
@@ -108,35 +96,19 @@ class RepositoryRead:
 
 @dataclass(frozen=True)
 class ClusterArgs:
+    cluster: ClusterConfig
     project: str
     region: str
-    name: str
-    version_floor: str  # the slicing's minimum, a full GKE version
-    release_channel: str
-    deletion_protection: bool
-    slice_controller: bool
+    slice_controller: bool  # GKE's slice controller add-on: the pools are sliced dynamically (tpu.machineType)
     network: pulumi.Input[str]
     subnetwork: pulumi.Input[str]
     pods_range_name: str
     services_range_name: str
-    system_machine_type: str
-    system_nodes_per_zone: int
-    node_service_account_id: str
-    maintenance_window: MaintenanceWindowConfig | None
-    maintenance_exclusions: list[MaintenanceExclusionConfig]
-    private_nodes: bool
-    control_plane: ControlPlaneArgs
     egress: list[pulumi.Resource]  # the Cloud NAT private nodes pull through: every node pool waits for it
-    secrets_encryption_key: str  # a Cloud KMS key name, or "" for Google's default encryption only
-    system_pool_boot: NodeBoot  # the system pool's and the cluster's first default pool's
     # The grants the cluster's create needs first (components/gcp/service_agents.py): GKE's agent on the Secrets' key,
     # Compute Engine's on the boot disks' key (its first default pool boots with it); empty where the stack makes none
     secrets_key_grants: list[pulumi.Resource]
     boot_key_grants: list[pulumi.Resource]
-    binary_authorization: str  # DISABLED, or PROJECT_SINGLETON_POLICY_ENFORCE (its API enabled before the cluster)
-    rbac_security_group: str  # gke-security-groups@<domain>, or "" for no Google Groups in RBAC
-    intranode_visibility: bool
-    secret_manager: bool  # GKE's Secret Manager add-on: pods mount Secret Manager secrets as files
     container_api: pulumi.Resource  # the Kubernetes Engine API's enablement: the version lookup waits for it
     # The repositories the nodes pull from: images.mirror, or the pull-through repositories (none: each image from
     # its own registry). Every Kubernetes object waits for the nodes' read on each.
@@ -147,12 +119,13 @@ class Cluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:gcp:Cluster", name, None, opts)
         child = children_of(self, opts)
+        cluster = args.cluster
 
         self.node_service_account = gcp.serviceaccount.Account(
             "node-sa",
             project=args.project,
-            account_id=args.node_service_account_id,
-            display_name=f"GKE nodes of {args.name}",
+            account_id=cluster.node_account_id,
+            display_name=f"GKE nodes of {cluster.name}",
             opts=child,
         )
         self.node_service_account_roles = [
@@ -174,7 +147,7 @@ class Cluster(pulumi.ComponentResource):
         self.cluster = gcp.container.Cluster(
             "gke-cluster",
             project=args.project,
-            name=args.name,
+            name=cluster.name,
             location=args.region,
             network=args.network,
             subnetwork=args.subnetwork,
@@ -189,14 +162,14 @@ class Cluster(pulumi.ComponentResource):
             # whose org policy disables or removes that account cannot create the cluster at all.
             remove_default_node_pool=True,
             initial_node_count=1,
-            node_config=with_boot(default_pool_config, args.system_pool_boot),
-            release_channel={"channel": args.release_channel},
+            node_config=with_boot(default_pool_config, cluster.system_pool_boot),
+            release_channel={"channel": cluster.release_channel},
             # The minor alias, never a patch: a patch leaves the channel within weeks and the create
             # would then fail. GKE starts the cluster at the newest patch of the minor the channel
             # offers (checked against the floor below), and the provider only ever upgrades a
             # master below it, so later previews leave the channel's auto-upgrades alone.
-            min_master_version=GkeVersion.parse(args.version_floor).minor_alias,
-            deletion_protection=args.deletion_protection,
+            min_master_version=GkeVersion.parse(cluster.version).minor_alias,
+            deletion_protection=cluster.deletion_protection,
             datapath_provider="ADVANCED_DATAPATH",
             monitoring_config={
                 "managed_prometheus": {"enabled": True},
@@ -217,15 +190,17 @@ class Cluster(pulumi.ComponentResource):
             # v7.45.0 google/services/container/resource_container_cluster.go, flattenMasterAuth).
             master_auth={"client_certificate_config": {"issue_client_certificate": False}},
             database_encryption=(
-                {"state": "ENCRYPTED", "key_name": args.secrets_encryption_key} if args.secrets_encryption_key else None
+                {"state": "ENCRYPTED", "key_name": cluster.secrets_encryption_key}
+                if cluster.secrets_encryption_key
+                else None
             ),
             # Sent whichever way it is set, so that turning enforcement off sends DISABLED itself: for a block left
             # out the provider sends only the deprecated `enabled: false` (expandBinaryAuthorization, v7.45.0).
-            binary_authorization={"evaluation_mode": args.binary_authorization},
-            authenticator_groups_config=authenticator_groups_config(args.rbac_security_group),
+            binary_authorization={"evaluation_mode": cluster.binary_authorization},
+            authenticator_groups_config=authenticator_groups_config(cluster.rbac_security_group),
             # Sent either way: the provider reads a missing value back from GKE (Optional and Computed), so a true
             # turned false again must reach GKE to turn it off.
-            enable_intranode_visibility=args.intranode_visibility,
+            enable_intranode_visibility=cluster.intranode_visibility,
             # GKE's Secret Manager add-on, updated in place either way: the provider sends a change as one
             # DesiredSecretManagerConfig update (hashicorp/terraform-provider-google v7.45.0
             # google/services/container/resource_container_cluster.go, no ForceNew; its acceptance test turns it on
@@ -234,13 +209,13 @@ class Cluster(pulumi.ComponentResource):
             # false must reach GKE (SecretManagerCfgSuppress hides the block's removal only when it was false).
             # rotation_config is left to GKE: a pod has the secret version it mounted at its start, or a newer one
             # if GKE rotates the files.
-            secret_manager_config={"enabled": args.secret_manager},
-            maintenance_policy=_maintenance_policy(args.maintenance_window, args.maintenance_exclusions),
+            secret_manager_config={"enabled": cluster.secret_manager},
+            maintenance_policy=_maintenance_policy(cluster.maintenance_window, cluster.maintenance_exclusions),
             # Sent whichever way it is set: the provider suppresses a false it never saw as true, and a true
             # turned false again must reach GKE (the block is read back from GKE, so leaving it out keeps it).
-            private_cluster_config=private_cluster_config(args.private_nodes, args.control_plane),
-            control_plane_endpoints_config=control_plane_endpoints_config(args.control_plane),
-            master_authorized_networks_config=master_authorized_networks_config(args.control_plane),
+            private_cluster_config=private_cluster_config(cluster.private_nodes, cluster.control_plane),
+            control_plane_endpoints_config=control_plane_endpoints_config(cluster.control_plane),
+            master_authorized_networks_config=master_authorized_networks_config(cluster.control_plane),
             opts=pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
@@ -254,7 +229,7 @@ class Cluster(pulumi.ComponentResource):
         )
 
         system_pool_config: gcp.container.NodePoolNodeConfigArgsDict = {
-            "machine_type": args.system_machine_type,
+            "machine_type": cluster.system_pool.machine_type,
             "service_account": self.node_service_account.email,
             "oauth_scopes": NODE_OAUTH_SCOPES,
             "workload_metadata_config": GKE_METADATA_SERVER,
@@ -265,9 +240,9 @@ class Cluster(pulumi.ComponentResource):
             cluster=self.cluster.name,
             location=args.region,
             name=naming.SYSTEM_POOL_NAME,
-            node_count=args.system_nodes_per_zone,
-            node_config=with_boot(system_pool_config, args.system_pool_boot),
-            network_config=node_network_config(args.private_nodes),
+            node_count=cluster.system_pool.nodes_per_zone,
+            node_config=with_boot(system_pool_config, cluster.system_pool_boot),
+            network_config=node_network_config(cluster.private_nodes),
             management={"auto_repair": True, "auto_upgrade": True},
             # Its controllers pull from outside Google (the charts' images): private nodes need the NAT first, and its
             # boot disks the grant on their key. A change that replaces it (its service account, its boot) deletes it
@@ -302,9 +277,11 @@ class Cluster(pulumi.ComponentResource):
             for read in args.image_repositories
         ]
 
-        # The control plane as the stack reaches it: by its DNS name, or by the IP GKE gives as the cluster's
-        # endpoint (the private one when the public IP is off).
-        if args.control_plane.uses_dns_endpoint:
+        # The control plane as the stack reaches it: by its DNS name whenever the DNS-based endpoint takes outside
+        # traffic (it works from anywhere IAM lets the caller in, whatever the IP endpoints allow, and its certificate
+        # is publicly signed, so no cluster CA goes with it), or by the IP GKE gives as the cluster's endpoint (the
+        # private one when the public IP is off).
+        if cluster.control_plane.dns_endpoint:
             self.endpoint: pulumi.Output[str] = self.cluster.control_plane_endpoints_config.apply(_dns_endpoint)
             ca_certificate: pulumi.Output[str | None] = pulumi.Output.from_input(None)
         else:
@@ -318,7 +295,7 @@ class Cluster(pulumi.ComponentResource):
         # The cluster's own identity, not its endpoint or CA: a control-plane IP or credential
         # rotation changes the kubeconfig, and without a fixed identifier the provider (and with it
         # every in-cluster object, Kueue's CRDs and queue state included) would be replaced.
-        self.cluster_identifier = cluster_identifier(args.project, args.region, args.name)
+        self.cluster_identifier = cluster_identifier(args.project, args.region, cluster.name)
         self.provider = kubernetes_provider(
             self.kubeconfig,
             self.cluster_identifier,
@@ -331,7 +308,7 @@ class Cluster(pulumi.ComponentResource):
         self.workload_pool: pulumi.Output[str] = self.cluster.workload_identity_config.apply(_workload_pool)
         self.node_service_account_email = self.node_service_account.email
         self.get_credentials_command = self.cluster.name.apply(
-            lambda cluster: get_credentials_command(cluster, args.region, args.project, args.control_plane)
+            lambda name: get_credentials_command(name, args.region, args.project, cluster.control_plane)
         )
         self._check_version_floor(args)
         self.register_outputs({"name": self.name, "endpoint": self.endpoint, "kubeconfig": self.kubeconfig})
@@ -340,7 +317,8 @@ class Cluster(pulumi.ComponentResource):
         """Warn at preview when the cluster's release channel offers no patch of the floor's minor at or
         above the floor (the location's list is not the channel's: a minor can be valid here and gone
         from the channel). A warning, not an error: a running cluster is past its floor already."""
-        floor = GkeVersion.parse(args.version_floor)
+        cluster = args.cluster
+        floor = GkeVersion.parse(cluster.version)
         offered = gcp.container.get_engine_versions_output(
             location=args.region,
             project=args.project,
@@ -354,18 +332,18 @@ class Cluster(pulumi.ComponentResource):
             latest, defaults = answer
             if latest is None:  # not looked up (the offline render, or a first preview before the API is on)
                 return
-            newest = latest.get(args.release_channel)
-            default = (defaults or {}).get(args.release_channel)
-            if problem := channel_floor_problem(args.version_floor, args.release_channel, newest, default):
+            newest = latest.get(cluster.release_channel)
+            default = (defaults or {}).get(cluster.release_channel)
+            if problem := channel_floor_problem(cluster.version, cluster.release_channel, newest, default):
                 pulumi.log.warn(f"cluster.version: {problem[0]}; {problem[1]}", self)
 
         pulumi.Output.all(offered.release_channel_latest_version, offered.release_channel_default_version).apply(warn)
 
 
-def get_credentials_command(cluster: str, location: str, project: str, control_plane: ControlPlaneArgs) -> str:
+def get_credentials_command(cluster: str, location: str, project: str, control_plane: ControlPlaneConfig) -> str:
     """The gcloud command that writes a kubeconfig for the endpoint the stack uses."""
     command = f"gcloud container clusters get-credentials {cluster} --region {location} --project {project}"
-    if control_plane.uses_dns_endpoint:
+    if control_plane.dns_endpoint:
         return f"{command} --dns-endpoint"
     if control_plane.ip_endpoint == "private":
         return f"{command} --internal-ip"
@@ -373,7 +351,7 @@ def get_credentials_command(cluster: str, location: str, project: str, control_p
 
 
 def private_cluster_config(
-    private_nodes: bool, control_plane: ControlPlaneArgs
+    private_nodes: bool, control_plane: ControlPlaneConfig
 ) -> gcp.container.ClusterPrivateClusterConfigArgsDict:
     """The cluster's default for new nodes (private or not) and whether its public IP endpoint is off.
 
@@ -383,7 +361,7 @@ def private_cluster_config(
 
 
 def control_plane_endpoints_config(
-    control_plane: ControlPlaneArgs,
+    control_plane: ControlPlaneConfig,
 ) -> gcp.container.ClusterControlPlaneEndpointsConfigArgsDict:
     """Only IAM tokens over the DNS-based endpoint: Kubernetes service-account tokens and client certificates
     (enable_k8s_tokens_via_dns, enable_k8s_certs_via_dns) stay refused there."""
@@ -394,14 +372,14 @@ def control_plane_endpoints_config(
 
 
 def master_authorized_networks_config(
-    control_plane: ControlPlaneArgs,
+    control_plane: ControlPlaneConfig,
 ) -> gcp.container.ClusterMasterAuthorizedNetworksConfigArgsDict | None:
     """The ranges the public IP admits, and no other Google Cloud address (every project's VMs would be in
     GKE's `gcp_public_cidrs_access`). None: the public IP admits every address, or there is none."""
     if control_plane.ip_endpoint != "public" or not control_plane.authorized_networks:
         return None
     return {
-        "cidr_blocks": [{"cidr_block": cidr, "display_name": name} for cidr, name in control_plane.authorized_networks],
+        "cidr_blocks": [{"cidr_block": n.cidr, "display_name": n.name} for n in control_plane.authorized_networks],
         "gcp_public_cidrs_access_enabled": False,
     }
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from components.gcp.config import RemoteRepository
+from components.gcp.config import PullThroughConfig, RemoteRepository
 from components.resources import children_of
 
 SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
@@ -49,8 +49,7 @@ class PullThroughArgs:
     project: str
     cluster_name: str  # named in each repository's description
     repositories: list[RemoteRepository]
-    docker_hub_username: str  # "" with the secret: Docker Hub is pulled anonymously
-    docker_hub_password_secret_version: str  # projects/<project>/secrets/<secret>/versions/<n>, or ""
+    pull_through: PullThroughConfig  # Docker Hub's account, if any (none: Docker Hub is pulled anonymously)
     registry_agent: RegistryAgent | None  # with the credentials: who reads the password
 
 
@@ -58,7 +57,8 @@ class PullThrough(pulumi.ComponentResource):
     def __init__(self, name: str, args: PullThroughArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:gcp:PullThrough", name, None, opts)
         child = children_of(self, opts)
-        credentials = bool(args.docker_hub_username and args.docker_hub_password_secret_version)
+        settings = args.pull_through
+        credentials = settings.docker_hub_credentials
         docker_hub_waits: list[pulumi.Resource] = []
         if credentials and any(r.docker_hub for r in args.repositories):
             assert args.registry_agent is not None, "Docker Hub's password is read by Artifact Registry's agent"
@@ -66,7 +66,7 @@ class PullThrough(pulumi.ComponentResource):
                 gcp.secretmanager.SecretIamMember(
                     "artifact-registry-agent-docker-hub-password",
                     project=args.project,
-                    secret_id=args.docker_hub_password_secret_version.partition("/versions/")[0],
+                    secret_id=settings.docker_hub_password_secret_version.partition("/versions/")[0],
                     role=SECRET_ACCESSOR,
                     member=args.registry_agent.member,
                     opts=pulumi.ResourceOptions.merge(
@@ -84,8 +84,8 @@ class PullThrough(pulumi.ComponentResource):
                 if credentials:
                     upstream["upstream_credentials"] = {
                         "username_password_credentials": {
-                            "username": args.docker_hub_username,
-                            "password_secret_version": args.docker_hub_password_secret_version,
+                            "username": settings.docker_hub_username,
+                            "password_secret_version": settings.docker_hub_password_secret_version,
                         }
                     }
             else:

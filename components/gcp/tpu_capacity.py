@@ -18,7 +18,7 @@ from components.gcp.cluster import (
     node_network_config,
     with_boot,
 )
-from components.gcp.config import NodeBoot
+from components.gcp.config import ClusterConfig, TpuConfig, TpuPoolConfig
 from components.gcp.rules import (
     BlockRead,
     CapacityRead,
@@ -40,27 +40,11 @@ TPU_POOL_TIMEOUTS = pulumi.CustomTimeouts(create="90m", update="90m", delete="60
 
 
 @dataclass(frozen=True)
-class TpuPoolArgs:
-    name: str
-    topology: str
-    node_count: int
-    reservation_path: str | None
-    private_nodes: bool
-    boot: NodeBoot
-    boot_key_grants: list[pulumi.Resource]  # the grant on its boot disks' key (service_agents.py); empty: none made
-
-
-@dataclass(frozen=True)
 class ReservationCheckArgs:
-    """The reservation the pools are placed on, which the preview reads before it places them."""
+    """The reservation the pools are placed on (tpu.reservation), which the preview reads before it places them."""
 
+    tpu: TpuConfig
     project: str  # the reservation's owner (the stack's project unless it is shared from another)
-    zone: str
-    name: str
-    block: str  # empty: the pools take the reservation's hosts without a block
-    machine_type: str
-    per_sub_block: bool  # each pool is one whole sub-block (TPU7x cubes)
-    accept_risk: bool  # tpu.reservation.acceptRisk
     pools: list[PoolPlacement]
     previous_pools: pulumi.Input[Mapping[str, str]]  # the last `up`'s pools and their reservation paths
     compute_api: pulumi.Resource  # the Compute Engine API's enablement: the reads wait for it
@@ -68,15 +52,14 @@ class ReservationCheckArgs:
 
 @dataclass(frozen=True)
 class TpuCapacityArgs:
+    tpu: TpuConfig
+    cluster: ClusterConfig  # what a pool inherits: private nodes, boot hardening
     project: str
     region: str
-    zone: str
-    machine: topology.MachineType
     cluster_name: pulumi.Input[str]
     node_service_account_email: pulumi.Input[str]
-    workload_policy_name: str
-    pools: list[TpuPoolArgs]
-    protect_pools: bool
+    # Each pool's grant on its boot disks' key (service_agents.py), by pool name; empty: none made
+    boot_key_grants: Mapping[str, list[pulumi.Resource]]
     egress: list[pulumi.Resource]  # the Cloud NAT private nodes pull their images through
     reservation: ReservationCheckArgs | None  # None: no reservation named, nothing to read
 
@@ -95,15 +78,16 @@ class TpuCapacity(pulumi.ComponentResource):
     def __init__(self, name: str, args: TpuCapacityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE, name, None, opts)
         child = children_of(self, opts)
+        tpu = args.tpu
 
         self.workload_policy = None
-        if args.machine.dynamic_slicing:
+        if tpu.machine.dynamic_slicing:
             # PROVISION_ONLY: GKE provisions the cube but leaves ICI inactive until a Slice forms.
             self.workload_policy = gcp.compute.ResourcePolicy(
                 "workload-policy",
                 project=args.project,
                 region=args.region,
-                name=args.workload_policy_name,
+                name=tpu.workload_policy_name,
                 description=f"HIGH_THROUGHPUT {topology.CUBE} cubes for dynamic slicing",
                 workload_policy={
                     "type": "HIGH_THROUGHPUT",
@@ -123,7 +107,7 @@ class TpuCapacity(pulumi.ComponentResource):
             child,
             pulumi.ResourceOptions(
                 custom_timeouts=TPU_POOL_TIMEOUTS,
-                protect=args.protect_pools,
+                protect=tpu.protect_pools,
                 # GKE cannot move a multi-host TPU slice to another zone or machine type in place,
                 # so those are replacements too, like the provider's own (reservation, service
                 # account, scopes, placement policy name). The new pool needs the cube the old one
@@ -142,7 +126,7 @@ class TpuCapacity(pulumi.ComponentResource):
                 project=args.project,
                 cluster=args.cluster_name,
                 location=args.region,
-                node_locations=[args.zone],
+                node_locations=[tpu.zone],
                 name=pool.name,
                 node_count=pool.node_count,
                 node_config=_node_config(args, pool),
@@ -150,12 +134,14 @@ class TpuCapacity(pulumi.ComponentResource):
                 # A slice is one unit: upgrading it node by node would break it, so it is
                 # drained and recreated whole, never surged beyond its reservation.
                 upgrade_settings={"strategy": "SURGE", "max_surge": 0, "max_unavailable": pool.node_count},
-                network_config=node_network_config(pool.private_nodes),
+                network_config=node_network_config(tpu.pool_private_nodes(pool, args.cluster)),
                 management={"auto_repair": True, "auto_upgrade": True},
                 # Compute Engine makes its boot disks with the key: its agent's grant on the key first
-                opts=pulumi.ResourceOptions.merge(pool_opts, pulumi.ResourceOptions(depends_on=pool.boot_key_grants)),
+                opts=pulumi.ResourceOptions.merge(
+                    pool_opts, pulumi.ResourceOptions(depends_on=args.boot_key_grants.get(pool.name, []))
+                ),
             )
-            for pool in args.pools
+            for pool in tpu.pools
         ]
 
         self.pool_names = [pool.name for pool in self.pools]
@@ -172,15 +158,17 @@ class TpuCapacity(pulumi.ComponentResource):
             # Its own wait, like every invoke: a parent's depends_on is not an invoke's.
             return pulumi.InvokeOutputOptions(parent=self, depends_on=[check.compute_api])
 
-        scope = {"project": check.project, "zone": check.zone}
-        reservation = answer_of(gcp.compute.get_reservation_output(name=check.name, opts=options(), **scope))
+        scope = {"project": check.project, "zone": check.tpu.zone}
+        reservation = answer_of(
+            gcp.compute.get_reservation_output(name=check.tpu.reservation.name, opts=options(), **scope)
+        )
 
         def after_reservation(values: list[Any]) -> pulumi.Output[CapacityReview | None] | CapacityReview | None:
             answer: ReadAnswer[Any] = values[0]
             previous: Mapping[str, str] = values[1] or {}
             if answer.unknown:
                 pulumi.log.info(
-                    f"TPU reservation {check.name}: not read yet: the read waits for the Compute Engine API, which "
+                    f"TPU reservation {check.tpu.reservation.name}: not read yet: the read waits for the Compute Engine API, which "
                     "this `up` enables; the `up` reads it before it places the pools, and so does the next preview"
                 )
                 return None
@@ -188,11 +176,15 @@ class TpuCapacity(pulumi.ComponentResource):
             read = CapacityRead(
                 error=answer.error, reservation=_reservation(answer.value, check) if answer.ok else None
             )
-            if not (read.reservation and read.reservation.exists and check.block in read.reservation.block_names):
+            if not (
+                read.reservation
+                and read.reservation.exists
+                and check.tpu.reservation.block in read.reservation.block_names
+            ):
                 return self._decide(read, check, to_place)
             block = answer_of(
                 gcp.compute.get_reservation_block_output(
-                    name=check.block, reservation=check.name, opts=options(), **scope
+                    name=check.tpu.reservation.block, reservation=check.tpu.reservation.name, opts=options(), **scope
                 )
             )
 
@@ -205,13 +197,17 @@ class TpuCapacity(pulumi.ComponentResource):
                     )
                 block_read = _block(block_answer.value)
                 with_block = CapacityRead(reservation=read.reservation, block=block_read)
-                if not (check.per_sub_block and to_place):
+                if not (check.tpu.dynamic_slicing and to_place):
                     return self._decide(with_block, check, to_place)
                 # Only an `up` that places a pool reads the sub-blocks (a block has up to 144), each by its name.
                 sub_blocks = [
                     answer_of(
                         gcp.compute.get_reservation_sub_block_output(
-                            name=name, reservation_block=check.block, reservation=check.name, opts=options(), **scope
+                            name=name,
+                            reservation_block=check.tpu.reservation.block,
+                            reservation=check.tpu.reservation.name,
+                            opts=options(),
+                            **scope,
                         )
                     )
                     for name in block_read.sub_block_names
@@ -235,12 +231,12 @@ class TpuCapacity(pulumi.ComponentResource):
     def _decide(self, read: CapacityRead, check: ReservationCheckArgs, to_place: list[PoolPlacement]) -> CapacityReview:
         review = review_capacity(
             read,
-            block=check.block,
-            machine_type=check.machine_type,
-            per_sub_block=check.per_sub_block,
+            block=check.tpu.reservation.block,
+            machine_type=check.tpu.machine_type,
+            per_sub_block=check.tpu.dynamic_slicing,
             pools=check.pools,
             to_place=to_place,
-            accept_risk=check.accept_risk,
+            accept_risk=check.tpu.reservation.accept_risk,
         )
         for line in review.report:
             pulumi.log.info(f"TPU reservation: {line}")
@@ -250,7 +246,7 @@ class TpuCapacity(pulumi.ComponentResource):
             raise pulumi.RunError(str(ConfigError(review.problems)))
         return review
 
-    def _placement(self, pool: TpuPoolArgs) -> gcp.container.NodePoolPlacementPolicyArgsDict:
+    def _placement(self, pool: TpuPoolConfig) -> gcp.container.NodePoolPlacementPolicyArgsDict:
         if self.workload_policy is not None:
             # What GKE stores for a pool under a workload policy: the policy's name and the
             # topology, and no type (vllm-project/ci-infra#547, #552). The provider requires
@@ -260,21 +256,22 @@ class TpuCapacity(pulumi.ComponentResource):
         return {"type": "COMPACT", "tpu_topology": pool.topology}
 
 
-def _node_config(args: TpuCapacityArgs, pool: TpuPoolArgs) -> gcp.container.NodePoolNodeConfigArgsDict:
+def _node_config(args: TpuCapacityArgs, pool: TpuPoolConfig) -> gcp.container.NodePoolNodeConfigArgsDict:
+    reservation_path = args.tpu.reservation_path(pool, args.project)
     config: gcp.container.NodePoolNodeConfigArgsDict = {
-        "machine_type": args.machine.name,
+        "machine_type": args.tpu.machine.name,
         "service_account": args.node_service_account_email,
         "oauth_scopes": NODE_OAUTH_SCOPES,
         "workload_metadata_config": GKE_METADATA_SERVER,
         "gvnic": {"enabled": True},
     }
-    if pool.reservation_path:
+    if reservation_path:
         config["reservation_affinity"] = {
             "consume_reservation_type": "SPECIFIC_RESERVATION",
             "key": RESERVATION_KEY,
-            "values": [pool.reservation_path],
+            "values": [reservation_path],
         }
-    return with_boot(config, pool.boot)
+    return with_boot(config, args.tpu.pool_boot(pool, args.cluster))
 
 
 # --- The reads and their answers -------------------------------------------------------------------------
@@ -302,8 +299,8 @@ def _reservation(result: Any, check: ReservationCheckArgs) -> ReservationRead:
     )
     return ReservationRead(
         project=check.project,
-        zone=check.zone,
-        name=check.name,
+        zone=check.tpu.zone,
+        name=check.tpu.reservation.name,
         exists=bool(result.status or result.creation_timestamp),
         status=result.status or "",
         health=(health.health_status if health else "") or "",

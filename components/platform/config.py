@@ -414,23 +414,7 @@ def validate_queues(queues: QueuesConfig, problems: Problems) -> None:
             )
 
 
-# --- Builder input of the Kueue objects ------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KueueInput:
-    """What the Kueue objects are built from: the queues block and what the TPU pools decide."""
-
-    topology_name: str
-    resource_flavor_name: str
-    admission_check_name: str
-    cluster_queue_name: str
-    local_queue_name: str
-    namespaces: tuple[str, ...]
-    levels: tuple[str, ...]  # node labels of the Topology, coarsest first
-    accelerator_label: str  # the ResourceFlavor's node label value
-    quota: tuple[tuple[str, str], ...]  # (resource, nominal quota): what the TPU pools hold
-    priority_classes: tuple[tuple[str, int], ...]  # (name, value), lowest first
+# --- What the Kueue objects derive from the TPU pools ------------------------------------
 
 
 def cluster_quota(tpu: TpuConfig) -> dict[str, str]:
@@ -442,21 +426,6 @@ def cluster_quota(tpu: TpuConfig) -> dict[str, str]:
         "cpu": str(machine.vcpus_per_host * tpu.total_nodes),
         "memory": f"{machine.memory_bytes_per_host * tpu.total_nodes // topology.GB}G",
     }
-
-
-def kueue_input(queues: QueuesConfig, tpu: TpuConfig) -> KueueInput:
-    return KueueInput(
-        topology_name=queues.topology_name,
-        resource_flavor_name=queues.resource_flavor_name,
-        admission_check_name=queues.admission_check_name,
-        cluster_queue_name=queues.cluster_queue_name,
-        local_queue_name=queues.local_queue_name,
-        namespaces=tuple(queues.namespaces),
-        levels=tuple(topology.kueue_topology_levels()),
-        accelerator_label=tpu.machine.accelerator_label,
-        quota=tuple(cluster_quota(tpu).items()),
-        priority_classes=tuple((p.name, p.value) for _, p in queues.priority_classes.levels()),
-    )
 
 
 # --- Pod Security of the namespaces the stack makes (CIS GKE 4.2.1) -----------------------
@@ -530,27 +499,19 @@ def validate_namespace_levels(
             )
 
 
-@dataclass(frozen=True)
-class NamespacesInput:
-    """What the namespaces the stack makes are built from: each one's enforce level, and the version pinned."""
-
-    version: str  # pod-security.kubernetes.io/enforce-version
-    levels: tuple[tuple[str, str], ...]  # (namespace, enforce level), each namespace once
-
-
-def namespaces_input(
+def namespace_levels(
     platform: PlatformConfig,
     queues: QueuesConfig,
-    cluster: ClusterConfig,
     dynamic_slicing: bool,
     other_workload_namespaces: Sequence[str],
     node_agent_namespaces: Sequence[str],
-) -> NamespacesInput:
-    """The controllers' namespaces (those of the releases this stack installs), the workload namespaces of the
-    queues (with dynamic slicing) and ``other_workload_namespaces`` (the Saxml cell's), and ``node_agent_namespaces``
-    (the node audit logging's, where it is on)."""
+) -> dict[str, str]:
+    """Each namespace the stack makes -> the Pod Security level it enforces: the controllers' namespaces (those of the
+    releases this stack installs), the workload namespaces of the queues (with dynamic slicing) and
+    ``other_workload_namespaces`` (the Saxml cell's), and ``node_agent_namespaces`` (the node audit logging's, where
+    it is on)."""
     levels = dict.fromkeys(release_namespaces(platform, dynamic_slicing).values(), CONTROLLERS_POD_SECURITY)
     workloads = [*(queues.namespaces if dynamic_slicing else []), *other_workload_namespaces]
     levels |= dict.fromkeys(workloads, WORKLOADS_POD_SECURITY)
     levels |= dict.fromkeys(node_agent_namespaces, NODE_AGENTS_POD_SECURITY)
-    return NamespacesInput(pod_security_version(cluster), tuple(levels.items()))
+    return levels

@@ -1,4 +1,4 @@
-"""The Kueue objects of the dynamic-slicing queue, built from manifests/kueue/ and a KueueInput.
+"""The Kueue objects of the dynamic-slicing queue, built from manifests/kueue/, the queues block and the TPU pools.
 
 Pure: returns Kubernetes objects as dicts, so tests validate them against the CRD schemas.
 """
@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from components.gcp.config import TpuConfig
 from components.manifests import by_kind, load_documents
-from components.platform.config import KueueInput
-from components.tpu.topology import ACCELERATOR_NODE_LABEL
+from components.platform.config import QueuesConfig, cluster_quota
+from components.tpu.topology import ACCELERATOR_NODE_LABEL, kueue_topology_levels
 
 # What a workload carries so Kueue queues and orders it.
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -30,33 +31,34 @@ class KueueObjects:
         return [*self.queue_objects, *self.priority_classes]
 
 
-def kueue_objects(spec: KueueInput) -> KueueObjects:
-    return KueueObjects(queue_objects(spec), priority_class_objects(spec))
+def kueue_objects(queues: QueuesConfig, tpu: TpuConfig) -> KueueObjects:
+    return KueueObjects(queue_objects(queues, tpu), priority_class_objects(queues))
 
 
-def queue_objects(spec: KueueInput) -> list[dict[str, Any]]:
+def queue_objects(queues: QueuesConfig, tpu: TpuConfig) -> list[dict[str, Any]]:
+    """The queue's objects; the flavor selects the pools' accelerator, the quota is what the pools hold."""
     documents = load_documents(QUEUE_FILE)
 
     topology_object = by_kind(documents, "Topology")
-    topology_object["metadata"]["name"] = spec.topology_name
-    topology_object["spec"]["levels"] = [{"nodeLabel": label} for label in spec.levels]
+    topology_object["metadata"]["name"] = queues.topology_name
+    topology_object["spec"]["levels"] = [{"nodeLabel": label} for label in kueue_topology_levels()]
 
     flavor = by_kind(documents, "ResourceFlavor")
-    flavor["metadata"]["name"] = spec.resource_flavor_name
-    flavor["spec"]["nodeLabels"] = {ACCELERATOR_NODE_LABEL: spec.accelerator_label}
-    flavor["spec"]["topologyName"] = spec.topology_name
+    flavor["metadata"]["name"] = queues.resource_flavor_name
+    flavor["spec"]["nodeLabels"] = {ACCELERATOR_NODE_LABEL: tpu.machine.accelerator_label}
+    flavor["spec"]["topologyName"] = queues.topology_name
 
     check = by_kind(documents, "AdmissionCheck")
-    check["metadata"]["name"] = spec.admission_check_name
+    check["metadata"]["name"] = queues.admission_check_name
 
     cluster_queue = by_kind(documents, "ClusterQueue")
-    cluster_queue["metadata"]["name"] = spec.cluster_queue_name
-    cluster_queue["spec"]["admissionChecksStrategy"]["admissionChecks"] = [{"name": spec.admission_check_name}]
+    cluster_queue["metadata"]["name"] = queues.cluster_queue_name
+    cluster_queue["spec"]["admissionChecksStrategy"]["admissionChecks"] = [{"name": queues.admission_check_name}]
     (group,) = cluster_queue["spec"]["resourceGroups"]
-    quota = dict(spec.quota)
+    quota = cluster_quota(tpu)
     group["flavors"] = [
         {
-            "name": spec.resource_flavor_name,
+            "name": queues.resource_flavor_name,
             "resources": [
                 {"name": resource, "nominalQuota": quota[resource]} for resource in group["coveredResources"]
             ],
@@ -67,18 +69,18 @@ def queue_objects(spec: KueueInput) -> list[dict[str, Any]]:
     local_queues = [
         {
             **local_queue_base,
-            "metadata": {"name": spec.local_queue_name, "namespace": namespace},
-            "spec": {"clusterQueue": spec.cluster_queue_name},
+            "metadata": {"name": queues.local_queue_name, "namespace": namespace},
+            "spec": {"clusterQueue": queues.cluster_queue_name},
         }
-        for namespace in spec.namespaces
+        for namespace in queues.namespaces
     ]
 
     return [topology_object, flavor, check, cluster_queue, *local_queues]
 
 
-def priority_class_objects(spec: KueueInput) -> list[dict[str, Any]]:
+def priority_class_objects(queues: QueuesConfig) -> list[dict[str, Any]]:
     documents = load_documents(PRIORITY_CLASSES_FILE)
-    for document, (name, value) in zip(documents, spec.priority_classes, strict=True):
-        document["metadata"]["name"] = name
-        document["value"] = value
+    for document, (_, priority) in zip(documents, queues.priority_classes.levels(), strict=True):
+        document["metadata"]["name"] = priority.name
+        document["value"] = priority.value
     return documents

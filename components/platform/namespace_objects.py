@@ -1,5 +1,5 @@
 """The namespaces the stack makes, each labelled for Pod Security admission (CIS GKE 4.2.1), built from
-manifests/namespaces/namespace.yaml and a NamespacesInput.
+manifests/namespaces/namespace.yaml, each namespace's level and the Pod Security version pinned.
 
 Pure: returns Kubernetes objects as dicts. The workload namespaces and the Saxml cell's are Namespace objects of
 the program; the controllers' are applied as patches of the same object (components/platform/releases.py says why).
@@ -7,10 +7,11 @@ the program; the controllers' are applied as patches of the same object (compone
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from components.manifests import load_document
-from components.platform.config import NODE_AGENTS_POD_SECURITY, POD_SECURITY_LEVELS, NamespacesInput
+from components.platform.config import NODE_AGENTS_POD_SECURITY, POD_SECURITY_LEVELS
 
 NAMESPACE_FILE = "namespaces/namespace.yaml"
 # https://kubernetes.io/docs/concepts/security/pod-security-admission/, "Pod Security Admission labels for namespaces"
@@ -18,9 +19,10 @@ ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 ENFORCE_VERSION_LABEL = "pod-security.kubernetes.io/enforce-version"
 
 
-def namespace_objects(spec: NamespacesInput) -> dict[str, dict[str, Any]]:
-    """Namespace name -> its Namespace object."""
-    return {name: namespace_object(name, level, spec.version) for name, level in spec.levels}
+def namespace_objects(levels: Mapping[str, str], version: str) -> dict[str, dict[str, Any]]:
+    """Namespace name -> its Namespace object, enforcing its level of ``levels`` at ``version``
+    (pod-security.kubernetes.io/enforce-version)."""
+    return {name: namespace_object(name, level, version) for name, level in levels.items()}
 
 
 def namespace_object(name: str, level: str, version: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from components.resources import (
     owned,
     private_bucket,
 )
+from components.workloads.saxml.config import SaxmlConfig, bucket_name
 from components.workloads.saxml.objects import ADMIN_NAME, HTTP_NAME, MODEL_SERVER_NAME, SaxmlObjects
 
 WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
@@ -25,29 +26,16 @@ WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
 
 @dataclass(frozen=True)
 class SaxmlArgs:
+    saxml: SaxmlConfig
     project: str
     region: str
-    bucket_name: str
-    keep_bucket_on_destroy: bool
-    versioning: Versioning  # when the state bucket deletes replaced versions of the state
     workload_pool: pulumi.Input[str]  # the cluster's: the bindings to it wait for the cluster
-    namespace: str
     namespace_object: dict[str, Any]  # the Namespace, with its Pod Security labels
-    readers: SaxmlIdentity  # the model servers and the HTTP server: they read the cell's state
-    admin: SaxmlIdentity  # the admin server: the one that writes it
     objects: SaxmlObjects
     provider: k8s.Provider
     jobset_release: pulumi.Resource | None  # serves the JobSet CRD and webhook; None: installed elsewhere
     tpu_ready: list[pulumi.Resource]  # the TPU drain gate: the model servers go before the pools
     load_balancer_ready: list[pulumi.Resource]  # the load-balancer drain gate: the Service goes before the subnets
-
-
-@dataclass(frozen=True)
-class SaxmlIdentity:
-    """A Kubernetes service account and the Google service account it acts as (Workload Identity)."""
-
-    service_account_name: str
-    google_service_account_id: str
 
 
 # What each server does with the bucket (google/saxml v1.1.0): the admin server creates the cell's
@@ -63,19 +51,21 @@ class SaxmlCell(pulumi.ComponentResource):
     def __init__(self, name: str, args: SaxmlArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:workloads:SaxmlCell", name, None, opts)
         children = children_of(self, opts)
+        saxml = args.saxml
         bucket = private_bucket(
             "admin-state",
-            bucket_name=args.bucket_name,
+            bucket_name=bucket_name(saxml, args.project),
             project=args.project,
             region=args.region,
-            keep_on_destroy=args.keep_bucket_on_destroy,
-            versioning=args.versioning,
+            keep_on_destroy=saxml.keep_bucket_on_destroy,
+            # when the state bucket deletes replaced versions of the state
+            versioning=Versioning(saxml.noncurrent_versions.days, saxml.noncurrent_versions.newer_versions),
             opts=children,
         )
         self.bucket_name = bucket.name
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self.namespace = k8s.core.v1.Namespace(
-            args.namespace, metadata=owned(args.namespace_object["metadata"]), opts=on_cluster
+            saxml.namespace, metadata=owned(args.namespace_object["metadata"]), opts=on_cluster
         )
         in_namespace = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[self.namespace]))
         # Each server starts with its NetworkPolicy in place (and is deleted before it): the namespace's default
@@ -84,14 +74,25 @@ class SaxmlCell(pulumi.ComponentResource):
             name: kubernetes_object(f"{name}-network-policy", args.objects.network_policy(name), in_namespace)
             for name in (ADMIN_NAME, MODEL_SERVER_NAME, HTTP_NAME)
         }
-        self.network_policies: dict[str, list[pulumi.Resource]] = {args.namespace: list(policies.values())}
+        self.network_policies: dict[str, list[pulumi.Resource]] = {saxml.namespace: list(policies.values())}
         # Pods start only once their identity can use the bucket (and are deleted before it goes).
         on_bucket = _OnBucket(bucket, children, in_namespace)
+        # The admin server is the one account that writes the cell's state; the model and HTTP servers read it.
         as_admin = self._identity(
-            args, "sax-admin", args.admin, ADMIN_ROLE, "admin server: writes the cell's state", on_bucket
+            args,
+            "sax-admin",
+            (saxml.admin_service_account_name, saxml.admin_google_service_account_id),
+            ADMIN_ROLE,
+            "admin server: writes the cell's state",
+            on_bucket,
         )
         as_reader = self._identity(
-            args, "sax", args.readers, READER_ROLE, "model and HTTP servers: read the cell's state", on_bucket
+            args,
+            "sax",
+            (saxml.service_account_name, saxml.google_service_account_id),
+            READER_ROLE,
+            "model and HTTP servers: read the cell's state",
+            on_bucket,
         )
         admin = _deployment(
             "admin-server",
@@ -126,21 +127,24 @@ class SaxmlCell(pulumi.ComponentResource):
         self.register_outputs({"bucketName": self.bucket_name, "httpAddress": self.http_address})
 
     def _identity(
-        self, args: SaxmlArgs, prefix: str, identity: SaxmlIdentity, role: str, does: str, on: _OnBucket
+        self, args: SaxmlArgs, prefix: str, identity: tuple[str, str], role: str, does: str, on: _OnBucket
     ) -> pulumi.ResourceOptions:
         """A Google service account with ``role`` on the state bucket and nothing else, the Kubernetes
         service account bound to it, and the options of a pod that runs as it (waiting for all three).
+        ``identity``: (Kubernetes service account name, Google service account ID).
         Resource names: ``<prefix>-gsa``, ``<prefix>-gsa-<role>``, ``<prefix>-ksa-workload-identity``."""
         opts = on.opts
+        namespace = args.saxml.namespace
+        service_account_name, google_service_account_id = identity
         account = gcp.serviceaccount.Account(
             f"{prefix}-gsa",
             project=args.project,
-            account_id=identity.google_service_account_id,
+            account_id=google_service_account_id,
             display_name=f"Saxml {does} (Workload Identity)",
             opts=opts,
         )
         # Known before apply, so the render shows the real annotation and members.
-        email = f"{identity.google_service_account_id}@{args.project}.iam.gserviceaccount.com"
+        email = f"{google_service_account_id}@{args.project}.iam.gserviceaccount.com"
         bucket_role = gcp.storage.BucketIAMMember(
             f"{prefix}-gsa-{_role_suffix(role)}",
             bucket=on.bucket.name,
@@ -153,16 +157,16 @@ class SaxmlCell(pulumi.ComponentResource):
             service_account_id=account.name,
             role="roles/iam.workloadIdentityUser",
             member=pulumi.Output.from_input(args.workload_pool).apply(
-                lambda pool: f"serviceAccount:{pool}[{args.namespace}/{identity.service_account_name}]"
+                lambda pool: f"serviceAccount:{pool}[{namespace}/{service_account_name}]"
             ),
             opts=opts,
         )
         service_account = k8s.core.v1.ServiceAccount(
-            identity.service_account_name,
+            service_account_name,
             metadata=owned(
                 {
-                    "name": identity.service_account_name,
-                    "namespace": args.namespace,
+                    "name": service_account_name,
+                    "namespace": namespace,
                     "annotations": {WORKLOAD_IDENTITY_ANNOTATION: email},
                 }
             ),

@@ -1,10 +1,9 @@
-"""The `saxml` block of the stack config: Saxml on multi-host TPU v5e, its rules and builder input."""
+"""The `saxml` block of the stack config: Saxml on multi-host TPU v5e and its rules."""
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
 
 from pydantic import Field
 
@@ -12,7 +11,6 @@ from components import naming
 from components.config_base import (
     Block,
     Problems,
-    PullPath,
     image_pin_problem,
     is_k8s_name,
 )
@@ -256,28 +254,7 @@ def _validate_model_fit(saxml: SaxmlConfig, tpu: TpuConfig, problems: Problems) 
             )
 
 
-# --- Builder input ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SaxmlInput:
-    """What the Saxml objects are built from. ``pools`` is the number of slice node pools (= model servers)."""
-
-    namespace: str
-    bucket_name: str  # the bucket's name, without gs://
-    service_account_name: str  # the model servers and the HTTP server: they read the state
-    admin_service_account_name: str  # the admin server: it writes the state
-    admin_image: str
-    model_server_image: str
-    http_image: str
-    pools: int
-    shape: topology.Shape  # the topology of every pool
-    machine: topology.MachineType
-    platform_chip: str  # --platform_chip of the model server
-    sax_cell: str
-    source_ranges: tuple[str, ...]  # CIDRs allowed to reach the HTTP load balancer: the cluster's, then the config's
-    cluster_clients: bool  # the cluster's own pods may call the HTTP server too (its NetworkPolicy admits them)
-    external: bool  # True: an external load balancer (still limited to the source ranges)
+# --- What the builders derive -----------------------------------------------------------
 
 
 def http_source_ranges(http: SaxmlHttpConfig, network: NetworkConfig) -> tuple[str, ...]:
@@ -294,26 +271,3 @@ def http_source_ranges(http: SaxmlHttpConfig, network: NetworkConfig) -> tuple[s
     ranges = [network.node_cidr, network.pod_cidr] if http.cluster_clients else []
     normalised = [str(ipaddress.ip_network(text)) for text in [*ranges, *http.source_ranges]]
     return tuple(dict.fromkeys(normalised))
-
-
-def saxml_input(
-    saxml: SaxmlConfig, tpu: TpuConfig, network: NetworkConfig, project: str, pull_path: PullPath
-) -> SaxmlInput:
-    """``pull_path``: where the nodes pull the images from (images.mirror or the pull-through repositories)."""
-    return SaxmlInput(
-        namespace=saxml.namespace,
-        bucket_name=bucket_name(saxml, project),
-        service_account_name=saxml.service_account_name,
-        admin_service_account_name=saxml.admin_service_account_name,
-        admin_image=pull_path.image(saxml.admin_image),
-        model_server_image=pull_path.image(saxml.model_server_image),
-        http_image=pull_path.image(saxml.http_image),
-        pools=len(tpu.pools),
-        shape=topology.Shape.parse(tpu.pools[0].topology),
-        machine=tpu.machine,
-        platform_chip=PLATFORM_CHIPS[tpu.machine_type],
-        sax_cell=saxml.sax_cell,
-        source_ranges=http_source_ranges(saxml.http, network),
-        cluster_clients=saxml.http.cluster_clients,
-        external=saxml.http.external,
-    )

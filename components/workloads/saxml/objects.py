@@ -25,9 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from components import manifests
+from components.config_base import PullPath
+from components.gcp.config import NetworkConfig, TpuConfig
 from components.manifests import by_kind, load_documents
-from components.tpu.topology import ACCELERATOR_NODE_LABEL, TOPOLOGY_NODE_LABEL, TPU_RESOURCE
-from components.workloads.saxml.config import SaxmlInput
+from components.tpu.topology import ACCELERATOR_NODE_LABEL, TOPOLOGY_NODE_LABEL, TPU_RESOURCE, Shape
+from components.workloads.saxml.config import PLATFORM_CHIPS, SaxmlConfig, bucket_name, http_source_ranges
 
 ADMIN_FILE = "saxml/admin-server.yaml"
 MODEL_SERVER_FILE = "saxml/model-server.yaml"
@@ -51,7 +53,7 @@ EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 
 @dataclass(frozen=True)
 class SaxmlObjects:
-    """Every manifest of the Saxml cell, built once per run from a SaxmlInput."""
+    """Every manifest of the Saxml cell, built once per run from the saxml block and the pools."""
 
     admin_deployment: dict[str, Any]
     model_server_jobset: dict[str, Any]
@@ -74,15 +76,18 @@ class SaxmlObjects:
         return manifests.by_name(self.network_policies, name)
 
 
-def saxml_objects(spec: SaxmlInput) -> SaxmlObjects:
-    """Admin Deployment, model-server JobSet, HTTP Deployment and its Service, and the servers' NetworkPolicies."""
+def saxml_objects(
+    saxml: SaxmlConfig, tpu: TpuConfig, network: NetworkConfig, project: str, pull_path: PullPath
+) -> SaxmlObjects:
+    """Admin Deployment, model-server JobSet, HTTP Deployment and its Service, and the servers' NetworkPolicies.
+    ``pull_path``: where the nodes pull the images from (images.mirror or the pull-through repositories)."""
     admin, jobset, http, service = (
-        admin_deployment(spec),
-        model_server_jobset(spec),
-        http_deployment(spec),
-        http_service(spec),
+        admin_deployment(saxml, project, pull_path),
+        model_server_jobset(saxml, tpu, project, pull_path),
+        http_deployment(saxml, project, pull_path),
+        http_service(saxml, network),
     )
-    return SaxmlObjects(admin, jobset, http, service, network_policies(spec, admin, jobset, http, service))
+    return SaxmlObjects(admin, jobset, http, service, network_policies(saxml, admin, jobset, http, service))
 
 
 def sax_root(bucket_name: str) -> str:
@@ -102,46 +107,47 @@ def _document(relative_path: str, kind: str, namespace: str) -> dict[str, Any]:
 # --- The objects --------------------------------------------------------------------------------
 
 
-def admin_deployment(spec: SaxmlInput) -> dict[str, Any]:
+def admin_deployment(saxml: SaxmlConfig, project: str, pull_path: PullPath) -> dict[str, Any]:
     """The admin server Deployment ``sax-admin-server`` (port 10000, ``GSBUCKET``), as the one account that
     writes the cell's state."""
-    deployment = _document(ADMIN_FILE, "Deployment", spec.namespace)
+    deployment = _document(ADMIN_FILE, "Deployment", saxml.namespace)
     pod_spec = deployment["spec"]["template"]["spec"]
-    pod_spec["serviceAccountName"] = spec.admin_service_account_name
+    pod_spec["serviceAccountName"] = saxml.admin_service_account_name
     container = manifests.container(pod_spec, ADMIN_NAME)
-    container["image"] = spec.admin_image
-    manifests.set_env(container, "GSBUCKET", spec.bucket_name)
-    manifests.set_env(container, "SAX_CELL", spec.sax_cell)  # the model servers' --sax_cell: one cell
+    container["image"] = pull_path.image(saxml.admin_image)
+    manifests.set_env(container, "GSBUCKET", bucket_name(saxml, project))
+    manifests.set_env(container, "SAX_CELL", saxml.sax_cell)  # the model servers' --sax_cell: one cell
     return deployment
 
 
-def model_server_jobset(spec: SaxmlInput) -> dict[str, Any]:
+def model_server_jobset(saxml: SaxmlConfig, tpu: TpuConfig, project: str, pull_path: PullPath) -> dict[str, Any]:
     """The model-server JobSet ``sax-model-server-set``: one replicated job per slice node pool.
 
-    Replicas = ``pools``; parallelism = completions = hosts of one ``shape`` slice
-    (``MachineType.hosts``: 4x8 on ct5lp-hightpu-4t is 8); each pod takes every chip of its host.
+    Replicas = the pools; parallelism = completions = hosts of one slice of the pools' topology (every pool has
+    the same, a rule of the block) (``MachineType.hosts``: 4x8 on ct5lp-hightpu-4t is 8); each pod takes every
+    chip of its host.
     """
-    machine, shape = spec.machine, spec.shape
+    machine, shape = tpu.machine, Shape.parse(tpu.pools[0].topology)
     hosts = machine.hosts(shape)
 
-    jobset = _document(MODEL_SERVER_FILE, "JobSet", spec.namespace)
+    jobset = _document(MODEL_SERVER_FILE, "JobSet", saxml.namespace)
     (replicated_job,) = jobset["spec"]["replicatedJobs"]
-    replicated_job["replicas"] = spec.pools
+    replicated_job["replicas"] = len(tpu.pools)
     job_spec = replicated_job["template"]["spec"]
     job_spec["parallelism"] = hosts
     job_spec["completions"] = hosts
     pod_spec = job_spec["template"]["spec"]
-    pod_spec["serviceAccountName"] = spec.service_account_name
+    pod_spec["serviceAccountName"] = saxml.service_account_name
     pod_spec["nodeSelector"].update(
         {ACCELERATOR_NODE_LABEL: machine.accelerator_label, TOPOLOGY_NODE_LABEL: str(shape)}
     )
 
     container = manifests.container(pod_spec, MODEL_SERVER_JOB)
-    container["image"] = spec.model_server_image
+    container["image"] = pull_path.image(saxml.model_server_image)
     manifests.set_flag(container["args"], "--port", str(MODEL_SERVER_PORT))
-    manifests.set_flag(container["args"], "--sax_cell", spec.sax_cell)
-    manifests.set_flag(container["args"], "--platform_chip", spec.platform_chip)
-    manifests.set_env(container, "SAX_ROOT", sax_root(spec.bucket_name))
+    manifests.set_flag(container["args"], "--sax_cell", saxml.sax_cell)
+    manifests.set_flag(container["args"], "--platform_chip", PLATFORM_CHIPS[tpu.machine_type])
+    manifests.set_env(container, "SAX_ROOT", sax_root(bucket_name(saxml, project)))
     tpus = str(machine.chips_per_host)
     resources = container.setdefault("resources", {})
     resources.setdefault("requests", {})[TPU_RESOURCE] = tpus
@@ -149,40 +155,41 @@ def model_server_jobset(spec: SaxmlInput) -> dict[str, Any]:
     return jobset
 
 
-def http_deployment(spec: SaxmlInput) -> dict[str, Any]:
+def http_deployment(saxml: SaxmlConfig, project: str, pull_path: PullPath) -> dict[str, Any]:
     """The HTTP server Deployment ``sax-http`` (port 8888, ``SAX_ROOT``)."""
-    deployment = _document(HTTP_FILE, "Deployment", spec.namespace)
+    deployment = _document(HTTP_FILE, "Deployment", saxml.namespace)
     pod_spec = deployment["spec"]["template"]["spec"]
-    pod_spec["serviceAccountName"] = spec.service_account_name
+    pod_spec["serviceAccountName"] = saxml.service_account_name
     container = manifests.container(pod_spec, HTTP_NAME)
-    container["image"] = spec.http_image
-    manifests.set_env(container, "SAX_ROOT", sax_root(spec.bucket_name))
+    container["image"] = pull_path.image(saxml.http_image)
+    manifests.set_env(container, "SAX_ROOT", sax_root(bucket_name(saxml, project)))
     return deployment
 
 
-def http_service(spec: SaxmlInput) -> dict[str, Any]:
+def http_service(saxml: SaxmlConfig, network: NetworkConfig) -> dict[str, Any]:
     """The LoadBalancer Service ``sax-http-lb`` in front of the HTTP server.
 
     Internal (annotation ``networking.gke.io/load-balancer-type: Internal``) unless
-    ``spec.external``; ``loadBalancerSourceRanges`` from ``spec.source_ranges`` when given.
+    ``saxml.http.external``; ``loadBalancerSourceRanges`` from ``http_source_ranges`` when there are any.
     """
-    service = _document(HTTP_FILE, "Service", spec.namespace)
+    service = _document(HTTP_FILE, "Service", saxml.namespace)
     annotations = service["metadata"].setdefault("annotations", {})
-    if spec.external:
+    source_ranges = http_source_ranges(saxml.http, network)
+    if saxml.http.external:
         annotations.pop(INTERNAL_LB_ANNOTATION, None)
         if not annotations:
             del service["metadata"]["annotations"]
     else:
         annotations[INTERNAL_LB_ANNOTATION] = "Internal"
-    if spec.source_ranges:
-        service["spec"]["loadBalancerSourceRanges"] = [str(ipaddress.ip_network(r)) for r in spec.source_ranges]
+    if source_ranges:
+        service["spec"]["loadBalancerSourceRanges"] = [str(ipaddress.ip_network(r)) for r in source_ranges]
     else:
         service["spec"].pop("loadBalancerSourceRanges", None)
     return service
 
 
 def network_policies(
-    spec: SaxmlInput,
+    saxml: SaxmlConfig,
     admin: dict[str, Any],
     jobset: dict[str, Any],
     http: dict[str, Any],
@@ -191,14 +198,14 @@ def network_policies(
     """Who may connect to each server of the cell (manifests/saxml/network-policies.yaml says who sends what, and
     why), one policy per server, named after it: each server's pods by the labels its Deployment or JobSet gives
     them, and the HTTP server's clients by exactly the load balancer's source ranges, plus the cluster's pods when
-    ``spec.cluster_clients``."""
+    ``saxml.http.cluster_clients``."""
     policies = manifests.load_list(NETWORK_POLICIES_FILE)
     admin_pods = admin["spec"]["selector"]["matchLabels"]
     http_pods = http["spec"]["selector"]["matchLabels"]
     (replicated_job,) = jobset["spec"]["replicatedJobs"]
     model_pods = replicated_job["template"]["spec"]["template"]["metadata"]["labels"]
     for policy in policies:
-        policy["metadata"]["namespace"] = spec.namespace
+        policy["metadata"]["namespace"] = saxml.namespace
 
     admin_policy = manifests.by_name(policies, ADMIN_NAME)
     admin_policy["spec"]["podSelector"]["matchLabels"] = dict(admin_pods)
@@ -221,6 +228,6 @@ def network_policies(
     for rule in (by_address, cluster_pods):
         rule["ports"] = [manifests.tcp_port(HTTP_PORT)]
     # A rule without senders would admit every one: each is kept only with senders to name.
-    kept = ((by_address, bool(ranges)), (cluster_pods, spec.cluster_clients))
+    kept = ((by_address, bool(ranges)), (cluster_pods, saxml.http.cluster_clients))
     http_policy["spec"]["ingress"] = [rule for rule, keep in kept if keep]
     return policies

@@ -1,15 +1,12 @@
-"""The `checks` block of the stack config: the JAX slice-check JobSets, their rules and builder input."""
+"""The `checks` block of the stack config: the JAX slice-check JobSets and their rules."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from pydantic import Field
 
 from components.config_base import (
     Block,
     Problems,
-    PullPath,
     image_pin_problem,
 )
 from components.gcp.config import TpuConfig
@@ -118,53 +115,3 @@ def _validate_check_kind(kind: str, key: str, shape: topology.Shape, problems: P
         problems.add(key, f"{shape} is not a sub-slice", "use a sub-slice shape such as 2x2x2")
     elif kind == SUPERSLICING and not topology.is_super_slice(shape):
         problems.add(key, f"{shape} is not a super-slice", "use a super-slice shape such as 4x4x8")
-
-
-# --- Builder input ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SliceCheckInput:
-    """What one check JobSet is built from."""
-
-    kind: str  # SUBSLICING or SUPERSLICING: which YAML base
-    name: str
-    namespace: str
-    queue_name: str
-    priority_class: str
-    image: str
-    hold_seconds: int
-    shape: topology.Shape
-    machine: topology.MachineType
-    slices: int
-
-
-@dataclass(frozen=True)
-class SliceChecksInput:
-    namespace: str  # of the script ConfigMap and every check
-    checks: tuple[SliceCheckInput, ...]  # the enabled ones
-
-
-def slice_checks_input(
-    checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig, pull_path: PullPath
-) -> SliceChecksInput:
-    """``pull_path``: where the nodes pull the image from (images.mirror or the pull-through repositories)."""
-    namespace = checks_namespace(checks, queues)
-    return SliceChecksInput(
-        namespace=namespace,
-        checks=tuple(
-            SliceCheckInput(
-                kind=kind,
-                name=check.name,
-                namespace=namespace,
-                queue_name=queues.local_queue_name,
-                priority_class=queues.priority_class(check.priority).name,
-                image=pull_path.image(checks.image),
-                hold_seconds=check.hold_seconds,
-                shape=topology.Shape.parse(check.shape),
-                machine=tpu.machine,
-                slices=check.slices,
-            )
-            for kind, check in enabled_checks(checks, tpu).items()
-        ),
-    )

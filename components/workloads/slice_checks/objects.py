@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from components import manifests
+from components.config_base import PullPath
+from components.gcp.config import TpuConfig
+from components.platform.config import QueuesConfig
 from components.platform.kueue_objects import PRIORITY_LABEL, QUEUE_LABEL
 from components.tpu.topology import (
     ACCELERATOR_NODE_LABEL,
@@ -23,7 +26,14 @@ from components.tpu.topology import (
     MachineType,
     Shape,
 )
-from components.workloads.slice_checks.config import SUBSLICING, SUPERSLICING, SliceCheckInput, SliceChecksInput
+from components.workloads.slice_checks.config import (
+    SUBSLICING,
+    SUPERSLICING,
+    ChecksConfig,
+    SliceCheckConfig,
+    checks_namespace,
+    enabled_checks,
+)
 
 BASE_FILES = {SUBSLICING: "slice-checks/subslicing-check.yaml", SUPERSLICING: "slice-checks/superslicing-check.yaml"}
 NETWORK_POLICY_FILE = "slice-checks/network-policy.yaml"
@@ -87,11 +97,21 @@ class SliceChecksObjects:
     network_policies: list[dict[str, Any]]  # one per JobSet: its pods admit each other, and nothing else
 
 
-def slice_checks_objects(spec: SliceChecksInput) -> SliceChecksObjects:
-    jobsets = [slice_check_jobset(c) for c in spec.checks]
+def slice_checks_objects(
+    checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig, pull_path: PullPath
+) -> SliceChecksObjects | None:
+    """The enabled checks' objects (None: no check runs). ``pull_path``: where the nodes pull the image from."""
+    enabled = enabled_checks(checks, tpu)
+    if not enabled:
+        return None
+    namespace = checks_namespace(checks, queues)
+    image = pull_path.image(checks.image)
+    jobsets = [
+        slice_check_jobset(kind, check, namespace, image, queues, tpu.machine) for kind, check in enabled.items()
+    ]
     return SliceChecksObjects(
-        check_script_configmap(spec.namespace),
-        check_service_account(spec.namespace),
+        check_script_configmap(namespace),
+        check_service_account(namespace),
         jobsets,
         [network_policy(jobset) for jobset in jobsets],
     )
@@ -109,14 +129,16 @@ def load_base(kind: str) -> dict[str, Any]:
     return manifests.load_document(BASE_FILES[kind])
 
 
-def slice_check_jobset(spec: SliceCheckInput) -> dict[str, Any]:
-    """The check JobSet with ``spec`` overlaid on its YAML base.
+def slice_check_jobset(
+    kind: str, check: SliceCheckConfig, namespace: str, image: str, queues: QueuesConfig, machine: MachineType
+) -> dict[str, Any]:
+    """The ``kind`` check JobSet (its YAML base) with ``check`` overlaid, in ``namespace``, running ``image``.
 
     Parallelism, completions, NUM_PROCESSES, the expected device counts, the TPU request and the
     accelerator node selector follow from the shape and the machine type.
     """
-    facts = SliceFacts(spec.shape, spec.machine)
-    jobset = load_base(spec.kind)
+    facts = SliceFacts(Shape.parse(check.shape), machine)
+    jobset = load_base(kind)
     (replicated_job,) = jobset["spec"]["replicatedJobs"]
     job_spec = replicated_job["template"]["spec"]
     pod_template = job_spec["template"]
@@ -124,18 +146,19 @@ def slice_check_jobset(spec: SliceCheckInput) -> dict[str, Any]:
     container = manifests.container(pod_spec, CONTAINER_NAME)
 
     metadata = jobset["metadata"]
-    metadata["name"] = spec.name
-    metadata["namespace"] = spec.namespace
-    metadata.setdefault("labels", {}).update({QUEUE_LABEL: spec.queue_name, PRIORITY_LABEL: spec.priority_class})
+    metadata["name"] = check.name
+    metadata["namespace"] = namespace
+    priority_class = queues.priority_class(check.priority).name
+    metadata.setdefault("labels", {}).update({QUEUE_LABEL: queues.local_queue_name, PRIORITY_LABEL: priority_class})
 
-    pod_spec["serviceAccountName"] = check_service_account(spec.namespace)["metadata"]["name"]
-    replicated_job["replicas"] = spec.slices
+    pod_spec["serviceAccountName"] = check_service_account(namespace)["metadata"]["name"]
+    replicated_job["replicas"] = check.slices
     job_spec["parallelism"] = facts.hosts
     job_spec["completions"] = facts.hosts
     pod_template["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION] = str(facts.shape)
     pod_spec.setdefault("nodeSelector", {})[ACCELERATOR_NODE_LABEL] = facts.machine.accelerator_label
 
-    container["image"] = spec.image
+    container["image"] = image
     tpus = str(facts.machine.chips_per_host)
     resources = container.setdefault("resources", {})
     resources.setdefault("requests", {})[TPU_RESOURCE] = tpus
@@ -143,7 +166,7 @@ def slice_check_jobset(spec: SliceCheckInput) -> dict[str, Any]:
     manifests.set_env(container, "EXPECTED_GLOBAL_DEVICES", facts.expected_global_devices)
     manifests.set_env(container, "EXPECTED_LOCAL_DEVICES", facts.expected_local_devices)
     manifests.set_env(container, "NUM_PROCESSES", facts.hosts)
-    manifests.set_env(container, "HOLD_SECONDS", spec.hold_seconds)
+    manifests.set_env(container, "HOLD_SECONDS", check.hold_seconds)
     return jobset
 
 
