@@ -21,10 +21,16 @@ from harness.mock_engine import ProgramRun, run_program
 from tests import external
 from tools.stack_file import stack_config_values
 
+# The tests' own stacks: copies of the example stacks as they were when the tests were written. The committed
+# Pulumi.<stack>.yaml files are the user's to change; the tests that hold for any stack the program accepts read those
+# (tests/test_config_schema.py, tests/test_stack.py, the goldens), every other test reads these.
+FIXTURE_STACKS = PROJECT_ROOT / "tests" / "data" / "stacks"
+FIXTURE_STACK_NAMES = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in FIXTURE_STACKS.glob("Pulumi.*.yaml"))
+
 
 def stack_values(stack: str = "dev") -> dict[str, Any]:
-    """Decoded config of a committed stack: top-level key -> value."""
-    values, _ = stack_config_values(stack)
+    """Decoded config of one of the tests' own stacks (tests/data/stacks): top-level key -> value."""
+    values, _ = stack_config_values(stack, FIXTURE_STACKS)
     prefix = f"{NAMESPACE}:"
     decoded = {}
     for key, text in values.items():

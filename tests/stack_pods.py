@@ -35,7 +35,7 @@ from components.operations import benchmark
 from components.stack import load_pulumi_values
 from harness.mock_engine import ProgramRun
 from tests import webhook_reach
-from tests.conftest import run_stack
+from tests.conftest import FIXTURE_STACKS, run_stack
 from tools import charts
 from tools.render import kubernetes_objects
 from tools.stack_file import stack_config_values
@@ -138,7 +138,7 @@ def chart_pods(run: ProgramRun, own_values_only: bool = False) -> list[Pod]:
 
 def bench_pods(stack: str) -> list[Pod]:
     """The Job `make bench` runs in the serving namespace (tools/bench.py builds it from the stack file)."""
-    config = load_pulumi_values(stack_config_values(stack)[0]).config
+    config = load_pulumi_values(stack_config_values(stack, FIXTURE_STACKS)[0]).config
     if not config.serving.enabled:
         return []
     spec = benchmark.benchmark_input(

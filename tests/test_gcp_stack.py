@@ -8,7 +8,15 @@ import yaml
 from components.gcp.cluster import UPSERT_EXISTING_ENV, upsert_switch_warning
 from components.gcp.project_services import ARTIFACT_REGISTRY_API, REQUIRED_APIS, SECRET_MANAGER_API
 from harness.gcp_model import GkeServerConfig, ReleaseChannel
-from tests.conftest import PROJECT_ROOT, as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
+from tests.conftest import (
+    FIXTURE_STACK_NAMES,
+    FIXTURE_STACKS,
+    as_pulumi_values,
+    assert_bad_input,
+    run_stack,
+    stack_values,
+    with_overrides,
+)
 from tools import render
 from tools.stack_file import stack_config_values
 
@@ -582,7 +590,7 @@ def test_an_enforcing_cluster_without_its_api_is_refused_by_a_new_project(monkey
     from components import wiring
     from harness.gcp_model import ServiceDisabled
 
-    values, secret_keys = stack_config_values("prod")
+    values, secret_keys = stack_config_values("prod", FIXTURE_STACKS)
     monkeypatch.setattr(
         wiring, "project_apis", lambda stack: tuple(a for a in REQUIRED_APIS if a != BINARY_AUTHORIZATION_API)
     )
@@ -718,14 +726,14 @@ def test_nothing_is_compared_where_nothing_was_looked_up():
 
 # --- A new project: every Google Cloud call waits for the API it goes through -----------------------
 
-STACKS = sorted(p.name.split(".")[1] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
+STACKS = FIXTURE_STACK_NAMES
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_first_preview_and_up_of_every_stack_pass_in_a_new_project(stack):
     """Every invoke the program makes waits for the Service of its API (so the next one added without
     that wait fails here), and every Google Cloud resource is created after the API it goes through."""
-    values, secret_keys = stack_config_values(stack)
+    values, secret_keys = stack_config_values(stack, FIXTURE_STACKS)
     runs = render.empty_project_runs(stack, values, secret_keys)  # raises ServiceDisabled on a refusal
     assert runs["up"].invocations, "the stack reads nothing from the cloud: nothing here is tested"
     for step, run in runs.items():

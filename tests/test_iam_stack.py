@@ -29,7 +29,7 @@ from components.operations.benchmark import benchmark_input, benchmark_objects
 from components.stack import StackConfig, parse_pulumi_values
 from components.workloads.serving.config import weights_bucket_name
 from harness.mock_engine import PROJECT_NUMBER_PLACEHOLDER, ProgramRun, Registration, run_program
-from tests.conftest import PROJECT_ROOT, as_pulumi_values, with_overrides
+from tests.conftest import FIXTURE_STACK_NAMES, FIXTURE_STACKS, as_pulumi_values, with_overrides
 from tests.gcp_permissions import (
     METHODS,
     PROGRAMS,
@@ -51,7 +51,7 @@ from tools.render import kubernetes_objects
 from tools.stack_file import stack_config_values
 
 FIXTURES_DIR = Path(__file__).parent / "data" / "iam-stacks"
-STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
+STACKS = FIXTURE_STACK_NAMES
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ def render_of(run: ProgramRun, config: StackConfig) -> Render:
 
 
 VARIANTS = {
-    **{f"stack {stack}": Variant(stack, PROJECT_ROOT, {}) for stack in STACKS},
+    **{f"stack {stack}": Variant(stack, FIXTURE_STACKS, {}) for stack in STACKS},
     **{
         f"fixture {name}": Variant(stack, FIXTURES_DIR, overrides(decoded(stack, FIXTURES_DIR)[0]))
         for name, (stack, overrides) in FIXTURES.items()

@@ -19,10 +19,10 @@ import yaml
 from components import stack as stack_config
 from components.workloads.serving.objects import endpoint_picker_labels, pool_target_port
 from policy.network import Pod, Sender, admits, pod_templates, selects
-from tests.conftest import PROJECT_ROOT, run_stack, stack_values
+from tests.conftest import FIXTURE_STACK_NAMES, run_stack, stack_values
 from tools.render import kubernetes_document
 
-STACKS = sorted(p.name.split(".")[1] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
+STACKS = FIXTURE_STACK_NAMES
 SERVING_STACKS = [s for s in STACKS if stack_config.load(stack_values(s)).serving is not None]
 
 # Google's health checkers (cloud.google.com/load-balancing/docs/firewall-rules: 35.191.0.0/16 and 130.211.0.0/22).

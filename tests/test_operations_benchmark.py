@@ -16,7 +16,7 @@ from components import manifests
 from components.operations import benchmark
 from components.stack import parse_pulumi_values
 from components.workloads.serving.config import BENCHMARK_IMAGE, weights_uri
-from tests.conftest import as_pulumi_values, stack_values, with_overrides
+from tests.conftest import FIXTURE_STACKS, as_pulumi_values, stack_values, with_overrides
 from tests.crd_schemas import core_errors
 from tools.stack_file import PROJECT_ROOT, stack_config_values
 
@@ -24,7 +24,7 @@ BASE_URL = "http://10.10.0.42/v1"
 
 
 def dev_spec(**overrides: Any) -> benchmark.BenchmarkInput:
-    values, _ = stack_config_values("dev")
+    values, _ = stack_config_values("dev", FIXTURE_STACKS)
     config = parse_pulumi_values(values)
     spec = benchmark.benchmark_input(
         config.serving,
@@ -59,7 +59,7 @@ def test_the_tokenizer_is_the_staged_snapshot_read_only_and_the_reports_go_to_th
     assert job["spec"]["template"]["metadata"]["annotations"]["gke-gcsfuse/volumes"] == "true"
     tokenizer = next(v for v in pod["volumes"] if v["name"] == "tokenizer")["csi"]
     assert tokenizer["driver"] == "gcsfuse.csi.storage.gke.io" and tokenizer["readOnly"] is True
-    values, _ = stack_config_values("dev")
+    values, _ = stack_config_values("dev", FIXTURE_STACKS)
     config = parse_pulumi_values(values)
     snapshot = weights_uri(config.serving, config.project)
     assert snapshot == f"gs://{tokenizer['volumeAttributes']['bucketName']}/{spec.snapshot_path}"
@@ -96,7 +96,7 @@ def test_the_workload_is_shaped_like_pd_serving_within_the_context():
 
 
 def test_the_job_runs_the_harness_release_the_lab_installs():
-    image = parse_pulumi_values(stack_config_values("dev")[0]).serving.benchmark_image
+    image = parse_pulumi_values(stack_config_values("dev", FIXTURE_STACKS)[0]).serving.benchmark_image
     match = re.fullmatch(r"quay\.io/inference-perf/inference-perf:v(\d+\.\d+\.\d+)", image)
     assert match, image
     pins = (PROJECT_ROOT / "lab" / "bench-requirements.txt").read_text()

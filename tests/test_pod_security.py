@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 from components.operations.config import NODE_AUDIT_NAMESPACE
-from tests.conftest import PROJECT_ROOT, stack_values
+from tests.conftest import FIXTURE_STACK_NAMES, stack_values
 from tests.stack_pods import GCSFUSE_ANNOTATION, HAND_WRITTEN, LABEL, stack_pods, with_gke_sidecars
 
 # Every stack's pods include the registry charts' as Helm renders them from charts.lock: make check-tools
 pytestmark = pytest.mark.external
 
-STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
+STACKS = FIXTURE_STACK_NAMES
 LEVELS = ("privileged", "baseline", "restricted")  # the Pod Security Standards' levels
 
 

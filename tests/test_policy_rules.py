@@ -35,10 +35,10 @@ from policy import (
     tpu,
 )
 from policy.resources import ROOT_STACK, UNKNOWN, Resource, UnknownValue, Violation
-from tests.conftest import PROJECT_ROOT, run_stack, stack_values
+from tests.conftest import FIXTURE_STACK_NAMES, run_stack, stack_values
 from tools.stack_file import PROJECT_NAME
 
-STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
+STACKS = FIXTURE_STACK_NAMES
 
 
 def _engine_form(value: Any) -> Any:

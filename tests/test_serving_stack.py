@@ -12,7 +12,14 @@ import pytest
 from components.config_base import ConfigError
 from harness.gcp_model import GET_BUCKET, Bucket, CloudProject
 from harness.mock_engine import PROJECT_NUMBER_PLACEHOLDER, run_program, stack_holdings
-from tests.conftest import PROJECT_ROOT, as_pulumi_values, pulled, run_stack, stack_values, with_overrides
+from tests.conftest import (
+    FIXTURE_STACKS,
+    as_pulumi_values,
+    pulled,
+    run_stack,
+    stack_values,
+    with_overrides,
+)
 from tools.render import kubernetes_objects, render
 from tools.stack_file import SECRET_PLACEHOLDER
 
@@ -136,7 +143,7 @@ def test_hf_token_is_a_secret_everywhere(tmp_path):
     assert secret["stringData"] == {"HF_TOKEN": "[secret]"}
     # A stack file with the token encrypted, as `pulumi config set --secret` writes it.
     stack_file = (
-        (PROJECT_ROOT / "Pulumi.dev.yaml")
+        (FIXTURE_STACKS / "Pulumi.dev.yaml")
         .read_text()
         .replace(
             "    weightsBucket:",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import FIXTURE_STACKS
 from tools import images
 
 MIRROR = "us-central1-docker.pkg.dev/my-org-artifacts/tpu-gke-mirror"
@@ -17,7 +17,7 @@ JOBSET = "registry.k8s.io/jobset/jobset:v0.12.0@sha256:e75536f1135b7bb2f19f8c3b6
 BUSYBOX = "docker.io/library/busybox:1.37.0@sha256:9db7b59979c38555a39def84a31fb98b5296952f9e3afd4f6f11f05b07adfab0"
 
 
-def listing(capsys: pytest.CaptureFixture[str], stack: str, stack_dir: Path = PROJECT_ROOT) -> list[str]:
+def listing(capsys: pytest.CaptureFixture[str], stack: str, stack_dir: Path = FIXTURE_STACKS) -> list[str]:
     assert images.main(["--stack", stack, "--stack-dir", str(stack_dir)]) == 0
     return capsys.readouterr().out.splitlines()
 
@@ -55,7 +55,7 @@ def test_prod_lists_each_image_then_its_pin_then_its_copy_into_the_mirror(capsys
 def test_a_pinned_image_is_copied_by_its_digest_and_asks_for_no_pin(capsys, tmp_path):
     digest = "sha256:" + "b" * 64
     stack_file = (
-        (PROJECT_ROOT / "Pulumi.prod.yaml")
+        (FIXTURE_STACKS / "Pulumi.prod.yaml")
         .read_text()
         .replace(
             "    router:\n",
@@ -72,10 +72,10 @@ def test_a_pinned_image_is_copied_by_its_digest_and_asks_for_no_pin(capsys, tmp_
 
 def test_a_stack_that_requires_digests_it_lacks_is_still_listed(capsys, tmp_path):
     """The listing is what such a stack needs: the digest rule does not stop it (any other problem does)."""
-    text = (PROJECT_ROOT / "Pulumi.prod.yaml").read_text()
+    text = (FIXTURE_STACKS / "Pulumi.prod.yaml").read_text()
     (tmp_path / "Pulumi.prod.yaml").write_text(text.replace("    requireDigests: false\n", ""))
     assert len([line for line in listing(capsys, "prod", tmp_path) if line.startswith("pulumi config set")]) == 9
-    shutil.copy(PROJECT_ROOT / "Pulumi.dev.yaml", tmp_path / "Pulumi.bad.yaml")
+    shutil.copy(FIXTURE_STACKS / "Pulumi.dev.yaml", tmp_path / "Pulumi.bad.yaml")
     with (tmp_path / "Pulumi.bad.yaml").open("a") as out:
         out.write("  tpu-dynamic-slicing:images:\n    mirror: docker.io/my-org\n")
     assert images.main(["--stack", "bad", "--stack-dir", str(tmp_path)]) == 1
@@ -95,7 +95,7 @@ def test_with_pull_through_repositories_there_is_nothing_to_copy(capsys):
 
 
 def test_public_nodes_pull_each_image_from_its_registry_and_copy_nothing(capsys, tmp_path):
-    text = (PROJECT_ROOT / "Pulumi.dev.yaml").read_text()
+    text = (FIXTURE_STACKS / "Pulumi.dev.yaml").read_text()
     (tmp_path / "Pulumi.dev.yaml").write_text(
         text.replace("    deletionProtection: false\n", "    deletionProtection: false\n    privateNodes: false\n")
     )

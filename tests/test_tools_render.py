@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import FIXTURE_STACKS, PROJECT_ROOT
 from tools import render
 from tools.stack_file import SECRET_PLACEHOLDER, stack_config_values
 
@@ -85,7 +85,7 @@ def test_make_golden_writes_the_summaries_alone_over_what_was_there(tmp_path):
 
 
 def test_cli_writes_the_files_and_a_summary(tmp_path, capsys):
-    assert render.main(["--stack", "dev", "--out", str(tmp_path)]) == 0
+    assert render.main(["--stack", "dev", "--stack-dir", str(FIXTURE_STACKS), "--out", str(tmp_path)]) == 0
     names = sorted(p.name for p in (tmp_path / "dev").iterdir())
     assert names == sorted(render.FILES)
     printed = capsys.readouterr().out
@@ -112,7 +112,7 @@ def test_the_graph_lists_every_resource_once_in_each_direction(renders):
 
 
 def test_cli_fails_on_bad_config_and_writes_nothing(tmp_path, capsys):
-    stack_file = (PROJECT_ROOT / "Pulumi.dev.yaml").read_text().replace("mtu: 8896", "mtu: 9500")
+    stack_file = (FIXTURE_STACKS / "Pulumi.dev.yaml").read_text().replace("mtu: 8896", "mtu: 9500")
     (tmp_path / "Pulumi.broken.yaml").write_text(stack_file)
     out = tmp_path / "render"
     (out / "broken").mkdir(parents=True)

@@ -13,7 +13,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from components.stack import parse_pulumi_values
+from components.workloads.serving.config import served_model_name
 from tools import verify
+from tools.stack_file import stack_config_values
 
 MODEL = "Qwen/Qwen3.5-397B-A17B-FP8"
 COMPLETIONS = "/v1/completions"
@@ -279,10 +282,15 @@ def outputs_runner(**outputs) -> FakePulumi:
     return FakePulumi(stdout=json.dumps({"clusterName": "c", **outputs}))
 
 
+# A stack with no stack file here (a CI runner's, say): everything comes from its outputs. The committed stacks are
+# the user's, so the tests do not depend on what they serve.
+UNFILED = "ci-only"
+
+
 def test_resolve_endpoint_runs_pulumi_for_the_named_stack():
     runner = outputs_runner(openaiBaseUrl=BASE_URL, modelName=MODEL)
-    assert verify.resolve_endpoint(verify.parse_args(["--stack", "dev"]), runner) == (BASE_URL, MODEL)
-    assert runner.calls == [["pulumi", "stack", "output", "--json", "--stack", "dev"]]
+    assert verify.resolve_endpoint(verify.parse_args(["--stack", UNFILED]), runner) == (BASE_URL, MODEL)
+    assert runner.calls == [["pulumi", "stack", "output", "--json", "--stack", UNFILED]]
 
 
 def test_resolve_endpoint_without_stack_uses_the_selected_stack():
@@ -293,8 +301,8 @@ def test_resolve_endpoint_without_stack_uses_the_selected_stack():
 
 def test_main_takes_endpoint_and_model_from_stack_outputs(stub, capsys):
     runner = outputs_runner(openaiBaseUrl=stub.base_url + "/", modelName=MODEL)
-    assert verify.main(["--stack", "dev"], runner=runner, sleep=SleepRecorder()) == 0
-    assert runner.calls == [["pulumi", "stack", "output", "--json", "--stack", "dev"]]
+    assert verify.main(["--stack", UNFILED], runner=runner, sleep=SleepRecorder()) == 0
+    assert runner.calls == [["pulumi", "stack", "output", "--json", "--stack", UNFILED]]
     assert f"endpoint {stub.base_url}  model {MODEL}" in capsys.readouterr().out
     assert stub.hits(COMPLETIONS) == 1 and stub.hits(CHAT) == 1
 
@@ -307,8 +315,13 @@ def test_a_flag_overrides_its_output_and_pulumi_fills_in_the_rest(stub):
 
 
 def test_base_url_with_a_stack_needs_no_pulumi_the_model_comes_from_the_stack_file(stub):
+    serving = parse_pulumi_values(stack_config_values("dev")[0]).serving  # the user's stack file, as the tool reads it
+    if serving is None:
+        pytest.skip("the dev stack file serves no model")
+    stub.script[COMPLETIONS] = [Reply(body=completion(model=served_model_name(serving)))]
+    stub.script[CHAT] = [Reply(body=chat(model=served_model_name(serving)))]
     assert verify.main(["--stack", "dev", "--base-url", stub.base_url], runner=no_pulumi, sleep=SleepRecorder()) == 0
-    assert stub.requests[COMPLETIONS][0]["model"] == "Qwen/Qwen3.5-397B-A17B-FP8"
+    assert stub.requests[COMPLETIONS][0]["model"] == served_model_name(serving)
 
 
 @pytest.mark.parametrize(
