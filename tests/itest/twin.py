@@ -8,7 +8,10 @@ What each piece takes from upstream, read at the versions of lab/versions.lock f
   each webhook's path and rules as Kueue registers them; the twin points each at
   https://127.0.0.1:<port><path> (clientConfig.url) with the lab CA as caBundle, in place of the chart's Service.
   Only the webhooks of Kueue's own API and of the frameworks the program enables and the lab has CRDs for (batch
-  Jobs, JobSets, LeaderWorkerSets) are registered; the pod webhook is not (no pod of the twin is created bare).
+  Jobs, JobSets, LeaderWorkerSets, pods) are registered. The pod webhooks are needed by the LeaderWorkerSets: Kueue
+  admits an LWS group through its pods, which its pod webhook gates and ties to the group's workload
+  (pkg/controller/jobs/pod/pod_webhook.go Default, the ``kueue.x-k8s.io/suspended-by-parent`` annotation Kueue's LWS
+  webhook puts on both templates); without it the groups' pods would start unadmitted.
 - Kueue's CRDs beyond the ones schemas.lock pins (Workload, Cohort, ...): config/components/crd/bases of the same
   module; Kueue does not start without them (its Workload index).
 - Kueue's Configuration: the program's own (manifests/kueue/controller-config.yaml, what the chart is given) with
@@ -45,8 +48,11 @@ from tests.itest.lab import REPO_ROOT, ControlPlane, Tools, free_port
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
 KUEUE_NAMESPACE = "kueue-system"
 # The API groups whose Kueue webhooks the twin registers: Kueue's own and the enabled frameworks' with a CRD here
-KUEUE_WEBHOOK_GROUPS = frozenset({"kueue.x-k8s.io", "batch", "jobset.x-k8s.io", "leaderworkerset.x-k8s.io"})
-LWS_WEBHOOK_GROUPS = frozenset({"leaderworkerset.x-k8s.io"})
+# ("" is the core group: the pod webhooks)
+KUEUE_WEBHOOK_GROUPS = frozenset({"kueue.x-k8s.io", "batch", "jobset.x-k8s.io", "leaderworkerset.x-k8s.io", ""})
+# LeaderWorkerSet's pod webhook too: it labels each group's pods (group index, the group's key) that its controller
+# reads to make the workers, and adds the exclusive-topology affinity (lws v0.9.0 pkg/webhooks/pod_webhook.go Default)
+LWS_WEBHOOK_GROUPS = frozenset({"leaderworkerset.x-k8s.io", ""})
 JOBSET_WEBHOOK_GROUPS = frozenset({"jobset.x-k8s.io"})
 
 
@@ -206,7 +212,7 @@ class Twin:
         return kueue
 
     def start_lws(self) -> TwinProcess:
-        """LeaderWorkerSet's manager, its LeaderWorkerSet webhooks on 127.0.0.1."""
+        """LeaderWorkerSet's manager, its LeaderWorkerSet and pod webhooks on 127.0.0.1."""
         return self.start_manager(
             "lws", "sigs.k8s.io/lws", "LWS_VERSION", "config/webhook/manifests.yaml", "config.lws", LWS_WEBHOOK_GROUPS
         )
@@ -234,8 +240,10 @@ class Twin:
     ) -> TwinProcess:
         """A manager of JobSet's or LeaderWorkerSet's shape (a Configuration of <config_group>.x-k8s.io/v1alpha1:
         api/config/v1alpha1/configuration_types.go of each module, webhook host, port and certDir, internal
-        certificate management off), with the lab's certificate; only the webhooks of its own API group are
-        registered, ``groups`` (not its pod webhooks: no pod of the twin is created bare)."""
+        certificate management off), with the lab's certificate; only the webhooks whose API groups are all in
+        ``groups`` are registered (LeaderWorkerSet's pod webhooks with its own; JobSet's own alone: its pod webhooks
+        serve exclusive placement, which the stack's JobSets do not ask for, and a priority label only that placement
+        reads, jobset v0.12.0 pkg/webhooks/pod_webhook.go)."""
         ports = {name: free_port() for name in ("webhook", "health", "metrics")}
         module = self.twin_tools.module_dir(module_path, version_key)
         namespace = f"{tool}-system"
@@ -281,10 +289,15 @@ class Twin:
         self.wait(scheduler, f"https://127.0.0.1:{port}/healthz", timeout)
         return scheduler
 
-    def start_kwok(self, timeout: float = 60) -> TwinProcess:
+    def start_kwok(self, timeout: float = 60, jobs_complete: bool = True) -> TwinProcess:
+        """kwok with its fast stages. ``jobs_complete=False`` leaves out pod-complete (which ends every Running pod
+        a Job owns at once): the slice checks' pods then hold their slices, as the real ones do for holdSeconds,
+        longer than any scenario of the twin lasts."""
         module = self.twin_tools.module_dir("sigs.k8s.io/kwok", "KWOK_VERSION")
         stages = ["node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
-                  "pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml"]  # fmt: skip
+                  "pod/fast/pod-ready.yaml", "pod/fast/pod-delete.yaml"]  # fmt: skip
+        if jobs_complete:
+            stages.append("pod/fast/pod-complete.yaml")
         port = free_port()
         home = self.run_dir / "kwok-home"
         home.mkdir(exist_ok=True)
