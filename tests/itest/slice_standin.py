@@ -151,13 +151,15 @@ class SliceTopology:
         of 4 and non-decreasing."""
         parts = text.split("x")
         if len(parts) != 3 or not all(p.isdigit() for p in parts):
-            raise ValueError(f"invalid topology format: {text}, expected 3 dimensions")
+            raise ValueError(f"{text!r} is no TPU7x slice topology: three axes, AxBxC")
         shape = Shape(tuple(int(p) for p in parts))
         if shape in SUB_SLICE_SHAPES:
             return cls(shape)
         dims = shape.dims
         if 0 in dims or any(d % 4 for d in dims) or list(dims) != sorted(dims):
-            raise ValueError(f"{text}: not a sub-slice shape, and not whole cubes in non-decreasing order")
+            raise ValueError(
+                f"{text!r} is no TPU7x slice topology: not a sub-slice, nor whole cubes in ascending order"
+            )
         return cls(shape)
 
     @property
