@@ -6,6 +6,7 @@ Skipped, saying how to build them, when the twin's tools are not built."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -124,6 +125,9 @@ def standin(twin: Twin, stack_kueue: list[dict[str, Any]]) -> Iterator[SliceStan
         yield running
     finally:
         running.stop()
+        if running.log.exists():
+            (REPORT_DIR / "logs").mkdir(parents=True, exist_ok=True)
+            shutil.copy(running.log, REPORT_DIR / "logs" / "twin-slice-standin.log")
         assert not running.failures, "\n".join(running.failures)
 
 
