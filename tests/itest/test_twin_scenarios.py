@@ -13,13 +13,13 @@ creates on kwok's simulated TPU7x nodes. The tests run in file order and share o
 6. `destroy` draining through the program's gates and leaving no Workload, pod, JobSet or LeaderWorkerSet.
 
 Every step writes to build/itest/twin-report.md and .json (tests/itest/twin_scenario.py): the plan, what the twin
-did, the timeline of the Workloads' conditions and each group's placement. The placement checks need the slice
-controller's stand-in (its pod webhook's topology request); they skip, naming it, where it is not there.
+did, the timeline of the Workloads' conditions, the slice controller stand-in's answers (tests/itest/slice_standin.py,
+whose webhook gives the stack's JobSets and LeaderWorkerSets the topology request placement depends on) and each
+group's placement.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import time
 from collections.abc import Iterator
@@ -36,7 +36,8 @@ from tests.conftest import stack_values, with_overrides
 from tests.itest.conftest import Report, install_pinned_crds
 from tests.itest.engine import WORKLOAD_NAMESPACE, Lab, close_lab, lab_overrides, open_lab
 from tests.itest.lab import PROJECT_NAME, REPORT_DIR, ControlPlane, KubeApi, PulumiHome, Tools, config_text
-from tests.itest.twin import KWOK_ANNOTATION, Twin, TwinTools, activate_slice_admission_checks
+from tests.itest.slice_standin import SliceStandIn
+from tests.itest.twin import KWOK_ANNOTATION, Twin, TwinTools
 from tests.itest.twin_scenario import (
     WORKLOADS_PATH,
     Observed,
@@ -55,18 +56,6 @@ from tests.itest.twin_scenario import (
 
 STACK = "twin"
 SETTLE_SECONDS = 240  # Kueue's scheduling cycles, the JobSet, LWS and Job controllers and kwok, on two shared cores
-STAND_IN_MISSING = (
-    "needs the slice controller stand-in's pod webhook (tests/itest/slice_standin.py, branch i34-standin: the topology "
-    "request it adds to each pod), which this branch does not have yet"
-)
-
-
-def stand_in_webhook() -> Any:
-    """The stand-in's module, or None where it is not there (see STAND_IN_MISSING)."""
-    try:
-        return importlib.import_module("tests.itest.slice_standin")
-    except ImportError:
-        return None
 
 
 @dataclass
@@ -80,7 +69,7 @@ class Scenario:
     report: TwinReport
     nodes: list[dict[str, Any]]
     overrides: dict[str, Any]
-    placement: bool  # the stand-in's pod webhook runs, so placement can be asked of the twin
+    standin: SliceStandIn
     ran_before: set[str] = field(default_factory=set)
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -143,13 +132,13 @@ def scenario(tools: Tools, report: Report, tmp_path_factory: pytest.TempPathFact
     home = PulumiHome(run_dir / "pulumi", tools)
     lab: Lab | None = None
     recorder: Recorder | None = None
+    standin: SliceStandIn | None = None
     twin_report = TwinReport(REPORT_DIR)
     try:
         # the checks' pods hold their slices (the real ones for holdSeconds, 1800 and 600 s), so kwok must not end them
         start_twin(twin, report, jobs_complete=False)
-        stand_in = stand_in_webhook()
-        if stand_in is None:
-            twin_report.notes.append(STAND_IN_MISSING)
+        standin = SliceStandIn(plane, run_dir)
+        standin.start()
         api = plane.api()
         overrides = {**lab_overrides(plane.inline_kubeconfig)}
         nodes = create_nodes(plane, stack_config.load(with_overrides(stack_values("dev"), overrides)).config)
@@ -157,8 +146,11 @@ def scenario(tools: Tools, report: Report, tmp_path_factory: pytest.TempPathFact
         lab = open_lab(STACK, plane, api, home, report)
         recorder = Recorder(api)
         recorder.start()
-        yield Scenario(twin, lab, api, recorder, twin_report, nodes, overrides, placement=stand_in is not None)
+        yield Scenario(twin, lab, api, recorder, twin_report, nodes, overrides, standin)
     finally:
+        if standin is not None:
+            twin_report.answers = list(standin.answers)
+            twin_report.notes += [f"the stand-in failed: {f}" for f in standin.failures]
         if recorder is not None:
             recorder.stop()
             paths = twin_report.write(recorder.timeline, time.monotonic() - began)
@@ -166,6 +158,8 @@ def scenario(tools: Tools, report: Report, tmp_path_factory: pytest.TempPathFact
         if lab is not None:
             close_lab(lab)
         twin.keep_logs(REPORT_DIR / "logs" / "twin-scenarios")
+        if standin is not None:
+            standin.stop()
         twin.stop()
         plane.stop()
         home.remove()
@@ -201,8 +195,6 @@ def step(s: Scenario, name: str, changes: dict[str, Any]) -> dict[str, Any]:
     )
     s.lab.state["up"] = True
     exported = result.outputs["admissionPlan"].value
-    # the slice controller's part: its AdmissionCheck Active (and, with the stand-in, each workload's answer)
-    activate_slice_admission_checks(s.twin.plane)
     counts = expected_groups(config)
     began = time.monotonic()
 
@@ -256,8 +248,6 @@ def require(s: Scenario, name: str) -> dict[str, Any]:
 
 def placement_of(s: Scenario, name: str) -> tuple[dict[str, list[Placed]], dict[str, dict[str, str]], list[str]]:
     done = require(s, name)
-    if not s.placement:
-        pytest.skip(STAND_IN_MISSING)
     return done["placed"], done["domains"], done["entry"]["placement_problems"]
 
 

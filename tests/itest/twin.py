@@ -8,10 +8,8 @@ What each piece takes from upstream, read at the versions of lab/versions.lock f
   each webhook's path and rules as Kueue registers them; the twin points each at
   https://127.0.0.1:<port><path> (clientConfig.url) with the lab CA as caBundle, in place of the chart's Service.
   Only the webhooks of Kueue's own API and of the frameworks the program enables and the lab has CRDs for (batch
-  Jobs, JobSets, LeaderWorkerSets, pods) are registered. The pod webhooks are needed by the LeaderWorkerSets: Kueue
-  admits an LWS group through its pods, which its pod webhook gates and ties to the group's workload
-  (pkg/controller/jobs/pod/pod_webhook.go Default, the ``kueue.x-k8s.io/suspended-by-parent`` annotation Kueue's LWS
-  webhook puts on both templates); without it the groups' pods would start unadmitted.
+  Jobs, JobSets, LeaderWorkerSets, and pods: a LeaderWorkerSet's groups are admitted through the pod integration) are
+  registered.
 - Kueue's CRDs beyond the ones schemas.lock pins (Workload, Cohort, ...): config/components/crd/bases of the same
   module; Kueue does not start without them (its Workload index).
 - Kueue's Configuration: the program's own (manifests/kueue/controller-config.yaml, what the chart is given) with
@@ -47,11 +45,13 @@ from tests.itest.lab import REPO_ROOT, ControlPlane, Tools, free_port
 
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
 KUEUE_NAMESPACE = "kueue-system"
-# The API groups whose Kueue webhooks the twin registers: Kueue's own and the enabled frameworks' with a CRD here
-# ("" is the core group: the pod webhooks)
+# The API groups whose Kueue webhooks the twin registers: Kueue's own and the enabled frameworks' with a CRD here, and
+# the core group's pods: Kueue admits a LeaderWorkerSet's groups through its pod integration, whose webhook gates each
+# pod of a group until its workload is admitted (pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go marks
+# the templates suspended-by-parent for it); without it the pods would be scheduled past Kueue
 KUEUE_WEBHOOK_GROUPS = frozenset({"kueue.x-k8s.io", "batch", "jobset.x-k8s.io", "leaderworkerset.x-k8s.io", ""})
-# LeaderWorkerSet's pod webhook too: it labels each group's pods (group index, the group's key) that its controller
-# reads to make the workers, and adds the exclusive-topology affinity (lws v0.9.0 pkg/webhooks/pod_webhook.go Default)
+# LeaderWorkerSet's own and its pod webhook: it labels each pod with its group's index and key and its worker index
+# (sigs.k8s.io/lws pkg/webhooks/pod_webhook.go Default), which its controller and Kueue's group workloads read
 LWS_WEBHOOK_GROUPS = frozenset({"leaderworkerset.x-k8s.io", ""})
 JOBSET_WEBHOOK_GROUPS = frozenset({"jobset.x-k8s.io"})
 
@@ -241,9 +241,8 @@ class Twin:
         """A manager of JobSet's or LeaderWorkerSet's shape (a Configuration of <config_group>.x-k8s.io/v1alpha1:
         api/config/v1alpha1/configuration_types.go of each module, webhook host, port and certDir, internal
         certificate management off), with the lab's certificate; only the webhooks whose API groups are all in
-        ``groups`` are registered (LeaderWorkerSet's pod webhooks with its own; JobSet's own alone: its pod webhooks
-        serve exclusive placement, which the stack's JobSets do not ask for, and a priority label only that placement
-        reads, jobset v0.12.0 pkg/webhooks/pod_webhook.go)."""
+        ``groups`` are registered (JobSet's pod webhooks are not: they act for exclusive placement only, which the
+        stack does not ask for)."""
         ports = {name: free_port() for name in ("webhook", "health", "metrics")}
         module = self.twin_tools.module_dir(module_path, version_key)
         namespace = f"{tool}-system"
@@ -351,36 +350,3 @@ class Twin:
         for process in self.processes:
             if process.log.exists():
                 shutil.copy(process.log, target / f"twin-{process.name}.log")
-
-
-# --- The slice controller's stand-in (issue 34 item 4), so far one thing of what it does ----------------------------
-# The slice controller is Google's (AI-Hypercomputer/xpk@250d4b3cebf44fc6, 2026-05-11, slice/), readable but not built
-# here. Its AdmissionCheck reconciler (slice/internal/controller/admissioncheck_controller.go) marks every
-# AdmissionCheck whose spec.controllerName is its own (SliceControllerName, "accelerator.gke.io/slice",
-# workload_controller.go) Active: condition type Active, status True, reason Active, observedGeneration the check's
-# generation. The stand-in does that and nothing else yet: no workload's check state, no Slice, no pod topology.
-SLICE_CONTROLLER_NAME = "accelerator.gke.io/slice"
-
-
-def activate_slice_admission_checks(plane: ControlPlane) -> list[str]:
-    """Mark the slice controller's AdmissionChecks Active, as its AdmissionCheck reconciler does."""
-    checks = json.loads(plane.kubectl("get", "admissionchecks.kueue.x-k8s.io", "-o", "json").stdout)["items"]
-    activated = []
-    for check in checks:
-        if check["spec"].get("controllerName") != SLICE_CONTROLLER_NAME:
-            continue
-        condition = {
-            "type": "Active",
-            "status": "True",
-            "reason": "Active",
-            "message": "The admission check is active",
-            "observedGeneration": check["metadata"]["generation"],
-            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        patch = json.dumps({"status": {"conditions": [condition]}})
-        name = check["metadata"]["name"]
-        plane.kubectl(
-            "patch", "admissionchecks.kueue.x-k8s.io", name, "--subresource=status", "--type=merge", "-p", patch
-        )
-        activated.append(name)
-    return activated

@@ -362,6 +362,7 @@ class TwinReport:
     directory: Path
     steps: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    answers: list[dict[str, Any]] = field(default_factory=list)  # the slice controller stand-in's, in order
 
     def step(self, name: str, **details: Any) -> dict[str, Any]:
         entry = {"step": name, **details}
@@ -371,7 +372,7 @@ class TwinReport:
     def write(self, timeline: list[dict[str, Any]], seconds: float) -> tuple[Path, Path]:
         self.directory.mkdir(parents=True, exist_ok=True)
         data = {"written": now(), "seconds": round(seconds, 1), "steps": self.steps, "timeline": timeline,
-                "notes": self.notes}  # fmt: skip
+                "answers": self.answers, "notes": self.notes}  # fmt: skip
         json_path = self.directory / "twin-report.json"
         json_path.write_text(json.dumps(data, indent=2) + "\n")
         md_path = self.directory / "twin-report.md"
@@ -434,6 +435,16 @@ def markdown(data: dict[str, Any]) -> str:
             f"| {entry['seen']} | {entry['at']} | {entry['key']} ({entry['workload']}) | "
             f"{entry['condition']}={entry['status']} | {entry['reason']} | {message} |"
         )
+    if data.get("answers"):
+        lines += ["", "## The slice controller stand-in's answers", "",
+                  "| at | workload | state | slices (partitions) |", "| --- | --- | --- | --- |"]  # fmt: skip
+        for answer in data["answers"]:
+            slices = "; ".join(
+                f"{s.get('topology', '')} {','.join(s.get('partitionIds', []))}" for s in answer.get("slices", [])
+            )
+            lines.append(
+                f"| {answer.get('at', '')} | {answer.get('workload', '')} | {answer.get('state', '')} | {slices} |"
+            )
     if data["notes"]:
         lines += ["", "## Notes", "", *[f"- {note}" for note in data["notes"]]]
     return "\n".join(lines) + "\n"
