@@ -35,6 +35,7 @@ from harness.twin_nodes import twin_nodes
 from tests.conftest import stack_values, with_overrides
 from tests.itest.conftest import Report, install_pinned_crds
 from tests.itest.engine import WORKLOAD_NAMESPACE, Lab, close_lab, lab_overrides, open_lab
+from tests.itest.engine import stack_config as lab_config
 from tests.itest.lab import PROJECT_NAME, REPORT_DIR, ControlPlane, KubeApi, PulumiHome, Tools, config_text
 from tests.itest.slice_standin import SliceStandIn
 from tests.itest.twin import KWOK_ANNOTATION, Twin, TwinTools
@@ -144,6 +145,7 @@ def scenario(tools: Tools, report: Report, tmp_path_factory: pytest.TempPathFact
         nodes = create_nodes(plane, stack_config.load(with_overrides(stack_values("dev"), overrides)).config)
         home.install_provider()
         lab = open_lab(STACK, plane, api, home, report)
+        lab.stack.set_all_config(lab_config(lab), path=True)  # the dev stack and the lab's overrides, secrets marked
         recorder = Recorder(api)
         recorder.start()
         yield Scenario(twin, lab, api, recorder, twin_report, nodes, overrides, standin)
@@ -189,7 +191,7 @@ def step(s: Scenario, name: str, changes: dict[str, Any]) -> dict[str, Any]:
     s.recorder.owners.update(owners)
     since = len(s.recorder.timeline)
     s.recorder.mark(name, config=changes)
-    _, result = s.lab.run(
+    operation, result = s.lab.run(
         f"up: {name}",
         lambda op: s.lab.stack.up(on_output=op.on_output, on_event=op.on_event, color="never"),
     )
@@ -230,6 +232,7 @@ def step(s: Scenario, name: str, changes: dict[str, Any]) -> dict[str, Any]:
         expected={k: vars(e) for k, e in expected.items()},
         observed={k: {**vars(o), "runs": o.runs} for k, o in observed.items()},
         differences=found,
+        changed=operation.changed_by_the_program(),
         settle_seconds=round(settle_seconds, 1),
         placement=placement_table(placed, domains),
         placement_problems=problems,
@@ -238,6 +241,13 @@ def step(s: Scenario, name: str, changes: dict[str, Any]) -> dict[str, Any]:
                      "domains": domains, "observed": observed, "expected": expected}  # fmt: skip
     s.ran_before = {k for k, o in observed.items() if o.runs}
     return s.steps[name]
+
+
+def untouched(done: dict[str, Any], *names: str) -> None:
+    """The workloads the step's change does not touch were left alone by `up`: not updated, not replaced (a
+    replacement is a new run, its slices given up), though the controllers' webhooks wrote to them at create."""
+    changed = done["entry"]["changed"]
+    assert not {n: changed[n] for n in names if n in changed}, f"up changed what the step did not: {changed}"
 
 
 def require(s: Scenario, name: str) -> dict[str, Any]:
@@ -283,6 +293,7 @@ def test_the_super_slice_check_preempts_the_sub_slice_check(scenario: Scenario):
     assert observed["checks.superslicing"].runs, f"the super-slice check is not admitted: {observed}"
     assert not observed["checks.subslicing"].runs, "the sub-slice check still runs beside the super-slice check"
     assert observed["checks.subslicing"].preempted_by == ("checks.superslicing",), observed["checks.subslicing"]
+    untouched(done, "subslice-check")
 
 
 def test_the_super_slice_check_is_bound_across_both_cubes(scenario: Scenario):
@@ -306,6 +317,7 @@ def test_serving_preempts_the_super_slice_check_and_the_sub_slice_check_comes_ba
     assert set(observed["checks.superslicing"].preempted_by) <= {"serving.prefill", "serving.decode"}
     assert observed["checks.superslicing"].preempted_by, "no serving group preempted the super-slice check"
     assert observed["checks.subslicing"].runs, "the sub-slice check did not come back beside serving"
+    untouched(done, "subslice-check", "superslice-check")
 
 
 def test_each_prefill_and_decode_group_lands_inside_one_partition(scenario: Scenario):
@@ -399,6 +411,7 @@ def test_the_corrected_change_then_goes_through(scenario: Scenario):
     require(scenario, "refused")
     done = step(scenario, "the corrected change", CORRECTED_CHANGE)
     assert not done["entry"]["differences"], done["entry"]["differences"]
+    assert done["entry"]["changed"] == {"kueue-objects:high-priority-3000": "update"}, done["entry"]["changed"]
     served = scenario.api.get("/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses/high-priority-3000")
     assert served is not None and served["value"] == CORRECTED_CHANGE["queues.priorityClasses.high.value"]
 
