@@ -628,7 +628,7 @@ def _leader_container(lws: dict[str, Any]) -> dict[str, Any]:
 
 def tensor_parallel_size_of(lws: dict[str, Any]) -> int:
     """``--tensor-parallel-size`` of the leader's vLLM arguments."""
-    return int(flag_values(_leader_container(lws)["args"])["--tensor-parallel-size"] or 0)
+    return int(flag_values(_leader_container(lws)["args"])[VLLM_SETTING_FLAGS["tensor_parallel_size"]] or 0)
 
 
 def leaderworkerset_problems(objects: list[dict[str, Any]], machine: MachineType) -> list[str]:
