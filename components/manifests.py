@@ -89,17 +89,24 @@ def remove_env(target: dict[str, Any], name: str) -> None:
     target["env"] = kept
 
 
-def set_flag(args: list[str], flag: str, value: Any) -> None:
-    """Replace ``flag=...`` (``flag`` with its dashes) in a base's arguments; objects become JSON.
+def set_flag(args: list[str], flag: str, value: Any, *, optional: bool = False) -> None:
+    """Replace ``flag=...`` (``flag`` with its dashes) in a base's arguments; objects become JSON; None takes the
+    flag out.
 
-    A flag missing from the base is an error: the YAML base is the place to add arguments.
+    A flag missing from the base is an error: the YAML base is the place to add arguments. Except an ``optional``
+    one, a setting that is unset by default, which the base cannot hold: it is added at the end.
     """
+    if value is None:
+        args[:] = [arg for arg in args if not (arg == flag or arg.startswith(flag + "="))]
+        return
     text = value if isinstance(value, str) else json.dumps(value) if isinstance(value, (dict, list)) else str(value)
     for index, arg in enumerate(args):
         if arg == flag or arg.startswith(flag + "="):
             args[index] = f"{flag}={text}"
             return
-    raise ValueError(f"the base's arguments have no {flag}")
+    if not optional:
+        raise ValueError(f"the base's arguments have no {flag}")
+    args.append(f"{flag}={text}")
 
 
 def files_digest(files: dict[str, str]) -> str:

@@ -393,15 +393,13 @@ def _build(config: StackConfig) -> Stack:
         checks=slice_checks_objects(config.checks, tpu, queues, pull_path),
         serving=(
             serving_objects(
-                serving_config.serving_input(
-                    config.serving,
-                    tpu,
-                    queues,
-                    config.network,
-                    config.project,
-                    pull_path,
-                    config.cluster.existing.skip_await,
-                )
+                config.serving,
+                tpu,
+                queues,
+                config.network,
+                config.project,
+                pull_path,
+                config.cluster.existing.skip_await,
             )
             if config.serving.enabled
             else None

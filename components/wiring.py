@@ -41,8 +41,8 @@ from components.gcp.tpu_capacity import ReservationCheckArgs, TpuCapacity, TpuCa
 from components.lifecycle import previous_pool_reservations, review_changes
 from components.operations.component import MonitoringArgs
 from components.operations.node_audit import NodeAuditLoggingArgs
-from components.platform.config import HelmChartConfig, installed_charts, release_namespaces
 from components.platform.config import control_plane_ports as platform_control_plane_ports
+from components.platform.config import installed_charts, release_namespaces
 from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
 from components.platform.releases import ClusterPlatform, PlatformArgs
@@ -50,13 +50,6 @@ from components.stack import Stack
 from components.workloads.network_policies.component import NamespaceDefaultsArgs
 from components.workloads.saxml.component import SaxmlArgs, SaxmlCell
 from components.workloads.serving.component import ModelServing, ServingArgs
-from components.workloads.serving.config import (
-    RESULTS_DIR,
-    XLA_CACHE_DIR,
-    hf_token_secret,
-    weights_bucket_name,
-    weights_object_prefix,
-)
 from components.workloads.slice_checks.component import SliceChecks, SliceChecksArgs
 from components.workloads.slice_checks.config import checks_namespace
 
@@ -362,32 +355,15 @@ def serving_args(
     serving = config.serving
     assert stack.serving is not None
     return ServingArgs(
+        serving=serving,
         project=config.project,
         region=config.region,
-        bucket_name=weights_bucket_name(serving, config.project),
-        create_bucket=serving.weights_bucket.create,
-        keep_bucket_on_destroy=serving.weights_bucket.keep_on_destroy,
         workload_pool=cluster.workload_pool,
-        namespace=serving.namespace,
-        hf_token=serving.hf_token,
-        hf_token_secret=hf_token_secret(serving),
-        grant_access=serving.weights_bucket.grant_access,
-        weights_prefix=weights_object_prefix(serving, config.project),
-        xla_cache_prefix=f"{XLA_CACHE_DIR}/",
-        results_prefix=f"{RESULTS_DIR}/",
         project_number=services.project_number()
         if services and (serving.weights_bucket.grant_access or serving.hf_token_secret_version)
         else None,
         # The read of an existing bucket goes through Cloud Storage: made where the stack enables that API.
         storage_api=[services.api(STORAGE_API)] if services and STORAGE_API in project_apis(stack) else [],
-        router=(
-            HelmChartConfig(chart=serving.router.chart, version=serving.router.version, namespace=serving.namespace)
-            if serving.router.install
-            else None
-        ),
-        inference_pool_crds_version=serving.inference_pool_crds.version
-        if serving.inference_pool_crds.install
-        else None,
         objects=stack.serving,
         provider=cluster.provider,
         namespace_ready=[queues.namespace(serving.namespace)],

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import copy
-import dataclasses
 import json
 import os
 import sys
@@ -16,7 +15,7 @@ import pytest
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from components.config_base import NAMESPACE, NO_PULL_PATH, ConfigError
+from components.config_base import NAMESPACE, ConfigError
 from harness.mock_engine import ProgramRun, run_program
 from tests import external
 from tools.stack_file import stack_config_values
@@ -133,42 +132,6 @@ def assert_bad_input(override: dict[str, Any], key: str, fragment: str, stack: s
     assert matching, f"no problem for {key}; got:\n{raised.value}"
     assert any(fragment in str(p) for p in matching), str(raised.value)
     assert registrations == []
-
-
-# --- Builder inputs of the config defaults, for the unit tests of the pure builders -----------
-
-
-def _resolve(overrides: dict[str, Any]) -> dict[str, Any]:
-    """``shape`` and ``machine`` given by name become the model's types."""
-    from components.tpu.topology import MACHINE_CATALOG, Shape
-
-    resolved = dict(overrides)
-    if isinstance(resolved.get("shape"), str):
-        resolved["shape"] = Shape.parse(resolved["shape"])
-    if isinstance(resolved.get("machine"), str):
-        resolved["machine"] = MACHINE_CATALOG[resolved["machine"]]
-    return resolved
-
-
-def serving_input(**overrides: Any) -> Any:
-    """The serving builder input of the block's defaults (project my-tpu-project), with overrides."""
-    from components.gcp.config import NetworkConfig, TpuConfig
-    from components.platform.config import QueuesConfig
-    from components.workloads.serving.config import ServingConfig
-    from components.workloads.serving.config import serving_input as build
-
-    return dataclasses.replace(
-        build(
-            ServingConfig(),
-            TpuConfig(),
-            QueuesConfig(),
-            NetworkConfig(),
-            "my-tpu-project",
-            pull_path=NO_PULL_PATH,
-            skip_await=False,
-        ),
-        **_resolve(overrides),
-    )
 
 
 def not_checkov(annotations: dict[str, str]) -> dict[str, str]:

@@ -17,15 +17,21 @@ import re
 import stat
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
+from components import stack as stack_config
+from components.config_base import NO_PULL_PATH, PullPath
+from components.gcp.config import NetworkConfig, TpuConfig
 from components.manifests import load_list
+from components.platform.config import QueuesConfig
 from components.platform.kueue_objects import PRIORITY_LABEL, QUEUE_LABEL
-from components.tpu.topology import SLICE_TOPOLOGY_ANNOTATION, Shape, partition_state_label
+from components.tpu.topology import SLICE_TOPOLOGY_ANNOTATION, MachineType, Shape, partition_state_label
 from components.workloads.serving import objects as so
 from components.workloads.serving import rules
 from components.workloads.serving.config import (
@@ -37,7 +43,8 @@ from components.workloads.serving.config import (
     STAGING_TIMEOUT_MINUTES,
     GatewayConfig,
     RouterConfig,
-    ServingInput,
+    ServingConfig,
+    ServingRoleConfig,
     hf_cache_weights_uri,
 )
 from components.workloads.serving.objects import (
@@ -47,34 +54,92 @@ from components.workloads.serving.objects import (
     kv_transfer_config,
     load_router_values,
     model_server_service_account,
-    prefill_decode_leaderworkersets,
-    router_values,
-    serving_objects,
     workload_identity_principal,
 )
-from tests.conftest import not_checkov, serving_input
+from tests.conftest import not_checkov, stack_values
 from tests.crd_schemas import core_errors, crd_errors
 
-WEIGHTS = hf_cache_weights_uri("qwen-weights", MODEL_ID, MODEL_REVISION)
+# The dev fixture stack (tests/data/stacks): the serving block's defaults, with its own weights bucket.
+DEV_VALUES = stack_values("dev")
+DEV = stack_config.parse(DEV_VALUES)
+WEIGHTS_BUCKET = DEV_VALUES["serving"]["weightsBucket"]["name"]
+WEIGHTS = hf_cache_weights_uri(WEIGHTS_BUCKET, MODEL_ID, MODEL_REVISION)
 DEFAULT_GATEWAY = GatewayConfig()
 # Every value key of the router chart, transcribed from its v0.10.0 values.yaml files (header of the file).
 ROUTER_VALUE_KEYS = Path(__file__).resolve().parent / "data" / "llm-d-router-v0.10.0-value-keys.txt"
 
-
-def params(**overrides: Any) -> ServingInput:
-    return serving_input(**{"weights_uri": WEIGHTS, "xla_cache_uri": "gs://qwen-weights/xla_cache", **overrides})
+B = TypeVar("B", bound=BaseModel)
 
 
-def picker() -> dict[str, Any]:
-    """The endpoint picker's image and replicas of the block's defaults (router_values' arguments)."""
-    spec = params()
-    return {"image": spec.router_image, "replicas": spec.router_replicas}
+def updated(block: B, changes: dict[str, Any]) -> B:
+    """``block`` with ``changes`` (field paths, dotted into nested blocks: ``{"model.id": "org/m"}``), unchecked, so
+    what the rules would refuse still reaches the builders."""
+    nested: dict[str, dict[str, Any]] = {}
+    update: dict[str, Any] = {}
+    for path, value in changes.items():
+        head, dot, rest = path.partition(".")
+        if dot:
+            nested.setdefault(head, {})[rest] = value
+        else:
+            update[head] = value
+    update.update({head: updated(getattr(block, head), inner) for head, inner in nested.items()})
+    return block.model_copy(update=update)
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """What the serving objects are built from: the stack's blocks and the run's values that are no setting."""
+
+    serving: ServingConfig
+    tpu: TpuConfig
+    queues: QueuesConfig
+    network: NetworkConfig
+    project: str
+    # Images as written: the stack's pull path on every serving image is tests/test_operations_stack.py's.
+    pull_path: PullPath = NO_PULL_PATH
+    skip_await: bool = False
+
+    @property
+    def machine(self) -> MachineType:
+        return self.tpu.machine
+
+
+def params(
+    changes: dict[str, Any] | None = None,
+    *,
+    queues: dict[str, Any] | None = None,
+    network: dict[str, Any] | None = None,
+    pull_path: PullPath = NO_PULL_PATH,
+    skip_await: bool = False,
+    **serving: Any,
+) -> Blocks:
+    """The dev fixture stack's blocks, its serving block changed by ``changes`` (dotted paths) and ``serving`` (its
+    own fields), its queues and network blocks by ``queues`` and ``network``."""
+    return Blocks(
+        serving=updated(DEV.serving, {**(changes or {}), **serving}),
+        tpu=DEV.tpu,
+        queues=updated(DEV.queues, queues or {}),
+        network=updated(DEV.network, network or {}),
+        project=DEV.project,
+        pull_path=pull_path,
+        skip_await=skip_await,
+    )
+
+
+def serving_objects(b: Blocks) -> so.ServingObjects:
+    return so.serving_objects(b.serving, b.tpu, b.queues, b.network, b.project, b.pull_path, b.skip_await)
+
+
+def prefill_decode_leaderworkersets(b: Blocks) -> list[dict[str, Any]]:
+    return so.prefill_decode_leaderworkersets(b.serving, b.tpu, b.queues, b.project, b.pull_path)
+
+
+def router_values(b: Blocks, gateway_namespace: str = "") -> dict[str, Any]:
+    return so.router_values(b.serving, b.pull_path, gateway_namespace=gateway_namespace)
 
 
 def default_gateway(namespace: str) -> dict[str, Any]:
-    return gateway(
-        namespace, name=DEFAULT_GATEWAY.name, gateway_class=DEFAULT_GATEWAY.class_name, port=DEFAULT_GATEWAY.port
-    )
+    return gateway(namespace, DEFAULT_GATEWAY)
 
 
 def by_role(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -146,10 +211,9 @@ def test_overlaid_names_and_labels():
     objects = by_role(
         prefill_decode_leaderworkersets(
             params(
+                {"model.id": "org/Some-Model"},
                 namespace="serving",
-                queue_name="serving-lq",
-                priority_class="urgent",
-                model_id="org/Some-Model",
+                queues={"local_queue_name": "serving-lq", "priority_classes.high.name": "urgent"},
             )
         )
     )
@@ -192,7 +256,11 @@ def test_four_groups_of_two_hosts_on_2x2x2(lws, role):
     "shape, size, tp_devices", [("2x2x1", 1, 8), ("2x2x2", 2, 16), ("2x2x4", 4, 32), ("2x4x4", 8, 64)]
 )
 def test_group_size_follows_the_shape(shape, size, tp_devices):
-    objects = prefill_decode_leaderworkersets(params(shape=shape, tensor_parallel_size=tp_devices))
+    objects = prefill_decode_leaderworkersets(
+        params(
+            {"prefill.tensor_parallel_size": tp_devices, "decode.tensor_parallel_size": tp_devices}, slice_shape=shape
+        )
+    )
     for obj in objects:
         assert obj["spec"]["leaderWorkerTemplate"]["size"] == size
         for kind in ("leader", "worker"):
@@ -201,7 +269,7 @@ def test_group_size_follows_the_shape(shape, size, tp_devices):
 
 
 def test_replicas_per_role():
-    objects = by_role(prefill_decode_leaderworkersets(params(prefill_replicas=3, decode_replicas=5)))
+    objects = by_role(prefill_decode_leaderworkersets(params({"prefill.replicas": 3, "decode.replicas": 5})))
     assert (objects[PREFILL]["spec"]["replicas"], objects[DECODE]["spec"]["replicas"]) == (3, 5)
 
 
@@ -226,7 +294,7 @@ def test_webhook_skip_and_healthy_nodes_are_off_by_default_and_apply_to_every_po
 def test_vllm_arguments(lws, role, kv_role, port):
     flags = flag_values(container(lws[role], "leader")["args"])
     assert flags["--model"] == WEIGHTS
-    assert flags["--model"].startswith("gs://qwen-weights/models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/")
+    assert flags["--model"].startswith(f"gs://{WEIGHTS_BUCKET}/models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/")
     assert flags["--load-format"] == "runai_streamer"
     assert flags["--served-model-name"] == "Qwen/Qwen3.5-397B-A17B-FP8"
     assert (flags["--max-model-len"], flags["--max-num-batched-tokens"], flags["--max-num-seqs"]) == (
@@ -262,13 +330,12 @@ def test_kv_transfer_config_names_no_address(role):
 
 def test_overlaid_vllm_sizes():
     p = params(
+        {"model.served_name": "qwen", "prefill.tensor_parallel_size": 8, "decode.tensor_parallel_size": 8},
         max_model_len=4096,
         max_num_seqs=64,
         max_num_batched_tokens=2048,
-        served_model_name="qwen",
         kv_cache_dtype="auto",
-        tensor_parallel_size=8,
-        shape="2x2x1",
+        slice_shape="2x2x1",
     )
     for obj in prefill_decode_leaderworkersets(p):
         flags = flag_values(container(obj, "leader")["args"])
@@ -282,6 +349,61 @@ def test_overlaid_vllm_sizes():
             "auto",
             "8",
         )
+
+
+VLLM_SETTINGS = sorted(so.VLLM_SETTING_FLAGS.items())
+
+
+@pytest.mark.parametrize("field, flag", VLLM_SETTINGS)
+def test_each_vllm_setting_is_a_field_of_the_serving_block_or_of_each_roles(field, flag):
+    """Its block is never ambiguous: a field of exactly one of them."""
+    owners = [block for block in (ServingConfig, ServingRoleConfig) if field in block.model_fields]
+    assert len(owners) == 1, (field, owners)
+    assert flag.startswith("--") and "=" not in flag
+    assert list(so.VLLM_SETTING_FLAGS.values()).count(flag) == 1, "one setting per flag"
+
+
+@pytest.mark.parametrize("field, flag", VLLM_SETTINGS)
+@pytest.mark.parametrize("role", [PREFILL, DECODE])
+def test_the_bases_hold_each_vllm_setting_at_its_default(field, flag, role):
+    """The YAML base runs what the block's default says; a setting unset by default has no flag there."""
+    owner = ServingRoleConfig if field in ServingRoleConfig.model_fields else ServingConfig
+    default = owner.model_fields[field].default
+    base = flag_values(container(so.load_base(role), "leader")["args"])
+    if default is None:
+        assert flag not in base
+    else:
+        assert base[flag] == str(default)
+
+
+@pytest.mark.parametrize("field, flag", VLLM_SETTINGS)
+def test_each_vllm_setting_reaches_its_flag_and_unset_leaves_it_out(lws, field, flag):
+    for role, obj in lws.items():
+        block = DEV.serving.role(role) if field in ServingRoleConfig.model_fields else DEV.serving
+        value = getattr(block, field)
+        flags = flag_values(container(obj, "leader")["args"])
+        assert flags.get(flag) == (None if value is None else str(value))
+    path = {f"{role}.{field}": None for role in (PREFILL, DECODE)} if field in ServingRoleConfig.model_fields else {}
+    unset = by_role(prefill_decode_leaderworkersets(params(path or {field: None})))
+    for role, obj in unset.items():
+        args = container(obj, "leader")["args"]
+        assert flag not in flag_values(args)
+        kept = [a for a in container(lws[role], "leader")["args"] if a.partition("=")[0] != flag]
+        assert args == kept, "only that flag goes"
+
+
+def test_a_flag_the_base_lacks_is_an_error_unless_its_setting_is_unset_by_default():
+    """What a setting unset by default (None: vLLM's own default) does to the arguments when it is set."""
+    args = ["--a=1", "--bare"]
+    with pytest.raises(ValueError, match="no --b"):
+        so.manifests.set_flag(args, "--b", 2)
+    so.manifests.set_flag(args, "--b", 2, optional=True)
+    assert args == ["--a=1", "--bare", "--b=2"]
+    so.manifests.set_flag(args, "--b", 3, optional=True)
+    assert args == ["--a=1", "--bare", "--b=3"], "replaced where it is"
+    so.manifests.set_flag(args, "--b", None, optional=True)
+    so.manifests.set_flag(args, "--bare", None)
+    assert args == ["--a=1"]
 
 
 def kubelet_expand(text: str, env: dict[str, str]) -> str:
@@ -345,7 +467,7 @@ def test_env_of_leader_and_worker(lws, role):
         "name": "HF_TOKEN",
         "valueFrom": {"secretKeyRef": {"name": "llm-d-hf-token", "key": "HF_TOKEN", "optional": True}},
     }
-    assert leader["VLLM_XLA_CACHE_PATH"]["value"] == "gs://qwen-weights/xla_cache"
+    assert leader["VLLM_XLA_CACHE_PATH"]["value"] == f"gs://{WEIGHTS_BUCKET}/xla_cache"
     values = {name: e.get("value") for name, e in leader.items()}
     assert values["TPU_MULTIHOST_BACKEND"] == "ray"
     assert values["TPU_NODE_ID"] == "$(LWS_WORKER_INDEX)"
@@ -359,13 +481,13 @@ def test_env_of_leader_and_worker(lws, role):
 
 
 def test_secret_xla_cache_and_service_account_overlays():
-    p = params(xla_cache_uri="gs://cache/xla", service_account_name="vllm")
+    p = params({"weights_bucket.name": "cache"}, service_account_name="vllm")
     for obj in prefill_decode_leaderworkersets(p):
         for kind in ("leader", "worker"):
             env = env_of(container(obj, kind))
             secret = {"name": so.HF_TOKEN_SECRET_NAME, "key": "HF_TOKEN", "optional": True}
             assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == secret
-            assert env["VLLM_XLA_CACHE_PATH"]["value"] == "gs://cache/xla"
+            assert env["VLLM_XLA_CACHE_PATH"]["value"] == "gs://cache/xla_cache"
             assert template(obj, kind)["spec"]["serviceAccountName"] == "vllm"
     assert so.HF_TOKEN_SECRET_NAME == "llm-d-hf-token"
 
@@ -440,15 +562,16 @@ def test_router_targets_the_port_that_serves_each_role(lws):
 def test_the_sidecar_and_the_endpoint_picker_are_the_routers_release():
     """One fact, serving.router.version: the chart, the picker's tag and the sidecar's tag."""
     spec = params()
-    assert spec.router_version == RouterConfig().version == "v0.10.0"
+    version = spec.serving.router.version
+    assert version == RouterConfig().version == "v0.10.0"
     built = serving_objects(spec)
     (sidecar,) = template(by_role(built.leaderworkersets)[DECODE], "leader")["spec"]["initContainers"]
-    assert sidecar["image"] == f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:{spec.router_version}"
-    assert built.router_values["router"]["epp"]["image"]["tag"] == spec.router_version
-    values = router_values(
-        gateway_name="gw", version="v0.11.0", image="ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.11.0", replicas=2
-    )
-    assert values["router"]["epp"]["image"]["tag"] == "v0.11.0"
+    assert sidecar["image"] == f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:{version}"
+    assert built.router_values["router"]["epp"]["image"]["tag"] == version
+    later = params({"router.version": "v0.11.0"})
+    assert router_values(later)["router"]["epp"]["image"]["tag"] == "v0.11.0"
+    (sidecar,) = template(by_role(serving_objects(later).leaderworkersets)[DECODE], "leader")["spec"]["initContainers"]
+    assert sidecar["image"] == "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.11.0"
     assert load_router_values()["router"]["epp"]["image"]["tag"] == RouterConfig().version, "the base as applied"
 
 
@@ -485,7 +608,7 @@ def test_startup_budget_is_configurable():
 # --- Strict validation ---------------------------------------------------------------------
 
 
-def _all_objects(p: ServingInput) -> list[dict[str, Any]]:
+def _all_objects(p: Blocks) -> list[dict[str, Any]]:
     built = serving_objects(p)
     return [*built.leaderworkersets, built.gateway]
 
@@ -493,7 +616,15 @@ def _all_objects(p: ServingInput) -> list[dict[str, Any]]:
 @pytest.mark.external  # the CRD files of schemas.lock
 @pytest.mark.parametrize(
     "p",
-    [params(), params(skip_tpu_webhook_check=True, healthy_nodes_only=True, shape="2x4x4", tensor_parallel_size=64)],
+    [
+        params(),
+        params(
+            {"prefill.tensor_parallel_size": 64, "decode.tensor_parallel_size": 64},
+            skip_tpu_webhook_check=True,
+            healthy_nodes_only=True,
+            slice_shape="2x4x4",
+        ),
+    ],
     ids=["default", "options"],
 )
 def test_custom_objects_pass_the_pinned_crd_schemas(p):
@@ -558,7 +689,7 @@ def test_overlays_do_not_leak_between_calls_or_containers():
 
 def test_a_shape_that_splits_a_host_cannot_be_built():
     with pytest.raises(ValueError, match="not a multiple"):
-        prefill_decode_leaderworkersets(params(shape="1x2x1"))
+        prefill_decode_leaderworkersets(params(slice_shape="1x2x1"))
 
 
 def test_the_built_leaderworkersets_pass_the_serving_rules():
@@ -626,7 +757,7 @@ def test_gateway():
     assert gw["spec"]["gatewayClassName"] == "gke-l7-rilb"
     (listener,) = gw["spec"]["listeners"]
     assert (listener["port"], listener["protocol"]) == (80, "HTTP")
-    other = gateway("serving", name="gw", gateway_class="gke-l7-regional-external-managed", port=8080)
+    other = gateway("serving", GatewayConfig(name="gw", class_name="gke-l7-regional-external-managed", port=8080))
     assert (other["metadata"]["name"], other["spec"]["gatewayClassName"]) == ("gw", "gke-l7-regional-external-managed")
     assert other["spec"]["listeners"][0]["port"] == 8080
 
@@ -745,13 +876,13 @@ def test_the_value_key_listing_is_sorted_and_well_formed():
 
 
 def test_every_router_value_is_a_transcribed_chart_key():
-    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="ns", **picker())
+    values = router_values(params({"gateway.name": "gw"}), gateway_namespace="ns")
     assert unknown_keys(values, TRANSCRIBED_ROUTER_KEYS | EXTRA_ROUTER_KEYS) == set()
 
 
 def test_every_router_value_is_in_the_chart_listing(listed_keys):
     assert "router.epp.replicas" in listed_keys and "httpRoute.inferenceGatewayName" in listed_keys
-    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="ns", **picker())
+    values = router_values(params({"gateway.name": "gw"}), gateway_namespace="ns")
     assert unknown_keys(values, listed_keys | EXTRA_ROUTER_KEYS) == set()
 
 
@@ -796,7 +927,7 @@ def test_endpoint_picker_config_has_prefill_and_decode_profiles():
 
 
 def test_router_values_overlay():
-    values = router_values(gateway_name="gw", version=RouterConfig().version, gateway_namespace="gateways", **picker())
+    values = router_values(params({"gateway.name": "gw"}), gateway_namespace="gateways")
     assert values["router"]["modelServers"]["matchLabels"] == {"llm-d.ai/guide": "pd-disaggregation"}
     assert (values["httpRoute"]["inferenceGatewayName"], values["httpRoute"]["inferenceGatewayNamespace"]) == (
         "gw",
@@ -827,8 +958,9 @@ def test_two_endpoint_pickers_spread_over_nodes_on_the_charts_own_labels():
 
 def test_the_endpoint_picker_comes_from_the_mirror_pinned_by_its_digest():
     digest = "sha256:" + "f" * 64
-    image = f"us-docker.pkg.dev/p/m/ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0@{digest}"
-    epp = serving_objects(params(router_image=image)).router_values["router"]["epp"]
+    image = f"ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0@{digest}"
+    mirror = PullPath(mirror="us-docker.pkg.dev/p/m")
+    epp = serving_objects(params({"router.epp_image": image}, pull_path=mirror)).router_values["router"]["epp"]
     assert epp["image"] == {
         "registry": "us-docker.pkg.dev/p/m/ghcr.io/llm-d",
         "repository": "llm-d-router-endpoint-picker",
@@ -846,7 +978,7 @@ ROUTER_CHART_DIR = os.environ.get("TPU_GKE_ROUTER_CHART_DIR", "")
 @pytest.mark.skipif(not ROUTER_CHART_DIR, reason="TPU_GKE_ROUTER_CHART_DIR is not set")
 def test_router_chart_renders_the_pool_and_route_we_expect():
     helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
-    values = router_values(gateway_name=DEFAULT_GATEWAY.name, version=RouterConfig().version, **picker())
+    values = router_values(params())
     with helm.Chart.load(ROUTER_CHART_DIR) as chart:
         manifests = chart.render(values, name=so.ROUTER_RELEASE_NAME, namespace="serving")
     objects = [d for text in manifests.values() for d in yaml.safe_load_all(text) if isinstance(d, dict)]
@@ -905,14 +1037,17 @@ def staging_env(job: dict[str, Any]) -> dict[str, Any]:
 
 def test_the_staging_job_copies_the_served_snapshot_as_its_own_account():
     p = params(
+        {
+            "model.id": "acme/other-model",
+            "model.revision": "0123456789abcdef0123456789abcdef01234567",
+            "weights_bucket.name": "b",
+            "model.weights_path": "custom/path",
+            "weights_staging.service_account_name": "copier",
+            "weights_staging.image": "docker.io/library/python:3.13.1-slim-bookworm",
+            "weights_staging.timeout_minutes": 90,
+        },
         namespace="serving",
-        model_id="acme/other-model",
-        model_revision="0123456789abcdef0123456789abcdef01234567",
-        weights_uri="gs://b/custom/path",
         service_account_name="vllm",
-        staging_service_account_name="copier",
-        staging_image="docker.io/library/python:3.13.1-slim-bookworm",
-        staging_timeout_minutes=90,
     )
     built = serving_objects(p)
     job = built.staging_job
@@ -969,7 +1104,7 @@ def test_a_change_to_either_staging_file_changes_the_digest(changed):
 def test_the_staging_job_is_not_awaited_where_nothing_runs_and_absent_when_off():
     job = serving_objects(params(skip_await=True)).staging_job
     assert job is not None and job["metadata"]["annotations"][so.SKIP_AWAIT_ANNOTATION] == "true"
-    off = serving_objects(params(stage_weights=False))
+    off = serving_objects(params({"weights_staging.enabled": False}))
     assert off.staging_job is None and off.staging_script is None and off.staging_service_account is None
 
 
@@ -984,8 +1119,8 @@ def test_the_staging_job_base_runs_the_default_image():
 # --- NetworkPolicies ---------------------------------------------------------------------------
 
 
-def serving_policies(**overrides: Any) -> dict[str, dict[str, Any]]:
-    built = serving_objects(params(**overrides))
+def serving_policies(changes: dict[str, Any], **overrides: Any) -> dict[str, dict[str, Any]]:
+    built = serving_objects(params(changes, **overrides))
     return {p["metadata"]["name"]: p for p in built.network_policies}
 
 
@@ -1011,7 +1146,9 @@ def test_the_model_servers_policy_selects_every_model_server_pod_and_only_them()
 
 def test_the_network_policies_follow_the_stack():
     policies = serving_policies(
-        namespace="serving", served_model_name="m", model_id="org/Other-Model", proxy_only_cidr="10.99.0.0/24"
+        {"model.served_name": "m", "model.id": "org/Other-Model"},
+        namespace="serving",
+        network={"proxy_only_cidr": "10.99.0.0/24"},
     )
     assert {p["metadata"]["namespace"] for p in policies.values()} == {"serving"}
     servers, picker_policy = policies[so.MODEL_SERVERS_POLICY], policies[so.ENDPOINT_PICKER_POLICY]

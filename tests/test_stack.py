@@ -1,6 +1,5 @@
 """The typed stack config: reference defaults, and every bad value caught before any resource."""
 
-import dataclasses
 import importlib
 
 import pytest
@@ -157,24 +156,6 @@ def test_a_partial_object_keeps_the_defaults_of_the_keys_it_leaves_out():
 
 
 # --- One way from a block to objects ---------------------------------------------------------
-
-
-BUILDER_INPUTS = [
-    "components.workloads.serving.config:ServingInput",
-]
-
-
-@pytest.mark.parametrize("path", BUILDER_INPUTS)
-def test_builder_inputs_have_no_defaults_of_their_own(path):
-    """Every default lives in its config block; an input is filled from the block, field by field."""
-    module, name = path.split(":")
-    cls = getattr(importlib.import_module(module), name)
-    defaulted = [
-        f.name
-        for f in dataclasses.fields(cls)
-        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-    ]
-    assert defaulted == []
 
 
 @pytest.mark.parametrize(

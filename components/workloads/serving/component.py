@@ -28,7 +28,15 @@ from components.resources import (
     private_bucket,
 )
 from components.workloads.serving import objects as serving_objects
-from components.workloads.serving.config import ServingConfig, served_model_name
+from components.workloads.serving.config import (
+    RESULTS_DIR,
+    XLA_CACHE_DIR,
+    ServingConfig,
+    hf_token_secret,
+    served_model_name,
+    weights_bucket_name,
+    weights_object_prefix,
+)
 from components.workloads.serving.objects import ServingObjects
 from components.workloads.serving.rules import BucketRead, weights_bucket_review
 
@@ -49,24 +57,13 @@ SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
 
 @dataclass(frozen=True)
 class ServingArgs:
+    serving: ServingConfig
     project: str
     region: str
-    bucket_name: str
-    create_bucket: bool
-    keep_bucket_on_destroy: bool
-    grant_access: bool  # grant the model servers' and the staging Job's accounts on the bucket (false: done elsewhere)
-    weights_prefix: str  # object-name prefix of the snapshot's directory: the staging Job's only write
-    xla_cache_prefix: str  # object-name prefix of the XLA cache: the model servers' only write
-    results_prefix: str  # object-name prefix of the benchmark's reports: its account's only write
     project_number: pulumi.Output[str] | None  # read once for the stack (ProjectServices); None: no grant needs it
-    # What the read of an existing bucket (create_bucket false) waits for: the Cloud Storage API's enablement.
+    # What the read of an existing bucket (weightsBucket.create false) waits for: the Cloud Storage API's enablement.
     storage_api: list[pulumi.Resource]
     workload_pool: pulumi.Input[str]  # the cluster's: bindings to it wait for the cluster
-    namespace: str
-    hf_token: str  # empty: no Secret
-    hf_token_secret: str  # the Secret Manager secret of the token (projects/<p>/secrets/<s>); empty: none
-    router: HelmChartConfig | None  # chart, pinned version, and the serving namespace; None: not ours
-    inference_pool_crds_version: str | None  # None: GKE manages the CRDs
     objects: ServingObjects
     provider: k8s.Provider
     namespace_ready: list[pulumi.Resource]  # the namespace: all that the account, Secret and Gateway need
@@ -95,7 +92,7 @@ class ModelServing(pulumi.ComponentResource):
             p["metadata"]["name"]: kubernetes_object(f"{p['metadata']['name']}-network-policy", p, on_cluster)
             for p in args.objects.network_policies
         }
-        self.network_policies: dict[str, list[pulumi.Resource]] = {args.namespace: list(policies.values())}
+        self.network_policies: dict[str, list[pulumi.Resource]] = {args.serving.namespace: list(policies.values())}
         account_metadata = args.objects.service_account["metadata"]
         account = k8s.core.v1.ServiceAccount("model-server-account", metadata=owned(account_metadata), opts=on_cluster)
         # `make bench` runs its Job as this account (it is not the stack's): made here with its grants.
@@ -134,7 +131,8 @@ class ModelServing(pulumi.ComponentResource):
     def _principals(self, args: ServingArgs) -> _Principals | None:
         """The IAM principal of each of the namespace's Kubernetes service accounts, when the stack grants them
         anything (None: no grant of this component, so no project-number lookup either)."""
-        if not (args.grant_access or args.hf_token_secret):
+        serving = args.serving
+        if not (serving.weights_bucket.grant_access or serving.hf_token_secret_version):
             return None
         assert args.project_number is not None, "the grants name their principals by the project's number"
         project_number = args.project_number
@@ -142,7 +140,7 @@ class ModelServing(pulumi.ComponentResource):
         def principal(account: str) -> pulumi.Output[str]:
             return pulumi.Output.all(project_number, args.workload_pool).apply(
                 lambda values: serving_objects.workload_identity_principal(
-                    values[1], values[0], args.namespace, account
+                    values[1], values[0], serving.namespace, account
                 )
             )
 
@@ -158,27 +156,29 @@ class ModelServing(pulumi.ComponentResource):
         """What hands the pods the Hugging Face token, which they wait for: the Secret of serving.hfToken; or with
         a Secret Manager secret, its SecretProviderClass and each reader's grant on the secret (the model servers',
         the staging Job's), so that a pod never mounts before its account may read. Nothing without a token."""
-        if args.hf_token:
+        serving = args.serving
+        if serving.hf_token:
             secret = k8s.core.v1.Secret(
                 "hf-token",
-                metadata=owned({"name": serving_objects.HF_TOKEN_SECRET_NAME, "namespace": args.namespace}),
+                metadata=owned({"name": serving_objects.HF_TOKEN_SECRET_NAME, "namespace": serving.namespace}),
                 type="Opaque",
-                string_data={serving_objects.HF_TOKEN_SECRET_KEY: pulumi.Output.secret(args.hf_token)},
+                string_data={serving_objects.HF_TOKEN_SECRET_KEY: pulumi.Output.secret(serving.hf_token)},
                 opts=on_cluster,
             )
             return _TokenSource(servers=[secret], staging=[secret])
         provider_class_manifest = args.objects.hf_token_provider_class
         if provider_class_manifest is None:
             return _TokenSource(servers=[], staging=[])
-        assert principals is not None and args.hf_token_secret, "a token file needs its secret and its readers"
+        secret_name = hf_token_secret(serving)
+        assert principals is not None and secret_name, "a token file needs its secret and its readers"
         provider_class = custom_resource("hf-token", provider_class_manifest, on_cluster)
-        project = args.hf_token_secret.split("/")[1]
+        project = secret_name.split("/")[1]
 
         def reader(name: str, account: str) -> gcp.secretmanager.SecretIamMember:
             return gcp.secretmanager.SecretIamMember(
                 name,
                 project=project,
-                secret_id=args.hf_token_secret,
+                secret_id=secret_name,
                 role=SECRET_ACCESSOR,
                 member=principals(account),
                 opts=in_project,
@@ -196,26 +196,28 @@ class ModelServing(pulumi.ComponentResource):
     ) -> _BucketAccess:
         """The weights bucket (created, or an existing one) and each account's grants on it: the model
         servers read it and write the XLA cache only; the staging Job reads it and writes the snapshot only."""
+        serving, weights_bucket = args.serving, args.serving.weights_bucket
+        bucket_name = weights_bucket_name(serving, args.project)
         bucket: list[pulumi.Input[pulumi.Resource]] = []
-        if not args.create_bucket and args.storage_api:
+        if not weights_bucket.create and args.storage_api:
             # The grants (and the pods) wait for the preview's read of the bucket, which refuses one they would fail
             # on. A stack on a cluster made elsewhere that neither makes nor grants on the bucket makes no Google
             # Cloud call (the integration lab has none to make it to), and reads nothing.
             storage_api = args.storage_api[0]
-            bucket.append(self._check_existing_bucket(args).apply(lambda _: storage_api))
-        if args.create_bucket:
+            bucket.append(self._check_existing_bucket(args, bucket_name).apply(lambda _: storage_api))
+        if weights_bucket.create:
             bucket.append(
                 private_bucket(
                     "weights",
-                    bucket_name=args.bucket_name,
+                    bucket_name=bucket_name,
                     project=args.project,
                     region=args.region,
-                    keep_on_destroy=args.keep_bucket_on_destroy,
+                    keep_on_destroy=weights_bucket.keep_on_destroy,
                     versioning=None,
                     opts=opts,
                 )
             )
-        if not args.grant_access:
+        if not weights_bucket.grant_access:
             return _BucketAccess(servers=bucket, staging=bucket)
         assert principals is not None, "the bucket grants need their principals"
         after_bucket = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=bucket))
@@ -227,7 +229,7 @@ class ModelServing(pulumi.ComponentResource):
             condition: gcp.storage.BucketIAMMemberConditionArgsDict | None = None,
         ) -> gcp.storage.BucketIAMMember:
             return gcp.storage.BucketIAMMember(
-                name, bucket=args.bucket_name, role=role, member=member, condition=condition, opts=after_bucket
+                name, bucket=bucket_name, role=role, member=member, condition=condition, opts=after_bucket
             )
 
         servers = principals(args.objects.service_account["metadata"]["name"])
@@ -240,7 +242,7 @@ class ModelServing(pulumi.ComponentResource):
                 "weights-xla-cache-objectUser",
                 servers,
                 OBJECT_USER,
-                object_prefix_condition(args.bucket_name, args.xla_cache_prefix, "XLA compilation cache"),
+                object_prefix_condition(bucket_name, f"{XLA_CACHE_DIR}/", "XLA compilation cache"),
             ),
         ]
         staging_grants = []
@@ -252,7 +254,9 @@ class ModelServing(pulumi.ComponentResource):
                     "staging-snapshot-objectUser",
                     stager,
                     OBJECT_USER,
-                    object_prefix_condition(args.bucket_name, args.weights_prefix, "weights snapshot"),
+                    object_prefix_condition(
+                        bucket_name, weights_object_prefix(serving, args.project), "weights snapshot"
+                    ),
                 ),
             ]
         benchmark = principals(args.objects.benchmark_service_account["metadata"]["name"])
@@ -267,37 +271,39 @@ class ModelServing(pulumi.ComponentResource):
             "benchmark-results-objectUser",
             benchmark,
             OBJECT_USER,
-            object_prefix_condition(args.bucket_name, args.results_prefix, "benchmark reports"),
+            object_prefix_condition(bucket_name, f"{RESULTS_DIR}/", "benchmark reports"),
         )
         return _BucketAccess(servers=[*bucket, *server_grants], staging=[*bucket, *staging_grants])
 
-    def _check_existing_bucket(self, args: ServingArgs) -> pulumi.Output[None]:
+    def _check_existing_bucket(self, args: ServingArgs, bucket_name: str) -> pulumi.Output[None]:
         """Read the existing weights bucket and refuse one the stack cannot use (serving/rules.py
         weights_bucket_review): no uniform bucket-level access under conditional grants, another region, missing.
         Unknown on a new project's first preview: the read waits for the Cloud Storage API this `up` enables."""
         read = answer_of(
             gcp.storage.get_bucket_output(
-                name=args.bucket_name, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=args.storage_api)
+                name=bucket_name, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=args.storage_api)
             )
         )
 
         def review(answer: ReadAnswer[Any]) -> None:
             if answer.unknown:
                 pulumi.log.info(
-                    f"weights bucket {args.bucket_name}: not read yet: the read waits for the Cloud Storage API, which "
+                    f"weights bucket {bucket_name}: not read yet: the read waits for the Cloud Storage API, which "
                     "this `up` enables; the `up` reads it before the grants, and so does the next preview"
                 )
                 return
             bucket = answer.value
             placement = bucket.custom_placement_configs if bucket and bucket.custom_placement_configs else []
             found = BucketRead(
-                name=args.bucket_name,
+                name=bucket_name,
                 error=answer.error,
                 location=(bucket.location if bucket else "") or "",
                 uniform_access=bool(bucket and bucket.uniform_bucket_level_access),
                 data_locations=tuple(placement[0].data_locations or ()) if placement else (),
             )
-            report, warnings, problems = weights_bucket_review(found, args.region, args.grant_access)
+            report, warnings, problems = weights_bucket_review(
+                found, args.region, args.serving.weights_bucket.grant_access
+            )
             for line in report:
                 pulumi.log.info(line)
             for warning in warnings:
@@ -349,12 +355,13 @@ class ModelServing(pulumi.ComponentResource):
     def _gateway_and_router(
         self, args: ServingArgs, on_cluster: pulumi.ResourceOptions, picker_policy: pulumi.Resource
     ) -> _Gateway:
+        serving = args.serving
         router_after: list[pulumi.Resource] = []
-        if args.inference_pool_crds_version:
+        if serving.inference_pool_crds.install:  # otherwise GKE manages the CRDs
             router_after.append(
                 k8s.yaml.v2.ConfigFile(
                     "inference-pool-crds",
-                    file=INFERENCE_POOL_CRDS_URL.format(version=args.inference_pool_crds_version),
+                    file=INFERENCE_POOL_CRDS_URL.format(version=serving.inference_pool_crds.version),
                     opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
                 )
             )
@@ -363,11 +370,14 @@ class ModelServing(pulumi.ComponentResource):
         # is created after it and deleted (with its endpoint groups, through the gate) before it.
         on_network = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=args.network_ready))
         gateway = _Gateway("inference-gateway", args.objects.gateway, on_network)
-        if args.router is not None:
+        if serving.router.install:
+            chart = HelmChartConfig(
+                chart=serving.router.chart, version=serving.router.version, namespace=serving.namespace
+            )
             helm_release(
                 "router",
                 serving_objects.ROUTER_RELEASE_NAME,
-                args.router,
+                chart,
                 args.objects.router_values,
                 pulumi.ResourceOptions.merge(
                     on_network, pulumi.ResourceOptions(depends_on=[gateway, picker_policy, *router_after])

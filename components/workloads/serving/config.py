@@ -1,10 +1,9 @@
 """The `serving` block of the stack config: P/D-disaggregated vLLM behind the llm-d router, its
-preview rules (each reported under the config key that fixes it) and its builder input."""
+preview rules (each reported under the config key that fixes it) and the values derived from it."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from pydantic import Field
 
@@ -15,13 +14,12 @@ from components.config_base import (
     Block,
     ImageReference,
     Problems,
-    PullPath,
     image_pin_problem,
     is_k8s_name,
     release_image_problems,
     written_release_image,
 )
-from components.gcp.config import ClusterConfig, NetworkConfig, TpuConfig
+from components.gcp.config import ClusterConfig, TpuConfig
 from components.platform.config import WORKLOAD_NAMESPACE, QueuesConfig
 from components.tpu import admission, sizing, topology
 from components.workloads import rules as workload_rules
@@ -115,6 +113,11 @@ class ServingModelConfig(Block):
         MODEL_PARAMETERS_BILLIONS, description="Total parameters in billions (the HBM rule)."
     )
     weights_dtype: str = Field(MODEL_WEIGHTS_DTYPE, description=f"Storage type of the weights: {sizing.DTYPES_TEXT}.")
+
+    @property
+    def label(self) -> str:
+        """Value of ``llm-d.ai/model``: the model id without its organisation."""
+        return self.id.rsplit("/", 1)[-1]
 
 
 class WeightsBucketConfig(Block):
@@ -286,6 +289,11 @@ class ServingConfig(Block):
     def role(self, role: str) -> ServingRoleConfig:
         return {PREFILL: self.prefill, DECODE: self.decode}[role]
 
+    @property
+    def shape(self) -> topology.Shape:
+        """The slice of each model-server group (raises on a shape the rules refuse)."""
+        return topology.Shape.parse(self.slice_shape)
+
 
 # --- Derived values --------------------------------------------------------------------
 
@@ -346,9 +354,10 @@ def endpoint_picker_image(serving: ServingConfig) -> str:
 def serving_workloads(serving: ServingConfig, queues: QueuesConfig) -> list[admission.SliceWorkload]:
     """The slice demand of prefill and decode, for the admission plan."""
     priority = queues.priority_class(serving.priority)
-    shape = topology.Shape.parse(serving.slice_shape)
     return [
-        admission.SliceWorkload(f"serving.{role}", shape, serving.role(role).replicas, priority.name, priority.value)
+        admission.SliceWorkload(
+            f"serving.{role}", serving.shape, serving.role(role).replicas, priority.name, priority.value
+        )
         for role in ROLES
     ]
 
@@ -454,7 +463,7 @@ def _validate_model(
     problems: Problems,
 ) -> None:
     model = serving.model
-    for problem in rules.label_value_problems(model.id.rsplit("/", 1)[-1], "model name"):
+    for problem in rules.label_value_problems(model.label, "model name"):
         problems.add("serving.model.id", problem, "use a Hugging Face id such as Qwen/Qwen3.5-397B-A17B-FP8")
     for problem in rules.weights_uri_problems(weights_uri(serving, project)):
         key = "serving.model.weightsPath" if model.weights_path else "serving.weightsBucket.name"
@@ -614,124 +623,3 @@ def _validate_capacity(serving: ServingConfig, tpu: TpuConfig, queues: QueuesCon
             "so serving could never run whole",
             "lower serving.prefill.replicas or serving.decode.replicas, or add TPU pools",
         )
-
-
-# --- Builder input ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ServingInput:
-    """What the serving objects are built from: the serving block, resolved against the stack."""
-
-    namespace: str
-    queue_name: str
-    priority_class: str
-    model_id: str
-    served_model_name: str
-    model_revision: str
-    weights_uri: str  # gs:// directory of the model snapshot
-    xla_cache_uri: str
-    # Every image as the nodes pull it (PullPath: images.mirror or the pull-through repositories).
-    image: str
-    router_version: str  # the llm-d router release: endpoint picker and P/D sidecar
-    router_image: str  # the endpoint picker
-    router_replicas: int
-    routing_sidecar_image: str
-    machine: topology.MachineType
-    shape: topology.Shape
-    prefill_name: str
-    decode_name: str
-    prefill_replicas: int
-    decode_replicas: int
-    tensor_parallel_size: int
-    max_model_len: int
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    kv_cache_dtype: str
-    cpu: str
-    memory: str
-    startup_failure_threshold: int
-    skip_tpu_webhook_check: bool
-    healthy_nodes_only: bool
-    service_account_name: str
-    gateway_name: str
-    gateway_class: str
-    gateway_port: int
-    proxy_only_cidr: str  # the Gateway's proxies connect from it: the serving NetworkPolicies admit it
-    stage_weights: bool  # a Job fills weights_uri before the servers start
-    staging_service_account_name: str  # the Job's: the one that writes the weights
-    staging_image: str
-    staging_timeout_minutes: int
-    # The Hugging Face token: "" hands the pods the optional Secret's HF_TOKEN (serving.hfToken, or none); a
-    # Secret Manager secret version mounts it as a file instead.
-    hf_token_secret_version: str
-    skip_await: bool  # a control plane without workloads: Pulumi waits for no Gateway or Job
-
-    @property
-    def model_label(self) -> str:
-        """Value of ``llm-d.ai/model``: the model id without its organisation."""
-        return self.model_id.rsplit("/", 1)[-1]
-
-    @property
-    def hosts(self) -> int:
-        """Pods per group = LWS size (raises when the shape splits a host)."""
-        return self.machine.hosts(self.shape)
-
-    def name(self, role: str) -> str:
-        return {PREFILL: self.prefill_name, DECODE: self.decode_name}[role]
-
-    def replicas(self, role: str) -> int:
-        return {PREFILL: self.prefill_replicas, DECODE: self.decode_replicas}[role]
-
-
-def serving_input(
-    serving: ServingConfig,
-    tpu: TpuConfig,
-    queues: QueuesConfig,
-    network: NetworkConfig,
-    project: str,
-    pull_path: PullPath,
-    skip_await: bool,
-) -> ServingInput:
-    return ServingInput(
-        namespace=serving.namespace,
-        queue_name=queues.local_queue_name,
-        priority_class=queues.priority_class(serving.priority).name,
-        model_id=serving.model.id,
-        served_model_name=served_model_name(serving),
-        model_revision=serving.model.revision,
-        weights_uri=weights_uri(serving, project),
-        xla_cache_uri=xla_cache_uri(serving, project),
-        image=pull_path.image(serving.image),
-        router_version=serving.router.version,
-        router_image=pull_path.image(endpoint_picker_image(serving)),
-        router_replicas=serving.router.replicas,
-        routing_sidecar_image=pull_path.image(routing_sidecar_image(serving)),
-        machine=tpu.machine,
-        shape=topology.Shape.parse(serving.slice_shape),
-        prefill_name=serving.prefill.name,
-        decode_name=serving.decode.name,
-        prefill_replicas=serving.prefill.replicas,
-        decode_replicas=serving.decode.replicas,
-        tensor_parallel_size=serving.prefill.tensor_parallel_size,
-        max_model_len=serving.max_model_len,
-        max_num_seqs=serving.max_num_seqs,
-        max_num_batched_tokens=serving.max_num_batched_tokens,
-        kv_cache_dtype=serving.kv_cache_dtype,
-        cpu=serving.resources.cpu,
-        memory=serving.resources.memory,
-        startup_failure_threshold=serving.startup_failure_threshold,
-        skip_tpu_webhook_check=serving.skip_tpu_webhook_check,
-        healthy_nodes_only=serving.healthy_nodes_only,
-        service_account_name=serving.service_account_name,
-        gateway_name=serving.gateway.name,
-        gateway_class=serving.gateway.class_name,
-        gateway_port=serving.gateway.port,
-        proxy_only_cidr=network.proxy_only_cidr,
-        stage_weights=serving.weights_staging.enabled,
-        staging_service_account_name=serving.weights_staging.service_account_name,
-        staging_image=pull_path.image(serving.weights_staging.image),
-        staging_timeout_minutes=serving.weights_staging.timeout_minutes,
-        hf_token_secret_version=serving.hf_token_secret_version,
-        skip_await=skip_await,
-    )

@@ -3,8 +3,10 @@
 Pure Python (no Pulumi imports). The YAML bases under ``manifests/serving/`` are real manifests
 (and the router chart's values file); this module loads them and overlays, on fresh copies, what
 varies per stack: namespace, Kueue queue and priority labels, llm-d labels, images, the weights
-URI, the vLLM sizes, probe budget, optional node-health settings, and everything that follows
-from the slice shape and the machine type (group size, TPU requests, partition labels).
+URI, the vLLM settings (VLLM_SETTING_FLAGS), probe budget, optional node-health settings, and everything that
+follows from the slice shape and the machine type (group size, TPU requests, partition labels). The builders read
+the validated blocks (serving, tpu, queues, network) and the few values that are no setting: the project (the
+bucket's default name), the pull path of the images and whether Pulumi awaits anything.
 
 Two LeaderWorkerSets, one per role. Each group (a leader pod plus workers) takes one dynamic
 slice: the leader starts a Ray head and ``vllm serve`` with tensor parallelism across every
@@ -26,7 +28,9 @@ from typing import Any
 import yaml
 
 from components import manifests
-from components.config_base import ImageReference
+from components.config_base import ImageReference, PullPath
+from components.gcp.config import NetworkConfig, TpuConfig
+from components.platform.config import QueuesConfig
 from components.platform.kueue_objects import PRIORITY_LABEL, QUEUE_LABEL
 from components.tpu.topology import (
     ACCELERATOR_NODE_LABEL,
@@ -37,7 +41,20 @@ from components.tpu.topology import (
     partition_state_label,
 )
 from components.workloads.serving import rules
-from components.workloads.serving.config import BENCHMARK_SERVICE_ACCOUNT, DECODE, PREFILL, ROLES, ServingInput
+from components.workloads.serving.config import (
+    BENCHMARK_SERVICE_ACCOUNT,
+    DECODE,
+    PREFILL,
+    ROLES,
+    GatewayConfig,
+    ServingConfig,
+    ServingRoleConfig,
+    endpoint_picker_image,
+    routing_sidecar_image,
+    served_model_name,
+    weights_uri,
+    xla_cache_uri,
+)
 
 BASE_FILES = {PREFILL: "prefill-leaderworkerset.yaml", DECODE: "decode-leaderworkerset.yaml"}
 GATEWAY_FILE = "gateway.yaml"
@@ -174,7 +191,7 @@ def workload_identity_principal(pool: str, project_number: str, namespace: str, 
 
 @dataclass(frozen=True)
 class ServingObjects:
-    """Every manifest of the serving workload, built once per run from a ServingInput."""
+    """Every manifest of the serving workload, built once per run from the serving block and the stack's."""
 
     service_account: dict[str, Any]
     gateway: dict[str, Any]
@@ -189,39 +206,45 @@ class ServingObjects:
     hf_token_provider_class: dict[str, Any] | None
 
 
-def serving_objects(spec: ServingInput) -> ServingObjects:
-    inference_gateway = gateway(
-        spec.namespace, name=spec.gateway_name, gateway_class=spec.gateway_class, port=spec.gateway_port
-    )
-    if spec.skip_await:
-        skip_await(inference_gateway)
-    values = router_values(
-        gateway_name=spec.gateway_name,
-        version=spec.router_version,
-        image=spec.router_image,
-        replicas=spec.router_replicas,
-    )
+def serving_objects(
+    serving: ServingConfig,
+    tpu: TpuConfig,
+    queues: QueuesConfig,
+    network: NetworkConfig,
+    project: str,
+    pull_path: PullPath,
+    skip_await: bool,
+) -> ServingObjects:
+    """Every serving object of the stack. ``pull_path``: where the nodes pull the images from (images.mirror or the
+    pull-through repositories); ``skip_await``: a control plane without workloads, Pulumi waits for no Gateway or Job.
+    """
+    namespace = serving.namespace
+    inference_gateway = gateway(namespace, serving.gateway)
+    if skip_await:
+        await_nothing(inference_gateway)
+    values = router_values(serving, pull_path)
+    staging = serving.weights_staging
     return ServingObjects(
-        service_account=model_server_service_account(spec.namespace, spec.service_account_name),
+        service_account=model_server_service_account(namespace, serving.service_account_name),
         gateway=inference_gateway,
         router_values=values,
-        leaderworkersets=prefill_decode_leaderworkersets(spec),
-        staging_script=staging_script_configmap(spec.namespace) if spec.stage_weights else None,
+        leaderworkersets=prefill_decode_leaderworkersets(serving, tpu, queues, project, pull_path),
+        staging_script=staging_script_configmap(namespace) if staging.enabled else None,
         staging_service_account=(
-            staging_service_account(spec.namespace, spec.staging_service_account_name) if spec.stage_weights else None
+            staging_service_account(namespace, staging.service_account_name) if staging.enabled else None
         ),
-        staging_job=weights_staging_job(spec) if spec.stage_weights else None,
-        benchmark_service_account=benchmark_service_account(spec.namespace),
-        network_policies=network_policies(spec, pool_target_port(values)),
+        staging_job=weights_staging_job(serving, project, pull_path, skip_await) if staging.enabled else None,
+        benchmark_service_account=benchmark_service_account(namespace),
+        network_policies=network_policies(serving, network, pool_target_port(values)),
         hf_token_provider_class=(
-            hf_token_provider_class(spec.namespace, spec.hf_token_secret_version)
-            if spec.hf_token_secret_version
+            hf_token_provider_class(namespace, serving.hf_token_secret_version)
+            if serving.hf_token_secret_version
             else None
         ),
     )
 
 
-def skip_await(manifest: dict[str, Any]) -> None:
+def await_nothing(manifest: dict[str, Any]) -> None:
     """Tell Pulumi not to wait for ``manifest`` to become ready (a cluster that runs nothing)."""
     manifest["metadata"].setdefault("annotations", {})[SKIP_AWAIT_ANNOTATION] = "true"
 
@@ -240,12 +263,13 @@ def hf_token_provider_class(namespace: str, secret_version: str) -> dict[str, An
 
 
 def hand_over_token(
-    metadata: dict[str, Any], pod_spec: dict[str, Any], container: dict[str, Any], spec: ServingInput
+    metadata: dict[str, Any], pod_spec: dict[str, Any], container: dict[str, Any], secret_version: str
 ) -> None:
-    """Give ``container`` the Hugging Face token of ``spec``: the optional Secret's HF_TOKEN, or with a Secret
-    Manager version the file HF_TOKEN_PATH names on the add-on's read-only volume, with no variable holding the
-    token (``metadata``: where the bases skip checkov's check of secrets in variables, dropped with the variable)."""
-    if not spec.hf_token_secret_version:
+    """Give ``container`` the Hugging Face token: the optional Secret's HF_TOKEN, or with a Secret Manager
+    ``secret_version`` (serving.hfTokenSecretVersion) the file HF_TOKEN_PATH names on the add-on's read-only volume,
+    with no variable holding the token (``metadata``: where the bases skip checkov's check of secrets in variables,
+    dropped with the variable)."""
+    if not secret_version:
         # Optional: weights and tokenizer come from gs://, so the token only matters for gated downloads from the
         # Hub; the stack creates the Secret only when a token is configured.
         token = {"secretKeyRef": {"name": HF_TOKEN_SECRET_NAME, "key": HF_TOKEN_SECRET_KEY, "optional": True}}
@@ -309,27 +333,30 @@ def benchmark_service_account(namespace: str) -> dict[str, Any]:
     return account
 
 
-def weights_staging_job(spec: ServingInput) -> dict[str, Any]:
-    """The Job that copies the pinned revision into ``spec.weights_uri``, as its own account."""
+def weights_staging_job(serving: ServingConfig, project: str, pull_path: PullPath, skip_await: bool) -> dict[str, Any]:
+    """The Job that copies the pinned revision into the directory the servers read (``weights_uri``), as its own
+    account."""
+    staging = serving.weights_staging
     job = _load_one(STAGING_JOB_FILE)
-    job["metadata"]["namespace"] = spec.namespace
-    timeout_seconds = spec.staging_timeout_minutes * 60
+    job["metadata"]["namespace"] = serving.namespace
+    timeout_seconds = staging.timeout_minutes * 60
     job["metadata"]["annotations"][TIMEOUT_ANNOTATION] = str(timeout_seconds)
     job["spec"]["activeDeadlineSeconds"] = timeout_seconds
     template = job["spec"]["template"]
     digest = staging_files_digest(staging_files())
     template["metadata"].setdefault("annotations", {})[SCRIPT_DIGEST_ANNOTATION] = digest
     pod = template["spec"]
-    pod["serviceAccountName"] = spec.staging_service_account_name
+    pod["serviceAccountName"] = staging.service_account_name
     installer = manifests.container(pod, STAGING_INSTALL_CONTAINER, key="initContainers")
     stager = manifests.container(pod, STAGING_CONTAINER)
-    installer["image"] = stager["image"] = spec.staging_image  # the Python the wheels were installed for
-    manifests.set_env(stager, "MODEL_ID", spec.model_id)
-    manifests.set_env(stager, "MODEL_REVISION", spec.model_revision)
-    manifests.set_env(stager, "DESTINATION", spec.weights_uri)
-    hand_over_token(job["metadata"], pod, stager, spec)
-    if spec.skip_await:
-        skip_await(job)
+    # the Python the wheels were installed for
+    installer["image"] = stager["image"] = pull_path.image(staging.image)
+    manifests.set_env(stager, "MODEL_ID", serving.model.id)
+    manifests.set_env(stager, "MODEL_REVISION", serving.model.revision)
+    manifests.set_env(stager, "DESTINATION", weights_uri(serving, project))
+    hand_over_token(job["metadata"], pod, stager, serving.hf_token_secret_version)
+    if skip_await:
+        await_nothing(job)
     return job
 
 
@@ -375,17 +402,33 @@ def flag_values(args: list[str]) -> dict[str, str | None]:
     return values
 
 
-def vllm_args(spec: ServingInput, role: str, base_args: list[str]) -> list[str]:
+# The vLLM server flags the stack's settings give, by the field that holds each: a field of the serving block, or of
+# the role's block (serving.prefill, serving.decode) for a setting each role has. The YAML bases hold each flag at its
+# default; a field whose default is None (vLLM's own default) has no flag in the bases, and its flag appears only when
+# set. So a vLLM setting is its field in config.py and one row here.
+VLLM_SETTING_FLAGS = {
+    "max_model_len": "--max-model-len",
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+    "max_num_seqs": "--max-num-seqs",
+    "tensor_parallel_size": "--tensor-parallel-size",
+    "kv_cache_dtype": "--kv-cache-dtype",
+}
+
+
+def vllm_setting_block(serving: ServingConfig, role: str, field: str) -> ServingConfig | ServingRoleConfig:
+    """The block that holds the vLLM setting ``field`` for ``role``: the role's block or the serving block."""
+    return serving.role(role) if field in ServingRoleConfig.model_fields else serving
+
+
+def vllm_args(serving: ServingConfig, project: str, role: str, base_args: list[str]) -> list[str]:
     """The leader's ``vllm serve`` arguments for ``role``: the base's, with this stack's values."""
     args = list(base_args)
-    manifests.set_flag(args, "--model", spec.weights_uri)
-    manifests.set_flag(args, "--served-model-name", spec.served_model_name)
-    manifests.set_flag(args, "--max-model-len", spec.max_model_len)
-    manifests.set_flag(args, "--max-num-batched-tokens", spec.max_num_batched_tokens)
-    manifests.set_flag(args, "--max-num-seqs", spec.max_num_seqs)
-    manifests.set_flag(args, "--tensor-parallel-size", spec.tensor_parallel_size)
-    manifests.set_flag(args, "--kv-cache-dtype", spec.kv_cache_dtype)
-    manifests.set_flag(args, "--limit-mm-per-prompt", {"image": 0, "video": 0})
+    manifests.set_flag(args, "--model", weights_uri(serving, project))
+    manifests.set_flag(args, "--served-model-name", served_model_name(serving))
+    for field, flag in VLLM_SETTING_FLAGS.items():
+        block = vllm_setting_block(serving, role, field)
+        unset_by_default = type(block).model_fields[field].default is None
+        manifests.set_flag(args, flag, getattr(block, field), optional=unset_by_default)
     manifests.set_flag(args, "--kv-transfer-config", kv_transfer_config(role))
     manifests.set_flag(args, "--port", VLLM_PORTS[role])
     return args
@@ -399,29 +442,32 @@ def _set_probe_port(container: dict[str, Any], port: int) -> None:
         container[probe]["httpGet"]["port"] = port
 
 
-def leaderworkerset(spec: ServingInput, role: str) -> dict[str, Any]:
-    """The ``role`` LeaderWorkerSet with ``spec`` overlaid on its YAML base.
+def leaderworkerset(
+    serving: ServingConfig, tpu: TpuConfig, queues: QueuesConfig, project: str, pull_path: PullPath, role: str
+) -> dict[str, Any]:
+    """The ``role`` LeaderWorkerSet with the stack's blocks overlaid on its YAML base.
 
-    The spec comes from a validated config; a shape that splits a host still raises ValueError.
+    The blocks are validated; a shape that splits a host still raises ValueError.
     """
-    machine, shape = spec.machine, spec.shape
+    machine, shape = tpu.machine, serving.shape
     hosts = machine.hosts(shape)
+    model_label = serving.model.label
 
     lws = load_base(role)
     metadata = lws["metadata"]
-    metadata["name"] = spec.name(role)
-    metadata["namespace"] = spec.namespace
+    metadata["name"] = serving.role(role).name
+    metadata["namespace"] = serving.namespace
     metadata["labels"].update(
         {
             GUIDE_LABEL: GUIDE,
-            MODEL_LABEL: spec.model_label,
+            MODEL_LABEL: model_label,
             ROLE_LABEL: role,
-            QUEUE_LABEL: spec.queue_name,
-            PRIORITY_LABEL: spec.priority_class,
+            QUEUE_LABEL: queues.local_queue_name,
+            PRIORITY_LABEL: queues.priority_class(serving.priority).name,
         }
     )
 
-    lws["spec"]["replicas"] = spec.replicas(role)
+    lws["spec"]["replicas"] = serving.role(role).replicas
     template = lws["spec"]["leaderWorkerTemplate"]
     template["size"] = hosts
 
@@ -429,44 +475,46 @@ def leaderworkerset(spec: ServingInput, role: str) -> dict[str, Any]:
     for kind in ("leaderTemplate", "workerTemplate"):
         pod = template[kind]
         labels = pod["metadata"]["labels"]
-        labels.update({MODEL_LABEL: spec.model_label, ROLE_LABEL: role})
+        labels.update({MODEL_LABEL: model_label, ROLE_LABEL: role})
         if kind == "leaderTemplate":
             labels[GUIDE_LABEL] = GUIDE  # the router's InferencePool selects serving leaders
         else:
             labels.pop(GUIDE_LABEL, None)  # workers run Ray only; no HTTP server to route to
         annotations = pod["metadata"]["annotations"]
         annotations[SLICE_TOPOLOGY_ANNOTATION] = str(shape)
-        if spec.skip_tpu_webhook_check:
+        if serving.skip_tpu_webhook_check:
             annotations[SKIP_TPU_WEBHOOK_ANNOTATION] = "true"
 
         pod_spec = pod["spec"]
-        pod_spec["serviceAccountName"] = spec.service_account_name
+        pod_spec["serviceAccountName"] = serving.service_account_name
         node_selector = pod_spec.setdefault("nodeSelector", {})
         node_selector[ACCELERATOR_NODE_LABEL] = machine.accelerator_label
-        if spec.healthy_nodes_only:
+        if serving.healthy_nodes_only:
             node_selector[partition_state_label(shape)] = "HEALTHY"
 
         container = manifests.container(pod_spec, LEADER_CONTAINER if kind == "leaderTemplate" else WORKER_CONTAINER)
-        container["image"] = spec.image
-        resources = {TPU_RESOURCE: tpus, "cpu": spec.cpu, "memory": spec.memory}
+        container["image"] = pull_path.image(serving.image)
+        resources = {TPU_RESOURCE: tpus, "cpu": serving.resources.cpu, "memory": serving.resources.memory}
         container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
-        hand_over_token(metadata, pod_spec, container, spec)
-        manifests.set_env(container, "VLLM_XLA_CACHE_PATH", {"value": spec.xla_cache_uri})
+        hand_over_token(metadata, pod_spec, container, serving.hf_token_secret_version)
+        manifests.set_env(container, "VLLM_XLA_CACHE_PATH", {"value": xla_cache_uri(serving, project)})
 
         if kind == "leaderTemplate":
-            container["args"] = vllm_args(spec, role, container["args"])
+            container["args"] = vllm_args(serving, project, role, container["args"])
             _set_probe_port(container, VLLM_PORTS[role])
             container["startupProbe"]["periodSeconds"] = rules.STARTUP_PERIOD_SECONDS
-            container["startupProbe"]["failureThreshold"] = spec.startup_failure_threshold
+            container["startupProbe"]["failureThreshold"] = serving.startup_failure_threshold
             if role == DECODE:
                 sidecar = manifests.container(pod_spec, SIDECAR_CONTAINER, "initContainers")
-                sidecar["image"] = spec.routing_sidecar_image
+                sidecar["image"] = pull_path.image(routing_sidecar_image(serving))
     return lws
 
 
-def prefill_decode_leaderworkersets(spec: ServingInput) -> list[dict[str, Any]]:
+def prefill_decode_leaderworkersets(
+    serving: ServingConfig, tpu: TpuConfig, queues: QueuesConfig, project: str, pull_path: PullPath
+) -> list[dict[str, Any]]:
     """The prefill and the decode LeaderWorkerSet, in that order."""
-    return [leaderworkerset(spec, role) for role in ROLES]
+    return [leaderworkerset(serving, tpu, queues, project, pull_path, role) for role in ROLES]
 
 
 # --- Service account, Gateway, router values -----------------------------------------------
@@ -479,13 +527,13 @@ def model_server_service_account(namespace: str, name: str) -> dict[str, Any]:
     return account
 
 
-def gateway(namespace: str, *, name: str, gateway_class: str, port: int) -> dict[str, Any]:
-    """The inference Gateway (HTTP on ``port``), annotated for Pulumi to await ``Programmed``."""
+def gateway(namespace: str, config: GatewayConfig) -> dict[str, Any]:
+    """The inference Gateway (HTTP on serving.gateway.port), annotated for Pulumi to await ``Programmed``."""
     gw = _load_one(GATEWAY_FILE)
-    gw["metadata"].update(name=name, namespace=namespace)
-    gw["spec"]["gatewayClassName"] = gateway_class
+    gw["metadata"].update(name=config.name, namespace=namespace)
+    gw["spec"]["gatewayClassName"] = config.class_name
     (listener,) = gw["spec"]["listeners"]
-    listener["port"] = port
+    listener["port"] = config.port
     return gw
 
 
@@ -494,18 +542,16 @@ def load_router_values() -> dict[str, Any]:
     return _load_one(ROUTER_VALUES_FILE)
 
 
-def router_values(
-    *, gateway_name: str, version: str, image: str, replicas: int, gateway_namespace: str = ""
-) -> dict[str, Any]:
+def router_values(serving: ServingConfig, pull_path: PullPath, *, gateway_namespace: str = "") -> dict[str, Any]:
     """Values of the llm-d router chart with the guide label, the release, the endpoint picker and the Gateway
     overlaid.
 
-    ``version`` is the router release (``serving.router.version``) and ``image`` the endpoint picker's image as
-    the nodes pull it (the release's own, or its digest-pinned override, under the mirror when there is one):
-    the chart would otherwise take its own floating default tag, so the chart, the picker and the decode pods'
-    P/D sidecar are one release. The chart reads `<registry>/<repository>:<tag>`, so a digest rides in the tag.
-    ``replicas`` above one makes the chart run the pickers behind a lease (active-passive), and spreads them
-    over nodes (router-values.yaml).
+    The endpoint picker's image is that of the router release (``serving.router.version``: the release's own, or
+    its digest-pinned override) as the nodes pull it (``pull_path``: under the mirror when there is one): the chart
+    would otherwise take its own floating default tag, so the chart, the picker and the decode pods' P/D sidecar
+    are one release. The chart reads `<registry>/<repository>:<tag>`, so a digest rides in the tag.
+    serving.router.replicas above one makes the chart run the pickers behind a lease (active-passive), and spreads
+    them over nodes (router-values.yaml).
 
     The release namespace is Helm's (the release's ``namespace``); ``gateway_namespace`` is only
     needed when the Gateway lives elsewhere (it must then allow routes from the release's
@@ -515,14 +561,14 @@ def router_values(
     """
     values = load_router_values()
     epp = values["router"]["epp"]
-    reference = ImageReference.parse(image)
+    reference = ImageReference.parse(pull_path.image(endpoint_picker_image(serving)))
     registry, _, repository = reference.name.rpartition("/")
     epp["image"].update(registry=registry, repository=repository, tag=reference.tag_and_digest.removeprefix(":"))
-    epp["replicas"] = replicas
+    epp["replicas"] = serving.router.replicas
     (spread,) = epp["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     spread["podAffinityTerm"]["labelSelector"]["matchLabels"] = endpoint_picker_labels()
     values["router"]["modelServers"]["matchLabels"] = {GUIDE_LABEL: GUIDE}
-    values["httpRoute"]["inferenceGatewayName"] = gateway_name
+    values["httpRoute"]["inferenceGatewayName"] = serving.gateway.name
     values["httpRoute"]["inferenceGatewayNamespace"] = gateway_namespace
     return values
 
@@ -538,16 +584,16 @@ def endpoint_picker_labels() -> dict[str, str]:
     return {ENDPOINT_PICKER_SELECTOR_LABEL: ENDPOINT_PICKER_NAME}
 
 
-def network_policies(spec: ServingInput, target_port: int) -> list[dict[str, Any]]:
+def network_policies(serving: ServingConfig, network: NetworkConfig, target_port: int) -> list[dict[str, Any]]:
     """Who may connect to the model servers and to the endpoint picker (manifests/serving/network-policies.yaml
     says who sends what, and why), for this stack: its namespace, model label, proxy-only subnet, the
     InferencePool's ``target_port`` and vLLM's ports. The weights-staging and benchmark Jobs accept nothing."""
     policies = manifests.load_list(f"serving/{NETWORK_POLICIES_FILE}")
     servers = manifests.by_name(policies, MODEL_SERVERS_POLICY)
     picker = manifests.by_name(policies, ENDPOINT_PICKER_POLICY)
-    model = {MODEL_LABEL: spec.model_label}
+    model = {MODEL_LABEL: serving.model.label}
     for policy in policies:
-        policy["metadata"]["namespace"] = spec.namespace
+        policy["metadata"]["namespace"] = serving.namespace
     peers, from_picker, from_load_balancer, from_collectors = servers["spec"]["ingress"]
     servers["spec"]["podSelector"]["matchLabels"] = dict(model)
     (peer,) = peers["from"]
@@ -556,13 +602,13 @@ def network_policies(spec: ServingInput, target_port: int) -> list[dict[str, Any
     picker_pods["podSelector"]["matchLabels"] = endpoint_picker_labels()
     from_picker["ports"] = [manifests.tcp_port(target_port)]
     proxies, *_ = from_load_balancer["from"]
-    proxies["ipBlock"]["cidr"] = spec.proxy_only_cidr
+    proxies["ipBlock"]["cidr"] = network.proxy_only_cidr
     from_load_balancer["ports"] = [manifests.tcp_port(target_port)]
     from_collectors["ports"] = [manifests.tcp_port(p) for p in sorted(set(VLLM_PORTS.values()))]
     picker["spec"]["podSelector"]["matchLabels"] = endpoint_picker_labels()
     from_proxies, _, _ = picker["spec"]["ingress"]
     (proxies,) = from_proxies["from"]
-    proxies["ipBlock"]["cidr"] = spec.proxy_only_cidr
+    proxies["ipBlock"]["cidr"] = network.proxy_only_cidr
     return policies
 
 
@@ -582,7 +628,7 @@ def _leader_container(lws: dict[str, Any]) -> dict[str, Any]:
 
 def tensor_parallel_size_of(lws: dict[str, Any]) -> int:
     """``--tensor-parallel-size`` of the leader's vLLM arguments."""
-    return int(flag_values(_leader_container(lws)["args"])["--tensor-parallel-size"] or 0)
+    return int(flag_values(_leader_container(lws)["args"])[VLLM_SETTING_FLAGS["tensor_parallel_size"]] or 0)
 
 
 def leaderworkerset_problems(objects: list[dict[str, Any]], machine: MachineType) -> list[str]:
