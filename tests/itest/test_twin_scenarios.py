@@ -350,12 +350,38 @@ def test_the_preview_admission_plan_is_what_the_twin_did_workload_by_workload(sc
 
 # --- 5. a change Kueue refuses ------------------------------------------------------------------------------------
 
-# The one stack setting this program lets through that Kueue refuses: a WorkloadPriorityClass value beyond what its
-# API holds (kueue v0.17.1 apis/kueue/v1beta2/workloadpriorityclass_types.go: ``Value int32``). Every value Kueue's
-# webhooks check the program's own rules refuse first, and every change they refuse in place it replaces instead
-# (components/resources.py REPLACE_ON_SPEC_CHANGE, components/workloads/serving/objects.py REPLACED_ON).
-REFUSED_CHANGE = {"queues.priorityClasses.high.value": 3_000_000_000}
-CORRECTED_CHANGE = {"queues.priorityClasses.high.value": 3500}
+# Changes a user makes to a running stack, each of one setting, that reach what Kueue's webhooks check on an object
+# the program updates: the model servers' image (LWS pod templates, in place), their CPU request (the pod shape Kueue
+# holds immutable on a queued LWS, kueue v0.17.1 pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go
+# ValidateUpdate), the ClusterQueue the LocalQueue points to, a priority above what Kueue's API holds (int32). Each is
+# previewed against the twin; the first one refused is then sent with `up`.
+CANDIDATES: list[dict[str, Any]] = [
+    {"serving.image": "docker.io/vllm/vllm-tpu:nightly-20260501-18ed615-5b39b26"},
+    {"serving.resources.cpu": "200"},
+    {"queues.clusterQueueName": "cq-twin"},
+    {"queues.priorityClasses.high.value": 3_000_000_000},
+]
+
+
+def previewed(s: Scenario, change: dict[str, Any]) -> tuple[bool, str, dict[str, str]]:
+    """(refused, what the engine said, what the preview would change) of ``change``, the stack's config put back."""
+    before = {key: s.overrides.get(key) for key in change}
+    s.set(change)
+    try:
+        operation, _ = s.lab.run(
+            f"preview {change}",
+            lambda op: s.lab.stack.preview(on_output=op.on_output, on_event=op.on_event, color="never", diff=True),
+        )
+        return False, "", operation.changed_by_the_program()
+    except auto.CommandError as error:
+        return True, str(error)[-2500:], {}
+    finally:
+        for key, value in before.items():
+            if value is None:
+                s.lab.stack.remove_config(f"{PROJECT_NAME}:{key}", path=True)
+                s.overrides.pop(key, None)
+            else:
+                s.set({key: value})
 
 
 def served_versions(s: Scenario) -> dict[str, str]:
@@ -390,30 +416,44 @@ def program_state(s: Scenario) -> dict[str, Any]:
 
 def test_a_change_kueue_refuses_is_refused_before_up_changes_anything(scenario: Scenario):
     require(scenario, SERVING_ARRIVES)
+    probes = {json.dumps(change): previewed(scenario, change) for change in CANDIDATES}
+    scenario.report.step(
+        "changes previewed against the twin",
+        text="\n".join(f"- `{c}`: {'refused: ' + t[-400:] if r else f'goes through, changing {ch}'}"
+                       for c, (r, t, ch) in probes.items()),
+    )  # fmt: skip
+    refused = [json.loads(c) for c, (r, _, _) in probes.items() if r]
+    assert refused, "no candidate change is refused by the twin: " + json.dumps(
+        {c: ch for c, (_, _, ch) in probes.items()}
+    )
+    change = refused[0]
     before_state, before_served = program_state(scenario), served_versions(scenario)
-    scenario.set(REFUSED_CHANGE)
-    with pytest.raises(auto.CommandError) as refused:
+    previous = {key: scenario.overrides.get(key) for key in change}
+    scenario.set(change)
+    with pytest.raises(auto.CommandError) as error:
         scenario.lab.run(
-            "up: a change Kueue refuses",
+            f"up: {change} (refused)",
             lambda op: scenario.lab.stack.up(on_output=op.on_output, on_event=op.on_event, color="never"),
         )
-    text = str(refused.value)
-    scenario.report.step("a change Kueue refuses", config=REFUSED_CHANGE, text=f"Refused:\n\n    {text[-1500:]}")
-    assert "WorkloadPriorityClass" in text or "value" in text, text[-3000:]
+    text = str(error.value)
+    scenario.report.step(f"up: {change}", config=change, text=f"Refused:\n\n    {text[-1500:]}")
+    assert "admission webhook" in text or "denied" in text, text[-3000:]
     assert program_state(scenario) == before_state, "the refused up changed the state"
     after = served_versions(scenario)
     moved = {k: (v, after.get(k)) for k, v in before_served.items() if after.get(k) != v}
     assert not moved, f"the refused up changed served objects: {moved}"
-    scenario.steps["refused"] = {"served": after}
+    scenario.steps["refused"] = {"change": change, "previous": previous}
 
 
 def test_the_corrected_change_then_goes_through(scenario: Scenario):
-    require(scenario, "refused")
-    done = step(scenario, "the corrected change", CORRECTED_CHANGE)
+    refused = require(scenario, "refused")
+    corrected = {k: v for k, v in refused["previous"].items() if v is not None}
+    for key in (k for k, v in refused["previous"].items() if v is None):
+        scenario.lab.stack.remove_config(f"{PROJECT_NAME}:{key}", path=True)
+        scenario.overrides.pop(key, None)
+    done = step(scenario, "the refused change taken back", corrected)
     assert not done["entry"]["differences"], done["entry"]["differences"]
-    assert done["entry"]["changed"] == {"kueue-objects:high-priority-3000": "update"}, done["entry"]["changed"]
-    served = scenario.api.get("/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses/high-priority-3000")
-    assert served is not None and served["value"] == CORRECTED_CHANGE["queues.priorityClasses.high.value"]
+    assert all(o.runs == e.runs for k, e in done["expected"].items() if (o := done["observed"].get(k))), done["entry"]
 
 
 # --- 6. destroy ---------------------------------------------------------------------------------------------------
