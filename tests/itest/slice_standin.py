@@ -114,6 +114,7 @@ RETRY_DELAY_SECONDS = 10  # cmd/main.go:88, --retry-delay-on-slice-failure's def
 SLICE_FAILURE_CONDITION = "TPUSliceFailure"  # internal/core/constants.go:79
 LWS_LEADER_POD_SET = "leader"  # internal/core/constants.go:77
 LWS_GROUP_NAME = "lws-super-slice-group"  # leaderworkerset_webhook.go:33-36
+TRANSIENT_HTTP = frozenset({429, 500, 502, 503, 504})
 MAX_SLICE_NAME = 49  # internal/core/slice.go:34-37
 # Kueue's topology annotations (sigs.k8s.io/kueue apis/kueue/v1beta2/topology_types.go)
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
@@ -632,9 +633,19 @@ class SliceStandIn:
     # -- the loop
 
     def _run(self) -> None:
+        busy = 0  # passes in a row the API server turned away
         while not self._stop.is_set():
             try:
                 self.reconcile()
+                busy = 0
+            except (urllib.error.HTTPError, urllib.error.URLError, TimeoutError) as error:
+                # the lab's API server answers 429 while it is busy (as it does any controller, which retries):
+                # the next pass reads everything again; only a server that stays away is a failure
+                busy += 1
+                if (isinstance(error, urllib.error.HTTPError) and error.code not in TRANSIENT_HTTP) or busy > 40:
+                    self.failed("reconcile")
+                else:
+                    self.note(f"reconcile: {error} (pass skipped)")
             except Exception:
                 self.failed("reconcile")
             self._stop.wait(self.interval)
