@@ -214,7 +214,13 @@ class Twin:
     def start_lws(self) -> TwinProcess:
         """LeaderWorkerSet's manager, its LeaderWorkerSet and pod webhooks on 127.0.0.1."""
         return self.start_manager(
-            "lws", "sigs.k8s.io/lws", "LWS_VERSION", "config/webhook/manifests.yaml", "config.lws", LWS_WEBHOOK_GROUPS
+            "lws",
+            "sigs.k8s.io/lws",
+            "LWS_VERSION",
+            "config/webhook/manifests.yaml",
+            "config.lws",
+            LWS_WEBHOOK_GROUPS,
+            "config/crd/bases",
         )
 
     def start_jobset(self) -> TwinProcess:
@@ -226,6 +232,7 @@ class Twin:
             "config/components/webhook/manifests.yaml",
             "config.jobset",
             JOBSET_WEBHOOK_GROUPS,
+            "config/components/crd/bases",
         )
 
     def start_manager(
@@ -236,6 +243,7 @@ class Twin:
         manifests: str,
         config_group: str,
         groups: frozenset[str],
+        crds: str,
         timeout: float = 120,
     ) -> TwinProcess:
         """A manager of JobSet's or LeaderWorkerSet's shape (a Configuration of <config_group>.x-k8s.io/v1alpha1:
@@ -245,6 +253,9 @@ class Twin:
         stack does not ask for)."""
         ports = {name: free_port() for name in ("webhook", "health", "metrics")}
         module = self.twin_tools.module_dir(module_path, version_key)
+        # the module's CRDs the pinned ones leave out: LWS v0.9.0's manager runs its DisaggregatedSet controller
+        # whatever its configuration and exits when that kind's cache cannot sync (cmd/main.go:187), two minutes in
+        self.install_missing_crds(module / crds)
         namespace = f"{tool}-system"
         self.plane.kubectl("create", "namespace", namespace, check=False)
         certs = self.run_dir / f"{tool}-certs"
