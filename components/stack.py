@@ -46,14 +46,7 @@ from components.workloads.network_policies.objects import NamespaceDefaultsObjec
 from components.workloads.saxml import config as saxml_config
 from components.workloads.saxml.objects import SaxmlObjects, saxml_objects
 from components.workloads.serving import config as serving_config
-from components.workloads.serving.objects import (
-    GUIDE,
-    LEADER_CONTAINER,
-    WORKER_CONTAINER,
-    ServingObjects,
-    leaderworkerset_problems,
-    serving_objects,
-)
+from components.workloads.serving.objects import ServingObjects, leaderworkerset_problems, serving_objects
 from components.workloads.slice_checks import config as checks_config
 from components.workloads.slice_checks.objects import SliceChecksObjects, slice_checks_objects
 
@@ -410,9 +403,19 @@ def _build(config: StackConfig) -> Stack:
         namespace_defaults=namespace_defaults_objects(namespaces)
         if (namespaces := workload_namespaces(config))
         else None,
-        monitoring=_monitoring(config),
+        monitoring=monitoring_objects(
+            config.project,
+            config.alerts,
+            config.dashboards,
+            config.cluster,
+            tpu,
+            config.platform,
+            queues,
+            config.serving,
+            config.saxml,
+        ),
         node_audit=(
-            node_audit_objects(config.node_audit_logging, config.cluster.name, config.region, pull_path)
+            node_audit_objects(config.node_audit_logging, config.cluster, config.region, pull_path)
             if config.node_audit_logging_on
             else None
         ),
@@ -433,51 +436,6 @@ def workload_namespaces(config: StackConfig) -> list[str]:
     """The namespaces the stack makes for its workloads, each once: the queues' (with dynamic slicing), Saxml's."""
     queued = list(config.queues.namespaces) if config.tpu.dynamic_slicing else []
     return list(dict.fromkeys([*queued, *([config.saxml.namespace] if config.saxml.enabled else [])]))
-
-
-def _monitoring(config: StackConfig) -> MonitoringObjects | None:
-    # A cluster made elsewhere has its dashboards (and alerts, refused there) made by the stack that made it.
-    dashboards = config.dashboards.enabled and not config.cluster.existing.enabled
-    if not (config.alerts.enabled or dashboards):
-        return None
-    slicing = config.tpu.dynamic_slicing
-    return monitoring_objects(
-        config.project,
-        _alerts_input(config) if config.alerts.enabled else None,
-        _dashboards_input(config) if dashboards else None,
-        kueue_namespace=config.platform.kueue.namespace if slicing and config.platform.install else None,
-    )
-
-
-def _dashboards_input(config: StackConfig) -> operations_config.DashboardsInput:
-    slicing = config.tpu.dynamic_slicing
-    return operations_config.DashboardsInput(
-        project=config.project,
-        cluster_name=config.cluster.name,
-        kueue_namespace=config.platform.kueue.namespace if slicing and config.platform.install else None,
-        cluster_queue=config.queues.cluster_queue_name if slicing else None,
-        serving_namespace=config.serving.namespace if slicing and config.serving.enabled else None,
-        serving_guide=GUIDE,
-        slice_namespace=(config.serving.namespace if config.serving.enabled else config.queues.namespaces[0])
-        if slicing and config.queues.namespaces
-        else None,
-        saxml_namespace=config.saxml.namespace if config.saxml.enabled else None,
-    )
-
-
-def _alerts_input(config: StackConfig) -> operations_config.AlertsInput:
-    slicing = config.tpu.dynamic_slicing
-    serving = slicing and config.serving.enabled
-    return operations_config.alerts_input(
-        config.alerts,
-        config.project,
-        config.cluster,
-        config.tpu,
-        kueue_namespace=config.platform.kueue.namespace if slicing and config.platform.install else None,
-        cluster_queue=config.queues.cluster_queue_name if slicing else None,
-        serving_namespace=config.serving.namespace if serving else None,
-        model_server_containers=[LEADER_CONTAINER, WORKER_CONTAINER] if serving else [],
-    )
 
 
 def _check_built(stack: Stack, problems: Problems) -> None:

@@ -429,6 +429,9 @@ def monitoring_args(
 ) -> MonitoringArgs:
     assert stack.monitoring is not None
     return MonitoringArgs(
+        alerts=stack.config.alerts,
+        cluster=stack.config.cluster,
+        project=stack.config.project,
         objects=stack.monitoring,
         provider=cluster.provider,
         apis=list(services.apis) if services else [],
