@@ -156,9 +156,10 @@ def test_overlays_work_on_copies():
 
 
 def _selects_its_pods(workload: dict[str, Any]) -> bool:
-    return workload["spec"]["selector"]["matchLabels"].items() <= workload["spec"]["template"]["metadata"][
-        "labels"
-    ].items()
+    return (
+        workload["spec"]["selector"]["matchLabels"].items()
+        <= workload["spec"]["template"]["metadata"]["labels"].items()
+    )
 
 
 def test_admin_server():
