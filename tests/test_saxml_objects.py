@@ -18,6 +18,7 @@ from components.workloads.saxml.config import PLATFORM_CHIPS, SaxmlConfig
 from harness.twin_nodes import NODEPOOL_LABEL, TPU_TAINT
 from tests.conftest import not_checkov
 from tests.crd_schemas import HALVES, is_custom, strict_errors
+from tests.stack_pods import pod_templates
 
 NAMESPACE = "sax"
 BUCKET = "proj-sax-state"
@@ -232,6 +233,15 @@ def test_model_server_jobset_follows_the_tutorial_shape():
     assert container["resources"] == {"requests": chips, "limits": chips}
     assert "privileged" not in container["securityContext"]  # the device plugin gives the chips
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["NET_RAW"]}}
+
+
+def test_every_pod_of_the_cell_runs_under_the_runtimes_seccomp_profile():
+    """The restricted Pod Security profile's seccomp rule, which the cell's baseline namespace does not enforce
+    (checkov's CKV_K8S_31 holds the render to it too, in make check-tools)."""
+    templates = [t for obj in build_objects(_params()) for t in pod_templates(obj)]
+    assert len(templates) == 3  # the admin server, the model servers and the HTTP server
+    for where, _, spec in templates:
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, where
 
 
 def test_nothing_runs_privileged():

@@ -35,6 +35,7 @@ from components.workloads.slice_checks.objects import SliceFacts, slice_check_jo
 from harness.twin_nodes import TPU_TAINT
 from tests.conftest import not_checkov
 from tests.crd_schemas import core_errors, crd_errors
+from tests.stack_pods import pod_templates
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPT_PATH = REPO_ROOT / "manifests" / "slice-checks" / "check_devices.py"
@@ -295,6 +296,17 @@ def test_overlay_sets_what_varies_and_keeps_the_reference_shape(check):
         "HOLD_SECONDS": str(hold),
         "JAX_PLATFORMS": "tpu",
     }
+
+
+def test_every_pod_of_the_checks_runs_under_the_runtimes_seccomp_profile():
+    """The restricted Pod Security profile's seccomp rule, which the checks' baseline namespace does not enforce
+    (checkov's CKV_K8S_31 holds the render to it too, in make check-tools)."""
+    built = slice_checks.slice_checks_objects(ChecksConfig(), TpuConfig(), QueuesConfig(), NO_PULL_PATH)
+    assert built is not None
+    templates = [t for jobset in built.jobsets for t in pod_templates(jobset)]
+    assert len(templates) == len(built.jobsets)
+    for where, _, spec in templates:
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, where
 
 
 @pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
