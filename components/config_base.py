@@ -442,9 +442,6 @@ class ImageReference:
     def with_name(self, name: str) -> ImageReference:
         return ImageReference(name, self.tag, self.digest)
 
-    def with_digest(self, digest: str) -> ImageReference:
-        return ImageReference(self.name, self.tag, digest)
-
     @property
     def tag_and_digest(self) -> str:
         """What follows the name: ``:v1.2.3``, ``@sha256:...`` or ``:v1.2.3@sha256:...`` (a chart's tag value)."""

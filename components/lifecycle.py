@@ -52,11 +52,11 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             pool.name: {
                 "zone": config.tpu.zone,
                 "machineType": config.tpu.machine_type,
-                "reservation": config.reservation_path(pool) or "",
+                "reservation": config.tpu.reservation_path(pool, config.project) or "",
                 "placementPolicy": config.tpu.workload_policy_name if config.tpu.dynamic_slicing else "",
                 "topology": pool.topology,
                 "nodeServiceAccount": cluster.node_account_id,
-                **boot_facts(config.pool_boot(pool)),
+                **boot_facts(config.tpu.pool_boot(pool, cluster)),
             }
             for pool in config.tpu.pools
         },
@@ -136,7 +136,7 @@ def isolation_facts(config: StackConfig) -> dict[str, Any]:
     return {
         "privateNodes": {
             SYSTEM_POOL: config.cluster.private_nodes,
-            **{pool.name: config.pool_private_nodes(pool) for pool in config.tpu.pools},
+            **{pool.name: config.tpu.pool_private_nodes(pool, config.cluster) for pool in config.tpu.pools},
         },
         "nat": naming.network_names(config.network.prefix)["nat"] if config.nat_needed else "",
         "dnsEndpoint": control_plane.dns_endpoint,

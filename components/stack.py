@@ -41,7 +41,7 @@ from components.operations.objects import MonitoringObjects, monitoring_objects
 from components.platform import config as platform_config
 from components.platform.kueue_objects import KueueObjects, kueue_objects
 from components.platform.namespace_objects import namespace_objects
-from components.tpu.admission import AdmissionPlan, CapacityReport, SliceWorkload
+from components.tpu.admission import AdmissionPlan
 from components.workloads.network_policies.objects import NamespaceDefaultsObjects, namespace_defaults_objects
 from components.workloads.saxml import config as saxml_config
 from components.workloads.saxml.objects import SaxmlObjects, saxml_objects
@@ -111,37 +111,17 @@ class StackConfig(Block):
 
     # The questions __main__ and the tools ask of the whole stack.
 
-    def enabled_checks(self) -> dict[str, checks_config.SliceCheckConfig]:
-        return checks_config.enabled_checks(self.checks, self.tpu)
-
-    def slice_workloads(self) -> list[SliceWorkload]:
-        """The slice demand of every enabled workload, for the admission plan."""
-        served = serving_config.serving_workloads(self.serving, self.queues) if self.serving.enabled else []
-        return served + checks_config.check_workloads(self.checks, self.tpu, self.queues)
-
     def admission_plan(self) -> AdmissionPlan:
-        return AdmissionPlan(self.tpu.cubes, tuple(self.slice_workloads()))
-
-    def capacity_report(self) -> CapacityReport:
-        return self.tpu.capacity_report()
-
-    def pool_private_nodes(self, pool: gcp_config.TpuPoolConfig) -> bool:
-        return self.tpu.pool_private_nodes(pool, self.cluster)
-
-    def pool_boot(self, pool: gcp_config.TpuPoolConfig) -> gcp_config.NodeBoot:
-        return self.tpu.pool_boot(pool, self.cluster)
+        """The slice demand of every enabled workload against the cubes."""
+        served = serving_config.serving_workloads(self.serving, self.queues) if self.serving.enabled else []
+        return AdmissionPlan(
+            self.tpu.cubes, (*served, *checks_config.check_workloads(self.checks, self.tpu, self.queues))
+        )
 
     @property
     def nat_needed(self) -> bool:
         """Cloud NAT exactly when a node is private: public nodes leave by their own addresses."""
         return self.tpu.any_private_nodes(self.cluster)
-
-    def reservation_path(self, pool: gcp_config.TpuPoolConfig) -> str | None:
-        return self.tpu.reservation_path(pool, self.project)
-
-    @property
-    def tpu_zone_is_ai_zone(self) -> bool:
-        return self.tpu.zone_is_ai_zone(self.region)
 
     @property
     def node_audit_logging_on(self) -> bool:
@@ -503,7 +483,9 @@ def _check_network_policy_names(stack: Stack, problems: Problems) -> None:
             *(stack.namespace_defaults.default_deny.values() if stack.namespace_defaults else []),
         ]
     }
-    kinds = {check.name: kind for kind, check in stack.config.enabled_checks().items()}
+    kinds = {
+        check.name: kind for kind, check in checks_config.enabled_checks(stack.config.checks, stack.config.tpu).items()
+    }
     for policy in stack.checks.network_policies:
         namespace, name = policy["metadata"]["namespace"], policy["metadata"]["name"]
         if (namespace, name) in taken:

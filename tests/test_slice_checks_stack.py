@@ -173,7 +173,7 @@ def test_an_empty_plan_says_so():
 )
 def test_capacity_report_follows_the_number_of_cubes(pools, expected):
     raw = with_overrides(stack_values(), {"tpu.pools": [{"name": f"cube-{i}", "nodeCount": 16} for i in range(pools)]})
-    assert stack_config.parse(raw).capacity_report().lines() == expected
+    assert stack_config.parse(raw).tpu.capacity_report().lines() == expected
 
 
 def test_a_check_change_replaces_its_jobset_and_the_old_run_goes_first(dev_run):

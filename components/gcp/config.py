@@ -29,19 +29,11 @@ from components.tpu import topology
 from components.tpu.admission import CapacityReport
 
 TPU7X_MIN_GKE_VERSION = "1.34.0-gke.2201000"
-RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
-EXCLUSION_SCOPES = ("NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES")
 NO_UPGRADES_MAX_DAYS = 30
 MTU_RANGE = (1300, 8896)
 PROXY_ONLY_MAX_PREFIX = 26
-# How the control plane's IP-based endpoints are exposed (GKE's ControlPlaneEndpointsConfig.IPEndpointsConfig,
-# googleapis/googleapis@f8291d2b google/container/v1/cluster_service.proto): a public and a private IP, the
-# private IP only (the VPC), or none at all (the DNS-based endpoint only).
-IP_ENDPOINT_MODES = ("public", "private", "off")
 # An authorized network wider than this admits too much of the internet to be a restriction.
 AUTHORIZED_NETWORK_MIN_PREFIX = 8
-# Cloud NAT's log filters (RouterNat log_config.filter), and OFF for no logs.
-NAT_LOG_FILTERS = ("ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL")
 NAT_LOGGING_OFF = "OFF"
 # Cloud NAT dynamic port allocation: powers of two, at least 32 ports a VM, at most 65536
 # (RouterNat enable_dynamic_port_allocation, hashicorp/terraform-provider-google v7.45.0
@@ -62,7 +54,6 @@ _KMS_KEY = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]
 # google/services/container/resource_container_cluster.go): none, or enforcement of the project's singleton policy.
 BINARY_AUTHORIZATION_OFF: Final = "DISABLED"
 BINARY_AUTHORIZATION_ENFORCED: Final = "PROJECT_SINGLETON_POLICY_ENFORCE"
-BINARY_AUTHORIZATION_MODES = (BINARY_AUTHORIZATION_OFF, BINARY_AUTHORIZATION_ENFORCED)
 # Google Groups for RBAC reads one group of the organisation's domain, of this name only (the provider's
 # authenticator_groups_config.security_group, v7.45.0, same file: "gke-security-groups@yourdomain.com"); the
 # groups RBAC bindings name are its members.
@@ -275,6 +266,7 @@ class KeyGrant:
 
 
 class NatConfig(Block):
+    # RouterNat log_config.filter, and OFF for no logs.
     logging: Literal["ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL", "OFF"] = Field(
         "ERRORS_ONLY",
         description="Cloud NAT logs: ERRORS_ONLY (connections it dropped), TRANSLATIONS_ONLY, ALL or OFF.",
@@ -381,6 +373,8 @@ class ControlPlaneConfig(Block):
         description="GKE's DNS-based endpoint takes requests from outside Google Cloud, each authorized by IAM "
         "(container.clusters.connect); the stack's kubeconfig and Kubernetes provider then use it.",
     )
+    # GKE's ControlPlaneEndpointsConfig.IPEndpointsConfig (googleapis/googleapis@f8291d2b
+    # google/container/v1/cluster_service.proto).
     ip_endpoint: Literal["public", "private", "off"] = Field(
         "public",
         description="The IP-based endpoints: public (a public and a private IP), private (the VPC only) or off (the DNS-based "
