@@ -401,9 +401,8 @@ def _build(config: StackConfig) -> Stack:
         namespaces=namespace_objects(
             platform_config.namespace_levels(
                 config.platform,
-                queues,
                 tpu.dynamic_slicing,
-                [config.saxml.namespace] if config.saxml.enabled else [],
+                workload_namespaces(config),
                 [operations_config.NODE_AUDIT_NAMESPACE] if config.node_audit_logging_on else [],
             ),
             platform_config.pod_security_version(config.cluster),
@@ -412,9 +411,8 @@ def _build(config: StackConfig) -> Stack:
 
 
 def workload_namespaces(config: StackConfig) -> list[str]:
-    """The namespaces the stack makes for its workloads, each once: the queues' (with dynamic slicing), Saxml's."""
-    queued = list(config.queues.namespaces) if config.tpu.dynamic_slicing else []
-    return list(dict.fromkeys([*queued, *([config.saxml.namespace] if config.saxml.enabled else [])]))
+    """The namespaces the stack makes for its workloads, each once."""
+    return list(dict.fromkeys(namespace for _, namespace in _workload_namespaces(config)))
 
 
 def _monitoring(config: StackConfig) -> MonitoringObjects | None:
