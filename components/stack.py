@@ -121,7 +121,7 @@ class StackConfig(Block):
     @property
     def nat_needed(self) -> bool:
         """Cloud NAT exactly when a node is private: public nodes leave by their own addresses."""
-        return self.tpu.any_private_nodes(self.cluster)
+        return self.cluster.private_nodes or any(self.tpu.pool_private_nodes(p, self.cluster) for p in self.tpu.pools)
 
     @property
     def node_audit_logging_on(self) -> bool:
@@ -157,7 +157,8 @@ class StackConfig(Block):
     def pull_path(self) -> PullPath:
         """Where the nodes pull each image from: images.mirror, the pull-through repositories, or each image's own
         registry."""
-        return gcp_config.pull_path(self.images, self.pull_through_repositories())
+        remotes = tuple((r.registry, r.path) for r in self.pull_through_repositories())
+        return PullPath(mirror=self.images.mirror, remotes=remotes)
 
     def preview_warnings(self) -> list[str]:
         """What a valid stack's preview warns of (said at every preview, refusing nothing)."""
