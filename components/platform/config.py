@@ -206,6 +206,7 @@ class PlatformConfig(Block):
         30,
         description="How long `pulumi destroy` waits for the Slices, admitted Workloads and load-balancer endpoint groups "
         "of the stack to be gone before it deletes the TPU pools and the subnets.",
+        ge=1,
     )
 
 
@@ -355,12 +356,6 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
             f"{slice_controller.namespace!r}: the controller writes and signs its webhook certificate for "
             f"{SLICE_CONTROLLER_NAMESPACE} only, so its webhooks would never serve elsewhere",
             f"set {SLICE_CONTROLLER_NAMESPACE}",
-        )
-    if platform.drain_timeout_minutes < 1:
-        problems.add(
-            "platform.drainTimeoutMinutes",
-            f"{platform.drain_timeout_minutes} minutes gives the slice controller no time to release the Slices",
-            "use 1 or more (30 by default)",
         )
     controller = platform.kueue_controller
     if controller.replicas < 1:
