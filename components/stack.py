@@ -41,7 +41,7 @@ from components.operations.objects import MonitoringObjects, monitoring_objects
 from components.platform import config as platform_config
 from components.platform.kueue_objects import KueueObjects, kueue_objects
 from components.platform.namespace_objects import namespace_objects
-from components.tpu.admission import AdmissionPlan, CapacityReport, SliceWorkload
+from components.tpu.admission import AdmissionPlan
 from components.workloads.network_policies.objects import NamespaceDefaultsObjects, namespace_defaults_objects
 from components.workloads.saxml import config as saxml_config
 from components.workloads.saxml.objects import SaxmlObjects, saxml_objects
@@ -104,37 +104,17 @@ class StackConfig(Block):
 
     # The questions __main__ and the tools ask of the whole stack.
 
-    def enabled_checks(self) -> dict[str, checks_config.SliceCheckConfig]:
-        return checks_config.enabled_checks(self.checks, self.tpu)
-
-    def slice_workloads(self) -> list[SliceWorkload]:
-        """The slice demand of every enabled workload, for the admission plan."""
-        served = serving_config.serving_workloads(self.serving, self.queues) if self.serving.enabled else []
-        return served + checks_config.check_workloads(self.checks, self.tpu, self.queues)
-
     def admission_plan(self) -> AdmissionPlan:
-        return AdmissionPlan(self.tpu.cubes, tuple(self.slice_workloads()))
-
-    def capacity_report(self) -> CapacityReport:
-        return self.tpu.capacity_report()
-
-    def pool_private_nodes(self, pool: gcp_config.TpuPoolConfig) -> bool:
-        return self.tpu.pool_private_nodes(pool, self.cluster)
-
-    def pool_boot(self, pool: gcp_config.TpuPoolConfig) -> gcp_config.NodeBoot:
-        return self.tpu.pool_boot(pool, self.cluster)
+        """The slice demand of every enabled workload against the cubes."""
+        served = serving_config.serving_workloads(self.serving, self.queues) if self.serving.enabled else []
+        return AdmissionPlan(
+            self.tpu.cubes, (*served, *checks_config.check_workloads(self.checks, self.tpu, self.queues))
+        )
 
     @property
     def nat_needed(self) -> bool:
         """Cloud NAT exactly when a node is private: public nodes leave by their own addresses."""
-        return self.tpu.any_private_nodes(self.cluster)
-
-    def reservation_path(self, pool: gcp_config.TpuPoolConfig) -> str | None:
-        return self.tpu.reservation_path(pool, self.project)
-
-    @property
-    def tpu_zone_is_ai_zone(self) -> bool:
-        return self.tpu.zone_is_ai_zone(self.region)
+        return self.cluster.private_nodes or any(self.tpu.pool_private_nodes(p, self.cluster) for p in self.tpu.pools)
 
     @property
     def node_audit_logging_on(self) -> bool:
@@ -170,7 +150,8 @@ class StackConfig(Block):
     def pull_path(self) -> PullPath:
         """Where the nodes pull each image from: images.mirror, the pull-through repositories, or each image's own
         registry."""
-        return gcp_config.pull_path(self.images, self.pull_through_repositories())
+        remotes = tuple((r.registry, r.path) for r in self.pull_through_repositories())
+        return PullPath(mirror=self.images.mirror, remotes=remotes)
 
     def preview_warnings(self) -> list[str]:
         """What a valid stack's preview warns of (said at every preview, refusing nothing)."""
@@ -422,9 +403,8 @@ def _build(config: StackConfig) -> Stack:
         namespaces=namespace_objects(
             platform_config.namespace_levels(
                 config.platform,
-                queues,
                 tpu.dynamic_slicing,
-                [config.saxml.namespace] if config.saxml.enabled else [],
+                workload_namespaces(config),
                 [operations_config.NODE_AUDIT_NAMESPACE] if config.node_audit_logging_on else [],
             ),
             platform_config.pod_security_version(config.cluster),
@@ -433,9 +413,8 @@ def _build(config: StackConfig) -> Stack:
 
 
 def workload_namespaces(config: StackConfig) -> list[str]:
-    """The namespaces the stack makes for its workloads, each once: the queues' (with dynamic slicing), Saxml's."""
-    queued = list(config.queues.namespaces) if config.tpu.dynamic_slicing else []
-    return list(dict.fromkeys([*queued, *([config.saxml.namespace] if config.saxml.enabled else [])]))
+    """The namespaces the stack makes for its workloads, each once."""
+    return list(dict.fromkeys(namespace for _, namespace in _workload_namespaces(config)))
 
 
 def _check_built(stack: Stack, problems: Problems) -> None:
@@ -459,7 +438,9 @@ def _check_network_policy_names(stack: Stack, problems: Problems) -> None:
             *(stack.namespace_defaults.default_deny.values() if stack.namespace_defaults else []),
         ]
     }
-    kinds = {check.name: kind for kind, check in stack.config.enabled_checks().items()}
+    kinds = {
+        check.name: kind for kind, check in checks_config.enabled_checks(stack.config.checks, stack.config.tpu).items()
+    }
     for policy in stack.checks.network_policies:
         namespace, name = policy["metadata"]["namespace"], policy["metadata"]["name"]
         if (namespace, name) in taken:

@@ -95,7 +95,7 @@ def test_admission_plan_of_the_dev_stack(dev_run):
     """The plan names every enabled slice workload of the stack's blocks with its slices, shape and priority, counts
     the cubes of the stack's pools, and orders every preemption from the higher priority to the lower."""
     config = dev_config()
-    workloads = config.slice_workloads()
+    workloads = list(config.admission_plan().workloads)
     plan = dev_run.outputs["admissionPlan"]
     assert workloads, "the dev stack runs slice workloads"
     for line, workload in zip(plan, workloads, strict=False):
@@ -180,7 +180,7 @@ def test_capacity_counts_follow_the_pools(pools):
         stack_values(), {"tpu.pools": [{"name": f"c-{i}", "nodeCount": per_pool} for i in range(pools)]}
     )
     config = stack_config.parse(raw)
-    report = config.capacity_report()
+    report = config.tpu.capacity_report()
     nodes = pools * per_pool
     chips = nodes * config.tpu.machine.chips_per_host
     assert (report.pools, report.nodes, report.chips, report.cubes) == (pools, nodes, chips, chips // 64)

@@ -35,8 +35,8 @@ import yaml
 from components.operations import benchmark
 from components.workloads.serving.config import weights_bucket_name
 from tools.stack_outputs import Runner, StackOutputsError, read_stack_outputs, run_pulumi
+from tools.verify import BASE_URL_OUTPUT
 
-BASE_URL_OUTPUT = "openaiBaseUrl"
 STACK_HINT = "pass --base-url instead"
 POLL_SECONDS = 20
 WAIT_MARGIN_SECONDS = 300  # past the Job's own deadline, kubectl has had time to say it failed
