@@ -1,22 +1,36 @@
-"""The twin (issue 34), its first parts: the real webhooks of Kueue, JobSet and LeaderWorkerSet on the dev stack's
-objects, and the stack's nodes kept Ready by kwok, on a control plane of the twin's own. Skipped, saying how to
-build them, when the twin's tools are not built."""
+"""The twin (issue 34): the real webhooks of Kueue, JobSet and LeaderWorkerSet on the dev stack's objects, the stack's
+nodes kept Ready by kwok, and the dev stack's slice check and serving groups admitted by Kueue through the slice
+controller's stand-in (tests/itest/slice_standin.py) and bound by kube-scheduler, on a control plane of the twin's own.
+Skipped, saying how to build them, when the twin's tools are not built."""
 
 from __future__ import annotations
 
+import functools
 import json
+import shutil
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 
 from components import stack as stack_config
+from components.tpu.topology import (
+    BLOCK_LABEL,
+    SLICE_TOPOLOGY_ANNOTATION,
+    TOPOLOGY_NODE_LABEL,
+    Shape,
+    is_sub_slice,
+    partition_label,
+)
 from harness.twin_nodes import twin_nodes
 from tests.conftest import stack_values
 from tests.itest.conftest import Report, install_pinned_crds
 from tests.itest.lab import REPORT_DIR, ControlPlane, Tools
-from tests.itest.twin import KWOK_ANNOTATION, Twin, TwinTools, activate_slice_admission_checks
+from tests.itest.slice_standin import SLICE_CONTROLLER_NAME, SliceStandIn
+from tests.itest.twin import KWOK_ANNOTATION, Twin, TwinTools
+
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -102,11 +116,27 @@ def cluster_queue_active(plane: ControlPlane, name: str) -> dict[str, Any]:
     return next((c for c in conditions if c["type"] == "Active"), {})
 
 
+@pytest.fixture(scope="module")
+def standin(twin: Twin, stack_kueue: list[dict[str, Any]]) -> Iterator[SliceStandIn]:
+    """The slice controller's stand-in, started once the stack's Kueue objects exist (the test of the ClusterQueue
+    asks for it only after it has seen the queue wait for it)."""
+    running = SliceStandIn(twin.plane, twin.run_dir)
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+        if running.log.exists():
+            (REPORT_DIR / "logs").mkdir(parents=True, exist_ok=True)
+            shutil.copy(running.log, REPORT_DIR / "logs" / "twin-slice-standin.log")
+        assert not running.failures, "\n".join(running.failures)
+
+
 def test_the_cluster_queue_waits_for_the_slice_check_and_opens_once_it_is_active(
-    twin: Twin, dev: stack_config.Stack, stack_kueue: list[dict[str, Any]]
+    twin: Twin, dev: stack_config.Stack, stack_kueue: list[dict[str, Any]], request: pytest.FixtureRequest
 ):
-    """Kueue keeps the stack's ClusterQueue inactive until the slice controller marks its AdmissionCheck Active
-    (the stand-in's one job so far); then it opens."""
+    """Kueue keeps the stack's ClusterQueue inactive until the slice controller marks its AdmissionCheck Active; the
+    stand-in does, and the queue opens."""
     assert dev.kueue is not None
     (queue,) = [o for o in dev.kueue.queue_objects if o["kind"] == "ClusterQueue"]
     name = queue["metadata"]["name"]
@@ -123,11 +153,15 @@ def test_the_cluster_queue_waits_for_the_slice_check_and_opens_once_it_is_active
 
     before = settled("False")
     assert before.get("status") == "False" and before.get("reason") == "AdmissionCheckInactive", before
-    assert activate_slice_admission_checks(twin.plane) == [
-        o["metadata"]["name"] for o in dev.kueue.queue_objects if o["kind"] == "AdmissionCheck"
-    ]
+    request.getfixturevalue("standin")
     after = settled("True")
     assert after.get("status") == "True", after
+    checks = [o for o in dev.kueue.queue_objects if o["kind"] == "AdmissionCheck"]
+    assert checks and all(c["spec"]["controllerName"] == SLICE_CONTROLLER_NAME for c in checks)
+    for check in checks:
+        served = get(twin.plane, "admissionchecks.kueue.x-k8s.io", check["metadata"]["name"])
+        (active,) = [c for c in served["status"]["conditions"] if c["type"] == "Active"]
+        assert active["status"] == "True" and active["observedGeneration"] == served["metadata"]["generation"]
 
 
 def test_the_stacks_jobsets_pass_kueues_and_jobsets_webhooks(twin: Twin, dev: stack_config.Stack):
@@ -223,3 +257,178 @@ def test_the_scheduler_places_a_tpu_pod_on_a_tpu_node_and_a_plain_pod_on_a_syste
     by_name = {n["metadata"]["name"]: n for n in nodes}
     assert by_name[placed["twin-tpu-pod"]]["spec"].get("taints"), "the TPU pod is on a TPU node"
     assert not by_name[placed["twin-plain-pod"]]["spec"].get("taints"), "the plain pod is on a system node"
+    # their chips back for the slices below (Kueue's topology-aware scheduling counts the pods outside it)
+    twin.plane.kubectl("delete", "pod", *pods, "-n", "default", "--wait=true", "--timeout=60s")
+
+
+# --- The slice controller's stand-in: admission through its answer, placement through its webhook ---------------------
+
+
+def get(plane: ControlPlane, resource: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+    where = ["-n", namespace] if namespace else []
+    got: dict[str, Any] = json.loads(plane.kubectl("get", resource, name, *where, "-o", "json").stdout)
+    return got
+
+
+def listed(plane: ControlPlane, resource: str, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = json.loads(plane.kubectl("get", resource, "-n", namespace, "-o", "json").stdout)[
+        "items"
+    ]
+    return items
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 120, why: Callable[[], str] = str) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (found := probe()) is not None:
+            return found
+        time.sleep(1)
+    raise AssertionError(f"not within {timeout:.0f}s: {what}\n{why()}")
+
+
+def pods_state(plane: ControlPlane, namespace: str, selector: str, *owners: str) -> str:
+    """Each pod's node, phase, scheduling gates and the scheduler's last word, and the ``owners`` resources of the
+    namespace (for a failure's message)."""
+    pods = json.loads(plane.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json").stdout)["items"]
+    lines = [plane.kubectl("get", owner, "-n", namespace, "-o", "wide").stdout for owner in owners]
+    lines.append(f"{len(pods)} pod(s) match {selector}")
+    for pod in pods:
+        scheduled = condition(pod, "PodScheduled")
+        gates = [g["name"] for g in pod["spec"].get("schedulingGates", [])]
+        lines.append(
+            f"{pod['metadata']['name']}: node={pod['spec'].get('nodeName')} phase={pod['status'].get('phase')} "
+            f"gates={gates} nodeSelector={pod['spec'].get('nodeSelector')} scheduled={scheduled.get('message', '')}"
+        )
+    return "\n".join(lines)
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == kind), {})
+
+
+def workloads_of(plane: ControlPlane, namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
+    return [
+        w
+        for w in listed(plane, "workloads.kueue.x-k8s.io", namespace)
+        if any(r["kind"] == kind and r["name"] == name for r in w["metadata"].get("ownerReferences", []))
+    ]
+
+
+def bound_pods(plane: ControlPlane, namespace: str, selector: str, count: int) -> list[dict[str, Any]] | None:
+    pods = json.loads(plane.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json").stdout)["items"]
+    bound = [p for p in pods if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")]
+    return bound if len(bound) == count else None
+
+
+def partition_of(nodes: dict[str, dict[str, Any]], pod: dict[str, Any], shape: Shape) -> str:
+    return str(nodes[pod["spec"]["nodeName"]]["metadata"]["labels"][partition_label(shape)])
+
+
+@pytest.fixture(scope="module")
+def node_index(nodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {n["metadata"]["name"]: n for n in nodes}
+
+
+def test_the_sub_slice_check_is_admitted_after_the_standins_ready_and_each_slice_binds_inside_one_partition(
+    twin: Twin, dev: stack_config.Stack, standin: SliceStandIn, node_index: dict[str, dict[str, Any]]
+):
+    """The dev stack's sub-slice check, created as rendered: Kueue reserves quota and waits on the slice check while
+    the stand-in holds its answer; admitted once it answers Ready; then every pod bound, each job's pods (one Slice)
+    on the nodes of one partition of the check's shape, in one block, on the partitions of the stand-in's Slices."""
+    assert dev.checks is not None
+    plane = twin.plane
+    (jobset,) = [j for j in dev.checks.jobsets if is_sub_slice(Shape.parse(slice_shape(j)))]
+    name, namespace = jobset["metadata"]["name"], jobset["metadata"]["namespace"]
+    shape = Shape.parse(slice_shape(jobset))
+    (replicated,) = jobset["spec"]["replicatedJobs"]
+    pods_per_job = replicated["template"]["spec"]["parallelism"]
+    for obj in (dev.checks.service_account, dev.checks.script_configmap):
+        plane.kubectl("apply", "-f", "-", stdin=json.dumps(obj))
+    standin.pause()
+    try:
+        create(plane, jobset)
+
+        def reserved() -> dict[str, Any] | None:
+            found = workloads_of(plane, namespace, "JobSet", name)
+            return found[0] if found and condition(found[0], "QuotaReserved").get("status") == "True" else None
+
+        workload = wait_for(f"quota reserved for {name}", reserved)
+        time.sleep(3)  # the stand-in holds its answer: Kueue must not admit meanwhile
+        held = get(plane, "workloads.kueue.x-k8s.io", workload["metadata"]["name"], namespace)
+        assert condition(held, "Admitted").get("status") != "True", held["status"]
+        assert [s["state"] for s in held["status"]["admissionChecks"]] == ["Pending"], held["status"]
+        assert get(plane, "jobsets.jobset.x-k8s.io", name, namespace)["spec"]["suspend"] is True
+    finally:
+        standin.resume()
+
+    def admitted() -> dict[str, Any] | None:
+        got = get(plane, "workloads.kueue.x-k8s.io", workload["metadata"]["name"], namespace)
+        return got if condition(got, "Admitted").get("status") == "True" else None
+
+    done = wait_for(f"{name} admitted", admitted)
+    answer = standin.answer_for(namespace, workload["metadata"]["name"])
+    assert answer is not None and answer["state"] == "Ready", answer
+    assert condition(done, "Admitted")["lastTransitionTime"] >= answer["at"]
+    # one Slice a job (Kueue's sub-group), each one partition of the check's shape
+    assert len(answer["slices"]) == replicated["replicas"]
+    assert all(len(s["partitionIds"]) == 1 for s in answer["slices"])
+
+    selector = f"jobset.sigs.k8s.io/jobset-name={name}"
+    pods = wait_for(
+        f"the {replicated['replicas'] * pods_per_job} pods of {name} bound",
+        lambda: bound_pods(plane, namespace, selector, replicated["replicas"] * pods_per_job),
+        why=lambda: pods_state(plane, namespace, selector, "jobs"),
+    )
+    by_job: dict[str, set[str]] = {}
+    for pod in pods:
+        by_job.setdefault(pod["metadata"]["labels"]["job-name"], set()).add(partition_of(node_index, pod, shape))
+    assert len(by_job) == replicated["replicas"]
+    assert all(len(partitions) == 1 for partitions in by_job.values()), by_job
+    used = [p for partitions in by_job.values() for p in partitions]
+    assert len(set(used)) == len(used), f"two slices share a partition: {by_job}"
+    assert set(used) == {p for s in answer["slices"] for p in s["partitionIds"]}
+    assert len({node_index[p["spec"]["nodeName"]]["metadata"]["labels"][BLOCK_LABEL] for p in pods}) == 1
+    # the node selector of the answer's podSetUpdates is met on every node: the stand-in labelled them
+    assert all(p["spec"]["nodeSelector"][TOPOLOGY_NODE_LABEL] == str(shape) for p in pods)
+
+
+def test_each_prefill_and_decode_group_lands_inside_one_partition(
+    twin: Twin, dev: stack_config.Stack, standin: SliceStandIn, node_index: dict[str, dict[str, Any]]
+):
+    """The dev stack's LeaderWorkerSets, created as rendered: each group (leader and workers, one Kueue workload) is
+    admitted through the stand-in's answer and bound on the nodes of one partition of its slice shape, no two groups
+    on one partition."""
+    assert dev.serving is not None
+    plane = twin.plane
+    plane.kubectl("apply", "-f", "-", stdin=json.dumps(dev.serving.service_account))
+    for lws in dev.serving.leaderworkersets:
+        create(plane, lws)
+    partitions: dict[tuple[str, str], set[str]] = {}
+    for lws in dev.serving.leaderworkersets:
+        name, namespace = lws["metadata"]["name"], lws["metadata"]["namespace"]
+        template = lws["spec"]["leaderWorkerTemplate"]
+        shape = Shape.parse(template["workerTemplate"]["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION])
+        count = lws["spec"]["replicas"] * template["size"]
+        selector = f"leaderworkerset.sigs.k8s.io/name={name}"
+        pods = wait_for(
+            f"the {count} pods of {name} bound",
+            functools.partial(bound_pods, plane, namespace, selector, count),
+            timeout=180,
+            why=functools.partial(pods_state, plane, namespace, selector, "statefulsets"),
+        )
+        for pod in pods:
+            group = (name, pod["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"])
+            partitions.setdefault(group, set()).add(partition_of(node_index, pod, shape))
+        groups = workloads_of(plane, namespace, "LeaderWorkerSet", name)
+        assert len(groups) == lws["spec"]["replicas"]
+        for group_workload in groups:
+            answer = standin.answer_for(namespace, group_workload["metadata"]["name"])
+            assert answer is not None and answer["state"] == "Ready", (group_workload["metadata"]["name"], answer)
+    assert all(len(p) == 1 for p in partitions.values()), partitions
+    used = [p for group in partitions.values() for p in group]
+    assert len(set(used)) == len(used), f"two groups share a partition: {partitions}"
+
+
+def slice_shape(jobset: dict[str, Any]) -> str:
+    (replicated,) = jobset["spec"]["replicatedJobs"]
+    return str(replicated["template"]["spec"]["template"]["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION])

@@ -8,7 +8,8 @@ What each piece takes from upstream, read at the versions of lab/versions.lock f
   each webhook's path and rules as Kueue registers them; the twin points each at
   https://127.0.0.1:<port><path> (clientConfig.url) with the lab CA as caBundle, in place of the chart's Service.
   Only the webhooks of Kueue's own API and of the frameworks the program enables and the lab has CRDs for (batch
-  Jobs, JobSets, LeaderWorkerSets) are registered; the pod webhook is not (no pod of the twin is created bare).
+  Jobs, JobSets, LeaderWorkerSets, and pods: a LeaderWorkerSet's groups are admitted through the pod integration) are
+  registered.
 - Kueue's CRDs beyond the ones schemas.lock pins (Workload, Cohort, ...): config/components/crd/bases of the same
   module; Kueue does not start without them (its Workload index).
 - Kueue's Configuration: the program's own (manifests/kueue/controller-config.yaml, what the chart is given) with
@@ -44,9 +45,14 @@ from tests.itest.lab import REPO_ROOT, ControlPlane, Tools, free_port
 
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
 KUEUE_NAMESPACE = "kueue-system"
-# The API groups whose Kueue webhooks the twin registers: Kueue's own and the enabled frameworks' with a CRD here
-KUEUE_WEBHOOK_GROUPS = frozenset({"kueue.x-k8s.io", "batch", "jobset.x-k8s.io", "leaderworkerset.x-k8s.io"})
-LWS_WEBHOOK_GROUPS = frozenset({"leaderworkerset.x-k8s.io"})
+# The API groups whose Kueue webhooks the twin registers: Kueue's own and the enabled frameworks' with a CRD here, and
+# the core group's pods: Kueue admits a LeaderWorkerSet's groups through its pod integration, whose webhook gates each
+# pod of a group until its workload is admitted (pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go marks
+# the templates suspended-by-parent for it); without it the pods would be scheduled past Kueue
+KUEUE_WEBHOOK_GROUPS = frozenset({"kueue.x-k8s.io", "batch", "jobset.x-k8s.io", "leaderworkerset.x-k8s.io", ""})
+# LeaderWorkerSet's own and its pod webhook: it labels each pod with its group's index and key and its worker index
+# (sigs.k8s.io/lws pkg/webhooks/pod_webhook.go Default), which its controller and Kueue's group workloads read
+LWS_WEBHOOK_GROUPS = frozenset({"leaderworkerset.x-k8s.io", ""})
 JOBSET_WEBHOOK_GROUPS = frozenset({"jobset.x-k8s.io"})
 
 
@@ -206,9 +212,17 @@ class Twin:
         return kueue
 
     def start_lws(self) -> TwinProcess:
-        """LeaderWorkerSet's manager, its LeaderWorkerSet webhooks on 127.0.0.1."""
+        """LeaderWorkerSet's manager, its LeaderWorkerSet webhooks on 127.0.0.1. Its module's other CRD
+        (DisaggregatedSet, config/crd/bases) is installed first: the manager runs a controller for it and exits two
+        minutes after start when the kind is not served (controller-runtime's cache-sync timeout)."""
         return self.start_manager(
-            "lws", "sigs.k8s.io/lws", "LWS_VERSION", "config/webhook/manifests.yaml", "config.lws", LWS_WEBHOOK_GROUPS
+            "lws",
+            "sigs.k8s.io/lws",
+            "LWS_VERSION",
+            "config/webhook/manifests.yaml",
+            "config.lws",
+            LWS_WEBHOOK_GROUPS,
+            crds="config/crd/bases",
         )
 
     def start_jobset(self) -> TwinProcess:
@@ -230,14 +244,18 @@ class Twin:
         manifests: str,
         config_group: str,
         groups: frozenset[str],
+        crds: str | None = None,
         timeout: float = 120,
     ) -> TwinProcess:
         """A manager of JobSet's or LeaderWorkerSet's shape (a Configuration of <config_group>.x-k8s.io/v1alpha1:
         api/config/v1alpha1/configuration_types.go of each module, webhook host, port and certDir, internal
-        certificate management off), with the lab's certificate; only the webhooks of its own API group are
-        registered, ``groups`` (not its pod webhooks: no pod of the twin is created bare)."""
+        certificate management off), with the lab's certificate; only the webhooks whose API groups are all in
+        ``groups`` are registered (JobSet's pod webhooks are not: they act for exclusive placement only, which the
+        stack does not ask for); the CRDs of the module's ``crds`` directory the lab has not installed are."""
         ports = {name: free_port() for name in ("webhook", "health", "metrics")}
         module = self.twin_tools.module_dir(module_path, version_key)
+        if crds:
+            self.install_missing_crds(module / crds)
         namespace = f"{tool}-system"
         self.plane.kubectl("create", "namespace", namespace, check=False)
         certs = self.run_dir / f"{tool}-certs"
@@ -338,36 +356,3 @@ class Twin:
         for process in self.processes:
             if process.log.exists():
                 shutil.copy(process.log, target / f"twin-{process.name}.log")
-
-
-# --- The slice controller's stand-in (issue 34 item 4), so far one thing of what it does ----------------------------
-# The slice controller is Google's (AI-Hypercomputer/xpk@250d4b3cebf44fc6, 2026-05-11, slice/), readable but not built
-# here. Its AdmissionCheck reconciler (slice/internal/controller/admissioncheck_controller.go) marks every
-# AdmissionCheck whose spec.controllerName is its own (SliceControllerName, "accelerator.gke.io/slice",
-# workload_controller.go) Active: condition type Active, status True, reason Active, observedGeneration the check's
-# generation. The stand-in does that and nothing else yet: no workload's check state, no Slice, no pod topology.
-SLICE_CONTROLLER_NAME = "accelerator.gke.io/slice"
-
-
-def activate_slice_admission_checks(plane: ControlPlane) -> list[str]:
-    """Mark the slice controller's AdmissionChecks Active, as its AdmissionCheck reconciler does."""
-    checks = json.loads(plane.kubectl("get", "admissionchecks.kueue.x-k8s.io", "-o", "json").stdout)["items"]
-    activated = []
-    for check in checks:
-        if check["spec"].get("controllerName") != SLICE_CONTROLLER_NAME:
-            continue
-        condition = {
-            "type": "Active",
-            "status": "True",
-            "reason": "Active",
-            "message": "The admission check is active",
-            "observedGeneration": check["metadata"]["generation"],
-            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        patch = json.dumps({"status": {"conditions": [condition]}})
-        name = check["metadata"]["name"]
-        plane.kubectl(
-            "patch", "admissionchecks.kueue.x-k8s.io", name, "--subresource=status", "--type=merge", "-p", patch
-        )
-        activated.append(name)
-    return activated
