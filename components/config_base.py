@@ -163,7 +163,7 @@ def parse_settings(root: type[B], raw: Mapping[str, Any], problems: Problems) ->
         except ValidationError as error:
             errors = error.errors(include_url=False)
             if attempt == 0:
-                for problem in field_problems(root, errors):
+                for problem in (_field_problem(root, error) for error in errors):
                     problems.unparsable(problem.key, problem.what, problem.fix)
             data = _repaired(root, data, errors)
     return None
@@ -177,12 +177,8 @@ def key_of(loc: tuple[str | int, ...]) -> str:
     return key
 
 
-def field_problems(root: type[BaseModel], errors: Iterable[ErrorDetails]) -> list[Problem]:
-    """Each pydantic error of ``root``'s fields as the preview says it: the one mapping of error types to (what, fix)."""
-    return [_field_problem(root, error) for error in errors]
-
-
 def _field_problem(root: type[BaseModel], error: ErrorDetails) -> Problem:
+    """A pydantic error of ``root``'s fields as the preview says it: the one mapping of error types to (what, fix)."""
     loc, error_type, value = error["loc"], error["type"], error.get("input")
     key = key_of(loc)
     model, info, tp = _walk(root, loc)
@@ -294,7 +290,7 @@ def _value_at_path(data: Any, path: list[str | int]) -> Any:
         if isinstance(data, list):
             data = data[part] if isinstance(part, int) and part < len(data) else None
         else:
-            data = data.get(part) if isinstance(data, dict) else None
+            data = data.get(part) if isinstance(data, Mapping) else None
         if data is None:
             return None
     return data
@@ -441,9 +437,6 @@ class ImageReference:
 
     def with_name(self, name: str) -> ImageReference:
         return ImageReference(name, self.tag, self.digest)
-
-    def with_digest(self, digest: str) -> ImageReference:
-        return ImageReference(self.name, self.tag, digest)
 
     @property
     def tag_and_digest(self) -> str:
@@ -620,16 +613,8 @@ def _values_under_credential_keys(raw: Any, named: bool = False) -> Iterable[Any
 
 def _value_at(raw: Any, key: str) -> Any:
     """The raw value at a problem's key (``tpu.pools[0].name``); None where the path does not lead."""
-    value = raw
-    for part in re.findall(r"[^.\[\]]+|\[\d+\]", key):
-        if part.startswith("["):
-            index = int(part[1:-1])
-            value = value[index] if isinstance(value, list) and index < len(value) else None
-        else:
-            value = value.get(part) if isinstance(value, Mapping) else None
-        if value is None:
-            return None
-    return value
+    parts = re.findall(r"[^.\[\]]+|\[\d+\]", key)
+    return _value_at_path(raw, [int(part[1:-1]) if part.startswith("[") else part for part in parts])
 
 
 # --- Documentation ---------------------------------------------------------------------

@@ -52,11 +52,11 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             pool.name: {
                 "zone": config.tpu.zone,
                 "machineType": config.tpu.machine_type,
-                "reservation": config.reservation_path(pool) or "",
+                "reservation": config.tpu.reservation_path(pool, config.project) or "",
                 "placementPolicy": config.tpu.workload_policy_name if config.tpu.dynamic_slicing else "",
                 "topology": pool.topology,
                 "nodeServiceAccount": cluster.node_account_id,
-                **boot_facts(config.pool_boot(pool)),
+                **boot_facts(config.tpu.pool_boot(pool, cluster)),
             }
             for pool in config.tpu.pools
         },
@@ -136,7 +136,7 @@ def isolation_facts(config: StackConfig) -> dict[str, Any]:
     return {
         "privateNodes": {
             SYSTEM_POOL: config.cluster.private_nodes,
-            **{pool.name: config.pool_private_nodes(pool) for pool in config.tpu.pools},
+            **{pool.name: config.tpu.pool_private_nodes(pool, config.cluster) for pool in config.tpu.pools},
         },
         "nat": naming.network_names(config.network.prefix)["nat"] if config.nat_needed else "",
         "dnsEndpoint": control_plane.dns_endpoint,
@@ -216,10 +216,10 @@ def review_changes(
 
     ``tpu_pool_urn``: the URN a TPU pool has in the stack's state, by its name (what `pulumi state unprotect` takes).
     """
-    refused: list[Problem] = []
-    replaced: list[str] = []
+    review = ChangeReview([], [])
     if not previous:
-        return ChangeReview(refused, replaced)  # a new stack: nothing to replace
+        return review  # a new stack: nothing to replace
+    refused, replaced, by_hand, in_place = review.refused, review.replaced, review.by_hand, review.in_place
 
     def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
         return [
@@ -278,7 +278,6 @@ def review_changes(
                 f"`pulumi state unprotect '{tpu_pool_urn(name)}'`, and the `up` protects the new pool"
             )
         replaced.append(line)
-    by_hand = []
     before_charts = previous.get("chartsWithCrdsHelmKeeps") or {}
     for key, chart in (current.get("chartsWithCrdsHelmKeeps") or {}).items():
         old_version = (before_charts.get(key) or {}).get("version")
@@ -318,24 +317,14 @@ def review_changes(
                 "keep it true in this `up`, which moves the pods off the token file; turn it off in the next one",
             )
         )
-    in_place: list[str] = []
     if "isolation" in current:
         isolation_before = previous.get("isolation") or isolation_before_private_clusters(before_pools or after_pools)
-        in_place, isolation_by_hand = _review_isolation(isolation_before, current["isolation"], current["cluster"])
-        by_hand += isolation_by_hand
+        _review_isolation(isolation_before, current["isolation"], current["cluster"], review)
     if "hardening" in current:
         hardening_before = previous.get("hardening") or HARDENING_BEFORE_SETTINGS
-        hardening_in_place, hardening_by_hand = _review_hardening(
-            hardening_before, current["hardening"], current["cluster"]
-        )
-        in_place += hardening_in_place
-        by_hand += hardening_by_hand
+        _review_hardening(hardening_before, current["hardening"], current["cluster"], review)
     if PULL_THROUGH_FACT in current:
-        pull_through_replaced, pull_through_in_place = _review_pull_through(
-            previous.get(PULL_THROUGH_FACT) or {}, current[PULL_THROUGH_FACT]
-        )
-        replaced += pull_through_replaced
-        in_place += pull_through_in_place
+        _review_pull_through(previous.get(PULL_THROUGH_FACT) or {}, current[PULL_THROUGH_FACT], review)
     denied_before = set(previous.get(DEFAULT_DENY_FACT) or [])
     if newly_denied := [n for n in current.get(DEFAULT_DENY_FACT) or [] if n not in denied_before]:
         in_place.append(
@@ -345,12 +334,12 @@ def review_changes(
             "yourself accepts connections only from its own node until it has a NetworkPolicy of its own "
             "(docs/network.md, Network policies)"
         )
-    return ChangeReview(refused, replaced, by_hand, in_place)
+    return review
 
 
-def _review_pull_through(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """(what is replaced, what changes in place) when the pull-through repositories change."""
-    replaced, in_place = [], []
+def _review_pull_through(before: Mapping[str, Any], after: Mapping[str, Any], review: ChangeReview) -> None:
+    """What is replaced and what changes in place when the pull-through repositories change."""
+    replaced, in_place = review.replaced, review.in_place
     added = [registry for registry in after if registry not in before]
     removed = [registry for registry in before if registry not in after]
     if added:
@@ -377,13 +366,12 @@ def _review_pull_through(before: Mapping[str, Any], after: Mapping[str, Any]) ->
                 f"deleted before it is created again ({', '.join(changed)} changed): its cache starts empty, a pod that "
                 "pulls in between waits in back-off until it is back, and the nodes' read on it is granted again"
             )
-    return replaced, in_place
 
 
 def _review_hardening(
-    before: Mapping[str, Any], after: Mapping[str, Any], cluster: Mapping[str, Any]
-) -> tuple[list[str], list[str]]:
-    """(what changes in place, what is left to do by hand) when a CIS GKE setting of the cluster changes.
+    before: Mapping[str, Any], after: Mapping[str, Any], cluster: Mapping[str, Any], review: ChangeReview
+) -> None:
+    """What changes in place and what is left to do by hand when a CIS GKE setting of the cluster changes.
 
     Intranode visibility turned on for a running cluster restarts its control plane and nodes: gcloud's help of
     --enable-intra-node-visibility (google-cloud-sdk 578.0.0, lib/googlecloudsdk/command_lib/container/flags.py,
@@ -391,8 +379,7 @@ def _review_hardening(
     it off restarts. gcloud turns Google Groups for RBAC on only: every --security-group sends enabled=True
     (lib/googlecloudsdk/api_lib/container/api_adapter.py, same release), so turning it off is an API call.
     """
-    in_place: list[str] = []
-    by_hand: list[str] = []
+    in_place, by_hand = review.in_place, review.by_hand
     if before.get("intranodeVisibility", False) != after["intranodeVisibility"]:
         if after["intranodeVisibility"]:
             in_place.append(
@@ -442,15 +429,13 @@ def _review_hardening(
                 f"GKE's API: clusters.update of projects/<project>/locations/{cluster['region']}/clusters/"
                 f'{cluster["name"]} with {{"update": {{"desiredAuthenticatorGroupsConfig": {{"enabled": false}}}}}}'
             )
-    return in_place, by_hand
 
 
 def _review_isolation(
-    before: Mapping[str, Any], after: Mapping[str, Any], cluster: Mapping[str, Any]
-) -> tuple[list[str], list[str]]:
-    """(what changes in place, what is left to do by hand) when the nodes' or the control plane's exposure changes."""
-    in_place: list[str] = []
-    by_hand: list[str] = []
+    before: Mapping[str, Any], after: Mapping[str, Any], cluster: Mapping[str, Any], review: ChangeReview
+) -> None:
+    """What changes in place and what is left to do by hand when the nodes' or the control plane's exposure changes."""
+    in_place, by_hand = review.in_place, review.by_hand
     credentials = f"gcloud container clusters get-credentials {cluster['name']} --region {cluster['region']}"
     nodes_before: Mapping[str, bool] = before.get("privateNodes") or {}
     flipped = {
@@ -521,4 +506,3 @@ def _review_isolation(
                 f"{', '.join(networks_before)}. To open it to every address: gcloud container clusters update "
                 f"{cluster['name']} --region {cluster['region']} --no-enable-master-authorized-networks"
             )
-    return in_place, by_hand

@@ -41,19 +41,12 @@ from components.operations.objects import MonitoringObjects, monitoring_objects
 from components.platform import config as platform_config
 from components.platform.kueue_objects import KueueObjects, kueue_objects
 from components.platform.namespace_objects import namespace_objects
-from components.tpu.admission import AdmissionPlan, CapacityReport, SliceWorkload
+from components.tpu.admission import AdmissionPlan
 from components.workloads.network_policies.objects import NamespaceDefaultsObjects, namespace_defaults_objects
 from components.workloads.saxml import config as saxml_config
 from components.workloads.saxml.objects import SaxmlObjects, saxml_objects
 from components.workloads.serving import config as serving_config
-from components.workloads.serving.objects import (
-    GUIDE,
-    LEADER_CONTAINER,
-    WORKER_CONTAINER,
-    ServingObjects,
-    leaderworkerset_problems,
-    serving_objects,
-)
+from components.workloads.serving.objects import ServingObjects, leaderworkerset_problems, serving_objects
 from components.workloads.slice_checks import config as checks_config
 from components.workloads.slice_checks.objects import SliceChecksObjects, slice_checks_objects
 
@@ -111,37 +104,17 @@ class StackConfig(Block):
 
     # The questions __main__ and the tools ask of the whole stack.
 
-    def enabled_checks(self) -> dict[str, checks_config.SliceCheckConfig]:
-        return checks_config.enabled_checks(self.checks, self.tpu)
-
-    def slice_workloads(self) -> list[SliceWorkload]:
-        """The slice demand of every enabled workload, for the admission plan."""
-        served = serving_config.serving_workloads(self.serving, self.queues) if self.serving.enabled else []
-        return served + checks_config.check_workloads(self.checks, self.tpu, self.queues)
-
     def admission_plan(self) -> AdmissionPlan:
-        return AdmissionPlan(self.tpu.cubes, tuple(self.slice_workloads()))
-
-    def capacity_report(self) -> CapacityReport:
-        return self.tpu.capacity_report()
-
-    def pool_private_nodes(self, pool: gcp_config.TpuPoolConfig) -> bool:
-        return self.tpu.pool_private_nodes(pool, self.cluster)
-
-    def pool_boot(self, pool: gcp_config.TpuPoolConfig) -> gcp_config.NodeBoot:
-        return self.tpu.pool_boot(pool, self.cluster)
+        """The slice demand of every enabled workload against the cubes."""
+        served = serving_config.serving_workloads(self.serving, self.queues) if self.serving.enabled else []
+        return AdmissionPlan(
+            self.tpu.cubes, (*served, *checks_config.check_workloads(self.checks, self.tpu, self.queues))
+        )
 
     @property
     def nat_needed(self) -> bool:
         """Cloud NAT exactly when a node is private: public nodes leave by their own addresses."""
-        return self.tpu.any_private_nodes(self.cluster)
-
-    def reservation_path(self, pool: gcp_config.TpuPoolConfig) -> str | None:
-        return self.tpu.reservation_path(pool, self.project)
-
-    @property
-    def tpu_zone_is_ai_zone(self) -> bool:
-        return self.tpu.zone_is_ai_zone(self.region)
+        return self.cluster.private_nodes or any(self.tpu.pool_private_nodes(p, self.cluster) for p in self.tpu.pools)
 
     @property
     def node_audit_logging_on(self) -> bool:
@@ -177,7 +150,8 @@ class StackConfig(Block):
     def pull_path(self) -> PullPath:
         """Where the nodes pull each image from: images.mirror, the pull-through repositories, or each image's own
         registry."""
-        return gcp_config.pull_path(self.images, self.pull_through_repositories())
+        remotes = tuple((r.registry, r.path) for r in self.pull_through_repositories())
+        return PullPath(mirror=self.images.mirror, remotes=remotes)
 
     def preview_warnings(self) -> list[str]:
         """What a valid stack's preview warns of (said at every preview, refusing nothing)."""
@@ -410,18 +384,27 @@ def _build(config: StackConfig) -> Stack:
         namespace_defaults=namespace_defaults_objects(namespaces)
         if (namespaces := workload_namespaces(config))
         else None,
-        monitoring=_monitoring(config),
+        monitoring=monitoring_objects(
+            config.project,
+            config.alerts,
+            config.dashboards,
+            config.cluster,
+            tpu,
+            config.platform,
+            queues,
+            config.serving,
+            config.saxml,
+        ),
         node_audit=(
-            node_audit_objects(config.node_audit_logging, config.cluster.name, config.region, pull_path)
+            node_audit_objects(config.node_audit_logging, config.cluster, config.region, pull_path)
             if config.node_audit_logging_on
             else None
         ),
         namespaces=namespace_objects(
             platform_config.namespace_levels(
                 config.platform,
-                queues,
                 tpu.dynamic_slicing,
-                [config.saxml.namespace] if config.saxml.enabled else [],
+                workload_namespaces(config),
                 [operations_config.NODE_AUDIT_NAMESPACE] if config.node_audit_logging_on else [],
             ),
             platform_config.pod_security_version(config.cluster),
@@ -430,54 +413,8 @@ def _build(config: StackConfig) -> Stack:
 
 
 def workload_namespaces(config: StackConfig) -> list[str]:
-    """The namespaces the stack makes for its workloads, each once: the queues' (with dynamic slicing), Saxml's."""
-    queued = list(config.queues.namespaces) if config.tpu.dynamic_slicing else []
-    return list(dict.fromkeys([*queued, *([config.saxml.namespace] if config.saxml.enabled else [])]))
-
-
-def _monitoring(config: StackConfig) -> MonitoringObjects | None:
-    # A cluster made elsewhere has its dashboards (and alerts, refused there) made by the stack that made it.
-    dashboards = config.dashboards.enabled and not config.cluster.existing.enabled
-    if not (config.alerts.enabled or dashboards):
-        return None
-    slicing = config.tpu.dynamic_slicing
-    return monitoring_objects(
-        config.project,
-        _alerts_input(config) if config.alerts.enabled else None,
-        _dashboards_input(config) if dashboards else None,
-        kueue_namespace=config.platform.kueue.namespace if slicing and config.platform.install else None,
-    )
-
-
-def _dashboards_input(config: StackConfig) -> operations_config.DashboardsInput:
-    slicing = config.tpu.dynamic_slicing
-    return operations_config.DashboardsInput(
-        project=config.project,
-        cluster_name=config.cluster.name,
-        kueue_namespace=config.platform.kueue.namespace if slicing and config.platform.install else None,
-        cluster_queue=config.queues.cluster_queue_name if slicing else None,
-        serving_namespace=config.serving.namespace if slicing and config.serving.enabled else None,
-        serving_guide=GUIDE,
-        slice_namespace=(config.serving.namespace if config.serving.enabled else config.queues.namespaces[0])
-        if slicing and config.queues.namespaces
-        else None,
-        saxml_namespace=config.saxml.namespace if config.saxml.enabled else None,
-    )
-
-
-def _alerts_input(config: StackConfig) -> operations_config.AlertsInput:
-    slicing = config.tpu.dynamic_slicing
-    serving = slicing and config.serving.enabled
-    return operations_config.alerts_input(
-        config.alerts,
-        config.project,
-        config.cluster,
-        config.tpu,
-        kueue_namespace=config.platform.kueue.namespace if slicing and config.platform.install else None,
-        cluster_queue=config.queues.cluster_queue_name if slicing else None,
-        serving_namespace=config.serving.namespace if serving else None,
-        model_server_containers=[LEADER_CONTAINER, WORKER_CONTAINER] if serving else [],
-    )
+    """The namespaces the stack makes for its workloads, each once."""
+    return list(dict.fromkeys(namespace for _, namespace in _workload_namespaces(config)))
 
 
 def _check_built(stack: Stack, problems: Problems) -> None:
@@ -501,7 +438,9 @@ def _check_network_policy_names(stack: Stack, problems: Problems) -> None:
             *(stack.namespace_defaults.default_deny.values() if stack.namespace_defaults else []),
         ]
     }
-    kinds = {check.name: kind for kind, check in stack.config.enabled_checks().items()}
+    kinds = {
+        check.name: kind for kind, check in checks_config.enabled_checks(stack.config.checks, stack.config.tpu).items()
+    }
     for policy in stack.checks.network_policies:
         namespace, name = policy["metadata"]["namespace"], policy["metadata"]["name"]
         if (namespace, name) in taken:

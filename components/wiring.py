@@ -98,7 +98,7 @@ def project_services_args(stack: Stack) -> ProjectServicesArgs:
     return ProjectServicesArgs(
         project=config.project,
         apis=project_apis(stack),
-        enable_ai_zones=config.tpu_zone_is_ai_zone and not config.cluster.existing.enabled,
+        enable_ai_zones=config.tpu.zone_is_ai_zone(config.region) and not config.cluster.existing.enabled,
     )
 
 
@@ -259,7 +259,7 @@ def reservation_check_args(
                 name=pool.name,
                 hosts=pool.node_count,
                 sub_block=pool.sub_block,
-                path=config.reservation_path(pool) or "",
+                path=tpu.reservation_path(pool, config.project) or "",
             )
             for i, pool in enumerate(tpu.pools)
         ],
@@ -429,6 +429,9 @@ def monitoring_args(
 ) -> MonitoringArgs:
     assert stack.monitoring is not None
     return MonitoringArgs(
+        alerts=stack.config.alerts,
+        cluster=stack.config.cluster,
+        project=stack.config.project,
         objects=stack.monitoring,
         provider=cluster.provider,
         apis=list(services.apis) if services else [],

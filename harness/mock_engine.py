@@ -432,7 +432,9 @@ def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> 
             SubBlock(
                 name=pool.sub_block or f"subblock-{i:04d}",
                 hosts=pool.node_count,
-                in_use=pool.node_count if placed.get(pool.name) == loaded.reservation_path(pool) else 0,
+                in_use=pool.node_count
+                if placed.get(pool.name) == loaded.tpu.reservation_path(pool, loaded.project)
+                else 0,
             )
             for i, pool in enumerate(tpu.pools)
         )

@@ -25,7 +25,6 @@ EXTERNAL_GATEWAY_CLASSES = frozenset(
 )
 # Either annotation makes GKE build an internal passthrough load balancer for the Service.
 INTERNAL_SERVICE_ANNOTATIONS = ("networking.gke.io/load-balancer-type", "cloud.google.com/load-balancer-type")
-GKE_INGRESS_CLASSES = ("gce", "gce-internal")
 INGRESS_CLASS_ANNOTATION = "kubernetes.io/ingress.class"
 
 OPT_IN = "allowPublicEndpoints"

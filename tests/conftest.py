@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -19,6 +19,9 @@ from components.config_base import NAMESPACE, ConfigError
 from harness.mock_engine import ProgramRun, run_program
 from tests import external
 from tools.stack_file import stack_config_values
+
+if TYPE_CHECKING:
+    from components.stack import StackConfig
 
 # The tests' own stacks: copies of the example stacks as they were when the tests were written. The committed
 # Pulumi.<stack>.yaml files are the user's to change; the tests that hold for any stack the program accepts read those
@@ -38,6 +41,13 @@ def stack_values(stack: str = "dev") -> dict[str, Any]:
         except json.JSONDecodeError:
             decoded[key[len(prefix) :]] = text
     return decoded
+
+
+def stack_config(stack: str = "dev", overrides: dict[str, Any] | None = None) -> StackConfig:
+    """The validated config of one of the tests' own stacks, with ``overrides`` (as ``with_overrides`` takes them)."""
+    from components.stack import parse_pulumi_values
+
+    return parse_pulumi_values(as_pulumi_values(with_overrides(stack_values(stack), overrides or {})))
 
 
 def with_overrides(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -115,10 +125,7 @@ def dev_run() -> ProgramRun:
 def pulled(image: str, stack: str = "dev", overrides: dict[str, Any] | None = None) -> str:
     """``image`` as the nodes of ``stack`` pull it: through its mirror, its pull-through repositories, or from its own
     registry (the stack's PullPath, whose rewrite tests/test_config_base.py holds)."""
-    from components import stack as stack_config
-
-    raw = with_overrides(stack_values(stack), overrides or {})
-    return stack_config.load_pulumi_values(as_pulumi_values(raw)).config.pull_path().image(image)
+    return stack_config(stack, overrides).pull_path().image(image)
 
 
 def assert_bad_input(override: dict[str, Any], key: str, fragment: str, stack: str = "dev") -> None:

@@ -141,16 +141,8 @@ def bench_pods(stack: str) -> list[Pod]:
     config = load_pulumi_values(stack_config_values(stack, FIXTURE_STACKS)[0]).config
     if not config.serving.enabled:
         return []
-    spec = benchmark.benchmark_input(
-        config.serving,
-        config.project,
-        "pod-security",
-        "http://10.0.0.1/v1",
-        rates=(1.0,),
-        stage_seconds=60,
-        pull_path=config.pull_path(),
-    )
-    return rendered_pods(benchmark.benchmark_objects(spec))
+    ramp = benchmark.Ramp(run_id="pod-security", base_url="http://10.0.0.1/v1", rates=(1.0,), stage_seconds=60)
+    return rendered_pods(benchmark.benchmark_objects(config.serving, config.project, config.pull_path(), ramp))
 
 
 # GKE's Cloud Storage FUSE webhook adds its sidecar, a native one, to a pod annotated gke-gcsfuse/volumes: "true",

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from components.operations.benchmark import benchmark_input, benchmark_objects
+from components.operations.benchmark import Ramp, benchmark_objects
 from components.stack import StackConfig, parse_pulumi_values
 from components.workloads.serving.config import weights_bucket_name
 from harness.mock_engine import PROJECT_NUMBER_PLACEHOLDER, ProgramRun, Registration, run_program
@@ -141,10 +141,8 @@ def render_of(run: ProgramRun, config: StackConfig) -> Render:
     every image the nodes pull (the pods' and the charts', from the `images` output); the cluster's identities."""
     objects: list[dict[str, Any]] = list(kubernetes_objects(run.registrations))
     if config.serving.enabled:
-        spec = benchmark_input(
-            config.serving, config.project, "iam-check", "http://10.0.0.2/v1", (1.0,), 60, config.pull_path()
-        )
-        objects += benchmark_objects(spec)
+        ramp = Ramp(run_id="iam-check", base_url="http://10.0.0.2/v1", rates=(1.0,), stage_seconds=60)
+        objects += benchmark_objects(config.serving, config.project, config.pull_path(), ramp)
     images = [c["image"] for pod in pods_of(objects) for c in pod.containers]
     images += [image["pull"] for image in run.outputs.get("images", [])]
     clusters = run.of_type("gcp:container/cluster:Cluster")

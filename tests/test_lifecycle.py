@@ -11,13 +11,14 @@ import copy
 
 import pulumi
 import pytest
+import yaml
 
 from components import lifecycle as lifecycle_review
 from components import stack as stack_config
 from components.platform import config as platform_config
 from harness.mock_engine import ProgramRun, Registration
 from tests.conftest import run_stack, stack_values
-from tools.render import create_waves, creates_something, depends_on, destroy_waves
+from tools.render import create_waves, creates_something, depends_on, destroy_waves, kubernetes_document
 
 STACKS = ["dev", "saxml"]
 TPU_POOL = "gcp:container/nodePool:NodePool"
@@ -166,9 +167,10 @@ def test_the_nat_goes_only_after_everything_that_pulls_through_it(runs, stack):
 def test_the_nat_is_replaced_only_with_the_cluster(runs):
     """The router's and NAT's replacing inputs (name, region, network, router) derive from network.prefix and
     region alone, and a change of either is announced as the cluster's replacement already."""
-    run = run_stack({"network.prefix": "other"}, previous_outputs=previous_of(runs["dev"]))
+    prefix = "other"
+    run = run_stack({"network.prefix": prefix}, previous_outputs=previous_of(runs["dev"]))
     nat = run.one("gcp:compute/routerNat:RouterNat", NAT)
-    assert (nat.input("name"), nat.input("router")) == ("other-nat", "other-router")
+    assert (nat.input("name"), nat.input("router")) == (f"{prefix}-nat", f"{prefix}-router")
     assert any(w.startswith("the GKE cluster qwen-serving-cluster will be REPLACED") for w in run.warnings)
 
 
@@ -383,14 +385,22 @@ def by_hand_chart_steps(run: ProgramRun) -> list[str]:
     return [w for w in run.warnings if " the chart goes " in w]
 
 
+def chart_goes(key: str) -> str:
+    """The first words of the warning for platform.<key> moved from its earlier pin to the dev stack's."""
+    now = getattr(
+        stack_config.load(stack_values()).config.platform, {"leaderWorkerSet": "leader_worker_set"}.get(key, key)
+    )
+    return f"platform.{key}: the chart goes {EARLIER_PINS[f'platform.{key}.version']} -> {now.version}"
+
+
 def test_the_first_up_after_the_upgrade_of_the_pins_asks_for_both_crd_steps_and_replaces_nothing():
     """LWS 0.10.0 adds two CRDs to its crds/ folder (disaggregatedsets, disaggregatedsetrolescalers) that its
     controller watches; JobSet 0.12.0 changes its one CRD. Kueue's CRDs are templates, upgraded with the release."""
     previous = run_stack(EARLIER_PINS)
     run = run_stack(previous_outputs=previous_of(previous))
     assert [line.split(", and Helm")[0] for line in by_hand_chart_steps(run)] == [
-        "platform.jobset: the chart goes 0.11.1 -> 0.12.0",
-        "platform.leaderWorkerSet: the chart goes 0.8.0 -> 0.10.0",
+        chart_goes("jobset"),
+        chart_goes("leaderWorkerSet"),
     ]
     assert not [w for w in run.warnings if "REPLACED" in w], run.warnings
     assert not [w for w in run.warnings if "platform.kueue" in w], run.warnings
@@ -401,12 +411,12 @@ def test_a_stack_whose_last_up_predates_the_chart_facts_is_warned_from_its_helm_
     previous = run_stack(EARLIER_PINS)
     lifecycle = {k: v for k, v in previous.raw_outputs["lifecycle"].items() if k != "chartsWithCrdsHelmKeeps"}
     releases = previous.raw_outputs["helmReleases"]
-    assert releases["lws"] == "0.8.0"
+    assert releases["lws"] == EARLIER_PINS["platform.leaderWorkerSet.version"]
     for outputs in ({"lifecycle": lifecycle, "helmReleases": releases}, {"helmReleases": releases}):
         run = run_stack(previous_outputs=outputs)
         assert [line.split(", and Helm")[0] for line in by_hand_chart_steps(run)] == [
-            "platform.jobset: the chart goes 0.11.1 -> 0.12.0",
-            "platform.leaderWorkerSet: the chart goes 0.8.0 -> 0.10.0",
+            chart_goes("jobset"),
+            chart_goes("leaderWorkerSet"),
         ], run.warnings
         assert not [w for w in run.warnings if "REPLACED" in w], run.warnings
 
@@ -476,7 +486,10 @@ def test_tpu_workloads_wait_until_the_slice_controller_webhook_serves(runs):
     run = runs["dev"]
     gate = run.one("pulumi-python:dynamic/tpu-gke:ReadyGate", "slice-controller-webhook")
     assert "slice-controller" in gate.dependencies
-    assert gate.input("webhook_configuration") == "slice-controller-mutating-webhook-configuration"
+    # the webhook configuration the slice controller's chart renders
+    rendered = [o for o in yaml.safe_load_all(kubernetes_document(run.registrations)) if o]
+    webhooks = {o["metadata"]["name"] for o in rendered if o["kind"] == "MutatingWebhookConfiguration"}
+    assert gate.input("webhook_configuration") in webhooks
     for workload in tpu_workloads(run):
         assert "slice-controller-webhook" in closure(run, workload.name), workload.name
 
@@ -963,7 +976,7 @@ def test_the_urn_of_a_tpu_pool_is_the_one_pulumi_state_unprotect_takes():
 def test_the_first_up_after_node_boot_came_replaces_the_tpu7x_pools_of_dev_and_says_how_to_keep_serving(runs):
     run = run_stack(previous_outputs=lifecycle_before_node_boot(runs["dev"]))
     lines = replacements(run)
-    assert sorted(lines) == ["tpu7-pool-1", "tpu7-pool-2"], run.warnings
+    assert sorted(lines) == pool_names("dev"), run.warnings
     for line in lines.values():
         assert "deleted before it is created again (secureBoot False -> True)" in line
         assert "replace one per `up`, with tpu.pools[].hardenedBoot false on the others for this one" in line
@@ -976,15 +989,22 @@ def test_the_first_up_after_node_boot_came_changes_nothing_on_saxml(runs):
 
 
 PROD_BOOT_KEY = stack_values("prod")["cluster"]["bootDiskEncryptionKey"]
+
+
+def pool_names(stack: str) -> list[str]:
+    """The TPU pools ``stack`` declares, sorted."""
+    return sorted(pool.name for pool in stack_config.load(stack_values(stack)).config.tpu.pools)
+
+
 STAGED = [{"name": "tpu7-pool-1", "nodeCount": 16}, {"name": "tpu7-pool-2", "nodeCount": 16, "hardenedBoot": False}]
 
 
 def test_the_first_up_of_prod_after_node_boot_replaces_every_pool_and_names_each_unprotect():
     before = lifecycle_before_node_boot(run_stack(stack="prod"))
     lines = replacements(run_stack(stack="prod", previous_outputs=before))
-    assert sorted(lines) == ["system", "tpu7-pool-1", "tpu7-pool-2"]
+    assert sorted(lines) == ["system", *pool_names("prod")]
     assert f"(bootDiskKey '' -> '{PROD_BOOT_KEY}')" in lines["system"]
-    for pool in ("tpu7-pool-1", "tpu7-pool-2"):
+    for pool in pool_names("prod"):
         assert f"(bootDiskKey '' -> '{PROD_BOOT_KEY}'; secureBoot False -> True)" in lines[pool]
         assert lines[pool].endswith(
             f"It is protected (tpu.protectPools): the preview stops at it until the state's flag is cleared, "
@@ -997,13 +1017,14 @@ def test_a_running_production_stack_replaces_one_cube_per_up():
     replaced, with no advice to split further; the next `up`, without the override, replaces tpu7-pool-2 alone."""
     older = lifecycle_before_node_boot(run_stack(stack="prod"))
     first = run_stack({"tpu.pools": STAGED}, stack="prod", previous_outputs=older)
+    replaced, kept = (pool["name"] for pool in STAGED)
     lines = replacements(first)
-    assert sorted(lines) == ["system", "tpu7-pool-1"]
-    assert "replace one per `up`" not in lines["tpu7-pool-1"]
-    assert tpu_pool_urn("prod", "tpu7-pool-1") in lines["tpu7-pool-1"]
+    assert sorted(lines) == ["system", replaced]
+    assert "replace one per `up`" not in lines[replaced]
+    assert tpu_pool_urn("prod", replaced) in lines[replaced]
     second = run_stack(stack="prod", previous_outputs=previous_of(first))
-    assert sorted(replacements(second)) == ["tpu7-pool-2"]
-    assert tpu_pool_urn("prod", "tpu7-pool-2") in replacements(second)["tpu7-pool-2"]
+    assert sorted(replacements(second)) == [kept]
+    assert tpu_pool_urn("prod", kept) in replacements(second)[kept]
     assert replacements(run_stack(stack="prod", previous_outputs=previous_of(second))) == {}
 
 

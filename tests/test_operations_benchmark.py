@@ -4,6 +4,7 @@ inference-perf's schema (inference_perf/reportgen/base.py, ResponsesSummary, 0.7
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -14,35 +15,29 @@ import yaml
 
 from components import manifests
 from components.operations import benchmark
-from components.stack import parse_pulumi_values
+from components.stack import StackConfig
 from components.workloads.serving.config import BENCHMARK_IMAGE, weights_uri
-from tests.conftest import FIXTURE_STACKS, as_pulumi_values, stack_values, with_overrides
+from tests.conftest import stack_config, stack_values
 from tests.crd_schemas import core_errors
-from tools.stack_file import PROJECT_ROOT, stack_config_values
+from tools.stack_file import PROJECT_ROOT
 
-BASE_URL = "http://10.10.0.42/v1"
-
-
-def dev_spec(**overrides: Any) -> benchmark.BenchmarkInput:
-    values, _ = stack_config_values("dev", FIXTURE_STACKS)
-    config = parse_pulumi_values(values)
-    spec = benchmark.benchmark_input(
-        config.serving,
-        config.project,
-        run_id="20261204-101500",
-        base_url=BASE_URL,
-        rates=(1, 2, 4),
-        stage_seconds=90,
-        pull_path=config.pull_path(),
-    )
-    return benchmark.BenchmarkInput(**{**spec.__dict__, **overrides})
+RAMP = benchmark.Ramp(run_id="20261204-101500", base_url="http://10.10.0.42/v1", rates=(1, 2, 4), stage_seconds=90)
 
 
-def test_the_job_and_its_config_map_are_valid_objects_of_the_serving_namespace():
-    config_map, job = benchmark.benchmark_objects(dev_spec())
+@pytest.fixture(scope="module")
+def dev() -> StackConfig:
+    return stack_config("dev")
+
+
+def dev_objects(dev: StackConfig, ramp: benchmark.Ramp = RAMP) -> list[dict[str, Any]]:
+    return benchmark.benchmark_objects(dev.serving, dev.project, dev.pull_path(), ramp)
+
+
+def test_the_job_and_its_config_map_are_valid_objects_of_the_serving_namespace(dev):
+    config_map, job = dev_objects(dev)
     for obj in (config_map, job):
         assert core_errors(obj) == []
-        assert obj["metadata"]["namespace"] == "llm-d-pd-disaggregation"
+        assert obj["metadata"]["namespace"] == dev.serving.namespace
         assert obj["metadata"]["name"] == "serving-benchmark-20261204-101500"
     pod = job["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "serving-benchmark", "its own account, not the model servers'"
@@ -52,34 +47,35 @@ def test_the_job_and_its_config_map_are_valid_objects_of_the_serving_namespace()
     assert job["spec"]["backoffLimit"] == 0
 
 
-def test_the_tokenizer_is_the_staged_snapshot_read_only_and_the_reports_go_to_the_results_prefix():
-    spec = dev_spec()
-    _, job = benchmark.benchmark_objects(spec)
+def test_the_tokenizer_is_the_staged_snapshot_read_only_and_the_reports_go_to_the_results_prefix(dev):
+    _, job = dev_objects(dev)
     pod = job["spec"]["template"]["spec"]
     assert job["spec"]["template"]["metadata"]["annotations"]["gke-gcsfuse/volumes"] == "true"
     tokenizer = next(v for v in pod["volumes"] if v["name"] == "tokenizer")["csi"]
     assert tokenizer["driver"] == "gcsfuse.csi.storage.gke.io" and tokenizer["readOnly"] is True
-    values, _ = stack_config_values("dev", FIXTURE_STACKS)
-    config = parse_pulumi_values(values)
-    snapshot = weights_uri(config.serving, config.project)
-    assert snapshot == f"gs://{tokenizer['volumeAttributes']['bucketName']}/{spec.snapshot_path}"
-    assert tokenizer["volumeAttributes"]["mountOptions"] == f"implicit-dirs,only-dir={spec.snapshot_path}"
+    attributes = tokenizer["volumeAttributes"]
+    options = attributes["mountOptions"].split(",")
+    assert options[0] == "implicit-dirs" and len(options) == 2
+    snapshot = options[1].removeprefix("only-dir=")
+    assert options[1] != snapshot and snapshot, "only the snapshot's prefix is mounted"
+    assert weights_uri(dev.serving, dev.project) == f"gs://{attributes['bucketName']}/{snapshot}"
     mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
     assert mounts["tokenizer"]["mountPath"] == "/tokenizer" and mounts["tokenizer"]["readOnly"] is True
 
 
 def test_the_config_is_the_run_asked_for_behind_the_gateway():
-    spec = dev_spec()
-    config_map, job = benchmark.benchmark_objects(spec)
+    """A served name and a bucket other than the base file's, so an overlay that changed nothing fails."""
+    serving = {"serving.model.servedName": "qwen-bench", "serving.weightsBucket.name": "bench-weights"}
+    config_map, job = dev_objects(stack_config("dev", serving))
     config = yaml.safe_load(config_map["data"][benchmark.CONFIG_KEY])
     assert config["server"]["base_url"] == "http://10.10.0.42", "inference-perf appends /v1/completions itself"
-    assert config["server"]["model_name"] == "Qwen/Qwen3.5-397B-A17B-FP8"
+    assert config["server"]["model_name"] == "qwen-bench"
     assert config["api"] == {"type": "completion", "streaming": True}, "TTFT and TPOT need a streamed answer"
     assert config["server"]["ignore_eos"] is True
     assert config["load"]["stages"] == [{"rate": r, "duration": 90} for r in (1, 2, 4)]
     assert config["tokenizer"]["pretrained_model_name_or_path"] == "/tokenizer"
     assert config["storage"]["google_cloud_storage"] == {
-        "bucket_name": "my-model-weights",
+        "bucket_name": "bench-weights",
         "path": "results/20261204-101500",
     }
     stages = 3 * (90 + config["load"]["interval"])
@@ -87,16 +83,16 @@ def test_the_config_is_the_run_asked_for_behind_the_gateway():
     assert config["report"]["request_lifecycle"]["per_stage"] is True
 
 
-def test_the_workload_is_shaped_like_pd_serving_within_the_context():
+def test_the_workload_is_shaped_like_pd_serving_within_the_context(dev):
     data = manifests.load_document(benchmark.CONFIG_FILE)["data"]
     prompts, outputs = data["input_distribution"], data["output_distribution"]
     assert prompts["mean"] >= 2048, "long prompts: prefill's work"
     assert outputs["min"] <= 32 and outputs["max"] >= 1024, "short and long outputs: decode's work"
-    assert prompts["max"] + outputs["max"] <= dev_spec().max_model_len
+    assert prompts["max"] + outputs["max"] <= dev.serving.max_model_len
 
 
-def test_the_job_runs_the_harness_release_the_lab_installs():
-    image = parse_pulumi_values(stack_config_values("dev", FIXTURE_STACKS)[0]).serving.benchmark_image
+def test_the_job_runs_the_harness_release_the_lab_installs(dev):
+    image = dev.serving.benchmark_image
     match = re.fullmatch(r"quay\.io/inference-perf/inference-perf:v(\d+\.\d+\.\d+)", image)
     assert match, image
     pins = (PROJECT_ROOT / "lab" / "bench-requirements.txt").read_text()
@@ -120,10 +116,8 @@ def test_the_job_runs_the_harness_release_the_lab_installs():
 def test_the_job_pulls_its_image_the_way_the_stack_pulls_every_image(overrides, registry):
     """R3-3: `make bench` bypassed images.mirror. Its image now takes the stack's pull path, and the `images` output
     lists it as it is pulled."""
-    raw = with_overrides(stack_values(), overrides)
-    config = parse_pulumi_values(as_pulumi_values(raw))
-    spec = benchmark.benchmark_input(config.serving, config.project, "run", BASE_URL, (1.0,), 60, config.pull_path())
-    _, job = benchmark.benchmark_objects(spec)
+    config = stack_config("dev", overrides)
+    _, job = dev_objects(config)
     image = job["spec"]["template"]["spec"]["containers"][0]["image"]
     assert registry in image and image.endswith("inference-perf/inference-perf:v0.7.0"), image
     (listed,) = [i for i in config.stack_images() if i.key == "serving.benchmarkImage"]
@@ -131,24 +125,24 @@ def test_the_job_pulls_its_image_the_way_the_stack_pulls_every_image(overrides, 
 
 
 @pytest.mark.parametrize(
-    ("overrides", "fragment"),
+    ("overrides", "max_model_len", "fragment"),
     [
-        ({"run_id": "Run_1"}, "--run-id"),
-        ({"rates": ()}, "--rates 1,2,4,8"),
-        ({"rates": (4, 2)}, "do not ramp up"),
-        ({"rates": (0, 1)}, "positive request rates"),
-        ({"stage_seconds": 10}, "--stage-seconds 30"),
-        ({"base_url": "http://10.10.0.42"}, "is not http://<address>/v1"),
-        ({"max_model_len": 4096}, "exceeds serving.maxModelLen 4096"),
+        ({"run_id": "Run_1"}, None, "--run-id"),
+        ({"rates": ()}, None, "--rates 1,2,4,8"),
+        ({"rates": (4, 2)}, None, "do not ramp up"),
+        ({"rates": (0, 1)}, None, "positive request rates"),
+        ({"stage_seconds": 10}, None, "--stage-seconds 30"),
+        ({"base_url": "http://10.10.0.42"}, None, "is not http://<address>/v1"),
+        ({}, 4096, "exceeds serving.maxModelLen 4096"),
     ],
 )
-def test_a_run_that_would_measure_the_wrong_thing_is_refused(overrides, fragment):
-    found = benchmark.problems(dev_spec(**overrides))
+def test_a_run_that_would_measure_the_wrong_thing_is_refused(dev, overrides, max_model_len, fragment):
+    found = benchmark.problems(dataclasses.replace(RAMP, **overrides), max_model_len or dev.serving.max_model_len)
     assert len(found) == 1 and fragment in found[0], found
 
 
-def test_a_good_run_has_no_problem():
-    assert benchmark.problems(dev_spec()) == []
+def test_a_good_run_has_no_problem(dev):
+    assert benchmark.problems(RAMP, dev.serving.max_model_len) == []
 
 
 # --- Reading inference-perf's reports ---------------------------------------------------------------
@@ -228,15 +222,14 @@ def test_a_stage_without_streamed_answers_shows_no_latency(tmp_path):
     assert benchmark.table([row]).splitlines()[1].split()[-6:] == ["-"] * 6
 
 
-def test_the_job_runs_as_an_account_the_stack_makes():
+def test_the_job_runs_as_an_account_the_stack_makes(dev):
     """The Job is not the stack's, but its identity is: the ServiceAccount it names exists in the dev render. What
     that account may do in Google Cloud (look the bucket up, read it, write its reports only) is held with every
     other program's calls by tests/test_iam_stack.py."""
     from tests.conftest import run_stack
 
-    spec = dev_spec()
-    _, job = benchmark.benchmark_objects(spec)
+    _, job = dev_objects(dev)
     account = job["spec"]["template"]["spec"]["serviceAccountName"]
     run = run_stack(stack="dev")
     accounts = [r for r in run.of_type("kubernetes:core/v1:ServiceAccount") if r.input("metadata")["name"] == account]
-    assert [a.input("metadata")["namespace"] for a in accounts] == [spec.namespace]
+    assert [a.input("metadata")["namespace"] for a in accounts] == [dev.serving.namespace]

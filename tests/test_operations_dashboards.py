@@ -26,11 +26,10 @@ from google.protobuf import json_format
 
 from components.operations import dashboard_objects, metric_catalog
 from components.operations import objects as alerting
-from components.operations.config import DashboardsInput
 from components.workloads.serving.config import DECODE, PREFILL
 from components.workloads.serving.objects import ROLE_LABEL, VLLM_PORTS
 from harness.mock_engine import ProgramRun
-from tests.conftest import run_stack
+from tests.conftest import run_stack, stack_config
 from tests.crd_schemas import crd_errors
 
 DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
@@ -291,17 +290,23 @@ def test_each_stack_reads_only_its_own_names(stack_run):
 
 
 def test_the_overlay_names_the_namespaces_of_each_source():
-    spec = DashboardsInput(
-        project="p",
-        cluster_name="c1",
-        kueue_namespace="kq",
-        cluster_queue="tpu-cq",
-        serving_namespace="serve",
-        serving_guide="pd-disaggregation",
-        slice_namespace="serve",
-        saxml_namespace=None,
+    """Names other than those the dashboard files are written with (the dev stack's), so an overlay that changed
+    nothing fails."""
+    dev = stack_config("dev")
+    kueue = dev.platform.kueue.model_copy(update={"namespace": "kq"})
+    objects = alerting.monitoring_objects(
+        dev.project,
+        dev.alerts,
+        dev.dashboards,
+        dev.cluster,
+        dev.tpu,
+        dev.platform.model_copy(update={"kueue": kueue}),
+        dev.queues.model_copy(update={"cluster_queue_name": "tpu-cq"}),
+        dev.serving.model_copy(update={"namespace": "serve"}),
+        dev.saxml,
     )
-    boards = {board.key: board.body for board in dashboard_objects.dashboards(spec)}
+    assert objects is not None
+    boards = {board.key: board.body for board in objects.dashboards}
     assert sorted(boards) == ["kueue", "router", "serving", "tpu"]
     for key, body in boards.items():
         for query in dashboard_objects.queries(body):

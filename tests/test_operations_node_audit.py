@@ -36,7 +36,8 @@ def built(
     cluster_name: str = ClusterConfig().name, location: str = "us-central1", pull_path: PullPath = NO_PULL_PATH
 ) -> nao.NodeAuditObjects:
     """The objects of the block's defaults."""
-    return nao.node_audit_objects(NodeAuditLoggingConfig(), cluster_name, location, pull_path)
+    cluster = ClusterConfig().model_copy(update={"name": cluster_name})
+    return nao.node_audit_objects(NodeAuditLoggingConfig(), cluster, location, pull_path)
 
 
 def pod(objects: nao.NodeAuditObjects) -> dict[str, Any]:

@@ -1,34 +1,61 @@
 """The alert policies and the Kueue metrics scrape as data: what each policy measures, for which
 resources, with which thresholds; every policy's runbook; and every scrape object valid against its
-pinned schema."""
+pinned schema. Built from the tests' own stacks, their alerts on."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Any
 
 import pytest
 
 from components.operations import objects as alerting
-from components.operations.config import AlertsConfig, AlertsInput, alerts_input
 from components.stack import StackConfig
+from tests.conftest import stack_config
 from tests.crd_schemas import HALVES, strict_errors
 
+ALERTS_ON = {"alerts": {"enabled": True, "emails": ["oncall@example.com"]}}
 
-def spec(**overrides: Any) -> AlertsInput:
-    config = StackConfig(project="my-tpu-project")
-    base = alerts_input(
-        AlertsConfig(enabled=True, emails=["oncall@example.com"]),
-        config.project,
-        config.cluster,
-        config.tpu,
-        kueue_namespace="kueue-system",
-        cluster_queue="cq",
-        serving_namespace="llm-d-pd-disaggregation",
-        model_server_containers=["vllm-leader", "vllm-worker"],
+
+@pytest.fixture(scope="module")
+def dev() -> StackConfig:
+    """The dev stack (dynamic slicing, its own Kueue, serving), with alerts."""
+    return stack_config("dev", ALERTS_ON)
+
+
+@pytest.fixture(scope="module")
+def saxml() -> StackConfig:
+    """The saxml stack (static 4x8 slices of two v5e pools, no dynamic slicing, no serving), with alerts."""
+    return stack_config("saxml", ALERTS_ON)
+
+
+def monitoring(config: StackConfig, alerts: dict[str, Any] | None = None, **blocks: Any) -> alerting.MonitoringObjects:
+    """What the operations layer builds of ``config``, its alerts block updated by ``alerts`` and the blocks named
+    in ``blocks`` replaced."""
+    c = config.model_copy(update={**blocks, "alerts": config.alerts.model_copy(update=alerts or {})})
+    objects = alerting.monitoring_objects(
+        c.project, c.alerts, c.dashboards, c.cluster, c.tpu, c.platform, c.queues, c.serving, c.saxml
     )
-    return dataclasses.replace(base, **overrides)
+    assert objects is not None
+    return objects
+
+
+def alerting_of(config: StackConfig, alerts: dict[str, Any] | None = None, **blocks: Any) -> alerting.AlertingObjects:
+    made = monitoring(config, alerts, **blocks).alerts
+    assert made is not None
+    return made
+
+
+def policies(config: StackConfig, alerts: dict[str, Any] | None = None, **blocks: Any) -> dict[str, dict[str, Any]]:
+    """Every policy, the Gateway's (of any GKE Gateway) included, by key."""
+    made = alerting_of(config, alerts, **blocks)
+    return by_key([*made.policies, *([made.gateway] if made.gateway else [])])
+
+
+def with_pools(config: StackConfig, *names: str) -> dict[str, Any]:
+    """The tpu block with its pools renamed ``names``, for ``monitoring``'s ``blocks``."""
+    pools = [pool.model_copy(update={"name": name}) for pool, name in zip(config.tpu.pools, names, strict=True)]
+    return {"tpu": config.tpu.model_copy(update={"pools": pools})}
 
 
 def by_key(policies: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -41,8 +68,9 @@ def threshold(policy: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def test_every_signal_has_a_policy_when_everything_runs():
-    assert sorted(by_key(alerting.alert_policies(spec()))) == [
+def test_every_signal_has_a_policy_when_everything_runs(dev):
+    made = alerting_of(dev)
+    assert sorted(by_key(made.policies)) == [
         "kueue-pending",
         "model-server-restarts",
         "tpu-node-not-ready",
@@ -50,18 +78,18 @@ def test_every_signal_has_a_policy_when_everything_runs():
         "tpu-pool-unavailable",
         "tpu-slice-unhealthy",
     ]
-    assert alerting.gateway_errors(spec(), "um")["key"] == "gateway-5xx"
-    assert sorted([*by_key(alerting.alert_policies(spec())), "gateway-5xx"]) == sorted(alerting.ALERT_KEYS)
+    assert made.gateway is not None and made.gateway["key"] == "gateway-5xx"
+    assert sorted(policies(dev)) == sorted(alerting.ALERT_KEYS)
 
 
-def test_without_kueue_serving_or_dynamic_slicing_only_the_node_and_pool_policies_are_made():
-    policies = alerting.alert_policies(
-        spec(kueue_namespace=None, cluster_queue=None, serving_namespace=None, dynamic_slicing=False)
-    )
-    assert [p["key"] for p in policies] == ["tpu-node-not-ready", "tpu-pool-unavailable"]
-    objects = alerting.monitoring_objects("my-tpu-project", spec(kueue_namespace=None), None, kueue_namespace=None)
-    assert objects.kueue_metrics is None
-    objects = alerting.monitoring_objects("my-tpu-project", spec(), None, kueue_namespace="kueue-system")
+def test_without_kueue_serving_or_dynamic_slicing_only_the_node_and_pool_policies_are_made(dev, saxml):
+    made = alerting_of(saxml)
+    assert [p["key"] for p in made.policies] == ["tpu-node-not-ready", "tpu-pool-unavailable"]
+    assert made.gateway is None
+    no_boards = {"dashboards": dev.dashboards.model_copy(update={"enabled": False})}
+    without_kueue = dev.platform.model_copy(update={"install": False})
+    assert monitoring(dev, platform=without_kueue, **no_boards).kueue_metrics is None
+    objects = monitoring(dev, **no_boards)
     assert objects.kueue_metrics is not None, "the pending alert reads Kueue's scrape"
     assert objects.model_server_metrics is None and objects.dashboards == []
 
@@ -72,11 +100,11 @@ def promql(policy: dict[str, Any]) -> str:
     return query
 
 
-def test_a_slice_away_from_active_pages_after_the_slice_controllers_own_recovery():
-    policy = by_key(alerting.alert_policies(spec(slice_unhealthy_minutes=12)))["tpu-slice-unhealthy"]
+def test_a_slice_away_from_active_pages_after_the_slice_controllers_own_recovery(dev):
+    policy = policies(dev, {"slice_unhealthy_minutes": 12})["tpu-slice-unhealthy"]
     query = promql(policy)
     assert "kubernetes_io:accelerator_slice_state{" in query
-    for matcher in ('monitored_resource="k8s_entity"', 'cluster_name="qwen-serving-cluster"', 'state!="ACTIVE"'):
+    for matcher in ('monitored_resource="k8s_entity"', f'cluster_name="{dev.cluster.name}"', 'state!="ACTIVE"'):
         assert matcher in query
     assert query.endswith(" > 0"), "a state's series is 1 while the slice is in it, 0 otherwise"
     (condition,) = policy["conditions"]
@@ -84,30 +112,28 @@ def test_a_slice_away_from_active_pages_after_the_slice_controllers_own_recovery
     assert policy["severity"] == "CRITICAL"
 
 
-def test_an_unhealthy_partition_of_the_stacks_pools_pages():
-    query = promql(
-        by_key(alerting.alert_policies(spec(tpu_pool_names=["tpu7-pool-1", "p2"])))["tpu-partition-unhealthy"]
-    )
+def test_an_unhealthy_partition_of_the_stacks_pools_pages(dev):
+    query = promql(policies(dev, **with_pools(dev, "tpu7-pool-1", "p2"))["tpu-partition-unhealthy"])
     assert "kubernetes_io:accelerator_partition_state{" in query
     assert 'node_pool_name=~"tpu7-pool-1|p2"' in query
     assert 'state=~"UNHEALTHY|DEGRADED|INCOMPLETE"' in query, "HEALTHY and UNSET are not incidents"
 
 
-def test_a_multi_host_pool_not_available_pages_on_every_stack():
-    policies = by_key(alerting.alert_policies(spec(dynamic_slicing=False, tpu_pool_names=["tpu1", "tpu2"])))
-    assert "tpu-slice-unhealthy" not in policies and "tpu-partition-unhealthy" not in policies
-    query = promql(policies["tpu-pool-unavailable"])
+def test_a_multi_host_pool_not_available_pages_on_every_stack(saxml):
+    made = policies(saxml)
+    assert "tpu-slice-unhealthy" not in made and "tpu-partition-unhealthy" not in made
+    query = promql(made["tpu-pool-unavailable"])
     assert query.startswith("min by (node_pool_name) (kubernetes_io:node_pool_multi_host_available{")
-    assert 'node_pool_name=~"tpu1|tpu2"' in query and query.endswith(") == 0")
+    assert 'node_pool_name=~"tpu1|tpu2"' in query and query.endswith(") == 0"), "the saxml stack's two pools"
 
 
-def test_every_policy_carries_its_runbook_with_the_stacks_names_and_links_it():
-    for policy in [*alerting.alert_policies(spec()), alerting.gateway_errors(spec(), "um")]:
+def test_every_policy_carries_its_runbook_with_the_stacks_names_and_links_it(dev):
+    for policy in policies(dev).values():
         content = policy["documentation"]["content"]
         assert alerting.runbook(policy["key"]) in content
         assert f"docs/runbooks/{policy['key']}.md" in content
-        assert "CLUSTER=qwen-serving-cluster" in content and "SERVING_NS=llm-d-pd-disaggregation" in content
-    linked = alerting.gateway_errors(spec(runbook_base_url="https://example.com/r"), "um")
+        assert f"CLUSTER={dev.cluster.name}" in content and f"SERVING_NS={dev.serving.namespace}" in content
+    linked = policies(dev, {"runbook_base_url": "https://example.com/r/"})["gateway-5xx"]
     assert "Runbook: https://example.com/r/gateway-5xx.md" in linked["documentation"]["content"]
 
 
@@ -126,13 +152,11 @@ def test_every_runbook_file_belongs_to_an_alert():
     assert sorted(path.stem for path in alerting.RUNBOOKS.glob("*.md")) == sorted(alerting.ALERT_KEYS)
 
 
-def test_the_node_policy_counts_not_ready_nodes_of_the_tpu_pools_only():
-    condition = threshold(
-        by_key(alerting.alert_policies(spec(tpu_pool_names=["tpu7-pool-1", "pool-2"])))["tpu-node-not-ready"]
-    )
+def test_the_node_policy_counts_not_ready_nodes_of_the_tpu_pools_only(dev):
+    condition = threshold(policies(dev, **with_pools(dev, "tpu7-pool-1", "pool-2"))["tpu-node-not-ready"])
     clauses = condition["filter"].split(" AND ")
     assert 'metric.type="kubernetes.io/node/status_condition"' in clauses
-    assert 'resource.labels.cluster_name="qwen-serving-cluster"' in clauses
+    assert f'resource.labels.cluster_name="{dev.cluster.name}"' in clauses
     assert 'metric.labels.condition="Ready"' in clauses
     assert 'metric.labels.status!="True"' in clauses, "Unknown (a silent kubelet) counts as not Ready"
     (pools,) = [c for c in clauses if "gke-nodepool" in c]
@@ -141,34 +165,38 @@ def test_the_node_policy_counts_not_ready_nodes_of_the_tpu_pools_only():
     assert (condition["comparison"], condition["threshold_value"]) == ("COMPARISON_GT", 0)
 
 
-def test_thresholds_come_from_the_block():
-    policies = by_key(
-        alerting.alert_policies(spec(node_not_ready_minutes=7, pending_minutes=45, model_server_restarts=5))
-    )
-    assert threshold(policies["tpu-node-not-ready"])["duration"] == "420s"
-    (pending,) = policies["kueue-pending"]["conditions"]
+def test_thresholds_come_from_the_block(dev):
+    made = policies(dev, {"node_not_ready_minutes": 7, "pending_minutes": 45, "model_server_restarts": 5})
+    assert threshold(made["tpu-node-not-ready"])["duration"] == "420s"
+    (pending,) = made["kueue-pending"]["conditions"]
     assert pending["condition_prometheus_query_language"]["duration"] == "2700s"
-    assert threshold(policies["model-server-restarts"])["threshold_value"] == 5
-    assert threshold(alerting.gateway_errors(spec(gateway_error_ratio=0.2), "um"))["threshold_value"] == 0.2
+    assert threshold(made["model-server-restarts"])["threshold_value"] == 5
+    ratio = dev.alerts.model_copy(update={"gateway_error_ratio": 0.2})
+    assert threshold(policies(dev, {"gateway_error_ratio": 0.2})["gateway-5xx"])["threshold_value"] == 0.2
+    (condition,) = alerting.gateway_conditions(ratio, "um")
+    assert condition["condition_threshold"]["threshold_value"] == 0.2
 
 
-def test_the_pending_policy_reads_the_leaders_gauge_of_the_stacks_cluster_queue():
-    (condition,) = by_key(alerting.alert_policies(spec(cluster_queue="tpu-cq")))["kueue-pending"]["conditions"]
+def test_the_pending_policy_reads_the_leaders_gauge_of_the_stacks_cluster_queue(dev):
+    queues = dev.queues.model_copy(update={"cluster_queue_name": "tpu-cq"})
+    (condition,) = policies(dev, queues=queues)["kueue-pending"]["conditions"]
     promql = condition["condition_prometheus_query_language"]
     assert re.fullmatch(r"sum by \(cluster_queue\) \(kueue_pending_workloads\{.*\}\) > 0", promql["query"])
-    for selector in ('cluster_queue="tpu-cq"', 'replica_role="leader"', 'namespace="kueue-system"'):
+    for selector in ('cluster_queue="tpu-cq"', 'replica_role="leader"', f'namespace="{dev.platform.kueue.namespace}"'):
         assert selector in promql["query"]
     assert promql["disable_metric_validation"] is True, "made before Kueue's first scrape"
 
 
-def test_the_gateway_policy_is_a_5xx_share_of_the_gateways_own_url_map():
-    condition = threshold(alerting.gateway_errors(spec(), "gkegw1-abcd-llm-d-pd-disagg-llm-d-infer-0123456789ab"))
+def test_the_gateway_policy_is_a_5xx_share_of_the_gateways_own_url_map(dev):
+    url_map = "gkegw1-abcd-llm-d-pd-disagg-llm-d-infer-0123456789ab"
+    condition = threshold({"conditions": alerting.gateway_conditions(dev.alerts, url_map)})
     assert condition["filter"] == condition["denominator_filter"] + " AND metric.labels.response_code_class=500"
     assert 'resource.labels.url_map_name="gkegw1-abcd-llm-d-pd-disagg-llm-d-infer-0123456789ab"' in condition["filter"]
     assert condition["aggregations"] == condition["denominator_aggregations"]
     assert condition["evaluation_missing_data"] == "EVALUATION_MISSING_DATA_INACTIVE", "no traffic is no incident"
-    fallback = threshold(alerting.gateway_errors(spec(), None))
+    fallback = threshold(policies(dev)["gateway-5xx"])
     assert "gkegw1-" in fallback["filter"]
+    assert fallback == threshold({"conditions": alerting.gateway_conditions(dev.alerts, None)})
 
 
 @pytest.mark.parametrize(
@@ -184,20 +212,20 @@ def test_the_url_map_is_read_off_the_gateway(annotations, url_map):
     assert alerting.url_map_name(annotations) == url_map
 
 
-def test_restarts_count_the_vllm_containers_of_the_serving_namespace():
-    condition = threshold(by_key(alerting.alert_policies(spec()))["model-server-restarts"])
-    assert 'resource.labels.namespace_name="llm-d-pd-disaggregation"' in condition["filter"]
+def test_restarts_count_the_vllm_containers_of_the_serving_namespace(dev):
+    condition = threshold(policies(dev)["model-server-restarts"])
+    assert f'resource.labels.namespace_name="{dev.serving.namespace}"' in condition["filter"]
     assert 'monitoring.regex.full_match("vllm-leader|vllm-worker")' in condition["filter"]
     (aggregation,) = condition["aggregations"]
     assert (aggregation["per_series_aligner"], aggregation["alignment_period"]) == ("ALIGN_DELTA", "600s")
 
 
-def test_every_policy_says_what_to_do_and_names_its_cluster():
-    for policy in [*alerting.alert_policies(spec()), alerting.gateway_errors(spec(), "um")]:
-        assert policy["display_name"].startswith("qwen-serving-cluster: ")
+def test_every_policy_says_what_to_do_and_names_its_cluster(dev):
+    for policy in policies(dev).values():
+        assert policy["display_name"].startswith(f"{dev.cluster.name}: ")
         assert policy["severity"] in ("CRITICAL", "WARNING")
         assert "kubectl" in policy["documentation"]["content"]
-        assert policy["user_labels"] == {"cluster": "qwen-serving-cluster", "signal": policy["key"]}
+        assert policy["user_labels"] == {"cluster": dev.cluster.name, "signal": policy["key"]}
 
 
 @pytest.mark.parametrize("half", HALVES)
@@ -226,6 +254,6 @@ def test_the_kueue_scrape_objects_are_valid_and_in_kueues_namespace(half):
     assert not re.fullmatch(keep["regex"], "kueue_build_info"), "only what is read is ingested"
 
 
-def test_a_name_that_would_need_escaping_is_refused():
+def test_a_name_that_would_need_escaping_is_refused(dev):
     with pytest.raises(ValueError, match="is not a pool"):
-        alerting.alert_policies(spec(tpu_pool_names=['pool"1']))
+        alerting_of(dev, **with_pools(dev, 'pool"1', "pool-2"))

@@ -56,6 +56,9 @@ PLATFORM_BAD_INPUTS = [
         id="a-controller-in-the-workloads-namespace",
     ),
     pytest.param(
+        {"platform.drainTimeoutMinutes": 0}, "platform.drainTimeoutMinutes", "0 is not 1 or more", id="no-drain-time"
+    ),
+    pytest.param(
         {"platform.kueueController": {"replicas": 0}},
         "platform.kueueController.replicas",
         "runs no controller",

@@ -6,30 +6,46 @@ import shutil
 import pytest
 import yaml
 
+from components import stack as stack_config
+from components.config_base import ImageReference
+from components.platform.config import (
+    CHART_IMAGES,
+    CHART_RELEASE_NAMES,
+    CONTROLLERS_POD_SECURITY,
+    WORKLOADS_POD_SECURITY,
+    chart_image,
+    pod_security_version,
+)
+from components.platform.releases import SLICE_CONTROLLER_CHART
 from components.resources import APPLY_ANNOTATIONS
-from tests.conftest import pulled, run_stack
+from components.tpu.topology import GB, HOSTNAME_LABEL, TPU_RESOURCE
+from harness.twin_nodes import tpu_nodes
+from tests.conftest import PROJECT_ROOT, pulled, run_stack, stack_values, with_overrides
 from tests.crd_schemas import HALVES, crd_errors, strict_errors
 from tools.render import kubernetes_objects
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
+# The dev fixture stack's validated config: what the expectations below come from.
+CONFIG = stack_config.load(stack_values()).config
+SLICE_CONTROLLER_CHART_VERSION = yaml.safe_load((PROJECT_ROOT / SLICE_CONTROLLER_CHART / "Chart.yaml").read_text())[
+    "version"
+]
 
 
 def objects_of(run, kind):
     return [o for o in kubernetes_objects(run.registrations) if o["kind"] == kind]
 
 
-@pytest.mark.parametrize(
-    "name, chart, version, namespace",
-    [
-        ("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "0.12.0", "jobset-system"),
-        ("kueue", "oci://registry.k8s.io/kueue/charts/kueue", "0.17.8", "kueue-system"),
-        ("lws", "oci://registry.k8s.io/lws/charts/lws", "0.10.0", "lws-system"),
-    ],
-)
-def test_helm_releases_are_pinned_and_on_the_cluster_provider(dev_run, name, chart, version, namespace):
-    release = dev_run.one(RELEASE, name)
+@pytest.mark.parametrize("key", sorted(CHART_RELEASE_NAMES))
+def test_helm_releases_are_pinned_and_on_the_cluster_provider(dev_run, key):
+    """Each published chart as its platform.<key> block declares it, at an exact version."""
+    block = getattr(CONFIG.platform, _snake(key))
+    namespace = block.namespace
+    release = dev_run.one(RELEASE, CHART_RELEASE_NAMES[key])
     assert release.parent == "platform"
-    assert (release.input("chart"), release.input("version"), release.input("namespace")) == (chart, version, namespace)
+    assert (release.input("chart"), release.input("version"), namespace) == (block.chart, block.version, namespace)
+    assert release.input("namespace") == namespace
+    assert all(part.isdigit() for part in release.input("version").split(".")), "an exact version, no range"
     assert release.input("atomic") is True
     assert release.input("createNamespace") is False, "Helm would make the namespace without its Pod Security labels"
     assert namespace in release.dependencies  # its labelled namespace first
@@ -40,14 +56,16 @@ def test_helm_releases_are_pinned_and_on_the_cluster_provider(dev_run, name, cha
 def test_kueue_values_size_the_controller_and_enable_the_integrations(dev_run):
     values = dev_run.one(RELEASE, "kueue").input("values")
     manager = values["controllerManager"]
-    assert manager["replicas"] == 2
+    sizing = CONFIG.platform.kueue_controller
+    assert manager["replicas"] == sizing.replicas
     assert manager["manager"]["resources"] == {
-        "requests": {"cpu": "2", "memory": "4Gi"},
-        "limits": {"cpu": "4", "memory": "8Gi"},
+        "requests": sizing.requests.model_dump(),
+        "limits": sizing.limits.model_dump(),
     }
-    assert manager["podDisruptionBudget"] == {"enabled": True, "minAvailable": 1}
+    # a drain may take a replica, never all of them
+    assert manager["podDisruptionBudget"]["enabled"] is True
+    assert 0 < manager["podDisruptionBudget"]["minAvailable"] < sizing.replicas
     configuration = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
-    assert configuration["kind"] == "Configuration"
     assert {"jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod"} <= set(
         configuration["integrations"]["frameworks"]
     )
@@ -78,36 +96,49 @@ def test_a_misspelled_field_is_rejected(dev_run, kind, mutate, fragment):
     assert errors and any(fragment in e for e in errors), errors
 
 
-def test_queue_objects_follow_the_reference(dev_run):
+def test_the_topology_levels_are_labels_of_every_tpu_node_from_the_widest_to_one_host(dev_run):
+    """Kueue places a slice by the Topology's levels: each is a label GKE gives every TPU node of the stack (the
+    twin's nodes, harness/twin_nodes.py), from the widest domain to the narrowest, each domain of a level inside one
+    of the level above, and the last is the node itself."""
     (topology,) = objects_of(dev_run, "Topology")
-    assert [level["nodeLabel"] for level in topology["spec"]["levels"]] == [
-        "cloud.google.com/gce-topology-block",
-        "cloud.google.com/gke-tpu-partition-4x4x4-id",
-        "cloud.google.com/gke-tpu-partition-2x4x4-id",
-        "cloud.google.com/gke-tpu-partition-2x2x4-id",
-        "cloud.google.com/gke-tpu-partition-2x2x2-id",
-        "cloud.google.com/gke-tpu-partition-2x2x1-id",
-        "kubernetes.io/hostname",
-    ]
+    levels = [level["nodeLabel"] for level in topology["spec"]["levels"]]
+    nodes = [n["metadata"]["labels"] for n in tpu_nodes(CONFIG)]
+    for labels in nodes:
+        assert set(levels) <= set(labels)
+    alone = [len({labels[level] for labels in nodes}) for level in levels]
+    assert alone == sorted(alone), dict(zip(levels, alone, strict=True))
+    # nested: a level's value says the values of every level above it
+    within = [len({tuple(labels[level] for level in levels[: i + 1]) for labels in nodes}) for i in range(len(levels))]
+    assert within == alone
+    assert levels[-1] == HOSTNAME_LABEL and alone[-1] == len(nodes)
+
+
+def test_queue_objects_refer_to_each_other_and_to_the_tpu_nodes(dev_run):
+    (topology,) = objects_of(dev_run, "Topology")
     (flavor,) = objects_of(dev_run, "ResourceFlavor")
-    assert flavor["spec"] == {
-        "nodeLabels": {"cloud.google.com/gke-tpu-accelerator": "tpu7x"},
-        "topologyName": "slice-topology",
-    }
+    # the flavor is the stack's TPU nodes, placed by the Topology
+    for node in tpu_nodes(CONFIG):
+        assert flavor["spec"]["nodeLabels"].items() <= node["metadata"]["labels"].items()
+    assert flavor["spec"]["topologyName"] == topology["metadata"]["name"]
     (check,) = objects_of(dev_run, "AdmissionCheck")
-    assert check["spec"]["controllerName"] == "accelerator.gke.io/slice"
+    assert check["spec"]["controllerName"] == "accelerator.gke.io/slice"  # the slice controller's
     (queue,) = objects_of(dev_run, "ClusterQueue")
-    assert queue["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": "ac"}]}
+    assert queue["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": check["metadata"]["name"]}]}
+    ((queue_flavor,),) = [group["flavors"] for group in queue["spec"]["resourceGroups"]]
+    assert queue_flavor["name"] == flavor["metadata"]["name"]
+    # the admission plan's model (components/tpu/admission.py): a higher priority preempts a lower one
     assert queue["spec"]["preemption"] == {"withinClusterQueue": "LowerPriority"}
-    (local_queue,) = objects_of(dev_run, "LocalQueue")
-    assert local_queue["metadata"] == {
-        "name": "lq",
-        "namespace": "llm-d-pd-disaggregation",
-        "annotations": APPLY_ANNOTATIONS,
-    }
-    assert local_queue["spec"] == {"clusterQueue": "cq"}
+    local_queues = objects_of(dev_run, "LocalQueue")
+    assert sorted(q["metadata"]["namespace"] for q in local_queues) == sorted(CONFIG.queues.namespaces)
+    for local_queue in local_queues:
+        assert local_queue["metadata"]["name"] == CONFIG.queues.local_queue_name
+        assert local_queue["metadata"]["annotations"] == APPLY_ANNOTATIONS
+        assert local_queue["spec"] == {"clusterQueue": queue["metadata"]["name"]}
     priorities = {o["metadata"]["name"]: o["value"] for o in objects_of(dev_run, "WorkloadPriorityClass")}
-    assert priorities == {"low-priority-1000": 1000, "medium-priority-2000": 2000, "high-priority-3000": 3000}
+    levels = CONFIG.queues.priority_classes.levels()
+    assert priorities == {priority.name: priority.value for _, priority in levels}
+    values = [priority.value for _, priority in levels]
+    assert values == sorted(set(values)), "each level above the one below it"
 
 
 def quotas(run):
@@ -116,14 +147,24 @@ def quotas(run):
     return {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
 
 
-def test_quota_is_the_real_capacity_of_two_cubes(dev_run):
-    # 32 nodes x (4 chips, 224 vCPU, 960 GB) of tpu7x-standard-4t.
-    assert quotas(dev_run) == {"google.com/tpu": "128", "cpu": "7168", "memory": "30720G"}
+def capacity(config):
+    """What the TPU nodes GKE makes for the stack's pools hold together (harness/twin_nodes.py): the quota."""
+    nodes = tpu_nodes(config)
+    total = {key: sum(int(n["status"]["capacity"][key]) for n in nodes) for key in (TPU_RESOURCE, "cpu", "memory")}
+    return {TPU_RESOURCE: str(total[TPU_RESOURCE]), "cpu": str(total["cpu"]), "memory": f"{total['memory'] // GB}G"}
 
 
-def test_quota_follows_the_number_of_cubes():
-    run = run_stack({"tpu.pools": [{"name": f"cube-{i}", "nodeCount": 16} for i in range(3)]})
-    assert quotas(run) == {"google.com/tpu": "192", "cpu": "10752", "memory": "46080G"}
+def test_quota_is_the_real_capacity_of_the_pools(dev_run):
+    assert quotas(dev_run) == capacity(CONFIG)
+
+
+@pytest.mark.parametrize("pools", [3, 4])
+def test_quota_follows_the_number_of_cubes(pools):
+    overrides = {"tpu.pools": [{"name": f"cube-{i}", "nodeCount": 16} for i in range(pools)]}
+    config = stack_config.load(with_overrides(stack_values(), overrides)).config
+    assert quotas(run_stack(overrides)) == capacity(config)
+    # nodes = pools x nodes per pool: the chips grow with the pools
+    assert int(capacity(config)[TPU_RESOURCE]) == pools * 16 * config.tpu.machine.chips_per_host
 
 
 def test_kueue_objects_wait_for_the_kueue_release_and_namespaces(dev_run):
@@ -134,14 +175,20 @@ def test_kueue_objects_wait_for_the_kueue_release_and_namespaces(dev_run):
 
 
 def test_each_workload_namespace_gets_a_local_queue():
-    run = run_stack({"queues.namespaces": ["team-a", "team-b"], "serving.namespace": "team-a"})
-    assert sorted(o["metadata"]["namespace"] for o in objects_of(run, "LocalQueue")) == ["team-a", "team-b"]
+    teams = ["team-a", "team-b"]
+    run = run_stack({"queues.namespaces": teams, "serving.namespace": teams[0]})
+    assert sorted(o["metadata"]["namespace"] for o in objects_of(run, "LocalQueue")) == teams
     namespaces = [r for r in run.registrations if r.type == NAMESPACE]
-    assert sorted(r.input("metadata.name") for r in namespaces) == ["team-a", "team-b"]
+    assert sorted(r.input("metadata.name") for r in namespaces) == teams
 
 
 NAMESPACE, NAMESPACE_PATCH = "kubernetes:core/v1:Namespace", "kubernetes:core/v1:NamespacePatch"
-CONTROLLER_NAMESPACES = ["jobset-system", "kueue-system", "lws-system", "slice-controller-system"]
+CONTROLLER_NAMESPACES = sorted(
+    [
+        *(getattr(CONFIG.platform, key).namespace for key in ("jobset", "kueue", "leader_worker_set")),
+        CONFIG.platform.slice_controller.namespace,
+    ]
+)
 ENFORCE, ENFORCE_VERSION = "pod-security.kubernetes.io/enforce", "pod-security.kubernetes.io/enforce-version"
 
 
@@ -153,10 +200,13 @@ def test_the_controllers_namespaces_are_labelled_by_patches_that_their_releases_
     for name, patch in patches.items():
         assert patch.parent == "platform" and patch.provider.split("::")[-2] == "gke"
         labels = patch.input("metadata.labels")
-        assert (labels[ENFORCE], labels[ENFORCE_VERSION]) == ("restricted", "v1.36"), name
+        assert (labels[ENFORCE], labels[ENFORCE_VERSION]) == (
+            CONTROLLERS_POD_SECURITY,
+            pod_security_version(CONFIG.cluster),
+        ), name
         assert patch.input("metadata.annotations") == APPLY_ANNOTATIONS  # takes the labels from any other manager
     releases = {r.input("namespace"): r for r in dev_run.registrations if r.type == RELEASE}
-    assert set(releases) == {*CONTROLLER_NAMESPACES, "llm-d-pd-disaggregation"}  # the router's is the queues'
+    assert set(releases) == {*CONTROLLER_NAMESPACES, *CONFIG.queues.namespaces}  # the router's is the queues'
     for namespace in CONTROLLER_NAMESPACES:
         assert namespace in releases[namespace].dependencies
 
@@ -165,6 +215,7 @@ def test_the_workload_namespaces_enforce_baseline_pinned_to_the_clusters_minor()
     run = run_stack(
         {"queues.namespaces": ["team-a", "team-b"], "serving.namespace": "team-a", "cluster.version": "1.37.1-gke.100"}
     )
+    minor = "v1.37"  # of cluster.version
     watching = {
         "pod-security.kubernetes.io/warn": "restricted",
         "pod-security.kubernetes.io/warn-version": "latest",
@@ -173,9 +224,9 @@ def test_the_workload_namespaces_enforce_baseline_pinned_to_the_clusters_minor()
     }
     for namespace in (r for r in run.registrations if r.type == NAMESPACE):
         labels = namespace.input("metadata.labels")
-        assert labels == {ENFORCE: "baseline", ENFORCE_VERSION: "v1.37", **watching}
+        assert labels == {ENFORCE: WORKLOADS_POD_SECURITY, ENFORCE_VERSION: minor, **watching}
     patches = [r for r in run.registrations if r.type == NAMESPACE_PATCH]
-    assert {p.input("metadata.labels")[ENFORCE_VERSION] for p in patches} == {"v1.37"}
+    assert {p.input("metadata.labels")[ENFORCE_VERSION] for p in patches} == {minor}
 
 
 def test_a_stack_that_installs_nothing_labels_no_controllers_namespace():
@@ -205,14 +256,15 @@ def test_adding_or_removing_a_slice_shape_never_changes_the_immutable_topology(d
 
 def test_slice_controller_release_comes_from_the_local_chart_after_the_controllers(dev_run):
     release = dev_run.one(RELEASE, "slice-controller")
-    assert release.input("chart") == "./manifests/charts/slice-controller"
-    assert release.input("version") == "0.3.1"
-    assert release.input("namespace") == "slice-controller-system"
+    controller = CONFIG.platform.slice_controller
+    assert release.input("chart") == SLICE_CONTROLLER_CHART
+    assert release.input("version") == SLICE_CONTROLLER_CHART_VERSION
+    assert release.input("namespace") == controller.namespace
     assert release.input("values") == {
-        "createNamespace": False,
-        "replicas": 2,
-        "webhookNamespaces": ["llm-d-pd-disaggregation"],
-        "image": {"repository": pulled("tpuongke/kueue-slice-controller"), "tag": "v0.8.0-200", "digest": ""},
+        "createNamespace": False,  # the program makes it, with its Pod Security labels
+        "replicas": controller.replicas,
+        "webhookNamespaces": CONFIG.queues.namespaces,  # the webhooks see the workloads' namespaces only
+        "image": {"repository": pulled(controller.image), "tag": controller.tag, "digest": controller.digest},
     }
     assert {"jobset", "kueue", "lws", "slice-controller-system"} <= set(release.dependencies)
     assert release.provider.split("::")[-2] == "gke"
@@ -224,50 +276,39 @@ def test_slice_controller_image_can_be_pinned_by_digest():
     assert run.one(RELEASE, "slice-controller").input("values")["image"]["digest"] == digest
 
 
-# JobSet's controller comes by the digest its promotion to registry.k8s.io recorded (kubernetes/k8s.io#9456); the
-# others by their release tag until a stack pins them.
-JOBSET_DIGEST = "sha256:e75536f1135b7bb2f19f8c3b620782fbdd9091d73398e3a272f9a5fed322980d"
-
-
-@pytest.mark.parametrize(
-    "name, path, image, own_digest",
-    [
-        ("jobset", ("image",), ("registry.k8s.io/jobset/jobset", "v0.12.0"), JOBSET_DIGEST),
-        ("kueue", ("controllerManager", "manager", "image"), ("registry.k8s.io/kueue/kueue", "v0.17.8"), None),
-        ("lws", ("image", "manager"), ("registry.k8s.io/lws/lws", "v0.10.0"), None),
-    ],
-)
-def test_each_chart_s_controller_image_is_written_out_where_its_chart_reads_it(dev_run, name, path, image, own_digest):
-    """The chart's own image at its release (as its packaging writes it), set in the values so the release shows
-    it; a mirror takes its registry, and a digest rides in the tag (the charts read `<repository>:<tag>`)."""
+@pytest.mark.parametrize("key", sorted(CHART_IMAGES))
+def test_each_chart_s_controller_image_is_written_out_where_its_chart_reads_it(dev_run, key):
+    """The chart's own image at its release (as its packaging writes it, by the digest recorded for that release
+    when there is one), set in the values so the release shows it; a mirror takes its registry, and a digest rides
+    in the tag (the charts read `<repository>:<tag>`)."""
 
     def at(values, keys):
-        for key in keys:
-            values = values[key]
+        for part in keys:
+            values = values[part]
         return values
 
-    tag = f"{image[1]}@{own_digest}" if own_digest else image[1]
-    assert at(dev_run.one(RELEASE, name).input("values"), path) == {"repository": pulled(image[0]), "tag": tag}
+    name, path = CHART_RELEASE_NAMES[key], CHART_IMAGES[key].values_path
+    image = ImageReference.parse(chart_image(key, getattr(CONFIG.platform, _snake(key))))
+    assert image.name == CHART_IMAGES[key].repository
+    tag = f"{image.tag}@{image.digest}" if image.digest else image.tag
+    assert at(dev_run.one(RELEASE, name).input("values"), path) == {"repository": pulled(image.name), "tag": tag}
     digest = "sha256:" + "c" * 64
-    key = {"lws": "leaderWorkerSet"}.get(name, name)
-    mirrored = run_stack(
-        {
-            "images.mirror": "europe-docker.pkg.dev/my-org-artifacts/mirror",
-            f"platform.{key}.image": f"{image[0]}:{image[1]}@{digest}",
-        }
-    )
+    mirror = "europe-docker.pkg.dev/my-org-artifacts/mirror"
+    mirrored = run_stack({"images.mirror": mirror, f"platform.{key}.image": f"{image.name}:{image.tag}@{digest}"})
     assert at(mirrored.one(RELEASE, name).input("values"), path) == {
-        "repository": f"europe-docker.pkg.dev/my-org-artifacts/mirror/{image[0]}",
-        "tag": f"{image[1]}@{digest}",
+        "repository": f"{mirror}/{image.name}",
+        "tag": f"{image.tag}@{digest}",
     }
 
 
 def test_a_recorded_digest_belongs_to_its_release_only():
     """JobSet moved to another release runs that release's tag, never the digest recorded for v0.12.0."""
-    run = run_stack({"platform.jobset.version": "0.12.1"})
+    other = "0.12.1"
+    assert other != CONFIG.platform.jobset.version
+    run = run_stack({"platform.jobset.version": other})
     assert run.one(RELEASE, "jobset").input("values")["image"] == {
-        "repository": pulled("registry.k8s.io/jobset/jobset"),
-        "tag": "v0.12.1",
+        "repository": pulled(CHART_IMAGES["jobset"].repository),
+        "tag": f"v{other}",
     }
 
 
@@ -287,12 +328,9 @@ def test_the_slice_controller_comes_from_the_mirror_under_docker_hub_s_name():
 
 
 def test_release_versions_are_a_stack_output(dev_run):
-    assert dev_run.outputs["helmReleases"] == {
-        "jobset": "0.12.0",
-        "kueue": "0.17.8",
-        "lws": "0.10.0",
-        "slice-controller": "0.3.1",
-    }
+    releases = {r.name: r.input("version") for r in dev_run.registrations if r.type == RELEASE}
+    platform = {CHART_RELEASE_NAMES[key] for key in CHART_RELEASE_NAMES} | {"slice-controller"}
+    assert dev_run.outputs["helmReleases"] == {name: releases[name] for name in sorted(platform)}
 
 
 def test_a_change_to_any_file_of_the_local_chart_changes_the_release(dev_run, tmp_path):
@@ -321,3 +359,8 @@ def test_the_leaderworkerset_release_runs_its_manager_under_the_runtimes_seccomp
     values = dev_run.one(RELEASE, "lws").input("values")
     assert values["podSecurityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     assert values["image"]["manager"] == {"repository": pulled("registry.k8s.io/lws/lws"), "tag": "v0.10.0"}
+
+
+def _snake(key: str) -> str:
+    """A stack-file key's field name: leaderWorkerSet -> leader_worker_set."""
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in key)

@@ -12,15 +12,18 @@ import pytest
 from components.config_base import NO_PULL_PATH
 from components.gcp.config import NetworkConfig, TpuConfig, TpuPoolConfig
 from components.manifests import load_documents, load_list
+from components.tpu.topology import ACCELERATOR_NODE_LABEL, TOPOLOGY_NODE_LABEL, TPU_RESOURCE, Shape
 from components.workloads.saxml import objects as saxml_objects
-from components.workloads.saxml.config import SaxmlConfig
+from components.workloads.saxml.config import PLATFORM_CHIPS, SaxmlConfig
+from harness.twin_nodes import NODEPOOL_LABEL, TPU_TAINT
 from tests.conftest import not_checkov
 from tests.crd_schemas import HALVES, is_custom, strict_errors
+from tests.stack_pods import pod_templates
 
 NAMESPACE = "sax"
 BUCKET = "proj-sax-state"
-SAX_ROOT = f"gs://{BUCKET}/sax-root"
 PROJECT = "my-tpu-project"
+EXCLUSIVE_TOPOLOGY = saxml_objects.EXCLUSIVE_TOPOLOGY_ANNOTATION
 
 
 @dataclass(frozen=True)
@@ -105,20 +108,16 @@ def _pod_spec(deployment: dict[str, Any]) -> dict[str, Any]:
 # --- The set of objects ---------------------------------------------------------------------------
 
 
-def test_objects_are_the_four_saxml_parts_and_their_network_policies_in_one_namespace():
-    objects = build_objects(_params())
-    assert [f"{o['apiVersion']} {o['kind']}/{o['metadata']['name']}" for o in objects] == [
-        "apps/v1 Deployment/sax-admin-server",
-        "jobset.x-k8s.io/v1alpha2 JobSet/sax-model-server-set",
-        "apps/v1 Deployment/sax-http",
-        "v1 Service/sax-http-lb",
-        "networking.k8s.io/v1 NetworkPolicy/sax-admin-server",
-        "networking.k8s.io/v1 NetworkPolicy/sax-model-server-set",
-        "networking.k8s.io/v1 NetworkPolicy/sax-http",
-    ]
-    assert {o["metadata"]["namespace"] for o in objects} == {NAMESPACE}
-    for obj in objects[:4]:
-        assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "saxml"
+def test_objects_are_the_four_saxml_parts_and_a_network_policy_per_server_in_the_blocks_namespace():
+    cell = _params()
+    built = cell_objects(cell)
+    servers = [built.admin_deployment, built.model_server_jobset, built.http_deployment]
+    assert [o["kind"] for o in _parts(cell)] == ["Deployment", "JobSet", "Deployment", "Service"]
+    # one policy per server, named after it (SaxmlObjects.network_policy finds a server's by its name)
+    assert [p["metadata"]["name"] for p in built.network_policies] == [s["metadata"]["name"] for s in servers]
+    assert {o["metadata"]["namespace"] for o in built.all} == {cell.saxml.namespace}
+    # the four parts say they are one application
+    assert len({obj["metadata"]["labels"]["app.kubernetes.io/part-of"] for obj in _parts(cell)}) == 1
 
 
 def _parts(cell: Cell) -> list[dict[str, Any]]:
@@ -148,72 +147,101 @@ def test_overlays_work_on_copies():
     first = model_server_jobset(_params())
     first["spec"]["replicatedJobs"][0]["replicas"] = 99
     first["metadata"]["namespace"] = "changed"
-    second = model_server_jobset(_params())
-    assert second["spec"]["replicatedJobs"][0]["replicas"] == 2
-    assert second["metadata"]["namespace"] == NAMESPACE
+    cell = _params()
+    second = model_server_jobset(cell)
+    assert second["spec"]["replicatedJobs"][0]["replicas"] == len(cell.tpu.pools)
+    assert second["metadata"]["namespace"] == cell.saxml.namespace
 
 
 # --- Admin server ---------------------------------------------------------------------------------
 
 
+def _selects_its_pods(workload: dict[str, Any]) -> bool:
+    return (
+        workload["spec"]["selector"]["matchLabels"].items()
+        <= workload["spec"]["template"]["metadata"]["labels"].items()
+    )
+
+
 def test_admin_server():
-    deployment = admin_deployment(_params())
+    cell = _params()
+    deployment = admin_deployment(cell)
+    # never two admin servers of one cell: one replica, and no rollout that runs the new one beside the old
     assert deployment["spec"]["replicas"] == 1
-    assert deployment["spec"]["selector"] == {"matchLabels": {"app": "sax-admin-server"}}
-    assert deployment["spec"]["template"]["metadata"]["labels"]["app"] == "sax-admin-server"
+    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert _selects_its_pods(deployment)
     pod_spec = _pod_spec(deployment)
-    assert pod_spec["serviceAccountName"] == "sax-admin"  # the one account that writes the state
+    assert pod_spec["serviceAccountName"] == cell.saxml.admin_service_account_name  # the one that writes the state
     assert pod_spec["hostNetwork"] is False
     (container,) = pod_spec["containers"]
-    assert container["image"] == "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1.1.0"
-    assert container["ports"] == [{"name": "admin", "containerPort": 10000}]
-    assert _env(container) == {"GSBUCKET": BUCKET, "SAX_CELL": "/sax/test"}
+    assert container["image"] == cell.saxml.admin_image
+    assert _env(container) == {"GSBUCKET": cell.saxml.bucket_name, "SAX_CELL": cell.saxml.sax_cell}
     # Not privileged as in the tutorial: a TCP server that needs no capabilities at all.
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-    assert pod_spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
-    assert deployment["spec"]["strategy"] == {"type": "Recreate"}  # never two admin servers of one cell
-    assert container["readinessProbe"] == {"tcpSocket": {"port": "admin"}, "periodSeconds": 10}
+    # ready once it listens on the port the NetworkPolicy opens
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports[container["readinessProbe"]["tcpSocket"]["port"]] == saxml_objects.ADMIN_PORT
 
 
 # --- Model servers --------------------------------------------------------------------------------
 
 
+def _flags(args: list[str]) -> dict[str, str]:
+    return dict(arg.split("=", 1) for arg in args)
+
+
 def test_model_server_jobset_follows_the_tutorial_shape():
-    jobset = model_server_jobset(_params())
+    cell = _params()
+    jobset = model_server_jobset(cell)
     replicated_job, job_spec, pod_spec, container = _model_parts(jobset)
+    (pool,) = {p.topology for p in cell.tpu.pools}
+    shape = Shape.parse(pool)
 
-    assert jobset["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and jobset["kind"] == "JobSet"
-    assert not_checkov(jobset["metadata"]["annotations"]) == {
-        "alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"
-    }
-    assert jobset["spec"]["failurePolicy"] == {"maxRestarts": 4}
-    assert replicated_job["name"] == "sax-model-server"
-    assert replicated_job["replicas"] == 2
-    assert job_spec["parallelism"] == job_spec["completions"] == 8
-    assert job_spec["backoffLimit"] == 0
+    # one slice per node pool: JobSet places each replicated job's pods on a node pool of their own
+    assert not_checkov(jobset["metadata"]["annotations"]) == {EXCLUSIVE_TOPOLOGY: NODEPOOL_LABEL}
+    assert replicated_job["replicas"] == len(cell.tpu.pools)
+    assert job_spec["parallelism"] == job_spec["completions"] == cell.tpu.machine.hosts(shape)
 
-    assert pod_spec["serviceAccountName"] == "sax-sa"
+    assert pod_spec["serviceAccountName"] == cell.saxml.service_account_name
     # Pods on the host network get no Workload Identity: they would read the bucket as the node.
     assert pod_spec["hostNetwork"] is False
     assert "dnsPolicy" not in pod_spec
     assert jobset["spec"]["network"] == {"enableDNSHostnames": True}
     assert pod_spec["nodeSelector"] == {
-        "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
-        "cloud.google.com/gke-tpu-topology": "4x8",
+        ACCELERATOR_NODE_LABEL: cell.tpu.machine.accelerator_label,
+        TOPOLOGY_NODE_LABEL: str(shape),
     }
-    assert pod_spec["tolerations"] == [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}]
+    # the pods tolerate the taint GKE puts on every TPU node
+    assert any(
+        t["key"] == TPU_TAINT["key"] and t["operator"] == "Exists" and t["effect"] == TPU_TAINT["effect"]
+        for t in pod_spec["tolerations"]
+    )
 
-    assert container["image"] == "us-docker.pkg.dev/cloud-tpu-images/inference/sax-model-server:v1.1.0"
-    assert container["args"] == ["--port=10001", "--sax_cell=/sax/test", "--platform_chip=tpuv5e"]
-    assert [(p["containerPort"], p["name"]) for p in container["ports"]] == [(10001, "model"), (8471, "tpu-runtime")]
-    assert container["env"] == [
-        {"name": "SAX_ROOT", "value": SAX_ROOT},
-        {"name": "MEGASCALE_NUM_SLICES", "value": ""},  # set to empty, as the tutorial "unsets" it
-    ]
-    assert container["resources"] == {"requests": {"google.com/tpu": "4"}, "limits": {"google.com/tpu": "4"}}
+    assert container["image"] == cell.saxml.model_server_image
+    flags = _flags(container["args"])
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert int(flags["--port"]) == ports["model"] == saxml_objects.MODEL_SERVER_PORT  # the port the policy opens
+    assert flags["--sax_cell"] == cell.saxml.sax_cell  # the admin server's cell
+    assert flags["--platform_chip"] == PLATFORM_CHIPS[cell.tpu.machine_type]
+    assert "tpu-runtime" in ports  # the port the TPU runtime serves on; its number is the base's (render diff)
+    assert _env(container) == {
+        "SAX_ROOT": saxml_objects.sax_root(cell.saxml.bucket_name),
+        "MEGASCALE_NUM_SLICES": "",  # set to empty, as the tutorial "unsets" it
+    }
+    # every chip of its host, asked for and limited alike
+    chips = {TPU_RESOURCE: str(cell.tpu.machine.chips_per_host)}
+    assert container["resources"] == {"requests": chips, "limits": chips}
     assert "privileged" not in container["securityContext"]  # the device plugin gives the chips
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["NET_RAW"]}}
-    assert pod_spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def test_every_pod_of_the_cell_runs_under_the_runtimes_seccomp_profile():
+    """The restricted Pod Security profile's seccomp rule, which the cell's baseline namespace does not enforce
+    (checkov's CKV_K8S_31 holds the render to it too, in make check-tools)."""
+    templates = [t for obj in build_objects(_params()) for t in pod_templates(obj)]
+    assert len(templates) == 3  # the admin server, the model servers and the HTTP server
+    for where, _, spec in templates:
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, where
 
 
 def test_nothing_runs_privileged():
@@ -227,10 +255,12 @@ def test_nothing_runs_privileged():
     [("2x2", 1), ("2x4", 2), ("4x4", 4), ("4x8", 8), ("8x8", 16), ("8x16", 32), ("16x16", 64)],
 )
 def test_parallelism_follows_the_topology(topology, pods):
-    _, job_spec, pod_spec, container = _model_parts(model_server_jobset(_params(topology=topology)))
+    cell = _params(topology=topology)
+    _, job_spec, pod_spec, container = _model_parts(model_server_jobset(cell))
     assert job_spec["parallelism"] == job_spec["completions"] == pods
-    assert pod_spec["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == topology
-    assert container["resources"]["limits"]["google.com/tpu"] == "4"  # one host's chips, whatever the slice
+    assert pod_spec["nodeSelector"][TOPOLOGY_NODE_LABEL] == topology
+    # one host's chips, whatever the slice
+    assert container["resources"]["limits"][TPU_RESOURCE] == str(cell.tpu.machine.chips_per_host)
 
 
 @pytest.mark.parametrize("pools", [1, 2, 5])
@@ -247,40 +277,43 @@ def test_cell_bucket_service_account_and_image_are_overlaid():
         admin_service_account_name="saxml-admin-ksa",
         model_server_image="registry.example/sax-model-server:v1.2.0",
     )
+    block = params.saxml
     _, _, pod_spec, container = _model_parts(model_server_jobset(params))
-    assert container["args"] == ["--port=10001", "--sax_cell=/sax/prod", "--platform_chip=tpuv5e"]
-    assert _env(container)["SAX_ROOT"] == "gs://other-bucket/sax-root"
-    assert pod_spec["serviceAccountName"] == "saxml-ksa"
-    assert container["image"] == "registry.example/sax-model-server:v1.2.0"
-    assert _pod_spec(http_deployment(params))["serviceAccountName"] == "saxml-ksa"
-    assert _pod_spec(admin_deployment(params))["serviceAccountName"] == "saxml-admin-ksa"
+    assert _flags(container["args"])["--sax_cell"] == block.sax_cell
+    assert _env(container)["SAX_ROOT"] == f"gs://{block.bucket_name}/sax-root"
+    assert pod_spec["serviceAccountName"] == block.service_account_name
+    assert container["image"] == block.model_server_image
+    assert _pod_spec(http_deployment(params))["serviceAccountName"] == block.service_account_name
+    assert _pod_spec(admin_deployment(params))["serviceAccountName"] == block.admin_service_account_name
     # the admin server serves the cell the model servers join, not its image's default /sax/test
     admin_env = _env(_pod_spec(admin_deployment(params))["containers"][0])
-    assert admin_env == {"GSBUCKET": "other-bucket", "SAX_CELL": "/sax/prod"}
+    assert admin_env == {"GSBUCKET": block.bucket_name, "SAX_CELL": block.sax_cell}
 
 
 # --- HTTP server and its load balancer ------------------------------------------------------------
 
 
 def test_http_server():
-    deployment = http_deployment(_params())
-    assert deployment["spec"]["selector"] == {"matchLabels": {"app": "sax-http"}}
+    cell = _params()
+    deployment = http_deployment(cell)
+    assert _selects_its_pods(deployment)
     pod_spec = _pod_spec(deployment)
-    assert pod_spec["serviceAccountName"] == "sax-sa"
+    assert pod_spec["serviceAccountName"] == cell.saxml.service_account_name  # the model servers' reader
     (container,) = pod_spec["containers"]
-    assert container["image"] == "us-docker.pkg.dev/cloud-tpu-images/inference/sax-http:v1.0.0"
-    assert container["ports"] == [{"name": "http", "containerPort": 8888}]
-    assert _env(container) == {"SAX_ROOT": SAX_ROOT}
+    assert container["image"] == cell.saxml.http_image
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"http": saxml_objects.HTTP_PORT}
+    assert _env(container) == {"SAX_ROOT": saxml_objects.sax_root(cell.saxml.bucket_name)}
 
 
 def test_service_is_internal_by_default_with_the_source_ranges():
-    service = http_service(_params(**_http(source_ranges=["10.10.0.0/16", "192.168.1.0/24"])))
-    assert service["metadata"]["annotations"] == {"networking.gke.io/load-balancer-type": "Internal"}
+    ranges = ["10.10.0.0/16", "192.168.1.0/24"]
+    service = http_service(_params(**_http(source_ranges=ranges)))
+    assert service["metadata"]["annotations"] == {saxml_objects.INTERNAL_LB_ANNOTATION: "Internal"}
     assert service["spec"]["type"] == "LoadBalancer"
-    assert service["spec"]["loadBalancerSourceRanges"] == ["10.10.0.0/16", "192.168.1.0/24"]
+    assert service["spec"]["loadBalancerSourceRanges"] == ranges
     assert service["spec"]["selector"] == http_deployment(_params())["spec"]["selector"]["matchLabels"]
     (port,) = service["spec"]["ports"]
-    assert port == {"name": "http", "protocol": "TCP", "port": 8888, "targetPort": "http"}
+    assert port["port"] == saxml_objects.HTTP_PORT and port["protocol"] == "TCP"
 
 
 def test_service_targets_the_http_container_port_by_name():
@@ -291,14 +324,15 @@ def test_service_targets_the_http_container_port_by_name():
 
 def test_internal_service_without_source_ranges_has_no_ranges_field():
     service = http_service(_params(**_http(source_ranges=[])))
-    assert service["metadata"]["annotations"]["networking.gke.io/load-balancer-type"] == "Internal"
+    assert service["metadata"]["annotations"][saxml_objects.INTERNAL_LB_ANNOTATION] == "Internal"
     assert "loadBalancerSourceRanges" not in service["spec"]
 
 
 def test_external_only_when_asked_and_still_limited_to_the_source_ranges():
-    service = http_service(_params(**_http(external=True, source_ranges=["203.0.113.0/24"])))
-    assert "networking.gke.io/load-balancer-type" not in service["metadata"].get("annotations", {})
-    assert service["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+    ranges = ["203.0.113.0/24"]
+    service = http_service(_params(**_http(external=True, source_ranges=ranges)))
+    assert saxml_objects.INTERNAL_LB_ANNOTATION not in service["metadata"].get("annotations", {})
+    assert service["spec"]["loadBalancerSourceRanges"] == ranges
     assert service["spec"]["type"] == "LoadBalancer"
 
 

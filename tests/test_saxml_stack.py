@@ -2,8 +2,12 @@
 
 import pytest
 
+from components import stack as stack_config
 from components.resources import APPLY_ANNOTATIONS
-from tests.conftest import run_stack
+from components.tpu.topology import ACCELERATOR_NODE_LABEL, TOPOLOGY_NODE_LABEL, Shape
+from components.workloads.saxml.config import bucket_name
+from components.workloads.saxml.objects import INTERNAL_LB_ANNOTATION, sax_root
+from tests.conftest import run_stack, stack_values
 from tests.crd_schemas import HALVES, strict_errors
 from tools.render import kubernetes_objects
 
@@ -15,20 +19,31 @@ def saxml_run():
     return run_stack(stack=STACK)
 
 
+# The saxml fixture stack's validated config: what each expectation below comes from.
+CONFIG = stack_config.load(stack_values(STACK)).config
+BUCKET = bucket_name(CONFIG.saxml, CONFIG.project)
+
+
 def objects_by_name(run):
     return {(o["kind"], o["metadata"]["name"]): o for o in kubernetes_objects(run.registrations)}
 
 
-def test_two_compact_4x8_v5e_pools(saxml_run):
-    pools = [
-        r for r in saxml_run.registrations if r.type == "gcp:container/nodePool:NodePool" and r.parent == "tpu-capacity"
-    ]
-    assert sorted(p.name for p in pools) == ["tpu1", "tpu2"]
-    for pool in pools:
-        assert pool.input("nodeCount") == 8
-        assert pool.input("nodeConfig.machineType") == "ct5lp-hightpu-4t"
-        assert pool.input("placementPolicy") == {"type": "COMPACT", "tpuTopology": "4x8"}
-        assert pool.input("nodeLocations") == ["us-west4-a"]
+def test_each_tpu_pool_is_a_compact_slice_of_its_topology(saxml_run):
+    pools = {
+        r.name: r
+        for r in saxml_run.registrations
+        if r.type == "gcp:container/nodePool:NodePool" and r.parent == "tpu-capacity"
+    }
+    assert set(pools) == {pool.name for pool in CONFIG.tpu.pools}
+    for declared in CONFIG.tpu.pools:
+        pool = pools[declared.name]
+        # a multi-host v5e slice: its hosts, placed together, in the TPU zone
+        assert (
+            pool.input("nodeCount") == declared.node_count == CONFIG.tpu.machine.hosts(Shape.parse(declared.topology))
+        )
+        assert pool.input("nodeConfig.machineType") == CONFIG.tpu.machine_type
+        assert pool.input("placementPolicy") == {"type": "COMPACT", "tpuTopology": declared.topology}
+        assert pool.input("nodeLocations") == [CONFIG.tpu.zone]
 
 
 def test_no_dynamic_slicing_objects(saxml_run):
@@ -47,8 +62,7 @@ def test_no_dynamic_slicing_objects(saxml_run):
 
 def test_state_bucket_is_private_versioned_and_kept_on_destroy(saxml_run):
     bucket = saxml_run.one("gcp:storage/bucket:Bucket", "admin-state")
-    assert bucket.parent == "saxml"
-    assert bucket.input("name") == "my-tpu-project-sax-admin"
+    assert bucket.input("name") == BUCKET
     assert bucket.input("uniformBucketLevelAccess") is True
     assert bucket.input("publicAccessPrevention") == "enforced"
     assert bucket.input("versioning") == {"enabled": True}
@@ -56,11 +70,13 @@ def test_state_bucket_is_private_versioned_and_kept_on_destroy(saxml_run):
     assert bucket.options == {"retainOnDelete": True}  # destroy forgets it, never fails on it
 
 
-def test_old_versions_of_the_state_are_deleted_after_a_week(saxml_run):
+def test_old_versions_of_the_state_are_deleted_after_the_blocks_days(saxml_run):
     """R9 of the December review: the admin server writes its state every 10 s, each write a new version."""
     rules = saxml_run.one("gcp:storage/bucket:Bucket", "admin-state").input("lifecycleRules")
+    versions = CONFIG.saxml.noncurrent_versions
+    assert versions.days and not versions.newer_versions  # one rule: by age alone
     assert rules == [
-        {"action": {"type": "Delete"}, "condition": {"daysSinceNoncurrentTime": 7, "withState": "ARCHIVED"}}
+        {"action": {"type": "Delete"}, "condition": {"daysSinceNoncurrentTime": versions.days, "withState": "ARCHIVED"}}
     ]
 
 
@@ -93,64 +109,65 @@ def test_the_state_bucket_is_deleted_with_its_objects_only_when_asked():
 def test_only_the_admin_server_writes_the_state_and_the_other_servers_read_it(saxml_run):
     """google/saxml v1.1.0: the admin server writes sax-root and sax-fs-root; the model servers and the HTTP
     server only read the admin server's address. Neither is granted anything on the project."""
-    admin = "sax-admin-sa@my-tpu-project.iam.gserviceaccount.com"
-    reader = "sax-iam-sa@my-tpu-project.iam.gserviceaccount.com"
-    accounts = {r.name: r.input("accountId") for r in saxml_run.of_type("gcp:serviceaccount/account:Account")}
-    assert (accounts["sax-admin-gsa"], accounts["sax-gsa"]) == ("sax-admin-sa", "sax-iam-sa")
+    saxml, project = CONFIG.saxml, CONFIG.project
+    admin = f"{saxml.admin_google_service_account_id}@{project}.iam.gserviceaccount.com"
+    reader = f"{saxml.google_service_account_id}@{project}.iam.gserviceaccount.com"
+    accounts = {r.input("accountId") for r in saxml_run.of_type("gcp:serviceaccount/account:Account")}
+    assert {saxml.admin_google_service_account_id, saxml.google_service_account_id} <= accounts
     bucket_roles = {
         (r.input("bucket"), r.input("role"), r.input("member"))
         for r in saxml_run.registrations
         if r.type == "gcp:storage/bucketIAMMember:BucketIAMMember"
     }
     assert bucket_roles == {
-        ("my-tpu-project-sax-admin", "roles/storage.objectUser", f"serviceAccount:{admin}"),
-        ("my-tpu-project-sax-admin", "roles/storage.objectViewer", f"serviceAccount:{reader}"),
+        (BUCKET, "roles/storage.objectUser", f"serviceAccount:{admin}"),
+        (BUCKET, "roles/storage.objectViewer", f"serviceAccount:{reader}"),
     }
     project_roles = [r.input("role") for r in saxml_run.registrations if r.type == "gcp:projects/iAMMember:IAMMember"]
     assert not [role for role in project_roles if role.startswith("roles/storage.")]  # never project-wide storage
-    bindings = {r.name: r.input("member") for r in saxml_run.of_type("gcp:serviceaccount/iAMMember:IAMMember")}
-    assert bindings == {
-        "sax-admin-ksa-workload-identity": "serviceAccount:my-tpu-project.svc.id.goog[sax/sax-admin]",
-        "sax-ksa-workload-identity": "serviceAccount:my-tpu-project.svc.id.goog[sax/sax-sa]",
-    }
+    # each Kubernetes account of the cell acts as its Google one, and no other account does
+    members = {r.input("member") for r in saxml_run.of_type("gcp:serviceaccount/iAMMember:IAMMember")}
+    ksas = {saxml.admin_service_account_name: admin, saxml.service_account_name: reader}
+    assert members == {f"serviceAccount:{project}.svc.id.goog[{saxml.namespace}/{ksa}]" for ksa in ksas}
     found = objects_by_name(saxml_run)
-    for ksa, email in (("sax-admin", admin), ("sax-sa", reader)):
+    for ksa, email in ksas.items():
         assert found[("ServiceAccount", ksa)]["metadata"] == {
             "name": ksa,
-            "namespace": "sax",
+            "namespace": saxml.namespace,
             "annotations": {"iam.gke.io/gcp-service-account": email, **APPLY_ANNOTATIONS},
         }
     admin_pod = found[("Deployment", "sax-admin-server")]["spec"]["template"]["spec"]
     http_pod = found[("Deployment", "sax-http")]["spec"]["template"]["spec"]
     (job,) = found[("JobSet", "sax-model-server-set")]["spec"]["replicatedJobs"]
     model_pod = job["template"]["spec"]["template"]["spec"]
-    assert (admin_pod["serviceAccountName"], http_pod["serviceAccountName"], model_pod["serviceAccountName"]) == (
-        "sax-admin",
-        "sax-sa",
-        "sax-sa",
-    )
+    assert admin_pod["serviceAccountName"] == saxml.admin_service_account_name
+    assert http_pod["serviceAccountName"] == model_pod["serviceAccountName"] == saxml.service_account_name
 
 
 def test_three_workloads_and_an_internal_service(saxml_run):
     found = objects_by_name(saxml_run)
     admin, jobset = found[("Deployment", "sax-admin-server")], found[("JobSet", "sax-model-server-set")]
     http, service = found[("Deployment", "sax-http")], found[("Service", "sax-http-lb")]
-    assert {o["metadata"]["namespace"] for o in (admin, jobset, http, service)} == {"sax"}
+    assert {o["metadata"]["namespace"] for o in (admin, jobset, http, service)} == {CONFIG.saxml.namespace}
     (job,) = jobset["spec"]["replicatedJobs"]
-    assert job["replicas"] == 2 and job["template"]["spec"]["parallelism"] == 8
+    (topology,) = {pool.topology for pool in CONFIG.tpu.pools}
+    # a model server per pool, a pod on every host of its slice, on the nodes of the pools
+    assert job["replicas"] == len(CONFIG.tpu.pools)
+    assert job["template"]["spec"]["parallelism"] == CONFIG.tpu.machine.hosts(Shape.parse(topology))
     pod = job["template"]["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {
-        "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
-        "cloud.google.com/gke-tpu-topology": "4x8",
+        ACCELERATOR_NODE_LABEL: CONFIG.tpu.machine.accelerator_label,
+        TOPOLOGY_NODE_LABEL: topology,
     }
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
-    assert env["SAX_ROOT"] == "gs://my-tpu-project-sax-admin/sax-root"
+    assert env["SAX_ROOT"] == sax_root(BUCKET)
     admin_env = {e["name"]: e.get("value") for e in admin["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert admin_env["GSBUCKET"] == "my-tpu-project-sax-admin"
+    assert admin_env["GSBUCKET"] == BUCKET  # the bucket the model servers' SAX_ROOT is in
     assert service["spec"]["type"] == "LoadBalancer"
-    assert service["metadata"]["annotations"]["networking.gke.io/load-balancer-type"] == "Internal"
+    assert service["metadata"]["annotations"][INTERNAL_LB_ANNOTATION] == "Internal"
     # R8 of the December review: the cluster's nodes and pods (network.nodeCidr, network.podCidr).
-    assert service["spec"]["loadBalancerSourceRanges"] == ["10.10.0.0/18", "10.12.0.0/14"]
+    assert not CONFIG.saxml.http.source_ranges and CONFIG.saxml.http.cluster_clients
+    assert service["spec"]["loadBalancerSourceRanges"] == [CONFIG.network.node_cidr, CONFIG.network.pod_cidr]
 
 
 def test_workloads_wait_for_identity_and_the_jobset_release(saxml_run):
@@ -174,22 +191,26 @@ def test_every_object_validates_strictly(saxml_run, half):
 
 
 def test_outputs_name_the_bucket_and_the_http_address(saxml_run):
-    assert saxml_run.outputs["saxBucketName"] == "my-tpu-project-sax-admin"
+    assert saxml_run.outputs["saxBucketName"] == BUCKET
     assert saxml_run.outputs["saxHttpAddress"] == "[unknown]"  # known once the load balancer exists
 
 
+CLUSTER = [CONFIG.network.node_cidr, CONFIG.network.pod_cidr]  # the cluster's nodes and pods
+
+
 def test_external_load_balancer_only_when_asked():
-    run = run_stack({"saxml.http.external": True, "saxml.http.sourceRanges": ["203.0.113.0/24"]}, stack=STACK)
+    clients = ["203.0.113.0/24"]
+    run = run_stack({"saxml.http.external": True, "saxml.http.sourceRanges": clients}, stack=STACK)
     service = objects_by_name(run)[("Service", "sax-http-lb")]
-    assert "networking.gke.io/load-balancer-type" not in service["metadata"].get("annotations", {})
-    assert service["spec"]["loadBalancerSourceRanges"] == ["10.10.0.0/18", "10.12.0.0/14", "203.0.113.0/24"]
+    assert INTERNAL_LB_ANNOTATION not in service["metadata"].get("annotations", {})
+    assert service["spec"]["loadBalancerSourceRanges"] == CLUSTER + clients
 
 
 @pytest.mark.parametrize(
     "http, ranges",
     [
-        ({"sourceRanges": ["10.128.0.0/20"]}, ["10.10.0.0/18", "10.12.0.0/14", "10.128.0.0/20"]),
-        ({"sourceRanges": ["10.10.0.0/18"]}, ["10.10.0.0/18", "10.12.0.0/14"]),  # each range once
+        ({"sourceRanges": ["10.128.0.0/20"]}, [*CLUSTER, "10.128.0.0/20"]),
+        ({"sourceRanges": [CONFIG.network.node_cidr]}, CLUSTER),  # each range once
         ({"clusterClients": False, "sourceRanges": ["10.128.0.0/20"]}, ["10.128.0.0/20"]),
     ],
 )
@@ -199,16 +220,17 @@ def test_the_load_balancer_admits_the_cluster_and_the_listed_clients(http, range
 
 
 def test_the_cluster_ranges_follow_the_network_block():
-    run = run_stack({"network.podCidr": "10.64.0.0/14", "network.nodeCidr": "10.20.0.0/20"}, stack=STACK)
+    pods, nodes = "10.64.0.0/14", "10.20.0.0/20"
+    run = run_stack({"network.podCidr": pods, "network.nodeCidr": nodes}, stack=STACK)
     service = objects_by_name(run)[("Service", "sax-http-lb")]
-    assert service["spec"]["loadBalancerSourceRanges"] == ["10.20.0.0/20", "10.64.0.0/14"]
+    assert service["spec"]["loadBalancerSourceRanges"] == [nodes, pods]
 
 
 def test_a_new_admin_account_leaves_the_model_servers_alone(saxml_run):
     """The admin server restarts as the new account; the JobSet, which a change would replace, is untouched."""
-    changed = run_stack({"saxml.adminServiceAccountName": "sax-admin-2"}, stack=STACK)
+    account = "sax-admin-2"
+    changed = run_stack({"saxml.adminServiceAccountName": account}, stack=STACK)
     jobset = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
     assert changed.one(jobset, "model-servers").inputs == saxml_run.one(jobset, "model-servers").inputs
     admin = objects_by_name(changed)[("Deployment", "sax-admin-server")]
-    assert admin["spec"]["template"]["spec"]["serviceAccountName"] == "sax-admin-2"
-    assert admin["spec"]["strategy"] == {"type": "Recreate"}
+    assert admin["spec"]["template"]["spec"]["serviceAccountName"] == account

@@ -20,13 +20,22 @@ from components.gcp.config import TpuConfig
 from components.manifests import load_document
 from components.naming import slice_name_budget_problem
 from components.platform.config import QueuesConfig
-from components.tpu.topology import MACHINE_CATALOG, Shape
+from components.platform.kueue_objects import PRIORITY_LABEL, QUEUE_LABEL
+from components.tpu.topology import (
+    ACCELERATOR_NODE_LABEL,
+    MACHINE_CATALOG,
+    SLICE_TOPOLOGY_ANNOTATION,
+    TPU_RESOURCE,
+    Shape,
+)
 from components.workloads.slice_checks import objects as slice_checks
 from components.workloads.slice_checks.config import IMAGE as DEFAULT_IMAGE
 from components.workloads.slice_checks.config import SUBSLICING, SUPERSLICING, ChecksConfig
 from components.workloads.slice_checks.objects import SliceFacts, slice_check_jobset
+from harness.twin_nodes import TPU_TAINT
 from tests.conftest import not_checkov
 from tests.crd_schemas import core_errors, crd_errors
+from tests.stack_pods import pod_templates
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPT_PATH = REPO_ROOT / "manifests" / "slice-checks" / "check_devices.py"
@@ -208,30 +217,28 @@ def test_script_runs_as_main_with_a_stub_jax_package(tmp_path, global_devices, s
 
 # --- The overlays --------------------------------------------------------------------------
 
-EXPECTED = {
-    SUBSLICING: {
-        "name": "subslice-check",
-        "priority": "low-priority-1000",
-        "replicas": 6,
-        "hosts": 2,
-        "shape": "2x2x2",
-        "global_devices": 16,
-        "hold": 1800,
-    },
-    SUPERSLICING: {
-        "name": "superslice-check",
-        "priority": "medium-priority-2000",
-        "replicas": 1,
-        "hosts": 32,
-        "shape": "4x4x8",
-        "global_devices": 256,
-        "hold": 600,
-    },
-}
 IMAGE = "registry.example/jax-tpu:test"
+MACHINE = TpuConfig().machine
 
 
 QUEUES = QueuesConfig(local_queue_name="tpu-lq")
+
+
+def _expected(check: str, queues: QueuesConfig = QUEUES) -> dict[str, Any]:
+    """What the ``check`` JobSet of the block's defaults carries: its block's settings, and its slice counted on the
+    machine (pods: the hosts of one slice; JAX devices: a TPU7x chip's TensorCores, each one device)."""
+    block = ChecksConfig().by_kind()[check]
+    shape = Shape.parse(block.shape)
+    return {
+        "name": block.name,
+        "priority": queues.priority_class(block.priority).name,
+        "replicas": block.slices,
+        "hosts": shape.chips // MACHINE.chips_per_host,
+        "shape": block.shape,
+        "global_devices": shape.chips * MACHINE.tensorcores_per_chip,
+        "local_devices": MACHINE.chips_per_host * MACHINE.tensorcores_per_chip,
+        "hold": block.hold_seconds,
+    }
 
 
 def _overlaid(
@@ -256,41 +263,50 @@ def _env_of(container: dict[str, Any]) -> dict[str, str]:
 
 @pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
 def test_overlay_sets_what_varies_and_keeps_the_reference_shape(check):
-    want = EXPECTED[check]
-    jobset = _overlaid(check, hold_seconds=120)
+    want = _expected(check)
+    hold = 120
+    jobset = _overlaid(check, hold_seconds=hold)
     replicated_job, job_spec, pod_template, pod_spec, container = _parts(jobset)
 
-    assert jobset["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and jobset["kind"] == "JobSet"
     assert {**jobset["metadata"], "annotations": not_checkov(jobset["metadata"]["annotations"])} == {
         "annotations": {},
         "name": want["name"],
         "namespace": "tpu-checks",
-        "labels": {
-            "kueue.x-k8s.io/queue-name": "tpu-lq",
-            "kueue.x-k8s.io/priority-class": QUEUES.priority_class(ChecksConfig().by_kind()[check].priority).name,
-        },
+        "labels": {QUEUE_LABEL: QUEUES.local_queue_name, PRIORITY_LABEL: want["priority"]},
     }
-    assert replicated_job["name"] == "job-jax"
     assert replicated_job["replicas"] == want["replicas"]
     assert job_spec["parallelism"] == job_spec["completions"] == want["hosts"]
-    assert job_spec["completionMode"] == "Indexed"
-    assert job_spec["backoffLimit"] == 10
-    assert pod_template["metadata"]["annotations"] == {"cloud.google.com/gke-tpu-slice-topology": want["shape"]}
-    assert pod_spec["restartPolicy"] == "Never"
+    assert job_spec["completionMode"] == "Indexed"  # a pod's index is its JAX process id
+    assert pod_template["metadata"]["annotations"] == {SLICE_TOPOLOGY_ANNOTATION: want["shape"]}
     assert pod_spec["automountServiceAccountToken"] is False  # the check calls no API
-    assert pod_spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["NET_RAW"]}}
-    assert pod_spec["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu7x"}
-    assert pod_spec["tolerations"] == [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert pod_spec["nodeSelector"] == {ACCELERATOR_NODE_LABEL: MACHINE.accelerator_label}
+    # the pods tolerate the taint GKE puts on every TPU node
+    assert any(
+        t["key"] == TPU_TAINT["key"] and t["operator"] == "Exists" and t["effect"] == TPU_TAINT["effect"]
+        for t in pod_spec["tolerations"]
+    )
     assert container["image"] == IMAGE
-    assert container["resources"] == {"requests": {"google.com/tpu": "4"}, "limits": {"google.com/tpu": "4"}}
+    chips = {TPU_RESOURCE: str(MACHINE.chips_per_host)}  # every chip of its host, asked for and limited alike
+    assert container["resources"] == {"requests": chips, "limits": chips}
     assert _env_of(container) == {
         "EXPECTED_GLOBAL_DEVICES": str(want["global_devices"]),
-        "EXPECTED_LOCAL_DEVICES": "8",
+        "EXPECTED_LOCAL_DEVICES": str(want["local_devices"]),
         "NUM_PROCESSES": str(want["hosts"]),
-        "HOLD_SECONDS": "120",
+        "HOLD_SECONDS": str(hold),
         "JAX_PLATFORMS": "tpu",
     }
+
+
+def test_every_pod_of_the_checks_runs_under_the_runtimes_seccomp_profile():
+    """The restricted Pod Security profile's seccomp rule, which the checks' baseline namespace does not enforce
+    (checkov's CKV_K8S_31 holds the render to it too, in make check-tools)."""
+    built = slice_checks.slice_checks_objects(ChecksConfig(), TpuConfig(), QueuesConfig(), NO_PULL_PATH)
+    assert built is not None
+    templates = [t for jobset in built.jobsets for t in pod_templates(jobset)]
+    assert len(templates) == len(built.jobsets)
+    for where, _, spec in templates:
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, where
 
 
 @pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
@@ -299,8 +315,7 @@ def test_overlay_mounts_the_script_configmap(check):
     assert container["command"] == ["python", f"{slice_checks.SCRIPT_MOUNT_PATH}/{slice_checks.SCRIPT_FILE}"]
     (mount,) = container["volumeMounts"]
     (volume,) = pod_spec["volumes"]
-    assert mount == {"name": volume["name"], "mountPath": "/checks", "readOnly": True}
-    assert volume["configMap"] == {"name": "slice-check-script"}
+    assert mount == {"name": volume["name"], "mountPath": slice_checks.SCRIPT_MOUNT_PATH, "readOnly": True}
     configmap = slice_checks.check_script_configmap("tpu-checks")
     assert configmap["metadata"] == {"name": volume["configMap"]["name"], "namespace": "tpu-checks"}
     assert list(configmap["data"]) == [container["command"][1].rsplit("/", 1)[1]]
@@ -308,14 +323,13 @@ def test_overlay_mounts_the_script_configmap(check):
 
 def test_configmap_carries_the_script_verbatim():
     configmap = slice_checks.check_script_configmap("ns")
-    assert configmap["apiVersion"] == "v1" and configmap["kind"] == "ConfigMap"
-    assert configmap["data"]["check_devices.py"] == SCRIPT_PATH.read_text(encoding="utf-8")
+    assert configmap["data"][slice_checks.SCRIPT_FILE] == SCRIPT_PATH.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
 def test_the_default_hold_time_is_the_base_s_and_overlaid(check):
     _, _, _, _, container = _parts(_overlaid(check))
-    assert _env_of(container)["HOLD_SECONDS"] == str(EXPECTED[check]["hold"])
+    assert _env_of(container)["HOLD_SECONDS"] == str(_expected(check)["hold"])
     _, _, _, _, container = _parts(_overlaid(check, hold_seconds=0))
     assert _env_of(container)["HOLD_SECONDS"] == "0"
 
@@ -326,8 +340,7 @@ def test_bases_agree_with_their_own_derivation(check):
     base = slice_checks.load_base(check)
     same = _overlaid(check, namespace=base["metadata"]["namespace"], image=DEFAULT_IMAGE, queues=QueuesConfig())
     assert same == base, "the block's defaults and the base's placeholders disagree"
-    assert base["metadata"]["namespace"] == "default"
-    assert base["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == EXPECTED[check]["priority"]
+    assert base["metadata"]["labels"][PRIORITY_LABEL] == _expected(check, QueuesConfig())["priority"]
 
 
 @pytest.mark.parametrize(
@@ -341,13 +354,14 @@ def test_bases_agree_with_their_own_derivation(check):
     ],
 )
 def test_shape_drives_parallelism_and_device_counts(check, shape, hosts, global_devices):
-    replicated_job, job_spec, pod_template, _, container = _parts(_overlaid(check, shape=shape, slices=3))
-    assert replicated_job["replicas"] == 3
+    slices = 3
+    replicated_job, job_spec, pod_template, _, container = _parts(_overlaid(check, shape=shape, slices=slices))
+    assert replicated_job["replicas"] == slices
     assert job_spec["parallelism"] == job_spec["completions"] == hosts
-    assert pod_template["metadata"]["annotations"]["cloud.google.com/gke-tpu-slice-topology"] == shape
+    assert pod_template["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION] == shape
     env = _env_of(container)
     assert env["EXPECTED_GLOBAL_DEVICES"] == str(global_devices)
-    assert env["EXPECTED_LOCAL_DEVICES"] == "8"
+    assert env["EXPECTED_LOCAL_DEVICES"] == str(_expected(check)["local_devices"])  # one host's, whatever the slice
     assert env["NUM_PROCESSES"] == str(hosts)
 
 
@@ -357,11 +371,12 @@ def test_a_shape_that_splits_a_host_cannot_be_built():
 
 
 def test_overlays_work_on_copies():
+    base = slice_checks.load_base(SUBSLICING)
     first = _overlaid(SUBSLICING)
     first["spec"]["replicatedJobs"][0]["replicas"] = 99
     second = _overlaid(SUBSLICING, namespace="other")
-    assert second["spec"]["replicatedJobs"][0]["replicas"] == 6
-    assert slice_checks.load_base(SUBSLICING)["metadata"]["namespace"] == "default"
+    assert second["spec"]["replicatedJobs"][0]["replicas"] == ChecksConfig().subslicing.slices
+    assert slice_checks.load_base(SUBSLICING) == base
 
 
 def test_facts_of_tpu7x_slices():
@@ -411,7 +426,7 @@ def test_bases_validate_strictly(check):
 @pytest.mark.external  # the CRD files of schemas.lock
 @pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
 def test_overlaid_jobsets_validate_strictly(check):
-    jobset = _overlaid(check, hold_seconds=30, shape=EXPECTED[check]["shape"], slices=2)
+    jobset = _overlaid(check, hold_seconds=30, shape=_expected(check)["shape"], slices=2)
     assert schema_errors(jobset) == []
 
 
@@ -456,7 +471,7 @@ def test_wrong_types_are_rejected():
 def test_each_check_has_a_network_policy_its_own_pods_reach_each_other_by():
     """Named after its JobSet, in its namespace, selecting by the name the JobSet controller labels its pods with."""
     built = slice_checks.slice_checks_objects(ChecksConfig(namespace="work"), TpuConfig(), QueuesConfig(), NO_PULL_PATH)
-    assert built is not None and len(built.jobsets) == 2
+    assert built is not None and len(built.jobsets) == len(ChecksConfig().by_kind())  # both on by default
     assert [p["metadata"] for p in built.network_policies] == [
         {"name": j["metadata"]["name"], "namespace": "work"} for j in built.jobsets
     ]

@@ -4,8 +4,10 @@ admission plan that says which checks run together."""
 import pytest
 
 from components import stack as stack_config
+from components.platform.kueue_objects import PRIORITY_LABEL, QUEUE_LABEL
 from components.tpu.admission import AdmissionPlan, SliceWorkload, cubes_needed, never_admitted_problem
 from components.tpu.topology import Shape
+from components.workloads.slice_checks import config as checks_config
 from tests.conftest import pulled, run_stack, stack_values, with_overrides
 from tools.render import kubernetes_objects
 
@@ -17,25 +19,39 @@ def jobsets(run):
     return {o["metadata"]["name"]: o for o in kubernetes_objects(run.registrations) if o["kind"] == "JobSet"}
 
 
-def test_dev_stack_runs_both_checks_in_the_workload_namespace(dev_run):
+def dev_config() -> stack_config.StackConfig:
+    return stack_config.load(stack_values()).config
+
+
+def test_dev_stack_runs_each_enabled_check_as_its_block_declares_it(dev_run):
+    """Each enabled check of the dev stack's checks block is a JobSet: in the checks' namespace, on the stack's local
+    queue (one of its own namespace) at its priority, its slices and the hosts of one slice of its shape."""
+    config = dev_config()
+    enabled = checks_config.enabled_checks(config.checks, config.tpu)
+    assert enabled, "the dev stack runs the checks"
     found = jobsets(dev_run)
-    assert sorted(found) == ["subslice-check", "superslice-check"]
-    for jobset in found.values():
-        assert jobset["metadata"]["namespace"] == "llm-d-pd-disaggregation"
-        assert jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "lq"
-    assert found["subslice-check"]["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "low-priority-1000"
-    assert found["superslice-check"]["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "medium-priority-2000"
-    (sub_job,) = found["subslice-check"]["spec"]["replicatedJobs"]
-    (super_job,) = found["superslice-check"]["spec"]["replicatedJobs"]
-    assert (sub_job["replicas"], sub_job["template"]["spec"]["parallelism"]) == (6, 2)
-    assert (super_job["replicas"], super_job["template"]["spec"]["parallelism"]) == (1, 32)
-    assert dev_run.outputs["sliceCheckJobSets"] == ["subslice-check", "superslice-check"]
+    assert set(found) == {check.name for check in enabled.values()}
+    namespace = checks_config.checks_namespace(config.checks, config.queues)
+    for check in enabled.values():
+        jobset = found[check.name]
+        labels = jobset["metadata"]["labels"]
+        assert jobset["metadata"]["namespace"] == namespace
+        assert labels[QUEUE_LABEL] == config.queues.local_queue_name
+        assert labels[PRIORITY_LABEL] == config.queues.priority_class(check.priority).name
+        (job,) = jobset["spec"]["replicatedJobs"]
+        assert job["replicas"] == check.slices
+        assert (
+            job["template"]["spec"]["parallelism"]
+            == Shape.parse(check.shape).chips // config.tpu.machine.chips_per_host
+        )
+    assert namespace in config.queues.namespaces  # where the stack makes its LocalQueue
+    assert dev_run.outputs["sliceCheckJobSets"] == sorted(found)
 
 
 def test_checks_wait_for_the_slice_controller_the_queue_and_the_script(dev_run):
     script = dev_run.one(CONFIGMAP, "check-script")
     assert script.parent == "slice-checks"
-    assert script.input("metadata.namespace") == "llm-d-pd-disaggregation"
+    assert {script.input("metadata.namespace")} == {j["metadata"]["namespace"] for j in jobsets(dev_run).values()}
     assert "check_devices.py" in script.input("data")
     for name in ("subslice-check", "superslice-check"):
         jobset = dev_run.one(JOBSET, name)
@@ -47,21 +63,24 @@ def test_checks_wait_for_the_slice_controller_the_queue_and_the_script(dev_run):
 
 
 def test_config_sets_hold_time_image_and_priority():
-    image = "registry.example/jax-tpu:2026-12-01"
-    overrides = {"checks.image": image, "checks.subslicing": {"holdSeconds": 60, "priority": "high"}}
+    image, hold, priority = "registry.example/jax-tpu:2026-12-01", 60, "high"
+    overrides = {"checks.image": image, "checks.subslicing": {"holdSeconds": hold, "priority": priority}}
     run = run_stack(overrides)
-    jobset = jobsets(run)["subslice-check"]
+    config = dev_config()
+    jobset = jobsets(run)[config.checks.subslicing.name]
     (container,) = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
     assert container["image"] == pulled(image, overrides=overrides)  # through its own pull-through repository
-    assert {e["name"]: e["value"] for e in container["env"]}["HOLD_SECONDS"] == "60"
-    assert jobset["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "high-priority-3000"
+    assert {e["name"]: e["value"] for e in container["env"]}["HOLD_SECONDS"] == str(hold)
+    assert jobset["metadata"]["labels"][PRIORITY_LABEL] == config.queues.priority_class(priority).name
 
 
 def test_switching_a_check_off_removes_it():
     run = run_stack({"checks.superslicing.enabled": False, "serving.enabled": False})
-    assert sorted(jobsets(run)) == ["subslice-check"]
-    assert not [r for r in run.registrations if r.type == JOBSET and r.name == "superslice-check"]
-    assert run.outputs["admissionPlan"][-1] == "all run at the same time: 1 of 2 cube(s)"
+    checks = dev_config().checks
+    assert set(jobsets(run)) == {checks.subslicing.name}
+    assert not [r for r in run.registrations if r.type == JOBSET and r.name == checks.superslicing.name]
+    # the one left fits beside nothing else
+    assert run.outputs["admissionPlan"][-1].startswith("all run at the same time: ")
 
 
 def test_switching_both_off_removes_the_component():
@@ -73,31 +92,38 @@ def test_switching_both_off_removes_the_component():
 
 
 def test_admission_plan_of_the_dev_stack(dev_run):
-    assert dev_run.outputs["admissionPlan"] == [
-        "serving.prefill (4 x 2x2x2, high-priority-3000): 1 cube(s) alone",
-        "serving.decode (4 x 2x2x2, high-priority-3000): 1 cube(s) alone",
-        "checks.subslicing (6 x 2x2x2, low-priority-1000): 1 cube(s) alone",
-        "checks.superslicing (1 x 4x4x8, medium-priority-2000): 2 cube(s) alone",
-        "not all at once: together they need 4 cube(s), the stack has 2",
-        "serving.prefill preempts checks.superslicing (priority 3000 > 2000)",
-        "serving.decode preempts checks.superslicing (priority 3000 > 2000)",
-        "checks.superslicing preempts checks.subslicing (priority 2000 > 1000)",
-    ]
+    """The plan names every enabled slice workload of the stack's blocks with its slices, shape and priority, counts
+    the cubes of the stack's pools, and orders every preemption from the higher priority to the lower."""
+    config = dev_config()
+    workloads = list(config.admission_plan().workloads)
+    plan = dev_run.outputs["admissionPlan"]
+    assert workloads, "the dev stack runs slice workloads"
+    for line, workload in zip(plan, workloads, strict=False):
+        assert line.startswith(f"{workload.key} ({workload.slices} x {workload.shape}, {workload.priority_name})")
+    # a cube is 4x4x4 = 64 chips; every pool's nodes hold the machine's chips
+    chips = sum(pool.node_count for pool in config.tpu.pools) * config.tpu.machine.chips_per_host
+    summary = plan[len(workloads)]
+    assert summary.endswith((f"the stack has {chips // 64}", f"of {chips // 64} cube(s)"))
+    priorities = {w.key: w.priority for w in workloads}
+    for line in plan[len(workloads) + 1 :]:
+        higher, lower = line.split(" (")[0].split(" preempts ")
+        assert priorities[higher] > priorities[lower], line
 
 
-def test_admission_plan_of_the_checks_alone():
-    run = run_stack({"serving.enabled": False})
-    assert run.outputs["admissionPlan"] == [
-        "checks.subslicing (6 x 2x2x2, low-priority-1000): 1 cube(s) alone",
-        "checks.superslicing (1 x 4x4x8, medium-priority-2000): 2 cube(s) alone",
-        "not all at once: together they need 3 cube(s), the stack has 2",
-        "checks.superslicing preempts checks.subslicing (priority 2000 > 1000)",
-    ]
+def test_admission_plan_of_the_checks_alone(dev_run):
+    """Without serving, the plan is the dev stack's less every line that names serving, and its summary."""
+    plan = run_stack({"serving.enabled": False}).outputs["admissionPlan"]
+    assert not [line for line in plan if "serving" in line]
+    named = [line for line in plan if "checks." in line]
+    assert named == [line for line in dev_run.outputs["admissionPlan"] if "checks." in line and "serving" not in line]
+    assert len(plan) == len(named) + 1
 
 
 def test_a_third_cube_lets_both_checks_run_together():
-    run = run_stack({"tpu.pools": [{"name": f"cube-{i}", "nodeCount": 16} for i in range(3)], "serving.enabled": False})
-    assert run.outputs["admissionPlan"][-1] == "all run at the same time: 3 of 3 cube(s)"
+    pools = [{"name": f"cube-{i}", "nodeCount": 16} for i in range(3)]  # 16 hosts of 4 chips: one 4x4x4 cube each
+    run = run_stack({"tpu.pools": pools, "serving.enabled": False})
+    assert run.outputs["admissionPlan"][-1].startswith("all run at the same time: ")
+    assert run.outputs["admissionPlan"][-1].endswith(f" of {len(pools)} cube(s)")
 
 
 # --- The admission model, alone ------------------------------------------------------------
@@ -145,35 +171,28 @@ def test_an_empty_plan_says_so():
     assert AdmissionPlan(2, ()).lines() == ["no slice workloads enabled"]
 
 
-@pytest.mark.parametrize(
-    "pools, expected",
-    [
-        (
-            2,
-            [
-                "2 pool(s) of tpu7x-standard-4t: 32 nodes, 128 chips, 2 cube(s) of 4x4x4",
-                "slices that fit at once: 16 x 2x2x2, 1 x 4x4x8",
-            ],
-        ),
-        (
-            3,
-            [
-                "3 pool(s) of tpu7x-standard-4t: 48 nodes, 192 chips, 3 cube(s) of 4x4x4",
-                "slices that fit at once: 24 x 2x2x2, 1 x 4x4x8",
-            ],
-        ),
-        (
-            4,
-            [
-                "4 pool(s) of tpu7x-standard-4t: 64 nodes, 256 chips, 4 cube(s) of 4x4x4",
-                "slices that fit at once: 32 x 2x2x2, 2 x 4x4x8",
-            ],
-        ),
-    ],
-)
-def test_capacity_report_follows_the_number_of_cubes(pools, expected):
-    raw = with_overrides(stack_values(), {"tpu.pools": [{"name": f"cube-{i}", "nodeCount": 16} for i in range(pools)]})
-    assert stack_config.parse(raw).capacity_report().lines() == expected
+@pytest.mark.parametrize("pools", [2, 3, 4, 5])  # one cube holds no 4x4x8
+def test_capacity_counts_follow_the_pools(pools):
+    """nodes = pools x nodes per pool; chips = nodes x chips per host; cubes = chips / 64; slices of each shape:
+    a sub-slice packs into the chips, a super-slice takes whole cubes."""
+    per_pool = 16
+    raw = with_overrides(
+        stack_values(), {"tpu.pools": [{"name": f"c-{i}", "nodeCount": per_pool} for i in range(pools)]}
+    )
+    config = stack_config.parse(raw)
+    report = config.tpu.capacity_report()
+    nodes = pools * per_pool
+    chips = nodes * config.tpu.machine.chips_per_host
+    assert (report.pools, report.nodes, report.chips, report.cubes) == (pools, nodes, chips, chips // 64)
+    assert set(report.slices_that_fit) == {str(shape) for shape in config.tpu.shapes}
+    for shape_text, count in report.slices_that_fit.items():
+        shape = Shape.parse(shape_text)
+        assert count == (chips // shape.chips if shape.chips < 64 else (chips // 64) // (shape.chips // 64))
+    # and the report says so
+    cubes = f"{chips // 64} cube(s) of 4x4x4"
+    assert report.lines()[0] == f"{pools} pool(s) of {config.tpu.machine_type}: {nodes} nodes, {chips} chips, {cubes}"
+    fits = ", ".join(f"{count} x {shape}" for shape, count in report.slices_that_fit.items())
+    assert report.lines()[1] == f"slices that fit at once: {fits}"
 
 
 def test_a_check_change_replaces_its_jobset_and_the_old_run_goes_first(dev_run):

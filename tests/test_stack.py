@@ -34,10 +34,10 @@ def test_dev_stack_is_the_reference_deployment():
     assert config.project == "my-tpu-project"
     assert config.cluster.deletion_protection is False
     assert config.tpu.reservation.block == "block-0"
-    assert config.reservation_path(config.tpu.pools[0]) == (
+    assert config.tpu.reservation_path(config.tpu.pools[0], config.project) == (
         "projects/my-tpu-project/reservations/my-tpu7x-reservation/reservationBlocks/block-0"
     )
-    assert config.tpu_zone_is_ai_zone
+    assert config.tpu.zone_is_ai_zone(config.region)
 
 
 # (override of the dev stack, config key named in the error, fragment of the message)

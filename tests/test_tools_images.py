@@ -7,14 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURE_STACKS
+from components.config_base import ImageReference
+from tests.conftest import FIXTURE_STACKS, run_stack
 from tools import images
 
 MIRROR = "us-central1-docker.pkg.dev/my-org-artifacts/tpu-gke-mirror"
-# The node audit setup image, by the digest docker-library/repo-info records for its tag (01a70542).
-# JobSet's controller, by the digest its promotion to registry.k8s.io recorded (kubernetes/k8s.io#9456).
-JOBSET = "registry.k8s.io/jobset/jobset:v0.12.0@sha256:e75536f1135b7bb2f19f8c3b620782fbdd9091d73398e3a272f9a5fed322980d"
-BUSYBOX = "docker.io/library/busybox:1.37.0@sha256:9db7b59979c38555a39def84a31fb98b5296952f9e3afd4f6f11f05b07adfab0"
 
 
 def listing(capsys: pytest.CaptureFixture[str], stack: str, stack_dir: Path = FIXTURE_STACKS) -> list[str]:
@@ -22,31 +19,34 @@ def listing(capsys: pytest.CaptureFixture[str], stack: str, stack_dir: Path = FI
     return capsys.readouterr().out.splitlines()
 
 
+def unpinned_settings(stack: str) -> list[str]:
+    """The settings of the images the program says ``stack`` runs (its `images` output) that carry no digest."""
+    return sorted(i["setting"] for i in run_stack(stack=stack).outputs["images"] if "@sha256:" not in i["source"])
+
+
 def test_prod_lists_each_image_then_its_pin_then_its_copy_into_the_mirror(capsys):
+    """The listing and the program agree: each image the stack runs (its `images` output, `make bench`'s and the
+    node audit logging's among them) is listed under its setting and copied into the mirror, by its digest when it
+    has one (the mirror tags it with the source's tag); each without a digest is pinned first."""
     lines = listing(capsys, "prod")
-    assert "# serving.image: docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26 (the vLLM model servers)" in lines
-    assert (
-        "pulumi config set --path platform.kueue.image registry.k8s.io/kueue/kueue:v0.17.8"
-        "@$(crane digest registry.k8s.io/kueue/kueue:v0.17.8)"
-    ) in lines
-    assert f"crane copy {JOBSET} {MIRROR}/registry.k8s.io/jobset/jobset:v0.12.0" in lines
-    assert (
-        f"crane copy tpuongke/kueue-slice-controller:v0.8.0-200 {MIRROR}/docker.io/tpuongke/kueue-slice-controller:v0.8.0-200"
-    ) in lines
-    # The node audit logging's two images, which a production stack deploys, go into the mirror too.
-    assert f"crane copy docker.io/fluent/fluent-bit:5.1.1 {MIRROR}/docker.io/fluent/fluent-bit:5.1.1" in lines
-    assert f"crane copy {BUSYBOX} {MIRROR}/docker.io/library/busybox:1.37.0" in lines
+    stack_images = run_stack(stack="prod").outputs["images"]
     pins = [line for line in lines if line.startswith("pulumi config set")]
     copies = [line for line in lines if line.startswith("crane copy")]
-    # Twelve images (`make bench`'s among them), each copied; nine to pin: the JobSet, staging and node audit setup
-    # images' defaults carry their digest.
-    assert len(copies) == 12
-    assert len(pins) == 9
-    assert (
-        "crane copy quay.io/inference-perf/inference-perf:v0.7.0 "
-        + (f"{MIRROR}/quay.io/inference-perf/inference-perf:v0.7.0")
-        in lines
-    )
+    for image in stack_images:
+        setting, source = image["setting"], image["source"]
+        assert any(line.startswith(f"# {setting}: {source} (") for line in lines), setting
+        assert any(line.startswith(f"crane copy {source} {MIRROR}/") for line in copies), setting
+    assert len(copies) == len(stack_images)
+    assert len(pins) == len(unpinned_settings("prod"))
+    for setting in unpinned_settings("prod"):
+        assert [line for line in pins if f" --path {setting} " in line], setting
+    # pinned by the digest its tag points at now
+    kueue = next(i["source"] for i in stack_images if i["setting"] == "platform.kueue.image")
+    assert f"pulumi config set --path platform.kueue.image {kueue}@$(crane digest {kueue})" in pins
+    # by digest into the mirror, tagged there with the source's tag
+    for source in (i["source"] for i in stack_images if "@sha256:" in i["source"]):
+        reference = ImageReference.parse(source)
+        assert f"crane copy {source} {MIRROR}/{reference.qualified_name}:{reference.tag}" in copies, source
     by_default = ("platform.jobset.image", "serving.weightsStaging.image", "nodeAuditLogging.setupImage")
     assert not [line for line in pins if any(f" {key} " in line for key in by_default)]
     assert lines.index(pins[-1]) < lines.index(copies[0]), "pin first, then copy by the pinned digest"
@@ -74,7 +74,8 @@ def test_a_stack_that_requires_digests_it_lacks_is_still_listed(capsys, tmp_path
     """The listing is what such a stack needs: the digest rule does not stop it (any other problem does)."""
     text = (FIXTURE_STACKS / "Pulumi.prod.yaml").read_text()
     (tmp_path / "Pulumi.prod.yaml").write_text(text.replace("    requireDigests: false\n", ""))
-    assert len([line for line in listing(capsys, "prod", tmp_path) if line.startswith("pulumi config set")]) == 9
+    pins = [line for line in listing(capsys, "prod", tmp_path) if line.startswith("pulumi config set")]
+    assert len(pins) == len(unpinned_settings("prod"))
     shutil.copy(FIXTURE_STACKS / "Pulumi.dev.yaml", tmp_path / "Pulumi.bad.yaml")
     with (tmp_path / "Pulumi.bad.yaml").open("a") as out:
         out.write("  tpu-dynamic-slicing:images:\n    mirror: docker.io/my-org\n")
@@ -86,11 +87,13 @@ def test_with_pull_through_repositories_there_is_nothing_to_copy(capsys):
     """dev pulls through the repositories the stack makes: the listing says which serves which image, copies none."""
     lines = listing(capsys, "dev")
     assert not [line for line in lines if line.startswith("crane copy")]
-    assert len([line for line in lines if line.startswith("pulumi config set")]) == 8
+    assert len([line for line in lines if line.startswith("pulumi config set")]) == len(unpinned_settings("dev"))
     served = "\n".join(lines[lines.index(next(line for line in lines if "Nothing to copy" in line)) :])
-    repository = "us-central1-docker.pkg.dev/my-tpu-project/qwen-serving-cluster-docker-io"
-    assert f"# {repository} (DOCKER_HUB) serves:" in lines
-    assert f"#   {repository}/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26" in lines
+    # the vLLM image, from Docker Hub, as the program pulls it: through the Docker Hub repository
+    (vllm,) = [i["pull"] for i in run_stack(stack="dev").outputs["images"] if i["setting"] == "serving.image"]
+    assert f"#   {vllm}" in lines
+    headers = [line.split()[1] for line in lines if line.endswith(" (DOCKER_HUB) serves:")]
+    assert [repository for repository in headers if vllm.startswith(f"{repository}/")], headers
     assert "cloud-tpu-images" not in served, "Google's registries need no repository"
 
 

@@ -123,7 +123,7 @@ def test_the_calls_are_found_where_the_stacks_install_them(calls):
 
 @pytest.mark.external  # the registry charts of charts.lock
 def test_the_recorded_ports_of_each_release_are_the_rendered_ones(runs, calls):
-    """The program's fact (RELEASE_CONTROL_PLANE_PORTS, SLICE_CONTROLLER_CONTROL_PLANE_PORTS) against the charts."""
+    """The program's fact (RELEASE_CONTROL_PLANE_PORTS) against the charts."""
     config = stack_config.parse(stack_values("dev"))
     namespaces = platform_config.release_namespaces(config.platform, config.tpu.dynamic_slicing)
     recorded = platform_config.control_plane_ports(config.platform, config.tpu.dynamic_slicing)

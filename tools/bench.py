@@ -28,14 +28,15 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from components.operations import benchmark
+from components.workloads.serving.config import weights_bucket_name
 from tools.stack_outputs import Runner, StackOutputsError, read_stack_outputs, run_pulumi
+from tools.verify import BASE_URL_OUTPUT
 
-BASE_URL_OUTPUT = "openaiBaseUrl"
 STACK_HINT = "pass --base-url instead"
 POLL_SECONDS = 20
 WAIT_MARGIN_SECONDS = 300  # past the Job's own deadline, kubectl has had time to say it failed
@@ -43,6 +44,9 @@ COMMAND_TIMEOUT_SECONDS = 300
 LOG_LINES = 40
 DEFAULT_RATES = (1.0, 2.0, 4.0, 8.0)
 DEFAULT_STAGE_SECONDS = 120
+
+if TYPE_CHECKING:
+    from components.stack import StackConfig
 
 Run = Callable[[list[str], str | None, float], subprocess.CompletedProcess[str]]
 Sleep = Callable[[float], None]
@@ -97,8 +101,14 @@ def default_run_id(now: datetime | None = None) -> str:
 # --- In the cluster -------------------------------------------------------------------------------
 
 
-def stack_spec(args: argparse.Namespace, runner: Runner) -> benchmark.BenchmarkInput:
-    """The run's input from the stack file, and the Gateway's URL from the flag or the stack outputs."""
+def ramp_of(args: argparse.Namespace, base_url: str) -> benchmark.Ramp:
+    return benchmark.Ramp(
+        run_id=args.run_id or default_run_id(), base_url=base_url, rates=args.rates, stage_seconds=args.stage_seconds
+    )
+
+
+def read_stack(args: argparse.Namespace, runner: Runner) -> tuple[StackConfig, str]:
+    """The stack file's config, and the Gateway's URL from the flag or the stack outputs."""
     from components.config_base import ConfigError
     from components.stack import parse_pulumi_values
     from tools.stack_file import StackFileError, stack_config_values
@@ -121,15 +131,7 @@ def stack_spec(args: argparse.Namespace, runner: Runner) -> benchmark.BenchmarkI
         base_url = outputs.get(BASE_URL_OUTPUT)
         if not isinstance(base_url, str) or not base_url:
             raise UsageError(f"stack output {BASE_URL_OUTPUT} is missing (is the Gateway programmed?); {STACK_HINT}")
-    return benchmark.benchmark_input(
-        config.serving,
-        config.project,
-        run_id=args.run_id or default_run_id(),
-        base_url=base_url,
-        rates=args.rates,
-        stage_seconds=args.stage_seconds,
-        pull_path=config.pull_path(),
-    )
+    return config, base_url
 
 
 def kubectl(args: argparse.Namespace, *rest: str) -> list[str]:
@@ -151,53 +153,52 @@ def job_state(job: dict[str, Any]) -> str | None:
     return None
 
 
-def wait_for(spec: benchmark.BenchmarkInput, args: argparse.Namespace, run: Run, sleep: Sleep) -> None:
-    name = f"{benchmark.NAME_PREFIX}-{spec.run_id}"
-    deadline = time.monotonic() + benchmark.deadline_seconds(spec) + WAIT_MARGIN_SECONDS
+def wait_for(ramp: benchmark.Ramp, namespace: str, args: argparse.Namespace, run: Run, sleep: Sleep) -> None:
+    name = benchmark.job_name(ramp.run_id)
+    deadline = time.monotonic() + benchmark.deadline_seconds(ramp) + WAIT_MARGIN_SECONDS
     started = time.monotonic()
     while True:
-        completed = run(
-            kubectl(args, "-n", spec.namespace, "get", "job", name, "-o", "json"), None, COMMAND_TIMEOUT_SECONDS
-        )
+        completed = run(kubectl(args, "-n", namespace, "get", "job", name, "-o", "json"), None, COMMAND_TIMEOUT_SECONDS)
         if completed.returncode == 0:
             state = job_state(json.loads(completed.stdout))
             if state == "Complete":
                 return
             if state == "Failed":
                 logs = run(
-                    kubectl(args, "-n", spec.namespace, "logs", f"job/{name}", f"--tail={LOG_LINES}"),
+                    kubectl(args, "-n", namespace, "logs", f"job/{name}", f"--tail={LOG_LINES}"),
                     None,
                     COMMAND_TIMEOUT_SECONDS,
                 )
                 raise RunFailed(f"job {name} failed; its log ends:\n{logs.stdout}{logs.stderr}")
         if time.monotonic() > deadline:
-            raise RunFailed(f"job {name} did not finish in time: kubectl -n {spec.namespace} describe job {name}")
+            raise RunFailed(f"job {name} did not finish in time: kubectl -n {namespace} describe job {name}")
         print(f"waiting for job {name} ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
         sleep(POLL_SECONDS)
 
 
-def fetch_reports(spec: benchmark.BenchmarkInput, into: Path, run: Run) -> None:
-    source = f"gs://{spec.bucket}/{benchmark.results_path(spec)}"
+def fetch_reports(source: str, into: Path, run: Run) -> None:
     completed = run(["gcloud", "storage", "cp", "--recursive", source, str(into)], None, COMMAND_TIMEOUT_SECONDS)
     if completed.returncode != 0:
         raise RunFailed(f"gcloud storage cp {source} failed: {_last_line(completed.stderr)}")
 
 
 def in_cluster(args: argparse.Namespace, runner: Runner, run: Run, sleep: Sleep) -> int:
-    spec = stack_spec(args, runner)
-    found = benchmark.problems(spec)
+    config, base_url = read_stack(args, runner)
+    serving, ramp = config.serving, ramp_of(args, base_url)
+    found = benchmark.problems(ramp, serving.max_model_len)
     if found:
         raise UsageError("; ".join(found))
-    objects = benchmark.benchmark_objects(spec)
+    objects = benchmark.benchmark_objects(serving, config.project, config.pull_path(), ramp)
     if args.dry_run:
         print(yaml.safe_dump_all(objects, sort_keys=False), end="")
         return 0
     apply(objects, args, run)
-    print(f"started job {benchmark.NAME_PREFIX}-{spec.run_id} in {spec.namespace}", file=sys.stderr, flush=True)
-    wait_for(spec, args, run, sleep)
+    print(f"started job {benchmark.job_name(ramp.run_id)} in {serving.namespace}", file=sys.stderr, flush=True)
+    wait_for(ramp, serving.namespace, args, run, sleep)
+    results = f"gs://{weights_bucket_name(serving, config.project)}/{benchmark.results_path(ramp.run_id)}"
     with tempfile.TemporaryDirectory() as scratch:
-        fetch_reports(spec, Path(scratch), run)
-        return print_table(Path(scratch), f"gs://{spec.bucket}/{benchmark.results_path(spec)}/", len(spec.rates))
+        fetch_reports(results, Path(scratch), run)
+        return print_table(Path(scratch), f"{results}/", len(ramp.rates))
 
 
 # --- Here (the lab) ---------------------------------------------------------------------------------
@@ -209,33 +210,21 @@ def local(args: argparse.Namespace, run: Run) -> int:
     ]
     if missing:
         raise UsageError("--local needs " + ", ".join("--" + flag.replace("_", "-") for flag in missing))
-    spec = benchmark.BenchmarkInput(
-        run_id=args.run_id or default_run_id(),
-        namespace="",
-        service_account="",
-        bucket="",
-        snapshot_path="",
-        model=args.model,
-        base_url=args.base_url,
-        max_model_len=args.max_model_len or sys.maxsize,
-        rates=args.rates,
-        stage_seconds=args.stage_seconds,
-        image="",  # inference-perf runs here, from --inference-perf
-    )
-    found = benchmark.problems(spec)
+    ramp = ramp_of(args, args.base_url)
+    found = benchmark.problems(ramp, args.max_model_len or sys.maxsize)
     if found:
         raise UsageError("; ".join(found))
-    results = args.results / spec.run_id
-    config = benchmark.local_config(spec, str(args.tokenizer), str(results))
+    results = args.results / ramp.run_id
+    config = benchmark.inference_perf_config(ramp, args.model, str(args.tokenizer), str(results), bucket=None)
     args.results.mkdir(parents=True, exist_ok=True)
-    config_file = args.results / f"{spec.run_id}-config.yml"
+    config_file = args.results / f"{ramp.run_id}-config.yml"
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))
     completed = run(
-        [str(args.inference_perf), "--config_file", str(config_file)], None, benchmark.deadline_seconds(spec)
+        [str(args.inference_perf), "--config_file", str(config_file)], None, benchmark.deadline_seconds(ramp)
     )
     if completed.returncode != 0:
         raise RunFailed(f"inference-perf exited {completed.returncode}: {_last_line(completed.stderr)}")
-    return print_table(results, str(results), len(spec.rates))
+    return print_table(results, str(results), len(ramp.rates))
 
 
 # --- Reports ----------------------------------------------------------------------------------------

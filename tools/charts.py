@@ -18,27 +18,26 @@ Nothing fetched here is committed: the harness reads the charts out of the cache
 
 from __future__ import annotations
 
-import argparse
 import io
-import os
 import re
 import sys
 import tarfile
-import tomllib
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from tools import schemas
 from tools.schemas import (
     DEFAULT_TIMEOUT_S,
-    SHA256,
     FetchError,
     LockedFile,
     LockError,
-    copy_from,
-    download,
+    checked_digest,
+    checked_keys,
     file_sha256,
+    lock_entries,
+    once_each,
 )
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -90,31 +89,15 @@ def _parsed(url: str) -> dict[str, str]:
 
 def load_lock(lock: Path = DEFAULT_LOCK) -> list[LockedChart]:
     """Every chart of the lock, validated; a LockError names the first problem."""
-    try:
-        data = tomllib.loads(lock.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise LockError(f"{lock}: cannot read the lock: {error.strerror or error}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise LockError(f"{lock}: not valid TOML: {error}") from None
-    entries = data.get("chart")
-    if set(data) != {"chart"} or not isinstance(entries, list) or not entries:
-        raise LockError(f"{lock}: expected only [[chart]] tables, at least one")
-    charts = [_locked_chart(entry, f"{lock}: [[chart]] #{number}") for number, entry in enumerate(entries, start=1)]
-    releases = [c.release for c in charts]
-    if duplicates := sorted({r for r in releases if releases.count(r) > 1}):
-        raise LockError(f"{lock}: release locked more than once: {', '.join(duplicates)}")
+    charts = [_locked_chart(entry, where) for entry, where in lock_entries(lock, "chart")]
+    once_each(lock, "release", [c.release for c in charts])
     return charts
 
 
 def _locked_chart(entry: object, where: str) -> LockedChart:
-    if not isinstance(entry, dict):
-        raise LockError(f"{where}: not a table")
-    if unknown := sorted(set(entry) - LOCK_KEYS):
-        raise LockError(f"{where}: unknown key(s) {', '.join(unknown)}")
-    if missing := sorted(LOCK_KEYS - set(entry)):
-        raise LockError(f"{where}: missing key(s) {', '.join(missing)}")
+    fields = checked_keys(entry, where, LOCK_KEYS, LOCK_KEYS)
     release, url, chart, commit, size, sha256 = (
-        entry[k] for k in ("release", "url", "chart", "commit", "size", "sha256")
+        fields[k] for k in ("release", "url", "chart", "commit", "size", "sha256")
     )
     if not isinstance(release, str) or not re.fullmatch(r"[a-z][a-z0-9-]*", release):
         raise LockError(f"{where}: release {release!r} must be a Helm release name")
@@ -127,43 +110,21 @@ def _locked_chart(entry: object, where: str) -> LockedChart:
         raise LockError(f"{where}: chart {chart!r} must be a relative folder without '..'")
     if not isinstance(commit, str) or not COMMIT.fullmatch(commit):
         raise LockError(f"{where}: commit {commit!r} must be 40 lowercase hex digits")
-    if not isinstance(sha256, str) or not SHA256.fullmatch(sha256):
-        raise LockError(f"{where}: sha256 {sha256!r} must be 64 lowercase hex digits")
-    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
-        raise LockError(f"{where}: size {size!r} must be a positive number of bytes")
-    return LockedChart(release=release, url=url, chart=chart, commit=commit, size=size, sha256=sha256)
+    sha256, size = checked_digest(where, sha256, size)
+    return LockedChart(release=release, url=url, chart=str(chart), commit=commit, size=size, sha256=sha256)
 
 
 def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     """$TPU_GKE_CHARTS_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/tpu-gke/charts (outside every clone)."""
-    env = os.environ if environ is None else environ
-    if override := env.get(CACHE_ENV):
-        return Path(override).expanduser()
-    xdg = env.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path(env.get("HOME") or Path.home()) / ".cache"
-    return base / "tpu-gke" / "charts"
+    return schemas.cache_dir(environ, env_var=CACHE_ENV, name="charts")
 
 
 def ensure(
     charts: Sequence[LockedChart], cache: Path, *, mirror: Path | None = None, timeout: float = DEFAULT_TIMEOUT_S
 ) -> list[str]:
     """Put every locked zip in ``cache``, from the proxy or from ``mirror``; the failures, one line each."""
-    failures = []
-    for chart in charts:
-        locked = chart.locked_file()
-        target = cache / locked.path
-        if file_sha256(target) == locked.sha256:
-            continue
-        try:
-            if mirror is not None:
-                copy_from(locked, mirror, target)
-            else:
-                download(locked, target, timeout=timeout)
-        except FetchError as error:
-            failures.append(str(error))
-            continue
-        print(f"charts: {'copied' if mirror is not None else 'downloaded'} {locked.path}", file=sys.stderr)
-    return failures
+    locked = [chart.locked_file() for chart in charts]
+    return schemas.ensure(locked, cache, mirror=mirror, timeout=timeout, tool="charts").failures
 
 
 def chart_archive(chart: LockedChart, cache: Path) -> bytes:
@@ -192,51 +153,17 @@ def chart_archive(chart: LockedChart, cache: Path) -> bytes:
     return buffer.getvalue()
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tools.charts", description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--lock", type=Path, default=DEFAULT_LOCK, help="the lock file (default: %(default)s)")
-    parser.add_argument(
-        "--cache",
-        type=Path,
-        default=None,
-        help=f"where the zips go (default: ${CACHE_ENV}, else ${{XDG_CACHE_HOME:-~/.cache}}/tpu-gke/charts)",
-    )
-    parser.add_argument(
-        "--from",
-        dest="mirror",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="copy from a local mirror laid out as <DIR>/<module>/@v/<version>.zip (a Go module cache's cache/download)",
-    )
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per connect or read")
-    return parser.parse_args(argv)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        charts = load_lock(args.lock)
-    except LockError as error:
-        print(f"charts: {error}", file=sys.stderr)
-        return 2
-    if args.mirror is not None and not args.mirror.is_dir():
-        print(f"charts: --from {args.mirror}: not a directory", file=sys.stderr)
-        return 2
-    if not args.timeout > 0:
-        print(f"charts: --timeout must be greater than 0, got {args.timeout:g}", file=sys.stderr)
-        return 2
-    cache: Path = args.cache if args.cache is not None else cache_dir()
-    failures = ensure(charts, cache, mirror=args.mirror, timeout=args.timeout)
-    for failure in failures:
-        print(f"charts: {failure}", file=sys.stderr)
-    if failures:
-        print(
-            f"charts: {len(charts) - len(failures)} of {len(charts)} locked charts in place in {cache}", file=sys.stderr
-        )
-        return 1
-    print(f"charts: {len(charts)} of {len(charts)} locked charts in place in {cache}")
-    return 0
+    return schemas.run(
+        argv,
+        tool="charts",
+        doc=__doc__ or "",
+        default_lock=DEFAULT_LOCK,
+        load=lambda lock: [chart.locked_file() for chart in load_lock(lock)],
+        cache_env=CACHE_ENV,
+        layout="as <DIR>/<module>/@v/<version>.zip (a Go module cache's cache/download)",
+        what="charts",
+    )
 
 
 if __name__ == "__main__":

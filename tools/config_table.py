@@ -85,13 +85,12 @@ def schema() -> dict[str, Any]:
     for name in partial:
         definitions[name].pop("required", None)
     for owner in [models, *definitions.values()]:
+        owner.pop("title", None)
         for key, prop in owner.get("properties", {}).items():
             if prop.pop(SECRET, False):
                 owner["properties"][key] = {"description": prop.get("description", ""), "anyOf": [prop, SECURE_VALUE]}
-    for owner in [models, *definitions.values()]:
-        owner.pop("title", None)
-        for prop in owner.get("properties", {}).values():
-            prop.pop("title", None)
+            else:
+                prop.pop("title", None)
     keys = {f"{NAMESPACE}:{key}": prop for key, prop in models["properties"].items()}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

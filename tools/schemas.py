@@ -26,7 +26,7 @@ import time
 import tomllib
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Protocol
@@ -73,42 +73,58 @@ class LockedFile:
 
 def load_lock(lock: Path = DEFAULT_LOCK) -> list[LockedFile]:
     """Every entry of the lock, validated; a LockError names the first problem."""
+    files = [_locked_file(entry, where) for entry, where in lock_entries(lock, "file")]
+    once_each(lock, "path", [f.path for f in files])
+    return files
+
+
+def lock_entries(lock: Path, table: str) -> list[tuple[object, str]]:
+    """The lock's ``[[table]]`` tables, its only content, each with where it is for a LockError's message."""
     try:
         data = tomllib.loads(lock.read_text(encoding="utf-8"))
     except OSError as error:
         raise LockError(f"{lock}: cannot read the lock: {error.strerror or error}") from None
     except tomllib.TOMLDecodeError as error:
         raise LockError(f"{lock}: not valid TOML: {error}") from None
-    entries = data.get("file")
-    if set(data) != {"file"} or not isinstance(entries, list) or not entries:
-        raise LockError(f"{lock}: expected only [[file]] tables, at least one")
-    files: list[LockedFile] = []
-    for number, entry in enumerate(entries, start=1):
-        files.append(_locked_file(entry, f"{lock}: [[file]] #{number}"))
-    paths = [f.path for f in files]
-    duplicates = sorted({p for p in paths if paths.count(p) > 1})
-    if duplicates:
-        raise LockError(f"{lock}: path locked more than once: {', '.join(duplicates)}")
-    return files
+    entries = data.get(table)
+    if set(data) != {table} or not isinstance(entries, list) or not entries:
+        raise LockError(f"{lock}: expected only [[{table}]] tables, at least one")
+    return [(entry, f"{lock}: [[{table}]] #{number}") for number, entry in enumerate(entries, start=1)]
+
+
+def once_each(lock: Path, what: str, names: list[str]) -> None:
+    if duplicates := sorted({name for name in names if names.count(name) > 1}):
+        raise LockError(f"{lock}: {what} locked more than once: {', '.join(duplicates)}")
+
+
+def checked_keys(entry: object, where: str, keys: set[str], required: set[str]) -> dict[str, object]:
+    """``entry`` as a table of ``keys``, holding every one of ``required``."""
+    if not isinstance(entry, dict):
+        raise LockError(f"{where}: not a table")
+    if unknown := sorted(set(entry) - keys):
+        raise LockError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    if missing := sorted(required - set(entry)):
+        raise LockError(f"{where}: missing key(s) {', '.join(missing)}")
+    return entry
+
+
+def checked_digest(where: str, sha256: object, size: object) -> tuple[str, int]:
+    if not isinstance(sha256, str) or not SHA256.fullmatch(sha256):
+        raise LockError(f"{where}: sha256 {sha256!r} must be 64 lowercase hex digits")
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        raise LockError(f"{where}: size {size!r} must be a positive number of bytes")
+    return sha256, size
 
 
 def _locked_file(entry: object, where: str) -> LockedFile:
-    if not isinstance(entry, dict):
-        raise LockError(f"{where}: not a table")
-    if unknown := sorted(set(entry) - LOCK_KEYS):
-        raise LockError(f"{where}: unknown key(s) {', '.join(unknown)}")
-    if missing := sorted(REQUIRED_KEYS - set(entry)):
-        raise LockError(f"{where}: missing key(s) {', '.join(missing)}")
-    path, url, sha256, size, commit = (entry.get(k, "") for k in ("path", "url", "sha256", "size", "commit"))
+    fields = checked_keys(entry, where, LOCK_KEYS, REQUIRED_KEYS)
+    path, url, sha256, size, commit = (fields.get(k, "") for k in ("path", "url", "sha256", "size", "commit"))
     if not isinstance(path, str) or not _is_plain_relative(path):
         raise LockError(f"{where}: path {path!r} must be a relative path without '..'")
     where = f"{where} ({path})"
     if not isinstance(url, str) or not url.startswith(("https://", "http://")):
         raise LockError(f"{where}: url {url!r} must be an http(s) URL")
-    if not isinstance(sha256, str) or not SHA256.fullmatch(sha256):
-        raise LockError(f"{where}: sha256 {sha256!r} must be 64 lowercase hex digits")
-    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
-        raise LockError(f"{where}: size {size!r} must be a positive number of bytes")
+    sha256, size = checked_digest(where, sha256, size)
     if not isinstance(commit, str):
         raise LockError(f"{where}: commit {commit!r} must be a string")
     return LockedFile(path=path, url=url, sha256=sha256, size=size, commit=commit)
@@ -119,14 +135,15 @@ def _is_plain_relative(path: str) -> bool:
     return bool(path) and "\\" not in path and not pure.is_absolute() and ".." not in pure.parts and str(pure) == path
 
 
-def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """$TPU_GKE_SCHEMAS_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/tpu-gke/schemas (outside every clone)."""
+def cache_dir(environ: Mapping[str, str] | None = None, *, env_var: str = CACHE_ENV, name: str = "schemas") -> Path:
+    """$TPU_GKE_SCHEMAS_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/tpu-gke/schemas (outside every clone); ``env_var``
+    and ``name`` are those of another cache (tools/charts.py)."""
     env = os.environ if environ is None else environ
-    if override := env.get(CACHE_ENV):
+    if override := env.get(env_var):
         return Path(override).expanduser()
     xdg = env.get("XDG_CACHE_HOME")
     base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path(env.get("HOME") or Path.home()) / ".cache"
-    return base / "tpu-gke" / "schemas"
+    return base / "tpu-gke" / name
 
 
 def file_sha256(path: Path) -> str | None:
@@ -266,9 +283,15 @@ class Outcome:
 
 
 def ensure(
-    files: Sequence[LockedFile], cache: Path, *, mirror: Path | None = None, timeout: float = DEFAULT_TIMEOUT_S
+    files: Sequence[LockedFile],
+    cache: Path,
+    *,
+    mirror: Path | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    tool: str = "schemas",
 ) -> Outcome:
-    """Put every locked file in `cache`, from the network or from `mirror`; report each fetch and failure."""
+    """Put every locked file in `cache`, from the network or from `mirror`; report each fetch and failure, as
+    ``tool``."""
     outcome = Outcome(fetched=[], present=[], failures=[])
     for locked in files:
         target = cache / locked.path
@@ -283,12 +306,12 @@ def ensure(
                 download(locked, target, timeout=timeout)
         except FetchError as error:
             outcome.failures.append(str(error))
-            print(f"schemas: {error}", file=sys.stderr)
+            print(f"{tool}: {error}", file=sys.stderr)
             continue
         outcome.fetched.append(locked.path)
         how = f"copied {locked.path} from {mirror}" if mirror is not None else f"downloaded {locked.path}"
         replaced = " (replacing a copy with another digest)" if current is not None else ""
-        print(f"schemas: {how}{replaced}")
+        print(f"{tool}: {how}{replaced}")
     return outcome
 
 
@@ -302,14 +325,26 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tools.schemas", description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--lock", type=Path, default=DEFAULT_LOCK, help="the lock file (default: %(default)s)")
+def run(
+    argv: Sequence[str] | None,
+    *,
+    tool: str,
+    doc: str,
+    default_lock: Path,
+    load: Callable[[Path], list[LockedFile]],
+    cache_env: str,
+    layout: str,
+    what: str = "files",
+) -> int:
+    """The command line of a fetcher of locked files: ``tool`` (schemas, charts) names it in every line and its cache,
+    ``layout`` says how a ``--from`` mirror is laid out, ``what`` names the files in its summary."""
+    parser = argparse.ArgumentParser(prog=f"python -m tools.{tool}", description=doc.split("\n\n")[0])
+    parser.add_argument("--lock", type=Path, default=default_lock, help="the lock file (default: %(default)s)")
     parser.add_argument(
         "--cache",
         type=Path,
         default=None,
-        help=f"where the files go (default: ${CACHE_ENV}, else ${{XDG_CACHE_HOME:-~/.cache}}/tpu-gke/schemas)",
+        help=f"where the {what} go (default: ${cache_env}, else ${{XDG_CACHE_HOME:-~/.cache}}/tpu-gke/{tool})",
     )
     parser.add_argument(
         "--from",
@@ -317,7 +352,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=Path,
         default=None,
         metavar="DIR",
-        help="copy from a local mirror laid out as <DIR>/<path> (e.g. ../shared/schemas) instead of downloading",
+        help=f"copy from a local mirror laid out {layout}",
     )
     parser.add_argument(
         "--timeout",
@@ -325,29 +360,38 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=DEFAULT_TIMEOUT_S,
         help=f"seconds per connect or read; a whole file gets {TRANSFER_FACTOR}x (default: %(default)g)",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    try:
+        files = load(args.lock)
+    except LockError as error:
+        print(f"{tool}: {error}", file=sys.stderr)
+        return 2
+    if args.mirror is not None and not args.mirror.is_dir():
+        print(f"{tool}: --from {args.mirror}: not a directory", file=sys.stderr)
+        return 2
+    directory: Path = args.cache if args.cache is not None else cache_dir(env_var=cache_env, name=tool)
+    outcome = ensure(files, directory, mirror=args.mirror, timeout=args.timeout, tool=tool)
+    in_place = len(outcome.fetched) + len(outcome.present)
+    summary = f"{in_place} of {len(files)} locked {what} in place in {directory}"
+    detail = f"{len(outcome.fetched)} fetched, {len(outcome.present)} already present"
+    if outcome.failures:
+        print(f"{tool}: {summary} ({detail}); {len(outcome.failures)} failed, see above", file=sys.stderr)
+        return 1
+    print(f"{tool}: {summary} ({detail})")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        files = load_lock(args.lock)
-    except LockError as error:
-        print(f"schemas: {error}", file=sys.stderr)
-        return 2
-    if args.mirror is not None and not args.mirror.is_dir():
-        print(f"schemas: --from {args.mirror}: not a directory", file=sys.stderr)
-        return 2
-    cache: Path = args.cache if args.cache is not None else cache_dir()
-    outcome = ensure(files, cache, mirror=args.mirror, timeout=args.timeout)
-    in_place = len(outcome.fetched) + len(outcome.present)
-    summary = f"{in_place} of {len(files)} locked files in place in {cache}"
-    detail = f"{len(outcome.fetched)} fetched, {len(outcome.present)} already present"
-    if outcome.failures:
-        print(f"schemas: {summary} ({detail}); {len(outcome.failures)} failed, see above", file=sys.stderr)
-        return 1
-    print(f"schemas: {summary} ({detail})")
-    return 0
+    layout = "as <DIR>/<path> (e.g. ../shared/schemas) instead of downloading"
+    return run(
+        argv,
+        tool="schemas",
+        doc=__doc__ or "",
+        default_lock=DEFAULT_LOCK,
+        load=load_lock,
+        cache_env=CACHE_ENV,
+        layout=layout,
+    )
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from components.config_base import (
     SECRET_VERSION,
     Block,
     Problems,
-    PullPath,
     kind,
     snake,
 )
@@ -29,19 +28,11 @@ from components.tpu import topology
 from components.tpu.admission import CapacityReport
 
 TPU7X_MIN_GKE_VERSION = "1.34.0-gke.2201000"
-RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
-EXCLUSION_SCOPES = ("NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES")
 NO_UPGRADES_MAX_DAYS = 30
 MTU_RANGE = (1300, 8896)
 PROXY_ONLY_MAX_PREFIX = 26
-# How the control plane's IP-based endpoints are exposed (GKE's ControlPlaneEndpointsConfig.IPEndpointsConfig,
-# googleapis/googleapis@f8291d2b google/container/v1/cluster_service.proto): a public and a private IP, the
-# private IP only (the VPC), or none at all (the DNS-based endpoint only).
-IP_ENDPOINT_MODES = ("public", "private", "off")
 # An authorized network wider than this admits too much of the internet to be a restriction.
 AUTHORIZED_NETWORK_MIN_PREFIX = 8
-# Cloud NAT's log filters (RouterNat log_config.filter), and OFF for no logs.
-NAT_LOG_FILTERS = ("ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL")
 NAT_LOGGING_OFF = "OFF"
 # Cloud NAT dynamic port allocation: powers of two, at least 32 ports a VM, at most 65536
 # (RouterNat enable_dynamic_port_allocation, hashicorp/terraform-provider-google v7.45.0
@@ -62,7 +53,6 @@ _KMS_KEY = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]
 # google/services/container/resource_container_cluster.go): none, or enforcement of the project's singleton policy.
 BINARY_AUTHORIZATION_OFF: Final = "DISABLED"
 BINARY_AUTHORIZATION_ENFORCED: Final = "PROJECT_SINGLETON_POLICY_ENFORCE"
-BINARY_AUTHORIZATION_MODES = (BINARY_AUTHORIZATION_OFF, BINARY_AUTHORIZATION_ENFORCED)
 # Google Groups for RBAC reads one group of the organisation's domain, of this name only (the provider's
 # authenticator_groups_config.security_group, v7.45.0, same file: "gke-security-groups@yourdomain.com"); the
 # groups RBAC bindings name are its members.
@@ -112,14 +102,6 @@ GKE_END_OF_STANDARD_SUPPORT = {
     (1, 35): date(2027, 4, 11),
     (1, 36): date(2027, 8, 9),
 }
-
-
-def end_of_standard_support(version: GkeVersion) -> date | None:
-    """When GKE ends standard support of the version's minor; None for a minor newer than the table."""
-    if (version.major, version.minor) in GKE_END_OF_STANDARD_SUPPORT:
-        return GKE_END_OF_STANDARD_SUPPORT[(version.major, version.minor)]
-    oldest = min(GKE_END_OF_STANDARD_SUPPORT)
-    return date.min if (version.major, version.minor) < oldest else None
 
 
 def channel_floor_problem(
@@ -275,6 +257,7 @@ class KeyGrant:
 
 
 class NatConfig(Block):
+    # RouterNat log_config.filter, and OFF for no logs.
     logging: Literal["ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL", "OFF"] = Field(
         "ERRORS_ONLY",
         description="Cloud NAT logs: ERRORS_ONLY (connections it dropped), TRANSLATIONS_ONLY, ALL or OFF.",
@@ -381,6 +364,8 @@ class ControlPlaneConfig(Block):
         description="GKE's DNS-based endpoint takes requests from outside Google Cloud, each authorized by IAM "
         "(container.clusters.connect); the stack's kubeconfig and Kubernetes provider then use it.",
     )
+    # GKE's ControlPlaneEndpointsConfig.IPEndpointsConfig (googleapis/googleapis@f8291d2b
+    # google/container/v1/cluster_service.proto).
     ip_endpoint: Literal["public", "private", "off"] = Field(
         "public",
         description="The IP-based endpoints: public (a public and a private IP), private (the VPC only) or off (the DNS-based "
@@ -597,10 +582,6 @@ class TpuConfig(Block):
             return UNHARDENED_BOOT
         return NodeBoot(cluster.boot_disk_encryption_key, self.secure_boot_on)
 
-    def any_private_nodes(self, cluster: ClusterConfig) -> bool:
-        """Whether any node of the stack is private, so needs the Cloud NAT to reach outside Google."""
-        return cluster.private_nodes or any(self.pool_private_nodes(p, cluster) for p in self.pools)
-
     def reservation_path(self, pool: TpuPoolConfig, project: str) -> str | None:
         """The reservation (block, sub-block) ``pool`` consumes, in ``project`` unless the reservation's own."""
         reservation = self.reservation
@@ -754,22 +735,13 @@ class RemoteRepository:
         return "DOCKER_HUB" if self.docker_hub else f"https://{self.registry}"
 
 
-def remote_repository_id(cluster_name: str, registry: str) -> str:
-    """``<cluster>-<registry with . and : as ->``: the cluster's name keeps two stacks of a project apart, and the
-    registry's keeps its repositories apart (qwen-serving-cluster-docker-io)."""
-    return f"{cluster_name}-{re.sub(r'[^a-z0-9]+', '-', registry.lower()).strip('-')}"
-
-
 def remote_repositories(registries: list[str], project: str, region: str, cluster_name: str) -> list[RemoteRepository]:
-    """One remote repository per registry outside Google among ``registries``, in the order given, each once."""
+    """One remote repository per registry outside Google among ``registries``, in the order given, each once. Its id
+    is ``<cluster>-<registry with . and : as ->``: the cluster's name keeps two stacks of a project apart, and the
+    registry's keeps its repositories apart (qwen-serving-cluster-docker-io)."""
     outside = [r for r in dict.fromkeys(registries) if not is_google_registry(r)]
-    return [RemoteRepository(r, project, region, remote_repository_id(cluster_name, r)) for r in outside]
-
-
-def pull_path(images: ImagesConfig, repositories: list[RemoteRepository]) -> PullPath:
-    """Where the nodes pull each image from: images.mirror, else the pull-through repositories (none: each image
-    from its own registry)."""
-    return PullPath(mirror=images.mirror, remotes=tuple((r.registry, r.path) for r in repositories))
+    ids = [f"{cluster_name}-{re.sub(r'[^a-z0-9]+', '-', r.lower()).strip('-')}" for r in outside]
+    return [RemoteRepository(r, project, region, i) for r, i in zip(outside, ids, strict=True)]
 
 
 # --- Rules -----------------------------------------------------------------------------
@@ -1020,7 +992,9 @@ def _validate_version(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems
             problems.add(
                 "cluster.version", f"{version} is below {floor}, the minimum for {why}", f"set {floor} or later"
             )
-    ends = end_of_standard_support(version)
+    # None for a minor newer than the table; one older than it is long past its end
+    minor = (version.major, version.minor)
+    ends = GKE_END_OF_STANDARD_SUPPORT.get(minor, date.min if minor < min(GKE_END_OF_STANDARD_SUPPORT) else None)
     if (
         ends is not None and ends <= today and not cluster.existing.enabled
     ):  # a cluster made elsewhere is not ours to start
@@ -1315,11 +1289,6 @@ def validate_pull_through(
 NAT_PORTS_PER_ADDRESS = 64512
 
 
-def nat_addresses(nodes: int, min_ports_per_vm: int) -> int:
-    """The NAT addresses the nodes' reserved ports fill: what a registry sees them come from, at least."""
-    return max(1, -(-nodes * min_ports_per_vm // NAT_PORTS_PER_ADDRESS))
-
-
 @dataclass(frozen=True)
 class ImagePull:
     """Pods that pull one image of a registry when their workload starts."""
@@ -1339,7 +1308,8 @@ def nat_pull_warning(registry: str, pulls: list[ImagePull], nodes: int, nat: Nat
     each = "; ".join(
         f"{pull.runs}: {pull.pods if pull.pods is not None else 'a pod on each node'} ({pull.image})" for pull in pulls
     )
-    addresses = nat_addresses(nodes, nat.min_ports_per_vm)
+    # the NAT addresses the nodes' reserved ports fill: what the registry sees them come from, at least
+    addresses = max(1, -(-nodes * nat.min_ports_per_vm // NAT_PORTS_PER_ADDRESS))
     return (
         f"images.pullThrough: the private nodes pull {len(pulls)} image(s) from {registry} directly, through Cloud NAT, "
         f"whose automatic addresses follow the ports the nodes reserve (at least {nodes} nodes x "

@@ -27,7 +27,7 @@ from components.workloads.serving.config import (
     ServingConfig,
     served_model_name,
     weights_bucket_name,
-    weights_uri,
+    weights_object_prefix,
 )
 
 CONFIG_FILE = "operations/benchmark/inference-perf.yaml"
@@ -43,120 +43,96 @@ DEADLINE_MARGIN_SECONDS = 900  # tokenizer load, the last requests' drain, the r
 
 
 @dataclass(frozen=True)
-class BenchmarkInput:
-    """What a run is built from: the stack's serving facts and the ramp asked for."""
+class Ramp:
+    """The run asked for on the command line (tools/bench.py): no stack setting."""
 
     run_id: str  # names the Job, the ConfigMap and the results/<run_id> prefix
-    namespace: str
-    service_account: str
-    bucket: str
-    snapshot_path: str  # the staged snapshot's object prefix in the bucket: its tokenizer files
-    model: str  # the served model name
     base_url: str  # the Gateway's OpenAI base URL, http://<address>/v1
-    max_model_len: int
     rates: tuple[float, ...]  # requests per second, one stage each
     stage_seconds: int
-    image: str  # inference-perf's, as the nodes pull it (serving.benchmarkImage through the stack's pull path)
 
 
-def benchmark_input(
-    serving: ServingConfig,
-    project: str,
-    run_id: str,
-    base_url: str,
-    rates: tuple[float, ...],
-    stage_seconds: int,
-    pull_path: PullPath,
-) -> BenchmarkInput:
-    """``pull_path``: where the nodes pull from, the stack's (images.mirror or the pull-through repositories), so the
-    Job's image comes the way every image of the stack does."""
-    weights = weights_uri(serving, project)
-    bucket = weights_bucket_name(serving, project)
-    return BenchmarkInput(
-        run_id=run_id,
-        namespace=serving.namespace,
-        service_account=BENCHMARK_SERVICE_ACCOUNT,
-        bucket=bucket,
-        snapshot_path=weights.removeprefix(f"gs://{bucket}/"),
-        model=served_model_name(serving),
-        base_url=base_url,
-        max_model_len=serving.max_model_len,
-        rates=rates,
-        stage_seconds=stage_seconds,
-        image=pull_path.image(serving.benchmark_image),
-    )
-
-
-def problems(spec: BenchmarkInput) -> list[str]:
-    """What would make the run fail or measure something else, as sentences naming the flag that fixes it."""
+def problems(ramp: Ramp, max_model_len: int) -> list[str]:
+    """What would make the run fail or measure something else, as sentences naming the flag that fixes it;
+    ``max_model_len``: the server's context length (serving.maxModelLen)."""
     found = []
-    if not RUN_ID.match(spec.run_id):
-        found.append(f"run id {spec.run_id!r} is not 1-40 lowercase letters, digits and hyphens (--run-id)")
-    if not spec.rates or any(rate <= 0 for rate in spec.rates):
+    if not RUN_ID.match(ramp.run_id):
+        found.append(f"run id {ramp.run_id!r} is not 1-40 lowercase letters, digits and hyphens (--run-id)")
+    if not ramp.rates or any(rate <= 0 for rate in ramp.rates):
         found.append("the ramp needs one or more positive request rates (--rates 1,2,4,8)")
-    if list(spec.rates) != sorted(spec.rates):
-        found.append(f"the rates {list(spec.rates)} do not ramp up (--rates in increasing order)")
-    if spec.stage_seconds < 30:
-        found.append(f"{spec.stage_seconds} s per stage is too short for percentiles (--stage-seconds 30 or more)")
-    if not re.match(r"^https?://[^/]+/v1/?$", spec.base_url):
-        found.append(f"base URL {spec.base_url!r} is not http://<address>/v1 (--base-url)")
+    if list(ramp.rates) != sorted(ramp.rates):
+        found.append(f"the rates {list(ramp.rates)} do not ramp up (--rates in increasing order)")
+    if ramp.stage_seconds < 30:
+        found.append(f"{ramp.stage_seconds} s per stage is too short for percentiles (--stage-seconds 30 or more)")
+    if not re.match(r"^https?://[^/]+/v1/?$", ramp.base_url):
+        found.append(f"base URL {ramp.base_url!r} is not http://<address>/v1 (--base-url)")
     data = manifests.load_document(CONFIG_FILE)["data"]
     longest = data["input_distribution"]["max"] + data["output_distribution"]["max"]
-    if longest > spec.max_model_len:
+    if longest > max_model_len:
         found.append(
-            f"the longest request ({longest} tokens) exceeds serving.maxModelLen {spec.max_model_len}: "
+            f"the longest request ({longest} tokens) exceeds serving.maxModelLen {max_model_len}: "
             f"lower the distributions in {CONFIG_FILE}"
         )
     return found
 
 
-def results_path(spec: BenchmarkInput) -> str:
-    return f"{RESULTS_DIR}/{spec.run_id}"
+def job_name(run_id: str) -> str:
+    """The Job's, and its ConfigMap's."""
+    return f"{NAME_PREFIX}-{run_id}"
 
 
-def inference_perf_config(spec: BenchmarkInput, tokenizer: str, local_results: str) -> dict[str, Any]:
-    """The inference-perf config of a run: the base file, overlaid. ``tokenizer`` is where its files are mounted,
-    ``local_results`` where inference-perf writes its reports before the upload."""
+def results_path(run_id: str) -> str:
+    return f"{RESULTS_DIR}/{run_id}"
+
+
+def inference_perf_config(
+    ramp: Ramp, model: str, tokenizer: str, local_results: str, bucket: str | None
+) -> dict[str, Any]:
+    """The inference-perf config of a run: the base file, overlaid. ``model``: the served model name; ``tokenizer``:
+    where its files are mounted; ``local_results``: where inference-perf writes its reports, and ``bucket`` the
+    Cloud Storage bucket it uploads them to (None: a run outside the cluster, the lab, keeps them on the local disk)."""
     config = manifests.load_document(CONFIG_FILE)
-    config["server"]["model_name"] = spec.model
-    config["server"]["base_url"] = spec.base_url.rstrip("/").removesuffix("/v1")  # inference-perf adds /v1/...
+    config["server"]["model_name"] = model
+    config["server"]["base_url"] = ramp.base_url.rstrip("/").removesuffix("/v1")  # inference-perf adds /v1/...
     config["tokenizer"]["pretrained_model_name_or_path"] = tokenizer
-    config["load"]["stages"] = [{"rate": rate, "duration": spec.stage_seconds} for rate in spec.rates]
+    config["load"]["stages"] = [{"rate": rate, "duration": ramp.stage_seconds} for rate in ramp.rates]
     config["storage"]["local_storage"]["path"] = local_results
-    config["storage"]["google_cloud_storage"] = {"bucket_name": spec.bucket, "path": results_path(spec)}
+    if bucket is None:
+        del config["storage"]["google_cloud_storage"]
+    else:
+        config["storage"]["google_cloud_storage"] = {"bucket_name": bucket, "path": results_path(ramp.run_id)}
     return config
 
 
-def local_config(spec: BenchmarkInput, tokenizer: str, results_dir: str) -> dict[str, Any]:
-    """The same config for a run outside the cluster (the lab): reports on the local disk only."""
-    config = inference_perf_config(spec, tokenizer, results_dir)
-    del config["storage"]["google_cloud_storage"]
-    return config
-
-
-def deadline_seconds(spec: BenchmarkInput) -> int:
+def deadline_seconds(ramp: Ramp) -> int:
     interval = int(manifests.load_document(CONFIG_FILE)["load"]["interval"])
-    return len(spec.rates) * (spec.stage_seconds + interval) + DEADLINE_MARGIN_SECONDS
+    return len(ramp.rates) * (ramp.stage_seconds + interval) + DEADLINE_MARGIN_SECONDS
 
 
-def benchmark_objects(spec: BenchmarkInput) -> list[dict[str, Any]]:
-    """The ConfigMap holding the run's config and the Job running it."""
-    name = f"{NAME_PREFIX}-{spec.run_id}"
+def benchmark_objects(serving: ServingConfig, project: str, pull_path: PullPath, ramp: Ramp) -> list[dict[str, Any]]:
+    """The ConfigMap holding the run's config and the Job running it, in the serving namespace. ``pull_path``: where
+    the nodes pull from, the stack's (images.mirror or the pull-through repositories), so the Job's image comes the
+    way every image of the stack does."""
+    name = job_name(ramp.run_id)
+    bucket = weights_bucket_name(serving, project)
     config_map, job = manifests.load_documents(JOB_FILE)
     for obj in (config_map, job):
         obj["metadata"]["name"] = name
-        obj["metadata"]["namespace"] = spec.namespace
-    config = inference_perf_config(spec, tokenizer="/tokenizer", local_results=f"/results/{spec.run_id}")
+        obj["metadata"]["namespace"] = serving.namespace
+    config = inference_perf_config(
+        ramp, served_model_name(serving), tokenizer="/tokenizer", local_results=f"/results/{ramp.run_id}", bucket=bucket
+    )
     config_map["data"][CONFIG_KEY] = yaml.safe_dump(config, sort_keys=False)
-    job["spec"]["activeDeadlineSeconds"] = deadline_seconds(spec)
+    job["spec"]["activeDeadlineSeconds"] = deadline_seconds(ramp)
     pod = job["spec"]["template"]["spec"]
-    pod["serviceAccountName"] = spec.service_account
-    manifests.container(pod, BENCHMARK_CONTAINER)["image"] = spec.image
+    pod["serviceAccountName"] = BENCHMARK_SERVICE_ACCOUNT
+    manifests.container(pod, BENCHMARK_CONTAINER)["image"] = pull_path.image(serving.benchmark_image)
     volumes = {volume["name"]: volume for volume in pod["volumes"]}
     volumes["config"]["configMap"]["name"] = name
     attributes = volumes["tokenizer"]["csi"]["volumeAttributes"]
-    attributes["bucketName"] = spec.bucket
-    attributes["mountOptions"] = f"implicit-dirs,only-dir={spec.snapshot_path}"
+    attributes["bucketName"] = bucket
+    snapshot = weights_object_prefix(serving, project).removesuffix("/")  # the staged snapshot: its tokenizer files
+    attributes["mountOptions"] = f"implicit-dirs,only-dir={snapshot}"
     return [config_map, job]
 
 

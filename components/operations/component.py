@@ -12,8 +12,10 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from components.gcp.config import ClusterConfig
 from components.operations import dashboard_objects
 from components.operations import objects as alerting
+from components.operations.config import AlertsConfig
 from components.operations.objects import MonitoringObjects
 from components.resources import kubernetes_object
 
@@ -24,6 +26,9 @@ PREVIOUS_NAME = pulumi.Alias(name="alerting", type_="tpu-gke:operations:Alerting
 
 @dataclass(frozen=True)
 class MonitoringArgs:
+    alerts: AlertsConfig  # whom the policies notify
+    cluster: ClusterConfig  # names the notification channels
+    project: str
     objects: MonitoringObjects
     provider: k8s.Provider
     apis: list[pulumi.Resource]  # the Monitoring API: channels, policies and dashboards need it
@@ -55,47 +60,46 @@ class Monitoring(pulumi.ComponentResource):
                 kubernetes_object(f"metrics-{manifest['metadata']['name']}", manifest, in_namespace)
         self.policy_names: list[str] = []
         if objects.alerts is not None:
-            self.policy_names = self._alerts(objects, args, on_project)
+            self.policy_names = self._alerts(objects.alerts, args, on_project)
         self.dashboard_urls: dict[str, pulumi.Output[str]] = {}
         for board in objects.dashboards:
             made_board = gcp.monitoring.Dashboard(
                 f"dashboard-{board.key}",
-                project=objects.project,
+                project=args.project,
                 dashboard_json=json.dumps(board.body, sort_keys=True),
                 opts=on_project,
             )
             self.dashboard_urls[board.key] = made_board.id.apply(
-                lambda dashboard_id: dashboard_objects.dashboard_url(objects.project, dashboard_id)
+                lambda dashboard_id: dashboard_objects.dashboard_url(args.project, dashboard_id)
             )
         self.register_outputs({"alertPolicies": self.policy_names, "dashboards": self.dashboard_urls})
 
     def _alerts(
-        self, objects: MonitoringObjects, args: MonitoringArgs, on_project: pulumi.ResourceOptions
+        self, objects: alerting.AlertingObjects, args: MonitoringArgs, on_project: pulumi.ResourceOptions
     ) -> list[str]:
-        assert objects.alerts is not None
-        spec = objects.alerts.spec
+        alerts = args.alerts
         channels = [
             gcp.monitoring.NotificationChannel(
                 f"alert-email-{_slug(email)}",
-                project=spec.project,
+                project=args.project,
                 type="email",
-                display_name=f"{spec.cluster_name} alerts: {email}",
+                display_name=f"{args.cluster.name} alerts: {email}",
                 labels={"email_address": email},
                 opts=on_project,
             )
-            for email in spec.emails
+            for email in alerts.emails
         ]
-        notify: list[pulumi.Input[str]] = [*(c.name for c in channels), *spec.notification_channels]
-        names = [policy["key"] for policy in objects.alerts.policies]
-        for policy in objects.alerts.policies:
-            _alert_policy(policy, spec.project, notify, on_project)
-        if args.gateway_annotations is not None:
-            static = alerting.gateway_errors(spec, None)
+        notify: list[pulumi.Input[str]] = [*(c.name for c in channels), *alerts.notification_channels]
+        names = [policy["key"] for policy in objects.policies]
+        for policy in objects.policies:
+            _alert_policy(policy, args.project, notify, on_project)
+        if objects.gateway is not None:
+            assert args.gateway_annotations is not None, "a serving stack has a Gateway"
             conditions = args.gateway_annotations.apply(
-                lambda annotations: alerting.gateway_errors(spec, alerting.url_map_name(annotations))["conditions"]
+                lambda annotations: alerting.gateway_conditions(alerts, alerting.url_map_name(annotations))
             )
-            _alert_policy({**static, "conditions": conditions}, spec.project, notify, on_project)
-            names.append(static["key"])
+            _alert_policy({**objects.gateway, "conditions": conditions}, args.project, notify, on_project)
+            names.append(objects.gateway["key"])
         return names
 
 

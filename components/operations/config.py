@@ -1,13 +1,11 @@
-"""Operating a stack: the `alerts` block (Cloud Monitoring alert policies), the `dashboards` block and
-their builder input, the `nodeAuditLogging` block (the nodes' Linux audit records in Cloud Logging) and its
-builder input. What a production stack must have on, the CIS controls and the supply chain are
-components/hardening/rules.py's.
+"""Operating a stack: the `alerts` block (Cloud Monitoring alert policies), the `dashboards` block and the
+`nodeAuditLogging` block (the nodes' Linux audit records in Cloud Logging), with their rules. What a production
+stack must have on, the CIS controls and the supply chain are components/hardening/rules.py's.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from pydantic import Field
 
@@ -16,10 +14,7 @@ from components.config_base import (
     Problems,
     image_pin_problem,
 )
-from components.gcp.config import (
-    ClusterConfig,
-    TpuConfig,
-)
+from components.gcp.config import ClusterConfig
 
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 CHANNEL = re.compile(r"^projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/notificationChannels/[0-9]+$")
@@ -107,70 +102,9 @@ class NodeAuditLoggingConfig(Block):
     )
 
 
-@dataclass(frozen=True)
-class AlertsInput:
-    """What the alert policies are built from: the alerts block, resolved against the stack."""
-
-    project: str
-    cluster_name: str
-    emails: list[str]
-    notification_channels: list[str]
-    tpu_pool_names: list[str]
-    kueue_namespace: str | None  # None: Kueue is not this stack's (no scrape, no pending alert)
-    cluster_queue: str | None  # None: nothing is queued (no dynamic slicing)
-    serving_namespace: str | None  # None: no vLLM serving (no Gateway or restart alerts)
-    model_server_containers: list[str]
-    node_not_ready_minutes: int
-    pending_minutes: int
-    gateway_error_ratio: float
-    model_server_restarts: int
-    slice_unhealthy_minutes: int
-    dynamic_slicing: bool  # slices and partitions exist (TPU7x); otherwise each multi-host pool is one slice
-    runbook_base_url: str
-
-
-def alerts_input(
-    alerts: AlertsConfig,
-    project: str,
-    cluster: ClusterConfig,
-    tpu: TpuConfig,
-    kueue_namespace: str | None,
-    cluster_queue: str | None,
-    serving_namespace: str | None,
-    model_server_containers: list[str],
-) -> AlertsInput:
-    return AlertsInput(
-        project=project,
-        cluster_name=cluster.name,
-        emails=list(alerts.emails),
-        notification_channels=list(alerts.notification_channels),
-        tpu_pool_names=[pool.name for pool in tpu.pools],
-        kueue_namespace=kueue_namespace,
-        cluster_queue=cluster_queue,
-        serving_namespace=serving_namespace,
-        model_server_containers=model_server_containers,
-        node_not_ready_minutes=alerts.node_not_ready_minutes,
-        pending_minutes=alerts.pending_minutes,
-        gateway_error_ratio=alerts.gateway_error_ratio,
-        model_server_restarts=alerts.model_server_restarts,
-        slice_unhealthy_minutes=alerts.slice_unhealthy_minutes,
-        dynamic_slicing=tpu.dynamic_slicing,
-        runbook_base_url=alerts.runbook_base_url.rstrip("/"),
-    )
-
-
-@dataclass(frozen=True)
-class DashboardsInput:
-    """What the dashboards and their scrapes are built from; None: that part is not this stack's."""
-
-    project: str
-    cluster_name: str
-    kueue_namespace: str | None
-    cluster_queue: str | None
-    serving_namespace: str | None
-    serving_guide: str  # the llm-d.ai/guide label of the serving leaders
-    slice_namespace: str | None  # the namespace of the slice workloads (TPU7x); None: no TPU dashboard of ours
-    saxml_namespace: str | None
+def dashboards_on(dashboards: DashboardsConfig, cluster: ClusterConfig) -> bool:
+    """Whether the stack makes its dashboards: as set, never on a cluster made elsewhere, whose own stack makes them."""
+    return dashboards.enabled and not cluster.existing.enabled
 
 
 def node_audit_logging_on(node_audit: NodeAuditLoggingConfig, cluster: ClusterConfig, production: bool) -> bool:

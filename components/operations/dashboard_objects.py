@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from components import manifests
+from components.gcp.config import ClusterConfig
 from components.operations import metric_catalog
-from components.operations.config import DashboardsInput
 from components.workloads.serving.config import DECODE, PREFILL
-from components.workloads.serving.objects import GUIDE_LABEL, ROLE_LABEL
+from components.workloads.serving.objects import GUIDE, GUIDE_LABEL, ROLE_LABEL
 
 DASHBOARDS_DIR = "operations/dashboards"
 MODEL_SERVER_METRICS_FILE = "operations/model-server-metrics.yaml"
@@ -44,20 +44,6 @@ class Dashboard:
 
 def load_dashboard(key: str) -> dict[str, Any]:
     return manifests.load_document(f"{DASHBOARDS_DIR}/{key}.json")
-
-
-def dashboard_keys(spec: DashboardsInput) -> list[str]:
-    """The dashboards of a stack, in the order the stack output lists them."""
-    keys = []
-    if spec.serving_namespace is not None:
-        keys += ["serving", "router"]
-    if spec.slice_namespace is not None:
-        keys.append("tpu")
-    if spec.kueue_namespace is not None:
-        keys.append("kueue")
-    if spec.saxml_namespace is not None:
-        keys.append("saxml")
-    return keys
 
 
 def _query_holders(node: Any) -> Iterator[dict[str, Any]]:
@@ -102,32 +88,59 @@ def _overlay(body: dict[str, Any], values: dict[str, str], kueue_namespace: str 
     return body
 
 
-def dashboard(key: str, spec: DashboardsInput) -> Dashboard:
+def dashboard(
+    key: str,
+    cluster: ClusterConfig,
+    workload_namespace: str | None,
+    kueue_namespace: str | None,
+    cluster_queue: str | None,
+) -> Dashboard:
+    """``workload_namespace``: the namespace of the series the dashboard reads (Kueue's own: ``kueue_namespace``)."""
     body = load_dashboard(key)
     base_cluster = BASE_SAXML_CLUSTER if key == "saxml" else BASE_CLUSTER
-    workload_namespace = {"saxml": spec.saxml_namespace, "tpu": spec.slice_namespace}.get(key, spec.serving_namespace)
-    values = {"cluster": spec.cluster_name, "cluster_name": spec.cluster_name}
+    values = {"cluster": cluster.name, "cluster_name": cluster.name}
     if workload_namespace is not None:
         values["namespace"] = values["namespace_name"] = workload_namespace
-    if spec.cluster_queue is not None:
-        values["cluster_queue"] = values["preempting_cluster_queue"] = spec.cluster_queue
-    body = _overlay(body, values, spec.kueue_namespace)
-    body["displayName"] = body["displayName"].replace(base_cluster, spec.cluster_name, 1)
+    if cluster_queue is not None:
+        values["cluster_queue"] = values["preempting_cluster_queue"] = cluster_queue
+    body = _overlay(body, values, kueue_namespace)
+    body["displayName"] = body["displayName"].replace(base_cluster, cluster.name, 1)
     return Dashboard(key=key, body=body)
 
 
-def dashboards(spec: DashboardsInput) -> list[Dashboard]:
-    return [dashboard(key, spec) for key in dashboard_keys(spec)]
+def dashboards(
+    cluster: ClusterConfig,
+    *,
+    kueue_namespace: str | None,
+    cluster_queue: str | None,
+    serving_namespace: str | None,
+    slice_namespace: str | None,
+    saxml_namespace: str | None,
+) -> list[Dashboard]:
+    """The dashboards of a stack, in the order the stack output lists them, each of a namespace: None where that part is
+    not the stack's (no dashboard of it); ``slice_namespace``: the slice workloads' (TPU7x)."""
+    workload_namespaces = {
+        "serving": serving_namespace,
+        "router": serving_namespace,
+        "tpu": slice_namespace,
+        "kueue": kueue_namespace,
+        "saxml": saxml_namespace,
+    }
+    return [
+        dashboard(key, cluster, namespace, kueue_namespace, cluster_queue)
+        for key, namespace in workload_namespaces.items()
+        if namespace is not None
+    ]
 
 
-def model_server_metrics_objects(namespace: str, guide: str) -> list[dict[str, Any]]:
+def model_server_metrics_objects(namespace: str) -> list[dict[str, Any]]:
     """One PodMonitoring per role, keeping only the vLLM series the dashboards read."""
     objects = manifests.load_documents(MODEL_SERVER_METRICS_FILE)
     roles = {obj["spec"]["selector"]["matchLabels"][ROLE_LABEL]: obj for obj in objects}
     assert set(roles) == {PREFILL, DECODE}, "one PodMonitoring per role"
     for obj in objects:
         obj["metadata"]["namespace"] = namespace
-        obj["spec"]["selector"]["matchLabels"][GUIDE_LABEL] = guide
+        obj["spec"]["selector"]["matchLabels"][GUIDE_LABEL] = GUIDE
         for endpoint in obj["spec"]["endpoints"]:
             (keep,) = endpoint["metricRelabeling"]
             keep["regex"] = metric_catalog.keep_regex(metric_catalog.VLLM)

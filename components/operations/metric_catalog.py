@@ -234,5 +234,6 @@ def keep_regex(producer: str) -> str:
     names = []
     for name in metrics_of(producer):
         escaped = re.escape(name)
-        names.append(f"{escaped}(_bucket|_sum|_count)?" if PROMETHEUS_METRICS[name].kind == HISTOGRAM else escaped)
+        histogram = PROMETHEUS_METRICS[name].kind == HISTOGRAM
+        names.append(f"{escaped}({'|'.join(HISTOGRAM_SUFFIXES)})?" if histogram else escaped)
     return "|".join(names)

@@ -15,6 +15,7 @@ from typing import Any
 
 from components import manifests
 from components.config_base import PullPath
+from components.gcp.config import ClusterConfig
 from components.operations.config import NODE_AUDIT_NAMESPACE, NodeAuditLoggingConfig
 
 NODE_AUDIT_FILE = "operations/node-audit-logging.yaml"
@@ -36,10 +37,10 @@ class NodeAuditObjects:
 
 
 def node_audit_objects(
-    node_audit: NodeAuditLoggingConfig, cluster_name: str, location: str, pull_path: PullPath
+    node_audit: NodeAuditLoggingConfig, cluster: ClusterConfig, location: str, pull_path: PullPath
 ) -> NodeAuditObjects:
-    """The block's objects for the cluster ``cluster_name`` in ``location`` (the k8s_node resource's labels), each
-    image as the nodes pull it."""
+    """The block's objects for the cluster in ``location`` (the k8s_node resource's labels), each image as the nodes
+    pull it."""
     documents = manifests.load_documents(NODE_AUDIT_FILE)
     for document in documents:
         document["metadata"]["namespace"] = NODE_AUDIT_NAMESPACE
@@ -53,7 +54,7 @@ def node_audit_objects(
     manifests.container(pod, SETUP_CONTAINER, key="initContainers")["image"] = pull_path.image(node_audit.setup_image)
     agent = manifests.container(pod, AGENT_CONTAINER)
     agent["image"] = pull_path.image(node_audit.image)
-    manifests.set_env(agent, "CLUSTER_NAME", cluster_name)
+    manifests.set_env(agent, "CLUSTER_NAME", cluster.name)
     manifests.set_env(agent, "CLUSTER_LOCATION", location)
     return NodeAuditObjects(
         service_account=manifests.by_kind(documents, "ServiceAccount"),

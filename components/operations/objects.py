@@ -33,25 +33,32 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from components import manifests
+from components.gcp.config import ClusterConfig, TpuConfig
 from components.operations import dashboard_objects, metric_catalog
-from components.operations.config import AlertsInput, DashboardsInput
+from components.operations.config import AlertsConfig, DashboardsConfig, dashboards_on
 from components.operations.dashboard_objects import Dashboard
+from components.platform.config import PlatformConfig, QueuesConfig, release_namespaces
+from components.workloads.saxml.config import SaxmlConfig
+from components.workloads.serving.config import ServingConfig
+from components.workloads.serving.objects import LEADER_CONTAINER, WORKER_CONTAINER
 
 KUEUE_METRICS_FILE = "operations/kueue-metrics.yaml"
 URL_MAPS_ANNOTATION = "networking.gke.io/url-maps"
 # Without the annotation (a Gateway not programmed yet), every Gateway load balancer GKE makes.
 GKE_GATEWAY_URL_MAPS = 'monitoring.regex.full_match("gkegw1-.*")'
 NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+GATEWAY_KEY = "gateway-5xx"
+GATEWAY_TITLE = "Serving Gateway 5xx"
 SEVERITY_PAGE = "CRITICAL"
 SEVERITY_WARN = "WARNING"
 AUTO_CLOSE = "1800s"
 RESTART_WINDOW = "600s"
 RATIO_WINDOW = "300s"
-RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
 RUNBOOKS_IN_REPOSITORY = "docs/runbooks"
+RUNBOOKS = Path(__file__).resolve().parents[2] / RUNBOOKS_IN_REPOSITORY
 
 
 def kueue_metrics_objects(namespace: str) -> list[dict[str, Any]]:
@@ -76,22 +83,34 @@ def runbook(key: str) -> str:
     return (RUNBOOKS / f"{key}.md").read_text()
 
 
-def runbook_link(key: str, spec: AlertsInput) -> str:
+def runbook_link(key: str, alerts: AlertsConfig) -> str:
+    base = alerts.runbook_base_url.rstrip("/")
     path = f"{RUNBOOKS_IN_REPOSITORY}/{key}.md"
-    return f"{spec.runbook_base_url}/{key}.md" if spec.runbook_base_url else f"`{path}` in the deployment's repository"
+    return f"{base}/{key}.md" if base else f"`{path}` in the deployment's repository"
 
 
-def _names(spec: AlertsInput) -> str:
+def stack_names(
+    project: str,
+    cluster: ClusterConfig,
+    tpu: TpuConfig,
+    kueue_namespace: str | None,
+    cluster_queue: str | None,
+    serving_namespace: str | None,
+) -> str:
     """The shell variables the runbooks' commands use, set to this stack's names."""
     names = {
-        "CLUSTER": spec.cluster_name,
-        "PROJECT": spec.project,
-        "TPU_POOLS": ",".join(spec.tpu_pool_names),
-        "KUEUE_NS": spec.kueue_namespace or "",
-        "CLUSTER_QUEUE": spec.cluster_queue or "",
-        "SERVING_NS": spec.serving_namespace or "",
+        "CLUSTER": cluster.name,
+        "PROJECT": project,
+        "TPU_POOLS": ",".join(_pool_names(tpu)),
+        "KUEUE_NS": kueue_namespace or "",
+        "CLUSTER_QUEUE": cluster_queue or "",
+        "SERVING_NS": serving_namespace or "",
     }
     return " ".join(f"{name}={value}" for name, value in names.items() if value)
+
+
+def _pool_names(tpu: TpuConfig) -> list[str]:
+    return [pool.name for pool in tpu.pools]
 
 
 def url_map_name(annotations: dict[str, str] | None) -> str | None:
@@ -102,42 +121,52 @@ def url_map_name(annotations: dict[str, str] | None) -> str | None:
 
 
 def _one_of(names: list[str]) -> str:
-    """A filter matching any of ``names``: node-pool and container names (lowercase, digits, hyphens),
-    which need no escaping in a regular expression or in a filter's string literal."""
-    for name in names:
-        if not NAME.fullmatch(name):
-            raise ValueError(f"{name!r} is not a pool or container name")
-    return f'monitoring.regex.full_match("{"|".join(names)}")'
+    """A filter matching any of ``names``."""
+    return f'monitoring.regex.full_match("{_alternatives(names)}")'
 
 
-def _policy(
-    key: str, title: str, severity: str, condition: dict[str, Any], what_to_do: str, spec: AlertsInput
-) -> dict[str, Any]:
+class Signal(NamedTuple):
+    """What a policy measures and what to do when it fires; ``_policy`` adds what every policy carries."""
+
+    key: str
+    title: str
+    severity: str
+    condition: dict[str, Any]
+    what_to_do: str
+
+
+def _policy(signal: Signal, alerts: AlertsConfig, cluster: ClusterConfig, names: str) -> dict[str, Any]:
+    """``names``: stack_names, set for the runbook's commands."""
+    key = signal.key
     return {
         "key": key,
-        "display_name": f"{spec.cluster_name}: {title}",
+        "display_name": f"{cluster.name}: {signal.title}",
         "combiner": "OR",
-        "severity": severity,
-        "conditions": [{"display_name": title, **condition}],
+        "severity": signal.severity,
+        "conditions": [_condition(signal.title, signal.condition)],
         "documentation": {
-            "content": f"{what_to_do}\n\nRunbook: {runbook_link(key, spec)}. This stack's names for its commands: "
-            f"`{_names(spec)}`\n\n{runbook(key)}",
+            "content": f"{signal.what_to_do}\n\nRunbook: {runbook_link(key, alerts)}. This stack's names for its "
+            f"commands: `{names}`\n\n{runbook(key)}",
             "mime_type": "text/markdown",
         },
         "alert_strategy": {"auto_close": AUTO_CLOSE},
-        "user_labels": {"cluster": spec.cluster_name, "signal": key},
+        "user_labels": {"cluster": cluster.name, "signal": key},
     }
 
 
-def tpu_node_not_ready(spec: AlertsInput) -> dict[str, Any]:
+def _condition(title: str, condition: dict[str, Any]) -> dict[str, Any]:
+    return {"display_name": title, **condition}
+
+
+def tpu_node_not_ready(alerts: AlertsConfig, cluster: ClusterConfig, tpu: TpuConfig) -> Signal:
     filter_ = " AND ".join(
         [
             'metric.type="kubernetes.io/node/status_condition"',
             'resource.type="k8s_node"',
-            f'resource.labels.cluster_name="{spec.cluster_name}"',
+            f'resource.labels.cluster_name="{cluster.name}"',
             'metric.labels.condition="Ready"',
             'metric.labels.status!="True"',
-            f'metadata.user_labels."cloud.google.com/gke-nodepool"={_one_of(spec.tpu_pool_names)}',
+            f'metadata.user_labels."cloud.google.com/gke-nodepool"={_one_of(_pool_names(tpu))}',
         ]
     )
     condition = {
@@ -153,59 +182,55 @@ def tpu_node_not_ready(spec: AlertsInput) -> dict[str, Any]:
             ],
             "comparison": "COMPARISON_GT",
             "threshold_value": 0,
-            "duration": f"{spec.node_not_ready_minutes * 60}s",
+            "duration": f"{alerts.node_not_ready_minutes * 60}s",
             # A node auto-repair deletes loses its series: that is not an incident of its own.
             "evaluation_missing_data": "EVALUATION_MISSING_DATA_INACTIVE",
         }
     }
-    return _policy(
+    return Signal(
         "tpu-node-not-ready",
         "TPU node not Ready",
         SEVERITY_PAGE,
         condition,
-        f"A node of a TPU pool ({', '.join(spec.tpu_pool_names)}) has not been Ready for "
-        f"{spec.node_not_ready_minutes} minutes: every slice on its cube is down. `kubectl get nodes -l "
+        f"A node of a TPU pool ({', '.join(_pool_names(tpu))}) has not been Ready for "
+        f"{alerts.node_not_ready_minutes} minutes: every slice on its cube is down. `kubectl get nodes -l "
         "cloud.google.com/gke-tpu-accelerator` and `kubectl get slices -A`; GKE auto-repair recreates it.",
-        spec,
     )
 
 
-def kueue_pending(spec: AlertsInput) -> dict[str, Any]:
-    assert spec.kueue_namespace is not None and spec.cluster_queue is not None
+def kueue_pending(alerts: AlertsConfig, cluster: ClusterConfig, kueue_namespace: str, cluster_queue: str) -> Signal:
     query = (
-        f'sum by (cluster_queue) (kueue_pending_workloads{{cluster="{spec.cluster_name}", '
-        f'namespace="{spec.kueue_namespace}", cluster_queue="{spec.cluster_queue}", replica_role="leader"}}) > 0'
+        f'sum by (cluster_queue) (kueue_pending_workloads{{cluster="{cluster.name}", '
+        f'namespace="{kueue_namespace}", cluster_queue="{cluster_queue}", replica_role="leader"}}) > 0'
     )
     condition = {
         "condition_prometheus_query_language": {
             "query": query,
-            "duration": f"{spec.pending_minutes * 60}s",
+            "duration": f"{alerts.pending_minutes * 60}s",
             "evaluation_interval": "60s",
             # The series exist only once Kueue has been scraped: the policy is made before that.
             "disable_metric_validation": True,
         }
     }
-    return _policy(
+    return Signal(
         "kueue-pending",
         "Kueue workload pending",
         SEVERITY_WARN,
         condition,
-        f"ClusterQueue {spec.cluster_queue} has held a pending workload for {spec.pending_minutes} minutes. "
+        f"ClusterQueue {cluster_queue} has held a pending workload for {alerts.pending_minutes} minutes. "
         "`kubectl get workloads -A` and `kubectl describe` the pending one: its conditions say whether it waits "
         "for quota, a free sub-slice, or the slice controller.",
-        spec,
     )
 
 
-def model_server_restarts(spec: AlertsInput) -> dict[str, Any]:
-    assert spec.serving_namespace is not None
+def model_server_restarts(alerts: AlertsConfig, cluster: ClusterConfig, serving_namespace: str) -> Signal:
     filter_ = " AND ".join(
         [
             'metric.type="kubernetes.io/container/restart_count"',
             'resource.type="k8s_container"',
-            f'resource.labels.cluster_name="{spec.cluster_name}"',
-            f'resource.labels.namespace_name="{spec.serving_namespace}"',
-            f"resource.labels.container_name={_one_of(spec.model_server_containers)}",
+            f'resource.labels.cluster_name="{cluster.name}"',
+            f'resource.labels.namespace_name="{serving_namespace}"',
+            f"resource.labels.container_name={_one_of([LEADER_CONTAINER, WORKER_CONTAINER])}",
         ]
     )
     condition = {
@@ -220,25 +245,40 @@ def model_server_restarts(spec: AlertsInput) -> dict[str, Any]:
                 }
             ],
             "comparison": "COMPARISON_GT",
-            "threshold_value": spec.model_server_restarts,
+            "threshold_value": alerts.model_server_restarts,
             "duration": "0s",
         }
     }
-    return _policy(
+    return Signal(
         "model-server-restarts",
         "Model-server restarts",
         SEVERITY_PAGE,
         condition,
-        f"vLLM containers restarted more than {spec.model_server_restarts} times in 10 minutes; each restart "
-        f"recreates its group, which reloads the weights. `kubectl -n {spec.serving_namespace} get pods` and the "
+        f"vLLM containers restarted more than {alerts.model_server_restarts} times in 10 minutes; each restart "
+        f"recreates its group, which reloads the weights. `kubectl -n {serving_namespace} get pods` and the "
         "previous container's log (`kubectl logs --previous`).",
-        spec,
     )
 
 
-def gateway_errors(spec: AlertsInput, url_map: str | None) -> dict[str, Any]:
-    """The Gateway's 5xx share; ``url_map`` from the Gateway's annotation (None: any GKE Gateway's)."""
-    assert spec.serving_namespace is not None
+def gateway_errors(alerts: AlertsConfig, serving_namespace: str) -> Signal:
+    """The Gateway's 5xx share, of any GKE Gateway until the Gateway's URL map is known (gateway_conditions)."""
+    return Signal(
+        GATEWAY_KEY,
+        GATEWAY_TITLE,
+        SEVERITY_PAGE,
+        _gateway_condition(alerts, None),
+        f"More than {alerts.gateway_error_ratio:.0%} of the serving Gateway's requests failed with 5xx for 5 minutes. "
+        "Check the router (endpoint picker) and the model servers: `make verify`, then "
+        f"`kubectl -n {serving_namespace} get pods`.",
+    )
+
+
+def gateway_conditions(alerts: AlertsConfig, url_map: str | None) -> list[dict[str, Any]]:
+    """The Gateway policy's conditions for ``url_map``, from the Gateway's annotation (None: any GKE Gateway's)."""
+    return [_condition(GATEWAY_TITLE, _gateway_condition(alerts, url_map))]
+
+
+def _gateway_condition(alerts: AlertsConfig, url_map: str | None) -> dict[str, Any]:
     url_maps = f'"{url_map}"' if url_map else GKE_GATEWAY_URL_MAPS
     requests = " AND ".join(
         [
@@ -255,28 +295,18 @@ def gateway_errors(spec: AlertsInput, url_map: str | None) -> dict[str, Any]:
             "group_by_fields": ["resource.labels.url_map_name"],
         }
     ]
-    condition = {
+    return {
         "condition_threshold": {
             "filter": f"{requests} AND metric.labels.response_code_class=500",
             "aggregations": per_url_map,
             "denominator_filter": requests,
             "denominator_aggregations": per_url_map,
             "comparison": "COMPARISON_GT",
-            "threshold_value": spec.gateway_error_ratio,
+            "threshold_value": alerts.gateway_error_ratio,
             "duration": RATIO_WINDOW,
             "evaluation_missing_data": "EVALUATION_MISSING_DATA_INACTIVE",  # no traffic, no incident
         }
     }
-    return _policy(
-        "gateway-5xx",
-        "Serving Gateway 5xx",
-        SEVERITY_PAGE,
-        condition,
-        f"More than {spec.gateway_error_ratio:.0%} of the serving Gateway's requests failed with 5xx for 5 minutes. "
-        "Check the router (endpoint picker) and the model servers: `make verify`, then "
-        f"`kubectl -n {spec.serving_namespace} get pods`.",
-        spec,
-    )
 
 
 def _promql_condition(query: str, minutes: int) -> dict[str, Any]:
@@ -291,77 +321,63 @@ def _promql_condition(query: str, minutes: int) -> dict[str, Any]:
     }
 
 
-def tpu_slice_unhealthy(spec: AlertsInput) -> dict[str, Any]:
+def tpu_slice_unhealthy(alerts: AlertsConfig, cluster: ClusterConfig) -> Signal:
     query = (
         "max by (entity_namespace, entity_name, state) (kubernetes_io:accelerator_slice_state"
-        f'{{monitored_resource="k8s_entity", cluster_name="{spec.cluster_name}", state!="ACTIVE"}}) > 0'
+        f'{{monitored_resource="k8s_entity", cluster_name="{cluster.name}", state!="ACTIVE"}}) > 0'
     )
-    return _policy(
+    return Signal(
         "tpu-slice-unhealthy",
         "TPU slice not ACTIVE",
         SEVERITY_PAGE,
-        _promql_condition(query, spec.slice_unhealthy_minutes),
+        _promql_condition(query, alerts.slice_unhealthy_minutes),
         f"A TPU slice has been in a state other than ACTIVE (ACTIVATING, FAILED, INCOMPLETE, ...) for "
-        f"{spec.slice_unhealthy_minutes} minutes, longer than the slice controller takes to give up on it and "
+        f"{alerts.slice_unhealthy_minutes} minutes, longer than the slice controller takes to give up on it and "
         "place its workload again: the workload on it is down or waiting.",
-        spec,
     )
 
 
-def tpu_partition_unhealthy(spec: AlertsInput) -> dict[str, Any]:
+def tpu_partition_unhealthy(alerts: AlertsConfig, cluster: ClusterConfig, tpu: TpuConfig) -> Signal:
     query = (
         "max by (node_pool_name, partition_topology, partition_id, state) (kubernetes_io:accelerator_partition_state"
-        f'{{monitored_resource="k8s_node_pool", cluster_name="{spec.cluster_name}", '
-        f'node_pool_name=~"{_alternatives(spec.tpu_pool_names)}", state=~"UNHEALTHY|DEGRADED|INCOMPLETE"}}) > 0'
+        f'{{monitored_resource="k8s_node_pool", cluster_name="{cluster.name}", '
+        f'node_pool_name=~"{_alternatives(_pool_names(tpu))}", state=~"UNHEALTHY|DEGRADED|INCOMPLETE"}}) > 0'
     )
-    return _policy(
+    return Signal(
         "tpu-partition-unhealthy",
         "TPU partition not HEALTHY",
         SEVERITY_PAGE,
-        _promql_condition(query, spec.slice_unhealthy_minutes),
-        f"A partition of a TPU pool ({', '.join(spec.tpu_pool_names)}) has been UNHEALTHY, DEGRADED or INCOMPLETE "
-        f"for {spec.slice_unhealthy_minutes} minutes: no new slice of that shape forms on it, and a slice on it "
+        _promql_condition(query, alerts.slice_unhealthy_minutes),
+        f"A partition of a TPU pool ({', '.join(_pool_names(tpu))}) has been UNHEALTHY, DEGRADED or INCOMPLETE "
+        f"for {alerts.slice_unhealthy_minutes} minutes: no new slice of that shape forms on it, and a slice on it "
         "fails.",
-        spec,
     )
 
 
-def tpu_pool_unavailable(spec: AlertsInput) -> dict[str, Any]:
+def tpu_pool_unavailable(alerts: AlertsConfig, cluster: ClusterConfig, tpu: TpuConfig) -> Signal:
     query = (
         "min by (node_pool_name) (kubernetes_io:node_pool_multi_host_available"
-        f'{{monitored_resource="k8s_node_pool", cluster_name="{spec.cluster_name}", '
-        f'node_pool_name=~"{_alternatives(spec.tpu_pool_names)}"}}) == 0'
+        f'{{monitored_resource="k8s_node_pool", cluster_name="{cluster.name}", '
+        f'node_pool_name=~"{_alternatives(_pool_names(tpu))}"}}) == 0'
     )
-    return _policy(
+    return Signal(
         "tpu-pool-unavailable",
         "Multi-host TPU pool unavailable",
         SEVERITY_PAGE,
-        _promql_condition(query, spec.slice_unhealthy_minutes),
-        f"A multi-host TPU pool ({', '.join(spec.tpu_pool_names)}) has not had every node available for "
-        f"{spec.slice_unhealthy_minutes} minutes: GKE says why in `unavailability_reason` (maintenance, reboot, "
+        _promql_condition(query, alerts.slice_unhealthy_minutes),
+        f"A multi-host TPU pool ({', '.join(_pool_names(tpu))}) has not had every node available for "
+        f"{alerts.slice_unhealthy_minutes} minutes: GKE says why in `unavailability_reason` (maintenance, reboot, "
         "unhealthy host, ...), and every slice on the pool is down.",
-        spec,
     )
 
 
 def _alternatives(names: list[str]) -> str:
-    """A PromQL regex matching any of ``names`` (pool names: lowercase, digits, hyphens, no escaping needed)."""
+    """A regular expression matching any of ``names``: node-pool and container names (lowercase, digits, hyphens),
+    which need no escaping in a regular expression, a filter's string literal or PromQL's."""
     for name in names:
         if not NAME.fullmatch(name):
-            raise ValueError(f"{name!r} is not a pool name")
+            raise ValueError(f"{name!r} is not a pool or container name")
     return "|".join(names)
-
-
-def alert_policies(spec: AlertsInput) -> list[dict[str, Any]]:
-    """Every policy but the Gateway's, whose URL map is known only once the Gateway is programmed."""
-    policies = [tpu_node_not_ready(spec), tpu_pool_unavailable(spec)]
-    if spec.dynamic_slicing:
-        policies += [tpu_slice_unhealthy(spec), tpu_partition_unhealthy(spec)]
-    if spec.kueue_namespace is not None and spec.cluster_queue is not None:
-        policies.append(kueue_pending(spec))
-    if spec.serving_namespace is not None:
-        policies.append(model_server_restarts(spec))
-    return policies
 
 
 ALERT_KEYS = (
@@ -371,50 +387,100 @@ ALERT_KEYS = (
     "tpu-partition-unhealthy",
     "kueue-pending",
     "model-server-restarts",
-    "gateway-5xx",
+    GATEWAY_KEY,
 )
 
 
 @dataclass(frozen=True)
 class AlertingObjects:
-    """Every alert policy, built once per run from an AlertsInput."""
+    policies: list[dict[str, Any]]  # every policy but the Gateway's
+    # The Gateway's, of any GKE Gateway: its conditions are made again once its URL map is known. None: no serving.
+    gateway: dict[str, Any] | None
 
-    spec: AlertsInput  # the Gateway's policy is built from it once the URL map is known
-    policies: list[dict[str, Any]]
 
-
-def alerting_objects(spec: AlertsInput) -> AlertingObjects:
-    return AlertingObjects(spec=spec, policies=alert_policies(spec))
+def alerting_objects(
+    alerts: AlertsConfig,
+    project: str,
+    cluster: ClusterConfig,
+    tpu: TpuConfig,
+    kueue_namespace: str | None,
+    cluster_queue: str | None,
+    serving_namespace: str | None,
+) -> AlertingObjects:
+    """``kueue_namespace``, ``cluster_queue``, ``serving_namespace``: None where that part is not this stack's (no
+    pending or serving alerts)."""
+    names = stack_names(project, cluster, tpu, kueue_namespace, cluster_queue, serving_namespace)
+    signals = [tpu_node_not_ready(alerts, cluster, tpu), tpu_pool_unavailable(alerts, cluster, tpu)]
+    if tpu.dynamic_slicing:
+        signals += [tpu_slice_unhealthy(alerts, cluster), tpu_partition_unhealthy(alerts, cluster, tpu)]
+    if kueue_namespace is not None and cluster_queue is not None:
+        signals.append(kueue_pending(alerts, cluster, kueue_namespace, cluster_queue))
+    if serving_namespace is not None:
+        signals.append(model_server_restarts(alerts, cluster, serving_namespace))
+    return AlertingObjects(
+        policies=[_policy(signal, alerts, cluster, names) for signal in signals],
+        gateway=(
+            _policy(gateway_errors(alerts, serving_namespace), alerts, cluster, names)
+            if serving_namespace is not None
+            else None
+        ),
+    )
 
 
 @dataclass(frozen=True)
 class MonitoringObjects:
     """What the operations layer makes: alert policies, dashboards, and the scrapes both read."""
 
-    project: str
     alerts: AlertingObjects | None  # None: alerts.enabled is false
-    dashboards: list[Dashboard]  # empty: dashboards.enabled is false
+    dashboards: list[Dashboard]  # empty: no dashboards (dashboards_on)
     kueue_metrics: list[dict[str, Any]] | None  # None: Kueue is not this stack's, or nothing reads it
     model_server_metrics: list[dict[str, Any]] | None  # None: no serving, or no dashboard reads it
 
 
 def monitoring_objects(
-    project: str, alerts: AlertsInput | None, dashboards: DashboardsInput | None, kueue_namespace: str | None
-) -> MonitoringObjects:
-    """``kueue_namespace``: where the stack's Kueue runs, None when Kueue is not this stack's to scrape."""
-    boards = dashboard_objects.dashboards(dashboards) if dashboards is not None else []
-    reads_kueue = (alerts is not None and alerts.cluster_queue is not None) or any(
-        board.key == "kueue" for board in boards
+    project: str,
+    alerts: AlertsConfig,
+    dashboards: DashboardsConfig,
+    cluster: ClusterConfig,
+    tpu: TpuConfig,
+    platform: PlatformConfig,
+    queues: QueuesConfig,
+    serving: ServingConfig,
+    saxml: SaxmlConfig,
+) -> MonitoringObjects | None:
+    """None: neither alerts nor dashboards. Each part of the stack is watched where it is this stack's: Kueue where
+    the stack installs it, the ClusterQueue and the slices with dynamic slicing, serving and Saxml when enabled."""
+    boards_on = dashboards_on(dashboards, cluster)
+    if not (alerts.enabled or boards_on):
+        return None
+    slicing = tpu.dynamic_slicing
+    kueue_namespace = release_namespaces(platform, slicing).get("kueue")
+    cluster_queue = queues.cluster_queue_name if slicing else None
+    serving_namespace = serving.namespace if serving.enabled else None  # serving is refused without dynamic slicing
+    boards = (
+        dashboard_objects.dashboards(
+            cluster,
+            kueue_namespace=kueue_namespace,
+            cluster_queue=cluster_queue,
+            serving_namespace=serving_namespace,
+            slice_namespace=(serving_namespace or queues.namespaces[0]) if slicing and queues.namespaces else None,
+            saxml_namespace=saxml.namespace if saxml.enabled else None,
+        )
+        if boards_on
+        else []
     )
-    serving = dashboards.serving_namespace if dashboards is not None else None
+    reads_kueue = (alerts.enabled and cluster_queue is not None) or any(board.key == "kueue" for board in boards)
     return MonitoringObjects(
-        project=project,
-        alerts=alerting_objects(alerts) if alerts is not None else None,
+        alerts=(
+            alerting_objects(alerts, project, cluster, tpu, kueue_namespace, cluster_queue, serving_namespace)
+            if alerts.enabled
+            else None
+        ),
         dashboards=boards,
         kueue_metrics=kueue_metrics_objects(kueue_namespace) if kueue_namespace and reads_kueue else None,
         model_server_metrics=(
-            dashboard_objects.model_server_metrics_objects(serving, dashboards.serving_guide)
-            if dashboards is not None and serving is not None
+            dashboard_objects.model_server_metrics_objects(serving_namespace)
+            if boards_on and serving_namespace is not None
             else None
         ),
     )

@@ -8,7 +8,6 @@ name (`low`, `medium`, `high`).
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,6 +15,7 @@ from pydantic import Field
 
 from components.config_base import (
     EXACT_VERSION,
+    IMAGE_DIGEST,
     QUANTITY,
     Block,
     ImageReference,
@@ -131,16 +131,16 @@ RELEASE_IMAGES = (
 #   visibility API's two APIServices) (kubernetes-sigs/kueue v0.17.8 charts/kueue).
 # - LeaderWorkerSet 0.10.0: 9443 (templates/webhook/service.yaml, its admission webhooks and the conversion webhook
 #   of crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml) (kubernetes-sigs/lws v0.10.0 charts/lws).
+# - The slice controller: 9443 (manifests/charts/slice-controller templates/services.yaml targetPort, the container
+#   port of templates/deployment.yaml; controller-runtime's default webhook port, which its flags leave).
 # tests/test_webhook_reach.py renders each chart (charts.lock) with the values the program gives it and holds these
 # against what it derives, so they cannot drift from a chart the program pins.
 RELEASE_CONTROL_PLANE_PORTS: dict[str, tuple[int, ...]] = {
     "jobset": (9443,),
     "kueue": (8082, 9443),
     "leaderWorkerSet": (9443,),
+    "sliceController": (9443,),
 }
-# The slice controller's webhooks: 9443 (manifests/charts/slice-controller templates/services.yaml targetPort, the
-# container port of templates/deployment.yaml; controller-runtime's default webhook port, which its flags leave).
-SLICE_CONTROLLER_CONTROL_PLANE_PORTS: tuple[int, ...] = (9443,)
 
 
 def chart_own_image(key: str, chart: HelmChartConfig) -> ImageReference:
@@ -206,6 +206,7 @@ class PlatformConfig(Block):
         30,
         description="How long `pulumi destroy` waits for the Slices, admitted Workloads and load-balancer endpoint groups "
         "of the stack to be gone before it deletes the TPU pools and the subnets.",
+        ge=1,
     )
 
 
@@ -255,6 +256,8 @@ class QueuesConfig(Block):
 
 # --- Rules -----------------------------------------------------------------------------
 
+QUEUE_OBJECT_NAMES = ("topologyName", "resourceFlavorName", "admissionCheckName", "clusterQueueName", "localQueueName")
+
 # The charts that ship their CRDs in the chart's crds/ folder (charts/jobset/crds at JobSet v0.12.0: jobsets;
 # charts/lws/crds at LWS v0.10.0: leaderworkersets, disaggregatedsets since v0.9.0 and
 # disaggregatedsetrolescalers since v0.10.0; Kueue v0.17.8 has its CRDs in charts/kueue/templates/crd): Helm
@@ -282,10 +285,7 @@ def installed_charts(platform: PlatformConfig, dynamic_slicing: bool) -> dict[st
 def control_plane_ports(platform: PlatformConfig, dynamic_slicing: bool) -> dict[str, tuple[int, ...]]:
     """The ports the control plane calls on the pods of each release this stack installs, by the release's key under
     ``platform``: none when it installs none (platform.install false: whoever installed them opened their ports)."""
-    ports = {key: RELEASE_CONTROL_PLANE_PORTS[key] for key in installed_charts(platform, dynamic_slicing)}
-    if dynamic_slicing and platform.install:
-        ports["sliceController"] = SLICE_CONTROLLER_CONTROL_PLANE_PORTS
-    return ports
+    return {key: RELEASE_CONTROL_PLANE_PORTS[key] for key in release_namespaces(platform, dynamic_slicing)}
 
 
 def control_plane_port_warnings(platform: PlatformConfig, dynamic_slicing: bool) -> list[str]:
@@ -340,7 +340,7 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
             "set lws-system",
         )
     slice_controller = platform.slice_controller
-    if slice_controller.digest and not re.match(r"^sha256:[0-9a-f]{64}$", slice_controller.digest):
+    if slice_controller.digest and not IMAGE_DIGEST.match(slice_controller.digest):
         problems.add(
             "platform.sliceController.digest",
             "is not sha256:<64 hex digits>",
@@ -357,12 +357,6 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
             f"{SLICE_CONTROLLER_NAMESPACE} only, so its webhooks would never serve elsewhere",
             f"set {SLICE_CONTROLLER_NAMESPACE}",
         )
-    if platform.drain_timeout_minutes < 1:
-        problems.add(
-            "platform.drainTimeoutMinutes",
-            f"{platform.drain_timeout_minutes} minutes gives the slice controller no time to release the Slices",
-            "use 1 or more (30 by default)",
-        )
     controller = platform.kueue_controller
     if controller.replicas < 1:
         problems.add("platform.kueueController.replicas", f"{controller.replicas} runs no controller", "use 1 or more")
@@ -378,14 +372,14 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
 
 
 def validate_queues(queues: QueuesConfig, problems: Problems) -> None:
-    for key in ("topologyName", "resourceFlavorName", "admissionCheckName", "clusterQueueName", "localQueueName"):
-        value = getattr(queues, snake(key))
+    levels = queues.priority_classes.levels()
+    names = [
+        *((f"queues.{key}", getattr(queues, snake(key))) for key in QUEUE_OBJECT_NAMES),
+        *((f"queues.priorityClasses.{level}.name", priority.name) for level, priority in levels),
+    ]
+    for key, value in names:
         if not is_k8s_name(value):
-            problems.add(
-                f"queues.{key}",
-                f"{value!r} is not a Kubernetes object name",
-                "use lowercase letters, digits and hyphens",
-            )
+            problems.add(key, f"{value!r} is not a Kubernetes object name", "use lowercase letters, digits and hyphens")
     if not queues.namespaces:
         problems.add("queues.namespaces", "is empty", "list at least one workload namespace")
     for i, namespace in enumerate(queues.namespaces):
@@ -397,14 +391,6 @@ def validate_queues(queues: QueuesConfig, problems: Problems) -> None:
             )
     if len(set(queues.namespaces)) != len(queues.namespaces):
         problems.add("queues.namespaces", "lists a namespace twice", "list each namespace once")
-    levels = queues.priority_classes.levels()
-    for level, priority in levels:
-        if not is_k8s_name(priority.name):
-            problems.add(
-                f"queues.priorityClasses.{level}.name",
-                f"{priority.name!r} is not a Kubernetes object name",
-                "use lowercase letters, digits and hyphens",
-            )
     for (lower, low), (higher, high) in itertools.pairwise(levels):
         if low.value >= high.value:
             problems.add(
@@ -501,17 +487,14 @@ def validate_namespace_levels(
 
 def namespace_levels(
     platform: PlatformConfig,
-    queues: QueuesConfig,
     dynamic_slicing: bool,
-    other_workload_namespaces: Sequence[str],
+    workload_namespaces: Sequence[str],
     node_agent_namespaces: Sequence[str],
 ) -> dict[str, str]:
     """Each namespace the stack makes -> the Pod Security level it enforces: the controllers' namespaces (those of the
-    releases this stack installs), the workload namespaces of the queues (with dynamic slicing) and
-    ``other_workload_namespaces`` (the Saxml cell's), and ``node_agent_namespaces`` (the node audit logging's, where
-    it is on)."""
+    releases this stack installs), the workloads' and ``node_agent_namespaces`` (the node audit logging's, where it
+    is on)."""
     levels = dict.fromkeys(release_namespaces(platform, dynamic_slicing).values(), CONTROLLERS_POD_SECURITY)
-    workloads = [*(queues.namespaces if dynamic_slicing else []), *other_workload_namespaces]
-    levels |= dict.fromkeys(workloads, WORKLOADS_POD_SECURITY)
+    levels |= dict.fromkeys(workload_namespaces, WORKLOADS_POD_SECURITY)
     levels |= dict.fromkeys(node_agent_namespaces, NODE_AGENTS_POD_SECURITY)
     return levels

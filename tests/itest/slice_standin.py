@@ -52,11 +52,19 @@ What it does not do
   taken as ACTIVE at once, so the check goes Ready in the same pass that would create the Slices. Never Pending for a
   Slice being formed, never Retry for a Slice that FAILED, went stale past ``--activation-timeout`` or was deleted
   (:191-197, :843-856), never the TPUSliceFailure condition of those.
-- In GKE's place it does one thing the Slice's activation does, as the upstream's own end-to-end tests model it
-  (test/utils/e2e.go:153-179, SetSliceReady): it labels the nodes of the Slice's partitions
-  ``cloud.google.com/gke-tpu-topology: <topology>`` before answering Ready, so the node selector of podSetUpdates can
-  be met. (That helper matches a Slice's partition ids against the nodes' 4x4x4 label only, which labels no node of a
-  sub-slice; the stand-in matches them against the slice's own partition label.)
+- In GKE's place it does what a Slice's activation does to its nodes, so that what the answer and the stack ask of
+  a pod can be met: before answering Ready it labels the nodes of each Slice's partitions
+  ``cloud.google.com/gke-tpu-slice: <Slice name>`` and ``cloud.google.com/gke-tpu-topology: <topology>``, the two
+  labels GKE's documentation names as the slice controller's on a formed slice's nodes
+  (https://docs.cloud.google.com/kubernetes-engine/docs/how-to/create-dynamic-slices, read 2026-12-04: its first
+  example selects a formed Slice's nodes by both, its "Disable the Slice Controller" steps list both as labels
+  the slice controller adds). The
+  upstream's own end-to-end tests model the second the same way (test/utils/e2e.go:153-179, SetSliceReady; that
+  helper matches a Slice's partition ids against the nodes' 4x4x4 label only, which labels no node of a sub-slice;
+  the stand-in matches them against the slice's own partition label). The first is the topology the stack's
+  LeaderWorkerSets ask LeaderWorkerSet to keep each group exclusive in
+  (``leaderworkerset.sigs.k8s.io/exclusive-topology``): without it no leader can be scheduled. The labels stay when
+  the workload goes (each new Slice overwrites its own nodes'); GKE's Slice deletion is not modelled.
 - No finalizer on the Workload and no wait for its pods to end before its Slices go (:125-143, :255-287): there are no
   Slices to clean up. No partition-conflict check (validatePartitionConflicts, :658-693: off with the
   UseRetryMechanismForSliceCreation gate the program's chart turns on). No events, no metrics.
@@ -105,6 +113,7 @@ from tests.itest.lab import ControlPlane, free_port
 from tests.itest.twin import issue_serving_certificate
 
 SLICE_CONTROLLER_NAME = "accelerator.gke.io/slice"
+SLICE_NODE_LABEL = "cloud.google.com/gke-tpu-slice"  # a formed Slice's name on its nodes (module doc)
 KUEUE_API = "/apis/kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TPU7X = "tpu7x"
@@ -758,15 +767,18 @@ class SliceStandIn:
         self.note(json.dumps(record))
 
     def label_nodes(self, planned_slice: PlannedSlice, nodes: dict[str, dict[str, Any]]) -> None:
+        """The labels GKE gives the nodes of a formed Slice (module doc): its name and its topology."""
+        wanted = {SLICE_NODE_LABEL: planned_slice.name, TOPOLOGY_NODE_LABEL: planned_slice.topology}
         for name, node in nodes.items():
             labels = node["metadata"].get("labels", {})
             if labels.get(planned_slice.partition_label) not in planned_slice.partition_ids:
                 continue
-            if labels.get(TOPOLOGY_NODE_LABEL) == planned_slice.topology:
+            if wanted.items() <= labels.items():
                 continue
-            patch = {"metadata": {"labels": {TOPOLOGY_NODE_LABEL: planned_slice.topology}}}
-            self.request("PATCH", f"/api/v1/nodes/{name}", patch, "application/merge-patch+json")
-            labels[TOPOLOGY_NODE_LABEL] = planned_slice.topology
+            self.request(
+                "PATCH", f"/api/v1/nodes/{name}", {"metadata": {"labels": wanted}}, "application/merge-patch+json"
+            )
+            labels.update(wanted)
 
     # -- the API server
 

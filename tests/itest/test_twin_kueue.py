@@ -5,6 +5,7 @@ Skipped, saying how to build them, when the twin's tools are not built."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import time
@@ -276,13 +277,29 @@ def listed(plane: ControlPlane, resource: str, namespace: str) -> list[dict[str,
     return items
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 120) -> T:
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 120, why: Callable[[], str] = str) -> T:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if (found := probe()) is not None:
             return found
         time.sleep(1)
-    raise AssertionError(f"not within {timeout:.0f}s: {what}")
+    raise AssertionError(f"not within {timeout:.0f}s: {what}\n{why()}")
+
+
+def pods_state(plane: ControlPlane, namespace: str, selector: str, *owners: str) -> str:
+    """Each pod's node, phase, scheduling gates and the scheduler's last word, and the ``owners`` resources of the
+    namespace (for a failure's message)."""
+    pods = json.loads(plane.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json").stdout)["items"]
+    lines = [plane.kubectl("get", owner, "-n", namespace, "-o", "wide").stdout for owner in owners]
+    lines.append(f"{len(pods)} pod(s) match {selector}")
+    for pod in pods:
+        scheduled = condition(pod, "PodScheduled")
+        gates = [g["name"] for g in pod["spec"].get("schedulingGates", [])]
+        lines.append(
+            f"{pod['metadata']['name']}: node={pod['spec'].get('nodeName')} phase={pod['status'].get('phase')} "
+            f"gates={gates} nodeSelector={pod['spec'].get('nodeSelector')} scheduled={scheduled.get('message', '')}"
+        )
+    return "\n".join(lines)
 
 
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -356,11 +373,11 @@ def test_the_sub_slice_check_is_admitted_after_the_standins_ready_and_each_slice
     assert len(answer["slices"]) == replicated["replicas"]
     assert all(len(s["partitionIds"]) == 1 for s in answer["slices"])
 
+    selector = f"jobset.sigs.k8s.io/jobset-name={name}"
     pods = wait_for(
         f"the {replicated['replicas'] * pods_per_job} pods of {name} bound",
-        lambda: bound_pods(
-            plane, namespace, f"jobset.sigs.k8s.io/jobset-name={name}", replicated["replicas"] * pods_per_job
-        ),
+        lambda: bound_pods(plane, namespace, selector, replicated["replicas"] * pods_per_job),
+        why=lambda: pods_state(plane, namespace, selector, "jobs"),
     )
     by_job: dict[str, set[str]] = {}
     for pod in pods:
@@ -392,10 +409,12 @@ def test_each_prefill_and_decode_group_lands_inside_one_partition(
         template = lws["spec"]["leaderWorkerTemplate"]
         shape = Shape.parse(template["workerTemplate"]["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION])
         count = lws["spec"]["replicas"] * template["size"]
+        selector = f"leaderworkerset.sigs.k8s.io/name={name}"
         pods = wait_for(
             f"the {count} pods of {name} bound",
-            lambda: bound_pods(plane, namespace, f"leaderworkerset.sigs.k8s.io/name={name}", count),  # noqa: B023
+            functools.partial(bound_pods, plane, namespace, selector, count),
             timeout=180,
+            why=functools.partial(pods_state, plane, namespace, selector, "statefulsets"),
         )
         for pod in pods:
             group = (name, pod["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"])

@@ -348,8 +348,8 @@ def slice_label_missing(s: Scenario, reasons: dict[str, dict[str, Any]]) -> str 
         f"the serving groups' leaders cannot be scheduled: the program's LeaderWorkerSets ask for exclusive placement "
         f"on {', '.join(sorted(keys))} ({EXCLUSIVE_TOPOLOGY}), whose required pod affinity (lws v0.9.0 "
         "pkg/webhooks/pod_webhook.go SetExclusiveAffinities) needs that node label, and no node of the twin carries "
-        "it: GKE labels the nodes of a formed slice with it, which the slice controller's stand-in "
-        "(tests/itest/slice_standin.py) does not model; LWS makes a group's workers only once its leader is scheduled "
+        "it: GKE labels the nodes of a formed slice with it, as the slice controller's stand-in "
+        "(tests/itest/slice_standin.py) should have; LWS makes a group's workers only once its leader is scheduled "
         "(pkg/controllers/pod_controller.go:161)."
     )
 

@@ -212,7 +212,9 @@ class Twin:
         return kueue
 
     def start_lws(self) -> TwinProcess:
-        """LeaderWorkerSet's manager, its LeaderWorkerSet and pod webhooks on 127.0.0.1."""
+        """LeaderWorkerSet's manager, its LeaderWorkerSet webhooks on 127.0.0.1. Its module's other CRD
+        (DisaggregatedSet, config/crd/bases) is installed first: the manager runs a controller for it and exits two
+        minutes after start when the kind is not served (controller-runtime's cache-sync timeout)."""
         return self.start_manager(
             "lws",
             "sigs.k8s.io/lws",
@@ -220,7 +222,7 @@ class Twin:
             "config/webhook/manifests.yaml",
             "config.lws",
             LWS_WEBHOOK_GROUPS,
-            "config/crd/bases",
+            crds="config/crd/bases",
         )
 
     def start_jobset(self) -> TwinProcess:
@@ -232,7 +234,6 @@ class Twin:
             "config/components/webhook/manifests.yaml",
             "config.jobset",
             JOBSET_WEBHOOK_GROUPS,
-            "config/components/crd/bases",
         )
 
     def start_manager(
@@ -243,19 +244,18 @@ class Twin:
         manifests: str,
         config_group: str,
         groups: frozenset[str],
-        crds: str,
+        crds: str | None = None,
         timeout: float = 120,
     ) -> TwinProcess:
         """A manager of JobSet's or LeaderWorkerSet's shape (a Configuration of <config_group>.x-k8s.io/v1alpha1:
         api/config/v1alpha1/configuration_types.go of each module, webhook host, port and certDir, internal
         certificate management off), with the lab's certificate; only the webhooks whose API groups are all in
         ``groups`` are registered (JobSet's pod webhooks are not: they act for exclusive placement only, which the
-        stack does not ask for)."""
+        stack does not ask for); the CRDs of the module's ``crds`` directory the lab has not installed are."""
         ports = {name: free_port() for name in ("webhook", "health", "metrics")}
         module = self.twin_tools.module_dir(module_path, version_key)
-        # the module's CRDs the pinned ones leave out: LWS v0.9.0's manager runs its DisaggregatedSet controller
-        # whatever its configuration and exits when that kind's cache cannot sync (cmd/main.go:187), two minutes in
-        self.install_missing_crds(module / crds)
+        if crds:
+            self.install_missing_crds(module / crds)
         namespace = f"{tool}-system"
         self.plane.kubectl("create", "namespace", namespace, check=False)
         certs = self.run_dir / f"{tool}-certs"

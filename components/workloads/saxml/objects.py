@@ -40,11 +40,9 @@ ADMIN_NAME = "sax-admin-server"
 MODEL_SERVER_NAME = "sax-model-server-set"
 MODEL_SERVER_JOB = "sax-model-server"
 HTTP_NAME = "sax-http"
-HTTP_SERVICE_NAME = "sax-http-lb"
 
 ADMIN_PORT = 10000
 MODEL_SERVER_PORT = 10001
-TPU_RUNTIME_PORT = 8471  # communication between the TPU VMs of a slice
 HTTP_PORT = 8888
 
 INTERNAL_LB_ANNOTATION = "networking.gke.io/load-balancer-type"

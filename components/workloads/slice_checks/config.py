@@ -16,7 +16,6 @@ from components.workloads import rules
 
 SUBSLICING = "subslicing"
 SUPERSLICING = "superslicing"
-KINDS = (SUBSLICING, SUPERSLICING)
 
 # A dated tag of Google's JAX image for Cloud TPU (JAX 0.9.0; Python and JAX in /opt/venv, on PATH).
 # Seen on TPU7x in public repositories; not checked against the registry from here.
