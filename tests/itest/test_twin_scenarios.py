@@ -174,7 +174,7 @@ def expected_groups(config: StackConfig) -> dict[str, tuple[int, int]]:
     """key -> (Kueue Workloads, pods) it makes: a JobSet is one Workload; an LWS group is one (its ``slices``)."""
     machine = config.tpu.machine
     counts = {}
-    for workload in config.slice_workloads():
+    for workload in config.admission_plan().workloads:
         pods = workload.slices * machine.hosts(workload.shape)
         counts[workload.key] = (workload.slices if workload.key.startswith("serving.") else 1, pods)
     return counts

@@ -49,7 +49,7 @@ def now() -> str:
 def workload_owners(config: StackConfig) -> dict[tuple[str, str], str]:
     """(kind, name) of each slice workload's object -> the config key the admission plan names it by."""
     owners = {}
-    for workload in config.slice_workloads():
+    for workload in config.admission_plan().workloads:
         block, item = workload.key.split(".", 1)
         if block == "checks":
             owners[("JobSet", config.checks.by_kind()[item].name)] = workload.key
