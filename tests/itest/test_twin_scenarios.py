@@ -422,7 +422,9 @@ def previewed(s: Scenario, change: dict[str, Any]) -> tuple[bool, str, dict[str,
 
 
 def served_versions(s: Scenario) -> dict[str, str]:
-    """resourceVersion of every Kubernetes object the state holds, by kind, namespace and name."""
+    """What the program wrote of every Kubernetes object the state holds, by kind, namespace and name: its uid and
+    generation (a change to its spec moves it), or its resourceVersion where it has no generation; the controllers'
+    status writes move neither."""
     versions = {}
     for resource in state_resources(s):
         outputs = resource.get("outputs") or {}
@@ -431,7 +433,11 @@ def served_versions(s: Scenario) -> dict[str, str]:
         served = s.api.object(outputs)
         metadata = outputs["metadata"]
         key = f"{outputs['kind']} {metadata.get('namespace', '')}/{metadata['name']}"
-        versions[key] = served["metadata"]["resourceVersion"] if served else "(absent)"
+        if served is None:
+            versions[key] = "(absent)"
+            continue
+        meta = served["metadata"]
+        versions[key] = f"{meta['uid']} {meta.get('generation', meta['resourceVersion'])}"
     return versions
 
 
