@@ -144,12 +144,12 @@ itest:  ## integration lab: real Pulumi CLI and Kubernetes provider against etcd
 
 # The TPU7x twin (docs/lab.md): Kueue's manager and kwok on the lab's control plane. make itest runs its tests when
 # its tools are built (and skips them, saying so, when not); make twin builds them (cold about 7 minutes) and runs them.
-twin:  ## the TPU7x twin's tests alone: Kueue's webhooks on the stack's Kueue objects, kwok's nodes (builds the lab's and the twin's tools first)
+twin:  ## the TPU7x twin's tests alone: the controllers' webhooks on the stack's objects, its admission, preemption and placement scenarios, build/itest/twin-report.md (builds the lab's and the twin's tools first)
 	@lab/build.sh && lab/build.sh twin
 	@if [ ! -f $(VENV_LAB)/.installed ] || [ lab/requirements.txt -nt $(VENV_LAB)/.installed ]; then \
 	  rm -rf $(VENV_LAB) && $(PYTHON) -m venv $(VENV_LAB) && \
 	  $(VENV_LAB)/bin/pip install --quiet --disable-pip-version-check -r lab/requirements.txt && touch $(VENV_LAB)/.installed; fi
-	$(LAB_PY) -m pytest tests/itest/test_twin_kueue.py
+	$(LAB_PY) -m pytest tests/itest/test_twin_kueue.py tests/itest/test_twin_scenarios.py
 
 # Weights staging (manifests/serving/stage_weights.py) against real local servers: the program runs in its own venv,
 # installed exactly as the Job's init container installs it (pip --require-hashes, wheels only), and talks to the

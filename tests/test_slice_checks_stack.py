@@ -203,3 +203,34 @@ def test_a_check_change_replaces_its_jobset_and_the_old_run_goes_first(dev_run):
         assert jobset.options["replaceOnChanges"] == ["metadata.labels", "spec"]
         assert jobset.options["deleteBeforeReplace"] is True
         assert jobset.input("metadata.labels") != dev_run.one(JOBSET, name).input("metadata.labels")
+
+
+def test_the_structured_plan_says_what_the_lines_say(dev_run):
+    """expectations() against the dev stack's lines: every 'preempts' line is a pair of the structured form and back."""
+    plan = stack_config.load(stack_values("dev")).config.admission_plan()
+    assert plan.lines() == dev_run.outputs["admissionPlan"]
+    expectations = plan.expectations()
+    said = {(line.split(" preempts ")[0], line.split(" preempts ")[1].split(" (")[0]) for line in plan.lines()
+            if " preempts " in line}  # fmt: skip
+    structured = {(key, lower) for key, e in expectations.items() for lower in e.preempts}
+    assert said == structured
+    assert {(hi, key) for key, e in expectations.items() for hi in e.preempted_by} == structured
+    # what the plan runs fits, and what it leaves waiting would not fit beside what runs above it
+    running = [w for w in plan.workloads if expectations[w.key].runs]
+    assert cubes_needed(running) <= plan.cubes
+    for waiting in (w for w in plan.workloads if not expectations[w.key].runs):
+        above = [w for w in running if w.priority >= waiting.priority]
+        assert cubes_needed([*above, waiting]) > plan.cubes, waiting.key
+
+
+def test_the_structured_plan_keeps_the_earlier_of_equal_priorities_running():
+    plan = AdmissionPlan(1, (workload("a", "4x4x4", 1, 500), workload("b", "2x2x2", 1, 500)))
+    expectations = plan.expectations()
+    assert expectations["a"].runs and not expectations["b"].runs
+    assert expectations["b"].waits_behind == ("a",) and expectations["a"].waits_behind == ()
+    assert not expectations["a"].preempts and not expectations["b"].preempted_by
+
+
+def test_the_structured_plan_runs_everything_that_fits():
+    plan = AdmissionPlan(2, (workload("a", "4x4x4", 1, 1), workload("b", "2x2x2", 2, 9)))
+    assert all(e.runs and not e.preempts and not e.preempted_by for e in plan.expectations().values())

@@ -58,6 +58,17 @@ def never_admitted_problem(workload: SliceWorkload, cubes: int) -> str | None:
 
 
 @dataclass(frozen=True)
+class Expectation:
+    """What the plan says of one workload (by its config key) when every enabled workload asks at once."""
+
+    key: str
+    runs: bool  # holds its slices once Kueue has settled
+    preempts: tuple[str, ...]  # lower-priority keys it cannot run beside
+    preempted_by: tuple[str, ...]  # higher-priority keys it cannot run beside
+    waits_behind: tuple[str, ...]  # equal-priority keys listed before it that it cannot run beside
+
+
+@dataclass(frozen=True)
 class AdmissionPlan:
     """What runs together on ``cubes`` cubes: the preview-time report of the enabled workloads."""
 
@@ -75,6 +86,34 @@ class AdmissionPlan:
             if cubes_needed([first, second]) > self.cubes:
                 pairs.append((first, second) if first.priority >= second.priority else (second, first))
         return pairs
+
+    def expectations(self) -> dict[str, Expectation]:
+        """The plan per workload, structured (``lines`` says the same in prose): who runs once Kueue settles, whom
+        each preempts and who preempts it, who waits behind an equal priority. Kueue admits the highest priority
+        first (preempting lower ones in its way); a workload runs when it fits beside those above it; at equal
+        priority the one listed later waits."""
+        running: list[SliceWorkload] = []
+        order = sorted(self.workloads, key=lambda w: -w.priority)  # stable: equal priorities keep their order
+        for workload in order:
+            if cubes_needed([*running, workload]) <= self.cubes:
+                running.append(workload)
+        conflicts = self.conflicts()
+        return {
+            w.key: Expectation(
+                key=w.key,
+                runs=w in running,
+                preempts=tuple(lo.key for hi, lo in conflicts if hi == w and hi.priority > lo.priority),
+                preempted_by=tuple(hi.key for hi, lo in conflicts if lo == w and hi.priority > lo.priority),
+                waits_behind=tuple(
+                    other.key
+                    for hi, lo in conflicts
+                    if hi.priority == lo.priority and w in (hi, lo)
+                    for other in (hi, lo)
+                    if other != w and self.workloads.index(other) < self.workloads.index(w)
+                ),
+            )
+            for w in self.workloads
+        }
 
     def lines(self) -> list[str]:
         if not self.workloads:

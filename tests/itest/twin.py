@@ -299,10 +299,15 @@ class Twin:
         self.wait(scheduler, f"https://127.0.0.1:{port}/healthz", timeout)
         return scheduler
 
-    def start_kwok(self, timeout: float = 60) -> TwinProcess:
+    def start_kwok(self, timeout: float = 60, jobs_complete: bool = True) -> TwinProcess:
+        """kwok with its fast stages. ``jobs_complete=False`` leaves out pod-complete (which ends every Running pod
+        a Job owns at once): the slice checks' pods then hold their slices, as the real ones do for holdSeconds,
+        longer than any scenario of the twin lasts."""
         module = self.twin_tools.module_dir("sigs.k8s.io/kwok", "KWOK_VERSION")
         stages = ["node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
-                  "pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml"]  # fmt: skip
+                  "pod/fast/pod-ready.yaml", "pod/fast/pod-delete.yaml"]  # fmt: skip
+        if jobs_complete:
+            stages.append("pod/fast/pod-complete.yaml")
         port = free_port()
         home = self.run_dir / "kwok-home"
         home.mkdir(exist_ok=True)
