@@ -56,6 +56,12 @@ PLATFORM_BAD_INPUTS = [
         id="a-controller-in-the-workloads-namespace",
     ),
     pytest.param(
+        {"queues.priorityClasses.high.value": 3_000_000_000},
+        "queues.priorityClasses.high.value",
+        "3000000000 is outside -2147483648-2147483647",
+        id="priority-beyond-int32",
+    ),
+    pytest.param(
         {"platform.drainTimeoutMinutes": 0}, "platform.drainTimeoutMinutes", "0 is not 1 or more", id="no-drain-time"
     ),
     pytest.param(

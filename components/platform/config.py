@@ -212,7 +212,10 @@ class PlatformConfig(Block):
 
 class PriorityClassConfig(Block):
     name: str = Field(description="WorkloadPriorityClass name.")
-    value: int = Field(description="Priority value; higher preempts lower.")
+    # Kueue's WorkloadPriorityClass CRD types value as int32 (kueue v0.17.8 config/components/crd/bases/
+    # kueue.x-k8s.io_workloadpriorityclasses.yaml, format int32): a larger value passed the preview and failed at up
+    # (found by the TPU7x twin).
+    value: int = Field(description="Priority value; higher preempts lower.", ge=-(2**31), le=2**31 - 1)
 
 
 class PriorityClassesConfig(Block):
