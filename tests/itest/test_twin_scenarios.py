@@ -390,8 +390,10 @@ def test_the_preview_admission_plan_is_what_the_twin_did_workload_by_workload(sc
 # Changes a user makes to a running stack, each of one setting, that reach what Kueue's webhooks check on an object
 # the program updates: the model servers' image (LWS pod templates, in place), their CPU request (the pod shape Kueue
 # holds immutable on a queued LWS, kueue v0.17.1 pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go
-# ValidateUpdate), the ClusterQueue the LocalQueue points to, a priority above what Kueue's API holds (int32). Each is
-# previewed against the twin; the first one refused is then sent with `up`.
+# ValidateUpdate), the ClusterQueue the LocalQueue points to (Kueue's CRD holds a LocalQueue's spec.clusterQueue
+# immutable), a priority above what Kueue's API holds (int32: since the twin found it, the program's own rule on
+# queues.priorityClasses.*.value refuses it first, so it no longer counts as Kueue's refusal). Each is previewed
+# against the twin.
 CANDIDATES: list[dict[str, Any]] = [
     {"serving.image": "docker.io/vllm/vllm-tpu:nightly-20260501-18ed615-5b39b26"},
     {"serving.resources.memory": "800Gi"},
