@@ -17,6 +17,7 @@ import yaml
 
 from tests.conftest import PROJECT_ROOT, stack_values
 from tests.crd_schemas import core_errors
+from tests.slice_controller import WEBHOOKS
 
 helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed (pin it in requirements-dev.txt)")
 
@@ -67,19 +68,6 @@ KNOWN_FEATURE_GATES = {
     "UseRetryMechanismForSliceCreation",
     "FailOnUntoleratedDegradedSlice",
     "TopologyFromNodeSelectorOrAffinity",
-}
-
-# name -> (apiGroup, apiVersion, resource, path)
-EXPECTED_WEBHOOKS = {
-    "mjob.kb.io": ("batch", "v1", "jobs", "/mutate-batch-v1-job"),
-    "mjobset.kb.io": ("jobset.x-k8s.io", "v1alpha2", "jobsets", "/mutate-jobset-x-k8s-io-v1alpha2-jobset"),
-    "mleaderworkerset.kb.io": (
-        "leaderworkerset.x-k8s.io",
-        "v1",
-        "leaderworkersets",
-        "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
-    ),
-    "mstatefulset.slice-controller.kb.io": ("apps", "v1", "statefulsets", "/mutate-apps-v1-statefulset"),
 }
 
 # (apiGroup, resource) -> verbs of the manager ClusterRole: upstream's config/rbac/role.yaml less
@@ -438,10 +426,10 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 def test_webhooks(render: Any) -> None:
     objects = render()
     webhooks = only(objects, "MutatingWebhookConfiguration")["webhooks"]
-    assert [w["name"] for w in webhooks] == list(EXPECTED_WEBHOOKS)
+    assert [w["name"] for w in webhooks] == list(WEBHOOKS)
     only(objects, "Service", WEBHOOK_SERVICE)  # the service they call exists
     for webhook in webhooks:
-        group, version, resource, path = EXPECTED_WEBHOOKS[webhook["name"]]
+        group, version, resource, path = WEBHOOKS[webhook["name"]]
         assert webhook["failurePolicy"] == "Fail"  # no workload escapes its slice placement while the manager is down
         # No caBundle: the controller injects it, and the chart must not overwrite it.
         assert webhook["clientConfig"] == {"service": {"name": WEBHOOK_SERVICE, "namespace": NAMESPACE, "path": path}}

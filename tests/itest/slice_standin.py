@@ -111,6 +111,7 @@ from components.tpu.topology import (
 )
 from tests.itest.lab import ControlPlane, free_port
 from tests.itest.twin import issue_serving_certificate
+from tests.slice_controller import WEBHOOKS as WEBHOOK_RULES
 
 SLICE_CONTROLLER_NAME = "accelerator.gke.io/slice"
 SLICE_NODE_LABEL = "cloud.google.com/gke-tpu-slice"  # a formed Slice's name on its nodes (module doc)
@@ -133,15 +134,9 @@ POD_SET_GROUP = "kueue.x-k8s.io/podset-group-name"
 # The program's chart's name, prefixed as the twin prefixes Kueue's (so the API server calls Kueue's first, as in a
 # cluster where the two are "kueue-" and "slice-controller-" prefixed)
 WEBHOOK_CONFIGURATION = "twin-slice-controller-mutating-webhook-configuration"
-WEBHOOKS = {  # name: (group, version, resource, path), config/webhook/manifests.yaml
-    "mjobset.kb.io": ("jobset.x-k8s.io", "v1alpha2", "jobsets", "/mutate-jobset-x-k8s-io-v1alpha2-jobset"),
-    "mleaderworkerset.kb.io": (
-        "leaderworkerset.x-k8s.io",
-        "v1",
-        "leaderworkersets",
-        "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
-    ),
-}
+# The slice controller's webhooks for the objects the stack queues (its Job and StatefulSet webhooks are not served:
+# see "What it does not do")
+WEBHOOKS = {name: WEBHOOK_RULES[name] for name in ("mjobset.kb.io", "mleaderworkerset.kb.io")}
 _PARTITION_KEY = re.compile(r"^cloud\.google\.com/gke-tpu-partition-(?P<shape>.+)-(?:state|id)$")
 _TOPOLOGY = re.compile(r"[0-9]+x[0-9]+x[0-9]+")  # core.go:40-43, unanchored as there
 
