@@ -1,18 +1,17 @@
 """Gates: resources that create nothing, whose create or delete waits for the cluster to be ready.
 
-Pulumi orders deletes by dependencies only; it cannot know that a TPU pool must outlive the
-Slices on its nodes, or a subnet the endpoint groups GKE made in it. A gate sits between two
-layers in the dependency graph: what is above it depends on it, it depends on what is below.
+Pulumi orders deletes by dependencies only; it cannot know that a TPU pool must outlive the Slices on its nodes, or a
+subnet the endpoint groups GKE made in it. A gate sits between two layers in the dependency graph: what is above it
+depends on it, it depends on what is below.
 
-* ``DrainGate``: creating it waits for nothing; deleting it (after everything above is deleted)
-  waits, bounded and reporting progress, until what the layer above left behind is gone.
-* ``ReadyGate``: creating it waits until a webhook can serve, so what depends on it is never
-  refused by a webhook that is still starting; deleting it waits for nothing.
+* ``DrainGate``: creating it waits for nothing; deleting it (after everything above is deleted) waits, bounded and
+  reporting progress, until what the layer above left behind is gone.
+* ``ReadyGate``: creating it waits until a webhook can serve, so what depends on it is never refused by a webhook that
+  is still starting; deleting it waits for nothing.
 
-They are Pulumi dynamic resources: the engine runs them with this program's Python, from this
-module (``components.platform.gates``, a path the state refers to: keep it importable). The waits
-themselves are components/platform/drain.py. Their lines reach the CLI through the provider's
-stderr.
+They are Pulumi dynamic resources: the engine runs them with this program's Python, from this module
+(``components.platform.gates``, a path the state refers to: keep it importable). The waits themselves are
+components/platform/drain.py. Their lines reach the CLI through the provider's stderr.
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ class _GateProvider(pulumi.dynamic.ResourceProvider):
     """Creates, updates and deletes nothing in the cloud; only waits."""
 
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
-        self._on_create(props)
         return pulumi.dynamic.CreateResult(id_=str(props["name"]), outs=props)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
@@ -45,18 +43,9 @@ class _GateProvider(pulumi.dynamic.ResourceProvider):
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
         return pulumi.dynamic.UpdateResult(outs=news)
 
-    def delete(self, _id: str, props: dict[str, Any]) -> None:
-        self._on_delete(props)
-
-    def _on_create(self, props: dict[str, Any]) -> None:
-        pass
-
-    def _on_delete(self, props: dict[str, Any]) -> None:
-        pass
-
 
 class DrainGateProvider(_GateProvider):
-    def _on_delete(self, props: dict[str, Any]) -> None:
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
         spec = drain.DrainSpec(
             slices=bool(props["slices"]),
             workload_namespaces=tuple(props["workload_namespaces"]),
@@ -70,7 +59,7 @@ class DrainGateProvider(_GateProvider):
 
 
 class ReadyGateProvider(_GateProvider):
-    def _on_create(self, props: dict[str, Any]) -> None:
+    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
         client = drain.client_from_kubeconfig(props["kubeconfig"])
         spec = drain.WebhookSpec(
             configuration=str(props["webhook_configuration"]),
@@ -79,57 +68,32 @@ class ReadyGateProvider(_GateProvider):
             timeout_seconds=float(props["timeout_seconds"]),
         )
         drain.wait_until_webhook_serves(client, spec, report=_report)
+        return super().create(props)
 
 
-@dataclass(frozen=True)
-class DrainGateArgs:
-    kubeconfig: pulumi.Input[str]
-    slices: bool  # wait for every slices.accelerator.gke.io object to be gone
-    workload_namespaces: list[str]  # and for the admitted Kueue Workloads in these
-    neg_namespaces: list[str]  # and for GKE's ServiceNetworkEndpointGroups in these
-    timeout_seconds: int
+class _Gate(pulumi.dynamic.Resource):
+    """A gate's inputs: its name, the kubeconfig it asks the cluster with, and what it waits for (``waits``, read by
+    its ``provider``)."""
+
+    provider: type[_GateProvider]
+
+    def __init__(self, name: str, kubeconfig: pulumi.Input[str], opts: pulumi.ResourceOptions, **waits: Any):
+        props = {"name": name, "kubeconfig": pulumi.Output.secret(kubeconfig), **waits}
+        super().__init__(self.provider(), name, props, opts)
 
 
-class DrainGate(pulumi.dynamic.Resource, module="tpu-gke", name="DrainGate"):
-    def __init__(self, name: str, args: DrainGateArgs, opts: pulumi.ResourceOptions | None = None):
-        props = {
-            "name": name,
-            "kubeconfig": pulumi.Output.secret(args.kubeconfig),
-            "slices": args.slices,
-            "workload_namespaces": list(args.workload_namespaces),
-            "neg_namespaces": list(args.neg_namespaces),
-            "timeout_seconds": args.timeout_seconds,
-        }
-        super().__init__(DrainGateProvider(), name, props, opts)
+class DrainGate(_Gate, module="tpu-gke", name="DrainGate"):
+    """Waits on delete for every slices.accelerator.gke.io object (``slices``), the admitted Kueue Workloads in
+    ``workload_namespaces`` and GKE's ServiceNetworkEndpointGroups in ``neg_namespaces`` to be gone."""
+
+    provider = DrainGateProvider
 
 
-@dataclass(frozen=True)
-class ReadyGateArgs:
-    kubeconfig: pulumi.Input[str]
-    webhook_configuration: str  # a MutatingWebhookConfiguration that must carry its CA
-    service_namespace: str  # and the Service behind it, which must have a ready endpoint
-    service_name: str
-    timeout_seconds: int
+class ReadyGate(_Gate, module="tpu-gke", name="ReadyGate"):
+    """Waits on create until the MutatingWebhookConfiguration ``webhook_configuration`` carries its CA and the Service
+    ``service_namespace``/``service_name`` behind it has a ready endpoint."""
 
-
-class ReadyGate(pulumi.dynamic.Resource, module="tpu-gke", name="ReadyGate"):
-    def __init__(self, name: str, args: ReadyGateArgs, opts: pulumi.ResourceOptions | None = None):
-        props = {
-            "name": name,
-            "kubeconfig": pulumi.Output.secret(args.kubeconfig),
-            "webhook_configuration": args.webhook_configuration,
-            "service_namespace": args.service_namespace,
-            "service_name": args.service_name,
-            "timeout_seconds": args.timeout_seconds,
-        }
-        super().__init__(ReadyGateProvider(), name, props, opts)
-
-
-# --- The gates of this deployment -------------------------------------------------------
-
-SLICE_CONTROLLER_WEBHOOK = "slice-controller-mutating-webhook-configuration"
-SLICE_CONTROLLER_WEBHOOK_SERVICE = "slice-controller-webhook-service"
-WEBHOOK_READY_TIMEOUT_SECONDS = 600
+    provider = ReadyGateProvider
 
 
 @dataclass(frozen=True)
@@ -150,41 +114,35 @@ class ClusterGates(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ClusterGatesArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:k8s:ClusterGates", name, None, opts)
-        below_tpu_workloads = [*args.tpu_pools, *([args.slice_controller] if args.slice_controller else [])]
+        controller = [args.slice_controller] if args.slice_controller else []
         self.tpu = DrainGate(
             "tpu-drain-gate",
-            DrainGateArgs(
-                kubeconfig=args.kubeconfig,
-                slices=args.slices,
-                workload_namespaces=args.workload_namespaces,
-                neg_namespaces=[],
-                timeout_seconds=args.drain_timeout_seconds,
-            ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=below_tpu_workloads),
+            args.kubeconfig,
+            pulumi.ResourceOptions(parent=self, depends_on=[*args.tpu_pools, *controller]),
+            slices=args.slices,
+            workload_namespaces=list(args.workload_namespaces),
+            neg_namespaces=[],
+            timeout_seconds=args.drain_timeout_seconds,
         )
         self.load_balancers = DrainGate(
             "load-balancer-drain-gate",
-            DrainGateArgs(
-                kubeconfig=args.kubeconfig,
-                slices=False,
-                workload_namespaces=[],
-                neg_namespaces=args.load_balancer_namespaces,
-                timeout_seconds=args.drain_timeout_seconds,
-            ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=args.subnets),
+            args.kubeconfig,
+            pulumi.ResourceOptions(parent=self, depends_on=args.subnets),
+            slices=False,
+            workload_namespaces=[],
+            neg_namespaces=list(args.load_balancer_namespaces),
+            timeout_seconds=args.drain_timeout_seconds,
         )
-        self.slice_webhook: ReadyGate | None = None
+        self.slice_webhook = None
         if args.slice_controller is not None:
             self.slice_webhook = ReadyGate(
                 "slice-controller-webhook",
-                ReadyGateArgs(
-                    kubeconfig=args.kubeconfig,
-                    webhook_configuration=SLICE_CONTROLLER_WEBHOOK,
-                    service_namespace=args.slice_controller_namespace,
-                    service_name=SLICE_CONTROLLER_WEBHOOK_SERVICE,
-                    timeout_seconds=WEBHOOK_READY_TIMEOUT_SECONDS,
-                ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[args.slice_controller]),
+                args.kubeconfig,
+                pulumi.ResourceOptions(parent=self, depends_on=controller),
+                webhook_configuration="slice-controller-mutating-webhook-configuration",
+                service_namespace=args.slice_controller_namespace,
+                service_name="slice-controller-webhook-service",
+                timeout_seconds=600,
             )
         self.register_outputs({})
 
