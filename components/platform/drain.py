@@ -1,28 +1,27 @@
 """What must be gone before a layer below can be deleted, and the bounded waits for it.
 
 Pure Python (no Pulumi): the waits the gates of components/platform/gates.py run, asking the cluster through the
-official ``kubernetes`` client, which reads the stack's kubeconfig as kubectl does (its server, CA, TLS server
-name and proxy; a token, a client certificate or an exec plugin such as gke-gcloud-auth-plugin, run again when its
-token expires):
+official ``kubernetes`` client, which reads the stack's kubeconfig as kubectl does (its server, CA, TLS server name and
+proxy; a token, a client certificate or an exec plugin such as gke-gcloud-auth-plugin, run again when its token
+expires):
 
-* before the TPU pools and the slice controller go: no ``slices.accelerator.gke.io`` object and no
-  admitted Kueue Workload in the stack's namespaces (active Slices block node-pool deletion, and
-  only the slice controller removes their finalizers);
-* before the proxy-only subnet and the cluster go: no ``servicenetworkendpointgroups.networking.gke.io``
-  left in the stack's namespaces (the NEGs GKE made for the Gateway and the load balancers; a NEG
-  left behind blocks the subnet's and the VPC's deletion);
-* before a workload is created: the slice controller's webhook configuration carries its CA and
-  its Service has a ready endpoint (its failurePolicy is Fail).
+* before the TPU pools and the slice controller go: no ``slices.accelerator.gke.io`` object and no admitted Kueue
+  Workload in the stack's namespaces (active Slices block node-pool deletion, and only the slice controller removes
+  their finalizers);
+* before the proxy-only subnet and the cluster go: no ``servicenetworkendpointgroups.networking.gke.io`` left in the
+  stack's namespaces (the NEGs GKE made for the Gateway and the load balancers; a NEG left behind blocks the subnet's
+  and the VPC's deletion);
+* before a workload is created: the slice controller's webhook configuration carries its CA and its Service has a
+  ready endpoint (its failurePolicy is Fail).
 
-A CRD that does not exist means nothing of that kind exists. Every wait is bounded, reports its
-progress, and on timeout names what still holds on and how to release it. An API server that cannot
-be asked is never taken for an empty cluster: a wait rides out an unreachable server (refused or
-dropped connections, timeouts, 5xx answers) for ``UNREACHABLE_GRACE_SECONDS``, as during a control
-plane upgrade, then fails naming the cluster's endpoint; any other refusal (401, 403) fails at once.
-The one way past that is the operator's word that the cluster is gone: with the Kubernetes
-provider's own switch ``PULUMI_K8S_DELETE_UNREACHABLE=true`` set for the command, a drain wait whose
-API server does not answer at all (no HTTP answer: refused, no route, timed out) takes the cluster
-as deleted out of band and lets the destroy go on, as the provider does with its objects.
+A CRD that does not exist means nothing of that kind exists. Every wait is bounded, reports its progress, and on
+timeout names what still holds on and how to release it. An API server that cannot be asked is never taken for an
+empty cluster: a wait rides out an unreachable server (refused or dropped connections, timeouts, 5xx answers) for
+``UNREACHABLE_GRACE_SECONDS``, as during a control plane upgrade, then fails naming the cluster's endpoint; any other
+refusal (401, 403) fails at once. The one way past that is the operator's word that the cluster is gone: with the
+Kubernetes provider's own switch ``PULUMI_K8S_DELETE_UNREACHABLE=true`` set for the command, a drain wait whose API
+server does not answer at all (no HTTP answer: refused, no route, timed out) takes the cluster as deleted out of band
+and lets the destroy go on, as the provider does with its objects.
 """
 
 from __future__ import annotations
@@ -40,11 +39,9 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-SLICE_GROUP = "accelerator.gke.io"
-SLICE_RESOURCE = "slices"
+SLICE_GROUP, SLICE_RESOURCE = "accelerator.gke.io", "slices"
 KUEUE_GROUP, KUEUE_VERSION, KUEUE_WORKLOADS = "kueue.x-k8s.io", "v1beta2", "workloads"
-NEG_GROUP = "networking.gke.io"
-NEG_RESOURCE = "servicenetworkendpointgroups"
+NEG_GROUP, NEG_RESOURCE = "networking.gke.io", "servicenetworkendpointgroups"
 POLL_SECONDS = 10.0
 REQUEST_TIMEOUT_SECONDS = 15.0
 UNREACHABLE_GRACE_SECONDS = 60.0
@@ -55,8 +52,7 @@ Answer = TypeVar("Answer")
 
 
 def unreachable_means_gone(environ: Mapping[str, str] = os.environ) -> bool:
-    """True when the command runs with the operator's word that an API server that does not answer is gone:
-    the value the provider takes, exactly ``true`` (it compares the string)."""
+    """The operator's word that an API server that does not answer is gone: exactly ``true``, as the provider takes it."""
     return environ.get(DELETE_UNREACHABLE_ENV) == "true"
 
 
@@ -67,9 +63,6 @@ class KubeError(RuntimeError):
         super().__init__(message)
         self.transient = transient  # unreachable or 5xx: worth asking again
         self.unanswered = unanswered  # no HTTP answer at all (a 5xx is an answer: the server is there)
-
-
-# --- The cluster, through the kubernetes client ------------------------------------------
 
 
 @dataclass
@@ -136,7 +129,14 @@ class KubeClient:
 def client_from_kubeconfig(text: str) -> KubeClient:
     """A client for the current context of a kubeconfig (contents, not a path), loaded by the kubernetes library."""
     config = yaml.safe_load(text) or {}
-    _require_exec_plugin(config)
+    # An exec credential plugin that is not installed, named with its install hint (the library would only log it and
+    # send the requests without credentials).
+    contexts = {c["name"]: c.get("context") or {} for c in config.get("contexts") or []}
+    user_name = contexts.get(config.get("current-context", ""), {}).get("user")
+    users = {u["name"]: u.get("user") or {} for u in config.get("users") or []}
+    spec = users.get(user_name, {}).get("exec")
+    if spec and shutil.which(spec["command"]) is None:
+        raise KubeError(f"{spec['command']} is not installed: {spec.get('installHint', 'install it')}")
     configuration = k8s.Configuration()
     # The waits ask again each poll: one retry covers a pooled connection the server has closed meanwhile.
     configuration.retries = 1
@@ -145,20 +145,6 @@ def client_from_kubeconfig(text: str) -> KubeClient:
         config, persist_config=False, client_configuration=configuration
     )
     return KubeClient(api)
-
-
-def _require_exec_plugin(config: Mapping[str, Any]) -> None:
-    """An exec credential plugin that is not installed, named with its install hint (the library would only log
-    it and send the requests without credentials)."""
-    contexts = {c["name"]: c.get("context") or {} for c in config.get("contexts") or []}
-    user_name = contexts.get(config.get("current-context", ""), {}).get("user")
-    users = {u["name"]: u.get("user") or {} for u in config.get("users") or []}
-    spec = users.get(user_name, {}).get("exec")
-    if spec and shutil.which(spec["command"]) is None:
-        raise KubeError(f"{spec['command']} is not installed: {spec.get('installHint', 'install it')}")
-
-
-# --- What still holds on ---------------------------------------------------------------
 
 
 def _name(obj: dict[str, Any]) -> str:
@@ -316,9 +302,6 @@ def wait_until_gone(
                 "Run `pulumi destroy` again once they are gone."
             )
         sleep(min(poll_seconds, max(left, 0.0)))
-
-
-# --- A webhook that can serve ----------------------------------------------------------
 
 
 @dataclass(frozen=True)
