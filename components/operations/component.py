@@ -13,7 +13,6 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.gcp.config import ClusterConfig
-from components.operations import dashboard_objects
 from components.operations import objects as alerting
 from components.operations.config import AlertsConfig
 from components.operations.objects import MonitoringObjects
@@ -70,7 +69,11 @@ class Monitoring(pulumi.ComponentResource):
                 opts=on_project,
             )
             self.dashboard_urls[board.key] = made_board.id.apply(
-                lambda dashboard_id: dashboard_objects.dashboard_url(args.project, dashboard_id)
+                # the console's page of a dashboard, from the resource's id (projects/<number>/dashboards/<id>)
+                lambda dashboard_id: (
+                    "https://console.cloud.google.com/monitoring/dashboards/builder/"
+                    f"{dashboard_id.rsplit('/', 1)[-1]}?project={args.project}"
+                )
             )
         self.register_outputs({"alertPolicies": self.policy_names, "dashboards": self.dashboard_urls})
 

@@ -13,7 +13,6 @@ ClusterQueue. components/operations/metric_catalog.py says where every metric co
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -81,56 +80,27 @@ def _overlay_query(query: str, values: dict[str, str], kueue_namespace: str | No
     return SELECTOR.sub(selector, query)
 
 
-def _overlay(body: dict[str, Any], values: dict[str, str], kueue_namespace: str | None) -> dict[str, Any]:
-    body = copy.deepcopy(body)
-    for holder in _query_holders(body):
-        holder[QUERY_KEY] = _overlay_query(holder[QUERY_KEY], values, kueue_namespace)
-    return body
-
-
-def dashboard(
-    key: str,
-    cluster: ClusterConfig,
-    workload_namespace: str | None,
-    kueue_namespace: str | None,
-    cluster_queue: str | None,
-) -> Dashboard:
-    """``workload_namespace``: the namespace of the series the dashboard reads (Kueue's own: ``kueue_namespace``)."""
-    body = load_dashboard(key)
-    base_cluster = BASE_SAXML_CLUSTER if key == "saxml" else BASE_CLUSTER
+def dashboards(
+    cluster: ClusterConfig, namespaces: dict[str, str | None], kueue_namespace: str | None, cluster_queue: str | None
+) -> list[Dashboard]:
+    """The dashboards of a stack, in the order of ``namespaces`` (the stack output's): each dashboard's key -> the
+    namespace of the series it reads (Kueue's own: ``kueue_namespace``), None where that part is not the stack's."""
     values = {"cluster": cluster.name, "cluster_name": cluster.name}
-    if workload_namespace is not None:
-        values["namespace"] = values["namespace_name"] = workload_namespace
     if cluster_queue is not None:
         values["cluster_queue"] = values["preempting_cluster_queue"] = cluster_queue
-    body = _overlay(body, values, kueue_namespace)
-    body["displayName"] = body["displayName"].replace(base_cluster, cluster.name, 1)
-    return Dashboard(key=key, body=body)
-
-
-def dashboards(
-    cluster: ClusterConfig,
-    *,
-    kueue_namespace: str | None,
-    cluster_queue: str | None,
-    serving_namespace: str | None,
-    slice_namespace: str | None,
-    saxml_namespace: str | None,
-) -> list[Dashboard]:
-    """The dashboards of a stack, in the order the stack output lists them, each of a namespace: None where that part is
-    not the stack's (no dashboard of it); ``slice_namespace``: the slice workloads' (TPU7x)."""
-    workload_namespaces = {
-        "serving": serving_namespace,
-        "router": serving_namespace,
-        "tpu": slice_namespace,
-        "kueue": kueue_namespace,
-        "saxml": saxml_namespace,
-    }
-    return [
-        dashboard(key, cluster, namespace, kueue_namespace, cluster_queue)
-        for key, namespace in workload_namespaces.items()
-        if namespace is not None
-    ]
+    boards = []
+    for key, namespace in namespaces.items():
+        if namespace is None:
+            continue
+        body = load_dashboard(key)
+        for holder in _query_holders(body):
+            holder[QUERY_KEY] = _overlay_query(
+                holder[QUERY_KEY], {**values, "namespace": namespace, "namespace_name": namespace}, kueue_namespace
+            )
+        base_cluster = BASE_SAXML_CLUSTER if key == "saxml" else BASE_CLUSTER
+        body["displayName"] = body["displayName"].replace(base_cluster, cluster.name, 1)
+        boards.append(Dashboard(key=key, body=body))
+    return boards
 
 
 def model_server_metrics_objects(namespace: str) -> list[dict[str, Any]]:
@@ -145,8 +115,3 @@ def model_server_metrics_objects(namespace: str) -> list[dict[str, Any]]:
             (keep,) = endpoint["metricRelabeling"]
             keep["regex"] = metric_catalog.keep_regex(metric_catalog.VLLM)
     return objects
-
-
-def dashboard_url(project: str, dashboard_id: str) -> str:
-    """The console's page of a dashboard, from the resource's id (projects/<number>/dashboards/<id>)."""
-    return f"https://console.cloud.google.com/monitoring/dashboards/builder/{dashboard_id.rsplit('/', 1)[-1]}?project={project}"

@@ -1,31 +1,30 @@
 """The alert policies and the Kueue metrics scrape, as plain data (no Pulumi imports).
 
-Each policy is a dict of `gcp.monitoring.AlertPolicy` arguments (pulumi-gcp's snake_case names).
-The signals, and why each is measured the way it is:
+Each policy is a dict of `gcp.monitoring.AlertPolicy` arguments (pulumi-gcp's snake_case names). The signals, and why
+each is measured the way it is:
 
-- **TPU node not Ready**: GKE's system metric `kubernetes.io/node/status_condition` (a bool per
-  node, condition and status) counted where condition Ready is not True, so a node whose kubelet
-  stopped reporting (status Unknown) counts too; the TPU pools are picked by the node's
-  `cloud.google.com/gke-nodepool` label, which Cloud Monitoring keeps as node metadata.
-- **Kueue workload pending**: Kueue 0.17 exports no age of a pending workload, only how many are
-  pending per ClusterQueue (`kueue_pending_workloads`, scraped through the PodMonitoring of
-  manifests/operations/kueue-metrics.yaml); the alert fires when the queue has held one pending
-  the whole threshold. `replica_role="leader"`: with two Kueue replicas only the leader counts.
-- **Gateway 5xx**: the regional internal load balancer's `request_count` with response code class
-  500 over all of its requests, for the URL map GKE made for the Gateway (from the Gateway's
-  `networking.gke.io/url-maps` annotation once it is programmed).
-- **Model-server restarts**: `kubernetes.io/container/restart_count` of the vLLM containers.
-  LeaderWorkerSets recreate a whole group when one of its containers restarts, so this counts
-  the restarts GKE sees before the group is replaced: a floor, not an exact count.
-- **Slice health**: GKE's (beta) `kubernetes.io/accelerator/slice/state` (one series per slice and
-  state, 1 while the slice is in it) away from ACTIVE, and `kubernetes.io/accelerator/partition/state`
-  UNHEALTHY, DEGRADED or INCOMPLETE on the stack's pools (TPU7x dynamic slicing); on every stack,
-  GKE's `kubernetes.io/node_pool/multi_host/available` false for a multi-host TPU pool (a cube, or a
-  static slice such as the Saxml stack's 4x8 pools): some node of it is not available, with the reason
-  in `unavailability_reason`. All from Cloud Monitoring's "GKE system metrics" list.
+- **TPU node not Ready**: GKE's system metric `kubernetes.io/node/status_condition` (a bool per node, condition and
+  status) counted where condition Ready is not True, so a node whose kubelet stopped reporting (status Unknown) counts
+  too; the TPU pools are picked by the node's `cloud.google.com/gke-nodepool` label, which Cloud Monitoring keeps as
+  node metadata.
+- **Kueue workload pending**: Kueue 0.17 exports no age of a pending workload, only how many are pending per
+  ClusterQueue (`kueue_pending_workloads`, scraped through the PodMonitoring of
+  manifests/operations/kueue-metrics.yaml); the alert fires when the queue has held one pending the whole threshold.
+  `replica_role="leader"`: with two Kueue replicas only the leader counts.
+- **Gateway 5xx**: the regional internal load balancer's `request_count` with response code class 500 over all of its
+  requests, for the URL map GKE made for the Gateway (from the Gateway's `networking.gke.io/url-maps` annotation once it
+  is programmed).
+- **Model-server restarts**: `kubernetes.io/container/restart_count` of the vLLM containers. LeaderWorkerSets recreate a
+  whole group when one of its containers restarts, so this counts the restarts GKE sees before the group is replaced: a
+  floor, not an exact count.
+- **Slice health**: GKE's (beta) `kubernetes.io/accelerator/slice/state` (one series per slice and state, 1 while the
+  slice is in it) away from ACTIVE, and `kubernetes.io/accelerator/partition/state` UNHEALTHY, DEGRADED or INCOMPLETE on
+  the stack's pools (TPU7x dynamic slicing); on every stack, GKE's `kubernetes.io/node_pool/multi_host/available` false
+  for a multi-host TPU pool (a cube, or a static slice such as the Saxml stack's 4x8 pools): some node of it is not
+  available, with the reason in `unavailability_reason`. All from Cloud Monitoring's "GKE system metrics" list.
 
-Every policy's documentation carries its runbook (docs/runbooks/<key>.md: what it means, the first
-three commands, how to recover), with the names of this stack set for its commands, and links it.
+Every policy's documentation carries its runbook (docs/runbooks/<key>.md: what it means, the first three commands, how
+to recover), with the names of this stack set for its commands, and links it.
 """
 
 from __future__ import annotations
@@ -45,17 +44,13 @@ from components.workloads.saxml.config import SaxmlConfig
 from components.workloads.serving.config import ServingConfig
 from components.workloads.serving.objects import LEADER_CONTAINER, WORKER_CONTAINER
 
-KUEUE_METRICS_FILE = "operations/kueue-metrics.yaml"
 URL_MAPS_ANNOTATION = "networking.gke.io/url-maps"
 # Without the annotation (a Gateway not programmed yet), every Gateway load balancer GKE makes.
 GKE_GATEWAY_URL_MAPS = 'monitoring.regex.full_match("gkegw1-.*")'
 NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 GATEWAY_KEY = "gateway-5xx"
 GATEWAY_TITLE = "Serving Gateway 5xx"
-SEVERITY_PAGE = "CRITICAL"
-SEVERITY_WARN = "WARNING"
-AUTO_CLOSE = "1800s"
-RESTART_WINDOW = "600s"
+PAGE, WARN = "CRITICAL", "WARNING"
 RATIO_WINDOW = "300s"
 RUNBOOKS_IN_REPOSITORY = "docs/runbooks"
 RUNBOOKS = Path(__file__).resolve().parents[2] / RUNBOOKS_IN_REPOSITORY
@@ -64,7 +59,7 @@ RUNBOOKS = Path(__file__).resolve().parents[2] / RUNBOOKS_IN_REPOSITORY
 def kueue_metrics_objects(namespace: str) -> list[dict[str, Any]]:
     """The scraper identity, its token, the collector's read grant and the PodMonitoring, in Kueue's namespace,
     keeping the Kueue series the alerts and dashboards read."""
-    objects = manifests.load_documents(KUEUE_METRICS_FILE)
+    objects = manifests.load_documents("operations/kueue-metrics.yaml")
     for obj in objects:
         if "namespace" in obj["metadata"]:
             obj["metadata"]["namespace"] = namespace
@@ -83,16 +78,10 @@ def runbook(key: str) -> str:
     return (RUNBOOKS / f"{key}.md").read_text()
 
 
-def runbook_link(key: str, alerts: AlertsConfig) -> str:
-    base = alerts.runbook_base_url.rstrip("/")
-    path = f"{RUNBOOKS_IN_REPOSITORY}/{key}.md"
-    return f"{base}/{key}.md" if base else f"`{path}` in the deployment's repository"
-
-
 def stack_names(
     project: str,
     cluster: ClusterConfig,
-    tpu: TpuConfig,
+    pools: list[str],
     kueue_namespace: str | None,
     cluster_queue: str | None,
     serving_namespace: str | None,
@@ -101,7 +90,7 @@ def stack_names(
     names = {
         "CLUSTER": cluster.name,
         "PROJECT": project,
-        "TPU_POOLS": ",".join(_pool_names(tpu)),
+        "TPU_POOLS": ",".join(pools),
         "KUEUE_NS": kueue_namespace or "",
         "CLUSTER_QUEUE": cluster_queue or "",
         "SERVING_NS": serving_namespace or "",
@@ -109,15 +98,20 @@ def stack_names(
     return " ".join(f"{name}={value}" for name, value in names.items() if value)
 
 
-def _pool_names(tpu: TpuConfig) -> list[str]:
-    return [pool.name for pool in tpu.pools]
-
-
 def url_map_name(annotations: dict[str, str] | None) -> str | None:
     """The URL map GKE made for a Gateway, from its annotation (a path or a comma list of paths)."""
     value = (annotations or {}).get(URL_MAPS_ANNOTATION, "")
     first = value.split(",")[0].strip()
     return first.rsplit("/", 1)[-1] or None
+
+
+def _alternatives(names: list[str]) -> str:
+    """A regular expression matching any of ``names``: node-pool and container names (lowercase, digits, hyphens),
+    which need no escaping in a regular expression, a filter's string literal or PromQL's."""
+    for name in names:
+        if not NAME.fullmatch(name):
+            raise ValueError(f"{name!r} is not a pool or container name")
+    return "|".join(names)
 
 
 def _one_of(names: list[str]) -> str:
@@ -138,63 +132,72 @@ class Signal(NamedTuple):
 def _policy(signal: Signal, alerts: AlertsConfig, cluster: ClusterConfig, names: str) -> dict[str, Any]:
     """``names``: stack_names, set for the runbook's commands."""
     key = signal.key
+    base = alerts.runbook_base_url.rstrip("/")
+    link = f"{base}/{key}.md" if base else f"`{RUNBOOKS_IN_REPOSITORY}/{key}.md` in the deployment's repository"
     return {
         "key": key,
         "display_name": f"{cluster.name}: {signal.title}",
         "combiner": "OR",
         "severity": signal.severity,
-        "conditions": [_condition(signal.title, signal.condition)],
+        "conditions": [{"display_name": signal.title, **signal.condition}],
         "documentation": {
-            "content": f"{signal.what_to_do}\n\nRunbook: {runbook_link(key, alerts)}. This stack's names for its "
-            f"commands: `{names}`\n\n{runbook(key)}",
+            "content": f"{signal.what_to_do}\n\nRunbook: {link}. This stack's names for its commands: `{names}`\n\n"
+            f"{runbook(key)}",
             "mime_type": "text/markdown",
         },
-        "alert_strategy": {"auto_close": AUTO_CLOSE},
+        "alert_strategy": {"auto_close": "1800s"},
         "user_labels": {"cluster": cluster.name, "signal": key},
     }
 
 
-def _condition(title: str, condition: dict[str, Any]) -> dict[str, Any]:
-    return {"display_name": title, **condition}
+def _threshold(terms: list[str], period: str, aligner: str, group_by: str, **fields: Any) -> dict[str, Any]:
+    """A threshold on the series of ``terms`` (a filter's terms), each aligned over ``period`` by ``aligner`` and
+    summed by ``group_by``; ``fields``: the threshold's value, duration and the rest."""
+    aggregation = {"alignment_period": period, "per_series_aligner": aligner, "cross_series_reducer": "REDUCE_SUM"}
+    threshold = {"filter": " AND ".join(terms), "comparison": "COMPARISON_GT", **fields}
+    return {"condition_threshold": {**threshold, "aggregations": [{**aggregation, "group_by_fields": [group_by]}]}}
 
 
-def tpu_node_not_ready(alerts: AlertsConfig, cluster: ClusterConfig, tpu: TpuConfig) -> Signal:
-    filter_ = " AND ".join(
-        [
-            'metric.type="kubernetes.io/node/status_condition"',
-            'resource.type="k8s_node"',
-            f'resource.labels.cluster_name="{cluster.name}"',
-            'metric.labels.condition="Ready"',
-            'metric.labels.status!="True"',
-            f'metadata.user_labels."cloud.google.com/gke-nodepool"={_one_of(_pool_names(tpu))}',
-        ]
-    )
-    condition = {
-        "condition_threshold": {
-            "filter": filter_,
-            "aggregations": [
-                {
-                    "alignment_period": "60s",
-                    "per_series_aligner": "ALIGN_COUNT_TRUE",
-                    "cross_series_reducer": "REDUCE_SUM",
-                    "group_by_fields": ["resource.labels.node_name"],
-                }
-            ],
-            "comparison": "COMPARISON_GT",
-            "threshold_value": 0,
-            "duration": f"{alerts.node_not_ready_minutes * 60}s",
-            # A node auto-repair deletes loses its series: that is not an incident of its own.
-            "evaluation_missing_data": "EVALUATION_MISSING_DATA_INACTIVE",
+def _promql(query: str, minutes: int) -> dict[str, Any]:
+    return {
+        "condition_prometheus_query_language": {
+            "query": query,
+            "duration": f"{minutes * 60}s",
+            "evaluation_interval": "60s",
+            # The series exist only once Kueue has been scraped, or once a slice, partition or multi-host pool
+            # exists: the policy is made before that.
+            "disable_metric_validation": True,
         }
     }
+
+
+def tpu_node_not_ready(alerts: AlertsConfig, cluster: ClusterConfig, pools: list[str]) -> Signal:
+    terms = [
+        'metric.type="kubernetes.io/node/status_condition"',
+        'resource.type="k8s_node"',
+        f'resource.labels.cluster_name="{cluster.name}"',
+        'metric.labels.condition="Ready"',
+        'metric.labels.status!="True"',
+        f'metadata.user_labels."cloud.google.com/gke-nodepool"={_one_of(pools)}',
+    ]
+    condition = _threshold(
+        terms,
+        "60s",
+        "ALIGN_COUNT_TRUE",
+        "resource.labels.node_name",
+        threshold_value=0,
+        duration=f"{alerts.node_not_ready_minutes * 60}s",
+        # A node auto-repair deletes loses its series: that is not an incident of its own.
+        evaluation_missing_data="EVALUATION_MISSING_DATA_INACTIVE",
+    )
     return Signal(
         "tpu-node-not-ready",
         "TPU node not Ready",
-        SEVERITY_PAGE,
+        PAGE,
         condition,
-        f"A node of a TPU pool ({', '.join(_pool_names(tpu))}) has not been Ready for "
-        f"{alerts.node_not_ready_minutes} minutes: every slice on its cube is down. `kubectl get nodes -l "
-        "cloud.google.com/gke-tpu-accelerator` and `kubectl get slices -A`; GKE auto-repair recreates it.",
+        f"A node of a TPU pool ({', '.join(pools)}) has not been Ready for {alerts.node_not_ready_minutes} minutes: "
+        "every slice on its cube is down. `kubectl get nodes -l cloud.google.com/gke-tpu-accelerator` and `kubectl get "
+        "slices -A`; GKE auto-repair recreates it.",
     )
 
 
@@ -203,20 +206,11 @@ def kueue_pending(alerts: AlertsConfig, cluster: ClusterConfig, kueue_namespace:
         f'sum by (cluster_queue) (kueue_pending_workloads{{cluster="{cluster.name}", '
         f'namespace="{kueue_namespace}", cluster_queue="{cluster_queue}", replica_role="leader"}}) > 0'
     )
-    condition = {
-        "condition_prometheus_query_language": {
-            "query": query,
-            "duration": f"{alerts.pending_minutes * 60}s",
-            "evaluation_interval": "60s",
-            # The series exist only once Kueue has been scraped: the policy is made before that.
-            "disable_metric_validation": True,
-        }
-    }
     return Signal(
         "kueue-pending",
         "Kueue workload pending",
-        SEVERITY_WARN,
-        condition,
+        WARN,
+        _promql(query, alerts.pending_minutes),
         f"ClusterQueue {cluster_queue} has held a pending workload for {alerts.pending_minutes} minutes. "
         "`kubectl get workloads -A` and `kubectl describe` the pending one: its conditions say whether it waits "
         "for quota, a free sub-slice, or the slice controller.",
@@ -224,36 +218,25 @@ def kueue_pending(alerts: AlertsConfig, cluster: ClusterConfig, kueue_namespace:
 
 
 def model_server_restarts(alerts: AlertsConfig, cluster: ClusterConfig, serving_namespace: str) -> Signal:
-    filter_ = " AND ".join(
-        [
-            'metric.type="kubernetes.io/container/restart_count"',
-            'resource.type="k8s_container"',
-            f'resource.labels.cluster_name="{cluster.name}"',
-            f'resource.labels.namespace_name="{serving_namespace}"',
-            f"resource.labels.container_name={_one_of([LEADER_CONTAINER, WORKER_CONTAINER])}",
-        ]
-    )
-    condition = {
-        "condition_threshold": {
-            "filter": filter_,
-            "aggregations": [
-                {
-                    "alignment_period": RESTART_WINDOW,
-                    "per_series_aligner": "ALIGN_DELTA",
-                    "cross_series_reducer": "REDUCE_SUM",
-                    "group_by_fields": ["resource.labels.container_name"],
-                }
-            ],
-            "comparison": "COMPARISON_GT",
-            "threshold_value": alerts.model_server_restarts,
-            "duration": "0s",
-        }
-    }
+    terms = [
+        'metric.type="kubernetes.io/container/restart_count"',
+        'resource.type="k8s_container"',
+        f'resource.labels.cluster_name="{cluster.name}"',
+        f'resource.labels.namespace_name="{serving_namespace}"',
+        f"resource.labels.container_name={_one_of([LEADER_CONTAINER, WORKER_CONTAINER])}",
+    ]
     return Signal(
         "model-server-restarts",
         "Model-server restarts",
-        SEVERITY_PAGE,
-        condition,
+        PAGE,
+        _threshold(
+            terms,
+            "600s",
+            "ALIGN_DELTA",
+            "resource.labels.container_name",
+            threshold_value=alerts.model_server_restarts,
+            duration="0s",
+        ),
         f"vLLM containers restarted more than {alerts.model_server_restarts} times in 10 minutes; each restart "
         f"recreates its group, which reloads the weights. `kubectl -n {serving_namespace} get pods` and the "
         "previous container's log (`kubectl logs --previous`).",
@@ -265,7 +248,7 @@ def gateway_errors(alerts: AlertsConfig, serving_namespace: str) -> Signal:
     return Signal(
         GATEWAY_KEY,
         GATEWAY_TITLE,
-        SEVERITY_PAGE,
+        PAGE,
         _gateway_condition(alerts, None),
         f"More than {alerts.gateway_error_ratio:.0%} of the serving Gateway's requests failed with 5xx for 5 minutes. "
         "Check the router (endpoint picker) and the model servers: `make verify`, then "
@@ -275,50 +258,28 @@ def gateway_errors(alerts: AlertsConfig, serving_namespace: str) -> Signal:
 
 def gateway_conditions(alerts: AlertsConfig, url_map: str | None) -> list[dict[str, Any]]:
     """The Gateway policy's conditions for ``url_map``, from the Gateway's annotation (None: any GKE Gateway's)."""
-    return [_condition(GATEWAY_TITLE, _gateway_condition(alerts, url_map))]
+    return [{"display_name": GATEWAY_TITLE, **_gateway_condition(alerts, url_map)}]
 
 
 def _gateway_condition(alerts: AlertsConfig, url_map: str | None) -> dict[str, Any]:
     url_maps = f'"{url_map}"' if url_map else GKE_GATEWAY_URL_MAPS
-    requests = " AND ".join(
-        [
-            'metric.type="loadbalancing.googleapis.com/https/internal/request_count"',
-            'resource.type="internal_http_lb_rule"',
-            f"resource.labels.url_map_name={url_maps}",
-        ]
-    )
-    per_url_map = [
-        {
-            "alignment_period": RATIO_WINDOW,
-            "per_series_aligner": "ALIGN_RATE",
-            "cross_series_reducer": "REDUCE_SUM",
-            "group_by_fields": ["resource.labels.url_map_name"],
-        }
+    requests = [
+        'metric.type="loadbalancing.googleapis.com/https/internal/request_count"',
+        'resource.type="internal_http_lb_rule"',
+        f"resource.labels.url_map_name={url_maps}",
     ]
-    return {
-        "condition_threshold": {
-            "filter": f"{requests} AND metric.labels.response_code_class=500",
-            "aggregations": per_url_map,
-            "denominator_filter": requests,
-            "denominator_aggregations": per_url_map,
-            "comparison": "COMPARISON_GT",
-            "threshold_value": alerts.gateway_error_ratio,
-            "duration": RATIO_WINDOW,
-            "evaluation_missing_data": "EVALUATION_MISSING_DATA_INACTIVE",  # no traffic, no incident
-        }
-    }
-
-
-def _promql_condition(query: str, minutes: int) -> dict[str, Any]:
-    return {
-        "condition_prometheus_query_language": {
-            "query": query,
-            "duration": f"{minutes * 60}s",
-            "evaluation_interval": "60s",
-            # GKE writes these series only once a slice, partition or multi-host pool exists.
-            "disable_metric_validation": True,
-        }
-    }
+    condition = _threshold(
+        [*requests, "metric.labels.response_code_class=500"],
+        RATIO_WINDOW,
+        "ALIGN_RATE",
+        "resource.labels.url_map_name",
+        threshold_value=alerts.gateway_error_ratio,
+        duration=RATIO_WINDOW,
+        evaluation_missing_data="EVALUATION_MISSING_DATA_INACTIVE",  # no traffic, no incident
+    )
+    threshold = condition["condition_threshold"]
+    threshold |= {"denominator_filter": " AND ".join(requests), "denominator_aggregations": threshold["aggregations"]}
+    return condition
 
 
 def tpu_slice_unhealthy(alerts: AlertsConfig, cluster: ClusterConfig) -> Signal:
@@ -329,55 +290,46 @@ def tpu_slice_unhealthy(alerts: AlertsConfig, cluster: ClusterConfig) -> Signal:
     return Signal(
         "tpu-slice-unhealthy",
         "TPU slice not ACTIVE",
-        SEVERITY_PAGE,
-        _promql_condition(query, alerts.slice_unhealthy_minutes),
+        PAGE,
+        _promql(query, alerts.slice_unhealthy_minutes),
         f"A TPU slice has been in a state other than ACTIVE (ACTIVATING, FAILED, INCOMPLETE, ...) for "
         f"{alerts.slice_unhealthy_minutes} minutes, longer than the slice controller takes to give up on it and "
         "place its workload again: the workload on it is down or waiting.",
     )
 
 
-def tpu_partition_unhealthy(alerts: AlertsConfig, cluster: ClusterConfig, tpu: TpuConfig) -> Signal:
+def tpu_partition_unhealthy(alerts: AlertsConfig, cluster: ClusterConfig, pools: list[str]) -> Signal:
     query = (
         "max by (node_pool_name, partition_topology, partition_id, state) (kubernetes_io:accelerator_partition_state"
         f'{{monitored_resource="k8s_node_pool", cluster_name="{cluster.name}", '
-        f'node_pool_name=~"{_alternatives(_pool_names(tpu))}", state=~"UNHEALTHY|DEGRADED|INCOMPLETE"}}) > 0'
+        f'node_pool_name=~"{_alternatives(pools)}", state=~"UNHEALTHY|DEGRADED|INCOMPLETE"}}) > 0'
     )
     return Signal(
         "tpu-partition-unhealthy",
         "TPU partition not HEALTHY",
-        SEVERITY_PAGE,
-        _promql_condition(query, alerts.slice_unhealthy_minutes),
-        f"A partition of a TPU pool ({', '.join(_pool_names(tpu))}) has been UNHEALTHY, DEGRADED or INCOMPLETE "
+        PAGE,
+        _promql(query, alerts.slice_unhealthy_minutes),
+        f"A partition of a TPU pool ({', '.join(pools)}) has been UNHEALTHY, DEGRADED or INCOMPLETE "
         f"for {alerts.slice_unhealthy_minutes} minutes: no new slice of that shape forms on it, and a slice on it "
         "fails.",
     )
 
 
-def tpu_pool_unavailable(alerts: AlertsConfig, cluster: ClusterConfig, tpu: TpuConfig) -> Signal:
+def tpu_pool_unavailable(alerts: AlertsConfig, cluster: ClusterConfig, pools: list[str]) -> Signal:
     query = (
         "min by (node_pool_name) (kubernetes_io:node_pool_multi_host_available"
         f'{{monitored_resource="k8s_node_pool", cluster_name="{cluster.name}", '
-        f'node_pool_name=~"{_alternatives(_pool_names(tpu))}"}}) == 0'
+        f'node_pool_name=~"{_alternatives(pools)}"}}) == 0'
     )
     return Signal(
         "tpu-pool-unavailable",
         "Multi-host TPU pool unavailable",
-        SEVERITY_PAGE,
-        _promql_condition(query, alerts.slice_unhealthy_minutes),
-        f"A multi-host TPU pool ({', '.join(_pool_names(tpu))}) has not had every node available for "
+        PAGE,
+        _promql(query, alerts.slice_unhealthy_minutes),
+        f"A multi-host TPU pool ({', '.join(pools)}) has not had every node available for "
         f"{alerts.slice_unhealthy_minutes} minutes: GKE says why in `unavailability_reason` (maintenance, reboot, "
         "unhealthy host, ...), and every slice on the pool is down.",
     )
-
-
-def _alternatives(names: list[str]) -> str:
-    """A regular expression matching any of ``names``: node-pool and container names (lowercase, digits, hyphens),
-    which need no escaping in a regular expression, a filter's string literal or PromQL's."""
-    for name in names:
-        if not NAME.fullmatch(name):
-            raise ValueError(f"{name!r} is not a pool or container name")
-    return "|".join(names)
 
 
 ALERT_KEYS = (
@@ -409,10 +361,11 @@ def alerting_objects(
 ) -> AlertingObjects:
     """``kueue_namespace``, ``cluster_queue``, ``serving_namespace``: None where that part is not this stack's (no
     pending or serving alerts)."""
-    names = stack_names(project, cluster, tpu, kueue_namespace, cluster_queue, serving_namespace)
-    signals = [tpu_node_not_ready(alerts, cluster, tpu), tpu_pool_unavailable(alerts, cluster, tpu)]
+    pools = [pool.name for pool in tpu.pools]
+    names = stack_names(project, cluster, pools, kueue_namespace, cluster_queue, serving_namespace)
+    signals = [tpu_node_not_ready(alerts, cluster, pools), tpu_pool_unavailable(alerts, cluster, pools)]
     if tpu.dynamic_slicing:
-        signals += [tpu_slice_unhealthy(alerts, cluster), tpu_partition_unhealthy(alerts, cluster, tpu)]
+        signals += [tpu_slice_unhealthy(alerts, cluster), tpu_partition_unhealthy(alerts, cluster, pools)]
     if kueue_namespace is not None and cluster_queue is not None:
         signals.append(kueue_pending(alerts, cluster, kueue_namespace, cluster_queue))
     if serving_namespace is not None:
@@ -457,18 +410,14 @@ def monitoring_objects(
     kueue_namespace = release_namespaces(platform, slicing).get("kueue")
     cluster_queue = queues.cluster_queue_name if slicing else None
     serving_namespace = serving.namespace if serving.enabled else None  # serving is refused without dynamic slicing
-    boards = (
-        dashboard_objects.dashboards(
-            cluster,
-            kueue_namespace=kueue_namespace,
-            cluster_queue=cluster_queue,
-            serving_namespace=serving_namespace,
-            slice_namespace=(serving_namespace or queues.namespaces[0]) if slicing and queues.namespaces else None,
-            saxml_namespace=saxml.namespace if saxml.enabled else None,
-        )
-        if boards_on
-        else []
-    )
+    namespaces = {
+        "serving": serving_namespace,
+        "router": serving_namespace,
+        "tpu": (serving_namespace or queues.namespaces[0]) if slicing and queues.namespaces else None,  # the slices'
+        "kueue": kueue_namespace,
+        "saxml": saxml.namespace if saxml.enabled else None,
+    }
+    boards = dashboard_objects.dashboards(cluster, namespaces, kueue_namespace, cluster_queue) if boards_on else []
     reads_kueue = (alerts.enabled and cluster_queue is not None) or any(board.key == "kueue" for board in boards)
     return MonitoringObjects(
         alerts=(
