@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -59,7 +58,37 @@ class Monitoring(pulumi.ComponentResource):
                 kubernetes_object(f"metrics-{manifest['metadata']['name']}", manifest, in_namespace)
         self.policy_names: list[str] = []
         if objects.alerts is not None:
-            self.policy_names = self._alerts(objects.alerts, args, on_project)
+            alerts = args.alerts
+            channels = [
+                gcp.monitoring.NotificationChannel(
+                    # a resource name from the address: stable under reordering, so a new address adds one channel
+                    f"alert-email-{re.sub(r'[^a-z0-9]+', '-', email.lower()).strip('-')}",
+                    project=args.project,
+                    type="email",
+                    display_name=f"{args.cluster.name} alerts: {email}",
+                    labels={"email_address": email},
+                    opts=on_project,
+                )
+                for email in alerts.emails
+            ]
+            notify: list[pulumi.Input[str]] = [*(c.name for c in channels), *alerts.notification_channels]
+            policies = list(objects.alerts.policies)
+            if objects.alerts.gateway is not None:
+                assert args.gateway_annotations is not None, "a serving stack has a Gateway"
+                conditions = args.gateway_annotations.apply(
+                    lambda annotations: alerting.gateway_conditions(alerts, alerting.url_map_name(annotations))
+                )
+                policies.append({**objects.alerts.gateway, "conditions": conditions})
+            for policy in policies:
+                fields = {key: value for key, value in policy.items() if key != "key"}
+                gcp.monitoring.AlertPolicy(
+                    f"alert-{policy['key']}",
+                    project=args.project,
+                    notification_channels=notify,
+                    opts=on_project,
+                    **fields,
+                )
+            self.policy_names = [policy["key"] for policy in policies]
         self.dashboard_urls: dict[str, pulumi.Output[str]] = {}
         for board in objects.dashboards:
             made_board = gcp.monitoring.Dashboard(
@@ -76,45 +105,3 @@ class Monitoring(pulumi.ComponentResource):
                 )
             )
         self.register_outputs({"alertPolicies": self.policy_names, "dashboards": self.dashboard_urls})
-
-    def _alerts(
-        self, objects: alerting.AlertingObjects, args: MonitoringArgs, on_project: pulumi.ResourceOptions
-    ) -> list[str]:
-        alerts = args.alerts
-        channels = [
-            gcp.monitoring.NotificationChannel(
-                f"alert-email-{_slug(email)}",
-                project=args.project,
-                type="email",
-                display_name=f"{args.cluster.name} alerts: {email}",
-                labels={"email_address": email},
-                opts=on_project,
-            )
-            for email in alerts.emails
-        ]
-        notify: list[pulumi.Input[str]] = [*(c.name for c in channels), *alerts.notification_channels]
-        names = [policy["key"] for policy in objects.policies]
-        for policy in objects.policies:
-            _alert_policy(policy, args.project, notify, on_project)
-        if objects.gateway is not None:
-            assert args.gateway_annotations is not None, "a serving stack has a Gateway"
-            conditions = args.gateway_annotations.apply(
-                lambda annotations: alerting.gateway_conditions(alerts, alerting.url_map_name(annotations))
-            )
-            _alert_policy({**objects.gateway, "conditions": conditions}, args.project, notify, on_project)
-            names.append(objects.gateway["key"])
-        return names
-
-
-def _alert_policy(
-    policy: dict[str, Any], project: str, notify: list[pulumi.Input[str]], opts: pulumi.ResourceOptions
-) -> gcp.monitoring.AlertPolicy:
-    fields = {key: value for key, value in policy.items() if key != "key"}
-    return gcp.monitoring.AlertPolicy(
-        f"alert-{policy['key']}", project=project, notification_channels=notify, opts=opts, **fields
-    )
-
-
-def _slug(email: str) -> str:
-    """A resource name from an address: stable under reordering, so a new address adds one channel."""
-    return re.sub(r"[^a-z0-9]+", "-", email.lower()).strip("-")
