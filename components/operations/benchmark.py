@@ -1,11 +1,11 @@
-"""The serving benchmark as plain data (no Pulumi imports): the inference-perf config, the Job that runs it
-in the cluster, and the reading of its reports.
+"""The serving benchmark as plain data (no Pulumi imports): the inference-perf config, the Job that runs it in the
+cluster, and the reading of its reports.
 
-The harness is kubernetes-sigs/inference-perf (the Gateway API Inference Extension project's benchmark):
-a ramp of request rates as load stages, synthetic prompts and outputs of set length distributions,
-streamed requests, and per-stage reports of throughput, time to first token (TTFT) and time per output
-token (TPOT), written to Cloud Storage by itself. ``make bench`` (tools/bench.py) builds the objects
-here from the stack file, applies them with kubectl, waits for the Job and prints the table.
+The harness is kubernetes-sigs/inference-perf (the Gateway API Inference Extension project's benchmark): a ramp of
+request rates as load stages, synthetic prompts and outputs of set length distributions, streamed requests, and
+per-stage reports of throughput, time to first token (TTFT) and time per output token (TPOT), written to Cloud Storage
+by itself. ``make bench`` (tools/bench.py) builds the objects here from the stack file, applies them with kubectl, waits
+for the Job and prints the table.
 """
 
 from __future__ import annotations
@@ -32,9 +32,7 @@ from components.workloads.serving.config import (
 
 CONFIG_FILE = "operations/benchmark/inference-perf.yaml"
 JOB_FILE = "operations/benchmark/job.yaml"
-NAME_PREFIX = "serving-benchmark"
 CONFIG_KEY = "config.yml"
-BENCHMARK_CONTAINER = "inference-perf"
 RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
 # The reports inference-perf writes per stage (inference_perf/reportgen/base.py: stage_<i>_lifecycle_metrics).
 STAGE_REPORT = re.compile(r"^stage_(\d+)_lifecycle_metrics\.json$")
@@ -78,7 +76,7 @@ def problems(ramp: Ramp, max_model_len: int) -> list[str]:
 
 def job_name(run_id: str) -> str:
     """The Job's, and its ConfigMap's."""
-    return f"{NAME_PREFIX}-{run_id}"
+    return f"serving-benchmark-{run_id}"
 
 
 def results_path(run_id: str) -> str:
@@ -126,7 +124,7 @@ def benchmark_objects(serving: ServingConfig, project: str, pull_path: PullPath,
     job["spec"]["activeDeadlineSeconds"] = deadline_seconds(ramp)
     pod = job["spec"]["template"]["spec"]
     pod["serviceAccountName"] = BENCHMARK_SERVICE_ACCOUNT
-    manifests.container(pod, BENCHMARK_CONTAINER)["image"] = pull_path.image(serving.benchmark_image)
+    manifests.container(pod, "inference-perf")["image"] = pull_path.image(serving.benchmark_image)
     volumes = {volume["name"]: volume for volume in pod["volumes"]}
     volumes["config"]["configMap"]["name"] = name
     attributes = volumes["tokenizer"]["csi"]["volumeAttributes"]
@@ -158,32 +156,30 @@ def _percentiles(summary: Mapping[str, Any] | None) -> tuple[float | None, ...]:
     return tuple((summary or {}).get(key) for key in PERCENTILES)
 
 
-def stage_row(stage: int, report: Mapping[str, Any]) -> StageRow:
-    """One row of the table from a stage's report (inference-perf's ResponsesSummary as JSON)."""
-    load = report.get("load_summary") or {}
-    successes = report.get("successes") or {}
-    latency = successes.get("latency") or {}
-    throughput = successes.get("throughput") or {}
-    return StageRow(
-        stage=stage,
-        requested_rate=load.get("requested_rate"),
-        achieved_rate=load.get("achieved_rate"),
-        succeeded=int(successes.get("count") or 0),
-        failed=int((report.get("failures") or {}).get("count") or 0),
-        requests_per_sec=throughput.get("requests_per_sec"),
-        output_tokens_per_sec=throughput.get("output_tokens_per_sec"),
-        ttft=_percentiles(latency.get("time_to_first_token")),
-        tpot=_percentiles(latency.get("time_per_output_token")),
-    )
-
-
 def read_reports(directory: Path) -> list[StageRow]:
-    """Every stage's row, in stage order, from a directory of inference-perf reports (searched recursively)."""
+    """Every stage's row, in stage order, from a directory of inference-perf reports (searched recursively), each
+    read from its stage's report (inference-perf's ResponsesSummary as JSON)."""
     rows = []
     for path in sorted(directory.rglob("stage_*_lifecycle_metrics.json")):
-        match = STAGE_REPORT.match(path.name)
-        if match:
-            rows.append(stage_row(int(match.group(1)), json.loads(path.read_text())))
+        if not (match := STAGE_REPORT.match(path.name)):
+            continue
+        report = json.loads(path.read_text())
+        load = report.get("load_summary") or {}
+        successes = report.get("successes") or {}
+        latency = successes.get("latency") or {}
+        throughput = successes.get("throughput") or {}
+        row = StageRow(
+            stage=int(match.group(1)),
+            requested_rate=load.get("requested_rate"),
+            achieved_rate=load.get("achieved_rate"),
+            succeeded=int(successes.get("count") or 0),
+            failed=int((report.get("failures") or {}).get("count") or 0),
+            requests_per_sec=throughput.get("requests_per_sec"),
+            output_tokens_per_sec=throughput.get("output_tokens_per_sec"),
+            ttft=_percentiles(latency.get("time_to_first_token")),
+            tpot=_percentiles(latency.get("time_per_output_token")),
+        )
+        rows.append(row)
     return sorted(rows, key=lambda row: row.stage)
 
 
@@ -197,35 +193,12 @@ def _num(value: float | None, digits: int = 2) -> str:
 
 def table(rows: list[StageRow]) -> str:
     """The run as a fixed-width table: one line per stage of the ramp."""
-    header = (
-        "stage",
-        "rate req/s",
-        "achieved",
-        "ok",
-        "failed",
-        "req/s",
-        "out tok/s",
-        "TTFT p50 ms",
-        "TTFT p90",
-        "TTFT p99",
-        "TPOT p50 ms",
-        "TPOT p90",
-        "TPOT p99",
-    )
-    lines: list[tuple[str, ...]] = [header]
+    latencies = ("TTFT p50 ms", "TTFT p90", "TTFT p99", "TPOT p50 ms", "TPOT p90", "TPOT p99")
+    lines: list[tuple[str, ...]] = [("stage", "rate req/s", "achieved", "ok", "failed", "req/s", "out tok/s")]
+    lines[0] += latencies
     for row in rows:
-        lines.append(
-            (
-                str(row.stage),
-                _num(row.requested_rate),
-                _num(row.achieved_rate),
-                str(row.succeeded),
-                str(row.failed),
-                _num(row.requests_per_sec),
-                _num(row.output_tokens_per_sec, 1),
-                *(_ms(v) for v in row.ttft),
-                *(_ms(v) for v in row.tpot),
-            )
-        )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+        load = (_num(row.requested_rate), _num(row.achieved_rate), str(row.succeeded), str(row.failed))
+        throughput = (_num(row.requests_per_sec), _num(row.output_tokens_per_sec, 1))
+        lines.append((str(row.stage), *load, *throughput, *(_ms(value) for value in (*row.ttft, *row.tpot))))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True)) for line in lines)
