@@ -57,35 +57,30 @@ class ClusterPlatform(pulumi.ComponentResource):
         self._control_plane_access = args.control_plane_access
         self._namespaces: dict[str, k8s.core.v1.NamespacePatch] = {}
         self.release_versions: dict[str, str] = {}  # release name -> chart version
-        names = CHART_RELEASE_NAMES
-        self.jobset = (
-            self._release(names["jobset"], args.jobset, chart_image_values("jobset", args.jobset, args.pull_path))
-            if args.jobset
-            else None
-        )
-        self.kueue = (
-            self._release(names["kueue"], args.kueue, kueue_values(args.kueue, args.kueue_controller, args.pull_path))
-            if args.kueue
-            else None
-        )
-        self.leader_worker_set = (
-            self._release(
-                names["leaderWorkerSet"],
-                args.leader_worker_set,
-                lws_values(args.leader_worker_set, args.pull_path),
+        names, pull = CHART_RELEASE_NAMES, args.pull_path
+        self.jobset: k8s.helm.v3.Release | None = None
+        self.kueue: k8s.helm.v3.Release | None = None
+        self.leader_worker_set: k8s.helm.v3.Release | None = None
+        self.slice_controller: k8s.helm.v3.Release | None = None
+        if args.jobset:
+            self.jobset = self._release(names["jobset"], args.jobset, chart_image_values("jobset", args.jobset, pull))
+        if args.kueue:
+            self.kueue = self._release(
+                names["kueue"], args.kueue, kueue_values(args.kueue, args.kueue_controller, pull)
             )
-            if args.leader_worker_set
-            else None
-        )
-        self.slice_controller = None
+        if lws := args.leader_worker_set:
+            self.leader_worker_set = self._release(names["leaderWorkerSet"], lws, lws_values(lws, pull))
         if args.slice_controller:
+            (chart,) = load_documents("charts/slice-controller/Chart.yaml")
             # Its webhooks mutate Jobs, JobSets and LWS for Kueue: those controllers come first.
             self.slice_controller = self._release(
                 "slice-controller",
                 HelmChartConfig(
-                    chart=SLICE_CONTROLLER_CHART, version=_chart_version(), namespace=args.slice_controller.namespace
+                    chart=SLICE_CONTROLLER_CHART,
+                    version=str(chart["version"]),
+                    namespace=args.slice_controller.namespace,
                 ),
-                slice_controller_values(args.slice_controller, args.webhook_namespaces, args.pull_path),
+                slice_controller_values(args.slice_controller, args.webhook_namespaces, pull),
                 depends_on=[r for r in (self.jobset, self.kueue, self.leader_worker_set) if r is not None],
                 # A Release of a local chart is diffed by its inputs only: the digest of the chart's
                 # files makes a change to any template a change of the release, bumped or not.
@@ -205,11 +200,6 @@ def chart_digest(root: Path) -> str:
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
-
-
-def _chart_version() -> str:
-    (chart,) = load_documents("charts/slice-controller/Chart.yaml")
-    return str(chart["version"])
 
 
 def slice_controller_values(
