@@ -419,20 +419,10 @@ def cluster_quota(tpu: TpuConfig) -> dict[str, str]:
 
 # --- Pod Security of the namespaces the stack makes (CIS GKE 4.2.1) -----------------------
 
-# The levels of the Pod Security Standards a namespace may enforce here, the weaker first
-# (https://kubernetes.io/docs/concepts/security/pod-security-standards/): the benchmark asks for baseline or
-# stricter, so never privileged, but for the node agents' namespaces below.
-BASELINE, RESTRICTED = "baseline", "restricted"
-POD_SECURITY_LEVELS = (BASELINE, RESTRICTED)
-# The one exception: the namespace of a node agent whose pods must act on their node, the node audit logging's
-# (CIS GKE 5.7.2, manifests/operations/node-audit-logging.yaml), enforces privileged, the level that admits its
-# privileged setup container and the node's PID namespace, network and host paths its pods use (baseline refuses
-# each). Nothing else runs there, and the stack makes no other privileged namespace (policy/namespaces.py).
-PRIVILEGED = "privileged"
-NODE_AGENTS_POD_SECURITY = PRIVILEGED
-# What each namespace the stack makes enforces: the strictest level every pod created in it meets
+# What each namespace the stack makes enforces: the strictest level of the Pod Security Standards
+# (https://kubernetes.io/docs/concepts/security/pod-security-standards/) every pod created in it meets
 # (tests/test_pod_security.py holds both halves: every pod meets it, and a baseline namespace holds a pod that
-# restricted would refuse).
+# restricted would refuse). The benchmark asks for baseline or stricter (POD_SECURITY_LEVELS, the weaker first):
 # - The controllers' (JobSet, Kueue, LeaderWorkerSet, the slice controller): restricted. Each chart runs its
 #   manager as non-root, under the RuntimeDefault seccomp profile, with every capability dropped and no privilege
 #   escalation, on configMap, secret and emptyDir volumes (kubernetes-sigs/jobset v0.12.0 charts/jobset/values.yaml
@@ -445,8 +435,13 @@ NODE_AGENTS_POD_SECURITY = PRIVILEGED
 #   vLLM, JAX and Sax images run as root and keep the runtime's default capabilities less NET_RAW (the checkov
 #   skips CKV_K8S_23 and CKV_K8S_37 on them say why), and the llm-d router's endpoint picker sets no security
 #   context at all (llm-d/llm-d-router v0.10.0 config/charts/routerlib/templates/_deployment.yaml).
-CONTROLLERS_POD_SECURITY = RESTRICTED
-WORKLOADS_POD_SECURITY = BASELINE
+# - The one exception: the namespace of a node agent whose pods must act on their node, the node audit logging's
+#   (CIS GKE 5.7.2, manifests/operations/node-audit-logging.yaml), enforces privileged, the level that admits its
+#   privileged setup container and the node's PID namespace, network and host paths its pods use (baseline refuses
+#   each). Nothing else runs there, and the stack makes no other privileged namespace (policy/namespaces.py).
+POD_SECURITY_LEVELS = ("baseline", "restricted")
+WORKLOADS_POD_SECURITY, CONTROLLERS_POD_SECURITY = POD_SECURITY_LEVELS
+NODE_AGENTS_POD_SECURITY = "privileged"
 
 
 def pod_security_version(cluster: ClusterConfig) -> str:
