@@ -69,10 +69,9 @@ class DashboardsConfig(Block):
 
 
 # The node audit logging's two images (manifests/operations/node-audit-logging.yaml says where each is listed):
-# Fluent Bit, which ships the records, and BusyBox, whose chroot starts the node's audit setup. BusyBox by digest: the
-# multi-platform index Docker Hub served for this tag, as docker-library/repo-info records it (commit
-# 01a7054230d50b3dccaf8d579f161c522be8c9f0, repos/busybox/remote/1.37.0.md; layers built 2026-05-22). No upstream
-# source read here records a digest of the Fluent Bit image (docs/supply-chain.md, Digests).
+# Fluent Bit, which ships the records, and BusyBox, whose chroot starts the node's audit setup, by the digest
+# docker-library/repo-info records for its tag (01a7054230d50b3dccaf8d579f161c522be8c9f0 repos/busybox/remote/1.37.0.md;
+# docs/supply-chain.md says why Fluent Bit has none).
 NODE_AUDIT_AGENT_IMAGE = "docker.io/fluent/fluent-bit:5.1.1"
 NODE_AUDIT_SETUP_IMAGE = (
     "docker.io/library/busybox:1.37.0@sha256:9db7b59979c38555a39def84a31fb98b5296952f9e3afd4f6f11f05b07adfab0"

@@ -106,12 +106,7 @@ CHART_IMAGES = {
 # pin rule of components/**.py) and moves it with its chart (the JobSet, Kueue and LeaderWorkerSet groups). A chart at
 # that version runs the image as written here, by its digest once it has one; a chart moved to another version runs
 # the new release's tag until this list follows (Renovate's group PR moves both) or the stack's platform.<chart>.image
-# pins it. JobSet v0.12.0's digest: the multi-platform index its promotion to registry.k8s.io recorded
-# (kubernetes/k8s.io pull request #9456, merged 2026-05-08, which adds it under `jobset` to
-# registry.k8s.io/images/k8s-staging-jobset/images.yaml; the release issue kubernetes-sigs/jobset#1213 shows the same
-# index, for linux amd64, arm64 and s390x). The promoter copies an image by that digest, so registry.k8s.io serves it
-# under it. Kueue's and LeaderWorkerSet's promotions name no digest of their controller image that could be read here:
-# Renovate's first pin writes it.
+# pins it. Where JobSet's digest comes from, and why Kueue's and LeaderWorkerSet's have none yet: docs/supply-chain.md.
 RELEASE_IMAGES = (
     "registry.k8s.io/jobset/jobset:v0.12.0@sha256:e75536f1135b7bb2f19f8c3b620782fbdd9091d73398e3a272f9a5fed322980d",
     "registry.k8s.io/kueue/kueue:v0.17.8",

@@ -160,9 +160,9 @@ def helm_release(
 
 
 def chart_image_values(key: str, chart: HelmChartConfig, pull_path: PullPath) -> dict[str, Any]:
-    """The values that set a registry chart's controller image, written out even when they are the chart's own:
-    the release's inputs then show the image (the policy pack and reviews read it), the pull path (a mirror or a
-    pull-through repository) replaces its registry, and a digest rides in the tag (`v0.17.8@sha256:...`: the charts read `<repository>:<tag>`)."""
+    """The values that set a registry chart's controller image, written out even when they are the chart's own: the
+    release's inputs then show the image (the policy pack and reviews read it), the pull path (a mirror or a pull-through
+    repository) replaces its registry, and a digest rides in the tag (CHART_IMAGES says why)."""
     image = ImageReference.parse(pull_path.image(chart_image(key, chart)))
     values: dict[str, Any] = {"repository": image.name, "tag": image.tag_and_digest.removeprefix(":")}
     for part in reversed(CHART_IMAGES[key].values_path):
