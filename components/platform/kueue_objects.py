@@ -17,9 +17,6 @@ from components.tpu.topology import ACCELERATOR_NODE_LABEL, kueue_topology_level
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
-QUEUE_FILE = "kueue/dynamic-slicing-queue.yaml"
-PRIORITY_CLASSES_FILE = "kueue/workload-priority-classes.yaml"
-
 
 @dataclass(frozen=True)
 class KueueObjects:
@@ -32,12 +29,16 @@ class KueueObjects:
 
 
 def kueue_objects(queues: QueuesConfig, tpu: TpuConfig) -> KueueObjects:
-    return KueueObjects(queue_objects(queues, tpu), priority_class_objects(queues))
+    priority_classes = load_documents("kueue/workload-priority-classes.yaml")
+    for document, (_, priority) in zip(priority_classes, queues.priority_classes.levels(), strict=True):
+        document["metadata"]["name"] = priority.name
+        document["value"] = priority.value
+    return KueueObjects(queue_objects(queues, tpu), priority_classes)
 
 
 def queue_objects(queues: QueuesConfig, tpu: TpuConfig) -> list[dict[str, Any]]:
     """The queue's objects; the flavor selects the pools' accelerator, the quota is what the pools hold."""
-    documents = load_documents(QUEUE_FILE)
+    documents = load_documents("kueue/dynamic-slicing-queue.yaml")
 
     topology_object = by_kind(documents, "Topology")
     topology_object["metadata"]["name"] = queues.topology_name
@@ -56,14 +57,8 @@ def queue_objects(queues: QueuesConfig, tpu: TpuConfig) -> list[dict[str, Any]]:
     cluster_queue["spec"]["admissionChecksStrategy"]["admissionChecks"] = [{"name": queues.admission_check_name}]
     (group,) = cluster_queue["spec"]["resourceGroups"]
     quota = cluster_quota(tpu)
-    group["flavors"] = [
-        {
-            "name": queues.resource_flavor_name,
-            "resources": [
-                {"name": resource, "nominalQuota": quota[resource]} for resource in group["coveredResources"]
-            ],
-        }
-    ]
+    resources = [{"name": resource, "nominalQuota": quota[resource]} for resource in group["coveredResources"]]
+    group["flavors"] = [{"name": queues.resource_flavor_name, "resources": resources}]
 
     local_queue_base = by_kind(documents, "LocalQueue")
     local_queues = [
@@ -76,11 +71,3 @@ def queue_objects(queues: QueuesConfig, tpu: TpuConfig) -> list[dict[str, Any]]:
     ]
 
     return [topology_object, flavor, check, cluster_queue, *local_queues]
-
-
-def priority_class_objects(queues: QueuesConfig) -> list[dict[str, Any]]:
-    documents = load_documents(PRIORITY_CLASSES_FILE)
-    for document, (_, priority) in zip(documents, queues.priority_classes.levels(), strict=True):
-        document["metadata"]["name"] = priority.name
-        document["value"] = priority.value
-    return documents

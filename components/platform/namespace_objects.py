@@ -11,9 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from components.manifests import load_document
-from components.platform.config import NODE_AGENTS_POD_SECURITY, POD_SECURITY_LEVELS
 
-NAMESPACE_FILE = "namespaces/namespace.yaml"
 # https://kubernetes.io/docs/concepts/security/pod-security-admission/, "Pod Security Admission labels for namespaces"
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 ENFORCE_VERSION_LABEL = "pod-security.kubernetes.io/enforce-version"
@@ -26,9 +24,7 @@ def namespace_objects(levels: Mapping[str, str], version: str) -> dict[str, dict
 
 
 def namespace_object(name: str, level: str, version: str) -> dict[str, Any]:
-    if level not in (*POD_SECURITY_LEVELS, NODE_AGENTS_POD_SECURITY):
-        raise ValueError(f"{level!r} is not a Pod Security level a namespace of the stack may enforce")
-    namespace = load_document(NAMESPACE_FILE)
+    namespace = load_document("namespaces/namespace.yaml")
     namespace["metadata"]["name"] = name
     labels = namespace["metadata"]["labels"]
     labels[ENFORCE_LABEL] = level
