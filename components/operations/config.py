@@ -101,11 +101,6 @@ class NodeAuditLoggingConfig(Block):
     )
 
 
-def dashboards_on(dashboards: DashboardsConfig, cluster: ClusterConfig) -> bool:
-    """Whether the stack makes its dashboards: as set, never on a cluster made elsewhere, whose own stack makes them."""
-    return dashboards.enabled and not cluster.existing.enabled
-
-
 def node_audit_logging_on(node_audit: NodeAuditLoggingConfig, cluster: ClusterConfig, production: bool) -> bool:
     """Whether the stack deploys the node audit logging: as set, else on a production stack; never on a cluster made
     elsewhere, whose own stack deploys it."""

@@ -52,5 +52,4 @@ class NodeAuditLogging(pulumi.ComponentResource):
             spec=objects.daemonset["spec"],
             opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[account, config])),
         )
-        self.daemonset_name = daemonset.metadata.name
-        self.register_outputs({"daemonset": self.daemonset_name})
+        self.register_outputs({"daemonset": daemonset.metadata.name})

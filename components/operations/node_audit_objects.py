@@ -1,11 +1,7 @@
-"""The node audit logging as plain data (no Pulumi imports): its service account, the agent's configuration and
-the DaemonSet, from manifests/operations/node-audit-logging.yaml (which says what each does, and where every fact of
-it comes from). Its namespace, labelled for Pod Security (privileged), is one of the stack's namespaces
-(components/platform/namespace_objects.py).
-
-The overlay sets what varies by stack: the namespace, the two images (through images.mirror), the cluster's name
-and location the agent writes its entries under, and a digest of the agent's configuration on the pod template, so
-a new configuration rolls the pods (Fluent Bit reads it at start only).
+"""The node audit logging as plain data (no Pulumi imports): its service account, the agent's configuration and the
+DaemonSet, from manifests/operations/node-audit-logging.yaml (which says what each does, and where every fact of it
+comes from), overlaid with what varies by stack. Its namespace, labelled for Pod Security (privileged), is one of the
+stack's namespaces (components/platform/namespace_objects.py).
 """
 
 from __future__ import annotations
@@ -47,6 +43,7 @@ def node_audit_objects(
     config = manifests.by_kind(documents, "ConfigMap")
     daemonset = manifests.by_kind(documents, "DaemonSet")
     template = daemonset["spec"]["template"]
+    # A new configuration rolls the pods: Fluent Bit reads it at start only.
     template["metadata"].setdefault("annotations", {})[CONFIG_DIGEST_ANNOTATION] = manifests.files_digest(
         config["data"]
     )

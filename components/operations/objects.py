@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 from components import manifests
 from components.gcp.config import ClusterConfig, TpuConfig
 from components.operations import dashboard_objects, metric_catalog
-from components.operations.config import AlertsConfig, DashboardsConfig, dashboards_on
+from components.operations.config import AlertsConfig, DashboardsConfig
 from components.operations.dashboard_objects import Dashboard
 from components.platform.config import PlatformConfig, QueuesConfig, release_namespaces
 from components.workloads.saxml.config import SaxmlConfig
@@ -78,26 +78,6 @@ def runbook(key: str) -> str:
     return (RUNBOOKS / f"{key}.md").read_text()
 
 
-def stack_names(
-    project: str,
-    cluster: ClusterConfig,
-    pools: list[str],
-    kueue_namespace: str | None,
-    cluster_queue: str | None,
-    serving_namespace: str | None,
-) -> str:
-    """The shell variables the runbooks' commands use, set to this stack's names."""
-    names = {
-        "CLUSTER": cluster.name,
-        "PROJECT": project,
-        "TPU_POOLS": ",".join(pools),
-        "KUEUE_NS": kueue_namespace or "",
-        "CLUSTER_QUEUE": cluster_queue or "",
-        "SERVING_NS": serving_namespace or "",
-    }
-    return " ".join(f"{name}={value}" for name, value in names.items() if value)
-
-
 def url_map_name(annotations: dict[str, str] | None) -> str | None:
     """The URL map GKE made for a Gateway, from its annotation (a path or a comma list of paths)."""
     value = (annotations or {}).get(URL_MAPS_ANNOTATION, "")
@@ -130,7 +110,7 @@ class Signal(NamedTuple):
 
 
 def _policy(signal: Signal, alerts: AlertsConfig, cluster: ClusterConfig, names: str) -> dict[str, Any]:
-    """``names``: stack_names, set for the runbook's commands."""
+    """``names``: the shell variables the runbooks' commands use, set to this stack's names."""
     key = signal.key
     base = alerts.runbook_base_url.rstrip("/")
     link = f"{base}/{key}.md" if base else f"`{RUNBOOKS_IN_REPOSITORY}/{key}.md` in the deployment's repository"
@@ -362,7 +342,15 @@ def alerting_objects(
     """``kueue_namespace``, ``cluster_queue``, ``serving_namespace``: None where that part is not this stack's (no
     pending or serving alerts)."""
     pools = [pool.name for pool in tpu.pools]
-    names = stack_names(project, cluster, pools, kueue_namespace, cluster_queue, serving_namespace)
+    variables = {
+        "CLUSTER": cluster.name,
+        "PROJECT": project,
+        "TPU_POOLS": ",".join(pools),
+        "KUEUE_NS": kueue_namespace,
+        "CLUSTER_QUEUE": cluster_queue,
+        "SERVING_NS": serving_namespace,
+    }
+    names = " ".join(f"{name}={value}" for name, value in variables.items() if value)
     signals = [tpu_node_not_ready(alerts, cluster, pools), tpu_pool_unavailable(alerts, cluster, pools)]
     if tpu.dynamic_slicing:
         signals += [tpu_slice_unhealthy(alerts, cluster), tpu_partition_unhealthy(alerts, cluster, pools)]
@@ -385,7 +373,7 @@ class MonitoringObjects:
     """What the operations layer makes: alert policies, dashboards, and the scrapes both read."""
 
     alerts: AlertingObjects | None  # None: alerts.enabled is false
-    dashboards: list[Dashboard]  # empty: no dashboards (dashboards_on)
+    dashboards: list[Dashboard]  # empty: no dashboards
     kueue_metrics: list[dict[str, Any]] | None  # None: Kueue is not this stack's, or nothing reads it
     model_server_metrics: list[dict[str, Any]] | None  # None: no serving, or no dashboard reads it
 
@@ -403,7 +391,9 @@ def monitoring_objects(
 ) -> MonitoringObjects | None:
     """None: neither alerts nor dashboards. Each part of the stack is watched where it is this stack's: Kueue where
     the stack installs it, the ClusterQueue and the slices with dynamic slicing, serving and Saxml when enabled."""
-    boards_on = dashboards_on(dashboards, cluster)
+    boards_on = (
+        dashboards.enabled and not cluster.existing.enabled
+    )  # a cluster made elsewhere: its own stack makes them
     if not (alerts.enabled or boards_on):
         return None
     slicing = tpu.dynamic_slicing
