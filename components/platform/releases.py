@@ -53,9 +53,24 @@ class ClusterPlatform(pulumi.ComponentResource):
     def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:k8s:ClusterPlatform", name, None, opts)
         self._provider = args.provider
-        self._namespace_objects = args.namespaces
         self._control_plane_access = args.control_plane_access
-        self._namespaces: dict[str, k8s.core.v1.NamespacePatch] = {}
+        # Each release's namespace with its Pod Security labels, before the release. A patch, applied by server-side
+        # apply, rather than a Namespace resource: on a running stack Helm made these namespaces (create_namespace,
+        # before they carried labels), and the provider creates a resource client-side since 4.29.0, so a Namespace
+        # resource would fail there with AlreadyExists (pulumi/pulumi-kubernetes CHANGELOG.md 4.29.0, #2926;
+        # provider/pkg/await/await.go at v4.32.0: only a Patch resource, or the provider-wide upsertExistingObjects,
+        # goes through an apply on create). The apply labels an existing namespace in place and makes a missing one (a
+        # new stack's). Deleting the patch gives its fields up and leaves the namespace (ssa.Relinquish in the same
+        # file), as Helm always left the namespaces it made: `pulumi destroy` uninstalls the release first, then removes
+        # the labels.
+        self._namespaces = {
+            name: k8s.core.v1.NamespacePatch(
+                name,
+                metadata=owned(namespace["metadata"]),
+                opts=pulumi.ResourceOptions(parent=self, provider=self._provider),
+            )
+            for name, namespace in args.namespaces.items()
+        }
         self.release_versions: dict[str, str] = {}  # release name -> chart version
         names, pull = CHART_RELEASE_NAMES, args.pull_path
         self.jobset: k8s.helm.v3.Release | None = None
@@ -104,33 +119,12 @@ class ClusterPlatform(pulumi.ComponentResource):
             pulumi.ResourceOptions(
                 parent=self,
                 provider=self._provider,
-                depends_on=[self._namespace(chart.namespace), *self._control_plane_access, *(depends_on or [])],
+                depends_on=[self._namespaces[chart.namespace], *self._control_plane_access, *(depends_on or [])],
             ),
             description=description,
         )
         self.release_versions[release_name] = chart.version
         return release
-
-    def _namespace(self, name: str) -> k8s.core.v1.NamespacePatch:
-        """The release's namespace with its Pod Security labels (one per namespace), before the release.
-
-        A patch, applied by server-side apply, rather than a Namespace resource: on a running stack Helm made these
-        namespaces (create_namespace, before they carried labels), and the provider creates a resource client-side
-        since 4.29.0, so a Namespace resource would fail there with AlreadyExists (pulumi/pulumi-kubernetes
-        CHANGELOG.md 4.29.0, #2926; provider/pkg/await/await.go at v4.32.0: only a Patch resource, or the
-        provider-wide upsertExistingObjects, goes through an apply on create). The apply labels an existing namespace
-        in place and makes a missing one (a new stack's). Deleting the patch gives its fields up and leaves the
-        namespace (ssa.Relinquish in the same file), as Helm always left the namespaces it made: `pulumi destroy`
-        uninstalls the release first, then removes the labels.
-        """
-        if name not in self._namespaces:
-            namespace = self._namespace_objects[name]
-            self._namespaces[name] = k8s.core.v1.NamespacePatch(
-                name,
-                metadata=owned(namespace["metadata"]),
-                opts=pulumi.ResourceOptions(parent=self, provider=self._provider),
-            )
-        return self._namespaces[name]
 
 
 def helm_release(
