@@ -32,15 +32,11 @@ class KueueQueues(pulumi.ComponentResource):
             self._namespaces[name] = k8s.core.v1.Namespace(name, metadata=owned(namespace["metadata"]), opts=on_cluster)
         self.namespaces = list(self._namespaces.values())
         # Created only once the Kueue release is ready: its CRDs exist and its webhooks serve.
+        after = [*([args.kueue_release] if args.kueue_release else []), *self.namespaces]
         self.objects = k8s.yaml.v2.ConfigGroup(
             "kueue-objects",
             objs=owned_objects(args.objects.all),
-            opts=pulumi.ResourceOptions.merge(
-                on_cluster,
-                pulumi.ResourceOptions(
-                    depends_on=[*([args.kueue_release] if args.kueue_release else []), *self.namespaces]
-                ),
-            ),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=after),
         )
         self.register_outputs({"namespaces": list(self._namespaces)})
 
