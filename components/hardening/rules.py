@@ -1,9 +1,6 @@
-"""The protections a stack asks for, across its blocks: what a stack marked production must have on (high
-availability, the TPU upgrade policy of every stack that serves), the CIS GKE controls held in production, and the
-supply chain: every image the stack runs, the setting that pins each, and the digest rule.
-
-The rules read several blocks (cluster, tpu, platform, the workloads, node audit logging, images), so they live
-here, above the blocks they read, and the stack runs them with the others.
+"""The protections a stack asks for across its blocks: what a production stack must have on (high availability, the
+TPU upgrade policy of a stack that serves), the CIS GKE controls held in production, and the supply chain (every image
+the stack runs, the setting that pins each, the digest rule). They read several blocks, so they live above them.
 """
 
 from __future__ import annotations

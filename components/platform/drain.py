@@ -268,10 +268,8 @@ def wait_until_gone(
     poll_seconds: float = POLL_SECONDS,
     gone_if_unanswered: bool | None = None,
 ) -> None:
-    """Poll until nothing holds on; report each change; raise StillHeld after ``spec.timeout_seconds``,
-    KubeError once the API server has not answered for ``UNREACHABLE_GRACE_SECONDS``. An API server
-    that does not answer at all ends the wait at once when ``gone_if_unanswered`` (by default: when
-    the command runs with PULUMI_K8S_DELETE_UNREACHABLE=true)."""
+    """Poll until nothing holds on, reporting each change; StillHeld after ``spec.timeout_seconds``. An unreachable
+    API server is handled as the module says; ``gone_if_unanswered`` defaults to unreachable_means_gone()."""
     deadline = clock() + spec.timeout_seconds
     last: list[str] | None = None
     gone = unreachable_means_gone() if gone_if_unanswered is None else gone_if_unanswered
