@@ -73,27 +73,27 @@ class ReadyGateProvider(_GateProvider):
 
 class _Gate(pulumi.dynamic.Resource):
     """A gate's inputs: its name, the kubeconfig it asks the cluster with, and what it waits for (``waits``, read by
-    its ``provider``)."""
+    its ``gate_provider``)."""
 
-    provider: type[_GateProvider]
+    gate_provider: type[_GateProvider]
 
     def __init__(self, name: str, kubeconfig: pulumi.Input[str], opts: pulumi.ResourceOptions, **waits: Any):
         props = {"name": name, "kubeconfig": pulumi.Output.secret(kubeconfig), **waits}
-        super().__init__(self.provider(), name, props, opts)
+        super().__init__(self.gate_provider(), name, props, opts)
 
 
 class DrainGate(_Gate, module="tpu-gke", name="DrainGate"):
     """Waits on delete for every slices.accelerator.gke.io object (``slices``), the admitted Kueue Workloads in
     ``workload_namespaces`` and GKE's ServiceNetworkEndpointGroups in ``neg_namespaces`` to be gone."""
 
-    provider = DrainGateProvider
+    gate_provider = DrainGateProvider
 
 
 class ReadyGate(_Gate, module="tpu-gke", name="ReadyGate"):
     """Waits on create until the MutatingWebhookConfiguration ``webhook_configuration`` carries its CA and the Service
     ``service_namespace``/``service_name`` behind it has a ready endpoint."""
 
-    provider = ReadyGateProvider
+    gate_provider = ReadyGateProvider
 
 
 @dataclass(frozen=True)
