@@ -82,21 +82,16 @@ class KubeClient:
         except ApiException as error:
             if error.status == 404:
                 return None
-            if not error.status:  # the library's TLS failure: no HTTP answer
+            if error.status:
                 raise KubeError(
-                    f"cannot reach the API server {self.server} ({what}: {error.reason})",
-                    transient=True,
-                    unanswered=True,
+                    f"the API server {self.server} answered {what} with HTTP {error.status} {error.reason}",
+                    transient=error.status >= 500,
                 ) from None
-            raise KubeError(
-                f"the API server {self.server} answered {what} with HTTP {error.status} {error.reason}",
-                transient=error.status >= 500,
-            ) from None
+            reason = error.reason  # the library's TLS failure: no HTTP answer
         except (urllib3.exceptions.HTTPError, OSError) as error:  # refused, dropped, timed out
             reason = getattr(error, "reason", None) or error
-            raise KubeError(
-                f"cannot reach the API server {self.server} ({what}: {reason})", transient=True, unanswered=True
-            ) from None
+        message = f"cannot reach the API server {self.server} ({what}: {reason})"
+        raise KubeError(message, transient=True, unanswered=True)
 
     def custom_objects(self, group: str, version: str, resource: str, namespace: str | None) -> list[dict[str, Any]]:
         """Every object of a custom resource, cluster-wide or in ``namespace``; none when it is not served."""
