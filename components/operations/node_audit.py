@@ -10,7 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.operations.node_audit_objects import NodeAuditObjects
-from components.resources import owned
+from components.resources import kubernetes_object, owned
 
 
 @dataclass(frozen=True)
@@ -34,12 +34,7 @@ class NodeAuditLogging(pulumi.ComponentResource):
             "node-audit-namespace", metadata=owned(args.namespace_object["metadata"]), opts=on_cluster
         )
         in_namespace = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[namespace]))
-        account = k8s.core.v1.ServiceAccount(
-            "node-audit-account",
-            metadata=owned(objects.service_account["metadata"]),
-            automount_service_account_token=objects.service_account.get("automountServiceAccountToken"),
-            opts=in_namespace,
-        )
+        account = kubernetes_object("node-audit-account", objects.service_account, in_namespace)
         config = k8s.core.v1.ConfigMap(
             "node-audit-config",
             metadata=owned(objects.config["metadata"]),
