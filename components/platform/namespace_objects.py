@@ -20,13 +20,9 @@ ENFORCE_VERSION_LABEL = "pod-security.kubernetes.io/enforce-version"
 def namespace_objects(levels: Mapping[str, str], version: str) -> dict[str, dict[str, Any]]:
     """Namespace name -> its Namespace object, enforcing its level of ``levels`` at ``version``
     (pod-security.kubernetes.io/enforce-version)."""
-    return {name: namespace_object(name, level, version) for name, level in levels.items()}
-
-
-def namespace_object(name: str, level: str, version: str) -> dict[str, Any]:
-    namespace = load_document("namespaces/namespace.yaml")
-    namespace["metadata"]["name"] = name
-    labels = namespace["metadata"]["labels"]
-    labels[ENFORCE_LABEL] = level
-    labels[ENFORCE_VERSION_LABEL] = version
-    return namespace
+    namespaces = {}
+    for name, level in levels.items():
+        namespace = namespaces[name] = load_document("namespaces/namespace.yaml")
+        namespace["metadata"]["name"] = name
+        namespace["metadata"]["labels"] |= {ENFORCE_LABEL: level, ENFORCE_VERSION_LABEL: version}
+    return namespaces
