@@ -72,13 +72,13 @@ class Monitoring(pulumi.ComponentResource):
                 for email in alerts.emails
             ]
             notify: list[pulumi.Input[str]] = [*(c.name for c in channels), *alerts.notification_channels]
-            policies = list(objects.alerts.policies)
-            if objects.alerts.gateway is not None:
+            policies = list(objects.alerts)
+            if policies[-1]["key"] == alerting.GATEWAY_KEY:
                 assert args.gateway_annotations is not None, "a serving stack has a Gateway"
                 conditions = args.gateway_annotations.apply(
                     lambda annotations: alerting.gateway_conditions(alerts, alerting.url_map_name(annotations))
                 )
-                policies.append({**objects.alerts.gateway, "conditions": conditions})
+                policies[-1] = {**policies[-1], "conditions": conditions}
             for policy in policies:
                 fields = {key: value for key, value in policy.items() if key != "key"}
                 gcp.monitoring.AlertPolicy(

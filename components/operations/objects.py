@@ -323,13 +323,6 @@ ALERT_KEYS = (
 )
 
 
-@dataclass(frozen=True)
-class AlertingObjects:
-    policies: list[dict[str, Any]]  # every policy but the Gateway's
-    # The Gateway's, of any GKE Gateway: its conditions are made again once its URL map is known. None: no serving.
-    gateway: dict[str, Any] | None
-
-
 def alerting_objects(
     alerts: AlertsConfig,
     project: str,
@@ -338,9 +331,10 @@ def alerting_objects(
     kueue_namespace: str | None,
     cluster_queue: str | None,
     serving_namespace: str | None,
-) -> AlertingObjects:
-    """``kueue_namespace``, ``cluster_queue``, ``serving_namespace``: None where that part is not this stack's (no
-    pending or serving alerts)."""
+) -> list[dict[str, Any]]:
+    """The policies, the Gateway's last (GATEWAY_KEY: of any GKE Gateway, its conditions made again once the Gateway's
+    URL map is known). ``kueue_namespace``, ``cluster_queue``, ``serving_namespace``: None where that part is not this
+    stack's (no pending or serving alerts)."""
     pools = [pool.name for pool in tpu.pools]
     variables = {
         "CLUSTER": cluster.name,
@@ -357,22 +351,18 @@ def alerting_objects(
     if kueue_namespace is not None and cluster_queue is not None:
         signals.append(kueue_pending(alerts, cluster, kueue_namespace, cluster_queue))
     if serving_namespace is not None:
-        signals.append(model_server_restarts(alerts, cluster, serving_namespace))
-    return AlertingObjects(
-        policies=[_policy(signal, alerts, cluster, names) for signal in signals],
-        gateway=(
-            _policy(gateway_errors(alerts, serving_namespace), alerts, cluster, names)
-            if serving_namespace is not None
-            else None
-        ),
-    )
+        signals += [
+            model_server_restarts(alerts, cluster, serving_namespace),
+            gateway_errors(alerts, serving_namespace),
+        ]
+    return [_policy(signal, alerts, cluster, names) for signal in signals]
 
 
 @dataclass(frozen=True)
 class MonitoringObjects:
     """What the operations layer makes: alert policies, dashboards, and the scrapes both read."""
 
-    alerts: AlertingObjects | None  # None: alerts.enabled is false
+    alerts: list[dict[str, Any]] | None  # the alert policies (alerting_objects); None: alerts.enabled is false
     dashboards: list[Dashboard]  # empty: no dashboards
     kueue_metrics: list[dict[str, Any]] | None  # None: Kueue is not this stack's, or nothing reads it
     model_server_metrics: list[dict[str, Any]] | None  # None: no serving, or no dashboard reads it
