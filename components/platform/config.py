@@ -244,8 +244,7 @@ class QueuesConfig(Block):
         """The class of a priority level (``low``, ``medium``, ``high``)."""
         if level not in PRIORITY_LEVELS:
             raise ValueError(f"{level!r} is not a priority level; use one of {', '.join(PRIORITY_LEVELS)}")
-        priority: PriorityClassConfig = getattr(self.priority_classes, level)
-        return priority
+        return dict(self.priority_classes.levels())[level]
 
     @property
     def priority_class_names(self) -> list[str]:

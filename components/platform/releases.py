@@ -26,7 +26,6 @@ from components.resources import owned
 
 # Relative to the project folder, where Pulumi runs the program (keeps renders machine-independent).
 SLICE_CONTROLLER_CHART = "./manifests/charts/slice-controller"
-LWS_VALUES_FILE = "charts/lws-values.yaml"  # the LeaderWorkerSet release's values besides its image
 
 # Helm waits for the release's workloads (and so its webhooks) to be ready, up to this long.
 RELEASE_TIMEOUT_SECONDS = 600
@@ -166,7 +165,7 @@ def chart_image_values(key: str, chart: HelmChartConfig, pull_path: PullPath) ->
 
 def lws_values(chart: HelmChartConfig, pull_path: PullPath) -> dict[str, Any]:
     """The LeaderWorkerSet release's values: its image, and the pod security context of manifests/charts/lws-values.yaml."""
-    return {**load_document(LWS_VALUES_FILE), **chart_image_values("leaderWorkerSet", chart, pull_path)}
+    return {**load_document("charts/lws-values.yaml"), **chart_image_values("leaderWorkerSet", chart, pull_path)}
 
 
 def kueue_values(chart: HelmChartConfig, controller: KueueControllerConfig, pull_path: PullPath) -> dict[str, Any]:
