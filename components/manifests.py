@@ -118,30 +118,31 @@ def files_digest(files: dict[str, str]) -> str:
     return hasher.hexdigest()
 
 
-def pods_by_image(obj: dict[str, Any]) -> dict[str, int | None]:
-    """How many pods of the workload ``obj`` start when it is created, by each image they run (containers and init
-    containers): a Deployment's or StatefulSet's replicas, a Job's parallelism, a JobSet's replicated Jobs, a
+def pods_by_image(*objects: dict[str, Any]) -> dict[str, int | None]:
+    """How many pods of the workloads ``objects`` start when they are created, by each image they run (containers and
+    init containers): a Deployment's or StatefulSet's replicas, a Job's parallelism, a JobSet's replicated Jobs, a
     LeaderWorkerSet's leaders and workers (replicas groups of `size` pods, the leader's template for one of each when
     it has one). None for a DaemonSet (a pod on each node it selects); nothing for a kind that runs no pod."""
-    kind, spec = obj.get("kind"), obj.get("spec") or {}
     templates: list[tuple[int | None, dict[str, Any]]] = []
-    if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
-        templates = [(spec.get("replicas", 1), spec["template"])]
-    elif kind == "Job":
-        templates = [(spec.get("parallelism", 1), spec["template"])]
-    elif kind == "DaemonSet":
-        templates = [(None, spec["template"])]
-    elif kind == "JobSet":
-        for replicated in spec.get("replicatedJobs") or []:
-            job = replicated["template"]["spec"]
-            templates.append((replicated.get("replicas", 1) * job.get("parallelism", 1), job["template"]))
-    elif kind == "LeaderWorkerSet":
-        groups, group = spec.get("replicas", 1), spec["leaderWorkerTemplate"]
-        size = group.get("size", 1)
-        if "leaderTemplate" in group:
-            templates = [(groups, group["leaderTemplate"]), (groups * (size - 1), group["workerTemplate"])]
-        else:
-            templates = [(groups * size, group["workerTemplate"])]
+    for obj in objects:
+        kind, spec = obj.get("kind"), obj.get("spec") or {}
+        if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
+            templates.append((spec.get("replicas", 1), spec["template"]))
+        elif kind == "Job":
+            templates.append((spec.get("parallelism", 1), spec["template"]))
+        elif kind == "DaemonSet":
+            templates.append((None, spec["template"]))
+        elif kind == "JobSet":
+            for replicated in spec.get("replicatedJobs") or []:
+                job = replicated["template"]["spec"]
+                templates.append((replicated.get("replicas", 1) * job.get("parallelism", 1), job["template"]))
+        elif kind == "LeaderWorkerSet":
+            groups, group = spec.get("replicas", 1), spec["leaderWorkerTemplate"]
+            size = group.get("size", 1)
+            if "leaderTemplate" in group:
+                templates += [(groups, group["leaderTemplate"]), (groups * (size - 1), group["workerTemplate"])]
+            else:
+                templates.append((groups * size, group["workerTemplate"]))
     counts: dict[str, int | None] = {}
     for pods, template in templates:
         pod = template.get("spec") or {}

@@ -401,44 +401,30 @@ def _objects(value: Any) -> Iterable[dict[str, Any]]:
             yield from _objects(item)
 
 
-def image_pulls(stack: Stack) -> dict[str, gcp_config.ImagePull]:
-    """Each image the stack runs (by its setting), with the pods that pull it when their workload starts: counted on
-    the built objects, and for the Helm releases from the replicas the stack gives them (a chart's own: unknown)."""
+def image_pull_warnings(stack: Stack) -> list[str]:
+    """Private nodes that would pull from a registry with a published limit per address through Cloud NAT: no mirror,
+    and pull-through turned off. The pods that pull each image when their workload starts are counted on the built
+    objects, and for the Helm releases from the replicas the stack gives them (a chart's own: unknown)."""
     config, pull_path = stack.config, stack.config.pull_path()
-    counted: dict[str, int | None] = {}
-    for obj in _objects([getattr(stack, f.name) for f in dataclasses.fields(stack) if f.name != "config"]):
-        for reference, pods in manifests.pods_by_image(obj).items():
-            before = counted.get(reference, 0)
-            counted[reference] = None if pods is None or before is None else before + pods
+    if not config.nat_needed or config.images.mirror or config.pull_through_on or config.cluster.existing.enabled:
+        return []
+    counted = manifests.pods_by_image(
+        *_objects([getattr(stack, f.name) for f in dataclasses.fields(stack) if f.name != "config"])
+    )
     released = {
         "platform.kueue.image": config.platform.kueue_controller.replicas,
         "platform.sliceController.digest": config.platform.slice_controller.replicas,
         "serving.router.eppImage": config.serving.router.replicas,
         "serving.benchmarkImage": 1,  # `make bench`'s Job, later
     }
-    pulls = {}
-    for image in config.stack_images():
-        pulled = image.pull(pull_path)
-        pulls[image.key] = gcp_config.ImagePull(pulled, image.runs, counted.get(pulled, released.get(image.key)))
-    return pulls
-
-
-def image_pull_warnings(stack: Stack) -> list[str]:
-    """Private nodes that would pull from a registry with a published limit per address through Cloud NAT: no mirror,
-    and pull-through turned off."""
-    config = stack.config
-    if not config.nat_needed or config.images.mirror or config.pull_through_on or config.cluster.existing.enabled:
-        return []
-    pulls = image_pulls(stack)
     by_registry: dict[str, list[gcp_config.ImagePull]] = {}
     for image in config.stack_images():
-        by_registry.setdefault(image.registry, []).append(pulls[image.key])
+        pulled = image.pull(pull_path)
+        pods = counted.get(pulled, released.get(image.key))
+        by_registry.setdefault(image.registry, []).append(gcp_config.ImagePull(pulled, image.runs, pods))
     nodes = config.tpu.total_nodes + config.cluster.system_pool.nodes_per_zone
-    warnings = []
-    for registry, registry_pulls in by_registry.items():
-        if warning := gcp_config.nat_pull_warning(registry, registry_pulls, nodes, config.network.nat):
-            warnings.append(warning)
-    return warnings
+    warnings = [gcp_config.nat_pull_warning(r, pulls, nodes, config.network.nat) for r, pulls in by_registry.items()]
+    return [warning for warning in warnings if warning]
 
 
 def image_pull_notes(stack: Stack) -> list[str]:
