@@ -102,8 +102,6 @@ def kind(noun: str) -> dict[str, Any]:
 
 
 # --- Errors ----------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Problem:
     key: str
@@ -143,8 +141,6 @@ class Problems:
 
 
 # --- Parsing: pydantic's errors as the preview's problems ----------------------------------
-
-
 def parse_settings(root: type[B], raw: Mapping[str, Any], problems: Problems) -> B | None:
     """``raw`` (keys as the stack file writes them) as the block ``root``, each problem of a field recorded under its
     key. With such problems it still gives a block, in which each value that failed is its setting's default (or a
@@ -163,18 +159,12 @@ def parse_settings(root: type[B], raw: Mapping[str, Any], problems: Problems) ->
     return None
 
 
-def key_of(loc: tuple[str | int, ...]) -> str:
-    """A pydantic error's location as the key the user sets: ``tpu.pools[0].nodeCount``."""
-    key = ""
-    for part in loc:
-        key = f"{key}[{part}]" if isinstance(part, int) else join(key, str(part))
-    return key
-
-
 def _field_problem(root: type[BaseModel], error: ErrorDetails) -> Problem:
     """A pydantic error of ``root``'s fields as the preview says it: the one mapping of error types to (what, fix)."""
     loc, error_type, value = error["loc"], error["type"], error.get("input")
-    key = key_of(loc)
+    key = ""  # the key the user sets: ``tpu.pools[0].nodeCount``
+    for part in loc:
+        key = f"{key}[{part}]" if isinstance(part, int) else join(key, str(part))
     model, info, tp = _walk(root, loc)
     shown = "the value given" if is_secret(info) else repr(value)
     expected = _describe(tp)
@@ -588,8 +578,6 @@ def _value_at(raw: Any, key: str) -> Any:
 
 
 # --- Documentation ---------------------------------------------------------------------
-
-
 REQUIRED = "(required)"
 REQUIRED_IN_ITEM = "(required in each item)"
 REQUIRED_IF_SET = "(required when set)"

@@ -261,9 +261,8 @@ def review_changes(
                     f"keep {before_queues[key]!r} on this stack",
                 )
             )
-    if (previous.get("secretManager") or {}).get("tokenFile") and (current.get("secretManager") or {}).get(
-        "addOn"
-    ) is False:
+    token_file_before = (previous.get("secretManager") or {}).get("tokenFile")
+    if token_file_before and (current.get("secretManager") or {}).get("addOn") is False:
         refused.append(
             Problem(
                 "cluster.secretManager",

@@ -383,8 +383,6 @@ def _check_built(stack: Stack, problems: Problems) -> None:
 
 
 # --- Where the nodes pull from ---------------------------------------------------------------
-
-
 def _objects(value: Any) -> Iterable[dict[str, Any]]:
     """Every Kubernetes object of a built stack's manifests (a dataclass of objects, lists and maps of them)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

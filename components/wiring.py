@@ -231,8 +231,6 @@ def tpu_capacity_args(
 
 
 # --- Cluster platform -------------------------------------------------------------------
-
-
 def platform_args(stack: Stack, cluster: Target, network: Network | None) -> PlatformArgs:
     config = stack.config
     platform = config.platform
@@ -281,8 +279,6 @@ def queues_args(stack: Stack, cluster: Target, platform: ClusterPlatform) -> Que
 
 
 # --- Workloads --------------------------------------------------------------------------
-
-
 def slice_checks_args(
     stack: Stack, cluster: Target, platform: ClusterPlatform, queues: KueueQueues, gates: ClusterGates
 ) -> SliceChecksArgs:

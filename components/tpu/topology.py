@@ -208,8 +208,6 @@ def kueue_topology_levels() -> list[str]:
 
 
 # --- Static multi-host slices (TPU v5e and older) -------------------------------------
-
-
 def static_slice_problem(shape: Shape, machine: MachineType) -> str | None:
     """Why ``shape`` is not a slice topology of ``machine``'s generation, or None."""
     if len(shape.dims) != machine.topology_rank:
