@@ -17,8 +17,8 @@ MANIFESTS = Path(__file__).resolve().parent.parent / "manifests"
 @cache
 def _load(relative_path: str) -> tuple[dict[str, Any], ...]:
     with open(MANIFESTS / relative_path) as stream:
-        # A JSON round trip unshares the nodes YAML anchors alias (the env of a leader and its
-        # worker, say), so an overlay of one never leaks into the other.
+        # A JSON round trip unshares the nodes YAML anchors alias (the env of a leader and its worker, say), so an
+        # overlay of one never leaks into the other.
         return tuple(json.loads(json.dumps(doc)) for doc in yaml.safe_load_all(stream) if doc)
 
 
@@ -34,14 +34,9 @@ def load_document(relative_path: str) -> dict[str, Any]:
 
 
 def load_list(relative_path: str) -> list[dict[str, Any]]:
-    """Fresh copies of the items of a manifest file's one ``kind: List`` document (kubectl applies each item).
-
-    One document lets its items share YAML anchors: a fact they all use is written once.
-    """
-    document = load_document(relative_path)
-    if document["kind"] != "List":
-        raise ValueError(f"{relative_path} is a {document['kind']}, not a List")
-    items: list[dict[str, Any]] = document["items"]
+    """Fresh copies of the items of a manifest file's one ``kind: List`` document (kubectl applies each item), whose
+    items share YAML anchors: a fact they all use is written once."""
+    items: list[dict[str, Any]] = load_document(relative_path)["items"]
     return items
 
 
@@ -90,12 +85,9 @@ def remove_env(target: dict[str, Any], name: str) -> None:
 
 
 def set_flag(args: list[str], flag: str, value: Any, *, optional: bool = False) -> None:
-    """Replace ``flag=...`` (``flag`` with its dashes) in a base's arguments; objects become JSON; None takes the
-    flag out.
-
-    A flag missing from the base is an error: the YAML base is the place to add arguments. Except an ``optional``
-    one, a setting that is unset by default, which the base cannot hold: it is added at the end.
-    """
+    """Replace ``flag=...`` (``flag`` with its dashes) in a base's arguments; objects become JSON; None takes the flag
+    out. A flag missing from the base is an error (the YAML base is the place to add arguments), but an ``optional``
+    one, a setting unset by default that the base cannot hold, is added at the end."""
     if value is None:
         args[:] = [arg for arg in args if not (arg == flag or arg.startswith(flag + "="))]
         return
