@@ -418,11 +418,8 @@ class ImageReference:
 def written_release_image(images: Iterable[str], repository: str, tag: str) -> str | None:
     """The image of ``images`` (each written in full, a digest once Renovate pins it) that is ``repository`` at
     ``tag``, or None: a release's own image as the program writes it down."""
-    for image in images:
-        reference = ImageReference.parse(image)
-        if (reference.name, reference.tag) == (repository, tag):
-            return image
-    return None
+    references = ((image, ImageReference.parse(image)) for image in images)
+    return next((image for image, ref in references if (ref.name, ref.tag) == (repository, tag)), None)
 
 
 def release_image_problems(image: str, name: str, tag: str, release: str) -> list[str]:
