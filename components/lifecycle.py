@@ -29,7 +29,7 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
     system pool and the TPU pools) on one of its reservation, service account, placement policy or boot (the key of
     its boot disks, secure boot: NodeBoot); this program also replaces a TPU pool whose zone or machine type changes
     (GKE cannot move a multi-host slice in place). Kueue refuses a new topologyName or nodeLabels on a ResourceFlavor
-    in use. GKE's Secret Manager add-on must outlive the pods that mount the token file through it (the cluster
+    in use, and a LocalQueue's new ClusterQueue. GKE's Secret Manager add-on must outlive the pods that mount the token file through it (the cluster
     is updated before them).
     """
     cluster = config.cluster
@@ -73,6 +73,7 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             "topologyName": config.queues.topology_name,
             "resourceFlavorName": config.queues.resource_flavor_name,
             "acceleratorLabel": config.tpu.machine.accelerator_label,  # the ResourceFlavor's nodeLabels
+            "clusterQueueName": config.queues.cluster_queue_name,  # each LocalQueue's spec.clusterQueue
         }
     if not cluster.existing.enabled:
         # Who reaches the nodes and the control plane, and the cluster's CIS GKE settings a production stack
@@ -247,17 +248,24 @@ def review_changes(
                 "| kubectl apply --server-side --force-conflicts -f -"
             )
     before_queues, after_queues = previous.get("queues") or {}, current.get("queues") or {}
-    for key, setting_key in (
-        ("topologyName", "queues.topologyName"),
-        ("resourceFlavorName", "queues.resourceFlavorName"),
-        ("acceleratorLabel", "tpu.machineType"),
+    in_use = (
+        "Kueue refuses to repoint a ResourceFlavor in use and holds a Topology or flavor in use until nothing "
+        "references it"
+    )
+    # Kueue's LocalQueue CRD holds spec.clusterQueue immutable (an XValidation rule, kueue v0.17.1
+    # apis/kueue/v1beta2/localqueue_types.go:35) and the LocalQueues keep their names: the twin saw the update refused.
+    repointed = "each LocalQueue of the stack points at the ClusterQueue by name, and Kueue holds that immutable"
+    for key, setting_key, why in (
+        ("topologyName", "queues.topologyName", in_use),
+        ("resourceFlavorName", "queues.resourceFlavorName", in_use),
+        ("acceleratorLabel", "tpu.machineType", in_use),
+        ("clusterQueueName", "queues.clusterQueueName", repointed),
     ):
         if key in before_queues and key in after_queues and before_queues[key] != after_queues[key]:
             refused.append(
                 Problem(
                     setting_key,
-                    f"{before_queues[key]!r} -> {after_queues[key]!r}: Kueue refuses to repoint a ResourceFlavor in use "
-                    "and holds a Topology or flavor in use until nothing references it",
+                    f"{before_queues[key]!r} -> {after_queues[key]!r}: {why}",
                     f"keep {before_queues[key]!r} on this stack",
                 )
             )
