@@ -1,20 +1,18 @@
-"""Generic machinery of the typed stack config: the base of its blocks, problems, parsing, documentation.
-
-The schema itself (components/stack.py and the config.py of each concern) is frozen pydantic models (``Block``)
-whose fields declare their default, documentation, type and constraints once (``Field``); this module reads Pulumi's
-raw config into them, says pydantic's errors as the preview's problems (one mapping, ``field_problems``), and
-collects every problem before one :class:`ConfigError` is raised.
-"""
+"""Generic machinery of the typed stack config, whose blocks (components/stack.py and each concern's config.py) are
+frozen pydantic models (``Block``) declaring each field's default, documentation, type and constraints once: reading
+Pulumi's raw config into them, saying pydantic's errors as the preview's problems (one mapping, ``_field_problem``)
+and collecting every problem before one ``ConfigError`` is raised; the documentation of the settings."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import json
 import re
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -25,10 +23,9 @@ from pydantic_core import ErrorDetails
 
 NAMESPACE = "tpu-dynamic-slicing"  # the Pulumi project name: every key is <NAMESPACE>:<key>
 B = TypeVar("B", bound=BaseModel)
-
-
 SECRET = "secret"  # a field's json_schema_extra key: the value is one Pulumi must hold encrypted
 SECRET_SETTING: dict[str, Any] = {SECRET: True}  # Field(..., json_schema_extra=SECRET_SETTING)
+KIND = "kind"  # a field's json_schema_extra key: what its values are (``kind``)
 
 
 def camel(name: str) -> str:
@@ -39,7 +36,7 @@ def camel(name: str) -> str:
 
 class Block(BaseModel):
     """A block of the stack config, or an object inside one: frozen, its keys the camelCase of its fields, no key it
-    does not declare. Python code builds one by field name; a stack file is read by key alone (``parse``)."""
+    does not declare. Python code builds one by field name; a stack file is read by key alone (``parse_settings``)."""
 
     model_config = ConfigDict(
         alias_generator=camel,
@@ -104,12 +101,7 @@ def kind(noun: str) -> dict[str, Any]:
     return {KIND: noun}
 
 
-KIND = "kind"
-
-
 # --- Errors ----------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Problem:
     key: str
@@ -149,8 +141,6 @@ class Problems:
 
 
 # --- Parsing: pydantic's errors as the preview's problems ----------------------------------
-
-
 def parse_settings(root: type[B], raw: Mapping[str, Any], problems: Problems) -> B | None:
     """``raw`` (keys as the stack file writes them) as the block ``root``, each problem of a field recorded under its
     key. With such problems it still gives a block, in which each value that failed is its setting's default (or a
@@ -169,18 +159,12 @@ def parse_settings(root: type[B], raw: Mapping[str, Any], problems: Problems) ->
     return None
 
 
-def key_of(loc: tuple[str | int, ...]) -> str:
-    """A pydantic error's location as the key the user sets: ``tpu.pools[0].nodeCount``."""
-    key = ""
-    for part in loc:
-        key = f"{key}[{part}]" if isinstance(part, int) else join(key, str(part))
-    return key
-
-
 def _field_problem(root: type[BaseModel], error: ErrorDetails) -> Problem:
     """A pydantic error of ``root``'s fields as the preview says it: the one mapping of error types to (what, fix)."""
     loc, error_type, value = error["loc"], error["type"], error.get("input")
-    key = key_of(loc)
+    key = ""  # the key the user sets: ``tpu.pools[0].nodeCount``
+    for part in loc:
+        key = f"{key}[{part}]" if isinstance(part, int) else join(key, str(part))
     model, info, tp = _walk(root, loc)
     shown = "the value given" if is_secret(info) else repr(value)
     expected = _describe(tp)
@@ -248,23 +232,21 @@ def _describe(tp: Any, plural: bool = False) -> str:
     return names[1] if plural else names[0]
 
 
+_BOUND_WORDS: dict[type, Callable[[Any], str]] = {
+    annotated_types.Gt: lambda c: f"above {c.gt}",
+    annotated_types.Ge: lambda c: f"{c.ge} or more",
+    annotated_types.Lt: lambda c: f"below {c.lt}",
+    annotated_types.Le: lambda c: f"at most {c.le}",
+}
+
+
 def _bounds(info: FieldInfo | None) -> str:
     """A numeric setting's range, in words: ``within 1300-8896``, ``above 0 and at most 1``, ``1 or more``."""
     constraints = {type(c): c for c in (info.metadata if info else [])}
     ge, le = constraints.get(annotated_types.Ge), constraints.get(annotated_types.Le)
     if isinstance(ge, annotated_types.Ge) and isinstance(le, annotated_types.Le):
         return f"within {ge.ge}-{le.le}"
-    words = []
-    for constraint in constraints.values():
-        if isinstance(constraint, annotated_types.Gt):
-            words.append(f"above {constraint.gt}")
-        elif isinstance(constraint, annotated_types.Ge):
-            words.append(f"{constraint.ge} or more")
-        elif isinstance(constraint, annotated_types.Lt):
-            words.append(f"below {constraint.lt}")
-        elif isinstance(constraint, annotated_types.Le):
-            words.append(f"at most {constraint.le}")
-    return " and ".join(words)
+    return " and ".join(_BOUND_WORDS[kind](c) for kind, c in constraints.items() if kind in _BOUND_WORDS)
 
 
 def _repaired(root: type[BaseModel], data: Any, errors: Iterable[ErrorDetails]) -> Any:
@@ -322,18 +304,8 @@ def is_k8s_name(value: str) -> bool:
 
 
 QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
-_QUANTITY_UNITS = {
-    None: 1,
-    "m": 1e-3,
-    "k": 1e3,
-    "M": 1e6,
-    "G": 1e9,
-    "T": 1e12,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-}
+_QUANTITY_UNITS = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_QUANTITY_UNITS |= {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 
 
 def parse_quantity(text: str) -> float:
@@ -369,10 +341,9 @@ _BUILD_DATE = re.compile(r"(?<![0-9])20[0-9]{2}-?(?:0[1-9]|1[0-2])-?(?:0[1-9]|[1
 
 
 def image_unpinned_reason(image: str) -> str | None:
-    """Why the image reference ``image`` can change under the same name, or None when it is pinned:
-    by a sha256 digest, or by a tag that names a release version (x.y.z) or a build date. A moving
-    tag would change what a running stack pulls without any diff in review. The one rule of the
-    config blocks and of the policy pack."""
+    """Why the image reference ``image`` can change under the same name (and what a running stack pulls, without any
+    diff in review), or None when it is pinned: by a sha256 digest, or by a tag that names a release version (x.y.z)
+    or a build date. The one rule of the config blocks and of the policy pack."""
     if not image:
         return "it is empty; name an image with a dated tag or a digest"
     reference, _, digest = image.partition("@")
@@ -392,7 +363,7 @@ def image_unpinned_reason(image: str) -> str | None:
 def image_pin_problem(image: str) -> str | None:
     """``image_unpinned_reason`` as a config problem's sentence."""
     reason = image_unpinned_reason(image)
-    return None if reason is None else f"{image!r} is not pinned: {reason}"
+    return reason and f"{image!r} is not pinned: {reason}"
 
 
 # Docker's rules for a reference without a registry (distribution/reference normalize.go): the first path
@@ -435,9 +406,6 @@ class ImageReference:
         """The image's name within its registry: ``library/python``, ``vllm/vllm-tpu``, ``jobset/jobset``."""
         return self.qualified_name.partition("/")[2]
 
-    def with_name(self, name: str) -> ImageReference:
-        return ImageReference(name, self.tag, self.digest)
-
     @property
     def tag_and_digest(self) -> str:
         """What follows the name: ``:v1.2.3``, ``@sha256:...`` or ``:v1.2.3@sha256:...`` (a chart's tag value)."""
@@ -450,19 +418,16 @@ class ImageReference:
 def written_release_image(images: Iterable[str], repository: str, tag: str) -> str | None:
     """The image of ``images`` (each written in full, a digest once Renovate pins it) that is ``repository`` at
     ``tag``, or None: a release's own image as the program writes it down."""
-    for image in images:
-        reference = ImageReference.parse(image)
-        if (reference.name, reference.tag) == (repository, tag):
-            return image
-    return None
+    references = ((image, ImageReference.parse(image)) for image in images)
+    return next((image for image, ref in references if (ref.name, ref.tag) == (repository, tag)), None)
 
 
 def release_image_problems(image: str, name: str, tag: str, release: str) -> list[str]:
     """An override of an image the stack takes from a release (a chart's controller, the llm-d router's endpoint
     picker): the image named ``name`` (its last path component; a copy in another registry keeps it) at the
     release's tag ``tag``, with the digest that is the point of an override. ``release`` names it in messages."""
-    if reason := image_unpinned_reason(image):
-        return [f"{image!r} is not pinned: {reason}"]
+    if problem := image_pin_problem(image):
+        return [problem]
     reference = ImageReference.parse(image)
     problems = []
     if reference.name.rsplit("/", 1)[-1] != name:
@@ -479,20 +444,18 @@ def release_image_problems(image: str, name: str, tag: str, release: str) -> lis
 @dataclass(frozen=True)
 class PullPath:
     """Where the nodes pull each image from: the one rewrite of every image the stack runs, in its objects, in its
-    charts' values, in `make bench`'s Job and in `make images`' listing.
+    charts' values, in `make bench`'s Job and in `make images`' listing. Neither set: each image from its own
+    registry, as written (NO_PULL_PATH).
 
-    - Neither set: each image from its own registry, as written.
-    - ``mirror`` (images.mirror, a repository the organisation fills): ``<mirror>/<registry>/<path>`` with the same
-      tag and digest. The whole qualified name is kept under the mirror, so images of different registries never
-      meet in one name, and a copy with `crane copy <image> <mirrored>` keeps the digest (crane copies the manifest,
-      and with it the index of every platform, byte for byte).
-    - ``remotes`` (images.pullThrough): registry -> the Artifact Registry remote repository that proxies it,
-      ``<location>-docker.pkg.dev/<project>/<repository>``; an image of that registry is pulled as
-      ``<repository>/<path>``, its path as the registry itself serves it (Docker Hub's official images under
-      ``library/``, the name Docker's own client asks Docker Hub for: distribution/reference normalize.go), which is
-      the path a remote repository asks its upstream for (a Docker Hub remote repository serves ubuntu:24.04 as
-      ``<repository>/library/ubuntu:24.04``: hail-is/hail dev-docs/services/docker-hub-cache.md at 4ec2e9e5, from
-      running one). A registry without one (Google's: Artifact Registry, gcr.io) keeps the image as written.
+    ``mirror`` (images.mirror, a repository the organisation fills): ``<mirror>/<registry>/<path>`` with the same tag
+    and digest; the whole qualified name is kept, so images of different registries never meet in one name, and
+    `crane copy <image> <mirrored>` keeps the digest (it copies the manifest, every platform's index, byte for byte).
+
+    ``remotes`` (images.pullThrough): registry -> the Artifact Registry remote repository that proxies it; an image of
+    that registry is pulled as ``<repository>/<path>``, its path as the registry serves it (``path``), which is the
+    path a remote repository asks its upstream for (a Docker Hub remote repository serves ubuntu:24.04 as
+    ``<repository>/library/ubuntu:24.04``: hail-is/hail dev-docs/services/docker-hub-cache.md at 4ec2e9e5, from
+    running one). A registry without one (Google's: Artifact Registry, gcr.io) keeps the image as written.
     """
 
     mirror: str = ""
@@ -503,21 +466,18 @@ class PullPath:
             return image
         reference = ImageReference.parse(image)
         if self.mirror:
-            return str(reference.with_name(f"{self.mirror}/{reference.qualified_name}"))
+            return str(dataclasses.replace(reference, name=f"{self.mirror}/{reference.qualified_name}"))
         repository = dict(self.remotes).get(reference.registry)
-        return str(reference.with_name(f"{repository}/{reference.path}")) if repository else image
+        return str(dataclasses.replace(reference, name=f"{repository}/{reference.path}")) if repository else image
 
 
 NO_PULL_PATH = PullPath()  # each image from its own registry
 
 
 def secrets_in_plain_text(config: BaseModel, secret_blocks: set[str], prefix: str = "") -> list[Problem]:
-    """Settings documented as secret that hold a value outside a secret config key.
-
-    Pulumi keeps secrecy per top-level key: ``pulumi config set --secret --path serving.hfToken``
-    encrypts the value and marks the whole ``serving`` key secret, and the engine tells the
-    program which keys are. A value typed into the stack file in plain text is neither.
-    """
+    """Settings documented as secret that hold a value outside a secret config key. Pulumi keeps secrecy per
+    top-level key: ``pulumi config set --secret --path serving.hfToken`` encrypts the value and marks the whole
+    ``serving`` key secret, and the engine tells the program which keys are; a value typed in plain text is neither."""
     problems = []
     for name, info in type(config).model_fields.items():
         key = join(prefix, info.alias or name)
@@ -539,18 +499,15 @@ SECRET_SHOWN = "[secret]"
 
 
 def redact_secret_values(problems: list[Problem], raw: Mapping[str, Any], secret_blocks: set[str]) -> list[Problem]:
-    """The problems with the value of each key inside a secret top-level key replaced by ``[secret]``.
-
-    Pulumi keeps secrecy per top-level key, so the program cannot tell which leaf of a secret key
-    was encrypted: no message about a key inside one echoes that key's value, whatever it is.
-    """
+    """The problems with the value of each key inside a secret top-level key replaced by ``[secret]``: the program
+    cannot tell which leaf of a secret key was encrypted (secrets_in_plain_text), so no message about a key inside
+    one echoes that key's value, whatever it is."""
     redacted = []
     for problem in problems:
         value = _value_at(raw, problem.key) if problem.key.split(".")[0].split("[")[0] in secret_blocks else None
         if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
-            shown = [repr(value), str(value)]
             what, fix = problem.what, problem.fix
-            for text in shown:
+            for text in (repr(value), str(value)):
                 what, fix = what.replace(text, SECRET_SHOWN), fix.replace(text, SECRET_SHOWN)
             problem = Problem(problem.key, what, fix)
         redacted.append(problem)
@@ -618,8 +575,6 @@ def _value_at(raw: Any, key: str) -> Any:
 
 
 # --- Documentation ---------------------------------------------------------------------
-
-
 REQUIRED = "(required)"
 REQUIRED_IN_ITEM = "(required in each item)"
 REQUIRED_IF_SET = "(required when set)"
@@ -628,13 +583,10 @@ REQUIRED_IF_SET = "(required when set)"
 def documented_settings(
     cls: type[BaseModel], prefix: str = "", defaults: Any = None, required: str = REQUIRED
 ) -> list[tuple[str, str, str]]:
-    """(key, default, description) for every setting of ``cls``, in schema order, for the config table of docs/configuration.md.
-
-    A field without a default of its own shows its parent's default for it (``checks.subslicing.name``
-    is ``subslice-check``: a partial object keeps the keys it leaves out). Only a field no default
-    covers shows ``required``: ``(required)`` at the top, ``(required in each item)`` inside a
-    list's items, ``(required when set)`` inside an optional object.
-    """
+    """(key, default, description) for every setting of ``cls``, in schema order, for the config table of
+    docs/configuration.md. A field without a default of its own shows its parent's default for it
+    (``checks.subslicing.name`` is ``subslice-check``: a partial object keeps the keys it leaves out); only a field no
+    default covers shows ``required``: at the top, in each item of a list, or when an optional object is set."""
     rows = []
     for name, info in cls.model_fields.items():
         key = join(prefix, info.alias or name)

@@ -8,7 +8,7 @@ feels, and what is left to do by hand.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,7 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
     system pool and the TPU pools) on one of its reservation, service account, placement policy or boot (the key of
     its boot disks, secure boot: NodeBoot); this program also replaces a TPU pool whose zone or machine type changes
     (GKE cannot move a multi-host slice in place). Kueue refuses a new topologyName or nodeLabels on a ResourceFlavor
-    in use. GKE's Secret Manager add-on must outlive the pods that mount the token file through it (the cluster
+    in use, and a LocalQueue's new ClusterQueue. GKE's Secret Manager add-on must outlive the pods that mount the token file through it (the cluster
     is updated before them).
     """
     cluster = config.cluster
@@ -73,47 +73,53 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             "topologyName": config.queues.topology_name,
             "resourceFlavorName": config.queues.resource_flavor_name,
             "acceleratorLabel": config.tpu.machine.accelerator_label,  # the ResourceFlavor's nodeLabels
+            "clusterQueueName": config.queues.cluster_queue_name,  # each LocalQueue's spec.clusterQueue
         }
     if not cluster.existing.enabled:
-        facts["isolation"] = isolation_facts(config)
-        facts["hardening"] = hardening_facts(config.cluster)
+        # Who reaches the nodes and the control plane, and the cluster's CIS GKE settings a production stack
+        # requires: each changes in place (components/gcp/cluster.py), but what GKE then does is felt, so the preview
+        # says it.
+        control_plane = cluster.control_plane
+        facts["isolation"] = {
+            "privateNodes": {
+                SYSTEM_POOL: cluster.private_nodes,
+                **{pool.name: config.tpu.pool_private_nodes(pool, cluster) for pool in config.tpu.pools},
+            },
+            "nat": naming.network_names(config.network.prefix)["nat"] if config.nat_needed else "",
+            "dnsEndpoint": control_plane.dns_endpoint,
+            "ipEndpoint": control_plane.ip_endpoint,
+            "authorizedNetworks": sorted(network.cidr for network in control_plane.authorized_networks),
+        }
+        facts["hardening"] = {
+            "binaryAuthorization": cluster.binary_authorization,
+            "rbacSecurityGroup": cluster.rbac_security_group,
+            "intranodeVisibility": cluster.intranode_visibility,
+        }
         facts["secretManager"] = {
             "addOn": cluster.secret_manager,
             "tokenFile": config.serving.enabled and bool(config.serving.hf_token_secret_version),
         }
-        facts[PULL_THROUGH_FACT] = pull_through_facts(config)
+        # Registry -> its pull-through repository's inputs that replace it: id, upstream and upstream credentials
+        # are all ForceNew (hashicorp/terraform-provider-google google/services/artifactregistry/
+        # resource_artifact_registry_repository.go, read at 07fc8657: `repository_id`, `remote_repository_config` and
+        # every field under it).
+        pull_through = config.images.pull_through
+        credentials = f"{pull_through.docker_hub_username} {pull_through.docker_hub_password_secret_version}"
+        facts["pullThrough"] = {
+            repository.registry: {
+                "repository": repository.repository_id,
+                "upstream": repository.upstream,
+                "credentials": credentials if repository.docker_hub and pull_through.docker_hub_credentials else "",
+            }
+            for repository in config.pull_through_repositories()
+        }
     if namespaces := workload_namespaces(config):
         facts[DEFAULT_DENY_FACT] = sorted(namespaces)
     return facts
 
 
-# The lifecycle fact of the pull-through repositories: registry -> what replaces its repository.
-PULL_THROUGH_FACT = "pullThrough"
-
-
-def pull_through_facts(config: StackConfig) -> dict[str, Any]:
-    """Each pull-through repository's inputs that replace it: its id, upstream and upstream credentials are all
-    ForceNew (hashicorp/terraform-provider-google google/services/artifactregistry/resource_artifact_registry_
-    repository.go, read at 07fc8657: `repository_id`, `remote_repository_config` and every field under it)."""
-    pull_through = config.images.pull_through
-    return {
-        repository.registry: {
-            "repository": repository.repository_id,
-            "upstream": repository.upstream,
-            "credentials": (
-                f"{pull_through.docker_hub_username} {pull_through.docker_hub_password_secret_version}"
-                if repository.docker_hub and pull_through.docker_hub_credentials
-                else ""
-            ),
-        }
-        for repository in config.pull_through_repositories()
-    }
-
-
 # The lifecycle fact of the namespaces whose pods accept only what a NetworkPolicy admits (the default deny).
 DEFAULT_DENY_FACT = "defaultDenyNamespaces"
-
-
 SYSTEM_POOL = naming.SYSTEM_POOL_NAME
 BOOT_FACTS = ("bootDiskKey", "secureBoot")  # a TPU pool's facts of its boot: what boot hardening replaces
 
@@ -127,55 +133,6 @@ def before_boot_hardening(previous: Mapping[str, Any], current: Mapping[str, Any
     as that program made every pool: no key, no secure boot (the system pool's secure boot was always on, no fact)."""
     unhardened = boot_facts(gcp_config.UNHARDENED_BOOT)
     return {**{key: unhardened[key] for key in BOOT_FACTS if key in current}, **previous}
-
-
-def isolation_facts(config: StackConfig) -> dict[str, Any]:
-    """Who reaches the nodes and the control plane: every field here changes in place (components/gcp/cluster.py),
-    but a change of a pool's nodes or of the endpoint kubectl uses is felt, so the preview says what it does."""
-    control_plane = config.cluster.control_plane
-    return {
-        "privateNodes": {
-            SYSTEM_POOL: config.cluster.private_nodes,
-            **{pool.name: config.tpu.pool_private_nodes(pool, config.cluster) for pool in config.tpu.pools},
-        },
-        "nat": naming.network_names(config.network.prefix)["nat"] if config.nat_needed else "",
-        "dnsEndpoint": control_plane.dns_endpoint,
-        "ipEndpoint": control_plane.ip_endpoint,
-        "authorizedNetworks": sorted(network.cidr for network in control_plane.authorized_networks),
-    }
-
-
-def isolation_before_private_clusters(pools: Iterable[str]) -> dict[str, Any]:
-    """What the program made before these settings existed: nodes with external addresses and no NAT, GKE's
-    default IP endpoints (public, no authorized network), the DNS-based endpoint not opened to outside traffic."""
-    return {
-        "privateNodes": dict.fromkeys([SYSTEM_POOL, *pools], False),
-        "nat": "",
-        "dnsEndpoint": False,
-        "ipEndpoint": "public",
-        "authorizedNetworks": [],
-    }
-
-
-def hardening_facts(cluster: gcp_config.ClusterConfig) -> dict[str, Any]:
-    """The cluster's CIS GKE settings a production stack requires: each changes in place (components/gcp/cluster.py),
-    and what GKE then does to running pods or nodes is felt, so the preview says it."""
-    return {
-        "binaryAuthorization": cluster.binary_authorization,
-        "rbacSecurityGroup": cluster.rbac_security_group,
-        "intranodeVisibility": cluster.intranode_visibility,
-    }
-
-
-# What the program made before these settings existed: a cluster that never asked for Binary Authorization's
-# enforcement or a group of RBAC, each off until asked for (https://cloud.google.com/binary-authorization/docs/
-# enable-cluster turns enforcement on for an existing cluster), nor for intranode visibility, which GKE leaves off
-# on Standard clusters (https://cloud.google.com/kubernetes-engine/docs/how-to/intranode-visibility).
-HARDENING_BEFORE_SETTINGS: dict[str, Any] = {
-    "binaryAuthorization": gcp_config.BINARY_AUTHORIZATION_OFF,
-    "rbacSecurityGroup": "",
-    "intranodeVisibility": False,
-}
 
 
 def previous_pool_reservations(outputs: Mapping[str, Any] | None) -> dict[str, str]:
@@ -291,23 +248,29 @@ def review_changes(
                 "| kubectl apply --server-side --force-conflicts -f -"
             )
     before_queues, after_queues = previous.get("queues") or {}, current.get("queues") or {}
-    for key, setting_key in (
-        ("topologyName", "queues.topologyName"),
-        ("resourceFlavorName", "queues.resourceFlavorName"),
-        ("acceleratorLabel", "tpu.machineType"),
+    in_use = (
+        "Kueue refuses to repoint a ResourceFlavor in use and holds a Topology or flavor in use until nothing "
+        "references it"
+    )
+    # Kueue's LocalQueue CRD holds spec.clusterQueue immutable (an XValidation rule, kueue v0.17.1
+    # apis/kueue/v1beta2/localqueue_types.go:35) and the LocalQueues keep their names: the twin saw the update refused.
+    repointed = "each LocalQueue of the stack points at the ClusterQueue by name, and Kueue holds that immutable"
+    for key, setting_key, why in (
+        ("topologyName", "queues.topologyName", in_use),
+        ("resourceFlavorName", "queues.resourceFlavorName", in_use),
+        ("acceleratorLabel", "tpu.machineType", in_use),
+        ("clusterQueueName", "queues.clusterQueueName", repointed),
     ):
         if key in before_queues and key in after_queues and before_queues[key] != after_queues[key]:
             refused.append(
                 Problem(
                     setting_key,
-                    f"{before_queues[key]!r} -> {after_queues[key]!r}: Kueue refuses to repoint a ResourceFlavor in use "
-                    "and holds a Topology or flavor in use until nothing references it",
+                    f"{before_queues[key]!r} -> {after_queues[key]!r}: {why}",
                     f"keep {before_queues[key]!r} on this stack",
                 )
             )
-    if (previous.get("secretManager") or {}).get("tokenFile") and (current.get("secretManager") or {}).get(
-        "addOn"
-    ) is False:
+    token_file_before = (previous.get("secretManager") or {}).get("tokenFile")
+    if token_file_before and (current.get("secretManager") or {}).get("addOn") is False:
         refused.append(
             Problem(
                 "cluster.secretManager",
@@ -318,13 +281,20 @@ def review_changes(
             )
         )
     if "isolation" in current:
-        isolation_before = previous.get("isolation") or isolation_before_private_clusters(before_pools or after_pools)
+        # Before these settings existed the program made nodes with external addresses and no NAT, GKE's default IP
+        # endpoints (public, no authorized network), the DNS-based endpoint not opened to outside traffic.
+        isolation_before = previous.get("isolation") or {
+            "privateNodes": dict.fromkeys([SYSTEM_POOL, *(before_pools or after_pools)], False),
+            "nat": "",
+            "dnsEndpoint": False,
+            "ipEndpoint": "public",
+            "authorizedNetworks": [],
+        }
         _review_isolation(isolation_before, current["isolation"], current["cluster"], review)
     if "hardening" in current:
-        hardening_before = previous.get("hardening") or HARDENING_BEFORE_SETTINGS
-        _review_hardening(hardening_before, current["hardening"], current["cluster"], review)
-    if PULL_THROUGH_FACT in current:
-        _review_pull_through(previous.get(PULL_THROUGH_FACT) or {}, current[PULL_THROUGH_FACT], review)
+        _review_hardening(previous.get("hardening") or {}, current["hardening"], current["cluster"], review)
+    if "pullThrough" in current:
+        _review_pull_through(previous.get("pullThrough") or {}, current["pullThrough"], review)
     denied_before = set(previous.get(DEFAULT_DENY_FACT) or [])
     if newly_denied := [n for n in current.get(DEFAULT_DENY_FACT) or [] if n not in denied_before]:
         in_place.append(
@@ -371,7 +341,11 @@ def _review_pull_through(before: Mapping[str, Any], after: Mapping[str, Any], re
 def _review_hardening(
     before: Mapping[str, Any], after: Mapping[str, Any], cluster: Mapping[str, Any], review: ChangeReview
 ) -> None:
-    """What changes in place and what is left to do by hand when a CIS GKE setting of the cluster changes.
+    """What changes in place and what is left to do by hand when a CIS GKE setting of the cluster changes. A setting
+    the last `up` did not export is as the program made it before the setting existed: off (Binary Authorization's
+    enforcement and a group of RBAC until asked for, https://cloud.google.com/binary-authorization/docs/enable-cluster
+    turns enforcement on for an existing cluster; intranode visibility, which GKE leaves off on Standard clusters,
+    https://cloud.google.com/kubernetes-engine/docs/how-to/intranode-visibility).
 
     Intranode visibility turned on for a running cluster restarts its control plane and nodes: gcloud's help of
     --enable-intra-node-visibility (google-cloud-sdk 578.0.0, lib/googlecloudsdk/command_lib/container/flags.py,
@@ -379,56 +353,47 @@ def _review_hardening(
     it off restarts. gcloud turns Google Groups for RBAC on only: every --security-group sends enabled=True
     (lib/googlecloudsdk/api_lib/container/api_adapter.py, same release), so turning it off is an API call.
     """
-    in_place, by_hand = review.in_place, review.by_hand
+    in_place = review.in_place
     if before.get("intranodeVisibility", False) != after["intranodeVisibility"]:
-        if after["intranodeVisibility"]:
-            in_place.append(
-                "cluster.intranodeVisibility: turned on IN PLACE (the cluster is updated, not replaced), and GKE "
-                "restarts the control plane and every node to apply it (gcloud's help of --enable-intra-node-"
-                "visibility): the controllers restart, and each TPU pool loses every slice of its cube at once, the "
-                "serving groups on it reloading the model. Make this `up` in the maintenance window"
-            )
-        else:
-            in_place.append(
-                "cluster.intranodeVisibility: turned off IN PLACE (the cluster is updated, not replaced); what GKE "
-                "restarts to apply it is not documented in a source this program could read: plan for what turning "
-                "it on does, the control plane and every node restarted, in the maintenance window"
-            )
-    mode_before = before.get("binaryAuthorization", gcp_config.BINARY_AUTHORIZATION_OFF)
-    mode_after = after["binaryAuthorization"]
-    if mode_before != mode_after:
-        if mode_after == gcp_config.BINARY_AUTHORIZATION_ENFORCED:
-            in_place.append(
-                "cluster.binaryAuthorization: the cluster enforces the project's Binary Authorization policy, in place "
-                "(its API enabled first). Running pods keep running; every pod created after it (a rollout, a pod "
-                "moved by a node upgrade or repair, the next slice check) is admitted only if the policy allows its "
-                "images: read the policy first, `gcloud container binauthz policy export`"
-            )
-        else:
-            in_place.append(
-                "cluster.binaryAuthorization: the cluster no longer enforces the project's Binary Authorization policy, "
-                "in place: every image is admitted again"
-            )
+        in_place.append(
+            "cluster.intranodeVisibility: turned on IN PLACE (the cluster is updated, not replaced), and GKE "
+            "restarts the control plane and every node to apply it (gcloud's help of --enable-intra-node-"
+            "visibility): the controllers restart, and each TPU pool loses every slice of its cube at once, the "
+            "serving groups on it reloading the model. Make this `up` in the maintenance window"
+            if after["intranodeVisibility"]
+            else "cluster.intranodeVisibility: turned off IN PLACE (the cluster is updated, not replaced); what GKE "
+            "restarts to apply it is not documented in a source this program could read: plan for what turning "
+            "it on does, the control plane and every node restarted, in the maintenance window"
+        )
+    if before.get("binaryAuthorization", gcp_config.BINARY_AUTHORIZATION_OFF) != after["binaryAuthorization"]:
+        in_place.append(
+            "cluster.binaryAuthorization: the cluster enforces the project's Binary Authorization policy, in place "
+            "(its API enabled first). Running pods keep running; every pod created after it (a rollout, a pod "
+            "moved by a node upgrade or repair, the next slice check) is admitted only if the policy allows its "
+            "images: read the policy first, `gcloud container binauthz policy export`"
+            if after["binaryAuthorization"] == gcp_config.BINARY_AUTHORIZATION_ENFORCED
+            else "cluster.binaryAuthorization: the cluster no longer enforces the project's Binary Authorization "
+            "policy, in place: every image is admitted again"
+        )
     group_before, group_after = before.get("rbacSecurityGroup", ""), after["rbacSecurityGroup"]
-    if group_before != group_after:
-        if group_after and not group_before:
-            in_place.append(
-                f"cluster.rbacSecurityGroup: Google Groups for RBAC is turned on with {group_after}, in place: a "
-                "RoleBinding that names a group nested in it grants the group's members its role"
-            )
-        elif group_after:
-            in_place.append(
-                f"cluster.rbacSecurityGroup: GKE reads the groups of RBAC from {group_after} instead of "
-                f"{group_before}, in place: bindings to groups nested only in {group_before} stop granting"
-            )
-        else:
-            by_hand.append(
-                "cluster.rbacSecurityGroup: the group is now empty, but the provider reads a missing "
-                f"authenticator_groups_config as GKE's, so GKE keeps reading the groups of RBAC from {group_before}. "
-                "gcloud only sets a group (--security-group); to turn the feature off, update the cluster through "
-                f"GKE's API: clusters.update of projects/<project>/locations/{cluster['region']}/clusters/"
-                f'{cluster["name"]} with {{"update": {{"desiredAuthenticatorGroupsConfig": {{"enabled": false}}}}}}'
-            )
+    if group_after and not group_before:
+        in_place.append(
+            f"cluster.rbacSecurityGroup: Google Groups for RBAC is turned on with {group_after}, in place: a "
+            "RoleBinding that names a group nested in it grants the group's members its role"
+        )
+    elif group_after and group_after != group_before:
+        in_place.append(
+            f"cluster.rbacSecurityGroup: GKE reads the groups of RBAC from {group_after} instead of "
+            f"{group_before}, in place: bindings to groups nested only in {group_before} stop granting"
+        )
+    elif group_before and not group_after:
+        review.by_hand.append(
+            "cluster.rbacSecurityGroup: the group is now empty, but the provider reads a missing "
+            f"authenticator_groups_config as GKE's, so GKE keeps reading the groups of RBAC from {group_before}. "
+            "gcloud only sets a group (--security-group); to turn the feature off, update the cluster through "
+            f"GKE's API: clusters.update of projects/<project>/locations/{cluster['region']}/clusters/"
+            f'{cluster["name"]} with {{"update": {{"desiredAuthenticatorGroupsConfig": {{"enabled": false}}}}}}'
+        )
 
 
 def _review_isolation(
@@ -438,59 +403,47 @@ def _review_isolation(
     in_place, by_hand = review.in_place, review.by_hand
     credentials = f"gcloud container clusters get-credentials {cluster['name']} --region {cluster['region']}"
     nodes_before: Mapping[str, bool] = before.get("privateNodes") or {}
-    flipped = {
-        pool: private
-        for pool, private in after["privateNodes"].items()
-        if pool in nodes_before and nodes_before[pool] != private
-    }
     if after["nat"] and not before.get("nat"):
         in_place.append(
             f"network.nat: Cloud NAT {after['nat']} and its Cloud Router are created, before any node goes private: "
             "the private nodes' way to registries outside Google, Hugging Face and the package index"
         )
-    for pool, private in flipped.items():
+    for pool, private in after["privateNodes"].items():
+        if pool not in nodes_before or nodes_before[pool] == private:
+            continue
         change = "lose their external addresses" if private else "get external addresses again"
-        key = "cluster.privateNodes" if pool == SYSTEM_POOL else "tpu.pools[].privateNodes or cluster.privateNodes"
-        if pool == SYSTEM_POOL:
-            in_place.append(
-                f"{key}: the system node pool's nodes {change} IN PLACE (the pool is updated, not replaced); GKE may "
-                "recreate the nodes to apply it, and the controllers on them restart elsewhere"
-            )
-        else:
-            in_place.append(
-                f"{key}: the nodes of TPU pool {pool} {change} IN PLACE (the pool is updated, not replaced, and keeps "
-                "its reservation cube); GKE may recreate the nodes to apply it, which takes every slice of the cube "
-                "down at once. To keep serving, move one TPU pool per `up` (tpu.pools[].privateNodes), in the "
-                "maintenance window"
-            )
+        in_place.append(
+            f"cluster.privateNodes: the system node pool's nodes {change} IN PLACE (the pool is updated, not "
+            "replaced); GKE may recreate the nodes to apply it, and the controllers on them restart elsewhere"
+            if pool == SYSTEM_POOL
+            else f"tpu.pools[].privateNodes or cluster.privateNodes: the nodes of TPU pool {pool} {change} IN PLACE "
+            "(the pool is updated, not replaced, and keeps its reservation cube); GKE may recreate the nodes to apply "
+            "it, which takes every slice of the cube down at once. To keep serving, move one TPU pool per `up` "
+            "(tpu.pools[].privateNodes), in the maintenance window"
+        )
     if before.get("nat") and not after["nat"]:
         in_place.append(f"network.nat: Cloud NAT {before['nat']} is deleted, after the nodes have external addresses")
     if before.get("dnsEndpoint") != after["dnsEndpoint"]:
-        if after["dnsEndpoint"]:
-            in_place.append(
-                "cluster.controlPlane.dnsEndpoint: the DNS-based endpoint takes traffic from outside Google Cloud, in "
-                "place (IAM's container.clusters.connect decides who); the stack's kubeconfig and Kubernetes provider "
-                f"move to it (the provider is updated, not replaced). kubectl: `{credentials} --dns-endpoint`"
-            )
-        else:
-            in_place.append(
-                "cluster.controlPlane.dnsEndpoint: the DNS-based endpoint refuses traffic from outside Google Cloud, in "
-                "place; the stack's kubeconfig and Kubernetes provider move to the IP endpoint (the provider is "
-                "updated, not replaced), and kubeconfigs made with --dns-endpoint stop working"
-            )
+        in_place.append(
+            "cluster.controlPlane.dnsEndpoint: the DNS-based endpoint takes traffic from outside Google Cloud, in "
+            "place (IAM's container.clusters.connect decides who); the stack's kubeconfig and Kubernetes provider "
+            f"move to it (the provider is updated, not replaced). kubectl: `{credentials} --dns-endpoint`"
+            if after["dnsEndpoint"]
+            else "cluster.controlPlane.dnsEndpoint: the DNS-based endpoint refuses traffic from outside Google Cloud, "
+            "in place; the stack's kubeconfig and Kubernetes provider move to the IP endpoint (the provider is "
+            "updated, not replaced), and kubeconfigs made with --dns-endpoint stop working"
+        )
     ip_before, ip_after = before.get("ipEndpoint"), after["ipEndpoint"]
     if ip_before != ip_after:
-        what = {
+        answers = {
             "public": "a public and a private IP",
             "private": "the private IP only (the VPC)",
             "off": "no IP at all (the DNS-based endpoint only)",
-        }
-        line = f"cluster.controlPlane.ipEndpoint: the control plane answers on {what[ip_after]}, in place"
+        }[ip_after]
+        line = f"cluster.controlPlane.ipEndpoint: the control plane answers on {answers}, in place"
         if ip_after != "public":
-            line += (
-                "; kubeconfigs that name its public IP stop working: outside the VPC, use "
-                f"`{credentials} --dns-endpoint`"
-            )
+            line += "; kubeconfigs that name its public IP stop working: outside the VPC, use "
+            line += f"`{credentials} --dns-endpoint`"
         in_place.append(line)
     networks_before, networks_after = before.get("authorizedNetworks") or [], after["authorizedNetworks"]
     if ip_after == "public" and networks_before != networks_after:

@@ -17,8 +17,8 @@ MANIFESTS = Path(__file__).resolve().parent.parent / "manifests"
 @cache
 def _load(relative_path: str) -> tuple[dict[str, Any], ...]:
     with open(MANIFESTS / relative_path) as stream:
-        # A JSON round trip unshares the nodes YAML anchors alias (the env of a leader and its
-        # worker, say), so an overlay of one never leaks into the other.
+        # A JSON round trip unshares the nodes YAML anchors alias (the env of a leader and its worker, say), so an
+        # overlay of one never leaks into the other.
         return tuple(json.loads(json.dumps(doc)) for doc in yaml.safe_load_all(stream) if doc)
 
 
@@ -34,14 +34,9 @@ def load_document(relative_path: str) -> dict[str, Any]:
 
 
 def load_list(relative_path: str) -> list[dict[str, Any]]:
-    """Fresh copies of the items of a manifest file's one ``kind: List`` document (kubectl applies each item).
-
-    One document lets its items share YAML anchors: a fact they all use is written once.
-    """
-    document = load_document(relative_path)
-    if document["kind"] != "List":
-        raise ValueError(f"{relative_path} is a {document['kind']}, not a List")
-    items: list[dict[str, Any]] = document["items"]
+    """Fresh copies of the items of a manifest file's one ``kind: List`` document (kubectl applies each item), whose
+    items share YAML anchors: a fact they all use is written once."""
+    items: list[dict[str, Any]] = load_document(relative_path)["items"]
     return items
 
 
@@ -90,12 +85,9 @@ def remove_env(target: dict[str, Any], name: str) -> None:
 
 
 def set_flag(args: list[str], flag: str, value: Any, *, optional: bool = False) -> None:
-    """Replace ``flag=...`` (``flag`` with its dashes) in a base's arguments; objects become JSON; None takes the
-    flag out.
-
-    A flag missing from the base is an error: the YAML base is the place to add arguments. Except an ``optional``
-    one, a setting that is unset by default, which the base cannot hold: it is added at the end.
-    """
+    """Replace ``flag=...`` (``flag`` with its dashes) in a base's arguments; objects become JSON; None takes the flag
+    out. A flag missing from the base is an error (the YAML base is the place to add arguments), but an ``optional``
+    one, a setting unset by default that the base cannot hold, is added at the end."""
     if value is None:
         args[:] = [arg for arg in args if not (arg == flag or arg.startswith(flag + "="))]
         return
@@ -118,30 +110,31 @@ def files_digest(files: dict[str, str]) -> str:
     return hasher.hexdigest()
 
 
-def pods_by_image(obj: dict[str, Any]) -> dict[str, int | None]:
-    """How many pods of the workload ``obj`` start when it is created, by each image they run (containers and init
-    containers): a Deployment's or StatefulSet's replicas, a Job's parallelism, a JobSet's replicated Jobs, a
+def pods_by_image(*objects: dict[str, Any]) -> dict[str, int | None]:
+    """How many pods of the workloads ``objects`` start when they are created, by each image they run (containers and
+    init containers): a Deployment's or StatefulSet's replicas, a Job's parallelism, a JobSet's replicated Jobs, a
     LeaderWorkerSet's leaders and workers (replicas groups of `size` pods, the leader's template for one of each when
     it has one). None for a DaemonSet (a pod on each node it selects); nothing for a kind that runs no pod."""
-    kind, spec = obj.get("kind"), obj.get("spec") or {}
     templates: list[tuple[int | None, dict[str, Any]]] = []
-    if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
-        templates = [(spec.get("replicas", 1), spec["template"])]
-    elif kind == "Job":
-        templates = [(spec.get("parallelism", 1), spec["template"])]
-    elif kind == "DaemonSet":
-        templates = [(None, spec["template"])]
-    elif kind == "JobSet":
-        for replicated in spec.get("replicatedJobs") or []:
-            job = replicated["template"]["spec"]
-            templates.append((replicated.get("replicas", 1) * job.get("parallelism", 1), job["template"]))
-    elif kind == "LeaderWorkerSet":
-        groups, group = spec.get("replicas", 1), spec["leaderWorkerTemplate"]
-        size = group.get("size", 1)
-        if "leaderTemplate" in group:
-            templates = [(groups, group["leaderTemplate"]), (groups * (size - 1), group["workerTemplate"])]
-        else:
-            templates = [(groups * size, group["workerTemplate"])]
+    for obj in objects:
+        kind, spec = obj.get("kind"), obj.get("spec") or {}
+        if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
+            templates.append((spec.get("replicas", 1), spec["template"]))
+        elif kind == "Job":
+            templates.append((spec.get("parallelism", 1), spec["template"]))
+        elif kind == "DaemonSet":
+            templates.append((None, spec["template"]))
+        elif kind == "JobSet":
+            for replicated in spec.get("replicatedJobs") or []:
+                job = replicated["template"]["spec"]
+                templates.append((replicated.get("replicas", 1) * job.get("parallelism", 1), job["template"]))
+        elif kind == "LeaderWorkerSet":
+            groups, group = spec.get("replicas", 1), spec["leaderWorkerTemplate"]
+            size = group.get("size", 1)
+            if "leaderTemplate" in group:
+                templates += [(groups, group["leaderTemplate"]), (groups * (size - 1), group["workerTemplate"])]
+            else:
+                templates.append((groups * size, group["workerTemplate"]))
     counts: dict[str, int | None] = {}
     for pods, template in templates:
         pod = template.get("spec") or {}

@@ -1,17 +1,9 @@
-"""Naming rules and budgets for the Google Cloud names this program derives.
-
-Pure functions: every derived name is computed here once, so validation and the components
-agree on it, and a name that GCP would reject fails at preview instead of mid-apply.
-"""
+"""Naming rules and budgets for the Google Cloud names this program derives: each derived name computed here once,
+so validation and the components agree on it, and a name that GCP would reject fails at preview, not mid-apply."""
 
 from __future__ import annotations
 
 import re
-
-_GCP_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_SERVICE_ACCOUNT_ID = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])$")
-_PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
 
 # Length limits of the APIs (RFC 1035 labels for compute, tighter for GKE and IAM).
 COMPUTE_NAME_MAX = 63
@@ -26,7 +18,7 @@ SYSTEM_POOL_NAME = "system"  # the GKE node pool of the controllers; no TPU pool
 
 def gcp_name_problem(name: str, max_length: int = COMPUTE_NAME_MAX) -> str | None:
     """Why ``name`` breaks the GCP resource naming rule, or None."""
-    if not _GCP_NAME.match(name):
+    if not re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", name):
         return (
             f"{name!r} is not a valid name: use lowercase letters, digits and hyphens, "
             "starting with a letter and not ending with a hyphen"
@@ -42,20 +34,20 @@ def service_account_id_problem(account_id: str) -> str | None:
             f"service account id {account_id!r} is {len(account_id)} characters; "
             f"IAM allows {SERVICE_ACCOUNT_ID_MIN} to {SERVICE_ACCOUNT_ID_MAX}"
         )
-    if not _SERVICE_ACCOUNT_ID.match(account_id):
+    if not re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])$", account_id):
         return f"service account id {account_id!r} may hold only lowercase letters, digits and hyphens"
     return None
 
 
 def project_id_problem(project: str) -> str | None:
-    if not _PROJECT_ID.match(project):
-        return f"{project!r} is not a project ID: 6 to 30 lowercase letters, digits or hyphens, starting with a letter"
-    return None
+    if re.match(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", project):
+        return None
+    return f"{project!r} is not a project ID: 6 to 30 lowercase letters, digits or hyphens, starting with a letter"
 
 
 def bucket_name_problem(name: str) -> str | None:
     """Why ``name`` is no Cloud Storage bucket name we can create, or None."""
-    if not _BUCKET_NAME.match(name):
+    if not re.match(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$", name):
         return "3 to 63 lowercase letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
     if name.startswith("goog") or "google" in name:
         return "names may not start with 'goog' or contain 'google'"
@@ -84,18 +76,13 @@ def node_service_account_id(cluster_name: str) -> str:
 
 
 def slice_name_budget_problem(namespace: str, workload_name: str, limit: int = SLICE_NAME_MAX) -> str | None:
-    """Whether Slice names for ``workload_name`` in ``namespace`` fit the budget; an error or None.
+    """Why Slice names for ``workload_name`` (a JobSet or LeaderWorkerSet) in ``namespace`` break the budget, or None.
 
-    The slice controller of Kueue derives each Slice name from the namespace and the workload
-    name, followed by the pod set and the slice index, and keeps it within ``limit`` (49
-    characters) by cutting the name and appending a 5-character hash. The exact derivation is
-    Kueue's slice controller's and may change; this is a conservative budget on our side:
-
-        len(namespace) + 1 + len(workload_name) + 6 <= limit
-
-    (``1`` for the hyphen between them, ``6`` for ``-`` plus the index or hash). Within it the
-    ``<namespace>-<workload>`` part survives whole in every Slice name, so a Slice still says
-    which workload holds it. ``workload_name`` is the JobSet or LeaderWorkerSet name.
+    Kueue's slice controller derives each Slice name from the namespace and the workload name, followed by the pod
+    set and the slice index, and keeps it within ``limit`` by cutting the name and appending a 5-character hash. The
+    derivation is the controller's and may change; this is a conservative budget on our side,
+    ``len(namespace) + 1 + len(workload_name) + 6 <= limit`` (a hyphen between them, ``-`` plus the index or hash),
+    within which ``<namespace>-<workload>`` survives whole in every Slice name, saying which workload holds it.
     """
     used = len(namespace) + 1 + len(workload_name) + SLICE_NAME_HASH_SUFFIX
     if used <= limit:

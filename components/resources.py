@@ -9,19 +9,16 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-# A JobSet's spec is immutable once created, and Kueue refuses a new queue label on a queued one:
-# a change to either must replace it (a new run), and the old one must go first because the
-# replacement keeps its name.
+# A JobSet's spec is immutable once created, and Kueue refuses a new queue label on a queued one: a change to either
+# must replace it (a new run), and the old one must go first because the replacement keeps its name.
 REPLACE_ON_SPEC_CHANGE = pulumi.ResourceOptions(
     replace_on_changes=["metadata.labels", "spec"], delete_before_replace=True
 )
 
-
-# The program is the source of truth for every field it declares on a Kubernetes object. The provider
-# applies with server-side apply, and without force an apply fails on any field another manager took
-# since (`kubectl edit`, `kubectl scale`, a console edit): `pulumi up --refresh` could then not put
-# drift back. With patchForce the program's apply takes those fields back; fields it does not declare
-# stay with whoever set them.
+# The program is the source of truth for every field it declares on a Kubernetes object. The provider applies with
+# server-side apply, and without force an apply fails on any field another manager took since (`kubectl edit`,
+# `kubectl scale`, a console edit): `pulumi up --refresh` could then not put drift back. With patchForce the program's
+# apply takes those fields back; fields it does not declare stay with whoever set them.
 APPLY_ANNOTATIONS = {"pulumi.com/patchForce": "true"}
 
 
@@ -36,21 +33,16 @@ def owned_objects(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def children_of(component: pulumi.ComponentResource, opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:
-    """Options for a component's children: parented to it, and waiting on what it waits on.
-
-    Pulumi does not pass a component's ``depends_on`` down to its children, so without this a
-    subnet could be created before the compute API it needs is enabled.
-    """
+    """Options for a component's children: parented to it, and waiting on what it waits on (Pulumi does not pass a
+    component's ``depends_on`` down to its children: a subnet could be created before the compute API it needs)."""
     return pulumi.ResourceOptions(parent=component, depends_on=opts.depends_on if opts else None)
 
 
 @dataclass(frozen=True)
 class Versioning:
-    """Object versioning of a bucket, and when Cloud Storage deletes a version that was replaced or deleted.
-
-    A noncurrent version is deleted once it has been noncurrent for ``noncurrent_days`` days, or once
-    ``newer_versions`` newer versions of its object exist, whichever comes first; 0 turns that limit off
-    (at least one must be on, or the versions of an object that is rewritten grow without bound).
+    """Object versioning of a bucket: a noncurrent version is deleted once it has been noncurrent for
+    ``noncurrent_days`` days, or once ``newer_versions`` newer versions of its object exist, whichever comes first; 0
+    turns that limit off (at least one must be on, or the versions of an object that is rewritten grow without bound).
     """
 
     noncurrent_days: int
@@ -78,13 +70,10 @@ def private_bucket(
     versioning: Versioning | None,
     opts: pulumi.ResourceOptions,
 ) -> gcp.storage.Bucket:
-    """A bucket only IAM grants open: uniform access (which IAM conditions on the bucket also need),
-    public access prevented.
-
-    ``keep_on_destroy``: `pulumi destroy` (or switching its workload off) forgets the bucket and
-    leaves it and its data in the project, instead of failing as a protected resource would;
-    otherwise the bucket is deleted with everything in it. ``versioning``: None leaves it off.
-    """
+    """A bucket only IAM grants open: uniform access (which IAM conditions on the bucket also need), public access
+    prevented. ``keep_on_destroy``: `pulumi destroy` (or switching its workload off) forgets the bucket and leaves it
+    and its data in the project, instead of failing as a protected resource would; otherwise the bucket is deleted
+    with everything in it. ``versioning``: None leaves it off."""
     return gcp.storage.Bucket(
         name,
         name=bucket_name,
@@ -100,13 +89,11 @@ def private_bucket(
 
 
 def object_prefix_condition(bucket: str, prefix: str, title: str) -> gcp.storage.BucketIAMMemberConditionArgsDict:
-    """An IAM condition limiting a bucket grant to the objects whose names start with ``prefix``.
-
-    Cloud Storage names an object ``projects/_/buckets/<bucket>/objects/<name>`` in conditions (IAM
-    "Resource attributes for IAM Conditions"), and takes conditions only on buckets with uniform
-    bucket-level access (Cloud Storage "Uniform bucket-level access"). A bucket-level call (listing the
-    bucket) never matches it: grant that unconditionally, with a read role.
-    """
+    """An IAM condition limiting a bucket grant to the objects whose names start with ``prefix``. Cloud Storage names
+    an object ``projects/_/buckets/<bucket>/objects/<name>`` in conditions (IAM "Resource attributes for IAM
+    Conditions"), and takes conditions only on buckets with uniform bucket-level access (Cloud Storage "Uniform
+    bucket-level access"). A bucket-level call (listing the bucket) never matches it: grant that unconditionally, with
+    a read role."""
     return {
         "title": title,
         "description": f"objects of gs://{bucket}/{prefix}",
@@ -144,12 +131,9 @@ def kubernetes_object(name: str, manifest: dict[str, Any], opts: pulumi.Resource
             return k8s.core.v1.Secret(name, metadata=metadata, type=manifest.get("type"), opts=opts)
         case "rbac.authorization.k8s.io/v1", "Role":
             return k8s.rbac.v1.Role(name, metadata=metadata, rules=manifest["rules"], opts=opts)
-        case "rbac.authorization.k8s.io/v1", "RoleBinding":
-            return k8s.rbac.v1.RoleBinding(
-                name, metadata=metadata, role_ref=manifest["roleRef"], subjects=manifest["subjects"], opts=opts
-            )
-        case "rbac.authorization.k8s.io/v1", "ClusterRoleBinding":
-            return k8s.rbac.v1.ClusterRoleBinding(
+        case "rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding" as kind:
+            binding = k8s.rbac.v1.RoleBinding if kind == "RoleBinding" else k8s.rbac.v1.ClusterRoleBinding
+            return binding(
                 name, metadata=metadata, role_ref=manifest["roleRef"], subjects=manifest["subjects"], opts=opts
             )
         case "networking.k8s.io/v1", "NetworkPolicy":
@@ -160,9 +144,8 @@ def kubernetes_object(name: str, manifest: dict[str, Any], opts: pulumi.Resource
 def previous_outputs() -> pulumi.Output[dict[str, Any]]:
     """The outputs of this stack's last update (empty for a new stack), read through a StackReference."""
     name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
-    reference = pulumi.StackReference("previous-update", stack_name=name)
-    outputs: pulumi.Output[dict[str, Any]] = reference.outputs.apply(lambda values: dict(values or {}))
-    return outputs
+    outputs = pulumi.StackReference("previous-update", stack_name=name).outputs
+    return outputs.apply(lambda values: dict(values or {}))
 
 
 # --- Reads of the cloud (invokes) whose answer a review words ---------------------------------------

@@ -1,11 +1,7 @@
-"""The stack's one typed configuration: every block composed, parsed, validated and built once.
-
-The root of the config: no block module imports it. Each block (components/<concern>/config.py)
-declares its settings and rules; this module runs every rule at once, so a bad stack fails with
-one ``ConfigError`` listing every problem before any resource is registered. A valid stack is
-then built once into a ``Stack``: the config plus the manifests of every enabled workload, which
-the post-build checks and the components (through components/wiring.py) share.
-"""
+"""The stack's one typed configuration, the root no block imports: every block (components/<concern>/config.py)
+composed and its rules run at once, so a bad stack fails with one ``ConfigError`` listing every problem before any
+resource is registered; a valid one built once into a ``Stack``, the config and the manifests of every enabled
+workload, which the post-build checks and the components (through components/wiring.py) share."""
 
 from __future__ import annotations
 
@@ -107,9 +103,8 @@ class StackConfig(Block):
     def admission_plan(self) -> AdmissionPlan:
         """The slice demand of every enabled workload against the cubes."""
         served = serving_config.serving_workloads(self.serving, self.queues) if self.serving.enabled else []
-        return AdmissionPlan(
-            self.tpu.cubes, (*served, *checks_config.check_workloads(self.checks, self.tpu, self.queues))
-        )
+        checks = checks_config.check_workloads(self.checks, self.tpu, self.queues)
+        return AdmissionPlan(self.tpu.cubes, (*served, *checks))
 
     @property
     def nat_needed(self) -> bool:
@@ -126,7 +121,6 @@ class StackConfig(Block):
         return hardening_rules.stack_images(self.tpu, self.platform, self.checks, self.serving, self.saxml, node_audit)
 
     def key_grants(self) -> list[gcp_config.KeyGrant]:
-        """Each service agent's grant on each customer-managed key the cluster and its pools use."""
         return gcp_config.key_grants(self.cluster, self.tpu)
 
     @property
@@ -148,8 +142,6 @@ class StackConfig(Block):
         return gcp_config.remote_repositories(registries, self.project, self.region, self.cluster.name)
 
     def pull_path(self) -> PullPath:
-        """Where the nodes pull each image from: images.mirror, the pull-through repositories, or each image's own
-        registry."""
         remotes = tuple((r.registry, r.path) for r in self.pull_through_repositories())
         return PullPath(mirror=self.images.mirror, remotes=remotes)
 
@@ -159,7 +151,7 @@ class StackConfig(Block):
             hardening_rules.supply_chain_warnings(self.production, self.images, self.stack_images())
             + hardening_rules.boot_hardening_warnings(self.production, self.cluster, self.tpu)
             + gcp_config.key_grant_warnings(self.key_grants(), self.project)
-            + (platform_config.control_plane_port_warnings(self.platform, self.tpu.dynamic_slicing))
+            + platform_config.control_plane_port_warnings(self.platform, self.tpu.dynamic_slicing)
         )
 
 
@@ -172,23 +164,16 @@ class Stack:
     checks: SliceChecksObjects | None
     serving: ServingObjects | None
     saxml: SaxmlObjects | None
-    # The default-deny policy of each workload namespace the stack makes (None: it makes none)
-    namespace_defaults: NamespaceDefaultsObjects | None
+    namespace_defaults: NamespaceDefaultsObjects | None  # each workload namespace's default deny (None: no namespace)
     monitoring: MonitoringObjects | None  # None: neither alerts nor dashboards
     node_audit: NodeAuditObjects | None  # None: no node audit logging
     # Every namespace the stack makes (the controllers', the workloads'), by name, labelled for Pod Security.
     namespaces: dict[str, dict[str, Any]]
 
 
-# --- Parsing, validation and the build ---------------------------------------------------
-
-
 def load(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None) -> Stack:
-    """Parse, validate and build a mapping of top-level key -> value (objects already decoded).
-
-    ``secret_keys``: the top-level keys the engine holds as secrets; when given, a secret setting
-    outside them (typed into the stack file in plain text) is refused.
-    """
+    """Parse, validate and build a mapping of top-level key -> value (objects already decoded). ``secret_keys``: the
+    top-level keys the engine holds as secrets; when given, a secret setting outside them is refused."""
     problems = Problems()
     config = parse_settings(StackConfig, raw, problems)
     if config is not None:
@@ -213,19 +198,17 @@ def parsed(raw: Mapping[str, Any]) -> StackConfig | None:
 
 
 def _shown(problems: list[Problem], raw: Mapping[str, Any], secret_keys: Iterable[str] | None) -> list[Problem]:
-    """The problems as the user reads them: no value inside a secret key, and nothing that looks like a credential
-    under any key."""
+    """No value inside a secret key, and nothing that looks like a credential under any key."""
     return redact_credentials(redact_secret_values(problems, raw, set(secret_keys or ())), raw)
 
 
 def parse(raw: Mapping[str, Any]) -> StackConfig:
-    """The validated config of ``raw`` (see ``load``)."""
     return load(raw).config
 
 
 def load_pulumi_values(values: Mapping[str, str], secret_keys: Iterable[str] = ()) -> Stack:
-    """Load config as Pulumi hands it over: ``<namespace>:<key>`` -> string (JSON for objects),
-    with the full names of the keys the engine holds as secrets."""
+    """Load config as Pulumi hands it over: ``<namespace>:<key>`` -> string (JSON for objects), with the full names of
+    the keys the engine holds as secrets."""
     prefix = f"{NAMESPACE}:"
     raw: dict[str, Any] = {}
     bad_json: list[Problem] = []
@@ -259,11 +242,8 @@ def parse_pulumi_values(values: Mapping[str, str]) -> StackConfig:
 
 
 def load_from_pulumi() -> Stack:
-    """Read this project's config from the running Pulumi program and load it.
-
-    A bad config stops the program with the list of problems and no Python traceback: the error
-    is a ``pulumi.RunError``, which the engine prints as a plain message.
-    """
+    """This project's config, read from the running Pulumi program and loaded; a bad one stops the program with the
+    list of problems and no Python traceback (StackConfigError)."""
     from pulumi.runtime import config as runtime_config
 
     values = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
@@ -278,68 +258,49 @@ def load_from_pulumi() -> Stack:
 
 
 class StackConfigError(ConfigError, pulumi.RunError):
-    """A ConfigError the Pulumi engine reports as a plain message: it recognises a RunError by
-    type and prints any other exception with its traceback."""
+    """A ConfigError the Pulumi engine reports as a plain message: it recognises a RunError by type and prints any
+    other exception with its traceback."""
 
 
 def _validate(config: StackConfig, problems: Problems) -> None:
     """Every block's rules, each given the blocks it reads."""
-    _validate_project(config.project, config.region, problems)
+    cluster, tpu, production = config.cluster, config.tpu, config.production
+    if problem := naming.project_id_problem(config.project):
+        problems.add("project", problem, "set the ID of your Google Cloud project")
+    if not re.match(r"^[a-z]+-[a-z]+\d+$", config.region):
+        problems.add("region", f"{config.region!r} is not a region name", "use a region such as us-central1")
     gcp_config.validate_network(config.network, problems)
-    gcp_config.validate_cluster(config.cluster, config.tpu, problems, date.today())
-    gcp_config.validate_encryption_keys(config.cluster, config.region, problems)
-    gcp_config.validate_tpu(config.tpu, config.region, problems)
+    gcp_config.validate_cluster(cluster, tpu, problems, date.today())
+    gcp_config.validate_encryption_keys(cluster, config.region, problems)
+    gcp_config.validate_tpu(tpu, config.region, problems)
     platform_config.validate_platform(config.platform, problems)
     platform_config.validate_queues(config.queues, problems)
+    workload_namespaces = _workload_namespaces(config)
     platform_config.validate_namespace_levels(
-        config.platform, config.tpu.dynamic_slicing_requested, _workload_namespaces(config), problems
+        config.platform, tpu.dynamic_slicing_requested, workload_namespaces, problems
     )
-    checks_config.validate_checks(config.checks, config.tpu, config.queues, problems)
-    serving_config.validate_serving(config.serving, config.tpu, config.queues, config.cluster, config.project, problems)
-    saxml_config.validate_saxml(config.saxml, config.tpu, config.cluster, config.project, problems)
-    serves = config.serving.enabled or config.saxml.enabled
-    hardening_rules.validate_upgrade_policy(config.cluster, serves, problems)
-    hardening_rules.validate_production(
-        config.production, config.cluster, config.tpu, config.platform, config.serving, problems
-    )
+    checks_config.validate_checks(config.checks, tpu, config.queues, problems)
+    serving_config.validate_serving(config.serving, tpu, config.queues, cluster, config.project, problems)
+    saxml_config.validate_saxml(config.saxml, tpu, cluster, config.project, problems)
+    hardening_rules.validate_upgrade_policy(cluster, config.serving.enabled or config.saxml.enabled, problems)
+    hardening_rules.validate_production(production, cluster, tpu, config.platform, config.serving, problems)
     hardening_rules.validate_production_security(
-        config.production,
-        config.network,
-        config.cluster,
-        config.tpu,
-        config.serving,
-        config.node_audit_logging,
-        problems,
+        production, config.network, cluster, tpu, config.serving, config.node_audit_logging, problems
     )
-    operations_config.validate_node_audit_logging(
-        config.node_audit_logging, config.cluster, config.production, problems
-    )
+    operations_config.validate_node_audit_logging(config.node_audit_logging, cluster, production, problems)
+    releases = platform_config.release_namespaces(config.platform, tpu.dynamic_slicing_requested)
+    release_namespaces = [(f"platform.{key}.namespace", namespace) for key, namespace in releases.items()]
     operations_config.validate_node_audit_namespace(
-        config.node_audit_logging_on,
-        [
-            *_workload_namespaces(config),
-            *(
-                (f"platform.{key}.namespace", namespace)
-                for key, namespace in platform_config.release_namespaces(
-                    config.platform, config.tpu.dynamic_slicing_requested
-                ).items()
-            ),
-        ],
-        problems,
+        config.node_audit_logging_on, [*workload_namespaces, *release_namespaces], problems
     )
-    operations_config.validate_alerts(config.alerts, config.cluster, config.production, problems)
+    operations_config.validate_alerts(config.alerts, cluster, production, problems)
     gcp_config.validate_images(config.images, problems)
+    images = config.stack_images()
+    remotes = gcp_config.remote_repositories([i.registry for i in images], config.project, config.region, cluster.name)
     gcp_config.validate_pull_through(
-        config.images,
-        config.project,
-        config.nat_needed,
-        config.cluster.existing.enabled,
-        gcp_config.remote_repositories(
-            [image.registry for image in config.stack_images()], config.project, config.region, config.cluster.name
-        ),
-        problems,
+        config.images, config.project, config.nat_needed, cluster.existing.enabled, remotes, problems
     )
-    hardening_rules.validate_supply_chain(config.production, config.images, config.stack_images(), problems)
+    hardening_rules.validate_supply_chain(production, config.images, images, problems)
 
 
 def _workload_namespaces(config: StackConfig) -> list[tuple[str, str]]:
@@ -351,84 +312,55 @@ def _workload_namespaces(config: StackConfig) -> list[tuple[str, str]]:
     ]
 
 
-def _validate_project(project: str, region: str, problems: Problems) -> None:
-    if problem := naming.project_id_problem(project):
-        problems.add("project", problem, "set the ID of your Google Cloud project")
-    if not re.match(r"^[a-z]+-[a-z]+\d+$", region):
-        problems.add("region", f"{region!r} is not a region name", "use a region such as us-central1")
+def workload_namespaces(config: StackConfig) -> list[str]:
+    """The namespaces the stack makes for its workloads, each once."""
+    return list(dict.fromkeys(namespace for _, namespace in _workload_namespaces(config)))
 
 
 def _build(config: StackConfig) -> Stack:
     """Each enabled workload's blocks -> its manifests, once."""
-    tpu, queues, pull_path = config.tpu, config.queues, config.pull_path()
+    cluster, tpu, queues, pull_path = config.cluster, config.tpu, config.queues, config.pull_path()
+    namespaces = workload_namespaces(config)
+    audit_namespaces = [operations_config.NODE_AUDIT_NAMESPACE] if config.node_audit_logging_on else []
+    levels = platform_config.namespace_levels(config.platform, tpu.dynamic_slicing, namespaces, audit_namespaces)
     return Stack(
         config=config,
         kueue=kueue_objects(queues, tpu) if tpu.dynamic_slicing else None,
         checks=slice_checks_objects(config.checks, tpu, queues, pull_path),
-        serving=(
-            serving_objects(
-                config.serving,
-                tpu,
-                queues,
-                config.network,
-                config.project,
-                pull_path,
-                config.cluster.existing.skip_await,
-            )
-            if config.serving.enabled
-            else None
-        ),
+        serving=serving_objects(
+            config.serving, tpu, queues, config.network, config.project, pull_path, cluster.existing.skip_await
+        )
+        if config.serving.enabled
+        else None,
         saxml=saxml_objects(config.saxml, tpu, config.network, config.project, pull_path)
         if config.saxml.enabled
         else None,
-        namespace_defaults=namespace_defaults_objects(namespaces)
-        if (namespaces := workload_namespaces(config))
-        else None,
+        namespace_defaults=namespace_defaults_objects(namespaces) if namespaces else None,
         monitoring=monitoring_objects(
             config.project,
             config.alerts,
             config.dashboards,
-            config.cluster,
+            cluster,
             tpu,
             config.platform,
             queues,
             config.serving,
             config.saxml,
         ),
-        node_audit=(
-            node_audit_objects(config.node_audit_logging, config.cluster, config.region, pull_path)
-            if config.node_audit_logging_on
-            else None
-        ),
-        namespaces=namespace_objects(
-            platform_config.namespace_levels(
-                config.platform,
-                tpu.dynamic_slicing,
-                workload_namespaces(config),
-                [operations_config.NODE_AUDIT_NAMESPACE] if config.node_audit_logging_on else [],
-            ),
-            platform_config.pod_security_version(config.cluster),
-        ),
+        node_audit=node_audit_objects(config.node_audit_logging, cluster, config.region, pull_path)
+        if config.node_audit_logging_on
+        else None,
+        namespaces=namespace_objects(levels, platform_config.pod_security_version(cluster)),
     )
 
 
-def workload_namespaces(config: StackConfig) -> list[str]:
-    """The namespaces the stack makes for its workloads, each once."""
-    return list(dict.fromkeys(namespace for _, namespace in _workload_namespaces(config)))
-
-
 def _check_built(stack: Stack, problems: Problems) -> None:
-    """The rules that read the built manifests (the serving rules on the rendered LeaderWorkerSets; one writer per
-    NetworkPolicy)."""
+    """The rules that read the built manifests: the serving rules on the rendered LeaderWorkerSets, and one writer per
+    NetworkPolicy (a check's takes its JobSet's name: a name another policy of the namespace has already, the
+    serving ones' or the default deny's, would have two resources write one object, each undoing the other)."""
     if stack.serving is not None:
         for problem in leaderworkerset_problems(stack.serving.leaderworkersets, stack.config.tpu.machine):
             problems.add("serving", problem, "report this: the LeaderWorkerSets contradict the serving config")
-    _check_network_policy_names(stack, problems)
-
-
-def _check_network_policy_names(stack: Stack, problems: Problems) -> None:
-    """A check's NetworkPolicy takes its JobSet's name: a name another policy of the namespace has already (the
-    serving ones, the default deny) would have two resources write one object, each undoing the other."""
     if stack.checks is None:
         return
     taken = {
@@ -438,9 +370,8 @@ def _check_network_policy_names(stack: Stack, problems: Problems) -> None:
             *(stack.namespace_defaults.default_deny.values() if stack.namespace_defaults else []),
         ]
     }
-    kinds = {
-        check.name: kind for kind, check in checks_config.enabled_checks(stack.config.checks, stack.config.tpu).items()
-    }
+    checks = checks_config.enabled_checks(stack.config.checks, stack.config.tpu)
+    kinds = {check.name: kind for kind, check in checks.items()}
     for policy in stack.checks.network_policies:
         namespace, name = policy["metadata"]["namespace"], policy["metadata"]["name"]
         if (namespace, name) in taken:
@@ -452,8 +383,6 @@ def _check_network_policy_names(stack: Stack, problems: Problems) -> None:
 
 
 # --- Where the nodes pull from ---------------------------------------------------------------
-
-
 def _objects(value: Any) -> Iterable[dict[str, Any]]:
     """Every Kubernetes object of a built stack's manifests (a dataclass of objects, lists and maps of them)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -470,44 +399,30 @@ def _objects(value: Any) -> Iterable[dict[str, Any]]:
             yield from _objects(item)
 
 
-def image_pulls(stack: Stack) -> dict[str, gcp_config.ImagePull]:
-    """Each image the stack runs (by its setting), with the pods that pull it when their workload starts: counted on
-    the built objects, and for the Helm releases from the replicas the stack gives them (a chart's own: unknown)."""
+def image_pull_warnings(stack: Stack) -> list[str]:
+    """Private nodes that would pull from a registry with a published limit per address through Cloud NAT: no mirror,
+    and pull-through turned off. The pods that pull each image when their workload starts are counted on the built
+    objects, and for the Helm releases from the replicas the stack gives them (a chart's own: unknown)."""
     config, pull_path = stack.config, stack.config.pull_path()
-    counted: dict[str, int | None] = {}
-    for obj in _objects([getattr(stack, f.name) for f in dataclasses.fields(stack) if f.name != "config"]):
-        for reference, pods in manifests.pods_by_image(obj).items():
-            before = counted.get(reference, 0)
-            counted[reference] = None if pods is None or before is None else before + pods
+    if not config.nat_needed or config.images.mirror or config.pull_through_on or config.cluster.existing.enabled:
+        return []
+    counted = manifests.pods_by_image(
+        *_objects([getattr(stack, f.name) for f in dataclasses.fields(stack) if f.name != "config"])
+    )
     released = {
         "platform.kueue.image": config.platform.kueue_controller.replicas,
         "platform.sliceController.digest": config.platform.slice_controller.replicas,
         "serving.router.eppImage": config.serving.router.replicas,
         "serving.benchmarkImage": 1,  # `make bench`'s Job, later
     }
-    pulls = {}
-    for image in config.stack_images():
-        pulled = image.pull(pull_path)
-        pulls[image.key] = gcp_config.ImagePull(pulled, image.runs, counted.get(pulled, released.get(image.key)))
-    return pulls
-
-
-def image_pull_warnings(stack: Stack) -> list[str]:
-    """Private nodes that would pull from a registry with a published limit per address through Cloud NAT: no mirror,
-    and pull-through turned off."""
-    config = stack.config
-    if not config.nat_needed or config.images.mirror or config.pull_through_on or config.cluster.existing.enabled:
-        return []
-    pulls = image_pulls(stack)
     by_registry: dict[str, list[gcp_config.ImagePull]] = {}
     for image in config.stack_images():
-        by_registry.setdefault(image.registry, []).append(pulls[image.key])
+        pulled = image.pull(pull_path)
+        pods = counted.get(pulled, released.get(image.key))
+        by_registry.setdefault(image.registry, []).append(gcp_config.ImagePull(pulled, image.runs, pods))
     nodes = config.tpu.total_nodes + config.cluster.system_pool.nodes_per_zone
-    warnings = []
-    for registry, registry_pulls in by_registry.items():
-        if warning := gcp_config.nat_pull_warning(registry, registry_pulls, nodes, config.network.nat):
-            warnings.append(warning)
-    return warnings
+    warnings = [gcp_config.nat_pull_warning(r, pulls, nodes, config.network.nat) for r, pulls in by_registry.items()]
+    return [warning for warning in warnings if warning]
 
 
 def image_pull_notes(stack: Stack) -> list[str]:

@@ -1,9 +1,6 @@
-"""Maps the validated stack onto each component's typed args, and decides what each waits for.
-
-The one module that sees the whole stack and every layer: components and builders stay testable
-without a StackConfig, and no block imports the root. One function per component, in the order
-of the deployment.
-"""
+"""Maps the validated stack onto each component's typed args, and decides what each waits for: the one module that
+sees the whole stack and every layer, so that components and builders stay testable without a StackConfig. One
+function per component, in the order of the deployment."""
 
 from __future__ import annotations
 
@@ -13,27 +10,12 @@ from typing import Any
 import pulumi
 
 from components.config_base import ConfigError
+from components.gcp import project_services as apis
 from components.gcp.cluster import Cluster, ClusterArgs, RepositoryRead
-from components.gcp.config import (
-    ARTIFACT_REGISTRY_SERVICE_AGENT,
-    COMPUTE_SERVICE_AGENT,
-    GKE_SERVICE_AGENT,
-)
+from components.gcp.config import ARTIFACT_REGISTRY_SERVICE_AGENT, COMPUTE_SERVICE_AGENT, GKE_SERVICE_AGENT
 from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.gcp.network import Network, NetworkArgs
-from components.gcp.project_services import (
-    ARTIFACT_REGISTRY_API,
-    BINARY_AUTHORIZATION_API,
-    COMPUTE_API,
-    CONTAINER_API,
-    IAM_API,
-    REQUIRED_APIS,
-    RESOURCE_MANAGER_API,
-    SECRET_MANAGER_API,
-    STORAGE_API,
-    ProjectServices,
-    ProjectServicesArgs,
-)
+from components.gcp.project_services import ProjectServices, ProjectServicesArgs
 from components.gcp.pull_through import PullThrough, PullThroughArgs, RegistryAgent
 from components.gcp.rules import PoolPlacement
 from components.gcp.service_agents import ServiceAgents, ServiceAgentsArgs, key_grant
@@ -56,50 +38,44 @@ from components.workloads.slice_checks.config import checks_namespace
 # What the Kubernetes layer is deployed onto: a cluster of this stack, or one made elsewhere.
 Target = Cluster | ExistingCluster
 
-# --- Google Cloud -----------------------------------------------------------------------
-
 
 def project_apis(stack: Stack) -> tuple[str, ...]:
-    """The APIs the stack's own Google Cloud calls go through. All of them for a stack that makes its
-    network and cluster; on a cluster made elsewhere (whose project has GKE's APIs on already) only those
-    of what the stack still makes there: none for the integration lab, which makes nothing in Google Cloud.
-    Secret Manager's only with GKE's Secret Manager add-on or the Hugging Face token kept there: the grants on its
-    secret go through it and the pods read the secret through it, and it is on before the cluster gets the add-on
-    (the cluster waits for every API enabled here)."""
+    """The APIs the stack's own Google Cloud calls go through: all of them for a stack that makes its network and
+    cluster; on a cluster made elsewhere (whose project has GKE's APIs on already) only those of what the stack still
+    makes there (none for the integration lab). Secret Manager's only with GKE's Secret Manager add-on or the Hugging
+    Face token kept there: the grants on its secret and the pods' reads go through it, and it is on before the
+    cluster gets the add-on (the cluster waits for every API enabled here)."""
     config = stack.config
     token_secret = stack.serving is not None and bool(config.serving.hf_token_secret_version)
     if not config.cluster.existing.enabled:
         # A cluster that enforces Binary Authorization's policy has that API on first (project_services.py).
-        enforced = (BINARY_AUTHORIZATION_API,) if config.cluster.binary_authorization_enforced else ()
+        enforced = (apis.BINARY_AUTHORIZATION_API,) if config.cluster.binary_authorization_enforced else ()
         # The pull-through repositories go through Artifact Registry's API; Docker Hub's credentials are a secret
         # Artifact Registry reads through Secret Manager's (Artifact Registry's "Create remote repositories": enable
         # the Secret Manager API to authenticate to an upstream).
-        pull_through = (ARTIFACT_REGISTRY_API,) if config.pull_through_on else ()
+        pull_through = (apis.ARTIFACT_REGISTRY_API,) if config.pull_through_on else ()
         upstream_secret = config.pull_through_on and config.images.pull_through.docker_hub_credentials
-        secrets = (SECRET_MANAGER_API,) if token_secret or config.cluster.secret_manager or upstream_secret else ()
-        return REQUIRED_APIS + enforced + pull_through + secrets
+        secrets = (apis.SECRET_MANAGER_API,) if token_secret or config.cluster.secret_manager or upstream_secret else ()
+        return apis.REQUIRED_APIS + enforced + pull_through + secrets
     needed: set[str] = set()
     if stack.serving is not None:
         bucket = config.serving.weights_bucket
         if bucket.create or bucket.grant_access:
-            needed.add(STORAGE_API)
+            needed.add(apis.STORAGE_API)
         if bucket.grant_access or token_secret:
-            needed.add(RESOURCE_MANAGER_API)  # the grants read the project number
+            needed.add(apis.RESOURCE_MANAGER_API)  # the grants read the project number
     if token_secret:
-        needed.add(SECRET_MANAGER_API)
+        needed.add(apis.SECRET_MANAGER_API)
     if stack.saxml is not None:
-        needed |= {STORAGE_API, IAM_API}  # the admin bucket, the cell's Google service account
+        needed |= {apis.STORAGE_API, apis.IAM_API}  # the admin bucket, the cell's Google service account
     # (alerts are refused on a cluster made elsewhere: operations/config.py)
-    return tuple(api for api in (*REQUIRED_APIS, SECRET_MANAGER_API) if api in needed)
+    return tuple(api for api in (*apis.REQUIRED_APIS, apis.SECRET_MANAGER_API) if api in needed)
 
 
 def project_services_args(stack: Stack) -> ProjectServicesArgs:
     config = stack.config
-    return ProjectServicesArgs(
-        project=config.project,
-        apis=project_apis(stack),
-        enable_ai_zones=config.tpu.zone_is_ai_zone(config.region) and not config.cluster.existing.enabled,
-    )
+    ai_zone = config.tpu.zone_is_ai_zone(config.region) and not config.cluster.existing.enabled
+    return ProjectServicesArgs(project=config.project, apis=project_apis(stack), enable_ai_zones=ai_zone)
 
 
 def service_agents_args(stack: Stack, services: ProjectServices) -> ServiceAgentsArgs | None:
@@ -123,9 +99,8 @@ def service_agents_args(stack: Stack, services: ProjectServices) -> ServiceAgent
 
 def network_args(stack: Stack) -> NetworkArgs:
     config = stack.config
-    network = config.network
     return NetworkArgs(
-        network=network,
+        network=config.network,
         project=config.project,
         region=config.region,
         nat=config.nat_needed,
@@ -135,8 +110,7 @@ def network_args(stack: Stack) -> NetworkArgs:
 
 def control_plane_ports(stack: Stack) -> tuple[int, ...]:
     """Every TCP port the control plane calls on the pods of the releases the stack installs."""
-    config = stack.config
-    by_release = platform_control_plane_ports(config.platform, config.tpu.dynamic_slicing)
+    by_release = platform_control_plane_ports(stack.config.platform, stack.config.tpu.dynamic_slicing)
     return tuple(sorted({port for ports in by_release.values() for port in ports}))
 
 
@@ -161,22 +135,20 @@ def cluster_args(
         egress=network.egress,
         secrets_key_grants=key_grant(agents, cluster.secrets_encryption_key, GKE_SERVICE_AGENT),
         boot_key_grants=key_grant(agents, cluster.system_pool_boot.boot_disk_key, COMPUTE_SERVICE_AGENT),
-        container_api=services.api(CONTAINER_API),
+        container_api=services.api(apis.CONTAINER_API),
         image_repositories=image_repositories(stack, pull_through),
     )
 
 
 def pull_through_args(stack: Stack, agents: ServiceAgents | None) -> PullThroughArgs:
     config = stack.config
-    pull_through = config.images.pull_through
+    agent = ARTIFACT_REGISTRY_SERVICE_AGENT
     return PullThroughArgs(
         project=config.project,
         cluster_name=config.cluster.name,
         repositories=config.pull_through_repositories(),
-        pull_through=pull_through,
-        registry_agent=RegistryAgent(
-            agents.member(ARTIFACT_REGISTRY_SERVICE_AGENT), agents.ready(ARTIFACT_REGISTRY_SERVICE_AGENT)
-        )
+        pull_through=config.images.pull_through,
+        registry_agent=RegistryAgent(agents.member(agent), agents.ready(agent))
         if agents is not None and config.pull_through_docker_hub_credentials
         else None,
     )
@@ -184,15 +156,13 @@ def pull_through_args(stack: Stack, agents: ServiceAgents | None) -> PullThrough
 
 def image_repositories(stack: Stack, pull_through: PullThrough | None) -> list[RepositoryRead]:
     """The repositories the nodes pull from, each read alone: the mirror, or the pull-through repositories."""
-    mirror = stack.config.images.mirror_repository
-    if mirror is not None:
+    if (mirror := stack.config.images.mirror_repository) is not None:
         return [RepositoryRead("node-sa-mirror-reader", mirror.project, mirror.location, mirror.repository)]
     if pull_through is None:
         return []
-    cluster_name = stack.config.cluster.name
     return [
         RepositoryRead(
-            f"node-sa-reader-{remote.repository_id.removeprefix(f'{cluster_name}-')}",
+            f"node-sa-reader-{remote.repository_id.removeprefix(f'{stack.config.cluster.name}-')}",
             remote.project,
             remote.location,
             pull_through.repositories[remote.registry].repository_id,
@@ -222,8 +192,20 @@ def tpu_capacity_args(
     services: ProjectServices,
     previous_outputs: pulumi.Input[Mapping[str, Any]],
 ) -> TpuCapacityArgs:
+    """The pools, and what the preview reads of their reservation with the pools it places there: those the last
+    `up` (its lifecycle output) did not have at the same reservation path."""
     config = stack.config
     tpu = config.tpu
+    placements = [
+        PoolPlacement(
+            key=f"tpu.pools[{i}]",
+            name=pool.name,
+            hosts=pool.node_count,
+            sub_block=pool.sub_block,
+            path=tpu.reservation_path(pool, config.project) or "",
+        )
+        for i, pool in enumerate(tpu.pools)
+    ]
     return TpuCapacityArgs(
         tpu=tpu,
         cluster=config.cluster,
@@ -236,58 +218,34 @@ def tpu_capacity_args(
             for pool in tpu.pools
         },
         egress=network.egress,
-        reservation=reservation_check_args(stack, services, previous_outputs),
-    )
-
-
-def reservation_check_args(
-    stack: Stack, services: ProjectServices, previous_outputs: pulumi.Input[Mapping[str, Any]]
-) -> ReservationCheckArgs | None:
-    """What the preview reads of the pools' reservation, and the pools it places there: those the last `up` (its
-    lifecycle output) did not have at the same reservation path."""
-    config = stack.config
-    tpu = config.tpu
-    reservation = tpu.reservation
-    if not reservation.name:
-        return None
-    return ReservationCheckArgs(
-        tpu=tpu,
-        project=reservation.project or config.project,
-        pools=[
-            PoolPlacement(
-                key=f"tpu.pools[{i}]",
-                name=pool.name,
-                hosts=pool.node_count,
-                sub_block=pool.sub_block,
-                path=tpu.reservation_path(pool, config.project) or "",
-            )
-            for i, pool in enumerate(tpu.pools)
-        ],
-        previous_pools=pulumi.Output.from_input(previous_outputs).apply(previous_pool_reservations),
-        compute_api=services.api(COMPUTE_API),
+        reservation=ReservationCheckArgs(
+            tpu=tpu,
+            project=tpu.reservation.project or config.project,
+            pools=placements,
+            previous_pools=pulumi.Output.from_input(previous_outputs).apply(previous_pool_reservations),
+            compute_api=services.api(apis.COMPUTE_API),
+        )
+        if tpu.reservation.name
+        else None,
     )
 
 
 # --- Cluster platform -------------------------------------------------------------------
-
-
 def platform_args(stack: Stack, cluster: Target, network: Network | None) -> PlatformArgs:
     config = stack.config
     platform = config.platform
-    slicing = config.tpu.dynamic_slicing and platform.install
     charts = installed_charts(platform, config.tpu.dynamic_slicing)
+    releases = release_namespaces(platform, config.tpu.dynamic_slicing)
     return PlatformArgs(
         provider=cluster.provider,
         jobset=charts.get("jobset"),
         kueue=charts.get("kueue"),
         kueue_controller=platform.kueue_controller,
         leader_worker_set=charts.get("leaderWorkerSet"),
-        slice_controller=platform.slice_controller if slicing else None,
+        slice_controller=platform.slice_controller if config.tpu.dynamic_slicing and platform.install else None,
         webhook_namespaces=list(config.queues.namespaces),
         pull_path=config.pull_path(),
-        namespaces={
-            name: stack.namespaces[name] for name in release_namespaces(platform, config.tpu.dynamic_slicing).values()
-        },
+        namespaces={name: stack.namespaces[name] for name in releases.values()},
         control_plane_access=list(network.control_plane_access) if network else [],
     )
 
@@ -296,10 +254,6 @@ def gates_args(
     stack: Stack, cluster: Target, network: Network | None, tpu: TpuCapacity | None, platform: ClusterPlatform
 ) -> ClusterGatesArgs:
     config = stack.config
-    load_balancer_namespaces = [
-        *([config.serving.namespace] if stack.serving else []),
-        *([config.saxml.namespace] if stack.saxml else []),
-    ]
     return ClusterGatesArgs(
         kubeconfig=cluster.kubeconfig,
         tpu_pools=list(tpu.pools) if tpu else [],
@@ -308,24 +262,23 @@ def gates_args(
         slice_controller_namespace=config.platform.slice_controller.namespace,
         subnets=[network.node_subnet, network.proxy_only_subnet] if network else [],
         workload_namespaces=list(config.queues.namespaces) if stack.kueue else [],
-        load_balancer_namespaces=load_balancer_namespaces,
+        load_balancer_namespaces=[
+            *([config.serving.namespace] if stack.serving else []),
+            *([config.saxml.namespace] if stack.saxml else []),
+        ],
         drain_timeout_seconds=config.platform.drain_timeout_minutes * 60,
     )
 
 
 def queues_args(stack: Stack, cluster: Target, platform: ClusterPlatform) -> QueuesArgs:
     assert stack.kueue is not None, "queues exist only with dynamic slicing"
+    namespaces = [stack.namespaces[name] for name in stack.config.queues.namespaces]
     return QueuesArgs(
-        provider=cluster.provider,
-        kueue_release=platform.kueue,
-        namespaces=[stack.namespaces[name] for name in stack.config.queues.namespaces],
-        objects=stack.kueue,
+        provider=cluster.provider, kueue_release=platform.kueue, namespaces=namespaces, objects=stack.kueue
     )
 
 
 # --- Workloads --------------------------------------------------------------------------
-
-
 def slice_checks_args(
     stack: Stack, cluster: Target, platform: ClusterPlatform, queues: KueueQueues, gates: ClusterGates
 ) -> SliceChecksArgs:
@@ -363,15 +316,12 @@ def serving_args(
         if services and (serving.weights_bucket.grant_access or serving.hf_token_secret_version)
         else None,
         # The read of an existing bucket goes through Cloud Storage: made where the stack enables that API.
-        storage_api=[services.api(STORAGE_API)] if services and STORAGE_API in project_apis(stack) else [],
+        storage_api=[services.api(apis.STORAGE_API)] if services and apis.STORAGE_API in project_apis(stack) else [],
         objects=stack.serving,
         provider=cluster.provider,
         namespace_ready=[queues.namespace(serving.namespace)],
         queue_ready=[queues.objects],
-        platform_ready=[
-            *_present(platform.leader_worker_set, platform.slice_controller),
-            *gates.before_tpu_workloads,
-        ],
+        platform_ready=[*_present(platform.leader_worker_set, platform.slice_controller), *gates.before_tpu_workloads],
         admission_ready=[queues.objects, *_present(gates.slice_webhook)],
         network_ready=[*([network.proxy_only_subnet] if network else []), gates.load_balancers],
     )
@@ -379,14 +329,13 @@ def serving_args(
 
 def saxml_args(stack: Stack, cluster: Target, platform: ClusterPlatform, gates: ClusterGates) -> SaxmlArgs:
     config = stack.config
-    saxml = config.saxml
     assert stack.saxml is not None
     return SaxmlArgs(
-        saxml=saxml,
+        saxml=config.saxml,
         project=config.project,
         region=config.region,
         workload_pool=cluster.workload_pool,
-        namespace_object=stack.namespaces[saxml.namespace],
+        namespace_object=stack.namespaces[config.saxml.namespace],
         objects=stack.saxml,
         provider=cluster.provider,
         jobset_release=platform.jobset,  # serves the JobSet CRD and webhook
@@ -445,11 +394,8 @@ def node_audit_args(stack: Stack, cluster: Target) -> NodeAuditLoggingArgs:
     assert stack.node_audit is not None
     # Only the provider: it waits for the system pool, the pods of the TPU nodes come as the pools do, and the
     # nodes reach Cloud Logging through Private Google Access, with no NAT.
-    return NodeAuditLoggingArgs(
-        objects=stack.node_audit,
-        namespace_object=stack.namespaces[stack.node_audit.daemonset["metadata"]["namespace"]],
-        provider=cluster.provider,
-    )
+    namespace = stack.namespaces[stack.node_audit.daemonset["metadata"]["namespace"]]
+    return NodeAuditLoggingArgs(objects=stack.node_audit, namespace_object=namespace, provider=cluster.provider)
 
 
 def announce_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any]) -> None:

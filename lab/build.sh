@@ -155,27 +155,26 @@ inputs_kube_scheduler() {
   OUT=$CACHE/kube-scheduler-$K8S_VERSION
   KEY=$(key_of kube-scheduler "$K8S_VERSION" "$LD" "$TAGS" "$(go env GOVERSION)")
 }
-# -X flags as each project's Makefile stamps its version (kueue, jobset, lws: Makefile LD_FLAGS, version_pkg
-# <module>/pkg/version; kwok: hack/releases.sh, pkg/consts.Version), at the versions of versions.lock
-inputs_kueue() {
-  WDIR=$HERE/wrappers/kueue OUT=$CACHE/kueue-$KUEUE_VERSION TAGS=
-  LD="-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=v$KUEUE_VERSION"
-  KEY=$(key_of kueue "$KUEUE_VERSION" "$LD" "$(go env GOVERSION)")
-}
-inputs_jobset() {
-  WDIR=$HERE/wrappers/twin OUT=$CACHE/jobset-$JOBSET_VERSION TAGS=
-  LD="-s -w -X sigs.k8s.io/jobset/pkg/version.GitVersion=v$JOBSET_VERSION -X sigs.k8s.io/jobset/pkg/version.GitCommit=$JOBSET_COMMIT"
-  KEY=$(key_of jobset "$JOBSET_VERSION" "$LD" "$(go env GOVERSION)")
-}
-inputs_lws() {
-  WDIR=$HERE/wrappers/twin OUT=$CACHE/lws-$LWS_VERSION TAGS=
-  LD="-s -w -X sigs.k8s.io/lws/pkg/version.GitVersion=v$LWS_VERSION -X sigs.k8s.io/lws/pkg/version.GitCommit=$LWS_COMMIT"
-  KEY=$(key_of lws "$LWS_VERSION" "$LD" "$(go env GOVERSION)")
-}
-inputs_kwok() {
-  WDIR=$HERE/wrappers/twin OUT=$CACHE/kwok-$KWOK_VERSION TAGS=
-  LD="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v$KWOK_VERSION"
-  KEY=$(key_of kwok "$KWOK_VERSION" "$LD" "$(go env GOVERSION)")
+# The twin's controllers, one row each: module, main package, wrapper (Kueue has its own module graph; JobSet, LWS and
+# kwok share lab/wrappers/twin), and the variable its version is stamped into with -X, as each project's Makefile
+# stamps it (kueue, jobset, lws: Makefile LD_FLAGS, <module>/pkg/version; kwok: hack/releases.sh, pkg/consts.Version).
+# A controller whose <TOOL>_COMMIT versions.lock knows gets <module>/pkg/version.GitCommit as well. The version is
+# <TOOL>_VERSION of versions.lock.
+declare -A CONTROLLER=(
+  [kueue]="sigs.k8s.io/kueue sigs.k8s.io/kueue/cmd/kueue kueue sigs.k8s.io/kueue/pkg/version.GitVersion"
+  [jobset]="sigs.k8s.io/jobset sigs.k8s.io/jobset twin sigs.k8s.io/jobset/pkg/version.GitVersion"
+  [lws]="sigs.k8s.io/lws sigs.k8s.io/lws/cmd twin sigs.k8s.io/lws/pkg/version.GitVersion"
+  [kwok]="sigs.k8s.io/kwok sigs.k8s.io/kwok/cmd/kwok twin sigs.k8s.io/kwok/pkg/consts.Version"
+)
+controller_version() { local v=${1^^}_VERSION; echo "${!v}"; }
+# inputs_controller TOOL: its WDIR, OUT, LD and KEY (a changed row or version is a new key: that tool rebuilds)
+inputs_controller() {
+  local tool=$1 mod pkg wrapper stamp commit=${1^^}_COMMIT ver; ver=$(controller_version "$1")
+  read -r mod pkg wrapper stamp <<<"${CONTROLLER[$tool]}"
+  WDIR=$HERE/wrappers/$wrapper OUT=$CACHE/$tool-$ver TAGS=
+  LD="-s -w -X $stamp=v$ver"
+  [[ -z ${!commit:-} ]] || LD+=" -X $mod/pkg/version.GitCommit=${!commit}"
+  KEY=$(key_of "$tool" "$ver" "$LD" "$(go env GOVERSION)")
 }
 
 # ---- etcd ---------------------------------------------------------------------------------------------
@@ -262,42 +261,36 @@ build_kube_scheduler() {
 }
 
 # ---- the twin's controllers: Kueue (its own wrapper), JobSet, LeaderWorkerSet and kwok (one wrapper) ---------
-gen_kueue() {
-  local M; M=$(mod_field "sigs.k8s.io/kueue@v$KUEUE_VERSION" GoMod)
+# gen_controllers WRAPPER: the wrapper of the CONTROLLER rows that name it, at the highest go line of their modules
+gen_controllers() {
+  local wanted=$1 t mod pkg wrapper stamp ver M go=0 g tools=()
   rm -f go.mod go.sum
-  regen_env go mod init lab.local/wrappers/kueue
-  regen_env go mod edit -go="$(go_line "$M")"
-  [[ -z $(nonlocal_replaces "$M") ]] || die "sigs.k8s.io/kueue v$KUEUE_VERSION has replace directives: copy them as gen_pulumi does"
-  regen_env go get -tool "sigs.k8s.io/kueue/cmd/kueue@v$KUEUE_VERSION"
-  regen_env go mod tidy
-}
-gen_twin() {
-  local m M go=0 g
-  rm -f go.mod go.sum
-  regen_env go mod init lab.local/wrappers/twin
-  # the highest go line of the three modules, and no replace directive to copy
-  for m in "sigs.k8s.io/jobset@v$JOBSET_VERSION" "sigs.k8s.io/lws@v$LWS_VERSION" "sigs.k8s.io/kwok@v$KWOK_VERSION"; do
-    M=$(mod_field "$m" GoMod)
-    [[ -z $(nonlocal_replaces "$M") ]] || die "$m has replace directives: copy them as gen_pulumi does"
+  regen_env go mod init "lab.local/wrappers/$wanted"
+  for t in "${!CONTROLLER[@]}"; do
+    read -r mod pkg wrapper stamp <<<"${CONTROLLER[$t]}"
+    [[ $wrapper == "$wanted" ]] || continue
+    ver=$(controller_version "$t"); tools+=("$pkg@v$ver")
+    M=$(mod_field "$mod@v$ver" GoMod)
+    [[ -z $(nonlocal_replaces "$M") ]] || die "$mod@v$ver has replace directives: copy them as gen_pulumi does"
     g=$(go_line "$M"); [[ $go == 0 ]] || [[ $(printf '%s\n%s\n' "$go" "$g" | sort -V | tail -1) == "$g" ]] && go=$g
   done
   regen_env go mod edit -go="$go"
   # 'go install m@v' fails for jobset and lws: the proxy refuses their version lists (docs/lab.md); a wrapper asks
   # for the exact versions only
-  regen_env go get -tool "sigs.k8s.io/jobset@v$JOBSET_VERSION" "sigs.k8s.io/lws/cmd@v$LWS_VERSION" \
-    "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
+  regen_env go get -tool "${tools[@]}"
   regen_env go mod tidy
 }
-# build_controller TOOL MODULE VERSION PACKAGE WRAPPER GEN
+# build_controller TOOL: a row of CONTROLLER; its wrapper is generated when missing or with --regen
 build_controller() {
-  local tool=$1 mod=$2 ver=$3 pkg=$4 wrapper=$5 gen=$6
+  local tool=$1 mod pkg wrapper stamp ver; ver=$(controller_version "$tool")
+  read -r mod pkg wrapper stamp <<<"${CONTROLLER[$tool]}"
   mkdir -p "$HERE/wrappers/$wrapper"; cd "$HERE/wrappers/$wrapper"
   if ((REGEN)) && [[ ${REGENERATED:-} != *" $wrapper "* ]] || [[ ! -s go.mod ]]; then
-    log "generating wrappers/$wrapper"; "$gen"; REGENERATED+=" $wrapper "
+    log "generating wrappers/$wrapper"; gen_controllers "$wrapper"; REGENERATED+=" $wrapper "
   fi
   [[ $(go list -m -f '{{.Version}}' "$mod") == "v$ver" ]] ||
     die "wrappers/$wrapper does not pin $mod v$ver; rerun with --regen"
-  "inputs_${tool}"
+  inputs_controller "$tool"
   if cached "$OUT" "$KEY"; then log "$tool $ver: cached in $OUT"; return; fi
   # measured 2026-12-04, an empty compile cache, niced, load about 3.5: kueue 3:00, then jobset 1:17, lws 0:05 and
   # kwok 0:14 (the three share their dependencies' compile)
@@ -451,7 +444,7 @@ status() {
   # asked for nothing: the lab's tools decide the exit status, the twin's are shown beside them
   ((ASKED)) || shown+=("${TWIN_TOOLS[@]}")
   for t in "${shown[@]}"; do
-    "inputs_${t//-/_}"
+    if [[ -n ${CONTROLLER[$t]:-} ]]; then inputs_controller "$t"; else "inputs_${t//-/_}"; fi
     if [[ -s $WDIR/go.mod ]] && cached "$OUT" "$KEY"; then echo "$t: built ($OUT)"
     else
       echo "$t: NOT BUILT (would go to $OUT)"
@@ -472,10 +465,7 @@ for t in "${TOOLS[@]}"; do
     pulumi) build_pulumi ;;
     pulumi-kubernetes) build_provider ;;
     kube-scheduler) build_kube_scheduler ;;
-    kueue) build_controller kueue sigs.k8s.io/kueue "$KUEUE_VERSION" sigs.k8s.io/kueue/cmd/kueue kueue gen_kueue ;;
-    jobset) build_controller jobset sigs.k8s.io/jobset "$JOBSET_VERSION" sigs.k8s.io/jobset twin gen_twin ;;
-    lws) build_controller lws sigs.k8s.io/lws "$LWS_VERSION" sigs.k8s.io/lws/cmd twin gen_twin ;;
-    kwok) build_controller kwok sigs.k8s.io/kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok twin gen_twin ;;
+    kueue|jobset|lws|kwok) build_controller "$t" ;;
   esac
 done
 ((CHECK)) && run_checks

@@ -449,7 +449,7 @@ def test_new_node_labels_on_the_resource_flavor_in_use_are_refused(runs):
     assert lifecycle_review.review_changes(current, current, str).refused == []
 
 
-@pytest.mark.parametrize("key", ["topologyName", "resourceFlavorName"])
+@pytest.mark.parametrize("key", ["topologyName", "resourceFlavorName", "clusterQueueName"])
 def test_renaming_a_kueue_object_in_use_is_refused(runs, key):
     with pytest.raises(pulumi.RunError) as raised:
         run_stack({f"queues.{key}": "renamed"}, previous_outputs=previous_of(runs["dev"]))

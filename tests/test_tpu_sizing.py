@@ -9,7 +9,6 @@ import pytest
 from components.tpu.sizing import (
     BYTES_PER_PARAMETER,
     DTYPES_TEXT,
-    chips_needed,
     dtype_problem,
     slice_topologies,
     smallest_fitting_topology,
@@ -48,10 +47,9 @@ def test_any_other_name_is_refused(dtype):
         weight_bytes(1, dtype)
 
 
-def test_175b_bf16_is_exactly_350_gb_and_needs_22_v5e_chips():
+def test_175b_bf16_is_exactly_350_gb_and_fits_a_4x8_v5e_slice():
     assert weight_bytes(175, "bf16") == 350 * GB
     assert weight_bytes(0.1, "int4") == Fraction(5, 100) * 10**9  # exact: no float rounding
-    assert chips_needed(175, "bf16", V5E) == 22  # 350 / 16 = 21.875, rounded up
     assert smallest_fitting_topology(350 * GB, V5E) == Shape.parse("4x8")
 
 

@@ -1,15 +1,11 @@
 """What the TPU capacity holds, and which TPU7x slice workloads Kueue can admit at the same time.
 
-Pure Python (no Pulumi). A workload asks for ``slices`` slices of one shape, all at once (Kueue
-admits a JobSet or an LWS group as a gang). Capacity is counted in 4x4x4 cubes:
-
-* a super-slice takes whole cubes (``cubes_in(shape)`` each);
-* sub-slices pack into cubes. The sub-slice shapes (2x2x1 ... 2x4x4) are nested partitions of a
-  cube whose chip counts are powers of two dividing 64, so packing them largest first never
-  wastes a cube: ``ceil(chips / 64)`` cubes hold any mix of them.
-
-Within one ClusterQueue a higher-priority workload preempts lower ones
-(``withinClusterQueue: LowerPriority``); at equal priority the later one waits in the queue.
+A workload asks for ``slices`` slices of one shape, all at once (Kueue admits a JobSet or an LWS group as a gang).
+Capacity is counted in 4x4x4 cubes: a super-slice takes whole cubes (``cubes_in(shape)`` each); the sub-slice shapes
+(2x2x1 ... 2x4x4) are nested partitions of a cube whose chip counts are powers of two dividing 64, so packing them
+largest first never wastes a cube: ``ceil(chips / 64)`` cubes hold any mix of them. Within one ClusterQueue a
+higher-priority workload preempts lower ones (``withinClusterQueue: LowerPriority``); at equal priority the later one
+waits in the queue.
 """
 
 from __future__ import annotations
@@ -81,11 +77,11 @@ class AdmissionPlan:
 
     def conflicts(self) -> list[tuple[SliceWorkload, SliceWorkload]]:
         """Pairs that cannot hold their slices at the same time, the higher priority first."""
-        pairs = []
-        for first, second in itertools.combinations(self.workloads, 2):
-            if cubes_needed([first, second]) > self.cubes:
-                pairs.append((first, second) if first.priority >= second.priority else (second, first))
-        return pairs
+        return [
+            (first, second) if first.priority >= second.priority else (second, first)
+            for first, second in itertools.combinations(self.workloads, 2)
+            if cubes_needed([first, second]) > self.cubes
+        ]
 
     def expectations(self) -> dict[str, Expectation]:
         """The plan per workload, structured (``lines`` says the same in prose): who runs once Kueue settles, whom

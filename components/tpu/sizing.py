@@ -1,9 +1,6 @@
-"""How big a model's weights are, and which TPU slices hold them: one table for every workload.
-
-Pure Python (no Pulumi). Serving (vLLM on TPU7x) and Saxml (TPU v5e) size their models with the
-same dtype names and the same arithmetic: parameters x bytes per parameter, exact (175B in bf16
-is 350 GB, not 349.99...). The fit rules built on this live with each workload.
-"""
+"""How big a model's weights are, and which TPU slices hold them: serving (vLLM on TPU7x) and Saxml (TPU v5e) size
+their models with the same dtype names and arithmetic, parameters x bytes per parameter, exact (175B in bf16 is 350
+GB, not 349.99...). The fit rules built on this live with each workload."""
 
 from __future__ import annotations
 
@@ -41,11 +38,6 @@ def weight_bytes(parameters_billions: float, dtype: str) -> Fraction:
     if not math.isfinite(parameters_billions) or parameters_billions <= 0:
         raise ValueError(f"the parameter count must be a positive number of billions, not {parameters_billions!r}")
     return Fraction(str(parameters_billions)) * 10**9 * BYTES_PER_PARAMETER[dtype]
-
-
-def chips_needed(parameters_billions: float, dtype: str, machine: MachineType) -> int:
-    """Fewest chips of ``machine`` whose HBM holds the weights (175B bf16 on v5e: 22)."""
-    return math.ceil(weight_bytes(parameters_billions, dtype) / machine.hbm_bytes_per_chip)
 
 
 def _super_slice_shapes() -> tuple[Shape, ...]:

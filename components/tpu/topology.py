@@ -1,15 +1,11 @@
-"""TPU topology model: shapes, machine catalog and the TPU7x dynamic-slicing rules.
-
-Pure Python on purpose (no Pulumi imports): config validation, the capacity report, the
-Kueue Topology levels and the tests all share these rules without registering anything.
-"""
+"""TPU topology model: shapes, machine catalog and the TPU7x dynamic-slicing rules, pure Python so that config
+validation, the capacity report, the Kueue Topology levels and the tests share them without registering anything."""
 
 from __future__ import annotations
 
 import math
 import re
 from dataclasses import dataclass
-from functools import reduce
 
 _SHAPE_PATTERN = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*){1,2}$")
 
@@ -44,7 +40,7 @@ class Shape:
 
     @property
     def chips(self) -> int:
-        return reduce(lambda a, b: a * b, self.dims, 1)
+        return math.prod(self.dims)
 
 
 @dataclass(frozen=True)
@@ -203,20 +199,15 @@ def min_gke_version(shapes: list[Shape]) -> str | None:
 
 
 def kueue_topology_levels() -> list[str]:
-    """Kueue Topology levels, coarsest first: block, every partition from the cube down to the
-    smallest sub-slice, hostname (the reference's seven levels).
-
-    Always all of them, whatever tpu.sliceShapes lists: Kueue places a slice at the level whose
-    domain matches its shape, and a Topology's levels are immutable (CEL ``self == oldSelf``), so
-    a level set that followed the shapes would refuse the next `up` that adds a smaller shape.
-    """
+    """Kueue Topology levels, coarsest first: block, every partition from the cube down to the smallest sub-slice,
+    hostname (the reference's seven levels). Always all of them, whatever tpu.sliceShapes lists: Kueue places a slice
+    at the level whose domain matches its shape, and a Topology's levels are immutable (CEL ``self == oldSelf``), so a
+    level set that followed the shapes would refuse the next `up` that adds a smaller shape."""
     partitions = [CUBE, *reversed(SUB_SLICE_SHAPES)]
     return [BLOCK_LABEL, *(partition_label(s) for s in partitions), HOSTNAME_LABEL]
 
 
 # --- Static multi-host slices (TPU v5e and older) -------------------------------------
-
-
 def static_slice_problem(shape: Shape, machine: MachineType) -> str | None:
     """Why ``shape`` is not a slice topology of ``machine``'s generation, or None."""
     if len(shape.dims) != machine.topology_rank:

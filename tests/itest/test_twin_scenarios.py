@@ -9,7 +9,8 @@ creates on kwok's simulated TPU7x nodes. The tests run in file order and share o
 3. serving switched on: its prefill and decode groups preempt the super-slice check, the sub-slice check comes
    back beside them, each group inside one 2x2x2 partition;
 4. each step's `admissionPlan` output against what the twin did, workload by workload;
-5. a change Kueue refuses, refused before `up` changes anything, then the corrected change going through;
+5. changes Kueue would refuse, refused by the program's own preview (under the key the user set) before `up` changes
+   anything, then the corrected change going through;
 6. `destroy` draining through the program's gates and leaving no Workload, pod, JobSet or LeaderWorkerSet.
 
 Every step writes to build/itest/twin-report.md and .json (tests/itest/twin_scenario.py): the plan, what the twin
@@ -391,9 +392,9 @@ def test_the_preview_admission_plan_is_what_the_twin_did_workload_by_workload(sc
 # the program updates: the model servers' image (LWS pod templates, in place), their CPU request (the pod shape Kueue
 # holds immutable on a queued LWS, kueue v0.17.1 pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go
 # ValidateUpdate), the ClusterQueue the LocalQueue points to (Kueue's CRD holds a LocalQueue's spec.clusterQueue
-# immutable), a priority above what Kueue's API holds (int32: since the twin found it, the program's own rule on
-# queues.priorityClasses.*.value refuses it first, so it no longer counts as Kueue's refusal). Each is previewed
-# against the twin.
+# immutable), a priority above what Kueue's API holds (int32). The twin found the last two passing the program and
+# refused by Kueue; the program's own rules now refuse both first (queues.priorityClasses.*.value's range, the
+# lifecycle review of queues.clusterQueueName). Each is previewed against the twin.
 CANDIDATES: list[dict[str, Any]] = [
     {"serving.image": "docker.io/vllm/vllm-tpu:nightly-20260501-18ed615-5b39b26"},
     {"serving.resources.memory": "800Gi"},
@@ -459,15 +460,16 @@ def program_state(s: Scenario) -> dict[str, Any]:
     }
 
 
-def refused_by_kueue(text: str) -> bool:
-    """The API server refused an object of Kueue's API (its webhooks or its CRDs' rules), not the program's own
-    config rules."""
-    return "kueue.x-k8s.io" in text and ("admission webhook" in text or "is invalid" in text)
+def refused_by_the_program(text: str, change: dict[str, Any]) -> bool:
+    """The program's own preview refused ``change`` (its config rules or its lifecycle review), under each key the
+    change sets (components/config_base.py ConfigError)."""
+    return "Stack config has" in text and all(f"{key}:" in text for key in change)
 
 
-def test_a_change_kueue_refuses_is_refused_before_up_changes_anything(scenario: Scenario):
-    """`pulumi up` previews first and stops on a failed preview: the change Kueue refuses is refused there, and the
-    stack's state and every object it serves are as they were."""
+def test_a_change_kueue_would_refuse_is_refused_by_the_program_before_up_changes_anything(scenario: Scenario):
+    """`pulumi up` previews first and stops on a failed preview: a change Kueue would refuse is refused there by the
+    program, under the key that made it, and the stack's state and every object it serves are as they were. A
+    candidate refused by Kueue alone is a rule the program is missing (the twin found two)."""
     require(scenario, SERVING_ARRIVES)
     before_state, before_served = program_state(scenario), served_versions(scenario)
     probes = {json.dumps(change): previewed(scenario, change) for change in CANDIDATES}
@@ -476,10 +478,10 @@ def test_a_change_kueue_refuses_is_refused_before_up_changes_anything(scenario: 
         text="\n".join(f"- `{c}`: {'refused: ' + t[-600:] if r else f'goes through, changing {ch}'}"
                        for c, (r, t, ch) in probes.items()),
     )  # fmt: skip
-    refused = {c: t for c, (r, t, _) in probes.items() if r and refused_by_kueue(t)}
-    assert refused, "no candidate change is refused by Kueue: " + json.dumps(
-        {c: p[1][-300:] for c, p in probes.items()}
-    )
+    refused = {c: t for c, (r, t, _) in probes.items() if r}
+    assert refused, "no candidate change is refused: " + json.dumps({c: p[2] for c, p in probes.items()})
+    not_by_the_program = {c: t[-600:] for c, t in refused.items() if not refused_by_the_program(t, json.loads(c))}
+    assert not not_by_the_program, "refused, but not by the program's own rules: " + json.dumps(not_by_the_program)
     assert program_state(scenario) == before_state, "a refused preview changed the state"
     after = served_versions(scenario)
     moved = {k: (v, after.get(k)) for k, v in before_served.items() if after.get(k) != v}
