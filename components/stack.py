@@ -282,7 +282,9 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     checks_config.validate_checks(config.checks, tpu, config.queues, problems)
     serving_config.validate_serving(config.serving, tpu, config.queues, cluster, config.project, problems)
     saxml_config.validate_saxml(config.saxml, tpu, cluster, config.project, problems)
-    hardening_rules.validate_upgrade_policy(cluster, config.serving.enabled or config.saxml.enabled, problems)
+    hardening_rules.validate_upgrade_policy(
+        cluster, config.serving.enabled or config.saxml.enabled, production, problems
+    )
     hardening_rules.validate_production(production, cluster, tpu, config.platform, config.serving, problems)
     hardening_rules.validate_production_security(
         production, config.network, cluster, tpu, config.serving, config.node_audit_logging, problems

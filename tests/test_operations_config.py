@@ -413,6 +413,14 @@ def test_a_production_control_plane_has_no_public_ip(control_plane):
     assert run.one("gcp:container/cluster:Cluster", "gke-cluster")
 
 
+def test_a_production_stack_that_serves_without_a_window_is_told_once_under_its_key():
+    """Serving and production each require the window: one missing value is one problem, the one saying more."""
+    with pytest.raises(ConfigError) as raised:
+        load(with_overrides(stack_values("prod"), NO_WINDOW | {"cluster.maintenanceExclusions": []}))
+    told = [p for p in raised.value.problems if p.key == "cluster.maintenanceWindow"]
+    assert len(told) == 1 and "a stack that serves" in told[0].what, raised.value
+
+
 def test_a_stack_that_serves_nothing_needs_no_window():
     run = run_stack({**NO_WINDOW, "serving.enabled": False})
     assert "maintenancePolicy" not in run.one("gcp:container/cluster:Cluster", "gke-cluster").inputs

@@ -26,22 +26,29 @@ MIN_HA_REPLICAS = 2  # one controller replica may restart (or its node upgrade) 
 MIN_PRODUCTION_SYSTEM_NODES = 2  # per zone: a system-node upgrade or repair never leaves a zone empty
 
 
-def validate_upgrade_policy(cluster: ClusterConfig, serves: bool, problems: Problems) -> None:
-    """A stack that serves has a maintenance window: GKE then upgrades a TPU cube only inside it.
+def validate_upgrade_policy(cluster: ClusterConfig, serves: bool, production: bool, problems: Problems) -> None:
+    """A stack that serves, or is production, has a maintenance window: GKE then upgrades a TPU cube only inside it.
 
     Without one, an auto-upgrade of a TPU pool may start at any hour: GKE recreates the pool's
     nodes as one unit (the pools upgrade with max_surge 0 and every node unavailable, the only way
     a multi-host slice can), which takes every slice of that cube down and reloads the weights of
-    each serving group on it.
+    each serving group on it. One problem for both reasons: the serving one says more.
     """
-    if not serves or cluster.existing.enabled or cluster.maintenance_window is not None:
+    if cluster.existing.enabled or cluster.maintenance_window is not None:
         return
-    problems.add(
-        "cluster.maintenanceWindow",
-        "is not set on a stack that serves: GKE may auto-upgrade a TPU pool at any hour, recreating a whole "
-        "cube (every slice on it) and reloading the weights of each serving group it held",
-        "set start, end and recurrence to the hours serving can lose a cube (see docs/operations.md, TPU upgrades)",
-    )
+    if serves:
+        problems.add(
+            "cluster.maintenanceWindow",
+            "is not set on a stack that serves: GKE may auto-upgrade a TPU pool at any hour, recreating a whole "
+            "cube (every slice on it) and reloading the weights of each serving group it held",
+            "set start, end and recurrence to the hours serving can lose a cube (see docs/operations.md, TPU upgrades)",
+        )
+    elif production:
+        problems.add(
+            "cluster.maintenanceWindow",
+            "is not set on a production stack: GKE would upgrade the cluster and its pools at any hour",
+            "set start, end and recurrence to the hours the stack can lose a cube",
+        )
 
 
 def validate_production(
@@ -74,12 +81,6 @@ def validate_production(
                 "tpu.protectPools",
                 "is false on a production stack: a stray change could delete a TPU pool and its reservation cube",
                 "set it true",
-            )
-        if cluster.maintenance_window is None:
-            problems.add(
-                "cluster.maintenanceWindow",
-                "is not set on a production stack: GKE would upgrade the cluster and its pools at any hour",
-                "set start, end and recurrence to the hours the stack can lose a cube",
             )
         if not cluster.private_nodes:
             problems.add(
