@@ -94,17 +94,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def default_run_id(now: datetime | None = None) -> str:
-    return (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+def ramp_of(args: argparse.Namespace, base_url: str, max_model_len: int) -> benchmark.Ramp:
+    """The run's ramp, refused if the server (its context length) cannot take it."""
+    run_id = args.run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    ramp = benchmark.Ramp(run_id=run_id, base_url=base_url, rates=args.rates, stage_seconds=args.stage_seconds)
+    if found := benchmark.problems(ramp, max_model_len):
+        raise UsageError("; ".join(found))
+    return ramp
 
 
 # --- In the cluster -------------------------------------------------------------------------------
-
-
-def ramp_of(args: argparse.Namespace, base_url: str) -> benchmark.Ramp:
-    return benchmark.Ramp(
-        run_id=args.run_id or default_run_id(), base_url=base_url, rates=args.rates, stage_seconds=args.stage_seconds
-    )
 
 
 def read_stack(args: argparse.Namespace, runner: Runner) -> tuple[StackConfig, str]:
@@ -138,13 +137,6 @@ def kubectl(args: argparse.Namespace, *rest: str) -> list[str]:
     return ["kubectl", *(["--context", args.context] if args.context else []), *rest]
 
 
-def apply(objects: list[dict[str, Any]], args: argparse.Namespace, run: Run) -> None:
-    document = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
-    completed = run(kubectl(args, "apply", "-f", "-"), document, COMMAND_TIMEOUT_SECONDS)
-    if completed.returncode != 0:
-        raise UsageError(f"kubectl apply failed: {_last_line(completed.stderr)}")
-
-
 def job_state(job: dict[str, Any]) -> str | None:
     """``Complete`` or ``Failed`` once the Job has finished, None while it runs."""
     for condition in (job.get("status") or {}).get("conditions") or []:
@@ -176,28 +168,25 @@ def wait_for(ramp: benchmark.Ramp, namespace: str, args: argparse.Namespace, run
         sleep(POLL_SECONDS)
 
 
-def fetch_reports(source: str, into: Path, run: Run) -> None:
-    completed = run(["gcloud", "storage", "cp", "--recursive", source, str(into)], None, COMMAND_TIMEOUT_SECONDS)
-    if completed.returncode != 0:
-        raise RunFailed(f"gcloud storage cp {source} failed: {_last_line(completed.stderr)}")
-
-
 def in_cluster(args: argparse.Namespace, runner: Runner, run: Run, sleep: Sleep) -> int:
     config, base_url = read_stack(args, runner)
-    serving, ramp = config.serving, ramp_of(args, base_url)
-    found = benchmark.problems(ramp, serving.max_model_len)
-    if found:
-        raise UsageError("; ".join(found))
+    serving = config.serving
+    ramp = ramp_of(args, base_url, serving.max_model_len)
     objects = benchmark.benchmark_objects(serving, config.project, config.pull_path(), ramp)
     if args.dry_run:
         print(yaml.safe_dump_all(objects, sort_keys=False), end="")
         return 0
-    apply(objects, args, run)
+    document = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+    applied = run(kubectl(args, "apply", "-f", "-"), document, COMMAND_TIMEOUT_SECONDS)
+    if applied.returncode != 0:
+        raise UsageError(f"kubectl apply failed: {_last_line(applied.stderr)}")
     print(f"started job {benchmark.job_name(ramp.run_id)} in {serving.namespace}", file=sys.stderr, flush=True)
     wait_for(ramp, serving.namespace, args, run, sleep)
     results = f"gs://{weights_bucket_name(serving, config.project)}/{benchmark.results_path(ramp.run_id)}"
     with tempfile.TemporaryDirectory() as scratch:
-        fetch_reports(results, Path(scratch), run)
+        copied = run(["gcloud", "storage", "cp", "--recursive", results, scratch], None, COMMAND_TIMEOUT_SECONDS)
+        if copied.returncode != 0:
+            raise RunFailed(f"gcloud storage cp {results} failed: {_last_line(copied.stderr)}")
         return print_table(Path(scratch), f"{results}/", len(ramp.rates))
 
 
@@ -210,10 +199,7 @@ def local(args: argparse.Namespace, run: Run) -> int:
     ]
     if missing:
         raise UsageError("--local needs " + ", ".join("--" + flag.replace("_", "-") for flag in missing))
-    ramp = ramp_of(args, args.base_url)
-    found = benchmark.problems(ramp, args.max_model_len or sys.maxsize)
-    if found:
-        raise UsageError("; ".join(found))
+    ramp = ramp_of(args, args.base_url, args.max_model_len or sys.maxsize)
     results = args.results / ramp.run_id
     config = benchmark.inference_perf_config(ramp, args.model, str(args.tokenizer), str(results), bucket=None)
     args.results.mkdir(parents=True, exist_ok=True)
@@ -260,12 +246,9 @@ def main(
         if args.local:
             return local(args, run)
         return in_cluster(args, runner, run, sleep)
-    except UsageError as error:
+    except (UsageError, RunFailed) as error:
         print(f"bench: {error}", file=sys.stderr)
-        return 2
-    except RunFailed as error:
-        print(f"bench: {error}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, UsageError) else 1
 
 
 if __name__ == "__main__":
