@@ -12,6 +12,7 @@ FORBIDDEN_PROJECT_ROLES = frozenset({"roles/owner", "roles/editor", "roles/stora
 PROJECT_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
 PROJECT_IAM_BINDING = "gcp:projects/iAMBinding:IAMBinding"
 PROJECT_IAM_POLICY = "gcp:projects/iAMPolicy:IAMPolicy"
+PROJECT_GRANTS = (PROJECT_IAM_MEMBER, PROJECT_IAM_BINDING, PROJECT_IAM_POLICY)
 
 
 def _granted_roles(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
@@ -26,7 +27,7 @@ def _unreadable(name: str) -> list[str]:
 
 
 def project_role_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
-    if resource_type not in (PROJECT_IAM_MEMBER, PROJECT_IAM_BINDING, PROJECT_IAM_POLICY):
+    if resource_type not in PROJECT_GRANTS:
         return []
     try:
         roles = _granted_roles(resource_type, name, props)
@@ -54,16 +55,13 @@ def _policy_roles(policy_data: Any) -> list[str]:
 REGISTRY_READ_ROLE = "roles/artifactregistry.reader"
 REGISTRY_ROLE_PREFIX = "roles/artifactregistry."
 REPOSITORY_IAM_MEMBER = "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember"
-REPOSITORY_IAM_BINDING = "gcp:artifactregistry/repositoryIamBinding:RepositoryIamBinding"
 REPOSITORY_IAM_POLICY = "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy"
-_GRANT_TYPES = {
-    PROJECT_IAM_MEMBER: "project",
-    PROJECT_IAM_BINDING: "project",
-    PROJECT_IAM_POLICY: "project",
-    REPOSITORY_IAM_MEMBER: "repository",
-    REPOSITORY_IAM_BINDING: "repository",
-    REPOSITORY_IAM_POLICY: "repository",
-}
+REPOSITORY_GRANTS = (
+    REPOSITORY_IAM_MEMBER,
+    "gcp:artifactregistry/repositoryIamBinding:RepositoryIamBinding",
+    REPOSITORY_IAM_POLICY,
+)
+_GRANT_TYPES = dict.fromkeys(PROJECT_GRANTS, "project") | dict.fromkeys(REPOSITORY_GRANTS, "repository")
 
 
 def registry_role_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
