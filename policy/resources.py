@@ -109,8 +109,6 @@ def walk(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ..
             yield from walk(item, (*path, str(index)))
 
 
-# --- Kubernetes objects ------------------------------------------------------------------------
-
 KUBERNETES_PREFIX = "kubernetes:"
 # Components of the Kubernetes provider that carry whole objects in their inputs. The engine runs
 # them as remote components, so a real analyzer sees each object again as a child resource of its

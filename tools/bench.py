@@ -103,9 +103,6 @@ def ramp_of(args: argparse.Namespace, base_url: str, max_model_len: int) -> benc
     return ramp
 
 
-# --- In the cluster -------------------------------------------------------------------------------
-
-
 def read_stack(args: argparse.Namespace, runner: Runner) -> tuple[StackConfig, str]:
     """The stack file's config, and the Gateway's URL from the flag or the stack outputs."""
     from components.config_base import ConfigError
@@ -190,9 +187,6 @@ def in_cluster(args: argparse.Namespace, runner: Runner, run: Run, sleep: Sleep)
         return print_table(Path(scratch), f"{results}/", len(ramp.rates))
 
 
-# --- Here (the lab) ---------------------------------------------------------------------------------
-
-
 def local(args: argparse.Namespace, run: Run) -> int:
     missing = [
         flag for flag in ("base_url", "model", "tokenizer", "results", "inference_perf") if not getattr(args, flag)
@@ -211,9 +205,6 @@ def local(args: argparse.Namespace, run: Run) -> int:
     if completed.returncode != 0:
         raise RunFailed(f"inference-perf exited {completed.returncode}: {_last_line(completed.stderr)}")
     return print_table(results, str(results), len(ramp.rates))
-
-
-# --- Reports ----------------------------------------------------------------------------------------
 
 
 def print_table(directory: Path, where: str, stages: int | None) -> int:
