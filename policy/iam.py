@@ -16,10 +16,14 @@ PROJECT_GRANTS = (PROJECT_IAM_MEMBER, PROJECT_IAM_BINDING, PROJECT_IAM_POLICY)
 
 
 def _granted_roles(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
-    """The roles an IAM member, binding or policy resource grants; ValueError when a policy's document is none."""
-    if resource_type in (PROJECT_IAM_POLICY, REPOSITORY_IAM_POLICY):
-        return _policy_roles(get(props, "policyData", "", owner=name))
-    return [get(props, "role", "", owner=name)]
+    """The roles an IAM member, binding or policy resource grants (an IAMPolicy's in its ``policyData``, a JSON
+    document); ValueError when a policy's document is none."""
+    if resource_type not in (PROJECT_IAM_POLICY, REPOSITORY_IAM_POLICY):
+        return [get(props, "role", "", owner=name)]
+    policy_data = get(props, "policyData", "", owner=name)
+    document = json.loads(policy_data) if isinstance(policy_data, str) else policy_data
+    bindings = document.get("bindings", []) if isinstance(document, Mapping) else []
+    return [str(b.get("role", "")) for b in bindings if isinstance(b, Mapping)]
 
 
 def _unreadable(name: str) -> list[str]:
@@ -40,13 +44,6 @@ def project_role_problems(resource_type: str, name: str, props: Mapping[str, Any
         for role in roles
         if role in FORBIDDEN_PROJECT_ROLES
     ]
-
-
-def _policy_roles(policy_data: Any) -> list[str]:
-    """The roles an IAMPolicy's ``policyData`` (a JSON document) binds; ValueError if it is none."""
-    document = json.loads(policy_data) if isinstance(policy_data, str) else policy_data
-    bindings = document.get("bindings", []) if isinstance(document, Mapping) else []
-    return [str(b.get("role", "")) for b in bindings if isinstance(b, Mapping)]
 
 
 # Artifact Registry's one read-only predefined role: every other roles/artifactregistry.* role uploads, deletes or
