@@ -1,7 +1,5 @@
 """Fetch the published charts the harness renders, as Go module zips pinned by sha256 in charts.lock.
 
-    python -m tools.charts [--lock FILE] [--cache DIR] [--from DIR] [--timeout SECONDS]
-
 The platform's registry charts (JobSet, Kueue, LeaderWorkerSet) are published as OCI artifacts, which no
 package registry the harness may reach serves; the Go module proxy serves the upstream repositories, and a
 module zip holds the chart's sources (``charts/<name>/``) as tagged. Every ``[[chart]]`` of the lock is one

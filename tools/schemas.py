@@ -1,7 +1,5 @@
 """Fetch the upstream CRD files the tests validate against, pinned by sha256 in schemas.lock.
 
-    python -m tools.schemas [--lock FILE] [--cache DIR] [--from DIR] [--timeout SECONDS]
-
 Every ``[[file]]`` of the lock lands in the cache as ``<cache>/<path>``: by default
 ``${XDG_CACHE_HOME:-~/.cache}/tpu-gke/schemas``, or ``$TPU_GKE_SCHEMAS_CACHE``. A file already
 there with the locked digest is left alone; any other is downloaded from its ``url`` (or, with

@@ -1,8 +1,5 @@
 """Smoke-test the OpenAI-compatible vLLM endpoint served behind the GKE Gateway.
 
-    python -m tools.verify [--stack STACK] [--base-url URL] [--model NAME]
-                           [--attempts N] [--timeout SECONDS] [--backoff SECONDS] [--prompt TEXT]
-
 Sends one ``/v1/completions`` and one ``/v1/chat/completions`` request (the same two the codelab's
 verification script sends) and checks that each answers with generated text from the expected model.
 Without ``--base-url``/``--model`` the endpoint comes from the stack outputs ``openaiBaseUrl`` and
