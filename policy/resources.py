@@ -31,7 +31,6 @@ class UnknownValue(Exception):
 
     def __init__(self, resource: str, path: str):
         super().__init__(f"{resource}: {path} is not known until apply")
-        self.resource = resource
         self.path = path
 
 

@@ -287,21 +287,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         files, run = render(args.stack, args.stack_dir)
     except ConfigError as error:
-        print(f"render of stack {args.stack} failed:\n{error}", file=sys.stderr)
-        return 1
+        why = f":\n{error}"
     except StackFileError as error:
-        print(f"render of stack {args.stack} failed: {error}", file=sys.stderr)
-        return 1
+        why = f": {error}"
     except (ServiceDisabled, ServiceIdentityRefused) as refusal:
-        print(f"render of stack {args.stack} failed: in a new project, Google Cloud refuses {refusal}", file=sys.stderr)
-        return 1
+        why = f": in a new project, Google Cloud refuses {refusal}"
     except FileNotFoundError:
         stacks = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in args.stack_dir.glob("Pulumi.*.yaml"))
-        print(
-            f"render of stack {args.stack} failed: there is no Pulumi.{args.stack}.yaml in {args.stack_dir}; "
-            f"the stacks are: {', '.join(stacks) or 'none'}",
-            file=sys.stderr,
+        why = (
+            f": there is no Pulumi.{args.stack}.yaml in {args.stack_dir}; the stacks are: {', '.join(stacks) or 'none'}"
         )
+    else:
+        why = ""
+    if why:
+        print(f"render of stack {args.stack} failed{why}", file=sys.stderr)
         return 1
     if target.exists():
         shutil.rmtree(target)
