@@ -158,12 +158,9 @@ def holds(directory: Path, locked: LockedFile) -> bool:
 
 
 def install(locked: LockedFile, destination: Path, chunks: Iterator[bytes], *, announced: int | None) -> None:
-    """Write `chunks` to `destination` only if they are the locked file; never leave a partial file.
-
-    `announced` is the length the source promised (Content-Length), so a transfer cut short is
-    reported as truncated rather than as a different file. Errors reading `chunks` propagate as
-    they are; errors writing the cache become a FetchError.
-    """
+    """Write `chunks` to `destination` only if they are the locked file. `announced` is the length the source
+    promised (Content-Length), so a transfer cut short is reported as truncated rather than as a different file.
+    Errors reading `chunks` propagate as they are; errors writing the cache become a FetchError."""
     with _writing(locked, destination.parent):
         destination.parent.mkdir(parents=True, exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".part")
