@@ -34,7 +34,7 @@ import yaml
 
 from components.operations import benchmark
 from components.workloads.serving.config import weights_bucket_name
-from tools.stack_outputs import Runner, StackOutputsError, read_stack_outputs, run_pulumi
+from tools.stack_outputs import Runner, UsageError, read_stack_outputs, run_pulumi
 from tools.verify import BASE_URL_OUTPUT
 
 STACK_HINT = "pass --base-url instead"
@@ -50,10 +50,6 @@ if TYPE_CHECKING:
 
 Run = Callable[[list[str], str | None, float], subprocess.CompletedProcess[str]]
 Sleep = Callable[[float], None]
-
-
-class UsageError(Exception):
-    """Exit 2: the command cannot start."""
 
 
 class RunFailed(Exception):
@@ -120,10 +116,7 @@ def read_stack(args: argparse.Namespace, runner: Runner) -> tuple[StackConfig, s
         raise UsageError(f"stack {args.stack} does not serve (serving.enabled is false)")
     base_url = args.base_url
     if base_url is None:
-        try:
-            outputs = read_stack_outputs(args.stack, STACK_HINT, runner)
-        except StackOutputsError as error:
-            raise UsageError(str(error)) from None
+        outputs = read_stack_outputs(args.stack, STACK_HINT, runner)
         base_url = outputs.get(BASE_URL_OUTPUT)
         if not isinstance(base_url, str) or not base_url:
             raise UsageError(f"stack output {BASE_URL_OUTPUT} is missing (is the Gateway programmed?); {STACK_HINT}")

@@ -24,17 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tools.stack_outputs import Runner, StackOutputsError, read_stack_outputs, run_pulumi
+from tools.stack_outputs import Runner, UsageError, read_stack_outputs, run_pulumi
 
 ADDRESS_OUTPUT = "saxHttpAddress"
 DEFAULT_PORT = 8888
 DEFAULT_TIMEOUT_S = 60.0
 PREVIEW_CHARS = 300
 ADDRESS_HINT = "pass --address HOST[:PORT] to skip the stack lookup"
-
-
-class UsageError(Exception):
-    """The user has to change how the client is called or configured (exit 2)."""
 
 
 class RequestFailed(Exception):
@@ -70,10 +66,7 @@ COMMANDS = {
 
 def stack_address(stack: str | None, runner: Runner = run_pulumi) -> str:
     """The `saxHttpAddress` output of `stack` (Pulumi's selected stack when None)."""
-    try:
-        outputs = read_stack_outputs(stack, ADDRESS_HINT, runner)
-    except StackOutputsError as error:
-        raise UsageError(str(error)) from None
+    outputs = read_stack_outputs(stack, ADDRESS_HINT, runner)
     address = outputs.get(ADDRESS_OUTPUT)
     if not isinstance(address, str) or not address:
         raise UsageError(f"stack {stack or '(selected)'} has no output {ADDRESS_OUTPUT}; {ADDRESS_HINT}")

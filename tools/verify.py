@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tools.stack_outputs import Runner, StackOutputsError, read_stack_outputs, run_pulumi
+from tools.stack_outputs import Runner, UsageError, read_stack_outputs, run_pulumi
 
 BASE_URL_OUTPUT = "openaiBaseUrl"
 MODEL_OUTPUT = "modelName"
@@ -32,10 +32,6 @@ STACK_HINT = "pass --base-url and --model instead"
 Sleep = Callable[[float], None]
 Field = tuple[str | int, ...]
 _MISSING = object()
-
-
-class ConfigError(Exception):
-    """A usage or configuration problem: reported on one line and mapped to exit code 2."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +71,7 @@ def probes(model: str, prompt: str) -> list[Probe]:
 def stack_output(outputs: dict[str, Any], name: str, flag: str) -> str:
     value = outputs.get(name)
     if not isinstance(value, str) or not value:
-        raise ConfigError(f"stack output {name} is missing or empty; pass {flag}")
+        raise UsageError(f"stack output {name} is missing or empty; pass {flag}")
     return value
 
 
@@ -83,7 +79,7 @@ def configured_model(stack: str | None) -> str | None:
     """The served model name the stack file configures (as the program derives it), or None."""
     if stack is None:
         return None
-    from components.config_base import ConfigError as StackConfigError
+    from components.config_base import ConfigError
     from components.stack import parse_pulumi_values
     from components.workloads.serving.config import served_model_name
     from tools.stack_file import StackFileError, stack_config_values
@@ -91,7 +87,7 @@ def configured_model(stack: str | None) -> str | None:
     try:
         values, _ = stack_config_values(stack)
         return served_model_name(parse_pulumi_values(values).serving)
-    except (FileNotFoundError, StackFileError, StackConfigError):
+    except (FileNotFoundError, StackFileError, ConfigError):
         return None
 
 
@@ -100,14 +96,11 @@ def resolve_endpoint(args: argparse.Namespace, runner: Runner) -> tuple[str, str
     needed); pulumi is asked only for what is still missing."""
     base_url, model = args.base_url, args.model or configured_model(args.stack)
     if base_url is None or model is None:
-        try:
-            outputs = read_stack_outputs(args.stack, STACK_HINT, runner)
-        except StackOutputsError as error:
-            raise ConfigError(str(error)) from None
+        outputs = read_stack_outputs(args.stack, STACK_HINT, runner)
         base_url = base_url or stack_output(outputs, BASE_URL_OUTPUT, "--base-url")
         model = model or stack_output(outputs, MODEL_OUTPUT, "--model")
     if not base_url.startswith(("http://", "https://")):
-        raise ConfigError(f"base URL {base_url!r} is not an http(s) URL")
+        raise UsageError(f"base URL {base_url!r} is not an http(s) URL")
     return base_url.rstrip("/"), model
 
 
@@ -233,7 +226,7 @@ def main(argv: Sequence[str] | None = None, *, runner: Runner = run_pulumi, slee
     args = parse_args(argv)
     try:
         base_url, model = resolve_endpoint(args, runner)
-    except ConfigError as error:
+    except UsageError as error:
         print(f"verify: error: {error}", file=sys.stderr)
         return 2
     print(f"endpoint {base_url}  model {model}")
