@@ -123,8 +123,11 @@ def read_stack(args: argparse.Namespace, runner: Runner) -> tuple[StackConfig, s
     return config, base_url
 
 
-def kubectl(args: argparse.Namespace, *rest: str) -> list[str]:
-    return ["kubectl", *(["--context", args.context] if args.context else []), *rest]
+def kubectl(
+    args: argparse.Namespace, run: Run, *rest: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    context = ["--context", args.context] if args.context else []
+    return run(["kubectl", *context, *rest], stdin, COMMAND_TIMEOUT_SECONDS)
 
 
 def job_state(job: dict[str, Any]) -> str | None:
@@ -140,17 +143,13 @@ def wait_for(ramp: benchmark.Ramp, namespace: str, args: argparse.Namespace, run
     deadline = time.monotonic() + benchmark.deadline_seconds(ramp) + WAIT_MARGIN_SECONDS
     started = time.monotonic()
     while True:
-        completed = run(kubectl(args, "-n", namespace, "get", "job", name, "-o", "json"), None, COMMAND_TIMEOUT_SECONDS)
+        completed = kubectl(args, run, "-n", namespace, "get", "job", name, "-o", "json")
         if completed.returncode == 0:
             state = job_state(json.loads(completed.stdout))
             if state == "Complete":
                 return
             if state == "Failed":
-                logs = run(
-                    kubectl(args, "-n", namespace, "logs", f"job/{name}", f"--tail={LOG_LINES}"),
-                    None,
-                    COMMAND_TIMEOUT_SECONDS,
-                )
+                logs = kubectl(args, run, "-n", namespace, "logs", f"job/{name}", f"--tail={LOG_LINES}")
                 raise RunFailed(f"job {name} failed; its log ends:\n{logs.stdout}{logs.stderr}")
         if time.monotonic() > deadline:
             raise RunFailed(f"job {name} did not finish in time: kubectl -n {namespace} describe job {name}")
@@ -167,7 +166,7 @@ def in_cluster(args: argparse.Namespace, runner: Runner, run: Run, sleep: Sleep)
         print(yaml.safe_dump_all(objects, sort_keys=False), end="")
         return 0
     document = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
-    applied = run(kubectl(args, "apply", "-f", "-"), document, COMMAND_TIMEOUT_SECONDS)
+    applied = kubectl(args, run, "apply", "-f", "-", stdin=document)
     if applied.returncode != 0:
         raise UsageError(f"kubectl apply failed: {_last_line(applied.stderr)}")
     print(f"started job {benchmark.job_name(ramp.run_id)} in {serving.namespace}", file=sys.stderr, flush=True)
