@@ -82,7 +82,6 @@ def _parsed(url: str) -> dict[str, str]:
 
 
 def load_lock(lock: Path = DEFAULT_LOCK) -> list[LockedChart]:
-    """Every chart of the lock, validated; a LockError names the first problem."""
     charts = [_locked_chart(entry, where) for entry, where in lock_entries(lock, "chart")]
     once_each(lock, "release", [c.release for c in charts])
     return charts

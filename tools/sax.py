@@ -133,8 +133,6 @@ def preview(text: str) -> str:
 
 
 def positive(convert: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse type that rejects zero and negative numbers at parse time."""
-
     def parse(text: str) -> Any:
         value = convert(text)
         if value <= 0:

@@ -153,7 +153,6 @@ def file_sha256(path: Path) -> str | None:
 
 
 def holds(directory: Path, locked: LockedFile) -> bool:
-    """Whether `directory` holds the locked file with its locked digest."""
     return file_sha256(directory / locked.path) == locked.sha256
 
 
