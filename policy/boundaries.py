@@ -20,10 +20,6 @@ RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-
 RESERVED_PREFIXES = ("kube-", "gke-", "gmp-")
 
 
-def is_reserved(namespace: str) -> bool:
-    return namespace in RESERVED_NAMESPACES or namespace.startswith(RESERVED_PREFIXES)
-
-
 def namespace_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
     """Every namespaced object a resource declares (itself, each object of a ConfigGroup) and every Helm release
     lives in a namespace of the program's own."""
@@ -38,5 +34,5 @@ def namespace_problems(resource_type: str, name: str, props: Mapping[str, Any]) 
         f"{what} is in namespace {namespace!r}, which Kubernetes or GKE keeps for itself: put it in the namespace "
         "of its concern, which the program makes (CIS GKE 4.6.1)"
         for what, namespace in found
-        if is_reserved(namespace)
+        if namespace in RESERVED_NAMESPACES or namespace.startswith(RESERVED_PREFIXES)
     ]

@@ -16,16 +16,12 @@ from components.config_base import EXACT_VERSION, IMAGE_DIGEST
 from policy.resources import HELM_RELEASE_TYPES, get
 
 
-def is_local_chart(chart: str) -> bool:
-    return chart.startswith(("./", "../", "/")) or chart in (".", "..")
-
-
 def chart_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
     if resource_type not in HELM_RELEASE_TYPES:
         return []
     chart = str(get(props, "chart", "", owner=name))
     _, at, digest = chart.rpartition("@")
-    if is_local_chart(chart) or (at and IMAGE_DIGEST.match(digest)):
+    if chart.startswith(("./", "../", "/")) or chart in (".", "..") or (at and IMAGE_DIGEST.match(digest)):
         return []  # the commit, or the registry's content address, fixes what is installed
     problems = []
     reference = chart.removeprefix("oci://").rsplit("/", 1)[-1]

@@ -17,15 +17,8 @@ import yaml
 BENCHMARK = "CIS Google Kubernetes Engine (GKE) Benchmark v1.9.0"
 
 # The statuses (docs/cis-benchmark.md says what each means, above the table).
-HELD = "held"
-HELD_IN_PRODUCTION = "held in production"
-PARTLY = "partly"
-PARTLY_IN_PRODUCTION = "partly in production"
-PENDING = "pending"
-GAP = "gap"
-UNCHECKED = "unchecked"
-NOT_APPLICABLE = "n/a"
-STATUSES = (HELD, HELD_IN_PRODUCTION, PARTLY, PARTLY_IN_PRODUCTION, PENDING, GAP, UNCHECKED, NOT_APPLICABLE)
+HELD, HELD_IN_PRODUCTION, PARTLY, PARTLY_IN_PRODUCTION = "held", "held in production", "partly", "partly in production"
+STATUSES = (HELD, HELD_IN_PRODUCTION, PARTLY, PARTLY_IN_PRODUCTION, "pending", "gap", "unchecked", "n/a")
 # What holds only on the production stacks: a preview key refuses a production stack without it.
 IN_PRODUCTION = (HELD_IN_PRODUCTION, PARTLY_IN_PRODUCTION)
 # A status whose "held by" names something; the others name nothing.
@@ -36,31 +29,10 @@ CHECKOV_ID = re.compile(r"^CKV2?_(K8S|GCP)_\d+$")
 
 # The recommendations of sections 4 and 5 of v1.9.0, as kube-bench numbers them (aquasecurity/kube-bench
 # v0.15.6, commit 92e522b9, cfg/gke-1.9.0/policies.yaml and managedservices.yaml); sections 1 to 3 are
-# one row, "1-3".
-NUMBERS = (
-    "1-3",
-    *(f"4.1.{n}" for n in range(1, 11)),
-    "4.2.1",
-    "4.3.1",
-    "4.3.2",
-    "4.4.1",
-    "4.4.2",
-    "4.5.1",
-    *(f"4.6.{n}" for n in range(1, 5)),
-    *(f"5.1.{n}" for n in range(1, 5)),
-    "5.2.1",
-    "5.2.2",
-    "5.3.1",
-    "5.4.1",
-    *(f"5.5.{n}" for n in range(1, 8)),
-    *(f"5.6.{n}" for n in range(1, 8)),
-    "5.7.1",
-    "5.7.2",
-    *(f"5.8.{n}" for n in range(1, 4)),
-    "5.9.1",
-    "5.9.2",
-    *(f"5.10.{n}" for n in range(1, 5)),
-)
+# one row, "1-3". Each section with the count of its recommendations:
+RECOMMENDATIONS = {"4.1": 10, "4.2": 1, "4.3": 2, "4.4": 2, "4.5": 1, "4.6": 4, "5.1": 4, "5.2": 2, "5.3": 1, "5.4": 1}
+RECOMMENDATIONS |= {"5.5": 7, "5.6": 7, "5.7": 2, "5.8": 3, "5.9": 2, "5.10": 4}
+NUMBERS = ("1-3", *(f"{section}.{n}" for section, count in RECOMMENDATIONS.items() for n in range(1, count + 1)))
 
 
 @dataclass(frozen=True)

@@ -43,16 +43,19 @@ def cluster_problems(resource_type: str, name: str, props: Mapping[str, Any]) ->
         )
     if get(props, "securityPostureConfig.mode", None, owner=name) == "DISABLED":
         problems.append(f"cluster {name} turns the security posture off: keep GKE's scanning on (CIS GKE 5.10.4)")
-    return problems + _node_problems(f"cluster {name} (its default node pool)", name, props)
+    return problems + _node_problems(resource_type, name, props)
 
 
 def node_pool_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
-    if resource_type != NODE_POOL:
-        return []
-    return _node_problems(f"node pool {name}", name, props)
+    return _node_problems(resource_type, name, props) if resource_type == NODE_POOL else []
 
 
-def _node_problems(label: str, name: str, props: Mapping[str, Any]) -> list[str]:
+def _pool_label(resource_type: str, name: str) -> str:
+    return f"cluster {name} (its default node pool)" if resource_type == CLUSTER else f"node pool {name}"
+
+
+def _node_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
+    label = _pool_label(resource_type, name)
     node_config = mapping_of(props, "nodeConfig", owner=name)
     problems = []
     # An email known only after apply comes from an account the stack creates: the Compute Engine
@@ -105,14 +108,9 @@ def unencrypted_boot_disk_violations(resources: Sequence[Resource]) -> list[Viol
         kept_as_made = boot == UNHARDENED_BOOT and is_tpu_pool(resource.type, resource.name, resource.props)
         if boot.boot_disk_key or kept_as_made:
             continue
-        label = (
-            f"cluster {resource.name} (its default node pool)"
-            if resource.type == CLUSTER
-            else f"node pool {resource.name}"
-        )
         violations.append(
             Violation(
-                f"{label} boots from disks only Google's key encrypts on a production stack: set "
+                f"{_pool_label(resource.type, resource.name)} boots from disks only Google's key encrypts on a production stack: set "
                 "cluster.bootDiskEncryptionKey to a Cloud KMS key of the project's (CIS GKE 5.9.2)",
                 resource.urn,
             )

@@ -12,13 +12,18 @@ FORBIDDEN_PROJECT_ROLES = frozenset({"roles/owner", "roles/editor", "roles/stora
 PROJECT_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
 PROJECT_IAM_BINDING = "gcp:projects/iAMBinding:IAMBinding"
 PROJECT_IAM_POLICY = "gcp:projects/iAMPolicy:IAMPolicy"
+PROJECT_GRANTS = (PROJECT_IAM_MEMBER, PROJECT_IAM_BINDING, PROJECT_IAM_POLICY)
 
 
 def _granted_roles(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
-    """The roles an IAM member, binding or policy resource grants; ValueError when a policy's document is none."""
-    if resource_type in (PROJECT_IAM_POLICY, REPOSITORY_IAM_POLICY):
-        return _policy_roles(get(props, "policyData", "", owner=name))
-    return [get(props, "role", "", owner=name)]
+    """The roles an IAM member, binding or policy resource grants (an IAMPolicy's in its ``policyData``, a JSON
+    document); ValueError when a policy's document is none."""
+    if resource_type not in (PROJECT_IAM_POLICY, REPOSITORY_IAM_POLICY):
+        return [get(props, "role", "", owner=name)]
+    policy_data = get(props, "policyData", "", owner=name)
+    document = json.loads(policy_data) if isinstance(policy_data, str) else policy_data
+    bindings = document.get("bindings", []) if isinstance(document, Mapping) else []
+    return [str(b.get("role", "")) for b in bindings if isinstance(b, Mapping)]
 
 
 def _unreadable(name: str) -> list[str]:
@@ -26,7 +31,7 @@ def _unreadable(name: str) -> list[str]:
 
 
 def project_role_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
-    if resource_type not in (PROJECT_IAM_MEMBER, PROJECT_IAM_BINDING, PROJECT_IAM_POLICY):
+    if resource_type not in PROJECT_GRANTS:
         return []
     try:
         roles = _granted_roles(resource_type, name, props)
@@ -41,29 +46,19 @@ def project_role_problems(resource_type: str, name: str, props: Mapping[str, Any
     ]
 
 
-def _policy_roles(policy_data: Any) -> list[str]:
-    """The roles an IAMPolicy's ``policyData`` (a JSON document) binds; ValueError if it is none."""
-    document = json.loads(policy_data) if isinstance(policy_data, str) else policy_data
-    bindings = document.get("bindings", []) if isinstance(document, Mapping) else []
-    return [str(b.get("role", "")) for b in bindings if isinstance(b, Mapping)]
-
-
 # Artifact Registry's one read-only predefined role: every other roles/artifactregistry.* role uploads, deletes or
 # administers artifacts or repositories (docs.cloud.google.com/iam/docs/roles-permissions/artifactregistry, read
 # 2026-12). An allow-list, so a role added upstream later is refused until someone reads what it does.
 REGISTRY_READ_ROLE = "roles/artifactregistry.reader"
 REGISTRY_ROLE_PREFIX = "roles/artifactregistry."
 REPOSITORY_IAM_MEMBER = "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember"
-REPOSITORY_IAM_BINDING = "gcp:artifactregistry/repositoryIamBinding:RepositoryIamBinding"
 REPOSITORY_IAM_POLICY = "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy"
-_GRANT_TYPES = {
-    PROJECT_IAM_MEMBER: "project",
-    PROJECT_IAM_BINDING: "project",
-    PROJECT_IAM_POLICY: "project",
-    REPOSITORY_IAM_MEMBER: "repository",
-    REPOSITORY_IAM_BINDING: "repository",
-    REPOSITORY_IAM_POLICY: "repository",
-}
+REPOSITORY_GRANTS = (
+    REPOSITORY_IAM_MEMBER,
+    "gcp:artifactregistry/repositoryIamBinding:RepositoryIamBinding",
+    REPOSITORY_IAM_POLICY,
+)
+_GRANT_TYPES = dict.fromkeys(PROJECT_GRANTS, "project") | dict.fromkeys(REPOSITORY_GRANTS, "repository")
 
 
 def registry_role_problems(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:

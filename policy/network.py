@@ -18,7 +18,7 @@ sender here.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,38 +54,27 @@ class Sender:
             raise ValueError("a sender is a pod or an address")
 
 
-# --- Label selectors ------------------------------------------------------------------------------
+# A matchExpressions operator: whether (key, values) holds of the labels.
+OPERATORS: dict[str, Callable[[str, Sequence[str], Mapping[str, str]], bool]] = {
+    "In": lambda key, values, labels: key in labels and labels[key] in values,
+    "NotIn": lambda key, values, labels: key not in labels or labels[key] not in values,
+    "Exists": lambda key, _values, labels: key in labels,
+    "DoesNotExist": lambda key, _values, labels: key not in labels,
+}
 
 
 def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
     """A LabelSelector against labels: every matchLabels pair and every matchExpressions term holds. An empty
     selector selects everything."""
     selector = selector or {}
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
+    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
     for term in selector.get("matchExpressions") or []:
-        key, operator, values = term["key"], term["operator"], term.get("values") or []
-        if operator == "In" and labels.get(key) not in values:
+        if term["operator"] not in OPERATORS:
+            raise ValueError(f"unknown selector operator {term['operator']!r}")
+        if not OPERATORS[term["operator"]](term["key"], term.get("values") or [], labels):
             return False
-        if operator == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if operator == "Exists" and key not in labels:
-            return False
-        if operator == "DoesNotExist" and key in labels:
-            return False
-        if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            raise ValueError(f"unknown selector operator {operator!r}")
     return True
-
-
-# --- One policy -----------------------------------------------------------------------------------
-
-
-def isolates_ingress(policy: Mapping[str, Any]) -> bool:
-    """Whether the policy governs ingress: Ingress among its policyTypes, or no policyTypes (Ingress implied)."""
-    types = (policy.get("spec") or {}).get("policyTypes")
-    return not types or "Ingress" in types
 
 
 def policy_namespace(policy: Mapping[str, Any]) -> str:
@@ -93,13 +82,12 @@ def policy_namespace(policy: Mapping[str, Any]) -> str:
 
 
 def isolates(policy: Mapping[str, Any], pod: Pod) -> bool:
-    """The policy selects the pod for ingress: same namespace, its podSelector matches."""
+    """The policy selects the pod for ingress: Ingress among its policyTypes (or none given: Ingress implied), same
+    namespace, its podSelector matches."""
     spec = policy.get("spec") or {}
-    return (
-        isolates_ingress(policy)
-        and policy_namespace(policy) == pod.namespace
-        and selects(spec.get("podSelector"), pod.labels)
-    )
+    types = spec.get("policyTypes")
+    ingress = not types or "Ingress" in types
+    return ingress and policy_namespace(policy) == pod.namespace and selects(spec.get("podSelector"), pod.labels)
 
 
 def peer_admits(peer: Mapping[str, Any], namespace: str, sender: Sender) -> bool:
@@ -150,9 +138,6 @@ def rule_admits(rule: Mapping[str, Any], namespace: str, pod: Pod, sender: Sende
     return port_admits(rule.get("ports"), pod, port, protocol)
 
 
-# --- A set of policies ----------------------------------------------------------------------------
-
-
 def admits(policies: Sequence[Mapping[str, Any]], pod: Pod, sender: Sender, port: int, protocol: str = "TCP") -> bool:
     """Whether the pod accepts the connection: not isolated, or some ingress rule of a policy isolating it admits
     it. Policies are additive: their order never matters."""
@@ -164,9 +149,6 @@ def admits(policies: Sequence[Mapping[str, Any]], pod: Pod, sender: Sender, port
         for policy in isolating
         for rule in (policy.get("spec") or {}).get("ingress") or []
     )
-
-
-# --- The program's pods ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -218,16 +200,6 @@ def _at(body: Mapping[str, Any], path: Sequence[str]) -> Any:
     return value
 
 
-def network_policies(resources: Sequence[Resource]) -> list[Mapping[str, Any]]:
-    """Every NetworkPolicy the resources declare."""
-    return [
-        obj.body
-        for resource in resources
-        for obj in kubernetes_objects(resource.type, resource.name, resource.props)
-        if (obj.api_group, obj.kind) == NETWORK_POLICY
-    ]
-
-
 def program_pod_templates(resources: Sequence[Resource]) -> list[PodTemplate]:
     """Every pod template of the Kubernetes objects the resources declare (not of Helm releases)."""
     return [
@@ -242,7 +214,8 @@ def program_pod_templates(resources: Sequence[Resource]) -> list[PodTemplate]:
 def unisolated_pod_violations(resources: Sequence[Resource]) -> list[Violation]:
     """Each pod template whose pods no NetworkPolicy of their namespace isolates for ingress (pods on the node's
     network aside: no NetworkPolicy applies to them)."""
-    policies = network_policies(resources)
+    objects = (obj for r in resources for obj in kubernetes_objects(r.type, r.name, r.props))
+    policies = [obj.body for obj in objects if (obj.api_group, obj.kind) == NETWORK_POLICY]
     return [
         Violation(
             f"{template.label}: its pods in namespace {template.pod.namespace} accept connections from anywhere: "

@@ -31,7 +31,6 @@ class UnknownValue(Exception):
 
     def __init__(self, resource: str, path: str):
         super().__init__(f"{resource}: {path} is not known until apply")
-        self.resource = resource
         self.path = path
 
 
@@ -108,8 +107,6 @@ def walk(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ..
         for index, item in enumerate(value):
             yield from walk(item, (*path, str(index)))
 
-
-# --- Kubernetes objects ------------------------------------------------------------------------
 
 KUBERNETES_PREFIX = "kubernetes:"
 # Components of the Kubernetes provider that carry whole objects in their inputs. The engine runs

@@ -33,9 +33,6 @@ def is_tpu_pool(resource_type: str, name: str, props: Mapping[str, Any]) -> bool
     return machine in MACHINE_CATALOG or machine.startswith(TPU_MACHINE_PREFIXES)
 
 
-# --- Kueue quota within the chips of the pools -------------------------------------------------
-
-
 def pool_chips(resource: Resource) -> int:
     """Chips a TPU pool holds at most: its nodes (the autoscaling maximum if it scales) x chips per host."""
     props = resource.props

@@ -24,13 +24,13 @@ def returning(returncode: int = 0, stdout: str = "", stderr: str = ""):
     ids=["not-an-object", "silent-failure"],
 )
 def test_failures_name_the_command_and_end_with_the_hint(runner, message):
-    with pytest.raises(stack_outputs.StackOutputsError) as error:
+    with pytest.raises(stack_outputs.UsageError) as error:
         stack_outputs.read_stack_outputs(None, HINT, runner)
     assert str(error.value) == message
 
 
 def test_a_long_stderr_line_is_truncated():
-    with pytest.raises(stack_outputs.StackOutputsError) as error:
+    with pytest.raises(stack_outputs.UsageError) as error:
         stack_outputs.read_stack_outputs(None, HINT, returning(1, stderr="error: " + "x" * 5000))
     assert str(error.value).endswith("x…; " + HINT)
     assert len(str(error.value)) < stack_outputs.STDERR_CHARS + 100

@@ -34,7 +34,7 @@ import yaml
 
 from components.operations import benchmark
 from components.workloads.serving.config import weights_bucket_name
-from tools.stack_outputs import Runner, StackOutputsError, read_stack_outputs, run_pulumi
+from tools.stack_outputs import Runner, UsageError, read_stack_outputs, run_pulumi
 from tools.verify import BASE_URL_OUTPUT
 
 STACK_HINT = "pass --base-url instead"
@@ -50,10 +50,6 @@ if TYPE_CHECKING:
 
 Run = Callable[[list[str], str | None, float], subprocess.CompletedProcess[str]]
 Sleep = Callable[[float], None]
-
-
-class UsageError(Exception):
-    """Exit 2: the command cannot start."""
 
 
 class RunFailed(Exception):
@@ -94,17 +90,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def default_run_id(now: datetime | None = None) -> str:
-    return (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
-
-
-# --- In the cluster -------------------------------------------------------------------------------
-
-
-def ramp_of(args: argparse.Namespace, base_url: str) -> benchmark.Ramp:
-    return benchmark.Ramp(
-        run_id=args.run_id or default_run_id(), base_url=base_url, rates=args.rates, stage_seconds=args.stage_seconds
-    )
+def ramp_of(args: argparse.Namespace, base_url: str, max_model_len: int) -> benchmark.Ramp:
+    """The run's ramp, refused if the server (its context length) cannot take it."""
+    run_id = args.run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    ramp = benchmark.Ramp(run_id=run_id, base_url=base_url, rates=args.rates, stage_seconds=args.stage_seconds)
+    if found := benchmark.problems(ramp, max_model_len):
+        raise UsageError("; ".join(found))
+    return ramp
 
 
 def read_stack(args: argparse.Namespace, runner: Runner) -> tuple[StackConfig, str]:
@@ -124,25 +116,18 @@ def read_stack(args: argparse.Namespace, runner: Runner) -> tuple[StackConfig, s
         raise UsageError(f"stack {args.stack} does not serve (serving.enabled is false)")
     base_url = args.base_url
     if base_url is None:
-        try:
-            outputs = read_stack_outputs(args.stack, STACK_HINT, runner)
-        except StackOutputsError as error:
-            raise UsageError(str(error)) from None
+        outputs = read_stack_outputs(args.stack, STACK_HINT, runner)
         base_url = outputs.get(BASE_URL_OUTPUT)
         if not isinstance(base_url, str) or not base_url:
             raise UsageError(f"stack output {BASE_URL_OUTPUT} is missing (is the Gateway programmed?); {STACK_HINT}")
     return config, base_url
 
 
-def kubectl(args: argparse.Namespace, *rest: str) -> list[str]:
-    return ["kubectl", *(["--context", args.context] if args.context else []), *rest]
-
-
-def apply(objects: list[dict[str, Any]], args: argparse.Namespace, run: Run) -> None:
-    document = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
-    completed = run(kubectl(args, "apply", "-f", "-"), document, COMMAND_TIMEOUT_SECONDS)
-    if completed.returncode != 0:
-        raise UsageError(f"kubectl apply failed: {_last_line(completed.stderr)}")
+def kubectl(
+    args: argparse.Namespace, run: Run, *rest: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    context = ["--context", args.context] if args.context else []
+    return run(["kubectl", *context, *rest], stdin, COMMAND_TIMEOUT_SECONDS)
 
 
 def job_state(job: dict[str, Any]) -> str | None:
@@ -158,17 +143,13 @@ def wait_for(ramp: benchmark.Ramp, namespace: str, args: argparse.Namespace, run
     deadline = time.monotonic() + benchmark.deadline_seconds(ramp) + WAIT_MARGIN_SECONDS
     started = time.monotonic()
     while True:
-        completed = run(kubectl(args, "-n", namespace, "get", "job", name, "-o", "json"), None, COMMAND_TIMEOUT_SECONDS)
+        completed = kubectl(args, run, "-n", namespace, "get", "job", name, "-o", "json")
         if completed.returncode == 0:
             state = job_state(json.loads(completed.stdout))
             if state == "Complete":
                 return
             if state == "Failed":
-                logs = run(
-                    kubectl(args, "-n", namespace, "logs", f"job/{name}", f"--tail={LOG_LINES}"),
-                    None,
-                    COMMAND_TIMEOUT_SECONDS,
-                )
+                logs = kubectl(args, run, "-n", namespace, "logs", f"job/{name}", f"--tail={LOG_LINES}")
                 raise RunFailed(f"job {name} failed; its log ends:\n{logs.stdout}{logs.stderr}")
         if time.monotonic() > deadline:
             raise RunFailed(f"job {name} did not finish in time: kubectl -n {namespace} describe job {name}")
@@ -176,32 +157,26 @@ def wait_for(ramp: benchmark.Ramp, namespace: str, args: argparse.Namespace, run
         sleep(POLL_SECONDS)
 
 
-def fetch_reports(source: str, into: Path, run: Run) -> None:
-    completed = run(["gcloud", "storage", "cp", "--recursive", source, str(into)], None, COMMAND_TIMEOUT_SECONDS)
-    if completed.returncode != 0:
-        raise RunFailed(f"gcloud storage cp {source} failed: {_last_line(completed.stderr)}")
-
-
 def in_cluster(args: argparse.Namespace, runner: Runner, run: Run, sleep: Sleep) -> int:
     config, base_url = read_stack(args, runner)
-    serving, ramp = config.serving, ramp_of(args, base_url)
-    found = benchmark.problems(ramp, serving.max_model_len)
-    if found:
-        raise UsageError("; ".join(found))
+    serving = config.serving
+    ramp = ramp_of(args, base_url, serving.max_model_len)
     objects = benchmark.benchmark_objects(serving, config.project, config.pull_path(), ramp)
     if args.dry_run:
         print(yaml.safe_dump_all(objects, sort_keys=False), end="")
         return 0
-    apply(objects, args, run)
+    document = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+    applied = kubectl(args, run, "apply", "-f", "-", stdin=document)
+    if applied.returncode != 0:
+        raise UsageError(f"kubectl apply failed: {_last_line(applied.stderr)}")
     print(f"started job {benchmark.job_name(ramp.run_id)} in {serving.namespace}", file=sys.stderr, flush=True)
     wait_for(ramp, serving.namespace, args, run, sleep)
     results = f"gs://{weights_bucket_name(serving, config.project)}/{benchmark.results_path(ramp.run_id)}"
     with tempfile.TemporaryDirectory() as scratch:
-        fetch_reports(results, Path(scratch), run)
+        copied = run(["gcloud", "storage", "cp", "--recursive", results, scratch], None, COMMAND_TIMEOUT_SECONDS)
+        if copied.returncode != 0:
+            raise RunFailed(f"gcloud storage cp {results} failed: {_last_line(copied.stderr)}")
         return print_table(Path(scratch), f"{results}/", len(ramp.rates))
-
-
-# --- Here (the lab) ---------------------------------------------------------------------------------
 
 
 def local(args: argparse.Namespace, run: Run) -> int:
@@ -210,10 +185,7 @@ def local(args: argparse.Namespace, run: Run) -> int:
     ]
     if missing:
         raise UsageError("--local needs " + ", ".join("--" + flag.replace("_", "-") for flag in missing))
-    ramp = ramp_of(args, args.base_url)
-    found = benchmark.problems(ramp, args.max_model_len or sys.maxsize)
-    if found:
-        raise UsageError("; ".join(found))
+    ramp = ramp_of(args, args.base_url, args.max_model_len or sys.maxsize)
     results = args.results / ramp.run_id
     config = benchmark.inference_perf_config(ramp, args.model, str(args.tokenizer), str(results), bucket=None)
     args.results.mkdir(parents=True, exist_ok=True)
@@ -225,9 +197,6 @@ def local(args: argparse.Namespace, run: Run) -> int:
     if completed.returncode != 0:
         raise RunFailed(f"inference-perf exited {completed.returncode}: {_last_line(completed.stderr)}")
     return print_table(results, str(results), len(ramp.rates))
-
-
-# --- Reports ----------------------------------------------------------------------------------------
 
 
 def print_table(directory: Path, where: str, stages: int | None) -> int:
@@ -260,12 +229,9 @@ def main(
         if args.local:
             return local(args, run)
         return in_cluster(args, runner, run, sleep)
-    except UsageError as error:
+    except (UsageError, RunFailed) as error:
         print(f"bench: {error}", file=sys.stderr)
-        return 2
-    except RunFailed as error:
-        print(f"bench: {error}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, UsageError) else 1
 
 
 if __name__ == "__main__":

@@ -1,19 +1,13 @@
 """Fetch the published charts the harness renders, as Go module zips pinned by sha256 in charts.lock.
 
-    python -m tools.charts [--lock FILE] [--cache DIR] [--from DIR] [--timeout SECONDS]
-
-The platform's registry charts (JobSet, Kueue, LeaderWorkerSet) are published as OCI artifacts, which no
-package registry the harness may reach serves; the Go module proxy serves the upstream repositories, and a
-module zip holds the chart's sources (``charts/<name>/``) as tagged. Every ``[[chart]]`` of the lock is one
-module zip: it lands in the cache as ``<cache>/<module>/@v/<version>.zip`` (the proxy's own path, so a Go
-module cache's ``cache/download`` folder serves as an offline ``--from`` mirror), by default under
-``${XDG_CACHE_HOME:-~/.cache}/tpu-gke/charts`` or ``$TPU_GKE_CHARTS_CACHE``. A zip already there with the
-locked digest is left alone; any other is downloaded (or copied from ``--from DIR``) beside its target, checked
-against the locked size and sha256 and only then renamed into place, as tools/schemas.py does. The tests call
-``ensure`` themselves, so a fresh clone fetches on first use. Exits 0 when every locked zip is in place, 1 when
-one is not and 2 on a usage error or an unreadable lock.
-
-Nothing fetched here is committed: the harness reads the charts out of the cached zips (``chart_archive``).
+The platform's registry charts (JobSet, Kueue, LeaderWorkerSet) are published as OCI artifacts, which no package
+registry the harness may reach serves; the Go module proxy serves the upstream repositories, and a module zip holds
+the chart's sources (``charts/<name>/``) as tagged. Every ``[[chart]]`` of the lock is one module zip, fetched and
+checked (same exit codes) as tools/schemas.py does, into ``<cache>/<module>/@v/<version>.zip`` (the proxy's own path,
+so a Go module cache's ``cache/download`` folder serves as an offline ``--from`` mirror), by default under
+``${XDG_CACHE_HOME:-~/.cache}/tpu-gke/charts`` or ``$TPU_GKE_CHARTS_CACHE``. The tests call ``ensure`` themselves,
+so a fresh clone fetches on first use. Nothing fetched here is committed: the harness reads the charts out of the
+cached zips (``chart_archive``).
 """
 
 from __future__ import annotations
@@ -88,7 +82,6 @@ def _parsed(url: str) -> dict[str, str]:
 
 
 def load_lock(lock: Path = DEFAULT_LOCK) -> list[LockedChart]:
-    """Every chart of the lock, validated; a LockError names the first problem."""
     charts = [_locked_chart(entry, where) for entry, where in lock_entries(lock, "chart")]
     once_each(lock, "release", [c.release for c in charts])
     return charts

@@ -7,15 +7,13 @@ python -m tools.cis_table --write  # replace the table in docs/cis-benchmark.md
 from __future__ import annotations
 
 import argparse
-import re
 import sys
-from pathlib import Path
 
 from policy.cis import CONTROLS, Control
+from tools.config_table import with_section
+from tools.stack_file import PROJECT_ROOT
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PAGE = PROJECT_ROOT / "docs" / "cis-benchmark.md"
-START, END = "<!-- cis-table:start -->", "<!-- cis-table:end -->"
 HEADER = ("control", "recommendation", "status", "held by", "not yet held by", "note")
 
 
@@ -45,10 +43,7 @@ def table() -> str:
 
 
 def page_with_table(text: str) -> str:
-    pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
-    if not pattern.search(text):
-        raise SystemExit(f"{PAGE.relative_to(PROJECT_ROOT)} has no {START} ... {END} section")
-    return pattern.sub(lambda _: f"{START}\n{table()}\n{END}", text)
+    return with_section(text, PAGE, "cis-table", table())
 
 
 def main(argv: list[str] | None = None) -> int:

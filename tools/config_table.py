@@ -12,6 +12,7 @@ import argparse
 import json
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from pydantic.json_schema import GenerateJsonSchema
@@ -23,7 +24,6 @@ from tools.stack_file import PROJECT_ROOT
 
 PAGE = PROJECT_ROOT / "docs" / "configuration.md"
 SCHEMA = PROJECT_ROOT / "schemas" / "stack.schema.json"
-START, END = "<!-- config-table:start -->", "<!-- config-table:end -->"
 
 
 def table() -> str:
@@ -34,10 +34,16 @@ def table() -> str:
 
 
 def page_with_table(text: str) -> str:
-    pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
+    return with_section(text, PAGE, "config-table", table())
+
+
+def with_section(text: str, page: Path, name: str, generated: str) -> str:
+    """``text`` of ``page`` with ``generated`` in its section ``<!-- name:start -->`` ... ``<!-- name:end -->``."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
     if not pattern.search(text):
-        raise SystemExit(f"{PAGE.relative_to(PROJECT_ROOT)} has no {START} ... {END} section")
-    return pattern.sub(lambda _: f"{START}\n{table()}\n{END}", text)
+        raise SystemExit(f"{page.relative_to(PROJECT_ROOT)} has no {start} ... {end} section")
+    return pattern.sub(lambda _: f"{start}\n{generated}\n{end}", text)
 
 
 # A value Pulumi holds encrypted, as the stack file writes it (`pulumi config set --secret`): {secure: <ciphertext>}.

@@ -2,19 +2,16 @@
 
     python -m tools.render --stack dev [--out build/render]
 
-Writes resources.json, kubernetes.yaml, outputs.json, graph.txt, waves.md and empty-project.txt and prints a
-summary. resources.json records each resource's inputs, what it waits for (``dependsOn``: its explicit
-dependencies, every resource its inputs come from, and its explicit provider) and the lifecycle options
-it sets; graph.txt lists the waves in which `pulumi up` creates the resources and `pulumi destroy`
-deletes them, and what each read of the cloud (invoke) waits for, so a pull request's render diff shows
-every change of order and of lifecycle; waves.md draws the same waves as Mermaid flowcharts, so the diff shows
-a change of order as a picture too. empty-project.txt is the stack's first preview and up in a new
-project, where Google Cloud refuses a call to an API not yet enabled (harness/gcp_model.py): the render
-fails if any call of the program would be refused there. kubernetes.yaml
-holds every object the program declares plus the objects of Helm releases from a local chart
-(rendered with helm-python-sdk, as Helm would install them); releases of published charts stay
-in resources.json only, since rendering them would need the registry. An invalid stack config
-prints the validation message, exits 1 and leaves no render behind.
+Writes the files of FILES and prints a summary. resources.json holds each resource's inputs, what it waits for
+(``dependsOn``: its explicit dependencies, every resource its inputs come from, its explicit provider) and its
+lifecycle options; graph.txt the waves in which `pulumi up` creates and `pulumi destroy` deletes the resources, and
+what each read of the cloud (invoke) waits for, which waves.md draws as Mermaid flowcharts: a pull request's render
+diff shows every change of order and of lifecycle. empty-project.txt is the stack's first preview and up in a new
+project, where Google Cloud refuses a call to an API not yet enabled (harness/gcp_model.py): the render fails if
+any call would be refused there. kubernetes.yaml holds every object the program declares plus those of Helm
+releases of a local chart (rendered with helm-python-sdk, as Helm would install them); releases of published charts
+stay in resources.json only, since rendering them would need the registry. An invalid stack config prints the
+validation message, exits 1 and leaves no render behind.
 """
 
 from __future__ import annotations
@@ -142,13 +139,22 @@ def resources_document(registrations: list[Registration]) -> list[dict[str, Any]
 
 
 def create_waves(registrations: list[Registration]) -> list[list[str]]:
-    """Resources in the order `pulumi up` can create them: each wave needs only earlier waves.
+    """Resources in the order `pulumi up` can create them: each wave needs only earlier waves. Our components are
+    left out (they create nothing); a resource that waits on one waits on its children, which the SDK already lists
+    among its dependencies."""
+    return _waves(registrations, destroy=False)
 
-    Our components are left out (they create nothing); a resource that waits on one waits on its
-    children, which the SDK already lists among its dependencies.
-    """
+
+def destroy_waves(registrations: list[Registration]) -> list[list[str]]:
+    """Resources in the order `pulumi destroy` deletes them: each after everything that waits on it."""
+    return _waves(registrations, destroy=True)
+
+
+def _waves(registrations: list[Registration], destroy: bool) -> list[list[str]]:
     custom = {r.name: r for r in registrations if creates_something(r)}
     waiting = {name: {d for d in depends_on(r) if d in custom} for name, r in custom.items()}
+    if destroy:  # each waits for those that wait on it
+        waiting = {name: {other for other, needs in waiting.items() if name in needs} for name in waiting}
     waves: list[list[str]] = []
     done: set[str] = set()
     while waiting:
@@ -159,25 +165,6 @@ def create_waves(registrations: list[Registration]) -> list[list[str]]:
         done.update(ready)
         for name in ready:
             del waiting[name]
-    return waves
-
-
-def destroy_waves(registrations: list[Registration]) -> list[list[str]]:
-    """Resources in the order `pulumi destroy` deletes them: each after everything that waits on it."""
-    custom = {r.name: r for r in registrations if creates_something(r)}
-    dependents: dict[str, set[str]] = {name: set() for name in custom}
-    for name, r in custom.items():
-        for needed in depends_on(r):
-            if needed in dependents:
-                dependents[needed].add(name)
-    waves: list[list[str]] = []
-    gone: set[str] = set()
-    while dependents:
-        ready = sorted(name for name, users in dependents.items() if users <= gone)
-        waves.append(ready)
-        gone.update(ready)
-        for name in ready:
-            del dependents[name]
     return waves
 
 
@@ -228,7 +215,7 @@ def waves_document(stack: str, registrations: list[Registration]) -> str:
 def kubernetes_objects(registrations: list[Registration]) -> list[dict[str, Any]]:
     objects = []
     for r in registrations:
-        if r.type == _HELM_RELEASE and _is_local_chart(r.inputs["chart"]):
+        if r.type == _HELM_RELEASE and r.inputs["chart"].startswith(("./", "../", "/")):  # a chart of this repository
             objects.extend(local_chart_objects(r.inputs))
             continue
         if not r.type.startswith("kubernetes:") or r.type.startswith(_NOT_OBJECTS):
@@ -239,10 +226,6 @@ def kubernetes_objects(registrations: list[Registration]) -> list[dict[str, Any]
         elif "apiVersion" in inputs and "kind" in inputs:
             objects.append(inputs)
     return sorted(objects, key=_object_sort_key)
-
-
-def _is_local_chart(chart: str) -> bool:
-    return chart.startswith(("./", "../", "/"))
 
 
 def local_chart_objects(release: dict[str, Any]) -> list[dict[str, Any]]:
@@ -304,21 +287,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         files, run = render(args.stack, args.stack_dir)
     except ConfigError as error:
-        print(f"render of stack {args.stack} failed:\n{error}", file=sys.stderr)
-        return 1
+        why = f":\n{error}"
     except StackFileError as error:
-        print(f"render of stack {args.stack} failed: {error}", file=sys.stderr)
-        return 1
+        why = f": {error}"
     except (ServiceDisabled, ServiceIdentityRefused) as refusal:
-        print(f"render of stack {args.stack} failed: in a new project, Google Cloud refuses {refusal}", file=sys.stderr)
-        return 1
+        why = f": in a new project, Google Cloud refuses {refusal}"
     except FileNotFoundError:
         stacks = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in args.stack_dir.glob("Pulumi.*.yaml"))
-        print(
-            f"render of stack {args.stack} failed: there is no Pulumi.{args.stack}.yaml in {args.stack_dir}; "
-            f"the stacks are: {', '.join(stacks) or 'none'}",
-            file=sys.stderr,
+        why = (
+            f": there is no Pulumi.{args.stack}.yaml in {args.stack_dir}; the stacks are: {', '.join(stacks) or 'none'}"
         )
+    else:
+        why = ""
+    if why:
+        print(f"render of stack {args.stack} failed{why}", file=sys.stderr)
         return 1
     if target.exists():
         shutil.rmtree(target)

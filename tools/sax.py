@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tools.stack_outputs import Runner, StackOutputsError, read_stack_outputs, run_pulumi
+from tools.stack_outputs import Runner, UsageError, read_stack_outputs, run_pulumi
 
 ADDRESS_OUTPUT = "saxHttpAddress"
 DEFAULT_PORT = 8888
@@ -33,53 +33,40 @@ PREVIEW_CHARS = 300
 ADDRESS_HINT = "pass --address HOST[:PORT] to skip the stack lookup"
 
 
-class UsageError(Exception):
-    """The user has to change how the client is called or configured (exit 2)."""
-
-
 class RequestFailed(Exception):
     """The server was unreachable or did not give a usable answer (exit 1)."""
 
 
 @dataclass(frozen=True)
-class Call:
-    """One sax-http request; `expects_json` is False where the tutorial does not show the answer's shape."""
+class Command:
+    """One sax-http call: the fields its body holds besides ``model``, with exactly the tutorial's fields (some
+    sax-http builds reject a body whose field count differs); ``expects_json`` is False where the tutorial does not
+    show the answer's shape."""
 
     method: str
     path: str
-    body: dict[str, Any]
+    help: str
+    fields: tuple[str, ...] = ()
     expects_json: bool = True
 
-
-# The four calls of the tutorial, with exactly its fields: some sax-http builds reject a body whose field count differs.
-def publish(args: argparse.Namespace) -> Call:
-    body = {
-        "model": args.model_id,
-        "model_path": args.model_path,
-        "checkpoint": args.checkpoint,
-        "replicas": args.replicas,
-    }
-    return Call("POST", "/publish", body)
+    def body(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {"model": args.model_id, **{field: getattr(args, field) for field in self.fields}}
 
 
-def listcell(args: argparse.Namespace) -> Call:
-    return Call("GET", "/listcell", {"model": args.model_id})
-
-
-def generate(args: argparse.Namespace) -> Call:
-    return Call("POST", "/generate", {"model": args.model_id, "query": args.query}, expects_json=False)
-
-
-def unpublish(args: argparse.Namespace) -> Call:
-    return Call("POST", "/unpublish", {"model": args.model_id})
+# The four calls of the tutorial.
+COMMANDS = {
+    "publish": Command(
+        "POST", "/publish", "publish a model on the model servers", ("model_path", "checkpoint", "replicas")
+    ),
+    "listcell": Command("GET", "/listcell", "show a published model and its replicas"),
+    "generate": Command("POST", "/generate", "send a prompt to a published model", ("query",), expects_json=False),
+    "unpublish": Command("POST", "/unpublish", "unpublish a model"),
+}
 
 
 def stack_address(stack: str | None, runner: Runner = run_pulumi) -> str:
     """The `saxHttpAddress` output of `stack` (Pulumi's selected stack when None)."""
-    try:
-        outputs = read_stack_outputs(stack, ADDRESS_HINT, runner)
-    except StackOutputsError as error:
-        raise UsageError(str(error)) from None
+    outputs = read_stack_outputs(stack, ADDRESS_HINT, runner)
     address = outputs.get(ADDRESS_OUTPUT)
     if not isinstance(address, str) or not address:
         raise UsageError(f"stack {stack or '(selected)'} has no output {ADDRESS_OUTPUT}; {ADDRESS_HINT}")
@@ -98,11 +85,11 @@ def base_url(address: str) -> str:
     return f"http://{address}" if port is not None else f"http://{address}:{DEFAULT_PORT}"
 
 
-def send(base: str, call: Call, timeout: float) -> str:
+def send(base: str, call: Command, body: dict[str, Any], timeout: float) -> str:
     """Send `call` with a JSON body (also for GET, as sax-http's /listcell reads one) and return the answer text."""
     request = urllib.request.Request(
         base + call.path,
-        data=json.dumps(call.body).encode(),
+        data=json.dumps(body).encode(),
         method=call.method,
         headers={"Content-Type": "application/json"},
     )
@@ -112,8 +99,8 @@ def send(base: str, call: Call, timeout: float) -> str:
             payload: bytes = response.read()
             return payload.decode("utf-8", errors="replace")
     except urllib.error.HTTPError as error:
-        body = error.read().decode("utf-8", errors="replace")
-        raise RequestFailed(f"{where}: HTTP {error.code} {error.reason}: {preview(body)}") from None
+        answer = error.read().decode("utf-8", errors="replace")
+        raise RequestFailed(f"{where}: HTTP {error.code} {error.reason}: {preview(answer)}") from None
     except urllib.error.URLError as error:
         raise RequestFailed(f"{where}: {describe(error.reason, timeout)}") from None
     except (OSError, http.client.HTTPException) as error:
@@ -129,7 +116,7 @@ def describe(reason: object, timeout: float) -> str:
     return f"request failed: {reason}"
 
 
-def rendered(text: str, call: Call) -> str:
+def rendered(text: str, call: Command) -> str:
     """Pretty JSON for JSON answers; a non-JSON answer is an error wherever the tutorial shows JSON."""
     try:
         return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
@@ -146,8 +133,6 @@ def preview(text: str) -> str:
 
 
 def positive(convert: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse type that rejects zero and negative numbers at parse time."""
-
     def parse(text: str) -> Any:
         value = convert(text)
         if value <= 0:
@@ -158,64 +143,42 @@ def positive(convert: Callable[[str], Any]) -> Callable[[str], Any]:
     return parse
 
 
-def add_model_id(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model-id", required=True, metavar="ID", help="Saxml model name, e.g. /sax/test/spmd")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tools.sax", description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--stack", help=f"Pulumi stack whose {ADDRESS_OUTPUT} output to use (default: the selected stack)"
     )
-    where.add_argument(
-        "--address", metavar="HOST[:PORT]", help=f"sax-http HOST[:PORT] (default port {DEFAULT_PORT}); skips Pulumi"
-    )
+    address_help = f"sax-http HOST[:PORT] (default port {DEFAULT_PORT}); skips Pulumi"
+    where.add_argument("--address", metavar="HOST[:PORT]", help=address_help)
+    timeout_help = f"per request (default {DEFAULT_TIMEOUT_S:g})"
     parser.add_argument(
-        "--timeout",
-        type=positive(float),
-        default=DEFAULT_TIMEOUT_S,
-        metavar="SECONDS",
-        help=f"per request (default {DEFAULT_TIMEOUT_S:g})",
+        "--timeout", type=positive(float), default=DEFAULT_TIMEOUT_S, metavar="SECONDS", help=timeout_help
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    sub = commands.add_parser("publish", help="publish a model on the model servers")
-    add_model_id(sub)
-    sub.add_argument(
-        "--model-path",
-        required=True,
-        metavar="PATH",
-        help="model class, e.g. saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd175B32Test",
+    for name, command in COMMANDS.items():
+        sub = commands.add_parser(name, help=command.help)
+        sub.add_argument("--model-id", required=True, metavar="ID", help="Saxml model name, e.g. /sax/test/spmd")
+        sub.set_defaults(call=command)
+    publish, generate = commands.choices["publish"], commands.choices["generate"]
+    path_help = "model class, e.g. saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd175B32Test"
+    publish.add_argument("--model-path", required=True, metavar="PATH", help=path_help)
+    publish.add_argument(
+        "--checkpoint", required=True, metavar="PATH", help="checkpoint path, or None for random weights"
     )
-    sub.add_argument("--checkpoint", required=True, metavar="PATH", help="checkpoint path, or None for random weights")
-    sub.add_argument(
-        "--replicas", required=True, type=positive(int), metavar="N", help="number of model server replicas"
-    )
-    sub.set_defaults(build=publish)
-
-    sub = commands.add_parser("listcell", help="show a published model and its replicas")
-    add_model_id(sub)
-    sub.set_defaults(build=listcell)
-
-    sub = commands.add_parser("generate", help="send a prompt to a published model")
-    add_model_id(sub)
-    sub.add_argument("--query", required=True, metavar="TEXT", help="prompt text")
-    sub.set_defaults(build=generate)
-
-    sub = commands.add_parser("unpublish", help="unpublish a model")
-    add_model_id(sub)
-    sub.set_defaults(build=unpublish)
+    replicas_help = "number of model server replicas"
+    publish.add_argument("--replicas", required=True, type=positive(int), metavar="N", help=replicas_help)
+    generate.add_argument("--query", required=True, metavar="TEXT", help="prompt text")
     return parser
 
 
 def main(argv: list[str] | None = None, runner: Runner = run_pulumi) -> int:
     """Return the exit code so tests can call it (argparse still exits 2 itself); `runner` replaces the pulumi CLI."""
     args = build_parser().parse_args(argv)
-    call = args.build(args)
+    call: Command = args.call
     try:
         base = base_url(args.address or stack_address(args.stack, runner))
-        print(rendered(send(base, call, args.timeout), call))
+        print(rendered(send(base, call, call.body(args), args.timeout), call))
     except UsageError as error:
         print(f"sax: {error}", file=sys.stderr)
         return 2

@@ -1,7 +1,5 @@
 """Fetch the upstream CRD files the tests validate against, pinned by sha256 in schemas.lock.
 
-    python -m tools.schemas [--lock FILE] [--cache DIR] [--from DIR] [--timeout SECONDS]
-
 Every ``[[file]]`` of the lock lands in the cache as ``<cache>/<path>``: by default
 ``${XDG_CACHE_HOME:-~/.cache}/tpu-gke/schemas``, or ``$TPU_GKE_SCHEMAS_CACHE``. A file already
 there with the locked digest is left alone; any other is downloaded from its ``url`` (or, with
@@ -29,7 +27,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import IO
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_LOCK = PROJECT_ROOT / "schemas.lock"
@@ -54,10 +52,6 @@ class FetchError(Exception):
 
 class _DeadlineExceeded(Exception):
     """The whole transfer of one file took longer than its bound."""
-
-
-class _Readable(Protocol):
-    def read(self, size: int, /) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -159,21 +153,13 @@ def file_sha256(path: Path) -> str | None:
 
 
 def holds(directory: Path, locked: LockedFile) -> bool:
-    """Whether `directory` holds the locked file with its locked digest."""
     return file_sha256(directory / locked.path) == locked.sha256
 
 
-def _short(digest: str) -> str:
-    return digest[:12] + "…"
-
-
 def install(locked: LockedFile, destination: Path, chunks: Iterator[bytes], *, announced: int | None) -> None:
-    """Write `chunks` to `destination` only if they are the locked file; never leave a partial file.
-
-    `announced` is the length the source promised (Content-Length), so a transfer cut short is
-    reported as truncated rather than as a different file. Errors reading `chunks` propagate as
-    they are; errors writing the cache become a FetchError.
-    """
+    """Write `chunks` to `destination` only if they are the locked file. `announced` is the length the source
+    promised (Content-Length), so a transfer cut short is reported as truncated rather than as a different file.
+    Errors reading `chunks` propagate as they are; errors writing the cache become a FetchError."""
     with _writing(locked, destination.parent):
         destination.parent.mkdir(parents=True, exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".part")
@@ -192,8 +178,8 @@ def install(locked: LockedFile, destination: Path, chunks: Iterator[bytes], *, a
                 raise FetchError(f"{locked.path}: truncated transfer: {received} of {announced} bytes arrived: refused")
             if digest.hexdigest() != locked.sha256:
                 raise FetchError(
-                    f"{locked.path}: sha256 {_short(digest.hexdigest())} ({received} bytes) differs from the locked "
-                    f"{_short(locked.sha256)} ({locked.size} bytes): refused"
+                    f"{locked.path}: sha256 {digest.hexdigest()[:12]}… ({received} bytes) differs from the locked "
+                    f"{locked.sha256[:12]}… ({locked.size} bytes): refused"
                 )
             with _writing(locked, destination.parent):
                 out.flush()
@@ -204,7 +190,12 @@ def install(locked: LockedFile, destination: Path, chunks: Iterator[bytes], *, a
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
-    _fsync_directory(destination.parent)
+    with contextlib.suppress(OSError):  # persist the rename itself, where a directory can be opened
+        fd = os.open(destination.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 @contextlib.contextmanager
@@ -216,17 +207,7 @@ def _writing(locked: LockedFile, directory: Path) -> Iterator[None]:
         raise FetchError(f"{locked.path}: cannot write into {directory}: {error.strerror or error}") from None
 
 
-def _fsync_directory(directory: Path) -> None:
-    """Persist the rename itself; best effort where directories cannot be opened."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _read_chunks(source: _Readable, deadline: float | None = None) -> Iterator[bytes]:
+def _read_chunks(source: IO[bytes], deadline: float | None = None) -> Iterator[bytes]:
     while chunk := source.read(CHUNK_BYTES):
         yield chunk
         if deadline is not None and time.monotonic() > deadline:
@@ -339,14 +320,11 @@ def run(
     """The command line of a fetcher of locked files: ``tool`` (schemas, charts) names it in every line and its cache,
     ``layout`` says how a ``--from`` mirror is laid out, ``what`` names the files in its summary."""
     parser = argparse.ArgumentParser(prog=f"python -m tools.{tool}", description=doc.split("\n\n")[0])
-    parser.add_argument("--lock", type=Path, default=default_lock, help="the lock file (default: %(default)s)")
-    parser.add_argument(
-        "--cache",
-        type=Path,
-        default=None,
-        help=f"where the {what} go (default: ${cache_env}, else ${{XDG_CACHE_HOME:-~/.cache}}/tpu-gke/{tool})",
-    )
-    parser.add_argument(
+    add = parser.add_argument
+    add("--lock", type=Path, default=default_lock, help="the lock file (default: %(default)s)")
+    cache_help = f"where the {what} go (default: ${cache_env}, else ${{XDG_CACHE_HOME:-~/.cache}}/tpu-gke/{tool})"
+    add("--cache", type=Path, default=None, help=cache_help)
+    add(
         "--from",
         dest="mirror",
         type=Path,
@@ -354,12 +332,8 @@ def run(
         metavar="DIR",
         help=f"copy from a local mirror laid out {layout}",
     )
-    parser.add_argument(
-        "--timeout",
-        type=_positive_seconds,
-        default=DEFAULT_TIMEOUT_S,
-        help=f"seconds per connect or read; a whole file gets {TRANSFER_FACTOR}x (default: %(default)g)",
-    )
+    timeout_help = f"seconds per connect or read; a whole file gets {TRANSFER_FACTOR}x (default: %(default)g)"
+    add("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_S, help=timeout_help)
     args = parser.parse_args(argv)
     try:
         files = load(args.lock)
@@ -383,14 +357,9 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> int:
     layout = "as <DIR>/<path> (e.g. ../shared/schemas) instead of downloading"
+    doc = __doc__ or ""
     return run(
-        argv,
-        tool="schemas",
-        doc=__doc__ or "",
-        default_lock=DEFAULT_LOCK,
-        load=load_lock,
-        cache_env=CACHE_ENV,
-        layout=layout,
+        argv, tool="schemas", doc=doc, default_lock=DEFAULT_LOCK, load=load_lock, cache_env=CACHE_ENV, layout=layout
     )
 
 

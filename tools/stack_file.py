@@ -103,8 +103,9 @@ def read_stack_file(path: Path) -> dict[str, Any]:
         raise StackFileError(f"{where}: YAML does not parse: {error.problem or error.context}") from None
     except yaml.reader.ReaderError as error:
         line = text[: error.position].count("\n") + 1
+        code = error.character if isinstance(error.character, int) else ord(error.character)
         raise StackFileError(
-            f"{name}:{line}: YAML does not parse: character {_code(error.character)} is not allowed in YAML text"
+            f"{name}:{line}: YAML does not parse: character U+{code:04X} is not allowed in YAML text"
         ) from None
     except yaml.YAMLError as error:
         raise StackFileError(f"{name}: YAML does not parse: {' '.join(str(error).split())}") from None
@@ -116,23 +117,11 @@ def read_stack_file(path: Path) -> dict[str, Any]:
     if config is None:
         return {}
     if not isinstance(config, dict):
-        line = _line_of(text, "config")
+        line = next((n for n, line in enumerate(text.splitlines(), 1) if line.startswith("config:")), 1)
         raise StackFileError(
             f"{name}:{line}: `config:` must be a mapping of `<namespace>:<key>: value`, not a {type(config).__name__}"
         )
     return config
-
-
-def _code(character: int | str) -> str:
-    code = character if isinstance(character, int) else ord(character)
-    return f"U+{code:04X}"
-
-
-def _line_of(text: str, key: str) -> int:
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.startswith(f"{key}:"):
-            return number
-    return 1
 
 
 def stack_config_values(stack: str, stack_dir: Path = PROJECT_ROOT) -> tuple[dict[str, str], list[str]]:

@@ -1,6 +1,6 @@
 """Read a stack's outputs through `pulumi stack output --json`, shared by the CLI tools.
 
-Every failure becomes one StackOutputsError line ending with the caller's hint, so each tool can
+Every failure becomes one UsageError line ending with the caller's hint, so each tool can
 report it as its own usage error and say which flags make Pulumi unnecessary.
 """
 
@@ -19,8 +19,9 @@ STDERR_CHARS = 300
 Runner = Callable[[list[str]], subprocess.CompletedProcess[str]]
 
 
-class StackOutputsError(ValueError):
-    """The outputs could not be read; the message is one line ending with the caller's hint."""
+class UsageError(ValueError):
+    """What the user fixes by calling a tool otherwise (its exit code 2), on one line; outputs that cannot be read
+    end with the caller's hint."""
 
 
 def run_pulumi(argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -37,18 +38,18 @@ def read_stack_outputs(stack: str | None, hint: str, runner: Runner = run_pulumi
     try:
         completed = runner(argv)
     except FileNotFoundError:
-        raise StackOutputsError(f"pulumi CLI not found; {hint}") from None
+        raise UsageError(f"pulumi CLI not found; {hint}") from None
     except subprocess.TimeoutExpired:
-        raise StackOutputsError(f"`{command}` timed out; {hint}") from None
+        raise UsageError(f"`{command}` timed out; {hint}") from None
     if completed.returncode != 0:
         detail = _last_line(completed.stderr) or f"exit code {completed.returncode}"
-        raise StackOutputsError(f"`{command}` failed: {detail}; {hint}")
+        raise UsageError(f"`{command}` failed: {detail}; {hint}")
     try:
         outputs = json.loads(completed.stdout)
     except json.JSONDecodeError:
-        raise StackOutputsError(f"`{command}` did not print JSON; {hint}") from None
+        raise UsageError(f"`{command}` did not print JSON; {hint}") from None
     if not isinstance(outputs, dict):
-        raise StackOutputsError(f"`{command}` did not print a JSON object; {hint}")
+        raise UsageError(f"`{command}` did not print a JSON object; {hint}")
     return outputs
 
 

@@ -1,8 +1,5 @@
 """Smoke-test the OpenAI-compatible vLLM endpoint served behind the GKE Gateway.
 
-    python -m tools.verify [--stack STACK] [--base-url URL] [--model NAME]
-                           [--attempts N] [--timeout SECONDS] [--backoff SECONDS] [--prompt TEXT]
-
 Sends one ``/v1/completions`` and one ``/v1/chat/completions`` request (the same two the codelab's
 verification script sends) and checks that each answers with generated text from the expected model.
 Without ``--base-url``/``--model`` the endpoint comes from the stack outputs ``openaiBaseUrl`` and
@@ -23,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tools.stack_outputs import Runner, StackOutputsError, read_stack_outputs, run_pulumi
+from tools.stack_outputs import Runner, UsageError, read_stack_outputs, run_pulumi
 
 BASE_URL_OUTPUT = "openaiBaseUrl"
 MODEL_OUTPUT = "modelName"
@@ -35,23 +32,6 @@ STACK_HINT = "pass --base-url and --model instead"
 Sleep = Callable[[float], None]
 Field = tuple[str | int, ...]
 _MISSING = object()
-
-
-class ConfigError(Exception):
-    """A usage or configuration problem: reported on one line and mapped to exit code 2."""
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How hard to try one request: a model that is still loading answers 503 or times out for a while."""
-
-    attempts: int
-    timeout: float
-    backoff: float
-
-    def delay(self, attempt: int) -> float:
-        """Exponential backoff after failed attempt ``attempt`` (1-based), so a slow start is not hammered."""
-        return self.backoff * 2.0 ** (attempt - 1)
 
 
 @dataclass(frozen=True)
@@ -75,29 +55,6 @@ class Exchange:
     error: str = ""
 
 
-@dataclass(frozen=True)
-class ProbeResult:
-    """The verdict for one probe, with what the report line needs."""
-
-    name: str
-    attempts: int
-    latency_ms: float
-    status: int | None
-    reason: str | None
-
-    @property
-    def ok(self) -> bool:
-        return self.reason is None
-
-    def line(self) -> str:
-        status = "-" if self.status is None else str(self.status)
-        text = (
-            f"{self.name:<12} {'OK' if self.ok else 'FAIL':<4}  HTTP {status:<3}  "
-            f"attempts {self.attempts}  latency {self.latency_ms:.0f} ms"
-        )
-        return text if self.ok else f"{text}  reason: {self.reason}"
-
-
 def probes(model: str, prompt: str) -> list[Probe]:
     """The codelab's two verification requests, with the prompt configurable."""
     return [
@@ -111,14 +68,10 @@ def probes(model: str, prompt: str) -> list[Probe]:
     ]
 
 
-# --- stack outputs ---------------------------------------------------------------------------------
-
-
 def stack_output(outputs: dict[str, Any], name: str, flag: str) -> str:
-    """A required string output, with the flag that can stand in for it when it is absent."""
     value = outputs.get(name)
     if not isinstance(value, str) or not value:
-        raise ConfigError(f"stack output {name} is missing or empty; pass {flag}")
+        raise UsageError(f"stack output {name} is missing or empty; pass {flag}")
     return value
 
 
@@ -126,7 +79,7 @@ def configured_model(stack: str | None) -> str | None:
     """The served model name the stack file configures (as the program derives it), or None."""
     if stack is None:
         return None
-    from components.config_base import ConfigError as StackConfigError
+    from components.config_base import ConfigError
     from components.stack import parse_pulumi_values
     from components.workloads.serving.config import served_model_name
     from tools.stack_file import StackFileError, stack_config_values
@@ -134,7 +87,7 @@ def configured_model(stack: str | None) -> str | None:
     try:
         values, _ = stack_config_values(stack)
         return served_model_name(parse_pulumi_values(values).serving)
-    except (FileNotFoundError, StackFileError, StackConfigError):
+    except (FileNotFoundError, StackFileError, ConfigError):
         return None
 
 
@@ -143,58 +96,44 @@ def resolve_endpoint(args: argparse.Namespace, runner: Runner) -> tuple[str, str
     needed); pulumi is asked only for what is still missing."""
     base_url, model = args.base_url, args.model or configured_model(args.stack)
     if base_url is None or model is None:
-        try:
-            outputs = read_stack_outputs(args.stack, STACK_HINT, runner)
-        except StackOutputsError as error:
-            raise ConfigError(str(error)) from None
+        outputs = read_stack_outputs(args.stack, STACK_HINT, runner)
         base_url = base_url or stack_output(outputs, BASE_URL_OUTPUT, "--base-url")
         model = model or stack_output(outputs, MODEL_OUTPUT, "--model")
     if not base_url.startswith(("http://", "https://")):
-        raise ConfigError(f"base URL {base_url!r} is not an http(s) URL")
+        raise UsageError(f"base URL {base_url!r} is not an http(s) URL")
     return base_url.rstrip("/"), model
 
 
-# --- HTTP ------------------------------------------------------------------------------------------
-
-
-def post_json(url: str, payload: bytes, timeout: float) -> tuple[int, bytes]:
-    """POST a JSON body; an HTTP error status is an answer to inspect, not an exception."""
-    request = urllib.request.Request(url, data=payload, headers={"Content-Type": "application/json"}, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        with error:
-            return error.code, error.read()
-
-
 def attempt_once(url: str, payload: bytes, timeout: float, attempt: int) -> Exchange:
-    """One timed attempt; transport failures (refused, reset, timed out) become an Exchange without status."""
+    """One timed POST; an HTTP error status is an answer to inspect, and a transport failure (refused, reset,
+    timed out) an Exchange without status."""
+    request = urllib.request.Request(url, data=payload, headers={"Content-Type": "application/json"}, method="POST")
     started = time.monotonic()
     try:
-        status, body = post_json(url, payload, timeout)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                status, body = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            with error:
+                status, body = error.code, error.read()
     except (OSError, http.client.HTTPException) as error:
-        return Exchange(attempt, _elapsed_ms(started), None, error=_describe(error))
-    return Exchange(attempt, _elapsed_ms(started), status, body)
+        # urllib wraps connect-time failures in URLError: name the underlying cause instead.
+        cause = error.reason if isinstance(error, urllib.error.URLError) else error
+        described = f"{type(cause).__name__}: {cause}" if isinstance(cause, BaseException) else str(cause)
+        return Exchange(attempt, (time.monotonic() - started) * 1000, None, error=described)
+    return Exchange(attempt, (time.monotonic() - started) * 1000, status, body)
 
 
-def retryable(exchange: Exchange) -> bool:
-    """Transport errors and 5xx can be a gateway or model still warming up; a 4xx will not change."""
-    return exchange.status is None or exchange.status >= 500
-
-
-def send_with_retries(url: str, payload: bytes, policy: RetryPolicy, sleep: Sleep) -> Exchange:
-    """Try up to ``policy.attempts`` times, backing off between retryable failures."""
+def send_with_retries(url: str, payload: bytes, args: argparse.Namespace, sleep: Sleep) -> Exchange:
+    """Up to ``--attempts`` tries: a model still loading answers 5xx or times out for a while (a 4xx will not
+    change); the backoff doubles after each failed attempt, so a slow start is not hammered."""
     attempt = 1
     while True:
-        exchange = attempt_once(url, payload, policy.timeout, attempt)
-        if attempt >= policy.attempts or not retryable(exchange):
+        exchange = attempt_once(url, payload, args.timeout, attempt)
+        if attempt >= args.attempts or not (exchange.status is None or exchange.status >= 500):
             return exchange
-        sleep(policy.delay(attempt))
+        sleep(args.backoff * 2.0 ** (attempt - 1))
         attempt += 1
-
-
-# --- response checks -------------------------------------------------------------------------------
 
 
 def failure_reason(probe: Probe, exchange: Exchange, model: str) -> str | None:
@@ -234,74 +173,52 @@ def dig(document: Any, field: Field) -> Any:
 
 def field_name(field: Field) -> str:
     """``("choices", 0, "text")`` -> ``choices[0].text``, the way the OpenAI docs spell it."""
-    name = ""
-    for key in field:
-        name += f"[{key}]" if isinstance(key, int) else f".{key}"
-    return name.lstrip(".")
+    return "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in field).lstrip(".")
 
 
-def run_probe(probe: Probe, base_url: str, model: str, policy: RetryPolicy, sleep: Sleep) -> ProbeResult:
-    payload = json.dumps(probe.body).encode()
-    exchange = send_with_retries(f"{base_url}/{probe.path}", payload, policy, sleep)
+def probe_line(probe: Probe, base_url: str, model: str, args: argparse.Namespace, sleep: Sleep) -> tuple[bool, str]:
+    """Whether the probe passed, and its report line."""
+    exchange = send_with_retries(f"{base_url}/{probe.path}", json.dumps(probe.body).encode(), args, sleep)
     reason = failure_reason(probe, exchange, model)
-    return ProbeResult(probe.name, exchange.attempts, exchange.latency_ms, exchange.status, reason)
+    status = "-" if exchange.status is None else str(exchange.status)
+    line = (
+        f"{probe.name:<12} {'OK' if reason is None else 'FAIL':<4}  HTTP {status:<3}  "
+        f"attempts {exchange.attempts}  latency {exchange.latency_ms:.0f} ms"
+    )
+    return reason is None, line if reason is None else f"{line}  reason: {reason}"
 
 
-# --- CLI -------------------------------------------------------------------------------------------
+def _number(convert: Callable[[str], float], least: float, strict: bool, must: str) -> Callable[[str], Any]:
+    """An argparse type: ``convert`` the text, refused below ``least`` (or at it, when ``strict``)."""
 
+    def parse(text: str) -> Any:
+        value = convert(text)
+        if value < least or (strict and value == least):
+            raise argparse.ArgumentTypeError(f"{must}, got {value}")
+        return value
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
-    return value
+    parse.__name__ = convert.__name__  # argparse names it in "invalid int value"
+    return parse
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tools.verify", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--stack", help="stack whose outputs name the endpoint (default: the selected stack)")
-    parser.add_argument(
-        "--base-url",
-        metavar="URL",
-        help=f"OpenAI base URL, e.g. http://10.0.0.5/v1 (default: output {BASE_URL_OUTPUT})",
+    add = parser.add_argument
+    add("--stack", help="stack whose outputs name the endpoint (default: the selected stack)")
+    url_help = f"OpenAI base URL, e.g. http://10.0.0.5/v1 (default: output {BASE_URL_OUTPUT})"
+    add("--base-url", metavar="URL", help=url_help)
+    add("--model", metavar="NAME", help=f"model the endpoint must report (default: output {MODEL_OUTPUT})")
+    at_least_one = _number(int, 1, False, "must be at least 1")
+    positive, not_negative = (
+        _number(float, 0, True, "must be greater than 0"),
+        _number(float, 0, False, "must not be negative"),
     )
-    parser.add_argument(
-        "--model", metavar="NAME", help=f"model the endpoint must report (default: output {MODEL_OUTPUT})"
-    )
-    parser.add_argument(
-        "--attempts", metavar="N", type=_positive_int, default=6, help="attempts per request (default: 6)"
-    )
-    parser.add_argument(
-        "--timeout",
-        metavar="SECONDS",
-        type=_positive_float,
-        default=30.0,
-        help="how long one attempt may wait to connect or for the response (default: 30)",
-    )
-    parser.add_argument(
-        "--backoff",
-        metavar="SECONDS",
-        type=_non_negative_float,
-        default=2.0,
-        help="delay before the first retry, doubled for each further one (default: 2)",
-    )
-    parser.add_argument(
-        "--prompt", metavar="TEXT", default=DEFAULT_PROMPT, help=f"prompt (default: {DEFAULT_PROMPT!r})"
-    )
+    add("--attempts", metavar="N", type=at_least_one, default=6, help="attempts per request (default: 6)")
+    timeout_help = "how long one attempt may wait to connect or for the response (default: 30)"
+    add("--timeout", metavar="SECONDS", type=positive, default=30.0, help=timeout_help)
+    backoff_help = "delay before the first retry, doubled for each further one (default: 2)"
+    add("--backoff", metavar="SECONDS", type=not_negative, default=2.0, help=backoff_help)
+    add("--prompt", metavar="TEXT", default=DEFAULT_PROMPT, help=f"prompt (default: {DEFAULT_PROMPT!r})")
     return parser.parse_args(argv)
 
 
@@ -309,25 +226,14 @@ def main(argv: Sequence[str] | None = None, *, runner: Runner = run_pulumi, slee
     args = parse_args(argv)
     try:
         base_url, model = resolve_endpoint(args, runner)
-    except ConfigError as error:
+    except UsageError as error:
         print(f"verify: error: {error}", file=sys.stderr)
         return 2
-    policy = RetryPolicy(args.attempts, args.timeout, args.backoff)
     print(f"endpoint {base_url}  model {model}")
-    results = [run_probe(probe, base_url, model, policy, sleep) for probe in probes(model, args.prompt)]
-    for result in results:
-        print(result.line())
-    return 0 if all(result.ok for result in results) else 1
-
-
-def _elapsed_ms(started: float) -> float:
-    return (time.monotonic() - started) * 1000
-
-
-def _describe(error: BaseException) -> str:
-    """urllib wraps connect-time failures in URLError; name the underlying cause instead."""
-    cause = error.reason if isinstance(error, urllib.error.URLError) else error
-    return f"{type(cause).__name__}: {cause}" if isinstance(cause, BaseException) else str(cause)
+    results = [probe_line(probe, base_url, model, args, sleep) for probe in probes(model, args.prompt)]
+    for _, line in results:
+        print(line)
+    return 0 if all(ok for ok, _ in results) else 1
 
 
 def _snippet(body: bytes) -> str:
