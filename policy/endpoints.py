@@ -13,10 +13,15 @@ from typing import Any
 from policy.resources import get, kubernetes_objects, mapping_of
 
 INTERNAL_GATEWAY_CLASSES = frozenset({"gke-l7-rilb", "gke-l7-rilb-mc"})
-EXTERNAL_GATEWAY_CLASSES = frozenset(  # each also in its multi-cluster form, -mc
-    f"gke-l7-{kind}{fleet}"
-    for kind in ("global-external-managed", "regional-external-managed", "gxlb")
-    for fleet in ("", "-mc")
+EXTERNAL_GATEWAY_CLASSES = frozenset(
+    {
+        "gke-l7-global-external-managed",
+        "gke-l7-global-external-managed-mc",
+        "gke-l7-regional-external-managed",
+        "gke-l7-regional-external-managed-mc",
+        "gke-l7-gxlb",
+        "gke-l7-gxlb-mc",
+    }
 )
 # Either annotation makes GKE build an internal passthrough load balancer for the Service.
 INTERNAL_SERVICE_ANNOTATIONS = ("networking.gke.io/load-balancer-type", "cloud.google.com/load-balancer-type")

@@ -229,9 +229,12 @@ def main(
         if args.local:
             return local(args, run)
         return in_cluster(args, runner, run, sleep)
-    except (UsageError, RunFailed) as error:
+    except UsageError as error:
         print(f"bench: {error}", file=sys.stderr)
-        return 2 if isinstance(error, UsageError) else 1
+        return 2
+    except RunFailed as error:
+        print(f"bench: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -72,15 +72,13 @@ class Monitoring(pulumi.ComponentResource):
                 for email in alerts.emails
             ]
             notify: list[pulumi.Input[str]] = [*(c.name for c in channels), *alerts.notification_channels]
-            policies = list(objects.alerts)
-            if policies[-1]["key"] == alerting.GATEWAY_KEY:
-                assert args.gateway_annotations is not None, "a serving stack has a Gateway"
-                conditions = args.gateway_annotations.apply(
-                    lambda annotations: alerting.gateway_conditions(alerts, alerting.url_map_name(annotations))
-                )
-                policies[-1] = {**policies[-1], "conditions": conditions}
-            for policy in policies:
+            for policy in objects.alerts:
                 fields = {key: value for key, value in policy.items() if key != "key"}
+                if policy["key"] == alerting.GATEWAY_KEY:  # of any GKE Gateway until the Gateway names its URL map
+                    assert args.gateway_annotations is not None, "a serving stack has a Gateway"
+                    fields["conditions"] = args.gateway_annotations.apply(
+                        lambda annotations: alerting.gateway_conditions(alerts, alerting.url_map_name(annotations))
+                    )
                 gcp.monitoring.AlertPolicy(
                     f"alert-{policy['key']}",
                     project=args.project,
@@ -88,7 +86,7 @@ class Monitoring(pulumi.ComponentResource):
                     opts=on_project,
                     **fields,
                 )
-            self.policy_names = [policy["key"] for policy in policies]
+            self.policy_names = [policy["key"] for policy in objects.alerts]
         self.dashboard_urls: dict[str, pulumi.Output[str]] = {}
         for board in objects.dashboards:
             made_board = gcp.monitoring.Dashboard(

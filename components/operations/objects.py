@@ -332,8 +332,8 @@ def alerting_objects(
     cluster_queue: str | None,
     serving_namespace: str | None,
 ) -> list[dict[str, Any]]:
-    """The policies, the Gateway's last (GATEWAY_KEY: of any GKE Gateway, its conditions made again once the Gateway's
-    URL map is known). ``kueue_namespace``, ``cluster_queue``, ``serving_namespace``: None where that part is not this
+    """The policies; the Gateway's (GATEWAY_KEY) is of any GKE Gateway, its conditions made again once the Gateway's
+    URL map is known. ``kueue_namespace``, ``cluster_queue``, ``serving_namespace``: None where that part is not this
     stack's (no pending or serving alerts)."""
     pools = [pool.name for pool in tpu.pools]
     variables = {
@@ -381,9 +381,8 @@ def monitoring_objects(
 ) -> MonitoringObjects | None:
     """None: neither alerts nor dashboards. Each part of the stack is watched where it is this stack's: Kueue where
     the stack installs it, the ClusterQueue and the slices with dynamic slicing, serving and Saxml when enabled."""
-    boards_on = (
-        dashboards.enabled and not cluster.existing.enabled
-    )  # a cluster made elsewhere: its own stack makes them
+    # A cluster made elsewhere has its dashboards made by its own stack.
+    boards_on = dashboards.enabled and not cluster.existing.enabled
     if not (alerts.enabled or boards_on):
         return None
     slicing = tpu.dynamic_slicing
