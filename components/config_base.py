@@ -26,6 +26,7 @@ B = TypeVar("B", bound=BaseModel)
 SECRET = "secret"  # a field's json_schema_extra key: the value is one Pulumi must hold encrypted
 SECRET_SETTING: dict[str, Any] = {SECRET: True}  # Field(..., json_schema_extra=SECRET_SETTING)
 KIND = "kind"  # a field's json_schema_extra key: what its values are (``kind``)
+HINT = "hint"  # a field's json_schema_extra key: how to write a value its pattern refuses
 
 
 def camel(name: str) -> str:
@@ -99,6 +100,12 @@ def kind(noun: str) -> dict[str, Any]:
     """A setting's ``json_schema_extra`` naming what its values are (``Cloud NAT log filter``): a value outside them
     is said to be "not a <noun>"."""
     return {KIND: noun}
+
+
+def form(noun: str, hint: str) -> dict[str, Any]:
+    """A text setting's ``json_schema_extra`` beside its ``pattern`` (or a type that declares one): a value the
+    pattern refuses is said to be "not a <noun>", with ``hint`` as the fix."""
+    return {KIND: noun, HINT: hint}
 
 
 # --- Errors ----------------------------------------------------------------------------
@@ -180,11 +187,15 @@ def _field_problem(root: type[BaseModel], error: ErrorDetails) -> Problem:
         return Problem(key, "must be an object", "write a YAML mapping of its keys")
     if error_type == "list_type":
         return Problem(key, f"must be {expected}", "write a YAML list")
+    noun = _extra(info, KIND)
+    article = "an" if noun[:1].lower() in ("a", "e", "i", "o", "u") else "a"
     if error_type == "literal_error":
-        extra = info.json_schema_extra if info else None
-        noun = str(extra.get(KIND, "")) if isinstance(extra, dict) else ""
-        article = "an" if noun[:1].lower() in ("a", "e", "i", "o", "u") else "a"
         return Problem(key, f"{shown} is not {f'{article} {noun}' if noun else expected}", f"use {expected}")
+    if error_type == "string_pattern_mismatch":
+        return Problem(key, f"{shown} is not {article} {noun}", _extra(info, HINT))
+    if error_type == "string_too_long":
+        limit = error.get("ctx", {})["max_length"]
+        return Problem(key, f"{shown} is {len(value)} characters; the limit is {limit}", f"use at most {limit}")
     if error_type in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         bounds = _bounds(info)
         what = f"is outside {bounds[7:]}" if bounds.startswith("within ") else f"is not {bounds}"
@@ -284,8 +295,13 @@ def _placeholder(tp: Any) -> Any:
 
 
 def is_secret(info: FieldInfo | None) -> bool:
+    return bool(_extra(info, SECRET))
+
+
+def _extra(info: FieldInfo | None, name: str) -> str:
+    """A field's ``json_schema_extra`` entry ``name`` (KIND, HINT, SECRET), "" where it has none."""
     extra = info.json_schema_extra if info else None
-    return isinstance(extra, dict) and bool(extra.get(SECRET))
+    return str(extra.get(name, "")) if isinstance(extra, dict) and extra.get(name) else ""
 
 
 def join(prefix: str, key: str) -> str:

@@ -7,8 +7,7 @@ import re
 
 # Length limits of the APIs (RFC 1035 labels for compute, tighter for GKE and IAM).
 COMPUTE_NAME_MAX = 63
-GKE_CLUSTER_NAME_MAX = 40
-GKE_NODE_POOL_NAME_MAX = 40
+GKE_NAME_MAX = 40  # of a cluster and of a node pool
 SERVICE_ACCOUNT_ID_MIN = 6
 SERVICE_ACCOUNT_ID_MAX = 30
 SLICE_NAME_MAX = 49  # accelerator.gke.io Slice names
@@ -16,9 +15,14 @@ SLICE_NAME_HASH_SUFFIX = 6  # "-" + 5 hex characters
 SYSTEM_POOL_NAME = "system"  # the GKE node pool of the controllers; no TPU pool may take its name
 
 
+# The GCP resource naming rule (RFC 1035 labels): declared on the fields of the names a stack file sets
+# (components/gcp/config.py), so the schema holds it too; a name derived from a setting is checked by gcp_name_problem.
+GCP_NAME = "[a-z]([-a-z0-9]*[a-z0-9])?"
+
+
 def gcp_name_problem(name: str, max_length: int = COMPUTE_NAME_MAX) -> str | None:
-    """Why ``name`` breaks the GCP resource naming rule, or None."""
-    if not re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", name):
+    """Why the derived name ``name`` breaks the GCP resource naming rule, or None."""
+    if not re.fullmatch(GCP_NAME, name):
         return (
             f"{name!r} is not a valid name: use lowercase letters, digits and hyphens, "
             "starting with a letter and not ending with a hyphen"

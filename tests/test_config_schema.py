@@ -48,6 +48,9 @@ REFUSED = [
     pytest.param(f"{NAMESPACE}:cluster", {"deletionProtection": "yes"}, id="yaml-1.1-boolean"),
     pytest.param(f"{NAMESPACE}:clusterr", {}, id="unknown-block"),
     pytest.param(f"{NAMESPACE}:serving", {"hfToken": {"secure": 1}}, id="secure-not-text"),
+    pytest.param(f"{NAMESPACE}:cluster", {"name": "Qwen_Cluster"}, id="name-not-a-google-cloud-name"),
+    pytest.param(f"{NAMESPACE}:tpu", {"pools": [{"name": "p" * 41, "nodeCount": 16}]}, id="pool-name-too-long"),
+    pytest.param(f"{NAMESPACE}:cluster", {"rbacSecurityGroup": "admins@example.com"}, id="not-the-rbac-group"),
 ]
 
 

@@ -105,14 +105,57 @@ GCP_BAD_INPUTS = [
     pytest.param({"network.mtu": "jumbo"}, "network.mtu", "not an integer", id="mtu-not-a-number"),
     pytest.param({"cluster.name": LONG_NAME}, "cluster.name", "the limit is 40", id="cluster-name-too-long"),
     pytest.param(
-        {"cluster.name": "Qwen_Cluster"}, "cluster.name", "not a valid name", id="cluster-name-bad-characters"
+        {"cluster.name": "Qwen_Cluster"}, "cluster.name", "not a Google Cloud name", id="cluster-name-bad-characters"
     ),
     pytest.param({"network.prefix": "-qwen"}, "network.prefix", "not a valid name", id="network-prefix-bad-characters"),
+    # Names and forms declared on their fields (the stack file's schema holds them too): each refused under its key.
+    pytest.param(
+        {"tpu.pools": [{"name": "p" * 41, "nodeCount": 16}, {"name": "p2", "nodeCount": 16}]},
+        "tpu.pools[0].name",
+        "the limit is 40",
+        id="pool-name-too-long",
+    ),
+    pytest.param(
+        {"tpu.reservation": {"name": "My Reservation", "block": "block-0"}},
+        "tpu.reservation.name",
+        "gcloud compute reservations list",
+        id="reservation-name-bad-characters",
+    ),
+    pytest.param(
+        {"tpu.reservation": {"name": "res", "block": "Block_0"}},
+        "tpu.reservation.block",
+        "not a Google Cloud name",
+        id="reservation-block-bad-characters",
+    ),
+    pytest.param(
+        {"tpu.pools": [{"name": "tpu7-pool-1", "nodeCount": 16, "subBlock": "sub-"}]},
+        "tpu.pools[0].subBlock",
+        "sub-blocks list",
+        id="sub-block-bad-characters",
+    ),
+    pytest.param(
+        {"cluster.systemPool": {"machineType": "n2"}},
+        "cluster.systemPool.machineType",
+        "'n2' is not a machine type",
+        id="system-machine-type-malformed",
+    ),
+    pytest.param(
+        {
+            "cluster.maintenanceWindow": {
+                "start": "2026-01-03T04:00:00Z",
+                "end": "2026-01-03T08:00:00Z",
+                "recurrence": "weekly",
+            }
+        },
+        "cluster.maintenanceWindow.recurrence",
+        "'weekly' is not a recurrence rule (RRULE)",
+        id="maintenance-recurrence-not-an-rrule",
+    ),
     pytest.param({"network.prefix": "q" * 60}, "network.prefix", "the limit is 63", id="network-prefix-too-long"),
     pytest.param(
         {"tpu.pools": [{"name": "TPU-Pool", "nodeCount": 16}]},
         "tpu.pools[0].name",
-        "not a valid name",
+        "not a Google Cloud name",
         id="pool-name-bad-characters",
     ),
     pytest.param(
@@ -128,7 +171,7 @@ GCP_BAD_INPUTS = [
         id="pool-named-like-the-system-pool",
     ),
     pytest.param(
-        {"tpu.workloadPolicyName": "Policy!"}, "tpu.workloadPolicyName", "not a valid name", id="policy-name-bad"
+        {"tpu.workloadPolicyName": "Policy!"}, "tpu.workloadPolicyName", "not a Google Cloud name", id="policy-name-bad"
     ),
     pytest.param(
         {"cluster.name": "a-thirty-char-cluster-name-xyz"},
@@ -367,25 +410,25 @@ GCP_BAD_INPUTS += [
     pytest.param(
         {"cluster.rbacSecurityGroup": "platform-admins@example.com"},
         "cluster.rbacSecurityGroup",
-        "is not a group gke-security-groups@<domain>",
+        "is not a gke-security-groups@<domain> group",
         id="rbac-group-of-another-name",
     ),
     pytest.param(
         {"cluster.rbacSecurityGroup": "gke-security-groups"},
         "cluster.rbacSecurityGroup",
-        "is not a group gke-security-groups@<domain>",
+        "is not a gke-security-groups@<domain> group",
         id="rbac-group-without-domain",
     ),
     pytest.param(
         {"cluster.rbacSecurityGroup": "gke-security-groups@localhost"},
         "cluster.rbacSecurityGroup",
-        "is not a group gke-security-groups@<domain>",
+        "is not a gke-security-groups@<domain> group",
         id="rbac-group-of-no-domain-name",
     ),
     pytest.param(
         {"cluster.rbacSecurityGroup": "GKE-Security-Groups@Example.com"},
         "cluster.rbacSecurityGroup",
-        "is not a group gke-security-groups@<domain>",
+        "is not a gke-security-groups@<domain> group",
         id="rbac-group-in-capitals",
     ),
     pytest.param(

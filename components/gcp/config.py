@@ -10,17 +10,19 @@ import ipaddress
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from components import naming
 from components.config_base import (
     DOCKER_HUB,
+    HINT,
     SECRET_SETTING,
     SECRET_VERSION,
     Block,
     Problems,
+    form,
     kind,
     snake,
 )
@@ -57,7 +59,27 @@ BINARY_AUTHORIZATION_ENFORCED: Final = "PROJECT_SINGLETON_POLICY_ENFORCE"
 # authenticator_groups_config.security_group, v7.45.0, same file: "gke-security-groups@yourdomain.com"); the
 # groups RBAC bindings name are its members.
 RBAC_SECURITY_GROUP_NAME = "gke-security-groups"
-_RBAC_SECURITY_GROUP = re.compile(rf"^{RBAC_SECURITY_GROUP_NAME}@([a-z0-9]([a-z0-9-]*[a-z0-9])?\.)+[a-z]{{2,}}$")
+_RBAC_SECURITY_GROUP = rf"^{RBAC_SECURITY_GROUP_NAME}@([a-z0-9]([a-z0-9-]*[a-z0-9])?\.)+[a-z]{{2,}}$|^$"
+
+
+# The names a stack file sets, each a GCP resource name (naming.GCP_NAME); GKE's clusters and node pools are shorter.
+_GCP_NAME_FORM = Field(
+    json_schema_extra=form(
+        "Google Cloud name", "use lowercase letters, digits and hyphens, starting with a letter and not ending with one"
+    )
+)
+GcpName = Annotated[
+    str, StringConstraints(pattern=f"^{naming.GCP_NAME}$", max_length=naming.COMPUTE_NAME_MAX), _GCP_NAME_FORM
+]
+GcpNameOrEmpty = Annotated[
+    str, StringConstraints(pattern=f"^({naming.GCP_NAME})?$", max_length=naming.COMPUTE_NAME_MAX), _GCP_NAME_FORM
+]
+GkeName = Annotated[
+    str, StringConstraints(pattern=f"^{naming.GCP_NAME}$", max_length=naming.GKE_NAME_MAX), _GCP_NAME_FORM
+]
+GkeNameOrEmpty = Annotated[
+    str, StringConstraints(pattern=f"^({naming.GCP_NAME})?$", max_length=naming.GKE_NAME_MAX), _GCP_NAME_FORM
+]
 
 
 @dataclass(frozen=True, order=True)
@@ -309,18 +331,28 @@ class NetworkConfig(Block):
 
 
 class SystemPoolConfig(Block):
-    machine_type: str = Field("n2-standard-32", description="Machine type of the system (non-TPU) node pool.")
+    machine_type: str = Field(
+        "n2-standard-32",
+        description="Machine type of the system (non-TPU) node pool.",
+        pattern=r"^[a-z][a-z0-9]*-[a-z0-9-]+$",
+        json_schema_extra=form("machine type", "use a type such as n2-standard-32"),
+    )
     nodes_per_zone: int = Field(1, description="System nodes in each zone of the region.", ge=1)
 
 
 class MaintenanceWindowConfig(Block):
     start: str = Field(description="RFC 3339 start of the first window, e.g. 2026-01-03T04:00:00Z.")
     end: str = Field(description="RFC 3339 end of the first window.")
-    recurrence: str = Field("FREQ=WEEKLY;BYDAY=SA,SU", description="RFC 5545 RRULE for the window.")
+    recurrence: str = Field(
+        "FREQ=WEEKLY;BYDAY=SA,SU",
+        description="RFC 5545 RRULE for the window.",
+        pattern="^FREQ=",
+        json_schema_extra=form("recurrence rule (RRULE)", "write e.g. FREQ=WEEKLY;BYDAY=SA,SU"),
+    )
 
 
 class MaintenanceExclusionConfig(Block):
-    name: str = Field(description="Exclusion name.")
+    name: GcpName = Field(description="Exclusion name.")
     start: str = Field(description="RFC 3339 start time.")
     end: str = Field(description="RFC 3339 end time.")
     scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = Field(
@@ -337,9 +369,10 @@ class ExistingClusterConfig(Block):
         "creates no Google Cloud network, cluster or TPU pools.",
         json_schema_extra=SECRET_SETTING,
     )
-    name: str = Field(
+    name: GkeNameOrEmpty = Field(
         "",
         description="Name of an existing GKE cluster to deploy onto instead (with location); skips the Google Cloud layer.",
+        json_schema_extra={HINT: "copy it from `gcloud container clusters list`"},
     )
     location: str = Field("", description="Region or zone of that GKE cluster.")
     skip_await: bool = Field(
@@ -378,7 +411,7 @@ class ControlPlaneConfig(Block):
 
 
 class ClusterConfig(Block):
-    name: str = Field("qwen-serving-cluster", description="GKE cluster name (at most 40 characters).")
+    name: GkeName = Field("qwen-serving-cluster", description="GKE cluster name (at most 40 characters).")
     version: str = Field(
         topology.SUB_SLICING_MIN_GKE_VERSION,
         description="Minimum control-plane version; must meet the floor of the slicing in use.",
@@ -428,6 +461,12 @@ class ClusterConfig(Block):
     )
     rbac_security_group: str = Field(
         "",
+        pattern=_RBAC_SECURITY_GROUP,
+        json_schema_extra=form(
+            f"{RBAC_SECURITY_GROUP_NAME}@<domain> group (GKE reads the groups of RBAC from that group only)",
+            f"name the organisation's group, e.g. {RBAC_SECURITY_GROUP_NAME}@example.com, made in its Google Workspace "
+            "or Cloud Identity",
+        ),
         description="Google Groups for RBAC (CIS GKE 5.8.2): the organisation's group gke-security-groups@<domain>, made "
         "beforehand, whose member groups RoleBindings may name; empty: RBAC knows users and service accounts only.",
     )
@@ -465,9 +504,18 @@ class ClusterConfig(Block):
         return self.node_service_account_id or naming.node_service_account_id(self.name)
 
 
+_FROM_RESERVATIONS_LIST: dict[str, Any] = {HINT: "copy it from `gcloud compute reservations list`"}
+
+
 class ReservationConfig(Block):
-    name: str = Field("", description="Reservation the TPU pools consume (an All Capacity mode reservation for TPU7x).")
-    block: str = Field("", description="Reservation block, e.g. block-0.")
+    name: GcpNameOrEmpty = Field(
+        "",
+        description="Reservation the TPU pools consume (an All Capacity mode reservation for TPU7x).",
+        json_schema_extra=_FROM_RESERVATIONS_LIST,
+    )
+    block: GcpNameOrEmpty = Field(
+        "", description="Reservation block, e.g. block-0.", json_schema_extra=_FROM_RESERVATIONS_LIST
+    )
     project: str = Field("", description="Project owning the reservation; empty means the stack's project.")
     accept_risk: bool = Field(
         False,
@@ -479,10 +527,14 @@ class ReservationConfig(Block):
 
 
 class TpuPoolConfig(Block):
-    name: str = Field(description="Node pool name.")
+    name: GkeName = Field(description="Node pool name.")
     node_count: int = Field(description="Nodes in the pool: chips of its topology / chips per host.")
     topology: str = Field("4x4x4", description="Slice topology of the pool; a 4x4x4 cube for dynamic slicing.")
-    sub_block: str = Field("", description="Optional reservation sub-block the pool is pinned to.")
+    sub_block: GcpNameOrEmpty = Field(
+        "",
+        description="Optional reservation sub-block the pool is pinned to.",
+        json_schema_extra={HINT: "use the sub-block name from `gcloud compute reservations sub-blocks list`"},
+    )
     private_nodes: bool | None = Field(
         None,
         description="Overrides cluster.privateNodes for this pool: to move a running stack's cubes to private nodes one per `up` "
@@ -500,7 +552,7 @@ class TpuPoolConfig(Block):
 class TpuConfig(Block):
     zone: str = Field("us-central1-ai1a", description="Zone of the TPU node pools (inside `region`).")
     machine_type: str = Field(topology.TPU7X, description="TPU machine type of every TPU pool.")
-    workload_policy_name: str = Field(
+    workload_policy_name: GcpName = Field(
         "superslice-policy", description="HIGH_THROUGHPUT workload policy for TPU7x cubes."
     )
     reservation: ReservationConfig = Field(ReservationConfig(), description="Reservation the TPU pools are bound to.")
@@ -803,24 +855,14 @@ def _validate_nat(nat: NatConfig, problems: Problems) -> None:
 def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems, today: date) -> None:
     """``today``: the date the end-of-support table is read at (the preview's)."""
     _validate_existing(cluster.existing, problems)
-    if problem := naming.gcp_name_problem(cluster.name, naming.GKE_CLUSTER_NAME_MAX):
-        problems.add("cluster.name", problem, "choose a shorter lowercase name")
     if problem := naming.service_account_id_problem(cluster.node_account_id):
         key = "cluster.nodeServiceAccountId" if cluster.node_service_account_id else "cluster.name"
         problems.add(key, problem, "set cluster.nodeServiceAccountId to a 6-30 character id")
     if tpu.dynamic_slicing_requested and cluster.release_channel != "RAPID":
         problems.add("cluster.releaseChannel", "dynamic slicing is only offered on the RAPID channel", "set RAPID")
     _validate_version(cluster, tpu, problems, today)
-    pool = cluster.system_pool
-    if not re.match(r"^[a-z][a-z0-9]*-[a-z0-9-]+$", pool.machine_type):
-        problems.add(
-            "cluster.systemPool.machineType",
-            f"{pool.machine_type!r} is not a machine type",
-            "use a type such as n2-standard-32",
-        )
     _validate_maintenance(cluster, problems)
     _validate_control_plane(cluster.control_plane, problems)
-    _validate_hardening(cluster, problems)
 
 
 def _validate_control_plane(control_plane: ControlPlaneConfig, problems: Problems) -> None:
@@ -938,19 +980,6 @@ def _kms_key(key: str, name: str, problems: Problems) -> re.Match[str] | None:
     return match
 
 
-def _validate_hardening(cluster: ClusterConfig, problems: Problems) -> None:
-    """Binary Authorization's mode and the Google Group of RBAC, when set: values GKE takes."""
-    group = cluster.rbac_security_group
-    if group and not _RBAC_SECURITY_GROUP.match(group):
-        problems.add(
-            "cluster.rbacSecurityGroup",
-            f"{group!r} is not a group {RBAC_SECURITY_GROUP_NAME}@<domain>: GKE reads the groups of RBAC from that "
-            "group only",
-            f"name the organisation's group, e.g. {RBAC_SECURITY_GROUP_NAME}@example.com, made in its Google "
-            "Workspace or Cloud Identity",
-        )
-
-
 def _validate_existing(existing: ExistingClusterConfig, problems: Problems) -> None:
     if existing.kubeconfig and existing.name:
         problems.add(
@@ -960,8 +989,6 @@ def _validate_existing(existing: ExistingClusterConfig, problems: Problems) -> N
         )
     if existing.name and not existing.location:
         problems.add("cluster.existing.location", "is required with cluster.existing.name", "set its region or zone")
-    if existing.name and (problem := naming.gcp_name_problem(existing.name, naming.GKE_CLUSTER_NAME_MAX)):
-        problems.add("cluster.existing.name", problem, "copy it from `gcloud container clusters list`")
     if existing.skip_await and not existing.enabled:
         problems.add(
             "cluster.existing.skipAwait",
@@ -1035,20 +1062,12 @@ def _validate_maintenance(cluster: ClusterConfig, problems: Problems) -> None:
     window = cluster.maintenance_window
     if window:
         _validate_time_range("cluster.maintenanceWindow", window.start, window.end, problems)
-        if not window.recurrence.startswith("FREQ="):
-            problems.add(
-                "cluster.maintenanceWindow.recurrence",
-                f"{window.recurrence!r} is not an RRULE",
-                "write e.g. FREQ=WEEKLY;BYDAY=SA,SU",
-            )
     if cluster.maintenance_exclusions and not window:
         problems.add(
             "cluster.maintenanceExclusions", "exclusions need a maintenance window", "set cluster.maintenanceWindow too"
         )
     for i, exclusion in enumerate(cluster.maintenance_exclusions):
         prefix = f"cluster.maintenanceExclusions[{i}]"
-        if problem := naming.gcp_name_problem(exclusion.name):
-            problems.add(f"{prefix}.name", problem, "use a short lowercase name")
         length = _validate_time_range(prefix, exclusion.start, exclusion.end, problems)
         if exclusion.scope == "NO_UPGRADES" and length and length > timedelta(days=NO_UPGRADES_MAX_DAYS):
             problems.add(
@@ -1077,8 +1096,6 @@ def validate_tpu(tpu: TpuConfig, region: str, problems: Problems) -> None:
     _validate_pools(tpu, machine, problems)
     _validate_reservation(tpu, machine, problems)
     if machine.dynamic_slicing:
-        if problem := naming.gcp_name_problem(tpu.workload_policy_name):
-            problems.add("tpu.workloadPolicyName", problem, "use a short lowercase name")
         for i, shape in shapes:
             if topology.is_super_slice(shape) and topology.cubes_in(shape) > tpu.cubes:
                 problems.add(
@@ -1114,19 +1131,11 @@ def _validate_pools(tpu: TpuConfig, machine: topology.MachineType, problems: Pro
     seen: set[str] = set()
     for i, pool in enumerate(tpu.pools):
         prefix = f"tpu.pools[{i}]"
-        if problem := naming.gcp_name_problem(pool.name, naming.GKE_NODE_POOL_NAME_MAX):
-            problems.add(f"{prefix}.name", problem, "use a short lowercase name")
         if pool.name in seen:
             problems.add(f"{prefix}.name", f"{pool.name!r} is used by another pool", "give each pool its own name")
         if pool.name == naming.SYSTEM_POOL_NAME:
             problems.add(f"{prefix}.name", f"{pool.name!r} is the system node pool's name", "choose another name")
         seen.add(pool.name)
-        if pool.sub_block and (problem := naming.gcp_name_problem(pool.sub_block)):
-            problems.add(
-                f"{prefix}.subBlock",
-                problem,
-                "use the sub-block name from `gcloud compute reservations sub-blocks list`",
-            )
         try:
             shape = topology.Shape.parse(pool.topology)
         except ValueError as error:
@@ -1168,10 +1177,6 @@ def _validate_reservation(tpu: TpuConfig, machine: topology.MachineType, problem
                 )
     elif reservation.block and not reservation.name:
         problems.add("tpu.reservation.name", "a block is set without its reservation", "set the reservation name")
-    for key in ("name", "block"):
-        value = getattr(reservation, key)
-        if value and (problem := naming.gcp_name_problem(value)):
-            problems.add(f"tpu.reservation.{key}", problem, "copy it from `gcloud compute reservations list`")
     if reservation.project and (problem := naming.project_id_problem(reservation.project)):
         problems.add("tpu.reservation.project", problem, "set the project owning the reservation, or leave it empty")
     if any(p.sub_block for p in tpu.pools) and not reservation.block:
