@@ -14,10 +14,10 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import annotated_types
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
@@ -65,9 +65,11 @@ class Block(BaseModel):
 
 
 def _unwrap(tp: Any) -> Any:
-    """``X`` of ``X | None``."""
+    """``X`` of ``X | None`` and of ``Annotated[X, ...]`` (a list's item type keeps its constraints there)."""
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         return next(a for a in typing.get_args(tp) if a is not type(None))
+    if typing.get_origin(tp) is typing.Annotated:
+        return typing.get_args(tp)[0]
     return tp
 
 
@@ -215,6 +217,7 @@ def _walk(root: type[BaseModel], loc: tuple[str | int, ...]) -> tuple[type[BaseM
         tp = _unwrap(tp)
         if isinstance(part, int):
             tp = typing.get_args(tp)[0] if typing.get_origin(tp) is list else Any
+            info = next((m for m in getattr(tp, "__metadata__", ()) if isinstance(m, FieldInfo)), info)
             continue
         if not (isinstance(tp, type) and issubclass(tp, BaseModel)):
             return model, None, Any
@@ -313,6 +316,16 @@ def snake(key: str) -> str:
 
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# A Kubernetes object or namespace name this program takes from a setting: a DNS-1123 label.
+K8sName = Annotated[
+    str,
+    StringConstraints(pattern=_DNS_LABEL.pattern, max_length=63),
+    Field(
+        json_schema_extra=form(
+            "Kubernetes name", "use lowercase letters, digits and hyphens, at most 63: a DNS-1123 label"
+        )
+    ),
+]
 
 
 def is_k8s_name(value: str) -> bool:

@@ -51,6 +51,8 @@ REFUSED = [
     pytest.param(f"{NAMESPACE}:cluster", {"name": "Qwen_Cluster"}, id="name-not-a-google-cloud-name"),
     pytest.param(f"{NAMESPACE}:tpu", {"pools": [{"name": "p" * 41, "nodeCount": 16}]}, id="pool-name-too-long"),
     pytest.param(f"{NAMESPACE}:cluster", {"rbacSecurityGroup": "admins@example.com"}, id="not-the-rbac-group"),
+    pytest.param(f"{NAMESPACE}:queues", {"namespaces": ["Serving_NS"]}, id="namespace-not-a-dns-label"),
+    pytest.param(f"{NAMESPACE}:platform", {"kueueController": {"limits": {"cpu": "lots"}}}, id="not-a-quantity"),
 ]
 
 

@@ -67,7 +67,7 @@ PLATFORM_BAD_INPUTS = [
     pytest.param(
         {"platform.kueueController": {"replicas": 0}},
         "platform.kueueController.replicas",
-        "runs no controller",
+        "0 is not 1 or more",
         id="no-kueue-replicas",
     ),
     pytest.param(
@@ -89,12 +89,12 @@ PLATFORM_BAD_INPUTS = [
         id="short-digest",
     ),
     pytest.param(
-        {"queues.namespaces": ["Serving_NS"]}, "queues.namespaces[0]", "not a namespace name", id="bad-namespace"
+        {"queues.namespaces": ["Serving_NS"]}, "queues.namespaces[0]", "not a Kubernetes name", id="bad-namespace"
     ),
     pytest.param(
         {"queues.clusterQueueName": "CQ"},
         "queues.clusterQueueName",
-        "not a Kubernetes object name",
+        "not a Kubernetes name",
         id="bad-queue-name",
     ),
     pytest.param(
