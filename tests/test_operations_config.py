@@ -31,20 +31,24 @@ OPERATIONS_BAD_INPUTS = [
         {"alerts.nodeNotReadyMinutes": 2}, "prod", "alerts.nodeNotReadyMinutes", "outside 5-1440", id="node-2min"
     ),
     pytest.param({"alerts.pendingMinutes": 0}, "prod", "alerts.pendingMinutes", "outside 5-10080", id="pending-0"),
-    pytest.param({"alerts.gatewayErrorRatio": 1.5}, "prod", "alerts.gatewayErrorRatio", "not a share", id="ratio"),
-    pytest.param({"alerts.modelServerRestarts": 0}, "prod", "alerts.modelServerRestarts", "page always", id="restarts"),
+    pytest.param(
+        {"alerts.gatewayErrorRatio": 1.5}, "prod", "alerts.gatewayErrorRatio", "is not above 0 and below 1", id="ratio"
+    ),
+    pytest.param(
+        {"alerts.modelServerRestarts": 0}, "prod", "alerts.modelServerRestarts", "0 is not 1 or more", id="restarts"
+    ),
     pytest.param(
         {"alerts.sliceUnhealthyMinutes": 5},
         "prod",
         "alerts.sliceUnhealthyMinutes",
-        "below the slice controller's activation timeout",
+        "5 is outside 8-1440",
         id="slice-5min",
     ),
     pytest.param(
         {"alerts.runbookBaseUrl": "docs/runbooks"},
         "prod",
         "alerts.runbookBaseUrl",
-        "not an https:// URL",
+        "is not a web address starting https://",
         id="runbooks",
     ),
     pytest.param(

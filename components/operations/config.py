@@ -5,27 +5,33 @@ stack must have on, the CIS controls and the supply chain are components/hardeni
 
 from __future__ import annotations
 
-import re
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from components.config_base import (
     Block,
     Problems,
+    form,
     image_pin_problem,
 )
 from components.gcp.config import ClusterConfig
 
-EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-CHANNEL = re.compile(r"^projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/notificationChannels/[0-9]+$")
-# Cloud Monitoring writes the GKE node and container metrics up to 2 minutes late: a shorter
-# "not Ready" duration would page on the ingestion delay.
-NODE_NOT_READY_MINUTES_RANGE = (5, 1440)
-PENDING_MINUTES_RANGE = (5, 10080)
-# The slice controller deletes a Slice not Ready after --activation-timeout (6m, manifests/charts/
-# slice-controller) and the workload is placed again; a shorter duration pages on that recovery.
-SLICE_UNHEALTHY_MINUTES_RANGE = (8, 1440)
-URL = re.compile(r"^https://[^\s]+$")
+Email = Annotated[
+    str,
+    StringConstraints(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$"),
+    Field(json_schema_extra=form("email address", "write name@example.com")),
+]
+NotificationChannel = Annotated[
+    str,
+    StringConstraints(pattern=r"^projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/notificationChannels/[0-9]+$"),
+    Field(
+        json_schema_extra=form(
+            "notification channel name",
+            "write projects/<project>/notificationChannels/<id> (gcloud beta monitoring channels list)",
+        )
+    ),
+]
 
 
 class AlertsConfig(Block):
@@ -34,28 +40,47 @@ class AlertsConfig(Block):
         description="Cloud Monitoring alert policies: a TPU node not Ready, a Kueue workload pending, the serving Gateway's "
         "5xx rate, model-server restarts.",
     )
-    emails: list[str] = Field([], description="Addresses to notify (one email notification channel each).")
-    notification_channels: list[str] = Field(
+    emails: list[Email] = Field([], description="Addresses to notify (one email notification channel each).")
+    notification_channels: list[NotificationChannel] = Field(
         [], description="Existing channels to notify as well: projects/<project>/notificationChannels/<id>."
     )
-    node_not_ready_minutes: int = Field(10, description="A TPU node not Ready this long pages (critical).")
+    # Cloud Monitoring writes the GKE node and container metrics up to 2 minutes late: a shorter "not Ready" duration
+    # would page on the ingestion delay.
+    node_not_ready_minutes: int = Field(
+        10, description="A TPU node not Ready this long pages (critical).", ge=5, le=1440
+    )
     pending_minutes: int = Field(
         30,
         description="The ClusterQueue holding a pending workload this long warns (Kueue 0.17 has no per-workload age).",
+        ge=5,
+        le=10080,
     )
     gateway_error_ratio: float = Field(
-        0.05, description="Share of the serving Gateway's requests answered 5xx, over 5 minutes, that pages."
+        0.05,
+        description="Share of the serving Gateway's requests answered 5xx, over 5 minutes, that pages.",
+        gt=0,
+        lt=1,
     )
-    model_server_restarts: int = Field(2, description="Model-server container restarts within 10 minutes that page.")
+    model_server_restarts: int = Field(
+        2, description="Model-server container restarts within 10 minutes that page (0 would page always).", ge=1
+    )
+    # The slice controller deletes a Slice not Ready after --activation-timeout (6m, manifests/charts/slice-controller)
+    # and the workload is placed again; a shorter duration pages on that recovery.
     slice_unhealthy_minutes: int = Field(
         10,
         description="A TPU slice not ACTIVE, a partition not HEALTHY or a multi-host TPU pool unavailable this long pages "
         "(above the slice controller's 6-minute activation timeout, which recovers most on its own).",
+        ge=8,
+        le=1440,
     )
     runbook_base_url: str = Field(
         "",
         description="Where docs/runbooks/ of this repository is published (e.g. https://github.com/<org>/<repo>/blob/main/"
         "docs/runbooks): each alert links its runbook there; empty names the file in the repository.",
+        pattern=r"^(https://[^\s]+)?$",
+        json_schema_extra=form(
+            "web address starting https://", "write the https:// address where docs/runbooks is published"
+        ),
     )
 
 
@@ -157,39 +182,3 @@ def validate_alerts(alerts: AlertsConfig, cluster: ClusterConfig, production: bo
         )
     if not alerts.emails and not alerts.notification_channels:
         problems.add("alerts.emails", "is empty and so is alerts.notificationChannels: no one is notified", "add one")
-    for index, email in enumerate(alerts.emails):
-        if not EMAIL.match(email):
-            problems.add(f"alerts.emails[{index}]", f"{email!r} is not an email address", "write name@example.com")
-    for index, channel in enumerate(alerts.notification_channels):
-        if not CHANNEL.match(channel):
-            problems.add(
-                f"alerts.notificationChannels[{index}]",
-                f"{channel!r} is not a notification channel name",
-                "write projects/<project>/notificationChannels/<id> (gcloud beta monitoring channels list)",
-            )
-    for key, value, (low, high) in (
-        ("nodeNotReadyMinutes", alerts.node_not_ready_minutes, NODE_NOT_READY_MINUTES_RANGE),
-        ("pendingMinutes", alerts.pending_minutes, PENDING_MINUTES_RANGE),
-    ):
-        if not low <= value <= high:
-            problems.add(f"alerts.{key}", f"{value} is outside {low}-{high}", f"use {low} to {high} minutes")
-    if not 0 < alerts.gateway_error_ratio < 1:
-        problems.add(
-            "alerts.gatewayErrorRatio", f"{alerts.gateway_error_ratio} is not a share of requests", "use e.g. 0.05"
-        )
-    if alerts.model_server_restarts < 1:
-        problems.add("alerts.modelServerRestarts", f"{alerts.model_server_restarts} would page always", "use 1 or more")
-    low, high = SLICE_UNHEALTHY_MINUTES_RANGE
-    if not low <= alerts.slice_unhealthy_minutes <= high:
-        problems.add(
-            "alerts.sliceUnhealthyMinutes",
-            f"{alerts.slice_unhealthy_minutes} is outside {low}-{high}: below the slice controller's activation "
-            "timeout it pages on slices that recover by themselves",
-            f"use {low} to {high} minutes",
-        )
-    if alerts.runbook_base_url and not URL.match(alerts.runbook_base_url):
-        problems.add(
-            "alerts.runbookBaseUrl",
-            f"{alerts.runbook_base_url!r} is not an https:// URL",
-            "write the https:// address where docs/runbooks is published",
-        )
