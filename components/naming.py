@@ -43,10 +43,15 @@ def service_account_id_problem(account_id: str) -> str | None:
     return None
 
 
+PROJECT_ID = "[a-z][a-z0-9-]{4,28}[a-z0-9]"
+PROJECT_ID_FORM = "6 to 30 lowercase letters, digits or hyphens, starting with a letter"
+
+
 def project_id_problem(project: str) -> str | None:
-    if re.match(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", project):
+    """Why the project ID ``project``, read from inside another setting's value, is none, or None."""
+    if re.fullmatch(PROJECT_ID, project):
         return None
-    return f"{project!r} is not a project ID: 6 to 30 lowercase letters, digits or hyphens, starting with a letter"
+    return f"{project!r} is not a project ID: {PROJECT_ID_FORM}"
 
 
 def bucket_name_problem(name: str) -> str | None:

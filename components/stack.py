@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date
@@ -16,7 +15,7 @@ from typing import Any
 import pulumi
 from pydantic import Field
 
-from components import manifests, naming
+from components import manifests
 from components.config_base import (
     NAMESPACE,
     Block,
@@ -24,6 +23,7 @@ from components.config_base import (
     Problem,
     Problems,
     PullPath,
+    form,
     parse_settings,
     redact_credentials,
     redact_secret_values,
@@ -52,7 +52,7 @@ PRODUCTION_OUTPUT = "production"
 
 
 class StackConfig(Block):
-    project: str = Field(description="Google Cloud project ID.")
+    project: gcp_config.ProjectId = Field(description="Google Cloud project ID.")
     production: bool = Field(
         False,
         description="A production stack: preview refuses it unless every protection is on (cluster deletion protection, "
@@ -62,7 +62,12 @@ class StackConfig(Block):
         "the Cloud KMS keys of the Secrets and of the boot disks, secure boot on the TPU nodes, Binary Authorization, "
         "Google Groups for RBAC, intranode visibility, node audit logging).",
     )
-    region: str = Field("us-central1", description="Region of the cluster, network and workload policy.")
+    region: str = Field(
+        "us-central1",
+        description="Region of the cluster, network and workload policy.",
+        pattern=r"^[a-z]+-[a-z]+\d+$",
+        json_schema_extra=form("region name", "use a region such as us-central1"),
+    )
     network: gcp_config.NetworkConfig = Field(gcp_config.NetworkConfig(), description="VPC and subnets.")
     cluster: gcp_config.ClusterConfig = Field(gcp_config.ClusterConfig(), description="GKE cluster.")
     tpu: gcp_config.TpuConfig = Field(gcp_config.TpuConfig(), description="TPU capacity.")
@@ -265,10 +270,6 @@ class StackConfigError(ConfigError, pulumi.RunError):
 def _validate(config: StackConfig, problems: Problems) -> None:
     """Every block's rules, each given the blocks it reads."""
     cluster, tpu, production = config.cluster, config.tpu, config.production
-    if problem := naming.project_id_problem(config.project):
-        problems.add("project", problem, "set the ID of your Google Cloud project")
-    if not re.match(r"^[a-z]+-[a-z]+\d+$", config.region):
-        problems.add("region", f"{config.region!r} is not a region name", "use a region such as us-central1")
     gcp_config.validate_network(config.network, problems)
     gcp_config.validate_cluster(cluster, tpu, problems, date.today())
     gcp_config.validate_encryption_keys(cluster, config.region, problems)

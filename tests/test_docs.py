@@ -36,11 +36,13 @@ def test_pulumi_yaml_declares_the_plain_keys_with_type_and_description():
     project = yaml.safe_load((PROJECT_ROOT / "Pulumi.yaml").read_text())
     assert project["name"] == "tpu-dynamic-slicing"
     assert project["runtime"] == {"name": "python", "options": {"toolchain": "pip", "virtualenv": ".venv"}}
-    plain = {camel(name): tp for name, tp in StackConfig.__annotations__.items() if tp in ("str", "int", "bool")}
+    types = {str: "string", int: "integer", bool: "boolean"}
+    fields = StackConfig.model_fields.items()
+    plain = {camel(name): types[field.annotation] for name, field in fields if field.annotation in types}
     declared = project["config"]
     assert set(declared) == set(plain)
     for key, tp in plain.items():
-        assert declared[key]["type"] == {"str": "string", "int": "integer", "bool": "boolean"}[tp]
+        assert declared[key]["type"] == tp
         assert declared[key]["description"]
 
 

@@ -77,6 +77,9 @@ GcpNameOrEmpty = Annotated[
 GkeName = Annotated[
     str, StringConstraints(pattern=f"^{naming.GCP_NAME}$", max_length=naming.GKE_NAME_MAX), _GCP_NAME_FORM
 ]
+_PROJECT_ID_FORM = Field(json_schema_extra=form("project ID", f"use {naming.PROJECT_ID_FORM}"))
+ProjectId = Annotated[str, StringConstraints(pattern=f"^{naming.PROJECT_ID}$"), _PROJECT_ID_FORM]
+ProjectIdOrEmpty = Annotated[str, StringConstraints(pattern=f"^({naming.PROJECT_ID})?$"), _PROJECT_ID_FORM]
 GkeNameOrEmpty = Annotated[
     str, StringConstraints(pattern=f"^({naming.GCP_NAME})?$", max_length=naming.GKE_NAME_MAX), _GCP_NAME_FORM
 ]
@@ -516,7 +519,9 @@ class ReservationConfig(Block):
     block: GcpNameOrEmpty = Field(
         "", description="Reservation block, e.g. block-0.", json_schema_extra=_FROM_RESERVATIONS_LIST
     )
-    project: str = Field("", description="Project owning the reservation; empty means the stack's project.")
+    project: ProjectIdOrEmpty = Field(
+        "", description="Project owning the reservation; empty means the stack's project."
+    )
     accept_risk: bool = Field(
         False,
         description="Place new TPU pools even where the preview finds the block degraded, not ready, without a ready, healthy, "
@@ -1177,8 +1182,6 @@ def _validate_reservation(tpu: TpuConfig, machine: topology.MachineType, problem
                 )
     elif reservation.block and not reservation.name:
         problems.add("tpu.reservation.name", "a block is set without its reservation", "set the reservation name")
-    if reservation.project and (problem := naming.project_id_problem(reservation.project)):
-        problems.add("tpu.reservation.project", problem, "set the project owning the reservation, or leave it empty")
     if any(p.sub_block for p in tpu.pools) and not reservation.block:
         problems.add(
             "tpu.reservation.block",
