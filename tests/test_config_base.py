@@ -188,3 +188,45 @@ def test_python_builds_a_block_by_field_name_and_a_stack_file_by_key_only():
     assert problems.items == []
     with pytest.raises(ValidationError):
         _Sample.model_validate({"window": {"name": "a", "cuont": 1}}, by_name=False)
+
+
+def _declared_strings(model: type, seen: set[type]) -> list[tuple[str, object, object]]:
+    """(model.field, its constraints, its json_schema_extra) of every text setting of ``model`` and the blocks below
+    it, a list's item included."""
+    import typing
+
+    from pydantic import BaseModel
+    from pydantic.fields import FieldInfo
+
+    if model in seen:
+        return []
+    seen.add(model)
+    found = []
+    for name, info in model.model_fields.items():
+        found.append((f"{model.__name__}.{name}", info.metadata, info.json_schema_extra))
+        for item in (info.annotation, *typing.get_args(info.annotation)):  # X, X | None, list[X]
+            extras = [m for m in getattr(item, "__metadata__", ()) if isinstance(m, FieldInfo)]
+            if extras:
+                constraints = [m for m in item.__metadata__ if not isinstance(m, FieldInfo)]
+                found.append((f"{model.__name__}.{name}[]", constraints, extras[0].json_schema_extra))
+            if isinstance(item, type) and issubclass(item, BaseModel):
+                found += _declared_strings(item, seen)
+    return found
+
+
+def test_every_declared_pattern_says_what_it_takes_and_how_to_write_it():
+    """A value a field's pattern refuses is said as "not a <kind>" with the field's hint: a pattern without them
+    would be said as a bare regex mismatch."""
+    from components.config_base import HINT, KIND
+    from components.stack import StackConfig
+
+    patterned = [
+        (where, extra)
+        for where, metadata, extra in _declared_strings(StackConfig, set())
+        if any(getattr(m, "pattern", None) for m in metadata)
+    ]
+    assert len(patterned) >= 20, "the declared forms are found"
+    missing = [
+        where for where, extra in patterned if not (isinstance(extra, dict) and extra.get(KIND) and extra.get(HINT))
+    ]
+    assert missing == []
