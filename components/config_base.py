@@ -106,7 +106,8 @@ def kind(noun: str) -> dict[str, Any]:
 
 def form(noun: str, hint: str) -> dict[str, Any]:
     """A text setting's ``json_schema_extra`` beside its ``pattern`` (or a type that declares one): a value the
-    pattern refuses is said to be "not a <noun>", with ``hint`` as the fix."""
+    pattern refuses is said to be "not a <noun>", with ``hint`` as the fix. Its ``examples`` give the value that
+    stands in for a failed one while the rules across settings run (``_placeholder``)."""
     return {KIND: noun, HINT: hint}
 
 
@@ -272,12 +273,12 @@ def _repaired(root: type[BaseModel], data: Any, errors: Iterable[ErrorDetails]) 
         parent = _value_at_path(data, path)
         _, info, tp = _walk(root, error["loc"])
         if isinstance(parent, list) and isinstance(last, int) and last < len(parent):
-            parent[last] = _placeholder(tp)
+            parent[last] = _placeholder(info, tp)
         elif isinstance(parent, dict):
             if error["type"] == "extra_forbidden" or (info is not None and not info.is_required()):
                 parent.pop(last, None)
             else:
-                parent[last] = _placeholder(tp)
+                parent[last] = _placeholder(info, tp)
     return data
 
 
@@ -292,9 +293,13 @@ def _value_at_path(data: Any, path: list[str | int]) -> Any:
     return data
 
 
-def _placeholder(tp: Any) -> Any:
-    """A value of a required setting's type, for one that failed: a required setting is a string or a number."""
-    return {str: "", int: 0, float: 0.0, bool: False}.get(tp)
+def _placeholder(info: FieldInfo | None, tp: Any) -> Any:
+    """A value for a required setting that failed, so that the rules across settings still run: its first example
+    where it declares one (a setting with a pattern does: the empty text need not match it), else its type's zero (a
+    required setting is a string or a number)."""
+    if info is not None and info.examples:
+        return info.examples[0]
+    return {str: "", int: 0, float: 0.0, bool: False}.get(_unwrap(tp))
 
 
 def is_secret(info: FieldInfo | None) -> bool:
@@ -323,7 +328,8 @@ K8sName = Annotated[
     Field(
         json_schema_extra=form(
             "Kubernetes name", "use lowercase letters, digits and hyphens, at most 63: a DNS-1123 label"
-        )
+        ),
+        examples=["example"],
     ),
 ]
 

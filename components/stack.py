@@ -67,6 +67,7 @@ class StackConfig(Block):
         description="Region of the cluster, network and workload policy.",
         pattern=r"^[a-z]+-[a-z]+\d+$",
         json_schema_extra=form("region name", "use a region such as us-central1"),
+        examples=["us-central1"],
     )
     network: gcp_config.NetworkConfig = Field(gcp_config.NetworkConfig(), description="VPC and subnets.")
     cluster: gcp_config.ClusterConfig = Field(gcp_config.ClusterConfig(), description="GKE cluster.")

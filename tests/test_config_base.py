@@ -1,14 +1,20 @@
 """Shared config machinery and rules: how a setting's problems are said, pinned images, bucket names, quantities."""
 
-from typing import Literal
+import re
+import typing
+from typing import Annotated, Literal
 
 import pytest
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, StringConstraints, ValidationError
+from pydantic.fields import FieldInfo
 
 from components import naming
 from components.config_base import (
+    HINT,
+    KIND,
     Block,
     Problems,
+    form,
     image_pin_problem,
     image_unpinned_reason,
     parse_quantity,
@@ -113,6 +119,17 @@ class _Item(Block):
     count: int = Field(1, description="at least 1", ge=1)
 
 
+_Code = Annotated[
+    str,
+    StringConstraints(pattern="^[a-z]+$", max_length=4),
+    Field(json_schema_extra=form("sample code", "write lowercase letters"), examples=["ex"]),
+]
+
+
+class _Coded(Block):
+    code: _Code = Field(description="required, of a declared form")
+
+
 class _Sample(Block):
     flag: bool = Field(False, description="a boolean")
     share: float = Field(0.5, description="between", gt=0, lt=1)
@@ -122,6 +139,8 @@ class _Sample(Block):
     window: _Item | None = Field(None, description="an optional object")
     most: int = Field(3, description="at most 5", le=5)
     tags: list[str] = Field([], description="a list of strings")
+    codes: list[_Code] = Field([], description="a list of a declared form")
+    coded: list[_Coded] = Field([], description="objects with a required field of a declared form")
 
 
 @pytest.mark.parametrize(
@@ -146,9 +165,12 @@ class _Sample(Block):
         (
             {"zzz": 1},
             "zzz",
-            "zzz: is not a known setting (known keys: flag, share, level, items, inner, window, most, tags)",
+            "zzz: is not a known setting (known keys: flag, share, level, items, inner, window, most, tags, codes, coded)",
         ),
         ({"inner": {"nam": "x"}}, "inner.nam", "did you mean 'name'?"),
+        ({"codes": ["ok", "X"]}, "codes[1]", "codes[1]: 'X' is not a sample code (write lowercase letters)"),
+        ({"codes": ["abcde"]}, "codes[0]", "codes[0]: 'abcde' is 5 characters; the limit is 4 (use at most 4)"),
+        ({"coded": [{"code": "X"}]}, "coded[0].code", "coded[0].code: 'X' is not a sample code"),
     ],
 )
 def test_each_error_of_a_setting_is_said_under_its_key(raw, key, said):
@@ -180,6 +202,16 @@ def test_a_failed_value_takes_its_default_and_a_missing_one_a_placeholder_for_th
     assert {p.key for p in problems.items} == {"most", "level", "items[0].name"}
 
 
+def test_a_failed_value_of_a_declared_form_is_stood_in_for_by_its_example():
+    """The empty text does not match a pattern: the example does, so the block is still made for the rules."""
+    problems = Problems()
+    block = parse_settings(_Sample, {"codes": ["ok", "X"], "coded": [{"code": "Y"}, {"code": "b"}]}, problems)
+    assert block is not None
+    assert block.codes == ["ok", "ex"]
+    assert [item.code for item in block.coded] == ["ex", "b"]
+    assert {p.key for p in problems.items} == {"codes[1]", "coded[0].code"}
+
+
 def test_python_builds_a_block_by_field_name_and_a_stack_file_by_key_only():
     assert _Sample(most=2).most == 2
     problems = Problems()
@@ -190,43 +222,40 @@ def test_python_builds_a_block_by_field_name_and_a_stack_file_by_key_only():
         _Sample.model_validate({"window": {"name": "a", "cuont": 1}}, by_name=False)
 
 
-def _declared_strings(model: type, seen: set[type]) -> list[tuple[str, object, object]]:
-    """(model.field, its constraints, its json_schema_extra) of every text setting of ``model`` and the blocks below
-    it, a list's item included."""
-    import typing
-
-    from pydantic import BaseModel
-    from pydantic.fields import FieldInfo
-
+def _declared_forms(model: type[BaseModel], seen: set[type]) -> list[tuple[str, FieldInfo, list[typing.Any]]]:
+    """(where, the FieldInfo holding its form, its constraints) of every setting of ``model`` and of the blocks below
+    it that declares a pattern, a list's item included."""
     if model in seen:
         return []
     seen.add(model)
     found = []
     for name, info in model.model_fields.items():
-        found.append((f"{model.__name__}.{name}", info.metadata, info.json_schema_extra))
+        found.append((f"{model.__name__}.{name}", info, info.metadata))
         for item in (info.annotation, *typing.get_args(info.annotation)):  # X, X | None, list[X]
-            extras = [m for m in getattr(item, "__metadata__", ()) if isinstance(m, FieldInfo)]
-            if extras:
-                constraints = [m for m in item.__metadata__ if not isinstance(m, FieldInfo)]
-                found.append((f"{model.__name__}.{name}[]", constraints, extras[0].json_schema_extra))
+            metadata = getattr(item, "__metadata__", ())
+            for inner in (m for m in metadata if isinstance(m, FieldInfo)):
+                found.append((f"{model.__name__}.{name}[]", inner, [m for m in metadata if m is not inner]))
             if isinstance(item, type) and issubclass(item, BaseModel):
-                found += _declared_strings(item, seen)
-    return found
+                found += _declared_forms(item, seen)
+    return [(where, info, rules) for where, info, rules in found if any(getattr(m, "pattern", None) for m in rules)]
 
 
-def test_every_declared_pattern_says_what_it_takes_and_how_to_write_it():
-    """A value a field's pattern refuses is said as "not a <kind>" with the field's hint: a pattern without them
-    would be said as a bare regex mismatch."""
-    from components.config_base import HINT, KIND
+def test_every_declared_pattern_says_what_it_takes_and_stands_in_with_an_example_it_takes():
+    """A value a field's pattern refuses is said as "not a <kind>" with the field's hint (without them it would be a
+    bare regex mismatch), and its first example stands in for it while the rules across settings run."""
     from components.stack import StackConfig
 
-    patterned = [
-        (where, extra)
-        for where, metadata, extra in _declared_strings(StackConfig, set())
-        if any(getattr(m, "pattern", None) for m in metadata)
-    ]
-    assert len(patterned) >= 20, "the declared forms are found"
-    missing = [
-        where for where, extra in patterned if not (isinstance(extra, dict) and extra.get(KIND) and extra.get(HINT))
-    ]
-    assert missing == []
+    declared = _declared_forms(StackConfig, set())
+    assert len(declared) >= 20, "the declared forms are found"
+    unsaid = [where for where, info, _ in declared if not (_extra(info, KIND) and _extra(info, HINT))]
+    assert unsaid == []
+    for where, info, rules in declared:
+        assert info.examples, f"{where} has no example"
+        example = info.examples[0]
+        for rule in rules:
+            assert not getattr(rule, "pattern", None) or re.search(rule.pattern, example), (where, example)
+            assert len(example) <= (getattr(rule, "max_length", None) or len(example)), (where, example)
+
+
+def _extra(info: FieldInfo, key: str) -> object:
+    return info.json_schema_extra.get(key) if isinstance(info.json_schema_extra, dict) else None

@@ -55,12 +55,21 @@ def test_bad_input_names_its_key_and_registers_nothing(override, key, fragment):
 def test_every_problem_is_reported_in_one_error():
     raw = with_overrides(
         stack_values("dev"),
-        {"network.mtu": 9000, "tpu.zone": "europe-west4-a", "cluster.version": "1.30.0-gke.1", "tpu.reservation": {}},
+        {
+            "network.mtu": 9000,
+            "tpu.zone": "europe-west4-a",
+            "cluster.version": "1.30.0-gke.1",
+            "tpu.reservation": {},
+            # required settings of a declared form: each failed one stands in by its example for the rules across
+            "project": "My_Project",
+            "queues.namespaces": ["Serving_NS"],
+        },
     )
     with pytest.raises(ConfigError) as raised:
         stack_config.parse(raw)
     keys = {p.key for p in raised.value.problems}
-    assert {"network.mtu", "tpu.zone", "cluster.version", "tpu.reservation.name", "tpu.reservation.block"} <= keys
+    across = {"tpu.zone", "cluster.version", "tpu.reservation.name", "tpu.reservation.block"}  # rules across settings
+    assert {"network.mtu", "project", "queues.namespaces[0]", *across} <= keys
     message = str(raised.value)
     assert message.count("\n  - ") == len(raised.value.problems)
     assert "network.mtu: 9000 is outside 1300-8896 (set a number within 1300-8896)" in message

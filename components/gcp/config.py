@@ -66,7 +66,8 @@ _RBAC_SECURITY_GROUP = rf"^{RBAC_SECURITY_GROUP_NAME}@([a-z0-9]([a-z0-9-]*[a-z0-
 _GCP_NAME_FORM = Field(
     json_schema_extra=form(
         "Google Cloud name", "use lowercase letters, digits and hyphens, starting with a letter and not ending with one"
-    )
+    ),
+    examples=["example"],
 )
 GcpName = Annotated[
     str, StringConstraints(pattern=f"^{naming.GCP_NAME}$", max_length=naming.COMPUTE_NAME_MAX), _GCP_NAME_FORM
@@ -77,7 +78,7 @@ GcpNameOrEmpty = Annotated[
 GkeName = Annotated[
     str, StringConstraints(pattern=f"^{naming.GCP_NAME}$", max_length=naming.GKE_NAME_MAX), _GCP_NAME_FORM
 ]
-_PROJECT_ID_FORM = Field(json_schema_extra=form("project ID", f"use {naming.PROJECT_ID_FORM}"))
+_PROJECT_ID_FORM = Field(json_schema_extra=form("project ID", f"use {naming.PROJECT_ID_FORM}"), examples=["my-project"])
 ProjectId = Annotated[str, StringConstraints(pattern=f"^{naming.PROJECT_ID}$"), _PROJECT_ID_FORM]
 ProjectIdOrEmpty = Annotated[str, StringConstraints(pattern=f"^({naming.PROJECT_ID})?$"), _PROJECT_ID_FORM]
 GkeNameOrEmpty = Annotated[
@@ -339,6 +340,7 @@ class SystemPoolConfig(Block):
         description="Machine type of the system (non-TPU) node pool.",
         pattern=r"^[a-z][a-z0-9]*-[a-z0-9-]+$",
         json_schema_extra=form("machine type", "use a type such as n2-standard-32"),
+        examples=["n2-standard-32"],
     )
     nodes_per_zone: int = Field(1, description="System nodes in each zone of the region.", ge=1)
 
@@ -351,6 +353,7 @@ class MaintenanceWindowConfig(Block):
         description="RFC 5545 RRULE for the window.",
         pattern="^FREQ=",
         json_schema_extra=form("recurrence rule (RRULE)", "write e.g. FREQ=WEEKLY;BYDAY=SA,SU"),
+        examples=["FREQ=WEEKLY;BYDAY=SA,SU"],
     )
 
 
@@ -470,6 +473,7 @@ class ClusterConfig(Block):
             f"name the organisation's group, e.g. {RBAC_SECURITY_GROUP_NAME}@example.com, made in its Google Workspace "
             "or Cloud Identity",
         ),
+        examples=[f"{RBAC_SECURITY_GROUP_NAME}@example.com"],
         description="Google Groups for RBAC (CIS GKE 5.8.2): the organisation's group gke-security-groups@<domain>, made "
         "beforehand, whose member groups RoleBindings may name; empty: RBAC knows users and service accounts only.",
     )

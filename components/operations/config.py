@@ -20,7 +20,7 @@ from components.gcp.config import ClusterConfig
 Email = Annotated[
     str,
     StringConstraints(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$"),
-    Field(json_schema_extra=form("email address", "write name@example.com")),
+    Field(json_schema_extra=form("email address", "write name@example.com"), examples=["oncall@example.com"]),
 ]
 NotificationChannel = Annotated[
     str,
@@ -29,7 +29,8 @@ NotificationChannel = Annotated[
         json_schema_extra=form(
             "notification channel name",
             "write projects/<project>/notificationChannels/<id> (gcloud beta monitoring channels list)",
-        )
+        ),
+        examples=["projects/my-project/notificationChannels/1"],
     ),
 ]
 
@@ -81,6 +82,7 @@ class AlertsConfig(Block):
         json_schema_extra=form(
             "web address starting https://", "write the https:// address where docs/runbooks is published"
         ),
+        examples=["https://github.com/example/tpu-gke/blob/main/docs/runbooks"],
     )
 
 

@@ -51,8 +51,12 @@ _QUANTITY_FORM = form("Kubernetes quantity", "write e.g. 2, 500m or 4Gi")
 
 
 class ResourceListConfig(Block):
-    cpu: str = Field(description="CPU quantity.", pattern=QUANTITY.pattern, json_schema_extra=_QUANTITY_FORM)
-    memory: str = Field(description="Memory quantity.", pattern=QUANTITY.pattern, json_schema_extra=_QUANTITY_FORM)
+    cpu: str = Field(
+        description="CPU quantity.", pattern=QUANTITY.pattern, json_schema_extra=_QUANTITY_FORM, examples=["2"]
+    )
+    memory: str = Field(
+        description="Memory quantity.", pattern=QUANTITY.pattern, json_schema_extra=_QUANTITY_FORM, examples=["4Gi"]
+    )
 
 
 class KueueControllerConfig(Block):
@@ -80,6 +84,7 @@ class SliceControllerConfig(Block):
         json_schema_extra=form(
             "sha256 digest (sha256:<64 hex digits>)", "copy it from the registry, or leave it empty"
         ),
+        examples=[""],
     )
     replicas: int = Field(
         2,
