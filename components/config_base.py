@@ -372,6 +372,8 @@ FLOATING_TAGS = frozenset({"latest", "nightly", "main", "master", "stable", "dev
 IMAGE_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 # What makes a tag a pin: a full release version, or a build date (``nightly-20260430-18ed615``).
 _RELEASE_VERSION = re.compile(r"(?<![0-9])[0-9]+\.[0-9]+\.[0-9]+(?![0-9])")
+# A tag as Docker's reference grammar writes it (distribution/reference reference.go: tag := /[\w][\w.-]{0,127}/).
+_TAG = re.compile(r"^\w[\w.-]{0,127}$")
 _BUILD_DATE = re.compile(r"(?<![0-9])20[0-9]{2}-?(?:0[1-9]|1[0-2])-?(?:0[1-9]|[12][0-9]|3[01])(?![0-9])")
 
 
@@ -381,13 +383,15 @@ def image_unpinned_reason(image: str) -> str | None:
     or a build date. The one rule of the config blocks and of the policy pack."""
     if not image:
         return "it is empty; name an image with a dated tag or a digest"
-    reference, _, digest = image.partition("@")
-    if digest:
+    reference = ImageReference.parse(image)
+    if "@" in image:
+        digest = reference.digest
         return None if IMAGE_DIGEST.match(digest) else f"its digest {digest!r} is not sha256:<64 hex>"
-    last = reference.rsplit("/", 1)[-1]  # a registry port is not a tag
-    if ":" not in last:
-        return "it has no tag, which means latest"
-    tag = last.rpartition(":")[2]
+    tag = reference.tag
+    if not tag:
+        return "its tag is empty" if reference.name.endswith(":") else "it has no tag, which means latest"
+    if not _TAG.match(tag):
+        return f"its tag {tag!r} is not a tag: letters, digits, '_', '.' and '-', at most 128"
     if tag in FLOATING_TAGS:
         return f"it uses the floating tag {tag!r}"
     if _RELEASE_VERSION.search(tag) or _BUILD_DATE.search(tag):

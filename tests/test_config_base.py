@@ -32,6 +32,10 @@ from components.config_base import (
         ("", "is empty"),
         ("vllm/vllm-tpu:v2", "names no release version (x.y.z) or build date"),  # refused since the pack's rule
         ("vllm/vllm-tpu@sha256:abc", "is not sha256:<64 hex>"),
+        # Malformed references: one reading of them, ImageReference's, for the pin rule and the image's parts.
+        ("vllm/vllm-tpu:0.26.0:x", "its tag '0.26.0:x' is not a tag"),
+        ("vllm/vllm-tpu:", "its tag is empty"),
+        ("vllm/vllm-tpu@", "its digest '' is not sha256:<64 hex>"),
     ],
 )
 def test_images_must_be_pinned(image, fragment):
