@@ -34,31 +34,25 @@ MODEL_REVISION = "ea5b4f81096f3901c91dea97f81324302495781d"
 MODEL_PARAMETERS_BILLIONS = 397.0  # "397B" total parameters (17B active per token), per the model id
 MODEL_WEIGHTS_DTYPE = "fp8"  # "-FP8" checkpoint; ~406 GB on disk (a few tensors stay bf16)
 
-# vLLM for TPU: the image the reference deployment ran (a dated nightly: 2026-04-30, tpu-inference commit
-# 18ed615 on vLLM commit 5b39b26: tpu-inference's .buildkite/scripts/publish_nightly_image.sh tags
-# nightly-<date>-<tpu-inference sha>-<vLLM sha>), not the floating `nightly`/`latest`. Pin its digest once
-# pulled. llm-d's TPU7x recipes pin vllm/vllm-tpu:v0.26.0 instead (v0.27.0-v0.29.0 break
-# TPUConnectorHMA at startup; llm-d guides/pd-disaggregation/README.md, tpu-inference#3566).
-#
-# Still the nightly, not the 0.32.0 release (2026-10-22; vllm-tpu and tpu-inference 0.32.0 on
-# PyPI), because nothing names a docker.io/vllm/vllm-tpu image of that release: tpu-inference's
-# tag workflow publishes to PyPI only (.github/workflows/release.yml), and its one image pipeline
-# pushes only `nightly` and `nightly-<date>-<sha>-<sha>` (.buildkite/nightly_releases.yml,
-# .buildkite/scripts/publish_nightly_image.sh); no doc or recipe seen names a v0.32.0 tag, and
-# Docker Hub cannot be asked from where this is developed. The P/D settings themselves hold at
-# 0.32.0 (read in the PyPI wheels): TPUConnectorHMA in tpu_inference.distributed.tpu_connector_hma
-# (accepted by platforms/tpu_platform.py; its __init__ now runs vLLM's base init, which sets the
-# _kv_transfer_config that v0.27.0's lacked), kv_producer/kv_consumer, TPU_KV_TRANSFER_PORT and
-# TPU_SIDE_CHANNEL_PORT (distributed/utils.py), TPU_MULTIHOST_BACKEND=ray (envs.py); and that
-# release's vLLM refuses a kv_ip, which the kv-transfer-config no longer sets. Moving is this one
-# line once an image tag of the release is confirmed: set serving.image to it (or its digest).
+# vLLM for TPU: the image the reference deployment ran, a dated nightly (2026-04-30, tpu-inference 18ed615 on vLLM
+# 5b39b26: tpu-inference's .buildkite/scripts/publish_nightly_image.sh tags nightly-<date>-<tpu-inference sha>-<vLLM
+# sha>), not the floating `nightly`/`latest`; pin its digest once pulled. llm-d's TPU7x recipes pin
+# vllm/vllm-tpu:v0.26.0 instead (v0.27.0-v0.29.0 break TPUConnectorHMA at startup; llm-d
+# guides/pd-disaggregation/README.md, tpu-inference#3566). Not the 0.32.0 release (2026-10-22, on PyPI) because
+# nothing names a docker.io/vllm/vllm-tpu image of it: tpu-inference's tag workflow publishes to PyPI only
+# (.github/workflows/release.yml), its one image pipeline pushes only `nightly` and `nightly-<date>-<sha>-<sha>`
+# (.buildkite/nightly_releases.yml), no doc or recipe seen names a v0.32.0 tag, and Docker Hub cannot be asked from
+# here. The P/D settings hold at 0.32.0 (read in the PyPI wheels): TPUConnectorHMA in
+# tpu_inference.distributed.tpu_connector_hma (accepted by platforms/tpu_platform.py; its __init__ now runs vLLM's base
+# init, which sets the _kv_transfer_config that v0.27.0's lacked), kv_producer/kv_consumer, TPU_KV_TRANSFER_PORT and
+# TPU_SIDE_CHANNEL_PORT (distributed/utils.py), TPU_MULTIHOST_BACKEND=ray (envs.py); its vLLM refuses a kv_ip, which
+# the kv-transfer-config no longer sets. Moving is this one line once an image tag of the release is confirmed.
 VLLM_IMAGE = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26"
-# The llm-d router: one release, one version. Its chart (serving.router), its endpoint picker image
-# and the decode pods' P/D sidecar all come from llm-d/llm-d-router at that tag. The release workflow
-# pushes the sidecar as ghcr.io/llm-d/<repo>-disagg-sidecar:<tag> (llm-d-router v0.10.0
-# .github/workflows/ci-release.yaml, ci-build-images.yaml; Makefile SIDECAR_IMAGE_NAME
-# llm-d-router-disagg-sidecar, IMAGE_REGISTRY ghcr.io/llm-d), so the sidecar's tag is the router's
-# version, never a second setting.
+# The llm-d router: one release, one version. Its chart (serving.router), its endpoint picker image and the decode
+# pods' P/D sidecar all come from llm-d/llm-d-router at that tag: the release workflow pushes the sidecar as
+# ghcr.io/llm-d/<repo>-disagg-sidecar:<tag> (llm-d-router v0.10.0 .github/workflows/ci-release.yaml,
+# ci-build-images.yaml; Makefile SIDECAR_IMAGE_NAME llm-d-router-disagg-sidecar, IMAGE_REGISTRY ghcr.io/llm-d), so
+# the sidecar's tag is the router's version, never a second setting.
 ROUTER_VERSION = "v0.10.0"
 # The release's two images, written in full so that Renovate pins each by digest and moves it with the router
 # (renovate.json: the pin rule of components/**.py, the llm-d router group); a stack at that release runs them as
