@@ -1,21 +1,16 @@
 """Saxml on multi-host TPU v5e: the admin server, the model-server JobSet and the HTTP server.
 
-Pure Python (no Pulumi imports). The YAML bases under ``manifests/saxml/`` are real manifests;
-this module loads them and overlays, on deep copies of the parsed dicts, what varies per stack:
-namespace, bucket (``GSBUCKET`` and ``SAX_ROOT``), images, ServiceAccount, Sax cell, the load
-balancer's reach, and everything that follows from the slice topology and the machine type
-(slices, pods per slice, node selectors, TPU requests, ``--platform_chip``).
+Pure Python (no Pulumi imports): the YAML bases under ``manifests/saxml/`` with what varies per stack overlaid on
+fresh copies. A Sax cell here: one admin server (state under ``gs://<bucket>/sax-root`` and ``sax-fs-root``), one model
+server per TPU slice node pool (a replicated job of the JobSet, one pod on every host of the slice), and the HTTP server
+in front of the admin API. Only the admin server writes the bucket, so it runs as its own service account; the model
+servers and the HTTP server share one that reads. The HTTP API has no authentication (``/publish`` and ``/unpublish``
+load and drop models for anyone who reaches it), so its Service is an internal load balancer with the stack's source
+ranges unless ``external`` asks otherwise.
 
-A Sax cell here: one admin server (state under ``gs://<bucket>/sax-root`` and ``sax-fs-root``), one
-model server per TPU slice node pool (a replicated job of the JobSet, one pod on every host of the
-slice), and the HTTP server in front of the admin API. Only the admin server writes the bucket, so
-it runs as its own service account; the model servers and the HTTP server share one that reads. The HTTP API has no authentication (``/publish`` and
-``/unpublish`` load and drop models for anyone who reaches it), so its Service is an internal
-load balancer with the stack's source ranges unless ``external`` asks otherwise.
-
-Neither the admin server nor the model servers run privileged (the GKE tutorial sets
-``privileged: true`` on both): GKE 1.28 and later give containers the TPU chips through the
-``google.com/tpu`` device plugin without it; see the comment in ``model-server.yaml``.
+Neither the admin server nor the model servers run privileged (the GKE tutorial sets ``privileged: true`` on both): GKE
+1.28 and later give containers the TPU chips through the ``google.com/tpu`` device plugin without it; see the comment in
+``model-server.yaml``.
 """
 
 from __future__ import annotations
@@ -46,7 +41,6 @@ MODEL_SERVER_PORT = 10001
 HTTP_PORT = 8888
 
 INTERNAL_LB_ANNOTATION = "networking.gke.io/load-balancer-type"
-EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 
 
 @dataclass(frozen=True)
@@ -58,16 +52,6 @@ class SaxmlObjects:
     http_deployment: dict[str, Any]
     http_service: dict[str, Any]
     network_policies: list[dict[str, Any]]  # who may connect to each server: admin, model servers, HTTP
-
-    @property
-    def all(self) -> list[dict[str, Any]]:
-        return [
-            self.admin_deployment,
-            self.model_server_jobset,
-            self.http_deployment,
-            self.http_service,
-            *self.network_policies,
-        ]
 
     def network_policy(self, name: str) -> dict[str, Any]:
         """The NetworkPolicy of the server ``name`` (its Deployment's or JobSet's name)."""
@@ -93,16 +77,10 @@ def sax_root(bucket_name: str) -> str:
     return f"gs://{bucket_name}/sax-root"
 
 
-# --- Overlay helpers ----------------------------------------------------------------------------
-
-
 def _document(relative_path: str, kind: str, namespace: str) -> dict[str, Any]:
     document = by_kind(load_documents(relative_path), kind)
     document["metadata"]["namespace"] = namespace
     return document
-
-
-# --- The objects --------------------------------------------------------------------------------
 
 
 def admin_deployment(saxml: SaxmlConfig, project: str, pull_path: PullPath) -> dict[str, Any]:
@@ -132,8 +110,7 @@ def model_server_jobset(saxml: SaxmlConfig, tpu: TpuConfig, project: str, pull_p
     (replicated_job,) = jobset["spec"]["replicatedJobs"]
     replicated_job["replicas"] = len(tpu.pools)
     job_spec = replicated_job["template"]["spec"]
-    job_spec["parallelism"] = hosts
-    job_spec["completions"] = hosts
+    job_spec.update(parallelism=hosts, completions=hosts)
     pod_spec = job_spec["template"]["spec"]
     pod_spec["serviceAccountName"] = saxml.service_account_name
     pod_spec["nodeSelector"].update(
@@ -146,10 +123,8 @@ def model_server_jobset(saxml: SaxmlConfig, tpu: TpuConfig, project: str, pull_p
     manifests.set_flag(container["args"], "--sax_cell", saxml.sax_cell)
     manifests.set_flag(container["args"], "--platform_chip", PLATFORM_CHIPS[tpu.machine_type])
     manifests.set_env(container, "SAX_ROOT", sax_root(bucket_name(saxml, project)))
-    tpus = str(machine.chips_per_host)
-    resources = container.setdefault("resources", {})
-    resources.setdefault("requests", {})[TPU_RESOURCE] = tpus
-    resources.setdefault("limits", {})[TPU_RESOURCE] = tpus
+    for bound in ("requests", "limits"):
+        container.setdefault("resources", {}).setdefault(bound, {})[TPU_RESOURCE] = str(machine.chips_per_host)
     return jobset
 
 
