@@ -23,7 +23,6 @@ from components.platform.config import QueuesConfig
 from components.platform.kueue_objects import PRIORITY_LABEL, QUEUE_LABEL
 from components.tpu.topology import (
     ACCELERATOR_NODE_LABEL,
-    MACHINE_CATALOG,
     SLICE_TOPOLOGY_ANNOTATION,
     TPU_RESOURCE,
     Shape,
@@ -31,7 +30,7 @@ from components.tpu.topology import (
 from components.workloads.slice_checks import objects as slice_checks
 from components.workloads.slice_checks.config import IMAGE as DEFAULT_IMAGE
 from components.workloads.slice_checks.config import SUBSLICING, SUPERSLICING, ChecksConfig
-from components.workloads.slice_checks.objects import SliceFacts, slice_check_jobset
+from components.workloads.slice_checks.objects import slice_check_jobset
 from harness.twin_nodes import TPU_TAINT
 from tests.conftest import not_checkov
 from tests.crd_schemas import core_errors, crd_errors
@@ -350,6 +349,7 @@ def test_bases_agree_with_their_own_derivation(check):
         (SUBSLICING, "2x2x4", 4, 32),
         (SUBSLICING, "2x4x4", 8, 64),
         (SUPERSLICING, "4x4x4", 16, 128),
+        (SUPERSLICING, "4x4x8", 32, 256),
         (SUPERSLICING, "4x8x8", 64, 512),
     ],
 )
@@ -377,11 +377,6 @@ def test_overlays_work_on_copies():
     second = _overlaid(SUBSLICING, namespace="other")
     assert second["spec"]["replicatedJobs"][0]["replicas"] == ChecksConfig().subslicing.slices
     assert slice_checks.load_base(SUBSLICING) == base
-
-
-def test_facts_of_tpu7x_slices():
-    facts = SliceFacts(Shape.parse("4x4x8"), MACHINE_CATALOG["tpu7x-standard-4t"])
-    assert (facts.chips, facts.hosts, facts.expected_global_devices, facts.expected_local_devices) == (128, 32, 256, 8)
 
 
 # --- Slice name budget ---------------------------------------------------------------------
