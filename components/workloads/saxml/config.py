@@ -8,12 +8,7 @@ import re
 from pydantic import Field
 
 from components import naming
-from components.config_base import (
-    Block,
-    Problems,
-    image_pin_problem,
-    is_k8s_name,
-)
+from components.config_base import Block, Problems, image_pin_problem, is_k8s_name
 from components.gcp.config import ClusterConfig, NetworkConfig, TpuConfig
 from components.tpu import sizing, topology
 from components.workloads.saxml import rules

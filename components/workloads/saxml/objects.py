@@ -162,11 +162,7 @@ def http_service(saxml: SaxmlConfig, network: NetworkConfig) -> dict[str, Any]:
 
 
 def network_policies(
-    saxml: SaxmlConfig,
-    admin: dict[str, Any],
-    jobset: dict[str, Any],
-    http: dict[str, Any],
-    service: dict[str, Any],
+    saxml: SaxmlConfig, admin: dict[str, Any], jobset: dict[str, Any], http: dict[str, Any], service: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """Who may connect to each server of the cell (manifests/saxml/network-policies.yaml says who sends what, and
     why), one policy per server, named after it: each server's pods by the labels its Deployment or JobSet gives

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from components.config_base import (
-    Block,
-    Problems,
-    image_pin_problem,
-)
+from components.config_base import Block, Problems, image_pin_problem
 from components.gcp.config import TpuConfig
 from components.platform.config import QueuesConfig
 from components.tpu import admission, topology

@@ -14,13 +14,7 @@ from components.config_base import PullPath
 from components.gcp.config import TpuConfig
 from components.platform.config import QueuesConfig
 from components.platform.kueue_objects import PRIORITY_LABEL, QUEUE_LABEL
-from components.tpu.topology import (
-    ACCELERATOR_NODE_LABEL,
-    SLICE_TOPOLOGY_ANNOTATION,
-    TPU_RESOURCE,
-    MachineType,
-    Shape,
-)
+from components.tpu.topology import ACCELERATOR_NODE_LABEL, SLICE_TOPOLOGY_ANNOTATION, TPU_RESOURCE, MachineType, Shape
 from components.workloads.slice_checks.config import (
     SUBSLICING,
     SUPERSLICING,
