@@ -391,34 +391,30 @@ def validate_serving(
 
 def _validate_names(serving: ServingConfig, queues: QueuesConfig, problems: Problems) -> None:
     workload_rules.validate_queued_namespace(queues, "serving.namespace", serving.namespace, problems)
-    for key, value in (("serviceAccountName", serving.service_account_name), ("gateway.name", serving.gateway.name)):
+    staging = serving.weights_staging
+    names = [("serviceAccountName", serving.service_account_name), ("gateway.name", serving.gateway.name)]
+    if staging.enabled:
+        names.append(("weightsStaging.serviceAccountName", staging.service_account_name))
+    for key, value in names:
         if not is_k8s_name(value):
             problems.add(
                 f"serving.{key}", f"{value!r} is not a Kubernetes name", "use lowercase letters, digits and hyphens"
             )
-    if serving.weights_staging.enabled:
-        staging_account = serving.weights_staging.service_account_name
-        if not is_k8s_name(staging_account):
-            problems.add(
-                "serving.weightsStaging.serviceAccountName",
-                f"{staging_account!r} is not a Kubernetes name",
-                "use lowercase letters, digits and hyphens",
-            )
-        elif staging_account == serving.service_account_name:
-            problems.add(
-                "serving.weightsStaging.serviceAccountName",
-                f"{staging_account!r} is also serving.serviceAccountName: every model server could then overwrite "
-                "or delete the weights",
-                "give the staging Job its own account, e.g. weights-staging",
-            )
-    names: dict[str, str] = {}
+    staging_account = staging.service_account_name
+    if staging.enabled and is_k8s_name(staging_account) and staging_account == serving.service_account_name:
+        problems.add(
+            "serving.weightsStaging.serviceAccountName",
+            f"{staging_account!r} is also serving.serviceAccountName: every model server could then overwrite "
+            "or delete the weights",
+            "give the staging Job its own account, e.g. weights-staging",
+        )
+    role_names: dict[str, str] = {}
     for role in ROLES:
-        key = f"serving.{role}.name"
-        name = serving.role(role).name
+        key, name = f"serving.{role}.name", serving.role(role).name
         named = workload_rules.validate_workload_name(key, serving.namespace, name, "serving.namespace", problems)
-        if named and name in names.values():
-            problems.add(key, f"{name!r} is also the {next(iter(names))} name", "give each role its own name")
-        names[role] = name
+        if named and name in role_names.values():
+            problems.add(key, f"{name!r} is also the {next(iter(role_names))} name", "give each role its own name")
+        role_names[role] = name
     workload_rules.validate_priority_level("serving.priority", serving.priority, problems)
 
 

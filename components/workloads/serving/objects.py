@@ -97,24 +97,21 @@ REPLACED_ON = [
     *(f"spec.leaderWorkerTemplate.{kind}Template.spec.{path}" for kind in ("leader", "worker") for path in _POD_SHAPE),
 ]
 
-# The Hugging Face token reaches the model servers and the staging Job by one of two routes.
-# serving.hfToken: the Secret llm-d-hf-token (the stack creates it only when the setting is set), read by an
-# optional reference into the environment variable HF_TOKEN.
+# The Hugging Face token reaches the model servers and the staging Job by one of two routes. serving.hfToken: the
+# Secret llm-d-hf-token (made only when the setting is set), read by an optional reference into the variable HF_TOKEN.
 HF_TOKEN_SECRET_NAME = "llm-d-hf-token"
 HF_TOKEN_SECRET_KEY = "HF_TOKEN"
 HF_TOKEN_ENV = "HF_TOKEN"
-# serving.hfTokenSecretVersion: no Secret and no variable holding the token. GKE's Secret Manager add-on mounts the
-# secret version as a file: a CSI volume of its driver, secrets-store-gke.csi.k8s.io, that names a
-# SecretProviderClass of its provider, gke (hf-token-secret-provider-class.yaml), read as the pod's own Kubernetes
-# service account through Workload Identity (GoogleCloudPlatform/accelerated-platforms 9320f3b2,
-# platforms/gke/base/core/huggingface/initialize: DEVELOPER.md and templates/secretproviderclass-huggingface-tokens;
-# the add-on is the open-source Secrets Store CSI driver and Google's provider, run by GKE). HF_TOKEN_PATH names
-# the file: huggingface_hub takes the token from HF_TOKEN, else from the file at HF_TOKEN_PATH (huggingface_hub
-# 2.4.0, the staging Job's pin: constants.py HF_TOKEN_PATH, utils/_auth.py get_token; the variable exists since
-# v0.23.0, huggingface/huggingface_hub#2185), and vLLM passes no token of its own unless --hf-token is given, so
-# huggingface_hub's lookup decides there too (vllm-tpu 0.20.0 and 0.21.0, either side of the image's vLLM:
-# vllm/config/model.py hf_token, vllm/transformers_utils/config.py). The staging program reads the same two
-# variables (stage_weights.py).
+# serving.hfTokenSecretVersion: no Secret and no variable holding the token. GKE's Secret Manager add-on (the
+# open-source Secrets Store CSI driver and Google's provider) mounts the secret version as a file: a CSI volume of its
+# driver that names a SecretProviderClass of its provider, gke (hf-token-secret-provider-class.yaml), read as the pod's
+# own Kubernetes service account through Workload Identity (GoogleCloudPlatform/accelerated-platforms 9320f3b2,
+# platforms/gke/base/core/huggingface/initialize: DEVELOPER.md and templates/secretproviderclass-huggingface-tokens).
+# HF_TOKEN_PATH names the file: huggingface_hub takes the token from HF_TOKEN, else from the file at HF_TOKEN_PATH
+# (huggingface_hub 2.4.0, the staging Job's pin: constants.py HF_TOKEN_PATH, utils/_auth.py get_token; the variable
+# exists since v0.23.0, huggingface/huggingface_hub#2185), and vLLM passes no token of its own unless --hf-token is
+# given, so huggingface_hub's lookup decides there too (vllm-tpu 0.20.0 and 0.21.0, either side of the image's vLLM:
+# vllm/config/model.py hf_token, vllm/transformers_utils/config.py). The staging program reads the same two variables.
 HF_TOKEN_PATH_ENV = "HF_TOKEN_PATH"
 SECRET_MANAGER_CSI_DRIVER = "secrets-store-gke.csi.k8s.io"
 HF_TOKEN_PROVIDER_CLASS = "hf-token"
@@ -444,20 +441,13 @@ def gateway(namespace: str, config: GatewayConfig) -> dict[str, Any]:
 
 
 def router_values(serving: ServingConfig, pull_path: PullPath, *, gateway_namespace: str = "") -> dict[str, Any]:
-    """Values of the llm-d router chart with the guide label, the release, the endpoint picker and the Gateway
-    overlaid.
-
-    The endpoint picker's image is that of the router release (``serving.router.version``: the release's own, or
-    its digest-pinned override) as the nodes pull it (``pull_path``: under the mirror when there is one): the chart
-    would otherwise take its own floating default tag, so the chart, the picker and the decode pods' P/D sidecar
-    are one release. The chart reads `<registry>/<repository>:<tag>`, so a digest rides in the tag.
-    serving.router.replicas above one makes the chart run the pickers behind a lease (active-passive), and spreads
-    them over nodes (router-values.yaml).
-
-    The release namespace is Helm's (the release's ``namespace``); ``gateway_namespace`` is only
-    needed when the Gateway lives elsewhere (it must then allow routes from the release's
-    namespace). The served model name appears in no v0.10.0 value this setup uses:
-    ``httpRoute.baseModel`` would require an ``X-Gateway-Base-Model-Name`` header on every
+    """Values of the llm-d router chart: the guide label, the Gateway and the endpoint picker of the router release
+    (``serving.router.version``: the release's own image, or its digest-pinned override) as the nodes pull it
+    (``pull_path``), which the chart would otherwise run at its own floating default tag; the chart reads
+    `<registry>/<repository>:<tag>`, so a digest rides in the tag. serving.router.replicas above one runs the pickers
+    behind a lease (active-passive), spread over nodes (router-values.yaml). ``gateway_namespace``: only for a Gateway
+    outside the release's namespace, which must then allow routes from it. The served model name is in no v0.10.0
+    value this setup uses: ``httpRoute.baseModel`` would require an ``X-Gateway-Base-Model-Name`` header on every
     request, and ``router.tokenizer.modelName`` only matters with the tokenizer enabled.
     """
     values = load_base(ROUTER_VALUES_FILE)
