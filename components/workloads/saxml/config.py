@@ -195,18 +195,15 @@ def _validate_http(http: SaxmlHttpConfig, cluster: ClusterConfig, problems: Prob
             "list the CIDR ranges of the Sax clients, or set saxml.http.clusterClients true",
         )
     for i, text in enumerate(http.source_ranges):
+        key = f"saxml.http.sourceRanges[{i}]"
         try:
             network = ipaddress.ip_network(text)
         except ValueError as error:
-            problems.add(
-                f"saxml.http.sourceRanges[{i}]", f"{text!r} is not a CIDR range ({error})", "write it as a.b.c.d/n"
-            )
+            problems.add(key, f"{text!r} is not a CIDR range ({error})", "write it as a.b.c.d/n")
             continue
         if network.prefixlen == 0:
             problems.add(
-                f"saxml.http.sourceRanges[{i}]",
-                f"{network} admits everyone to the unauthenticated HTTP API",
-                "list only the clients' ranges",
+                key, f"{network} admits everyone to the unauthenticated HTTP API", "list only the clients' ranges"
             )
 
 
