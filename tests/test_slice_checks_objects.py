@@ -311,10 +311,10 @@ def test_every_pod_of_the_checks_runs_under_the_runtimes_seccomp_profile():
 @pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
 def test_overlay_mounts_the_script_configmap(check):
     _, _, _, pod_spec, container = _parts(_overlaid(check))
-    assert container["command"] == ["python", f"{slice_checks.SCRIPT_MOUNT_PATH}/{slice_checks.SCRIPT_FILE}"]
+    assert container["command"] == ["python", f"/checks/{slice_checks.SCRIPT_FILE}"]
     (mount,) = container["volumeMounts"]
     (volume,) = pod_spec["volumes"]
-    assert mount == {"name": volume["name"], "mountPath": slice_checks.SCRIPT_MOUNT_PATH, "readOnly": True}
+    assert mount == {"name": volume["name"], "mountPath": "/checks", "readOnly": True}
     configmap = slice_checks.check_script_configmap("tpu-checks")
     assert configmap["metadata"] == {"name": volume["configMap"]["name"], "namespace": "tpu-checks"}
     assert list(configmap["data"]) == [container["command"][1].rsplit("/", 1)[1]]

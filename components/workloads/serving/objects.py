@@ -67,7 +67,6 @@ WORKER_CONTAINER = "vllm-worker"
 
 GUIDE = "pd-disaggregation"  # the llm-d guide: its label selects the serving leaders
 PREFILL_PORT = 8000
-SIDECAR_PORT = 8000  # = InferencePool target port
 VLLM_PORTS = {PREFILL: PREFILL_PORT, DECODE: 8200}
 KV_ROLES = {PREFILL: "kv_producer", DECODE: "kv_consumer"}  # of tpu-inference's TPUConnectorHMA
 

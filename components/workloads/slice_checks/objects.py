@@ -33,7 +33,6 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 SCRIPT_FILE = "check_devices.py"
 SCRIPT_PATH = manifests.MANIFESTS / "slice-checks" / SCRIPT_FILE
 SCRIPT_CONFIGMAP_NAME = "slice-check-script"
-SCRIPT_MOUNT_PATH = "/checks"
 CONTAINER_NAME = "jax-check"
 
 
