@@ -15,7 +15,6 @@ Neither the admin server nor the model servers run privileged (the GKE tutorial 
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,8 +60,7 @@ class SaxmlObjects:
 def saxml_objects(
     saxml: SaxmlConfig, tpu: TpuConfig, network: NetworkConfig, project: str, pull_path: PullPath
 ) -> SaxmlObjects:
-    """Admin Deployment, model-server JobSet, HTTP Deployment and its Service, and the servers' NetworkPolicies.
-    ``pull_path``: where the nodes pull the images from (images.mirror or the pull-through repositories)."""
+    """``pull_path``: where the nodes pull the images from (images.mirror or the pull-through repositories)."""
     admin, jobset, http, service = (
         admin_deployment(saxml, project, pull_path),
         model_server_jobset(saxml, tpu, project, pull_path),
@@ -84,8 +82,6 @@ def _document(relative_path: str, kind: str, namespace: str) -> dict[str, Any]:
 
 
 def admin_deployment(saxml: SaxmlConfig, project: str, pull_path: PullPath) -> dict[str, Any]:
-    """The admin server Deployment ``sax-admin-server`` (port 10000, ``GSBUCKET``), as the one account that
-    writes the cell's state."""
     deployment = _document(ADMIN_FILE, "Deployment", saxml.namespace)
     pod_spec = deployment["spec"]["template"]["spec"]
     pod_spec["serviceAccountName"] = saxml.admin_service_account_name
@@ -97,15 +93,10 @@ def admin_deployment(saxml: SaxmlConfig, project: str, pull_path: PullPath) -> d
 
 
 def model_server_jobset(saxml: SaxmlConfig, tpu: TpuConfig, project: str, pull_path: PullPath) -> dict[str, Any]:
-    """The model-server JobSet ``sax-model-server-set``: one replicated job per slice node pool.
-
-    Replicas = the pools; parallelism = completions = hosts of one slice of the pools' topology (every pool has
-    the same, a rule of the block) (``MachineType.hosts``: 4x8 on ct5lp-hightpu-4t is 8); each pod takes every
-    chip of its host.
-    """
+    """One replicated job per slice node pool, a pod on each host of its slice (every pool has the same topology, a
+    rule of the block), each pod taking every chip of its host."""
     machine, shape = tpu.machine, Shape.parse(tpu.pools[0].topology)
     hosts = machine.hosts(shape)
-
     jobset = _document(MODEL_SERVER_FILE, "JobSet", saxml.namespace)
     (replicated_job,) = jobset["spec"]["replicatedJobs"]
     replicated_job["replicas"] = len(tpu.pools)
@@ -116,7 +107,6 @@ def model_server_jobset(saxml: SaxmlConfig, tpu: TpuConfig, project: str, pull_p
     pod_spec["nodeSelector"].update(
         {ACCELERATOR_NODE_LABEL: machine.accelerator_label, TOPOLOGY_NODE_LABEL: str(shape)}
     )
-
     container = manifests.container(pod_spec, MODEL_SERVER_JOB)
     container["image"] = pull_path.image(saxml.model_server_image)
     manifests.set_flag(container["args"], "--port", str(MODEL_SERVER_PORT))
@@ -129,7 +119,6 @@ def model_server_jobset(saxml: SaxmlConfig, tpu: TpuConfig, project: str, pull_p
 
 
 def http_deployment(saxml: SaxmlConfig, project: str, pull_path: PullPath) -> dict[str, Any]:
-    """The HTTP server Deployment ``sax-http`` (port 8888, ``SAX_ROOT``)."""
     deployment = _document(HTTP_FILE, "Deployment", saxml.namespace)
     pod_spec = deployment["spec"]["template"]["spec"]
     pod_spec["serviceAccountName"] = saxml.service_account_name
@@ -140,22 +129,17 @@ def http_deployment(saxml: SaxmlConfig, project: str, pull_path: PullPath) -> di
 
 
 def http_service(saxml: SaxmlConfig, network: NetworkConfig) -> dict[str, Any]:
-    """The LoadBalancer Service ``sax-http-lb`` in front of the HTTP server.
-
-    Internal (annotation ``networking.gke.io/load-balancer-type: Internal``) unless
-    ``saxml.http.external``; ``loadBalancerSourceRanges`` from ``http_source_ranges`` when there are any.
-    """
+    """The LoadBalancer Service in front of the HTTP server: internal unless ``saxml.http.external``."""
     service = _document(HTTP_FILE, "Service", saxml.namespace)
     annotations = service["metadata"].setdefault("annotations", {})
-    source_ranges = http_source_ranges(saxml.http, network)
     if saxml.http.external:
         annotations.pop(INTERNAL_LB_ANNOTATION, None)
         if not annotations:
             del service["metadata"]["annotations"]
     else:
         annotations[INTERNAL_LB_ANNOTATION] = "Internal"
-    if source_ranges:
-        service["spec"]["loadBalancerSourceRanges"] = [str(ipaddress.ip_network(r)) for r in source_ranges]
+    if source_ranges := http_source_ranges(saxml.http, network):
+        service["spec"]["loadBalancerSourceRanges"] = list(source_ranges)
     else:
         service["spec"].pop("loadBalancerSourceRanges", None)
     return service
