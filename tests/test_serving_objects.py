@@ -563,7 +563,7 @@ def test_routing_sidecar_only_on_the_decode_leader(lws):
 
 def test_router_targets_the_port_that_serves_each_role(lws):
     (target,) = load_router_values()["router"]["modelServers"]["targetPorts"]
-    assert target["number"] == so.PREFILL_PORT
+    assert target["number"] == so.VLLM_PORTS[PREFILL]
     assert flag_values(container(lws[PREFILL], "leader")["args"])["--port"] == str(target["number"])
     (sidecar,) = template(lws[DECODE], "leader")["spec"]["initContainers"]
     assert f"--port={target['number']}" in sidecar["args"]
@@ -1182,7 +1182,7 @@ def test_the_load_balancer_and_the_picker_reach_the_pools_target_port_and_the_co
     servers = {p["metadata"]["name"]: p for p in built.network_policies}[so.MODEL_SERVERS_POLICY]
     _, from_picker, from_load_balancer, from_collectors = servers["spec"]["ingress"]
     target = so.pool_target_port(built.router_values)
-    assert target == so.PREFILL_PORT
+    assert target == so.VLLM_PORTS[PREFILL]
     assert from_picker["ports"] == from_load_balancer["ports"] == [{"port": target, "protocol": "TCP"}]
     assert from_picker["from"] == [{"podSelector": {"matchLabels": so.endpoint_picker_labels()}}]
     # vLLM's own API port on each role: what the dashboards' PodMonitorings scrape

@@ -108,9 +108,6 @@ def bucket_name(saxml: SaxmlConfig, project: str) -> str:
     return saxml.bucket_name or f"{project}-sax-admin"
 
 
-# --- Rules -----------------------------------------------------------------------------
-
-
 def validate_saxml(
     saxml: SaxmlConfig, tpu: TpuConfig, cluster: ClusterConfig, project: str, problems: Problems
 ) -> None:
@@ -244,9 +241,6 @@ def _validate_model_fit(saxml: SaxmlConfig, tpu: TpuConfig, problems: Problems) 
                 problem,
                 "use larger pools (tpu.pools[].topology and nodeCount) or a smaller or quantized model",
             )
-
-
-# --- What the builders derive -----------------------------------------------------------
 
 
 def http_source_ranges(http: SaxmlHttpConfig, network: NetworkConfig) -> tuple[str, ...]:

@@ -289,9 +289,6 @@ class ServingConfig(Block):
         return topology.Shape.parse(self.slice_shape)
 
 
-# --- Derived values --------------------------------------------------------------------
-
-
 def weights_bucket_name(serving: ServingConfig, project: str) -> str:
     return serving.weights_bucket.name or f"{project}-llm-weights"
 
@@ -354,9 +351,6 @@ def serving_workloads(serving: ServingConfig, queues: QueuesConfig) -> list[admi
         )
         for role in ROLES
     ]
-
-
-# --- Rules -----------------------------------------------------------------------------
 
 
 def validate_serving(

@@ -66,9 +66,7 @@ LEADER_CONTAINER = "vllm-leader"
 WORKER_CONTAINER = "vllm-worker"
 
 GUIDE = "pd-disaggregation"  # the llm-d guide: its label selects the serving leaders
-PREFILL_PORT = 8000
-VLLM_PORTS = {PREFILL: PREFILL_PORT, DECODE: 8200}
-KV_ROLES = {PREFILL: "kv_producer", DECODE: "kv_consumer"}  # of tpu-inference's TPUConnectorHMA
+VLLM_PORTS = {PREFILL: 8000, DECODE: 8200}
 
 GUIDE_LABEL = "llm-d.ai/guide"
 MODEL_LABEL = "llm-d.ai/model"
@@ -213,9 +211,6 @@ def service_account(file_name: str, namespace: str, name: str) -> dict[str, Any]
     return account
 
 
-# --- The Hugging Face token ----------------------------------------------------------------
-
-
 def hf_token_provider_class(namespace: str, secret_version: str) -> dict[str, Any]:
     """The SecretProviderClass that makes ``secret_version`` the file ``token`` of the pods' token volume."""
     provider_class = load_base("hf-token-secret-provider-class.yaml")
@@ -252,9 +247,6 @@ def hand_over_token(
     ]
     for key in skips:
         del annotations[key]
-
-
-# --- Weights staging -----------------------------------------------------------------------
 
 
 def staging_files() -> dict[str, str]:
@@ -299,9 +291,6 @@ def weights_staging_job(serving: ServingConfig, project: str, pull_path: PullPat
     return job
 
 
-# --- KV transfer and vLLM arguments --------------------------------------------------------
-
-
 def kv_transfer_config(role: str) -> dict[str, str]:
     """vLLM ``--kv-transfer-config`` of ``role`` as data: the connector and the role, no address.
 
@@ -317,7 +306,7 @@ def kv_transfer_config(role: str) -> dict[str, str]:
     return {
         "kv_connector": "TPUConnectorHMA",
         "kv_connector_module_path": "tpu_inference.distributed.tpu_connector_hma",
-        "kv_role": KV_ROLES[role],
+        "kv_role": {PREFILL: "kv_producer", DECODE: "kv_consumer"}[role],
     }
 
 
@@ -359,9 +348,6 @@ def vllm_args(serving: ServingConfig, project: str, role: str, base_args: list[s
     manifests.set_flag(args, "--kv-transfer-config", kv_transfer_config(role))
     manifests.set_flag(args, "--port", VLLM_PORTS[role])
     return args
-
-
-# --- The LeaderWorkerSets ------------------------------------------------------------------
 
 
 def leaderworkerset(
@@ -424,9 +410,6 @@ def leaderworkerset(
                 sidecar = manifests.container(pod_spec, "routing-proxy", "initContainers")
                 sidecar["image"] = pull_path.image(routing_sidecar_image(serving))
     return lws
-
-
-# --- Gateway, router values, NetworkPolicies -----------------------------------------------
 
 
 def gateway(namespace: str, config: GatewayConfig) -> dict[str, Any]:
@@ -500,9 +483,6 @@ def network_policies(serving: ServingConfig, network: NetworkConfig, target_port
     (proxies,) = from_proxies["from"]
     proxies["ipBlock"]["cidr"] = network.proxy_only_cidr
     return policies
-
-
-# --- Self-check of the built LeaderWorkerSets ----------------------------------------------
 
 
 def tensor_parallel_size_of(lws: dict[str, Any]) -> int:

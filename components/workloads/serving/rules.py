@@ -96,9 +96,6 @@ def group_size_problems(size: int, shape: Shape, machine: MachineType) -> list[s
     return []
 
 
-# --- Memory --------------------------------------------------------------------------------
-
-
 def headroom_problems(headroom_fraction: float) -> list[str]:
     """The share of HBM kept free of weights is a fraction: at least 0 and below 1."""
     if 0 <= headroom_fraction < 1:
@@ -148,9 +145,6 @@ def pod_resources_problems(cpu: str, memory: str, machine: MachineType) -> list[
                 (name, f"{name} request {text} {exceeds}; request less (the node's allocatable is lower still)")
             )
     return problems
-
-
-# --- Startup, weights, labels --------------------------------------------------------------
 
 
 def startup_budget_problems(
@@ -242,9 +236,6 @@ def routing_sidecar_image_problems(image: str, router_version: str) -> list[str]
             "to the router's endpoint picker and takes that release's flags, so both must be one release"
         )
     return problems
-
-
-# --- The existing weights bucket, as the preview reads it ----------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -66,9 +66,6 @@ def check_workloads(checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig) 
     return workloads
 
 
-# --- Rules -----------------------------------------------------------------------------
-
-
 def validate_checks(checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig, problems: Problems) -> None:
     enabled = {kind: c for kind, c in checks.by_kind().items() if c.enabled}
     if not enabled:
