@@ -1,16 +1,11 @@
 """Saxml on multi-host TPU v5e: the admin server, the model-server JobSet and the HTTP server.
 
-Pure Python (no Pulumi imports): the YAML bases under ``manifests/saxml/`` with what varies per stack overlaid on
-fresh copies. A Sax cell here: one admin server (state under ``gs://<bucket>/sax-root`` and ``sax-fs-root``), one model
-server per TPU slice node pool (a replicated job of the JobSet, one pod on every host of the slice), and the HTTP server
-in front of the admin API. Only the admin server writes the bucket, so it runs as its own service account; the model
-servers and the HTTP server share one that reads. The HTTP API has no authentication (``/publish`` and ``/unpublish``
-load and drop models for anyone who reaches it), so its Service is an internal load balancer with the stack's source
-ranges unless ``external`` asks otherwise.
-
-Neither the admin server nor the model servers run privileged (the GKE tutorial sets ``privileged: true`` on both): GKE
-1.28 and later give containers the TPU chips through the ``google.com/tpu`` device plugin without it; see the comment in
-``model-server.yaml``.
+Pure Python (no Pulumi imports): the YAML bases under ``manifests/saxml/`` (which say why each differs from the GKE
+tutorial's) with what varies per stack overlaid on fresh copies. A Sax cell here: one admin server (state under
+``gs://<bucket>/sax-root`` and ``sax-fs-root``), one model server per TPU slice node pool (a replicated job of the
+JobSet, one pod on every host of the slice), and the HTTP server in front of the admin API. The HTTP API has no
+authentication (``/publish`` and ``/unpublish`` load and drop models for anyone who reaches it), so its Service is an
+internal load balancer with the stack's source ranges unless ``external`` asks otherwise.
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,8 +74,6 @@ class ServingArgs:
     network_ready: list[pulumi.Resource]  # the proxy-only subnet and the load-balancer drain gate
 
 
-# A Kubernetes service account of the serving namespace -> its Workload Identity principal.
-_Principals = Callable[[str], pulumi.Output[str]]
 # What a pod of each account, the model servers' and the staging Job's, waits for before it may use the bucket or read
 # the Hugging Face token (and is deleted before).
 _Needs = tuple[list[pulumi.Input[pulumi.Resource]], list[pulumi.Input[pulumi.Resource]]]
@@ -86,8 +83,7 @@ class ModelServing(pulumi.ComponentResource):
     def __init__(self, name: str, args: ServingArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:workloads:ModelServing", name, None, opts)
         in_project = children_of(self, opts)
-        principals = self._principals(args)
-        bucket_for_servers, bucket_for_staging = self._bucket_access(args, principals, in_project)
+        bucket_for_servers, bucket_for_staging = self._bucket_access(args, in_project)
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.namespace_ready)
         # Each group of pods starts with its NetworkPolicy in place (and is deleted before it): the namespace's
         # default deny, made after these (components/workloads/network_policies), never cuts them off a sender.
@@ -99,7 +95,7 @@ class ModelServing(pulumi.ComponentResource):
         account = kubernetes_object("model-server-account", args.objects.service_account, on_cluster)
         # `make bench` runs its Job as this account (it is not the stack's): made here with its grants.
         kubernetes_object("serving-benchmark-account", args.objects.benchmark_service_account, on_cluster)
-        token_for_servers, token_for_staging = self._hf_token(args, principals, in_project, on_cluster)
+        token_for_servers, token_for_staging = self._hf_token(args, in_project, on_cluster)
         staged = self._weights_staging(args, [*bucket_for_staging, *token_for_staging], on_cluster)
         gateway_ready = self._gateway_and_router(args, on_cluster, policies[serving_objects.ENDPOINT_PICKER_POLICY])
         ready = pulumi.ResourceOptions(
@@ -126,30 +122,19 @@ class ModelServing(pulumi.ComponentResource):
         )
         self.register_outputs({"gatewayAddress": self.gateway_address})
 
-    def _principals(self, args: ServingArgs) -> _Principals | None:
-        """The IAM principal of each of the namespace's Kubernetes service accounts, when the stack grants them
-        anything (None: no grant of this component, so no project-number lookup either)."""
-        serving = args.serving
-        if not (serving.weights_bucket.grant_access or serving.hf_token_secret_version):
-            return None
+    @staticmethod
+    def _principal(args: ServingArgs, account: dict[str, Any]) -> pulumi.Output[str]:
+        """The IAM principal of the serving namespace's Kubernetes service account ``account`` (a manifest)."""
         assert args.project_number is not None, "the grants name their principals by the project's number"
-        project_number = args.project_number
-
-        def principal(account: str) -> pulumi.Output[str]:
-            return pulumi.Output.all(project_number, args.workload_pool).apply(
-                lambda values: serving_objects.workload_identity_principal(
-                    values[1], values[0], serving.namespace, account
-                )
+        name = account["metadata"]["name"]
+        return pulumi.Output.all(args.project_number, args.workload_pool).apply(
+            lambda values: serving_objects.workload_identity_principal(
+                values[1], values[0], args.serving.namespace, name
             )
-
-        return principal
+        )
 
     def _hf_token(
-        self,
-        args: ServingArgs,
-        principals: _Principals | None,
-        in_project: pulumi.ResourceOptions,
-        on_cluster: pulumi.ResourceOptions,
+        self, args: ServingArgs, in_project: pulumi.ResourceOptions, on_cluster: pulumi.ResourceOptions
     ) -> _Needs:
         """What hands the pods the Hugging Face token: the Secret of serving.hfToken; or with a Secret Manager secret,
         its SecretProviderClass and each reader's grant on the secret, so that a pod never mounts before its account
@@ -167,7 +152,7 @@ class ModelServing(pulumi.ComponentResource):
         if args.objects.hf_token_provider_class is None:
             return [], []
         secret_name = hf_token_secret(serving)
-        assert principals is not None and secret_name, "a token file needs its secret and its readers"
+        assert secret_name, "a token file needs its secret"
         provider_class = custom_resource("hf-token", args.objects.hf_token_provider_class, on_cluster)
 
         def reader(name: str, account: dict[str, Any]) -> gcp.secretmanager.SecretIamMember:
@@ -176,7 +161,7 @@ class ModelServing(pulumi.ComponentResource):
                 project=secret_name.split("/")[1],
                 secret_id=secret_name,
                 role=SECRET_ACCESSOR,
-                member=principals(account["metadata"]["name"]),
+                member=self._principal(args, account),
                 opts=in_project,
             )
 
@@ -186,9 +171,8 @@ class ModelServing(pulumi.ComponentResource):
             staging.append(reader("hf-token-staging-secretAccessor", args.objects.staging_service_account))
         return [provider_class, servers], staging
 
-    def _bucket_access(self, args: ServingArgs, principals: _Principals | None, opts: pulumi.ResourceOptions) -> _Needs:
-        """The weights bucket (created, or an existing one) and each account's grants on it: the model
-        servers read it and write the XLA cache only; the staging Job reads it and writes the snapshot only."""
+    def _bucket_access(self, args: ServingArgs, opts: pulumi.ResourceOptions) -> _Needs:
+        """The weights bucket (created, or an existing one) and each account's grants on it."""
         serving, weights_bucket = args.serving, args.serving.weights_bucket
         bucket_name = weights_bucket_name(serving, args.project)
         bucket: list[pulumi.Input[pulumi.Resource]] = []
@@ -212,7 +196,6 @@ class ModelServing(pulumi.ComponentResource):
             bucket.append(self._check_existing_bucket(args, bucket_name).apply(lambda _: storage_api))
         if not weights_bucket.grant_access:
             return bucket, bucket
-        assert principals is not None, "the bucket grants need their principals"
         after_bucket = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=bucket))
 
         def grant(
@@ -221,7 +204,7 @@ class ModelServing(pulumi.ComponentResource):
             role: str,
             condition: gcp.storage.BucketIAMMemberConditionArgsDict | None = None,
         ) -> gcp.storage.BucketIAMMember:
-            member = principals(account["metadata"]["name"])
+            member = self._principal(args, account)
             return gcp.storage.BucketIAMMember(
                 name, bucket=bucket_name, role=role, member=member, condition=condition, opts=after_bucket
             )

@@ -1,10 +1,5 @@
 """Preview rules for the P/D model servers: pure functions (no Pulumi imports), each returning a list of sentences,
-empty when all is well, each saying what is wrong and how to fix it; the caller (config validation) names the key.
-
-Device arithmetic: a TPU7x chip is two TensorCores and JAX shows each as a device, so a slice has ``chips x
-tensorcores_per_chip`` devices (2x2x2: 8 chips, 16 devices), the most vLLM's tensor parallelism can span. A
-LeaderWorkerSet group is one slice: its size is the hosts of the shape (chips / chips per host).
-"""
+empty when all is well, each saying what is wrong and how to fix it; the caller (config validation) names the key."""
 
 from __future__ import annotations
 
@@ -63,7 +58,8 @@ def tensor_parallel_match_problems(prefill_tp: int, decode_tp: int) -> list[str]
 
 
 def tensor_parallel_fit_problems(tensor_parallel_size: int, shape: Shape, machine: MachineType) -> list[str]:
-    """Tensor parallelism spans the JAX devices of one slice: chips x TensorCores per chip."""
+    """Tensor parallelism spans the JAX devices of one slice: chips x TensorCores per chip (JAX shows each TensorCore
+    as a device: a 2x2x2 TPU7x slice is 8 chips, 16 devices)."""
     if tensor_parallel_size < 1:
         return [f"tensor-parallel size {tensor_parallel_size} is below 1; use at least 1"]
     devices = machine.tensorcores(shape)
