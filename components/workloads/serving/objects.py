@@ -224,10 +224,8 @@ def hf_token_provider_class(namespace: str, secret_version: str) -> dict[str, An
 def hand_over_token(
     metadata: dict[str, Any], pod_spec: dict[str, Any], container: dict[str, Any], secret_version: str
 ) -> None:
-    """Give ``container`` the Hugging Face token: the optional Secret's HF_TOKEN, or with a Secret Manager
-    ``secret_version`` (serving.hfTokenSecretVersion) the file HF_TOKEN_PATH names on the add-on's read-only volume,
-    with no variable holding the token (``metadata``: where the bases skip checkov's check of secrets in variables,
-    dropped with the variable)."""
+    """Give ``container`` the Hugging Face token by one of the two routes above (``metadata``: where the bases skip
+    checkov's check of secrets in variables, dropped with the variable)."""
     if not secret_version:
         # Optional: weights and tokenizer come from gs://, so the token only matters for gated downloads from the
         # Hub; the stack creates the Secret only when a token is configured.
@@ -426,12 +424,10 @@ def router_values(serving: ServingConfig, pull_path: PullPath, *, gateway_namesp
     """Values of the llm-d router chart: the guide label, the Gateway and the endpoint picker of the router release
     (``serving.router.version``: the release's own image, or its digest-pinned override) as the nodes pull it
     (``pull_path``), which the chart would otherwise run at its own floating default tag; the chart reads
-    `<registry>/<repository>:<tag>`, so a digest rides in the tag. serving.router.replicas above one runs the pickers
-    behind a lease (active-passive), spread over nodes (router-values.yaml). ``gateway_namespace``: only for a Gateway
-    outside the release's namespace, which must then allow routes from it. The served model name is in no v0.10.0
-    value this setup uses: ``httpRoute.baseModel`` would require an ``X-Gateway-Base-Model-Name`` header on every
-    request, and ``router.tokenizer.modelName`` only matters with the tokenizer enabled.
-    """
+    `<registry>/<repository>:<tag>`, so a digest rides in the tag. ``gateway_namespace``: only for a Gateway outside
+    the release's namespace, which must then allow routes from it. The served model name is in no v0.10.0 value this
+    setup uses: ``httpRoute.baseModel`` would require an ``X-Gateway-Base-Model-Name`` header on every request, and
+    ``router.tokenizer.modelName`` only matters with the tokenizer enabled."""
     values = load_base(ROUTER_VALUES_FILE)
     epp = values["router"]["epp"]
     reference = ImageReference.parse(pull_path.image(endpoint_picker_image(serving)))
