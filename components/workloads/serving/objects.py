@@ -120,7 +120,6 @@ HF_TOKEN_FILE = "token"
 SECRET_ENV_CHECK = "CKV_K8S_35"
 CHECKOV_SKIP_PREFIX = "checkov.io/skip"
 
-# The router release.
 ROUTER_RELEASE_NAME = GUIDE  # names the InferencePool (and <release>-epp)
 # The label the chart selects its endpoint picker pods by, `llm-d-router-gateway: <release>-epp` (llm-d-router
 # v0.10.0 config/charts/routerlib/templates/_helpers.tpl: llm-d-router.selectorLabels, with the pool created;
@@ -171,27 +170,20 @@ def serving_objects(
     if skip_await:
         await_nothing(inference_gateway)
     values = router_values(serving, pull_path)
+    stager = service_account("weights-staging-service-account.yaml", namespace, staging.service_account_name)
+    benchmark = service_account("benchmark-service-account.yaml", namespace, BENCHMARK_SERVICE_ACCOUNT)
+    token_version = serving.hf_token_secret_version
     return ServingObjects(
         service_account=service_account("service-account.yaml", namespace, serving.service_account_name),
         gateway=inference_gateway,
         router_values=values,
         leaderworkersets=[leaderworkerset(serving, tpu, queues, project, pull_path, role) for role in ROLES],
         staging_script=staging_script_configmap(namespace) if staging.enabled else None,
-        staging_service_account=(
-            service_account("weights-staging-service-account.yaml", namespace, staging.service_account_name)
-            if staging.enabled
-            else None
-        ),
+        staging_service_account=stager if staging.enabled else None,
         staging_job=weights_staging_job(serving, project, pull_path, skip_await) if staging.enabled else None,
-        benchmark_service_account=service_account(
-            "benchmark-service-account.yaml", namespace, BENCHMARK_SERVICE_ACCOUNT
-        ),
+        benchmark_service_account=benchmark,
         network_policies=network_policies(serving, network, pool_target_port(values)),
-        hf_token_provider_class=(
-            hf_token_provider_class(namespace, serving.hf_token_secret_version)
-            if serving.hf_token_secret_version
-            else None
-        ),
+        hf_token_provider_class=hf_token_provider_class(namespace, token_version) if token_version else None,
     )
 
 
