@@ -244,15 +244,14 @@ def _validate_model_fit(saxml: SaxmlConfig, tpu: TpuConfig, problems: Problems) 
 
 
 def http_source_ranges(http: SaxmlHttpConfig, network: NetworkConfig) -> tuple[str, ...]:
-    """Who may reach the HTTP load balancer: the cluster's nodes and pods (with clusterClients), then the
-    configured ranges, each once, as normalised CIDRs.
+    """Who may reach the HTTP load balancer: the cluster's nodes and pods (with clusterClients), then the configured
+    ranges, each once, as normalised CIDRs.
 
-    In-cluster clients keep their own addresses: in a VPC-native cluster a pod's packets carry the pod's IP
-    (GKE network architecture), and loadBalancerSourceRanges is enforced on that source address, by the VPC
-    firewall rule GKE makes from it and on the node (kube-proxy's KUBE-FW chain, kubernetes/kubernetes
-    pkg/proxy/iptables/proxier.go; Dataplane V2's eBPF load balancer implements the field too). Admitting
-    the pod range opens nothing new: pods reach the server at the Service's cluster IP, which no source
-    range filters. See docs/saxml.md, "The saxml stack".
+    In-cluster clients keep their own addresses: in a VPC-native cluster a pod's packets carry the pod's IP (GKE network
+    architecture), and loadBalancerSourceRanges is enforced on that source address, by the VPC firewall rule GKE makes
+    from it and on the node (kube-proxy's KUBE-FW chain, kubernetes/kubernetes pkg/proxy/iptables/proxier.go; Dataplane
+    V2's eBPF load balancer implements the field too). Admitting the pod range opens nothing new: pods reach the server
+    at the Service's cluster IP, which no source range filters. See docs/saxml.md, "The saxml stack".
     """
     ranges = [network.node_cidr, network.pod_cidr] if http.cluster_clients else []
     normalised = [str(ipaddress.ip_network(text)) for text in [*ranges, *http.source_ranges]]
