@@ -43,10 +43,9 @@ from components.workloads.serving.rules import BucketRead, weights_bucket_review
 INFERENCE_POOL_CRDS_URL = (
     "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/{version}/manifests.yaml"
 )
-# Who may do what on the weights bucket: the model servers read it and write only the XLA cache; the
-# staging Job reads it and writes only the snapshot's directory. A write is objectUser under a condition
-# on the object-name prefix; listing the bucket is a bucket-level call no such condition matches, so
-# each also reads the whole bucket.
+# Who may do what on the weights bucket: the model servers read it and write only the XLA cache; the staging Job reads
+# it and writes only the snapshot's directory. A write is objectUser under a condition on the object-name prefix;
+# listing the bucket is a bucket-level call no such condition matches, so each also reads the whole bucket.
 BUCKET_VIEWER = "roles/storage.bucketViewer"
 OBJECT_VIEWER = "roles/storage.objectViewer"
 OBJECT_USER = "roles/storage.objectUser"

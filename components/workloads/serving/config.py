@@ -78,11 +78,10 @@ STAGING_TIMEOUT_MINUTES = 360  # ~400 GB at a few hundred MB/s, with room for re
 STAGING_TIMEOUT_RANGE = (10, 1440)
 COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 # Where in the weights bucket vLLM keeps its XLA compilation cache (VLLM_XLA_CACHE_PATH, the codelab's
-# gs://<bucket>/xla_cache): tpu-inference hands it to JAX as jax_compilation_cache_dir
-# (vllm-project/tpu-inference v0.27.0 tpu_inference/runner/compilation_manager.py), and JAX writes
-# compiled programs there. The model servers' one write grant: JAX treats the cache as trusted code
-# ("a directory to which others may write" lets them run code; docs.jax.dev persistent_compilation_cache),
-# so nothing else may write it, and they may write nothing else.
+# gs://<bucket>/xla_cache): tpu-inference hands it to JAX as jax_compilation_cache_dir (vllm-project/tpu-inference
+# v0.27.0 tpu_inference/runner/compilation_manager.py), and JAX writes compiled programs there. The model servers' one
+# write grant: JAX treats the cache as trusted code ("a directory to which others may write" lets them run code;
+# docs.jax.dev persistent_compilation_cache), so nothing else may write it, and they may write nothing else.
 XLA_CACHE_DIR = "xla_cache"
 # Where `make bench` (components/operations/benchmark.py) writes its reports in the weights bucket, as its own
 # Kubernetes service account: the benchmark reads the snapshot's tokenizer and writes under this prefix only,

@@ -15,20 +15,19 @@ from components.tpu.topology import GB, MachineType, Shape
 # examples/online_serving/multi-node-serving.sh, in the command of the LWS bases; on timeout the script exits 1 and
 # `vllm serve` never starts). Then the engine core streams ~400 GB of weights and initialises the model on 16 devices,
 # and /v1/models answers only after that. Nothing in vLLM bounds that load here: with one API server (no
-# --api-server-count, data-parallel size 1: vllm/entrypoints/cli/serve.py), the API server waits for the engine's
-# READY in wait_for_engine_startup (vllm/v1/engine/utils.py), which polls every 10 s with no deadline until READY or
-# until an engine process exits. VLLM_ENGINE_READY_TIMEOUT_S (default 600, vllm/envs.py) bounds only MPClient's wait
-# for the input-socket ready message (vllm/v1/engine/core_client.py), which with one API server comes after the
-# handshake, load included; it bounds the load only where engines start apart from the API server (several API
-# servers, Ray data parallelism) or scale up (elastic EP). Read in vllm v0.20.0 and v0.21.0, the releases either side
-# of the image's vLLM 5b39b268 (2026-04-30, tpu-inference 18ed615 .buildkite/vllm_lkg.version), identical in these
-# paths; tpu-inference 18ed615 reads no startup timeout of its own, and its placement-group wait (vLLM's
-# _wait_until_pg_ready, 1800 s, vllm/v1/executor/ray_utils.py) ends as soon as the formed Ray cluster has the TPUs. So
-# the startup probe is the only bound on the load: it must outlast the Ray wait plus an allowance for the load, or the
-# kubelet kills a leader that would have come up (and RecreateGroupOnPodRestart restarts the whole group). The 1800 s
-# allowance is this program's figure, not an upstream one and not a measurement. Default budget: 30 s x 240 = 7200 s
-# = 2 x (1800 s + 1800 s). XLA compilation is deferred to the first requests (SKIP_JAX_PRECOMPILE=1), so it is not in
-# the startup path.
+# --api-server-count, data-parallel size 1: vllm/entrypoints/cli/serve.py), the API server waits for the engine's READY
+# in wait_for_engine_startup (vllm/v1/engine/utils.py), which polls every 10 s with no deadline until READY or until an
+# engine process exits. VLLM_ENGINE_READY_TIMEOUT_S (default 600, vllm/envs.py) bounds only MPClient's wait for the
+# input-socket ready message (vllm/v1/engine/core_client.py), which with one API server comes after the handshake, load
+# included; it bounds the load only where engines start apart from the API server (several API servers, Ray data
+# parallelism) or scale up (elastic EP). Read in vllm v0.20.0 and v0.21.0, the releases either side of the image's vLLM
+# 5b39b268 (2026-04-30, tpu-inference 18ed615 .buildkite/vllm_lkg.version), identical in these paths; tpu-inference
+# 18ed615 reads no startup timeout of its own, and its placement-group wait (vLLM's _wait_until_pg_ready, 1800 s,
+# vllm/v1/executor/ray_utils.py) ends as soon as the formed Ray cluster has the TPUs. So the startup probe is the only
+# bound on the load: it must outlast the Ray wait plus an allowance for the load, or the kubelet kills a leader that
+# would have come up (and RecreateGroupOnPodRestart restarts the whole group). The 1800 s allowance is this program's
+# figure, not an upstream one and not a measurement. Default budget: 30 s x 240 = 7200 s = 2 x (1800 s + 1800 s). XLA
+# compilation is deferred to the first requests (SKIP_JAX_PRECOMPILE=1), so it is not in the startup path.
 RAY_INIT_TIMEOUT_SECONDS = 1800
 ENGINE_LOAD_ALLOWANCE_SECONDS = 1800
 STARTUP_SECONDS_NEEDED = RAY_INIT_TIMEOUT_SECONDS + ENGINE_LOAD_ALLOWANCE_SECONDS
@@ -37,11 +36,10 @@ STARTUP_FAILURE_THRESHOLD = 240
 
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
-# The decode pods' P/D sidecar is llm-d-router's pd-sidecar binary, of the router's release (config.py
-# ROUTER_VERSION). The flags the decode base passes are those of v0.10.0 (pkg/sidecar/proxy/options.go):
-# --model-server-port first appears there (llm-d-router#2142, which deprecates --vllm-port), and v0.10.0 removed
-# --connector (llm-d-router#2054), so an older sidecar refuses the arguments and a newer one is the router's own
-# business.
+# The decode pods' P/D sidecar is llm-d-router's pd-sidecar binary, of the router's release (config.py ROUTER_VERSION).
+# The flags the decode base passes are those of v0.10.0 (pkg/sidecar/proxy/options.go): --model-server-port first
+# appears there (llm-d-router#2142, which deprecates --vllm-port), and v0.10.0 removed --connector (llm-d-router#2054),
+# so an older sidecar refuses the arguments and a newer one is the router's own business.
 ROUTING_SIDECAR_NAME = "llm-d-router-disagg-sidecar"
 SIDECAR_FLAGS_SINCE = "v0.10.0"
 _RELEASE = re.compile(r"^v?([0-9]+)\.([0-9]+)\.([0-9]+)")
