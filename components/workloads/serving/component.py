@@ -198,11 +198,10 @@ class ModelServing(pulumi.ComponentResource):
         after_bucket = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=bucket))
 
         def grant(
-            name: str,
-            account: dict[str, Any],
-            role: str,
-            condition: gcp.storage.BucketIAMMemberConditionArgsDict | None = None,
+            name: str, account: dict[str, Any], role: str, prefix: str = "", title: str = ""
         ) -> gcp.storage.BucketIAMMember:
+            """``role`` on the bucket to ``account`` (a manifest); with a ``prefix``, on its objects there only."""
+            condition = object_prefix_condition(bucket_name, prefix, title) if prefix else None
             member = self._principal(args, account)
             return gcp.storage.BucketIAMMember(
                 name, bucket=bucket_name, role=role, member=member, condition=condition, opts=after_bucket
@@ -214,25 +213,14 @@ class ModelServing(pulumi.ComponentResource):
         server_grants = [
             grant("weights-bucketViewer", servers, BUCKET_VIEWER),
             grant("weights-objectViewer", servers, OBJECT_VIEWER),
-            grant(
-                "weights-xla-cache-objectUser",
-                servers,
-                OBJECT_USER,
-                object_prefix_condition(bucket_name, f"{XLA_CACHE_DIR}/", "XLA compilation cache"),
-            ),
+            grant("weights-xla-cache-objectUser", servers, OBJECT_USER, f"{XLA_CACHE_DIR}/", "XLA compilation cache"),
         ]
         staging_grants = []
         if (stager := args.objects.staging_service_account) is not None:
+            snapshot = weights_object_prefix(serving, args.project)
             staging_grants = [
                 grant("staging-objectViewer", stager, OBJECT_VIEWER),
-                grant(
-                    "staging-snapshot-objectUser",
-                    stager,
-                    OBJECT_USER,
-                    object_prefix_condition(
-                        bucket_name, weights_object_prefix(serving, args.project), "weights snapshot"
-                    ),
-                ),
+                grant("staging-snapshot-objectUser", stager, OBJECT_USER, snapshot, "weights snapshot"),
             ]
         benchmark = args.objects.benchmark_service_account
         # inference-perf builds its Cloud Storage client before the run and looks the bucket up
@@ -242,12 +230,7 @@ class ModelServing(pulumi.ComponentResource):
         # call's resource is projects/_/buckets/<bucket>, which no objects/ prefix condition matches.
         grant("benchmark-bucketViewer", benchmark, BUCKET_VIEWER)
         grant("benchmark-objectViewer", benchmark, OBJECT_VIEWER)
-        grant(
-            "benchmark-results-objectUser",
-            benchmark,
-            OBJECT_USER,
-            object_prefix_condition(bucket_name, f"{RESULTS_DIR}/", "benchmark reports"),
-        )
+        grant("benchmark-results-objectUser", benchmark, OBJECT_USER, f"{RESULTS_DIR}/", "benchmark reports")
         return [*bucket, *server_grants], [*bucket, *staging_grants]
 
     def _check_existing_bucket(self, args: ServingArgs, bucket_name: str) -> pulumi.Output[None]:
