@@ -275,13 +275,10 @@ class ModelServing(pulumi.ComponentResource):
         self, args: ServingArgs, needs: list[pulumi.Input[pulumi.Resource]], on_cluster: pulumi.ResourceOptions
     ) -> list[pulumi.Resource]:
         """The Job that fills the bucket, as its own account, after that account, its bucket grants and what hands it
-        the token (``needs``).
-
-        Pulumi waits for the Job to complete (its pulumi.com/timeoutSeconds), so the model servers,
-        which depend on it, start against a complete snapshot. A Job's pod template cannot change:
-        any change to it (model, revision, image, script, account) replaces the Job, which stages
-        again (copying only what is missing); the fixed name means the old one goes first.
-        """
+        the token (``needs``). Pulumi waits for the Job to complete (its pulumi.com/timeoutSeconds), so the model
+        servers, which depend on it, start against a complete snapshot. A Job's pod template cannot change: any change
+        to it (model, revision, image, script, account) replaces the Job, which stages again (copying only what is
+        missing); the fixed name means the old one goes first."""
         job, script = args.objects.staging_job, args.objects.staging_script
         account_manifest = args.objects.staging_service_account
         if job is None or script is None or account_manifest is None:

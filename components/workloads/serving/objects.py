@@ -284,14 +284,14 @@ def weights_staging_job(serving: ServingConfig, project: str, pull_path: PullPat
 def kv_transfer_config(role: str) -> dict[str, str]:
     """vLLM ``--kv-transfer-config`` of ``role`` as data: the connector and the role, no address.
 
-    The connector advertises its own addresses: with ``TPU_MULTIHOST_BACKEND=ray`` tpu-inference's
-    Ray executor asks every worker for its host IP and ``TPU_KV_TRANSFER_PORT`` over RPC, and the
-    TPU connector's scheduler hands those lists to the peer in ``kv_transfer_params``; nothing in
-    tpu-inference reads the config's ``kv_ip`` (vllm-project/tpu-inference main at 56b1e07 of
-    2026-04-30, the nightly's week, and 0.32.0: ``tpu_inference/distributed/utils.py``
-    ``get_kv_ips``, ``tpu_connector.py``, ``executors/ray_distributed_executor.py``). vLLM itself
-    dropped the field: vllm-tpu 0.32.0's ``KVTransferConfig`` has no ``kv_ip`` and forbids unknown
-    keys (``vllm/config/kv_transfer.py``, ``vllm/config/utils.py``), so a config naming it fails there.
+    The connector advertises its own addresses: with ``TPU_MULTIHOST_BACKEND=ray`` tpu-inference's Ray executor asks
+    every worker for its host IP and ``TPU_KV_TRANSFER_PORT`` over RPC, and the TPU connector's scheduler hands those
+    lists to the peer in ``kv_transfer_params``; nothing in tpu-inference reads the config's ``kv_ip``
+    (vllm-project/tpu-inference main at 56b1e07 of 2026-04-30, the nightly's week, and 0.32.0:
+    ``tpu_inference/distributed/utils.py`` ``get_kv_ips``, ``tpu_connector.py``,
+    ``executors/ray_distributed_executor.py``). vLLM itself dropped the field: vllm-tpu 0.32.0's ``KVTransferConfig``
+    has no ``kv_ip`` and forbids unknown keys (``vllm/config/kv_transfer.py``, ``vllm/config/utils.py``), so a config
+    naming it fails there.
     """
     return {
         "kv_connector": "TPUConnectorHMA",

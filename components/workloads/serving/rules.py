@@ -204,11 +204,8 @@ def router_version_problems(version: str) -> list[str]:
 
 
 def routing_sidecar_image_problems(image: str, router_version: str) -> list[str]:
-    """An override of the P/D sidecar image: pinned, llm-d-router's disagg sidecar, and the router's release.
-
-    The tag carries the release, so a digest alone is refused: ``<registry>/<path>/<name>:<tag>`` or
-    ``...:<tag>@sha256:<digest>``.
-    """
+    """An override of the P/D sidecar image: pinned, llm-d-router's disagg sidecar, and the router's release, which
+    the tag carries, so a digest alone is refused: ``<registry>/<path>/<name>:<tag>[@sha256:<digest>]``."""
     if reason := image_unpinned_reason(image):
         return [f"{image!r} is not pinned: {reason}"]
     reference = image.partition("@")[0]
