@@ -4,6 +4,7 @@ preview rules (each reported under the config key that fixes it) and the values 
 from __future__ import annotations
 
 import re
+from functools import partial
 
 from pydantic import Field
 
@@ -466,22 +467,16 @@ def _validate_model(
     if dtype_problem := sizing.dtype_problem(model.weights_dtype):
         problems.add("serving.model.weightsDtype", dtype_problem, f"use one of {', '.join(sizing.DTYPES)}")
     elif shape is not None and not rules.headroom_problems(serving.hbm_headroom):
-        fit = rules.weights_fit_problems(
-            model.parameters_billions, model.weights_dtype, shape, machine, serving.hbm_headroom
-        )
+        fit = partial(rules.weights_fit_problems, model.parameters_billions, model.weights_dtype, shape, machine)
         default_headroom = ServingConfig().hbm_headroom
-        fits_by_default = serving.hbm_headroom > default_headroom and not rules.weights_fit_problems(
-            model.parameters_billions, model.weights_dtype, shape, machine, default_headroom
-        )
-        for fit_problem in fit:
-            if fits_by_default:  # the headroom raised above its default is what leaves too little HBM
-                problems.add("serving.hbmHeadroom", fit_problem, f"keep free at most the default {default_headroom}")
-            else:
-                problems.add(
-                    "serving.model.parametersBillions",
-                    fit_problem,
-                    "use a larger serving.sliceShape, a smaller dtype or less serving.hbmHeadroom",
-                )
+        if serving.hbm_headroom > default_headroom and not fit(default_headroom):
+            # the headroom raised above its default is what leaves too little HBM
+            key, fix = "serving.hbmHeadroom", f"keep free at most the default {default_headroom}"
+        else:
+            key = "serving.model.parametersBillions"
+            fix = "use a larger serving.sliceShape, a smaller dtype or less serving.hbmHeadroom"
+        for fit_problem in fit(serving.hbm_headroom):
+            problems.add(key, fit_problem, fix)
 
 
 def _validate_pods(serving: ServingConfig, machine: topology.MachineType, problems: Problems) -> None:
