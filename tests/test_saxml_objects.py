@@ -23,7 +23,7 @@ from tests.stack_pods import pod_templates
 NAMESPACE = "sax"
 BUCKET = "proj-sax-state"
 PROJECT = "my-tpu-project"
-EXCLUSIVE_TOPOLOGY = saxml_objects.EXCLUSIVE_TOPOLOGY_ANNOTATION
+EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,14 @@ def cell_objects(cell: Cell) -> saxml_objects.SaxmlObjects:
 
 
 def build_objects(cell: Cell) -> list[dict[str, Any]]:
-    return cell_objects(cell).all
+    built = cell_objects(cell)
+    return [
+        built.admin_deployment,
+        built.model_server_jobset,
+        built.http_deployment,
+        built.http_service,
+        *built.network_policies,
+    ]
 
 
 def _by_name(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -115,7 +122,7 @@ def test_objects_are_the_four_saxml_parts_and_a_network_policy_per_server_in_the
     assert [o["kind"] for o in _parts(cell)] == ["Deployment", "JobSet", "Deployment", "Service"]
     # one policy per server, named after it (SaxmlObjects.network_policy finds a server's by its name)
     assert [p["metadata"]["name"] for p in built.network_policies] == [s["metadata"]["name"] for s in servers]
-    assert {o["metadata"]["namespace"] for o in built.all} == {cell.saxml.namespace}
+    assert {o["metadata"]["namespace"] for o in build_objects(cell)} == {cell.saxml.namespace}
     # the four parts say they are one application
     assert len({obj["metadata"]["labels"]["app.kubernetes.io/part-of"] for obj in _parts(cell)}) == 1
 

@@ -39,6 +39,7 @@ from components.workloads.serving.config import (
     MODEL_ID,
     MODEL_REVISION,
     PREFILL,
+    ROLES,
     STAGING_IMAGE,
     STAGING_TIMEOUT_MINUTES,
     GatewayConfig,
@@ -48,12 +49,12 @@ from components.workloads.serving.config import (
     hf_cache_weights_uri,
 )
 from components.workloads.serving.objects import (
-    endpoint_picker_config,
+    ROUTER_VALUES_FILE,
     flag_values,
     gateway,
     kv_transfer_config,
-    load_router_values,
-    model_server_service_account,
+    load_base,
+    service_account,
     workload_identity_principal,
 )
 from tests.conftest import not_checkov, stack_values
@@ -131,7 +132,18 @@ def serving_objects(b: Blocks) -> so.ServingObjects:
 
 
 def prefill_decode_leaderworkersets(b: Blocks) -> list[dict[str, Any]]:
-    return so.prefill_decode_leaderworkersets(b.serving, b.tpu, b.queues, b.project, b.pull_path)
+    return [so.leaderworkerset(b.serving, b.tpu, b.queues, b.project, b.pull_path, role) for role in ROLES]
+
+
+def load_router_values() -> dict[str, Any]:
+    return load_base(ROUTER_VALUES_FILE)
+
+
+def endpoint_picker_config(values: dict[str, Any]) -> dict[str, Any]:
+    """The EndpointPickerConfig the values select (``pluginsConfigFile`` in ``pluginsCustomConfig``)."""
+    epp = values["router"]["epp"]
+    config: dict[str, Any] = yaml.safe_load(epp["pluginsCustomConfig"][epp["pluginsConfigFile"]])
+    return config
 
 
 def router_values(b: Blocks, gateway_namespace: str = "") -> dict[str, Any]:
@@ -369,7 +381,7 @@ def test_the_bases_hold_each_vllm_setting_at_its_default(field, flag, role):
     """The YAML base runs what the block's default says; a setting unset by default has no flag there."""
     owner = ServingRoleConfig if field in ServingRoleConfig.model_fields else ServingConfig
     default = owner.model_fields[field].default
-    base = flag_values(container(so.load_base(role), "leader")["args"])
+    base = flag_values(container(load_base(so.BASE_FILES[role]), "leader")["args"])
     if default is None:
         assert flag not in base
     else:
@@ -551,7 +563,7 @@ def test_routing_sidecar_only_on_the_decode_leader(lws):
 
 def test_router_targets_the_port_that_serves_each_role(lws):
     (target,) = load_router_values()["router"]["modelServers"]["targetPorts"]
-    assert target["number"] == so.PREFILL_PORT == so.SIDECAR_PORT
+    assert target["number"] == so.VLLM_PORTS[PREFILL]
     assert flag_values(container(lws[PREFILL], "leader")["args"])["--port"] == str(target["number"])
     (sidecar,) = template(lws[DECODE], "leader")["spec"]["initContainers"]
     assert f"--port={target['number']}" in sidecar["args"]
@@ -646,7 +658,7 @@ def test_pod_templates_are_valid_pods(lws, role, kind):
 
 
 def test_service_account_is_valid():
-    account = model_server_service_account("serving", "vllm")
+    account = service_account("service-account.yaml", "serving", "vllm")
     assert account["metadata"] == {"name": "vllm", "namespace": "serving"}
     assert core_errors(account) == []
 
@@ -1086,7 +1098,7 @@ def test_the_staging_configmap_carries_the_program_and_its_pins_byte_for_byte_an
     files = {name: (Path(so.manifests.MANIFESTS) / "serving" / name).read_bytes() for name in so.STAGING_FILES}
     assert {name: text.encode() for name, text in built.staging_script["data"].items()} == files
     annotations = built.staging_job["spec"]["template"]["metadata"]["annotations"]
-    assert annotations[so.SCRIPT_DIGEST_ANNOTATION] == so.staging_files_digest(built.staging_script["data"])
+    assert annotations[so.SCRIPT_DIGEST_ANNOTATION] == so.manifests.files_digest(built.staging_script["data"])
     (volume,) = [v for v in built.staging_job["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
     assert volume["configMap"]["name"] == built.staging_script["metadata"]["name"]
 
@@ -1095,10 +1107,10 @@ def test_the_staging_configmap_carries_the_program_and_its_pins_byte_for_byte_an
 def test_a_change_to_either_staging_file_changes_the_digest(changed):
     files = so.staging_files()
     edited = {**files, changed: files[changed] + "\n"}
-    assert so.staging_files_digest(edited) != so.staging_files_digest(files)
+    assert so.manifests.files_digest(edited) != so.manifests.files_digest(files)
     # moving bytes from one file to the other is a change too
     a, b = so.STAGING_FILES
-    assert so.staging_files_digest({a: "xy", b: "z"}) != so.staging_files_digest({a: "x", b: "yz"})
+    assert so.manifests.files_digest({a: "xy", b: "z"}) != so.manifests.files_digest({a: "x", b: "yz"})
 
 
 def test_the_staging_job_is_not_awaited_where_nothing_runs_and_absent_when_off():
@@ -1170,7 +1182,7 @@ def test_the_load_balancer_and_the_picker_reach_the_pools_target_port_and_the_co
     servers = {p["metadata"]["name"]: p for p in built.network_policies}[so.MODEL_SERVERS_POLICY]
     _, from_picker, from_load_balancer, from_collectors = servers["spec"]["ingress"]
     target = so.pool_target_port(built.router_values)
-    assert target == so.SIDECAR_PORT == so.PREFILL_PORT
+    assert target == so.VLLM_PORTS[PREFILL]
     assert from_picker["ports"] == from_load_balancer["ports"] == [{"port": target, "protocol": "TCP"}]
     assert from_picker["from"] == [{"podSelector": {"matchLabels": so.endpoint_picker_labels()}}]
     # vLLM's own API port on each role: what the dashboards' PodMonitorings scrape

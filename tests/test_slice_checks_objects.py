@@ -23,7 +23,6 @@ from components.platform.config import QueuesConfig
 from components.platform.kueue_objects import PRIORITY_LABEL, QUEUE_LABEL
 from components.tpu.topology import (
     ACCELERATOR_NODE_LABEL,
-    MACHINE_CATALOG,
     SLICE_TOPOLOGY_ANNOTATION,
     TPU_RESOURCE,
     Shape,
@@ -31,7 +30,7 @@ from components.tpu.topology import (
 from components.workloads.slice_checks import objects as slice_checks
 from components.workloads.slice_checks.config import IMAGE as DEFAULT_IMAGE
 from components.workloads.slice_checks.config import SUBSLICING, SUPERSLICING, ChecksConfig
-from components.workloads.slice_checks.objects import SliceFacts, slice_check_jobset
+from components.workloads.slice_checks.objects import slice_check_jobset
 from harness.twin_nodes import TPU_TAINT
 from tests.conftest import not_checkov
 from tests.crd_schemas import core_errors, crd_errors
@@ -312,10 +311,10 @@ def test_every_pod_of_the_checks_runs_under_the_runtimes_seccomp_profile():
 @pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
 def test_overlay_mounts_the_script_configmap(check):
     _, _, _, pod_spec, container = _parts(_overlaid(check))
-    assert container["command"] == ["python", f"{slice_checks.SCRIPT_MOUNT_PATH}/{slice_checks.SCRIPT_FILE}"]
+    assert container["command"] == ["python", f"/checks/{slice_checks.SCRIPT_FILE}"]
     (mount,) = container["volumeMounts"]
     (volume,) = pod_spec["volumes"]
-    assert mount == {"name": volume["name"], "mountPath": slice_checks.SCRIPT_MOUNT_PATH, "readOnly": True}
+    assert mount == {"name": volume["name"], "mountPath": "/checks", "readOnly": True}
     configmap = slice_checks.check_script_configmap("tpu-checks")
     assert configmap["metadata"] == {"name": volume["configMap"]["name"], "namespace": "tpu-checks"}
     assert list(configmap["data"]) == [container["command"][1].rsplit("/", 1)[1]]
@@ -350,6 +349,7 @@ def test_bases_agree_with_their_own_derivation(check):
         (SUBSLICING, "2x2x4", 4, 32),
         (SUBSLICING, "2x4x4", 8, 64),
         (SUPERSLICING, "4x4x4", 16, 128),
+        (SUPERSLICING, "4x4x8", 32, 256),
         (SUPERSLICING, "4x8x8", 64, 512),
     ],
 )
@@ -377,11 +377,6 @@ def test_overlays_work_on_copies():
     second = _overlaid(SUBSLICING, namespace="other")
     assert second["spec"]["replicatedJobs"][0]["replicas"] == ChecksConfig().subslicing.slices
     assert slice_checks.load_base(SUBSLICING) == base
-
-
-def test_facts_of_tpu7x_slices():
-    facts = SliceFacts(Shape.parse("4x4x8"), MACHINE_CATALOG["tpu7x-standard-4t"])
-    assert (facts.chips, facts.hosts, facts.expected_global_devices, facts.expected_local_devices) == (128, 32, 256, 8)
 
 
 # --- Slice name budget ---------------------------------------------------------------------

@@ -1,9 +1,7 @@
-"""The default of each workload namespace: its default-deny-ingress NetworkPolicy (CIS GKE 4.3.2).
+"""The default of each workload namespace: its default-deny-ingress NetworkPolicy (CIS GKE 4.3.2), pure Python.
 
-Pure Python (no Pulumi imports). The YAML base is manifests/network-policies/default-deny-ingress.yaml;
-this module sets its namespace. The policies that admit each workload's senders are the workloads'
-own (network-policies.yaml beside each concern's manifests, built by its objects.py).
-"""
+The policies that admit each workload's senders are the workloads' own (network-policies.yaml beside each concern's
+manifests, built by its objects.py)."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""The saxml workload: config.py, rules.py, objects.py and component.py."""
+"""The saxml workload: config.py (block and rules), objects.py and component.py."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +59,6 @@ class SaxmlCell(pulumi.ComponentResource):
             project=args.project,
             region=args.region,
             keep_on_destroy=saxml.keep_bucket_on_destroy,
-            # when the state bucket deletes replaced versions of the state
             versioning=Versioning(saxml.noncurrent_versions.days, saxml.noncurrent_versions.newer_versions),
             opts=children,
         )
@@ -75,24 +75,63 @@ class SaxmlCell(pulumi.ComponentResource):
             for name in (ADMIN_NAME, MODEL_SERVER_NAME, HTTP_NAME)
         }
         self.network_policies: dict[str, list[pulumi.Resource]] = {saxml.namespace: list(policies.values())}
-        # Pods start only once their identity can use the bucket (and are deleted before it goes).
-        on_bucket = _OnBucket(bucket, children, in_namespace)
+
+        def identity(prefix: str, account_name: str, account_id: str, role: str, does: str) -> pulumi.ResourceOptions:
+            """A Google service account with ``role`` on the state bucket and nothing else, the Kubernetes service
+            account ``account_name`` bound to it, and the options of a pod that runs as it (waiting for all three,
+            so that it starts only once it can use the bucket, and is deleted before it goes). Resource names:
+            ``<prefix>-gsa``, ``<prefix>-gsa-<role>``, ``<prefix>-ksa-workload-identity``."""
+            account = gcp.serviceaccount.Account(
+                f"{prefix}-gsa",
+                project=args.project,
+                account_id=account_id,
+                display_name=f"Saxml {does} (Workload Identity)",
+                opts=children,
+            )
+            # Known before apply, so the render shows the real annotation and members.
+            email = f"{account_id}@{args.project}.iam.gserviceaccount.com"
+            # roles/storage.objectUser -> object-user: the existing resource names' form
+            role_name = re.sub("([A-Z])", r"-\1", role.rsplit(".", 1)[-1]).lower()
+            bucket_role = gcp.storage.BucketIAMMember(
+                f"{prefix}-gsa-{role_name}",
+                bucket=bucket.name,
+                role=role,
+                member=f"serviceAccount:{email}",
+                opts=pulumi.ResourceOptions.merge(children, pulumi.ResourceOptions(depends_on=[account])),
+            )
+            workload_identity = gcp.serviceaccount.IAMMember(
+                f"{prefix}-ksa-workload-identity",
+                service_account_id=account.name,
+                role="roles/iam.workloadIdentityUser",
+                member=pulumi.Output.from_input(args.workload_pool).apply(
+                    lambda pool: f"serviceAccount:{pool}[{saxml.namespace}/{account_name}]"
+                ),
+                opts=children,
+            )
+            metadata = {"name": account_name, "namespace": saxml.namespace}
+            service_account = k8s.core.v1.ServiceAccount(
+                account_name,
+                metadata=owned({**metadata, "annotations": {WORKLOAD_IDENTITY_ANNOTATION: email}}),
+                opts=in_namespace,
+            )
+            return pulumi.ResourceOptions.merge(
+                in_namespace, pulumi.ResourceOptions(depends_on=[service_account, bucket_role, workload_identity])
+            )
+
         # The admin server is the one account that writes the cell's state; the model and HTTP servers read it.
-        as_admin = self._identity(
-            args,
+        as_admin = identity(
             "sax-admin",
-            (saxml.admin_service_account_name, saxml.admin_google_service_account_id),
+            saxml.admin_service_account_name,
+            saxml.admin_google_service_account_id,
             ADMIN_ROLE,
             "admin server: writes the cell's state",
-            on_bucket,
         )
-        as_reader = self._identity(
-            args,
+        as_reader = identity(
             "sax",
-            (saxml.service_account_name, saxml.google_service_account_id),
+            saxml.service_account_name,
+            saxml.google_service_account_id,
             READER_ROLE,
             "model and HTTP servers: read the cell's state",
-            on_bucket,
         )
         admin = _deployment(
             "admin-server",
@@ -125,69 +164,6 @@ class SaxmlCell(pulumi.ComponentResource):
         )
         self.http_address = service.status.apply(_load_balancer_address)
         self.register_outputs({"bucketName": self.bucket_name, "httpAddress": self.http_address})
-
-    def _identity(
-        self, args: SaxmlArgs, prefix: str, identity: tuple[str, str], role: str, does: str, on: _OnBucket
-    ) -> pulumi.ResourceOptions:
-        """A Google service account with ``role`` on the state bucket and nothing else, the Kubernetes
-        service account bound to it, and the options of a pod that runs as it (waiting for all three).
-        ``identity``: (Kubernetes service account name, Google service account ID).
-        Resource names: ``<prefix>-gsa``, ``<prefix>-gsa-<role>``, ``<prefix>-ksa-workload-identity``."""
-        opts = on.opts
-        namespace = args.saxml.namespace
-        service_account_name, google_service_account_id = identity
-        account = gcp.serviceaccount.Account(
-            f"{prefix}-gsa",
-            project=args.project,
-            account_id=google_service_account_id,
-            display_name=f"Saxml {does} (Workload Identity)",
-            opts=opts,
-        )
-        # Known before apply, so the render shows the real annotation and members.
-        email = f"{google_service_account_id}@{args.project}.iam.gserviceaccount.com"
-        bucket_role = gcp.storage.BucketIAMMember(
-            f"{prefix}-gsa-{_role_suffix(role)}",
-            bucket=on.bucket.name,
-            role=role,
-            member=f"serviceAccount:{email}",
-            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[account])),
-        )
-        workload_identity = gcp.serviceaccount.IAMMember(
-            f"{prefix}-ksa-workload-identity",
-            service_account_id=account.name,
-            role="roles/iam.workloadIdentityUser",
-            member=pulumi.Output.from_input(args.workload_pool).apply(
-                lambda pool: f"serviceAccount:{pool}[{namespace}/{service_account_name}]"
-            ),
-            opts=opts,
-        )
-        service_account = k8s.core.v1.ServiceAccount(
-            service_account_name,
-            metadata=owned(
-                {
-                    "name": service_account_name,
-                    "namespace": namespace,
-                    "annotations": {WORKLOAD_IDENTITY_ANNOTATION: email},
-                }
-            ),
-            opts=on.in_namespace,
-        )
-        return pulumi.ResourceOptions.merge(
-            on.in_namespace, pulumi.ResourceOptions(depends_on=[service_account, bucket_role, workload_identity])
-        )
-
-
-@dataclass(frozen=True)
-class _OnBucket:
-    bucket: gcp.storage.Bucket
-    opts: pulumi.ResourceOptions  # the component's children in Google Cloud
-    in_namespace: pulumi.ResourceOptions  # its objects in the cell's namespace
-
-
-def _role_suffix(role: str) -> str:
-    """``roles/storage.objectUser`` -> ``object-user``: the existing resource names' form."""
-    name = role.rsplit(".", 1)[-1]
-    return "".join(f"-{c.lower()}" if c.isupper() else c for c in name)
 
 
 def _deployment(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apps.v1.Deployment:

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
+from fractions import Fraction
 
 from pydantic import Field
 
 from components import naming
-from components.config_base import (
-    Block,
-    Problems,
-    image_pin_problem,
-    is_k8s_name,
-)
+from components.config_base import Block, Problems, image_pin_problem, is_k8s_name
 from components.gcp.config import ClusterConfig, NetworkConfig, TpuConfig
 from components.tpu import sizing, topology
-from components.workloads.saxml import rules
+from components.tpu.sizing import BYTES_PER_PARAMETER, slice_topologies, smallest_fitting_topology, weight_bytes
+from components.tpu.topology import GB, MachineType, Shape
 
 _SAX_CELL = re.compile(r"^/sax/[A-Za-z0-9_-]+$")
 
@@ -113,9 +111,6 @@ def bucket_name(saxml: SaxmlConfig, project: str) -> str:
     return saxml.bucket_name or f"{project}-sax-admin"
 
 
-# --- Rules -----------------------------------------------------------------------------
-
-
 def validate_saxml(
     saxml: SaxmlConfig, tpu: TpuConfig, cluster: ClusterConfig, project: str, problems: Problems
 ) -> None:
@@ -200,18 +195,15 @@ def _validate_http(http: SaxmlHttpConfig, cluster: ClusterConfig, problems: Prob
             "list the CIDR ranges of the Sax clients, or set saxml.http.clusterClients true",
         )
     for i, text in enumerate(http.source_ranges):
+        key = f"saxml.http.sourceRanges[{i}]"
         try:
             network = ipaddress.ip_network(text)
         except ValueError as error:
-            problems.add(
-                f"saxml.http.sourceRanges[{i}]", f"{text!r} is not a CIDR range ({error})", "write it as a.b.c.d/n"
-            )
+            problems.add(key, f"{text!r} is not a CIDR range ({error})", "write it as a.b.c.d/n")
             continue
         if network.prefixlen == 0:
             problems.add(
-                f"saxml.http.sourceRanges[{i}]",
-                f"{network} admits everyone to the unauthenticated HTTP API",
-                "list only the clients' ranges",
+                key, f"{network} admits everyone to the unauthenticated HTTP API", "list only the clients' ranges"
             )
 
 
@@ -246,7 +238,7 @@ def _validate_model_fit(saxml: SaxmlConfig, tpu: TpuConfig, problems: Problems) 
         shape = topology.try_shape(text)
         if shape is None or topology.static_slice_problem(shape, machine):
             return  # reported under tpu.pools
-        if problem := rules.model_fit_problem(model.parameters_billions, model.precision, shape, machine):
+        if problem := model_fit_problem(model.parameters_billions, model.precision, shape, machine):
             problems.add(
                 "saxml.model.parametersBillions",
                 problem,
@@ -254,19 +246,52 @@ def _validate_model_fit(saxml: SaxmlConfig, tpu: TpuConfig, problems: Problems) 
             )
 
 
-# --- What the builders derive -----------------------------------------------------------
+def _gb(size: float | Fraction) -> str:
+    return f"{float(size) / GB:,.1f}".removesuffix(".0") + " GB"
+
+
+def model_fit_problem(parameters_billions: float, dtype: str, shape: Shape, machine: MachineType) -> str | None:
+    """Whether the weights fit the HBM of one ``shape`` slice of ``machine``; a reason or None. The fit counts the
+    weights only (parameters x bytes per parameter against chips x HBM per chip): a floor, not a capacity plan, as the
+    KV cache, activations and the runtime need HBM on top. 175B at bf16 is 350 GB, at least 22 v5e chips of 16 GB: it
+    fits 4x8 (32 chips, 512 GB), not 4x4 (16 chips, 256 GB). The reason names both sizes and the smallest topology of
+    the machine type that would fit (or says that none does)."""
+    try:
+        needed = weight_bytes(parameters_billions, dtype)
+    except ValueError as error:
+        return str(error)
+    available = machine.hbm_bytes(shape)
+    if needed <= available:
+        return None
+    chips = math.ceil(needed / machine.hbm_bytes_per_chip)
+    text = (
+        f"a {parameters_billions:g}B-parameter model at {dtype} ({float(BYTES_PER_PARAMETER[dtype]):g} bytes per "
+        f"parameter) needs {_gb(needed)} of HBM for its weights alone, at least {chips} chips of {machine.name} "
+        f"({_gb(machine.hbm_bytes_per_chip)} each); {shape} has {shape.chips} chips, {_gb(available)}"
+    )
+    fitting = smallest_fitting_topology(needed, machine)
+    if fitting is None:
+        largest = slice_topologies(machine)[-1]
+        return (
+            f"{text}. No {machine.name} topology holds it (the largest, {largest}, has "
+            f"{largest.chips} chips, {_gb(machine.hbm_bytes(largest))}): quantize the model or "
+            "serve it across slices"
+        )
+    return (
+        f"{text}. The smallest {machine.name} topology that fits is {fitting} "
+        f"({fitting.chips} chips, {_gb(machine.hbm_bytes(fitting))})"
+    )
 
 
 def http_source_ranges(http: SaxmlHttpConfig, network: NetworkConfig) -> tuple[str, ...]:
-    """Who may reach the HTTP load balancer: the cluster's nodes and pods (with clusterClients), then the
-    configured ranges, each once, as normalised CIDRs.
+    """Who may reach the HTTP load balancer: the cluster's nodes and pods (with clusterClients), then the configured
+    ranges, each once, as normalised CIDRs.
 
-    In-cluster clients keep their own addresses: in a VPC-native cluster a pod's packets carry the pod's IP
-    (GKE network architecture), and loadBalancerSourceRanges is enforced on that source address, by the VPC
-    firewall rule GKE makes from it and on the node (kube-proxy's KUBE-FW chain, kubernetes/kubernetes
-    pkg/proxy/iptables/proxier.go; Dataplane V2's eBPF load balancer implements the field too). Admitting
-    the pod range opens nothing new: pods reach the server at the Service's cluster IP, which no source
-    range filters. See docs/saxml.md, "The saxml stack".
+    In-cluster clients keep their own addresses: in a VPC-native cluster a pod's packets carry the pod's IP (GKE network
+    architecture), and loadBalancerSourceRanges is enforced on that source address, by the VPC firewall rule GKE makes
+    from it and on the node (kube-proxy's KUBE-FW chain, kubernetes/kubernetes pkg/proxy/iptables/proxier.go; Dataplane
+    V2's eBPF load balancer implements the field too). Admitting the pod range opens nothing new: pods reach the server
+    at the Service's cluster IP, which no source range filters. See docs/saxml.md, "The saxml stack".
     """
     ranges = [network.node_cidr, network.pod_cidr] if http.cluster_clients else []
     normalised = [str(ipaddress.ip_network(text)) for text in [*ranges, *http.source_ranges]]

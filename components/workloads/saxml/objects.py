@@ -1,26 +1,15 @@
 """Saxml on multi-host TPU v5e: the admin server, the model-server JobSet and the HTTP server.
 
-Pure Python (no Pulumi imports). The YAML bases under ``manifests/saxml/`` are real manifests;
-this module loads them and overlays, on deep copies of the parsed dicts, what varies per stack:
-namespace, bucket (``GSBUCKET`` and ``SAX_ROOT``), images, ServiceAccount, Sax cell, the load
-balancer's reach, and everything that follows from the slice topology and the machine type
-(slices, pods per slice, node selectors, TPU requests, ``--platform_chip``).
-
-A Sax cell here: one admin server (state under ``gs://<bucket>/sax-root`` and ``sax-fs-root``), one
-model server per TPU slice node pool (a replicated job of the JobSet, one pod on every host of the
-slice), and the HTTP server in front of the admin API. Only the admin server writes the bucket, so
-it runs as its own service account; the model servers and the HTTP server share one that reads. The HTTP API has no authentication (``/publish`` and
-``/unpublish`` load and drop models for anyone who reaches it), so its Service is an internal
-load balancer with the stack's source ranges unless ``external`` asks otherwise.
-
-Neither the admin server nor the model servers run privileged (the GKE tutorial sets
-``privileged: true`` on both): GKE 1.28 and later give containers the TPU chips through the
-``google.com/tpu`` device plugin without it; see the comment in ``model-server.yaml``.
+Pure Python (no Pulumi imports): the YAML bases under ``manifests/saxml/`` (which say why each differs from the GKE
+tutorial's) with what varies per stack overlaid on fresh copies. A Sax cell here: one admin server (state under
+``gs://<bucket>/sax-root`` and ``sax-fs-root``), one model server per TPU slice node pool (a replicated job of the
+JobSet, one pod on every host of the slice), and the HTTP server in front of the admin API. The HTTP API has no
+authentication (``/publish`` and ``/unpublish`` load and drop models for anyone who reaches it), so its Service is an
+internal load balancer with the stack's source ranges unless ``external`` asks otherwise.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +35,6 @@ MODEL_SERVER_PORT = 10001
 HTTP_PORT = 8888
 
 INTERNAL_LB_ANNOTATION = "networking.gke.io/load-balancer-type"
-EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 
 
 @dataclass(frozen=True)
@@ -59,16 +47,6 @@ class SaxmlObjects:
     http_service: dict[str, Any]
     network_policies: list[dict[str, Any]]  # who may connect to each server: admin, model servers, HTTP
 
-    @property
-    def all(self) -> list[dict[str, Any]]:
-        return [
-            self.admin_deployment,
-            self.model_server_jobset,
-            self.http_deployment,
-            self.http_service,
-            *self.network_policies,
-        ]
-
     def network_policy(self, name: str) -> dict[str, Any]:
         """The NetworkPolicy of the server ``name`` (its Deployment's or JobSet's name)."""
         return manifests.by_name(self.network_policies, name)
@@ -77,8 +55,7 @@ class SaxmlObjects:
 def saxml_objects(
     saxml: SaxmlConfig, tpu: TpuConfig, network: NetworkConfig, project: str, pull_path: PullPath
 ) -> SaxmlObjects:
-    """Admin Deployment, model-server JobSet, HTTP Deployment and its Service, and the servers' NetworkPolicies.
-    ``pull_path``: where the nodes pull the images from (images.mirror or the pull-through repositories)."""
+    """``pull_path``: where the nodes pull the images from (images.mirror or the pull-through repositories)."""
     admin, jobset, http, service = (
         admin_deployment(saxml, project, pull_path),
         model_server_jobset(saxml, tpu, project, pull_path),
@@ -93,21 +70,13 @@ def sax_root(bucket_name: str) -> str:
     return f"gs://{bucket_name}/sax-root"
 
 
-# --- Overlay helpers ----------------------------------------------------------------------------
-
-
 def _document(relative_path: str, kind: str, namespace: str) -> dict[str, Any]:
     document = by_kind(load_documents(relative_path), kind)
     document["metadata"]["namespace"] = namespace
     return document
 
 
-# --- The objects --------------------------------------------------------------------------------
-
-
 def admin_deployment(saxml: SaxmlConfig, project: str, pull_path: PullPath) -> dict[str, Any]:
-    """The admin server Deployment ``sax-admin-server`` (port 10000, ``GSBUCKET``), as the one account that
-    writes the cell's state."""
     deployment = _document(ADMIN_FILE, "Deployment", saxml.namespace)
     pod_spec = deployment["spec"]["template"]["spec"]
     pod_spec["serviceAccountName"] = saxml.admin_service_account_name
@@ -119,42 +88,32 @@ def admin_deployment(saxml: SaxmlConfig, project: str, pull_path: PullPath) -> d
 
 
 def model_server_jobset(saxml: SaxmlConfig, tpu: TpuConfig, project: str, pull_path: PullPath) -> dict[str, Any]:
-    """The model-server JobSet ``sax-model-server-set``: one replicated job per slice node pool.
-
-    Replicas = the pools; parallelism = completions = hosts of one slice of the pools' topology (every pool has
-    the same, a rule of the block) (``MachineType.hosts``: 4x8 on ct5lp-hightpu-4t is 8); each pod takes every
-    chip of its host.
-    """
+    """One replicated job per slice node pool, a pod on each host of its slice (every pool has the same topology, a
+    rule of the block), each pod taking every chip of its host."""
     machine, shape = tpu.machine, Shape.parse(tpu.pools[0].topology)
     hosts = machine.hosts(shape)
-
     jobset = _document(MODEL_SERVER_FILE, "JobSet", saxml.namespace)
     (replicated_job,) = jobset["spec"]["replicatedJobs"]
     replicated_job["replicas"] = len(tpu.pools)
     job_spec = replicated_job["template"]["spec"]
-    job_spec["parallelism"] = hosts
-    job_spec["completions"] = hosts
+    job_spec.update(parallelism=hosts, completions=hosts)
     pod_spec = job_spec["template"]["spec"]
     pod_spec["serviceAccountName"] = saxml.service_account_name
     pod_spec["nodeSelector"].update(
         {ACCELERATOR_NODE_LABEL: machine.accelerator_label, TOPOLOGY_NODE_LABEL: str(shape)}
     )
-
     container = manifests.container(pod_spec, MODEL_SERVER_JOB)
     container["image"] = pull_path.image(saxml.model_server_image)
     manifests.set_flag(container["args"], "--port", str(MODEL_SERVER_PORT))
     manifests.set_flag(container["args"], "--sax_cell", saxml.sax_cell)
     manifests.set_flag(container["args"], "--platform_chip", PLATFORM_CHIPS[tpu.machine_type])
     manifests.set_env(container, "SAX_ROOT", sax_root(bucket_name(saxml, project)))
-    tpus = str(machine.chips_per_host)
-    resources = container.setdefault("resources", {})
-    resources.setdefault("requests", {})[TPU_RESOURCE] = tpus
-    resources.setdefault("limits", {})[TPU_RESOURCE] = tpus
+    for bound in ("requests", "limits"):
+        container.setdefault("resources", {}).setdefault(bound, {})[TPU_RESOURCE] = str(machine.chips_per_host)
     return jobset
 
 
 def http_deployment(saxml: SaxmlConfig, project: str, pull_path: PullPath) -> dict[str, Any]:
-    """The HTTP server Deployment ``sax-http`` (port 8888, ``SAX_ROOT``)."""
     deployment = _document(HTTP_FILE, "Deployment", saxml.namespace)
     pod_spec = deployment["spec"]["template"]["spec"]
     pod_spec["serviceAccountName"] = saxml.service_account_name
@@ -165,33 +124,24 @@ def http_deployment(saxml: SaxmlConfig, project: str, pull_path: PullPath) -> di
 
 
 def http_service(saxml: SaxmlConfig, network: NetworkConfig) -> dict[str, Any]:
-    """The LoadBalancer Service ``sax-http-lb`` in front of the HTTP server.
-
-    Internal (annotation ``networking.gke.io/load-balancer-type: Internal``) unless
-    ``saxml.http.external``; ``loadBalancerSourceRanges`` from ``http_source_ranges`` when there are any.
-    """
+    """The LoadBalancer Service in front of the HTTP server: internal unless ``saxml.http.external``."""
     service = _document(HTTP_FILE, "Service", saxml.namespace)
     annotations = service["metadata"].setdefault("annotations", {})
-    source_ranges = http_source_ranges(saxml.http, network)
     if saxml.http.external:
         annotations.pop(INTERNAL_LB_ANNOTATION, None)
         if not annotations:
             del service["metadata"]["annotations"]
     else:
         annotations[INTERNAL_LB_ANNOTATION] = "Internal"
-    if source_ranges:
-        service["spec"]["loadBalancerSourceRanges"] = [str(ipaddress.ip_network(r)) for r in source_ranges]
+    if source_ranges := http_source_ranges(saxml.http, network):
+        service["spec"]["loadBalancerSourceRanges"] = list(source_ranges)
     else:
         service["spec"].pop("loadBalancerSourceRanges", None)
     return service
 
 
 def network_policies(
-    saxml: SaxmlConfig,
-    admin: dict[str, Any],
-    jobset: dict[str, Any],
-    http: dict[str, Any],
-    service: dict[str, Any],
+    saxml: SaxmlConfig, admin: dict[str, Any], jobset: dict[str, Any], http: dict[str, Any], service: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """Who may connect to each server of the cell (manifests/saxml/network-policies.yaml says who sends what, and
     why), one policy per server, named after it: each server's pods by the labels its Deployment or JobSet gives

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,10 +43,9 @@ from components.workloads.serving.rules import BucketRead, weights_bucket_review
 INFERENCE_POOL_CRDS_URL = (
     "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/{version}/manifests.yaml"
 )
-# Who may do what on the weights bucket: the model servers read it and write only the XLA cache; the
-# staging Job reads it and writes only the snapshot's directory. A write is objectUser under a condition
-# on the object-name prefix; listing the bucket is a bucket-level call no such condition matches, so
-# each also reads the whole bucket.
+# Who may do what on the weights bucket: the model servers read it and write only the XLA cache; the staging Job reads
+# it and writes only the snapshot's directory. A write is objectUser under a condition on the object-name prefix;
+# listing the bucket is a bucket-level call no such condition matches, so each also reads the whole bucket.
 BUCKET_VIEWER = "roles/storage.bucketViewer"
 OBJECT_VIEWER = "roles/storage.objectViewer"
 OBJECT_USER = "roles/storage.objectUser"
@@ -75,16 +73,16 @@ class ServingArgs:
     network_ready: list[pulumi.Resource]  # the proxy-only subnet and the load-balancer drain gate
 
 
-# A Kubernetes service account of the serving namespace -> its Workload Identity principal.
-_Principals = Callable[[str], pulumi.Output[str]]
+# What a pod of each account, the model servers' and the staging Job's, waits for before it may use the bucket or read
+# the Hugging Face token (and is deleted before).
+_Needs = tuple[list[pulumi.Input[pulumi.Resource]], list[pulumi.Input[pulumi.Resource]]]
 
 
 class ModelServing(pulumi.ComponentResource):
     def __init__(self, name: str, args: ServingArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:workloads:ModelServing", name, None, opts)
         in_project = children_of(self, opts)
-        principals = self._principals(args)
-        access = self._bucket_access(args, principals, in_project)
+        bucket_for_servers, bucket_for_staging = self._bucket_access(args, in_project)
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.namespace_ready)
         # Each group of pods starts with its NetworkPolicy in place (and is deleted before it): the namespace's
         # default deny, made after these (components/workloads/network_policies), never cuts them off a sender.
@@ -93,16 +91,11 @@ class ModelServing(pulumi.ComponentResource):
             for p in args.objects.network_policies
         }
         self.network_policies: dict[str, list[pulumi.Resource]] = {args.serving.namespace: list(policies.values())}
-        account_metadata = args.objects.service_account["metadata"]
-        account = k8s.core.v1.ServiceAccount("model-server-account", metadata=owned(account_metadata), opts=on_cluster)
+        account = kubernetes_object("model-server-account", args.objects.service_account, on_cluster)
         # `make bench` runs its Job as this account (it is not the stack's): made here with its grants.
-        k8s.core.v1.ServiceAccount(
-            "serving-benchmark-account",
-            metadata=owned(args.objects.benchmark_service_account["metadata"]),
-            opts=on_cluster,
-        )
-        token = self._hf_token(args, principals, in_project, on_cluster)
-        staged = self._weights_staging(args, access.staging, token.staging, on_cluster)
+        kubernetes_object("serving-benchmark-account", args.objects.benchmark_service_account, on_cluster)
+        token_for_servers, token_for_staging = self._hf_token(args, in_project, on_cluster)
+        staged = self._weights_staging(args, [*bucket_for_staging, *token_for_staging], on_cluster)
         gateway_ready = self._gateway_and_router(args, on_cluster, policies[serving_objects.ENDPOINT_PICKER_POLICY])
         ready = pulumi.ResourceOptions(
             depends_on=[
@@ -111,8 +104,8 @@ class ModelServing(pulumi.ComponentResource):
                 *args.queue_ready,
                 *args.platform_ready,
                 account,
-                *access.servers,
-                *token.servers,
+                *bucket_for_servers,
+                *token_for_servers,
                 *staged,
             ],
             # Kueue refuses these changes in place; the replacement keeps the name, so the old one
@@ -128,34 +121,23 @@ class ModelServing(pulumi.ComponentResource):
         )
         self.register_outputs({"gatewayAddress": self.gateway_address})
 
-    def _principals(self, args: ServingArgs) -> _Principals | None:
-        """The IAM principal of each of the namespace's Kubernetes service accounts, when the stack grants them
-        anything (None: no grant of this component, so no project-number lookup either)."""
-        serving = args.serving
-        if not (serving.weights_bucket.grant_access or serving.hf_token_secret_version):
-            return None
+    @staticmethod
+    def _principal(args: ServingArgs, account: dict[str, Any]) -> pulumi.Output[str]:
+        """The IAM principal of the serving namespace's Kubernetes service account ``account`` (a manifest)."""
         assert args.project_number is not None, "the grants name their principals by the project's number"
-        project_number = args.project_number
-
-        def principal(account: str) -> pulumi.Output[str]:
-            return pulumi.Output.all(project_number, args.workload_pool).apply(
-                lambda values: serving_objects.workload_identity_principal(
-                    values[1], values[0], serving.namespace, account
-                )
+        name = account["metadata"]["name"]
+        return pulumi.Output.all(args.project_number, args.workload_pool).apply(
+            lambda values: serving_objects.workload_identity_principal(
+                values[1], values[0], args.serving.namespace, name
             )
-
-        return principal
+        )
 
     def _hf_token(
-        self,
-        args: ServingArgs,
-        principals: _Principals | None,
-        in_project: pulumi.ResourceOptions,
-        on_cluster: pulumi.ResourceOptions,
-    ) -> _TokenSource:
-        """What hands the pods the Hugging Face token, which they wait for: the Secret of serving.hfToken; or with
-        a Secret Manager secret, its SecretProviderClass and each reader's grant on the secret (the model servers',
-        the staging Job's), so that a pod never mounts before its account may read. Nothing without a token."""
+        self, args: ServingArgs, in_project: pulumi.ResourceOptions, on_cluster: pulumi.ResourceOptions
+    ) -> _Needs:
+        """What hands the pods the Hugging Face token: the Secret of serving.hfToken; or with a Secret Manager secret,
+        its SecretProviderClass and each reader's grant on the secret, so that a pod never mounts before its account
+        may read. Nothing without a token."""
         serving = args.serving
         if serving.hf_token:
             secret = k8s.core.v1.Secret(
@@ -165,46 +147,34 @@ class ModelServing(pulumi.ComponentResource):
                 string_data={serving_objects.HF_TOKEN_SECRET_KEY: pulumi.Output.secret(serving.hf_token)},
                 opts=on_cluster,
             )
-            return _TokenSource(servers=[secret], staging=[secret])
-        provider_class_manifest = args.objects.hf_token_provider_class
-        if provider_class_manifest is None:
-            return _TokenSource(servers=[], staging=[])
+            return [secret], [secret]
+        if args.objects.hf_token_provider_class is None:
+            return [], []
         secret_name = hf_token_secret(serving)
-        assert principals is not None and secret_name, "a token file needs its secret and its readers"
-        provider_class = custom_resource("hf-token", provider_class_manifest, on_cluster)
-        project = secret_name.split("/")[1]
+        assert secret_name, "a token file needs its secret"
+        provider_class = custom_resource("hf-token", args.objects.hf_token_provider_class, on_cluster)
 
-        def reader(name: str, account: str) -> gcp.secretmanager.SecretIamMember:
+        def reader(name: str, account: dict[str, Any]) -> gcp.secretmanager.SecretIamMember:
             return gcp.secretmanager.SecretIamMember(
                 name,
-                project=project,
+                project=secret_name.split("/")[1],
                 secret_id=secret_name,
                 role=SECRET_ACCESSOR,
-                member=principals(account),
+                member=self._principal(args, account),
                 opts=in_project,
             )
 
-        servers = reader("hf-token-model-server-secretAccessor", args.objects.service_account["metadata"]["name"])
-        staging: list[pulumi.Resource] = [provider_class]
+        servers = reader("hf-token-model-server-secretAccessor", args.objects.service_account)
+        staging: list[pulumi.Input[pulumi.Resource]] = [provider_class]
         if args.objects.staging_service_account is not None:
-            stager = args.objects.staging_service_account["metadata"]["name"]
-            staging.append(reader("hf-token-staging-secretAccessor", stager))
-        return _TokenSource(servers=[provider_class, servers], staging=staging)
+            staging.append(reader("hf-token-staging-secretAccessor", args.objects.staging_service_account))
+        return [provider_class, servers], staging
 
-    def _bucket_access(
-        self, args: ServingArgs, principals: _Principals | None, opts: pulumi.ResourceOptions
-    ) -> _BucketAccess:
-        """The weights bucket (created, or an existing one) and each account's grants on it: the model
-        servers read it and write the XLA cache only; the staging Job reads it and writes the snapshot only."""
+    def _bucket_access(self, args: ServingArgs, opts: pulumi.ResourceOptions) -> _Needs:
+        """The weights bucket (created, or an existing one) and each account's grants on it."""
         serving, weights_bucket = args.serving, args.serving.weights_bucket
         bucket_name = weights_bucket_name(serving, args.project)
         bucket: list[pulumi.Input[pulumi.Resource]] = []
-        if not weights_bucket.create and args.storage_api:
-            # The grants (and the pods) wait for the preview's read of the bucket, which refuses one they would fail
-            # on. A stack on a cluster made elsewhere that neither makes nor grants on the bucket makes no Google
-            # Cloud call (the integration lab has none to make it to), and reads nothing.
-            storage_api = args.storage_api[0]
-            bucket.append(self._check_existing_bucket(args, bucket_name).apply(lambda _: storage_api))
         if weights_bucket.create:
             bucket.append(
                 private_bucket(
@@ -217,49 +187,42 @@ class ModelServing(pulumi.ComponentResource):
                     opts=opts,
                 )
             )
+        elif args.storage_api:
+            # The grants (and the pods) wait for the preview's read of the bucket, which refuses one they would fail
+            # on. A stack on a cluster made elsewhere that neither makes nor grants on the bucket makes no Google
+            # Cloud call (the integration lab has none to make it to), and reads nothing.
+            storage_api = args.storage_api[0]
+            bucket.append(self._check_existing_bucket(args, bucket_name).apply(lambda _: storage_api))
         if not weights_bucket.grant_access:
-            return _BucketAccess(servers=bucket, staging=bucket)
-        assert principals is not None, "the bucket grants need their principals"
+            return bucket, bucket
         after_bucket = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=bucket))
 
         def grant(
-            name: str,
-            member: pulumi.Output[str],
-            role: str,
-            condition: gcp.storage.BucketIAMMemberConditionArgsDict | None = None,
+            name: str, account: dict[str, Any], role: str, prefix: str = "", title: str = ""
         ) -> gcp.storage.BucketIAMMember:
+            """``role`` on the bucket to ``account`` (a manifest); with a ``prefix``, on its objects there only."""
+            condition = object_prefix_condition(bucket_name, prefix, title) if prefix else None
+            member = self._principal(args, account)
             return gcp.storage.BucketIAMMember(
                 name, bucket=bucket_name, role=role, member=member, condition=condition, opts=after_bucket
             )
 
-        servers = principals(args.objects.service_account["metadata"]["name"])
+        servers = args.objects.service_account
         # weights-bucketViewer keeps the name it had when the servers also wrote the weights: a new name would
         # create the same binding again and then delete it with the old resource.
         server_grants = [
             grant("weights-bucketViewer", servers, BUCKET_VIEWER),
             grant("weights-objectViewer", servers, OBJECT_VIEWER),
-            grant(
-                "weights-xla-cache-objectUser",
-                servers,
-                OBJECT_USER,
-                object_prefix_condition(bucket_name, f"{XLA_CACHE_DIR}/", "XLA compilation cache"),
-            ),
+            grant("weights-xla-cache-objectUser", servers, OBJECT_USER, f"{XLA_CACHE_DIR}/", "XLA compilation cache"),
         ]
         staging_grants = []
-        if args.objects.staging_service_account is not None:
-            stager = principals(args.objects.staging_service_account["metadata"]["name"])
+        if (stager := args.objects.staging_service_account) is not None:
+            snapshot = weights_object_prefix(serving, args.project)
             staging_grants = [
                 grant("staging-objectViewer", stager, OBJECT_VIEWER),
-                grant(
-                    "staging-snapshot-objectUser",
-                    stager,
-                    OBJECT_USER,
-                    object_prefix_condition(
-                        bucket_name, weights_object_prefix(serving, args.project), "weights snapshot"
-                    ),
-                ),
+                grant("staging-snapshot-objectUser", stager, OBJECT_USER, snapshot, "weights snapshot"),
             ]
-        benchmark = principals(args.objects.benchmark_service_account["metadata"]["name"])
+        benchmark = args.objects.benchmark_service_account
         # inference-perf builds its Cloud Storage client before the run and looks the bucket up
         # (inference-perf 0.7.0 inference_perf/client/filestorage/gcs.py:33 lookup_bucket; google-cloud-storage
         # client.py lookup_bucket -> get_bucket -> Bucket.reload, GET /storage/v1/b/<bucket>, a Forbidden re-raised):
@@ -267,13 +230,8 @@ class ModelServing(pulumi.ComponentResource):
         # call's resource is projects/_/buckets/<bucket>, which no objects/ prefix condition matches.
         grant("benchmark-bucketViewer", benchmark, BUCKET_VIEWER)
         grant("benchmark-objectViewer", benchmark, OBJECT_VIEWER)
-        grant(
-            "benchmark-results-objectUser",
-            benchmark,
-            OBJECT_USER,
-            object_prefix_condition(bucket_name, f"{RESULTS_DIR}/", "benchmark reports"),
-        )
-        return _BucketAccess(servers=[*bucket, *server_grants], staging=[*bucket, *staging_grants])
+        grant("benchmark-results-objectUser", benchmark, OBJECT_USER, f"{RESULTS_DIR}/", "benchmark reports")
+        return [*bucket, *server_grants], [*bucket, *staging_grants]
 
     def _check_existing_bucket(self, args: ServingArgs, bucket_name: str) -> pulumi.Output[None]:
         """Read the existing weights bucket and refuse one the stack cannot use (serving/rules.py
@@ -314,29 +272,20 @@ class ModelServing(pulumi.ComponentResource):
         return read.apply(review)
 
     def _weights_staging(
-        self,
-        args: ServingArgs,
-        access: list[pulumi.Input[pulumi.Resource]],
-        token: list[pulumi.Resource],
-        on_cluster: pulumi.ResourceOptions,
+        self, args: ServingArgs, needs: list[pulumi.Input[pulumi.Resource]], on_cluster: pulumi.ResourceOptions
     ) -> list[pulumi.Resource]:
-        """The Job that fills the bucket, as its own account, after that account, its bucket grants
-        (``access``) and what hands it the token (``token``).
-
-        Pulumi waits for the Job to complete (its pulumi.com/timeoutSeconds), so the model servers,
-        which depend on it, start against a complete snapshot. A Job's pod template cannot change:
-        any change to it (model, revision, image, script, account) replaces the Job, which stages
-        again (copying only what is missing); the fixed name means the old one goes first.
-        """
+        """The Job that fills the bucket, as its own account, after that account, its bucket grants and what hands it
+        the token (``needs``). Pulumi waits for the Job to complete (its pulumi.com/timeoutSeconds), so the model
+        servers, which depend on it, start against a complete snapshot. A Job's pod template cannot change: any change
+        to it (model, revision, image, script, account) replaces the Job, which stages again (copying only what is
+        missing); the fixed name means the old one goes first."""
         job, script = args.objects.staging_job, args.objects.staging_script
         account_manifest = args.objects.staging_service_account
         if job is None or script is None or account_manifest is None:
             return []
-        account = k8s.core.v1.ServiceAccount(
-            "weights-staging-account", metadata=owned(account_manifest["metadata"]), opts=on_cluster
-        )
+        account = kubernetes_object("weights-staging-account", account_manifest, on_cluster)
         after_access = pulumi.ResourceOptions.merge(
-            on_cluster, pulumi.ResourceOptions(depends_on=[account, *access, *token, *args.admission_ready])
+            on_cluster, pulumi.ResourceOptions(depends_on=[account, *needs, *args.admission_ready])
         )
         configmap = k8s.core.v1.ConfigMap(
             "weights-staging-script", metadata=owned(script["metadata"]), data=script["data"], opts=after_access
@@ -384,25 +333,6 @@ class ModelServing(pulumi.ComponentResource):
                 ),
             )
         return gateway
-
-
-@dataclass(frozen=True)
-class _TokenSource:
-    """What a pod of each account waits for before it may read the Hugging Face token (and is deleted before)."""
-
-    servers: list[pulumi.Resource]
-    staging: list[pulumi.Resource]
-
-
-@dataclass(frozen=True)
-class _BucketAccess:
-    """What a pod of each account waits for before it may use the bucket (and is deleted before)."""
-
-    # the bucket (or the read of an existing one) and the model servers' grants
-    servers: list[pulumi.Input[pulumi.Resource]]
-    staging: list[
-        pulumi.Input[pulumi.Resource]
-    ]  # the bucket (or the read of an existing one) and the staging Job's grants
 
 
 class _Gateway(pulumi.CustomResource):

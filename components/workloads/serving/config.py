@@ -4,6 +4,7 @@ preview rules (each reported under the config key that fixes it) and the values 
 from __future__ import annotations
 
 import re
+from functools import partial
 
 from pydantic import Field
 
@@ -34,31 +35,25 @@ MODEL_REVISION = "ea5b4f81096f3901c91dea97f81324302495781d"
 MODEL_PARAMETERS_BILLIONS = 397.0  # "397B" total parameters (17B active per token), per the model id
 MODEL_WEIGHTS_DTYPE = "fp8"  # "-FP8" checkpoint; ~406 GB on disk (a few tensors stay bf16)
 
-# vLLM for TPU: the image the reference deployment ran (a dated nightly: 2026-04-30, tpu-inference commit
-# 18ed615 on vLLM commit 5b39b26: tpu-inference's .buildkite/scripts/publish_nightly_image.sh tags
-# nightly-<date>-<tpu-inference sha>-<vLLM sha>), not the floating `nightly`/`latest`. Pin its digest once
-# pulled. llm-d's TPU7x recipes pin vllm/vllm-tpu:v0.26.0 instead (v0.27.0-v0.29.0 break
-# TPUConnectorHMA at startup; llm-d guides/pd-disaggregation/README.md, tpu-inference#3566).
-#
-# Still the nightly, not the 0.32.0 release (2026-10-22; vllm-tpu and tpu-inference 0.32.0 on
-# PyPI), because nothing names a docker.io/vllm/vllm-tpu image of that release: tpu-inference's
-# tag workflow publishes to PyPI only (.github/workflows/release.yml), and its one image pipeline
-# pushes only `nightly` and `nightly-<date>-<sha>-<sha>` (.buildkite/nightly_releases.yml,
-# .buildkite/scripts/publish_nightly_image.sh); no doc or recipe seen names a v0.32.0 tag, and
-# Docker Hub cannot be asked from where this is developed. The P/D settings themselves hold at
-# 0.32.0 (read in the PyPI wheels): TPUConnectorHMA in tpu_inference.distributed.tpu_connector_hma
-# (accepted by platforms/tpu_platform.py; its __init__ now runs vLLM's base init, which sets the
-# _kv_transfer_config that v0.27.0's lacked), kv_producer/kv_consumer, TPU_KV_TRANSFER_PORT and
-# TPU_SIDE_CHANNEL_PORT (distributed/utils.py), TPU_MULTIHOST_BACKEND=ray (envs.py); and that
-# release's vLLM refuses a kv_ip, which the kv-transfer-config no longer sets. Moving is this one
-# line once an image tag of the release is confirmed: set serving.image to it (or its digest).
+# vLLM for TPU: the image the reference deployment ran, a dated nightly (2026-04-30, tpu-inference 18ed615 on vLLM
+# 5b39b26: tpu-inference's .buildkite/scripts/publish_nightly_image.sh tags nightly-<date>-<tpu-inference sha>-<vLLM
+# sha>), not the floating `nightly`/`latest`; pin its digest once pulled. llm-d's TPU7x recipes pin
+# vllm/vllm-tpu:v0.26.0 instead (v0.27.0-v0.29.0 break TPUConnectorHMA at startup; llm-d
+# guides/pd-disaggregation/README.md, tpu-inference#3566). Not the 0.32.0 release (2026-10-22, on PyPI) because
+# nothing names a docker.io/vllm/vllm-tpu image of it: tpu-inference's tag workflow publishes to PyPI only
+# (.github/workflows/release.yml), its one image pipeline pushes only `nightly` and `nightly-<date>-<sha>-<sha>`
+# (.buildkite/nightly_releases.yml), no doc or recipe seen names a v0.32.0 tag, and Docker Hub cannot be asked from
+# here. The P/D settings hold at 0.32.0 (read in the PyPI wheels): TPUConnectorHMA in
+# tpu_inference.distributed.tpu_connector_hma (accepted by platforms/tpu_platform.py; its __init__ now runs vLLM's base
+# init, which sets the _kv_transfer_config that v0.27.0's lacked), kv_producer/kv_consumer, TPU_KV_TRANSFER_PORT and
+# TPU_SIDE_CHANNEL_PORT (distributed/utils.py), TPU_MULTIHOST_BACKEND=ray (envs.py); its vLLM refuses a kv_ip, which
+# the kv-transfer-config no longer sets. Moving is this one line once an image tag of the release is confirmed.
 VLLM_IMAGE = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26"
-# The llm-d router: one release, one version. Its chart (serving.router), its endpoint picker image
-# and the decode pods' P/D sidecar all come from llm-d/llm-d-router at that tag. The release workflow
-# pushes the sidecar as ghcr.io/llm-d/<repo>-disagg-sidecar:<tag> (llm-d-router v0.10.0
-# .github/workflows/ci-release.yaml, ci-build-images.yaml; Makefile SIDECAR_IMAGE_NAME
-# llm-d-router-disagg-sidecar, IMAGE_REGISTRY ghcr.io/llm-d), so the sidecar's tag is the router's
-# version, never a second setting.
+# The llm-d router: one release, one version. Its chart (serving.router), its endpoint picker image and the decode
+# pods' P/D sidecar all come from llm-d/llm-d-router at that tag: the release workflow pushes the sidecar as
+# ghcr.io/llm-d/<repo>-disagg-sidecar:<tag> (llm-d-router v0.10.0 .github/workflows/ci-release.yaml,
+# ci-build-images.yaml; Makefile SIDECAR_IMAGE_NAME llm-d-router-disagg-sidecar, IMAGE_REGISTRY ghcr.io/llm-d), so
+# the sidecar's tag is the router's version, never a second setting.
 ROUTER_VERSION = "v0.10.0"
 # The release's two images, written in full so that Renovate pins each by digest and moves it with the router
 # (renovate.json: the pin rule of components/**.py, the llm-d router group); a stack at that release runs them as
@@ -84,11 +79,10 @@ STAGING_TIMEOUT_MINUTES = 360  # ~400 GB at a few hundred MB/s, with room for re
 STAGING_TIMEOUT_RANGE = (10, 1440)
 COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 # Where in the weights bucket vLLM keeps its XLA compilation cache (VLLM_XLA_CACHE_PATH, the codelab's
-# gs://<bucket>/xla_cache): tpu-inference hands it to JAX as jax_compilation_cache_dir
-# (vllm-project/tpu-inference v0.27.0 tpu_inference/runner/compilation_manager.py), and JAX writes
-# compiled programs there. The model servers' one write grant: JAX treats the cache as trusted code
-# ("a directory to which others may write" lets them run code; docs.jax.dev persistent_compilation_cache),
-# so nothing else may write it, and they may write nothing else.
+# gs://<bucket>/xla_cache): tpu-inference hands it to JAX as jax_compilation_cache_dir (vllm-project/tpu-inference
+# v0.27.0 tpu_inference/runner/compilation_manager.py), and JAX writes compiled programs there. The model servers' one
+# write grant: JAX treats the cache as trusted code ("a directory to which others may write" lets them run code;
+# docs.jax.dev persistent_compilation_cache), so nothing else may write it, and they may write nothing else.
 XLA_CACHE_DIR = "xla_cache"
 # Where `make bench` (components/operations/benchmark.py) writes its reports in the weights bucket, as its own
 # Kubernetes service account: the benchmark reads the snapshot's tokenizer and writes under this prefix only,
@@ -295,9 +289,6 @@ class ServingConfig(Block):
         return topology.Shape.parse(self.slice_shape)
 
 
-# --- Derived values --------------------------------------------------------------------
-
-
 def weights_bucket_name(serving: ServingConfig, project: str) -> str:
     return serving.weights_bucket.name or f"{project}-llm-weights"
 
@@ -362,9 +353,6 @@ def serving_workloads(serving: ServingConfig, queues: QueuesConfig) -> list[admi
     ]
 
 
-# --- Rules -----------------------------------------------------------------------------
-
-
 def validate_serving(
     serving: ServingConfig,
     tpu: TpuConfig,
@@ -397,34 +385,30 @@ def validate_serving(
 
 def _validate_names(serving: ServingConfig, queues: QueuesConfig, problems: Problems) -> None:
     workload_rules.validate_queued_namespace(queues, "serving.namespace", serving.namespace, problems)
-    for key, value in (("serviceAccountName", serving.service_account_name), ("gateway.name", serving.gateway.name)):
+    staging = serving.weights_staging
+    names = [("serviceAccountName", serving.service_account_name), ("gateway.name", serving.gateway.name)]
+    if staging.enabled:
+        names.append(("weightsStaging.serviceAccountName", staging.service_account_name))
+    for key, value in names:
         if not is_k8s_name(value):
             problems.add(
                 f"serving.{key}", f"{value!r} is not a Kubernetes name", "use lowercase letters, digits and hyphens"
             )
-    if serving.weights_staging.enabled:
-        staging_account = serving.weights_staging.service_account_name
-        if not is_k8s_name(staging_account):
-            problems.add(
-                "serving.weightsStaging.serviceAccountName",
-                f"{staging_account!r} is not a Kubernetes name",
-                "use lowercase letters, digits and hyphens",
-            )
-        elif staging_account == serving.service_account_name:
-            problems.add(
-                "serving.weightsStaging.serviceAccountName",
-                f"{staging_account!r} is also serving.serviceAccountName: every model server could then overwrite "
-                "or delete the weights",
-                "give the staging Job its own account, e.g. weights-staging",
-            )
-    names: dict[str, str] = {}
+    staging_account = staging.service_account_name
+    if staging.enabled and is_k8s_name(staging_account) and staging_account == serving.service_account_name:
+        problems.add(
+            "serving.weightsStaging.serviceAccountName",
+            f"{staging_account!r} is also serving.serviceAccountName: every model server could then overwrite "
+            "or delete the weights",
+            "give the staging Job its own account, e.g. weights-staging",
+        )
+    role_names: dict[str, str] = {}
     for role in ROLES:
-        key = f"serving.{role}.name"
-        name = serving.role(role).name
+        key, name = f"serving.{role}.name", serving.role(role).name
         named = workload_rules.validate_workload_name(key, serving.namespace, name, "serving.namespace", problems)
-        if named and name in names.values():
-            problems.add(key, f"{name!r} is also the {next(iter(names))} name", "give each role its own name")
-        names[role] = name
+        if named and name in role_names.values():
+            problems.add(key, f"{name!r} is also the {next(iter(role_names))} name", "give each role its own name")
+        role_names[role] = name
     workload_rules.validate_priority_level("serving.priority", serving.priority, problems)
 
 
@@ -483,22 +467,16 @@ def _validate_model(
     if dtype_problem := sizing.dtype_problem(model.weights_dtype):
         problems.add("serving.model.weightsDtype", dtype_problem, f"use one of {', '.join(sizing.DTYPES)}")
     elif shape is not None and not rules.headroom_problems(serving.hbm_headroom):
-        fit = rules.weights_fit_problems(
-            model.parameters_billions, model.weights_dtype, shape, machine, serving.hbm_headroom
-        )
+        fit = partial(rules.weights_fit_problems, model.parameters_billions, model.weights_dtype, shape, machine)
         default_headroom = ServingConfig().hbm_headroom
-        fits_by_default = serving.hbm_headroom > default_headroom and not rules.weights_fit_problems(
-            model.parameters_billions, model.weights_dtype, shape, machine, default_headroom
-        )
-        for fit_problem in fit:
-            if fits_by_default:  # the headroom raised above its default is what leaves too little HBM
-                problems.add("serving.hbmHeadroom", fit_problem, f"keep free at most the default {default_headroom}")
-            else:
-                problems.add(
-                    "serving.model.parametersBillions",
-                    fit_problem,
-                    "use a larger serving.sliceShape, a smaller dtype or less serving.hbmHeadroom",
-                )
+        if serving.hbm_headroom > default_headroom and not fit(default_headroom):
+            # the headroom raised above its default is what leaves too little HBM
+            key, fix = "serving.hbmHeadroom", f"keep free at most the default {default_headroom}"
+        else:
+            key = "serving.model.parametersBillions"
+            fix = "use a larger serving.sliceShape, a smaller dtype or less serving.hbmHeadroom"
+        for fit_problem in fit(serving.hbm_headroom):
+            problems.add(key, fit_problem, fix)
 
 
 def _validate_pods(serving: ServingConfig, machine: topology.MachineType, problems: Problems) -> None:

@@ -1,23 +1,16 @@
 """P/D-disaggregated vLLM serving on TPU7x: model-server LeaderWorkerSets, Gateway, router values.
 
-Pure Python (no Pulumi imports). The YAML bases under ``manifests/serving/`` are real manifests
-(and the router chart's values file); this module loads them and overlays, on fresh copies, what
-varies per stack: namespace, Kueue queue and priority labels, llm-d labels, images, the weights
-URI, the vLLM settings (VLLM_SETTING_FLAGS), probe budget, optional node-health settings, and everything that
-follows from the slice shape and the machine type (group size, TPU requests, partition labels). The builders read
-the validated blocks (serving, tpu, queues, network) and the few values that are no setting: the project (the
-bucket's default name), the pull path of the images and whether Pulumi awaits anything.
+Pure Python (no Pulumi imports). The YAML bases under ``manifests/serving/`` are real manifests (and the router chart's
+values file); the builders overlay, on fresh copies, what varies per stack, from the validated blocks (serving, tpu,
+queues, network) and the few values that are no setting: the project (the bucket's default name), the pull path of the
+images and whether Pulumi awaits anything.
 
-Two LeaderWorkerSets, one per role. Each group (a leader pod plus workers) takes one dynamic
-slice: the leader starts a Ray head and ``vllm serve`` with tensor parallelism across every
-TensorCore of the slice; the workers join the Ray cluster. Prefill serves on 8000, decode vLLM
-on 8200 behind the llm-d routing sidecar on 8000 (the InferencePool target port); KV caches move
-from prefill to decode over TPUConnectorHMA (TPU_KV_TRANSFER_PORT 9100, TPU_SIDE_CHANNEL_PORT
-9600).
-
-vLLM arguments are container ``args`` items, not a shell string. The leader's command is a fixed
-``sh -c`` script that forms the Ray cluster and then runs ``exec vllm serve "$@"``, so each
-argument reaches vLLM as one argv element and JSON values need no quoting.
+Two LeaderWorkerSets, one per role. Each group (a leader pod plus workers) takes one dynamic slice: the leader starts a
+Ray head and ``vllm serve`` with tensor parallelism across every TensorCore of the slice; the workers join the Ray
+cluster. Prefill serves on 8000, decode vLLM on 8200 behind the llm-d routing sidecar on 8000 (the InferencePool target
+port); KV caches move from prefill to decode over TPUConnectorHMA. vLLM arguments are container ``args`` items: the
+leader's fixed ``sh -c`` script forms the Ray cluster, then runs ``exec vllm serve "$@"``, so each argument reaches vLLM
+as one argv element and JSON values need no quoting.
 """
 
 from __future__ import annotations
@@ -57,110 +50,65 @@ from components.workloads.serving.config import (
 )
 
 BASE_FILES = {PREFILL: "prefill-leaderworkerset.yaml", DECODE: "decode-leaderworkerset.yaml"}
-GATEWAY_FILE = "gateway.yaml"
 ROUTER_VALUES_FILE = "router-values.yaml"
-SERVICE_ACCOUNT_FILE = "service-account.yaml"
-STAGING_SERVICE_ACCOUNT_FILE = "weights-staging-service-account.yaml"
-BENCHMARK_SERVICE_ACCOUNT_FILE = "benchmark-service-account.yaml"
 STAGING_JOB_FILE = "weights-staging-job.yaml"
 NETWORK_POLICIES_FILE = "network-policies.yaml"
 # The NetworkPolicies of network-policies.yaml, by name: each holds every sender of one group of pods.
 MODEL_SERVERS_POLICY = "model-servers"
 ENDPOINT_PICKER_POLICY = "endpoint-picker"
-HF_TOKEN_PROVIDER_CLASS_FILE = "hf-token-secret-provider-class.yaml"
 STAGING_SCRIPT_FILE = "stage_weights.py"
 # Its libraries, every version with the sha256 of each wheel: the init container pip-installs them with --require-hashes.
 STAGING_REQUIREMENTS_FILE = "stage-weights-requirements.txt"
 STAGING_FILES = (STAGING_SCRIPT_FILE, STAGING_REQUIREMENTS_FILE)  # the ConfigMap's keys, mounted at /staging
-STAGING_SCRIPT_CONFIGMAP = "weights-staging-script"
 STAGING_CONTAINER = "stage-weights"
 STAGING_INSTALL_CONTAINER = "install-libraries"
-
 LEADER_CONTAINER = "vllm-leader"
 WORKER_CONTAINER = "vllm-worker"
-SIDECAR_CONTAINER = "routing-proxy"
 
 GUIDE = "pd-disaggregation"  # the llm-d guide: its label selects the serving leaders
+VLLM_PORTS = {PREFILL: 8000, DECODE: 8200}
 
-# Ports.
-PREFILL_PORT = 8000
-DECODE_VLLM_PORT = 8200
-SIDECAR_PORT = 8000  # = InferencePool target port
-KV_TRANSFER_PORT = 9100
-SIDE_CHANNEL_PORT = 9600
-VLLM_PORTS = {PREFILL: PREFILL_PORT, DECODE: DECODE_VLLM_PORT}
-
-# KV transfer (tpu-inference).
-KV_CONNECTOR = "TPUConnectorHMA"
-KV_CONNECTOR_MODULE = "tpu_inference.distributed.tpu_connector_hma"
-KV_ROLES = {PREFILL: "kv_producer", DECODE: "kv_consumer"}
-
-# Labels and annotations.
 GUIDE_LABEL = "llm-d.ai/guide"
 MODEL_LABEL = "llm-d.ai/model"
 ROLE_LABEL = "llm-d.ai/role"
-ENGINE_LABEL = "inference.networking.k8s.io/engine-type"
-EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 SKIP_TPU_WEBHOOK_ANNOTATION = "cloud.google.com/skip-tpu-webhook-check"
-WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
 SKIP_AWAIT_ANNOTATION = "pulumi.com/skipAwait"
-WAIT_FOR_PROGRAMMED = "condition=Programmed"
 TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
 # On the staging pod template: a change to the program or its pins changes the Job, which then runs again.
 SCRIPT_DIGEST_ANNOTATION = "tpu-gke.dev/script-sha256"
 
-# What Kueue's LeaderWorkerSet webhook refuses to change on a queue-managed LWS (kubernetes-sigs/kueue
-# v0.17.8, pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go ValidateUpdate): the queue-name
-# label, the priority-class label once a group is ready, and the pod "shape" of both templates
-# (pkg/util/pod/pod.go SpecShape: the containers' and init containers' requests and ports, nodeSelector,
-# affinity, tolerations, runtimeClassName, priority, topologySpreadConstraints, overhead, resourceClaims,
-# and since v0.17.7 the pod-level requests when set). And the group size: Kueue 0.17 accepts a new size in
-# place without reserving quota for it (kubernetes-sigs/kueue#13809; 0.19.1 refuses it). A change to any of
-# these must replace the LWS, reloading the model; any other edit (an image, flags, the routing sidecar's image)
-# rolls the groups in place.
+# What Kueue's LeaderWorkerSet webhook refuses to change on a queue-managed LWS (kubernetes-sigs/kueue v0.17.8,
+# pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go ValidateUpdate): the queue-name label, the
+# priority-class label once a group is ready, the pod "shape" of both templates (pkg/util/pod/pod.go SpecShape, below;
+# the pod-level `resources` since v0.17.7, when set) and the group size: Kueue 0.17 accepts a new size in place without
+# reserving quota for it (kubernetes-sigs/kueue#13809; 0.19.1 refuses it). A change to any of these must replace the
+# LWS, reloading the model; any other edit (an image, flags, the routing sidecar's image) rolls the groups in place.
 _POD_SHAPE = (
-    "containers[*].resources",
-    "containers[*].ports",
-    "initContainers[*].resources",
-    "initContainers[*].ports",
-    "nodeSelector",
-    "affinity",
-    "tolerations",
-    "runtimeClassName",
-    "priority",
-    "topologySpreadConstraints",
-    "overhead",
-    "resourceClaims",
-    "resources",
+    *(f"{key}[*].{field}" for key in ("containers", "initContainers") for field in ("resources", "ports")),
+    *("nodeSelector", "affinity", "tolerations", "runtimeClassName", "priority", "topologySpreadConstraints"),
+    *("overhead", "resourceClaims", "resources"),
 )
 REPLACED_ON = [
     "metadata.labels",
     "spec.leaderWorkerTemplate.size",
-    *(
-        f"spec.leaderWorkerTemplate.{kind}.spec.{path}"
-        for kind in ("leaderTemplate", "workerTemplate")
-        for path in _POD_SHAPE
-    ),
+    *(f"spec.leaderWorkerTemplate.{kind}Template.spec.{path}" for kind in ("leader", "worker") for path in _POD_SHAPE),
 ]
 
-# The Hugging Face token reaches the model servers and the staging Job by one of two routes.
-# serving.hfToken: the Secret llm-d-hf-token (the stack creates it only when the setting is set), read by an
-# optional reference into the environment variable HF_TOKEN.
+# The Hugging Face token reaches the model servers and the staging Job by one of two routes. serving.hfToken: the
+# Secret llm-d-hf-token (made only when the setting is set), read by an optional reference into the variable HF_TOKEN.
 HF_TOKEN_SECRET_NAME = "llm-d-hf-token"
 HF_TOKEN_SECRET_KEY = "HF_TOKEN"
 HF_TOKEN_ENV = "HF_TOKEN"
-# serving.hfTokenSecretVersion: no Secret and no variable holding the token. GKE's Secret Manager add-on mounts the
-# secret version as a file: a CSI volume of its driver, secrets-store-gke.csi.k8s.io, that names a
-# SecretProviderClass of its provider, gke (hf-token-secret-provider-class.yaml), read as the pod's own Kubernetes
-# service account through Workload Identity (GoogleCloudPlatform/accelerated-platforms 9320f3b2,
-# platforms/gke/base/core/huggingface/initialize: DEVELOPER.md and templates/secretproviderclass-huggingface-tokens;
-# the add-on is the open-source Secrets Store CSI driver and Google's provider, run by GKE). HF_TOKEN_PATH names
-# the file: huggingface_hub takes the token from HF_TOKEN, else from the file at HF_TOKEN_PATH (huggingface_hub
-# 2.4.0, the staging Job's pin: constants.py HF_TOKEN_PATH, utils/_auth.py get_token; the variable exists since
-# v0.23.0, huggingface/huggingface_hub#2185), and vLLM passes no token of its own unless --hf-token is given, so
-# huggingface_hub's lookup decides there too (vllm-tpu 0.20.0 and 0.21.0, either side of the image's vLLM:
-# vllm/config/model.py hf_token, vllm/transformers_utils/config.py). The staging program reads the same two
-# variables (stage_weights.py).
+# serving.hfTokenSecretVersion: no Secret and no variable holding the token. GKE's Secret Manager add-on (the
+# open-source Secrets Store CSI driver and Google's provider) mounts the secret version as a file: a CSI volume of its
+# driver that names a SecretProviderClass of its provider, gke (hf-token-secret-provider-class.yaml), read as the pod's
+# own Kubernetes service account through Workload Identity (GoogleCloudPlatform/accelerated-platforms 9320f3b2,
+# platforms/gke/base/core/huggingface/initialize: DEVELOPER.md and templates/secretproviderclass-huggingface-tokens).
+# HF_TOKEN_PATH names the file: huggingface_hub takes the token from HF_TOKEN, else from the file at HF_TOKEN_PATH
+# (huggingface_hub 2.4.0, the staging Job's pin: constants.py HF_TOKEN_PATH, utils/_auth.py get_token; the variable
+# exists since v0.23.0, huggingface/huggingface_hub#2185), and vLLM passes no token of its own unless --hf-token is
+# given, so huggingface_hub's lookup decides there too (vllm-tpu 0.20.0 and 0.21.0, either side of the image's vLLM:
+# vllm/config/model.py hf_token, vllm/transformers_utils/config.py). The staging program reads the same two variables.
 HF_TOKEN_PATH_ENV = "HF_TOKEN_PATH"
 SECRET_MANAGER_CSI_DRIVER = "secrets-store-gke.csi.k8s.io"
 HF_TOKEN_PROVIDER_CLASS = "hf-token"
@@ -172,7 +120,6 @@ HF_TOKEN_FILE = "token"
 SECRET_ENV_CHECK = "CKV_K8S_35"
 CHECKOV_SKIP_PREFIX = "checkov.io/skip"
 
-# The router release.
 ROUTER_RELEASE_NAME = GUIDE  # names the InferencePool (and <release>-epp)
 # The label the chart selects its endpoint picker pods by, `llm-d-router-gateway: <release>-epp` (llm-d-router
 # v0.10.0 config/charts/routerlib/templates/_helpers.tpl: llm-d-router.selectorLabels, with the pool created;
@@ -193,12 +140,12 @@ def workload_identity_principal(pool: str, project_number: str, namespace: str, 
 class ServingObjects:
     """Every manifest of the serving workload, built once per run from the serving block and the stack's."""
 
-    service_account: dict[str, Any]
+    service_account: dict[str, Any]  # the model servers': reads the bucket by Workload Identity
     gateway: dict[str, Any]
     router_values: dict[str, Any]
     leaderworkersets: list[dict[str, Any]]  # prefill, then decode
     staging_script: dict[str, Any] | None  # the weights-staging ConfigMap, account and Job (None: staging is off)
-    staging_service_account: dict[str, Any] | None
+    staging_service_account: dict[str, Any] | None  # the one identity that writes the weights
     staging_job: dict[str, Any] | None
     benchmark_service_account: dict[str, Any]  # `make bench`'s Job runs as it: reads the tokenizer, writes results/
     network_policies: list[dict[str, Any]]  # who may connect to the model servers and to the endpoint picker
@@ -218,29 +165,25 @@ def serving_objects(
     """Every serving object of the stack. ``pull_path``: where the nodes pull the images from (images.mirror or the
     pull-through repositories); ``skip_await``: a control plane without workloads, Pulumi waits for no Gateway or Job.
     """
-    namespace = serving.namespace
+    namespace, staging = serving.namespace, serving.weights_staging
     inference_gateway = gateway(namespace, serving.gateway)
     if skip_await:
         await_nothing(inference_gateway)
     values = router_values(serving, pull_path)
-    staging = serving.weights_staging
+    stager = service_account("weights-staging-service-account.yaml", namespace, staging.service_account_name)
+    benchmark = service_account("benchmark-service-account.yaml", namespace, BENCHMARK_SERVICE_ACCOUNT)
+    token_version = serving.hf_token_secret_version
     return ServingObjects(
-        service_account=model_server_service_account(namespace, serving.service_account_name),
+        service_account=service_account("service-account.yaml", namespace, serving.service_account_name),
         gateway=inference_gateway,
         router_values=values,
-        leaderworkersets=prefill_decode_leaderworkersets(serving, tpu, queues, project, pull_path),
+        leaderworkersets=[leaderworkerset(serving, tpu, queues, project, pull_path, role) for role in ROLES],
         staging_script=staging_script_configmap(namespace) if staging.enabled else None,
-        staging_service_account=(
-            staging_service_account(namespace, staging.service_account_name) if staging.enabled else None
-        ),
+        staging_service_account=stager if staging.enabled else None,
         staging_job=weights_staging_job(serving, project, pull_path, skip_await) if staging.enabled else None,
-        benchmark_service_account=benchmark_service_account(namespace),
+        benchmark_service_account=benchmark,
         network_policies=network_policies(serving, network, pool_target_port(values)),
-        hf_token_provider_class=(
-            hf_token_provider_class(namespace, serving.hf_token_secret_version)
-            if serving.hf_token_secret_version
-            else None
-        ),
+        hf_token_provider_class=hf_token_provider_class(namespace, token_version) if token_version else None,
     )
 
 
@@ -249,12 +192,20 @@ def await_nothing(manifest: dict[str, Any]) -> None:
     manifest["metadata"].setdefault("annotations", {})[SKIP_AWAIT_ANNOTATION] = "true"
 
 
-# --- The Hugging Face token ----------------------------------------------------------------
+def load_base(file_name: str) -> dict[str, Any]:
+    """A fresh copy of the one document of ``manifests/serving/<file_name>``."""
+    return manifests.load_document(f"serving/{file_name}")
+
+
+def service_account(file_name: str, namespace: str, name: str) -> dict[str, Any]:
+    account = load_base(file_name)
+    account["metadata"].update(name=name, namespace=namespace)
+    return account
 
 
 def hf_token_provider_class(namespace: str, secret_version: str) -> dict[str, Any]:
     """The SecretProviderClass that makes ``secret_version`` the file ``token`` of the pods' token volume."""
-    provider_class = _load_one(HF_TOKEN_PROVIDER_CLASS_FILE)
+    provider_class = load_base("hf-token-secret-provider-class.yaml")
     provider_class["metadata"].update(name=HF_TOKEN_PROVIDER_CLASS, namespace=namespace)
     # The provider reads `secrets` as a YAML list in a string (config/config.go: Parse): written as data, not text.
     objects = [{"resourceName": secret_version, "path": HF_TOKEN_FILE}]
@@ -265,10 +216,8 @@ def hf_token_provider_class(namespace: str, secret_version: str) -> dict[str, An
 def hand_over_token(
     metadata: dict[str, Any], pod_spec: dict[str, Any], container: dict[str, Any], secret_version: str
 ) -> None:
-    """Give ``container`` the Hugging Face token: the optional Secret's HF_TOKEN, or with a Secret Manager
-    ``secret_version`` (serving.hfTokenSecretVersion) the file HF_TOKEN_PATH names on the add-on's read-only volume,
-    with no variable holding the token (``metadata``: where the bases skip checkov's check of secrets in variables,
-    dropped with the variable)."""
+    """Give ``container`` the Hugging Face token by one of the two routes above (``metadata``: where the bases skip
+    checkov's check of secrets in variables, dropped with the variable)."""
     if not secret_version:
         # Optional: weights and tokenizer come from gs://, so the token only matters for gated downloads from the
         # Hub; the stack creates the Secret only when a token is configured.
@@ -277,15 +226,9 @@ def hand_over_token(
         return
     manifests.remove_env(container, HF_TOKEN_ENV)
     manifests.set_env(container, HF_TOKEN_PATH_ENV, f"{HF_TOKEN_DIR}/{HF_TOKEN_FILE}")
-    volume = {
-        "name": HF_TOKEN_VOLUME,
-        "csi": {
-            "driver": SECRET_MANAGER_CSI_DRIVER,
-            "readOnly": True,
-            "volumeAttributes": {"secretProviderClass": HF_TOKEN_PROVIDER_CLASS},
-        },
-    }
-    pod_spec.setdefault("volumes", []).append(volume)
+    attributes = {"secretProviderClass": HF_TOKEN_PROVIDER_CLASS}
+    csi = {"driver": SECRET_MANAGER_CSI_DRIVER, "readOnly": True, "volumeAttributes": attributes}
+    pod_spec.setdefault("volumes", []).append({"name": HF_TOKEN_VOLUME, "csi": csi})
     mount = {"name": HF_TOKEN_VOLUME, "mountPath": HF_TOKEN_DIR, "readOnly": True}
     container.setdefault("volumeMounts", []).append(mount)
     annotations = metadata.get("annotations") or {}
@@ -296,17 +239,9 @@ def hand_over_token(
         del annotations[key]
 
 
-# --- Weights staging -----------------------------------------------------------------------
-
-
 def staging_files() -> dict[str, str]:
     """The staging program and its pinned requirements, exactly as the ConfigMap carries them."""
     return {name: (manifests.MANIFESTS / "serving" / name).read_text(encoding="utf-8") for name in STAGING_FILES}
-
-
-def staging_files_digest(files: dict[str, str]) -> str:
-    """One sha256 over every file (name and content), for the pod template's annotation."""
-    return manifests.files_digest(files)
 
 
 def staging_script_configmap(namespace: str) -> dict[str, Any]:
@@ -314,36 +249,22 @@ def staging_script_configmap(namespace: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": STAGING_SCRIPT_CONFIGMAP, "namespace": namespace},
+        "metadata": {"name": "weights-staging-script", "namespace": namespace},
         "data": staging_files(),
     }
-
-
-def staging_service_account(namespace: str, name: str) -> dict[str, Any]:
-    """The staging Job's own ServiceAccount: the one identity that writes the weights."""
-    account = _load_one(STAGING_SERVICE_ACCOUNT_FILE)
-    account["metadata"].update(name=name, namespace=namespace)
-    return account
-
-
-def benchmark_service_account(namespace: str) -> dict[str, Any]:
-    """The serving benchmark's own ServiceAccount: the one identity that writes the bucket's results/."""
-    account = _load_one(BENCHMARK_SERVICE_ACCOUNT_FILE)
-    account["metadata"].update(name=BENCHMARK_SERVICE_ACCOUNT, namespace=namespace)
-    return account
 
 
 def weights_staging_job(serving: ServingConfig, project: str, pull_path: PullPath, skip_await: bool) -> dict[str, Any]:
     """The Job that copies the pinned revision into the directory the servers read (``weights_uri``), as its own
     account."""
     staging = serving.weights_staging
-    job = _load_one(STAGING_JOB_FILE)
+    job = load_base(STAGING_JOB_FILE)
     job["metadata"]["namespace"] = serving.namespace
     timeout_seconds = staging.timeout_minutes * 60
     job["metadata"]["annotations"][TIMEOUT_ANNOTATION] = str(timeout_seconds)
     job["spec"]["activeDeadlineSeconds"] = timeout_seconds
     template = job["spec"]["template"]
-    digest = staging_files_digest(staging_files())
+    digest = manifests.files_digest(staging_files())
     template["metadata"].setdefault("annotations", {})[SCRIPT_DIGEST_ANNOTATION] = digest
     pod = template["spec"]
     pod["serviceAccountName"] = staging.service_account_name
@@ -360,34 +281,22 @@ def weights_staging_job(serving: ServingConfig, project: str, pull_path: PullPat
     return job
 
 
-def _load_one(file_name: str) -> dict[str, Any]:
-    return manifests.load_document(f"serving/{file_name}")
-
-
-def load_base(role: str) -> dict[str, Any]:
-    """A fresh copy of the LeaderWorkerSet base of ``role`` (``prefill`` or ``decode``)."""
-    return _load_one(BASE_FILES[role])
-
-
-# --- KV transfer and vLLM arguments --------------------------------------------------------
-
-
 def kv_transfer_config(role: str) -> dict[str, str]:
     """vLLM ``--kv-transfer-config`` of ``role`` as data: the connector and the role, no address.
 
-    The connector advertises its own addresses: with ``TPU_MULTIHOST_BACKEND=ray`` tpu-inference's
-    Ray executor asks every worker for its host IP and ``TPU_KV_TRANSFER_PORT`` over RPC, and the
-    TPU connector's scheduler hands those lists to the peer in ``kv_transfer_params``; nothing in
-    tpu-inference reads the config's ``kv_ip`` (vllm-project/tpu-inference main at 56b1e07 of
-    2026-04-30, the nightly's week, and 0.32.0: ``tpu_inference/distributed/utils.py``
-    ``get_kv_ips``, ``tpu_connector.py``, ``executors/ray_distributed_executor.py``). vLLM itself
-    dropped the field: vllm-tpu 0.32.0's ``KVTransferConfig`` has no ``kv_ip`` and forbids unknown
-    keys (``vllm/config/kv_transfer.py``, ``vllm/config/utils.py``), so a config naming it fails there.
+    The connector advertises its own addresses: with ``TPU_MULTIHOST_BACKEND=ray`` tpu-inference's Ray executor asks
+    every worker for its host IP and ``TPU_KV_TRANSFER_PORT`` over RPC, and the TPU connector's scheduler hands those
+    lists to the peer in ``kv_transfer_params``; nothing in tpu-inference reads the config's ``kv_ip``
+    (vllm-project/tpu-inference main at 56b1e07 of 2026-04-30, the nightly's week, and 0.32.0:
+    ``tpu_inference/distributed/utils.py`` ``get_kv_ips``, ``tpu_connector.py``,
+    ``executors/ray_distributed_executor.py``). vLLM itself dropped the field: vllm-tpu 0.32.0's ``KVTransferConfig``
+    has no ``kv_ip`` and forbids unknown keys (``vllm/config/kv_transfer.py``, ``vllm/config/utils.py``), so a config
+    naming it fails there.
     """
     return {
-        "kv_connector": KV_CONNECTOR,
-        "kv_connector_module_path": KV_CONNECTOR_MODULE,
-        "kv_role": KV_ROLES[role],
+        "kv_connector": "TPUConnectorHMA",
+        "kv_connector_module_path": "tpu_inference.distributed.tpu_connector_hma",
+        "kv_role": {PREFILL: "kv_producer", DECODE: "kv_consumer"}[role],
     }
 
 
@@ -415,18 +324,15 @@ VLLM_SETTING_FLAGS = {
 }
 
 
-def vllm_setting_block(serving: ServingConfig, role: str, field: str) -> ServingConfig | ServingRoleConfig:
-    """The block that holds the vLLM setting ``field`` for ``role``: the role's block or the serving block."""
-    return serving.role(role) if field in ServingRoleConfig.model_fields else serving
-
-
 def vllm_args(serving: ServingConfig, project: str, role: str, base_args: list[str]) -> list[str]:
     """The leader's ``vllm serve`` arguments for ``role``: the base's, with this stack's values."""
     args = list(base_args)
     manifests.set_flag(args, "--model", weights_uri(serving, project))
     manifests.set_flag(args, "--served-model-name", served_model_name(serving))
     for field, flag in VLLM_SETTING_FLAGS.items():
-        block = vllm_setting_block(serving, role, field)
+        block: ServingConfig | ServingRoleConfig = (
+            serving.role(role) if field in ServingRoleConfig.model_fields else serving
+        )
         unset_by_default = type(block).model_fields[field].default is None
         manifests.set_flag(args, flag, getattr(block, field), optional=unset_by_default)
     manifests.set_flag(args, "--kv-transfer-config", kv_transfer_config(role))
@@ -434,29 +340,15 @@ def vllm_args(serving: ServingConfig, project: str, role: str, base_args: list[s
     return args
 
 
-# --- The LeaderWorkerSets ------------------------------------------------------------------
-
-
-def _set_probe_port(container: dict[str, Any], port: int) -> None:
-    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        container[probe]["httpGet"]["port"] = port
-
-
 def leaderworkerset(
     serving: ServingConfig, tpu: TpuConfig, queues: QueuesConfig, project: str, pull_path: PullPath, role: str
 ) -> dict[str, Any]:
-    """The ``role`` LeaderWorkerSet with the stack's blocks overlaid on its YAML base.
-
-    The blocks are validated; a shape that splits a host still raises ValueError.
-    """
-    machine, shape = tpu.machine, serving.shape
-    hosts = machine.hosts(shape)
-    model_label = serving.model.label
-
-    lws = load_base(role)
+    """The ``role`` LeaderWorkerSet with the stack's blocks overlaid on its YAML base (ValueError on a shape that
+    splits a host)."""
+    machine, shape, model_label = tpu.machine, serving.shape, serving.model.label
+    lws = load_base(BASE_FILES[role])
     metadata = lws["metadata"]
-    metadata["name"] = serving.role(role).name
-    metadata["namespace"] = serving.namespace
+    metadata.update(name=serving.role(role).name, namespace=serving.namespace)
     metadata["labels"].update(
         {
             GUIDE_LABEL: GUIDE,
@@ -466,17 +358,16 @@ def leaderworkerset(
             PRIORITY_LABEL: queues.priority_class(serving.priority).name,
         }
     )
-
     lws["spec"]["replicas"] = serving.role(role).replicas
     template = lws["spec"]["leaderWorkerTemplate"]
-    template["size"] = hosts
-
+    template["size"] = machine.hosts(shape)
     tpus = str(machine.chips_per_host)
     for kind in ("leaderTemplate", "workerTemplate"):
+        leader = kind == "leaderTemplate"
         pod = template[kind]
         labels = pod["metadata"]["labels"]
         labels.update({MODEL_LABEL: model_label, ROLE_LABEL: role})
-        if kind == "leaderTemplate":
+        if leader:
             labels[GUIDE_LABEL] = GUIDE  # the router's InferencePool selects serving leaders
         else:
             labels.pop(GUIDE_LABEL, None)  # workers run Ray only; no HTTP server to route to
@@ -492,44 +383,28 @@ def leaderworkerset(
         if serving.healthy_nodes_only:
             node_selector[partition_state_label(shape)] = "HEALTHY"
 
-        container = manifests.container(pod_spec, LEADER_CONTAINER if kind == "leaderTemplate" else WORKER_CONTAINER)
+        container = manifests.container(pod_spec, LEADER_CONTAINER if leader else WORKER_CONTAINER)
         container["image"] = pull_path.image(serving.image)
         resources = {TPU_RESOURCE: tpus, "cpu": serving.resources.cpu, "memory": serving.resources.memory}
         container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
         hand_over_token(metadata, pod_spec, container, serving.hf_token_secret_version)
         manifests.set_env(container, "VLLM_XLA_CACHE_PATH", {"value": xla_cache_uri(serving, project)})
 
-        if kind == "leaderTemplate":
+        if leader:
             container["args"] = vllm_args(serving, project, role, container["args"])
-            _set_probe_port(container, VLLM_PORTS[role])
+            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                container[probe]["httpGet"]["port"] = VLLM_PORTS[role]
             container["startupProbe"]["periodSeconds"] = rules.STARTUP_PERIOD_SECONDS
             container["startupProbe"]["failureThreshold"] = serving.startup_failure_threshold
             if role == DECODE:
-                sidecar = manifests.container(pod_spec, SIDECAR_CONTAINER, "initContainers")
+                sidecar = manifests.container(pod_spec, "routing-proxy", "initContainers")
                 sidecar["image"] = pull_path.image(routing_sidecar_image(serving))
     return lws
 
 
-def prefill_decode_leaderworkersets(
-    serving: ServingConfig, tpu: TpuConfig, queues: QueuesConfig, project: str, pull_path: PullPath
-) -> list[dict[str, Any]]:
-    """The prefill and the decode LeaderWorkerSet, in that order."""
-    return [leaderworkerset(serving, tpu, queues, project, pull_path, role) for role in ROLES]
-
-
-# --- Service account, Gateway, router values -----------------------------------------------
-
-
-def model_server_service_account(namespace: str, name: str) -> dict[str, Any]:
-    """The ServiceAccount the model-server pods run as (bucket access via Workload Identity)."""
-    account = _load_one(SERVICE_ACCOUNT_FILE)
-    account["metadata"].update(name=name, namespace=namespace)
-    return account
-
-
 def gateway(namespace: str, config: GatewayConfig) -> dict[str, Any]:
     """The inference Gateway (HTTP on serving.gateway.port), annotated for Pulumi to await ``Programmed``."""
-    gw = _load_one(GATEWAY_FILE)
+    gw = load_base("gateway.yaml")
     gw["metadata"].update(name=config.name, namespace=namespace)
     gw["spec"]["gatewayClassName"] = config.class_name
     (listener,) = gw["spec"]["listeners"]
@@ -537,29 +412,15 @@ def gateway(namespace: str, config: GatewayConfig) -> dict[str, Any]:
     return gw
 
 
-def load_router_values() -> dict[str, Any]:
-    """A fresh copy of ``manifests/serving/router-values.yaml``."""
-    return _load_one(ROUTER_VALUES_FILE)
-
-
 def router_values(serving: ServingConfig, pull_path: PullPath, *, gateway_namespace: str = "") -> dict[str, Any]:
-    """Values of the llm-d router chart with the guide label, the release, the endpoint picker and the Gateway
-    overlaid.
-
-    The endpoint picker's image is that of the router release (``serving.router.version``: the release's own, or
-    its digest-pinned override) as the nodes pull it (``pull_path``: under the mirror when there is one): the chart
-    would otherwise take its own floating default tag, so the chart, the picker and the decode pods' P/D sidecar
-    are one release. The chart reads `<registry>/<repository>:<tag>`, so a digest rides in the tag.
-    serving.router.replicas above one makes the chart run the pickers behind a lease (active-passive), and spreads
-    them over nodes (router-values.yaml).
-
-    The release namespace is Helm's (the release's ``namespace``); ``gateway_namespace`` is only
-    needed when the Gateway lives elsewhere (it must then allow routes from the release's
-    namespace). The served model name appears in no v0.10.0 value this setup uses:
-    ``httpRoute.baseModel`` would require an ``X-Gateway-Base-Model-Name`` header on every
-    request, and ``router.tokenizer.modelName`` only matters with the tokenizer enabled.
-    """
-    values = load_router_values()
+    """Values of the llm-d router chart: the guide label, the Gateway and the endpoint picker of the router release
+    (``serving.router.version``: the release's own image, or its digest-pinned override) as the nodes pull it
+    (``pull_path``), which the chart would otherwise run at its own floating default tag; the chart reads
+    `<registry>/<repository>:<tag>`, so a digest rides in the tag. ``gateway_namespace``: only for a Gateway outside
+    the release's namespace, which must then allow routes from it. The served model name is in no v0.10.0 value this
+    setup uses: ``httpRoute.baseModel`` would require an ``X-Gateway-Base-Model-Name`` header on every request, and
+    ``router.tokenizer.modelName`` only matters with the tokenizer enabled."""
+    values = load_base(ROUTER_VALUES_FILE)
     epp = values["router"]["epp"]
     reference = ImageReference.parse(pull_path.image(endpoint_picker_image(serving)))
     registry, _, repository = reference.name.rpartition("/")
@@ -612,23 +473,10 @@ def network_policies(serving: ServingConfig, network: NetworkConfig, target_port
     return policies
 
 
-def endpoint_picker_config(values: dict[str, Any]) -> dict[str, Any]:
-    """The EndpointPickerConfig the values select (``pluginsConfigFile`` in ``pluginsCustomConfig``)."""
-    epp = values["router"]["epp"]
-    config: dict[str, Any] = yaml.safe_load(epp["pluginsCustomConfig"][epp["pluginsConfigFile"]])
-    return config
-
-
-# --- Self-check of the built LeaderWorkerSets ----------------------------------------------
-
-
-def _leader_container(lws: dict[str, Any]) -> dict[str, Any]:
-    return manifests.container(lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"], LEADER_CONTAINER)
-
-
 def tensor_parallel_size_of(lws: dict[str, Any]) -> int:
     """``--tensor-parallel-size`` of the leader's vLLM arguments."""
-    return int(flag_values(_leader_container(lws)["args"])[VLLM_SETTING_FLAGS["tensor_parallel_size"]] or 0)
+    leader = manifests.container(lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"], LEADER_CONTAINER)
+    return int(flag_values(leader["args"])[VLLM_SETTING_FLAGS["tensor_parallel_size"]] or 0)
 
 
 def leaderworkerset_problems(objects: list[dict[str, Any]], machine: MachineType) -> list[str]:

@@ -1,13 +1,5 @@
-"""Preview rules for the P/D model servers: pure functions returning problem sentences.
-
-No Pulumi imports. Each rule returns a list of sentences, empty when all is well; every sentence
-says what is wrong and how to fix it. The caller (config validation) prefixes the config key.
-
-Device arithmetic: a TPU7x chip is two TensorCores and JAX shows each as a device, so a slice
-has ``chips x tensorcores_per_chip`` devices (2x2x2: 8 chips, 16 devices) and vLLM's tensor
-parallelism can span at most that many. A LeaderWorkerSet group is one slice: its size is the
-hosts of the shape (chips / chips per host).
-"""
+"""Preview rules for the P/D model servers: pure functions (no Pulumi imports), each returning a list of sentences,
+empty when all is well, each saying what is wrong and how to fix it; the caller (config validation) names the key."""
 
 from __future__ import annotations
 
@@ -19,27 +11,23 @@ from components.naming import bucket_name_problem
 from components.tpu.sizing import weight_bytes
 from components.tpu.topology import GB, MachineType, Shape
 
-# Startup: the leader waits up to 1800 s for the workers to join the Ray cluster
-# (--ray_init_timeout of vLLM's examples/online_serving/multi-node-serving.sh, in the command of
-# the LWS bases; on timeout the script exits 1 and `vllm serve` never starts). Then the engine
-# core streams ~400 GB of weights and initialises the model on 16 devices, and /v1/models answers
-# only after that. Nothing in vLLM bounds that load here: with one API server (no
-# --api-server-count, data-parallel size 1: vllm/entrypoints/cli/serve.py), the API server waits
-# for the engine's READY in wait_for_engine_startup (vllm/v1/engine/utils.py), which polls every
-# 10 s with no deadline until READY or until an engine process exits. VLLM_ENGINE_READY_TIMEOUT_S
-# (default 600, vllm/envs.py) bounds only MPClient's wait for the input-socket ready message
-# (vllm/v1/engine/core_client.py), which with one API server comes after the handshake, load
-# included; it bounds the load only where engines start apart from the API server (several API
-# servers, Ray data parallelism) or scale up (elastic EP). Read in vllm v0.20.0 and v0.21.0, the
-# releases either side of the image's vLLM 5b39b268 (2026-04-30, tpu-inference 18ed615
-# .buildkite/vllm_lkg.version), identical in these paths; tpu-inference 18ed615 reads no
-# startup timeout of its own, and its placement-group wait (vLLM's _wait_until_pg_ready, 1800 s,
-# vllm/v1/executor/ray_utils.py) ends as soon as the formed Ray cluster has the TPUs. So the startup probe is the only bound on the load: it must outlast the Ray wait
-# plus an allowance for the load, or the kubelet kills a leader that would have come up (and
-# RecreateGroupOnPodRestart restarts the whole group). The 1800 s allowance is this program's
-# figure, not an upstream one and not a measurement. Default budget: 30 s x 240 = 7200 s =
-# 2 x (1800 s + 1800 s). XLA compilation is deferred to the first requests
-# (SKIP_JAX_PRECOMPILE=1), so it is not in the startup path.
+# Startup: the leader waits up to 1800 s for the workers to join the Ray cluster (--ray_init_timeout of vLLM's
+# examples/online_serving/multi-node-serving.sh, in the command of the LWS bases; on timeout the script exits 1 and
+# `vllm serve` never starts). Then the engine core streams ~400 GB of weights and initialises the model on 16 devices,
+# and /v1/models answers only after that. Nothing in vLLM bounds that load here: with one API server (no
+# --api-server-count, data-parallel size 1: vllm/entrypoints/cli/serve.py), the API server waits for the engine's READY
+# in wait_for_engine_startup (vllm/v1/engine/utils.py), which polls every 10 s with no deadline until READY or until an
+# engine process exits. VLLM_ENGINE_READY_TIMEOUT_S (default 600, vllm/envs.py) bounds only MPClient's wait for the
+# input-socket ready message (vllm/v1/engine/core_client.py), which with one API server comes after the handshake, load
+# included; it bounds the load only where engines start apart from the API server (several API servers, Ray data
+# parallelism) or scale up (elastic EP). Read in vllm v0.20.0 and v0.21.0, the releases either side of the image's vLLM
+# 5b39b268 (2026-04-30, tpu-inference 18ed615 .buildkite/vllm_lkg.version), identical in these paths; tpu-inference
+# 18ed615 reads no startup timeout of its own, and its placement-group wait (vLLM's _wait_until_pg_ready, 1800 s,
+# vllm/v1/executor/ray_utils.py) ends as soon as the formed Ray cluster has the TPUs. So the startup probe is the only
+# bound on the load: it must outlast the Ray wait plus an allowance for the load, or the kubelet kills a leader that
+# would have come up (and RecreateGroupOnPodRestart restarts the whole group). The 1800 s allowance is this program's
+# figure, not an upstream one and not a measurement. Default budget: 30 s x 240 = 7200 s = 2 x (1800 s + 1800 s). XLA
+# compilation is deferred to the first requests (SKIP_JAX_PRECOMPILE=1), so it is not in the startup path.
 RAY_INIT_TIMEOUT_SECONDS = 1800
 ENGINE_LOAD_ALLOWANCE_SECONDS = 1800
 STARTUP_SECONDS_NEEDED = RAY_INIT_TIMEOUT_SECONDS + ENGINE_LOAD_ALLOWANCE_SECONDS
@@ -48,18 +36,13 @@ STARTUP_FAILURE_THRESHOLD = 240
 
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
-# The decode pods' P/D sidecar is llm-d-router's pd-sidecar binary, published per release as
-# ghcr.io/llm-d/llm-d-router-disagg-sidecar:<release> (llm-d-router v0.10.0 Makefile,
-# .github/workflows/ci-release.yaml). The flags the decode base passes are those of v0.10.0
-# (pkg/sidecar/proxy/options.go): --model-server-port first appears there (llm-d-router#2142, which
-# deprecates --vllm-port), and v0.10.0 removed --connector (llm-d-router#2054), so an older sidecar
-# refuses the arguments and a newer one is the router's own business.
+# The decode pods' P/D sidecar is llm-d-router's pd-sidecar binary, of the router's release (config.py ROUTER_VERSION).
+# The flags the decode base passes are those of v0.10.0 (pkg/sidecar/proxy/options.go): --model-server-port first
+# appears there (llm-d-router#2142, which deprecates --vllm-port), and v0.10.0 removed --connector (llm-d-router#2054),
+# so an older sidecar refuses the arguments and a newer one is the router's own business.
 ROUTING_SIDECAR_NAME = "llm-d-router-disagg-sidecar"
 SIDECAR_FLAGS_SINCE = "v0.10.0"
 _RELEASE = re.compile(r"^v?([0-9]+)\.([0-9]+)\.([0-9]+)")
-
-
-# --- Parallelism and group size ------------------------------------------------------------
 
 
 def tensor_parallel_match_problems(prefill_tp: int, decode_tp: int) -> list[str]:
@@ -73,7 +56,8 @@ def tensor_parallel_match_problems(prefill_tp: int, decode_tp: int) -> list[str]
 
 
 def tensor_parallel_fit_problems(tensor_parallel_size: int, shape: Shape, machine: MachineType) -> list[str]:
-    """Tensor parallelism spans the JAX devices of one slice: chips x TensorCores per chip."""
+    """Tensor parallelism spans the JAX devices of one slice: chips x TensorCores per chip (JAX shows each TensorCore
+    as a device: a 2x2x2 TPU7x slice is 8 chips, 16 devices)."""
     if tensor_parallel_size < 1:
         return [f"tensor-parallel size {tensor_parallel_size} is below 1; use at least 1"]
     devices = machine.tensorcores(shape)
@@ -106,9 +90,6 @@ def group_size_problems(size: int, shape: Shape, machine: MachineType) -> list[s
     return []
 
 
-# --- Memory --------------------------------------------------------------------------------
-
-
 def headroom_problems(headroom_fraction: float) -> list[str]:
     """The share of HBM kept free of weights is a fraction: at least 0 and below 1."""
     if 0 <= headroom_fraction < 1:
@@ -127,8 +108,7 @@ def weights_fit_problems(
         needed = weight_bytes(parameters_billions, dtype)
     except ValueError as error:
         return [str(error)]
-    hbm = machine.hbm_bytes(shape)
-    usable = hbm * (1 - headroom_fraction)
+    usable = machine.hbm_bytes(shape) * (1 - headroom_fraction)
     if needed <= usable:
         return []
     return [
@@ -139,10 +119,8 @@ def weights_fit_problems(
 
 
 def pod_resources_problems(cpu: str, memory: str, machine: MachineType) -> list[tuple[str, str]]:
-    """A TPU pod takes a whole host: its CPU and memory requests must fit that host's VM.
-
-    Returns (resource, sentence) pairs, ``resource`` being ``cpu`` or ``memory``.
-    """
+    """A TPU pod takes a whole host: its CPU and memory requests must fit that host's VM; each problem as (``cpu`` or
+    ``memory``, sentence)."""
     problems = []
     for name, text, capacity, unit in (
         ("cpu", cpu, machine.vcpus_per_host, "vCPUs"),
@@ -156,17 +134,11 @@ def pod_resources_problems(cpu: str, memory: str, machine: MachineType) -> list[
         if value <= 0:
             problems.append((name, f"{name} request {text} must be positive"))
         elif value > capacity:
+            exceeds = f"exceeds the {capacity:,} {unit} of one {machine.name} host"
             problems.append(
-                (
-                    name,
-                    f"{name} request {text} exceeds the {capacity:,} {unit} of one {machine.name} host; "
-                    "request less (the node's allocatable is lower still)",
-                )
+                (name, f"{name} request {text} {exceeds}; request less (the node's allocatable is lower still)")
             )
     return problems
-
-
-# --- Startup, weights, labels --------------------------------------------------------------
 
 
 def startup_budget_problems(
@@ -187,21 +159,11 @@ def startup_budget_problems(
     ]
 
 
-def gcs_bucket(uri: str) -> str:
-    """Bucket of a ``gs://bucket/...`` URI; ValueError otherwise."""
-    match = re.match(r"^gs://([^/]+)(/.*)?$", uri or "")
-    if not match:
-        raise ValueError(f"{uri!r} is not a gs://bucket/path URI")
-    return match.group(1)
-
-
 def weights_uri_problems(uri: str) -> list[str]:
     """The Run:ai streamer reads the weights from ``gs://<bucket>/<snapshot directory>``."""
-    try:
-        bucket = gcs_bucket(uri)
-    except ValueError:
+    if not (match := re.match(r"^gs://([^/]+)(/.*)?$", uri or "")):
         return [f"weights URI {uri!r} is not gs://<bucket>/<path>; point it at the model snapshot in Cloud Storage"]
-    problems = []
+    bucket, problems = match.group(1), []
     if problem := bucket_name_problem(bucket):
         problems.append(f"{bucket!r} in the weights URI is not a Cloud Storage bucket name ({problem})")
     if uri.rstrip("/") == f"gs://{bucket}":
@@ -230,18 +192,10 @@ def label_value_problems(value: str, what: str) -> list[str]:
     return []
 
 
-# --- The llm-d router release and its P/D sidecar -----------------------------------------
-
-
-def _release(version: str) -> tuple[int, ...] | None:
-    match = _RELEASE.match(version)
-    return tuple(int(part) for part in match.groups()) if match else None
-
-
 def router_version_problems(version: str) -> list[str]:
     """The router release must be one whose sidecar takes the flags the decode pods pass."""
-    release, floor = _release(version), _release(SIDECAR_FLAGS_SINCE)
-    if release is None or floor is None or release >= floor:
+    release, floor = (_RELEASE.match(v) for v in (version, SIDECAR_FLAGS_SINCE))
+    if release is None or floor is None or tuple(map(int, release.groups())) >= tuple(map(int, floor.groups())):
         return []
     return [
         f"llm-d router {version} is older than {SIDECAR_FLAGS_SINCE}, the first release whose P/D sidecar takes "
@@ -250,11 +204,8 @@ def router_version_problems(version: str) -> list[str]:
 
 
 def routing_sidecar_image_problems(image: str, router_version: str) -> list[str]:
-    """An override of the P/D sidecar image: pinned, llm-d-router's disagg sidecar, and the router's release.
-
-    The tag carries the release, so a digest alone is refused: ``<registry>/<path>/<name>:<tag>`` or
-    ``...:<tag>@sha256:<digest>``.
-    """
+    """An override of the P/D sidecar image: pinned, llm-d-router's disagg sidecar, and the router's release, which
+    the tag carries, so a digest alone is refused: ``<registry>/<path>/<name>:<tag>[@sha256:<digest>]``."""
     if reason := image_unpinned_reason(image):
         return [f"{image!r} is not pinned: {reason}"]
     reference = image.partition("@")[0]
@@ -276,9 +227,6 @@ def routing_sidecar_image_problems(image: str, router_version: str) -> list[str]
             "to the router's endpoint picker and takes that release's flags, so both must be one release"
         )
     return problems
-
-
-# --- The existing weights bucket, as the preview reads it ----------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -1,1 +1,1 @@
-"""The slice_checks workload: config.py, rules.py, objects.py and component.py."""
+"""The slice_checks workload: config.py, objects.py and component.py."""

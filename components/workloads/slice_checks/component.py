@@ -33,13 +33,10 @@ class SliceChecks(pulumi.ComponentResource):
         account = kubernetes_object("slice-check-account", args.objects.service_account, on_cluster)
         self.jobset_names = [jobset["metadata"]["name"] for jobset in args.objects.jobsets]
         self.network_policies: dict[str, list[pulumi.Resource]] = {}
+        in_namespace = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.namespace_ready)
         for jobset, policy in zip(args.objects.jobsets, args.objects.network_policies, strict=True):
             # Its pods start with their NetworkPolicy in place, and go before it.
-            admitted = kubernetes_object(
-                f"{policy['metadata']['name']}-network-policy",
-                policy,
-                pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.namespace_ready),
-            )
+            admitted = kubernetes_object(f"{policy['metadata']['name']}-network-policy", policy, in_namespace)
             self.network_policies.setdefault(policy["metadata"]["namespace"], []).append(admitted)
             after = pulumi.ResourceOptions(depends_on=[script, account, admitted])
             custom_resource(

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from components.config_base import (
-    Block,
-    Problems,
-    image_pin_problem,
-)
+from components.config_base import Block, Problems, image_pin_problem
 from components.gcp.config import TpuConfig
 from components.platform.config import QueuesConfig
 from components.tpu import admission, topology
@@ -70,9 +66,6 @@ def check_workloads(checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig) 
     return workloads
 
 
-# --- Rules -----------------------------------------------------------------------------
-
-
 def validate_checks(checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig, problems: Problems) -> None:
     enabled = {kind: c for kind, c in checks.by_kind().items() if c.enabled}
     if not enabled:
@@ -101,16 +94,12 @@ def _validate_check(tpu: TpuConfig, kind: str, check: SliceCheckConfig, namespac
     rules.validate_workload_name(f"{prefix}.name", namespace, check.name, "checks.namespace", problems)
     shape = topology.try_shape(check.shape)  # an admitted shape that does not parse is reported under tpu.sliceShapes
     if rules.validate_admitted_shape(tpu, f"{prefix}.shape", check.shape, problems) and shape:
-        _validate_check_kind(kind, f"{prefix}.shape", shape, problems)
+        if kind == SUBSLICING and not topology.is_sub_slice(shape):
+            problems.add(f"{prefix}.shape", f"{shape} is not a sub-slice", "use a sub-slice shape such as 2x2x2")
+        elif kind == SUPERSLICING and not topology.is_super_slice(shape):
+            problems.add(f"{prefix}.shape", f"{shape} is not a super-slice", "use a super-slice shape such as 4x4x8")
     if check.slices < 1:
         problems.add(f"{prefix}.slices", f"{check.slices} checks nothing", "use 1 or more")
     rules.validate_priority_level(f"{prefix}.priority", check.priority, problems)
     if check.hold_seconds < 0:
         problems.add(f"{prefix}.holdSeconds", f"{check.hold_seconds} is negative", "use 0 or more seconds")
-
-
-def _validate_check_kind(kind: str, key: str, shape: topology.Shape, problems: Problems) -> None:
-    if kind == SUBSLICING and not topology.is_sub_slice(shape):
-        problems.add(key, f"{shape} is not a sub-slice", "use a sub-slice shape such as 2x2x2")
-    elif kind == SUPERSLICING and not topology.is_super_slice(shape):
-        problems.add(key, f"{shape} is not a super-slice", "use a super-slice shape such as 4x4x8")

@@ -1,12 +1,7 @@
 """Slice-check JobSets: JAX proves that sub-slicing and super-slicing hand out whole TPU slices.
 
-Pure Python (no Pulumi imports). The YAML bases under ``manifests/slice-checks/`` are real
-manifests; this module loads them and overlays, on fresh copies, what varies per stack:
-namespace, Kueue queue and priority labels, image, hold time, the service account, and everything that
-follows from the slice shape and the machine type (parallelism, device counts, TPU requests).
-
-Device arithmetic on TPU7x (``tpu7x-standard-4t``): 4 chips per host, and JAX shows each chip as
-2 devices (one per TensorCore chiplet), so a host has 8 devices and a slice ``chips x 2``.
+Pure Python (no Pulumi imports): the YAML bases under ``manifests/slice-checks/`` with what varies per stack overlaid
+on fresh copies; the parallelism, the device counts and the TPU request follow from the slice shape and machine type.
 """
 
 from __future__ import annotations
@@ -19,13 +14,7 @@ from components.config_base import PullPath
 from components.gcp.config import TpuConfig
 from components.platform.config import QueuesConfig
 from components.platform.kueue_objects import PRIORITY_LABEL, QUEUE_LABEL
-from components.tpu.topology import (
-    ACCELERATOR_NODE_LABEL,
-    SLICE_TOPOLOGY_ANNOTATION,
-    TPU_RESOURCE,
-    MachineType,
-    Shape,
-)
+from components.tpu.topology import ACCELERATOR_NODE_LABEL, SLICE_TOPOLOGY_ANNOTATION, TPU_RESOURCE, MachineType, Shape
 from components.workloads.slice_checks.config import (
     SUBSLICING,
     SUPERSLICING,
@@ -44,49 +33,7 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 SCRIPT_FILE = "check_devices.py"
 SCRIPT_PATH = manifests.MANIFESTS / "slice-checks" / SCRIPT_FILE
 SCRIPT_CONFIGMAP_NAME = "slice-check-script"
-SCRIPT_MOUNT_PATH = "/checks"
 CONTAINER_NAME = "jax-check"
-
-
-# --- What a slice shape means on a machine type -------------------------------------------
-
-
-def jax_devices_per_chip(machine: MachineType) -> int:
-    """JAX devices one chip of ``machine`` shows up as.
-
-    TPU7x chips are two TensorCore chiplets and JAX exposes each as a device (2 per chip); a v5e
-    chip has one TensorCore and is one device. Both equal the TensorCores per chip, which is what
-    this returns; megacore generations (v4, v5p: 2 TensorCores, 1 device) are not in the catalog.
-    """
-    return machine.tensorcores_per_chip
-
-
-@dataclass(frozen=True)
-class SliceFacts:
-    """The numbers a check pod needs for one slice of ``shape`` on ``machine``."""
-
-    shape: Shape
-    machine: MachineType
-
-    @property
-    def chips(self) -> int:
-        return self.shape.chips
-
-    @property
-    def hosts(self) -> int:
-        """Pods per slice: the Job's parallelism and completions (raises when the shape splits a host)."""
-        return self.machine.hosts(self.shape)
-
-    @property
-    def expected_global_devices(self) -> int:
-        return self.chips * jax_devices_per_chip(self.machine)
-
-    @property
-    def expected_local_devices(self) -> int:
-        return self.machine.chips_per_host * jax_devices_per_chip(self.machine)
-
-
-# --- The objects ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -132,40 +79,34 @@ def load_base(kind: str) -> dict[str, Any]:
 def slice_check_jobset(
     kind: str, check: SliceCheckConfig, namespace: str, image: str, queues: QueuesConfig, machine: MachineType
 ) -> dict[str, Any]:
-    """The ``kind`` check JobSet (its YAML base) with ``check`` overlaid, in ``namespace``, running ``image``.
-
-    Parallelism, completions, NUM_PROCESSES, the expected device counts, the TPU request and the
-    accelerator node selector follow from the shape and the machine type.
-    """
-    facts = SliceFacts(Shape.parse(check.shape), machine)
+    """The ``kind`` check JobSet (its YAML base) with ``check`` overlaid, in ``namespace``, running ``image``
+    (ValueError on a shape that splits a host)."""
+    shape = Shape.parse(check.shape)
+    hosts = machine.hosts(shape)
+    # JAX shows each TensorCore as a device: a TPU7x chip is two TensorCore chiplets (2 devices), a v5e chip one.
+    # Megacore generations (v4, v5p: 2 TensorCores, 1 device) are not in the catalog.
+    devices_per_chip = machine.tensorcores_per_chip
     jobset = load_base(kind)
-    (replicated_job,) = jobset["spec"]["replicatedJobs"]
-    job_spec = replicated_job["template"]["spec"]
-    pod_template = job_spec["template"]
-    pod_spec = pod_template["spec"]
-    container = manifests.container(pod_spec, CONTAINER_NAME)
-
     metadata = jobset["metadata"]
-    metadata["name"] = check.name
-    metadata["namespace"] = namespace
+    metadata.update(name=check.name, namespace=namespace)
     priority_class = queues.priority_class(check.priority).name
     metadata.setdefault("labels", {}).update({QUEUE_LABEL: queues.local_queue_name, PRIORITY_LABEL: priority_class})
-
-    pod_spec["serviceAccountName"] = check_service_account(namespace)["metadata"]["name"]
+    (replicated_job,) = jobset["spec"]["replicatedJobs"]
     replicated_job["replicas"] = check.slices
-    job_spec["parallelism"] = facts.hosts
-    job_spec["completions"] = facts.hosts
-    pod_template["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION] = str(facts.shape)
-    pod_spec.setdefault("nodeSelector", {})[ACCELERATOR_NODE_LABEL] = facts.machine.accelerator_label
-
+    job_spec = replicated_job["template"]["spec"]
+    job_spec.update(parallelism=hosts, completions=hosts)
+    pod_template = job_spec["template"]
+    pod_template["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION] = str(shape)
+    pod_spec = pod_template["spec"]
+    pod_spec["serviceAccountName"] = check_service_account(namespace)["metadata"]["name"]
+    pod_spec.setdefault("nodeSelector", {})[ACCELERATOR_NODE_LABEL] = machine.accelerator_label
+    container = manifests.container(pod_spec, CONTAINER_NAME)
     container["image"] = image
-    tpus = str(facts.machine.chips_per_host)
-    resources = container.setdefault("resources", {})
-    resources.setdefault("requests", {})[TPU_RESOURCE] = tpus
-    resources.setdefault("limits", {})[TPU_RESOURCE] = tpus
-    manifests.set_env(container, "EXPECTED_GLOBAL_DEVICES", facts.expected_global_devices)
-    manifests.set_env(container, "EXPECTED_LOCAL_DEVICES", facts.expected_local_devices)
-    manifests.set_env(container, "NUM_PROCESSES", facts.hosts)
+    for bound in ("requests", "limits"):
+        container.setdefault("resources", {}).setdefault(bound, {})[TPU_RESOURCE] = str(machine.chips_per_host)
+    manifests.set_env(container, "EXPECTED_GLOBAL_DEVICES", shape.chips * devices_per_chip)
+    manifests.set_env(container, "EXPECTED_LOCAL_DEVICES", machine.chips_per_host * devices_per_chip)
+    manifests.set_env(container, "NUM_PROCESSES", hosts)
     manifests.set_env(container, "HOLD_SECONDS", check.hold_seconds)
     return jobset
 
@@ -183,16 +124,11 @@ def network_policy(jobset: dict[str, Any]) -> dict[str, Any]:
     return policy
 
 
-def check_script_text() -> str:
-    """The check script, exactly as the ConfigMap carries it."""
-    return SCRIPT_PATH.read_text(encoding="utf-8")
-
-
 def check_script_configmap(namespace: str) -> dict[str, Any]:
     """The ConfigMap the check JobSets mount at /checks (one key: check_devices.py)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": SCRIPT_CONFIGMAP_NAME, "namespace": namespace},
-        "data": {SCRIPT_FILE: check_script_text()},
+        "data": {SCRIPT_FILE: SCRIPT_PATH.read_text(encoding="utf-8")},
     }
