@@ -299,7 +299,10 @@ def _placeholder(info: FieldInfo | None, tp: Any) -> Any:
     required setting is a string or a number)."""
     if info is not None and info.examples:
         return info.examples[0]
-    return {str: "", int: 0, float: 0.0, bool: False}.get(_unwrap(tp))
+    tp = _unwrap(tp)
+    if typing.get_origin(tp) is typing.Literal:
+        return typing.get_args(tp)[0]
+    return {str: "", int: 0, float: 0.0, bool: False}.get(tp)
 
 
 def is_secret(info: FieldInfo | None) -> bool:

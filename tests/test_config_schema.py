@@ -53,6 +53,8 @@ REFUSED = [
     pytest.param(f"{NAMESPACE}:cluster", {"rbacSecurityGroup": "admins@example.com"}, id="not-the-rbac-group"),
     pytest.param(f"{NAMESPACE}:queues", {"namespaces": ["Serving_NS"]}, id="namespace-not-a-dns-label"),
     pytest.param(f"{NAMESPACE}:platform", {"kueueController": {"limits": {"cpu": "lots"}}}, id="not-a-quantity"),
+    pytest.param(f"{NAMESPACE}:serving", {"priority": "top"}, id="not-a-priority-level"),
+    pytest.param(f"{NAMESPACE}:saxml", {"saxCell": "test"}, id="not-a-sax-cell"),
 ]
 
 

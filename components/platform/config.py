@@ -8,8 +8,10 @@ name (`low`, `medium`, `high`).
 from __future__ import annotations
 
 import itertools
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import Field
 
@@ -29,7 +31,8 @@ from components.config_base import (
 from components.gcp.config import ClusterConfig, GkeVersion, TpuConfig
 from components.tpu import topology
 
-PRIORITY_LEVELS = ("low", "medium", "high")  # the keys of queues.priorityClasses, lowest first
+PriorityLevel = Literal["low", "medium", "high"]  # the keys of queues.priorityClasses, lowest first
+PRIORITY_LEVELS: tuple[PriorityLevel, ...] = typing.get_args(PriorityLevel)
 WORKLOAD_NAMESPACE = "llm-d-pd-disaggregation"  # the reference's one workload namespace (serving and checks)
 # Hard-coded in the controller's certificate code (AI-Hypercomputer/xpk slice/internal/util/cert/cert.go).
 SLICE_CONTROLLER_NAMESPACE = "slice-controller-system"
@@ -254,10 +257,7 @@ class QueuesConfig(Block):
     namespaces: list[K8sName] = Field([WORKLOAD_NAMESPACE], description="Workload namespaces, each with a LocalQueue.")
     priority_classes: PriorityClassesConfig = Field(PriorityClassesConfig(), description="WorkloadPriorityClasses.")
 
-    def priority_class(self, level: str) -> PriorityClassConfig:
-        """The class of a priority level (``low``, ``medium``, ``high``)."""
-        if level not in PRIORITY_LEVELS:
-            raise ValueError(f"{level!r} is not a priority level; use one of {', '.join(PRIORITY_LEVELS)}")
+    def priority_class(self, level: PriorityLevel) -> PriorityClassConfig:
         return dict(self.priority_classes.levels())[level]
 
     @property

@@ -5,18 +5,13 @@ from __future__ import annotations
 from components import naming
 from components.config_base import Problems, is_k8s_name
 from components.gcp.config import TpuConfig
-from components.platform.config import PRIORITY_LEVELS, QueuesConfig
+from components.platform.config import QueuesConfig
 
 
 def validate_queued_namespace(queues: QueuesConfig, key: str, namespace: str, problems: Problems) -> None:
     """Kueue admits a workload only through the LocalQueue of its namespace."""
     if namespace not in queues.namespaces:
         problems.add(key, f"{namespace!r} has no LocalQueue", "use one of queues.namespaces, or add it there")
-
-
-def validate_priority_level(key: str, level: str, problems: Problems) -> None:
-    if level not in PRIORITY_LEVELS:
-        problems.add(key, f"{level!r} is not a priority level", f"use one of {', '.join(PRIORITY_LEVELS)}")
 
 
 def validate_admitted_shape(tpu: TpuConfig, key: str, shape: str, problems: Problems) -> bool:

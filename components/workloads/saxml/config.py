@@ -10,7 +10,7 @@ from fractions import Fraction
 from pydantic import Field
 
 from components import naming
-from components.config_base import Block, Problems, image_pin_problem, is_k8s_name
+from components.config_base import Block, K8sName, Problems, form, image_pin_problem
 from components.gcp.config import ClusterConfig, NetworkConfig, TpuConfig
 from components.tpu import sizing, topology
 from components.tpu.sizing import BYTES_PER_PARAMETER, slice_topologies, smallest_fitting_topology, weight_bytes
@@ -72,7 +72,7 @@ class NoncurrentVersionsConfig(Block):
 
 class SaxmlConfig(Block):
     enabled: bool = Field(False, description="Deploy a Saxml cell on the TPU v5e pools (one model server per pool).")
-    namespace: str = Field("sax", description="Namespace of the Saxml workloads.")
+    namespace: K8sName = Field("sax", description="Namespace of the Saxml workloads.")
     bucket_name: str = Field("", description="Bucket of the admin server's state; empty means `<project>-sax-admin`.")
     keep_bucket_on_destroy: bool = Field(
         True,
@@ -83,7 +83,7 @@ class SaxmlConfig(Block):
         NoncurrentVersionsConfig(),
         description="When the versioned state bucket deletes old versions of the state (at least one limit is required).",
     )
-    service_account_name: str = Field(
+    service_account_name: K8sName = Field(
         "sax-sa",
         description="Kubernetes service account of the model servers and the HTTP server, which read the cell's state.",
     )
@@ -91,7 +91,7 @@ class SaxmlConfig(Block):
         "sax-iam-sa",
         description="Google service account the model servers and the HTTP server act as (Workload Identity): reads the bucket.",
     )
-    admin_service_account_name: str = Field(
+    admin_service_account_name: K8sName = Field(
         "sax-admin",
         description="Kubernetes service account of the admin server, the one identity that writes the cell's state.",
     )
@@ -99,7 +99,13 @@ class SaxmlConfig(Block):
         "sax-admin-sa",
         description="Google service account the admin server acts as (Workload Identity): writes the bucket.",
     )
-    sax_cell: str = Field("/sax/test", description="Sax cell the servers join.")
+    sax_cell: str = Field(
+        "/sax/test",
+        description="Sax cell the servers join.",
+        pattern=_SAX_CELL.pattern,
+        json_schema_extra=form("Sax cell", "write /sax/<name>, e.g. /sax/test"),
+        examples=["/sax/test"],
+    )
     admin_image: str = Field(ADMIN_IMAGE, description="Admin server image (pinned tag or digest).")
     model_server_image: str = Field(MODEL_SERVER_IMAGE, description="Model server image (pinned tag or digest).")
     http_image: str = Field(HTTP_IMAGE, description="HTTP server image (pinned tag or digest).")
@@ -131,16 +137,6 @@ def validate_saxml(
 
 
 def _validate_names(saxml: SaxmlConfig, project: str, problems: Problems) -> None:
-    names = (
-        ("namespace", saxml.namespace),
-        ("serviceAccountName", saxml.service_account_name),
-        ("adminServiceAccountName", saxml.admin_service_account_name),
-    )
-    for key, value in names:
-        if not is_k8s_name(value):
-            problems.add(
-                f"saxml.{key}", f"{value!r} is not a Kubernetes name", "use lowercase letters, digits and hyphens"
-            )
     if saxml.admin_service_account_name == saxml.service_account_name:
         problems.add(
             "saxml.adminServiceAccountName",
@@ -165,8 +161,6 @@ def _validate_names(saxml: SaxmlConfig, project: str, problems: Problems) -> Non
             "write the cell's state",
             "give the admin server its own account, e.g. sax-admin-sa",
         )
-    if not _SAX_CELL.match(saxml.sax_cell):
-        problems.add("saxml.saxCell", f"{saxml.sax_cell!r} is not a Sax cell", "write /sax/<name>, e.g. /sax/test")
 
 
 def _validate_images(saxml: SaxmlConfig, problems: Problems) -> None:

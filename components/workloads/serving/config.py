@@ -14,14 +14,15 @@ from components.config_base import (
     SECRET_VERSION,
     Block,
     ImageReference,
+    K8sName,
     Problems,
     image_pin_problem,
-    is_k8s_name,
+    kind,
     release_image_problems,
     written_release_image,
 )
 from components.gcp.config import ClusterConfig, TpuConfig
-from components.platform.config import WORKLOAD_NAMESPACE, QueuesConfig
+from components.platform.config import WORKLOAD_NAMESPACE, PriorityLevel, QueuesConfig
 from components.tpu import admission, sizing, topology
 from components.workloads import rules as workload_rules
 from components.workloads.serving import rules
@@ -149,7 +150,7 @@ class WeightsStagingConfig(Block):
     timeout_minutes: int = Field(
         STAGING_TIMEOUT_MINUTES, description="How long the Job may run and `pulumi up` waits for it before failing."
     )
-    service_account_name: str = Field(
+    service_account_name: K8sName = Field(
         "weights-staging",
         description="Kubernetes service account of the Job: the one identity that writes the weights (the snapshot's directory "
         "only); not serving.serviceAccountName.",
@@ -168,7 +169,7 @@ class ServingResourcesConfig(Block):
 
 
 class GatewayConfig(Block):
-    name: str = Field("llm-d-inference-gateway", description="Gateway name.")
+    name: K8sName = Field("llm-d-inference-gateway", description="Gateway name.")
     class_name: str = Field(
         "gke-l7-rilb", description="GatewayClass; gke-l7-rilb is GKE's regional internal Application Load Balancer."
     )
@@ -216,7 +217,7 @@ class ServingConfig(Block):
     enabled: bool = Field(
         False, description="Deploy P/D-disaggregated vLLM behind the llm-d router and an internal Gateway (TPU7x)."
     )
-    namespace: str = Field(
+    namespace: K8sName = Field(
         WORKLOAD_NAMESPACE, description="Serving namespace; must be one of queues.namespaces (its LocalQueue)."
     )
     hf_token: str = Field(
@@ -255,7 +256,11 @@ class ServingConfig(Block):
         f"`{rules.ROUTING_SIDECAR_NAME}` and its tag is serving.router.version (pulled as every image is: images.mirror or pull-through).",
     )
     slice_shape: str = Field("2x2x2", description="Slice of each model-server group; one of tpu.sliceShapes.")
-    priority: str = Field("high", description="Priority level (queues.priorityClasses): serving preempts the checks.")
+    priority: PriorityLevel = Field(
+        "high",
+        description="Priority level (queues.priorityClasses): serving preempts the checks.",
+        json_schema_extra=kind("priority level"),
+    )
     prefill: ServingRoleConfig = Field(ServingRoleConfig(name="vllm-prefill"), description="Prefill LeaderWorkerSet.")
     decode: ServingRoleConfig = Field(ServingRoleConfig(name="vllm-decode"), description="Decode LeaderWorkerSet.")
     max_model_len: int = Field(9216, description="vLLM --max-model-len.")
@@ -272,7 +277,7 @@ class ServingConfig(Block):
     )
     skip_tpu_webhook_check: bool = Field(False, description="Annotate pods cloud.google.com/skip-tpu-webhook-check.")
     healthy_nodes_only: bool = Field(False, description="Select only nodes whose partition state is HEALTHY.")
-    service_account_name: str = Field(
+    service_account_name: K8sName = Field(
         "model-server",
         description=f"Kubernetes service account of the model servers: reads the bucket, writes only its {XLA_CACHE_DIR}/ prefix.",
     )
@@ -386,16 +391,8 @@ def validate_serving(
 def _validate_names(serving: ServingConfig, queues: QueuesConfig, problems: Problems) -> None:
     workload_rules.validate_queued_namespace(queues, "serving.namespace", serving.namespace, problems)
     staging = serving.weights_staging
-    names = [("serviceAccountName", serving.service_account_name), ("gateway.name", serving.gateway.name)]
-    if staging.enabled:
-        names.append(("weightsStaging.serviceAccountName", staging.service_account_name))
-    for key, value in names:
-        if not is_k8s_name(value):
-            problems.add(
-                f"serving.{key}", f"{value!r} is not a Kubernetes name", "use lowercase letters, digits and hyphens"
-            )
     staging_account = staging.service_account_name
-    if staging.enabled and is_k8s_name(staging_account) and staging_account == serving.service_account_name:
+    if staging.enabled and staging_account == serving.service_account_name:
         problems.add(
             "serving.weightsStaging.serviceAccountName",
             f"{staging_account!r} is also serving.serviceAccountName: every model server could then overwrite "
@@ -409,7 +406,6 @@ def _validate_names(serving: ServingConfig, queues: QueuesConfig, problems: Prob
         if named and name in role_names.values():
             problems.add(key, f"{name!r} is also the {next(iter(role_names))} name", "give each role its own name")
         role_names[role] = name
-    workload_rules.validate_priority_level("serving.priority", serving.priority, problems)
 
 
 def _validate_shape_and_parallelism(

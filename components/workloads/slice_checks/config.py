@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from components import config_base
 from components.config_base import Block, Problems, image_pin_problem
 from components.gcp.config import TpuConfig
-from components.platform.config import QueuesConfig
+from components.platform.config import PriorityLevel, QueuesConfig
 from components.tpu import admission, topology
 from components.workloads import rules
 
@@ -22,7 +23,10 @@ class SliceCheckConfig(Block):
     name: str = Field(description="JobSet name (counts against the 49-character slice-name budget).")
     shape: str = Field(description="Slice shape; one of tpu.sliceShapes.")
     slices: int = Field(description="Slices the check takes at once (the JobSet's replicas).")
-    priority: str = Field(description="Priority level: low, medium or high (queues.priorityClasses).")
+    priority: PriorityLevel = Field(
+        description="Priority level: low, medium or high (queues.priorityClasses).",
+        json_schema_extra=config_base.kind("priority level"),
+    )
     hold_seconds: int = Field(description="Seconds each pod holds its slice after the check passes.")
     enabled: bool = Field(True, description="Run this check JobSet.")
 
@@ -100,6 +104,5 @@ def _validate_check(tpu: TpuConfig, kind: str, check: SliceCheckConfig, namespac
             problems.add(f"{prefix}.shape", f"{shape} is not a super-slice", "use a super-slice shape such as 4x4x8")
     if check.slices < 1:
         problems.add(f"{prefix}.slices", f"{check.slices} checks nothing", "use 1 or more")
-    rules.validate_priority_level(f"{prefix}.priority", check.priority, problems)
     if check.hold_seconds < 0:
         problems.add(f"{prefix}.holdSeconds", f"{check.hold_seconds} is negative", "use 0 or more seconds")
