@@ -263,3 +263,19 @@ def test_every_declared_pattern_says_what_it_takes_and_stands_in_with_an_example
 
 def _extra(info: FieldInfo, key: str) -> object:
     return info.json_schema_extra.get(key) if isinstance(info.json_schema_extra, dict) else None
+
+
+class _Leveled(Block):
+    level: Literal["low", "high"] = Field(description="required, one of a few")
+
+
+class _Levels(Block):
+    items: list[_Leveled] = Field([], description="objects with a required choice")
+
+
+def test_a_failed_required_choice_is_stood_in_for_by_its_first_value():
+    problems = Problems()
+    block = parse_settings(_Levels, {"items": [{"level": "mid"}, {"level": "high"}]}, problems)
+    assert block is not None
+    assert [item.level for item in block.items] == ["low", "high"]
+    assert [p.key for p in problems.items] == ["items[0].level"]
