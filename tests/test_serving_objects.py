@@ -146,8 +146,8 @@ def endpoint_picker_config(values: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def router_values(b: Blocks, gateway_namespace: str = "") -> dict[str, Any]:
-    return so.router_values(b.serving, b.pull_path, gateway_namespace=gateway_namespace)
+def router_values(b: Blocks) -> dict[str, Any]:
+    return so.router_values(b.serving, b.pull_path)
 
 
 def default_gateway(namespace: str) -> dict[str, Any]:
@@ -888,13 +888,13 @@ def test_the_value_key_listing_is_sorted_and_well_formed():
 
 
 def test_every_router_value_is_a_transcribed_chart_key():
-    values = router_values(params({"gateway.name": "gw"}), gateway_namespace="ns")
+    values = router_values(params({"gateway.name": "gw"}))
     assert unknown_keys(values, TRANSCRIBED_ROUTER_KEYS | EXTRA_ROUTER_KEYS) == set()
 
 
 def test_every_router_value_is_in_the_chart_listing(listed_keys):
     assert "router.epp.replicas" in listed_keys and "httpRoute.inferenceGatewayName" in listed_keys
-    values = router_values(params({"gateway.name": "gw"}), gateway_namespace="ns")
+    values = router_values(params({"gateway.name": "gw"}))
     assert unknown_keys(values, listed_keys | EXTRA_ROUTER_KEYS) == set()
 
 
@@ -939,12 +939,10 @@ def test_endpoint_picker_config_has_prefill_and_decode_profiles():
 
 
 def test_router_values_overlay():
-    values = router_values(params({"gateway.name": "gw"}), gateway_namespace="gateways")
+    values = router_values(params({"gateway.name": "gw"}))
     assert values["router"]["modelServers"]["matchLabels"] == {"llm-d.ai/guide": "pd-disaggregation"}
-    assert (values["httpRoute"]["inferenceGatewayName"], values["httpRoute"]["inferenceGatewayNamespace"]) == (
-        "gw",
-        "gateways",
-    )
+    # The Gateway is the release's own: in its namespace, which the chart takes for an empty namespace.
+    assert (values["httpRoute"]["inferenceGatewayName"], values["httpRoute"]["inferenceGatewayNamespace"]) == ("gw", "")
     assert load_router_values()["router"]["modelServers"]["matchLabels"] == {"llm-d.ai/guide": "pd-disaggregation"}
     objects = prefill_decode_leaderworkersets(params())
     for obj in objects:

@@ -412,12 +412,11 @@ def gateway(namespace: str, config: GatewayConfig) -> dict[str, Any]:
     return gw
 
 
-def router_values(serving: ServingConfig, pull_path: PullPath, *, gateway_namespace: str = "") -> dict[str, Any]:
+def router_values(serving: ServingConfig, pull_path: PullPath) -> dict[str, Any]:
     """Values of the llm-d router chart: the guide label, the Gateway and the endpoint picker of the router release
     (``serving.router.version``: the release's own image, or its digest-pinned override) as the nodes pull it
     (``pull_path``), which the chart would otherwise run at its own floating default tag; the chart reads
-    `<registry>/<repository>:<tag>`, so a digest rides in the tag. ``gateway_namespace``: only for a Gateway outside
-    the release's namespace, which must then allow routes from it. The served model name is in no v0.10.0 value this
+    `<registry>/<repository>:<tag>`, so a digest rides in the tag. The served model name is in no v0.10.0 value this
     setup uses: ``httpRoute.baseModel`` would require an ``X-Gateway-Base-Model-Name`` header on every request, and
     ``router.tokenizer.modelName`` only matters with the tokenizer enabled."""
     values = load_base(ROUTER_VALUES_FILE)
@@ -430,7 +429,6 @@ def router_values(serving: ServingConfig, pull_path: PullPath, *, gateway_namesp
     spread["podAffinityTerm"]["labelSelector"]["matchLabels"] = endpoint_picker_labels()
     values["router"]["modelServers"]["matchLabels"] = {GUIDE_LABEL: GUIDE}
     values["httpRoute"]["inferenceGatewayName"] = serving.gateway.name
-    values["httpRoute"]["inferenceGatewayNamespace"] = gateway_namespace
     return values
 
 
