@@ -14,6 +14,7 @@ from tests.conftest import (
     as_pulumi_values,
     assert_bad_input,
     run_stack,
+    stack_config,
     stack_values,
     with_overrides,
 )
@@ -21,6 +22,13 @@ from tools import render
 from tools.stack_file import stack_config_values
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
+# The tests' dev stack as the program reads it: what each resource must carry is said from it, not restated.
+DEV = stack_config("dev")
+NETWORK, CLUSTER_CONFIG, TPU = DEV.network, DEV.cluster, DEV.tpu
+TPU_POOLS = [pool.name for pool in TPU.pools]
+GET_CREDENTIALS = (
+    f"gcloud container clusters get-credentials {CLUSTER_CONFIG.name} --region {DEV.region} --project {DEV.project}"
+)
 
 
 def test_every_resource_sits_under_a_named_component(dev_run):
@@ -49,7 +57,7 @@ def test_apis_are_enabled_and_never_disabled_on_destroy(dev_run):
     } == set(REQUIRED_APIS)
     for service in services:
         assert service.input("disableOnDestroy") is False
-        assert service.input("project") == "my-tpu-project"
+        assert service.input("project") == DEV.project
 
 
 def test_ai_zone_preview_feature_only_for_ai_zones(dev_run):
@@ -62,46 +70,47 @@ def test_ai_zone_preview_feature_only_for_ai_zones(dev_run):
 
 def test_vpc(dev_run):
     vpc = dev_run.one("gcp:compute/network:Network", "vpc")
-    assert vpc.input("name") == "qwen-serving-main"
-    assert vpc.input("mtu") == 8896
+    assert vpc.input("name") == f"{NETWORK.prefix}-main"
+    assert vpc.input("mtu") == NETWORK.mtu
     assert vpc.input("autoCreateSubnetworks") is False
     assert vpc.input("routingMode") == "REGIONAL"
 
 
 def test_node_subnet_has_private_access_and_named_secondary_ranges(dev_run):
     subnet = dev_run.one("gcp:compute/subnetwork:Subnetwork", "node-subnet")
-    assert subnet.input("name") == "qwen-serving-tpu"
-    assert subnet.input("ipCidrRange") == "10.10.0.0/18"
-    assert subnet.input("region") == "us-central1"
+    assert subnet.input("name") == f"{NETWORK.prefix}-tpu"
+    assert subnet.input("ipCidrRange") == NETWORK.node_cidr
+    assert subnet.input("region") == DEV.region
     assert subnet.input("privateIpGoogleAccess") is True
     assert subnet.input("secondaryIpRanges") == [
-        {"rangeName": "qwen-serving-pods", "ipCidrRange": "10.12.0.0/14"},
-        {"rangeName": "qwen-serving-services", "ipCidrRange": "10.16.0.0/20"},
+        {"rangeName": f"{NETWORK.prefix}-pods", "ipCidrRange": NETWORK.pod_cidr},
+        {"rangeName": f"{NETWORK.prefix}-services", "ipCidrRange": NETWORK.service_cidr},
     ]
 
 
 def test_proxy_only_subnet_serves_the_internal_gateway(dev_run):
     subnet = dev_run.one("gcp:compute/subnetwork:Subnetwork", "proxy-only-subnet")
-    assert subnet.input("name") == "qwen-serving-proxy"
-    assert subnet.input("ipCidrRange") == "172.16.0.0/26"
+    assert subnet.input("name") == f"{NETWORK.prefix}-proxy"
+    assert subnet.input("ipCidrRange") == NETWORK.proxy_only_cidr
     assert (subnet.input("purpose"), subnet.input("role")) == ("REGIONAL_MANAGED_PROXY", "ACTIVE")
 
 
 def test_firewall_admits_only_the_vpcs_own_ranges(dev_run):
     rule = dev_run.one("gcp:compute/firewall:Firewall", "allow-internal")
-    assert rule.input("name") == "qwen-serving-allow-internal"
+    assert rule.input("name") == f"{NETWORK.prefix}-allow-internal"
     assert rule.input("direction") == "INGRESS"
-    assert sorted(rule.input("sourceRanges")) == sorted(["10.10.0.0/18", "10.12.0.0/14", "172.16.0.0/26"])
+    own = [NETWORK.node_cidr, NETWORK.pod_cidr, NETWORK.proxy_only_cidr]
+    assert sorted(rule.input("sourceRanges")) == sorted(own)
     assert "10.0.0.0/8" not in rule.input("sourceRanges") and "172.16.0.0/12" not in rule.input("sourceRanges")
 
 
 def test_cluster_features(dev_run):
     cluster = dev_run.one("gcp:container/cluster:Cluster", "gke-cluster")
-    assert cluster.input("name") == "qwen-serving-cluster"
-    assert cluster.input("location") == "us-central1"  # regional
-    assert cluster.input("releaseChannel") == {"channel": "RAPID"}
+    assert cluster.input("name") == CLUSTER_CONFIG.name
+    assert cluster.input("location") == DEV.region  # regional
+    assert cluster.input("releaseChannel") == {"channel": CLUSTER_CONFIG.release_channel}
     # The minor, never a patch that leaves the channel: GKE picks its newest offered patch.
-    assert cluster.input("minMasterVersion") == "1.36"
+    assert cluster.input("minMasterVersion") == ".".join(CLUSTER_CONFIG.version.split(".")[:2])
     assert cluster.input("removeDefaultNodePool") is True
     # the create's default pool runs as the stack's node account, not the project's default compute account
     assert cluster.input("nodeConfig.oauthScopes") == ["https://www.googleapis.com/auth/cloud-platform"]
@@ -109,7 +118,7 @@ def test_cluster_features(dev_run):
     assert cluster.options["ignoreChanges"] == ["nodeConfig"]  # read at create only: never a replacement
     assert cluster.input("addonsConfig.sliceControllerConfig.enabled") is True
     assert cluster.input("gatewayApiConfig") == {"channel": "CHANNEL_STANDARD"}
-    assert cluster.input("workloadIdentityConfig") == {"workloadPool": "my-tpu-project.svc.id.goog"}
+    assert cluster.input("workloadIdentityConfig") == {"workloadPool": f"{DEV.project}.svc.id.goog"}
     assert cluster.input("datapathProvider") == "ADVANCED_DATAPATH"
     assert cluster.input("monitoringConfig.advancedDatapathObservabilityConfig.enableMetrics") is True
     assert cluster.input("monitoringConfig.managedPrometheus.enabled") is True
@@ -119,17 +128,15 @@ def test_cluster_features(dev_run):
     assert addons["gcsFuseCsiDriverConfig"] == {"enabled": True}
     assert addons["dnsCacheConfig"] == {"enabled": True}
     assert cluster.input("ipAllocationPolicy") == {
-        "clusterSecondaryRangeName": "qwen-serving-pods",
-        "servicesSecondaryRangeName": "qwen-serving-services",
+        "clusterSecondaryRangeName": f"{NETWORK.prefix}-pods",
+        "servicesSecondaryRangeName": f"{NETWORK.prefix}-services",
     }
-    assert cluster.input("deletionProtection") is False  # dev turns it off
+    assert cluster.input("deletionProtection") is CLUSTER_CONFIG.deletion_protection
     # The window of the stack file, recurring; no exclusion with hard-coded dates that would expire.
+    window = CLUSTER_CONFIG.maintenance_window
+    assert window is not None and not CLUSTER_CONFIG.maintenance_exclusions
     assert cluster.input("maintenancePolicy") == {
-        "recurringWindow": {
-            "startTime": "2026-12-05T02:00:00Z",
-            "endTime": "2026-12-05T08:00:00Z",
-            "recurrence": "FREQ=WEEKLY;BYDAY=SA,SU",
-        },
+        "recurringWindow": {"startTime": window.start, "endTime": window.end, "recurrence": window.recurrence},
         "maintenanceExclusions": [],
     }
 
@@ -165,13 +172,13 @@ def test_deletion_protection_and_maintenance_come_from_config():
 
 def test_system_pool_runs_as_a_least_privilege_node_account(dev_run):
     account = dev_run.one("gcp:serviceaccount/account:Account", "node-sa")
-    assert account.input("accountId") == "qwen-serving-cluster-nodes"
+    assert account.input("accountId") == f"{CLUSTER_CONFIG.name}-nodes"  # none set: the cluster's name
     roles = sorted(m.input("role") for m in dev_run.of_type("gcp:projects/iAMMember:IAMMember"))
     # No project-wide image read: the nodes read each repository they pull from, alone (below)
     assert roles == ["roles/container.defaultNodeServiceAccount"]
     pool = dev_run.one(NODE_POOL, "system-pool")
-    assert pool.input("nodeCount") == 1  # per zone of the regional cluster
-    assert pool.input("nodeConfig.machineType") == "n2-standard-32"
+    assert pool.input("nodeCount") == CLUSTER_CONFIG.system_pool.nodes_per_zone  # per zone of the regional cluster
+    assert pool.input("nodeConfig.machineType") == CLUSTER_CONFIG.system_pool.machine_type
     assert pool.input("nodeConfig.workloadMetadataConfig.mode") == "GKE_METADATA"
     assert "node-sa" in pool.dependencies  # the pool's service account is ours, not the default
 
@@ -214,8 +221,8 @@ def test_without_a_mirror_the_nodes_read_the_pull_through_repositories_alone(dev
 
 def test_workload_policy(dev_run):
     policy = dev_run.one("gcp:compute/resourcePolicy:ResourcePolicy", "workload-policy")
-    assert policy.input("name") == "superslice-policy"
-    assert policy.input("region") == "us-central1"
+    assert policy.input("name") == TPU.workload_policy_name
+    assert policy.input("region") == DEV.region
     assert policy.input("workloadPolicy") == {
         "type": "HIGH_THROUGHPUT",
         "acceleratorTopology": "4x4x4",
@@ -223,23 +230,26 @@ def test_workload_policy(dev_run):
     }
 
 
-@pytest.mark.parametrize("pool_name", ["tpu7-pool-1", "tpu7-pool-2"])
-def test_tpu_pool_is_a_reserved_cube(dev_run, pool_name):
-    pool = dev_run.one(NODE_POOL, pool_name)
+@pytest.mark.parametrize("config", TPU.pools, ids=lambda p: p.name)
+def test_tpu_pool_is_a_reserved_cube(dev_run, config):
+    pool = dev_run.one(NODE_POOL, config.name)
     assert pool.parent == "tpu-capacity"
-    assert pool.input("name") == pool_name
-    assert pool.input("nodeCount") == 16
-    assert pool.input("nodeLocations") == ["us-central1-ai1a"]
-    assert pool.input("nodeConfig.machineType") == "tpu7x-standard-4t"
+    assert pool.input("name") == config.name
+    assert pool.input("nodeCount") == config.node_count == 16  # a 4x4x4 cube of 4-chip hosts
+    assert pool.input("nodeLocations") == [TPU.zone]
+    assert pool.input("nodeConfig.machineType") == TPU.machine_type
     assert pool.input("nodeConfig.workloadMetadataConfig.mode") == "GKE_METADATA"
     assert pool.input("nodeConfig.gvnic.enabled") is True
     assert pool.input("nodeConfig.reservationAffinity") == {
         "consumeReservationType": "SPECIFIC_RESERVATION",
         "key": "compute.googleapis.com/reservation-name",
-        "values": ["projects/my-tpu-project/reservations/my-tpu7x-reservation/reservationBlocks/block-0"],
+        "values": [
+            f"projects/{DEV.project}/reservations/{TPU.reservation.name}/reservationBlocks/{TPU.reservation.block}"
+        ],
     }
     # What GKE stores: policy name and topology, no type; anything else diffs on every preview.
-    assert pool.input("placementPolicy") == {"type": "", "policyName": "superslice-policy", "tpuTopology": "4x4x4"}
+    placement = {"type": "", "policyName": TPU.workload_policy_name, "tpuTopology": "4x4x4"}
+    assert pool.input("placementPolicy") == placement
     assert pool.options["deleteBeforeReplace"] is True  # the new pool needs the old one's cube
     assert pool.options["replaceOnChanges"] == ["nodeConfig.machineType", "nodeLocations"]
     assert pool.input("upgradeSettings") == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 16}
@@ -248,8 +258,8 @@ def test_tpu_pool_is_a_reserved_cube(dev_run, pool_name):
 
 
 def test_tpu_pools_are_created_in_parallel(dev_run):
-    first, second = dev_run.one(NODE_POOL, "tpu7-pool-1"), dev_run.one(NODE_POOL, "tpu7-pool-2")
-    assert "tpu7-pool-2" not in first.dependencies and "tpu7-pool-1" not in second.dependencies
+    for name in TPU_POOLS:
+        assert not set(TPU_POOLS) & set(dev_run.one(NODE_POOL, name).dependencies)
 
 
 def test_sub_blocks_and_reservation_project_shape_the_path():
@@ -273,7 +283,7 @@ def test_sub_blocks_and_reservation_project_shape_the_path():
 def test_protected_pools_on_request():
     assert not any(p.protect for p in run_stack().of_type(NODE_POOL))
     protected = run_stack({"tpu.protectPools": True})
-    assert [p.protect for p in protected.of_type(NODE_POOL) if p.name.startswith("tpu7")] == [True, True]
+    assert [protected.one(NODE_POOL, name).protect for name in TPU_POOLS] == [True] * len(TPU_POOLS)
 
 
 SECURE_BOOT = {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
@@ -289,14 +299,12 @@ def boot(pool) -> tuple[str | None, dict | None]:
 def test_tpu7x_pools_boot_with_secure_boot_and_the_stack_s_key_on_every_pool():
     """Unset, tpu.secureBoot follows the machine catalog (GKE is known to make TPU7x nodes with it); the key of the
     boot disks goes to every pool and to the cluster's first default pool, and may be a global one."""
-    assert {p.name: boot(p) for p in run_stack().of_type(NODE_POOL)} == {
-        "system-pool": (None, SECURE_BOOT),
-        "tpu7-pool-1": (None, SECURE_BOOT),
-        "tpu7-pool-2": (None, SECURE_BOOT),
-    }
+    assert {p.name: boot(p) for p in run_stack().of_type(NODE_POOL)} == dict.fromkeys(
+        ("system-pool", *TPU_POOLS), (None, SECURE_BOOT)
+    )
     run = run_stack({"cluster.bootDiskEncryptionKey": BOOT_KEY})
     assert {p.name: boot(p) for p in run.of_type(NODE_POOL)} == dict.fromkeys(
-        ("system-pool", "tpu7-pool-1", "tpu7-pool-2"), (BOOT_KEY, SECURE_BOOT)
+        ("system-pool", *TPU_POOLS), (BOOT_KEY, SECURE_BOOT)
     )
     cluster = run.one("gcp:container/cluster:Cluster", "gke-cluster")
     assert cluster.input("nodeConfig.bootDiskKmsKey") == BOOT_KEY
@@ -327,11 +335,9 @@ def test_a_pool_kept_unhardened_boots_as_pools_did_before_and_the_others_as_the_
 
 def test_secure_boot_off_leaves_the_tpu_pools_without_it_and_the_system_pool_with_it():
     run = run_stack({"tpu.secureBoot": False})
-    assert {p.name: boot(p)[1] for p in run.of_type(NODE_POOL)} == {
-        "system-pool": SECURE_BOOT,
-        "tpu7-pool-1": None,
-        "tpu7-pool-2": None,
-    }
+    assert {p.name: boot(p)[1] for p in run.of_type(NODE_POOL)} == {"system-pool": SECURE_BOOT} | dict.fromkeys(
+        TPU_POOLS
+    )
 
 
 def test_the_system_pool_is_deleted_before_it_is_made_again(dev_run):
@@ -414,10 +420,7 @@ def test_the_stack_reaches_the_control_plane_by_its_dns_endpoint_without_the_clu
     assert DNS_ENDPOINT.match(cluster["server"].removeprefix("https://")), cluster
     assert "certificate-authority-data" not in cluster
     assert run.raw_outputs["clusterEndpoint"] == cluster["server"].removeprefix("https://")
-    assert run.outputs["getCredentialsCommand"] == (
-        "gcloud container clusters get-credentials qwen-serving-cluster --region us-central1 --project my-tpu-project "
-        "--dns-endpoint"
-    )
+    assert run.outputs["getCredentialsCommand"] == f"{GET_CREDENTIALS} --dns-endpoint"
     (provider,) = run.of_type("pulumi:providers:kubernetes")
     assert provider.input("kubeconfig") == run.raw_outputs["kubeconfig"]
 
@@ -429,7 +432,7 @@ def test_without_the_dns_endpoint_the_stack_reaches_the_ip_with_the_cluster_ca(i
     run = run_stack({"cluster.controlPlane": {"dnsEndpoint": False, "ipEndpoint": ip_endpoint}}, preview=False)
     cluster = kubeconfig_cluster(run)
     assert cluster == {"server": "https://203.0.113.10", "certificate-authority-data": "LS0tLS1CRUdJTi1DQS0tLS0t"}
-    assert run.outputs["getCredentialsCommand"].endswith(f"--project my-tpu-project{flag}")
+    assert run.outputs["getCredentialsCommand"] == f"{GET_CREDENTIALS}{flag}"
 
 
 def test_with_no_ip_endpoint_gke_gives_the_dns_name_as_the_cluster_endpoint():
@@ -495,16 +498,16 @@ def test_cloud_nat_serves_the_node_subnet_in_the_cluster_s_region(dev_run):
     router = dev_run.one("gcp:compute/router:Router", "nat-router")
     assert (router.parent, router.input("name"), router.input("region")) == (
         "network",
-        "qwen-serving-router",
-        "us-central1",
+        f"{NETWORK.prefix}-router",
+        DEV.region,
     )
     assert "vpc" in router.dependencies
     nat = dev_run.one("gcp:compute/routerNat:RouterNat", "nat")
     assert nat.parent == "network"
     assert (nat.input("name"), nat.input("router"), nat.input("region")) == (
-        "qwen-serving-nat",
-        "qwen-serving-router",
-        "us-central1",
+        f"{NETWORK.prefix}-nat",
+        f"{NETWORK.prefix}-router",
+        DEV.region,
     )
     assert nat.input("natIpAllocateOption") == "AUTO_ONLY"
     # The node subnet and its pod range, not the proxy-only subnet of the internal load balancer.
@@ -651,22 +654,19 @@ def test_on_a_cluster_made_elsewhere_the_hardening_settings_are_not_the_stack_s_
 
 def test_stack_outputs(dev_run):
     outputs = dev_run.outputs
-    assert outputs["project"] == "my-tpu-project" and outputs["region"] == "us-central1"
+    assert outputs["project"] == DEV.project and outputs["region"] == DEV.region
     assert (outputs["networkName"], outputs["nodeSubnetName"], outputs["proxyOnlySubnetName"]) == (
-        "qwen-serving-main",
-        "qwen-serving-tpu",
-        "qwen-serving-proxy",
+        f"{NETWORK.prefix}-main",
+        f"{NETWORK.prefix}-tpu",
+        f"{NETWORK.prefix}-proxy",
     )
-    assert outputs["clusterName"] == "qwen-serving-cluster"
+    assert outputs["clusterName"] == CLUSTER_CONFIG.name
     assert outputs["clusterEndpoint"] == "[unknown]"  # known only after apply
     assert outputs["kubeconfig"] == "[secret]"
-    assert outputs["getCredentialsCommand"] == (
-        "gcloud container clusters get-credentials qwen-serving-cluster --region us-central1 --project my-tpu-project "
-        "--dns-endpoint"
-    )
-    assert outputs["workloadPolicyName"] == "superslice-policy"
-    assert outputs["tpuPoolNames"] == ["tpu7-pool-1", "tpu7-pool-2"]
-    assert outputs["tpuChips"] == 128
+    assert outputs["getCredentialsCommand"] == f"{GET_CREDENTIALS} --dns-endpoint"
+    assert outputs["workloadPolicyName"] == TPU.workload_policy_name
+    assert outputs["tpuPoolNames"] == [pool.name for pool in TPU.pools]
+    assert outputs["tpuChips"] == 64 * len(TPU.pools)  # a 4x4x4 cube each
 
 
 def test_the_saxml_cluster_asks_for_its_minor_too():
@@ -762,7 +762,7 @@ def test_on_a_cluster_made_elsewhere_a_token_in_secret_manager_enables_its_api_a
     existing = {
         "cluster.existing": {"name": "team-cluster", "location": "us-central1"},
         "serving.weightsBucket": {"name": "my-model-weights", "create": False, "grantAccess": False},
-        "serving.hfTokenSecretVersion": "projects/my-tpu-project/secrets/hf-token/versions/1",
+        "serving.hfTokenSecretVersion": f"projects/{DEV.project}/secrets/hf-token/versions/1",
     }
     run = run_stack(existing)
     services = sorted(s.input("service") for s in run.of_type("gcp:projects/service:Service"))
