@@ -1,7 +1,7 @@
 """Security scan of what the stacks apply: checkov's kubernetes framework over every stack's render.
 
-Every ``Pulumi.<stack>.yaml`` is rendered afresh with tools/render.py (so the scan follows the
-code, not the committed goldens); its ``kubernetes.yaml`` holds the program's objects and the
+Each of the tests' own stacks (tests/data/stacks; a user's Pulumi.<stack>.yaml is theirs to change) is rendered
+afresh with tools/render.py (so the scan follows the code, not the committed goldens); its ``kubernetes.yaml`` holds the program's objects and the
 slice-controller chart as Helm renders it. checkov checks only built-in kinds, so the pods of our
 custom workloads are added beside it in ``workload-pods.yaml``, as their controllers create them:
 a Job per JobSet replicated job, a Pod per LeaderWorkerSet leader and worker template, each with
@@ -43,12 +43,14 @@ import yaml
 
 from policy import cis
 from tests import cis_benchmark, external, terraform_plan
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import FIXTURE_STACK_NAMES, FIXTURE_STACKS, PROJECT_ROOT
 from tools import render
 
 pytestmark = pytest.mark.external  # checkov runs from .venv-checkov: make check-tools
 
-STACKS = sorted(p.name.split(".")[1] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
+# The tests' own stacks (tests/conftest.py): the broken copies below name their resources, which a user's stack file
+# may name otherwise.
+STACKS = FIXTURE_STACK_NAMES
 CHECKOV_ENV = "TPU_GKE_CHECKOV"
 DEFAULT_CHECKOV = PROJECT_ROOT / ".venv-checkov" / "bin" / "checkov"
 SKIP_PREFIX = "checkov.io/skip"
@@ -289,7 +291,7 @@ def run_checkov(checkov: Path, root: Path, jobs: list[str]) -> tuple[dict[str, A
 @functools.cache
 def rendered(stack: str) -> tuple[str, str]:
     """The render of ``stack``, once per test process: (kubernetes.yaml, resources.json)."""
-    files, _ = render.render(stack)
+    files, _ = render.render(stack, FIXTURE_STACKS)
     return files[RENDER_FILE], files[RESOURCES_FILE]
 
 
