@@ -18,9 +18,15 @@ from components import stack as stack_config
 from components.platform import config as platform_config
 from harness.mock_engine import ProgramRun, Registration
 from tests.conftest import run_stack, stack_values
+from tests.conftest import stack_config as tests_stack_config
 from tools.render import create_waves, creates_something, depends_on, destroy_waves, kubernetes_document
 
 STACKS = ["dev", "saxml"]
+# The names the tests' dev stack gives what the messages below name: said from it, not restated.
+DEV = tests_stack_config("dev")
+PROJECT, REGION, PREFIX, CLUSTER_NAME = DEV.project, DEV.region, DEV.network.prefix, DEV.cluster.name
+POOL_1, POOL_2 = (pool.name for pool in DEV.tpu.pools)
+BLOCK = DEV.tpu.reservation.block
 TPU_POOL = "gcp:container/nodePool:NodePool"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 GATE = "tpu-drain-gate"
@@ -171,7 +177,7 @@ def test_the_nat_is_replaced_only_with_the_cluster(runs):
     run = run_stack({"network.prefix": prefix}, previous_outputs=previous_of(runs["dev"]))
     nat = run.one("gcp:compute/routerNat:RouterNat", NAT)
     assert (nat.input("name"), nat.input("router")) == (f"{prefix}-nat", f"{prefix}-router")
-    assert any(w.startswith("the GKE cluster qwen-serving-cluster will be REPLACED") for w in run.warnings)
+    assert any(w.startswith(f"the GKE cluster {CLUSTER_NAME} will be REPLACED") for w in run.warnings)
 
 
 def test_the_cluster_does_not_wait_for_the_nat(runs):
@@ -305,18 +311,18 @@ def test_an_unchanged_stack_warns_of_nothing(runs):
 
 def test_renaming_a_pool_is_refused_before_anything_changes(runs):
     """The new pool would ask the reservation for the cube the old one still holds."""
-    renamed = [{"name": "tpu7-pool-1", "nodeCount": 16}, {"name": "tpu7-pool-b", "nodeCount": 16}]
+    renamed = [{"name": POOL_1, "nodeCount": 16}, {"name": "tpu7-pool-b", "nodeCount": 16}]
     with pytest.raises(pulumi.RunError) as raised:
         run_stack({"tpu.pools": renamed}, previous_outputs=previous_of(runs["dev"]))
     message = str(raised.value)
-    assert "tpu.pools: pool(s) tpu7-pool-2 leave and tpu7-pool-b arrive in one `up`" in message
+    assert f"tpu.pools: pool(s) {POOL_2} leave and tpu7-pool-b arrive in one `up`" in message
     assert "remove the old pools in one `pulumi up`, then add the new ones in the next" in message
 
 
 def test_removing_or_adding_a_pool_alone_is_not_refused(runs):
     run_stack(
         {
-            "tpu.pools": [{"name": "tpu7-pool-1", "nodeCount": 16}],
+            "tpu.pools": [{"name": POOL_1, "nodeCount": 16}],
             "checks.superslicing.enabled": False,
             "tpu.sliceShapes": ["2x2x2"],
             "serving.prefill.replicas": 2,
@@ -331,17 +337,17 @@ def test_removing_or_adding_a_pool_alone_is_not_refused(runs):
     "override, fragment",
     [
         (
-            {"tpu.reservation": {"name": "other-reservation", "block": "block-0"}},
-            "TPU pool tpu7-pool-1 will be REPLACED",
+            {"tpu.reservation": {"name": "other-reservation", "block": BLOCK}},
+            f"TPU pool {POOL_1} will be REPLACED",
         ),
         ({"tpu.workloadPolicyName": "other-policy"}, "placementPolicy 'superslice-policy' -> 'other-policy'"),
         ({"tpu.zone": "us-central1-ai2b"}, "zone 'us-central1-ai1a' -> 'us-central1-ai2b'"),
         ({"cluster.nodeServiceAccountId": "other-nodes"}, "the system node pool will be REPLACED"),
         (
             {"cluster.nodeServiceAccountId": "other-nodes"},
-            "nodeServiceAccount 'qwen-serving-cluster-nodes' -> 'other-nodes'",
+            f"nodeServiceAccount '{CLUSTER_NAME}-nodes' -> 'other-nodes'",
         ),
-        ({"network.prefix": "other"}, "network 'qwen-serving-main' -> 'other-main'"),
+        ({"network.prefix": "other"}, f"network '{PREFIX}-main' -> 'other-main'"),
     ],
 )
 def test_a_replacement_is_announced_loudly(runs, override, fragment):
@@ -354,7 +360,7 @@ def test_a_new_node_service_account_replaces_the_pools_but_not_the_cluster(runs)
     pools carry the account."""
     run = run_stack({"cluster.nodeServiceAccountId": "other-nodes"}, previous_outputs=previous_of(runs["dev"]))
     assert not [w for w in run.warnings if "GKE cluster" in w], run.warnings
-    assert [w for w in run.warnings if w.startswith("TPU pool tpu7-pool-2 will be REPLACED")], run.warnings
+    assert [w for w in run.warnings if w.startswith(f"TPU pool {POOL_2} will be REPLACED")], run.warnings
 
 
 @pytest.mark.parametrize(
@@ -556,23 +562,23 @@ def test_the_first_up_after_private_clusters_came_says_what_each_part_does_and_r
         "tpu.pools[].privateNodes or cluster.privateNodes",
         "cluster.controlPlane.dnsEndpoint",
     ], lines
-    assert "Cloud NAT qwen-serving-nat and its Cloud Router are created, before any node goes private" in lines[0]
+    assert f"Cloud NAT {PREFIX}-nat and its Cloud Router are created, before any node goes private" in lines[0]
     assert "the system node pool's nodes lose their external addresses IN PLACE" in lines[1]
-    assert "TPU pool tpu7-pool-1 lose their external addresses IN PLACE" in lines[2]
+    assert f"TPU pool {POOL_1} lose their external addresses IN PLACE" in lines[2]
     assert "keeps its reservation cube" in lines[2] and "move one TPU pool per `up`" in lines[2]
-    assert "TPU pool tpu7-pool-2" in lines[3]
+    assert f"TPU pool {POOL_2}" in lines[3]
     assert lines[4].endswith(
-        "kubectl: `gcloud container clusters get-credentials qwen-serving-cluster --region us-central1 --dns-endpoint`"
+        f"kubectl: `gcloud container clusters get-credentials {CLUSTER_NAME} --region {REGION} --dns-endpoint`"
     )
 
 
 def test_moving_one_cube_at_a_time_names_only_that_pool():
-    staged = [{"name": "tpu7-pool-1", "nodeCount": 16}, {"name": "tpu7-pool-2", "nodeCount": 16, "privateNodes": False}]
+    staged = [{"name": POOL_1, "nodeCount": 16}, {"name": POOL_2, "nodeCount": 16, "privateNodes": False}]
     first = run_stack({"tpu.pools": staged})
-    assert first.one(NODE_POOL, "tpu7-pool-2").input("networkConfig") == {"enablePrivateNodes": False}
+    assert first.one(NODE_POOL, POOL_2).input("networkConfig") == {"enablePrivateNodes": False}
     run = run_stack(previous_outputs=previous_of(first))
     assert [line.split(" IN PLACE")[0] for line in isolation_warnings(run)] == [
-        "tpu.pools[].privateNodes or cluster.privateNodes: the nodes of TPU pool tpu7-pool-2 lose their external "
+        f"tpu.pools[].privateNodes or cluster.privateNodes: the nodes of TPU pool {POOL_2} lose their external "
         "addresses"
     ]
 
@@ -581,7 +587,7 @@ def test_public_nodes_again_delete_the_nat_after_them(runs):
     run = run_stack({"cluster.privateNodes": False}, previous_outputs=previous_of(runs["dev"]))
     lines = isolation_warnings(run)
     assert len([line for line in lines if "get external addresses again IN PLACE" in line]) == 3
-    assert lines[-1] == ("network.nat: Cloud NAT qwen-serving-nat is deleted, after the nodes have external addresses")
+    assert lines[-1] == (f"network.nat: Cloud NAT {PREFIX}-nat is deleted, after the nodes have external addresses")
 
 
 @pytest.mark.parametrize(
@@ -591,7 +597,7 @@ def test_public_nodes_again_delete_the_nat_after_them(runs):
             {"ipEndpoint": "off"},
             "cluster.controlPlane.ipEndpoint: the control plane answers on no IP at all (the DNS-based endpoint only), "
             "in place; kubeconfigs that name its public IP stop working: outside the VPC, use "
-            "`gcloud container clusters get-credentials qwen-serving-cluster --region us-central1 --dns-endpoint`",
+            f"`gcloud container clusters get-credentials {CLUSTER_NAME} --region {REGION} --dns-endpoint`",
         ),
         (
             {"authorizedNetworks": [{"cidr": "203.0.113.0/24", "name": "office"}]},
@@ -619,8 +625,7 @@ def test_emptying_the_authorized_networks_is_left_to_gcloud():
     (line,) = [w for w in run.warnings if w.startswith("cluster.controlPlane.authorizedNetworks")]
     assert "the public IP still admits only 203.0.113.0/24" in line
     assert line.endswith(
-        "gcloud container clusters update qwen-serving-cluster --region us-central1 "
-        "--no-enable-master-authorized-networks"
+        f"gcloud container clusters update {CLUSTER_NAME} --region {REGION} --no-enable-master-authorized-networks"
     )
 
 
@@ -699,7 +704,7 @@ def test_turning_them_off_again_is_in_place_and_an_emptied_group_is_left_to_the_
         "gke-security-groups@example.com"
     )
     assert group.endswith(
-        "clusters.update of projects/<project>/locations/us-central1/clusters/qwen-serving-cluster with "
+        f"clusters.update of projects/<project>/locations/{REGION}/clusters/{CLUSTER_NAME} with "
         '{"update": {"desiredAuthenticatorGroupsConfig": {"enabled": false}}}'
     )
 
@@ -853,7 +858,7 @@ def test_a_new_queue_namespace_is_announced_alone(runs):
 SECRET_IAM = "gcp:secretmanager/secretIamMember:SecretIamMember"
 ON_WITH_TOKEN_FILE = {
     "cluster.secretManager": True,
-    "serving.hfTokenSecretVersion": "projects/my-tpu-project/secrets/hf-token/versions/1",
+    "serving.hfTokenSecretVersion": f"projects/{PROJECT}/secrets/hf-token/versions/1",
 }
 
 
@@ -996,7 +1001,10 @@ def pool_names(stack: str) -> list[str]:
     return sorted(pool.name for pool in stack_config.load(stack_values(stack)).config.tpu.pools)
 
 
-STAGED = [{"name": "tpu7-pool-1", "nodeCount": 16}, {"name": "tpu7-pool-2", "nodeCount": 16, "hardenedBoot": False}]
+def staged(stack: str) -> list[dict[str, object]]:
+    """The stack's two TPU pools, the second kept as made (hardenedBoot false)."""
+    first, second = (pool.name for pool in tests_stack_config(stack).tpu.pools)
+    return [{"name": first, "nodeCount": 16}, {"name": second, "nodeCount": 16, "hardenedBoot": False}]
 
 
 def test_the_first_up_of_prod_after_node_boot_replaces_every_pool_and_names_each_unprotect():
@@ -1013,11 +1021,12 @@ def test_the_first_up_of_prod_after_node_boot_replaces_every_pool_and_names_each
 
 
 def test_a_running_production_stack_replaces_one_cube_per_up():
-    """First `up`: tpu7-pool-2 kept as made (hardenedBoot false), so only the system pool and tpu7-pool-1 are
-    replaced, with no advice to split further; the next `up`, without the override, replaces tpu7-pool-2 alone."""
+    """First `up`: the second pool kept as made (hardenedBoot false), so only the system pool and the first are
+    replaced, with no advice to split further; the next `up`, without the override, replaces the second alone."""
     older = lifecycle_before_node_boot(run_stack(stack="prod"))
-    first = run_stack({"tpu.pools": STAGED}, stack="prod", previous_outputs=older)
-    replaced, kept = (pool["name"] for pool in STAGED)
+    pools = staged("prod")
+    first = run_stack({"tpu.pools": pools}, stack="prod", previous_outputs=older)
+    replaced, kept = (pool["name"] for pool in pools)
     lines = replacements(first)
     assert sorted(lines) == ["system", replaced]
     assert "replace one per `up`" not in lines[replaced]
@@ -1031,19 +1040,19 @@ def test_a_running_production_stack_replaces_one_cube_per_up():
 @pytest.mark.parametrize(
     "override, replaced, fragment",
     [
-        ({"tpu.secureBoot": False}, ["tpu7-pool-1", "tpu7-pool-2"], "secureBoot True -> False"),
+        ({"tpu.secureBoot": False}, [POOL_1, POOL_2], "secureBoot True -> False"),
         (
             {"cluster.bootDiskEncryptionKey": "projects/my-keys/locations/global/keyRings/r/cryptoKeys/boot"},
-            ["system", "tpu7-pool-1", "tpu7-pool-2"],
+            ["system", POOL_1, POOL_2],
             "bootDiskKey '' -> 'projects/my-keys/locations/global/keyRings/r/cryptoKeys/boot'",
         ),
-        ({"tpu.pools": STAGED}, ["tpu7-pool-2"], "secureBoot True -> False"),
+        ({"tpu.pools": staged("dev")}, [POOL_2], "secureBoot True -> False"),
     ],
 )
 def test_a_change_of_a_running_stack_s_boot_replaces_the_pools_it_reaches(runs, override, replaced, fragment):
     run = run_stack(override, previous_outputs=previous_of(runs["dev"]))
     lines = replacements(run)
-    assert sorted(lines) == replaced
+    assert sorted(lines) == sorted(replaced)
     assert all(fragment in line for line in lines.values())
     assert not [w for w in run.warnings if "GKE cluster" in w]  # its node config is read at its create only
 
@@ -1104,13 +1113,13 @@ def test_each_grant_waits_for_the_enablement_that_makes_its_agent(keyed):
 def test_the_cluster_and_every_pool_that_uses_a_key_wait_for_its_grant_and_no_other():
     """Each waits for the grant itself, not by chance through another (a pool made while the cluster exists already,
     its boot key newly set, waits for the grant all the same)."""
-    pools = [{"name": "tpu7-pool-1", "nodeCount": 16}, {"name": "tpu7-pool-2", "nodeCount": 16, "hardenedBoot": False}]
+    pools = [{"name": POOL_1, "nodeCount": 16}, {"name": POOL_2, "nodeCount": 16, "hardenedBoot": False}]
     run = run_stack({**OWN_KEYS, "tpu.pools": pools})
     by_agent = {agent: grant.name for (_, agent), grant in grants(run).items()}
     assert {by_agent[GKE_AGENT], by_agent[COMPUTE_AGENT]} <= set(run.one(CLUSTER, "gke-cluster").dependencies)
-    for pool in ("system-pool", "tpu7-pool-1"):
+    for pool in ("system-pool", POOL_1):
         assert by_agent[COMPUTE_AGENT] in run.one(TPU_POOL, pool).dependencies, pool
-    assert by_agent[COMPUTE_AGENT] not in run.one(TPU_POOL, "tpu7-pool-2").dependencies  # boots from Google's key
+    assert by_agent[COMPUTE_AGENT] not in run.one(TPU_POOL, POOL_2).dependencies  # boots from Google's key
 
 
 def test_the_grants_outlive_the_cluster_and_pools_and_are_never_revoked_by_the_stack(keyed):
@@ -1137,7 +1146,7 @@ def test_a_key_of_another_project_is_not_granted_and_the_preview_says_how():
         "--role roles/cloudkms.cryptoKeyEncrypterDecrypter"
     ) in warning
     assert f"gcloud services enable compute.googleapis.com --project {project}" in warning
-    assert "TPU pool tpu7-pool-1" in warning and "system pool" in warning
+    assert f"TPU pool {POOL_1}" in warning and "system pool" in warning
     assert not [w for w in run_stack(OWN_KEYS).warnings if "add-iam-policy-binding" in w]
 
 
