@@ -18,9 +18,10 @@ from components.gcp.config import (
     key_grants,
     validate_cluster,
 )
-from tests.conftest import assert_bad_input
+from tests.conftest import assert_bad_input, stack_config
 
 LONG_NAME = "a" * 41
+DEV_NETWORK = stack_config("dev").network  # the tests' dev stack: the ranges a bad one overlaps
 
 # (override of the dev stack, config key named in the error, fragment of the message)
 GCP_BAD_INPUTS = [
@@ -77,7 +78,10 @@ GCP_BAD_INPUTS = [
         {"tpu.reservation": {"name": "res"}}, "tpu.reservation.block", "is required", id="reservation-without-block"
     ),
     pytest.param(
-        {"network.podCidr": "10.10.32.0/20"}, "network.podCidr", "overlaps network.nodeCidr", id="pods-overlap-nodes"
+        {"network.podCidr": DEV_NETWORK.node_cidr},
+        "network.podCidr",
+        "overlaps network.nodeCidr",
+        id="pods-overlap-nodes",
     ),
     pytest.param(
         {"network.proxyOnlyCidr": "10.16.0.0/26"},
@@ -86,7 +90,7 @@ GCP_BAD_INPUTS = [
         id="proxy-overlaps-services",
     ),
     pytest.param(
-        {"network.serviceCidr": "10.12.0.0/20"},
+        {"network.serviceCidr": DEV_NETWORK.pod_cidr},
         "network.serviceCidr",
         "overlaps network.podCidr",
         id="services-overlap-pods",

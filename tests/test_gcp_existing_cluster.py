@@ -14,8 +14,9 @@ from pulumi_gcp.container.outputs import (
 )
 
 from components.gcp.existing_cluster import outside_dns_endpoint
-from tests.conftest import assert_bad_input, run_stack
+from tests.conftest import assert_bad_input, run_stack, stack_values
 
+DEV = stack_values("dev")  # the tests' dev stack
 KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\ncurrent-context: lab\n"
 LAB = {
     "cluster.existing": {"kubeconfig": KUBECONFIG, "skipAwait": True},
@@ -38,7 +39,7 @@ def test_the_lab_stack_creates_nothing_in_google_cloud(lab_run):
 def test_the_provider_uses_the_given_kubeconfig_with_a_stable_identifier(lab_run):
     (provider,) = lab_run.of_type("pulumi:providers:kubernetes")
     assert provider.input("kubeconfig") == KUBECONFIG
-    assert provider.input("clusterIdentifier") == "kubeconfig/qwen-serving-cluster"
+    assert provider.input("clusterIdentifier") == f"kubeconfig/{DEV['cluster']['name']}"
     assert lab_run.outputs["kubeconfig"] == "[secret]"
 
 
@@ -84,7 +85,9 @@ def test_a_gke_cluster_by_name_is_looked_up_not_created():
     # Its network, and its way out, are its owner's: no Cloud Router or NAT, whatever cluster.privateNodes says.
     assert not run.of_type("gcp:compute/router:Router") and not run.of_type("gcp:compute/routerNat:RouterNat")
     (provider,) = run.of_type("pulumi:providers:kubernetes")
-    assert provider.input("clusterIdentifier") == "projects/my-tpu-project/locations/us-central1/clusters/team-cluster"
+    assert (
+        provider.input("clusterIdentifier") == f"projects/{DEV['project']}/locations/us-central1/clusters/team-cluster"
+    )
 
 
 def test_a_gke_cluster_by_name_is_reached_as_its_owner_opened_it():

@@ -30,7 +30,8 @@ REPOSITORY = "gcp:artifactregistry/repository:Repository"
 READ = "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember"
 SECRET_GRANT = "gcp:secretmanager/secretIamMember:SecretIamMember"
 AGENT = "gcp:projects/serviceIdentity:ServiceIdentity"
-SECRET = "projects/my-tpu-project/secrets/docker-hub/versions/1"
+DEV = stack_values("dev")  # the tests' dev stack
+SECRET = f"projects/{DEV['project']}/secrets/docker-hub/versions/1"
 CREDENTIALS = {"images.pullThrough": {"dockerHubUsername": "myorgbot", "dockerHubPasswordSecretVersion": SECRET}}
 OFF = {"images.pullThrough": {"enabled": False}}
 
@@ -225,7 +226,7 @@ def test_an_up_that_turns_them_on_says_every_pod_rolls_and_a_credential_change_r
     changed = lifecycle_review.lifecycle_facts(config_of(CREDENTIALS).config)
     review = lifecycle_review.review_changes(previous_of(dev_run)["lifecycle"], changed, str)
     (replaced,) = review.replaced
-    assert "qwen-serving-cluster-docker-io of docker.io will be REPLACED" in replaced and "credentials" in replaced
+    assert f"{DEV['cluster']['name']}-docker-io of docker.io will be REPLACED" in replaced and "credentials" in replaced
     assert "cache starts empty" in replaced
     unchanged = previous_of(dev_run)["lifecycle"]
     assert not lifecycle_review.review_changes(unchanged, unchanged, str).replaced

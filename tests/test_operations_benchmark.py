@@ -21,6 +21,7 @@ from tests.conftest import stack_config, stack_values
 from tests.crd_schemas import core_errors
 from tools.stack_file import PROJECT_ROOT
 
+DEV = stack_values("dev")  # the tests' dev stack
 RAMP = benchmark.Ramp(run_id="20261204-101500", base_url="http://10.10.0.42/v1", rates=(1, 2, 4), stage_seconds=90)
 
 
@@ -105,7 +106,7 @@ def test_the_job_runs_the_harness_release_the_lab_installs(dev):
 @pytest.mark.parametrize(
     "overrides, registry",
     [
-        ({}, "-docker.pkg.dev/my-tpu-project/qwen-serving-cluster-quay-io/"),  # dev: its pull-through repository
+        ({}, f"-docker.pkg.dev/{DEV['project']}/{DEV['cluster']['name']}-quay-io/"),  # dev: its pull-through repository
         (
             {"images": {"mirror": "europe-docker.pkg.dev/my-org-artifacts/mirror"}},
             "europe-docker.pkg.dev/my-org-artifacts/mirror/quay.io/",

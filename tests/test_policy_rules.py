@@ -421,7 +421,7 @@ BROKEN = [
     ("boot-disks-encrypted-in-production", "prod", dropping("system-pool", "nodeConfig.bootDiskKmsKey"), {}, "system-pool", "5.9.2"),
     ("boot-disks-encrypted-in-production", "prod", dropping("tpu7-pool-2", "nodeConfig.bootDiskKmsKey"), {}, "tpu7-pool-2", "5.9.2"),
     ("boot-disks-encrypted-in-production", "prod", setting("gke-cluster", "nodeConfig.bootDiskKmsKey", ""), {}, "gke-cluster", "5.9.2"),
-    ("boot-disks-encrypted-in-production", "dev", marked_production, {}, "tpu7-pool-1", "5.9.2"),
+    ("boot-disks-encrypted-in-production", "dev", marked_production, {}, stack_values("dev")["tpu"]["pools"][0]["name"], "5.9.2"),
     ("boot-disks-encrypted-in-production", "saxml", marked_production, {}, "system-pool", "5.9.2"),
     ("boot-disks-encrypted-in-production", "dev", marked_production, {}, "gke-cluster", "5.9.2"),
     ("objects-in-own-namespaces", "dev", setting("kueue", "namespace", "kube-system"), {}, "kueue", "4.6.1"),

@@ -43,7 +43,7 @@ import yaml
 
 from policy import cis
 from tests import cis_benchmark, external, terraform_plan
-from tests.conftest import FIXTURE_STACK_NAMES, FIXTURE_STACKS, PROJECT_ROOT
+from tests.conftest import FIXTURE_STACK_NAMES, FIXTURE_STACKS, PROJECT_ROOT, stack_values
 from tools import render
 
 pytestmark = pytest.mark.external  # checkov runs from .venv-checkov: make check-tools
@@ -512,13 +512,20 @@ def _dropping(name: str, path: str) -> Breakage:
     return drop
 
 
+def _pool(stack: str, index: int) -> str:
+    """The name of a TPU pool of one of the tests' stacks."""
+    name: str = stack_values(stack)["tpu"]["pools"][index]["name"]
+    return name
+
+
+PROD_POOL_1, PROD_POOL_2, DEV_POOL_2 = _pool("prod", 0), _pool("prod", 1), _pool("dev", 1)
 # (check, stack, breakage, the Terraform resource that must then fail it)
 GCP_BROKEN: list[tuple[str, str, Breakage, str]] = [
     ("CKV_GCP_1", "dev", _setting("gke-cluster", "loggingService", "none"), "google_container_cluster.gke-cluster"),
     ("CKV_GCP_7", "prod", _setting("gke-cluster", "enableLegacyAbac", True), "google_container_cluster.gke-cluster"),
     ("CKV_GCP_8", "saxml", _setting("gke-cluster", "monitoringService", "none"), "google_container_cluster.gke-cluster"),
     ("CKV_GCP_9", "dev", _setting("system-pool", "management.autoRepair", False), "google_container_node_pool.system-pool"),
-    ("CKV_GCP_10", "prod", _setting("tpu7-pool-1", "management.autoUpgrade", False), "google_container_node_pool.tpu7-pool-1"),
+    ("CKV_GCP_10", "prod", _setting(PROD_POOL_1, "management.autoUpgrade", False), f"google_container_node_pool.{PROD_POOL_1}"),
     ("CKV_GCP_13", "prod", _setting("gke-cluster", "masterAuth.clientCertificateConfig.issueClientCertificate", True), "google_container_cluster.gke-cluster"),
     ("CKV_GCP_23", "dev", _dropping("gke-cluster", "ipAllocationPolicy"), "google_container_cluster.gke-cluster"),
     ("CKV_GCP_26", "prod", _dropping("node-subnet", "logConfig"), "google_compute_subnetwork.node-subnet"),
@@ -529,14 +536,14 @@ GCP_BROKEN: list[tuple[str, str, Breakage, str]] = [
     ("CKV_GCP_66", "prod", _dropping("gke-cluster", "binaryAuthorization"), "google_container_cluster.gke-cluster"),
     ("CKV_GCP_68", "dev", _setting("system-pool", "nodeConfig.shieldedInstanceConfig.enableSecureBoot", False), "google_container_node_pool.system-pool"),
     ("CKV_GCP_68", "prod", _dropping("gke-cluster", "nodeConfig.shieldedInstanceConfig"), "google_container_cluster.gke-cluster"),
-    ("CKV_GCP_68", "prod", _setting("tpu7-pool-1", "nodeConfig.shieldedInstanceConfig.enableSecureBoot", False), "google_container_node_pool.tpu7-pool-1"),
-    ("CKV_GCP_68", "dev", _dropping("tpu7-pool-2", "nodeConfig.shieldedInstanceConfig"), "google_container_node_pool.tpu7-pool-2"),
+    ("CKV_GCP_68", "prod", _setting(PROD_POOL_1, "nodeConfig.shieldedInstanceConfig.enableSecureBoot", False), f"google_container_node_pool.{PROD_POOL_1}"),
+    ("CKV_GCP_68", "dev", _dropping(DEV_POOL_2, "nodeConfig.shieldedInstanceConfig"), f"google_container_node_pool.{DEV_POOL_2}"),
     ("CKV_GCP_69", "saxml", _setting("tpu1", "nodeConfig.workloadMetadataConfig.mode", "GCE_METADATA"), "google_container_node_pool.tpu1"),
     ("CKV_GCP_69", "dev", _dropping("gke-cluster", "nodeConfig.workloadMetadataConfig"), "google_container_cluster.gke-cluster"),
     ("CKV_GCP_70", "dev", _dropping("gke-cluster", "releaseChannel"), "google_container_cluster.gke-cluster"),
     ("CKV_GCP_71", "prod", _setting("gke-cluster", "enableShieldedNodes", False), "google_container_cluster.gke-cluster"),
     ("CKV_GCP_72", "dev", _setting("system-pool", "nodeConfig.shieldedInstanceConfig.enableIntegrityMonitoring", False), "google_container_node_pool.system-pool"),
-    ("CKV_GCP_72", "prod", _setting("tpu7-pool-2", "nodeConfig.shieldedInstanceConfig.enableIntegrityMonitoring", False), "google_container_node_pool.tpu7-pool-2"),
+    ("CKV_GCP_72", "prod", _setting(PROD_POOL_2, "nodeConfig.shieldedInstanceConfig.enableIntegrityMonitoring", False), f"google_container_node_pool.{PROD_POOL_2}"),
     ("CKV_GCP_72", "saxml", _setting("tpu2", "nodeConfig.shieldedInstanceConfig", {"enableIntegrityMonitoring": False}), "google_container_node_pool.tpu2"),
     ("CKV2_GCP_12", "dev", _setting("allow-internal", "sourceRanges", ["0.0.0.0/0"]), "google_compute_firewall.allow-internal"),
     ("CKV2_GCP_19", "saxml", _setting("gke-cluster", "enableKubernetesAlpha", True), "google_container_cluster.gke-cluster"),

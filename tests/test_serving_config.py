@@ -8,7 +8,8 @@ from harness.mock_engine import run_program
 from tests.conftest import as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
 
 SIDECAR_MIRROR = "us-docker.pkg.dev/my-project/mirror/llm-d-router-disagg-sidecar"
-TOKEN_SECRET = "projects/my-tpu-project/secrets/hf-token"  # a secret of the dev stack's project
+PROJECT = stack_values("dev")["project"]  # the tests' dev stack's
+TOKEN_SECRET = f"projects/{PROJECT}/secrets/hf-token"  # a secret of the dev stack's project
 WITH_ADD_ON = {"cluster.secretManager": True}
 
 SERVING_BAD_INPUTS = [
@@ -247,11 +248,11 @@ SERVING_BAD_INPUTS += [
     pytest.param(
         {**WITH_ADD_ON, "serving.hfTokenSecretVersion": "hf-token/versions/latest"},
         "serving.hfTokenSecretVersion",
-        "write projects/my-tpu-project/secrets/<secret>/versions/<number>",
+        f"write projects/{PROJECT}/secrets/<secret>/versions/<number>",
         id="secret-without-project",
     ),
     pytest.param(
-        {**WITH_ADD_ON, "serving.hfTokenSecretVersion": "projects/my-tpu-project/secrets/hf token/versions/1"},
+        {**WITH_ADD_ON, "serving.hfTokenSecretVersion": f"projects/{PROJECT}/secrets/hf token/versions/1"},
         "serving.hfTokenSecretVersion",
         "is not a Secret Manager secret version",
         id="secret-id-with-a-space",
@@ -259,7 +260,7 @@ SERVING_BAD_INPUTS += [
     pytest.param(
         {**WITH_ADD_ON, "serving.hfTokenSecretVersion": "projects/secrets-team/secrets/hf-token/versions/2"},
         "serving.hfTokenSecretVersion",
-        "names a secret of project 'secrets-team', not of the stack's project 'my-tpu-project'",
+        f"names a secret of project 'secrets-team', not of the stack's project '{PROJECT}'",
         id="secret-of-another-project",
     ),
     pytest.param(

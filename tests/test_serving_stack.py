@@ -28,7 +28,7 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 NAMESPACE = "llm-d-pd-disaggregation"
 PRINCIPAL = (
     f"principal://iam.googleapis.com/projects/{PROJECT_NUMBER_PLACEHOLDER}/locations/global/workloadIdentityPools/"
-    f"my-tpu-project.svc.id.goog/subject/ns/{NAMESPACE}/sa/model-server"
+    f"{stack_values('dev')['project']}.svc.id.goog/subject/ns/{NAMESPACE}/sa/model-server"
 )
 
 
@@ -466,7 +466,8 @@ TOKEN_SECRET = "projects/my-tpu-prod-project/secrets/hf-token"
 
 
 def prod_principal(account: str) -> str:
-    return PRINCIPAL.replace("my-tpu-project", "my-tpu-prod-project").replace("/sa/model-server", f"/sa/{account}")
+    dev, prod = (stack_values(stack)["project"] for stack in ("dev", "prod"))
+    return PRINCIPAL.replace(dev, prod).replace("/sa/model-server", f"/sa/{account}")
 
 
 @pytest.fixture(scope="module")
