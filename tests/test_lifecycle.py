@@ -18,12 +18,12 @@ from components import stack as stack_config
 from components.platform import config as platform_config
 from harness.mock_engine import ProgramRun, Registration
 from tests.conftest import run_stack, stack_values
-from tests.conftest import stack_config as tests_stack_config
+from tests.conftest import stack_config as fixture_stack_config
 from tools.render import create_waves, creates_something, depends_on, destroy_waves, kubernetes_document
 
 STACKS = ["dev", "saxml"]
 # The names the tests' dev stack gives what the messages below name: said from it, not restated.
-DEV = tests_stack_config("dev")
+DEV = fixture_stack_config("dev")
 PROJECT, REGION, PREFIX, CLUSTER_NAME = DEV.project, DEV.region, DEV.network.prefix, DEV.cluster.name
 POOL_1, POOL_2 = (pool.name for pool in DEV.tpu.pools)
 BLOCK = DEV.tpu.reservation.block
@@ -1003,7 +1003,7 @@ def pool_names(stack: str) -> list[str]:
 
 def staged(stack: str) -> list[dict[str, object]]:
     """The stack's two TPU pools, the second kept as made (hardenedBoot false)."""
-    first, second = (pool.name for pool in tests_stack_config(stack).tpu.pools)
+    first, second = (pool.name for pool in fixture_stack_config(stack).tpu.pools)
     return [{"name": first, "nodeCount": 16}, {"name": second, "nodeCount": 16, "hardenedBoot": False}]
 
 
