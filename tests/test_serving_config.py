@@ -40,7 +40,12 @@ SERVING_BAD_INPUTS = [
         "more than the",
         id="weights-beyond-hbm",
     ),
-    pytest.param({"serving.hbmHeadroom": 0.9}, "serving.hbmHeadroom", "90% kept free", id="too-much-headroom"),
+    pytest.param(
+        {"serving.hbmHeadroom": 0.9, "serving.model.parametersBillions": 397},  # the reference's model on a 2x2x2
+        "serving.hbmHeadroom",
+        "90% kept free",
+        id="too-much-headroom",
+    ),
     pytest.param(
         {"serving.model.parametersBillions": 1300, "serving.hbmHeadroom": 0.5},
         "serving.model.parametersBillions",
@@ -54,9 +59,10 @@ SERVING_BAD_INPUTS = [
         {"serving.hbmHeadroom": -0.1}, "serving.hbmHeadroom", "must be at least 0 and below 1", id="headroom-negative"
     ),
     pytest.param(
-        {"serving.model.id": "Qwen/Qwen3-235B-A22B-FP8"},
+        # the default revision, which is the default model's snapshot, with another model
+        {"serving.model.id": "Qwen/Qwen3-235B-A22B-FP8", "serving.model.revision": serving_config.MODEL_REVISION},
         "serving.model.revision",
-        "is the snapshot of Qwen/Qwen3.5-397B-A17B-FP8, not of Qwen/Qwen3-235B-A22B-FP8",
+        f"is the snapshot of {serving_config.MODEL_ID}, not of Qwen/Qwen3-235B-A22B-FP8",
         id="other-model-default-revision",
     ),
     pytest.param(

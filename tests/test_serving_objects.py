@@ -36,8 +36,6 @@ from components.workloads.serving import objects as so
 from components.workloads.serving import rules
 from components.workloads.serving.config import (
     DECODE,
-    MODEL_ID,
-    MODEL_REVISION,
     PREFILL,
     ROLES,
     STAGING_IMAGE,
@@ -64,7 +62,8 @@ from tests.crd_schemas import core_errors, crd_errors
 DEV_VALUES = stack_values("dev")
 DEV = stack_config.parse(DEV_VALUES)
 WEIGHTS_BUCKET = DEV_VALUES["serving"]["weightsBucket"]["name"]
-WEIGHTS = hf_cache_weights_uri(WEIGHTS_BUCKET, MODEL_ID, MODEL_REVISION)
+MODEL = DEV.serving.model  # the model the stack serves
+WEIGHTS = hf_cache_weights_uri(WEIGHTS_BUCKET, MODEL.id, MODEL.revision)
 DEFAULT_GATEWAY = GatewayConfig()
 # Every value key of the router chart, transcribed from its v0.10.0 values.yaml files (header of the file).
 ROUTER_VALUE_KEYS = Path(__file__).resolve().parent / "data" / "llm-d-router-v0.10.0-value-keys.txt"
@@ -198,7 +197,7 @@ def test_kueue_and_llm_d_labels(lws, role):
         "kueue.x-k8s.io/queue-name": "lq",
         "kueue.x-k8s.io/priority-class": "high-priority-3000",
         "llm-d.ai/guide": "pd-disaggregation",
-        "llm-d.ai/model": "Qwen3.5-397B-A17B-FP8",
+        "llm-d.ai/model": MODEL.id.rpartition("/")[2],  # the model's name, without its organisation
         "llm-d.ai/role": role,
         "inference.networking.k8s.io/engine-type": "vllm",
     }
@@ -216,7 +215,7 @@ def test_only_leaders_carry_the_guide_label_the_router_selects(lws, role):
     assert not match_labels.items() <= worker_labels.items(), "workers serve no HTTP; the pool must skip them"
     for labels in (leader_labels, worker_labels):
         assert labels[so.ROLE_LABEL] == role  # prefill-filter / decode-filter read it
-        assert labels[so.MODEL_LABEL] == "Qwen3.5-397B-A17B-FP8"
+        assert labels[so.MODEL_LABEL] == MODEL.id.rpartition("/")[2]
 
 
 def test_overlaid_names_and_labels():
@@ -306,9 +305,10 @@ def test_webhook_skip_and_healthy_nodes_are_off_by_default_and_apply_to_every_po
 def test_vllm_arguments(lws, role, kv_role, port):
     flags = flag_values(container(lws[role], "leader")["args"])
     assert flags["--model"] == WEIGHTS
-    assert flags["--model"].startswith(f"gs://{WEIGHTS_BUCKET}/models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/")
+    organisation, name = MODEL.id.split("/")
+    assert flags["--model"].startswith(f"gs://{WEIGHTS_BUCKET}/models--{organisation}--{name}/snapshots/")
     assert flags["--load-format"] == "runai_streamer"
-    assert flags["--served-model-name"] == "Qwen/Qwen3.5-397B-A17B-FP8"
+    assert flags["--served-model-name"] == MODEL.id  # no servedName: the model id
     assert (flags["--max-model-len"], flags["--max-num-batched-tokens"], flags["--max-num-seqs"]) == (
         "9216",
         "8192",
@@ -1027,9 +1027,8 @@ def test_router_chart_renders_the_pool_and_route_we_expect():
 
 
 def test_helpers():
-    assert hf_cache_weights_uri("b", MODEL_ID, MODEL_REVISION) == (
-        "gs://b/models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/ea5b4f81096f3901c91dea97f81324302495781d"
-    )
+    # Hugging Face's cache layout: models--<organisation>--<name>/snapshots/<revision>
+    assert hf_cache_weights_uri("b", "acme/model-7B", "0123abc") == "gs://b/models--acme--model-7B/snapshots/0123abc"
     assert workload_identity_principal("proj.svc.id.goog", "123", "serving", "model-server") == (
         "principal://iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/"
         "proj.svc.id.goog/subject/ns/serving/sa/model-server"
@@ -1135,8 +1134,13 @@ def serving_policies(changes: dict[str, Any], **overrides: Any) -> dict[str, dic
 
 
 def test_the_network_policies_base_agrees_with_its_own_overlay():
-    """The block's defaults (the dev stack's namespace, model and proxy-only subnet) rebuild the YAML base."""
-    assert serving_objects(params()).network_policies == load_list(f"serving/{so.NETWORK_POLICIES_FILE}")
+    """The block's defaults (the namespace, the model and the network's proxy-only subnet) rebuild the YAML base."""
+    defaults = params(
+        model=ServingConfig().model,
+        namespace=ServingConfig().namespace,
+        network={"proxy_only_cidr": NetworkConfig().proxy_only_cidr},
+    )
+    assert serving_objects(defaults).network_policies == load_list(f"serving/{so.NETWORK_POLICIES_FILE}")
 
 
 def test_the_model_servers_policy_selects_every_model_server_pod_and_only_them():

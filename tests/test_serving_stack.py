@@ -17,6 +17,7 @@ from tests.conftest import (
     as_pulumi_values,
     pulled,
     run_stack,
+    stack_config,
     stack_values,
     with_overrides,
 )
@@ -59,7 +60,10 @@ def test_an_existing_bucket_is_used_not_created():
 
 
 STAGER = PRINCIPAL.removesuffix("/sa/model-server") + "/sa/weights-staging"
-SNAPSHOT = "models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/ea5b4f81096f3901c91dea97f81324302495781d"
+SERVING = stack_config("dev").serving  # the tests' dev stack's serving block
+BUCKET = SERVING.weights_bucket.name
+# The snapshot's directory in the bucket: Hugging Face's cache layout, models--<organisation>--<name>/snapshots/<rev>
+SNAPSHOT = f"models--{SERVING.model.id.replace('/', '--')}/snapshots/{SERVING.model.revision}"
 STARTS_WITH = re.compile(r'resource\.name\.startsWith\("projects/_/buckets/([^/]+)/objects/([^"]*)"\)')
 WRITE_ROLES = {"roles/storage.objectUser", "roles/storage.objectAdmin", "roles/storage.objectCreator"}
 
@@ -74,7 +78,7 @@ def may_write(run, member: str, obj: str) -> bool:
         if condition is None:
             return True
         (bucket, prefix) = STARTS_WITH.fullmatch(condition["expression"]).groups()
-        assert bucket == grant.input("bucket") == "my-model-weights"
+        assert bucket == grant.input("bucket") == BUCKET
         if obj.startswith(prefix):
             return True
     return False
@@ -89,12 +93,12 @@ def test_only_the_staging_job_writes_the_weights_and_only_the_model_servers_the_
     assert not may_write(dev_run, PRINCIPAL, f"{SNAPSHOT}/.staged-complete")
     assert may_write(dev_run, PRINCIPAL, cache)
     assert not may_write(dev_run, STAGER, cache)  # JAX runs what it finds in its cache
-    assert not may_write(dev_run, STAGER, "models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/other-revision/x")
+    assert not may_write(dev_run, STAGER, f"{SNAPSHOT.rpartition('/')[0]}/other-revision/x")
     grants = dev_run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
     for member in (PRINCIPAL, STAGER):  # both read the whole bucket: listing it is a bucket-level call
         assert {g.input("role") for g in grants if g.input("member") == member} >= {"roles/storage.objectViewer"}
     for grant in grants:
-        assert grant.input("bucket") == "my-model-weights"
+        assert grant.input("bucket") == BUCKET
         assert "weights" in grant.dependencies  # the bucket first
     accounts = objects(dev_run, "ServiceAccount")
     assert accounts["model-server"]["metadata"]["namespace"] == accounts["weights-staging"]["metadata"]["namespace"]
@@ -280,16 +284,13 @@ def test_leaderworkersets_carry_queue_priority_and_slice(dev_run):
         leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
         assert leader["metadata"]["annotations"]["cloud.google.com/gke-tpu-slice-topology"] == "2x2x2"
         args = dict(a.split("=", 1) for a in leader["spec"]["containers"][0]["args"] if "=" in a)
-        assert (
-            args["--model"]
-            == "gs://my-model-weights/models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/ea5b4f81096f3901c91dea97f81324302495781d"
-        )
+        assert args["--model"] == f"gs://{BUCKET}/{SNAPSHOT}"
         assert json.loads(args["--kv-transfer-config"])["kv_connector"] == "TPUConnectorHMA"
 
 
 def test_outputs_tell_clients_where_to_go():
     run = run_stack(preview=False)  # after `up`: the Gateway status exists only in a real cluster
-    assert run.outputs["modelName"] == "Qwen/Qwen3.5-397B-A17B-FP8"
+    assert run.outputs["modelName"] == SERVING.model.id  # no servedName: the model id
     assert run.outputs["gatewayAddress"] is None  # the mocks run no Gateway controller
 
 
@@ -309,7 +310,7 @@ def test_base_url_and_curl_follow_the_gateway_address():
             base_url, curl = values
             assert base_url == "http://10.0.0.7:8080/v1"
             assert curl.startswith("curl -s http://10.0.0.7:8080/v1/completions ")
-            assert '"model": "Qwen/Qwen3.5-397B-A17B-FP8"' in curl
+            assert f'"model": "{config.serving.model.id}"' in curl
 
         return pulumi.Output.all(endpoint.base_url, endpoint.example_curl).apply(verify)
 
