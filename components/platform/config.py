@@ -8,10 +8,9 @@ name (`low`, `medium`, `high`).
 from __future__ import annotations
 
 import itertools
-import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
@@ -24,6 +23,7 @@ from components.config_base import (
     K8sName,
     Problems,
     form,
+    kind,
     release_image_problems,
     snake,
     written_release_image,
@@ -31,8 +31,10 @@ from components.config_base import (
 from components.gcp.config import ClusterConfig, GkeVersion, TpuConfig
 from components.tpu import topology
 
-PriorityLevel = Literal["low", "medium", "high"]  # the keys of queues.priorityClasses, lowest first
-PRIORITY_LEVELS: tuple[PriorityLevel, ...] = typing.get_args(PriorityLevel)
+_LEVELS = Literal["low", "medium", "high"]  # the keys of queues.priorityClasses, lowest first
+PRIORITY_LEVELS: tuple[str, ...] = get_args(_LEVELS)
+# A workload's priority level, as a setting declares it.
+PriorityLevel = Annotated[_LEVELS, Field(json_schema_extra=kind("priority level"))]
 WORKLOAD_NAMESPACE = "llm-d-pd-disaggregation"  # the reference's one workload namespace (serving and checks)
 # Hard-coded in the controller's certificate code (AI-Hypercomputer/xpk slice/internal/util/cert/cert.go).
 SLICE_CONTROLLER_NAMESPACE = "slice-controller-system"

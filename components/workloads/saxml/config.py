@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 import math
-import re
 from fractions import Fraction
 
 from pydantic import Field
@@ -16,7 +15,7 @@ from components.tpu import sizing, topology
 from components.tpu.sizing import BYTES_PER_PARAMETER, slice_topologies, smallest_fitting_topology, weight_bytes
 from components.tpu.topology import GB, MachineType, Shape
 
-_SAX_CELL = re.compile(r"^/sax/[A-Za-z0-9_-]+$")
+_SAX_CELL = r"^/sax/[A-Za-z0-9_-]+$"
 
 # Image tags as pinned in the GKE multi-host Saxml tutorial (the HTTP server is one release
 # behind the others there). Not checked against the registry from here; pin by digest once pulled.
@@ -102,7 +101,7 @@ class SaxmlConfig(Block):
     sax_cell: str = Field(
         "/sax/test",
         description="Sax cell the servers join.",
-        pattern=_SAX_CELL.pattern,
+        pattern=_SAX_CELL,
         json_schema_extra=form("Sax cell", "write /sax/<name>, e.g. /sax/test"),
         examples=["/sax/test"],
     )

@@ -17,7 +17,6 @@ from components.config_base import (
     K8sName,
     Problems,
     image_pin_problem,
-    kind,
     release_image_problems,
     written_release_image,
 )
@@ -257,9 +256,7 @@ class ServingConfig(Block):
     )
     slice_shape: str = Field("2x2x2", description="Slice of each model-server group; one of tpu.sliceShapes.")
     priority: PriorityLevel = Field(
-        "high",
-        description="Priority level (queues.priorityClasses): serving preempts the checks.",
-        json_schema_extra=kind("priority level"),
+        "high", description="Priority level (queues.priorityClasses): serving preempts the checks."
     )
     prefill: ServingRoleConfig = Field(ServingRoleConfig(name="vllm-prefill"), description="Prefill LeaderWorkerSet.")
     decode: ServingRoleConfig = Field(ServingRoleConfig(name="vllm-decode"), description="Decode LeaderWorkerSet.")

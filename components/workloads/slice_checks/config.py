@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from components import config_base
 from components.config_base import Block, Problems, image_pin_problem
 from components.gcp.config import TpuConfig
 from components.platform.config import PriorityLevel, QueuesConfig
@@ -23,10 +22,7 @@ class SliceCheckConfig(Block):
     name: str = Field(description="JobSet name (counts against the 49-character slice-name budget).")
     shape: str = Field(description="Slice shape; one of tpu.sliceShapes.")
     slices: int = Field(description="Slices the check takes at once (the JobSet's replicas).")
-    priority: PriorityLevel = Field(
-        description="Priority level: low, medium or high (queues.priorityClasses).",
-        json_schema_extra=config_base.kind("priority level"),
-    )
+    priority: PriorityLevel = Field(description="Priority level: low, medium or high (queues.priorityClasses).")
     hold_seconds: int = Field(description="Seconds each pod holds its slice after the check passes.")
     enabled: bool = Field(True, description="Run this check JobSet.")
 
