@@ -1,8 +1,8 @@
 """Security scan of what the stacks apply: checkov's kubernetes framework over every stack's render.
 
 Each of the tests' own stacks (tests/data/stacks; a user's Pulumi.<stack>.yaml is theirs to change) is rendered
-afresh with tools/render.py (so the scan follows the code, not the committed goldens); its ``kubernetes.yaml`` holds the program's objects and the
-slice-controller chart as Helm renders it. checkov checks only built-in kinds, so the pods of our
+afresh with tools/render.py (so the scan follows the code, not the committed goldens); its ``kubernetes.yaml`` holds
+the program's objects and the slice-controller chart as Helm renders it. checkov checks only built-in kinds, so the pods of our
 custom workloads are added beside it in ``workload-pods.yaml``, as their controllers create them:
 a Job per JobSet replicated job, a Pod per LeaderWorkerSet leader and worker template, each with
 its template's and its owner's ``checkov.io/skip*`` annotations.
