@@ -323,11 +323,10 @@ def snake(key: str) -> str:
     return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
 
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # A Kubernetes object or namespace name this program takes from a setting: a DNS-1123 label.
 K8sName = Annotated[
     str,
-    StringConstraints(pattern=_DNS_LABEL.pattern, max_length=63),
+    StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63),
     Field(
         json_schema_extra=form(
             "Kubernetes name", "use lowercase letters, digits and hyphens, at most 63: a DNS-1123 label"
@@ -335,10 +334,6 @@ K8sName = Annotated[
         examples=["example"],
     ),
 ]
-
-
-def is_k8s_name(value: str) -> bool:
-    return bool(_DNS_LABEL.match(value)) and len(value) <= 63
 
 
 QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")

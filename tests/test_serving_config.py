@@ -97,6 +97,9 @@ SERVING_BAD_INPUTS = [
         id="lws-name-over-slice-budget",
     ),
     pytest.param(
+        {"serving.decode.name": "vLLM_decode"}, "serving.decode.name", "is not a Kubernetes name", id="lws-name-bad"
+    ),
+    pytest.param(
         {"serving.decode.name": "vllm-prefill"}, "serving.decode.name", "also the prefill name", id="same-lws-names"
     ),
     pytest.param(

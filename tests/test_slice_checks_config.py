@@ -71,7 +71,7 @@ CHECKS_BAD_INPUTS = [
     pytest.param(
         {"checks.superslicing.name": "Super_Check"},
         "checks.superslicing.name",
-        "not a Kubernetes object name",
+        "'Super_Check' is not a Kubernetes name",
         id="check-name-bad-characters",
     ),
     pytest.param(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from components import naming
-from components.config_base import Problems, is_k8s_name
+from components.config_base import Problems
 from components.gcp.config import TpuConfig
 from components.platform.config import QueuesConfig
 
@@ -27,10 +27,7 @@ def validate_admitted_shape(tpu: TpuConfig, key: str, shape: str, problems: Prob
 
 
 def validate_workload_name(key: str, namespace: str, name: str, namespace_key: str, problems: Problems) -> bool:
-    """A JobSet or LeaderWorkerSet name: a Kubernetes name whose Slice names stay readable."""
-    if not is_k8s_name(name):
-        problems.add(key, f"{name!r} is not a Kubernetes object name", "use lowercase letters, digits and hyphens")
-        return False
+    """A JobSet or LeaderWorkerSet name (a Kubernetes name: its field says so) whose Slice names stay readable."""
     if problem := naming.slice_name_budget_problem(namespace, name):
         problems.add(key, problem, f"shorten {namespace_key} or this name")
         return False

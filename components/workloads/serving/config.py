@@ -157,7 +157,7 @@ class WeightsStagingConfig(Block):
 
 
 class ServingRoleConfig(Block):
-    name: str = Field(description="LeaderWorkerSet name (counts against the 49-character slice-name budget).")
+    name: K8sName = Field(description="LeaderWorkerSet name (counts against the 49-character slice-name budget).")
     replicas: int = Field(4, description="Model-server groups of this role, one slice each.")
     tensor_parallel_size: int = Field(16, description="vLLM --tensor-parallel-size; prefill and decode must match.")
 

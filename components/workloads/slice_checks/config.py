@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from components.config_base import Block, Problems, image_pin_problem
+from components.config_base import Block, K8sName, Problems, image_pin_problem
 from components.gcp.config import TpuConfig
 from components.platform.config import PriorityLevel, QueuesConfig
 from components.tpu import admission, topology
@@ -19,7 +19,7 @@ IMAGE = "us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.9.0-rev1"
 
 
 class SliceCheckConfig(Block):
-    name: str = Field(description="JobSet name (counts against the 49-character slice-name budget).")
+    name: K8sName = Field(description="JobSet name (counts against the 49-character slice-name budget).")
     shape: str = Field(description="Slice shape; one of tpu.sliceShapes.")
     slices: int = Field(description="Slices the check takes at once (the JobSet's replicas).")
     priority: PriorityLevel = Field(description="Priority level: low, medium or high (queues.priorityClasses).")
