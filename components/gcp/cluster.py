@@ -31,7 +31,6 @@ import yaml
 from components import naming
 from components.gcp.config import (
     ClusterConfig,
-    ControlPlaneConfig,
     GkeVersion,
     MaintenanceExclusionConfig,
     MaintenanceWindowConfig,
@@ -120,6 +119,8 @@ class Cluster(pulumi.ComponentResource):
         super().__init__("tpu-gke:gcp:Cluster", name, None, opts)
         child = children_of(self, opts)
         cluster = args.cluster
+        control_plane = cluster.control_plane
+        authorized_networks = control_plane.authorized_networks
 
         self.node_service_account = gcp.serviceaccount.Account(
             "node-sa",
@@ -128,12 +129,13 @@ class Cluster(pulumi.ComponentResource):
             display_name=f"GKE nodes of {cluster.name}",
             opts=child,
         )
+        member = self.node_service_account.email.apply(lambda email: f"serviceAccount:{email}")
         self.node_service_account_roles = [
             gcp.projects.IAMMember(
                 f"node-sa-{role.split('/')[1].replace('.', '-').lower()}",
                 project=args.project,
                 role=role,
-                member=self.node_service_account.email.apply(lambda email: f"serviceAccount:{email}"),
+                member=member,
                 opts=child,
             )
             for role in NODE_SERVICE_ACCOUNT_ROLES
@@ -197,7 +199,13 @@ class Cluster(pulumi.ComponentResource):
             # Sent whichever way it is set, so that turning enforcement off sends DISABLED itself: for a block left
             # out the provider sends only the deprecated `enabled: false` (expandBinaryAuthorization, v7.45.0).
             binary_authorization={"evaluation_mode": cluster.binary_authorization},
-            authenticator_groups_config=authenticator_groups_config(cluster.rbac_security_group),
+            # Google Groups for RBAC, or None: left out, never sent empty. The provider creates a cluster with the
+            # feature on whenever the block is there, an empty group included (expandAuthenticatorGroupsConfig,
+            # v7.45.0), and reads a missing block back from GKE (Optional and Computed): emptied on a running cluster,
+            # GKE keeps its group, which the preview says (components/stack.py).
+            authenticator_groups_config=(
+                {"security_group": cluster.rbac_security_group} if cluster.rbac_security_group else None
+            ),
             # Sent either way: the provider reads a missing value back from GKE (Optional and Computed), so a true
             # turned false again must reach GKE to turn it off.
             enable_intranode_visibility=cluster.intranode_visibility,
@@ -211,11 +219,31 @@ class Cluster(pulumi.ComponentResource):
             # if GKE rotates the files.
             secret_manager_config={"enabled": cluster.secret_manager},
             maintenance_policy=_maintenance_policy(cluster.maintenance_window, cluster.maintenance_exclusions),
-            # Sent whichever way it is set: the provider suppresses a false it never saw as true, and a true
-            # turned false again must reach GKE (the block is read back from GKE, so leaving it out keeps it).
-            private_cluster_config=private_cluster_config(cluster.private_nodes, cluster.control_plane),
-            control_plane_endpoints_config=control_plane_endpoints_config(cluster.control_plane),
-            master_authorized_networks_config=master_authorized_networks_config(cluster.control_plane),
+            # The cluster's default for new nodes (private or not) and whether its public IP endpoint is off. Sent
+            # whichever way it is set: the provider suppresses a false it never saw as true, and a true turned false
+            # again must reach GKE (the block is read back from GKE, so leaving it out keeps it).
+            # ``enable_private_endpoint`` is GKE's `enable_public_endpoint` reversed (cluster_service.proto); with the
+            # IP endpoints off there is no public one either, so it is true then too, as GKE reports it.
+            private_cluster_config={
+                "enable_private_nodes": cluster.private_nodes,
+                "enable_private_endpoint": control_plane.ip_endpoint != "public",
+            },
+            # Only IAM tokens over the DNS-based endpoint: Kubernetes service-account tokens and client certificates
+            # (enable_k8s_tokens_via_dns, enable_k8s_certs_via_dns) stay refused there.
+            control_plane_endpoints_config={
+                "dns_endpoint_config": {"allow_external_traffic": control_plane.dns_endpoint},
+                "ip_endpoints_config": {"enabled": control_plane.ip_endpoint != "off"},
+            },
+            # The ranges the public IP admits, and no other Google Cloud address (every project's VMs would be in
+            # GKE's `gcp_public_cidrs_access`). None: the public IP admits every address, or there is none.
+            master_authorized_networks_config=(
+                {
+                    "cidr_blocks": [{"cidr_block": n.cidr, "display_name": n.name} for n in authorized_networks],
+                    "gcp_public_cidrs_access_enabled": False,
+                }
+                if control_plane.ip_endpoint == "public" and authorized_networks
+                else None
+            ),
             opts=pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
@@ -260,7 +288,6 @@ class Cluster(pulumi.ComponentResource):
         # The nodes pull from the mirror or the pull-through repositories: read on each repository alone, which may be
         # another project's (an organisation's mirror). Every Kubernetes object waits for them (the provider), and a
         # destroy deletes them once the objects are gone.
-        member = self.node_service_account.email.apply(lambda email: f"serviceAccount:{email}")
         self.repository_readers = [
             gcp.artifactregistry.RepositoryIamMember(
                 read.name,
@@ -280,13 +307,15 @@ class Cluster(pulumi.ComponentResource):
         # The control plane as the stack reaches it: by its DNS name whenever the DNS-based endpoint takes outside
         # traffic (it works from anywhere IAM lets the caller in, whatever the IP endpoints allow, and its certificate
         # is publicly signed, so no cluster CA goes with it), or by the IP GKE gives as the cluster's endpoint (the
-        # private one when the public IP is off).
-        if cluster.control_plane.dns_endpoint:
+        # private one when the public IP is off); and the gcloud flag that writes a kubeconfig for it.
+        if control_plane.dns_endpoint:
             self.endpoint: pulumi.Output[str] = self.cluster.control_plane_endpoints_config.apply(_dns_endpoint)
             ca_certificate: pulumi.Output[str | None] = pulumi.Output.from_input(None)
+            flag = " --dns-endpoint"
         else:
             self.endpoint = self.cluster.endpoint
             ca_certificate = self.cluster.master_auth.cluster_ca_certificate
+            flag = " --internal-ip" if control_plane.ip_endpoint == "private" else ""
         kubeconfig: pulumi.Output[str] = pulumi.Output.all(self.cluster.name, self.endpoint, ca_certificate).apply(
             lambda parts: build_kubeconfig(*parts)
         )
@@ -307,8 +336,9 @@ class Cluster(pulumi.ComponentResource):
         # built from this output make every binding wait for the cluster.
         self.workload_pool: pulumi.Output[str] = self.cluster.workload_identity_config.apply(_workload_pool)
         self.node_service_account_email = self.node_service_account.email
+        where = f"--region {args.region} --project {args.project}{flag}"
         self.get_credentials_command = self.cluster.name.apply(
-            lambda name: get_credentials_command(name, args.region, args.project, cluster.control_plane)
+            lambda name: f"gcloud container clusters get-credentials {name} {where}"
         )
         self._check_version_floor(args)
         self.register_outputs({"name": self.name, "endpoint": self.endpoint, "kubeconfig": self.kubeconfig})
@@ -338,58 +368,6 @@ class Cluster(pulumi.ComponentResource):
                 pulumi.log.warn(f"cluster.version: {problem[0]}; {problem[1]}", self)
 
         pulumi.Output.all(offered.release_channel_latest_version, offered.release_channel_default_version).apply(warn)
-
-
-def get_credentials_command(cluster: str, location: str, project: str, control_plane: ControlPlaneConfig) -> str:
-    """The gcloud command that writes a kubeconfig for the endpoint the stack uses."""
-    command = f"gcloud container clusters get-credentials {cluster} --region {location} --project {project}"
-    if control_plane.dns_endpoint:
-        return f"{command} --dns-endpoint"
-    if control_plane.ip_endpoint == "private":
-        return f"{command} --internal-ip"
-    return command
-
-
-def private_cluster_config(
-    private_nodes: bool, control_plane: ControlPlaneConfig
-) -> gcp.container.ClusterPrivateClusterConfigArgsDict:
-    """The cluster's default for new nodes (private or not) and whether its public IP endpoint is off.
-
-    ``enable_private_endpoint`` is GKE's `enable_public_endpoint` reversed (cluster_service.proto); with the IP
-    endpoints off there is no public one either, so it is true then too, as GKE reports it."""
-    return {"enable_private_nodes": private_nodes, "enable_private_endpoint": control_plane.ip_endpoint != "public"}
-
-
-def control_plane_endpoints_config(
-    control_plane: ControlPlaneConfig,
-) -> gcp.container.ClusterControlPlaneEndpointsConfigArgsDict:
-    """Only IAM tokens over the DNS-based endpoint: Kubernetes service-account tokens and client certificates
-    (enable_k8s_tokens_via_dns, enable_k8s_certs_via_dns) stay refused there."""
-    return {
-        "dns_endpoint_config": {"allow_external_traffic": control_plane.dns_endpoint},
-        "ip_endpoints_config": {"enabled": control_plane.ip_endpoint != "off"},
-    }
-
-
-def master_authorized_networks_config(
-    control_plane: ControlPlaneConfig,
-) -> gcp.container.ClusterMasterAuthorizedNetworksConfigArgsDict | None:
-    """The ranges the public IP admits, and no other Google Cloud address (every project's VMs would be in
-    GKE's `gcp_public_cidrs_access`). None: the public IP admits every address, or there is none."""
-    if control_plane.ip_endpoint != "public" or not control_plane.authorized_networks:
-        return None
-    return {
-        "cidr_blocks": [{"cidr_block": n.cidr, "display_name": n.name} for n in control_plane.authorized_networks],
-        "gcp_public_cidrs_access_enabled": False,
-    }
-
-
-def authenticator_groups_config(security_group: str) -> gcp.container.ClusterAuthenticatorGroupsConfigArgsDict | None:
-    """Google Groups for RBAC, or None: left out, never sent empty. The provider creates a cluster with the feature
-    on whenever the block is there, an empty group included (expandAuthenticatorGroupsConfig, v7.45.0), and reads
-    a missing block back from GKE (Optional and Computed): emptied on a running cluster, GKE keeps its group, which
-    the preview says (components/stack.py)."""
-    return {"security_group": security_group} if security_group else None
 
 
 def node_network_config(private_nodes: bool) -> gcp.container.NodePoolNetworkConfigArgsDict:
@@ -474,26 +452,18 @@ def build_kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str | Non
     cluster: dict[str, str] = {"server": f"https://{endpoint}"}
     if ca_certificate is not None:
         cluster["certificate-authority-data"] = ca_certificate
-    return yaml.safe_dump(
-        {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": context, "cluster": cluster}],
-            "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
-            "current-context": context,
-            "users": [
-                {
-                    "name": context,
-                    "user": {
-                        "exec": {
-                            "apiVersion": "client.authentication.k8s.io/v1beta1",
-                            "command": "gke-gcloud-auth-plugin",
-                            "installHint": "Install gke-gcloud-auth-plugin: gcloud components install gke-gcloud-auth-plugin",
-                            "provideClusterInfo": True,
-                        }
-                    },
-                }
-            ],
-        },
-        sort_keys=False,
-    )
+    plugin = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "command": "gke-gcloud-auth-plugin",
+        "installHint": "Install gke-gcloud-auth-plugin: gcloud components install gke-gcloud-auth-plugin",
+        "provideClusterInfo": True,
+    }
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": context, "cluster": cluster}],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
+        "current-context": context,
+        "users": [{"name": context, "user": {"exec": plugin}}],
+    }
+    return yaml.safe_dump(config, sort_keys=False)

@@ -108,9 +108,10 @@ class Network(pulumi.ComponentResource):
         # (components/platform/releases.py). A change of ports or ranges updates it in place; its name, network and
         # direction would replace it (hashicorp/terraform-provider-google 07fc865
         # google/services/compute/resource_compute_firewall.go: only name, direction and project are ForceNew).
-        self.control_plane_firewall: gcp.compute.Firewall | None = None
+        # What must admit the control plane before a release serves a webhook (these), and be deleted after it.
+        self.control_plane_access: list[pulumi.Resource] = []
         if args.control_plane_ports:
-            self.control_plane_firewall = gcp.compute.Firewall(
+            firewall = gcp.compute.Firewall(
                 "allow-control-plane",
                 project=args.project,
                 name=names["controlPlaneFirewall"],
@@ -118,23 +119,20 @@ class Network(pulumi.ComponentResource):
                 direction="INGRESS",
                 priority=1000,
                 description="The GKE control plane's calls to the webhooks and aggregated APIs the stack installs.",
-                source_ranges=control_plane_source_ranges(args.network.node_cidr, args.network.pod_cidr),
+                source_ranges=[args.network.node_cidr, args.network.pod_cidr],
                 allows=[{"protocol": "tcp", "ports": [str(port) for port in sorted(set(args.control_plane_ports))]}],
                 opts=child,
             )
-        # What must admit the control plane before a release serves a webhook, and be deleted after it.
-        self.control_plane_access: list[pulumi.Resource] = (
-            [self.control_plane_firewall] if self.control_plane_firewall is not None else []
-        )
+            self.control_plane_access.append(firewall)
 
         # Private nodes reach what lies outside Google (Docker Hub, ghcr.io and registry.k8s.io images, Hugging
         # Face, the package index) through Cloud NAT; Google's APIs and Artifact Registry stay on Private Google
         # Access. The node subnet only (not the proxy-only one), every range of it: the nodes' and, for what GKE
-        # does not masquerade to the node's address, the pods'.
-        self.router: gcp.compute.Router | None = None
-        self.nat: gcp.compute.RouterNat | None = None
+        # does not masquerade to the node's address, the pods'. What must exist before anything on the nodes pulls
+        # from outside Google (egress), and be deleted after it.
+        self.egress: list[pulumi.Resource] = []
         if args.nat:
-            self.router = gcp.compute.Router(
+            router = gcp.compute.Router(
                 "nat-router",  # not "router": that is the llm-d router's release
                 project=args.project,
                 region=args.region,
@@ -143,12 +141,12 @@ class Network(pulumi.ComponentResource):
                 description="Cloud NAT of the private nodes.",
                 opts=child,
             )
-            self.nat = gcp.compute.RouterNat(
+            nat = gcp.compute.RouterNat(
                 "nat",
                 project=args.project,
                 region=args.region,
                 name=names["nat"],
-                router=self.router.name,
+                router=router.name,
                 nat_ip_allocate_option="AUTO_ONLY",
                 source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
                 subnetworks=[{"name": self.node_subnet.id, "source_ip_ranges_to_nats": ["ALL_IP_RANGES"]}],
@@ -165,8 +163,7 @@ class Network(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
-        # What must exist before anything on the nodes pulls from outside Google, and be deleted after it.
-        self.egress: list[pulumi.Resource] = [self.nat] if self.nat is not None else []
+            self.egress.append(nat)
 
         self.network_name = self.vpc.name
         self.node_subnet_name = self.node_subnet.name
@@ -180,12 +177,6 @@ class Network(pulumi.ComponentResource):
                 "proxyOnlySubnetName": self.proxy_only_subnet_name,
             }
         )
-
-
-def control_plane_source_ranges(node_cidr: str, pod_cidr: str) -> list[str]:
-    """Where the control plane of a cluster this stack makes calls its nodes' pods from: the node subnet's primary
-    range (its private endpoint's subnetwork) and the Pod range (the konnectivity agents). See Network."""
-    return [node_cidr, pod_cidr]
 
 
 def _flow_logs(sampling: float | None) -> gcp.compute.SubnetworkLogConfigArgsDict | None:

@@ -12,9 +12,8 @@ COMPUTE_API = "compute.googleapis.com"
 IAM_API = "iam.googleapis.com"
 RESOURCE_MANAGER_API = "cloudresourcemanager.googleapis.com"  # project IAM, and the project number lookup
 STORAGE_API = "storage.googleapis.com"
-MONITORING_API = (
-    "monitoring.googleapis.com"  # GKE's system metrics and managed Prometheus write there; the alert policies
-)
+# GKE's system metrics and managed Prometheus write there; the alert policies
+MONITORING_API = "monitoring.googleapis.com"
 # GKE's system and workload logs are written there, and the nodes' audit records (nodeAuditLogging): an API no
 # call of the stack goes through, enabled so that what the nodes write is not refused.
 LOGGING_API = "logging.googleapis.com"
@@ -78,17 +77,14 @@ class ProjectServices(pulumi.ComponentResource):
             for api in args.apis
         }
         self.apis = list(self._by_api.values())
-        self.preview_features = []
         if args.enable_ai_zones:
-            self.preview_features.append(
-                gcp.compute.PreviewFeature(
-                    "ai-zones-visibility",
-                    project=args.project,
-                    name=AI_ZONES_FEATURE,
-                    activation_status="ENABLED",
-                    rollout_operation={"rollout_input": {"predefined_rollout_plan": "ROLLOUT_PLAN_FAST_ROLLOUT"}},
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=self.apis),
-                )
+            gcp.compute.PreviewFeature(
+                "ai-zones-visibility",
+                project=args.project,
+                name=AI_ZONES_FEATURE,
+                activation_status="ENABLED",
+                rollout_operation={"rollout_input": {"predefined_rollout_plan": "ROLLOUT_PLAN_FAST_ROLLOUT"}},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=self.apis),
             )
         self._project = args.project
         self._project_number: pulumi.Output[str] | None = None
