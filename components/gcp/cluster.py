@@ -57,16 +57,20 @@ NETWORK_CONFIG_NOT_OURS = ["networkConfig.acceleratorNetworkProfile", "networkCo
 # Pods reach Google Cloud as their Kubernetes service account through GKE's metadata server, never as
 # the node's account (CIS GKE 5.4.1).
 GKE_METADATA_SERVER: gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgsDict = {"mode": "GKE_METADATA"}
-# A pool's node config, or the cluster's (its first default pool's): what its nodes' boot adds to either.
+# A pool's node config, or the cluster's (its first default pool's): what every node's identity and boot add to either.
 NodeConfig = TypeVar("NodeConfig", gcp.container.NodePoolNodeConfigArgsDict, gcp.container.ClusterNodeConfigArgsDict)
 
 
-def with_boot(config: NodeConfig, boot: NodeBoot) -> NodeConfig:
-    """``config`` with how its nodes boot: the Cloud KMS key of their boot disks (CIS GKE 5.9.2) and Shielded GKE
+def node_config(config: NodeConfig, email: pulumi.Input[str], boot: NodeBoot) -> NodeConfig:
+    """``config`` with what its nodes run as (the node account ``email``, its pods behind GKE's metadata server) and
+    how they boot: the Cloud KMS key of their boot disks (CIS GKE 5.9.2) and Shielded GKE
     Nodes' secure boot with integrity monitoring (CIS GKE 5.5.6, 5.5.7). Neither is sent when off, as before the
     stack set them: the provider takes secure boot as off and integrity monitoring as on unless told, and reads
     Google's encryption back as no key, so a pool made without them plans no change. Both replace a pool (ForceNew,
     see NodeBoot)."""
+    config["service_account"] = email
+    config["oauth_scopes"] = NODE_OAUTH_SCOPES
+    config["workload_metadata_config"] = GKE_METADATA_SERVER
     if boot.boot_disk_key:
         config["boot_disk_kms_key"] = boot.boot_disk_key
     if boot.secure_boot:
@@ -141,11 +145,8 @@ class Cluster(pulumi.ComponentResource):
             for role in NODE_SERVICE_ACCOUNT_ROLES
         ]
 
-        default_pool_config: gcp.container.ClusterNodeConfigArgsDict = {
-            "service_account": self.node_service_account.email,
-            "oauth_scopes": NODE_OAUTH_SCOPES,
-            "workload_metadata_config": GKE_METADATA_SERVER,
-        }
+        email = self.node_service_account.email
+        default_pool: gcp.container.ClusterNodeConfigArgsDict = {}
         self.cluster = gcp.container.Cluster(
             "gke-cluster",
             project=args.project,
@@ -164,7 +165,7 @@ class Cluster(pulumi.ComponentResource):
             # whose org policy disables or removes that account cannot create the cluster at all.
             remove_default_node_pool=True,
             initial_node_count=1,
-            node_config=with_boot(default_pool_config, cluster.system_pool_boot),
+            node_config=node_config(default_pool, email, cluster.system_pool_boot),
             release_channel={"channel": cluster.release_channel},
             # The minor alias, never a patch: a patch leaves the channel within weeks and the create
             # would then fail. GKE starts the cluster at the newest patch of the minor the channel
@@ -256,12 +257,7 @@ class Cluster(pulumi.ComponentResource):
             ),
         )
 
-        system_pool_config: gcp.container.NodePoolNodeConfigArgsDict = {
-            "machine_type": cluster.system_pool.machine_type,
-            "service_account": self.node_service_account.email,
-            "oauth_scopes": NODE_OAUTH_SCOPES,
-            "workload_metadata_config": GKE_METADATA_SERVER,
-        }
+        system_pool: gcp.container.NodePoolNodeConfigArgsDict = {"machine_type": cluster.system_pool.machine_type}
         self.system_pool = gcp.container.NodePool(
             "system-pool",
             project=args.project,
@@ -269,7 +265,7 @@ class Cluster(pulumi.ComponentResource):
             location=args.region,
             name=naming.SYSTEM_POOL_NAME,
             node_count=cluster.system_pool.nodes_per_zone,
-            node_config=with_boot(system_pool_config, cluster.system_pool_boot),
+            node_config=node_config(system_pool, email, cluster.system_pool_boot),
             network_config=node_network_config(cluster.private_nodes),
             management={"auto_repair": True, "auto_upgrade": True},
             # Its controllers pull from outside Google (the charts' images): private nodes need the NAT first, and its

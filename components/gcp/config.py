@@ -7,6 +7,7 @@ Every rule reports under the config key that fixes it and collects into one ``Pr
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -100,8 +101,7 @@ class GkeVersion:
         match = _GKE_VERSION.match(text) if isinstance(text, str) else None
         if not match:
             raise ValueError(f"{text!r} is not a full GKE version (MAJOR.MINOR.PATCH-gke.N)")
-        major, minor, patch, gke = (int(g) for g in match.groups())
-        return cls(major, minor, patch, gke)
+        return cls(*(int(g) for g in match.groups()))
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}.{self.patch}-gke.{self.gke}"
@@ -810,10 +810,8 @@ def remote_repositories(registries: list[str], project: str, region: str, cluste
 
 def validate_network(network: NetworkConfig, problems: Problems) -> None:
     derived = (*naming.network_names(network.prefix).values(), *naming.secondary_range_names(network.prefix).values())
-    for name in derived:
-        if problem := naming.gcp_name_problem(name):
-            problems.add("network.prefix", f"derived name {problem}", "use a shorter lowercase prefix")
-            break
+    if problem := next(filter(None, map(naming.gcp_name_problem, derived)), None):
+        problems.add("network.prefix", f"derived name {problem}", "use a shorter lowercase prefix")
     ranges = {}
     for key in ("nodeCidr", "podCidr", "serviceCidr", "proxyOnlyCidr"):
         text = getattr(network, snake(key))
@@ -825,15 +823,13 @@ def validate_network(network: NetworkConfig, problems: Problems) -> None:
                 f"{text!r} is not an IPv4 CIDR range ({error})",
                 "write it as a.b.c.d/n with no host bits set",
             )
-    keys = list(ranges)
-    for i, first in enumerate(keys):
-        for second in keys[i + 1 :]:
-            if ranges[first].overlaps(ranges[second]):
-                problems.add(
-                    f"network.{second}",
-                    f"{ranges[second]} overlaps network.{first} {ranges[first]}",
-                    "give every subnet and secondary range its own addresses",
-                )
+    for first, second in itertools.combinations(ranges, 2):
+        if ranges[first].overlaps(ranges[second]):
+            problems.add(
+                f"network.{second}",
+                f"{ranges[second]} overlaps network.{first} {ranges[first]}",
+                "give every subnet and secondary range its own addresses",
+            )
     proxy = ranges.get("proxyOnlyCidr")
     if proxy and proxy.prefixlen > PROXY_ONLY_MAX_PREFIX:
         problems.add(
@@ -1031,9 +1027,8 @@ def _validate_version(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems
     # None for a minor newer than the table; one older than it is long past its end
     minor = (version.major, version.minor)
     ends = GKE_END_OF_STANDARD_SUPPORT.get(minor, date.min if minor < min(GKE_END_OF_STANDARD_SUPPORT) else None)
-    if (
-        ends is not None and ends <= today and not cluster.existing.enabled
-    ):  # a cluster made elsewhere is not ours to start
+    # a cluster made elsewhere is not ours to start
+    if ends is not None and ends <= today and not cluster.existing.enabled:
         supported = sorted(minor for minor, end in GKE_END_OF_STANDARD_SUPPORT.items() if end > today)
         newer = ", ".join(f"{major}.{minor}" for major, minor in supported) or "a newer minor"
         problems.add(

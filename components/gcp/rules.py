@@ -28,7 +28,7 @@ and so does this: a pool the stack already placed holds its hosts, which the blo
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from components.config_base import Problem
 
@@ -38,19 +38,31 @@ ACCEPT_RISK = "tpu.reservation.acceptRisk"
 
 
 @dataclass(frozen=True)
-class SubBlockRead:
+class _HostsRead:
+    """What a block and a sub-block both report: their state, their hosts and those hosts' maintenance."""
+
     name: str
     status: str
     health: str
     hosts: int
     in_use: int
-    degraded_hosts: int = 0
+    _: KW_ONLY
     maintenance_pending: int = 0
     maintenance_ongoing: int = 0
 
     @property
     def free(self) -> int:
         return max(0, self.hosts - self.in_use)
+
+    def maintenance_text(self) -> str:
+        if not (self.maintenance_pending or self.maintenance_ongoing):
+            return ""
+        return f", maintenance pending on {self.maintenance_pending} host(s), ongoing on {self.maintenance_ongoing}"
+
+
+@dataclass(frozen=True)
+class SubBlockRead(_HostsRead):
+    degraded_hosts: int = 0
 
     def fits(self, hosts: int) -> bool:
         """Whether a new pool of ``hosts`` can be placed here: ready, healthy and that many hosts free."""
@@ -60,33 +72,21 @@ class SubBlockRead:
         text = f"sub-block {self.name}: {self.status}, {self.health}, {self.free} of {self.hosts} hosts free"
         if self.degraded_hosts:
             text += f", {self.degraded_hosts} host(s) degraded"
-        return text + _maintenance_text(self.maintenance_pending, self.maintenance_ongoing)
+        return text + self.maintenance_text()
 
 
 @dataclass(frozen=True)
-class BlockRead:
-    name: str
-    status: str
-    health: str
-    hosts: int
-    in_use: int
+class BlockRead(_HostsRead):
     sub_block_count: int
     sub_blocks_in_use: int
     degraded_sub_blocks: int
     sub_block_names: tuple[str, ...]
-    maintenance_pending: int = 0
-    maintenance_ongoing: int = 0
-
-    @property
-    def free(self) -> int:
-        return max(0, self.hosts - self.in_use)
 
     def line(self) -> str:
         return (
             f"block {self.name}: {self.status}, {self.health} ({self.degraded_sub_blocks} of {self.sub_block_count} "
             f"sub-block(s) degraded), {self.free} of {self.hosts} hosts free, {self.sub_blocks_in_use} of "
-            f"{self.sub_block_count} sub-block(s) in use"
-            + _maintenance_text(self.maintenance_pending, self.maintenance_ongoing)
+            f"{self.sub_block_count} sub-block(s) in use" + self.maintenance_text()
         )
 
 
@@ -371,9 +371,3 @@ def _decide(
     else:
         review.problems.extend(risks)
     return review
-
-
-def _maintenance_text(pending: int, ongoing: int) -> str:
-    if not (pending or ongoing):
-        return ""
-    return f", maintenance pending on {pending} host(s), ongoing on {ongoing}"

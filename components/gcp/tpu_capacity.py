@@ -11,13 +11,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.config_base import ConfigError
-from components.gcp.cluster import (
-    GKE_METADATA_SERVER,
-    NETWORK_CONFIG_NOT_OURS,
-    NODE_OAUTH_SCOPES,
-    node_network_config,
-    with_boot,
-)
+from components.gcp.cluster import NETWORK_CONFIG_NOT_OURS, node_config, node_network_config
 from components.gcp.config import ClusterConfig, TpuConfig, TpuPoolConfig
 from components.gcp.rules import (
     BlockRead,
@@ -98,11 +92,10 @@ class TpuCapacity(pulumi.ComponentResource):
             )
 
         # The pools wait for the reservation's review: an `up` whose review refuses places no pool.
-        self.capacity_review = self._review_reservation(args.reservation) if args.reservation else None
         placed_after: list[pulumi.Input[pulumi.Resource]] = []
-        if self.capacity_review is not None and args.reservation is not None:
+        if args.reservation is not None:
             api = args.reservation.compute_api
-            placed_after.append(self.capacity_review.apply(lambda _: api))
+            placed_after.append(self._review_reservation(args.reservation).apply(lambda _: api))
         pool_opts = pulumi.ResourceOptions.merge(
             child,
             pulumi.ResourceOptions(
@@ -129,7 +122,7 @@ class TpuCapacity(pulumi.ComponentResource):
                 node_locations=[tpu.zone],
                 name=pool.name,
                 node_count=pool.node_count,
-                node_config=_node_config(args, pool),
+                node_config=_pool_node_config(args, pool),
                 placement_policy=self._placement(pool),
                 # A slice is one unit: upgrading it node by node would break it, so it is
                 # drained and recreated whole, never surged beyond its reservation.
@@ -256,13 +249,10 @@ class TpuCapacity(pulumi.ComponentResource):
         return {"type": "COMPACT", "tpu_topology": pool.topology}
 
 
-def _node_config(args: TpuCapacityArgs, pool: TpuPoolConfig) -> gcp.container.NodePoolNodeConfigArgsDict:
+def _pool_node_config(args: TpuCapacityArgs, pool: TpuPoolConfig) -> gcp.container.NodePoolNodeConfigArgsDict:
     reservation_path = args.tpu.reservation_path(pool, args.project)
     config: gcp.container.NodePoolNodeConfigArgsDict = {
         "machine_type": args.tpu.machine.name,
-        "service_account": args.node_service_account_email,
-        "oauth_scopes": NODE_OAUTH_SCOPES,
-        "workload_metadata_config": GKE_METADATA_SERVER,
         "gvnic": {"enabled": True},
     }
     if reservation_path:
@@ -271,7 +261,7 @@ def _node_config(args: TpuCapacityArgs, pool: TpuPoolConfig) -> gcp.container.No
             "key": RESERVATION_KEY,
             "values": [reservation_path],
         }
-    return with_boot(config, args.tpu.pool_boot(pool, args.cluster))
+    return node_config(config, args.node_service_account_email, args.tpu.pool_boot(pool, args.cluster))
 
 
 # --- The reads and their answers -------------------------------------------------------------------------
@@ -292,9 +282,7 @@ def _reservation(result: Any, check: ReservationCheckArgs) -> ReservationRead:
     specific = _first(result.specific_reservations)
     properties = _first(specific.instance_properties) if specific else None
     windows = tuple(
-        MaintenanceWindowRead(
-            start=w.window_start_time, end=w.window_end_time, type=w.type, status=w.maintenance_status
-        )
+        MaintenanceWindowRead(w.window_start_time, w.window_end_time, w.type, w.maintenance_status)
         for w in (maintenance.upcoming_group_maintenances or [] if maintenance else [])
     )
     return ReservationRead(
