@@ -36,6 +36,9 @@ class ExistingCluster(pulumi.ComponentResource):
             kubeconfig: pulumi.Output[str] = pulumi.Output.secret(args.kubeconfig)
             identifier = f"kubeconfig/{args.name}"
             self.endpoint: pulumi.Output[str | None] = pulumi.Output.from_input(None)
+            self.get_credentials_command: pulumi.Output[str] = pulumi.Output.from_input(
+                "(the stack deploys onto the cluster of its cluster.existing.kubeconfig)"
+            )
         else:
             found = gcp.container.get_cluster_output(
                 name=args.name, location=args.location, project=args.project, opts=pulumi.InvokeOptions(parent=self)
@@ -52,6 +55,10 @@ class ExistingCluster(pulumi.ComponentResource):
             )
             identifier = cluster_identifier(args.project, args.location, args.name)
             self.endpoint = reached.apply(lambda pair: pair[0])
+            command = f"gcloud container clusters get-credentials {args.name} --location {args.location}"
+            self.get_credentials_command = dns_endpoint.apply(
+                lambda dns: f"{command} --project {args.project}" + (" --dns-endpoint" if dns else "")
+            )
         self.kubeconfig = kubeconfig
         self.cluster_identifier = identifier
         self.provider = kubernetes_provider(kubeconfig, identifier, pulumi.ResourceOptions(parent=self))
@@ -59,18 +66,6 @@ class ExistingCluster(pulumi.ComponentResource):
         # GKE's pool is the project's: bindings to it are the same as on a cluster of this stack.
         self.workload_pool: pulumi.Output[str] = pulumi.Output.from_input(f"{args.project}.svc.id.goog")
         self.node_service_account_email: pulumi.Output[str | None] = pulumi.Output.from_input(None)
-        if args.kubeconfig:
-            self.get_credentials_command: pulumi.Output[str] = pulumi.Output.from_input(
-                "(the stack deploys onto the cluster of its cluster.existing.kubeconfig)"
-            )
-        else:
-            command = (
-                f"gcloud container clusters get-credentials {args.name} --location {args.location} "
-                f"--project {args.project}"
-            )
-            self.get_credentials_command = dns_endpoint.apply(
-                lambda dns: f"{command} --dns-endpoint" if dns else command
-            )
         # The stack makes no firewall rule on a network it does not own: the preview says what to open there.
         if args.control_plane_ports:
             if args.kubeconfig:

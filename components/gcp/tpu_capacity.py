@@ -3,7 +3,7 @@ read the reservation they go on (its block and sub-blocks) and found room there 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,79 +147,58 @@ class TpuCapacity(pulumi.ComponentResource):
         project the Compute Engine API they go through is enabled by this very `up`, so the preview's engine answers
         them as unknown, and the `up` reads before it places the pools."""
 
-        def options() -> pulumi.InvokeOutputOptions:
-            # Its own wait, like every invoke: a parent's depends_on is not an invoke's.
-            return pulumi.InvokeOutputOptions(parent=self, depends_on=[check.compute_api])
+        reserved = check.tpu.reservation
 
-        scope = {"project": check.project, "zone": check.tpu.zone}
-        reservation = answer_of(
-            gcp.compute.get_reservation_output(name=check.tpu.reservation.name, opts=options(), **scope)
-        )
+        def read(data_source: Callable[..., pulumi.Output[Any]], **names: str) -> pulumi.Output[ReadAnswer[Any]]:
+            # Its own wait, like every invoke: a parent's depends_on is not an invoke's.
+            opts = pulumi.InvokeOutputOptions(parent=self, depends_on=[check.compute_api])
+            return answer_of(data_source(project=check.project, zone=check.tpu.zone, opts=opts, **names))
 
         def after_reservation(values: list[Any]) -> pulumi.Output[CapacityReview | None] | CapacityReview | None:
             answer: ReadAnswer[Any] = values[0]
             previous: Mapping[str, str] = values[1] or {}
             if answer.unknown:
                 pulumi.log.info(
-                    f"TPU reservation {check.tpu.reservation.name}: not read yet: the read waits for the Compute Engine API, which "
+                    f"TPU reservation {reserved.name}: not read yet: the read waits for the Compute Engine API, which "
                     "this `up` enables; the `up` reads it before it places the pools, and so does the next preview"
                 )
                 return None
             to_place = pools_to_place(check.pools, previous)
-            read = CapacityRead(
-                error=answer.error, reservation=_reservation(answer.value, check) if answer.ok else None
-            )
-            if not (
-                read.reservation
-                and read.reservation.exists
-                and check.tpu.reservation.block in read.reservation.block_names
-            ):
-                return self._decide(read, check, to_place)
-            block = answer_of(
-                gcp.compute.get_reservation_block_output(
-                    name=check.tpu.reservation.block, reservation=check.tpu.reservation.name, opts=options(), **scope
-                )
-            )
 
-            def after_block(
-                block_answer: ReadAnswer[Any],
-            ) -> pulumi.Output[CapacityReview | None] | CapacityReview | None:
-                if not block_answer.ok:
-                    return self._decide(
-                        CapacityRead(reservation=read.reservation, error=block_answer.error), check, to_place
-                    )
-                block_read = _block(block_answer.value)
-                with_block = CapacityRead(reservation=read.reservation, block=block_read)
+            def decide(read: CapacityRead) -> CapacityReview:
+                return self._decide(read, check, to_place)
+
+            reservation = _reservation(answer.value, check) if answer.ok else None
+            if not (reservation and reservation.exists and reserved.block in reservation.block_names):
+                return decide(CapacityRead(reservation=reservation, error=answer.error))
+
+            def after_block(block: ReadAnswer[Any]) -> pulumi.Output[CapacityReview | None] | CapacityReview | None:
+                if not block.ok:
+                    return decide(CapacityRead(reservation=reservation, error=block.error))
+                block_read = _block(block.value)
                 if not (check.tpu.dynamic_slicing and to_place):
-                    return self._decide(with_block, check, to_place)
+                    return decide(CapacityRead(reservation=reservation, block=block_read))
                 # Only an `up` that places a pool reads the sub-blocks (a block has up to 144), each by its name.
                 sub_blocks = [
-                    answer_of(
-                        gcp.compute.get_reservation_sub_block_output(
-                            name=name,
-                            reservation_block=check.tpu.reservation.block,
-                            reservation=check.tpu.reservation.name,
-                            opts=options(),
-                            **scope,
-                        )
+                    read(
+                        gcp.compute.get_reservation_sub_block_output,
+                        name=name,
+                        reservation_block=reserved.block,
+                        reservation=reserved.name,
                     )
                     for name in block_read.sub_block_names
                 ]
                 return pulumi.Output.all(*sub_blocks).apply(
-                    lambda answers: self._decide(
-                        CapacityRead(
-                            reservation=read.reservation,
-                            block=block_read,
-                            sub_blocks=tuple(_sub_block(a.value) for a in answers if a.ok),
-                        ),
-                        check,
-                        to_place,
+                    lambda answers: decide(
+                        CapacityRead(reservation, block_read, tuple(_sub_block(a.value) for a in answers if a.ok))
                     )
                 )
 
+            block = read(gcp.compute.get_reservation_block_output, name=reserved.block, reservation=reserved.name)
             return block.apply(after_block)
 
-        return pulumi.Output.all(reservation, check.previous_pools).apply(after_reservation)
+        reservation_read = read(gcp.compute.get_reservation_output, name=reserved.name)
+        return pulumi.Output.all(reservation_read, check.previous_pools).apply(after_reservation)
 
     def _decide(self, read: CapacityRead, check: ReservationCheckArgs, to_place: list[PoolPlacement]) -> CapacityReview:
         review = review_capacity(
