@@ -293,8 +293,7 @@ class Cluster(pulumi.ComponentResource):
                 role=REPOSITORY_READER_ROLE,
                 member=member,
                 opts=pulumi.ResourceOptions.merge(
-                    child,
-                    pulumi.ResourceOptions(replace_with=[read.made_by_stack] if read.made_by_stack else None),
+                    child, pulumi.ResourceOptions(replace_with=[read.made_by_stack] if read.made_by_stack else None)
                 ),
             )
             for read in args.image_repositories

@@ -16,17 +16,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import Field, StringConstraints
 
 from components import naming
-from components.config_base import (
-    DOCKER_HUB,
-    HINT,
-    SECRET_SETTING,
-    SECRET_VERSION,
-    Block,
-    Problems,
-    form,
-    kind,
-    snake,
-)
+from components.config_base import DOCKER_HUB, HINT, SECRET_SETTING, SECRET_VERSION, Block, Problems, form, kind, snake
 from components.tpu import topology
 from components.tpu.admission import CapacityReport
 
@@ -195,11 +185,8 @@ class ServiceAgent:
     title: str  # Google's name of the agent, for the reader
     made_on_request: bool
 
-    def email(self, project_number: str) -> str:
-        return f"service-{project_number}@{self.domain}.iam.gserviceaccount.com"
-
     def member(self, project_number: str) -> str:
-        return f"serviceAccount:{self.email(project_number)}"
+        return f"serviceAccount:service-{project_number}@{self.domain}.iam.gserviceaccount.com"
 
 
 # GKE encrypts the cluster's Secrets in etcd as its service agent (CIS GKE 5.3.1, kube-bench cfg/gke-1.9.0
@@ -566,10 +553,7 @@ class TpuConfig(Block):
     )
     reservation: ReservationConfig = Field(ReservationConfig(), description="Reservation the TPU pools are bound to.")
     pools: list[TpuPoolConfig] = Field(
-        [
-            TpuPoolConfig(name="tpu7-pool-1", node_count=16),
-            TpuPoolConfig(name="tpu7-pool-2", node_count=16),
-        ],
+        [TpuPoolConfig(name="tpu7-pool-1", node_count=16), TpuPoolConfig(name="tpu7-pool-2", node_count=16)],
         description="TPU node pools; for TPU7x one pool per 4x4x4 cube.",
     )
     slice_shapes: list[str] = Field(

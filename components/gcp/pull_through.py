@@ -77,7 +77,7 @@ class PullThrough(pulumi.ComponentResource):
         self.repositories: dict[str, gcp.artifactregistry.Repository] = {}  # registry -> its repository
         for repository in args.repositories:
             upstream: gcp.artifactregistry.RepositoryRemoteRepositoryConfigArgsDict = {
-                "description": f"{repository.registry}, pulled through for the nodes of {args.cluster_name}",
+                "description": f"{repository.registry}, pulled through for the nodes of {args.cluster_name}"
             }
             if repository.docker_hub:
                 upstream["docker_repository"] = {"public_repository": "DOCKER_HUB"}

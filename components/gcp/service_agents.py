@@ -52,28 +52,27 @@ class ServiceAgents(pulumi.ComponentResource):
         super().__init__("tpu-gke:gcp:ServiceAgents", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.project_number = args.project_number
-        self.identities: list[gcp.projects.ServiceIdentity] = []
         self._ready: dict[ServiceAgent, list[pulumi.Resource]] = {}
         for agent, enabled in args.agents.items():
+            self._ready[agent] = [enabled]
             if not agent.made_on_request:
-                self._ready[agent] = [enabled]
                 continue
             # After the enablement, never before: an agent made on request before its API is enabled is not granted
             # the role the enablement gives it (cloud.google.com/iam/docs/create-service-agents: "service agents
             # that are created at a user's request aren't automatically granted roles"). Its create and delete do
             # nothing more than ask (the provider's read and delete are no-ops).
-            identity = gcp.projects.ServiceIdentity(
-                f"{agent.service.split('.')[0]}-service-agent",
-                project=args.project,
-                service=agent.service,
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[enabled])),
-            )
-            self.identities.append(identity)
-            self._ready[agent] = [identity]
-        self._grants: dict[tuple[str, ServiceAgent], gcp.kms.CryptoKeyIAMMember] = {}
+            self._ready[agent] = [
+                gcp.projects.ServiceIdentity(
+                    f"{agent.service.split('.')[0]}-service-agent",
+                    project=args.project,
+                    service=agent.service,
+                    opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[enabled])),
+                )
+            ]
+        self.grants: dict[tuple[str, ServiceAgent], gcp.kms.CryptoKeyIAMMember] = {}
         for grant in args.key_grants:
             agent = grant.agent
-            self._grants[(grant.key.name, agent)] = gcp.kms.CryptoKeyIAMMember(
+            self.grants[(grant.key.name, agent)] = gcp.kms.CryptoKeyIAMMember(
                 grant.name,
                 crypto_key_id=grant.key.name,
                 role=KMS_ENCRYPTER_DECRYPTER,
@@ -92,12 +91,9 @@ class ServiceAgents(pulumi.ComponentResource):
         """What a grant to ``agent`` waits for: the agent made, or its API's enablement that makes it."""
         return self._ready[agent]
 
-    def grant(self, key: str, agent: ServiceAgent) -> list[pulumi.Resource]:
-        """What a user of ``key`` through ``agent`` waits for: the grant, or nothing where the stack makes none."""
-        made = self._grants.get((key, agent))
-        return [made] if made is not None else []
-
 
 def key_grant(agents: ServiceAgents | None, key: str, agent: ServiceAgent) -> list[pulumi.Resource]:
-    """``agents.grant``, for a stack that may make no agents at all."""
-    return agents.grant(key, agent) if agents is not None else []
+    """What a user of ``key`` through ``agent`` waits for: the grant, or nothing where the stack makes none (or no
+    agents at all)."""
+    made = agents.grants.get((key, agent)) if agents is not None else None
+    return [made] if made is not None else []
