@@ -7,7 +7,7 @@ Each policy's description ends with the CIS GKE controls the registry (policy/ci
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -41,6 +41,7 @@ MANDATORY = EnforcementLevel.MANDATORY
 
 ResourceRule = Callable[[Resource, Mapping[str, Any]], list[str]]  # (resource, policy config) -> problems
 StackRule = Callable[[list[Resource], Mapping[str, Any]], list[Violation]]  # (every resource, policy config)
+P = TypeVar("P", ResourceValidationPolicy, StackValidationPolicy)
 
 
 def plain(value: Any) -> Any:
@@ -60,12 +61,6 @@ def _read(container: Any, key: Any) -> Any:
         return UNKNOWN
 
 
-def _unknown(error: UnknownValue) -> UnknownValueError:
-    """The SDK's own signal for a value unknown in preview: it reports an advisory diagnostic, which
-    the engine shows on the resource being analyzed."""
-    return UnknownValueError(UNKNOWN, error.path.split("."))
-
-
 def as_resource(given: ResourceValidationArgs | PolicyResource) -> Resource:
     """What the SDK hands over (one resource, or one of a stack's) as the rules read it."""
     return Resource(given.resource_type, given.name, plain(given.props), bool(given.opts.protect), given.urn)
@@ -76,34 +71,35 @@ def described(name: str, text: str) -> str:
     return f"{text} (CIS GKE {', '.join(controls)})." if controls else f"{text}."
 
 
-def resource_policy(name: str, text: str, rule: ResourceRule, **extra: Any) -> ResourceValidationPolicy:
-    def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-        try:
-            problems = rule(as_resource(args), args.get_config() or {})
-        except UnknownValue as error:
-            raise _unknown(error) from None
-        for problem in problems:
-            report_violation(problem, None)
+def _policy(kind: type[P], name: str, text: str, violations: Callable[[Any], list[Violation]], **extra: Any) -> P:
+    """A policy reporting what ``violations`` finds in the SDK's arguments. A value unknown in preview becomes the
+    SDK's own signal for one: it reports an advisory diagnostic, which the engine shows on the resource analyzed."""
 
-    return ResourceValidationPolicy(
-        name=name, description=described(name, text), validate=validate, enforcement_level=MANDATORY, **extra
-    )
+    def validate(args: Any, report_violation: ReportViolation) -> None:
+        try:
+            found = violations(args)
+        except UnknownValue as error:
+            raise UnknownValueError(UNKNOWN, error.path.split(".")) from None
+        for violation in found:
+            report_violation(violation.message, violation.urn or None)
+
+    return kind(name=name, description=described(name, text), validate=validate, enforcement_level=MANDATORY, **extra)
+
+
+def resource_policy(name: str, text: str, rule: ResourceRule, **extra: Any) -> ResourceValidationPolicy:
+    def violations(args: ResourceValidationArgs) -> list[Violation]:
+        return [Violation(problem) for problem in rule(as_resource(args), args.get_config() or {})]
+
+    return _policy(ResourceValidationPolicy, name, text, violations, **extra)
 
 
 def stack_policy(name: str, text: str, rule: StackRule, **extra: Any) -> StackValidationPolicy:
     """A rule over every resource of the stack, as their outputs (the stack's own among them: its outputs)."""
 
-    def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-        try:
-            violations = rule([as_resource(r) for r in args.resources], args.get_config() or {})
-        except UnknownValue as error:
-            raise _unknown(error) from None
-        for violation in violations:
-            report_violation(violation.message, violation.urn or None)
+    def violations(args: StackValidationArgs) -> list[Violation]:
+        return rule([as_resource(r) for r in args.resources], args.get_config() or {})
 
-    return StackValidationPolicy(
-        name=name, description=described(name, text), validate=validate, enforcement_level=MANDATORY, **extra
-    )
+    return _policy(StackValidationPolicy, name, text, violations, **extra)
 
 
 def build_policies() -> list[Policy]:

@@ -12,18 +12,18 @@ from dataclasses import dataclass
 from typing import Any
 
 # The Pulumi wire protocol's stand-ins for values unknown during preview (one per value kind).
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # string (also the Python SDK's rpc.UNKNOWN)
 UNKNOWN_SENTINELS = frozenset(
     {
         "1c4a061d-8072-4f0a-a4cb-0ff528b18fe7",  # bool
         "3eeb2bf0-c639-47a8-9e75-3b44932eb421",  # number
-        "04da6b54-80e4-46f7-96ec-b56ff0331ba9",  # string (also the Python SDK's rpc.UNKNOWN)
+        UNKNOWN,
         "6a19a0b0-7e62-4c92-b797-7f8e31da9cc2",  # array
         "030794c1-ac77-496b-92df-f27374a8bd58",  # asset
         "e48ece36-62e2-4504-bad9-02848725956a",  # archive
         "dd056dcd-154b-4c76-9bd3-c8f88648b5ff",  # object
     }
 )
-UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 
 
 class UnknownValue(Exception):
@@ -108,7 +108,6 @@ def walk(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ..
             yield from walk(item, (*path, str(index)))
 
 
-KUBERNETES_PREFIX = "kubernetes:"
 # Components of the Kubernetes provider that carry whole objects in their inputs. The engine runs
 # them as remote components, so a real analyzer sees each object again as a child resource of its
 # own type; the offline mocks record only the component and its inputs.
@@ -132,10 +131,8 @@ class KubernetesObject:
 def kind_of(resource_type: str) -> tuple[str, str] | None:
     """(API group, kind) of a Kubernetes resource type token, ``kubernetes:apps/v1:Deployment``
     -> (``apps``, ``Deployment``); None for other tokens (providers, Helm, yaml components)."""
-    if not resource_type.startswith(KUBERNETES_PREFIX):
-        return None
     parts = resource_type.split(":")
-    if len(parts) != 3 or "/" not in parts[1]:
+    if len(parts) != 3 or parts[0] != "kubernetes" or "/" not in parts[1]:
         return None
     group = parts[1].rsplit("/", 1)[0]
     if group in ("helm.sh", "yaml", "kustomize"):
@@ -145,8 +142,7 @@ def kind_of(resource_type: str) -> tuple[str, str] | None:
 
 def kubernetes_objects(resource_type: str, name: str, props: Mapping[str, Any]) -> Iterator[KubernetesObject]:
     """The Kubernetes objects a resource declares: itself, or each object a ConfigGroup lists."""
-    typed = kind_of(resource_type)
-    if typed is not None:
+    if (typed := kind_of(resource_type)) is not None:
         group, kind = typed
         yield KubernetesObject(kind, group, props, name)
         return

@@ -35,21 +35,17 @@ def is_tpu_pool(resource_type: str, name: str, props: Mapping[str, Any]) -> bool
 
 def pool_chips(resource: Resource) -> int:
     """Chips a TPU pool holds at most: its nodes (the autoscaling maximum if it scales) x chips per host."""
-    props = resource.props
-    machine = MACHINE_CATALOG.get(machine_type(resource.name, props))
-    if machine is None:
-        raise ValueError(
-            f"TPU node pool {resource.name} uses {machine_type(resource.name, props)!r}, not in the catalog"
-        )
-    autoscaling = mapping_of(props, "autoscaling", owner=resource.name)
-    if autoscaling:
-        zones = max(1, len(list_of(props, "nodeLocations", owner=resource.name)))
-        total = get(autoscaling, "totalMaxNodeCount", None, owner=resource.name)
-        nodes = total if total is not None else get(autoscaling, "maxNodeCount", 0, owner=resource.name) * zones
+    name, props = resource.name, resource.props
+    if (machine := MACHINE_CATALOG.get(machine_type(name, props))) is None:
+        raise ValueError(f"TPU node pool {name} uses {machine_type(name, props)!r}, not in the catalog")
+    if autoscaling := mapping_of(props, "autoscaling", owner=name):
+        zones = max(1, len(list_of(props, "nodeLocations", owner=name)))
+        total = get(autoscaling, "totalMaxNodeCount", None, owner=name)
+        nodes = total if total is not None else get(autoscaling, "maxNodeCount", 0, owner=name) * zones
     else:
-        nodes = get(props, "nodeCount", None, owner=resource.name)
+        nodes = get(props, "nodeCount", None, owner=name)
         if nodes is None:
-            nodes = get(props, "initialNodeCount", 0, owner=resource.name)
+            nodes = get(props, "initialNodeCount", 0, owner=name)
     return int(nodes) * machine.chips_per_host
 
 

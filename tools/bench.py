@@ -216,11 +216,7 @@ def _last_line(text: str | None) -> str:
 
 
 def main(
-    argv: Sequence[str] | None = None,
-    *,
-    runner: Runner = run_pulumi,
-    run: Run = run_command,
-    sleep: Sleep = time.sleep,
+    argv: Sequence[str] | None = None, *, runner: Runner = run_pulumi, run: Run = run_command, sleep: Sleep = time.sleep
 ) -> int:
     args = parse_args(argv)
     try:
@@ -229,12 +225,9 @@ def main(
         if args.local:
             return local(args, run)
         return in_cluster(args, runner, run, sleep)
-    except UsageError as error:
+    except (UsageError, RunFailed) as error:
         print(f"bench: {error}", file=sys.stderr)
-        return 2
-    except RunFailed as error:
-        print(f"bench: {error}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, UsageError) else 1
 
 
 if __name__ == "__main__":

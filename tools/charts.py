@@ -33,8 +33,8 @@ from tools.schemas import (
     lock_entries,
     once_each,
 )
+from tools.stack_file import PROJECT_ROOT
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_LOCK = PROJECT_ROOT / "charts.lock"
 CACHE_ENV = "TPU_GKE_CHARTS_CACHE"
 LOCK_KEYS = {"release", "url", "chart", "commit", "size", "sha256"}

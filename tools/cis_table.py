@@ -26,16 +26,8 @@ def _items(items: tuple[str, ...]) -> str:
 
 
 def row(control: Control) -> str:
-    return _row(
-        (
-            control.number,
-            control.recommendation,
-            control.status,
-            _items(control.held_by),
-            _items(control.not_yet),
-            control.note,
-        )
-    )
+    held_by, not_yet = _items(control.held_by), _items(control.not_yet)
+    return _row((control.number, control.recommendation, control.status, held_by, not_yet, control.note))
 
 
 def table() -> str:

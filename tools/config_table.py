@@ -27,10 +27,9 @@ SCHEMA = PROJECT_ROOT / "schemas" / "stack.schema.json"
 
 
 def table() -> str:
-    rows = ["| key | default | description |", "| --- | --- | --- |"]
-    for key, default, doc in documented_settings(StackConfig):
-        rows.append(f"| `{key}` | `{default}` | {doc} |")
-    return "\n".join([f"Keys live in the `{NAMESPACE}` namespace.", "", *rows])
+    header = ["| key | default | description |", "| --- | --- | --- |"]
+    rows = [f"| `{key}` | `{default}` | {doc} |" for key, default, doc in documented_settings(StackConfig)]
+    return "\n".join([f"Keys live in the `{NAMESPACE}` namespace.", "", *header, *rows])
 
 
 def page_with_table(text: str) -> str:

@@ -163,8 +163,7 @@ def _waves(registrations: list[Registration], destroy: bool) -> list[list[str]]:
             raise ValueError(f"dependency cycle among {sorted(waiting)}")
         waves.append(ready)
         done.update(ready)
-        for name in ready:
-            del waiting[name]
+        waiting = {name: needs for name, needs in waiting.items() if name not in done}
     return waves
 
 

@@ -179,12 +179,9 @@ def main(argv: list[str] | None = None, runner: Runner = run_pulumi) -> int:
     try:
         base = base_url(args.address or stack_address(args.stack, runner))
         print(rendered(send(base, call, call.body(args), args.timeout), call))
-    except UsageError as error:
+    except (UsageError, RequestFailed) as error:
         print(f"sax: {error}", file=sys.stderr)
-        return 2
-    except RequestFailed as error:
-        print(f"sax: {error}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, UsageError) else 1
     return 0
 
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from tools.stack_file import PROJECT_ROOT
+
 DEFAULT_LOCK = PROJECT_ROOT / "schemas.lock"
 CACHE_ENV = "TPU_GKE_SCHEMAS_CACHE"
 # Bounds one connect or read; the whole transfer of one file is bounded by TRANSFER_FACTOR times it.
@@ -324,14 +325,8 @@ def run(
     add("--lock", type=Path, default=default_lock, help="the lock file (default: %(default)s)")
     cache_help = f"where the {what} go (default: ${cache_env}, else ${{XDG_CACHE_HOME:-~/.cache}}/tpu-gke/{tool})"
     add("--cache", type=Path, default=None, help=cache_help)
-    add(
-        "--from",
-        dest="mirror",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help=f"copy from a local mirror laid out {layout}",
-    )
+    from_help = f"copy from a local mirror laid out {layout}"
+    add("--from", dest="mirror", type=Path, default=None, metavar="DIR", help=from_help)
     timeout_help = f"seconds per connect or read; a whole file gets {TRANSFER_FACTOR}x (default: %(default)g)"
     add("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_S, help=timeout_help)
     args = parser.parse_args(argv)

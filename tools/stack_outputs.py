@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from tools.stack_file import PROJECT_ROOT
+
 PULUMI_TIMEOUT_S = 60
 STDERR_CHARS = 300
 

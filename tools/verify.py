@@ -209,10 +209,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--base-url", metavar="URL", help=url_help)
     add("--model", metavar="NAME", help=f"model the endpoint must report (default: output {MODEL_OUTPUT})")
     at_least_one = _number(int, 1, False, "must be at least 1")
-    positive, not_negative = (
-        _number(float, 0, True, "must be greater than 0"),
-        _number(float, 0, False, "must not be negative"),
-    )
+    positive = _number(float, 0, True, "must be greater than 0")
+    not_negative = _number(float, 0, False, "must not be negative")
     add("--attempts", metavar="N", type=at_least_one, default=6, help="attempts per request (default: 6)")
     timeout_help = "how long one attempt may wait to connect or for the response (default: 30)"
     add("--timeout", metavar="SECONDS", type=positive, default=30.0, help=timeout_help)
