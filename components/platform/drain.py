@@ -162,9 +162,9 @@ def _listed(client: KubeClient, group: str, resource: str, namespaces: list[str]
 
 def is_admitted(workload: dict[str, Any]) -> bool:
     status = workload.get("status") or {}
-    if status.get("admission"):
-        return True
-    return any(c.get("type") == "Admitted" and c.get("status") == "True" for c in status.get("conditions") or [])
+    return bool(status.get("admission")) or any(
+        c.get("type") == "Admitted" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
 
 
 @dataclass(frozen=True)
@@ -317,10 +317,8 @@ def webhook_not_ready(client: KubeClient, spec: WebhookSpec) -> list[str]:
     )
     if configuration is None:
         reasons.append(f"MutatingWebhookConfiguration {spec.configuration} does not exist")
-    else:
-        missing = [w.name for w in configuration.webhooks or [] if not w.client_config.ca_bundle]
-        if missing:
-            reasons.append(f"no CA injected yet into {', '.join(missing)}")
+    elif missing := [w.name for w in configuration.webhooks or [] if not w.client_config.ca_bundle]:
+        reasons.append(f"no CA injected yet into {', '.join(missing)}")
     discovery = k8s.DiscoveryV1Api(client.api)
     selector = f"kubernetes.io/service-name={spec.service_name}"
     slices = client.ask(
