@@ -97,16 +97,13 @@ class KubeClient:
         """Every object of a custom resource, cluster-wide or in ``namespace``; none when it is not served."""
         objects = k8s.CustomObjectsApi(self.api)
         where = f"/apis/{group}/{version}{f'/namespaces/{namespace}' if namespace else ''}/{resource}"
+        timeout: dict[str, Any] = {"_request_timeout": REQUEST_TIMEOUT_SECONDS}
         listing = self.ask(
             f"GET {where}",
             lambda: (
-                objects.list_namespaced_custom_object(
-                    group, version, namespace, resource, _request_timeout=REQUEST_TIMEOUT_SECONDS
-                )
+                objects.list_namespaced_custom_object(group, version, namespace, resource, **timeout)
                 if namespace
-                else objects.list_cluster_custom_object(
-                    group, version, resource, _request_timeout=REQUEST_TIMEOUT_SECONDS
-                )
+                else objects.list_cluster_custom_object(group, version, resource, **timeout)
             ),
         )
         return list(listing.get("items") or []) if isinstance(listing, dict) else []
