@@ -288,8 +288,6 @@ def _value_at_path(data: Any, path: list[str | int]) -> Any:
             data = data[part] if isinstance(part, int) and part < len(data) else None
         else:
             data = data.get(part) if isinstance(data, Mapping) else None
-        if data is None:
-            return None
     return data
 
 

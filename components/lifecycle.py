@@ -82,10 +82,10 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
         control_plane = cluster.control_plane
         facts["isolation"] = {
             "privateNodes": {
-                SYSTEM_POOL: cluster.private_nodes,
+                naming.SYSTEM_POOL_NAME: cluster.private_nodes,
                 **{pool.name: config.tpu.pool_private_nodes(pool, cluster) for pool in config.tpu.pools},
             },
-            "nat": naming.network_names(config.network.prefix)["nat"] if config.nat_needed else "",
+            "nat": names["nat"] if config.nat_needed else "",
             "dnsEndpoint": control_plane.dns_endpoint,
             "ipEndpoint": control_plane.ip_endpoint,
             "authorizedNetworks": sorted(network.cidr for network in control_plane.authorized_networks),
@@ -120,7 +120,6 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
 
 # The lifecycle fact of the namespaces whose pods accept only what a NetworkPolicy admits (the default deny).
 DEFAULT_DENY_FACT = "defaultDenyNamespaces"
-SYSTEM_POOL = naming.SYSTEM_POOL_NAME
 BOOT_FACTS = ("bootDiskKey", "secureBoot")  # a TPU pool's facts of its boot: what boot hardening replaces
 
 
@@ -284,7 +283,7 @@ def review_changes(
         # Before these settings existed the program made nodes with external addresses and no NAT, GKE's default IP
         # endpoints (public, no authorized network), the DNS-based endpoint not opened to outside traffic.
         isolation_before = previous.get("isolation") or {
-            "privateNodes": dict.fromkeys([SYSTEM_POOL, *(before_pools or after_pools)], False),
+            "privateNodes": dict.fromkeys([naming.SYSTEM_POOL_NAME, *(before_pools or after_pools)], False),
             "nat": "",
             "dnsEndpoint": False,
             "ipEndpoint": "public",
@@ -415,7 +414,7 @@ def _review_isolation(
         in_place.append(
             f"cluster.privateNodes: the system node pool's nodes {change} IN PLACE (the pool is updated, not "
             "replaced); GKE may recreate the nodes to apply it, and the controllers on them restart elsewhere"
-            if pool == SYSTEM_POOL
+            if pool == naming.SYSTEM_POOL_NAME
             else f"tpu.pools[].privateNodes or cluster.privateNodes: the nodes of TPU pool {pool} {change} IN PLACE "
             "(the pool is updated, not replaced, and keeps its reservation cube); GKE may recreate the nodes to apply "
             "it, which takes every slice of the cube down at once. To keep serving, move one TPU pool per `up` "

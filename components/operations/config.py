@@ -9,12 +9,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
-from components.config_base import (
-    Block,
-    Problems,
-    form,
-    image_pin_problem,
-)
+from components.config_base import Block, Problems, form, image_pin_problem
 from components.gcp.config import ClusterConfig
 
 Email = Annotated[

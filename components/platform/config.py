@@ -360,12 +360,11 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
 
 
 def validate_queues(queues: QueuesConfig, problems: Problems) -> None:
-    levels = queues.priority_classes.levels()
     if not queues.namespaces:
         problems.add("queues.namespaces", "is empty", "list at least one workload namespace")
     if len(set(queues.namespaces)) != len(queues.namespaces):
         problems.add("queues.namespaces", "lists a namespace twice", "list each namespace once")
-    for (lower, low), (higher, high) in itertools.pairwise(levels):
+    for (lower, low), (higher, high) in itertools.pairwise(queues.priority_classes.levels()):
         if low.value >= high.value:
             problems.add(
                 f"queues.priorityClasses.{higher}.value",

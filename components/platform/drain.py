@@ -97,16 +97,13 @@ class KubeClient:
         """Every object of a custom resource, cluster-wide or in ``namespace``; none when it is not served."""
         objects = k8s.CustomObjectsApi(self.api)
         where = f"/apis/{group}/{version}{f'/namespaces/{namespace}' if namespace else ''}/{resource}"
+        timeout: dict[str, Any] = {"_request_timeout": REQUEST_TIMEOUT_SECONDS}
         listing = self.ask(
             f"GET {where}",
             lambda: (
-                objects.list_namespaced_custom_object(
-                    group, version, namespace, resource, _request_timeout=REQUEST_TIMEOUT_SECONDS
-                )
+                objects.list_namespaced_custom_object(group, version, namespace, resource, **timeout)
                 if namespace
-                else objects.list_cluster_custom_object(
-                    group, version, resource, _request_timeout=REQUEST_TIMEOUT_SECONDS
-                )
+                else objects.list_cluster_custom_object(group, version, resource, **timeout)
             ),
         )
         return list(listing.get("items") or []) if isinstance(listing, dict) else []
@@ -162,9 +159,9 @@ def _listed(client: KubeClient, group: str, resource: str, namespaces: list[str]
 
 def is_admitted(workload: dict[str, Any]) -> bool:
     status = workload.get("status") or {}
-    if status.get("admission"):
-        return True
-    return any(c.get("type") == "Admitted" and c.get("status") == "True" for c in status.get("conditions") or [])
+    return bool(status.get("admission")) or any(
+        c.get("type") == "Admitted" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
 
 
 @dataclass(frozen=True)
@@ -317,10 +314,8 @@ def webhook_not_ready(client: KubeClient, spec: WebhookSpec) -> list[str]:
     )
     if configuration is None:
         reasons.append(f"MutatingWebhookConfiguration {spec.configuration} does not exist")
-    else:
-        missing = [w.name for w in configuration.webhooks or [] if not w.client_config.ca_bundle]
-        if missing:
-            reasons.append(f"no CA injected yet into {', '.join(missing)}")
+    elif missing := [w.name for w in configuration.webhooks or [] if not w.client_config.ca_bundle]:
+        reasons.append(f"no CA injected yet into {', '.join(missing)}")
     discovery = k8s.DiscoveryV1Api(client.api)
     selector = f"kubernetes.io/service-name={spec.service_name}"
     slices = client.ask(

@@ -72,18 +72,15 @@ class ClusterPlatform(pulumi.ComponentResource):
         }
         self.release_versions: dict[str, str] = {}  # release name -> chart version
         names, pull = CHART_RELEASE_NAMES, args.pull_path
-        self.jobset: k8s.helm.v3.Release | None = None
-        self.kueue: k8s.helm.v3.Release | None = None
-        self.leader_worker_set: k8s.helm.v3.Release | None = None
+        jobset, kueue, lws = args.jobset, args.kueue, args.leader_worker_set
+        self.jobset = (
+            self._release(names["jobset"], jobset, chart_image_values("jobset", jobset, pull)) if jobset else None
+        )
+        self.kueue = (
+            self._release(names["kueue"], kueue, kueue_values(kueue, args.kueue_controller, pull)) if kueue else None
+        )
+        self.leader_worker_set = self._release(names["leaderWorkerSet"], lws, lws_values(lws, pull)) if lws else None
         self.slice_controller: k8s.helm.v3.Release | None = None
-        if args.jobset:
-            self.jobset = self._release(names["jobset"], args.jobset, chart_image_values("jobset", args.jobset, pull))
-        if args.kueue:
-            self.kueue = self._release(
-                names["kueue"], args.kueue, kueue_values(args.kueue, args.kueue_controller, pull)
-            )
-        if lws := args.leader_worker_set:
-            self.leader_worker_set = self._release(names["leaderWorkerSet"], lws, lws_values(lws, pull))
         if args.slice_controller:
             (chart,) = load_documents("charts/slice-controller/Chart.yaml")
             # Its webhooks mutate Jobs, JobSets and LWS for Kueue: those controllers come first.
