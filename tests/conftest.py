@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 
 # The tests' own stacks: copies of the example stacks as they were when the tests were written. The committed
 # Pulumi.<stack>.yaml files are the user's to change; the tests that hold for any stack the program accepts read those
-# (tests/test_config_schema.py, tests/test_stack.py, the goldens), every other test reads these.
+# (tests/test_config_schema.py, tests/test_stack.py, the goldens), every other test reads these. A test says what it
+# needs of them from their config (names, pools, chips), or sets it (``cubes``), so that they too can change: with a
+# third pool in the dev one, the suite passes unchanged.
 FIXTURE_STACKS = PROJECT_ROOT / "tests" / "data" / "stacks"
 FIXTURE_STACK_NAMES = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in FIXTURE_STACKS.glob("Pulumi.*.yaml"))
 
@@ -41,6 +43,12 @@ def stack_values(stack: str = "dev") -> dict[str, Any]:
         except json.JSONDecodeError:
             decoded[key[len(prefix) :]] = text
     return decoded
+
+
+def cubes(count: int) -> dict[str, Any]:
+    """The override that gives the dev stack ``count`` TPU pools of one 4x4x4 TPU7x cube each (16 nodes of 4 chips):
+    for a test whose property is about a number of cubes, so that it names the number it is about."""
+    return {"tpu.pools": [{"name": f"tpu7-pool-{n}", "nodeCount": 16} for n in range(1, count + 1)]}
 
 
 def stack_config(stack: str = "dev", overrides: dict[str, Any] | None = None) -> StackConfig:

@@ -36,6 +36,7 @@ DEV = stack_values("dev")
 RESERVATION = DEV["tpu"]["reservation"]
 POOLS = [pool["name"] for pool in DEV["tpu"]["pools"]]
 HOSTS = DEV["tpu"]["pools"][0]["nodeCount"]
+ADDED_POOL = "tpu7-pool-added"  # a pool a running stack adds
 
 
 def holdings(overrides: dict[str, Any] | None = None, previous: dict[str, Any] | None = None) -> Holdings:
@@ -72,7 +73,7 @@ def run(
 
 
 def pools_of(registrations: list[Registration]) -> list[str]:
-    return [r.name for r in registrations if r.type == NODE_POOL and r.name in [*POOLS, "tpu7-pool-3"]]
+    return [r.name for r in registrations if r.type == NODE_POOL and r.name in [*POOLS, ADDED_POOL]]
 
 
 # Each: (case, config overrides, the cloud's state, the key refused, a fragment of its fix, the recovery: overrides and
@@ -117,7 +118,9 @@ CASES = [
         with_sub_blocks(lambda s: [*s, degraded(FREE)]),
         "tpu.reservation.block",
         # the fix names the healthy free sub-blocks to pin the pools to
-        "pin each new pool to a healthy free sub-block (tpu.pools[].subBlock: subblock-0000, subblock-0001)",
+        "pin each new pool to a healthy free sub-block (tpu.pools[].subBlock: "
+        + ", ".join(f"subblock-{i:04d}" for i in range(len(POOLS)))
+        + ")",
         (
             {"tpu.pools": [{**p, "subBlock": f"subblock-{i:04d}"} for i, p in enumerate(DEV["tpu"]["pools"])]},
             with_sub_blocks(lambda s: [*s, degraded(FREE)]),
@@ -244,15 +247,15 @@ def test_a_running_stack_on_a_degraded_block_is_warned_not_refused(previous):
 
 
 def test_a_pool_added_to_a_running_stack_needs_a_free_sub_block_of_its_own(previous):
-    third = {"name": "tpu7-pool-3", "nodeCount": HOSTS}
-    overrides = {"tpu.pools": [*DEV["tpu"]["pools"], third]}
+    added = {"name": ADDED_POOL, "nodeCount": HOSTS}
+    overrides = {"tpu.pools": [*DEV["tpu"]["pools"], added]}
     held = holdings(overrides, previous)
-    assert [s.in_use for s in held.reservations[0].blocks[0].sub_blocks] == [HOSTS, HOSTS, 0]
+    assert [s.in_use for s in held.reservations[0].blocks[0].sub_blocks] == [HOSTS] * len(POOLS) + [0]
     run(overrides, held, previous_outputs=previous)
     full = with_sub_blocks(lambda s: [*s[:-1], dataclasses.replace(s[-1], in_use=1)], held)
     with pytest.raises(pulumi.RunError) as raised:
         run(overrides, full, previous_outputs=previous)
-    assert "new pool(s) need one each (tpu7-pool-3)" in str(raised.value)
+    assert f"new pool(s) need one each ({ADDED_POOL})" in str(raised.value)
 
 
 def test_the_pools_to_place_are_those_not_at_their_path_in_the_last_up():

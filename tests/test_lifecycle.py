@@ -25,7 +25,8 @@ STACKS = ["dev", "saxml"]
 # The names the tests' dev stack gives what the messages below name: said from it, not restated.
 DEV = fixture_stack_config("dev")
 PROJECT, REGION, PREFIX, CLUSTER_NAME = DEV.project, DEV.region, DEV.network.prefix, DEV.cluster.name
-POOL_1, POOL_2 = (pool.name for pool in DEV.tpu.pools)
+POOLS = [{"name": pool.name, "nodeCount": pool.node_count} for pool in DEV.tpu.pools]
+POOL_1, POOL_LAST = POOLS[0]["name"], POOLS[-1]["name"]
 BLOCK = DEV.tpu.reservation.block
 TPU_POOL = "gcp:container/nodePool:NodePool"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -311,18 +312,18 @@ def test_an_unchanged_stack_warns_of_nothing(runs):
 
 def test_renaming_a_pool_is_refused_before_anything_changes(runs):
     """The new pool would ask the reservation for the cube the old one still holds."""
-    renamed = [{"name": POOL_1, "nodeCount": 16}, {"name": "tpu7-pool-b", "nodeCount": 16}]
+    renamed = [*POOLS[:-1], {**POOLS[-1], "name": "tpu7-pool-b"}]
     with pytest.raises(pulumi.RunError) as raised:
         run_stack({"tpu.pools": renamed}, previous_outputs=previous_of(runs["dev"]))
     message = str(raised.value)
-    assert f"tpu.pools: pool(s) {POOL_2} leave and tpu7-pool-b arrive in one `up`" in message
+    assert f"tpu.pools: pool(s) {POOL_LAST} leave and tpu7-pool-b arrive in one `up`" in message
     assert "remove the old pools in one `pulumi up`, then add the new ones in the next" in message
 
 
 def test_removing_or_adding_a_pool_alone_is_not_refused(runs):
     run_stack(
         {
-            "tpu.pools": [{"name": POOL_1, "nodeCount": 16}],
+            "tpu.pools": POOLS[:1],
             "checks.superslicing.enabled": False,
             "tpu.sliceShapes": ["2x2x2"],
             "serving.prefill.replicas": 2,
@@ -360,7 +361,7 @@ def test_a_new_node_service_account_replaces_the_pools_but_not_the_cluster(runs)
     pools carry the account."""
     run = run_stack({"cluster.nodeServiceAccountId": "other-nodes"}, previous_outputs=previous_of(runs["dev"]))
     assert not [w for w in run.warnings if "GKE cluster" in w], run.warnings
-    assert [w for w in run.warnings if w.startswith(f"TPU pool {POOL_2} will be REPLACED")], run.warnings
+    assert [w for w in run.warnings if w.startswith(f"TPU pool {POOL_LAST} will be REPLACED")], run.warnings
 
 
 @pytest.mark.parametrize(
@@ -555,30 +556,30 @@ def test_the_first_up_after_private_clusters_came_says_what_each_part_does_and_r
     run = run_stack(previous_outputs=lifecycle_before_private_clusters(previous))
     assert not [w for w in run.warnings if "REPLACED" in w], run.warnings
     lines = isolation_warnings(run)
+    pool_lines = lines[2:-1]  # one a TPU pool
     assert [line.split(":")[0] for line in lines] == [
         "network.nat",
         "cluster.privateNodes",
-        "tpu.pools[].privateNodes or cluster.privateNodes",
-        "tpu.pools[].privateNodes or cluster.privateNodes",
+        *["tpu.pools[].privateNodes or cluster.privateNodes"] * len(POOLS),
         "cluster.controlPlane.dnsEndpoint",
     ], lines
     assert f"Cloud NAT {PREFIX}-nat and its Cloud Router are created, before any node goes private" in lines[0]
     assert "the system node pool's nodes lose their external addresses IN PLACE" in lines[1]
-    assert f"TPU pool {POOL_1} lose their external addresses IN PLACE" in lines[2]
-    assert "keeps its reservation cube" in lines[2] and "move one TPU pool per `up`" in lines[2]
-    assert f"TPU pool {POOL_2}" in lines[3]
-    assert lines[4].endswith(
+    assert f"TPU pool {POOL_1} lose their external addresses IN PLACE" in pool_lines[0]
+    assert "keeps its reservation cube" in pool_lines[0] and "move one TPU pool per `up`" in pool_lines[0]
+    assert all(f"TPU pool {pool['name']}" in line for pool, line in zip(POOLS, pool_lines, strict=True))
+    assert lines[-1].endswith(
         f"kubectl: `gcloud container clusters get-credentials {CLUSTER_NAME} --region {REGION} --dns-endpoint`"
     )
 
 
 def test_moving_one_cube_at_a_time_names_only_that_pool():
-    staged = [{"name": POOL_1, "nodeCount": 16}, {"name": POOL_2, "nodeCount": 16, "privateNodes": False}]
+    staged = [*POOLS[:-1], {**POOLS[-1], "privateNodes": False}]
     first = run_stack({"tpu.pools": staged})
-    assert first.one(NODE_POOL, POOL_2).input("networkConfig") == {"enablePrivateNodes": False}
+    assert first.one(NODE_POOL, POOL_LAST).input("networkConfig") == {"enablePrivateNodes": False}
     run = run_stack(previous_outputs=previous_of(first))
     assert [line.split(" IN PLACE")[0] for line in isolation_warnings(run)] == [
-        f"tpu.pools[].privateNodes or cluster.privateNodes: the nodes of TPU pool {POOL_2} lose their external "
+        f"tpu.pools[].privateNodes or cluster.privateNodes: the nodes of TPU pool {POOL_LAST} lose their external "
         "addresses"
     ]
 
@@ -586,7 +587,8 @@ def test_moving_one_cube_at_a_time_names_only_that_pool():
 def test_public_nodes_again_delete_the_nat_after_them(runs):
     run = run_stack({"cluster.privateNodes": False}, previous_outputs=previous_of(runs["dev"]))
     lines = isolation_warnings(run)
-    assert len([line for line in lines if "get external addresses again IN PLACE" in line]) == 3
+    # the system pool's nodes and each TPU pool's
+    assert len([line for line in lines if "get external addresses again IN PLACE" in line]) == 1 + len(POOLS)
     assert lines[-1] == (f"network.nat: Cloud NAT {PREFIX}-nat is deleted, after the nodes have external addresses")
 
 
@@ -1002,9 +1004,9 @@ def pool_names(stack: str) -> list[str]:
 
 
 def staged(stack: str) -> list[dict[str, object]]:
-    """The stack's two TPU pools, the second kept as made (hardenedBoot false)."""
-    first, second = (pool.name for pool in fixture_stack_config(stack).tpu.pools)
-    return [{"name": first, "nodeCount": 16}, {"name": second, "nodeCount": 16, "hardenedBoot": False}]
+    """The stack's TPU pools, the last kept as made (hardenedBoot false)."""
+    *first, last = ({"name": pool.name, "nodeCount": pool.node_count} for pool in fixture_stack_config(stack).tpu.pools)
+    return [*first, {**last, "hardenedBoot": False}]
 
 
 def test_the_first_up_of_prod_after_node_boot_replaces_every_pool_and_names_each_unprotect():
@@ -1040,13 +1042,13 @@ def test_a_running_production_stack_replaces_one_cube_per_up():
 @pytest.mark.parametrize(
     "override, replaced, fragment",
     [
-        ({"tpu.secureBoot": False}, [POOL_1, POOL_2], "secureBoot True -> False"),
+        ({"tpu.secureBoot": False}, [pool["name"] for pool in POOLS], "secureBoot True -> False"),
         (
             {"cluster.bootDiskEncryptionKey": "projects/my-keys/locations/global/keyRings/r/cryptoKeys/boot"},
-            ["system", POOL_1, POOL_2],
+            ["system", *(pool["name"] for pool in POOLS)],
             "bootDiskKey '' -> 'projects/my-keys/locations/global/keyRings/r/cryptoKeys/boot'",
         ),
-        ({"tpu.pools": staged("dev")}, [POOL_2], "secureBoot True -> False"),
+        ({"tpu.pools": staged("dev")}, [POOL_LAST], "secureBoot True -> False"),
     ],
 )
 def test_a_change_of_a_running_stack_s_boot_replaces_the_pools_it_reaches(runs, override, replaced, fragment):
@@ -1113,13 +1115,12 @@ def test_each_grant_waits_for_the_enablement_that_makes_its_agent(keyed):
 def test_the_cluster_and_every_pool_that_uses_a_key_wait_for_its_grant_and_no_other():
     """Each waits for the grant itself, not by chance through another (a pool made while the cluster exists already,
     its boot key newly set, waits for the grant all the same)."""
-    pools = [{"name": POOL_1, "nodeCount": 16}, {"name": POOL_2, "nodeCount": 16, "hardenedBoot": False}]
-    run = run_stack({**OWN_KEYS, "tpu.pools": pools})
+    run = run_stack({**OWN_KEYS, "tpu.pools": staged("dev")})
     by_agent = {agent: grant.name for (_, agent), grant in grants(run).items()}
     assert {by_agent[GKE_AGENT], by_agent[COMPUTE_AGENT]} <= set(run.one(CLUSTER, "gke-cluster").dependencies)
     for pool in ("system-pool", POOL_1):
         assert by_agent[COMPUTE_AGENT] in run.one(TPU_POOL, pool).dependencies, pool
-    assert by_agent[COMPUTE_AGENT] not in run.one(TPU_POOL, POOL_2).dependencies  # boots from Google's key
+    assert by_agent[COMPUTE_AGENT] not in run.one(TPU_POOL, POOL_LAST).dependencies  # boots from Google's key
 
 
 def test_the_grants_outlive_the_cluster_and_pools_and_are_never_revoked_by_the_stack(keyed):

@@ -52,8 +52,8 @@ def policies(config: StackConfig, alerts: dict[str, Any] | None = None, **blocks
 
 
 def with_pools(config: StackConfig, *names: str) -> dict[str, Any]:
-    """The tpu block with its pools renamed ``names``, for ``monitoring``'s ``blocks``."""
-    pools = [pool.model_copy(update={"name": name}) for pool, name in zip(config.tpu.pools, names, strict=True)]
+    """The tpu block with one pool named each of ``names`` (each like its first), for ``monitoring``'s ``blocks``."""
+    pools = [config.tpu.pools[0].model_copy(update={"name": name}) for name in names]
     return {"tpu": config.tpu.model_copy(update={"pools": pools})}
 
 

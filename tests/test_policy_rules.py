@@ -35,10 +35,16 @@ from policy import (
     tpu,
 )
 from policy.resources import ROOT_STACK, UNKNOWN, Resource, UnknownValue, Violation
-from tests.conftest import FIXTURE_STACK_NAMES, run_stack, stack_values
+from tests.conftest import FIXTURE_STACK_NAMES, run_stack, stack_config, stack_values
 from tools.stack_file import PROJECT_NAME
 
 STACKS = FIXTURE_STACK_NAMES
+# The chips the tests' dev stack's TPU pools hold: what its ClusterQueue may promise, said from its config.
+DEV_CHIPS = stack_config("dev").tpu.total_chips
+# The prod stack with its last TPU pool shrunk to 8 nodes: the chips its pools then hold.
+PROD_TPU = stack_config("prod").tpu
+PROD_SHRUNK_POOL = PROD_TPU.pools[-1]
+PROD_SHRUNK_CHIPS = PROD_TPU.total_chips - (PROD_SHRUNK_POOL.node_count - 8) * PROD_TPU.machine.chips_per_host
 
 
 def _engine_form(value: Any) -> Any:
@@ -404,9 +410,9 @@ BROKEN = [
     ("versioned-buckets-delete-old-versions", "saxml", setting("admin-state", "lifecycleRules.0.condition.withState", "LIVE"), {}, "admin-state", "every overwrite is kept"),
     ("versioned-buckets-delete-old-versions", "saxml", setting("admin-state", "lifecycleRules.0.action.type", "SetStorageClass"), {}, "admin-state", "no lifecycle rule"),
     ("versioned-buckets-delete-old-versions", "dev", setting("weights", "versioning", {"enabled": True}), {}, "weights", "versioning.enabled"),
-    ("kueue-tpu-quota-within-pools", "dev", quota_of("256"), {}, "cq", "promises 256 google.com/tpu but the TPU pools hold 128"),
-    ("kueue-tpu-quota-within-pools", "prod", shrink_pool("tpu7-pool-2", 8), {}, "cq", "hold 96 chips"),
-    ("kueue-tpu-quota-within-pools", "dev", queue_as_own_resource("129"), {}, "cq", "promises 129"),
+    ("kueue-tpu-quota-within-pools", "dev", quota_of(str(2 * DEV_CHIPS)), {}, "cq", f"promises {2 * DEV_CHIPS} google.com/tpu but the TPU pools hold {DEV_CHIPS}"),
+    ("kueue-tpu-quota-within-pools", "prod", shrink_pool(PROD_SHRUNK_POOL.name, 8), {}, "cq", f"hold {PROD_SHRUNK_CHIPS} chips"),
+    ("kueue-tpu-quota-within-pools", "dev", queue_as_own_resource(str(DEV_CHIPS + 1)), {}, "cq", f"promises {DEV_CHIPS + 1}"),
     ("helm-charts-pinned", "dev", setting("kueue", "version", "^0.17.4"), {}, "kueue", "a range"),
     ("helm-charts-pinned", "dev", dropping("jobset", "version"), {}, "jobset", "newest"),
     ("helm-charts-pinned", "saxml", setting("jobset", "version", "0.11.x"), {}, "jobset", "a range"),
@@ -697,9 +703,9 @@ def test_a_stack_on_an_existing_cluster_counts_the_pools_made_elsewhere_from_the
     assert not [r for r in resources if tpu.is_tpu_pool(r.type, r.name, r.props)], "the lab stack makes no pool"
     (violation,) = tpu.quota_violations(resources)
     assert "hold 0 chips" in violation.message and tpu.EXTERNAL_CHIPS in violation.message, violation.message
-    assert tpu.quota_violations(resources, external_chips=128) == []
-    (violation,) = tpu.quota_violations(resources, external_chips=64)
-    assert "hold 64 chips (externalTpuChips 64)" in violation.message, violation.message
+    assert tpu.quota_violations(resources, external_chips=DEV_CHIPS) == []
+    (violation,) = tpu.quota_violations(resources, external_chips=DEV_CHIPS // 2)
+    assert f"hold {DEV_CHIPS // 2} chips (externalTpuChips {DEV_CHIPS // 2})" in violation.message, violation.message
 
 
 def test_a_tpu_pool_of_a_machine_outside_the_catalog_fails_closed() -> None:

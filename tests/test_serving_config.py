@@ -5,7 +5,7 @@ import pytest
 from components.config_base import ConfigError, ImageReference
 from components.workloads.serving import config as serving_config
 from harness.mock_engine import run_program
-from tests.conftest import as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
+from tests.conftest import as_pulumi_values, assert_bad_input, cubes, run_stack, stack_values, with_overrides
 
 SIDECAR_MIRROR = "us-docker.pkg.dev/my-project/mirror/llm-d-router-disagg-sidecar"
 PROJECT = stack_values("dev")["project"]  # the tests' dev stack's
@@ -84,7 +84,7 @@ SERVING_BAD_INPUTS = [
         id="long-dtype-name",
     ),
     pytest.param(
-        {"serving.prefill.replicas": 9, "serving.decode.replicas": 9},
+        cubes(2) | {"serving.prefill.replicas": 9, "serving.decode.replicas": 9},
         "serving.decode.replicas",
         "need 3 cube(s)",
         id="serving-beyond-capacity",

@@ -4,17 +4,20 @@ import pytest
 
 from components import stack as stack_config
 from components.config_base import ConfigError
-from tests.conftest import assert_bad_input, stack_values, with_overrides
+from tests.conftest import assert_bad_input, cubes, stack_values, with_overrides
 
 CHECKS_BAD_INPUTS = [
     pytest.param(
-        {"checks.superslicing.slices": 2},
+        cubes(2) | {"checks.superslicing.slices": 2},
         "checks.superslicing.slices",
         "needs 4 cube(s) of 4x4x4 at once; the stack has 2",
         id="super-slice-check-beyond-capacity",
     ),
     pytest.param(
-        {"checks.subslicing.slices": 17}, "checks.subslicing.slices", "136 chips", id="sub-slice-check-beyond-capacity"
+        cubes(2) | {"checks.subslicing.slices": 17},
+        "checks.subslicing.slices",
+        "136 chips",
+        id="sub-slice-check-beyond-capacity",
     ),
     pytest.param(
         {

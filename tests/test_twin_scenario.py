@@ -1,5 +1,6 @@
 """The twin scenarios' judgement, without the twin (tests/itest/twin_scenario.py): how a step's observations are held
-against the admission plan, and how placement is judged on the dev stack's own nodes (harness/twin_nodes.py)."""
+against the admission plan, and how placement is judged on the dev stack's own nodes (harness/twin_nodes.py), the dev stack
+given the reference's two cubes: the steady state below (which check serving preempts) is that scenario's."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import pytest
 
 from components import stack as stack_config
 from harness.twin_nodes import twin_nodes
-from tests.conftest import stack_values
+from tests.conftest import cubes, stack_values, with_overrides
 from tests.itest.twin_scenario import Observed, Placed, differences, markdown, node_domains, placement_problems
 
 
 @pytest.fixture(scope="module")
 def dev():
-    return stack_config.load(stack_values("dev")).config
+    return stack_config.load(with_overrides(stack_values("dev"), cubes(2))).config
 
 
 @pytest.fixture(scope="module")
