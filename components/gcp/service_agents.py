@@ -54,8 +54,8 @@ class ServiceAgents(pulumi.ComponentResource):
         self.project_number = args.project_number
         self._ready: dict[ServiceAgent, list[pulumi.Resource]] = {}
         for agent, enabled in args.agents.items():
-            self._ready[agent] = [enabled]
             if not agent.made_on_request:
+                self._ready[agent] = [enabled]  # the enablement makes the agent
                 continue
             # After the enablement, never before: an agent made on request before its API is enabled is not granted
             # the role the enablement gives it (cloud.google.com/iam/docs/create-service-agents: "service agents
