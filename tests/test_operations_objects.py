@@ -111,7 +111,8 @@ def test_a_multi_host_pool_not_available_pages_on_every_stack(saxml):
     assert "tpu-slice-unhealthy" not in made and "tpu-partition-unhealthy" not in made
     query = promql(made["tpu-pool-unavailable"])
     assert query.startswith("min by (node_pool_name) (kubernetes_io:node_pool_multi_host_available{")
-    assert 'node_pool_name=~"tpu1|tpu2"' in query and query.endswith(") == 0"), "the saxml stack's two pools"
+    pools = "|".join(pool.name for pool in saxml.tpu.pools)
+    assert f'node_pool_name=~"{pools}"' in query and query.endswith(") == 0"), "the saxml stack's pools"
 
 
 def test_every_policy_carries_its_runbook_with_the_stacks_names_and_links_it(dev):

@@ -41,6 +41,7 @@ from tools.stack_file import PROJECT_NAME
 STACKS = FIXTURE_STACK_NAMES
 # The chips the tests' dev stack's TPU pools hold: what its ClusterQueue may promise, said from its config.
 DEV_CHIPS = stack_config("dev").tpu.total_chips
+SAXML_POOL = stack_config("saxml").tpu.pools[0].name
 # The prod stack with its last TPU pool shrunk to 8 nodes: the chips its pools then hold.
 PROD_TPU = stack_config("prod").tpu
 PROD_SHRUNK_POOL = PROD_TPU.pools[-1]
@@ -423,7 +424,7 @@ BROKEN = [
     ("gke-cluster-hardened", "dev", dropping("gke-cluster", "nodeConfig.serviceAccount"), {}, "gke-cluster", "5.2.1"),
     ("gke-nodes-hardened", "dev", dropping("system-pool", "nodeConfig.serviceAccount"), {}, "system-pool", "5.2.1"),
     ("gke-nodes-hardened", "prod", setting("tpu7-pool-1", "nodeConfig.serviceAccount", "123456789-compute@developer.gserviceaccount.com"), {}, "tpu7-pool-1", "5.2.1"),
-    ("gke-nodes-hardened", "saxml", setting("tpu1", "nodeConfig.imageType", "UBUNTU_CONTAINERD"), {}, "tpu1", "5.5.1"),
+    ("gke-nodes-hardened", "saxml", setting(SAXML_POOL, "nodeConfig.imageType", "UBUNTU_CONTAINERD"), {}, SAXML_POOL, "5.5.1"),
     ("boot-disks-encrypted-in-production", "prod", dropping("system-pool", "nodeConfig.bootDiskKmsKey"), {}, "system-pool", "5.9.2"),
     ("boot-disks-encrypted-in-production", "prod", dropping("tpu7-pool-2", "nodeConfig.bootDiskKmsKey"), {}, "tpu7-pool-2", "5.9.2"),
     ("boot-disks-encrypted-in-production", "prod", setting("gke-cluster", "nodeConfig.bootDiskKmsKey", ""), {}, "gke-cluster", "5.9.2"),
