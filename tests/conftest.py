@@ -46,8 +46,8 @@ def stack_values(stack: str = "dev") -> dict[str, Any]:
 
 
 def cubes(count: int) -> dict[str, Any]:
-    """The override that gives a TPU7x stack (dev, prod) ``count`` TPU pools of one 4x4x4 TPU7x cube each (16 nodes of 4 chips):
-    for a test whose property is about a number of cubes, so that it names the number it is about."""
+    """The override that gives a TPU7x stack (dev, prod) ``count`` TPU pools of one 4x4x4 cube each (16 nodes of 4
+    chips): for a test whose property is about a number of cubes, so that it names the number it is about."""
     return {"tpu.pools": [{"name": f"tpu7-pool-{n}", "nodeCount": 16} for n in range(1, count + 1)]}
 
 
