@@ -976,8 +976,9 @@ def tpu_pool_urn(stack: str, pool: str) -> str:
 def test_the_urn_of_a_tpu_pool_is_the_one_pulumi_state_unprotect_takes():
     from components.gcp.tpu_capacity import pool_urn
 
-    assert pool_urn("prod", "tpu-dynamic-slicing", "tpu7-pool-1") == tpu_pool_urn("prod", "tpu7-pool-1")
-    assert run_stack(stack="prod").one(TPU_POOL, "tpu7-pool-1").parent == "tpu-capacity"  # no other parent
+    pool = fixture_stack_config("prod").tpu.pools[0].name
+    assert pool_urn("prod", "tpu-dynamic-slicing", pool) == tpu_pool_urn("prod", pool)
+    assert run_stack(stack="prod").one(TPU_POOL, pool).parent == "tpu-capacity"  # no other parent
 
 
 def test_the_first_up_after_node_boot_came_replaces_the_tpu7x_pools_of_dev_and_says_how_to_keep_serving(runs):
@@ -1012,7 +1013,7 @@ def staged(stack: str) -> list[dict[str, object]]:
 def test_the_first_up_of_prod_after_node_boot_replaces_every_pool_and_names_each_unprotect():
     before = lifecycle_before_node_boot(run_stack(stack="prod"))
     lines = replacements(run_stack(stack="prod", previous_outputs=before))
-    assert sorted(lines) == ["system", *pool_names("prod")]
+    assert sorted(lines) == sorted(["system", *pool_names("prod")])
     assert f"(bootDiskKey '' -> '{PROD_BOOT_KEY}')" in lines["system"]
     for pool in pool_names("prod"):
         assert f"(bootDiskKey '' -> '{PROD_BOOT_KEY}'; secureBoot False -> True)" in lines[pool]

@@ -511,8 +511,8 @@ def test_a_production_pool_kept_unhardened_is_allowed_and_warned_of_at_every_pre
 
 def test_secure_boot_unset_on_a_production_tpu7x_stack_is_on():
     run = run_stack({"tpu.secureBoot": None}, stack="prod")
-    pool = run.one("gcp:container/nodePool:NodePool", "tpu7-pool-1")
-    assert pool.input("nodeConfig.shieldedInstanceConfig.enableSecureBoot") is True
+    for pool in run.of_type("gcp:container/nodePool:NodePool"):
+        assert pool.input("nodeConfig.shieldedInstanceConfig.enableSecureBoot") is True, pool.name
 
 
 def test_a_production_stack_may_serve_a_public_model_with_no_token_at_all():

@@ -44,6 +44,7 @@ DEV_CHIPS = stack_config("dev").tpu.total_chips
 SAXML_POOL = stack_config("saxml").tpu.pools[0].name
 # The prod stack with its last TPU pool shrunk to 8 nodes: the chips its pools then hold.
 PROD_TPU = stack_config("prod").tpu
+PROD_FIRST_POOL = PROD_TPU.pools[0].name
 PROD_SHRUNK_POOL = PROD_TPU.pools[-1]
 PROD_SHRUNK_CHIPS = PROD_TPU.total_chips - (PROD_SHRUNK_POOL.node_count - 8) * PROD_TPU.machine.chips_per_host
 
@@ -423,10 +424,10 @@ BROKEN = [
     ("gke-cluster-hardened", "saxml", setting("gke-cluster", "securityPostureConfig", {"mode": "DISABLED"}), {}, "gke-cluster", "5.10.4"),
     ("gke-cluster-hardened", "dev", dropping("gke-cluster", "nodeConfig.serviceAccount"), {}, "gke-cluster", "5.2.1"),
     ("gke-nodes-hardened", "dev", dropping("system-pool", "nodeConfig.serviceAccount"), {}, "system-pool", "5.2.1"),
-    ("gke-nodes-hardened", "prod", setting("tpu7-pool-1", "nodeConfig.serviceAccount", "123456789-compute@developer.gserviceaccount.com"), {}, "tpu7-pool-1", "5.2.1"),
+    ("gke-nodes-hardened", "prod", setting(PROD_FIRST_POOL, "nodeConfig.serviceAccount", "123456789-compute@developer.gserviceaccount.com"), {}, PROD_FIRST_POOL, "5.2.1"),
     ("gke-nodes-hardened", "saxml", setting(SAXML_POOL, "nodeConfig.imageType", "UBUNTU_CONTAINERD"), {}, SAXML_POOL, "5.5.1"),
     ("boot-disks-encrypted-in-production", "prod", dropping("system-pool", "nodeConfig.bootDiskKmsKey"), {}, "system-pool", "5.9.2"),
-    ("boot-disks-encrypted-in-production", "prod", dropping("tpu7-pool-2", "nodeConfig.bootDiskKmsKey"), {}, "tpu7-pool-2", "5.9.2"),
+    ("boot-disks-encrypted-in-production", "prod", dropping(PROD_SHRUNK_POOL.name, "nodeConfig.bootDiskKmsKey"), {}, PROD_SHRUNK_POOL.name, "5.9.2"),
     ("boot-disks-encrypted-in-production", "prod", setting("gke-cluster", "nodeConfig.bootDiskKmsKey", ""), {}, "gke-cluster", "5.9.2"),
     ("boot-disks-encrypted-in-production", "dev", marked_production, {}, stack_values("dev")["tpu"]["pools"][0]["name"], "5.9.2"),
     ("boot-disks-encrypted-in-production", "saxml", marked_production, {}, "system-pool", "5.9.2"),
