@@ -113,10 +113,10 @@ sax: $(VENV)/.installed  ## Saxml client, e.g. make sax CMD="listcell --model-id
 	$(PY) -m tools.sax $(if $(SAX_ADDRESS),--address $(SAX_ADDRESS),--stack $(or $(SAX_STACK),saxml)) $(CMD)
 
 schemas: $(VENV)/.installed  ## fetch the CRD files of schemas.lock into ${XDG_CACHE_HOME:-~/.cache}/tpu-gke/schemas, digests verified (SCHEMAS_FROM=../shared/schemas copies offline)
-	$(PY) -m tools.schemas $(if $(SCHEMAS_FROM),--from $(SCHEMAS_FROM))
+	$(PY) -m harness.schemas $(if $(SCHEMAS_FROM),--from $(SCHEMAS_FROM))
 
 charts: $(VENV)/.installed  ## fetch the chart module zips of charts.lock into ${XDG_CACHE_HOME:-~/.cache}/tpu-gke/charts, digests verified (the tests do it on first use; CHARTS_FROM=$$(go env GOMODCACHE)/cache/download copies offline)
-	$(PY) -m tools.charts $(if $(CHARTS_FROM),--from $(CHARTS_FROM))
+	$(PY) -m harness.charts $(if $(CHARTS_FROM),--from $(CHARTS_FROM))
 
 # The policy pack's own virtualenv (policy/PulumiPolicy.yaml names it): what the CLI runs the pack with.
 POLICY_VENV := policy/.venv

@@ -1,7 +1,7 @@
 """Strict validation of Kubernetes objects against the pinned upstream CRD files of schemas.lock.
 
 Each locked file is looked up, in this order, in the schema cache `make schemas` fills
-(tools.schemas.cache_dir(): $TPU_GKE_SCHEMAS_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/tpu-gke/schemas),
+(harness.schemas.cache_dir(): $TPU_GKE_SCHEMAS_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/tpu-gke/schemas),
 in $TPU_GKE_SCHEMAS_DIR, then in ../shared/schemas beside the repo; a directory counts only if it
 holds the file with the locked sha256. Tests skip with the reason (run make schemas) when none does.
 "Strict" means an object schema that lists its properties and does not preserve unknown fields
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.schemas import LockedFile, cache_dir, holds, load_lock
 from tests import external
-from tools.schemas import LockedFile, cache_dir, holds, load_lock
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS_DIR_ENV = "TPU_GKE_SCHEMAS_DIR"

@@ -33,10 +33,10 @@ from typing import Any
 
 from components.operations import benchmark
 from components.stack import load_pulumi_values
+from harness import charts
 from harness.mock_engine import ProgramRun
 from tests import webhook_reach
 from tests.conftest import FIXTURE_STACKS, run_stack
-from tools import charts
 from tools.render import kubernetes_objects
 from tools.stack_file import stack_config_values
 

@@ -17,14 +17,13 @@ import yaml
 
 from components import stack as stack_config
 from components.platform import config as platform_config
-from harness import gke_network
+from harness import charts, gke_network
 from harness.gke_network import ControlPlaneSource, FirewallRule, Pod, PortRule
 from harness.mock_engine import ProgramRun, Registration, unwrap_secrets
 from tests import webhook_reach
 from tests.conftest import run_stack, stack_values
 from tests.test_lifecycle import closure
 from tests.webhook_reach import NOT_RENDERED, STAND_INS, ControlPlaneCall
-from tools import charts
 from tools.render import destroy_waves
 
 STACKS = ["dev", "prod", "saxml"]

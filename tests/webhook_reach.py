@@ -4,7 +4,7 @@ registry charts it installs (rendered from charts.lock with the values the progr
 the Service it names and the pods that serve it, the Service's targetPort resolved against their container ports.
 
 The registry charts are rendered with helm-python-sdk (Helm's Go SDK, no helm binary) from the module zips
-tools/charts.py fetches into its cache on first use (a fresh clone needs the Go module proxy once; `make charts
+harness/charts.py fetches into its cache on first use (a fresh clone needs the Go module proxy once; `make charts
 CHARTS_FROM=<dir>` fills the cache offline).
 """
 
@@ -20,10 +20,10 @@ from typing import Any
 
 import yaml
 
+from harness import charts
 from harness.gke_network import Pod
 from harness.mock_engine import ProgramRun, unwrap_secrets
 from tests import external
-from tools import charts
 from tools.render import kubernetes_objects
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

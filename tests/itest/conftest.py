@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from harness.schemas import load_lock
 from tests.crd_schemas import find_locked, schema_dirs
 from tests.itest.lab import (
     REPORT_DIR,
@@ -30,7 +31,6 @@ from tests.itest.lab import (
     cold_build_seconds,
     read_lock,
 )
-from tools.schemas import load_lock
 
 
 class Report:

@@ -3,7 +3,7 @@
 The platform's registry charts (JobSet, Kueue, LeaderWorkerSet) are published as OCI artifacts, which no package
 registry the harness may reach serves; the Go module proxy serves the upstream repositories, and a module zip holds
 the chart's sources (``charts/<name>/``) as tagged. Every ``[[chart]]`` of the lock is one module zip, fetched and
-checked (same exit codes) as tools/schemas.py does, into ``<cache>/<module>/@v/<version>.zip`` (the proxy's own path,
+checked (same exit codes) as harness/schemas.py does, into ``<cache>/<module>/@v/<version>.zip`` (the proxy's own path,
 so a Go module cache's ``cache/download`` folder serves as an offline ``--from`` mirror), by default under
 ``${XDG_CACHE_HOME:-~/.cache}/tpu-gke/charts`` or ``$TPU_GKE_CHARTS_CACHE``. The tests call ``ensure`` themselves,
 so a fresh clone fetches on first use. Nothing fetched here is committed: the harness reads the charts out of the
@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from tools import schemas
-from tools.schemas import (
+from harness import schemas
+from harness.schemas import (
     DEFAULT_TIMEOUT_S,
     FetchError,
     LockedFile,

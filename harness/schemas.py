@@ -132,7 +132,7 @@ def _is_plain_relative(path: str) -> bool:
 
 def cache_dir(environ: Mapping[str, str] | None = None, *, env_var: str = CACHE_ENV, name: str = "schemas") -> Path:
     """$TPU_GKE_SCHEMAS_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/tpu-gke/schemas (outside every clone); ``env_var``
-    and ``name`` are those of another cache (tools/charts.py)."""
+    and ``name`` are those of another cache (harness/charts.py)."""
     env = os.environ if environ is None else environ
     if override := env.get(env_var):
         return Path(override).expanduser()
@@ -320,7 +320,7 @@ def run(
 ) -> int:
     """The command line of a fetcher of locked files: ``tool`` (schemas, charts) names it in every line and its cache,
     ``layout`` says how a ``--from`` mirror is laid out, ``what`` names the files in its summary."""
-    parser = argparse.ArgumentParser(prog=f"python -m tools.{tool}", description=doc.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=f"python -m harness.{tool}", description=doc.split("\n\n")[0])
     add = parser.add_argument
     add("--lock", type=Path, default=default_lock, help="the lock file (default: %(default)s)")
     cache_help = f"where the {what} go (default: ${cache_env}, else ${{XDG_CACHE_HOME:-~/.cache}}/tpu-gke/{tool})"

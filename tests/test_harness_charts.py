@@ -1,6 +1,6 @@
-"""tools.charts: the committed charts.lock, its refusals, the offline fill of the cache and the chart read out of a zip.
+"""harness.charts: the committed charts.lock, its refusals, the offline fill of the cache and the chart read out of a zip.
 
-Downloads go through tools.schemas.download, whose transport tests/test_tools_schemas.py holds against a scripted
+Downloads go through harness.schemas.download, whose transport tests/test_harness_schemas.py holds against a scripted
 server; here the cache is filled from a local mirror laid out as the Go module proxy (and a module cache) lays it.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from components.platform.config import CHART_RELEASE_NAMES
-from tools import charts
-from tools.schemas import LockError
+from harness import charts
+from harness.schemas import LockError
 
 DEMO_URL = "https://proxy.golang.org/sigs.k8s.io/demo/@v/v1.2.3.zip"
 DEMO_FILES = {

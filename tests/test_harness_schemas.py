@@ -1,4 +1,4 @@
-"""tools.schemas against a scripted HTTP server on 127.0.0.1, with a temporary lock and cache.
+"""harness.schemas against a scripted HTTP server on 127.0.0.1, with a temporary lock and cache.
 
 Also: the committed schemas.lock is well formed, covers every pinned CRD folder, and its digests
 match ../shared/schemas when that directory exists; tests/crd_schemas.py finds a locked file only
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from harness import schemas
+from harness.schemas import LockedFile
 from tests.crd_schemas import PINNED_CRDS, SHARED_SCHEMAS, find_locked, schema_dirs
-from tools import schemas
-from tools.schemas import LockedFile
 
 GOOD = b"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n" * 40
 OTHER = b"x" * len(GOOD)
