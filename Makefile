@@ -55,7 +55,7 @@ renovate-check: $(RENOVATE_TOOLS)/node_modules/.installed  ## validate renovate.
 # it does not hold, and `make check-tools` installs that and runs them. .ci/run runs both.
 # --dist loadfile: a file's tests on one worker, whose runs of the program a file repeats are run once (tests/conftest.py).
 PYTEST := $(PY) -m pytest -n auto --dist loadfile
-test: $(VENV)/.installed  ## the test suite on .venv alone (about a minute on two cores): every test but those of make check-tools
+test: $(VENV)/.installed  ## the test suite on .venv alone (under a minute on two cores): every test but those of make check-tools
 	$(PYTEST) -m "not external"
 
 check-tools: $(VENV)/.installed $(CHECKOV_VENV)/.installed $(DOCS_VENV)/.installed $(RENOVATE_TOOLS)/node_modules/.installed  ## the tests that need a tool or file .venv does not hold: checkov's scan, the site's strict build, Renovate, the registry charts (fetched on first use) and the CRD files (make schemas)
