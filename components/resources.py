@@ -38,6 +38,11 @@ def children_of(component: pulumi.ComponentResource, opts: pulumi.ResourceOption
     return pulumi.ResourceOptions(parent=component, depends_on=opts.depends_on if opts else None)
 
 
+def waiting_for(opts: pulumi.ResourceOptions, *resources: pulumi.Input[pulumi.Resource]) -> pulumi.ResourceOptions:
+    """``opts`` that also wait for ``resources``."""
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(resources)))
+
+
 @dataclass(frozen=True)
 class Versioning:
     """Object versioning of a bucket: a noncurrent version is deleted once it has been noncurrent for
@@ -116,8 +121,8 @@ def custom_resource(
 
 
 def kubernetes_object(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-    """A core, RBAC or NetworkPolicy object of a YAML base as its typed resource; any other kind as a custom
-    resource."""
+    """A core, RBAC, NetworkPolicy, Deployment or Job object of a YAML base as its typed resource; any other kind as a
+    custom resource."""
     metadata = owned(manifest["metadata"])
     match manifest["apiVersion"], manifest["kind"]:
         case "v1", "ServiceAccount":
@@ -129,6 +134,8 @@ def kubernetes_object(name: str, manifest: dict[str, Any], opts: pulumi.Resource
             )
         case "v1", "Secret":
             return k8s.core.v1.Secret(name, metadata=metadata, type=manifest.get("type"), opts=opts)
+        case "v1", "ConfigMap":
+            return k8s.core.v1.ConfigMap(name, metadata=metadata, data=manifest["data"], opts=opts)
         case "rbac.authorization.k8s.io/v1", "Role":
             return k8s.rbac.v1.Role(name, metadata=metadata, rules=manifest["rules"], opts=opts)
         case "rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding" as kind:
@@ -138,6 +145,10 @@ def kubernetes_object(name: str, manifest: dict[str, Any], opts: pulumi.Resource
             )
         case "networking.k8s.io/v1", "NetworkPolicy":
             return k8s.networking.v1.NetworkPolicy(name, metadata=metadata, spec=manifest["spec"], opts=opts)
+        case "apps/v1", "Deployment":
+            return k8s.apps.v1.Deployment(name, metadata=metadata, spec=manifest["spec"], opts=opts)
+        case "batch/v1", "Job":
+            return k8s.batch.v1.Job(name, metadata=metadata, spec=manifest["spec"], opts=opts)
     return custom_resource(name, manifest, opts)
 
 

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.operations.node_audit_objects import NodeAuditObjects
-from components.resources import kubernetes_object, owned
+from components.resources import kubernetes_object, owned, waiting_for
 
 
 @dataclass(frozen=True)
@@ -33,18 +33,13 @@ class NodeAuditLogging(pulumi.ComponentResource):
         namespace = k8s.core.v1.Namespace(
             "node-audit-namespace", metadata=owned(args.namespace_object["metadata"]), opts=on_cluster
         )
-        in_namespace = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[namespace]))
+        in_namespace = waiting_for(on_cluster, namespace)
         account = kubernetes_object("node-audit-account", objects.service_account, in_namespace)
-        config = k8s.core.v1.ConfigMap(
-            "node-audit-config",
-            metadata=owned(objects.config["metadata"]),
-            data=objects.config["data"],
-            opts=in_namespace,
-        )
+        config = kubernetes_object("node-audit-config", objects.config, in_namespace)
         daemonset = k8s.apps.v1.DaemonSet(
             "node-audit-logging",
             metadata=owned(objects.daemonset["metadata"]),
             spec=objects.daemonset["spec"],
-            opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[account, config])),
+            opts=waiting_for(in_namespace, account, config),
         )
         self.register_outputs({"daemonset": daemonset.metadata.name})

@@ -18,6 +18,7 @@ from components.resources import (
     kubernetes_object,
     owned,
     private_bucket,
+    waiting_for,
 )
 from components.workloads.saxml.config import SaxmlConfig, bucket_name
 from components.workloads.saxml.objects import ADMIN_NAME, HTTP_NAME, MODEL_SERVER_NAME, SaxmlObjects
@@ -67,7 +68,7 @@ class SaxmlCell(pulumi.ComponentResource):
         self.namespace = k8s.core.v1.Namespace(
             saxml.namespace, metadata=owned(args.namespace_object["metadata"]), opts=on_cluster
         )
-        in_namespace = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[self.namespace]))
+        in_namespace = waiting_for(on_cluster, self.namespace)
         # Each server starts with its NetworkPolicy in place (and is deleted before it): the namespace's default
         # deny, made after these (components/workloads/network_policies), never cuts it off a sender.
         policies = {
@@ -97,7 +98,7 @@ class SaxmlCell(pulumi.ComponentResource):
                 bucket=bucket.name,
                 role=role,
                 member=f"serviceAccount:{email}",
-                opts=pulumi.ResourceOptions.merge(children, pulumi.ResourceOptions(depends_on=[account])),
+                opts=waiting_for(children, account),
             )
             workload_identity = gcp.serviceaccount.IAMMember(
                 f"{prefix}-ksa-workload-identity",
@@ -114,9 +115,7 @@ class SaxmlCell(pulumi.ComponentResource):
                 metadata=owned({**metadata, "annotations": {WORKLOAD_IDENTITY_ANNOTATION: email}}),
                 opts=in_namespace,
             )
-            return pulumi.ResourceOptions.merge(
-                in_namespace, pulumi.ResourceOptions(depends_on=[service_account, bucket_role, workload_identity])
-            )
+            return waiting_for(in_namespace, service_account, bucket_role, workload_identity)
 
         # The admin server is the one account that writes the cell's state; the model and HTTP servers read it.
         as_admin = identity(
@@ -133,41 +132,28 @@ class SaxmlCell(pulumi.ComponentResource):
             READER_ROLE,
             "model and HTTP servers: read the cell's state",
         )
-        admin = _deployment(
-            "admin-server",
-            args.objects.admin_deployment,
-            pulumi.ResourceOptions.merge(as_admin, pulumi.ResourceOptions(depends_on=[policies[ADMIN_NAME]])),
+        admin = kubernetes_object(
+            "admin-server", args.objects.admin_deployment, waiting_for(as_admin, policies[ADMIN_NAME])
         )
         jobset_ready = [*([args.jobset_release] if args.jobset_release else []), admin, *args.tpu_ready]
         custom_resource(
             "model-servers",
             args.objects.model_server_jobset,
             pulumi.ResourceOptions.merge(
-                pulumi.ResourceOptions.merge(
-                    as_reader, pulumi.ResourceOptions(depends_on=[*jobset_ready, policies[MODEL_SERVER_NAME]])
-                ),
-                REPLACE_ON_SPEC_CHANGE,
+                waiting_for(as_reader, *jobset_ready, policies[MODEL_SERVER_NAME]), REPLACE_ON_SPEC_CHANGE
             ),
         )
-        http = _deployment(
-            "http-server",
-            args.objects.http_deployment,
-            pulumi.ResourceOptions.merge(as_reader, pulumi.ResourceOptions(depends_on=[admin, policies[HTTP_NAME]])),
+        http = kubernetes_object(
+            "http-server", args.objects.http_deployment, waiting_for(as_reader, admin, policies[HTTP_NAME])
         )
         service = k8s.core.v1.Service(
             "http-load-balancer",
             metadata=owned(args.objects.http_service["metadata"]),
             spec=args.objects.http_service["spec"],
-            opts=pulumi.ResourceOptions.merge(
-                in_namespace, pulumi.ResourceOptions(depends_on=[http, *args.load_balancer_ready])
-            ),
+            opts=waiting_for(in_namespace, http, *args.load_balancer_ready),
         )
         self.http_address = service.status.apply(_load_balancer_address)
         self.register_outputs({"bucketName": self.bucket_name, "httpAddress": self.http_address})
-
-
-def _deployment(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apps.v1.Deployment:
-    return k8s.apps.v1.Deployment(name, metadata=owned(manifest["metadata"]), spec=manifest["spec"], opts=opts)
 
 
 def _load_balancer_address(status: Any) -> str | None:

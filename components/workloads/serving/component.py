@@ -25,6 +25,7 @@ from components.resources import (
     object_prefix_condition,
     owned,
     private_bucket,
+    waiting_for,
 )
 from components.workloads.serving import objects as serving_objects
 from components.workloads.serving.config import (
@@ -195,7 +196,7 @@ class ModelServing(pulumi.ComponentResource):
             bucket.append(self._check_existing_bucket(args, bucket_name).apply(lambda _: storage_api))
         if not weights_bucket.grant_access:
             return bucket, bucket
-        after_bucket = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=bucket))
+        after_bucket = waiting_for(opts, *bucket)
 
         def grant(
             name: str, account: dict[str, Any], role: str, prefix: str = "", title: str = ""
@@ -284,22 +285,10 @@ class ModelServing(pulumi.ComponentResource):
         if job is None or script is None or account_manifest is None:
             return []
         account = kubernetes_object("weights-staging-account", account_manifest, on_cluster)
-        after_access = pulumi.ResourceOptions.merge(
-            on_cluster, pulumi.ResourceOptions(depends_on=[account, *needs, *args.admission_ready])
-        )
-        configmap = k8s.core.v1.ConfigMap(
-            "weights-staging-script", metadata=owned(script["metadata"]), data=script["data"], opts=after_access
-        )
-        staging = k8s.batch.v1.Job(
-            "stage-model-weights",
-            metadata=owned(job["metadata"]),
-            spec=job["spec"],
-            opts=pulumi.ResourceOptions.merge(
-                after_access,
-                pulumi.ResourceOptions.merge(REPLACE_ON_SPEC_CHANGE, pulumi.ResourceOptions(depends_on=[configmap])),
-            ),
-        )
-        return [staging]
+        after_access = waiting_for(on_cluster, account, *needs, *args.admission_ready)
+        configmap = kubernetes_object("weights-staging-script", script, after_access)
+        after_script = pulumi.ResourceOptions.merge(waiting_for(after_access, configmap), REPLACE_ON_SPEC_CHANGE)
+        return [kubernetes_object("stage-model-weights", job, after_script)]
 
     def _gateway_and_router(
         self, args: ServingArgs, on_cluster: pulumi.ResourceOptions, picker_policy: pulumi.Resource
@@ -317,7 +306,7 @@ class ModelServing(pulumi.ComponentResource):
         # pulumi.com/waitFor on the Gateway: `up` waits until GKE has programmed the load balancer.
         # The regional internal load balancer runs its proxies in the proxy-only subnet: the Gateway
         # is created after it and deleted (with its endpoint groups, through the gate) before it.
-        on_network = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=args.network_ready))
+        on_network = waiting_for(on_cluster, *args.network_ready)
         gateway = _Gateway("inference-gateway", args.objects.gateway, on_network)
         if serving.router.install:
             chart = HelmChartConfig(
@@ -328,9 +317,7 @@ class ModelServing(pulumi.ComponentResource):
                 serving_objects.ROUTER_RELEASE_NAME,
                 chart,
                 args.objects.router_values,
-                pulumi.ResourceOptions.merge(
-                    on_network, pulumi.ResourceOptions(depends_on=[gateway, picker_policy, *router_after])
-                ),
+                waiting_for(on_network, gateway, picker_policy, *router_after),
             )
         return gateway
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.resources import REPLACE_ON_SPEC_CHANGE, custom_resource, kubernetes_object, owned
+from components.resources import REPLACE_ON_SPEC_CHANGE, custom_resource, kubernetes_object, waiting_for
 from components.workloads.slice_checks.objects import SliceChecksObjects
 
 
@@ -25,10 +25,7 @@ class SliceChecks(pulumi.ComponentResource):
     def __init__(self, name: str, args: SliceChecksArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:k8s:SliceChecks", name, None, opts)
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.after)
-        configmap = args.objects.script_configmap
-        script = k8s.core.v1.ConfigMap(
-            "check-script", metadata=owned(configmap["metadata"]), data=configmap["data"], opts=on_cluster
-        )
+        script = kubernetes_object("check-script", args.objects.script_configmap, on_cluster)
         # The pods' own account (no token, no role): made before the JobSets, deleted after them.
         account = kubernetes_object("slice-check-account", args.objects.service_account, on_cluster)
         self.jobset_names = [jobset["metadata"]["name"] for jobset in args.objects.jobsets]
@@ -38,10 +35,8 @@ class SliceChecks(pulumi.ComponentResource):
             # Its pods start with their NetworkPolicy in place, and go before it.
             admitted = kubernetes_object(f"{policy['metadata']['name']}-network-policy", policy, in_namespace)
             self.network_policies.setdefault(policy["metadata"]["namespace"], []).append(admitted)
-            after = pulumi.ResourceOptions(depends_on=[script, account, admitted])
+            after = waiting_for(on_cluster, script, account, admitted)
             custom_resource(
-                jobset["metadata"]["name"],
-                jobset,
-                pulumi.ResourceOptions.merge(pulumi.ResourceOptions.merge(on_cluster, after), REPLACE_ON_SPEC_CHANGE),
+                jobset["metadata"]["name"], jobset, pulumi.ResourceOptions.merge(after, REPLACE_ON_SPEC_CHANGE)
             )
         self.register_outputs({"jobsetNames": self.jobset_names})
