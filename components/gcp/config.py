@@ -796,17 +796,9 @@ def validate_network(network: NetworkConfig, problems: Problems) -> None:
     derived = (*naming.network_names(network.prefix).values(), *naming.secondary_range_names(network.prefix).values())
     if problem := next(filter(None, map(naming.gcp_name_problem, derived)), None):
         problems.add("network.prefix", f"derived name {problem}", "use a shorter lowercase prefix")
-    ranges = {}
-    for key in ("nodeCidr", "podCidr", "serviceCidr", "proxyOnlyCidr"):
-        text = getattr(network, snake(key))
-        try:
-            ranges[key] = ipaddress.IPv4Network(text)
-        except ValueError as error:
-            problems.add(
-                f"network.{key}",
-                f"{text!r} is not an IPv4 CIDR range ({error})",
-                "write it as a.b.c.d/n with no host bits set",
-            )
+    keys = ("nodeCidr", "podCidr", "serviceCidr", "proxyOnlyCidr")
+    parsed = {key: _ipv4_range(f"network.{key}", getattr(network, snake(key)), problems) for key in keys}
+    ranges = {key: cidr for key, cidr in parsed.items() if cidr is not None}
     for first, second in itertools.combinations(ranges, 2):
         if ranges[first].overlaps(ranges[second]):
             problems.add(
@@ -822,6 +814,17 @@ def validate_network(network: NetworkConfig, problems: Problems) -> None:
             f"the regional managed proxy needs a /{PROXY_ONLY_MAX_PREFIX} or larger range",
         )
     _validate_nat(network.nat, problems)
+
+
+def _ipv4_range(key: str, text: str, problems: Problems) -> ipaddress.IPv4Network | None:
+    """``text`` as an IPv4 range, or None after a problem under ``key``."""
+    try:
+        return ipaddress.IPv4Network(text)
+    except ValueError as error:
+        problems.add(
+            key, f"{text!r} is not an IPv4 CIDR range ({error})", "write it as a.b.c.d/n with no host bits set"
+        )
+        return None
 
 
 def _validate_nat(nat: NatConfig, problems: Problems) -> None:
@@ -875,14 +878,7 @@ def _validate_control_plane(control_plane: ControlPlaneConfig, problems: Problem
         key = f"cluster.controlPlane.authorizedNetworks[{i}]"
         if not network.name.strip():
             problems.add(f"{key}.name", "is empty", "say what the range is, e.g. office-vpn (GKE shows it)")
-        try:
-            cidr = ipaddress.IPv4Network(network.cidr)
-        except ValueError as error:
-            problems.add(
-                f"{key}.cidr",
-                f"{network.cidr!r} is not an IPv4 CIDR range ({error})",
-                "write it as a.b.c.d/n with no host bits set",
-            )
+        if (cidr := _ipv4_range(f"{key}.cidr", network.cidr, problems)) is None:
             continue
         if cidr.prefixlen < AUTHORIZED_NETWORK_MIN_PREFIX:
             problems.add(

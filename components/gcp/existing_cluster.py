@@ -33,8 +33,8 @@ class ExistingCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: ExistingClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:gcp:ExistingCluster", name, None, opts)
         if args.kubeconfig:
-            kubeconfig: pulumi.Output[str] = pulumi.Output.secret(args.kubeconfig)
-            identifier = f"kubeconfig/{args.name}"
+            self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(args.kubeconfig)
+            self.cluster_identifier = f"kubeconfig/{args.name}"
             self.endpoint: pulumi.Output[str | None] = pulumi.Output.from_input(None)
             self.get_credentials_command: pulumi.Output[str] = pulumi.Output.from_input(
                 "(the stack deploys onto the cluster of its cluster.existing.kubeconfig)"
@@ -48,20 +48,18 @@ class ExistingCluster(pulumi.ComponentResource):
             reached = pulumi.Output.all(dns_endpoint, found.endpoint, ca_certificate).apply(
                 lambda parts: (parts[0], None) if parts[0] else (parts[1], parts[2])
             )
-            kubeconfig = pulumi.Output.secret(
-                pulumi.Output.all(found.name, reached).apply(
-                    lambda parts: build_kubeconfig(parts[0], parts[1][0], parts[1][1])
-                )
+            self.kubeconfig = pulumi.Output.secret(
+                pulumi.Output.all(found.name, reached).apply(lambda parts: build_kubeconfig(parts[0], *parts[1]))
             )
-            identifier = cluster_identifier(args.project, args.location, args.name)
+            self.cluster_identifier = cluster_identifier(args.project, args.location, args.name)
             self.endpoint = reached.apply(lambda pair: pair[0])
             command = f"gcloud container clusters get-credentials {args.name} --location {args.location}"
             self.get_credentials_command = dns_endpoint.apply(
                 lambda dns: f"{command} --project {args.project}" + (" --dns-endpoint" if dns else "")
             )
-        self.kubeconfig = kubeconfig
-        self.cluster_identifier = identifier
-        self.provider = kubernetes_provider(kubeconfig, identifier, pulumi.ResourceOptions(parent=self))
+        self.provider = kubernetes_provider(
+            self.kubeconfig, self.cluster_identifier, pulumi.ResourceOptions(parent=self)
+        )
         self.name: pulumi.Output[str] = pulumi.Output.from_input(args.name)
         # GKE's pool is the project's: bindings to it are the same as on a cluster of this stack.
         self.workload_pool: pulumi.Output[str] = pulumi.Output.from_input(f"{args.project}.svc.id.goog")

@@ -184,6 +184,7 @@ def review_capacity(
     certain: list[Problem] = []
     risks: list[Problem] = []
     placing = ", ".join(p.name for p in to_place)
+    need = sum(p.hosts for p in to_place)
     staying = [p.name for p in pools if p not in to_place]
     if staying:
         review.report.append(f"pools placed by an earlier `up`, holding their hosts: {', '.join(staying)}")
@@ -223,7 +224,6 @@ def review_capacity(
         )
     if not block:
         free = max(0, reservation.hosts - reservation.in_use)
-        need = sum(p.hosts for p in to_place)
         review.report.append(f"reservation {reservation.name}: {free} of {reservation.hosts} hosts free, {need} needed")
         if need > free:
             risks.append(_too_full("tpu.reservation.name", f"reservation {reservation.name}", free, need, to_place))
@@ -263,7 +263,6 @@ def review_capacity(
     if per_sub_block:
         _review_sub_blocks(review, read, block_read, to_place, certain, risks)
     elif to_place:
-        need = sum(p.hosts for p in to_place)
         review.report.append(f"block {block}: {block_read.free} hosts free, {need} needed by {placing}")
         if block_read.health != HEALTHY or block_read.free < need:
             risks.append(
