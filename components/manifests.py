@@ -50,6 +50,11 @@ def by_name(documents: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return document
 
 
+def config_map(name: str, namespace: str, data: dict[str, str]) -> dict[str, Any]:
+    """A ConfigMap of ``data`` (a program and its files, mounted by the pods that run it)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": data}
+
+
 def tcp_port(port: int) -> dict[str, Any]:
     """A NetworkPolicy rule's port entry (a fresh one: entries are never shared between rules)."""
     return {"port": port, "protocol": "TCP"}

@@ -246,12 +246,7 @@ def staging_files() -> dict[str, str]:
 
 def staging_script_configmap(namespace: str) -> dict[str, Any]:
     """The ConfigMap the staging Job mounts at /staging: the program and its requirements."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": "weights-staging-script", "namespace": namespace},
-        "data": staging_files(),
-    }
+    return manifests.config_map("weights-staging-script", namespace, staging_files())
 
 
 def weights_staging_job(serving: ServingConfig, project: str, pull_path: PullPath, skip_await: bool) -> dict[str, Any]:

@@ -126,9 +126,6 @@ def network_policy(jobset: dict[str, Any]) -> dict[str, Any]:
 
 def check_script_configmap(namespace: str) -> dict[str, Any]:
     """The ConfigMap the check JobSets mount at /checks (one key: check_devices.py)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": SCRIPT_CONFIGMAP_NAME, "namespace": namespace},
-        "data": {SCRIPT_FILE: SCRIPT_PATH.read_text(encoding="utf-8")},
-    }
+    return manifests.config_map(
+        SCRIPT_CONFIGMAP_NAME, namespace, {SCRIPT_FILE: SCRIPT_PATH.read_text(encoding="utf-8")}
+    )
