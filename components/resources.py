@@ -121,10 +121,12 @@ def custom_resource(
 
 
 def kubernetes_object(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-    """A core, RBAC, NetworkPolicy, Deployment or Job object of a YAML base as its typed resource; any other kind as a
-    custom resource."""
+    """A core (Namespace, ServiceAccount, Secret, ConfigMap), RBAC, NetworkPolicy, Deployment or Job object of a YAML
+    base as its typed resource; any other kind as a custom resource."""
     metadata = owned(manifest["metadata"])
     match manifest["apiVersion"], manifest["kind"]:
+        case "v1", "Namespace":
+            return k8s.core.v1.Namespace(name, metadata=metadata, opts=opts)
         case "v1", "ServiceAccount":
             return k8s.core.v1.ServiceAccount(
                 name,

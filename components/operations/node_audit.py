@@ -30,9 +30,7 @@ class NodeAuditLogging(pulumi.ComponentResource):
         objects = args.objects
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
         # Labelled before anything is made in it, and deleted after.
-        namespace = k8s.core.v1.Namespace(
-            "node-audit-namespace", metadata=owned(args.namespace_object["metadata"]), opts=on_cluster
-        )
+        namespace = kubernetes_object("node-audit-namespace", args.namespace_object, on_cluster)
         in_namespace = waiting_for(on_cluster, namespace)
         account = kubernetes_object("node-audit-account", objects.service_account, in_namespace)
         config = kubernetes_object("node-audit-config", objects.config, in_namespace)

@@ -65,9 +65,7 @@ class SaxmlCell(pulumi.ComponentResource):
         )
         self.bucket_name = bucket.name
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        self.namespace = k8s.core.v1.Namespace(
-            saxml.namespace, metadata=owned(args.namespace_object["metadata"]), opts=on_cluster
-        )
+        self.namespace = kubernetes_object(saxml.namespace, args.namespace_object, on_cluster)
         in_namespace = waiting_for(on_cluster, self.namespace)
         # Each server starts with its NetworkPolicy in place (and is deleted before it): the namespace's default
         # deny, made after these (components/workloads/network_policies), never cuts it off a sender.

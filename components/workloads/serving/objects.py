@@ -429,8 +429,7 @@ def router_values(serving: ServingConfig, pull_path: PullPath) -> dict[str, Any]
 
 def pool_target_port(values: dict[str, Any]) -> int:
     """The port of the model servers the router's InferencePool sends to (the first of its target ports)."""
-    port: int = values["router"]["modelServers"]["targetPorts"][0]["number"]
-    return port
+    return int(values["router"]["modelServers"]["targetPorts"][0]["number"])
 
 
 def endpoint_picker_labels() -> dict[str, str]:
