@@ -312,17 +312,16 @@ def _review_sub_blocks(
         return
     hosts = max(p.hosts for p in unpinned)
     fitting = [s.name for s in read.sub_blocks if s.name not in taken and s.fits(hosts)]
-    review.report.append(
-        f"block {block.name}: {len(fitting)} ready, healthy sub-block(s) with {hosts} hosts free; "
-        f"{len(unpinned)} new pool(s) need one each ({', '.join(p.name for p in unpinned)})"
-    )
+    names = ", ".join(p.name for p in unpinned)
+    have = f"{len(fitting)} ready, healthy sub-block(s) with {hosts} hosts free"
+    need = f"{len(unpinned)} new pool(s) need one each ({names})"
+    review.report.append(f"block {block.name}: {have}; {need}")
     if len(fitting) < len(unpinned):
         risks.append(
             Problem(
                 "tpu.reservation.block",
-                f"block {block.name} has {len(fitting)} ready, healthy sub-block(s) with {hosts} hosts free, and "
-                f"{len(unpinned)} new pool(s) need one each ({', '.join(p.name for p in unpinned)}): GKE would fail "
-                "their create, or place them on degraded hardware",
+                f"block {block.name} has {have}, and {need}: GKE would fail their create, or place them on degraded "
+                "hardware",
                 "free or repair sub-blocks (`gcloud compute reservations sub-blocks list`), set another block, or set "
                 f"{ACCEPT_RISK} true",
             )
@@ -333,7 +332,7 @@ def _review_sub_blocks(
             Problem(
                 "tpu.reservation.block",
                 f"block {block.name} is {block.health} ({block.degraded_sub_blocks} sub-block(s)), and GKE chooses the "
-                f"sub-block of {', '.join(p.name for p in unpinned)}",
+                f"sub-block of {names}",
                 "pin each new pool to a healthy free sub-block (tpu.pools[].subBlock: "
                 f"{', '.join(fitting[: len(unpinned)])}), or set {ACCEPT_RISK} true",
             )
