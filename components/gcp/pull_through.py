@@ -30,7 +30,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.gcp.config import PullThroughConfig, RemoteRepository
-from components.resources import children_of
+from components.resources import children_of, waiting_for
 
 SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
 
@@ -69,9 +69,7 @@ class PullThrough(pulumi.ComponentResource):
                     secret_id=settings.docker_hub_password_secret_version.partition("/versions/")[0],
                     role=SECRET_ACCESSOR,
                     member=args.registry_agent.member,
-                    opts=pulumi.ResourceOptions.merge(
-                        child, pulumi.ResourceOptions(depends_on=args.registry_agent.ready)
-                    ),
+                    opts=waiting_for(child, *args.registry_agent.ready),
                 )
             )
         self.repositories: dict[str, gcp.artifactregistry.Repository] = {}  # registry -> its repository

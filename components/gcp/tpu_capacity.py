@@ -24,7 +24,7 @@ from components.gcp.rules import (
     pools_to_place,
     review_capacity,
 )
-from components.resources import ReadAnswer, answer_of, children_of
+from components.resources import ReadAnswer, answer_of, children_of, waiting_for
 from components.tpu import topology
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
@@ -130,9 +130,7 @@ class TpuCapacity(pulumi.ComponentResource):
                 network_config=node_network_config(tpu.pool_private_nodes(pool, args.cluster)),
                 management={"auto_repair": True, "auto_upgrade": True},
                 # Compute Engine makes its boot disks with the key: its agent's grant on the key first
-                opts=pulumi.ResourceOptions.merge(
-                    pool_opts, pulumi.ResourceOptions(depends_on=args.boot_key_grants.get(pool.name, []))
-                ),
+                opts=waiting_for(pool_opts, *args.boot_key_grants.get(pool.name, [])),
             )
             for pool in tpu.pools
         ]
