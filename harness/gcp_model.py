@@ -174,6 +174,9 @@ class CloudProject:
     fresh: bool = False
     # The reservations and buckets there; None: what the stack names, ready (harness/mock_engine.py stack_holdings)
     holdings: Holdings | None = None
+    # The GKE cluster made elsewhere that the stack looks up (cluster.existing.name) is still being created: GKE's answer
+    # has neither its IP endpoint nor its masterAuth yet (mondoohq/mql#858)
+    existing_cluster_provisioning: bool = False
 
     @classmethod
     def empty(cls, *already_on: str) -> CloudProject:

@@ -127,8 +127,10 @@ class _Mocks(pulumi.runtime.Mocks):
         previous_outputs: dict[str, Any] | None,
         holdings: Callable[[], Holdings],
         project: str,
+        existing_cluster_provisioning: bool = False,
     ):
         self.preview = preview
+        self.existing_cluster_provisioning = existing_cluster_provisioning
         self.engine_versions = engine_versions
         self.previous_outputs = previous_outputs
         self.holdings = functools.cache(holdings)  # the reservations and buckets that exist (harness/gcp_model.py)
@@ -154,12 +156,14 @@ class _Mocks(pulumi.runtime.Mocks):
             # A cluster made elsewhere: only a real preview can read its endpoint and CA. Its DNS-based endpoint
             # is always there (GKE), taking no outside traffic unless its owner turned that on. Its network is the
             # model's cluster made elsewhere (harness/gke_network.py).
+            # One still being created has neither its IP endpoint nor its masterAuth yet.
+            made = not self.existing_cluster_provisioning
             endpoint, ca = "EXISTING_CLUSTER_ENDPOINT", "EXISTING_CLUSTER_CA"
             dns = gke_dns_endpoint(args.args.get("project", ""), args.args.get("location", ""), args.args["name"])
             return {
                 "name": args.args.get("name"),
-                "endpoint": endpoint,
-                "masterAuths": [{"clusterCaCertificate": ca}],
+                "endpoint": endpoint if made else "",
+                "masterAuths": [{"clusterCaCertificate": ca}] if made else [],
                 **existing_cluster_network(args.args.get("project", ""), args.args.get("location", "")),
                 "controlPlaneEndpointsConfigs": [
                     {
@@ -348,7 +352,7 @@ def run_program(
     project = config.get(f"{PROJECT_NAME}:project", "PROJECT")
     declared = cloud.holdings
     holdings = (lambda: declared) if declared is not None else (lambda: stack_holdings(config, previous_outputs or {}))
-    mocks = _Mocks(preview, engine_versions, previous_outputs, holdings, project)
+    mocks = _Mocks(preview, engine_versions, previous_outputs, holdings, project, cloud.existing_cluster_provisioning)
     monitor = _RecordingMonitor(
         mocks,
         registrations if registrations is not None else [],

@@ -6,6 +6,7 @@ all (so no gcp plugin is needed), no Helm release, no wait for workloads that no
 
 from __future__ import annotations
 
+import pulumi
 import pytest
 import yaml
 from pulumi_gcp.container.outputs import (
@@ -14,6 +15,7 @@ from pulumi_gcp.container.outputs import (
 )
 
 from components.gcp.existing_cluster import outside_dns_endpoint
+from harness.gcp_model import CloudProject
 from tests.conftest import assert_bad_input, run_stack, stack_values
 
 DEV = stack_values("dev")  # the tests' dev stack
@@ -115,6 +117,20 @@ def test_a_gke_cluster_by_name_is_reached_as_its_owner_opened_it():
     ]
     assert outside_dns_endpoint(opened) == "gke-0123.us-central1.gke.goog"
     assert outside_dns_endpoint([]) == ""
+
+
+def test_a_gke_cluster_still_being_created_is_refused_until_gke_reports_how_to_reach_it():
+    """GKE's answer for a cluster being created lacks its IP endpoint and CA (harness/gcp_model.py): the preview names
+    the key and says what to wait for, instead of a kubeconfig that reaches nothing; once the cluster runs, the same
+    stack file goes through."""
+    existing = {"cluster.existing": {"name": "team-cluster", "location": "us-central1"}}
+    with pytest.raises(pulumi.RunError) as raised:
+        run_stack(existing, cloud=CloudProject(existing_cluster_provisioning=True))
+    message = str(raised.value)
+    assert "  - cluster.existing.name: " in message, message
+    assert "team-cluster" in message and "says RUNNING, then run again" in message, message
+    (cluster,) = yaml.safe_load(run_stack(existing).raw_outputs["kubeconfig"])["clusters"]
+    assert cluster["cluster"]["server"] == "https://EXISTING_CLUSTER_ENDPOINT"
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from components.config_base import ConfigError, Problem
 from components.gcp.cluster import build_kubeconfig, cluster_identifier, kubernetes_provider
 
 
@@ -44,9 +45,8 @@ class ExistingCluster(pulumi.ComponentResource):
                 name=args.name, location=args.location, project=args.project, opts=pulumi.InvokeOptions(parent=self)
             )
             dns_endpoint = found.control_plane_endpoints_configs.apply(outside_dns_endpoint)
-            ca_certificate = found.master_auths.apply(lambda auths: auths[0].cluster_ca_certificate)
-            reached = pulumi.Output.all(dns_endpoint, found.endpoint, ca_certificate).apply(
-                lambda parts: (parts[0], None) if parts[0] else (parts[1], parts[2])
+            reached = pulumi.Output.all(dns_endpoint, found.endpoint, found.master_auths).apply(
+                lambda parts: reach(args, *parts)
             )
             self.kubeconfig = pulumi.Output.secret(
                 pulumi.Output.all(found.name, reached).apply(lambda parts: build_kubeconfig(parts[0], *parts[1]))
@@ -82,6 +82,33 @@ def outside_dns_endpoint(configs: list[gcp.container.outputs.GetClusterControlPl
             if dns.allow_external_traffic and dns.endpoint:
                 return dns.endpoint
     return ""
+
+
+def reach(
+    args: ExistingClusterArgs,
+    dns_endpoint: str,
+    endpoint: str | None,
+    auths: list[Any] | None,
+) -> tuple[str, str | None]:
+    """The endpoint the kubeconfig names, and the CA it trusts there (None: the DNS endpoint's public CA).
+
+    ``auths``: getCluster's masterAuths, typed or as mappings (``_field``); empty when GKE's answer has no masterAuth
+    (hashicorp/terraform-provider-google, flattenMasterAuth). The answer for a cluster still being created may lack
+    the IP endpoint and its CA (mondoohq/mql#858: "some of the properties are not set"): refused under the key that
+    names the cluster, rather than a kubeconfig that reaches nothing."""
+    if dns_endpoint:
+        return dns_endpoint, None
+    ca_certificate = _field(auths[0], "cluster_ca_certificate") if auths else ""
+    if endpoint and ca_certificate:
+        return endpoint, ca_certificate
+    problem = Problem(
+        "cluster.existing.name",
+        f"GKE reports no endpoint or CA certificate of cluster {args.name} in {args.location} yet, so no kubeconfig "
+        "can reach it",
+        f"wait until `gcloud container clusters describe {args.name} --location {args.location} --project "
+        f"{args.project} --format='value(status)'` says RUNNING, then run again",
+    )
+    raise pulumi.RunError(str(ConfigError([problem])))
 
 
 @dataclass(frozen=True)
