@@ -14,7 +14,7 @@ from pulumi_gcp.container.outputs import (
     GetClusterControlPlaneEndpointsConfigResult,
 )
 
-from components.gcp.existing_cluster import outside_dns_endpoint
+from components.gcp.existing_cluster import ExistingClusterArgs, outside_dns_endpoint, reach
 from harness.gcp_model import CloudProject
 from tests.conftest import assert_bad_input, run_stack, stack_values
 
@@ -117,6 +117,9 @@ def test_a_gke_cluster_by_name_is_reached_as_its_owner_opened_it():
     ]
     assert outside_dns_endpoint(opened) == "gke-0123.us-central1.gke.goog"
     assert outside_dns_endpoint([]) == ""
+    # reached by its DNS endpoint, the kubeconfig trusts the system's CAs: the cluster's CA is not needed, nor read
+    args = ExistingClusterArgs(project="p", name="team-cluster", location="us-central1", kubeconfig="")
+    assert reach(args, "gke-0123.us-central1.gke.goog", "", []) == ("gke-0123.us-central1.gke.goog", None)
 
 
 def test_a_gke_cluster_still_being_created_is_refused_until_gke_reports_how_to_reach_it():
