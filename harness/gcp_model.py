@@ -174,8 +174,9 @@ class CloudProject:
     fresh: bool = False
     # The reservations and buckets there; None: what the stack names, ready (harness/mock_engine.py stack_holdings)
     holdings: Holdings | None = None
-    # The GKE cluster made elsewhere that the stack looks up (cluster.existing.name) is still being created: GKE's answer
-    # has neither its IP endpoint nor its masterAuth yet (mondoohq/mql#858)
+    # The GKE cluster made elsewhere that the stack looks up (cluster.existing.name) is still being created, its answer
+    # without its IP endpoint and masterAuth. mondoohq/mql#858 says such an answer lacks some fields, not which: that
+    # these are among them is assumed here, not read from Google's documentation.
     existing_cluster_provisioning: bool = False
 
     @classmethod

@@ -156,7 +156,7 @@ class _Mocks(pulumi.runtime.Mocks):
             # A cluster made elsewhere: only a real preview can read its endpoint and CA. Its DNS-based endpoint
             # is always there (GKE), taking no outside traffic unless its owner turned that on. Its network is the
             # model's cluster made elsewhere (harness/gke_network.py).
-            # One still being created has neither its IP endpoint nor its masterAuth yet.
+            # One still being created: neither its IP endpoint nor its masterAuth yet (CloudProject's assumption).
             made = not self.existing_cluster_provisioning
             endpoint, ca = "EXISTING_CLUSTER_ENDPOINT", "EXISTING_CLUSTER_CA"
             dns = gke_dns_endpoint(args.args.get("project", ""), args.args.get("location", ""), args.args["name"])
@@ -374,7 +374,7 @@ def run_program(
     try:
         program()
     except BaseException:
-        _collect_the_run()  # the exception still holds the run's objects: nothing is frozen
+        _collect_the_run(passed=False)
         raise
     root = settings.get_root_resource()
     assert isinstance(root, Stack), "the mocks ran no program"
@@ -390,20 +390,22 @@ def run_program(
     )
     del root, exports, resolved
     settings.ROOT.set(None)  # the run's resources are garbage from here: only the plain record above is kept
-    _collect_the_run()
-    gc.freeze()
+    _collect_the_run(passed=True)
     return run
 
 
-def _collect_the_run() -> None:
+def _collect_the_run(passed: bool) -> None:
     """Collect what the run left now. A failed run leaves futures whose exception nobody retrieved, and their
     finalizers log it: collected later, during a compile (pytest rewriting a module it imports), that logging made
     CPython 3.11.7 fail the compile ("AST constructor recursion depth mismatch"), seen here.
 
-    After a run that passed, what survives the collection (the modules it loaded, the records callers keep) is
+    After a run that ``passed``, what survives the collection (the modules it loaded, the records callers keep) is
     frozen out of every later one (gc.freeze): a collection then walks only what the newest run made, a few
-    milliseconds, where walking everything earlier runs kept took 0.12 s a run, 70 s of a serial `make test`."""
+    milliseconds, where walking everything earlier runs kept took 0.12 s a run, 70 s of a serial `make test`. A failed
+    run's objects are not frozen: the exception still holds them."""
     gc.collect()
+    if passed:
+        gc.freeze()
 
 
 def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> Holdings:
