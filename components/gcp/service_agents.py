@@ -26,6 +26,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.gcp.config import KMS_ENCRYPTER_DECRYPTER, KeyGrant, ServiceAgent
+from components.resources import waiting_for
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class ServiceAgents(pulumi.ComponentResource):
                     f"{agent.service.split('.')[0]}-service-agent",
                     project=args.project,
                     service=agent.service,
-                    opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[enabled])),
+                    opts=waiting_for(child, enabled),
                 )
             ]
         self.grants: dict[tuple[str, ServiceAgent], gcp.kms.CryptoKeyIAMMember] = {}
