@@ -8,6 +8,7 @@ feels, and what is left to do by hand.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,9 +39,17 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
         "cluster": {
             "name": cluster.name,
             "region": config.region,
-            "network": names["network"],
-            "subnetwork": names["nodeSubnet"],
-            "secondaryRanges": sorted(naming.secondary_range_names(config.network.prefix).values()),
+            "project": config.project,
+            # the network the stack makes the cluster on (a cluster made elsewhere is on its own)
+            **(
+                {}
+                if cluster.existing.enabled
+                else {
+                    "network": names["network"],
+                    "subnetwork": names["nodeSubnet"],
+                    "secondaryRanges": sorted(naming.secondary_range_names(config.network.prefix).values()),
+                }
+            ),
         },
         # the system pool's service account and boot disk key are ForceNew on the node pool; the cluster's node config
         # (its create's default pool) is ignored after the create
@@ -63,6 +72,9 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
         "tpuPoolsProtected": config.tpu.protect_pools,
     }
     charts = platform_config.installed_charts(config.platform, config.tpu.dynamic_slicing)
+    # The platform's Helm releases by their key under `platform`, each with its namespace (none when platform.install
+    # is false): a release in another namespace is a replacement, a release gone an uninstall.
+    facts["platformReleases"] = platform_config.release_namespaces(config.platform, config.tpu.dynamic_slicing)
     facts["chartsWithCrdsHelmKeeps"] = {
         key: {"chart": chart.chart, "version": chart.version}
         for key, chart in charts.items()
@@ -79,6 +91,14 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
         # Who reaches the nodes and the control plane, and the cluster's CIS GKE settings a production stack
         # requires: each changes in place (components/gcp/cluster.py), but what GKE then does is felt, so the preview
         # says it.
+        network = config.network
+        facts["network"] = {
+            "nodeCidr": network.node_cidr,
+            "podCidr": network.pod_cidr,
+            "serviceCidr": network.service_cidr,
+            "proxyOnlyCidr": network.proxy_only_cidr,
+            "mtu": network.mtu,
+        }
         control_plane = cluster.control_plane
         facts["isolation"] = {
             "privateNodes": {
@@ -99,10 +119,8 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             "addOn": cluster.secret_manager,
             "tokenFile": config.serving.enabled and bool(config.serving.hf_token_secret_version),
         }
-        # Registry -> its pull-through repository's inputs that replace it: id, upstream and upstream credentials
-        # are all ForceNew (hashicorp/terraform-provider-google google/services/artifactregistry/
-        # resource_artifact_registry_repository.go, read at 07fc8657: `repository_id`, `remote_repository_config` and
-        # every field under it).
+        # Registry -> its pull-through repository's id and upstream, which replace it, and its upstream credentials,
+        # which change in place (components/gcp/pull_through.py says where each is read).
         pull_through = config.images.pull_through
         credentials = f"{pull_through.docker_hub_username} {pull_through.docker_hub_password_secret_version}"
         facts["pullThrough"] = {
@@ -121,6 +139,11 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
 # The lifecycle fact of the namespaces whose pods accept only what a NetworkPolicy admits (the default deny).
 DEFAULT_DENY_FACT = "defaultDenyNamespaces"
 BOOT_FACTS = ("bootDiskKey", "secureBoot")  # a TPU pool's facts of its boot: what boot hardening replaces
+# The cluster facts the Kubernetes provider's clusterIdentifier is made of (components/gcp/cluster.py
+# cluster_identifier). The provider is replaced, and every object of the stack with it, only when the identifier
+# changes (pulumi/pulumi-kubernetes provider/pkg/provider/provider.go, DiffConfig: with the identifier unchanged it
+# clears every replacement, a new kubeconfig's included).
+CLUSTER_IDENTITY = ("project", "region", "name")
 
 
 def boot_facts(boot: gcp_config.NodeBoot) -> dict[str, Any]:
@@ -182,11 +205,30 @@ def review_changes(
             f"{key} {before[key]!r} -> {after[key]!r}" for key in after if key in before and before[key] != after[key]
         ]
 
-    if cluster_changes := changes(previous.get("cluster") or {}, current["cluster"]):
-        replaced.append(
-            f"the GKE cluster {previous['cluster'].get('name')} will be REPLACED ({'; '.join(cluster_changes)}): "
-            "every node pool, every Kubernetes object, the Kueue queues and their state are deleted and created anew"
-        )
+    cluster_before = previous.get("cluster") or {}
+    if cluster_changes := changes(cluster_before, current["cluster"]):
+        if all(cluster_before.get(key, current["cluster"][key]) == current["cluster"][key] for key in CLUSTER_IDENTITY):
+            refused.append(
+                Problem(
+                    "network.prefix",
+                    f"moves the cluster to another network ({'; '.join(cluster_changes)}), which replaces it under "
+                    "the same name: the Kubernetes provider, whose clusterIdentifier is the cluster's project, region "
+                    "and name, is then only updated, not replaced, so the new, empty cluster would be taken to hold "
+                    "every Kubernetes object and Helm release of the stack, and none would be created in it",
+                    "keep the prefix of this stack, or change cluster.name in the same `up`: a new identifier "
+                    "replaces the provider, and every object is created in the new cluster",
+                )
+            )
+        else:
+            replaced.append(
+                f"the GKE cluster {cluster_before.get('name')} will be REPLACED ({'; '.join(cluster_changes)}): "
+                "every node pool, every Kubernetes object, the Kueue queues and their state are deleted and created "
+                "anew"
+            )
+    network_name = current["cluster"].get("network")
+    if "network" in current and cluster_before.get("network", network_name) == network_name:
+        _review_network(previous.get("network") or {}, current["network"], review)  # a new network: all new
+    _review_platform_releases(previous.get("platformReleases"), current["platformReleases"], review)
     system_after = current.get("systemPool") or {}
     if system_changes := changes(before_boot_hardening(previous.get("systemPool") or {}, system_after), system_after):
         replaced.append(
@@ -218,6 +260,15 @@ def review_changes(
     # state's flag is cleared first; the `up` then protects the new pool again.
     # (the state's flag is the last `up`'s; one of a program that did not export it is taken as today's setting)
     protected = bool(current.get("tpuPoolsProtected")) and bool(previous.get("tpuPoolsProtected", True))
+    unprotect = ". It is protected (tpu.protectPools): the preview stops at it until the state's flag is cleared, "
+    for name in removed:
+        line = (
+            f"TPU pool {name} will be DELETED, with its nodes and every slice on them, at the end of the `up`: delete "
+            "the workloads on it first (active Slices hold a pool)"
+        )
+        if protected:
+            line += f"{unprotect}`pulumi state unprotect '{tpu_pool_urn(name)}'`"
+        replaced.append(line)
     for name, changed in pool_changes.items():
         line = (
             f"TPU pool {name} will be REPLACED, deleted before it is created again ({'; '.join(changed)}): "
@@ -229,10 +280,7 @@ def review_changes(
                 "tpu.pools[].hardenedBoot false on the others for this one"
             )
         if protected:
-            line += (
-                f". It is protected (tpu.protectPools): the preview stops at it until the state's flag is cleared, "
-                f"`pulumi state unprotect '{tpu_pool_urn(name)}'`, and the `up` protects the new pool"
-            )
+            line += f"{unprotect}`pulumi state unprotect '{tpu_pool_urn(name)}'`, and the `up` protects the new pool"
         replaced.append(line)
     before_charts = previous.get("chartsWithCrdsHelmKeeps") or {}
     for key, chart in (current.get("chartsWithCrdsHelmKeeps") or {}).items():
@@ -306,6 +354,101 @@ def review_changes(
     return review
 
 
+def _review_network(before: Mapping[str, Any], after: Mapping[str, Any], review: ChangeReview) -> None:
+    """What a new range or MTU of the network the stack makes does to the cluster running on it (the network itself
+    unchanged). A fact the last `up` did not export is not compared.
+
+    The provider replaces a subnet whose new range does not contain the old one, and grows it in place otherwise
+    (hashicorp/terraform-provider-google-beta v7.45.0 google-beta/services/compute/resource_compute_subnetwork.go,
+    ForceNewIfChange of ip_cidr_range with IsShrinkageIpCidr; the growth is Compute Engine's expandIpCidrRange, which
+    a proxy-only subnet does not take: gcloud's reference of `compute networks subnets expand-ip-range`). Its secondary
+    ranges are updated in place, under the cluster that takes its pods' and Services' addresses from them, which
+    GKE says leaves the cluster unstable ("Create a VPC-native cluster", Limitations). The MTU is updated in place
+    (the same release's resource_compute_network.go), but Google Cloud asks that every VM of the network be stopped
+    first: VMs that started before and after the change differ ("Change the MTU setting of a VPC network").
+    """
+    refused = review.refused
+
+    def keep(key: str, what: str, fix: str) -> None:
+        refused.append(Problem(f"network.{key}", f"{before[key]!r} -> {after[key]!r} on a running stack: {what}", fix))
+
+    changed = [key for key in after if key in before and before[key] != after[key]]
+    if "nodeCidr" in changed:
+        old, new = ipaddress.ip_network(before["nodeCidr"]), ipaddress.ip_network(after["nodeCidr"])
+        if old.subnet_of(new):  # type: ignore[arg-type]
+            review.in_place.append(
+                f"network.nodeCidr: the node subnet's range grows from {old} to {new} in place (a subnet's range can "
+                "only grow: it cannot go back)"
+            )
+        else:
+            keep(
+                "nodeCidr",
+                "a range that does not contain the old one replaces the node subnet, under its name, while every node "
+                "of the cluster is on it",
+                f"keep {before['nodeCidr']!r}, or a range that contains it (the subnet then grows in place)",
+            )
+    for key, of in (("podCidr", "pods'"), ("serviceCidr", "Services'")):
+        if key in changed:
+            keep(
+                key,
+                f"the cluster takes its {of} addresses from this secondary range of the node subnet, and GKE says a "
+                "secondary range replaced under a running cluster leaves it unstable",
+                f"keep {before[key]!r} on this stack",
+            )
+    if "proxyOnlyCidr" in changed:
+        keep(
+            "proxyOnlyCidr",
+            "a proxy-only subnet's range cannot grow, and any other range replaces the subnet, under its name, under "
+            "the load balancers whose proxies run in it",
+            f"keep {before['proxyOnlyCidr']!r} on this stack",
+        )
+    if "mtu" in changed:
+        keep(
+            "mtu",
+            "the network's MTU would change under its running nodes, and nodes made after it would not match the others "
+            "(Google Cloud asks that every VM of the network be stopped first)",
+            f"keep {before['mtu']}; a network of another MTU is a new network: change network.prefix and cluster.name "
+            "together, or destroy the stack and bring it up again",
+        )
+
+
+def _review_platform_releases(before: Mapping[str, str] | None, after: Mapping[str, str], review: ChangeReview) -> None:
+    """Refuses a platform release that would go, or move to another namespace, under the running stack (nothing is
+    compared against an `up` that did not export the releases).
+
+    Uninstalled, Kueue's release takes its CRDs with it (they are templates of its chart, with no keep policy:
+    kubernetes-sigs/kueue v0.17.8 charts/kueue/templates/crd), and every ClusterQueue, LocalQueue and Workload with
+    them. A release's namespace is replaced by the Kubernetes provider, the new release installed first
+    (pulumi/pulumi-kubernetes v4.32.0 provider/pkg/provider/helm_release.go Diff: `.namespace` forces a new release,
+    DeleteBeforeReplace false), and Helm refuses to install over the cluster-wide objects the old release owns.
+    """
+    if not before:
+        return
+    if not after:
+        review.refused.append(
+            Problem(
+                "platform.install",
+                f"false on a running stack: the releases {', '.join(sorted(before))} would be uninstalled at the end of "
+                "the `up`, Kueue's CRDs with its release, and with them every queue and Workload under the running "
+                "workloads",
+                "keep it true; to hand the controllers to another owner, first `pulumi state delete` each release "
+                "(kubernetes:helm.sh/v3:Release), which leaves it installed",
+            )
+        )
+        return
+    for key, namespace in after.items():
+        if key in before and before[key] != namespace:
+            review.refused.append(
+                Problem(
+                    f"platform.{key}.namespace",
+                    f"{before[key]!r} -> {namespace!r} on a running stack: the release would be installed anew in "
+                    f"{namespace!r} before the old one goes, and Helm refuses to install it over the cluster-wide "
+                    "objects (CRDs, webhook configurations, cluster roles) the old release owns",
+                    f"keep {before[key]!r} on this stack",
+                )
+            )
+
+
 def _review_pull_through(before: Mapping[str, Any], after: Mapping[str, Any], review: ChangeReview) -> None:
     """What is replaced and what changes in place when the pull-through repositories change."""
     replaced, in_place = review.replaced, review.in_place
@@ -327,9 +470,14 @@ def _review_pull_through(before: Mapping[str, Any], after: Mapping[str, Any], re
             f"the workloads roll back to pulling from {', '.join(removed)} (or the mirror)"
         )
     for registry in after:
-        if registry in before and (
-            changed := [key for key in after[registry] if before[registry].get(key) != after[registry][key]]
-        ):
+        if registry not in before:
+            continue
+        if before[registry].get("credentials", "") != after[registry]["credentials"]:
+            in_place.append(
+                f"images.pullThrough: the upstream credentials of {after[registry]['repository']} ({registry}) change "
+                "in place: the repository and its cache stay, and its next fetch from the registry uses them"
+            )
+        if changed := [key for key in ("repository", "upstream") if before[registry].get(key) != after[registry][key]]:
             replaced.append(
                 f"the pull-through repository {before[registry].get('repository')} of {registry} will be REPLACED, "
                 f"deleted before it is created again ({', '.join(changed)} changed): its cache starts empty, a pod that "

@@ -216,7 +216,7 @@ def test_a_new_project_enables_each_api_before_each_call(credentialed):
 # --- What the preview says ---------------------------------------------------------------------------------------
 
 
-def test_an_up_that_turns_them_on_says_every_pod_rolls_and_a_credential_change_replaces_the_hub_repository(dev_run):
+def test_an_up_that_turns_them_on_says_every_pod_rolls_and_a_credential_change_keeps_the_hub_repository(dev_run):
     public = run_stack({"cluster.privateNodes": False})
     before = previous_of(public)["lifecycle"]
     current = lifecycle_review.lifecycle_facts(config_of({}).config)
@@ -225,9 +225,10 @@ def test_an_up_that_turns_them_on_says_every_pod_rolls_and_a_credential_change_r
     assert "each pod template naming one changes and its workload rolls" in line
     changed = lifecycle_review.lifecycle_facts(config_of(CREDENTIALS).config)
     review = lifecycle_review.review_changes(previous_of(dev_run)["lifecycle"], changed, str)
-    (replaced,) = review.replaced
-    assert f"{DEV['cluster']['name']}-docker-io of docker.io will be REPLACED" in replaced and "credentials" in replaced
-    assert "cache starts empty" in replaced
+    assert not review.replaced, review.replaced
+    (credentials,) = [w for w in review.in_place if "upstream credentials" in w]
+    assert f"{DEV['cluster']['name']}-docker-io (docker.io) change in place" in credentials
+    assert "cache stay" in credentials
     unchanged = previous_of(dev_run)["lifecycle"]
     assert not lifecycle_review.review_changes(unchanged, unchanged, str).replaced
     # A running stack whose last `up` predates the fact (this change's first `up`): announced the same way.

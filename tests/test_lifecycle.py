@@ -8,6 +8,7 @@ gone before `pulumi destroy` deletes it: each property here is a deploy-day fail
 from __future__ import annotations
 
 import copy
+import ipaddress
 
 import pulumi
 import pytest
@@ -175,7 +176,9 @@ def test_the_nat_is_replaced_only_with_the_cluster(runs):
     """The router's and NAT's replacing inputs (name, region, network, router) derive from network.prefix and
     region alone, and a change of either is announced as the cluster's replacement already."""
     prefix = "other"
-    run = run_stack({"network.prefix": prefix}, previous_outputs=previous_of(runs["dev"]))
+    run = run_stack(
+        {"network.prefix": prefix, "cluster.name": "other-cluster"}, previous_outputs=previous_of(runs["dev"])
+    )
     nat = run.one("gcp:compute/routerNat:RouterNat", NAT)
     assert (nat.input("name"), nat.input("router")) == (f"{prefix}-nat", f"{prefix}-router")
     assert any(w.startswith(f"the GKE cluster {CLUSTER_NAME} will be REPLACED") for w in run.warnings)
@@ -321,7 +324,7 @@ def test_renaming_a_pool_is_refused_before_anything_changes(runs):
 
 
 def test_removing_or_adding_a_pool_alone_is_not_refused(runs):
-    run_stack(
+    run = run_stack(
         {
             "tpu.pools": POOLS[:1],
             "checks.superslicing.enabled": False,
@@ -332,6 +335,8 @@ def test_removing_or_adding_a_pool_alone_is_not_refused(runs):
         },
         previous_outputs=previous_of(runs["dev"]),
     )
+    (deleted,) = [w for w in run.warnings if " will be DELETED" in w]
+    assert deleted.startswith(f"TPU pool {POOL_LAST} will be DELETED") and "delete the workloads on it first" in deleted
 
 
 @pytest.mark.parametrize(
@@ -348,12 +353,73 @@ def test_removing_or_adding_a_pool_alone_is_not_refused(runs):
             {"cluster.nodeServiceAccountId": "other-nodes"},
             f"nodeServiceAccount '{CLUSTER_NAME}-nodes' -> 'other-nodes'",
         ),
-        ({"network.prefix": "other"}, f"network '{PREFIX}-main' -> 'other-main'"),
+        ({"network.prefix": "other", "cluster.name": "other"}, f"network '{PREFIX}-main' -> 'other-main'"),
+        ({"project": "other-project"}, f"project '{PROJECT}' -> 'other-project'"),
     ],
 )
 def test_a_replacement_is_announced_loudly(runs, override, fragment):
     run = run_stack(override, previous_outputs=previous_of(runs["dev"]))
     assert any(fragment in w for w in run.warnings), run.warnings
+
+
+def refusal(overrides: dict, previous: dict) -> str:
+    with pytest.raises(pulumi.RunError) as raised:
+        run_stack(overrides, previous_outputs=previous)
+    return str(raised.value)
+
+
+def test_a_new_network_under_the_same_cluster_name_is_refused_and_a_new_name_goes_through(runs):
+    """The cluster would be replaced under the same clusterIdentifier: the provider only updated, nothing made in the
+    new cluster. With a new name the provider is replaced, and the preview announces it."""
+    message = refusal({"network.prefix": "other"}, previous_of(runs["dev"]))
+    assert "network.prefix: moves the cluster to another network" in message
+    assert "change cluster.name in the same `up`" in message
+    run = run_stack({"network.prefix": "other", "cluster.name": "other"}, previous_outputs=previous_of(runs["dev"]))
+    assert any(w.startswith(f"the GKE cluster {CLUSTER_NAME} will be REPLACED") for w in run.warnings)
+
+
+def other_range(cidr: str, offset: int) -> str:
+    """A range of ``cidr``'s size, ``offset`` of its own sizes further on: disjoint from it."""
+    network = ipaddress.ip_network(cidr)
+    return str(ipaddress.ip_network((int(network.network_address) + offset * network.num_addresses, network.prefixlen)))
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("nodeCidr", other_range(DEV.network.node_cidr, 64)),
+        ("podCidr", other_range(DEV.network.pod_cidr, 8)),
+        ("serviceCidr", other_range(DEV.network.service_cidr, 16)),
+        ("proxyOnlyCidr", other_range(DEV.network.proxy_only_cidr, 64)),
+        ("mtu", 1500),
+    ],
+)
+def test_a_range_or_mtu_the_running_cluster_cannot_take_is_refused_under_its_key(runs, key, value):
+    message = refusal({f"network.{key}": value}, previous_of(runs["dev"]))
+    assert f"network.{key}: " in message and "on a running stack" in message, message
+    # The stack whose last `up` predates these facts is not compared: its first `up` records them.
+    older = {k: v for k, v in runs["dev"].raw_outputs["lifecycle"].items() if k != "network"}
+    run_stack({f"network.{key}": value}, previous_outputs={"lifecycle": older})
+
+
+def test_a_node_range_that_contains_the_old_one_grows_the_subnet_in_place(runs):
+    wider = str(ipaddress.ip_network(DEV.network.node_cidr).supernet())
+    run = run_stack({"network.nodeCidr": wider}, previous_outputs=previous_of(runs["dev"]))
+    (line,) = [w for w in run.warnings if w.startswith("network.nodeCidr:")]
+    assert f"grows from {DEV.network.node_cidr} to {wider} in place" in line
+
+
+def test_uninstalling_the_platform_or_moving_a_release_is_refused(runs):
+    message = refusal({"platform.install": False}, previous_of(runs["dev"]))
+    assert "platform.install: false on a running stack" in message and "pulumi state delete" in message
+    message = refusal({"platform.kueue.namespace": "kueue-other"}, previous_of(runs["dev"]))
+    assert "platform.kueue.namespace: 'kueue-system' -> 'kueue-other'" in message
+
+
+def test_the_workload_policy_is_replaced_by_a_new_one_on_a_new_name(runs):
+    """The provider would update the name in place, addressing the policy by its new name, which does not exist."""
+    (policy,) = runs["dev"].of_type("gcp:compute/resourcePolicy:ResourcePolicy")
+    assert policy.options["replaceOnChanges"] == ["name"]
 
 
 def test_a_new_node_service_account_replaces_the_pools_but_not_the_cluster(runs):

@@ -14,11 +14,14 @@ agent (components/gcp/service_agents.py) reads the secret, so it gets roles/secr
 secret alone, before the repository is created (Artifact Registry's "Configure authentication to remote repository
 upstreams").
 
-Lifecycle (hashicorp/terraform-provider-google google/services/artifactregistry/resource_artifact_registry_repository.go,
-read at 07fc8657): `format`, `repository_id`, `location`, `mode` and `remote_repository_config`, every field under it
-(the upstream, the credentials) but `disable_upstream_validation`, are ForceNew, so a change replaces the repository: a
-new, empty cache. Its id stays the same, which Artifact Registry holds once per project and location, so the old one
-is deleted first (delete_before_replace). Deleting a repository deletes its IAM policy with it: the nodes' read grant
+Lifecycle (hashicorp/terraform-provider-google-beta v7.45.0, which pulumi-gcp 10.2.0 wraps,
+google-beta/services/artifactregistry/resource_artifact_registry_repository.go): `format`, `repository_id`,
+`location`, `mode` and the upstream under `remote_repository_config` are ForceNew, so a change replaces the repository:
+a new, empty cache. Its id stays the same, which Artifact Registry holds once per project and location, so the old one
+is deleted first (delete_before_replace). The upstream credentials are not: the update sends them under their own
+update mask, the repository and its cache stay ("artifactregistry: Remove Immutable from upstream_credentials", first
+in v7.38.0; the ForceNew of `remote_repository_config` holds its count of one only, as the SDK diffs every nested
+field by its own schema: terraform-plugin-sdk v2 helper/schema/schema.go diffList). Deleting a repository deletes its IAM policy with it: the nodes' read grant
 (components/gcp/cluster.py) is replaced with it (replace_with).
 """
 

@@ -88,7 +88,11 @@ class TpuCapacity(pulumi.ComponentResource):
                     "accelerator_topology": str(topology.CUBE),
                     "accelerator_topology_mode": "PROVISION_ONLY",
                 },
-                opts=child,
+                # A new name is a new policy: the provider updates `name` in place (no ForceNew), and its update
+                # addresses the policy by the new name, which does not exist yet (hashicorp/terraform-provider-google-
+                # beta v7.45.0 google-beta/services/compute/resource_compute_resource_policy.go). The new policy is
+                # made first, the pools are replaced onto it, and the old one goes last.
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(replace_on_changes=["name"])),
             )
 
         # The pools wait for the reservation's review: an `up` whose review refuses places no pool.

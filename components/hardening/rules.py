@@ -74,13 +74,13 @@ def validate_production(
             problems.add(
                 "cluster.deletionProtection",
                 "is false on a production stack: `pulumi destroy` or a replacing change would delete the cluster",
-                "set it true (set it false in a reviewed change right before a planned destroy)",
+                "set it true (before a planned destroy, set production false with it: docs/recovery.md)",
             )
         if not tpu.protect_pools:
             problems.add(
                 "tpu.protectPools",
                 "is false on a production stack: a stray change could delete a TPU pool and its reservation cube",
-                "set it true",
+                "set it true (before a planned destroy, set production false with it: docs/recovery.md)",
             )
         if not cluster.private_nodes:
             problems.add(
