@@ -143,6 +143,40 @@ def test_kueue_binds_its_webhooks_where_its_service_sends_them(runs):
     assert manager["webhook"]["port"] == call
 
 
+@pytest.mark.external  # the registry charts of charts.lock
+def test_kueue_refuses_pods_only_in_the_workload_namespaces_while_it_is_down(runs):
+    """Kueue's pod webhooks fail closed: the chart scopes them by the Configuration's managedJobsNamespaceSelector,
+    which the program sets to the workload namespaces, so a Kueue outage stops no pod of GKE's or the controllers'."""
+    config = stack_config.load(stack_values("dev")).config
+    workloads = set(config.queues.namespaces)
+    others = {
+        "kube-system",
+        "gmp-system",
+        "default",
+        "node-audit",
+        *platform_config.release_namespaces(config.platform, True).values(),
+    }
+    configurations = [
+        o
+        for o in webhook_reach.stack_objects(runs["dev"])
+        if o["kind"] in webhook_reach.WEBHOOK_KINDS and o["metadata"]["name"].startswith("kueue-")
+    ]
+    pod_webhooks = [
+        webhook
+        for configuration in configurations
+        for webhook in configuration["webhooks"]
+        if webhook.get("failurePolicy") == "Fail" and any("pods" in rule["resources"] for rule in webhook["rules"])
+    ]
+    assert pod_webhooks, "Kueue's pod integration registers its webhooks"
+    for webhook in pod_webhooks:
+        selected = {
+            namespace
+            for namespace in workloads | others
+            if gke_network._selects(webhook.get("namespaceSelector"), {"kubernetes.io/metadata.name": namespace})
+        }
+        assert selected == workloads, f"{webhook['name']} refuses pods in {sorted(selected - workloads)}"
+
+
 # --- The firewall -----------------------------------------------------------------------------------------------------
 
 

@@ -39,7 +39,7 @@ class PlatformArgs:
     kueue_controller: KueueControllerConfig
     leader_worker_set: HelmChartConfig | None
     slice_controller: SliceControllerConfig | None
-    webhook_namespaces: list[str]  # the only namespaces the slice controller's webhooks see
+    webhook_namespaces: list[str]  # the only namespaces the slice controller's and Kueue's pod webhooks see
     pull_path: PullPath  # where the nodes pull each image from (images.mirror, or the pull-through repositories)
     # Namespace name -> its object (Pod Security labels): the namespace of every release above
     namespaces: dict[str, dict[str, Any]]
@@ -77,7 +77,11 @@ class ClusterPlatform(pulumi.ComponentResource):
             self._release(names["jobset"], jobset, chart_image_values("jobset", jobset, pull)) if jobset else None
         )
         self.kueue = (
-            self._release(names["kueue"], kueue, kueue_values(kueue, args.kueue_controller, pull)) if kueue else None
+            self._release(
+                names["kueue"], kueue, kueue_values(kueue, args.kueue_controller, pull, args.webhook_namespaces)
+            )
+            if kueue
+            else None
         )
         self.leader_worker_set = self._release(names["leaderWorkerSet"], lws, lws_values(lws, pull)) if lws else None
         self.slice_controller: k8s.helm.v3.Release | None = None
@@ -165,8 +169,24 @@ def lws_values(chart: HelmChartConfig, pull_path: PullPath) -> dict[str, Any]:
     return {**load_document("charts/lws-values.yaml"), **chart_image_values("leaderWorkerSet", chart, pull_path)}
 
 
-def kueue_values(chart: HelmChartConfig, controller: KueueControllerConfig, pull_path: PullPath) -> dict[str, Any]:
+def kueue_values(
+    chart: HelmChartConfig, controller: KueueControllerConfig, pull_path: PullPath, workload_namespaces: list[str]
+) -> dict[str, Any]:
+    """The Kueue release's values: its image and resources, and its Configuration (manifests/kueue/controller-config.yaml)
+    managing the pods of the workload namespaces only.
+
+    With the `pod` integration on (Kueue manages a LeaderWorkerSet's pods through it), Kueue's chart registers its pod
+    webhook with failurePolicy Fail on every namespace but kube-system and its own, unless the Configuration names
+    the managed namespaces (kubernetes-sigs/kueue v0.17.8 charts/kueue/templates/webhook/manifests.yaml, `mpod`).
+    Without the selector, a Kueue outage (its node drained, the system pool replaced) refuses every pod create in
+    the cluster: GKE's own namespaces, the other controllers', the node agents'. The selector also keeps Kueue from
+    managing any pod outside them, labelled or not (Kueue's Configuration, managedJobsNamespaceSelector)."""
     (configuration,) = load_documents("kueue/controller-config.yaml")
+    configuration["managedJobsNamespaceSelector"] = {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(workload_namespaces)}
+        ]
+    }
     image = chart_image_values("kueue", chart, pull_path)["controllerManager"]["manager"]["image"]
     return {
         "controllerManager": {
