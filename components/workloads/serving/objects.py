@@ -74,8 +74,6 @@ ROLE_LABEL = "llm-d.ai/role"
 SKIP_TPU_WEBHOOK_ANNOTATION = "cloud.google.com/skip-tpu-webhook-check"
 SKIP_AWAIT_ANNOTATION = "pulumi.com/skipAwait"
 TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
-# On the staging pod template: a change to the program or its pins changes the Job, which then runs again.
-SCRIPT_DIGEST_ANNOTATION = "tpu-gke.dev/script-sha256"
 
 # What Kueue's LeaderWorkerSet webhook refuses to change on a queue-managed LWS (kubernetes-sigs/kueue v0.17.8,
 # pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go ValidateUpdate): the queue-name label, the
@@ -270,8 +268,8 @@ def weights_staging_job(serving: ServingConfig, project: str, pull_path: PullPat
     job["metadata"]["annotations"][TIMEOUT_ANNOTATION] = str(timeout_seconds)
     job["spec"]["activeDeadlineSeconds"] = timeout_seconds
     template = job["spec"]["template"]
-    digest = manifests.files_digest(staging_files())
-    template["metadata"].setdefault("annotations", {})[SCRIPT_DIGEST_ANNOTATION] = digest
+    # a change to the program or its pins changes the Job, which then runs again
+    manifests.mark_mounted_files(template, staging_files())
     pod = template["spec"]
     pod["serviceAccountName"] = staging.service_account_name
     installer = manifests.container(pod, STAGING_INSTALL_CONTAINER, key="initContainers")
