@@ -115,6 +115,22 @@ def files_digest(files: dict[str, str]) -> str:
     return hasher.hexdigest()
 
 
+# On the pod template of a Job or JobSet that runs a program of the repository from a ConfigMap: the program's digest.
+SCRIPT_DIGEST_ANNOTATION = "tpu-gke.dev/script-sha256"
+
+
+def mark_mounted_files(
+    pod_template: dict[str, Any], files: dict[str, str], annotation: str = SCRIPT_DIGEST_ANNOTATION
+) -> None:
+    """Annotate ``pod_template`` with the digest of ``files``, the ConfigMap data its pods mount. A ConfigMap
+    updates in place, and the kubelet refreshes a mounted ConfigMap's files in running pods (kubernetes/website
+    content/en/docs/concepts/configuration/configmap.md, "Mounted ConfigMaps are updated automatically"): a program
+    already running keeps what it read, a pod restarted mid-run reads the new files, and nothing runs again. With the
+    digest on the template, new files change the workload: a Job's or JobSet's template is immutable and the program
+    replaces it (it runs again), a DaemonSet rolls."""
+    pod_template.setdefault("metadata", {}).setdefault("annotations", {})[annotation] = files_digest(files)
+
+
 def pods_by_image(*objects: dict[str, Any]) -> dict[str, int | None]:
     """How many pods of the workloads ``objects`` start when they are created, by each image they run (containers and
     init containers): a Deployment's or StatefulSet's replicas, a Job's parallelism, a JobSet's replicated Jobs, a

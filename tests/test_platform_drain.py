@@ -10,6 +10,7 @@ test scripts, one state per poll, so a drain can be watched happening.
 from __future__ import annotations
 
 import base64
+import copy
 import datetime
 import json
 import ssl
@@ -213,6 +214,56 @@ def test_a_draining_cluster_is_waited_for_and_each_change_reported(api):
         "gate: nothing holds on any more",
     ]
     assert clock.slept == [drain.POLL_SECONDS] * 3
+
+
+ADMISSION = {"clusterQueue": "cq"}
+ADMITTED = {"type": "Admitted", "status": "True"}
+FINISHED = {"type": "Finished", "status": "True", "reason": "Succeeded"}
+
+
+@pytest.mark.parametrize(
+    "status, holds",
+    [
+        pytest.param({}, False, id="new"),
+        pytest.param({"conditions": [{"type": "QuotaReserved", "status": "False"}]}, False, id="pending"),
+        pytest.param({"admission": ADMISSION}, True, id="quota-reserved-awaiting-its-checks"),
+        pytest.param({"conditions": [ADMITTED]}, True, id="admitted"),
+        pytest.param({"admission": ADMISSION, "conditions": [ADMITTED]}, True, id="admitted-with-its-admission"),
+        # Kueue's Finish sets Finished and keeps status.admission and Admitted: a finished Workload holds no quota
+        # and the slice controller deletes its Slices (which the gate waits for on their own).
+        pytest.param({"admission": ADMISSION, "conditions": [ADMITTED, FINISHED]}, False, id="finished"),
+        pytest.param({"conditions": [FINISHED]}, False, id="finished-before-admission"),
+        pytest.param(
+            {"admission": ADMISSION, "conditions": [ADMITTED, {**FINISHED, "status": "False"}]},
+            True,
+            id="finished-false",
+        ),
+    ],
+)
+def test_which_workloads_hold_the_tpu_pools(status, holds):
+    assert drain.is_admitted({"metadata": {"namespace": "serving", "name": "w"}, "status": status}) is holds
+
+
+def test_a_workload_that_finishes_lets_the_pools_go_once_its_slice_is_gone(api):
+    """A Job or JobSet that ran to the end and was left in its queue's namespace keeps a Workload with its admission:
+    the gate waits for its Slice, not for the Workload."""
+    fake, client = api
+    groups = ["accelerator.gke.io", "kueue"]
+    running = workload("serving", "job-a", True)
+    finished = copy.deepcopy(running)
+    finished["status"]["conditions"] = [ADMITTED, FINISHED]
+    fake.states = [
+        {"groups": groups, "slices": ["s1"], "workloads": [running]},
+        {"groups": groups, "slices": ["s1"], "workloads": [finished]},
+        {"groups": groups, "slices": [], "workloads": [finished]},
+    ]
+    lines, clock = run_wait(fake, client, TPU)
+    assert lines == [
+        "gate: waiting for 2 to go (Slice s1, admitted Workload serving/job-a); 600 s left",
+        "gate: waiting for 1 to go (Slice s1); 590 s left",
+        "gate: nothing holds on any more",
+    ]
+    assert clock.slept == [drain.POLL_SECONDS] * 2
 
 
 def test_a_stuck_slice_fails_the_delete_naming_what_holds_on_and_how_to_release_it(api):

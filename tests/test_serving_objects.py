@@ -1095,7 +1095,7 @@ def test_the_staging_configmap_carries_the_program_and_its_pins_byte_for_byte_an
     files = {name: (Path(so.manifests.MANIFESTS) / "serving" / name).read_bytes() for name in so.STAGING_FILES}
     assert {name: text.encode() for name, text in built.staging_script["data"].items()} == files
     annotations = built.staging_job["spec"]["template"]["metadata"]["annotations"]
-    assert annotations[so.SCRIPT_DIGEST_ANNOTATION] == so.manifests.files_digest(built.staging_script["data"])
+    assert annotations[so.manifests.SCRIPT_DIGEST_ANNOTATION] == so.manifests.files_digest(built.staging_script["data"])
     (volume,) = [v for v in built.staging_job["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
     assert volume["configMap"]["name"] == built.staging_script["metadata"]["name"]
 

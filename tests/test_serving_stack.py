@@ -15,6 +15,7 @@ from harness.mock_engine import PROJECT_NUMBER_PLACEHOLDER, run_program, stack_h
 from tests.conftest import (
     FIXTURE_STACKS,
     as_pulumi_values,
+    cubes,
     pulled,
     run_stack,
     stack_config,
@@ -351,6 +352,34 @@ def test_an_edit_kueue_refuses_in_place_replaces_the_leaderworkersets(dev_run, o
         assert any(part in path for path in differing)
 
 
+def same_size_shape_run(shape: str):
+    """The dev stack serving on ``shape``, one of two super-slice shapes of 64 hosts each (4 cubes: 4x4x16 and 4x8x8),
+    both admitted, one group per role, serving.healthyNodesOnly false (its default)."""
+    shapes = ["2x2x2", "4x4x8", "4x4x16", "4x8x8"]
+    one_group = {"serving.prefill.replicas": 1, "serving.decode.replicas": 1}
+    return run_stack(cubes(8) | one_group | {"tpu.sliceShapes": shapes, "serving.sliceShape": shape})
+
+
+def test_a_slice_shape_of_the_same_size_replaces_the_leaderworkersets():
+    """4x4x16 and 4x8x8 make groups of the same size, the same requests and (healthyNodesOnly false) the same node
+    selector: the pods' slice-topology annotation is all that differs. Kueue does not compare it, and its LWS
+    integration never writes it into an existing group's Workload: only a replacement asks for the new shape."""
+    from components.tpu.topology import SLICE_TOPOLOGY_ANNOTATION
+    from components.workloads.serving.objects import REPLACED_ON
+
+    before, after = same_size_shape_run("4x4x16"), same_size_shape_run("4x8x8")
+    for name in ("vllm-prefill", "vllm-decode"):
+        old, new = before.one(LWS, name), after.one(LWS, name)
+        assert old.inputs["spec"]["leaderWorkerTemplate"]["size"] == new.inputs["spec"]["leaderWorkerTemplate"]["size"]
+        assert new.options["replaceOnChanges"] == sorted(REPLACED_ON) and new.options["deleteBeforeReplace"] is True
+        differing = [path for path in REPLACED_ON if _at(old.inputs, path) != _at(new.inputs, path)]
+        assert differing == [
+            f'spec.leaderWorkerTemplate.{kind}Template.metadata.annotations["{SLICE_TOPOLOGY_ANNOTATION}"]'
+            for kind in ("leader", "worker")
+        ]
+        assert [_at(new.inputs, path) for path in differing] == [["4x8x8"], ["4x8x8"]]
+
+
 def test_an_image_change_rolls_the_groups_in_place(dev_run):
     from components.workloads.serving.objects import REPLACED_ON
 
@@ -423,12 +452,28 @@ def test_the_first_up_without_the_unread_startup_variable_rolls_both_roles_in_pl
         assert_rolls_in_place(before, now, name)
 
 
+# One element of a Pulumi property path: a name, a quoted key (``["cloud.google.com/x"]``, for a key with dots) or
+# ``[*]`` (pulumi/pulumi sdk/go/common/resource/properties_path.go ParsePropertyPath).
+_PATH_PART = re.compile(r'\.?(?:\["((?:[^"\\]|\\.)*)"\]|\[(\*)\]|([^.\[]+))')
+
+
+def _path_parts(path):
+    parts, at = [], 0
+    while at < len(path):
+        match = _PATH_PART.match(path, at)
+        assert match, f"not a property path the program writes: {path!r} at {at}"
+        quoted, star, name = match.groups()
+        parts.append(quoted.replace('\\"', '"') if quoted is not None else star or name)
+        at = match.end()
+    return parts
+
+
 def _at(inputs, path):
-    """The values at a Pulumi property path (``a.b[*].c``) of a resource's inputs."""
+    """The values at a Pulumi property path (``a.b[*].c``, ``a["k.with.dots"]``) of a resource's inputs."""
     from harness.mock_engine import unwrap_secrets
 
     values = [unwrap_secrets(inputs)]
-    for part in path.replace("[*]", ".*").split("."):
+    for part in _path_parts(path):
         nxt = []
         for value in values:
             if part == "*":

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from components import manifests
 from components.config_base import NO_PULL_PATH
 from components.gcp.config import TpuConfig
 from components.manifests import load_document
@@ -276,7 +277,10 @@ def test_overlay_sets_what_varies_and_keeps_the_reference_shape(check):
     assert replicated_job["replicas"] == want["replicas"]
     assert job_spec["parallelism"] == job_spec["completions"] == want["hosts"]
     assert job_spec["completionMode"] == "Indexed"  # a pod's index is its JAX process id
-    assert pod_template["metadata"]["annotations"] == {SLICE_TOPOLOGY_ANNOTATION: want["shape"]}
+    assert pod_template["metadata"]["annotations"] == {
+        SLICE_TOPOLOGY_ANNOTATION: want["shape"],
+        manifests.SCRIPT_DIGEST_ANNOTATION: manifests.files_digest(slice_checks.check_files()),
+    }
     assert pod_spec["automountServiceAccountToken"] is False  # the check calls no API
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["NET_RAW"]}}
     assert pod_spec["nodeSelector"] == {ACCELERATOR_NODE_LABEL: MACHINE.accelerator_label}
@@ -326,6 +330,34 @@ def test_configmap_carries_the_script_verbatim():
 
 
 @pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
+def test_each_check_pod_carries_the_digest_of_the_script_it_mounts(check):
+    _, _, pod_template, _, _ = _parts(_overlaid(check))
+    configmap = slice_checks.check_script_configmap("tpu-checks")
+    digest = manifests.files_digest(configmap["data"])
+    assert pod_template["metadata"]["annotations"][manifests.SCRIPT_DIGEST_ANNOTATION] == digest
+
+
+@pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
+def test_a_new_check_script_changes_the_jobset_which_is_then_replaced_and_reruns(check, monkeypatch, tmp_path):
+    """The ConfigMap updates in place; the JobSet's pod template is in its spec, whose change replaces it
+    (components/resources.py REPLACE_ON_SPEC_CHANGE), so the check runs again on the new script."""
+    before = _overlaid(check)
+    edited = tmp_path / slice_checks.SCRIPT_FILE
+    edited.write_text(SCRIPT_PATH.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    monkeypatch.setattr(slice_checks, "SCRIPT_PATH", edited)
+    after = _overlaid(check)
+    assert before["spec"] != after["spec"]
+    annotations = [_parts(jobset)[2]["metadata"]["annotations"] for jobset in (before, after)]
+    assert [set(a) for a in annotations] == [{SLICE_TOPOLOGY_ANNOTATION, manifests.SCRIPT_DIGEST_ANNOTATION}] * 2
+    new_script = slice_checks.check_script_configmap("tpu-checks")["data"]
+    assert annotations[1][manifests.SCRIPT_DIGEST_ANNOTATION] == manifests.files_digest(new_script)
+    # nothing else of the JobSet moved
+    for jobset in (before, after):
+        del _parts(jobset)[2]["metadata"]["annotations"][manifests.SCRIPT_DIGEST_ANNOTATION]
+    assert before == after
+
+
+@pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
 def test_the_default_hold_time_is_the_base_s_and_overlaid(check):
     _, _, _, _, container = _parts(_overlaid(check))
     assert _env_of(container)["HOLD_SECONDS"] == str(_expected(check)["hold"])
@@ -335,9 +367,11 @@ def test_the_default_hold_time_is_the_base_s_and_overlaid(check):
 
 @pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
 def test_bases_agree_with_their_own_derivation(check):
-    """Overlaying the base's own placeholders changes nothing: its numbers follow from its shape."""
+    """Overlaying the base's own placeholders changes nothing but the script's digest (which a base, applied by hand
+    next to `kubectl create configmap`, does without): its numbers follow from its shape."""
     base = slice_checks.load_base(check)
     same = _overlaid(check, namespace=base["metadata"]["namespace"], image=DEFAULT_IMAGE, queues=QueuesConfig())
+    del _parts(same)[2]["metadata"]["annotations"][manifests.SCRIPT_DIGEST_ANNOTATION]
     assert same == base, "the block's defaults and the base's placeholders disagree"
     assert base["metadata"]["labels"][PRIORITY_LABEL] == _expected(check, QueuesConfig())["priority"]
 

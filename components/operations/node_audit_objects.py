@@ -44,9 +44,7 @@ def node_audit_objects(
     daemonset = manifests.by_kind(documents, "DaemonSet")
     template = daemonset["spec"]["template"]
     # A new configuration rolls the pods: Fluent Bit reads it at start only.
-    template["metadata"].setdefault("annotations", {})[CONFIG_DIGEST_ANNOTATION] = manifests.files_digest(
-        config["data"]
-    )
+    manifests.mark_mounted_files(template, config["data"], CONFIG_DIGEST_ANNOTATION)
     pod = template["spec"]
     manifests.container(pod, SETUP_CONTAINER, key="initContainers")["image"] = pull_path.image(node_audit.setup_image)
     agent = manifests.container(pod, AGENT_CONTAINER)

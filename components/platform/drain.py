@@ -5,8 +5,8 @@ official ``kubernetes`` client, which reads the stack's kubeconfig as kubectl do
 proxy; a token, a client certificate or an exec plugin such as gke-gcloud-auth-plugin, run again when its token
 expires):
 
-* before the TPU pools and the slice controller go: no ``slices.accelerator.gke.io`` object and no admitted Kueue
-  Workload in the stack's namespaces (active Slices block node-pool deletion, and only the slice controller removes
+* before the TPU pools and the slice controller go: no ``slices.accelerator.gke.io`` object and no admitted, unfinished
+  Kueue Workload in the stack's namespaces (active Slices block node-pool deletion, and only the slice controller removes
   their finalizers);
 * before the proxy-only subnet and the cluster go: no ``servicenetworkendpointgroups.networking.gke.io`` left in the
   stack's namespaces (the NEGs GKE made for the Gateway and the load balancers; a NEG left behind blocks the subnet's
@@ -157,11 +157,21 @@ def _listed(client: KubeClient, group: str, resource: str, namespaces: list[str]
     )
 
 
+def _condition_true(status: dict[str, Any], kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
 def is_admitted(workload: dict[str, Any]) -> bool:
+    """Whether a Kueue Workload holds the TPU pools: its quota reserved or admitted, and not finished. Finishing keeps
+    ``status.admission`` and the Admitted condition, and only adds Finished=True; a finished Workload holds no quota
+    (kubernetes-sigs/kueue v0.17.8 pkg/workload/workload.go: Finish, HasActiveQuotaReservation), and the slice
+    controller deletes its Slices (AI-Hypercomputer/xpk 250d4b3c slice/internal/util/workload/workload.go
+    ShouldFinalize), which the gate waits for on their own. So a finished Job or JobSet left in a queue's namespace
+    does not hold ``pulumi destroy``."""
     status = workload.get("status") or {}
-    return bool(status.get("admission")) or any(
-        c.get("type") == "Admitted" and c.get("status") == "True" for c in status.get("conditions") or []
-    )
+    if _condition_true(status, "Finished"):
+        return False
+    return bool(status.get("admission")) or _condition_true(status, "Admitted")
 
 
 @dataclass(frozen=True)

@@ -83,8 +83,8 @@ class _Gate(pulumi.dynamic.Resource):
 
 
 class DrainGate(_Gate, module="tpu-gke", name="DrainGate"):
-    """Waits on delete for every slices.accelerator.gke.io object (``slices``), the admitted Kueue Workloads in
-    ``workload_namespaces`` and GKE's ServiceNetworkEndpointGroups in ``neg_namespaces`` to be gone."""
+    """Waits on delete for every slices.accelerator.gke.io object (``slices``), the admitted Kueue Workloads that have
+    not finished in ``workload_namespaces`` and GKE's ServiceNetworkEndpointGroups in ``neg_namespaces`` to be gone."""
 
     gate_provider = DrainGateProvider
 

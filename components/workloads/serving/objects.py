@@ -74,8 +74,6 @@ ROLE_LABEL = "llm-d.ai/role"
 SKIP_TPU_WEBHOOK_ANNOTATION = "cloud.google.com/skip-tpu-webhook-check"
 SKIP_AWAIT_ANNOTATION = "pulumi.com/skipAwait"
 TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
-# On the staging pod template: a change to the program or its pins changes the Job, which then runs again.
-SCRIPT_DIGEST_ANNOTATION = "tpu-gke.dev/script-sha256"
 
 # What Kueue's LeaderWorkerSet webhook refuses to change on a queue-managed LWS (kubernetes-sigs/kueue v0.17.8,
 # pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go ValidateUpdate): the queue-name label, the
@@ -88,10 +86,21 @@ _POD_SHAPE = (
     *("nodeSelector", "affinity", "tolerations", "runtimeClassName", "priority", "topologySpreadConstraints"),
     *("overhead", "resourceClaims", "resources"),
 )
+# The slice shape too, which none of those carries when serving.healthyNodesOnly is false: two shapes of as many hosts
+# (4x4x16 and 4x8x8, 64 each) differ only in the templates' slice-topology annotation. Kueue's webhook accepts that in
+# place (SpecShape reads no annotation), its LWS integration only updates an existing group's Workload's priority and
+# admission gate, so each group's Workload keeps the old shape in its pod sets (kueue v0.17.8
+# pkg/controller/jobs/leaderworkerset/leaderworkerset_reconciler.go updateWorkload), and the slice controller's
+# LeaderWorkerSet webhook, which derives the pods' Kueue topology and health affinity from the annotation, acts on
+# CREATE only (AI-Hypercomputer/xpk 250d4b3c slice/internal/webhooks/leaderworkerset_webhook.go). A key with dots is
+# quoted in a property path (pulumi/pulumi sdk/go/common/resource/properties_path.go), as the Kubernetes provider names
+# it in its diff (pulumi/pulumi-kubernetes v4.32.0 provider/pkg/provider/provider.go addPatchValueToDiff).
+_SHAPE_ANNOTATION = f'metadata.annotations["{SLICE_TOPOLOGY_ANNOTATION}"]'
 REPLACED_ON = [
     "metadata.labels",
     "spec.leaderWorkerTemplate.size",
     *(f"spec.leaderWorkerTemplate.{kind}Template.spec.{path}" for kind in ("leader", "worker") for path in _POD_SHAPE),
+    *(f"spec.leaderWorkerTemplate.{kind}Template.{_SHAPE_ANNOTATION}" for kind in ("leader", "worker")),
 ]
 
 # The Hugging Face token reaches the model servers and the staging Job by one of two routes. serving.hfToken: the
@@ -259,8 +268,8 @@ def weights_staging_job(serving: ServingConfig, project: str, pull_path: PullPat
     job["metadata"]["annotations"][TIMEOUT_ANNOTATION] = str(timeout_seconds)
     job["spec"]["activeDeadlineSeconds"] = timeout_seconds
     template = job["spec"]["template"]
-    digest = manifests.files_digest(staging_files())
-    template["metadata"].setdefault("annotations", {})[SCRIPT_DIGEST_ANNOTATION] = digest
+    # a change to the program or its pins changes the Job, which then runs again
+    manifests.mark_mounted_files(template, staging_files())
     pod = template["spec"]
     pod["serviceAccountName"] = staging.service_account_name
     installer = manifests.container(pod, STAGING_INSTALL_CONTAINER, key="initContainers")

@@ -97,6 +97,9 @@ def slice_check_jobset(
     job_spec.update(parallelism=hosts, completions=hosts)
     pod_template = job_spec["template"]
     pod_template["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION] = str(shape)
+    # A new script changes the JobSet's spec, which replaces it (components/resources.py REPLACE_ON_SPEC_CHANGE): the
+    # check runs again on it. Without the digest the ConfigMap alone would change, in place, and nothing would rerun.
+    manifests.mark_mounted_files(pod_template, check_files())
     pod_spec = pod_template["spec"]
     pod_spec["serviceAccountName"] = check_service_account(namespace)["metadata"]["name"]
     pod_spec.setdefault("nodeSelector", {})[ACCELERATOR_NODE_LABEL] = machine.accelerator_label
@@ -124,8 +127,11 @@ def network_policy(jobset: dict[str, Any]) -> dict[str, Any]:
     return policy
 
 
+def check_files() -> dict[str, str]:
+    """The check script, exactly as the ConfigMap carries it."""
+    return {SCRIPT_FILE: SCRIPT_PATH.read_text(encoding="utf-8")}
+
+
 def check_script_configmap(namespace: str) -> dict[str, Any]:
     """The ConfigMap the check JobSets mount at /checks (one key: check_devices.py)."""
-    return manifests.config_map(
-        SCRIPT_CONFIGMAP_NAME, namespace, {SCRIPT_FILE: SCRIPT_PATH.read_text(encoding="utf-8")}
-    )
+    return manifests.config_map(SCRIPT_CONFIGMAP_NAME, namespace, check_files())
