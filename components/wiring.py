@@ -319,6 +319,7 @@ def serving_args(
         storage_api=[services.api(apis.STORAGE_API)] if services and apis.STORAGE_API in project_apis(stack) else [],
         objects=stack.serving,
         provider=cluster.provider,
+        kubeconfig=cluster.kubeconfig,
         namespace_ready=[queues.namespace(serving.namespace)],
         queue_ready=[queues.objects],
         platform_ready=[*_present(platform.leader_worker_set, platform.slice_controller), *gates.before_tpu_workloads],

@@ -181,6 +181,7 @@ class _Mocks(pulumi.runtime.Mocks):
 
 
 CLUSTER = CLUSTER_RESOURCE
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 def _with_unknown_dns_endpoint(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -198,6 +199,11 @@ def _applied_outputs(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
     if args.typ == SERVICE_IDENTITY_RESOURCE:
         # the project's number as getProject answers it here
         return service_identity(args.inputs["service"], PROJECT_NUMBER_PLACEHOLDER)
+    if args.typ == HELM_RELEASE:
+        # Helm's record of a first install (pulumi-kubernetes' ReleaseStatus)
+        inputs = args.inputs
+        status = {"name": inputs.get("name"), "namespace": inputs.get("namespace"), "version": inputs.get("version")}
+        return {"status": {**status, "revision": 1, "status": "deployed"}}
     return {}
 
 

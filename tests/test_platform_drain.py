@@ -3,7 +3,7 @@ draining, stuck, CRD absent, gone away; and the kubeconfigs the gates are handed
 token expires, the lab's inline CA and client certificate with a TLS server name, a proxy).
 
 The stand-in answers the few paths the gates read (API discovery, Slices, Kueue Workloads,
-ServiceNetworkEndpointGroups, the webhook configuration and its EndpointSlices) from a state each
+ServiceNetworkEndpointGroups, the webhook configuration, a Deployment and EndpointSlices) from a state each
 test scripts, one state per poll, so a drain can be watched happening.
 """
 
@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from components.platform import drain
-from components.platform.drain import DrainSpec, KubeClient, StillHeld, WebhookSpec
+from components.platform.drain import DrainSpec, KubeClient, ReadySpec, StillHeld
 
 
 class FakeApi:
@@ -75,6 +75,8 @@ class FakeApi:
             return (200, state["webhook"]) if "webhook" in state else (404, {"kind": "Status", "code": 404})
         if path.startswith("/apis/discovery.k8s.io/v1/namespaces/"):
             return 200, {"kind": "EndpointSliceList", "items": state.get("endpointslices", [])}
+        if path.startswith("/apis/apps/v1/namespaces/") and "deployment" in state:
+            return 200, state["deployment"]
         return 404, {"kind": "Status", "code": 404}
 
 
@@ -395,7 +397,9 @@ def test_a_gate_that_waits_for_nothing_needs_no_cluster():
 # --- A webhook that can serve ------------------------------------------------------------
 
 
-WEBHOOK = WebhookSpec("slice-webhooks", "slice-controller-system", "slice-controller-webhook-service", 600)
+WEBHOOK = ReadySpec(
+    "slice-controller-system", "slice-controller-webhook-service", 600, webhook_configuration="slice-webhooks"
+)
 
 
 def webhook(ca: bool) -> dict[str, Any]:
@@ -424,7 +428,7 @@ def test_the_webhook_is_ready_once_it_has_its_ca_and_a_ready_endpoint(api):
     ]
     lines: list[str] = []
     clock = Clock(fake)
-    drain.wait_until_webhook_serves(client, WEBHOOK, report=lines.append, clock=clock, sleep=clock.sleep)
+    drain.wait_until_ready(client, WEBHOOK, report=lines.append, clock=clock, sleep=clock.sleep)
     assert "MutatingWebhookConfiguration slice-webhooks does not exist" in lines[0]
     assert "no CA injected yet into mjob.kb.io" in lines[1]
     assert "has no ready endpoint" in lines[2]
@@ -437,9 +441,127 @@ def test_a_webhook_that_never_serves_fails_the_create(api):
     fake, client = api
     fake.states = [{"webhook": webhook(ca=False)}]
     clock = Clock(fake)
-    spec = WebhookSpec("slice-webhooks", "ns", "svc", 25)
+    spec = ReadySpec("ns", "svc", 25, webhook_configuration="slice-webhooks")
     with pytest.raises(StillHeld, match="cannot serve after 25 s: no CA injected yet"):
-        drain.wait_until_webhook_serves(client, spec, report=lambda _: None, clock=clock, sleep=clock.sleep)
+        drain.wait_until_ready(client, spec, report=lambda _: None, clock=clock, sleep=clock.sleep)
+
+
+# --- A Service that can serve, without a webhook (the llm-d router's endpoint pickers) ------------
+
+
+PICKERS = ReadySpec("serving", "pd-epp", 600, deployment="pd-epp", check="the pickers")
+
+
+def deployment(generation: int, observed: int, updated: int, replicas: int = 2) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "pd-epp", "namespace": "serving", "generation": generation},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "pd-epp"}}, "template": {}},
+        "status": {"observedGeneration": observed, "updatedReplicas": updated},
+    }
+
+
+def picker_slices(*ready: bool) -> list[dict[str, Any]]:
+    """One EndpointSlice of the Service, an endpoint per picker: only the lease holder's is ready."""
+    points = [{"addresses": [f"10.8.0.{i}"], "conditions": {"ready": r}} for i, r in enumerate(ready)]
+    return [{"addressType": "IPv4", "endpoints": points}]
+
+
+def run_ready(fake: FakeApi, client: KubeClient, spec: ReadySpec) -> tuple[list[str], Clock]:
+    lines: list[str] = []
+    clock = Clock(fake)
+    drain.wait_until_ready(client, spec, report=lines.append, clock=clock, sleep=clock.sleep)
+    return lines, clock
+
+
+def test_one_ready_endpoint_is_enough_and_no_webhook_is_asked_for(api):
+    fake, client = api
+    fake.states = [{"deployment": deployment(1, 1, 2), "endpointslices": picker_slices(False, True)}]
+    lines, clock = run_ready(fake, client, PICKERS)
+    assert lines == ["Service serving/pd-epp serves"] and clock.slept == []
+    assert not [p for p, _ in fake.requests if "admissionregistration" in p]
+    selectors = [parse_qs(urlsplit(p).query).get("labelSelector") for p, _ in fake.requests]
+    assert ["kubernetes.io/service-name=pd-epp"] in selectors
+
+
+def test_the_wait_returns_once_a_picker_becomes_ready_reporting_each_poll(api):
+    fake, client = api
+    starting = {"deployment": deployment(1, 1, 2), "endpointslices": picker_slices(False, False)}
+    fake.states = [{}, starting, starting, {**starting, "endpointslices": picker_slices(True, False)}]
+    lines, clock = run_ready(fake, client, PICKERS)
+    assert lines == [
+        "Service serving/pd-epp: Deployment serving/pd-epp does not exist; "
+        "Service serving/pd-epp has no ready endpoint; 600 s left",
+        "Service serving/pd-epp: Service serving/pd-epp has no ready endpoint; 590 s left",
+        "Service serving/pd-epp: Service serving/pd-epp has no ready endpoint; 580 s left",
+        "Service serving/pd-epp serves",
+    ]
+    assert clock.slept == [drain.POLL_SECONDS] * 3
+
+
+def test_after_an_upgrade_the_old_pickers_ready_endpoint_does_not_count_until_the_rollout_reaches_every_replica(api):
+    """The release upgraded its Deployment (generation 2): the old leader's endpoint stays ready until the controller
+    stops it, and Recreate starts the new pods only once the old ones are gone."""
+    fake, client = api
+    old_leader = picker_slices(True, False)
+    fake.states = [
+        {"deployment": deployment(2, 1, 2), "endpointslices": old_leader},  # the controller has not seen it yet
+        {"deployment": deployment(2, 2, 0), "endpointslices": picker_slices(False, False)},  # old pods stopping
+        {"deployment": deployment(2, 2, 2), "endpointslices": picker_slices(False, False)},  # new pods starting
+        {"deployment": deployment(2, 2, 2), "endpointslices": picker_slices(False, True)},
+    ]
+    lines, _ = run_ready(fake, client, PICKERS)
+    assert "its controller has not taken up generation 2 yet" in lines[0]
+    assert "Deployment serving/pd-epp: 0 of 2 pods run its current template" in lines[1]
+    assert lines[2].endswith("Service serving/pd-epp has no ready endpoint; 580 s left")
+    assert lines[3] == "Service serving/pd-epp serves"
+
+
+def test_a_deployment_without_a_status_yet_is_not_taken_for_rolled_out(api):
+    fake, client = api
+    fresh = deployment(1, 0, 0)
+    del fresh["status"]
+    fake.states = [{"deployment": fresh, "endpointslices": picker_slices(True)}]
+    assert drain.not_ready(client, PICKERS) == [
+        "Deployment serving/pd-epp: its controller has not taken up generation 1 yet"
+    ]
+
+
+def test_a_service_that_never_gets_a_ready_endpoint_fails_naming_what_to_check(api):
+    fake, client = api
+    fake.states = [{"deployment": deployment(1, 1, 2), "endpointslices": picker_slices(False, False)}]
+    spec = ReadySpec("serving", "pd-epp", 25, deployment="pd-epp", check="the pickers' pods and logs")
+    with pytest.raises(StillHeld) as raised:
+        run_ready(fake, client, spec)
+    assert str(raised.value) == (
+        "Service serving/pd-epp cannot serve after 25 s: Service serving/pd-epp has no ready endpoint. "
+        "Check the pickers' pods and logs."
+    )
+
+
+def test_a_service_wait_rides_out_an_api_server_that_goes_away_and_returns(api):
+    fake, client = api
+    ready = {"deployment": deployment(1, 1, 2), "endpointslices": picker_slices(True, False)}
+    fake.states = [{"down": True}, {"status": 503}, ready]
+    lines, clock = run_ready(fake, client, PICKERS)
+    assert lines[0].startswith(f"Service serving/pd-epp: cannot reach the API server {client.server} (GET ")
+    assert "answered GET" in lines[1] and "HTTP 503" in lines[1]
+    assert lines[2:] == [
+        "Service serving/pd-epp: the API server answers again after 20 s",
+        "Service serving/pd-epp serves",
+    ]
+    assert clock.slept == [drain.POLL_SECONDS] * 2
+
+
+def test_a_service_wait_gives_up_on_an_api_server_that_never_answers_even_with_the_operators_word(monkeypatch):
+    """Only a drain takes an unanswering server for a cluster gone: here something is still to be made ready."""
+    monkeypatch.setenv(drain.DELETE_UNREACHABLE_ENV, "true")
+    fake = FakeApi([{}])
+    with pytest.raises(drain.KubeError) as raised:
+        run_ready(fake, unreachable_client(), PICKERS)
+    assert str(raised.value).startswith(f"Service serving/pd-epp: cannot reach the API server {NOTHING_LISTENS} ")
+    assert f"for {drain.UNREACHABLE_GRACE_SECONDS:.0f} s" in str(raised.value)
 
 
 # --- Credentials from a kubeconfig -------------------------------------------------------
@@ -624,3 +746,37 @@ def test_the_drain_gate_creates_at_once_and_waits_on_delete(api, capsys):
     provider.delete("tpu-drain-gate", props)
     assert "tpu-drain-gate: nothing holds on any more" in capsys.readouterr().err
     provider.delete("tpu-drain-gate", {**props, "slices": False, "kubeconfig": "not: a kubeconfig"})  # nothing to ask
+
+
+def test_the_ready_gate_waits_at_create_and_at_each_update_and_asks_nothing_on_delete(api, capsys):
+    """An update is what an upgrade of the release behind the Service makes (``release_revision``): the pickers
+    restart, so it waits as the create does. Destroy must pass without the cluster, even one that is gone."""
+    from components.platform.gates import ReadyGateProvider
+
+    fake, client = api
+    serving = {"deployment": deployment(1, 1, 2), "endpointslices": picker_slices(True, False)}
+    props = {
+        "name": "router-endpoint-picker",
+        "kubeconfig": kubeconfig(client.server, {"token": "t"}),
+        "service_namespace": "serving",
+        "service_name": "pd-epp",
+        "deployment": "pd-epp",
+        "check": "the pickers",
+        "release_revision": 1,
+        "timeout_seconds": 60,
+    }
+    provider = ReadyGateProvider()
+    fake.states = [serving]
+    assert provider.create(props).id == "router-endpoint-picker"
+    assert "Service serving/pd-epp serves" in capsys.readouterr().err
+    upgraded = {**props, "release_revision": 2}
+    assert provider.diff("router-endpoint-picker", props, upgraded).changes
+    fake.states, fake.polls = [{"deployment": deployment(2, 2, 0), "endpointslices": picker_slices(False, False)}], 0
+    with pytest.raises(StillHeld, match=r"0 of 2 pods run its current template.*Check the pickers"):
+        provider.update("router-endpoint-picker", props, {**upgraded, "timeout_seconds": 0})
+    fake.states = [{**serving, "deployment": deployment(2, 2, 2)}]
+    assert provider.update("router-endpoint-picker", props, upgraded).outs == upgraded
+    asked = len(fake.requests)
+    provider.delete("router-endpoint-picker", upgraded)
+    assert len(fake.requests) == asked
+    provider.delete("router-endpoint-picker", {**upgraded, "kubeconfig": "not: a kubeconfig"})

@@ -27,6 +27,7 @@ from tools.stack_file import SECRET_PLACEHOLDER
 
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 RELEASE = "kubernetes:helm.sh/v3:Release"
+READY_GATE = "pulumi-python:dynamic/tpu-gke:ReadyGate"
 NAMESPACE = "llm-d-pd-disaggregation"
 PRINCIPAL = (
     f"principal://iam.googleapis.com/projects/{PROJECT_NUMBER_PLACEHOLDER}/locations/global/workloadIdentityPools/"
@@ -210,6 +211,36 @@ def test_router_release_is_pinned_after_the_gateway(dev_run):
     assert values["httpRoute"]["inferenceGatewayName"] == "llm-d-inference-gateway"
     assert "inference-gateway" in router.dependencies
     assert router.provider.split("::")[-2] == "gke"
+
+
+def helm_waits(release) -> bool:
+    """Whether the provider has Helm wait for the release's workloads: unless skipAwait, and always when atomic
+    (components/platform/releases.py helm_release says where)."""
+    return release.inputs.get("atomic") is True or not release.inputs.get("skipAwait")
+
+
+def test_helm_waits_for_every_release_but_the_routers(dev_run):
+    """Helm can never call the router's release ready with a standby picker (never Ready, by design): waiting, it
+    would time out and roll the release back. The controllers' releases it still waits for."""
+    waits = {r.name: helm_waits(r) for r in dev_run.of_type(RELEASE)}
+    assert waits.pop("router") is False
+    assert waits and all(waits.values()), waits
+
+
+def test_the_up_waits_for_a_ready_endpoint_picker_of_the_router_release_instead():
+    """What Helm cannot judge, a ReadyGate waits for: a Ready picker behind the Service the chart names after the
+    release, of the release's current template, as long as Helm would have; again after each upgrade (an input from
+    the release's status); nothing waits for the gate."""
+    run = run_stack({}, preview=False)
+    router = run.one(RELEASE, "router")
+    gate = run.one(READY_GATE, "router-endpoint-picker")
+    assert "router" in gate.dependencies and gate.parent == "serving"
+    assert gate.input("service_namespace") == router.input("namespace")
+    assert gate.input("service_name") == gate.input("deployment") == f"{router.input('name')}-epp"
+    assert "webhook_configuration" not in gate.inputs
+    assert gate.input("release_revision") == 1  # the mock's first install
+    assert gate.input("timeout_seconds") == router.input("timeout")
+    assert not [r.name for r in run.registrations if gate.name in r.dependencies]
 
 
 def test_no_disruption_budget_holds_the_endpoint_pickers_leader(dev_run):

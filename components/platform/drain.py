@@ -12,7 +12,9 @@ expires):
   stack's namespaces (the NEGs GKE made for the Gateway and the load balancers; a NEG left behind blocks the subnet's
   and the VPC's deletion);
 * before a workload is created: the slice controller's webhook configuration carries its CA and its Service has a
-  ready endpoint (its failurePolicy is Fail).
+  ready endpoint (its failurePolicy is Fail);
+* for an `up` to finish: the llm-d router's endpoint picker Service has a ready endpoint, once its Deployment runs its
+  current template (Helm cannot wait for the release: components/workloads/serving/component.py says why).
 
 A CRD that does not exist means nothing of that kind exists. Every wait is bounded, reports its progress, and on
 timeout names what still holds on and how to release it. An API server that cannot be asked is never taken for an
@@ -305,27 +307,68 @@ def wait_until_gone(
 
 
 @dataclass(frozen=True)
-class WebhookSpec:
-    configuration: str  # MutatingWebhookConfiguration name
+class ReadySpec:
+    """What a ReadyGate waits for: a Service with a ready endpoint; for a webhook, also the MutatingWebhookConfiguration
+    that calls it carrying its CA; for a Deployment behind the Service, also its current template on every replica."""
+
     service_namespace: str
     service_name: str
     timeout_seconds: float
+    webhook_configuration: str | None = None  # None: nothing calls the Service as a webhook
+    # A Deployment of the Recreate strategy in service_namespace, behind the Service. Right after an upgrade its old
+    # pods are still ready until its controller stops them; it makes the new ReplicaSet's pods only once no old pod
+    # runs (kubernetes/kubernetes v1.36.5 pkg/controller/deployment/recreate.go, rolloutRecreate), so with the new
+    # generation observed and every replica of the current template there, a ready endpoint is a new pod's.
+    deployment: str | None = None
+    check: str = ""  # what to look at when it never serves; empty: the namespace's pods and the controller's logs
+
+    @property
+    def what(self) -> str:
+        if self.webhook_configuration:
+            return f"webhook {self.webhook_configuration}"
+        return f"Service {self.service_namespace}/{self.service_name}"
 
 
-def webhook_not_ready(client: KubeClient, spec: WebhookSpec) -> list[str]:
-    """Why the webhook cannot serve yet; empty when it can."""
-    reasons = []
+def _webhook_not_ready(client: KubeClient, configuration_name: str) -> list[str]:
     admission = k8s.AdmissionregistrationV1Api(client.api)
     configuration = client.ask(
-        f"GET /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{spec.configuration}",
+        f"GET /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{configuration_name}",
         lambda: admission.read_mutating_webhook_configuration(
-            spec.configuration, _request_timeout=REQUEST_TIMEOUT_SECONDS
+            configuration_name, _request_timeout=REQUEST_TIMEOUT_SECONDS
         ),
     )
     if configuration is None:
-        reasons.append(f"MutatingWebhookConfiguration {spec.configuration} does not exist")
-    elif missing := [w.name for w in configuration.webhooks or [] if not w.client_config.ca_bundle]:
-        reasons.append(f"no CA injected yet into {', '.join(missing)}")
+        return [f"MutatingWebhookConfiguration {configuration_name} does not exist"]
+    if missing := [w.name for w in configuration.webhooks or [] if not w.client_config.ca_bundle]:
+        return [f"no CA injected yet into {', '.join(missing)}"]
+    return []
+
+
+def _rollout_not_done(client: KubeClient, namespace: str, name: str) -> list[str]:
+    apps = k8s.AppsV1Api(client.api)
+    deployment = client.ask(
+        f"GET /apis/apps/v1/namespaces/{namespace}/deployments/{name}",
+        lambda: apps.read_namespaced_deployment(name, namespace, _request_timeout=REQUEST_TIMEOUT_SECONDS),
+    )
+    if deployment is None:
+        return [f"Deployment {namespace}/{name} does not exist"]
+    status = deployment.status or k8s.V1DeploymentStatus()  # none yet: its controller has not seen it
+    generation = (deployment.metadata.generation if deployment.metadata else None) or 0
+    if (status.observed_generation or 0) < generation:
+        return [f"Deployment {namespace}/{name}: its controller has not taken up generation {generation} yet"]
+    replicas = 1 if deployment.spec.replicas is None else deployment.spec.replicas
+    if (updated := status.updated_replicas or 0) < replicas:
+        return [f"Deployment {namespace}/{name}: {updated} of {replicas} pods run its current template"]
+    return []
+
+
+def not_ready(client: KubeClient, spec: ReadySpec) -> list[str]:
+    """Why what ``spec`` names cannot serve yet; empty when it can."""
+    reasons = []
+    if spec.webhook_configuration:
+        reasons += _webhook_not_ready(client, spec.webhook_configuration)
+    if spec.deployment:
+        reasons += _rollout_not_done(client, spec.service_namespace, spec.deployment)
     discovery = k8s.DiscoveryV1Api(client.api)
     selector = f"kubernetes.io/service-name={spec.service_name}"
     slices = client.ask(
@@ -342,29 +385,34 @@ def webhook_not_ready(client: KubeClient, spec: WebhookSpec) -> list[str]:
     return reasons
 
 
-def wait_until_webhook_serves(
+def wait_until_ready(
     client: KubeClient,
-    spec: WebhookSpec,
+    spec: ReadySpec,
     report: Callable[[str], None] = print,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     poll_seconds: float = POLL_SECONDS,
 ) -> None:
+    """Poll until ``spec`` can serve, reporting why not at each poll; StillHeld after ``spec.timeout_seconds``, naming
+    what to check. An unreachable API server is ridden out as the module says."""
+    what = spec.what
     deadline = clock() + spec.timeout_seconds
-    unreachable = Unreachable(f"webhook {spec.configuration}", report, clock)
+    unreachable = Unreachable(what, report, clock)
     while True:
-        answered, reasons = unreachable.ask(lambda: webhook_not_ready(client, spec), deadline)
+        answered, reasons = unreachable.ask(lambda: not_ready(client, spec), deadline)
         if not answered:
             sleep(min(poll_seconds, max(deadline - clock(), 0.0)))
             continue
         if not reasons:
-            report(f"webhook {spec.configuration} serves")
+            report(f"{what} serves")
             return
         left = deadline - clock()
         if left <= 0:
-            raise StillHeld(
-                f"webhook {spec.configuration} cannot serve after {spec.timeout_seconds:.0f} s: {'; '.join(reasons)}. "
-                f"Check `kubectl -n {spec.service_namespace} get pods,endpointslices` and the controller's logs."
+            check = (
+                spec.check or f"`kubectl -n {spec.service_namespace} get pods,endpointslices` and the controller's logs"
             )
-        report(f"webhook {spec.configuration}: {'; '.join(reasons)}; {left:.0f} s left")
+            raise StillHeld(
+                f"{what} cannot serve after {spec.timeout_seconds:.0f} s: {'; '.join(reasons)}. Check {check}."
+            )
+        report(f"{what}: {'; '.join(reasons)}; {left:.0f} s left")
         sleep(min(poll_seconds, max(left, 0.0)))

@@ -6,8 +6,9 @@ depends on it, it depends on what is below.
 
 * ``DrainGate``: creating it waits for nothing; deleting it (after everything above is deleted) waits, bounded and
   reporting progress, until what the layer above left behind is gone.
-* ``ReadyGate``: creating it waits until a webhook can serve, so what depends on it is never refused by a webhook that
-  is still starting; deleting it waits for nothing.
+* ``ReadyGate``: creating or updating it waits until a Service can serve (a webhook's, so that what depends on it is
+  never refused by a webhook that is still starting; the llm-d router's, whose readiness Helm cannot judge); deleting
+  it waits for nothing and asks the cluster nothing.
 
 They are Pulumi dynamic resources: the engine runs them with this program's Python, from this module
 (``components.platform.gates``, a path the state refers to: keep it importable). The waits themselves are
@@ -58,17 +59,29 @@ class DrainGateProvider(_GateProvider):
         drain.wait_until_gone(client, spec, what=str(props["name"]), report=_report)
 
 
+def _wait_until_ready(props: dict[str, Any]) -> None:
+    spec = drain.ReadySpec(
+        service_namespace=str(props["service_namespace"]),
+        service_name=str(props["service_name"]),
+        timeout_seconds=float(props["timeout_seconds"]),
+        webhook_configuration=props.get("webhook_configuration") or None,
+        deployment=props.get("deployment") or None,
+        check=str(props.get("check") or ""),
+    )
+    drain.wait_until_ready(drain.client_from_kubeconfig(props["kubeconfig"]), spec, report=_report)
+
+
 class ReadyGateProvider(_GateProvider):
+    """Waits at create, and at each update: a changed input is a changed target (another Service, or the release
+    behind it upgraded: ``release_revision``), which may not serve yet. The delete is the base class's: nothing."""
+
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
-        client = drain.client_from_kubeconfig(props["kubeconfig"])
-        spec = drain.WebhookSpec(
-            configuration=str(props["webhook_configuration"]),
-            service_namespace=str(props["service_namespace"]),
-            service_name=str(props["service_name"]),
-            timeout_seconds=float(props["timeout_seconds"]),
-        )
-        drain.wait_until_webhook_serves(client, spec, report=_report)
+        _wait_until_ready(props)
         return super().create(props)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
+        _wait_until_ready(news)
+        return super().update(_id, olds, news)
 
 
 class _Gate(pulumi.dynamic.Resource):
@@ -90,8 +103,11 @@ class DrainGate(_Gate, module="tpu-gke", name="DrainGate"):
 
 
 class ReadyGate(_Gate, module="tpu-gke", name="ReadyGate"):
-    """Waits on create until the MutatingWebhookConfiguration ``webhook_configuration`` carries its CA and the Service
-    ``service_namespace``/``service_name`` behind it has a ready endpoint."""
+    """Waits on create and update until the Service ``service_namespace``/``service_name`` has a ready endpoint; with
+    ``webhook_configuration``, until that MutatingWebhookConfiguration carries its CA too; with ``deployment``, until
+    that Deployment runs its current template (drain.ReadySpec). ``check`` is what its timeout tells to look at, and
+    ``release_revision`` (the Helm release the Service comes from) is an input only so that each upgrade of the
+    release updates the gate, which waits again."""
 
     gate_provider = ReadyGateProvider
 

@@ -27,7 +27,8 @@ from components.resources import owned
 # Relative to the project folder, where Pulumi runs the program (keeps renders machine-independent).
 SLICE_CONTROLLER_CHART = "./manifests/charts/slice-controller"
 
-# Helm waits for the release's workloads (and so its webhooks) to be ready, up to this long.
+# Helm waits for the release's workloads (and so its webhooks) to be ready, up to this long; a release Helm cannot
+# judge is waited for as long by a ReadyGate (components/platform/gates.py).
 RELEASE_TIMEOUT_SECONDS = 600
 
 
@@ -134,9 +135,16 @@ def helm_release(
     values: dict[str, Any],
     opts: pulumi.ResourceOptions,
     description: str | None = None,
+    helm_judges_readiness: bool = True,
 ) -> k8s.helm.v3.Release:
     """A pinned release that Helm rolls back on failure and waits for until its workloads are ready. Helm never
-    makes its namespace (it would make it without the Pod Security labels): the program does."""
+    makes its namespace (it would make it without the Pod Security labels): the program does.
+
+    ``helm_judges_readiness=False``: a release whose workloads Helm would never call ready although they serve (the
+    caller says why, and waits for what matters with a ReadyGate). Helm then neither waits nor rolls back, and its
+    uninstall does not wait for the objects to go: the provider has Helm wait unless skipAwait, and wait on uninstall
+    unless skipAwait and not atomic (pulumi/pulumi-kubernetes v4.32.0 provider/pkg/provider/helm_release.go), and
+    Helm waits whenever atomic (helm/helm v3.18.6 pkg/action/install.go, upgrade.go)."""
     return k8s.helm.v3.Release(
         resource_name,
         name=release_name,
@@ -145,7 +153,8 @@ def helm_release(
         namespace=chart.namespace,
         create_namespace=False,
         values=values,
-        atomic=True,
+        atomic=helm_judges_readiness,
+        skip_await=None if helm_judges_readiness else True,
         cleanup_on_fail=True,
         timeout=RELEASE_TIMEOUT_SECONDS,
         description=description,

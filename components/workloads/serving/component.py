@@ -14,7 +14,8 @@ import pulumi_kubernetes as k8s
 
 from components.config_base import ConfigError
 from components.platform.config import HelmChartConfig
-from components.platform.releases import helm_release
+from components.platform.gates import ReadyGate
+from components.platform.releases import RELEASE_TIMEOUT_SECONDS, helm_release
 from components.resources import (
     REPLACE_ON_SPEC_CHANGE,
     ReadAnswer,
@@ -65,6 +66,7 @@ class ServingArgs:
     workload_pool: pulumi.Input[str]  # the cluster's: bindings to it wait for the cluster
     objects: ServingObjects
     provider: k8s.Provider
+    kubeconfig: pulumi.Input[str]  # the cluster's, as the provider's: the router's gate asks the cluster with it
     namespace_ready: list[pulumi.Resource]  # the namespace: all that the account, Secret and Gateway need
     queue_ready: list[pulumi.Resource]  # its LocalQueue: the LeaderWorkerSets are admitted through it
     platform_ready: list[pulumi.Resource]  # LWS and slice-controller releases, the TPU gates
@@ -312,12 +314,36 @@ class ModelServing(pulumi.ComponentResource):
             chart = HelmChartConfig(
                 chart=serving.router.chart, version=serving.router.version, namespace=serving.namespace
             )
-            helm_release(
+            router = helm_release(
                 "router",
                 serving_objects.ROUTER_RELEASE_NAME,
                 chart,
                 args.objects.router_values,
                 waiting_for(on_network, gateway, picker_policy, *router_after),
+                # Above one replica the chart probes the pickers' gRPC health service `readiness`, SERVING on the
+                # lease holder only (llm-d/llm-d-router v0.10.0 config/charts/routerlib/templates/_deployment.yaml,
+                # cmd/epp/runner/health.go), and its Deployment is Recreate, for which Helm allows no unavailable
+                # replica (helm/helm v3.18.6 pkg/kube/ready.go deploymentReady): Helm would wait for every picker to be
+                # Ready, time out, and roll the release back.
+                helm_judges_readiness=False,
+            )
+            # What Helm cannot judge: at least one endpoint picker serves, from the release's current template.
+            # The chart names the pickers' Service and Deployment llm-d-router.name, ENDPOINT_PICKER_NAME
+            # (llm-d/llm-d-router v0.10.0 config/charts/routerlib/templates/_service.yaml, _deployment.yaml; other
+            # names only with provider.gke.preferredBackends, which router-values.yaml leaves off). Nothing depends
+            # on the gate: nothing the stack makes needs a picker (the LeaderWorkerSets are what the pickers route
+            # to), the `up` waits for the gate whatever depends on it, and the endpoint outputs are the Gateway's
+            # address, which takes requests without a picker too (the pool fails open, router-values.yaml).
+            ReadyGate(
+                "router-endpoint-picker",
+                args.kubeconfig,
+                pulumi.ResourceOptions(parent=self, depends_on=[router]),
+                service_namespace=serving.namespace,
+                service_name=serving_objects.ENDPOINT_PICKER_NAME,
+                deployment=serving_objects.ENDPOINT_PICKER_NAME,
+                check=_router_check(serving.namespace),
+                release_revision=router.status.revision,
+                timeout_seconds=RELEASE_TIMEOUT_SECONDS,
             )
         return gateway
 
@@ -338,6 +364,16 @@ class _Gateway(pulumi.CustomResource):
             "status": None,
         }
         super().__init__(f"kubernetes:{api_version}:{kind}", name, properties, opts)
+
+
+def _router_check(namespace: str) -> str:
+    """What to look at when no endpoint picker becomes Ready."""
+    pickers = ",".join(f"{key}={value}" for key, value in serving_objects.endpoint_picker_labels().items())
+    return (
+        f"the endpoint pickers, `kubectl -n {namespace} get pods -l {pickers}` (Pending: no node with room for their "
+        f"requests), their events and their logs (`kubectl -n {namespace} logs -l {pickers}`): only the one that "
+        "holds the leader lease is Ready"
+    )
 
 
 def _gateway_address(status: Any) -> str | None:
