@@ -41,7 +41,7 @@ def validate_upgrade_policy(cluster: ClusterConfig, serves: bool, production: bo
             "cluster.maintenanceWindow",
             "is not set on a stack that serves: GKE may auto-upgrade a TPU pool at any hour, recreating a whole "
             "cube (every slice on it) and reloading the weights of each serving group it held",
-            "set start, end and recurrence to the hours serving can lose a cube (see docs/operations.md, TPU upgrades)",
+            "set start, end and recurrence to the hours serving can lose a cube (see docs/tpu-upgrades.md)",
         )
     elif production:
         problems.add(
