@@ -21,8 +21,8 @@ a new, empty cache. Its id stays the same, which Artifact Registry holds once pe
 is deleted first (delete_before_replace). The upstream credentials are not: the update sends them under their own
 update mask, the repository and its cache stay ("artifactregistry: Remove Immutable from upstream_credentials", first
 in v7.38.0; the ForceNew of `remote_repository_config` holds its count of one only, as the SDK diffs every nested
-field by its own schema: terraform-plugin-sdk v2 helper/schema/schema.go diffList). Deleting a repository deletes its IAM policy with it: the nodes' read grant
-(components/gcp/cluster.py) is replaced with it (replace_with).
+field by its own schema: terraform-plugin-sdk v2 helper/schema/schema.go diffList). Deleting a repository deletes its
+IAM policy with it: the nodes' read grant (components/gcp/cluster.py) is replaced with it (replace_with).
 """
 
 from __future__ import annotations
