@@ -295,9 +295,12 @@ def review_changes(
                 "| kubectl apply --server-side --force-conflicts -f -"
             )
     before_queues, after_queues = previous.get("queues") or {}, current.get("queues") or {}
+    # A ResourceFlavor with a topology keeps its topologyName and nodeLabels for good (XValidation rules of its CRD,
+    # kueue v0.17.8 apis/kueue/v1beta2/resourceflavor_types.go), in use or not; a renamed one is a new flavor, and the
+    # old one, like a renamed Topology, is held by Kueue's finalizer while anything references it.
     in_use = (
-        "Kueue refuses to repoint a ResourceFlavor in use and holds a Topology or flavor in use until nothing "
-        "references it"
+        "Kueue's CRD holds a ResourceFlavor's topologyName and nodeLabels immutable once it has a topology, and Kueue "
+        "holds a Topology or flavor in use until nothing references it"
     )
     # Kueue's LocalQueue CRD holds spec.clusterQueue immutable (an XValidation rule, kueue v0.17.1
     # apis/kueue/v1beta2/localqueue_types.go:35) and the LocalQueues keep their names: the twin saw the update refused.
