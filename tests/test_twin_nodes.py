@@ -7,6 +7,7 @@ node selectors and tolerations), so a change of either that the nodes do not fol
 
 from __future__ import annotations
 
+import copy
 import itertools
 import re
 from collections import defaultdict
@@ -20,6 +21,7 @@ from components.tpu import topology
 from components.tpu.topology import CUBE, SUB_SLICE_SHAPES, Shape
 from harness import twin_nodes as twin
 from tests.crd_schemas import core_errors
+from tests.itest import slice_standin as standin
 
 # Three cubes, one pinned to a sub-block, the system pool two nodes a zone on another machine type.
 THREE_CUBES = {
@@ -192,6 +194,41 @@ def test_the_stacks_tpu_pods_select_and_tolerate_the_tpu_nodes_only(stack):
         assert fits and all(int(n["status"]["allocatable"][topology.TPU_RESOURCE]) >= chips for n in fits)
         assert all(tolerates(spec, taint) for n in fits for taint in n["spec"]["taints"])
         assert not [n for n in system if selector.items() <= labels(n).items()]
+
+
+# Every kind of shape serving may run on, with a tensor-parallel size that fits it: each sub-slice, the cube, and a
+# super-slice of two cubes (4x4x8), for which GKE writes no partition label of its own.
+HEALTHY_SERVING_SHAPES = [("2x2x1", 8), ("2x2x2", 16), ("2x2x4", 16), ("2x4x4", 16), ("4x4x4", 16), ("4x4x8", 16)]
+
+
+@pytest.mark.parametrize(
+    ("shape", "tensor_parallel_size"), HEALTHY_SERVING_SHAPES, ids=[s for s, _ in HEALTHY_SERVING_SHAPES]
+)
+def test_healthy_nodes_only_selects_a_health_label_the_nodes_carry_and_the_slice_controller_reads(
+    shape: str, tensor_parallel_size: int
+):
+    """serving.healthyNodesOnly on a four-cube stack serving ``shape``: every node selector of the serving pods is one
+    the twin's TPU7x nodes carry (all HEALTHY, every partition label GKE writes), on as many hosts as one slice needs,
+    and the health label in it is the one the slice controller reads for that shape, so its webhook leaves the pods'
+    health to the selector and adds no HEALTHY-or-DEGRADED affinity of its own (tests/itest/slice_standin.py)."""
+    values = copy.deepcopy(THREE_CUBES)
+    values["tpu"]["pools"].append({"name": "cube-d", "nodeCount": 16})
+    values["tpu"]["sliceShapes"] = [text for text, _ in HEALTHY_SERVING_SHAPES]
+    one_group = {"replicas": 1, "tensorParallelSize": tensor_parallel_size}
+    values["serving"] |= {"sliceShape": shape, "healthyNodesOnly": True, "prefill": one_group, "decode": one_group}
+    stack = stack_config.load(values)
+    assert stack.serving is not None
+    nodes, hosts = tpu_nodes(stack), stack.config.tpu.machine.hosts(Shape.parse(shape))
+    for lws in stack.serving.leaderworkersets:
+        mutated = standin.mutate_leaderworkerset(lws)
+        for kind in ("leader", "worker"):
+            spec = lws["spec"]["leaderWorkerTemplate"][f"{kind}Template"]["spec"]
+            selector = spec["nodeSelector"]
+            assert [key for key in selector if key.endswith("-state")], "healthyNodesOnly selects a partition state"
+            fits = [n for n in nodes if selector.items() <= labels(n).items()]
+            assert len(fits) >= hosts, sorted(set(selector) - set().union(*(labels(n) for n in nodes)))
+            mutated_spec = mutated["spec"]["leaderWorkerTemplate"][f"{kind}Template"]["spec"]
+            assert "affinity" not in mutated_spec, mutated_spec.get("affinity")
 
 
 def test_system_pool_nodes_follow_the_system_pool_config():

@@ -149,6 +149,18 @@ def partition_state_label(shape: Shape) -> str:
     return f"cloud.google.com/gke-tpu-partition-{shape}-state"
 
 
+def slice_health_label(shape: Shape) -> str:
+    """The node label whose ``HEALTHY`` says a node may hold a slice of ``shape``: the shape's own partition state for
+    a sub-slice, the cube's for a super-slice (4x4x4 included). GKE writes the partition state of the cube and of the
+    sub-slice shapes only (the 4x4x4 one says whether a node can form a dynamic slice:
+    https://docs.cloud.google.com/kubernetes-engine/docs/how-to/create-dynamic-slices), no ``...-4x4x8-state``, and the
+    slice controller reads the cube's for every super-slice (AI-Hypercomputer/xpk@250d4b3cebf44fc6, the slice-controller
+    chart's source: slice/internal/topology/topology.go ``HealthLabel``, slice/internal/core/constants.go
+    ``TPUSliceHealthNodeSelectorKey``); its webhook adds its HEALTHY-or-DEGRADED default only to a pod that names no
+    such label (slice/internal/webhooks/defaults.go ``annotatePodTemplateSpecWithSliceHealth``)."""
+    return partition_state_label(shape if is_sub_slice(shape) else CUBE)
+
+
 def is_sub_slice(shape: Shape) -> bool:
     return shape in SUB_SLICE_SHAPES
 

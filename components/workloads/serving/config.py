@@ -273,7 +273,11 @@ class ServingConfig(Block):
         description=f"Startup probe failures (every {rules.STARTUP_PERIOD_SECONDS} s) allowed while the model loads and compiles.",
     )
     skip_tpu_webhook_check: bool = Field(False, description="Annotate pods cloud.google.com/skip-tpu-webhook-check.")
-    healthy_nodes_only: bool = Field(False, description="Select only nodes whose partition state is HEALTHY.")
+    healthy_nodes_only: bool = Field(
+        False,
+        description="Select only nodes whose partition state is HEALTHY: the slice shape's own, the 4x4x4 cube's for a "
+        "super-slice (GKE labels no larger shape). Off, the slice controller's default also allows DEGRADED ones.",
+    )
     service_account_name: K8sName = Field(
         "model-server",
         description=f"Kubernetes service account of the model servers: reads the bucket, writes only its {XLA_CACHE_DIR}/ prefix.",

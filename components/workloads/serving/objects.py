@@ -31,7 +31,7 @@ from components.tpu.topology import (
     TPU_RESOURCE,
     MachineType,
     Shape,
-    partition_state_label,
+    slice_health_label,
 )
 from components.workloads.serving import rules
 from components.workloads.serving.config import (
@@ -86,15 +86,16 @@ _POD_SHAPE = (
     *("nodeSelector", "affinity", "tolerations", "runtimeClassName", "priority", "topologySpreadConstraints"),
     *("overhead", "resourceClaims", "resources"),
 )
-# The slice shape too, which none of those carries when serving.healthyNodesOnly is false: two shapes of as many hosts
-# (4x4x16 and 4x8x8, 64 each) differ only in the templates' slice-topology annotation. Kueue's webhook accepts that in
-# place (SpecShape reads no annotation), its LWS integration only updates an existing group's Workload's priority and
-# admission gate, so each group's Workload keeps the old shape in its pod sets (kueue v0.17.8
-# pkg/controller/jobs/leaderworkerset/leaderworkerset_reconciler.go updateWorkload), and the slice controller's
-# LeaderWorkerSet webhook, which derives the pods' Kueue topology and health affinity from the annotation, acts on
-# CREATE only (AI-Hypercomputer/xpk 250d4b3c slice/internal/webhooks/leaderworkerset_webhook.go). A key with dots is
-# quoted in a property path (pulumi/pulumi sdk/go/common/resource/properties_path.go), as the Kubernetes provider names
-# it in its diff (pulumi/pulumi-kubernetes v4.32.0 provider/pkg/provider/provider.go addPatchValueToDiff).
+# The slice shape too, which none of those carries for a super-slice (serving.healthyNodesOnly selects the cube's state
+# whatever its shape): two shapes of as many hosts (4x4x16 and 4x8x8, 64 each) differ only in the templates'
+# slice-topology annotation. Kueue's webhook accepts that in place (SpecShape reads no annotation), its LWS integration
+# only updates an existing group's Workload's priority and admission gate, so each group's Workload keeps the old shape
+# in its pod sets (kueue v0.17.8 pkg/controller/jobs/leaderworkerset/leaderworkerset_reconciler.go updateWorkload), and
+# the slice controller's LeaderWorkerSet webhook, which derives the pods' Kueue topology and health affinity from the
+# annotation, acts on CREATE only (AI-Hypercomputer/xpk 250d4b3c slice/internal/webhooks/leaderworkerset_webhook.go). A
+# key with dots is quoted in a property path (pulumi/pulumi sdk/go/common/resource/properties_path.go), as the
+# Kubernetes provider names it in its diff (pulumi/pulumi-kubernetes v4.32.0 provider/pkg/provider/provider.go
+# addPatchValueToDiff).
 _SHAPE_ANNOTATION = f'metadata.annotations["{SLICE_TOPOLOGY_ANNOTATION}"]'
 REPLACED_ON = [
     "metadata.labels",
@@ -384,8 +385,8 @@ def leaderworkerset(
         pod_spec["serviceAccountName"] = serving.service_account_name
         node_selector = pod_spec.setdefault("nodeSelector", {})
         node_selector[ACCELERATOR_NODE_LABEL] = machine.accelerator_label
-        if serving.healthy_nodes_only:
-            node_selector[partition_state_label(shape)] = "HEALTHY"
+        if serving.healthy_nodes_only:  # the cube's state for a super-slice: topology.slice_health_label says why
+            node_selector[slice_health_label(shape)] = "HEALTHY"
 
         container = manifests.container(pod_spec, LEADER_CONTAINER if leader else WORKER_CONTAINER)
         container["image"] = pull_path.image(serving.image)
