@@ -18,6 +18,8 @@ from components.config_base import Problem
 from components.gcp import config as gcp_config
 from components.platform import config as platform_config
 from components.stack import StackConfig, workload_namespaces
+from components.workloads.saxml.config import bucket_name as saxml_bucket_name
+from components.workloads.serving.config import weights_bucket_name
 
 LIFECYCLE_OUTPUT = "lifecycle"  # the stack output the next preview compares against
 RELEASES_OUTPUT = "helmReleases"  # Helm release name -> chart version, exported since the platform was first pinned
@@ -131,6 +133,21 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             }
             for repository in config.pull_through_repositories()
         }
+    # The buckets the stack makes, by the setting that names each: their name, and what places them (a bucket's
+    # location and project are fixed), and whether destroy keeps them (components/resources.py private_bucket).
+    buckets = {}
+    if config.serving.enabled and config.serving.weights_bucket.create:
+        keep = config.serving.weights_bucket.keep_on_destroy
+        buckets["serving.weightsBucket.name"] = (weights_bucket_name(config.serving, config.project), keep)
+    if config.saxml.enabled:
+        buckets["saxml.bucketName"] = (
+            saxml_bucket_name(config.saxml, config.project),
+            config.saxml.keep_bucket_on_destroy,
+        )
+    facts["buckets"] = {
+        key: {"name": name, "region": config.region, "project": config.project, "keepOnDestroy": keep}
+        for key, (name, keep) in buckets.items()
+    }
     if namespaces := workload_namespaces(config):
         facts[DEFAULT_DENY_FACT] = sorted(namespaces)
     return facts
@@ -229,6 +246,7 @@ def review_changes(
     if "network" in current and cluster_before.get("network", network_name) == network_name:
         _review_network(previous.get("network") or {}, current["network"], review)  # a new network: all new
     _review_platform_releases(previous.get("platformReleases"), current["platformReleases"], review)
+    _review_buckets(previous.get("buckets") or {}, current["buckets"], review)
     system_after = current.get("systemPool") or {}
     if system_changes := changes(before_boot_hardening(previous.get("systemPool") or {}, system_after), system_after):
         replaced.append(
@@ -413,6 +431,48 @@ def _review_network(before: Mapping[str, Any], after: Mapping[str, Any], review:
             f"keep {before['mtu']}; a network of another MTU is a new network: change network.prefix and cluster.name "
             "together, or destroy the stack and bring it up again",
         )
+
+
+def _review_buckets(before: Mapping[str, Any], after: Mapping[str, Any], review: ChangeReview) -> None:
+    """What a bucket of the stack that changes its name or place does to its data.
+
+    A bucket's name, location and project are ForceNew (hashicorp/terraform-provider-google-beta v7.45.0
+    google-beta/services/storage/resource_storage_bucket.go), and a name the program sets makes the bridge delete the
+    old bucket first (pulumi/pulumi-terraform-bridge pkg/tfbridge/provider.go, nameRequiresDeleteBeforeReplace). Kept
+    on destroy (retain_on_delete), the delete is skipped (pulumi/pulumi v3.259.0 pkg/resource/deploy/step.go,
+    DeleteStep.Apply): the old bucket stays, and with it its name, which Cloud Storage holds globally, so a new bucket
+    of that name cannot be made. Otherwise the old bucket is deleted with everything in it (force_destroy) first.
+    """
+    for key, bucket in after.items():
+        old = before.get(key)
+        if not old:
+            continue
+        name, kept = old["name"], old.get("keepOnDestroy", True)
+        moved = [
+            f"{fact} {old[fact]!r} -> {bucket[fact]!r}" for fact in ("region", "project") if old[fact] != bucket[fact]
+        ]
+        if name == bucket["name"] and moved:
+            what = (
+                "and the old one, kept on destroy, would still hold its name: the `up` fails at the create"
+                if kept
+                else "deleted first with everything in it"
+            )
+            review.refused.append(
+                Problem(
+                    key,
+                    f"the bucket {name} would be replaced under the same name ({'; '.join(moved)}), {what}",
+                    "give the bucket another name in the same `up`, or keep its region and project",
+                )
+            )
+        elif name != bucket["name"]:
+            fate = (
+                "left in the project with its data (keepOnDestroy), no longer used"
+                if kept
+                else "DELETED with everything in it before the new one is made"
+            )
+            review.replaced.append(
+                f"{key}: the bucket {name} will be REPLACED by {bucket['name']}, which starts empty; {name} is {fate}"
+            )
 
 
 def _review_platform_releases(before: Mapping[str, str] | None, after: Mapping[str, str], review: ChangeReview) -> None:

@@ -354,7 +354,10 @@ def test_removing_or_adding_a_pool_alone_is_not_refused(runs):
             f"nodeServiceAccount '{CLUSTER_NAME}-nodes' -> 'other-nodes'",
         ),
         ({"network.prefix": "other", "cluster.name": "other"}, f"network '{PREFIX}-main' -> 'other-main'"),
-        ({"project": "other-project"}, f"project '{PROJECT}' -> 'other-project'"),
+        (
+            {"project": "other-project", "serving.weightsBucket.name": "other-weights"},
+            f"project '{PROJECT}' -> 'other-project'",
+        ),
     ],
 )
 def test_a_replacement_is_announced_loudly(runs, override, fragment):
@@ -407,6 +410,27 @@ def test_a_node_range_that_contains_the_old_one_grows_the_subnet_in_place(runs):
     run = run_stack({"network.nodeCidr": wider}, previous_outputs=previous_of(runs["dev"]))
     (line,) = [w for w in run.warnings if w.startswith("network.nodeCidr:")]
     assert f"grows from {DEV.network.node_cidr} to {wider} in place" in line
+
+
+WEIGHTS = DEV.serving.weights_bucket.name
+
+
+def test_a_bucket_moved_under_its_name_is_refused_and_a_new_name_says_what_becomes_of_the_old(runs):
+    """A bucket's region is fixed: the new one would need the name the kept old one still holds."""
+    message = refusal({"region": "us-east5", "tpu.zone": "us-east5-a"}, previous_of(runs["dev"]))
+    assert f"serving.weightsBucket.name: the bucket {WEIGHTS} would be replaced under the same name" in message
+    assert "give the bucket another name" in message
+    run = run_stack({"serving.weightsBucket.name": "other-weights"}, previous_outputs=previous_of(runs["dev"]))
+    (line,) = [w for w in run.warnings if w.startswith("serving.weightsBucket.name:")]
+    assert f"the bucket {WEIGHTS} will be REPLACED by other-weights" in line and "left in the project" in line
+
+
+def test_a_bucket_not_kept_on_destroy_is_said_to_be_deleted_with_its_data(runs):
+    unkept = {"serving.weightsBucket.keepOnDestroy": False}
+    previous = previous_of(run_stack(unkept))
+    run = run_stack({**unkept, "serving.weightsBucket.name": "other-weights"}, previous_outputs=previous)
+    (line,) = [w for w in run.warnings if w.startswith("serving.weightsBucket.name:")]
+    assert f"{WEIGHTS} is DELETED with everything in it before the new one is made" in line
 
 
 def test_uninstalling_the_platform_or_moving_a_release_is_refused(runs):
