@@ -37,7 +37,7 @@ from components.gcp.config import (
     NodeBoot,
     channel_floor_problem,
 )
-from components.resources import children_of
+from components.resources import NEW_ACCOUNT_FIRST, children_of
 
 # Least privilege for nodes: GKE's node role (logs and metrics: roles/container.defaultNodeServiceAccount grants
 # logging.logEntries.create, monitoring.* and autoscaling.sites.writeMetrics, darkbitio/gcp-iam-role-permissions at
@@ -131,7 +131,8 @@ class Cluster(pulumi.ComponentResource):
             project=args.project,
             account_id=cluster.node_account_id,
             display_name=f"GKE nodes of {cluster.name}",
-            opts=child,
+            # A new id: the new account and its grants first, the pools replaced onto it, the old account last
+            opts=pulumi.ResourceOptions.merge(child, NEW_ACCOUNT_FIRST),
         )
         member = self.node_service_account.email.apply(lambda email: f"serviceAccount:{email}")
         self.node_service_account_roles = [
