@@ -474,6 +474,23 @@ def test_a_saxml_account_s_annotation_names_its_google_account_once_the_account_
         assert {grant, binding} <= needs, name
 
 
+@pytest.mark.parametrize("stack", ["dev", "saxml", "prod"])
+def test_every_node_pool_waits_for_what_the_node_account_may_do(stack):
+    """On a new node account (cluster.nodeServiceAccountId) the cluster stays and every pool is replaced onto the new
+    account: a pool comes up only once that account holds its project roles and its read on each repository the
+    nodes pull from, or the pods that come back on its nodes fail their pulls. The roles come through the cluster
+    (whose registration waits for them at every `up`, changed or not), the reads directly."""
+    run = run_stack(stack=stack)
+    grants = {r.name for r in run.registrations if r.type in NODE_ACCOUNT_GRANTS and "node-sa" in r.dependencies}
+    assert any(r.type == NODE_ACCOUNT_GRANTS[1] for r in run.registrations if r.name in grants), "no repository read"
+    pools = run.of_type(NODE_POOL)
+    assert len(pools) >= 2
+    for pool in pools:
+        assert grants <= closure(run, pool.name), (
+            f"{pool.name} does not wait for {sorted(grants - closure(run, pool.name))}"
+        )
+
+
 @pytest.mark.parametrize(
     "key, chart, version",
     [

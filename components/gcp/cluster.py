@@ -258,6 +258,27 @@ class Cluster(pulumi.ComponentResource):
             ),
         )
 
+        # The nodes pull from the mirror or the pull-through repositories: read on each repository alone, which may be
+        # another project's (an organisation's mirror). Every Kubernetes object waits for them (the provider), and a
+        # destroy deletes them once the objects are gone. Every node pool waits for them too: on a new node account
+        # (cluster.nodeServiceAccountId) the pools are replaced onto it while the objects stay, and the pods that come
+        # back on the new nodes pull as it. (The account's project roles come first through the cluster, which waits
+        # for them at every `up`, replaced or not.)
+        self.repository_readers = [
+            gcp.artifactregistry.RepositoryIamMember(
+                read.name,
+                project=read.project,
+                location=read.location,
+                repository=read.repository,
+                role=REPOSITORY_READER_ROLE,
+                member=member,
+                opts=pulumi.ResourceOptions.merge(
+                    child, pulumi.ResourceOptions(replace_with=[read.made_by_stack] if read.made_by_stack else None)
+                ),
+            )
+            for read in args.image_repositories
+        ]
+
         system_pool: gcp.container.NodePoolNodeConfigArgsDict = {"machine_type": cluster.system_pool.machine_type}
         self.system_pool = gcp.container.NodePool(
             "system-pool",
@@ -275,30 +296,12 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
-                    depends_on=[*args.egress, *args.boot_key_grants],
+                    depends_on=[*args.egress, *args.boot_key_grants, *self.repository_readers],
                     ignore_changes=NETWORK_CONFIG_NOT_OURS,
                     delete_before_replace=True,
                 ),
             ),
         )
-
-        # The nodes pull from the mirror or the pull-through repositories: read on each repository alone, which may be
-        # another project's (an organisation's mirror). Every Kubernetes object waits for them (the provider), and a
-        # destroy deletes them once the objects are gone.
-        self.repository_readers = [
-            gcp.artifactregistry.RepositoryIamMember(
-                read.name,
-                project=read.project,
-                location=read.location,
-                repository=read.repository,
-                role=REPOSITORY_READER_ROLE,
-                member=member,
-                opts=pulumi.ResourceOptions.merge(
-                    child, pulumi.ResourceOptions(replace_with=[read.made_by_stack] if read.made_by_stack else None)
-                ),
-            )
-            for read in args.image_repositories
-        ]
 
         # The control plane as the stack reaches it: by its DNS name whenever the DNS-based endpoint takes outside
         # traffic (it works from anywhere IAM lets the caller in, whatever the IP endpoints allow, and its certificate
