@@ -15,6 +15,18 @@ REPLACE_ON_SPEC_CHANGE = pulumi.ResourceOptions(
     replace_on_changes=["metadata.labels", "spec"], delete_before_replace=True
 )
 
+# A Google service account the stack makes is replaced new-first: the new account (and, through their own replacement,
+# its grants and bindings) exists before the old one is deleted, so its pods or nodes are never left with no account
+# that may do their work. Without this option a replacement deletes the old account first: `account_id` is ForceNew
+# (hashicorp/terraform-provider-google-beta v7.45.0 google-beta/services/resourcemanager/
+# resource_google_service_account.go) and auto-named by pulumi-gcp (provider/resources.go, AutoName), so for an id the
+# program sets the bridge answers DeleteBeforeReplace (pulumi/pulumi-terraform-bridge v3.136.0
+# pkg/tfbridge/provider.go Diff, schema.go nameRequiresDeleteBeforeReplace), an answer an explicit false overrides
+# (pulumi/pulumi v3.259.0 pkg/resource/deploy/step_generator.go: goal.DeleteBeforeReplace over
+# diff.DeleteBeforeReplace). Both may exist at once: only `account_id` and `project` replace an account, and either
+# gives another email.
+NEW_ACCOUNT_FIRST = pulumi.ResourceOptions(delete_before_replace=False)
+
 # The program is the source of truth for every field it declares on a Kubernetes object. The provider applies with
 # server-side apply, and without force an apply fails on any field another manager took since (`kubectl edit`,
 # `kubectl scale`, a console edit): `pulumi up --refresh` could then not put drift back. With patchForce the program's

@@ -314,7 +314,8 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
 
 
 def _options(request: Any) -> dict[str, Any]:
-    """The lifecycle options a registration sets, as a reviewer reads them (unset ones left out)."""
+    """The lifecycle options a registration sets, as a reviewer reads them (unset ones left out, a false
+    deleteBeforeReplace set explicitly kept)."""
     timeouts = request.customTimeouts
     aliases = [a.spec.name or a.urn.split("::")[-1] for a in request.aliases]
     options: dict[str, Any] = {
@@ -327,7 +328,13 @@ def _options(request: Any) -> dict[str, Any]:
         "aliases": sorted(aliases + [urn.split("::")[-1] for urn in request.aliasURNs]),
         "replaceWith": sorted(urn.split("::")[-1] for urn in request.replace_with),
     }
-    return {key: value for key, value in options.items() if value}
+    kept = {key: value for key, value in options.items() if value}
+    # An explicit delete_before_replace=False is kept too: it overrides the provider's own answer, which the engine
+    # reads only when the request says it is defined (pulumi/pulumi v3.259.0 pkg/resource/deploy/source_eval.go,
+    # DeleteBeforeReplaceDefined; step_generator.go, goal.DeleteBeforeReplace over diff.DeleteBeforeReplace).
+    if request.deleteBeforeReplaceDefined and not request.deleteBeforeReplace:
+        kept["deleteBeforeReplace"] = False
+    return kept
 
 
 def _urn_type(urn: str) -> str:

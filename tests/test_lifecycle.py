@@ -454,6 +454,67 @@ def test_a_new_node_service_account_replaces_the_pools_but_not_the_cluster(runs)
     assert [w for w in run.warnings if w.startswith(f"TPU pool {POOL_LAST} will be REPLACED")], run.warnings
 
 
+GOOGLE_ACCOUNT = "gcp:serviceaccount/account:Account"
+NODE_ACCOUNT_GRANTS = (
+    "gcp:projects/iAMMember:IAMMember",
+    "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
+)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_new_google_account_id_makes_the_new_account_before_the_old_one_goes(runs, stack):
+    """Every Google service account the stack makes is replaced new-first (components/resources.py
+    NEW_ACCOUNT_FIRST). Left to the provider, a new id would delete the old account first (the bridge answers
+    DeleteBeforeReplace for an auto-named `account_id` the program sets), and its pods or nodes would have no account
+    that may do their work until the new one, its grants and its bindings exist."""
+    accounts = runs[stack].of_type(GOOGLE_ACCOUNT)
+    assert accounts
+    for account in accounts:
+        assert account.options.get("deleteBeforeReplace") is False, account.name
+
+
+def test_a_saxml_account_s_annotation_names_its_google_account_once_the_account_may_use_the_bucket(runs):
+    """The Kubernetes account's annotation is what its pods act as: on a new Google account id it is updated only
+    after the new account, its bucket grant and its Workload Identity binding exist."""
+    run = runs["saxml"]
+    annotated = [
+        (r.name, email)
+        for r in run.of_type("kubernetes:core/v1:ServiceAccount")
+        if (email := (r.input("metadata").get("annotations") or {}).get("iam.gke.io/gcp-service-account"))
+    ]
+    assert len(annotated) == 2, annotated
+    for name, email in annotated:
+        (account,) = [a.name for a in run.of_type(GOOGLE_ACCOUNT) if email.startswith(f"{a.input('accountId')}@")]
+        needs = closure(run, name)
+        assert account in needs, name
+        (grant,) = [
+            r.name
+            for r in run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+            if r.input("member").endswith(email)
+        ]
+        (binding,) = [
+            r.name for r in run.of_type("gcp:serviceaccount/iAMMember:IAMMember") if account in r.dependencies
+        ]
+        assert {grant, binding} <= needs, name
+
+
+@pytest.mark.parametrize("stack", ["dev", "saxml", "prod"])
+def test_every_node_pool_waits_for_what_the_node_account_may_do(stack):
+    """On a new node account (cluster.nodeServiceAccountId) the cluster stays and every pool is replaced onto the new
+    account: a pool comes up only once that account holds its project roles and its read on each repository the
+    nodes pull from, or the pods that come back on its nodes fail their pulls. The roles come through the cluster
+    (whose registration waits for them at every `up`, changed or not), the reads directly."""
+    run = run_stack(stack=stack)
+    grants = {r.name for r in run.registrations if r.type in NODE_ACCOUNT_GRANTS and "node-sa" in r.dependencies}
+    assert any(r.type == NODE_ACCOUNT_GRANTS[1] for r in run.registrations if r.name in grants), "no repository read"
+    pools = run.of_type(NODE_POOL)
+    assert len(pools) >= 2
+    for pool in pools:
+        assert grants <= closure(run, pool.name), (
+            f"{pool.name} does not wait for {sorted(grants - closure(run, pool.name))}"
+        )
+
+
 @pytest.mark.parametrize(
     "key, chart, version",
     [

@@ -342,3 +342,39 @@ def test_a_router_of_another_release_runs_that_release_s_tags():
     assert serving_config.router_release_image(serving_config.ENDPOINT_PICKER_REPOSITORY, "v0.11.0") == (
         "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.11.0"
     )
+
+
+BENCHMARK = serving_config.BENCHMARK_SERVICE_ACCOUNT
+SERVERS_KEY, STAGING_KEY = "serving.serviceAccountName", "serving.weightsStaging.serviceAccountName"
+IS_THE_BENCHMARK_S = "is the account the stack makes for `make bench`'s Job"
+
+
+@pytest.mark.parametrize(
+    "override, key, fragment",
+    [
+        pytest.param({SERVERS_KEY: BENCHMARK}, SERVERS_KEY, IS_THE_BENCHMARK_S, id="servers-as-the-benchmark"),
+        pytest.param({STAGING_KEY: BENCHMARK}, STAGING_KEY, IS_THE_BENCHMARK_S, id="staging-as-the-benchmark"),
+        pytest.param(
+            {SERVERS_KEY: "servers", STAGING_KEY: "servers"}, STAGING_KEY, "is also " + SERVERS_KEY, id="one-name"
+        ),
+        # with staging off the stack makes no staging account: its name names nothing
+        pytest.param({STAGING_KEY: BENCHMARK, "serving.weightsStaging.enabled": False}, None, "", id="staging-off"),
+        pytest.param({SERVERS_KEY: "servers", STAGING_KEY: "stager"}, None, "", id="distinct-names"),
+    ],
+)
+def test_each_serving_account_name_is_refused_where_another_account_of_the_namespace_has_it(override, key, fragment):
+    """The benchmark's account has a fixed name in the namespace (BENCHMARK_SERVICE_ACCOUNT): a serving account named
+    so would be one ServiceAccount applied by two resources (deleting either deletes it), and one principal holding
+    the benchmark's grants and its own, a role both grant being one IAM binding that either's deletion revokes. A
+    name the keys give that is another account's is refused under its key; distinct names pass, each one object."""
+    if key is not None:
+        assert_bad_input(override, key, fragment)
+        return
+    run = run_stack(override)
+    namespace = stack_values()["serving"].get("namespace", serving_config.ServingConfig().namespace)
+    accounts = [
+        r.input("metadata.name")
+        for r in run.of_type("kubernetes:core/v1:ServiceAccount")
+        if r.input("metadata.namespace") == namespace
+    ]
+    assert BENCHMARK in accounts and len(accounts) == len(set(accounts)), accounts

@@ -37,7 +37,7 @@ from components.gcp.config import (
     NodeBoot,
     channel_floor_problem,
 )
-from components.resources import children_of
+from components.resources import NEW_ACCOUNT_FIRST, children_of
 
 # Least privilege for nodes: GKE's node role (logs and metrics: roles/container.defaultNodeServiceAccount grants
 # logging.logEntries.create, monitoring.* and autoscaling.sites.writeMetrics, darkbitio/gcp-iam-role-permissions at
@@ -131,7 +131,8 @@ class Cluster(pulumi.ComponentResource):
             project=args.project,
             account_id=cluster.node_account_id,
             display_name=f"GKE nodes of {cluster.name}",
-            opts=child,
+            # A new id: the new account and its grants first, the pools replaced onto it, the old account last
+            opts=pulumi.ResourceOptions.merge(child, NEW_ACCOUNT_FIRST),
         )
         member = self.node_service_account.email.apply(lambda email: f"serviceAccount:{email}")
         self.node_service_account_roles = [
@@ -257,6 +258,27 @@ class Cluster(pulumi.ComponentResource):
             ),
         )
 
+        # The nodes pull from the mirror or the pull-through repositories: read on each repository alone, which may be
+        # another project's (an organisation's mirror). Every Kubernetes object waits for them (the provider), and a
+        # destroy deletes them once the objects are gone. Every node pool waits for them too: on a new node account
+        # (cluster.nodeServiceAccountId) the pools are replaced onto it while the objects stay, and the pods that come
+        # back on the new nodes pull as it. (The account's project roles come first through the cluster, which waits
+        # for them at every `up`, replaced or not.)
+        self.repository_readers = [
+            gcp.artifactregistry.RepositoryIamMember(
+                read.name,
+                project=read.project,
+                location=read.location,
+                repository=read.repository,
+                role=REPOSITORY_READER_ROLE,
+                member=member,
+                opts=pulumi.ResourceOptions.merge(
+                    child, pulumi.ResourceOptions(replace_with=[read.made_by_stack] if read.made_by_stack else None)
+                ),
+            )
+            for read in args.image_repositories
+        ]
+
         system_pool: gcp.container.NodePoolNodeConfigArgsDict = {"machine_type": cluster.system_pool.machine_type}
         self.system_pool = gcp.container.NodePool(
             "system-pool",
@@ -274,30 +296,12 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
-                    depends_on=[*args.egress, *args.boot_key_grants],
+                    depends_on=[*args.egress, *args.boot_key_grants, *self.repository_readers],
                     ignore_changes=NETWORK_CONFIG_NOT_OURS,
                     delete_before_replace=True,
                 ),
             ),
         )
-
-        # The nodes pull from the mirror or the pull-through repositories: read on each repository alone, which may be
-        # another project's (an organisation's mirror). Every Kubernetes object waits for them (the provider), and a
-        # destroy deletes them once the objects are gone.
-        self.repository_readers = [
-            gcp.artifactregistry.RepositoryIamMember(
-                read.name,
-                project=read.project,
-                location=read.location,
-                repository=read.repository,
-                role=REPOSITORY_READER_ROLE,
-                member=member,
-                opts=pulumi.ResourceOptions.merge(
-                    child, pulumi.ResourceOptions(replace_with=[read.made_by_stack] if read.made_by_stack else None)
-                ),
-            )
-            for read in args.image_repositories
-        ]
 
         # The control plane as the stack reaches it: by its DNS name whenever the DNS-based endpoint takes outside
         # traffic (it works from anywhere IAM lets the caller in, whatever the IP endpoints allow, and its certificate

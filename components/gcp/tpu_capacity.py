@@ -52,6 +52,9 @@ class TpuCapacityArgs:
     region: str
     cluster_name: pulumi.Input[str]
     node_service_account_email: pulumi.Input[str]
+    # The node account's read on each repository the nodes pull from (Cluster.repository_readers): every pool waits
+    # for them, so that a pool replaced onto a new node account pulls the images of the pods it gets back
+    image_reads: Sequence[pulumi.Resource]
     # Each pool's grant on its boot disks' key (service_agents.py), by pool name; empty: none made
     boot_key_grants: Mapping[str, list[pulumi.Resource]]
     egress: list[pulumi.Resource]  # the Cloud NAT private nodes pull their images through
@@ -112,8 +115,9 @@ class TpuCapacity(pulumi.ComponentResource):
                 replace_on_changes=TPU_POOL_REPLACED_ON,
                 delete_before_replace=True,
                 # The TPU workloads' images come from outside Google (Docker Hub): a private pool waits for the
-                # NAT, and is deleted before it.
-                depends_on=[*args.egress, *placed_after],
+                # NAT, and is deleted before it; and through the mirror or pull-through repositories, for which it
+                # waits for the node account's read.
+                depends_on=[*args.egress, *args.image_reads, *placed_after],
                 ignore_changes=NETWORK_CONFIG_NOT_OURS,
             ),
         )

@@ -11,6 +11,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.resources import (
+    NEW_ACCOUNT_FIRST,
     REPLACE_ON_SPEC_CHANGE,
     Versioning,
     children_of,
@@ -85,7 +86,8 @@ class SaxmlCell(pulumi.ComponentResource):
                 project=args.project,
                 account_id=account_id,
                 display_name=f"Saxml {does} (Workload Identity)",
-                opts=children,
+                # A new id: the new account, grant and binding first, the old ones deleted at the end of the `up`
+                opts=pulumi.ResourceOptions.merge(children, NEW_ACCOUNT_FIRST),
             )
             # Known before apply, so the render shows the real annotation and members.
             email = f"{account_id}@{args.project}.iam.gserviceaccount.com"
@@ -108,10 +110,12 @@ class SaxmlCell(pulumi.ComponentResource):
                 opts=children,
             )
             metadata = {"name": account_name, "namespace": saxml.namespace}
+            # Its annotation names the account its pods act as (GKE's metadata server reads it): it names a new
+            # account only once that account may use the bucket and the pods may act as it.
             service_account = k8s.core.v1.ServiceAccount(
                 account_name,
                 metadata=owned({**metadata, "annotations": {WORKLOAD_IDENTITY_ANNOTATION: email}}),
-                opts=in_namespace,
+                opts=waiting_for(in_namespace, account, bucket_role, workload_identity),
             )
             return waiting_for(in_namespace, service_account, bucket_role, workload_identity)
 

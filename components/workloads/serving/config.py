@@ -400,6 +400,19 @@ def _validate_names(serving: ServingConfig, queues: QueuesConfig, problems: Prob
             "or delete the weights",
             "give the staging Job its own account, e.g. weights-staging",
         )
+    # The account the stack makes in the namespace under a fixed name (the benchmark's): named by a key too, it would be
+    # one object applied by two resources (deleting either deletes it), and one principal with both sets of bucket
+    # grants, a role granted by both once (one IAM binding: deleting either grant revokes it).
+    accounts = [("serving.serviceAccountName", serving.service_account_name)]
+    if staging.enabled:
+        accounts.append(("serving.weightsStaging.serviceAccountName", staging_account))
+    for key, name in accounts:
+        if name == BENCHMARK_SERVICE_ACCOUNT:
+            problems.add(
+                key,
+                f"{name!r} is the account the stack makes for `make bench`'s Job in {serving.namespace}",
+                "give it another name",
+            )
     role_names: dict[str, str] = {}
     for role in ROLES:
         key, name = f"serving.{role}.name", serving.role(role).name
