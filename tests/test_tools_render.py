@@ -128,6 +128,27 @@ def test_cli_fails_on_a_missing_stack(tmp_path, capsys):
     assert "Pulumi.nope.yaml" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "stack",
+    ["..", ".", "", "../render", "{tmp}/elsewhere", "dev/..", "a" * 101, "dev\n"],
+    ids=["parent", "itself", "empty", "relative-path", "absolute-path", "dot-dot-in-a-path", "101-long", "newline"],
+)
+def test_a_stack_name_that_is_not_one_removes_nothing_and_is_a_usage_error(tmp_path, capsys, stack):
+    """The render replaces <out>/<stack>: a name that is a path, '.' or '..' would have it remove another folder
+    (an absolute path stays under tmp_path, so a regression removes nothing of this machine's)."""
+    stack = stack.format(tmp=tmp_path)
+    out = tmp_path / "build" / "render"
+    kept = [out / "dev" / "resources.json", tmp_path / "build" / "other.txt", tmp_path / "elsewhere" / "x"]
+    for path in kept:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("kept")
+    with pytest.raises(SystemExit) as exited:
+        render.main(["--stack", stack, "--stack-dir", str(FIXTURE_STACKS), "--out", str(out)])
+    assert exited.value.code == 2
+    assert "is not a stack name" in capsys.readouterr().err
+    assert all(path.read_text() == "kept" for path in kept)
+
+
 def _graph_waves(graph: str) -> list[tuple[str, list[str]]]:
     return [
         (line.split(":", 1)[0], line.split(": ", 1)[1].split(", "))

@@ -10,11 +10,12 @@ In the cluster (the first form, `make bench`): builds the run's ConfigMap and Jo
 (components/operations/benchmark.py), applies them with kubectl in the serving namespace, waits for the
 Job, copies its reports from gs://<weights bucket>/results/<run id>/ with gcloud, and prints one line per
 stage of the ramp. The Gateway's address comes from the stack output ``openaiBaseUrl`` unless
-``--base-url`` gives it. ``--dry-run`` prints the objects instead of applying them.
+``--base-url`` gives it. ``--dry-run`` prints the objects instead of applying them. A run id already used
+(its Job, or reports under its prefix) is refused; Ctrl-C while the Job runs deletes it.
 
 ``--local`` runs the same inference-perf config on this machine (the lab: tests/bench), reports on the
 local disk; ``--report`` prints the table of reports already downloaded. Exits 0 when every stage has a
-report, 1 when the run failed or left no report, 2 on a usage or configuration error.
+report, 1 when the run failed or left no report, 2 on a usage or configuration error, 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ POLL_SECONDS = 20
 WAIT_MARGIN_SECONDS = 300  # past the Job's own deadline, kubectl has had time to say it failed
 COMMAND_TIMEOUT_SECONDS = 300
 LOG_LINES = 40
+TIMED_OUT = 124  # a command past its timeout, as timeout(1) exits
+INTERRUPTED = 130  # Ctrl-C, as a shell reports a command ended by SIGINT
+# What gcloud storage ls says of a prefix that holds nothing (its wording varies by release; this part stays).
+NO_OBJECTS = "matched no objects"
 DEFAULT_RATES = (1.0, 2.0, 4.0, 8.0)
 DEFAULT_STAGE_SECONDS = 120
 
@@ -54,6 +59,10 @@ Sleep = Callable[[float], None]
 
 class RunFailed(Exception):
     """Exit 1: the benchmark ran and failed, or left no report."""
+
+
+class Interrupted(Exception):
+    """Exit 130: Ctrl-C; the message says what became of the Job."""
 
 
 def run_command(argv: list[str], stdin: str | None, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -75,7 +84,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--local", action="store_true", help="run inference-perf here, not in the cluster")
     mode.add_argument("--report", type=Path, metavar="DIR", help="print the table of downloaded reports")
-    parser.add_argument("--stack", help="the stack whose serving to benchmark (default: Pulumi's selected stack)")
+    parser.add_argument("--stack", help="the stack whose serving to benchmark, Pulumi.<stack>.yaml (in the cluster)")
     parser.add_argument("--base-url", help="the OpenAI base URL, http://<address>/v1 (default: stack output)")
     parser.add_argument("--rates", type=_rates, default=DEFAULT_RATES, help="request rates, one stage each")
     parser.add_argument("--stage-seconds", type=int, default=DEFAULT_STAGE_SECONDS, help="length of each stage")
@@ -123,11 +132,23 @@ def read_stack(args: argparse.Namespace, runner: Runner) -> tuple[StackConfig, s
     return config, base_url
 
 
+def call(run: Run, argv: list[str], stdin: str | None, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``run``, a command past its timeout coming back as one that failed, so that each caller reports it as it
+    reports any failure (and the wait polls again) instead of a traceback."""
+    try:
+        return run(argv, stdin, timeout)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(argv, TIMED_OUT, "", f"{argv[0]} timed out after {timeout:.0f} s")
+
+
+def kubectl_argv(args: argparse.Namespace, *rest: str) -> list[str]:
+    return ["kubectl", *(["--context", args.context] if args.context else []), *rest]
+
+
 def kubectl(
     args: argparse.Namespace, run: Run, *rest: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    context = ["--context", args.context] if args.context else []
-    return run(["kubectl", *context, *rest], stdin, COMMAND_TIMEOUT_SECONDS)
+    return call(run, kubectl_argv(args, *rest), stdin, COMMAND_TIMEOUT_SECONDS)
 
 
 def job_state(job: dict[str, Any]) -> str | None:
@@ -138,23 +159,73 @@ def job_state(job: dict[str, Any]) -> str | None:
     return None
 
 
+def refuse_used_run_id(ramp: benchmark.Ramp, namespace: str, results: str, args: argparse.Namespace, run: Run) -> None:
+    """A run id names the Job and the results prefix: used again, `kubectl apply` leaves the earlier Job as it is (a
+    finished one too, for a day) and inference-perf skips a report that already exists (its Cloud Storage client,
+    save_report), so the run would print the earlier run's reports as its own."""
+    name = benchmark.job_name(ramp.run_id)
+    found = kubectl(args, run, "-n", namespace, "get", "job", name, "--ignore-not-found", "-o", "name")
+    if found.returncode != 0:
+        raise UsageError(f"cannot check for an earlier job {name}: kubectl get failed: {_last_line(found.stderr)}")
+    if found.stdout.strip():
+        delete = " ".join(kubectl_argv(args, "-n", namespace, "delete", "job", name))
+        raise UsageError(
+            f"job {name} already exists in {namespace} (run id {ramp.run_id} was used): pick another --run-id, "
+            f"or delete it first: {delete}"
+        )
+    listed = call(run, ["gcloud", "storage", "ls", f"{results}/"], None, COMMAND_TIMEOUT_SECONDS)
+    if listed.returncode == 0 and listed.stdout.strip():
+        raise UsageError(
+            f"{results}/ already holds reports (run id {ramp.run_id} was used), which inference-perf would keep "
+            f"rather than replace: pick another --run-id, or remove them first: "
+            f"gcloud storage rm --recursive {results}/"
+        )
+    if listed.returncode != 0 and NO_OBJECTS not in listed.stderr:
+        raise UsageError(f"cannot list {results}/: gcloud storage ls failed: {_last_line(listed.stderr)}")
+
+
+def poll(name: str, namespace: str, args: argparse.Namespace, run: Run) -> tuple[str | None, str | None]:
+    """The Job's state (None while it runs), and why it could not be read (None when it was)."""
+    completed = kubectl(args, run, "-n", namespace, "get", "job", name, "-o", "json")
+    if completed.returncode != 0:
+        return None, _last_line(completed.stderr)
+    try:
+        return job_state(json.loads(completed.stdout)), None
+    except (json.JSONDecodeError, AttributeError):
+        return None, "kubectl get job printed no Job"
+
+
 def wait_for(ramp: benchmark.Ramp, namespace: str, args: argparse.Namespace, run: Run, sleep: Sleep) -> None:
+    """Until the Job ends; a poll that fails (kubectl's error, or its timeout) is said and polled again, up to the
+    deadline."""
     name = benchmark.job_name(ramp.run_id)
     deadline = time.monotonic() + benchmark.deadline_seconds(ramp) + WAIT_MARGIN_SECONDS
     started = time.monotonic()
     while True:
-        completed = kubectl(args, run, "-n", namespace, "get", "job", name, "-o", "json")
-        if completed.returncode == 0:
-            state = job_state(json.loads(completed.stdout))
-            if state == "Complete":
-                return
-            if state == "Failed":
-                logs = kubectl(args, run, "-n", namespace, "logs", f"job/{name}", f"--tail={LOG_LINES}")
-                raise RunFailed(f"job {name} failed; its log ends:\n{logs.stdout}{logs.stderr}")
+        state, error = poll(name, namespace, args, run)
+        if state == "Complete":
+            return
+        if state == "Failed":
+            logs = kubectl(args, run, "-n", namespace, "logs", f"job/{name}", f"--tail={LOG_LINES}")
+            raise RunFailed(f"job {name} failed; its log ends:\n{logs.stdout}{logs.stderr}")
+        unread = f"; the last poll failed: {error}" if error else ""
         if time.monotonic() > deadline:
-            raise RunFailed(f"job {name} did not finish in time: kubectl -n {namespace} describe job {name}")
-        print(f"waiting for job {name} ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
+            raise RunFailed(f"job {name} did not finish in time{unread}: kubectl -n {namespace} describe job {name}")
+        print(f"waiting for job {name} ({time.monotonic() - started:.0f} s){unread}", file=sys.stderr, flush=True)
         sleep(POLL_SECONDS)
+
+
+def stop(name: str, namespace: str, args: argparse.Namespace, run: Run) -> str:
+    """Delete the Job (its pod with it), not waiting for the deletion; what Ctrl-C leaves, said in one line. The run
+    id was checked unused, so a Job of this name is this run's."""
+    rest = ("-n", namespace, "delete", "job", name, "--ignore-not-found", "--wait=false")
+    deleted = kubectl(args, run, *rest)
+    if deleted.returncode != 0:
+        command = " ".join(kubectl_argv(args, *rest))
+        return f"interrupted; deleting job {name} failed ({_last_line(deleted.stderr)}), delete it: {command}"
+    if not deleted.stdout.strip():  # --ignore-not-found: nothing to delete, so says nothing
+        return f"interrupted before job {name} was made"
+    return f"interrupted; deleted job {name} in {namespace}"
 
 
 def in_cluster(args: argparse.Namespace, runner: Runner, run: Run, sleep: Sleep) -> int:
@@ -165,15 +236,21 @@ def in_cluster(args: argparse.Namespace, runner: Runner, run: Run, sleep: Sleep)
     if args.dry_run:
         print(yaml.safe_dump_all(objects, sort_keys=False), end="")
         return 0
-    document = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
-    applied = kubectl(args, run, "apply", "-f", "-", stdin=document)
-    if applied.returncode != 0:
-        raise UsageError(f"kubectl apply failed: {_last_line(applied.stderr)}")
-    print(f"started job {benchmark.job_name(ramp.run_id)} in {serving.namespace}", file=sys.stderr, flush=True)
-    wait_for(ramp, serving.namespace, args, run, sleep)
     results = f"gs://{weights_bucket_name(serving, config.project)}/{benchmark.results_path(ramp.run_id)}"
+    refuse_used_run_id(ramp, serving.namespace, results, args, run)
+    document = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+    name = benchmark.job_name(ramp.run_id)
+    try:
+        applied = kubectl(args, run, "apply", "-f", "-", stdin=document)
+        if applied.returncode != 0:
+            raise UsageError(f"kubectl apply failed: {_last_line(applied.stderr)}")
+        print(f"started job {name} in {serving.namespace}", file=sys.stderr, flush=True)
+        wait_for(ramp, serving.namespace, args, run, sleep)
+    except KeyboardInterrupt:
+        # left, the Job would go on loading the endpoint for the rest of its ramp, its reports read by no one
+        raise Interrupted(stop(name, serving.namespace, args, run)) from None
     with tempfile.TemporaryDirectory() as scratch:
-        copied = run(["gcloud", "storage", "cp", "--recursive", results, scratch], None, COMMAND_TIMEOUT_SECONDS)
+        copied = call(run, ["gcloud", "storage", "cp", "--recursive", results, scratch], None, COMMAND_TIMEOUT_SECONDS)
         if copied.returncode != 0:
             raise RunFailed(f"gcloud storage cp {results} failed: {_last_line(copied.stderr)}")
         return print_table(Path(scratch), f"{results}/", len(ramp.rates))
@@ -191,8 +268,8 @@ def local(args: argparse.Namespace, run: Run) -> int:
     args.results.mkdir(parents=True, exist_ok=True)
     config_file = args.results / f"{ramp.run_id}-config.yml"
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))
-    completed = run(
-        [str(args.inference_perf), "--config_file", str(config_file)], None, benchmark.deadline_seconds(ramp)
+    completed = call(
+        run, [str(args.inference_perf), "--config_file", str(config_file)], None, benchmark.deadline_seconds(ramp)
     )
     if completed.returncode != 0:
         raise RunFailed(f"inference-perf exited {completed.returncode}: {_last_line(completed.stderr)}")
@@ -225,9 +302,14 @@ def main(
         if args.local:
             return local(args, run)
         return in_cluster(args, runner, run, sleep)
-    except (UsageError, RunFailed) as error:
+    except (UsageError, RunFailed, Interrupted) as error:
         print(f"bench: {error}", file=sys.stderr)
+        if isinstance(error, Interrupted):
+            return INTERRUPTED
         return 2 if isinstance(error, UsageError) else 1
+    except KeyboardInterrupt:  # before a Job was applied, or after it ended (--local: inference-perf gets it too)
+        print("bench: interrupted", file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

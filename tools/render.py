@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import re
 import shutil
 import sys
 from collections.abc import Sequence
@@ -266,9 +267,24 @@ def _json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True) + "\n"
 
 
+# A stack's name as Pulumi takes it (pulumi/pulumi sdk/go/common/tokens/stack_name.go, ParseStackName), less '.' and
+# '..'. It names the folder the render replaces, so it is checked before anything is removed: '', '.', '..' or a path
+# would have the render remove the output folder, its parent, or any folder the path names.
+STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+
+
+def stack_name(text: str) -> str:
+    if not STACK_NAME.fullmatch(text) or text in (".", ".."):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a stack name (1-100 letters, digits, '-', '_' or '.', not '.' or '..'): "
+            "the X of a Pulumi.X.yaml"
+        )
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", required=True)
+    parser.add_argument("--stack", required=True, type=stack_name, help="the X of Pulumi.X.yaml in --stack-dir")
     parser.add_argument("--out", type=Path, default=PROJECT_ROOT / "build" / "render")
     parser.add_argument("--stack-dir", type=Path, default=PROJECT_ROOT, help="folder holding Pulumi.<stack>.yaml")
     parser.add_argument(

@@ -4,7 +4,6 @@ the metric scrapes they read (Kueue's, vLLM's)."""
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 
 import pulumi
@@ -13,7 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components.gcp.config import ClusterConfig
 from components.operations import objects as alerting
-from components.operations.config import AlertsConfig
+from components.operations.config import AlertsConfig, email_channel_name
 from components.operations.objects import MonitoringObjects
 from components.resources import kubernetes_object
 
@@ -61,8 +60,8 @@ class Monitoring(pulumi.ComponentResource):
             alerts = args.alerts
             channels = [
                 gcp.monitoring.NotificationChannel(
-                    # a resource name from the address: stable under reordering, so a new address adds one channel
-                    f"alert-email-{re.sub(r'[^a-z0-9]+', '-', email.lower()).strip('-')}",
+                    # one name per address (validate_alerts refuses two addresses with one name)
+                    email_channel_name(email),
                     project=args.project,
                     type="email",
                     display_name=f"{args.cluster.name} alerts: {email}",

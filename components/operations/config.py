@@ -5,6 +5,7 @@ stack must have on, the CIS controls and the supply chain are components/hardeni
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from pydantic import Field, StringConstraints
@@ -162,6 +163,12 @@ def validate_node_audit_namespace(on: bool, other_namespaces: list[tuple[str, st
             )
 
 
+def email_channel_name(email: str) -> str:
+    """The resource name of the email notification channel of ``email`` (components/operations/component.py): from the
+    address, so it is stable under reordering and a new address adds one channel."""
+    return "alert-email-" + re.sub(r"[^a-z0-9]+", "-", email.lower()).strip("-")
+
+
 def validate_alerts(alerts: AlertsConfig, cluster: ClusterConfig, production: bool, problems: Problems) -> None:
     if production and not alerts.enabled:
         problems.add(
@@ -179,3 +186,21 @@ def validate_alerts(alerts: AlertsConfig, cluster: ClusterConfig, production: bo
         )
     if not alerts.emails and not alerts.notification_channels:
         problems.add("alerts.emails", "is empty and so is alerts.notificationChannels: no one is notified", "add one")
+    # Two addresses that make one resource name (a repeat, a case variant, `.` for `-`) would fail the preview on a
+    # duplicate URN that names neither entry. An entry that failed to parse holds a placeholder: not compared.
+    first: dict[str, int] = {}
+    for index, email in enumerate(alerts.emails):
+        key = f"alerts.emails[{index}]"
+        if key in problems.unparsed:
+            continue
+        name = email_channel_name(email)
+        if name in first:
+            other = first[name]
+            problems.add(
+                key,
+                f"{email!r} makes the same notification channel ({name}) as alerts.emails[{other}] "
+                f"{alerts.emails[other]!r}: each address makes one channel, named by its lowercased letters and digits",
+                "keep one of them, or notify the other through a channel of alerts.notificationChannels",
+            )
+        else:
+            first[name] = index

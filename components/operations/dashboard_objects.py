@@ -9,6 +9,10 @@ templated: ``cluster``/``cluster_name`` take the cluster; ``namespace`` the name
 series comes from (Kueue's for ``kueue_*``, the serving namespace otherwise); ``namespace_name`` (GKE's
 container metrics) the workload's namespace; ``cluster_queue`` and ``preempting_cluster_queue`` the
 ClusterQueue. components/operations/metric_catalog.py says where every metric comes from.
+
+A tile at the grid's left edge or top leaves its ``xPos`` or ``yPos`` out rather than writing 0: the API answers in
+proto3 JSON, which omits a zero, and the provider's diff of ``dashboardJson`` ignores only keys the API adds, so a
+written 0 would show a change at every preview (tests/test_operations_dashboards.py says where).
 """
 
 from __future__ import annotations
