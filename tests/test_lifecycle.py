@@ -387,6 +387,19 @@ def other_range(cidr: str, offset: int) -> str:
     return str(ipaddress.ip_network((int(network.network_address) + offset * network.num_addresses, network.prefixlen)))
 
 
+def review_of(overrides: dict, before: dict | None = None) -> lifecycle_review.ChangeReview:
+    """The review of the dev stack with ``overrides`` over its last `up` with ``before``: the preview's own rules on
+    the exported facts, without a program run (test_a_new_network_under... runs one end to end)."""
+    previous = lifecycle_review.lifecycle_facts(fixture_stack_config("dev", before))
+    return lifecycle_review.review_changes(
+        previous, lifecycle_review.lifecycle_facts(fixture_stack_config("dev", overrides)), str
+    )
+
+
+def refused_keys(review: lifecycle_review.ChangeReview) -> list[str]:
+    return [problem.key for problem in review.refused]
+
+
 @pytest.mark.parametrize(
     "key, value",
     [
@@ -397,47 +410,52 @@ def other_range(cidr: str, offset: int) -> str:
         ("mtu", 1500),
     ],
 )
-def test_a_range_or_mtu_the_running_cluster_cannot_take_is_refused_under_its_key(runs, key, value):
-    message = refusal({f"network.{key}": value}, previous_of(runs["dev"]))
-    assert f"network.{key}: " in message and "on a running stack" in message, message
+def test_a_range_or_mtu_the_running_cluster_cannot_take_is_refused_under_its_key(key, value):
+    review = review_of({f"network.{key}": value})
+    assert refused_keys(review) == [f"network.{key}"], review.refused
+    assert "on a running stack" in review.refused[0].what
     # The stack whose last `up` predates these facts is not compared: its first `up` records them.
-    older = {k: v for k, v in runs["dev"].raw_outputs["lifecycle"].items() if k != "network"}
-    run_stack({f"network.{key}": value}, previous_outputs={"lifecycle": older})
+    previous = lifecycle_review.lifecycle_facts(DEV)
+    del previous["network"]
+    current = lifecycle_review.lifecycle_facts(fixture_stack_config("dev", {f"network.{key}": value}))
+    assert not lifecycle_review.review_changes(previous, current, str).refused
 
 
-def test_a_node_range_that_contains_the_old_one_grows_the_subnet_in_place(runs):
+def test_a_node_range_that_contains_the_old_one_grows_the_subnet_in_place():
     wider = str(ipaddress.ip_network(DEV.network.node_cidr).supernet())
-    run = run_stack({"network.nodeCidr": wider}, previous_outputs=previous_of(runs["dev"]))
-    (line,) = [w for w in run.warnings if w.startswith("network.nodeCidr:")]
+    review = review_of({"network.nodeCidr": wider})
+    assert not review.refused
+    (line,) = [w for w in review.in_place if w.startswith("network.nodeCidr:")]
     assert f"grows from {DEV.network.node_cidr} to {wider} in place" in line
 
 
 WEIGHTS = DEV.serving.weights_bucket.name
 
 
-def test_a_bucket_moved_under_its_name_is_refused_and_a_new_name_says_what_becomes_of_the_old(runs):
+def test_a_bucket_moved_under_its_name_is_refused_and_a_new_name_says_what_becomes_of_the_old():
     """A bucket's region is fixed: the new one would need the name the kept old one still holds."""
-    message = refusal({"region": "us-east5", "tpu.zone": "us-east5-a"}, previous_of(runs["dev"]))
-    assert f"serving.weightsBucket.name: the bucket {WEIGHTS} would be replaced under the same name" in message
-    assert "give the bucket another name" in message
-    run = run_stack({"serving.weightsBucket.name": "other-weights"}, previous_outputs=previous_of(runs["dev"]))
-    (line,) = [w for w in run.warnings if w.startswith("serving.weightsBucket.name:")]
+    review = review_of({"project": "other-project"})
+    (problem,) = [p for p in review.refused if p.key == "serving.weightsBucket.name"]
+    assert f"the bucket {WEIGHTS} would be replaced under the same name" in problem.what
+    assert "give the bucket another name" in problem.fix
+    review = review_of({"serving.weightsBucket.name": "other-weights"})
+    assert not review.refused
+    (line,) = [w for w in review.replaced if w.startswith("serving.weightsBucket.name:")]
     assert f"the bucket {WEIGHTS} will be REPLACED by other-weights" in line and "left in the project" in line
 
 
-def test_a_bucket_not_kept_on_destroy_is_said_to_be_deleted_with_its_data(runs):
+def test_a_bucket_not_kept_on_destroy_is_said_to_be_deleted_with_its_data():
     unkept = {"serving.weightsBucket.keepOnDestroy": False}
-    previous = previous_of(run_stack(unkept))
-    run = run_stack({**unkept, "serving.weightsBucket.name": "other-weights"}, previous_outputs=previous)
-    (line,) = [w for w in run.warnings if w.startswith("serving.weightsBucket.name:")]
+    review = review_of({**unkept, "serving.weightsBucket.name": "other-weights"}, before=unkept)
+    (line,) = [w for w in review.replaced if w.startswith("serving.weightsBucket.name:")]
     assert f"{WEIGHTS} is DELETED with everything in it before the new one is made" in line
 
 
-def test_uninstalling_the_platform_or_moving_a_release_is_refused(runs):
-    message = refusal({"platform.install": False}, previous_of(runs["dev"]))
-    assert "platform.install: false on a running stack" in message and "pulumi state delete" in message
-    message = refusal({"platform.kueue.namespace": "kueue-other"}, previous_of(runs["dev"]))
-    assert "platform.kueue.namespace: 'kueue-system' -> 'kueue-other'" in message
+def test_uninstalling_the_platform_or_moving_a_release_is_refused():
+    (problem,) = review_of({"platform.install": False}).refused
+    assert problem.key == "platform.install" and "pulumi state delete" in problem.fix
+    (problem,) = review_of({"platform.kueue.namespace": "kueue-other"}).refused
+    assert problem.key == "platform.kueue.namespace" and "'kueue-system' -> 'kueue-other'" in problem.what
 
 
 def test_the_workload_policy_is_replaced_by_a_new_one_on_a_new_name(runs):
