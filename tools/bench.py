@@ -302,10 +302,11 @@ def main(
         if args.local:
             return local(args, run)
         return in_cluster(args, runner, run, sleep)
-    except (UsageError, RunFailed, Interrupted) as error:
+    except Interrupted as error:
         print(f"bench: {error}", file=sys.stderr)
-        if isinstance(error, Interrupted):
-            return INTERRUPTED
+        return INTERRUPTED
+    except (UsageError, RunFailed) as error:
+        print(f"bench: {error}", file=sys.stderr)
         return 2 if isinstance(error, UsageError) else 1
     except KeyboardInterrupt:  # before a Job was applied, or after it ended (--local: inference-perf gets it too)
         print("bench: interrupted", file=sys.stderr)
