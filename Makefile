@@ -11,6 +11,10 @@ STACKS := $(patsubst Pulumi.%.yaml,%,$(wildcard Pulumi.*.yaml))
 # Caches outside the clone, reused by every clone on this machine: mypy reads 290 MB of pulumi_gcp once.
 CACHE_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tpu-gke
 export MYPY_CACHE_DIR ?= $(CACHE_HOME)/mypy
+# Python's bytecode caches stay on whatever the shell says: with PYTHONDONTWRITEBYTECODE set, pytest rewrites the
+# asserts of every test module in every worker at every run, and our own modules compile from source each time
+# (make test: 78 s instead of 55 s warm on two cores). The caches go to __pycache__/, which git ignores.
+unexport PYTHONDONTWRITEBYTECODE
 # The weights-staging program and the venv it runs in (make staging-test, make lint): the Job's libraries, pinned.
 STAGING_VENV := build/venv-staging
 STAGING_REQUIREMENTS := manifests/serving/stage-weights-requirements.txt
