@@ -34,7 +34,9 @@ T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
-def twin(tools: Tools, report: Report, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Twin]:
+def twin(
+    tools: Tools, report: Report, dev: stack_config.Stack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Twin]:
     """Kueue and kwok on a control plane of the twin's own (the lab's other stacks never see its webhooks or
     nodes, and it never meets their objects), stopped at the end of the module whatever happens."""
     twin_tools = TwinTools(tools)
@@ -45,7 +47,7 @@ def twin(tools: Tools, report: Report, tmp_path_factory: pytest.TempPathFactory)
         )
     run_dir = tmp_path_factory.mktemp("twin")
     plane = ControlPlane(run_dir / "controlplane", tools)
-    running = Twin(plane, twin_tools, run_dir)
+    running = Twin(plane, twin_tools, run_dir, dev.config)
     try:
         report.operation("twin: control plane start", plane.start(), "ok", ports=plane.ports)
         began = time.monotonic()
@@ -185,6 +187,33 @@ def test_the_stacks_leaderworkersets_pass_kueues_and_lws_webhooks(twin: Twin, de
         assert served["spec"]["rolloutStrategy"]["type"] == "RollingUpdate", lws["metadata"]["name"]
         template = served["spec"]["leaderWorkerTemplate"]
         assert template["size"] == lws["spec"]["leaderWorkerTemplate"]["size"]
+
+
+def test_kueue_holds_queued_pods_in_the_workload_namespaces_only(
+    twin: Twin, dev: stack_config.Stack, stack_kueue: list[dict[str, Any]]
+):
+    """The Configuration the program gives Kueue names the workload namespaces (managedJobsNamespaceSelector), and
+    Kueue's pod webhook reads it: a pod naming a LocalQueue is held for admission in a workload namespace, and left
+    to the scheduler anywhere else (kubernetes-sigs/kueue v0.17 pkg/controller/jobs/pod/pod_webhook.go, Default). So
+    a Kueue outage holds no pod of the cluster's other namespaces."""
+    assert dev.kueue is not None
+    local_queue = next(o for o in stack_kueue if o["kind"] == "LocalQueue")
+    held = {}
+    for namespace in (local_queue["metadata"]["namespace"], "default"):
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "twin-queued-pod",
+                "namespace": namespace,
+                "labels": {"kueue.x-k8s.io/queue-name": local_queue["metadata"]["name"]},
+            },
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+        }
+        served = create(twin.plane, pod, "--dry-run=server")
+        held[namespace] = [gate["name"] for gate in served["spec"].get("schedulingGates", [])]
+    assert "kueue.x-k8s.io/admission" in held[local_queue["metadata"]["namespace"]], held
+    assert held["default"] == [], held
 
 
 @pytest.fixture(scope="module")

@@ -130,7 +130,7 @@ def scenario(tools: Tools, report: Report, tmp_path_factory: pytest.TempPathFact
     began = time.monotonic()
     run_dir = tmp_path_factory.mktemp("twin-scenarios")
     plane = ControlPlane(run_dir / "controlplane", tools)
-    twin = Twin(plane, twin_tools, run_dir)
+    twin = Twin(plane, twin_tools, run_dir, stack_config.load(stack_values("dev")).config)
     home = PulumiHome(run_dir / "pulumi", tools)
     lab: Lab | None = None
     recorder: Recorder | None = None

@@ -12,7 +12,8 @@ What each piece takes from upstream, read at the versions of lab/versions.lock f
   registered.
 - Kueue's CRDs beyond the ones schemas.lock pins (Workload, Cohort, ...): config/components/crd/bases of the same
   module; Kueue does not start without them (its Workload index).
-- Kueue's Configuration: the program's own (manifests/kueue/controller-config.yaml, what the chart is given) with
+- Kueue's Configuration: the one the program gives the dev stack's Kueue chart (components.platform.releases.
+  kueue_values: manifests/kueue/controller-config.yaml and the workload namespaces Kueue manages) with
   what a process on this host needs instead of a pod: namespace, the webhook server's host, port and certDir
   (Configuration.webhook.{host,port,certDir}, apis/config/v1beta2/configuration_types.go), leader election off,
   internalCertManagement off, probes and metrics on free loopback ports. The visibility server is off
@@ -41,7 +42,10 @@ from typing import Any
 
 import yaml
 
-from tests.itest.lab import REPO_ROOT, ControlPlane, Tools, free_port
+from components.platform.config import installed_charts
+from components.platform.releases import kueue_values
+from components.stack import StackConfig
+from tests.itest.lab import ControlPlane, Tools, free_port
 
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
 KUEUE_NAMESPACE = "kueue-system"
@@ -109,9 +113,13 @@ def issue_serving_certificate(pki: Path, out: Path, common_name: str) -> None:
     ext.unlink()
 
 
-def kueue_configuration(cert_dir: Path, ports: dict[str, int]) -> dict[str, Any]:
-    """The program's Kueue Configuration, with what a process on 127.0.0.1 needs in place of a pod's."""
-    configuration = yaml.safe_load((REPO_ROOT / "manifests" / "kueue" / "controller-config.yaml").read_text())
+def kueue_configuration(stack: StackConfig, cert_dir: Path, ports: dict[str, int]) -> dict[str, Any]:
+    """The Kueue Configuration the program gives ``stack``'s chart, with what a process on 127.0.0.1 needs in place
+    of a pod's."""
+    platform = stack.platform
+    chart = installed_charts(platform, stack.tpu.dynamic_slicing)["kueue"]
+    values = kueue_values(chart, platform.kueue_controller, stack.pull_path(), list(stack.queues.namespaces))
+    configuration: dict[str, Any] = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
     configuration["namespace"] = KUEUE_NAMESPACE
     configuration["health"] = {"healthProbeBindAddress": f"127.0.0.1:{ports['health']}"}
     configuration["metrics"] = {**configuration.get("metrics", {}), "bindAddress": f"127.0.0.1:{ports['metrics']}"}
@@ -176,6 +184,7 @@ class Twin:
     plane: ControlPlane
     twin_tools: TwinTools
     run_dir: Path
+    stack: StackConfig  # the stack whose Kueue Configuration the twin's Kueue runs
     ports: dict[str, int] = field(default_factory=dict)
     processes: list[TwinProcess] = field(default_factory=list)
 
@@ -187,7 +196,7 @@ class Twin:
         certs = self.run_dir / "kueue-certs"
         issue_serving_certificate(self.plane.run_dir / "pki", certs, "kueue-webhook")
         config = self.run_dir / "kueue-config.yaml"
-        config.write_text(yaml.safe_dump(kueue_configuration(certs, self.ports), sort_keys=False))
+        config.write_text(yaml.safe_dump(kueue_configuration(self.stack, certs, self.ports), sort_keys=False))
         # the metrics certificate's fixed path, in a mount namespace of the process's own
         wrapper = self.run_dir / "kueue-mounts.sh"
         wrapper.write_text(
