@@ -275,7 +275,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     gcp_config.validate_cluster(cluster, tpu, problems, date.today())
     gcp_config.validate_encryption_keys(cluster, config.region, problems)
     gcp_config.validate_tpu(tpu, config.region, problems)
-    platform_config.validate_platform(config.platform, problems)
+    platform_config.validate_platform(config.platform, cluster.existing.skip_await, problems)
     platform_config.validate_queues(config.queues, problems)
     workload_namespaces = _workload_namespaces(config)
     platform_config.validate_namespace_levels(

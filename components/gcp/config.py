@@ -371,7 +371,7 @@ class ExistingClusterConfig(Block):
     skip_await: bool = Field(
         False,
         description="Do not wait for the Gateway to be programmed or Jobs to finish: for a control plane that runs no "
-        "workloads (the integration lab).",
+        "workloads (the integration lab), with platform.install and serving.router.install false.",
     )
 
     @property
