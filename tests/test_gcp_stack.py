@@ -8,6 +8,7 @@ import yaml
 from components.gcp.cluster import UPSERT_EXISTING_ENV, upsert_switch_warning
 from components.gcp.project_services import ARTIFACT_REGISTRY_API, REQUIRED_APIS, SECRET_MANAGER_API
 from harness.gcp_model import GkeServerConfig, ReleaseChannel
+from harness.mock_engine import run_program
 from tests.conftest import (
     FIXTURE_STACK_NAMES,
     FIXTURE_STACKS,
@@ -383,15 +384,25 @@ def test_the_kubernetes_provider_refuses_existing_objects_unless_a_recovery_turn
     assert "then run a plain `pulumi up`" in warned
 
 
+# The program's Kubernetes provider alone, as the stack makes it (the test above runs it within the whole program).
+PROVIDER_PROGRAM = """
+import pulumi
+from components.gcp.cluster import kubernetes_provider
+kubernetes_provider("kubeconfig", "kubeconfig/cluster", pulumi.ResourceOptions())
+"""
+
+
 @pytest.mark.parametrize("value", ["true", "1", "T", "True", "false", "0", "yes", "on", ""])
-def test_the_preview_warns_of_the_switch_exactly_when_the_sdk_turns_it_on(value, monkeypatch):
+def test_the_preview_warns_of_the_switch_exactly_when_the_sdk_turns_it_on(value, monkeypatch, tmp_path):
     """The warning reads the variable as the SDK does: warned if and only if the provider gets the switch on."""
     monkeypatch.setenv(UPSERT_EXISTING_ENV, value)
-    run = run_stack()
+    program = tmp_path / "__main__.py"
+    program.write_text(PROVIDER_PROGRAM)
+    run = run_program({}, program_path=program)
     (provider,) = run.of_type("pulumi:providers:kubernetes")
     switched_on = provider.inputs.get("upsertExistingObjects") == "true"
     assert bool([w for w in run.warnings if UPSERT_EXISTING_ENV in w]) == switched_on
-    assert upsert_switch_warning({UPSERT_EXISTING_ENV: value}) is not None or not switched_on
+    assert (upsert_switch_warning({UPSERT_EXISTING_ENV: value}) is not None) == switched_on
 
 
 def test_kubeconfig_authenticates_with_the_gke_plugin_and_stays_secret():
