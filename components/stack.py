@@ -275,7 +275,12 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     gcp_config.validate_cluster(cluster, tpu, problems, date.today())
     gcp_config.validate_encryption_keys(cluster, config.region, problems)
     gcp_config.validate_tpu(tpu, config.region, problems)
-    platform_config.validate_platform(config.platform, cluster.existing.skip_await, problems)
+    waits = {
+        "platform.install": (config.platform.install, "the controllers' Helm releases (then roll them back)"),
+        "serving.router.install": (config.serving.enabled and config.serving.router.install, "an endpoint picker"),
+    }
+    gcp_config.validate_skip_await(cluster.existing, {key: what for key, (on, what) in waits.items() if on}, problems)
+    platform_config.validate_platform(config.platform, problems)
     platform_config.validate_queues(config.queues, problems)
     workload_namespaces = _workload_namespaces(config)
     platform_config.validate_namespace_levels(

@@ -151,8 +151,8 @@ def test_a_gke_cluster_still_being_created_is_refused_until_gke_reports_how_to_r
         ),
         ({"cluster.existing": {"skipAwait": True}}, "cluster.existing.skipAwait", "a cluster the stack creates"),
         # a control plane that runs no workloads: what the up would wait for never becomes Ready
-        ({**LAB, "platform.install": True}, "platform.install", "controllers that never become Ready"),
-        ({**LAB, "serving.router.install": True}, "serving.router.install", "never becomes Ready"),
+        ({**LAB, "platform.install": True}, "platform.install", "wait for the controllers' Helm releases"),
+        ({**LAB, "serving.router.install": True}, "serving.router.install", "wait for an endpoint picker"),
     ],
 )
 def test_bad_existing_cluster_settings(override, key, fragment):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Annotated, Any, Final, Literal
@@ -979,6 +980,20 @@ def _validate_existing(existing: ExistingClusterConfig, problems: Problems) -> N
             "cluster.existing.skipAwait",
             "would stop `pulumi up` from waiting for the Gateway and Jobs of a cluster the stack creates",
             "leave it false, or deploy onto an existing cluster",
+        )
+
+
+def validate_skip_await(existing: ExistingClusterConfig, waits: Mapping[str, str], problems: Problems) -> None:
+    """cluster.existing.skipAwait is for a control plane that runs no workloads: each setting of ``waits`` that is on
+    (its key -> what the `up` would then wait for) would have the `up` wait for pods that never become Ready."""
+    if not existing.skip_await:
+        return
+    for key, what in waits.items():
+        problems.add(
+            key,
+            f"is on with cluster.existing.skipAwait (a control plane that runs no workloads): `pulumi up` would wait "
+            f"for {what}, and nothing becomes Ready there",
+            "set it false, or cluster.existing.skipAwait false",
         )
 
 

@@ -317,15 +317,7 @@ def control_plane_port_warnings(platform: PlatformConfig, dynamic_slicing: bool)
     return warnings
 
 
-def validate_platform(platform: PlatformConfig, skip_await: bool, problems: Problems) -> None:
-    """``skip_await``: cluster.existing.skipAwait, a control plane that runs no workloads."""
-    if skip_await and platform.install:
-        problems.add(
-            "platform.install",
-            "installs the controllers on a control plane that runs no workloads (cluster.existing.skipAwait): Helm "
-            "would wait for controllers that never become Ready, then roll the releases back",
-            "set it false and install the controllers elsewhere, or cluster.existing.skipAwait false",
-        )
+def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
     charts = (("jobset", platform.jobset), ("kueue", platform.kueue), ("leaderWorkerSet", platform.leader_worker_set))
     for key, chart in charts:
         prefix = f"platform.{key}"

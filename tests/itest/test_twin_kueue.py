@@ -189,14 +189,11 @@ def test_the_stacks_leaderworkersets_pass_kueues_and_lws_webhooks(twin: Twin, de
         assert template["size"] == lws["spec"]["leaderWorkerTemplate"]["size"]
 
 
-def test_kueue_holds_queued_pods_in_the_workload_namespaces_only(
-    twin: Twin, dev: stack_config.Stack, stack_kueue: list[dict[str, Any]]
-):
+def test_kueue_holds_queued_pods_in_the_workload_namespaces_only(twin: Twin, stack_kueue: list[dict[str, Any]]):
     """The Configuration the program gives Kueue names the workload namespaces (managedJobsNamespaceSelector), and
     Kueue's pod webhook reads it: a pod naming a LocalQueue is held for admission in a workload namespace, and left
     to the scheduler anywhere else (kubernetes-sigs/kueue v0.17 pkg/controller/jobs/pod/pod_webhook.go, Default). So
     a Kueue outage holds no pod of the cluster's other namespaces."""
-    assert dev.kueue is not None
     local_queue = next(o for o in stack_kueue if o["kind"] == "LocalQueue")
     held = {}
     for namespace in (local_queue["metadata"]["namespace"], "default"):

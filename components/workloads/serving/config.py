@@ -385,13 +385,6 @@ def validate_serving(
     _validate_staging(serving, problems)
     _validate_token(serving, cluster, project, problems)
     _validate_front(serving, problems)
-    if cluster.existing.skip_await and serving.router.install:
-        problems.add(
-            "serving.router.install",
-            "installs the router on a control plane that runs no workloads (cluster.existing.skipAwait): `pulumi up` "
-            "would wait for an endpoint picker that never becomes Ready",
-            "set it false, or cluster.existing.skipAwait false",
-        )
     if shape is not None and len(problems.items) == before:
         _validate_capacity(serving, tpu, queues, problems)
 
