@@ -16,7 +16,7 @@ from components.gcp.config import ARTIFACT_REGISTRY_SERVICE_AGENT, COMPUTE_SERVI
 from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.gcp.network import Network, NetworkArgs
 from components.gcp.project_services import ProjectServices, ProjectServicesArgs
-from components.gcp.pull_through import PullThrough, PullThroughArgs, RegistryAgent
+from components.gcp.pull_through import PullThrough, PullThroughArgs
 from components.gcp.rules import PoolPlacement
 from components.gcp.service_agents import ServiceAgents, ServiceAgentsArgs, key_grant
 from components.gcp.tpu_capacity import ReservationCheckArgs, TpuCapacity, TpuCapacityArgs, pool_urn
@@ -142,15 +142,12 @@ def cluster_args(
 
 def pull_through_args(stack: Stack, agents: ServiceAgents | None) -> PullThroughArgs:
     config = stack.config
-    agent = ARTIFACT_REGISTRY_SERVICE_AGENT
     return PullThroughArgs(
         project=config.project,
         cluster_name=config.cluster.name,
         repositories=config.pull_through_repositories(),
         pull_through=config.images.pull_through,
-        registry_agent=RegistryAgent(agents.member(agent), agents.ready(agent))
-        if agents is not None and config.pull_through_docker_hub_credentials
-        else None,
+        agents=agents,
     )
 
 

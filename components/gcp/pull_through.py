@@ -32,19 +32,11 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from components.gcp.config import PullThroughConfig, RemoteRepository
+from components.gcp.config import ARTIFACT_REGISTRY_SERVICE_AGENT, PullThroughConfig, RemoteRepository
+from components.gcp.service_agents import ServiceAgents
 from components.resources import children_of, waiting_for
 
 SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
-
-
-@dataclass(frozen=True)
-class RegistryAgent:
-    """Artifact Registry's service agent, which reads Docker Hub's password: its IAM member, and what a grant to it
-    waits for (ServiceAgents.member and .ready)."""
-
-    member: pulumi.Output[str]
-    ready: list[pulumi.Resource]
 
 
 @dataclass(frozen=True)
@@ -53,7 +45,9 @@ class PullThroughArgs:
     cluster_name: str  # named in each repository's description
     repositories: list[RemoteRepository]
     pull_through: PullThroughConfig  # Docker Hub's account, if any (none: Docker Hub is pulled anonymously)
-    registry_agent: RegistryAgent | None  # with the credentials: who reads the password
+    # With the credentials: the service agents, among them Artifact Registry's, which reads the password (its IAM
+    # member, and what a grant to it waits for: ServiceAgents.member and .ready)
+    agents: ServiceAgents | None
 
 
 class PullThrough(pulumi.ComponentResource):
@@ -64,15 +58,15 @@ class PullThrough(pulumi.ComponentResource):
         credentials = settings.docker_hub_credentials
         docker_hub_waits: list[pulumi.Resource] = []
         if credentials and any(r.docker_hub for r in args.repositories):
-            assert args.registry_agent is not None, "Docker Hub's password is read by Artifact Registry's agent"
+            assert args.agents is not None, "Docker Hub's password is read by Artifact Registry's agent"
             docker_hub_waits.append(
                 gcp.secretmanager.SecretIamMember(
                     "artifact-registry-agent-docker-hub-password",
                     project=args.project,
                     secret_id=settings.docker_hub_password_secret_version.partition("/versions/")[0],
                     role=SECRET_ACCESSOR,
-                    member=args.registry_agent.member,
-                    opts=waiting_for(child, *args.registry_agent.ready),
+                    member=args.agents.member(ARTIFACT_REGISTRY_SERVICE_AGENT),
+                    opts=waiting_for(child, *args.agents.ready(ARTIFACT_REGISTRY_SERVICE_AGENT)),
                 )
             )
         self.repositories: dict[str, gcp.artifactregistry.Repository] = {}  # registry -> its repository
