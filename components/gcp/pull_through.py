@@ -66,7 +66,7 @@ class PullThrough(pulumi.ComponentResource):
                     secret_id=settings.docker_hub_password_secret_version.partition("/versions/")[0],
                     role=SECRET_ACCESSOR,
                     member=args.agents.member(ARTIFACT_REGISTRY_SERVICE_AGENT),
-                    opts=waiting_for(child, *args.agents.ready(ARTIFACT_REGISTRY_SERVICE_AGENT)),
+                    opts=waiting_for(child, *args.agents.ready[ARTIFACT_REGISTRY_SERVICE_AGENT]),
                 )
             )
         self.repositories: dict[str, gcp.artifactregistry.Repository] = {}  # registry -> its repository

@@ -53,16 +53,17 @@ class ServiceAgents(pulumi.ComponentResource):
         super().__init__("tpu-gke:gcp:ServiceAgents", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.project_number = args.project_number
-        self._ready: dict[ServiceAgent, list[pulumi.Resource]] = {}
+        # What a grant to each agent waits for: the agent made, or its API's enablement that makes it.
+        self.ready: dict[ServiceAgent, list[pulumi.Resource]] = {}
         for agent, enabled in args.agents.items():
             if not agent.made_on_request:
-                self._ready[agent] = [enabled]  # the enablement makes the agent
+                self.ready[agent] = [enabled]  # the enablement makes the agent
                 continue
             # After the enablement, never before: an agent made on request before its API is enabled is not granted
             # the role the enablement gives it (cloud.google.com/iam/docs/create-service-agents: "service agents
             # that are created at a user's request aren't automatically granted roles"). Its create and delete do
             # nothing more than ask (the provider's read and delete are no-ops).
-            self._ready[agent] = [
+            self.ready[agent] = [
                 gcp.projects.ServiceIdentity(
                     f"{agent.service.split('.')[0]}-service-agent",
                     project=args.project,
@@ -72,25 +73,18 @@ class ServiceAgents(pulumi.ComponentResource):
             ]
         self.grants: dict[tuple[str, ServiceAgent], gcp.kms.CryptoKeyIAMMember] = {}
         for grant in args.key_grants:
-            agent = grant.agent
-            self.grants[(grant.key.name, agent)] = gcp.kms.CryptoKeyIAMMember(
+            self.grants[(grant.key.name, grant.agent)] = gcp.kms.CryptoKeyIAMMember(
                 grant.name,
                 crypto_key_id=grant.key.name,
                 role=KMS_ENCRYPTER_DECRYPTER,
-                member=self.member(agent),
-                opts=pulumi.ResourceOptions.merge(
-                    child, pulumi.ResourceOptions(depends_on=self.ready(agent), retain_on_delete=True)
-                ),
+                member=self.member(grant.agent),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=self.ready[grant.agent], retain_on_delete=True),
             )
         self.register_outputs({"grants": [grant.name for grant in args.key_grants]})
 
     def member(self, agent: ServiceAgent) -> pulumi.Output[str]:
         """The agent as an IAM member, written from the project number (see the module's docstring)."""
         return self.project_number.apply(agent.member)
-
-    def ready(self, agent: ServiceAgent) -> list[pulumi.Resource]:
-        """What a grant to ``agent`` waits for: the agent made, or its API's enablement that makes it."""
-        return self._ready[agent]
 
 
 def key_grant(agents: ServiceAgents | None, key: str, agent: ServiceAgent) -> list[pulumi.Resource]:
