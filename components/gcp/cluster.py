@@ -347,11 +347,10 @@ class Cluster(pulumi.ComponentResource):
         above the floor (the location's list is not the channel's: a minor can be valid here and gone
         from the channel). A warning, not an error: a running cluster is past its floor already."""
         cluster = args.cluster
-        floor = GkeVersion.parse(cluster.version)
         offered = gcp.container.get_engine_versions_output(
             location=args.region,
             project=args.project,
-            version_prefix=f"{floor.minor_alias}.",
+            version_prefix=f"{GkeVersion.parse(cluster.version).minor_alias}.",
             # Its own wait: the component's depends_on is not an invoke's (on an empty project the
             # lookup would run at program start and fail with the API's 403 SERVICE_DISABLED).
             opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[args.container_api]),

@@ -159,12 +159,10 @@ def control_plane_access_warning(args: ExistingClusterArgs, found: ClusterNetwor
     # The network's own project: a Shared VPC's host project holds the network and its firewall rules.
     project = _project_of(found.network, args.project) if found else args.project
     if found is None:
-        network, sources = (
-            "<the cluster's network>",
-            (
-                "<privateClusterConfig.masterIpv4CidrBlock of `gcloud container clusters describe`, or on a Private "
-                "Service Connect cluster the range of its private endpoint's subnetwork and its clusterIpv4Cidr>"
-            ),
+        network = "<the cluster's network>"
+        sources = (
+            "<privateClusterConfig.masterIpv4CidrBlock of `gcloud container clusters describe`, or on a Private "
+            "Service Connect cluster the range of its private endpoint's subnetwork and its clusterIpv4Cidr>"
         )
     elif found.control_plane_range:
         network, sources = _last(found.network), found.control_plane_range

@@ -162,14 +162,13 @@ class TpuCapacity(pulumi.ComponentResource):
 
         def after_reservation(values: list[Any]) -> pulumi.Output[CapacityReview | None] | CapacityReview | None:
             answer: ReadAnswer[Any] = values[0]
-            previous: Mapping[str, str] = values[1] or {}
             if answer.unknown:
                 pulumi.log.info(
                     f"TPU reservation {reserved.name}: not read yet: the read waits for the Compute Engine API, which "
                     "this `up` enables; the `up` reads it before it places the pools, and so does the next preview"
                 )
                 return None
-            to_place = pools_to_place(check.pools, previous)
+            to_place = pools_to_place(check.pools, values[1] or {})  # the last `up`'s pools, if any
 
             def decide(read: CapacityRead) -> CapacityReview:
                 return self._decide(read, check, to_place)
@@ -266,10 +265,6 @@ def _reservation(result: Any, check: ReservationCheckArgs) -> ReservationRead:
     maintenance = _first(status.reservation_maintenances) if status else None
     specific = _first(result.specific_reservations)
     properties = _first(specific.instance_properties) if specific else None
-    windows = tuple(
-        MaintenanceWindowRead(w.window_start_time, w.window_end_time, w.type, w.maintenance_status)
-        for w in (maintenance.upcoming_group_maintenances or [] if maintenance else [])
-    )
     return ReservationRead(
         project=check.project,
         zone=check.tpu.zone,
@@ -281,7 +276,10 @@ def _reservation(result: Any, check: ReservationCheckArgs) -> ReservationRead:
         block_names=tuple(result.block_names or ()),
         hosts=int(specific.count or 0) if specific else 0,
         in_use=int(specific.in_use_count or 0) if specific else 0,
-        windows=windows,
+        windows=tuple(
+            MaintenanceWindowRead(w.window_start_time, w.window_end_time, w.type, w.maintenance_status)
+            for w in (maintenance.upcoming_group_maintenances or [] if maintenance else [])
+        ),
     )
 
 
