@@ -91,7 +91,7 @@ def service_agents_args(stack: Stack, services: ProjectServices) -> ServiceAgent
         return None
     return ServiceAgentsArgs(
         project=config.project,
-        project_number=services.project_number(),
+        project_number=services.project_number,
         agents={agent: services.api(agent.service) for agent in agents},
         key_grants=grants,
     )
@@ -310,7 +310,7 @@ def serving_args(
         project=config.project,
         region=config.region,
         workload_pool=cluster.workload_pool,
-        project_number=services.project_number()
+        project_number=services.project_number
         if services and (serving.weights_bucket.grant_access or serving.hf_token_secret_version)
         else None,
         # The read of an existing bucket goes through Cloud Storage: made where the stack enables that API.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import pulumi
 import pulumi_gcp as gcp
@@ -87,18 +88,16 @@ class ProjectServices(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=self.apis),
             )
         self._project = args.project
-        self._project_number: pulumi.Output[str] | None = None
         self.register_outputs({"apis": list(args.apis), "aiZones": args.enable_ai_zones})
 
+    @cached_property
     def project_number(self) -> pulumi.Output[str]:
         """The project's number, read once (on first use) after the Cloud Resource Manager API is on: the stack's
         Workload Identity principals and Google's service agents are named by it."""
-        if self._project_number is None:
-            self._project_number = gcp.organizations.get_project_output(
-                project_id=self._project,
-                opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[self.api(RESOURCE_MANAGER_API)]),
-            ).number
-        return self._project_number
+        return gcp.organizations.get_project_output(
+            project_id=self._project,
+            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[self.api(RESOURCE_MANAGER_API)]),
+        ).number
 
     def api(self, name: str) -> gcp.projects.Service:
         """The enablement of one API, for a call through it to wait for."""
