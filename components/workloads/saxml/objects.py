@@ -56,12 +56,10 @@ def saxml_objects(
     saxml: SaxmlConfig, tpu: TpuConfig, network: NetworkConfig, project: str, pull_path: PullPath
 ) -> SaxmlObjects:
     """``pull_path``: where the nodes pull the images from (images.mirror or the pull-through repositories)."""
-    admin, jobset, http, service = (
-        admin_deployment(saxml, project, pull_path),
-        model_server_jobset(saxml, tpu, project, pull_path),
-        http_deployment(saxml, project, pull_path),
-        http_service(saxml, network),
-    )
+    admin = admin_deployment(saxml, project, pull_path)
+    jobset = model_server_jobset(saxml, tpu, project, pull_path)
+    http = http_deployment(saxml, project, pull_path)
+    service = http_service(saxml, network)
     return SaxmlObjects(admin, jobset, http, service, network_policies(saxml, admin, jobset, http, service))
 
 
