@@ -16,7 +16,6 @@ from typing import Any
 from components import manifests
 from components.config_base import PullPath
 from components.gcp.config import NetworkConfig, TpuConfig
-from components.manifests import by_kind, load_documents
 from components.tpu.topology import ACCELERATOR_NODE_LABEL, TOPOLOGY_NODE_LABEL, TPU_RESOURCE, Shape
 from components.workloads.saxml.config import PLATFORM_CHIPS, SaxmlConfig, bucket_name, http_source_ranges
 
@@ -69,7 +68,7 @@ def sax_root(bucket_name: str) -> str:
 
 
 def _document(relative_path: str, kind: str, namespace: str) -> dict[str, Any]:
-    document = by_kind(load_documents(relative_path), kind)
+    document = manifests.by_kind(manifests.load_documents(relative_path), kind)
     document["metadata"]["namespace"] = namespace
     return document
 
