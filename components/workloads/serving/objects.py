@@ -180,11 +180,11 @@ def serving_objects(
     if skip_await:
         await_nothing(inference_gateway)
     values = router_values(serving, pull_path)
-    stager = service_account("weights-staging-service-account.yaml", namespace, staging.service_account_name)
-    benchmark = service_account("benchmark-service-account.yaml", namespace, BENCHMARK_SERVICE_ACCOUNT)
+    stager = load_base("weights-staging-service-account.yaml", name=staging.service_account_name, namespace=namespace)
+    benchmark = load_base("benchmark-service-account.yaml", name=BENCHMARK_SERVICE_ACCOUNT, namespace=namespace)
     token_version = serving.hf_token_secret_version
     return ServingObjects(
-        service_account=service_account("service-account.yaml", namespace, serving.service_account_name),
+        service_account=load_base("service-account.yaml", name=serving.service_account_name, namespace=namespace),
         gateway=inference_gateway,
         router_values=values,
         leaderworkersets=[leaderworkerset(serving, tpu, queues, project, pull_path, role) for role in ROLES],
@@ -209,10 +209,6 @@ def load_base(file_name: str, **metadata: str) -> dict[str, Any]:
     if metadata:
         document["metadata"].update(metadata)
     return document
-
-
-def service_account(file_name: str, namespace: str, name: str) -> dict[str, Any]:
-    return load_base(file_name, name=name, namespace=namespace)
 
 
 def hf_token_provider_class(namespace: str, secret_version: str) -> dict[str, Any]:
