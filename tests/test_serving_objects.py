@@ -52,7 +52,6 @@ from components.workloads.serving.objects import (
     gateway,
     kv_transfer_config,
     load_base,
-    service_account,
     workload_identity_principal,
 )
 from tests.conftest import not_checkov, stack_values
@@ -658,7 +657,7 @@ def test_pod_templates_are_valid_pods(lws, role, kind):
 
 
 def test_service_account_is_valid():
-    account = service_account("service-account.yaml", "serving", "vllm")
+    account = load_base("service-account.yaml", name="vllm", namespace="serving")
     assert account["metadata"] == {"name": "vllm", "namespace": "serving"}
     assert core_errors(account) == []
 

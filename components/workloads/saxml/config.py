@@ -12,7 +12,6 @@ from components import naming
 from components.config_base import Block, K8sName, Problems, form, image_pin_problem
 from components.gcp.config import ClusterConfig, NetworkConfig, TpuConfig
 from components.tpu import sizing, topology
-from components.tpu.sizing import BYTES_PER_PARAMETER, slice_topologies, smallest_fitting_topology, weight_bytes
 from components.tpu.topology import GB, MachineType, Shape
 
 _SAX_CELL = r"^/sax/[A-Za-z0-9_-]+$"
@@ -250,7 +249,7 @@ def model_fit_problem(parameters_billions: float, dtype: str, shape: Shape, mach
     fits 4x8 (32 chips, 512 GB), not 4x4 (16 chips, 256 GB). The reason names both sizes and the smallest topology of
     the machine type that would fit (or says that none does)."""
     try:
-        needed = weight_bytes(parameters_billions, dtype)
+        needed = sizing.weight_bytes(parameters_billions, dtype)
     except ValueError as error:
         return str(error)
     available = machine.hbm_bytes(shape)
@@ -258,13 +257,13 @@ def model_fit_problem(parameters_billions: float, dtype: str, shape: Shape, mach
         return None
     chips = math.ceil(needed / machine.hbm_bytes_per_chip)
     text = (
-        f"a {parameters_billions:g}B-parameter model at {dtype} ({float(BYTES_PER_PARAMETER[dtype]):g} bytes per "
-        f"parameter) needs {_gb(needed)} of HBM for its weights alone, at least {chips} chips of {machine.name} "
-        f"({_gb(machine.hbm_bytes_per_chip)} each); {shape} has {shape.chips} chips, {_gb(available)}"
+        f"a {parameters_billions:g}B-parameter model at {dtype} ({float(sizing.BYTES_PER_PARAMETER[dtype]):g} bytes "
+        f"per parameter) needs {_gb(needed)} of HBM for its weights alone, at least {chips} chips of "
+        f"{machine.name} ({_gb(machine.hbm_bytes_per_chip)} each); {shape} has {shape.chips} chips, {_gb(available)}"
     )
-    fitting = smallest_fitting_topology(needed, machine)
+    fitting = sizing.smallest_fitting_topology(needed, machine)
     if fitting is None:
-        largest = slice_topologies(machine)[-1]
+        largest = sizing.slice_topologies(machine)[-1]
         return (
             f"{text}. No {machine.name} topology holds it (the largest, {largest}, has "
             f"{largest.chips} chips, {_gb(machine.hbm_bytes(largest))}): quantize the model or "

@@ -16,7 +16,6 @@ from typing import Any
 from components import manifests
 from components.config_base import PullPath
 from components.gcp.config import NetworkConfig, TpuConfig
-from components.manifests import by_kind, load_documents
 from components.tpu.topology import ACCELERATOR_NODE_LABEL, TOPOLOGY_NODE_LABEL, TPU_RESOURCE, Shape
 from components.workloads.saxml.config import PLATFORM_CHIPS, SaxmlConfig, bucket_name, http_source_ranges
 
@@ -56,12 +55,10 @@ def saxml_objects(
     saxml: SaxmlConfig, tpu: TpuConfig, network: NetworkConfig, project: str, pull_path: PullPath
 ) -> SaxmlObjects:
     """``pull_path``: where the nodes pull the images from (images.mirror or the pull-through repositories)."""
-    admin, jobset, http, service = (
-        admin_deployment(saxml, project, pull_path),
-        model_server_jobset(saxml, tpu, project, pull_path),
-        http_deployment(saxml, project, pull_path),
-        http_service(saxml, network),
-    )
+    admin = admin_deployment(saxml, project, pull_path)
+    jobset = model_server_jobset(saxml, tpu, project, pull_path)
+    http = http_deployment(saxml, project, pull_path)
+    service = http_service(saxml, network)
     return SaxmlObjects(admin, jobset, http, service, network_policies(saxml, admin, jobset, http, service))
 
 
@@ -71,7 +68,7 @@ def sax_root(bucket_name: str) -> str:
 
 
 def _document(relative_path: str, kind: str, namespace: str) -> dict[str, Any]:
-    document = by_kind(load_documents(relative_path), kind)
+    document = manifests.by_kind(manifests.load_documents(relative_path), kind)
     document["metadata"]["namespace"] = namespace
     return document
 

@@ -38,7 +38,6 @@ from components.workloads.serving.config import (
     weights_bucket_name,
     weights_object_prefix,
 )
-from components.workloads.serving.objects import ServingObjects
 from components.workloads.serving.rules import BucketRead, weights_bucket_review
 
 # Release assets of the Gateway API Inference Extension: the CRDs of one version.
@@ -64,7 +63,7 @@ class ServingArgs:
     # What the read of an existing bucket (weightsBucket.create false) waits for: the Cloud Storage API's enablement.
     storage_api: list[pulumi.Resource]
     workload_pool: pulumi.Input[str]  # the cluster's: bindings to it wait for the cluster
-    objects: ServingObjects
+    objects: serving_objects.ServingObjects
     provider: k8s.Provider
     kubeconfig: pulumi.Input[str]  # the cluster's, as the provider's: the router's gate asks the cluster with it
     namespace_ready: list[pulumi.Resource]  # the namespace: all that the account, Secret and Gateway need

@@ -429,13 +429,10 @@ def _validate_shape_and_parallelism(
     if not workload_rules.validate_admitted_shape(tpu, "serving.sliceShape", serving.slice_shape, problems):
         return None
     shape = topology.try_shape(serving.slice_shape)  # one that does not parse is reported under tpu.sliceShapes
-    for problem in rules.tensor_parallel_match_problems(
-        serving.prefill.tensor_parallel_size, serving.decode.tensor_parallel_size
-    ):
+    prefill_tp = serving.prefill.tensor_parallel_size
+    for problem in rules.tensor_parallel_match_problems(prefill_tp, serving.decode.tensor_parallel_size):
         problems.add(
-            "serving.decode.tensorParallelSize",
-            problem,
-            f"set {serving.prefill.tensor_parallel_size}, as serving.prefill.tensorParallelSize",
+            "serving.decode.tensorParallelSize", problem, f"set {prefill_tp}, as serving.prefill.tensorParallelSize"
         )
     for role in ROLES:
         role_config = serving.role(role)

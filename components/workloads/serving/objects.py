@@ -180,11 +180,11 @@ def serving_objects(
     if skip_await:
         await_nothing(inference_gateway)
     values = router_values(serving, pull_path)
-    stager = service_account("weights-staging-service-account.yaml", namespace, staging.service_account_name)
-    benchmark = service_account("benchmark-service-account.yaml", namespace, BENCHMARK_SERVICE_ACCOUNT)
+    stager = load_base("weights-staging-service-account.yaml", name=staging.service_account_name, namespace=namespace)
+    benchmark = load_base("benchmark-service-account.yaml", name=BENCHMARK_SERVICE_ACCOUNT, namespace=namespace)
     token_version = serving.hf_token_secret_version
     return ServingObjects(
-        service_account=service_account("service-account.yaml", namespace, serving.service_account_name),
+        service_account=load_base("service-account.yaml", name=serving.service_account_name, namespace=namespace),
         gateway=inference_gateway,
         router_values=values,
         leaderworkersets=[leaderworkerset(serving, tpu, queues, project, pull_path, role) for role in ROLES],
@@ -202,21 +202,18 @@ def await_nothing(manifest: dict[str, Any]) -> None:
     manifest["metadata"].setdefault("annotations", {})[SKIP_AWAIT_ANNOTATION] = "true"
 
 
-def load_base(file_name: str) -> dict[str, Any]:
-    """A fresh copy of the one document of ``manifests/serving/<file_name>``."""
-    return manifests.load_document(f"serving/{file_name}")
-
-
-def service_account(file_name: str, namespace: str, name: str) -> dict[str, Any]:
-    account = load_base(file_name)
-    account["metadata"].update(name=name, namespace=namespace)
-    return account
+def load_base(file_name: str, **metadata: str) -> dict[str, Any]:
+    """A fresh copy of the one document of ``manifests/serving/<file_name>``, with ``metadata`` (its name, namespace)
+    set, if any (the router's values file has none)."""
+    document = manifests.load_document(f"serving/{file_name}")
+    if metadata:
+        document["metadata"].update(metadata)
+    return document
 
 
 def hf_token_provider_class(namespace: str, secret_version: str) -> dict[str, Any]:
     """The SecretProviderClass that makes ``secret_version`` the file ``token`` of the pods' token volume."""
-    provider_class = load_base("hf-token-secret-provider-class.yaml")
-    provider_class["metadata"].update(name=HF_TOKEN_PROVIDER_CLASS, namespace=namespace)
+    provider_class = load_base("hf-token-secret-provider-class.yaml", name=HF_TOKEN_PROVIDER_CLASS, namespace=namespace)
     # The provider reads `secrets` as a YAML list in a string (config/config.go: Parse): written as data, not text.
     objects = [{"resourceName": secret_version, "path": HF_TOKEN_FILE}]
     provider_class["spec"]["parameters"]["secrets"] = yaml.safe_dump(objects, sort_keys=False)
@@ -242,11 +239,9 @@ def hand_over_token(
     mount = {"name": HF_TOKEN_VOLUME, "mountPath": HF_TOKEN_DIR, "readOnly": True}
     container.setdefault("volumeMounts", []).append(mount)
     annotations = metadata.get("annotations") or {}
-    skips = [
-        k for k, v in annotations.items() if k.startswith(CHECKOV_SKIP_PREFIX) and v.startswith(f"{SECRET_ENV_CHECK}=")
-    ]
-    for key in skips:
-        del annotations[key]
+    for key, value in list(annotations.items()):
+        if key.startswith(CHECKOV_SKIP_PREFIX) and value.startswith(f"{SECRET_ENV_CHECK}="):
+            del annotations[key]
 
 
 def staging_files() -> dict[str, str]:
@@ -263,8 +258,7 @@ def weights_staging_job(serving: ServingConfig, project: str, pull_path: PullPat
     """The Job that copies the pinned revision into the directory the servers read (``weights_uri``), as its own
     account."""
     staging = serving.weights_staging
-    job = load_base(STAGING_JOB_FILE)
-    job["metadata"]["namespace"] = serving.namespace
+    job = load_base(STAGING_JOB_FILE, namespace=serving.namespace)
     timeout_seconds = staging.timeout_minutes * 60
     job["metadata"]["annotations"][TIMEOUT_ANNOTATION] = str(timeout_seconds)
     job["spec"]["activeDeadlineSeconds"] = timeout_seconds
@@ -351,9 +345,8 @@ def leaderworkerset(
     """The ``role`` LeaderWorkerSet with the stack's blocks overlaid on its YAML base (ValueError on a shape that
     splits a host)."""
     machine, shape, model_label = tpu.machine, serving.shape, serving.model.label
-    lws = load_base(BASE_FILES[role])
+    lws = load_base(BASE_FILES[role], name=serving.role(role).name, namespace=serving.namespace)
     metadata = lws["metadata"]
-    metadata.update(name=serving.role(role).name, namespace=serving.namespace)
     metadata["labels"].update(
         {
             GUIDE_LABEL: GUIDE,
@@ -409,8 +402,7 @@ def leaderworkerset(
 
 def gateway(namespace: str, config: GatewayConfig) -> dict[str, Any]:
     """The inference Gateway (HTTP on serving.gateway.port), annotated for Pulumi to await ``Programmed``."""
-    gw = load_base("gateway.yaml")
-    gw["metadata"].update(name=config.name, namespace=namespace)
+    gw = load_base("gateway.yaml", name=config.name, namespace=namespace)
     gw["spec"]["gatewayClassName"] = config.class_name
     (listener,) = gw["spec"]["listeners"]
     listener["port"] = config.port
