@@ -42,16 +42,6 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             "name": cluster.name,
             "region": config.region,
             "project": config.project,
-            # the network the stack makes the cluster on (a cluster made elsewhere is on its own)
-            **(
-                {}
-                if cluster.existing.enabled
-                else {
-                    "network": names["network"],
-                    "subnetwork": names["nodeSubnet"],
-                    "secondaryRanges": sorted(naming.secondary_range_names(config.network.prefix).values()),
-                }
-            ),
         },
         # the system pool's service account and boot disk key are ForceNew on the node pool; the cluster's node config
         # (its create's default pool) is ignored after the create
@@ -90,6 +80,12 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             "clusterQueueName": config.queues.cluster_queue_name,  # each LocalQueue's spec.clusterQueue
         }
     if not cluster.existing.enabled:
+        # the network the stack makes the cluster on (a cluster made elsewhere is on its own)
+        facts["cluster"] |= {
+            "network": names["network"],
+            "subnetwork": names["nodeSubnet"],
+            "secondaryRanges": sorted(naming.secondary_range_names(config.network.prefix).values()),
+        }
         # Who reaches the nodes and the control plane, and the cluster's CIS GKE settings a production stack
         # requires: each changes in place (components/gcp/cluster.py), but what GKE then does is felt, so the preview
         # says it.
