@@ -42,16 +42,6 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             "name": cluster.name,
             "region": config.region,
             "project": config.project,
-            # the network the stack makes the cluster on (a cluster made elsewhere is on its own)
-            **(
-                {}
-                if cluster.existing.enabled
-                else {
-                    "network": names["network"],
-                    "subnetwork": names["nodeSubnet"],
-                    "secondaryRanges": sorted(naming.secondary_range_names(config.network.prefix).values()),
-                }
-            ),
         },
         # the system pool's service account and boot disk key are ForceNew on the node pool; the cluster's node config
         # (its create's default pool) is ignored after the create
@@ -90,17 +80,18 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             "clusterQueueName": config.queues.cluster_queue_name,  # each LocalQueue's spec.clusterQueue
         }
     if not cluster.existing.enabled:
+        # the network the stack makes the cluster on (a cluster made elsewhere is on its own)
+        facts["cluster"] |= {
+            "network": names["network"],
+            "subnetwork": names["nodeSubnet"],
+            "secondaryRanges": sorted(naming.secondary_range_names(config.network.prefix).values()),
+        }
         # Who reaches the nodes and the control plane, and the cluster's CIS GKE settings a production stack
         # requires: each changes in place (components/gcp/cluster.py), but what GKE then does is felt, so the preview
         # says it.
-        network = config.network
-        facts["network"] = {
-            "nodeCidr": network.node_cidr,
-            "podCidr": network.pod_cidr,
-            "serviceCidr": network.service_cidr,
-            "proxyOnlyCidr": network.proxy_only_cidr,
-            "mtu": network.mtu,
-        }
+        facts["network"] = config.network.model_dump(
+            by_alias=True, include={"node_cidr", "pod_cidr", "service_cidr", "proxy_only_cidr", "mtu"}
+        )
         control_plane = cluster.control_plane
         facts["isolation"] = {
             "privateNodes": {
@@ -112,11 +103,9 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             "ipEndpoint": control_plane.ip_endpoint,
             "authorizedNetworks": sorted(network.cidr for network in control_plane.authorized_networks),
         }
-        facts["hardening"] = {
-            "binaryAuthorization": cluster.binary_authorization,
-            "rbacSecurityGroup": cluster.rbac_security_group,
-            "intranodeVisibility": cluster.intranode_visibility,
-        }
+        facts["hardening"] = cluster.model_dump(
+            by_alias=True, include={"binary_authorization", "rbac_security_group", "intranode_visibility"}
+        )
         facts["secretManager"] = {
             "addOn": cluster.secret_manager,
             "tokenFile": config.serving.enabled and bool(config.serving.hf_token_secret_version),
@@ -390,7 +379,8 @@ def _review_network(before: Mapping[str, Any], after: Mapping[str, Any], review:
     """
     refused = review.refused
 
-    def keep(key: str, what: str, fix: str) -> None:
+    def keep(key: str, what: str, fix: str = "") -> None:
+        fix = fix or f"keep {before[key]!r} on this stack"
         refused.append(Problem(f"network.{key}", f"{before[key]!r} -> {after[key]!r} on a running stack: {what}", fix))
 
     changed = [key for key in after if key in before and before[key] != after[key]]
@@ -414,14 +404,12 @@ def _review_network(before: Mapping[str, Any], after: Mapping[str, Any], review:
                 key,
                 f"the cluster takes its {of} addresses from this secondary range of the node subnet, and GKE says a "
                 "secondary range replaced under a running cluster leaves it unstable",
-                f"keep {before[key]!r} on this stack",
             )
     if "proxyOnlyCidr" in changed:
         keep(
             "proxyOnlyCidr",
             "a proxy-only subnet's range cannot grow, and any other range replaces the subnet, under its name, under "
             "the load balancers whose proxies run in it",
-            f"keep {before['proxyOnlyCidr']!r} on this stack",
         )
     if "mtu" in changed:
         keep(

@@ -39,11 +39,6 @@ def owned(metadata: dict[str, Any]) -> Any:  # Any: the typed constructors take 
     return {**metadata, "annotations": {**(metadata.get("annotations") or {}), **APPLY_ANNOTATIONS}}
 
 
-def owned_objects(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Manifests (a ConfigGroup's objects) with ``owned`` metadata."""
-    return [{**manifest, "metadata": owned(manifest["metadata"])} for manifest in manifests]
-
-
 def children_of(component: pulumi.ComponentResource, opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:
     """Options for a component's children: parented to it, and waiting on what it waits on (Pulumi does not pass a
     component's ``depends_on`` down to its children: a subnet could be created before the compute API it needs)."""

@@ -57,19 +57,15 @@ def project_apis(stack: Stack) -> tuple[str, ...]:
         upstream_secret = config.pull_through_on and config.images.pull_through.docker_hub_credentials
         secrets = (apis.SECRET_MANAGER_API,) if token_secret or config.cluster.secret_manager or upstream_secret else ()
         return apis.REQUIRED_APIS + enforced + pull_through + secrets
-    needed: set[str] = set()
-    if stack.serving is not None:
-        bucket = config.serving.weights_bucket
-        if bucket.create or bucket.grant_access:
-            needed.add(apis.STORAGE_API)
-        if bucket.grant_access or token_secret:
-            needed.add(apis.RESOURCE_MANAGER_API)  # the grants read the project number
-    if token_secret:
-        needed.add(apis.SECRET_MANAGER_API)
-    if stack.saxml is not None:
-        needed |= {apis.STORAGE_API, apis.IAM_API}  # the admin bucket, the cell's Google service account
+    serving, saxml, bucket = stack.serving is not None, stack.saxml is not None, config.serving.weights_bucket
+    needed = {  # each API, by what needs it
+        apis.STORAGE_API: (serving and (bucket.create or bucket.grant_access)) or saxml,  # Saxml's admin bucket
+        apis.RESOURCE_MANAGER_API: (serving and bucket.grant_access) or token_secret,  # grants read the project number
+        apis.SECRET_MANAGER_API: token_secret,
+        apis.IAM_API: saxml,  # the Saxml cell's Google service account
+    }
     # (alerts are refused on a cluster made elsewhere: operations/config.py)
-    return tuple(api for api in (*apis.REQUIRED_APIS, apis.SECRET_MANAGER_API) if api in needed)
+    return tuple(api for api in (*apis.REQUIRED_APIS, apis.SECRET_MANAGER_API) if needed.get(api))
 
 
 def project_services_args(stack: Stack) -> ProjectServicesArgs:

@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.platform.kueue_objects import KueueObjects
-from components.resources import owned, owned_objects
+from components.resources import owned
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class KueueQueues(pulumi.ComponentResource):
         after = [*([args.kueue_release] if args.kueue_release else []), *self.namespaces]
         self.objects = k8s.yaml.v2.ConfigGroup(
             "kueue-objects",
-            objs=owned_objects(args.objects.all),
+            objs=[{**manifest, "metadata": owned(manifest["metadata"])} for manifest in args.objects.all],
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=after),
         )
         self.register_outputs({"namespaces": list(self._namespaces)})

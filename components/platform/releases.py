@@ -202,10 +202,7 @@ def kueue_values(
             "replicas": controller.replicas,
             "manager": {
                 "image": image,
-                "resources": {
-                    "requests": {"cpu": controller.requests.cpu, "memory": controller.requests.memory},
-                    "limits": {"cpu": controller.limits.cpu, "memory": controller.limits.memory},
-                },
+                "resources": controller.model_dump(include={"requests", "limits"}),
             },
             "podDisruptionBudget": {"enabled": controller.replicas > 1, "minAvailable": 1},
         },
