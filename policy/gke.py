@@ -15,10 +15,9 @@ from typing import Any
 from components.gcp.config import UNHARDENED_BOOT, NodeBoot
 from components.stack import PRODUCTION_OUTPUT
 from policy.resources import ROOT_STACK, Resource, Violation, get, is_unknown, mapping_of
-from policy.tpu import is_tpu_pool
+from policy.tpu import NODE_POOL, is_tpu_pool
 
 CLUSTER = "gcp:container/cluster:Cluster"
-NODE_POOL = "gcp:container/nodePool:NodePool"
 # In a cluster on GKE Dataplane V2, NetworkPolicy is always enforced (CIS GKE 4.3.1; GKE's concept page
 # cloud.google.com/kubernetes-engine/docs/concepts/dataplane-v2, "GKE Dataplane V2 and NetworkPolicy").
 DATAPLANE_V2 = "ADVANCED_DATAPATH"

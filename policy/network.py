@@ -123,9 +123,7 @@ def port_admits(ports: Sequence[Mapping[str, Any]] | None, pod: Pod, port: int, 
         if value is None:
             return True
         number = pod.ports.get(value) if isinstance(value, str) else int(value)
-        if number is None:
-            continue
-        if number <= port <= int(entry.get("endPort", number)):
+        if number is not None and number <= port <= int(entry.get("endPort", number)):
             return True
     return False
 

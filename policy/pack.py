@@ -66,11 +66,6 @@ def as_resource(given: ResourceValidationArgs | PolicyResource) -> Resource:
     return Resource(given.resource_type, given.name, plain(given.props), bool(given.opts.protect), given.urn)
 
 
-def described(name: str, text: str) -> str:
-    controls = controls_held_by(f"{POLICY}{name}")
-    return f"{text} (CIS GKE {', '.join(controls)})." if controls else f"{text}."
-
-
 def _policy(kind: type[P], name: str, text: str, violations: Callable[[Any], list[Violation]], **extra: Any) -> P:
     """A policy reporting what ``violations`` finds in the SDK's arguments. A value unknown in preview becomes the
     SDK's own signal for one: it reports an advisory diagnostic, which the engine shows on the resource analyzed."""
@@ -83,7 +78,9 @@ def _policy(kind: type[P], name: str, text: str, violations: Callable[[Any], lis
         for violation in found:
             report_violation(violation.message, violation.urn or None)
 
-    return kind(name=name, description=described(name, text), validate=validate, enforcement_level=MANDATORY, **extra)
+    controls = controls_held_by(f"{POLICY}{name}")
+    described = f"{text} (CIS GKE {', '.join(controls)})." if controls else f"{text}."
+    return kind(name=name, description=described, validate=validate, enforcement_level=MANDATORY, **extra)
 
 
 def resource_policy(name: str, text: str, rule: ResourceRule, **extra: Any) -> ResourceValidationPolicy:

@@ -128,24 +128,16 @@ class KubernetesObject:
         return self.label if self.label.startswith(f"{self.kind} ") else f"{self.kind} {self.label}"
 
 
-def kind_of(resource_type: str) -> tuple[str, str] | None:
-    """(API group, kind) of a Kubernetes resource type token, ``kubernetes:apps/v1:Deployment``
-    -> (``apps``, ``Deployment``); None for other tokens (providers, Helm, yaml components)."""
-    parts = resource_type.split(":")
-    if len(parts) != 3 or parts[0] != "kubernetes" or "/" not in parts[1]:
-        return None
-    group = parts[1].rsplit("/", 1)[0]
-    if group in ("helm.sh", "yaml", "kustomize"):
-        return None
-    return ("" if group == "core" else group), parts[2]
-
-
 def kubernetes_objects(resource_type: str, name: str, props: Mapping[str, Any]) -> Iterator[KubernetesObject]:
     """The Kubernetes objects a resource declares: itself, or each object a ConfigGroup lists."""
-    if (typed := kind_of(resource_type)) is not None:
-        group, kind = typed
-        yield KubernetesObject(kind, group, props, name)
-        return
+    # A Kubernetes resource type token names the object's API group and kind: ``kubernetes:apps/v1:Deployment``
+    # -> (``apps``, ``Deployment``); other tokens (providers, Helm, yaml components) declare no object themselves.
+    parts = resource_type.split(":")
+    if len(parts) == 3 and parts[0] == "kubernetes" and "/" in parts[1]:
+        group = parts[1].rsplit("/", 1)[0]
+        if group not in ("helm.sh", "yaml", "kustomize"):
+            yield KubernetesObject(parts[2], "" if group == "core" else group, props, name)
+            return
     if resource_type in OBJECT_LIST_COMPONENTS:
         for obj in list_of(props, "objs", owner=name):
             if not isinstance(obj, Mapping):

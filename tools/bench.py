@@ -65,6 +65,9 @@ class Interrupted(Exception):
     """Exit 130: Ctrl-C; the message says what became of the Job."""
 
 
+EXIT_CODES: dict[type[Exception], int] = {UsageError: 2, RunFailed: 1, Interrupted: INTERRUPTED}
+
+
 def run_command(argv: list[str], stdin: str | None, timeout: float) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
@@ -302,12 +305,9 @@ def main(
         if args.local:
             return local(args, run)
         return in_cluster(args, runner, run, sleep)
-    except Interrupted as error:
+    except (UsageError, RunFailed, Interrupted) as error:
         print(f"bench: {error}", file=sys.stderr)
-        return INTERRUPTED
-    except (UsageError, RunFailed) as error:
-        print(f"bench: {error}", file=sys.stderr)
-        return 2 if isinstance(error, UsageError) else 1
+        return EXIT_CODES[type(error)]
     except KeyboardInterrupt:  # before a Job was applied, or after it ended (--local: inference-perf gets it too)
         print("bench: interrupted", file=sys.stderr)
         return INTERRUPTED

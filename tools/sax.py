@@ -101,10 +101,10 @@ def send(base: str, call: Command, body: dict[str, Any], timeout: float) -> str:
     except urllib.error.HTTPError as error:
         answer = error.read().decode("utf-8", errors="replace")
         raise RequestFailed(f"{where}: HTTP {error.code} {error.reason}: {preview(answer)}") from None
-    except urllib.error.URLError as error:
-        raise RequestFailed(f"{where}: {describe(error.reason, timeout)}") from None
     except (OSError, http.client.HTTPException) as error:
-        raise RequestFailed(f"{where}: {describe(error, timeout)}") from None
+        # urllib wraps connect-time failures in URLError: describe the underlying cause instead.
+        cause = error.reason if isinstance(error, urllib.error.URLError) else error
+        raise RequestFailed(f"{where}: {describe(cause, timeout)}") from None
 
 
 def describe(reason: object, timeout: float) -> str:

@@ -43,9 +43,9 @@ class _StrictLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             if not isinstance(key, str):
-                raise _KeyProblem(line, f"key {key!r} is not a string; quote it")
+                raise _KeyProblem(f"{line}: key {key!r} is not a string; quote it")
             if key in seen:
-                raise _KeyProblem(line, f"duplicate key {key!r} (first at line {seen[key]}); keep one of them")
+                raise _KeyProblem(f"{line}: duplicate key {key!r} (first at line {seen[key]}); keep one of them")
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
 
@@ -72,9 +72,7 @@ _StrictLoader.add_implicit_resolver(
 
 
 class _KeyProblem(Exception):
-    def __init__(self, line: int, what: str):
-        super().__init__(what)
-        self.line, self.what = line, what
+    """A key the loader refuses; its message is ``<line>: <what is wrong>``, the file's name goes in front."""
 
 
 def read_stack_file(path: Path) -> dict[str, Any]:
@@ -96,7 +94,7 @@ def read_stack_file(path: Path) -> dict[str, Any]:
     try:
         document = yaml.load(text, Loader=_StrictLoader)
     except _KeyProblem as problem:
-        raise StackFileError(f"{name}:{problem.line}: {problem.what}") from None
+        raise StackFileError(f"{name}:{problem}") from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"{name}:{mark.line + 1}" if mark else name
