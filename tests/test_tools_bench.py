@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import FIXTURE_STACKS, stack_values
 from tests.test_operations_benchmark import report
 from tools import bench
 
+BUCKET = stack_values("dev")["serving"]["weightsBucket"]["name"]  # where the tests' dev stack keeps the reports
 OUTPUTS = {"openaiBaseUrl": "http://10.10.0.42/v1", "modelName": "Qwen/Qwen3.5-397B-A17B-FP8"}
 
 
@@ -104,8 +106,11 @@ class Cluster:
 
 
 def main(argv: list[str], cluster: Cluster, outputs: dict[str, Any] | None = None, sleep=lambda _: None) -> int:
+    """make bench on the tests' own stacks (tests/data/stacks), not the user's."""
     try:
-        return bench.main(argv, runner=pulumi_runner(outputs), run=cluster, sleep=sleep)
+        return bench.main(
+            [*argv, "--stack-dir", str(FIXTURE_STACKS)], runner=pulumi_runner(outputs), run=cluster, sleep=sleep
+        )
     except KeyboardInterrupt:  # a stood-in Ctrl-C let through would stop the whole test session
         pytest.fail("Ctrl-C came out of bench.main as a traceback")
 
@@ -122,10 +127,10 @@ def test_a_run_applies_the_job_waits_for_it_and_prints_the_reports_table(capsys)
     polls = [call for call in cluster.calls if cluster.verb(call) == "poll"]
     assert len(polls) == 3 and polls[0][-4:] == ["job", "serving-benchmark-r1", "-o", "json"]
     (copy,) = [call for call in cluster.calls if cluster.verb(call) == "cp"]
-    assert copy[:5] == ["gcloud", "storage", "cp", "--recursive", "gs://my-model-weights/results/r1"]
+    assert copy[:5] == ["gcloud", "storage", "cp", "--recursive", f"gs://{BUCKET}/results/r1"]
     rows = [line.split() for line in out.splitlines() if line[:1].strip().isdigit() or line.strip()[:1].isdigit()]
     assert [row[1] for row in rows] == ["1.00", "2.00"]
-    assert "reports: gs://my-model-weights/results/r1/" in out
+    assert f"reports: gs://{BUCKET}/results/r1/" in out
 
 
 def test_the_gateway_comes_from_the_stack_outputs_unless_given(capsys):
@@ -198,9 +203,8 @@ def test_the_report_mode_reads_a_downloaded_directory(tmp_path, capsys):
         pytest.param(
             Cluster(["Complete"], earlier_reports=True),
             [
-                "gs://my-model-weights/results/r7/ already holds reports (run id r7 was used)",
-                "pick another --run-id, or remove them first: gcloud storage rm --recursive "
-                "gs://my-model-weights/results/r7/",
+                f"gs://{BUCKET}/results/r7/ already holds reports (run id r7 was used)",
+                f"pick another --run-id, or remove them first: gcloud storage rm --recursive gs://{BUCKET}/results/r7/",
             ],
             id="its-reports",
         ),
@@ -216,9 +220,7 @@ def test_the_report_mode_reads_a_downloaded_directory(tmp_path, capsys):
         ),
         pytest.param(
             Cluster(["Complete"], answers={"ls": failed("ERROR: (gcloud.storage.ls) HTTPError 403: denied")}),
-            [
-                "cannot list gs://my-model-weights/results/r7/: gcloud storage ls failed: ERROR: (gcloud.storage.ls) HTTP"
-            ],
+            [f"cannot list gs://{BUCKET}/results/r7/: gcloud storage ls failed: ERROR: (gcloud.storage.ls) HTTP"],
             id="bucket-unreadable",
         ),
     ],
@@ -300,7 +302,7 @@ def test_a_failed_poll_is_said_while_waiting_and_the_next_poll_goes_on(capsys, f
     waiting = [line for line in captured.err.splitlines() if line.startswith("waiting for job serving-benchmark-r9")]
     assert len(waiting) == 3
     assert [said in line for line in waiting] == [False, True, False], "each line says the poll it follows"
-    assert "reports: gs://my-model-weights/results/r9/" in captured.out
+    assert f"reports: gs://{BUCKET}/results/r9/" in captured.out
 
 
 def test_polls_failing_to_the_deadline_exit_1_with_the_last_error(capsys, monkeypatch):
@@ -316,7 +318,7 @@ def test_polls_failing_to_the_deadline_exit_1_with_the_last_error(capsys, monkey
 def test_copying_the_reports_past_its_timeout_exits_1(capsys):
     cluster = Cluster(["Complete"], answers={"cp": subprocess.TimeoutExpired(["gcloud"], 300)})
     assert main(["--stack", "dev", "--run-id", "r11"], cluster) == 1
-    assert "gcloud storage cp gs://my-model-weights/results/r11 failed: gcloud timed out after 300 s" in (
+    assert f"gcloud storage cp gs://{BUCKET}/results/r11 failed: gcloud timed out after 300 s" in (
         capsys.readouterr().err
     )
 

@@ -13,10 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from components.stack import parse_pulumi_values
 from components.workloads.serving.config import served_model_name
+from tests.conftest import FIXTURE_STACKS, stack_config
 from tools import verify
-from tools.stack_file import stack_config_values
 
 MODEL = "Qwen/Qwen3.5-397B-A17B-FP8"
 COMPLETIONS = "/v1/completions"
@@ -315,13 +314,12 @@ def test_a_flag_overrides_its_output_and_pulumi_fills_in_the_rest(stub):
 
 
 def test_base_url_with_a_stack_needs_no_pulumi_the_model_comes_from_the_stack_file(stub):
-    serving = parse_pulumi_values(stack_config_values("dev")[0]).serving  # the user's stack file, as the tool reads it
-    if serving is None:
-        pytest.skip("the dev stack file serves no model")
-    stub.script[COMPLETIONS] = [Reply(body=completion(model=served_model_name(serving)))]
-    stub.script[CHAT] = [Reply(body=chat(model=served_model_name(serving)))]
-    assert verify.main(["--stack", "dev", "--base-url", stub.base_url], runner=no_pulumi, sleep=SleepRecorder()) == 0
-    assert stub.requests[COMPLETIONS][0]["model"] == served_model_name(serving)
+    model = served_model_name(stack_config("dev").serving)  # the tests' dev stack, as the program names its model
+    stub.script[COMPLETIONS] = [Reply(body=completion(model=model))]
+    stub.script[CHAT] = [Reply(body=chat(model=model))]
+    argv = ["--stack", "dev", "--stack-dir", str(FIXTURE_STACKS), "--base-url", stub.base_url]
+    assert verify.main(argv, runner=no_pulumi, sleep=SleepRecorder()) == 0
+    assert stub.requests[COMPLETIONS][0]["model"] == model
 
 
 @pytest.mark.parametrize(
