@@ -76,7 +76,7 @@ def test_every_row_says_how_it_is_held_or_why_not(row: Control) -> None:
     assert all(item.startswith(("CKV_", "CKV2_")) for item in row.not_yet), row
 
 
-def test_a_committed_stack_is_a_production_stack() -> None:
+def test_one_of_the_tests_stacks_is_a_production_stack() -> None:
     """Rows held in production are checked on these stacks: without one, they would be checked nowhere."""
     assert production_stacks() == ["prod"]
 
