@@ -309,7 +309,7 @@ def main(
         return in_cluster(args, runner, run, sleep)
     except (UsageError, RunFailed, Interrupted) as error:
         print(f"bench: {error}", file=sys.stderr)
-        return EXIT_CODES[type(error)]
+        return next(code for kind, code in EXIT_CODES.items() if isinstance(error, kind))  # a subclass too
     except KeyboardInterrupt:  # before a Job was applied, or after it ended (--local: inference-perf gets it too)
         print("bench: interrupted", file=sys.stderr)
         return INTERRUPTED
