@@ -35,7 +35,7 @@ import yaml
 
 from components.operations import benchmark
 from components.workloads.serving.config import weights_bucket_name
-from tools.stack_file import PROJECT_ROOT
+from tools.stack_file import StackFileError, add_stack_dir_option, stack_config_values
 from tools.stack_outputs import Runner, UsageError, read_stack_outputs, run_pulumi
 from tools.verify import BASE_URL_OUTPUT
 
@@ -89,7 +89,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     mode.add_argument("--local", action="store_true", help="run inference-perf here, not in the cluster")
     mode.add_argument("--report", type=Path, metavar="DIR", help="print the table of downloaded reports")
     parser.add_argument("--stack", help="the stack whose serving to benchmark, Pulumi.<stack>.yaml (in the cluster)")
-    parser.add_argument("--stack-dir", type=Path, default=PROJECT_ROOT, help="folder holding Pulumi.<stack>.yaml")
+    add_stack_dir_option(parser)
     parser.add_argument("--base-url", help="the OpenAI base URL, http://<address>/v1 (default: stack output)")
     parser.add_argument("--rates", type=_rates, default=DEFAULT_RATES, help="request rates, one stage each")
     parser.add_argument("--stage-seconds", type=int, default=DEFAULT_STAGE_SECONDS, help="length of each stage")
@@ -117,7 +117,6 @@ def read_stack(args: argparse.Namespace, runner: Runner) -> tuple[StackConfig, s
     """The stack file's config, and the Gateway's URL from the flag or the stack outputs."""
     from components.config_base import ConfigError
     from components.stack import parse_pulumi_values
-    from tools.stack_file import StackFileError, stack_config_values
 
     if args.stack is None:
         raise UsageError("--stack names the stack file to read (Pulumi.<stack>.yaml)")

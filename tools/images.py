@@ -21,12 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from components.config_base import NAMESPACE, ConfigError, ImageReference, PullPath
 from components.gcp.config import RemoteRepository
 from components.hardening.rules import StackImage
-from tools.stack_file import PROJECT_ROOT, StackFileError, stack_config_values
+from tools.stack_file import StackFileError, add_stack_dir_option, stack_config_values
 
 
 def commands(images: list[StackImage], pull_path: PullPath, repositories: list[RemoteRepository]) -> list[str]:
@@ -70,7 +69,7 @@ def without_the_digest_rule(values: dict[str, str]) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack", required=True)
-    parser.add_argument("--stack-dir", type=Path, default=PROJECT_ROOT, help="folder holding Pulumi.<stack>.yaml")
+    add_stack_dir_option(parser)
     args = parser.parse_args(argv)
     from components import stack as stack_config
 

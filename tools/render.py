@@ -32,7 +32,7 @@ import yaml
 # that imports the harness (tests/test_imports.py holds it).
 from harness.gcp_model import CloudProject, ServiceDisabled, ServiceIdentityRefused, api_of
 from harness.mock_engine import Invocation, ProgramRun, Registration, run_program, sanitize
-from tools.stack_file import PROJECT_ROOT, StackFileError, stack_config_values
+from tools.stack_file import PROJECT_ROOT, StackFileError, add_stack_dir_option, stack_config_values
 
 # Types whose inputs are a Kubernetes object (not Helm releases, providers or our components).
 _NOT_OBJECTS = ("pulumi:providers:", "kubernetes:helm.sh/")
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack", required=True, type=stack_name, help="the X of Pulumi.X.yaml in --stack-dir")
     parser.add_argument("--out", type=Path, default=PROJECT_ROOT / "build" / "render")
-    parser.add_argument("--stack-dir", type=Path, default=PROJECT_ROOT, help="folder holding Pulumi.<stack>.yaml")
+    add_stack_dir_option(parser)
     parser.add_argument(
         "--keep-on-failure",
         action="store_true",

@@ -16,6 +16,7 @@ the line: ``Pulumi.dev.yaml:12: duplicate key 'tpu-dynamic-slicing:tpu' (first a
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from pathlib import Path
@@ -120,6 +121,11 @@ def read_stack_file(path: Path) -> dict[str, Any]:
             f"{name}:{line}: `config:` must be a mapping of `<namespace>:<key>: value`, not a {type(config).__name__}"
         )
     return config
+
+
+def add_stack_dir_option(parser: argparse.ArgumentParser) -> None:
+    """``--stack-dir``, where a tool reads ``Pulumi.<stack>.yaml`` (the tests point it at their own stacks)."""
+    parser.add_argument("--stack-dir", type=Path, default=PROJECT_ROOT, help="folder holding Pulumi.<stack>.yaml")
 
 
 def stack_config_values(stack: str, stack_dir: Path = PROJECT_ROOT) -> tuple[dict[str, str], list[str]]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tools.stack_file import StackFileError, add_stack_dir_option, stack_config_values
 from tools.stack_outputs import Runner, UsageError, read_stack_outputs, run_pulumi
 
 BASE_URL_OUTPUT = "openaiBaseUrl"
@@ -76,17 +77,16 @@ def stack_output(outputs: dict[str, Any], name: str, flag: str) -> str:
     return value
 
 
-def configured_model(stack: str | None, stack_dir: Path | None) -> str | None:
+def configured_model(stack: str | None, stack_dir: Path) -> str | None:
     """The served model name the stack file configures (as the program derives it), or None."""
     if stack is None:
         return None
     from components.config_base import ConfigError
     from components.stack import parse_pulumi_values
     from components.workloads.serving.config import served_model_name
-    from tools.stack_file import PROJECT_ROOT, StackFileError, stack_config_values
 
     try:
-        values, _ = stack_config_values(stack, stack_dir or PROJECT_ROOT)
+        values, _ = stack_config_values(stack, stack_dir)
         return served_model_name(parse_pulumi_values(values).serving)
     except (FileNotFoundError, StackFileError, ConfigError):
         return None
@@ -206,7 +206,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tools.verify", description=__doc__.split("\n\n")[0])
     add = parser.add_argument
     add("--stack", help="stack whose outputs name the endpoint (default: the selected stack)")
-    add("--stack-dir", type=Path, help="folder holding Pulumi.<stack>.yaml (default: the project's)")
+    add_stack_dir_option(parser)
     url_help = f"OpenAI base URL, e.g. http://10.0.0.5/v1 (default: output {BASE_URL_OUTPUT})"
     add("--base-url", metavar="URL", help=url_help)
     add("--model", metavar="NAME", help=f"model the endpoint must report (default: output {MODEL_OUTPUT})")
