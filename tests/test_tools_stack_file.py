@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import FIXTURE_STACKS
 from tools import render
 from tools.stack_file import StackFileError, read_stack_file
 
@@ -129,7 +130,8 @@ def test_plain_scalars_resolve_as_the_cli_reads_them(tmp_path: Path, scalar: str
 @pytest.mark.parametrize("word", ["yes", "no", "on", "off"])
 def test_a_yaml_1_1_boolean_is_refused_as_the_real_preview_refuses_it(tmp_path: Path, capsys, word: str):
     """`deletionProtection: yes` reaches the program as the string 'yes' under the CLI."""
-    stack_file = (Path(render.PROJECT_ROOT) / "Pulumi.dev.yaml").read_text()
+    stack_file = (FIXTURE_STACKS / "Pulumi.dev.yaml").read_text()
+    assert "deletionProtection: false" in stack_file
     (tmp_path / "Pulumi.s.yaml").write_text(
         stack_file.replace("deletionProtection: false", f"deletionProtection: {word}")
     )
