@@ -79,7 +79,8 @@ format: $(VENV)/.installed  ## apply the formatter and the linter's safe fixes
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-golden: $(VENV)/.installed  ## regenerate the committed summaries of each stack's render, tests/golden/<stack>/, after an intended change (a stack that fails keeps its files)
+golden: $(VENV)/.installed  ## regenerate the committed summaries of each stack's render, tests/golden/<stack>/, after an intended change (a stack that fails keeps its files; a stack whose file is gone loses its own)
+	@for dir in tests/golden/*/; do stack=$$(basename $$dir); [ -f Pulumi.$$stack.yaml ] || { echo "removed $$dir: no Pulumi.$$stack.yaml"; rm -r $$dir; }; done
 	@status=0; for stack in $(STACKS); do $(PY) -m tools.render --stack $$stack --out tests/golden --keep-on-failure --golden || status=1; done; exit $$status
 
 # The render of every stack against BASE's, as the pull-request workflow diffs them: BASE's tree (git archive) renders

@@ -24,8 +24,9 @@ if TYPE_CHECKING:
     from components.stack import StackConfig
 
 # The tests' own stacks: copies of the example stacks as they were when the tests were written. The committed
-# Pulumi.<stack>.yaml files are the user's to change; the tests that hold for any stack the program accepts read those
-# (tests/test_config_schema.py, tests/test_stack.py, the goldens), every other test reads these. A test says what it
+# Pulumi.<stack>.yaml files are the user's to change, rename or remove; the tests that hold for any stack the program
+# accepts read those (tests/test_config_schema.py, tests/test_stack.py, the goldens and the render's own properties in
+# tests/test_tools_render.py, the lab's Pod Security check), every other test reads these. A test says what it
 # needs of them from their config (names, pools, chips), or sets it (``cubes``), so that they too can change: with a
 # third pool in the dev one, the suite passes unchanged.
 FIXTURE_STACKS = PROJECT_ROOT / "tests" / "data" / "stacks"
