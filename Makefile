@@ -20,7 +20,7 @@ STAGING_VENV := build/venv-staging
 STAGING_REQUIREMENTS := manifests/serving/stage-weights-requirements.txt
 STAGING_PROGRAM := manifests/serving/stage_weights.py
 
-.PHONY: render render-diff test check-tools coverage lint format golden docs clean verify sax schemas charts itest twin policy-venv staging-test staging-bench renovate-check images bench bench-test
+.PHONY: render render-diff test user-edits check-tools coverage lint format golden docs clean verify sax schemas charts itest twin policy-venv staging-test staging-bench renovate-check images bench bench-test
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,12 @@ renovate-check: $(RENOVATE_TOOLS)/node_modules/.installed  ## validate renovate.
 PYTEST := $(PY) -m pytest -n auto --dist loadfile
 test: $(VENV)/.installed  ## the test suite on .venv alone (under a minute on two cores): every test but those of make check-tools
 	$(PYTEST) -m "not external"
+
+# The stack files are the user's: accepted changes of them (renamed, removed, grown, moved onto a cluster made
+# elsewhere) in copies of the tree, where `make golden` alone must make `make test` pass again. About a minute a
+# scenario; .ci/run runs it.
+user-edits: $(VENV)/.installed  ## the user's-edits drill (harness/user_edits.py): make golden, then make test, in copies of the tree under build/user-edits/ with the stack files changed as a user might
+	$(PY) -m harness.user_edits
 
 check-tools: $(VENV)/.installed $(CHECKOV_VENV)/.installed $(DOCS_VENV)/.installed $(RENOVATE_TOOLS)/node_modules/.installed  ## the tests that need a tool or file .venv does not hold: checkov's scan, the site's strict build, Renovate, the registry charts (fetched on first use) and the CRD files (make schemas)
 	TPU_GKE_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov TPU_GKE_MKDOCS=$(CURDIR)/$(DOCS_VENV)/bin/mkdocs $(PYTEST) -m external
