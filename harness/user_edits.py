@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import json
 import shutil
 import subprocess
 import sys
@@ -19,10 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
+from tools.stack_file import PROJECT_NAME, PROJECT_ROOT, read_stack_file
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-NAMESPACE = "tpu-dynamic-slicing:"
+NAMESPACE = f"{PROJECT_NAME}:"
 GOLDEN = Path("tests/golden")
 # The copies share the project's .venv; its marker is older than the copied requirements, so make must not remake it.
 MAKE = ("make", "--no-print-directory", "-o", ".venv/.installed")
@@ -31,10 +31,12 @@ Config = dict[str, Any]
 
 
 def _edit(tree: Path, stack: str, change: Callable[[Config], None]) -> None:
+    """The stack file read as the CLI reads it (tools/stack_file.py), changed, and written back as JSON, which is
+    YAML that every reader takes the same way (the comments go)."""
     path = tree / f"Pulumi.{stack}.yaml"
-    document = yaml.safe_load(path.read_text())
-    change(document["config"])
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    config = read_stack_file(path)
+    change(config)
+    path.write_text(json.dumps({"config": config}, indent=2) + "\n")
 
 
 def _block(config: Config, key: str) -> Config:
@@ -51,7 +53,7 @@ def _grown_dev(config: Config) -> None:
     _block(config, "serving")["weightsBucket"] = {"name": "team-a-model-weights"}
     _block(config, "serving")["model"] = {
         "id": "Qwen/Qwen3-32B",
-        "revision": "9216db5781bf21249d130ec9da846c4624c16137",
+        "revision": "9216db5781bf21249d130ec9da846c4624c16137",  # any commit: nothing here reads the Hub
         "parametersBillions": 32.8,
         "weightsDtype": "bf16",
     }
