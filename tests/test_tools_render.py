@@ -82,21 +82,8 @@ def test_make_golden_writes_the_summaries_alone_over_what_was_there(tmp_path):
     stale = tmp_path / "saxml"
     stale.mkdir()
     (stale / "resources.json").write_text("[a full dump committed before]")
-    assert (
-        render.main(
-            [
-                "--stack",
-                "saxml",
-                "--stack-dir",
-                str(FIXTURE_STACKS),
-                "--out",
-                str(tmp_path),
-                "--keep-on-failure",
-                "--golden",
-            ]
-        )
-        == 0
-    )
+    tests_saxml = ["--stack", "saxml", "--stack-dir", str(FIXTURE_STACKS)]
+    assert render.main([*tests_saxml, "--out", str(tmp_path), "--keep-on-failure", "--golden"]) == 0
     assert sorted(p.name for p in stale.iterdir()) == sorted(render.GOLDEN)
 
 
