@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tools.stack_file import PROJECT_NAME, PROJECT_ROOT, read_stack_file
+from tools.stack_file import PROJECT_NAME, PROJECT_ROOT, read_stack_file, stack_names
 
 NAMESPACE = f"{PROJECT_NAME}:"
 GOLDEN = Path("tests/golden")
@@ -101,16 +101,13 @@ def copy_tree(tree: Path) -> None:
     (tree / ".venv").symlink_to(PROJECT_ROOT / ".venv")
 
 
-def stacks(tree: Path) -> set[str]:
-    return {p.name[len("Pulumi.") : -len(".yaml")] for p in tree.glob("Pulumi.*.yaml")}
-
-
 def unfollowed(tree: Path) -> list[str]:
     """The stacks whose committed summaries did not follow the edit: a stack's summaries must exist exactly for the
     stacks there are, and differ from the original tree's wherever that stack's file changed."""
-    problems = [f"{stack}: no summaries" for stack in stacks(tree) if not (tree / GOLDEN / stack).is_dir()]
-    problems += [f"{d.name}: summaries of no stack" for d in (tree / GOLDEN).iterdir() if d.name not in stacks(tree)]
-    for stack in stacks(tree) & stacks(PROJECT_ROOT):
+    stacks = stack_names(tree)
+    problems = [f"{stack}: no summaries" for stack in stacks if not (tree / GOLDEN / stack).is_dir()]
+    problems += [f"{d.name}: summaries of no stack" for d in (tree / GOLDEN).iterdir() if d.name not in stacks]
+    for stack in set(stacks) & set(stack_names()):
         stack_file = f"Pulumi.{stack}.yaml"
         if filecmp.cmp(tree / stack_file, PROJECT_ROOT / stack_file, shallow=False):
             continue

@@ -18,7 +18,7 @@ sys.path.insert(0, str(PROJECT_ROOT))
 from components.config_base import NAMESPACE, ConfigError
 from harness.mock_engine import ProgramRun, run_program
 from tests import external
-from tools.stack_file import stack_config_values
+from tools.stack_file import stack_config_values, stack_names
 
 if TYPE_CHECKING:
     from components.stack import StackConfig
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 # needs of them from their config (names, pools, chips), or sets it (``cubes``), so that they too can change: with a
 # third pool in the dev one, the suite passes unchanged.
 FIXTURE_STACKS = PROJECT_ROOT / "tests" / "data" / "stacks"
-FIXTURE_STACK_NAMES = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in FIXTURE_STACKS.glob("Pulumi.*.yaml"))
+FIXTURE_STACK_NAMES = stack_names(FIXTURE_STACKS)
 
 
 def stack_values(stack: str = "dev") -> dict[str, Any]:

@@ -8,9 +8,9 @@ import pytest
 from components import stack as stack_config
 from tests.conftest import FIXTURE_STACKS, PROJECT_ROOT, stack_values
 from tools import render
-from tools.stack_file import SECRET_PLACEHOLDER, stack_config_values
+from tools.stack_file import SECRET_PLACEHOLDER, stack_config_values, stack_names
 
-STACKS = sorted(p.name.split(".")[1] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
+STACKS = stack_names()  # the user's
 GOLDEN = PROJECT_ROOT / "tests" / "golden"
 
 

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tools.stack_file import stack_names
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = PROJECT_ROOT / ".github" / "workflows"
 PULL_REQUEST = WORKFLOWS / "pull-request.yaml"
@@ -51,10 +53,6 @@ def uses_of(workflow: dict[str, Any]) -> Iterator[tuple[str, str]]:
     for job_id, step in steps(workflow):
         if "uses" in step:
             yield job_id, step["uses"]
-
-
-def committed_stacks() -> list[str]:
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
 
 
 @pytest.fixture(scope="module")
@@ -214,8 +212,8 @@ def test_the_stacks_workflow_lists_the_stack_files(tmp_path: Path) -> None:
         == "${{jobs.list.outputs.stacks}}"
     )
     assert stacks["jobs"]["list"]["outputs"]["stacks"].replace(" ", "") == "${{steps.list.outputs.stacks}}"
-    assert committed_stacks(), "no Pulumi.<stack>.yaml at the repository root"
-    assert _list_stacks(PROJECT_ROOT, tmp_path) == committed_stacks()
+    assert stack_names(PROJECT_ROOT), "no Pulumi.<stack>.yaml at the repository root"
+    assert _list_stacks(PROJECT_ROOT, tmp_path) == stack_names(PROJECT_ROOT)
 
     repository = tmp_path / "repository"
     repository.mkdir()

@@ -128,6 +128,11 @@ def add_stack_dir_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stack-dir", type=Path, default=PROJECT_ROOT, help="folder holding Pulumi.<stack>.yaml")
 
 
+def stack_names(stack_dir: Path = PROJECT_ROOT) -> list[str]:
+    """The stacks of ``stack_dir``: the X of each ``Pulumi.X.yaml``, sorted."""
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in stack_dir.glob("Pulumi.*.yaml"))
+
+
 def stack_config_values(stack: str, stack_dir: Path = PROJECT_ROOT) -> tuple[dict[str, str], list[str]]:
     """Config of ``Pulumi.<stack>.yaml`` as Pulumi hands it to a program, secure values replaced."""
     path = stack_dir / f"Pulumi.{stack}.yaml"

@@ -28,8 +28,9 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from tests.itest.lab import REPO_ROOT, ControlPlane
+from tools.stack_file import stack_names
 
-STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in REPO_ROOT.glob("Pulumi.*.yaml"))
+STACKS = stack_names(REPO_ROOT)
 LABEL = "pod-security.kubernetes.io/"
 STRICTER = {"baseline": "restricted", "privileged": "baseline"}
 # tests/stack_pods.py renders the registry charts with Helm's SDK, which the project's venv has (make itest builds
