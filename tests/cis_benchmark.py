@@ -5,18 +5,10 @@ checkov checks."""
 
 from __future__ import annotations
 
-import yaml
-
-from tests.conftest import FIXTURE_STACKS
-
-STACK_FILES = sorted(FIXTURE_STACKS.glob("Pulumi.*.yaml"))
+from tests.conftest import FIXTURE_STACK_NAMES, stack_config
 
 
 def production_stacks() -> list[str]:
-    """The tests' stacks whose file says ``production: true``: where a row "held in production" must hold."""
-    found = []
-    for path in STACK_FILES:
-        config = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
-        if any(key.endswith(":production") and value is True for key, value in config.items()):
-            found.append(path.name.split(".")[1])
-    return found
+    """The tests' stacks the program takes as production (``production: true``, validated as the preview reads it):
+    where a row "held in production" must hold."""
+    return [stack for stack in FIXTURE_STACK_NAMES if stack_config(stack).production]

@@ -60,7 +60,7 @@ REFUSED = [
 
 @pytest.mark.parametrize("key, value", REFUSED)
 def test_the_schema_refuses_what_a_setting_refuses(key, value):
-    stack = copy.deepcopy(_read(STACK_FILES[0]))
+    stack = copy.deepcopy(_read(FIXTURE_STACKS / "Pulumi.dev.yaml"))
     stack["config"][key] = value
     assert list(validator().iter_errors(stack))
 
@@ -68,7 +68,7 @@ def test_the_schema_refuses_what_a_setting_refuses(key, value):
 def test_the_schema_takes_what_the_stack_file_may_write():
     """Text forms of scalars (`pulumi config set --path` stores text), a partial object, an encrypted secret, and
     other namespaces' keys."""
-    stack = copy.deepcopy(_read(STACK_FILES[0]))
+    stack = copy.deepcopy(_read(FIXTURE_STACKS / "Pulumi.dev.yaml"))
     stack["config"] |= {
         f"{NAMESPACE}:production": "true",
         f"{NAMESPACE}:checks": {"subslicing": {"enabled": "false", "slices": "2"}},
