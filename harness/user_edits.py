@@ -50,15 +50,16 @@ def _grown_dev(config: Config) -> None:
     cluster = _block(config, "cluster")
     cluster |= {"name": "team-a-cluster", "deletionProtection": True}
     _block(config, "tpu")["pools"].append({"name": "tpu7-pool-3", "nodeCount": 16})
-    _block(config, "serving")["weightsBucket"] = {"name": "team-a-model-weights"}
-    _block(config, "serving")["model"] = {
+    serving = _block(config, "serving")
+    serving["weightsBucket"] = {"name": "team-a-model-weights"}
+    serving["model"] = {
         "id": "Qwen/Qwen3-32B",
         "revision": "9216db5781bf21249d130ec9da846c4624c16137",  # any commit: nothing here reads the Hub
         "parametersBillions": 32.8,
         "weightsDtype": "bf16",
     }
     for role in ("prefill", "decode"):
-        _block(config, "serving")[role] = {"replicas": 2, "tensorParallelSize": 8}
+        serving[role] = {"replicas": 2, "tensorParallelSize": 8}
     config["gcp:project"] = config[NAMESPACE + "project"]
 
 
