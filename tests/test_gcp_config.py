@@ -10,7 +10,6 @@ from components.gcp.config import (
     ClusterConfig,
     ExistingClusterConfig,
     ImagesConfig,
-    MirrorRepository,
     TpuConfig,
     TpuPoolConfig,
     channel_floor_problem,
@@ -538,7 +537,7 @@ def test_the_floor_must_be_offered_by_the_channel(newest, default, fragment):
     ],
 )  # fmt: skip
 def test_the_mirror_names_one_artifact_registry_repository(mirror, parsed):
-    repository = MirrorRepository.parse(mirror)
+    repository = ImagesConfig(mirror=mirror).mirror_repository
     assert (None if repository is None else dataclasses.astuple(repository)) == parsed
 
 

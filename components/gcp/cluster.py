@@ -46,17 +46,12 @@ from components.resources import NEW_ACCOUNT_FIRST, children_of
 # resource hierarchy only: cloud.google.com/iam/docs/resource-hierarchy-access-control), so it never served the JAX and
 # Saxml images, which are in Google's cloud-tpu-images project, public.
 NODE_SERVICE_ACCOUNT_ROLES = ("roles/container.defaultNodeServiceAccount",)
-NODE_OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 # A pool's network_config is written for enable_private_nodes alone. Two of its other fields are ForceNew
 # without being read back as computed (resource_container_node_pool.go, v7.45.0): a value GKE reported
 # for one of them, unasked, would plan the pool's replacement, and a TPU pool's replacement gives up its
 # reservation cube. The program never sets them, so it never diffs on them.
 NETWORK_CONFIG_NOT_OURS = ["networkConfig.acceleratorNetworkProfile", "networkConfig.additionalPodNetworkConfigs"]
 
-
-# Pods reach Google Cloud as their Kubernetes service account through GKE's metadata server, never as
-# the node's account (CIS GKE 5.4.1).
-GKE_METADATA_SERVER: gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgsDict = {"mode": "GKE_METADATA"}
 # A pool's node config, or the cluster's (its first default pool's): what every node's identity and boot add to either.
 NodeConfig = TypeVar("NodeConfig", gcp.container.NodePoolNodeConfigArgsDict, gcp.container.ClusterNodeConfigArgsDict)
 
@@ -69,18 +64,15 @@ def node_config(config: NodeConfig, email: pulumi.Input[str], boot: NodeBoot) ->
     Google's encryption back as no key, so a pool made without them plans no change. Both replace a pool (ForceNew,
     see NodeBoot)."""
     config["service_account"] = email
-    config["oauth_scopes"] = NODE_OAUTH_SCOPES
-    config["workload_metadata_config"] = GKE_METADATA_SERVER
+    config["oauth_scopes"] = ["https://www.googleapis.com/auth/cloud-platform"]
+    # Pods reach Google Cloud as their Kubernetes service account through GKE's metadata server, never as the node's
+    # account (CIS GKE 5.4.1).
+    config["workload_metadata_config"] = {"mode": "GKE_METADATA"}
     if boot.boot_disk_key:
         config["boot_disk_kms_key"] = boot.boot_disk_key
     if boot.secure_boot:
         config["shielded_instance_config"] = {"enable_secure_boot": True, "enable_integrity_monitoring": True}
     return config
-
-
-# What the nodes need on each repository they pull from (images.mirror, the pull-through repositories), on that
-# repository alone: read (pull) its images.
-REPOSITORY_READER_ROLE = "roles/artifactregistry.reader"
 
 
 @dataclass(frozen=True)
@@ -270,7 +262,7 @@ class Cluster(pulumi.ComponentResource):
                 project=read.project,
                 location=read.location,
                 repository=read.repository,
-                role=REPOSITORY_READER_ROLE,
+                role="roles/artifactregistry.reader",
                 member=member,
                 opts=pulumi.ResourceOptions.merge(
                     child, pulumi.ResourceOptions(replace_with=[read.made_by_stack] if read.made_by_stack else None)

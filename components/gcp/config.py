@@ -667,11 +667,6 @@ class MirrorRepository:
     project: str
     repository: str
 
-    @classmethod
-    def parse(cls, mirror: str) -> MirrorRepository | None:
-        match = _ARTIFACT_REGISTRY_REPOSITORY.match(mirror)
-        return cls(match["location"], match["project"], match["repository"]) if match else None
-
 
 # Docker Hub's limit on the pulls of an unauthenticated client: 10 an hour per IPv4 address or IPv6 /64 subnet (its
 # usage and limits page, docker/docs content/manuals/docker-hub/usage/_index.md at 0d14e0d9; docker/docs#22134); a
@@ -742,7 +737,9 @@ class ImagesConfig(Block):
 
     @property
     def mirror_repository(self) -> MirrorRepository | None:
-        return MirrorRepository.parse(self.mirror) if self.mirror else None
+        """The repository ``mirror`` names; None where it is empty or names none."""
+        match = _ARTIFACT_REGISTRY_REPOSITORY.match(self.mirror)
+        return MirrorRepository(**match.groupdict()) if match else None
 
     def digests_required(self, production: bool) -> bool:
         return production if self.require_digests is None else self.require_digests

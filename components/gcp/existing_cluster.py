@@ -155,7 +155,6 @@ def control_plane_access_warning(args: ExistingClusterArgs, found: ClusterNetwor
     of the subnetwork its private endpoint is in, and the Pod range (the konnectivity agents)."""
     rules = ",".join(f"tcp:{port}" for port in sorted(set(args.control_plane_ports)))
     name = args.name
-    region = _region_of(args.location)
     # The network's own project: a Shared VPC's host project holds the network and its firewall rules.
     project = _project_of(found.network, args.project) if found else args.project
     if found is None:
@@ -169,7 +168,7 @@ def control_plane_access_warning(args: ExistingClusterArgs, found: ClusterNetwor
     else:
         subnetwork = found.endpoint_subnetwork or found.subnetwork
         endpoint_range = (
-            f"$(gcloud compute networks subnets describe {_last(subnetwork)} --region {region} "
+            f"$(gcloud compute networks subnets describe {_last(subnetwork)} --region {_region_of(args.location)} "
             f"--project {_project_of(subnetwork, project)} --format='value(ipCidrRange)')"
         )
         network, sources = _last(found.network), ",".join(s for s in (endpoint_range, found.pod_range) if s)

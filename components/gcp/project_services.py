@@ -13,11 +13,6 @@ COMPUTE_API = "compute.googleapis.com"
 IAM_API = "iam.googleapis.com"
 RESOURCE_MANAGER_API = "cloudresourcemanager.googleapis.com"  # project IAM, and the project number lookup
 STORAGE_API = "storage.googleapis.com"
-# GKE's system metrics and managed Prometheus write there; the alert policies
-MONITORING_API = "monitoring.googleapis.com"
-# GKE's system and workload logs are written there, and the nodes' audit records (nodeAuditLogging): an API no
-# call of the stack goes through, enabled so that what the nodes write is not refused.
-LOGGING_API = "logging.googleapis.com"
 # What a stack that makes its own network and cluster needs, in the order they are listed to a reader.
 REQUIRED_APIS = (
     CONTAINER_API,
@@ -26,8 +21,11 @@ REQUIRED_APIS = (
     RESOURCE_MANAGER_API,
     "networkservices.googleapis.com",
     STORAGE_API,
-    MONITORING_API,
-    LOGGING_API,
+    # GKE's system metrics and managed Prometheus write there; the alert policies
+    "monitoring.googleapis.com",
+    # GKE's system and workload logs are written there, and the nodes' audit records (nodeAuditLogging): an API no
+    # call of the stack goes through, enabled so that what the nodes write is not refused.
+    "logging.googleapis.com",
 )
 # A cluster that enforces Binary Authorization's policy (cluster.binaryAuthorization) needs this API on first
 # (Binary Authorization's "Enable enforcement on an existing cluster" and "Create a cluster" guides list enabling it

@@ -27,11 +27,6 @@ from components.gcp.rules import (
 from components.resources import ReadAnswer, answer_of, children_of, waiting_for
 from components.tpu import topology
 
-RESERVATION_KEY = "compute.googleapis.com/reservation-name"
-TPU_POOL_REPLACED_ON = ["nodeLocations", "nodeConfig.machineType"]
-# Bringing up and draining a reserved multi-host TPU slice takes far longer than the defaults.
-TPU_POOL_TIMEOUTS = pulumi.CustomTimeouts(create="90m", update="90m", delete="60m")
-
 
 @dataclass(frozen=True)
 class ReservationCheckArgs:
@@ -106,13 +101,14 @@ class TpuCapacity(pulumi.ComponentResource):
         pool_opts = pulumi.ResourceOptions.merge(
             child,
             pulumi.ResourceOptions(
-                custom_timeouts=TPU_POOL_TIMEOUTS,
+                # Bringing up and draining a reserved multi-host TPU slice takes far longer than the defaults.
+                custom_timeouts=pulumi.CustomTimeouts(create="90m", update="90m", delete="60m"),
                 protect=tpu.protect_pools,
                 # GKE cannot move a multi-host TPU slice to another zone or machine type in place,
                 # so those are replacements too, like the provider's own (reservation, service
                 # account, scopes, placement policy name). The new pool needs the cube the old one
                 # holds in the reservation: the old one goes first.
-                replace_on_changes=TPU_POOL_REPLACED_ON,
+                replace_on_changes=["nodeLocations", "nodeConfig.machineType"],
                 delete_before_replace=True,
                 # The TPU workloads' images come from outside Google (Docker Hub): a private pool waits for the
                 # NAT, and is deleted before it; and through the mirror or pull-through repositories, for which it
@@ -242,7 +238,7 @@ def _pool_node_config(args: TpuCapacityArgs, pool: TpuPoolConfig) -> gcp.contain
     if reservation_path:
         config["reservation_affinity"] = {
             "consume_reservation_type": "SPECIFIC_RESERVATION",
-            "key": RESERVATION_KEY,
+            "key": "compute.googleapis.com/reservation-name",
             "values": [reservation_path],
         }
     return node_config(config, args.node_service_account_email, args.tpu.pool_boot(pool, args.cluster))
