@@ -359,7 +359,6 @@ def leaderworkerset(
     lws["spec"]["replicas"] = serving.role(role).replicas
     template = lws["spec"]["leaderWorkerTemplate"]
     template["size"] = machine.hosts(shape)
-    tpus = str(machine.chips_per_host)
     for kind in ("leaderTemplate", "workerTemplate"):
         leader = kind == "leaderTemplate"
         pod = template[kind]
@@ -383,7 +382,7 @@ def leaderworkerset(
 
         container = manifests.container(pod_spec, LEADER_CONTAINER if leader else WORKER_CONTAINER)
         container["image"] = pull_path.image(serving.image)
-        resources = {TPU_RESOURCE: tpus, "cpu": serving.resources.cpu, "memory": serving.resources.memory}
+        resources = {TPU_RESOURCE: str(machine.chips_per_host), **serving.resources.model_dump()}  # cpu, memory
         container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
         hand_over_token(metadata, pod_spec, container, serving.hf_token_secret_version)
         manifests.set_env(container, "VLLM_XLA_CACHE_PATH", {"value": xla_cache_uri(serving, project)})
