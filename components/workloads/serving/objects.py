@@ -329,9 +329,7 @@ def vllm_args(serving: ServingConfig, project: str, role: str, base_args: list[s
     manifests.set_flag(args, "--model", weights_uri(serving, project))
     manifests.set_flag(args, "--served-model-name", served_model_name(serving))
     for field, flag in VLLM_SETTING_FLAGS.items():
-        block: ServingConfig | ServingRoleConfig = (
-            serving.role(role) if field in ServingRoleConfig.model_fields else serving
-        )
+        block = serving.role(role) if field in ServingRoleConfig.model_fields else serving
         unset_by_default = type(block).model_fields[field].default is None
         manifests.set_flag(args, flag, getattr(block, field), optional=unset_by_default)
     manifests.set_flag(args, "--kv-transfer-config", kv_transfer_config(role))
