@@ -357,9 +357,7 @@ def leaderworkerset(
     lws["spec"]["replicas"] = serving.role(role).replicas
     template = lws["spec"]["leaderWorkerTemplate"]
     template["size"] = machine.hosts(shape)
-    for kind in ("leaderTemplate", "workerTemplate"):
-        leader = kind == "leaderTemplate"
-        pod = template[kind]
+    for leader, pod in ((True, template["leaderTemplate"]), (False, template["workerTemplate"])):
         labels = pod["metadata"]["labels"]
         labels.update({MODEL_LABEL: model_label, ROLE_LABEL: role})
         if leader:
