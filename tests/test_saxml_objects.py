@@ -11,7 +11,7 @@ import pytest
 
 from components.config_base import NO_PULL_PATH
 from components.gcp.config import NetworkConfig, TpuConfig, TpuPoolConfig
-from components.manifests import load_documents, load_list
+from components.manifests import by_name, load_documents, load_list
 from components.tpu.topology import ACCELERATOR_NODE_LABEL, TOPOLOGY_NODE_LABEL, TPU_RESOURCE, Shape
 from components.workloads.saxml import objects as saxml_objects
 from components.workloads.saxml.config import PLATFORM_CHIPS, SaxmlConfig
@@ -120,7 +120,7 @@ def test_objects_are_the_four_saxml_parts_and_a_network_policy_per_server_in_the
     built = cell_objects(cell)
     servers = [built.admin_deployment, built.model_server_jobset, built.http_deployment]
     assert [o["kind"] for o in _parts(cell)] == ["Deployment", "JobSet", "Deployment", "Service"]
-    # one policy per server, named after it (SaxmlObjects.network_policy finds a server's by its name)
+    # one policy per server, named after it (the cell finds a server's policy by that name)
     assert [p["metadata"]["name"] for p in built.network_policies] == [s["metadata"]["name"] for s in servers]
     assert {o["metadata"]["namespace"] for o in build_objects(cell)} == {cell.saxml.namespace}
     # the four parts say they are one application
@@ -449,7 +449,7 @@ def test_wrong_types_are_rejected():
 
 
 def _policy(objects: saxml_objects.SaxmlObjects, name: str) -> dict[str, Any]:
-    return objects.network_policy(name)
+    return by_name(objects.network_policies, name)
 
 
 @pytest.mark.parametrize(

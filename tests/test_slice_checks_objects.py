@@ -369,7 +369,7 @@ def test_the_default_hold_time_is_the_base_s_and_overlaid(check):
 def test_bases_agree_with_their_own_derivation(check):
     """Overlaying the base's own placeholders changes nothing but the script's digest (which a base, applied by hand
     next to `kubectl create configmap`, does without): its numbers follow from its shape."""
-    base = slice_checks.load_base(check)
+    base = load_document(slice_checks.BASE_FILES[check])
     same = _overlaid(check, namespace=base["metadata"]["namespace"], image=DEFAULT_IMAGE, queues=QueuesConfig())
     del _parts(same)[2]["metadata"]["annotations"][manifests.SCRIPT_DIGEST_ANNOTATION]
     assert same == base, "the block's defaults and the base's placeholders disagree"
@@ -405,12 +405,12 @@ def test_a_shape_that_splits_a_host_cannot_be_built():
 
 
 def test_overlays_work_on_copies():
-    base = slice_checks.load_base(SUBSLICING)
+    base = load_document(slice_checks.BASE_FILES[SUBSLICING])
     first = _overlaid(SUBSLICING)
     first["spec"]["replicatedJobs"][0]["replicas"] = 99
     second = _overlaid(SUBSLICING, namespace="other")
     assert second["spec"]["replicatedJobs"][0]["replicas"] == ChecksConfig().subslicing.slices
-    assert slice_checks.load_base(SUBSLICING) == base
+    assert load_document(slice_checks.BASE_FILES[SUBSLICING]) == base
 
 
 # --- Slice name budget ---------------------------------------------------------------------
@@ -449,7 +449,7 @@ def schema_errors(obj: dict[str, Any]) -> list[str]:
 @pytest.mark.external  # the CRD files of schemas.lock
 @pytest.mark.parametrize("check", [SUBSLICING, SUPERSLICING])
 def test_bases_validate_strictly(check):
-    assert schema_errors(slice_checks.load_base(check)) == []
+    assert schema_errors(load_document(slice_checks.BASE_FILES[check])) == []
 
 
 @pytest.mark.external  # the CRD files of schemas.lock

@@ -71,8 +71,8 @@ class SaxmlCell(pulumi.ComponentResource):
         # Each server starts with its NetworkPolicy in place (and is deleted before it): the namespace's default
         # deny, made after these (components/workloads/network_policies), never cuts it off a sender.
         policies = {
-            name: kubernetes_object(f"{name}-network-policy", args.objects.network_policy(name), in_namespace)
-            for name in (ADMIN_NAME, MODEL_SERVER_NAME, HTTP_NAME)
+            p["metadata"]["name"]: kubernetes_object(f"{p['metadata']['name']}-network-policy", p, in_namespace)
+            for p in args.objects.network_policies
         }
         self.network_policies: dict[str, list[pulumi.Resource]] = {saxml.namespace: list(policies.values())}
 

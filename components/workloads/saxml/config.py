@@ -162,12 +162,11 @@ def _validate_names(saxml: SaxmlConfig, project: str, problems: Problems) -> Non
 
 
 def _validate_images(saxml: SaxmlConfig, problems: Problems) -> None:
-    images = (
+    for key, image in (
         ("adminImage", saxml.admin_image),
         ("modelServerImage", saxml.model_server_image),
         ("httpImage", saxml.http_image),
-    )
-    for key, image in images:
+    ):
         if problem := image_pin_problem(image):
             problems.add(f"saxml.{key}", problem, "pin a dated tag or @sha256:<digest>")
 

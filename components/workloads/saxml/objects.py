@@ -44,11 +44,7 @@ class SaxmlObjects:
     model_server_jobset: dict[str, Any]
     http_deployment: dict[str, Any]
     http_service: dict[str, Any]
-    network_policies: list[dict[str, Any]]  # who may connect to each server: admin, model servers, HTTP
-
-    def network_policy(self, name: str) -> dict[str, Any]:
-        """The NetworkPolicy of the server ``name`` (its Deployment's or JobSet's name)."""
-        return manifests.by_name(self.network_policies, name)
+    network_policies: list[dict[str, Any]]  # who may connect to each server (admin, model, HTTP), named after it
 
 
 def saxml_objects(

@@ -354,15 +354,8 @@ class _Gateway(pulumi.CustomResource):
     metadata: pulumi.Output[Any]  # as the server holds it: GKE's annotations name the load balancer
 
     def __init__(self, name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions):
-        api_version, kind = manifest["apiVersion"], manifest["kind"]
-        properties = {
-            "apiVersion": api_version,
-            "kind": kind,
-            "metadata": owned(manifest["metadata"]),
-            "spec": manifest["spec"],
-            "status": None,
-        }
-        super().__init__(f"kubernetes:{api_version}:{kind}", name, properties, opts)
+        properties = {**manifest, "metadata": owned(manifest["metadata"]), "status": None}
+        super().__init__(f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}", name, properties, opts)
 
 
 def _router_check(namespace: str) -> str:

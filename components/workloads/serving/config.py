@@ -413,13 +413,11 @@ def _validate_names(serving: ServingConfig, queues: QueuesConfig, problems: Prob
                 f"{name!r} is the account the stack makes for `make bench`'s Job in {serving.namespace}",
                 "give it another name",
             )
-    role_names: dict[str, str] = {}
     for role in ROLES:
         key, name = f"serving.{role}.name", serving.role(role).name
         named = workload_rules.validate_workload_name(key, serving.namespace, name, "serving.namespace", problems)
-        if named and name in role_names.values():
-            problems.add(key, f"{name!r} is also the {next(iter(role_names))} name", "give each role its own name")
-        role_names[role] = name
+        if named and role == DECODE and name == serving.prefill.name:
+            problems.add(key, f"{name!r} is also the {PREFILL} name", "give each role its own name")
 
 
 def _validate_shape_and_parallelism(
@@ -489,10 +487,8 @@ def _validate_model(
 def _validate_pods(serving: ServingConfig, machine: topology.MachineType, problems: Problems) -> None:
     for resource, problem in rules.pod_resources_problems(serving.resources.cpu, serving.resources.memory, machine):
         problems.add(f"serving.resources.{resource}", problem, "request at most what one TPU host has")
-    for budget_problem in rules.startup_budget_problems(
-        rules.STARTUP_PERIOD_SECONDS, serving.startup_failure_threshold
-    ):
-        problems.add("serving.startupFailureThreshold", budget_problem, "raise it")
+    for problem in rules.startup_budget_problems(rules.STARTUP_PERIOD_SECONDS, serving.startup_failure_threshold):
+        problems.add("serving.startupFailureThreshold", problem, "raise it")
     if pin_problem := image_pin_problem(serving.image):
         problems.add("serving.image", pin_problem, "pin a dated tag or @sha256:<digest>")
     if pin_problem := image_pin_problem(serving.benchmark_image):
@@ -567,11 +563,10 @@ def _validate_front(serving: ServingConfig, problems: Problems) -> None:
             f"{serving.router.chart!r} is not an oci:// or https:// chart reference",
             "use the chart's published URL",
         )
-    versions = (
+    for key, version in (
         ("router.version", serving.router.version),
         ("inferencePoolCrds.version", serving.inference_pool_crds.version),
-    )
-    for key, version in versions:
+    ):
         if not EXACT_VERSION.match(version):
             problems.add(f"serving.{key}", f"{version!r} is not an exact version", "pin a release such as v0.10.0")
     if EXACT_VERSION.match(serving.router.version):

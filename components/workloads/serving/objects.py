@@ -329,9 +329,7 @@ def vllm_args(serving: ServingConfig, project: str, role: str, base_args: list[s
     manifests.set_flag(args, "--model", weights_uri(serving, project))
     manifests.set_flag(args, "--served-model-name", served_model_name(serving))
     for field, flag in VLLM_SETTING_FLAGS.items():
-        block: ServingConfig | ServingRoleConfig = (
-            serving.role(role) if field in ServingRoleConfig.model_fields else serving
-        )
+        block = serving.role(role) if field in ServingRoleConfig.model_fields else serving
         unset_by_default = type(block).model_fields[field].default is None
         manifests.set_flag(args, flag, getattr(block, field), optional=unset_by_default)
     manifests.set_flag(args, "--kv-transfer-config", kv_transfer_config(role))
@@ -359,10 +357,7 @@ def leaderworkerset(
     lws["spec"]["replicas"] = serving.role(role).replicas
     template = lws["spec"]["leaderWorkerTemplate"]
     template["size"] = machine.hosts(shape)
-    tpus = str(machine.chips_per_host)
-    for kind in ("leaderTemplate", "workerTemplate"):
-        leader = kind == "leaderTemplate"
-        pod = template[kind]
+    for leader, pod in ((True, template["leaderTemplate"]), (False, template["workerTemplate"])):
         labels = pod["metadata"]["labels"]
         labels.update({MODEL_LABEL: model_label, ROLE_LABEL: role})
         if leader:
@@ -383,7 +378,7 @@ def leaderworkerset(
 
         container = manifests.container(pod_spec, LEADER_CONTAINER if leader else WORKER_CONTAINER)
         container["image"] = pull_path.image(serving.image)
-        resources = {TPU_RESOURCE: tpus, "cpu": serving.resources.cpu, "memory": serving.resources.memory}
+        resources = {TPU_RESOURCE: str(machine.chips_per_host), **serving.resources.model_dump()}  # cpu, memory
         container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
         hand_over_token(metadata, pod_spec, container, serving.hf_token_secret_version)
         manifests.set_env(container, "VLLM_XLA_CACHE_PATH", {"value": xla_cache_uri(serving, project)})

@@ -71,11 +71,6 @@ def check_service_account(namespace: str) -> dict[str, Any]:
     return account
 
 
-def load_base(kind: str) -> dict[str, Any]:
-    """A fresh copy of the YAML base of the ``kind`` check (``subslicing`` or ``superslicing``)."""
-    return manifests.load_document(BASE_FILES[kind])
-
-
 def slice_check_jobset(
     kind: str, check: SliceCheckConfig, namespace: str, image: str, queues: QueuesConfig, machine: MachineType
 ) -> dict[str, Any]:
@@ -86,7 +81,7 @@ def slice_check_jobset(
     # JAX shows each TensorCore as a device: a TPU7x chip is two TensorCore chiplets (2 devices), a v5e chip one.
     # Megacore generations (v4, v5p: 2 TensorCores, 1 device) are not in the catalog.
     devices_per_chip = machine.tensorcores_per_chip
-    jobset = load_base(kind)
+    jobset = manifests.load_document(BASE_FILES[kind])
     metadata = jobset["metadata"]
     metadata.update(name=check.name, namespace=namespace)
     priority_class = queues.priority_class(check.priority).name
