@@ -505,6 +505,7 @@ def _review_pull_through(before: Mapping[str, Any], after: Mapping[str, Any], re
     replaced, in_place = review.replaced, review.in_place
     added = [registry for registry in after if registry not in before]
     removed = [registry for registry in before if registry not in after]
+    kept = [registry for registry in after if registry in before]
     if added:
         ids = ", ".join(after[registry]["repository"] for registry in added)
         in_place.append(
@@ -520,9 +521,7 @@ def _review_pull_through(before: Mapping[str, Any], after: Mapping[str, Any], re
             f"images.pullThrough: the repositories {ids} and their caches are deleted once no pod template names them; "
             f"the workloads roll back to pulling from {', '.join(removed)} (or the mirror)"
         )
-    for registry in after:
-        if registry not in before:
-            continue
+    for registry in kept:
         if before[registry].get("credentials", "") != after[registry]["credentials"]:
             in_place.append(
                 f"images.pullThrough: the upstream credentials of {after[registry]['repository']} ({registry}) change "

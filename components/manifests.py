@@ -36,8 +36,7 @@ def load_document(relative_path: str) -> dict[str, Any]:
 def load_list(relative_path: str) -> list[dict[str, Any]]:
     """Fresh copies of the items of a manifest file's one ``kind: List`` document (kubectl applies each item), whose
     items share YAML anchors: a fact they all use is written once."""
-    items: list[dict[str, Any]] = load_document(relative_path)["items"]
-    return items
+    return list(load_document(relative_path)["items"])
 
 
 def by_kind(documents: list[dict[str, Any]], kind: str) -> dict[str, Any]:

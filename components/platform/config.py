@@ -423,8 +423,7 @@ def pod_security_version(cluster: ClusterConfig) -> str:
     An API server older than the pin evaluates its own newest rules instead (kubernetes/pod-security-admission
     v0.36.2 policy/registry.go, EvaluatePod), so a cluster made elsewhere that runs below the floor still enforces.
     """
-    version = GkeVersion.parse(cluster.version)
-    return f"v{version.major}.{version.minor}"
+    return f"v{GkeVersion.parse(cluster.version).minor_alias}"
 
 
 def release_namespaces(platform: PlatformConfig, dynamic_slicing: bool) -> dict[str, str]:

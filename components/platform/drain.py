@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -222,44 +222,50 @@ class DeclaredGone(Exception):
     """The API server does not answer and the operator said an unreachable cluster is gone."""
 
 
-class Unreachable:
-    """Rides out an API server that cannot be asked for a bounded grace, then gives up naming it."""
-
-    def __init__(
-        self, what: str, report: Callable[[str], None], clock: Callable[[], float], gone_if_unanswered: bool = False
-    ):
-        self.what, self.report, self.clock, self.grace = what, report, clock, UNREACHABLE_GRACE_SECONDS
-        self.gone_if_unanswered = gone_if_unanswered
-        self.since: float | None = None
-
-    def ask(self, question: Callable[[], Any], deadline: float) -> tuple[bool, Any]:
-        """(True, answer) once the server answers; (False, None) to ask again after a poll."""
+def _polls(
+    what: str,
+    question: Callable[[], list[str]],
+    timeout_seconds: float,
+    report: Callable[[str], None],
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    gone_if_unanswered: bool = False,
+) -> Iterator[tuple[list[str], float]]:
+    """Each answer to ``question``, one poll apart, with the seconds left of ``timeout_seconds``: the caller stops
+    once it has what it waits for. An API server that cannot be asked is ridden out for a bounded grace, then given up
+    on, naming it; with ``gone_if_unanswered``, one that does not answer at all is DeclaredGone at once."""
+    deadline = clock() + timeout_seconds
+    unreachable_since: float | None = None
+    while True:
         try:
             answer = question()
         except KubeError as error:
             if not error.transient:
                 raise KubeError(
-                    f"{self.what}: {error}. Nothing was assumed gone; fix the access, then run the command again."
+                    f"{what}: {error}. Nothing was assumed gone; fix the access, then run the command again."
                 ) from None
-            if error.unanswered and self.gone_if_unanswered:
+            if error.unanswered and gone_if_unanswered:
                 raise DeclaredGone(
-                    f"{self.what}: {error}; {DELETE_UNREACHABLE_ENV}=true says the cluster is gone, "
+                    f"{what}: {error}; {DELETE_UNREACHABLE_ENV}=true says the cluster is gone, "
                     "so nothing is left on it to wait for"
                 ) from None
-            now = self.clock()
-            self.since = now if self.since is None else self.since
-            waited = now - self.since
-            if waited >= self.grace or now >= deadline:
+            now = clock()
+            unreachable_since = now if unreachable_since is None else unreachable_since
+            waited = now - unreachable_since
+            if waited >= UNREACHABLE_GRACE_SECONDS or now >= deadline:
                 raise KubeError(
-                    f"{self.what}: {error}, for {waited:.0f} s. The cluster cannot be asked what still holds on, "
+                    f"{what}: {error}, for {waited:.0f} s. The cluster cannot be asked what still holds on, "
                     "so nothing was assumed gone. Run the command again once the API server answers."
                 ) from None
-            self.report(f"{self.what}: {error}; asking again ({self.grace - waited:.0f} s before giving up)")
-            return False, None
-        if self.since is not None:
-            self.report(f"{self.what}: the API server answers again after {self.clock() - self.since:.0f} s")
-            self.since = None
-        return True, answer
+            report(f"{what}: {error}; asking again ({UNREACHABLE_GRACE_SECONDS - waited:.0f} s before giving up)")
+            sleep(min(POLL_SECONDS, max(deadline - clock(), 0.0)))
+            continue
+        if unreachable_since is not None:
+            report(f"{what}: the API server answers again after {clock() - unreachable_since:.0f} s")
+            unreachable_since = None
+        left = deadline - clock()
+        yield answer, left
+        sleep(min(POLL_SECONDS, max(left, 0.0)))
 
 
 def wait_until_gone(
@@ -269,41 +275,32 @@ def wait_until_gone(
     report: Callable[[str], None] = print,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-    poll_seconds: float = POLL_SECONDS,
-    gone_if_unanswered: bool | None = None,
 ) -> None:
     """Poll until nothing holds on, reporting each change; StillHeld after ``spec.timeout_seconds``. An unreachable
-    API server is handled as the module says; ``gone_if_unanswered`` defaults to unreachable_means_gone()."""
-    deadline = clock() + spec.timeout_seconds
+    API server is handled as the module says."""
     last: list[str] | None = None
-    gone = unreachable_means_gone() if gone_if_unanswered is None else gone_if_unanswered
-    unreachable = Unreachable(what, report, clock, gone_if_unanswered=gone)
-    while True:
-        try:
-            answered, held = unreachable.ask(lambda: holding(client, spec), deadline)
-        except DeclaredGone as declared:
-            report(str(declared))
-            return
-        if not answered:
-            sleep(min(poll_seconds, max(deadline - clock(), 0.0)))
-            continue
-        if not held:
-            report(f"{what}: nothing holds on any more")
-            return
-        left = deadline - clock()
-        if held != last:
-            report(
-                f"{what}: waiting for {len(held)} to go ({', '.join(held[:5])}{' ...' if len(held) > 5 else ''}); {left:.0f} s left"
-            )
-            last = held
-        if left <= 0:
-            kinds = sorted({line.rsplit(" ", 1)[0] for line in held})
-            hints = "; ".join(HOW_TO_RELEASE.get(kind, "") for kind in kinds)
-            raise StillHeld(
-                f"{what}: after {spec.timeout_seconds:.0f} s these still hold on: {', '.join(held)}. {hints}. "
-                "Run `pulumi destroy` again once they are gone."
-            )
-        sleep(min(poll_seconds, max(left, 0.0)))
+    polls = _polls(
+        what, lambda: holding(client, spec), spec.timeout_seconds, report, clock, sleep, unreachable_means_gone()
+    )
+    try:
+        for held, left in polls:
+            if not held:
+                report(f"{what}: nothing holds on any more")
+                return
+            if held != last:
+                report(
+                    f"{what}: waiting for {len(held)} to go ({', '.join(held[:5])}{' ...' if len(held) > 5 else ''}); {left:.0f} s left"
+                )
+                last = held
+            if left <= 0:
+                kinds = sorted({line.rsplit(" ", 1)[0] for line in held})
+                hints = "; ".join(HOW_TO_RELEASE.get(kind, "") for kind in kinds)
+                raise StillHeld(
+                    f"{what}: after {spec.timeout_seconds:.0f} s these still hold on: {', '.join(held)}. {hints}. "
+                    "Run `pulumi destroy` again once they are gone."
+                )
+    except DeclaredGone as declared:
+        report(str(declared))
 
 
 @dataclass(frozen=True)
@@ -391,22 +388,14 @@ def wait_until_ready(
     report: Callable[[str], None] = print,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-    poll_seconds: float = POLL_SECONDS,
 ) -> None:
     """Poll until ``spec`` can serve, reporting why not at each poll; StillHeld after ``spec.timeout_seconds``, naming
     what to check. An unreachable API server is ridden out as the module says."""
     what = spec.what
-    deadline = clock() + spec.timeout_seconds
-    unreachable = Unreachable(what, report, clock)
-    while True:
-        answered, reasons = unreachable.ask(lambda: not_ready(client, spec), deadline)
-        if not answered:
-            sleep(min(poll_seconds, max(deadline - clock(), 0.0)))
-            continue
+    for reasons, left in _polls(what, lambda: not_ready(client, spec), spec.timeout_seconds, report, clock, sleep):
         if not reasons:
             report(f"{what} serves")
             return
-        left = deadline - clock()
         if left <= 0:
             check = (
                 spec.check or f"`kubectl -n {spec.service_namespace} get pods,endpointslices` and the controller's logs"
@@ -415,4 +404,3 @@ def wait_until_ready(
                 f"{what} cannot serve after {spec.timeout_seconds:.0f} s: {'; '.join(reasons)}. Check {check}."
             )
         report(f"{what}: {'; '.join(reasons)}; {left:.0f} s left")
-        sleep(min(poll_seconds, max(left, 0.0)))
