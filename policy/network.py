@@ -103,8 +103,7 @@ def peer_admits(peer: Mapping[str, Any], namespace: str, sender: Sender) -> bool
     if sender.pod is None:
         return False
     if "namespaceSelector" in peer:
-        namespace_labels = {NAMESPACE_NAME_LABEL: sender.pod.namespace}
-        if not selects(peer["namespaceSelector"], namespace_labels):
+        if not selects(peer["namespaceSelector"], {NAMESPACE_NAME_LABEL: sender.pod.namespace}):
             return False
     elif sender.pod.namespace != namespace:
         return False

@@ -129,8 +129,7 @@ def read_stack(args: argparse.Namespace, runner: Runner) -> tuple[StackConfig, s
         raise UsageError(f"stack {args.stack} does not serve (serving.enabled is false)")
     base_url = args.base_url
     if base_url is None:
-        outputs = read_stack_outputs(args.stack, STACK_HINT, runner)
-        base_url = outputs.get(BASE_URL_OUTPUT)
+        base_url = read_stack_outputs(args.stack, STACK_HINT, runner).get(BASE_URL_OUTPUT)
         if not isinstance(base_url, str) or not base_url:
             raise UsageError(f"stack output {BASE_URL_OUTPUT} is missing (is the Gateway programmed?); {STACK_HINT}")
     return config, base_url

@@ -81,21 +81,18 @@ def schema() -> dict[str, Any]:
     partial: set[str] = set()
     whole: set[str] = set()
     for owner in [models, *definitions.values()]:
-        for prop in owner.get("properties", {}).values():
-            ref = _ref(prop)
-            if ref is not None:
-                (partial if isinstance(prop.get("default"), dict) else whole).add(ref)
-    if partial & whole:
-        raise SystemExit(f"models used both with and without a default object: {sorted(partial & whole)}")
-    for name in partial:
-        definitions[name].pop("required", None)
-    for owner in [models, *definitions.values()]:
         owner.pop("title", None)
         for key, prop in owner.get("properties", {}).items():
+            if (ref := _ref(prop)) is not None:
+                (partial if isinstance(prop.get("default"), dict) else whole).add(ref)
             if prop.pop(SECRET, False):
                 owner["properties"][key] = {"description": prop.get("description", ""), "anyOf": [prop, SECURE_VALUE]}
             else:
                 prop.pop("title", None)
+    if partial & whole:
+        raise SystemExit(f"models used both with and without a default object: {sorted(partial & whole)}")
+    for name in partial:
+        definitions[name].pop("required", None)
     keys = {f"{NAMESPACE}:{key}": prop for key, prop in models["properties"].items()}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -66,8 +66,7 @@ COMMANDS = {
 
 def stack_address(stack: str | None, runner: Runner = run_pulumi) -> str:
     """The `saxHttpAddress` output of `stack` (Pulumi's selected stack when None)."""
-    outputs = read_stack_outputs(stack, ADDRESS_HINT, runner)
-    address = outputs.get(ADDRESS_OUTPUT)
+    address = read_stack_outputs(stack, ADDRESS_HINT, runner).get(ADDRESS_OUTPUT)
     if not isinstance(address, str) or not address:
         raise UsageError(f"stack {stack or '(selected)'} has no output {ADDRESS_OUTPUT}; {ADDRESS_HINT}")
     return address

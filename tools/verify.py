@@ -154,8 +154,7 @@ def failure_reason(probe: Probe, exchange: Exchange, model: str) -> str | None:
         return f"{field_name(probe.text_field)} is {text!r}, expected non-empty text"
     served = dig(document, ("model",))
     if served != model:
-        served_text = "missing" if served is _MISSING else repr(served)
-        return f"model is {served_text}, expected {model!r}"
+        return f"model is {'missing' if served is _MISSING else repr(served)}, expected {model!r}"
     return None
 
 

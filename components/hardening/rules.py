@@ -117,11 +117,10 @@ def validate_production(
                 f"use {MIN_PRODUCTION_SYSTEM_NODES} or more",
             )
     if platform.install:
-        replicas = (
+        for key, count in (
             ("platform.kueueController.replicas", platform.kueue_controller.replicas),
             ("platform.sliceController.replicas", platform.slice_controller.replicas),
-        )
-        for key, count in replicas:
+        ):
             if count < MIN_HA_REPLICAS:
                 problems.add(
                     key,

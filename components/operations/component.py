@@ -55,7 +55,7 @@ class Monitoring(pulumi.ComponentResource):
             in_namespace = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.namespaces_ready)
             for manifest in objects.model_server_metrics:
                 kubernetes_object(f"metrics-{manifest['metadata']['name']}", manifest, in_namespace)
-        self.policy_names: list[str] = []
+        self.policy_names: list[str] = [policy["key"] for policy in objects.alerts or []]
         if objects.alerts is not None:
             alerts = args.alerts
             channels = [
@@ -85,7 +85,6 @@ class Monitoring(pulumi.ComponentResource):
                     opts=on_project,
                     **fields,
                 )
-            self.policy_names = [policy["key"] for policy in objects.alerts]
         self.dashboard_urls: dict[str, pulumi.Output[str]] = {}
         for board in objects.dashboards:
             made_board = gcp.monitoring.Dashboard(

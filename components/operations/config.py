@@ -194,13 +194,10 @@ def validate_alerts(alerts: AlertsConfig, cluster: ClusterConfig, production: bo
         if key in problems.unparsed:
             continue
         name = email_channel_name(email)
-        if name in first:
-            other = first[name]
+        if (other := first.setdefault(name, index)) != index:
             problems.add(
                 key,
                 f"{email!r} makes the same notification channel ({name}) as alerts.emails[{other}] "
                 f"{alerts.emails[other]!r}: each address makes one channel, named by its lowercased letters and digits",
                 "keep one of them, or notify the other through a channel of alerts.notificationChannels",
             )
-        else:
-            first[name] = index

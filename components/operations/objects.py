@@ -80,8 +80,7 @@ def runbook(key: str) -> str:
 
 def url_map_name(annotations: dict[str, str] | None) -> str | None:
     """The URL map GKE made for a Gateway, from its annotation (a path or a comma list of paths)."""
-    value = (annotations or {}).get(URL_MAPS_ANNOTATION, "")
-    first = value.split(",")[0].strip()
+    first = (annotations or {}).get(URL_MAPS_ANNOTATION, "").split(",")[0].strip()
     return first.rsplit("/", 1)[-1] or None
 
 

@@ -89,8 +89,8 @@ class AdmissionPlan:
         first (preempting lower ones in its way); a workload runs when it fits beside those above it; at equal
         priority the one listed later waits."""
         running: list[SliceWorkload] = []
-        order = sorted(self.workloads, key=lambda w: -w.priority)  # stable: equal priorities keep their order
-        for workload in order:
+        # sorted is stable: equal priorities keep their order
+        for workload in sorted(self.workloads, key=lambda w: -w.priority):
             if cubes_needed([*running, workload]) <= self.cubes:
                 running.append(workload)
         conflicts = self.conflicts()
