@@ -378,7 +378,8 @@ def leaderworkerset(
 
         container = manifests.container(pod_spec, LEADER_CONTAINER if leader else WORKER_CONTAINER)
         container["image"] = pull_path.image(serving.image)
-        resources = {TPU_RESOURCE: str(machine.chips_per_host), **serving.resources.model_dump()}  # cpu, memory
+        chips, cpu, memory = str(machine.chips_per_host), serving.resources.cpu, serving.resources.memory
+        resources = {TPU_RESOURCE: chips, "cpu": cpu, "memory": memory}
         container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
         hand_over_token(metadata, pod_spec, container, serving.hf_token_secret_version)
         manifests.set_env(container, "VLLM_XLA_CACHE_PATH", {"value": xla_cache_uri(serving, project)})
