@@ -218,10 +218,6 @@ class StillHeld(RuntimeError):
     """The wait ran out: the message names what still holds on and how to release it."""
 
 
-class DeclaredGone(Exception):
-    """The API server does not answer and the operator said an unreachable cluster is gone."""
-
-
 def _polls(
     what: str,
     question: Callable[[], list[str]],
@@ -233,7 +229,8 @@ def _polls(
 ) -> Iterator[tuple[list[str], float]]:
     """Each answer to ``question``, one poll apart, with the seconds left of ``timeout_seconds``: the caller stops
     once it has what it waits for. An API server that cannot be asked is ridden out for a bounded grace, then given up
-    on, naming it; with ``gone_if_unanswered``, one that does not answer at all is DeclaredGone at once."""
+    on, naming it; with ``gone_if_unanswered``, one that does not answer at all ends the polls at once, said so (the
+    operator's word that the cluster is gone)."""
     deadline = clock() + timeout_seconds
     unreachable_since: float | None = None
     while True:
@@ -245,10 +242,11 @@ def _polls(
                     f"{what}: {error}. Nothing was assumed gone; fix the access, then run the command again."
                 ) from None
             if error.unanswered and gone_if_unanswered:
-                raise DeclaredGone(
+                report(
                     f"{what}: {error}; {DELETE_UNREACHABLE_ENV}=true says the cluster is gone, "
                     "so nothing is left on it to wait for"
-                ) from None
+                )
+                return
             now = clock()
             unreachable_since = now if unreachable_since is None else unreachable_since
             waited = now - unreachable_since
@@ -282,25 +280,22 @@ def wait_until_gone(
     polls = _polls(
         what, lambda: holding(client, spec), spec.timeout_seconds, report, clock, sleep, unreachable_means_gone()
     )
-    try:
-        for held, left in polls:
-            if not held:
-                report(f"{what}: nothing holds on any more")
-                return
-            if held != last:
-                report(
-                    f"{what}: waiting for {len(held)} to go ({', '.join(held[:5])}{' ...' if len(held) > 5 else ''}); {left:.0f} s left"
-                )
-                last = held
-            if left <= 0:
-                kinds = sorted({line.rsplit(" ", 1)[0] for line in held})
-                hints = "; ".join(HOW_TO_RELEASE.get(kind, "") for kind in kinds)
-                raise StillHeld(
-                    f"{what}: after {spec.timeout_seconds:.0f} s these still hold on: {', '.join(held)}. {hints}. "
-                    "Run `pulumi destroy` again once they are gone."
-                )
-    except DeclaredGone as declared:
-        report(str(declared))
+    for held, left in polls:
+        if not held:
+            report(f"{what}: nothing holds on any more")
+            return
+        if held != last:
+            report(
+                f"{what}: waiting for {len(held)} to go ({', '.join(held[:5])}{' ...' if len(held) > 5 else ''}); {left:.0f} s left"
+            )
+            last = held
+        if left <= 0:
+            kinds = sorted({line.rsplit(" ", 1)[0] for line in held})
+            hints = "; ".join(HOW_TO_RELEASE.get(kind, "") for kind in kinds)
+            raise StillHeld(
+                f"{what}: after {spec.timeout_seconds:.0f} s these still hold on: {', '.join(held)}. {hints}. "
+                "Run `pulumi destroy` again once they are gone."
+            )
 
 
 @dataclass(frozen=True)
