@@ -357,6 +357,7 @@ def leaderworkerset(
     lws["spec"]["replicas"] = serving.role(role).replicas
     template = lws["spec"]["leaderWorkerTemplate"]
     template["size"] = machine.hosts(shape)
+    tpus = str(machine.chips_per_host)
     for leader, pod in ((True, template["leaderTemplate"]), (False, template["workerTemplate"])):
         labels = pod["metadata"]["labels"]
         labels.update({MODEL_LABEL: model_label, ROLE_LABEL: role})
@@ -378,8 +379,7 @@ def leaderworkerset(
 
         container = manifests.container(pod_spec, LEADER_CONTAINER if leader else WORKER_CONTAINER)
         container["image"] = pull_path.image(serving.image)
-        chips, cpu, memory = str(machine.chips_per_host), serving.resources.cpu, serving.resources.memory
-        resources = {TPU_RESOURCE: chips, "cpu": cpu, "memory": memory}
+        resources = {TPU_RESOURCE: tpus, "cpu": serving.resources.cpu, "memory": serving.resources.memory}
         container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
         hand_over_token(metadata, pod_spec, container, serving.hf_token_secret_version)
         manifests.set_env(container, "VLLM_XLA_CACHE_PATH", {"value": xla_cache_uri(serving, project)})
