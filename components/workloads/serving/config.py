@@ -413,11 +413,12 @@ def _validate_names(serving: ServingConfig, queues: QueuesConfig, problems: Prob
                 f"{name!r} is the account the stack makes for `make bench`'s Job in {serving.namespace}",
                 "give it another name",
             )
+    first_role_named: dict[str, str] = {}
     for role in ROLES:
         key, name = f"serving.{role}.name", serving.role(role).name
         named = workload_rules.validate_workload_name(key, serving.namespace, name, "serving.namespace", problems)
-        if named and role == DECODE and name == serving.prefill.name:
-            problems.add(key, f"{name!r} is also the {PREFILL} name", "give each role its own name")
+        if named and (other := first_role_named.setdefault(name, role)) != role:
+            problems.add(key, f"{name!r} is also the {other} name", "give each role its own name")
 
 
 def _validate_shape_and_parallelism(
