@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import functools
 import json
 import os
 import sys
@@ -34,7 +35,12 @@ FIXTURE_STACK_NAMES = stack_names(FIXTURE_STACKS)
 
 
 def stack_values(stack: str = "dev") -> dict[str, Any]:
-    """Decoded config of one of the tests' own stacks (tests/data/stacks): top-level key -> value."""
+    """Decoded config of one of the tests' own stacks (tests/data/stacks): top-level key -> value, a copy to edit."""
+    return copy.deepcopy(_fixture_stack_values(stack))
+
+
+@functools.cache  # no test writes the tests' own stacks: a process reads each once (the suite read them 1,084 times)
+def _fixture_stack_values(stack: str) -> dict[str, Any]:
     values, _ = stack_config_values(stack, FIXTURE_STACKS)
     prefix = f"{NAMESPACE}:"
     decoded = {}

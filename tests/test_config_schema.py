@@ -4,6 +4,7 @@ stack file valid against it, as the CLI reads the file (tools/stack_file.py)."""
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from typing import Any
 
@@ -19,6 +20,7 @@ from tools.stack_file import read_stack_file
 STACK_FILES = sorted(PROJECT_ROOT.glob("Pulumi.*.yaml")) + sorted(FIXTURE_STACKS.glob("Pulumi.*.yaml"))
 
 
+@functools.cache  # the committed schema, checked once a process
 def validator() -> Draft202012Validator:
     committed = json.loads(config_table.SCHEMA.read_text())
     Draft202012Validator.check_schema(committed)
