@@ -11,6 +11,7 @@ import gc
 import json
 import logging
 import runpy
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -415,10 +416,17 @@ def _collect_the_run(passed: bool) -> None:
     After a run that ``passed``, what survives the collection (the modules it loaded, the records callers keep) is
     frozen out of every later one (gc.freeze): a collection then walks only what the newest run made, a few
     milliseconds, where walking everything earlier runs kept took 0.12 s a run, 70 s of a serial `make test`. A failed
-    run's objects are not frozen: the exception still holds them."""
+    run's objects are not frozen (the exception still holds them; frozen, they would never be freed), unless modules
+    were loaded since the last freeze: they stay for good, and each later collection walked them again, 60-90 ms a
+    refused config (4.3 s for the 110 of test_saxml_config and test_gcp_config run first in a process); freezing them
+    costs the one failure's objects, once for each time modules are loaded."""
     gc.collect()
-    if passed:
+    if passed or len(sys.modules) > _modules_at_freeze[0]:
         gc.freeze()
+        _modules_at_freeze[0] = len(sys.modules)
+
+
+_modules_at_freeze = [0]  # how many modules were loaded at the last gc.freeze
 
 
 def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> Holdings:
