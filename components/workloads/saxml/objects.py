@@ -119,13 +119,11 @@ def http_deployment(saxml: SaxmlConfig, project: str, pull_path: PullPath) -> di
 def http_service(saxml: SaxmlConfig, network: NetworkConfig) -> dict[str, Any]:
     """The LoadBalancer Service in front of the HTTP server: internal unless ``saxml.http.external``."""
     service = _document(HTTP_FILE, "Service", saxml.namespace)
-    annotations = service["metadata"].setdefault("annotations", {})
-    if saxml.http.external:
-        annotations.pop(INTERNAL_LB_ANNOTATION, None)
+    if saxml.http.external:  # the base's load balancer is internal, by its annotation
+        annotations = service["metadata"]["annotations"]
+        del annotations[INTERNAL_LB_ANNOTATION]
         if not annotations:
             del service["metadata"]["annotations"]
-    else:
-        annotations[INTERNAL_LB_ANNOTATION] = "Internal"
     if source_ranges := http_source_ranges(saxml.http, network):
         service["spec"]["loadBalancerSourceRanges"] = list(source_ranges)
     else:

@@ -345,11 +345,11 @@ def leaderworkerset(
     machine, shape, model_label = tpu.machine, serving.shape, serving.model.label
     lws = load_base(BASE_FILES[role], name=serving.role(role).name, namespace=serving.namespace)
     metadata = lws["metadata"]
+    # The guide and role labels are the base's own (only its leaders carry the guide label, which the router's
+    # InferencePool selects: workers run Ray only, with no HTTP server to route to).
     metadata["labels"].update(
         {
-            GUIDE_LABEL: GUIDE,
             MODEL_LABEL: model_label,
-            ROLE_LABEL: role,
             QUEUE_LABEL: queues.local_queue_name,
             PRIORITY_LABEL: queues.priority_class(serving.priority).name,
         }
@@ -359,12 +359,7 @@ def leaderworkerset(
     template["size"] = machine.hosts(shape)
     tpus = str(machine.chips_per_host)
     for leader, pod in ((True, template["leaderTemplate"]), (False, template["workerTemplate"])):
-        labels = pod["metadata"]["labels"]
-        labels.update({MODEL_LABEL: model_label, ROLE_LABEL: role})
-        if leader:
-            labels[GUIDE_LABEL] = GUIDE  # the router's InferencePool selects serving leaders
-        else:
-            labels.pop(GUIDE_LABEL, None)  # workers run Ray only; no HTTP server to route to
+        pod["metadata"]["labels"][MODEL_LABEL] = model_label
         annotations = pod["metadata"]["annotations"]
         annotations[SLICE_TOPOLOGY_ANNOTATION] = str(shape)
         if serving.skip_tpu_webhook_check:
