@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 
-from components.config_base import Problem
+from components.config_base import Problem, Problems
 
 HEALTHY = "HEALTHY"
 READY = "READY"
@@ -181,8 +181,7 @@ def review_capacity(
     unless tpu.reservation.acceptRisk takes it, and then warned of.
     """
     review = CapacityReview()
-    certain: list[Problem] = []
-    risks: list[Problem] = []
+    certain, risks = Problems(), Problems()
     placing = ", ".join(p.name for p in to_place)
     need = sum(p.hosts for p in to_place)
     staying = [p.name for p in pools if p not in to_place]
@@ -192,58 +191,48 @@ def review_capacity(
         review.report.append(f"pools this `up` places: {placing}")
     reservation = read.reservation
     if read.error or reservation is None:
-        risks.append(
-            Problem(
-                "tpu.reservation.name",
-                f"the reservation could not be read ({read.error or 'no answer'})",
-                "grant the deployer compute.reservations.get on the reservation's project (roles/compute.viewer), or "
-                f"set {ACCEPT_RISK} true to place the pools unread",
-            )
+        risks.add(
+            "tpu.reservation.name",
+            f"the reservation could not be read ({read.error or 'no answer'})",
+            "grant the deployer compute.reservations.get on the reservation's project (roles/compute.viewer), or "
+            f"set {ACCEPT_RISK} true to place the pools unread",
         )
         return _decide(review, certain, risks, to_place, accept_risk)
     review.report.append(reservation.line())
     review.report.extend([w.line(reservation.name) for w in reservation.windows])
     review.warnings.extend([f"TPU reservation: upcoming {w.line(reservation.name)}" for w in reservation.windows])
     if not reservation.exists:
-        certain.append(
-            Problem(
-                "tpu.reservation.name",
-                f"{reservation.name!r} is not a reservation in zone {reservation.zone} of project {reservation.project}",
-                f"name an existing one (`gcloud compute reservations list --project {reservation.project}`), or set "
-                "tpu.reservation.project to the project that shares it",
-            )
+        certain.add(
+            "tpu.reservation.name",
+            f"{reservation.name!r} is not a reservation in zone {reservation.zone} of project {reservation.project}",
+            f"name an existing one (`gcloud compute reservations list --project {reservation.project}`), or set "
+            "tpu.reservation.project to the project that shares it",
         )
         return _decide(review, certain, risks, to_place, accept_risk)
     if reservation.machine_type and reservation.machine_type != machine_type:
-        certain.append(
-            Problem(
-                "tpu.machineType",
-                f"{machine_type!r} is not what reservation {reservation.name} holds ({reservation.machine_type})",
-                "set the reservation's machine type, or name a reservation of this one",
-            )
+        certain.add(
+            "tpu.machineType",
+            f"{machine_type!r} is not what reservation {reservation.name} holds ({reservation.machine_type})",
+            "set the reservation's machine type, or name a reservation of this one",
         )
     if not block:
         free = max(0, reservation.hosts - reservation.in_use)
         review.report.append(f"reservation {reservation.name}: {free} of {reservation.hosts} hosts free, {need} needed")
         if need > free:
-            risks.append(_too_full("tpu.reservation.name", f"reservation {reservation.name}", free, need, to_place))
+            _too_full(risks, "tpu.reservation.name", f"reservation {reservation.name}", free, need, to_place)
         return _decide(review, certain, risks, to_place, accept_risk)
     if block not in reservation.block_names:
-        certain.append(
-            Problem(
-                "tpu.reservation.block",
-                f"{block!r} is not a block of reservation {reservation.name} (its blocks: "
-                f"{', '.join(reservation.block_names) or 'none'})",
-                "set one of its blocks",
-            )
+        certain.add(
+            "tpu.reservation.block",
+            f"{block!r} is not a block of reservation {reservation.name} (its blocks: "
+            f"{', '.join(reservation.block_names) or 'none'})",
+            "set one of its blocks",
         )
         return _decide(review, certain, risks, to_place, accept_risk)
     block_read = read.block
     if block_read is None:
-        risks.append(
-            Problem(
-                "tpu.reservation.block", f"block {block} could not be read", f"set {ACCEPT_RISK} true to place unread"
-            )
+        risks.add(
+            "tpu.reservation.block", f"block {block} could not be read", f"set {ACCEPT_RISK} true to place unread"
         )
         return _decide(review, certain, risks, to_place, accept_risk)
     review.report.append(block_read.line())
@@ -253,22 +242,18 @@ def review_capacity(
             f"host(s), ongoing on {block_read.maintenance_ongoing}: a pool on them loses its nodes while it runs"
         )
     if block_read.status != READY and to_place:
-        risks.append(
-            Problem(
-                "tpu.reservation.block",
-                f"block {block} is {block_read.status}, not READY",
-                f"wait until it is READY, set another block, or set {ACCEPT_RISK} true",
-            )
+        risks.add(
+            "tpu.reservation.block",
+            f"block {block} is {block_read.status}, not READY",
+            f"wait until it is READY, set another block, or set {ACCEPT_RISK} true",
         )
     if per_sub_block:
         _review_sub_blocks(review, read, block_read, to_place, certain, risks)
     elif to_place:
         review.report.append(f"block {block}: {block_read.free} hosts free, {need} needed by {placing}")
         if block_read.health != HEALTHY or block_read.free < need:
-            risks.append(
-                _too_full(
-                    "tpu.reservation.block", f"block {block} ({block_read.health})", block_read.free, need, to_place
-                )
+            _too_full(
+                risks, "tpu.reservation.block", f"block {block} ({block_read.health})", block_read.free, need, to_place
             )
     return _decide(review, certain, risks, to_place, accept_risk)
 
@@ -278,8 +263,8 @@ def _review_sub_blocks(
     read: CapacityRead,
     block: BlockRead,
     to_place: Sequence[PoolPlacement],
-    certain: list[Problem],
-    risks: list[Problem],
+    certain: Problems,
+    risks: Problems,
 ) -> None:
     """One new pool to one whole sub-block: a pinned pool to its own, the others to any left that fits."""
     review.report.extend([s.line() for s in read.sub_blocks if not s.fits(1) or s.maintenance_pending or s.in_use])
@@ -288,23 +273,19 @@ def _review_sub_blocks(
     for pool in (p for p in to_place if p.sub_block):
         sub_block = by_name.get(pool.sub_block)
         if pool.sub_block not in block.sub_block_names:
-            certain.append(
-                Problem(
-                    f"{pool.key}.subBlock",
-                    f"{pool.sub_block!r} is not a sub-block of block {block.name} (it has {block.sub_block_count})",
-                    f"use one from `gcloud compute reservations sub-blocks list --block-name={block.name}`, or leave it "
-                    "empty for GKE to choose",
-                )
+            certain.add(
+                f"{pool.key}.subBlock",
+                f"{pool.sub_block!r} is not a sub-block of block {block.name} (it has {block.sub_block_count})",
+                f"use one from `gcloud compute reservations sub-blocks list --block-name={block.name}`, or leave it "
+                "empty for GKE to choose",
             )
         elif sub_block is None or not sub_block.fits(pool.hosts):
             state = sub_block.line() if sub_block else f"sub-block {pool.sub_block} could not be read"
-            risks.append(
-                Problem(
-                    f"{pool.key}.subBlock",
-                    f"pool {pool.name} needs {pool.hosts} free hosts on a ready, healthy sub-block; {state}",
-                    f"pin it to another sub-block{_fitting_hint(read.sub_blocks, pool.hosts, taken)}, or set "
-                    f"{ACCEPT_RISK} true",
-                )
+            risks.add(
+                f"{pool.key}.subBlock",
+                f"pool {pool.name} needs {pool.hosts} free hosts on a ready, healthy sub-block; {state}",
+                f"pin it to another sub-block{_fitting_hint(read.sub_blocks, pool.hosts, taken)}, or set "
+                f"{ACCEPT_RISK} true",
             )
         taken.add(pool.sub_block)
     unpinned = [p for p in to_place if not p.sub_block]
@@ -317,25 +298,21 @@ def _review_sub_blocks(
     need = f"{len(unpinned)} new pool(s) need one each ({names})"
     review.report.append(f"block {block.name}: {have}; {need}")
     if len(fitting) < len(unpinned):
-        risks.append(
-            Problem(
-                "tpu.reservation.block",
-                f"block {block.name} has {have}, and {need}: GKE would fail their create, or place them on degraded "
-                "hardware",
-                "free or repair sub-blocks (`gcloud compute reservations sub-blocks list`), set another block, or set "
-                f"{ACCEPT_RISK} true",
-            )
+        risks.add(
+            "tpu.reservation.block",
+            f"block {block.name} has {have}, and {need}: GKE would fail their create, or place them on degraded "
+            "hardware",
+            "free or repair sub-blocks (`gcloud compute reservations sub-blocks list`), set another block, or set "
+            f"{ACCEPT_RISK} true",
         )
     elif block.health != HEALTHY:
         # GKE chooses the sub-block of a pool that names none: it may be a degraded one.
-        risks.append(
-            Problem(
-                "tpu.reservation.block",
-                f"block {block.name} is {block.health} ({block.degraded_sub_blocks} sub-block(s)), and GKE chooses the "
-                f"sub-block of {names}",
-                "pin each new pool to a healthy free sub-block (tpu.pools[].subBlock: "
-                f"{', '.join(fitting[: len(unpinned)])}), or set {ACCEPT_RISK} true",
-            )
+        risks.add(
+            "tpu.reservation.block",
+            f"block {block.name} is {block.health} ({block.degraded_sub_blocks} sub-block(s)), and GKE chooses the "
+            f"sub-block of {names}",
+            "pin each new pool to a healthy free sub-block (tpu.pools[].subBlock: "
+            f"{', '.join(fitting[: len(unpinned)])}), or set {ACCEPT_RISK} true",
         )
 
 
@@ -344,8 +321,8 @@ def _fitting_hint(sub_blocks: Sequence[SubBlockRead], hosts: int, taken: set[str
     return f" (ready, healthy, free: {', '.join(fitting[:3])})" if fitting else ""
 
 
-def _too_full(key: str, where: str, free: int, need: int, to_place: Sequence[PoolPlacement]) -> Problem:
-    return Problem(
+def _too_full(risks: Problems, key: str, where: str, free: int, need: int, to_place: Sequence[PoolPlacement]) -> None:
+    risks.add(
         key,
         f"{where} has {free} host(s) free, and {', '.join(p.name for p in to_place)} need {need}",
         f"free hosts there, set another, or set {ACCEPT_RISK} true",
@@ -354,18 +331,20 @@ def _too_full(key: str, where: str, free: int, need: int, to_place: Sequence[Poo
 
 def _decide(
     review: CapacityReview,
-    certain: list[Problem],
-    risks: list[Problem],
+    certain: Problems,
+    risks: Problems,
     to_place: Sequence[PoolPlacement],
     accept_risk: bool,
 ) -> CapacityReview:
     if not to_place:
         # Nothing is placed: the running pools keep their nodes, and the preview only says what it found.
-        review.warnings.extend([f"TPU reservation (no pool placed by this `up`): {p}" for p in certain + risks])
+        review.warnings.extend(
+            [f"TPU reservation (no pool placed by this `up`): {p}" for p in certain.items + risks.items]
+        )
         return review
-    review.problems.extend(certain)
+    review.problems.extend(certain.items)
     if accept_risk:
-        review.warnings.extend([f"TPU reservation, risk taken ({ACCEPT_RISK}): {p}" for p in risks])
+        review.warnings.extend([f"TPU reservation, risk taken ({ACCEPT_RISK}): {p}" for p in risks.items])
     else:
-        review.problems.extend(risks)
+        review.problems.extend(risks.items)
     return review
