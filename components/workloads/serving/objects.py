@@ -401,12 +401,12 @@ def gateway(namespace: str, config: GatewayConfig) -> dict[str, Any]:
 
 
 def router_values(serving: ServingConfig, pull_path: PullPath) -> dict[str, Any]:
-    """Values of the llm-d router chart: the guide label, the Gateway and the endpoint picker of the router release
-    (``serving.router.version``: the release's own image, or its digest-pinned override) as the nodes pull it
-    (``pull_path``), which the chart would otherwise run at its own floating default tag; the chart reads
-    `<registry>/<repository>:<tag>`, so a digest rides in the tag. The served model name is in no v0.10.0 value this
-    setup uses: ``httpRoute.baseModel`` would require an ``X-Gateway-Base-Model-Name`` header on every request, and
-    ``router.tokenizer.modelName`` only matters with the tokenizer enabled."""
+    """Values of the llm-d router chart (the guide label its pool selects is the base's): the Gateway and the
+    endpoint picker of the router release (``serving.router.version``: the release's own image, or its digest-pinned
+    override) as the nodes pull it (``pull_path``), which the chart would otherwise run at its own floating default
+    tag; the chart reads `<registry>/<repository>:<tag>`, so a digest rides in the tag. The served model name is in
+    no v0.10.0 value this setup uses: ``httpRoute.baseModel`` would require an ``X-Gateway-Base-Model-Name`` header on
+    every request, and ``router.tokenizer.modelName`` only matters with the tokenizer enabled."""
     values = load_base(ROUTER_VALUES_FILE)
     epp = values["router"]["epp"]
     reference = ImageReference.parse(pull_path.image(endpoint_picker_image(serving)))
@@ -415,7 +415,6 @@ def router_values(serving: ServingConfig, pull_path: PullPath) -> dict[str, Any]
     epp["replicas"] = serving.router.replicas
     (spread,) = epp["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     spread["podAffinityTerm"]["labelSelector"]["matchLabels"] = endpoint_picker_labels()
-    values["router"]["modelServers"]["matchLabels"] = {GUIDE_LABEL: GUIDE}
     values["httpRoute"]["inferenceGatewayName"] = serving.gateway.name
     return values
 
