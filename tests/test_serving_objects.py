@@ -749,7 +749,7 @@ def test_leaderworkerset_rules_on_rendered_objects(mutate, fragment):
 def test_roles_are_checked_by_their_labels():
     objects = _objects()
     assert [o["metadata"]["labels"]["llm-d.ai/role"] for o in objects] == [PREFILL, DECODE]
-    assert [so.tensor_parallel_size_of(o) for o in objects] == [16, 16]
+    assert [flag_values(container(o, "leader")["args"])["--tensor-parallel-size"] for o in objects] == ["16", "16"]
 
 
 # --- Gateway -------------------------------------------------------------------------------

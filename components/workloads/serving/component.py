@@ -33,7 +33,6 @@ from components.workloads.serving.config import (
     RESULTS_DIR,
     XLA_CACHE_DIR,
     ServingConfig,
-    hf_token_secret,
     served_model_name,
     weights_bucket_name,
     weights_object_prefix,
@@ -152,7 +151,8 @@ class ModelServing(pulumi.ComponentResource):
             return [secret], [secret]
         if args.objects.hf_token_provider_class is None:
             return [], []
-        secret_name = hf_token_secret(serving)
+        # The version's secret (projects/<p>/secrets/<s>): what its readers are granted on, whatever the version.
+        secret_name = serving.hf_token_secret_version.partition("/versions/")[0]
         assert secret_name, "a token file needs its secret"
         provider_class = custom_resource("hf-token", args.objects.hf_token_provider_class, on_cluster)
 

@@ -322,12 +322,6 @@ def xla_cache_uri(serving: ServingConfig, project: str) -> str:
     return f"gs://{weights_bucket_name(serving, project)}/{XLA_CACHE_DIR}"
 
 
-def hf_token_secret(serving: ServingConfig) -> str:
-    """The Secret Manager secret of serving.hfTokenSecretVersion (``projects/<p>/secrets/<s>``): what its
-    readers are granted on, whatever the version."""
-    return serving.hf_token_secret_version.partition("/versions/")[0]
-
-
 def served_model_name(serving: ServingConfig) -> str:
     return serving.model.served_name or serving.model.id
 

@@ -457,12 +457,6 @@ def network_policies(serving: ServingConfig, network: NetworkConfig, target_port
     return policies
 
 
-def tensor_parallel_size_of(lws: dict[str, Any]) -> int:
-    """``--tensor-parallel-size`` of the leader's vLLM arguments."""
-    leader = manifests.container(lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"], LEADER_CONTAINER)
-    return int(flag_values(leader["args"])[VLLM_SETTING_FLAGS["tensor_parallel_size"]] or 0)
-
-
 def leaderworkerset_problems(objects: list[dict[str, Any]], machine: MachineType) -> list[str]:
     """The serving rules applied to the built prefill/decode LeaderWorkerSets: group size vs slice
     hosts, tensor parallelism vs TensorCores and across roles, TPU requests vs chips per host."""
@@ -472,7 +466,8 @@ def leaderworkerset_problems(objects: list[dict[str, Any]], machine: MachineType
         name = lws["metadata"]["name"]
         template = lws["spec"]["leaderWorkerTemplate"]
         shape = Shape.parse(template["leaderTemplate"]["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION])
-        tp = tensor_parallel_size_of(lws)
+        leader = manifests.container(template["leaderTemplate"]["spec"], LEADER_CONTAINER)
+        tp = int(flag_values(leader["args"])[VLLM_SETTING_FLAGS["tensor_parallel_size"]] or 0)
         by_role[lws["metadata"]["labels"][ROLE_LABEL]] = tp
         problems += [f"{name}: {p}" for p in rules.group_size_problems(template["size"], shape, machine)]
         problems += [f"{name}: {p}" for p in rules.tensor_parallel_fit_problems(tp, shape, machine)]

@@ -141,21 +141,19 @@ def pod_resources_problems(cpu: str, memory: str, machine: MachineType) -> list[
     return problems
 
 
-def startup_budget_problems(
-    period_seconds: int, failure_threshold: int, needed_seconds: int = STARTUP_SECONDS_NEEDED
-) -> list[str]:
+def startup_budget_problems(period_seconds: int, failure_threshold: int) -> list[str]:
     """The startup probe must outlast the Ray cluster wait plus the allowance for loading the model."""
     if period_seconds < 1 or failure_threshold < 1:
         return [f"startup probe period {period_seconds} s and failure threshold {failure_threshold} must be at least 1"]
     budget = period_seconds * failure_threshold
-    if budget >= needed_seconds:
+    if budget >= STARTUP_SECONDS_NEEDED:
         return []
-    threshold = -(-needed_seconds // period_seconds)
+    threshold = -(-STARTUP_SECONDS_NEEDED // period_seconds)
     return [
-        f"startup probe allows {period_seconds} s x {failure_threshold} = {budget} s, less than the {needed_seconds} s "
-        "allowed for forming the Ray cluster and loading the model (vLLM sets no limit on the load, so the probe "
-        f"is the only one); the kubelet would restart a group still loading; raise the failure threshold to at "
-        f"least {threshold}"
+        f"startup probe allows {period_seconds} s x {failure_threshold} = {budget} s, less than the "
+        f"{STARTUP_SECONDS_NEEDED} s allowed for forming the Ray cluster and loading the model (vLLM sets no limit on "
+        "the load, so the probe is the only one); the kubelet would restart a group still loading; raise the failure "
+        f"threshold to at least {threshold}"
     ]
 
 
