@@ -39,13 +39,6 @@ from components.gcp.config import (
 )
 from components.resources import NEW_ACCOUNT_FIRST, children_of
 
-# Least privilege for nodes: GKE's node role (logs and metrics: roles/container.defaultNodeServiceAccount grants
-# logging.logEntries.create, monitoring.* and autoscaling.sites.writeMetrics, darkbitio/gcp-iam-role-permissions at
-# 8ab2a6ff, 2026-08-22), and no project-wide image read: the nodes read the repositories they pull from, each alone
-# (below). A role on this project reaches no other project's repository anyway (IAM policies are inherited down the
-# resource hierarchy only: cloud.google.com/iam/docs/resource-hierarchy-access-control), so it never served the JAX and
-# Saxml images, which are in Google's cloud-tpu-images project, public.
-NODE_SERVICE_ACCOUNT_ROLES = ("roles/container.defaultNodeServiceAccount",)
 # A pool's network_config is written for enable_private_nodes alone. Two of its other fields are ForceNew
 # without being read back as computed (resource_container_node_pool.go, v7.45.0): a value GKE reported
 # for one of them, unasked, would plan the pool's replacement, and a TPU pool's replacement gives up its
@@ -127,16 +120,19 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(child, NEW_ACCOUNT_FIRST),
         )
         member = self.node_service_account.email.apply(lambda email: f"serviceAccount:{email}")
-        self.node_service_account_roles = [
-            gcp.projects.IAMMember(
-                f"node-sa-{role.split('/')[1].replace('.', '-').lower()}",
-                project=args.project,
-                role=role,
-                member=member,
-                opts=child,
-            )
-            for role in NODE_SERVICE_ACCOUNT_ROLES
-        ]
+        # Least privilege for nodes: GKE's node role (logs and metrics: roles/container.defaultNodeServiceAccount grants
+        # logging.logEntries.create, monitoring.* and autoscaling.sites.writeMetrics, darkbitio/gcp-iam-role-permissions
+        # at 8ab2a6ff, 2026-08-22), and no project-wide image read: the nodes read the repositories they pull from, each
+        # alone (below). A role on this project reaches no other project's repository anyway (IAM policies are inherited
+        # down the resource hierarchy only: cloud.google.com/iam/docs/resource-hierarchy-access-control), so it never
+        # served the JAX and Saxml images, which are in Google's cloud-tpu-images project, public.
+        self.node_service_account_role = gcp.projects.IAMMember(
+            "node-sa-container-defaultnodeserviceaccount",
+            project=args.project,
+            role="roles/container.defaultNodeServiceAccount",
+            member=member,
+            opts=child,
+        )
 
         email = self.node_service_account.email
         default_pool: gcp.container.ClusterNodeConfigArgsDict = {}
@@ -241,7 +237,7 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
-                    depends_on=[*self.node_service_account_roles, *args.secrets_key_grants, *args.boot_key_grants],
+                    depends_on=[self.node_service_account_role, *args.secrets_key_grants, *args.boot_key_grants],
                     custom_timeouts=pulumi.CustomTimeouts(create="45m", update="60m", delete="45m"),
                     # only the create's default pool reads it, and that pool is gone: a change later (or
                     # a stack made before the field was set) must not plan a replacement of the cluster
@@ -254,8 +250,8 @@ class Cluster(pulumi.ComponentResource):
         # another project's (an organisation's mirror). Every Kubernetes object waits for them (the provider), and a
         # destroy deletes them once the objects are gone. Every node pool waits for them too: on a new node account
         # (cluster.nodeServiceAccountId) the pools are replaced onto it while the objects stay, and the pods that come
-        # back on the new nodes pull as it. (The account's project roles come first through the cluster, which waits
-        # for them at every `up`, replaced or not.)
+        # back on the new nodes pull as it. (The account's project role comes first through the cluster, which waits
+        # for it at every `up`, replaced or not.)
         self.repository_readers = [
             gcp.artifactregistry.RepositoryIamMember(
                 read.name,
@@ -280,7 +276,9 @@ class Cluster(pulumi.ComponentResource):
             name=naming.SYSTEM_POOL_NAME,
             node_count=cluster.system_pool.nodes_per_zone,
             node_config=node_config(system_pool, email, cluster.system_pool_boot),
-            network_config=node_network_config(cluster.private_nodes),
+            # Set on every pool, either way: the cluster's default reaches only nodes created after it changes
+            # (ClusterUpdate.desired_default_enable_private_nodes), so a running pool changes only by its own update.
+            network_config={"enable_private_nodes": cluster.private_nodes},
             management={"auto_repair": True, "auto_upgrade": True},
             # Its controllers pull from outside Google (the charts' images): private nodes need the NAT first, and its
             # boot disks the grant on their key. A change that replaces it (its service account, its boot) deletes it
@@ -358,12 +356,6 @@ class Cluster(pulumi.ComponentResource):
                 pulumi.log.warn(f"cluster.version: {problem[0]}; {problem[1]}", self)
 
         pulumi.Output.all(offered.release_channel_latest_version, offered.release_channel_default_version).apply(warn)
-
-
-def node_network_config(private_nodes: bool) -> gcp.container.NodePoolNetworkConfigArgsDict:
-    """Set on every pool, either way: the cluster's default reaches only nodes created after it changes
-    (ClusterUpdate.desired_default_enable_private_nodes), so a running pool changes only by its own update."""
-    return {"enable_private_nodes": private_nodes}
 
 
 def _dns_endpoint(config: gcp.container.outputs.ClusterControlPlaneEndpointsConfig | None) -> str:

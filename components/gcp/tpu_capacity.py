@@ -11,7 +11,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.config_base import ConfigError
-from components.gcp.cluster import NETWORK_CONFIG_NOT_OURS, node_config, node_network_config
+from components.gcp.cluster import NETWORK_CONFIG_NOT_OURS, node_config
 from components.gcp.config import ClusterConfig, TpuConfig, TpuPoolConfig
 from components.gcp.rules import (
     BlockRead,
@@ -131,7 +131,8 @@ class TpuCapacity(pulumi.ComponentResource):
                 # A slice is one unit: upgrading it node by node would break it, so it is
                 # drained and recreated whole, never surged beyond its reservation.
                 upgrade_settings={"strategy": "SURGE", "max_surge": 0, "max_unavailable": pool.node_count},
-                network_config=node_network_config(tpu.pool_private_nodes(pool, args.cluster)),
+                # set either way, as on the system pool (components/gcp/cluster.py)
+                network_config={"enable_private_nodes": tpu.pool_private_nodes(pool, args.cluster)},
                 management={"auto_repair": True, "auto_upgrade": True},
                 # Compute Engine makes its boot disks with the key: its agent's grant on the key first
                 opts=waiting_for(pool_opts, *args.boot_key_grants.get(pool.name, [])),
