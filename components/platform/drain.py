@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -181,8 +181,8 @@ class DrainSpec:
     """What a gate waits to be gone before the layer below it may be deleted."""
 
     slices: bool  # every slices.accelerator.gke.io object (they are cluster-scoped)
-    workload_namespaces: tuple[str, ...]  # admitted Kueue Workloads in these
-    neg_namespaces: tuple[str, ...]  # GKE's ServiceNetworkEndpointGroups in these
+    workload_namespaces: Sequence[str]  # admitted Kueue Workloads in these
+    neg_namespaces: Sequence[str]  # GKE's ServiceNetworkEndpointGroups in these
     timeout_seconds: float
 
     @property

@@ -18,17 +18,26 @@ components/platform/drain.py. Their lines reach the CLI through the provider's s
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
 
 import pulumi
 import pulumi.dynamic
 
 from components.platform import drain
 
+Spec = TypeVar("Spec", drain.DrainSpec, drain.ReadySpec)
+
 
 def _report(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def _spec(kind: type[Spec], props: dict[str, Any]) -> Spec:
+    """What a gate waits for: those of its inputs that are fields of ``kind`` (its name, its kubeconfig and a
+    ReadyGate's ``release_revision`` are not), the others at their defaults."""
+    names = {field.name for field in fields(kind)}
+    return kind(**{key: value for key, value in props.items() if key in names})
 
 
 class _GateProvider(pulumi.dynamic.ResourceProvider):
@@ -47,12 +56,7 @@ class _GateProvider(pulumi.dynamic.ResourceProvider):
 
 class DrainGateProvider(_GateProvider):
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        spec = drain.DrainSpec(
-            slices=bool(props["slices"]),
-            workload_namespaces=tuple(props["workload_namespaces"]),
-            neg_namespaces=tuple(props["neg_namespaces"]),
-            timeout_seconds=float(props["timeout_seconds"]),
-        )
+        spec = _spec(drain.DrainSpec, props)
         if spec.waits_for_nothing:
             return  # only orders the deletes: no cluster call, no credentials needed
         client = drain.client_from_kubeconfig(props["kubeconfig"])
@@ -60,14 +64,7 @@ class DrainGateProvider(_GateProvider):
 
 
 def _wait_until_ready(props: dict[str, Any]) -> None:
-    spec = drain.ReadySpec(
-        service_namespace=str(props["service_namespace"]),
-        service_name=str(props["service_name"]),
-        timeout_seconds=float(props["timeout_seconds"]),
-        webhook_configuration=props.get("webhook_configuration") or None,
-        deployment=props.get("deployment") or None,
-        check=str(props.get("check") or ""),
-    )
+    spec = _spec(drain.ReadySpec, props)
     drain.wait_until_ready(drain.client_from_kubeconfig(props["kubeconfig"]), spec, report=_report)
 
 
