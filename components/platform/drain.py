@@ -77,10 +77,11 @@ class KubeClient:
     def server(self) -> str:
         return str(self.api.configuration.host)
 
-    def ask(self, what: str, call: Callable[[], Answer]) -> Answer | None:
-        """``call``'s answer; None when the server answers 404 (no such kind or object)."""
+    def ask(self, what: str, call: Callable[..., Answer], *args: Any, **kwargs: Any) -> Answer | None:
+        """The answer of ``call`` (a request of the library, bounded to REQUEST_TIMEOUT_SECONDS); None when the server
+        answers 404 (no such kind or object)."""
         try:
-            return call()
+            return call(*args, _request_timeout=REQUEST_TIMEOUT_SECONDS, **kwargs)
         except ApiException as error:
             if error.status == 404:
                 return None
@@ -99,21 +100,17 @@ class KubeClient:
         """Every object of a custom resource, cluster-wide or in ``namespace``; none when it is not served."""
         objects = k8s.CustomObjectsApi(self.api)
         where = f"/apis/{group}/{version}{f'/namespaces/{namespace}' if namespace else ''}/{resource}"
-        timeout: dict[str, Any] = {"_request_timeout": REQUEST_TIMEOUT_SECONDS}
-        listing = self.ask(
-            f"GET {where}",
-            lambda: (
-                objects.list_namespaced_custom_object(group, version, namespace, resource, **timeout)
-                if namespace
-                else objects.list_cluster_custom_object(group, version, resource, **timeout)
-            ),
+        listing = (
+            self.ask(f"GET {where}", objects.list_namespaced_custom_object, group, version, namespace, resource)
+            if namespace
+            else self.ask(f"GET {where}", objects.list_cluster_custom_object, group, version, resource)
         )
         return list(listing.get("items") or []) if isinstance(listing, dict) else []
 
     def preferred_version(self, group: str) -> str | None:
         """The version the server prefers for an API group, or None when the group is not served."""
         apis = k8s.ApisApi(self.api)
-        groups = self.ask("GET /apis", lambda: apis.get_api_versions(_request_timeout=REQUEST_TIMEOUT_SECONDS))
+        groups = self.ask("GET /apis", apis.get_api_versions)
         for served in groups.groups if groups else []:
             if served.name == group and served.preferred_version:
                 return str(served.preferred_version.version)
@@ -325,9 +322,8 @@ def _webhook_not_ready(client: KubeClient, configuration_name: str) -> list[str]
     admission = k8s.AdmissionregistrationV1Api(client.api)
     configuration = client.ask(
         f"GET /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{configuration_name}",
-        lambda: admission.read_mutating_webhook_configuration(
-            configuration_name, _request_timeout=REQUEST_TIMEOUT_SECONDS
-        ),
+        admission.read_mutating_webhook_configuration,
+        configuration_name,
     )
     if configuration is None:
         return [f"MutatingWebhookConfiguration {configuration_name} does not exist"]
@@ -340,7 +336,9 @@ def _rollout_not_done(client: KubeClient, namespace: str, name: str) -> list[str
     apps = k8s.AppsV1Api(client.api)
     deployment = client.ask(
         f"GET /apis/apps/v1/namespaces/{namespace}/deployments/{name}",
-        lambda: apps.read_namespaced_deployment(name, namespace, _request_timeout=REQUEST_TIMEOUT_SECONDS),
+        apps.read_namespaced_deployment,
+        name,
+        namespace,
     )
     if deployment is None:
         return [f"Deployment {namespace}/{name} does not exist"]
@@ -365,9 +363,9 @@ def not_ready(client: KubeClient, spec: ReadySpec) -> list[str]:
     selector = f"kubernetes.io/service-name={spec.service_name}"
     slices = client.ask(
         f"GET /apis/discovery.k8s.io/v1/namespaces/{spec.service_namespace}/endpointslices?labelSelector={selector}",
-        lambda: discovery.list_namespaced_endpoint_slice(
-            spec.service_namespace, label_selector=selector, _request_timeout=REQUEST_TIMEOUT_SECONDS
-        ),
+        discovery.list_namespaced_endpoint_slice,
+        spec.service_namespace,
+        label_selector=selector,
     )
     ready = [
         e for s in (slices.items if slices else []) for e in s.endpoints or [] if e.conditions and e.conditions.ready
