@@ -52,16 +52,15 @@ class HelmChartConfig(Block):
     )
 
 
-_QUANTITY_FORM = form("Kubernetes quantity", "write e.g. 2, 500m or 4Gi")
+# A Kubernetes quantity, as a setting writes it.
+Quantity = Annotated[
+    str, Field(pattern=QUANTITY.pattern, json_schema_extra=form("Kubernetes quantity", "write e.g. 2, 500m or 4Gi"))
+]
 
 
 class ResourceListConfig(Block):
-    cpu: str = Field(
-        description="CPU quantity.", pattern=QUANTITY.pattern, json_schema_extra=_QUANTITY_FORM, examples=["2"]
-    )
-    memory: str = Field(
-        description="Memory quantity.", pattern=QUANTITY.pattern, json_schema_extra=_QUANTITY_FORM, examples=["4Gi"]
-    )
+    cpu: Quantity = Field(description="CPU quantity.", examples=["2"])
+    memory: Quantity = Field(description="Memory quantity.", examples=["4Gi"])
 
 
 class KueueControllerConfig(Block):
