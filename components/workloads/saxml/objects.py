@@ -124,10 +124,8 @@ def http_service(saxml: SaxmlConfig, network: NetworkConfig) -> dict[str, Any]:
         del annotations[INTERNAL_LB_ANNOTATION]
         if not annotations:
             del service["metadata"]["annotations"]
-    if source_ranges := http_source_ranges(saxml.http, network):
+    if source_ranges := http_source_ranges(saxml.http, network):  # the base has none: empty, the field stays out
         service["spec"]["loadBalancerSourceRanges"] = list(source_ranges)
-    else:
-        service["spec"].pop("loadBalancerSourceRanges", None)
     return service
 
 
