@@ -369,12 +369,11 @@ def _dns_endpoint(config: gcp.container.outputs.ClusterControlPlaneEndpointsConf
 # The program never sets it: the variable decides, read by the SDK into the provider's config (as Go's strconv reads
 # a bool: pulumi_kubernetes/_utilities.py get_env_bool). It belongs to the recoveries of docs/recovery.md only.
 UPSERT_EXISTING_ENV = "PULUMI_K8S_UPSERT_EXISTING_OBJECTS"
-_SDK_TRUE = ("1", "t", "T", "true", "TRUE", "True")
 
 
 def upsert_switch_warning(environ: Mapping[str, str]) -> str | None:
     """What the preview says while the switch is on: every create then takes over what it finds."""
-    if environ.get(UPSERT_EXISTING_ENV) not in _SDK_TRUE:
+    if environ.get(UPSERT_EXISTING_ENV) not in ("1", "t", "T", "true", "TRUE", "True"):
         return None
     return (
         f"{UPSERT_EXISTING_ENV} is on: every Kubernetes object this `up` creates takes over an object of the same name "

@@ -23,15 +23,10 @@ from components.tpu.admission import CapacityReport
 
 TPU7X_MIN_GKE_VERSION = "1.34.0-gke.2201000"
 NO_UPGRADES_MAX_DAYS = 30
-MTU_RANGE = (1300, 8896)
 PROXY_ONLY_MAX_PREFIX = 26
 # An authorized network wider than this admits too much of the internet to be a restriction.
 AUTHORIZED_NETWORK_MIN_PREFIX = 8
 NAT_LOGGING_OFF = "OFF"
-# Cloud NAT dynamic port allocation: powers of two, at least 32 ports a VM, at most 65536
-# (RouterNat enable_dynamic_port_allocation, hashicorp/terraform-provider-google v7.45.0
-# google/services/compute/resource_compute_router_nat.go).
-NAT_PORTS_RANGE = (32, 65536)
 
 _GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
 # A Cloud KMS key's resource name, as GKE's databaseEncryption.keyName and a node pool's bootDiskKmsKey take it. The
@@ -303,9 +298,7 @@ class NetworkConfig(Block):
         description="Prefix of the VPC, subnet, firewall, router and NAT names (`<prefix>-main`, `-tpu`, `-proxy`, `-router`, "
         "`-nat`).",
     )
-    mtu: int = Field(
-        8896, description="VPC MTU; 8896 gives TPU hosts jumbo frames (1300-8896).", ge=MTU_RANGE[0], le=MTU_RANGE[1]
-    )
+    mtu: int = Field(8896, description="VPC MTU; 8896 gives TPU hosts jumbo frames (1300-8896).", ge=1300, le=8896)
     node_cidr: str = Field("10.10.0.0/18", description="Primary range of the node subnet.")
     pod_cidr: str = Field("10.12.0.0/14", description="Secondary range for pods (`<prefix>-pods`).")
     service_cidr: str = Field("10.16.0.0/20", description="Secondary range for services (`<prefix>-services`).")
@@ -674,16 +667,14 @@ class MirrorRepository:
 # its owner publishes: registry -> (pulls, per what, for whom).
 PULL_RATE_LIMITS = {DOCKER_HUB: (10, "an hour per IPv4 address", "anonymous pulls")}
 
+
 # Registries Google serves: Artifact Registry (`<location>-docker.pkg.dev`) and Container Registry's hosts (gcr.io and
 # its regional ones), which private nodes reach over Private Google Access (Artifact Registry is reached at the
 # default Google APIs domains or private.googleapis.com: cloud.google.com/artifact-registry/docs/securing-with-vpc-sc),
 # never through Cloud NAT. No pull-through repository is made for them: the JAX and Saxml images are in Google's
 # public repositories there.
-GOOGLE_REGISTRY_SUFFIXES = (".pkg.dev", ".gcr.io")
-
-
 def is_google_registry(registry: str) -> bool:
-    return registry == "gcr.io" or registry.endswith(GOOGLE_REGISTRY_SUFFIXES)
+    return registry == "gcr.io" or registry.endswith((".pkg.dev", ".gcr.io"))
 
 
 # A Docker ID: 4 to 30 lowercase letters and digits (Docker's General FAQs, "What is a Docker ID?", docker/docs
@@ -826,7 +817,10 @@ def _ipv4_range(key: str, text: str, problems: Problems) -> ipaddress.IPv4Networ
 
 
 def _validate_nat(nat: NatConfig, problems: Problems) -> None:
-    low, high = NAT_PORTS_RANGE
+    # Cloud NAT dynamic port allocation: powers of two, at least 32 ports a VM, at most 65536
+    # (RouterNat enable_dynamic_port_allocation, hashicorp/terraform-provider-google v7.45.0
+    # google/services/compute/resource_compute_router_nat.go).
+    low, high = 32, 65536
     for key, ports in (("minPortsPerVm", nat.min_ports_per_vm), ("maxPortsPerVm", nat.max_ports_per_vm)):
         if not low <= ports <= high or ports & (ports - 1):
             problems.add(

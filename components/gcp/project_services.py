@@ -39,7 +39,6 @@ SECRET_MANAGER_API = "secretmanager.googleapis.com"
 # The pull-through repositories (images.pullThrough) and the nodes' read grants on them go through it; enabled only
 # for a stack that makes them (a mirror is in a project where it is on already).
 ARTIFACT_REGISTRY_API = "artifactregistry.googleapis.com"
-AI_ZONES_FEATURE = "ai-zones-visibility"
 
 
 @dataclass(frozen=True)
@@ -80,7 +79,7 @@ class ProjectServices(pulumi.ComponentResource):
             gcp.compute.PreviewFeature(
                 "ai-zones-visibility",
                 project=args.project,
-                name=AI_ZONES_FEATURE,
+                name="ai-zones-visibility",
                 activation_status="ENABLED",
                 rollout_operation={"rollout_input": {"predefined_rollout_plan": "ROLLOUT_PLAN_FAST_ROLLOUT"}},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=self.apis),

@@ -57,13 +57,12 @@ class TpuCapacityArgs:
 
 
 TYPE = "tpu-gke:gcp:TpuCapacity"
-NODE_POOL_TYPE = "gcp:container/nodePool:NodePool"
 
 
 def pool_urn(stack: str, project: str, pool: str) -> str:
     """The URN of a TPU pool in the stack's state: a child of the stack's one TpuCapacity, which has no parent of
     its own (the stack's root resource is no part of a URN's type chain)."""
-    return f"urn:pulumi:{stack}::{project}::{TYPE}${NODE_POOL_TYPE}::{pool}"
+    return f"urn:pulumi:{stack}::{project}::{TYPE}$gcp:container/nodePool:NodePool::{pool}"
 
 
 class TpuCapacity(pulumi.ComponentResource):
