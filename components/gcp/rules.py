@@ -182,6 +182,22 @@ def review_capacity(
     """
     review = CapacityReview()
     certain, risks = Problems(), Problems()
+
+    def decide() -> CapacityReview:
+        """The review, once the reads are reviewed as far as they go: what is refused, what only warned of."""
+        if not to_place:
+            # Nothing is placed: the running pools keep their nodes, and the preview only says what it found.
+            review.warnings.extend(
+                [f"TPU reservation (no pool placed by this `up`): {p}" for p in certain.items + risks.items]
+            )
+            return review
+        review.problems.extend(certain.items)
+        if accept_risk:
+            review.warnings.extend([f"TPU reservation, risk taken ({ACCEPT_RISK}): {p}" for p in risks.items])
+        else:
+            review.problems.extend(risks.items)
+        return review
+
     placing = ", ".join(p.name for p in to_place)
     need = sum(p.hosts for p in to_place)
     staying = [p.name for p in pools if p not in to_place]
@@ -197,7 +213,7 @@ def review_capacity(
             "grant the deployer compute.reservations.get on the reservation's project (roles/compute.viewer), or "
             f"set {ACCEPT_RISK} true to place the pools unread",
         )
-        return _decide(review, certain, risks, to_place, accept_risk)
+        return decide()
     review.report.append(reservation.line())
     review.report.extend([w.line(reservation.name) for w in reservation.windows])
     review.warnings.extend([f"TPU reservation: upcoming {w.line(reservation.name)}" for w in reservation.windows])
@@ -208,7 +224,7 @@ def review_capacity(
             f"name an existing one (`gcloud compute reservations list --project {reservation.project}`), or set "
             "tpu.reservation.project to the project that shares it",
         )
-        return _decide(review, certain, risks, to_place, accept_risk)
+        return decide()
     if reservation.machine_type and reservation.machine_type != machine_type:
         certain.add(
             "tpu.machineType",
@@ -220,7 +236,7 @@ def review_capacity(
         review.report.append(f"reservation {reservation.name}: {free} of {reservation.hosts} hosts free, {need} needed")
         if need > free:
             _too_full(risks, "tpu.reservation.name", f"reservation {reservation.name}", free, need, to_place)
-        return _decide(review, certain, risks, to_place, accept_risk)
+        return decide()
     if block not in reservation.block_names:
         certain.add(
             "tpu.reservation.block",
@@ -228,13 +244,13 @@ def review_capacity(
             f"{', '.join(reservation.block_names) or 'none'})",
             "set one of its blocks",
         )
-        return _decide(review, certain, risks, to_place, accept_risk)
+        return decide()
     block_read = read.block
     if block_read is None:
         risks.add(
             "tpu.reservation.block", f"block {block} could not be read", f"set {ACCEPT_RISK} true to place unread"
         )
-        return _decide(review, certain, risks, to_place, accept_risk)
+        return decide()
     review.report.append(block_read.line())
     if block_read.maintenance_pending or block_read.maintenance_ongoing:
         review.warnings.append(
@@ -255,7 +271,7 @@ def review_capacity(
             _too_full(
                 risks, "tpu.reservation.block", f"block {block} ({block_read.health})", block_read.free, need, to_place
             )
-    return _decide(review, certain, risks, to_place, accept_risk)
+    return decide()
 
 
 def _review_sub_blocks(
@@ -327,24 +343,3 @@ def _too_full(risks: Problems, key: str, where: str, free: int, need: int, to_pl
         f"{where} has {free} host(s) free, and {', '.join(p.name for p in to_place)} need {need}",
         f"free hosts there, set another, or set {ACCEPT_RISK} true",
     )
-
-
-def _decide(
-    review: CapacityReview,
-    certain: Problems,
-    risks: Problems,
-    to_place: Sequence[PoolPlacement],
-    accept_risk: bool,
-) -> CapacityReview:
-    if not to_place:
-        # Nothing is placed: the running pools keep their nodes, and the preview only says what it found.
-        review.warnings.extend(
-            [f"TPU reservation (no pool placed by this `up`): {p}" for p in certain.items + risks.items]
-        )
-        return review
-    review.problems.extend(certain.items)
-    if accept_risk:
-        review.warnings.extend([f"TPU reservation, risk taken ({ACCEPT_RISK}): {p}" for p in risks.items])
-    else:
-        review.problems.extend(risks.items)
-    return review
