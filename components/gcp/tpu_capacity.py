@@ -166,8 +166,23 @@ class TpuCapacity(pulumi.ComponentResource):
                 return None
             to_place = pools_to_place(check.pools, values[1] or {})  # the last `up`'s pools, if any
 
-            def decide(read: CapacityRead) -> CapacityReview:
-                return self._decide(read, check, to_place)
+            def decide(capacity: CapacityRead) -> CapacityReview:
+                review = review_capacity(
+                    capacity,
+                    block=reserved.block,
+                    machine_type=check.tpu.machine_type,
+                    per_sub_block=check.tpu.dynamic_slicing,
+                    pools=check.pools,
+                    to_place=to_place,
+                    accept_risk=reserved.accept_risk,
+                )
+                for line in review.report:
+                    pulumi.log.info(f"TPU reservation: {line}")
+                for warning in review.warnings:
+                    pulumi.log.warn(warning)
+                if review.problems:
+                    raise pulumi.RunError(str(ConfigError(review.problems)))
+                return review
 
             reservation = _reservation(answer.value, check) if answer.ok else None
             if not (reservation and reservation.exists and reserved.block in reservation.block_names):
@@ -200,24 +215,6 @@ class TpuCapacity(pulumi.ComponentResource):
 
         reservation_read = read(gcp.compute.get_reservation_output, name=reserved.name)
         return pulumi.Output.all(reservation_read, check.previous_pools).apply(after_reservation)
-
-    def _decide(self, read: CapacityRead, check: ReservationCheckArgs, to_place: list[PoolPlacement]) -> CapacityReview:
-        review = review_capacity(
-            read,
-            block=check.tpu.reservation.block,
-            machine_type=check.tpu.machine_type,
-            per_sub_block=check.tpu.dynamic_slicing,
-            pools=check.pools,
-            to_place=to_place,
-            accept_risk=check.tpu.reservation.accept_risk,
-        )
-        for line in review.report:
-            pulumi.log.info(f"TPU reservation: {line}")
-        for warning in review.warnings:
-            pulumi.log.warn(warning)
-        if review.problems:
-            raise pulumi.RunError(str(ConfigError(review.problems)))
-        return review
 
     def _placement(self, pool: TpuPoolConfig) -> gcp.container.NodePoolPlacementPolicyArgsDict:
         if self.workload_policy is not None:
