@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tools.stack_outputs import Runner, UsageError, read_stack_outputs, run_pulumi
+from tools.stack_outputs import Runner, UsageError, clipped, read_stack_outputs, run_pulumi
 
 ADDRESS_OUTPUT = "saxHttpAddress"
 DEFAULT_PORT = 8888
@@ -127,8 +127,7 @@ def rendered(text: str, call: Command) -> str:
 
 def preview(text: str) -> str:
     """One line, bounded: error bodies can be multi-line JSON or a whole HTML page."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= PREVIEW_CHARS else flat[:PREVIEW_CHARS] + "…"
+    return clipped(" ".join(text.split()), PREVIEW_CHARS)
 
 
 def positive(convert: Callable[[str], Any]) -> Callable[[str], Any]:

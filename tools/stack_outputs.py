@@ -56,6 +56,9 @@ def read_stack_outputs(stack: str | None, hint: str, runner: Runner = run_pulumi
 def _last_line(text: str | None) -> str:
     """Pulumi ends its error output with the actual reason; earlier lines are progress noise."""
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    if not lines:
-        return ""
-    return lines[-1] if len(lines[-1]) <= STDERR_CHARS else lines[-1][:STDERR_CHARS] + "…"
+    return clipped(lines[-1], STDERR_CHARS) if lines else ""
+
+
+def clipped(text: str, limit: int, more: str = "…") -> str:
+    """``text`` cut to its first ``limit`` characters, ``more`` marking the cut: a reply quoted in one message."""
+    return text if len(text) <= limit else text[:limit] + more

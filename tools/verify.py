@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.stack_file import StackFileError, add_stack_dir_option, stack_config_values
-from tools.stack_outputs import Runner, UsageError, read_stack_outputs, run_pulumi
+from tools.stack_outputs import Runner, UsageError, clipped, read_stack_outputs, run_pulumi
 
 BASE_URL_OUTPUT = "openaiBaseUrl"
 MODEL_OUTPUT = "modelName"
@@ -236,8 +236,7 @@ def main(argv: Sequence[str] | None = None, *, runner: Runner = run_pulumi, slee
 
 
 def _snippet(body: bytes) -> str:
-    text = " ".join(body.decode("utf-8", "replace").split())
-    return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "..."
+    return clipped(" ".join(body.decode("utf-8", "replace").split()), SNIPPET_CHARS, "...")
 
 
 if __name__ == "__main__":
