@@ -36,7 +36,7 @@ import yaml
 from components.operations import benchmark
 from components.workloads.serving.config import weights_bucket_name
 from tools.stack_file import StackFileError, add_stack_dir_option, stack_config_values
-from tools.stack_outputs import Runner, UsageError, read_stack_outputs, run_pulumi
+from tools.stack_outputs import Runner, UsageError, last_line, read_stack_outputs, run_pulumi
 from tools.verify import BASE_URL_OUTPUT
 
 STACK_HINT = "pass --base-url instead"
@@ -169,7 +169,7 @@ def refuse_used_run_id(ramp: benchmark.Ramp, namespace: str, results: str, args:
     name = benchmark.job_name(ramp.run_id)
     found = kubectl(args, run, "-n", namespace, "get", "job", name, "--ignore-not-found", "-o", "name")
     if found.returncode != 0:
-        raise UsageError(f"cannot check for an earlier job {name}: kubectl get failed: {_last_line(found.stderr)}")
+        raise UsageError(f"cannot check for an earlier job {name}: kubectl get failed: {last_line(found.stderr)}")
     if found.stdout.strip():
         delete = " ".join(kubectl_argv(args, "-n", namespace, "delete", "job", name))
         raise UsageError(
@@ -184,14 +184,14 @@ def refuse_used_run_id(ramp: benchmark.Ramp, namespace: str, results: str, args:
             f"gcloud storage rm --recursive {results}/"
         )
     if listed.returncode != 0 and NO_OBJECTS not in listed.stderr:
-        raise UsageError(f"cannot list {results}/: gcloud storage ls failed: {_last_line(listed.stderr)}")
+        raise UsageError(f"cannot list {results}/: gcloud storage ls failed: {last_line(listed.stderr)}")
 
 
 def poll(name: str, namespace: str, args: argparse.Namespace, run: Run) -> tuple[str | None, str | None]:
     """The Job's state (None while it runs), and why it could not be read (None when it was)."""
     completed = kubectl(args, run, "-n", namespace, "get", "job", name, "-o", "json")
     if completed.returncode != 0:
-        return None, _last_line(completed.stderr)
+        return None, last_line(completed.stderr)
     try:
         return job_state(json.loads(completed.stdout)), None
     except (json.JSONDecodeError, AttributeError):
@@ -225,7 +225,7 @@ def stop(name: str, namespace: str, args: argparse.Namespace, run: Run) -> str:
     deleted = kubectl(args, run, *rest)
     if deleted.returncode != 0:
         command = " ".join(kubectl_argv(args, *rest))
-        return f"interrupted; deleting job {name} failed ({_last_line(deleted.stderr)}), delete it: {command}"
+        return f"interrupted; deleting job {name} failed ({last_line(deleted.stderr)}), delete it: {command}"
     if not deleted.stdout.strip():  # --ignore-not-found: nothing to delete, so says nothing
         return f"interrupted before job {name} was made"
     return f"interrupted; deleted job {name} in {namespace}"
@@ -246,7 +246,7 @@ def in_cluster(args: argparse.Namespace, runner: Runner, run: Run, sleep: Sleep)
     try:
         applied = kubectl(args, run, "apply", "-f", "-", stdin=document)
         if applied.returncode != 0:
-            raise UsageError(f"kubectl apply failed: {_last_line(applied.stderr)}")
+            raise UsageError(f"kubectl apply failed: {last_line(applied.stderr)}")
         print(f"started job {name} in {serving.namespace}", file=sys.stderr, flush=True)
         wait_for(ramp, serving.namespace, args, run, sleep)
     except KeyboardInterrupt:
@@ -255,7 +255,7 @@ def in_cluster(args: argparse.Namespace, runner: Runner, run: Run, sleep: Sleep)
     with tempfile.TemporaryDirectory() as scratch:
         copied = call(run, ["gcloud", "storage", "cp", "--recursive", results, scratch], None, COMMAND_TIMEOUT_SECONDS)
         if copied.returncode != 0:
-            raise RunFailed(f"gcloud storage cp {results} failed: {_last_line(copied.stderr)}")
+            raise RunFailed(f"gcloud storage cp {results} failed: {last_line(copied.stderr)}")
         return print_table(Path(scratch), f"{results}/", len(ramp.rates))
 
 
@@ -275,7 +275,7 @@ def local(args: argparse.Namespace, run: Run) -> int:
         run, [str(args.inference_perf), "--config_file", str(config_file)], None, benchmark.deadline_seconds(ramp)
     )
     if completed.returncode != 0:
-        raise RunFailed(f"inference-perf exited {completed.returncode}: {_last_line(completed.stderr)}")
+        raise RunFailed(f"inference-perf exited {completed.returncode}: {last_line(completed.stderr)}")
     return print_table(results, str(results), len(ramp.rates))
 
 
@@ -288,11 +288,6 @@ def print_table(directory: Path, where: str, stages: int | None) -> int:
     if stages is not None and len(rows) != stages:
         raise RunFailed(f"{len(rows)} stage report(s) for a ramp of {stages}")
     return 0
-
-
-def _last_line(text: str | None) -> str:
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[-1] if lines else "no message"
 
 
 def main(

@@ -42,7 +42,7 @@ def read_stack_outputs(stack: str | None, hint: str, runner: Runner = run_pulumi
     except subprocess.TimeoutExpired:
         raise UsageError(f"`{command}` timed out; {hint}") from None
     if completed.returncode != 0:
-        detail = _last_line(completed.stderr) or f"exit code {completed.returncode}"
+        detail = clipped(last_line(completed.stderr, ""), STDERR_CHARS) or f"exit code {completed.returncode}"
         raise UsageError(f"`{command}` failed: {detail}; {hint}")
     try:
         outputs = json.loads(completed.stdout)
@@ -53,10 +53,11 @@ def read_stack_outputs(stack: str | None, hint: str, runner: Runner = run_pulumi
     return outputs
 
 
-def _last_line(text: str | None) -> str:
-    """Pulumi ends its error output with the actual reason; earlier lines are progress noise."""
+def last_line(text: str | None, otherwise: str = "no message") -> str:
+    """The last line a command printed, ``otherwise`` when it printed none: a command ends its error output with the
+    actual reason (Pulumi's earlier lines are progress noise)."""
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return clipped(lines[-1], STDERR_CHARS) if lines else ""
+    return lines[-1] if lines else otherwise
 
 
 def clipped(text: str, limit: int, more: str = "…") -> str:
