@@ -17,9 +17,8 @@ from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.gcp.network import Network, NetworkArgs
 from components.gcp.project_services import ProjectServices, ProjectServicesArgs
 from components.gcp.pull_through import PullThrough, PullThroughArgs
-from components.gcp.rules import PoolPlacement
 from components.gcp.service_agents import ServiceAgents, ServiceAgentsArgs, key_grant
-from components.gcp.tpu_capacity import ReservationCheckArgs, TpuCapacity, TpuCapacityArgs, pool_urn
+from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, pool_urn
 from components.lifecycle import previous_pool_reservations, review_changes
 from components.operations.component import MonitoringArgs
 from components.operations.node_audit import NodeAuditLoggingArgs
@@ -185,20 +184,10 @@ def tpu_capacity_args(
     services: ProjectServices,
     previous_outputs: pulumi.Input[Mapping[str, Any]],
 ) -> TpuCapacityArgs:
-    """The pools, and what the preview reads of their reservation with the pools it places there: those the last
-    `up` (its lifecycle output) did not have at the same reservation path."""
+    """The pools, and what the preview compares their reservation's read against: the pools of the last `up` (its
+    lifecycle output) and the reservation path of each."""
     config = stack.config
     tpu = config.tpu
-    placements = [
-        PoolPlacement(
-            key=f"tpu.pools[{i}]",
-            name=pool.name,
-            hosts=pool.node_count,
-            sub_block=pool.sub_block,
-            path=tpu.reservation_path(pool, config.project) or "",
-        )
-        for i, pool in enumerate(tpu.pools)
-    ]
     return TpuCapacityArgs(
         tpu=tpu,
         cluster=config.cluster,
@@ -212,15 +201,8 @@ def tpu_capacity_args(
             for pool in tpu.pools
         },
         egress=network.egress,
-        reservation=ReservationCheckArgs(
-            tpu=tpu,
-            project=tpu.reservation.project or config.project,
-            pools=placements,
-            previous_pools=pulumi.Output.from_input(previous_outputs).apply(previous_pool_reservations),
-            compute_api=services.api(apis.COMPUTE_API),
-        )
-        if tpu.reservation.name
-        else None,
+        previous_pools=pulumi.Output.from_input(previous_outputs).apply(previous_pool_reservations),
+        compute_api=services.api(apis.COMPUTE_API),
     )
 
 

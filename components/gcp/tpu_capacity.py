@@ -29,17 +29,6 @@ from components.tpu import topology
 
 
 @dataclass(frozen=True)
-class ReservationCheckArgs:
-    """The reservation the pools are placed on (tpu.reservation), which the preview reads before it places them."""
-
-    tpu: TpuConfig
-    project: str  # the reservation's owner (the stack's project unless it is shared from another)
-    pools: list[PoolPlacement]
-    previous_pools: pulumi.Input[Mapping[str, str]]  # the last `up`'s pools and their reservation paths
-    compute_api: pulumi.Resource  # the Compute Engine API's enablement: the reads wait for it
-
-
-@dataclass(frozen=True)
 class TpuCapacityArgs:
     tpu: TpuConfig
     cluster: ClusterConfig  # what a pool inherits: private nodes, boot hardening
@@ -53,7 +42,9 @@ class TpuCapacityArgs:
     # Each pool's grant on its boot disks' key (service_agents.py), by pool name; empty: none made
     boot_key_grants: Mapping[str, list[pulumi.Resource]]
     egress: list[pulumi.Resource]  # the Cloud NAT private nodes pull their images through
-    reservation: ReservationCheckArgs | None  # None: no reservation named, nothing to read
+    # What the preview's read of the reservation (tpu.reservation; none when unnamed) compares against and waits for
+    previous_pools: pulumi.Input[Mapping[str, str]]  # the last `up`'s pools and their reservation paths
+    compute_api: pulumi.Resource  # the Compute Engine API's enablement: the reads wait for it
 
 
 TYPE = "tpu-gke:gcp:TpuCapacity"
@@ -94,9 +85,9 @@ class TpuCapacity(pulumi.ComponentResource):
 
         # The pools wait for the reservation's review: an `up` whose review refuses places no pool.
         placed_after: list[pulumi.Input[pulumi.Resource]] = []
-        if args.reservation is not None:
-            api = args.reservation.compute_api
-            placed_after.append(self._review_reservation(args.reservation).apply(lambda _: api))
+        if tpu.reservation.name:
+            api = args.compute_api
+            placed_after.append(self._review_reservation(args).apply(lambda _: api))
         pool_opts = pulumi.ResourceOptions.merge(
             child,
             pulumi.ResourceOptions(
@@ -143,18 +134,29 @@ class TpuCapacity(pulumi.ComponentResource):
         self.workload_policy_name = self.workload_policy.name if self.workload_policy else None
         self.register_outputs({"poolNames": self.pool_names, "workloadPolicyName": self.workload_policy_name})
 
-    def _review_reservation(self, check: ReservationCheckArgs) -> pulumi.Output[CapacityReview | None]:
+    def _review_reservation(self, args: TpuCapacityArgs) -> pulumi.Output[CapacityReview | None]:
         """Read the reservation, its block and (when a pool is to be placed on one) its sub-blocks; say what was read;
         refuse (fail the preview) what components/gcp/rules.py refuses. None when the reads are not answered: on a new
         project the Compute Engine API they go through is enabled by this very `up`, so the preview's engine answers
         them as unknown, and the `up` reads before it places the pools."""
 
-        reserved = check.tpu.reservation
+        tpu, reserved = args.tpu, args.tpu.reservation
+        project = reserved.project or args.project  # the reservation's owner (the stack's unless shared from another)
+        pools = [
+            PoolPlacement(
+                key=f"tpu.pools[{i}]",
+                name=pool.name,
+                hosts=pool.node_count,
+                sub_block=pool.sub_block,
+                path=tpu.reservation_path(pool, args.project) or "",
+            )
+            for i, pool in enumerate(tpu.pools)
+        ]
 
         def read(data_source: Callable[..., pulumi.Output[Any]], **names: str) -> pulumi.Output[ReadAnswer[Any]]:
             # Its own wait, like every invoke: a parent's depends_on is not an invoke's.
-            opts = pulumi.InvokeOutputOptions(parent=self, depends_on=[check.compute_api])
-            return answer_of(data_source(project=check.project, zone=check.tpu.zone, opts=opts, **names))
+            opts = pulumi.InvokeOutputOptions(parent=self, depends_on=[args.compute_api])
+            return answer_of(data_source(project=project, zone=tpu.zone, opts=opts, **names))
 
         def after_reservation(values: list[Any]) -> pulumi.Output[CapacityReview | None] | CapacityReview | None:
             answer: ReadAnswer[Any] = values[0]
@@ -164,15 +166,15 @@ class TpuCapacity(pulumi.ComponentResource):
                     "this `up` enables; the `up` reads it before it places the pools, and so does the next preview"
                 )
                 return None
-            to_place = pools_to_place(check.pools, values[1] or {})  # the last `up`'s pools, if any
+            to_place = pools_to_place(pools, values[1] or {})  # the last `up`'s pools, if any
 
             def decide(capacity: CapacityRead) -> CapacityReview:
                 review = review_capacity(
                     capacity,
                     block=reserved.block,
-                    machine_type=check.tpu.machine_type,
-                    per_sub_block=check.tpu.dynamic_slicing,
-                    pools=check.pools,
+                    machine_type=tpu.machine_type,
+                    per_sub_block=tpu.dynamic_slicing,
+                    pools=pools,
                     to_place=to_place,
                     accept_risk=reserved.accept_risk,
                 )
@@ -184,7 +186,7 @@ class TpuCapacity(pulumi.ComponentResource):
                     raise pulumi.RunError(str(ConfigError(review.problems)))
                 return review
 
-            reservation = _reservation(answer.value, check) if answer.ok else None
+            reservation = _reservation(answer.value, tpu, project) if answer.ok else None
             if not (reservation and reservation.exists and reserved.block in reservation.block_names):
                 return decide(CapacityRead(reservation=reservation, error=answer.error))
 
@@ -192,7 +194,7 @@ class TpuCapacity(pulumi.ComponentResource):
                 if not block.ok:
                     return decide(CapacityRead(reservation=reservation, error=block.error))
                 block_read = _block(block.value)
-                if not (check.tpu.dynamic_slicing and to_place):
+                if not (tpu.dynamic_slicing and to_place):
                     return decide(CapacityRead(reservation=reservation, block=block_read))
                 # Only an `up` that places a pool reads the sub-blocks (a block has up to 144), each by its name.
                 sub_blocks = [
@@ -214,7 +216,7 @@ class TpuCapacity(pulumi.ComponentResource):
             return block.apply(after_block)
 
         reservation_read = read(gcp.compute.get_reservation_output, name=reserved.name)
-        return pulumi.Output.all(reservation_read, check.previous_pools).apply(after_reservation)
+        return pulumi.Output.all(reservation_read, args.previous_pools).apply(after_reservation)
 
     def _placement(self, pool: TpuPoolConfig) -> gcp.container.NodePoolPlacementPolicyArgsDict:
         if self.workload_policy is not None:
@@ -249,7 +251,7 @@ def _first(items: Sequence[Any] | None) -> Any:
     return items[0] if items else None
 
 
-def _reservation(result: Any, check: ReservationCheckArgs) -> ReservationRead:
+def _reservation(result: Any, tpu: TpuConfig, project: str) -> ReservationRead:
     """getReservation's result: a reservation the API does not know comes back with none of its fields (no status,
     no creation time: hashicorp/terraform-provider-google v7.45.0 resourceComputeReservationRead clears a 404 and the
     data source answers anyway)."""
@@ -259,9 +261,9 @@ def _reservation(result: Any, check: ReservationCheckArgs) -> ReservationRead:
     specific = _first(result.specific_reservations)
     properties = _first(specific.instance_properties) if specific else None
     return ReservationRead(
-        project=check.project,
-        zone=check.tpu.zone,
-        name=check.tpu.reservation.name,
+        project=project,
+        zone=tpu.zone,
+        name=tpu.reservation.name,
         exists=bool(result.status or result.creation_timestamp),
         status=result.status or "",
         health=(health.health_status if health else "") or "",
