@@ -18,6 +18,7 @@ from typing import Annotated, Any, TypeVar
 
 import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
@@ -29,18 +30,12 @@ KIND = "kind"  # a field's json_schema_extra key: what its values are (``kind``)
 HINT = "hint"  # a field's json_schema_extra key: how to write a value its pattern refuses
 
 
-def camel(name: str) -> str:
-    """A field's key in the stack file: ``node_count`` -> ``nodeCount``."""
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
 class Block(BaseModel):
     """A block of the stack config, or an object inside one: frozen, its keys the camelCase of its fields, no key it
     does not declare. Python code builds one by field name; a stack file is read by key alone (``parse_settings``)."""
 
     model_config = ConfigDict(
-        alias_generator=camel,
+        alias_generator=to_camel,  # a field's key in the stack file: ``node_count`` -> ``nodeCount``
         validate_by_name=True,
         validate_by_alias=True,
         extra="forbid",

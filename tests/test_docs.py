@@ -4,7 +4,6 @@ import re
 
 import yaml
 
-from components.config_base import camel
 from components.stack import StackConfig
 from tests.conftest import PROJECT_ROOT
 from tools import config_table
@@ -37,8 +36,8 @@ def test_pulumi_yaml_declares_the_plain_keys_with_type_and_description():
     assert project["name"] == "tpu-dynamic-slicing"
     assert project["runtime"] == {"name": "python", "options": {"toolchain": "pip", "virtualenv": ".venv"}}
     types = {str: "string", int: "integer", bool: "boolean"}
-    fields = StackConfig.model_fields.items()
-    plain = {camel(name): types[field.annotation] for name, field in fields if field.annotation in types}
+    fields = StackConfig.model_fields.values()
+    plain = {field.alias: types[field.annotation] for field in fields if field.annotation in types}
     declared = project["config"]
     assert set(declared) == set(plain)
     for key, tp in plain.items():
