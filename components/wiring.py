@@ -23,7 +23,7 @@ from components.lifecycle import previous_pool_reservations, review_changes
 from components.operations.component import MonitoringArgs
 from components.operations.node_audit import NodeAuditLoggingArgs
 from components.platform.config import control_plane_ports as platform_control_plane_ports
-from components.platform.config import installed_charts, release_namespaces
+from components.platform.config import release_namespaces
 from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
 from components.platform.releases import ClusterPlatform, PlatformArgs
@@ -209,16 +209,11 @@ def tpu_capacity_args(
 # --- Cluster platform -------------------------------------------------------------------
 def platform_args(stack: Stack, cluster: Target, network: Network | None) -> PlatformArgs:
     config = stack.config
-    platform = config.platform
-    charts = installed_charts(platform, config.tpu.dynamic_slicing)
-    releases = release_namespaces(platform, config.tpu.dynamic_slicing)
+    releases = release_namespaces(config.platform, config.tpu.dynamic_slicing)
     return PlatformArgs(
         provider=cluster.provider,
-        jobset=charts.get("jobset"),
-        kueue=charts.get("kueue"),
-        kueue_controller=platform.kueue_controller,
-        leader_worker_set=charts.get("leaderWorkerSet"),
-        slice_controller=platform.slice_controller if config.tpu.dynamic_slicing and platform.install else None,
+        platform=config.platform,
+        dynamic_slicing=config.tpu.dynamic_slicing,
         webhook_namespaces=list(config.queues.namespaces),
         pull_path=config.pull_path(),
         namespaces={name: stack.namespaces[name] for name in releases.values()},

@@ -18,8 +18,10 @@ from components.platform.config import (
     CHART_RELEASE_NAMES,
     HelmChartConfig,
     KueueControllerConfig,
+    PlatformConfig,
     SliceControllerConfig,
     chart_image,
+    installed_charts,
     slice_controller_image,
 )
 from components.resources import owned
@@ -35,11 +37,8 @@ RELEASE_TIMEOUT_SECONDS = 600
 @dataclass(frozen=True)
 class PlatformArgs:
     provider: k8s.Provider
-    jobset: HelmChartConfig | None  # None: installed elsewhere (platform.install false)
-    kueue: HelmChartConfig | None  # None: this stack queues nothing (no dynamic slicing), or installed elsewhere
-    kueue_controller: KueueControllerConfig
-    leader_worker_set: HelmChartConfig | None
-    slice_controller: SliceControllerConfig | None
+    platform: PlatformConfig  # nothing installed with platform.install false (installed elsewhere)
+    dynamic_slicing: bool  # Kueue, LeaderWorkerSet and the slice controller besides JobSet (installed_charts)
     webhook_namespaces: list[str]  # the only namespaces the slice controller's and Kueue's pod webhooks see
     pull_path: PullPath  # where the nodes pull each image from (images.mirror, or the pull-through repositories)
     # Namespace name -> its object (Pod Security labels): the namespace of every release above
@@ -73,20 +72,19 @@ class ClusterPlatform(pulumi.ComponentResource):
         }
         self.release_versions: dict[str, str] = {}  # release name -> chart version
         names, pull = CHART_RELEASE_NAMES, args.pull_path
-        jobset, kueue, lws = args.jobset, args.kueue, args.leader_worker_set
+        charts = installed_charts(args.platform, args.dynamic_slicing)
+        jobset, kueue, lws = charts.get("jobset"), charts.get("kueue"), charts.get("leaderWorkerSet")
         self.jobset = (
             self._release(names["jobset"], jobset, chart_image_values("jobset", jobset, pull)) if jobset else None
         )
-        self.kueue = (
-            self._release(
-                names["kueue"], kueue, kueue_values(kueue, args.kueue_controller, pull, args.webhook_namespaces)
-            )
-            if kueue
-            else None
-        )
+        self.kueue: k8s.helm.v3.Release | None = None
+        if kueue:
+            values = kueue_values(kueue, args.platform.kueue_controller, pull, args.webhook_namespaces)
+            self.kueue = self._release(names["kueue"], kueue, values)
         self.leader_worker_set = self._release(names["leaderWorkerSet"], lws, lws_values(lws, pull)) if lws else None
         self.slice_controller: k8s.helm.v3.Release | None = None
-        if args.slice_controller:
+        if args.dynamic_slicing and args.platform.install:
+            controller = args.platform.slice_controller
             (chart,) = load_documents("charts/slice-controller/Chart.yaml")
             # Its webhooks mutate Jobs, JobSets and LWS for Kueue: those controllers come first.
             self.slice_controller = self._release(
@@ -94,9 +92,9 @@ class ClusterPlatform(pulumi.ComponentResource):
                 HelmChartConfig(
                     chart=SLICE_CONTROLLER_CHART,
                     version=str(chart["version"]),
-                    namespace=args.slice_controller.namespace,
+                    namespace=controller.namespace,
                 ),
-                slice_controller_values(args.slice_controller, args.webhook_namespaces, pull),
+                slice_controller_values(controller, args.webhook_namespaces, pull),
                 depends_on=[r for r in (self.jobset, self.kueue, self.leader_worker_set) if r is not None],
                 # A Release of a local chart is diffed by its inputs only: the digest of the chart's
                 # files makes a change to any template a change of the release, bumped or not.
