@@ -133,12 +133,6 @@ class StackConfig(Block):
     def pull_through_on(self) -> bool:
         return self.images.pull_through_on(self.nat_needed, self.cluster.existing.enabled)
 
-    @property
-    def pull_through_docker_hub_credentials(self) -> bool:
-        """Docker Hub's pull-through repository pulls as an account, its password read by Artifact Registry's agent."""
-        repositories = self.pull_through_repositories()
-        return self.images.pull_through.docker_hub_credentials and any(r.docker_hub for r in repositories)
-
     def pull_through_repositories(self) -> list[gcp_config.RemoteRepository]:
         """The Artifact Registry remote repositories the stack makes: one per registry outside Google its images come
         from (stack_images, `make bench`'s included), where pull-through is on."""

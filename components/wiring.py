@@ -80,7 +80,9 @@ def service_agents_args(stack: Stack, services: ProjectServices) -> ServiceAgent
     config = stack.config
     grants = [grant for grant in config.key_grants() if grant.in_project(config.project)]
     agents = [grant.agent for grant in grants]
-    if config.pull_through_docker_hub_credentials:
+    # Docker Hub's pull-through repository pulls as an account, its password read by Artifact Registry's agent.
+    docker_hub = any(r.docker_hub for r in config.pull_through_repositories())
+    if docker_hub and config.images.pull_through.docker_hub_credentials:
         agents.append(ARTIFACT_REGISTRY_SERVICE_AGENT)
     if not agents:
         return None
