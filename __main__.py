@@ -42,7 +42,7 @@ previous.apply(lambda outputs: wiring.announce_changes(lifecycle_review.previous
 network = tpu = after_apis = services = pull_through = None
 if wiring.project_apis(stack):
     services = ProjectServices("project-services", wiring.project_services_args(stack))
-    after_apis = wiring.after(services)
+    after_apis = pulumi.ResourceOptions(depends_on=[services])  # a component's children inherit its wait
 cluster: wiring.Target
 if config.cluster.existing.enabled:
     cluster = ExistingCluster("cluster", wiring.existing_cluster_args(stack))

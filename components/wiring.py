@@ -385,8 +385,3 @@ def announce_changes(previous: Mapping[str, Any] | None, current: Mapping[str, A
 def _present(*resources: pulumi.Resource | None) -> list[pulumi.Resource]:
     """The resources this stack makes (None: installed elsewhere)."""
     return [r for r in resources if r is not None]
-
-
-def after(*resources: pulumi.Resource) -> pulumi.ResourceOptions:
-    """Options of a component that waits on ``resources`` (its children inherit the wait)."""
-    return pulumi.ResourceOptions(depends_on=list(resources))
