@@ -359,6 +359,12 @@ SECRET_VERSION = re.compile(
 )
 
 
+def secret_of_version(version: str) -> str:
+    """The secret of a secret version (``projects/<p>/secrets/<s>``): what its readers are granted on, whatever the
+    version they read."""
+    return version.partition("/versions/")[0]
+
+
 FLOATING_TAGS = frozenset({"latest", "nightly", "main", "master", "stable", "dev"})
 IMAGE_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 # What makes a tag a pin: a full release version, or a build date (``nightly-20260430-18ed615``).

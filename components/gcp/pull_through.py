@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from components.config_base import secret_of_version
 from components.gcp.config import ARTIFACT_REGISTRY_SERVICE_AGENT, PullThroughConfig, RemoteRepository
 from components.gcp.service_agents import ServiceAgents
 from components.resources import children_of, waiting_for
@@ -63,7 +64,7 @@ class PullThrough(pulumi.ComponentResource):
                 gcp.secretmanager.SecretIamMember(
                     "artifact-registry-agent-docker-hub-password",
                     project=args.project,
-                    secret_id=settings.docker_hub_password_secret_version.partition("/versions/")[0],
+                    secret_id=secret_of_version(settings.docker_hub_password_secret_version),
                     role=SECRET_ACCESSOR,
                     member=args.agents.member(ARTIFACT_REGISTRY_SERVICE_AGENT),
                     opts=waiting_for(child, *args.agents.ready[ARTIFACT_REGISTRY_SERVICE_AGENT]),

@@ -12,7 +12,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.config_base import ConfigError
+from components.config_base import ConfigError, secret_of_version
 from components.platform.config import HelmChartConfig
 from components.platform.gates import ReadyGate
 from components.platform.releases import RELEASE_TIMEOUT_SECONDS, helm_release
@@ -151,8 +151,7 @@ class ModelServing(pulumi.ComponentResource):
             return [secret], [secret]
         if args.objects.hf_token_provider_class is None:
             return [], []
-        # The version's secret (projects/<p>/secrets/<s>): what its readers are granted on, whatever the version.
-        secret_name = serving.hf_token_secret_version.partition("/versions/")[0]
+        secret_name = secret_of_version(serving.hf_token_secret_version)
         assert secret_name, "a token file needs its secret"
         provider_class = custom_resource("hf-token", args.objects.hf_token_provider_class, on_cluster)
 
