@@ -466,8 +466,11 @@ def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> 
             for i, pool in enumerate(tpu.pools)
         )
         block = Block(name=tpu.reservation.block or "block-0001", sub_blocks=sub_blocks)
-        owner = tpu.reservation.project or loaded.project
-        reservations = (Reservation(owner, tpu.zone, tpu.reservation.name, tpu.machine_type, (block,)),)
+        reservations = (
+            Reservation(
+                tpu.reservation.owner(loaded.project), tpu.zone, tpu.reservation.name, tpu.machine_type, (block,)
+            ),
+        )
     serving = loaded.serving
     if serving.enabled and not serving.weights_bucket.create:
         buckets = (Bucket(weights_bucket_name(serving, loaded.project), loaded.region.upper()),)

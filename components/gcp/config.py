@@ -515,6 +515,10 @@ class ReservationConfig(Block):
         "reservation, block or sub-block is refused either way.",
     )
 
+    def owner(self, project: str) -> str:
+        """The project that owns the reservation: its own setting, or else the stack's ``project``."""
+        return self.project or project
+
 
 class TpuPoolConfig(Block):
     name: GkeName = Field(description="Node pool name.")
@@ -626,7 +630,7 @@ class TpuConfig(Block):
         reservation = self.reservation
         if not reservation.name:
             return None
-        path = f"projects/{reservation.project or project}/reservations/{reservation.name}"
+        path = f"projects/{reservation.owner(project)}/reservations/{reservation.name}"
         if reservation.block:
             path += f"/reservationBlocks/{reservation.block}"
             if pool.sub_block:

@@ -141,7 +141,7 @@ class TpuCapacity(pulumi.ComponentResource):
         them as unknown, and the `up` reads before it places the pools."""
 
         tpu, reserved = args.tpu, args.tpu.reservation
-        project = reserved.project or args.project  # the reservation's owner (the stack's unless shared from another)
+        project = reserved.owner(args.project)
         pools = [
             PoolPlacement(
                 key=f"tpu.pools[{i}]",
