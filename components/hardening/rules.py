@@ -17,7 +17,13 @@ from components.gcp.config import (
     TpuConfig,
 )
 from components.operations.config import NodeAuditLoggingConfig
-from components.platform.config import PlatformConfig, chart_image, installed_charts, slice_controller_image
+from components.platform.config import (
+    PlatformConfig,
+    chart_image,
+    installed_charts,
+    installed_slice_controller,
+    slice_controller_image,
+)
 from components.workloads.saxml.config import SaxmlConfig
 from components.workloads.serving.config import ServingConfig, endpoint_picker_image, routing_sidecar_image
 from components.workloads.slice_checks.config import ChecksConfig
@@ -297,8 +303,8 @@ def stack_images(
         StackImage(f"platform.{key}.image", chart_image(key, chart), f"the {CONTROLLERS[key]} controller")
         for key, chart in installed_charts(platform, slicing).items()
     ]
-    if platform.install and slicing:
-        image = slice_controller_image(platform.slice_controller)
+    if controller := installed_slice_controller(platform, slicing):
+        image = slice_controller_image(controller)
         used.append(StackImage("platform.sliceController.digest", image, "the slice controller"))
     if slicing and any(check.enabled for check in checks.by_kind().values()):
         used.append(StackImage("checks.image", checks.image, "the slice check JobSets"))

@@ -292,6 +292,11 @@ def installed_charts(platform: PlatformConfig, dynamic_slicing: bool) -> dict[st
     return charts
 
 
+def installed_slice_controller(platform: PlatformConfig, dynamic_slicing: bool) -> SliceControllerConfig | None:
+    """The slice controller, when this stack installs it: with dynamic slicing, where it installs the platform."""
+    return platform.slice_controller if dynamic_slicing and platform.install else None
+
+
 def control_plane_ports(platform: PlatformConfig, dynamic_slicing: bool) -> dict[str, tuple[int, ...]]:
     """The ports the control plane calls on the pods of each release this stack installs, by the release's key under
     ``platform``: none when it installs none (platform.install false: whoever installed them opened their ports)."""
@@ -429,8 +434,8 @@ def release_namespaces(platform: PlatformConfig, dynamic_slicing: bool) -> dict[
     """The namespace of each Helm release of the platform this stack installs, by the release's key under
     ``platform``: the registry charts and, with dynamic slicing, the slice controller."""
     namespaces = {key: chart.namespace for key, chart in installed_charts(platform, dynamic_slicing).items()}
-    if dynamic_slicing and platform.install:
-        namespaces["sliceController"] = platform.slice_controller.namespace
+    if controller := installed_slice_controller(platform, dynamic_slicing):
+        namespaces["sliceController"] = controller.namespace
     return namespaces
 
 

@@ -22,6 +22,7 @@ from components.platform.config import (
     SliceControllerConfig,
     chart_image,
     installed_charts,
+    installed_slice_controller,
     slice_controller_image,
 )
 from components.resources import owned
@@ -83,8 +84,7 @@ class ClusterPlatform(pulumi.ComponentResource):
             self.kueue = self._release(names["kueue"], kueue, values)
         self.leader_worker_set = self._release(names["leaderWorkerSet"], lws, lws_values(lws, pull)) if lws else None
         self.slice_controller: k8s.helm.v3.Release | None = None
-        if args.dynamic_slicing and args.platform.install:
-            controller = args.platform.slice_controller
+        if controller := installed_slice_controller(args.platform, args.dynamic_slicing):
             (chart,) = load_documents("charts/slice-controller/Chart.yaml")
             # Its webhooks mutate Jobs, JobSets and LWS for Kueue: those controllers come first.
             self.slice_controller = self._release(
