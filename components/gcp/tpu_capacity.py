@@ -86,8 +86,7 @@ class TpuCapacity(pulumi.ComponentResource):
         # The pools wait for the reservation's review: an `up` whose review refuses places no pool.
         placed_after: list[pulumi.Input[pulumi.Resource]] = []
         if tpu.reservation.name:
-            api = args.compute_api
-            placed_after.append(self._review_reservation(args).apply(lambda _: api))
+            placed_after.append(self._review_reservation(args).apply(lambda _: args.compute_api))
         pool_opts = pulumi.ResourceOptions.merge(
             child,
             pulumi.ResourceOptions(
