@@ -531,25 +531,6 @@ def secrets_in_plain_text(config: BaseModel, secret_blocks: set[str], prefix: st
     return problems
 
 
-SECRET_SHOWN = "[secret]"
-
-
-def redact_secret_values(problems: list[Problem], raw: Mapping[str, Any], secret_blocks: set[str]) -> list[Problem]:
-    """The problems with the value of each key inside a secret top-level key replaced by ``[secret]``: the program
-    cannot tell which leaf of a secret key was encrypted (secrets_in_plain_text), so no message about a key inside
-    one echoes that key's value, whatever it is."""
-    redacted = []
-    for problem in problems:
-        value = _value_at(raw, problem.key) if problem.key.split(".")[0].split("[")[0] in secret_blocks else None
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
-            what, fix = problem.what, problem.fix
-            for text in (repr(value), str(value)):
-                what, fix = what.replace(text, SECRET_SHOWN), fix.replace(text, SECRET_SHOWN)
-            problem = Problem(problem.key, what, fix)
-        redacted.append(problem)
-    return redacted
-
-
 # What a credential looks like, whichever key it was typed under: a message about a bad value never echoes one.
 # The shapes of gitleaks' rules (gitleaks/gitleaks b58d3f10, v8.30.0-27, config/gitleaks.toml, ids in brackets),
 # written here as plain patterns: a Hugging Face token [huggingface-access-token], a Google API key [gcp-api-key], a
@@ -576,21 +557,33 @@ CREDENTIAL_PATTERNS = tuple(
 # whatever it looks like.
 CREDENTIAL_KEY = re.compile(r"(?i)(password|passwd|token|secret|api_?key|private_?key|credentials?)$")
 CREDENTIAL_SHOWN = "[redacted: it looks like a credential]"
+SECRET_SHOWN = "[secret]"
 
 
-def redact_credentials(problems: list[Problem], raw: Mapping[str, Any]) -> list[Problem]:
-    """The problems with every credential-looking text taken out: each value of ``raw`` under a key named for a
-    credential, and anything ``CREDENTIAL_PATTERNS`` match, wherever it appears in a message."""
+def redacted(problems: list[Problem], raw: Mapping[str, Any], secret_blocks: set[str]) -> list[Problem]:
+    """The problems as the preview may show them. The value of each key inside a secret top-level key is replaced by
+    ``[secret]``: the program cannot tell which leaf of a secret key was encrypted (secrets_in_plain_text), so no
+    message about a key inside one echoes that key's value, whatever it is. Then every credential-looking text is
+    taken out: each value of ``raw`` under a key named for a credential, and anything ``CREDENTIAL_PATTERNS`` match,
+    wherever it appears in a message."""
     named = sorted({str(v) for v in _values_under_credential_keys(raw) if str(v)}, key=len, reverse=True)
 
-    def clean(text: str) -> str:
+    def clean(text: str, secret: list[str]) -> str:
+        for value in secret:
+            text = text.replace(value, SECRET_SHOWN)
         for value in named:
             text = text.replace(repr(value), CREDENTIAL_SHOWN).replace(value, CREDENTIAL_SHOWN)
         for pattern in CREDENTIAL_PATTERNS:
             text = pattern.sub(CREDENTIAL_SHOWN, text)
         return text
 
-    return [Problem(p.key, clean(p.what), clean(p.fix)) for p in problems]
+    shown = []
+    for problem in problems:
+        value = _value_at(raw, problem.key) if problem.key.split(".")[0].split("[")[0] in secret_blocks else None
+        scalar = isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value)
+        secret = [repr(value), str(value)] if scalar else []
+        shown.append(Problem(problem.key, clean(problem.what, secret), clean(problem.fix, secret)))
+    return shown
 
 
 def _values_under_credential_keys(raw: Any, named: bool = False) -> Iterable[Any]:

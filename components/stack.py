@@ -25,8 +25,7 @@ from components.config_base import (
     PullPath,
     form,
     parse_settings,
-    redact_credentials,
-    redact_secret_values,
+    redacted,
     secrets_in_plain_text,
 )
 from components.gcp import config as gcp_config
@@ -181,11 +180,11 @@ def load(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None) -> St
             problems.items += secrets_in_plain_text(config, set(secret_keys))
         _validate(config, problems)
     if problems.items or config is None:
-        raise ConfigError(_shown(problems.items, raw, secret_keys))
+        raise ConfigError(redacted(problems.items, raw, set(secret_keys or ())))
     stack = _build(config)
     _check_built(stack, problems)
     if problems.items:
-        raise ConfigError(_shown(problems.items, raw, secret_keys))
+        raise ConfigError(redacted(problems.items, raw, set(secret_keys or ())))
     return stack
 
 
@@ -195,11 +194,6 @@ def parsed(raw: Mapping[str, Any]) -> StackConfig | None:
     problems = Problems()
     config = parse_settings(StackConfig, raw, problems)
     return None if problems.items else config
-
-
-def _shown(problems: list[Problem], raw: Mapping[str, Any], secret_keys: Iterable[str] | None) -> list[Problem]:
-    """No value inside a secret key, and nothing that looks like a credential under any key."""
-    return redact_credentials(redact_secret_values(problems, raw, set(secret_keys or ())), raw)
 
 
 def parse(raw: Mapping[str, Any]) -> StackConfig:

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from components import stack as stack_config
-from components.config_base import CREDENTIAL_SHOWN, ConfigError, Problem, redact_credentials
+from components.config_base import CREDENTIAL_SHOWN, ConfigError, Problem, redacted
 from tests.conftest import PROJECT_ROOT, assert_bad_input, run_stack, stack_values, with_overrides
 
 MINIMAL = {"project": "my-tpu-project", "tpu": {"reservation": {"name": "res", "block": "block-0"}}}
@@ -252,10 +252,10 @@ def test_a_value_under_a_key_named_for_a_credential_is_never_echoed(key):
     not, while the same value under another key is shown."""
     raw = {"images": {key: "correct horse battery staple", "mirror": "correct horse battery staple"}}
     echoed = Problem(f"images.{key}", "'correct horse battery staple' is not valid", "set a valid one")
-    (shown,) = redact_credentials([echoed], raw)
+    (shown,) = redacted([echoed], raw, set())
     assert "correct horse" not in str(shown) and CREDENTIAL_SHOWN in shown.what
     other = {"images": {"mirror": "correct horse battery staple"}}
-    assert redact_credentials([echoed], other) == [echoed]
+    assert redacted([echoed], other, set()) == [echoed]
 
 
 def test_no_message_echoes_a_value_inside_a_secret_key():
