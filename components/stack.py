@@ -292,12 +292,12 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     )
     operations_config.validate_alerts(config.alerts, cluster, production, problems)
     gcp_config.validate_images(config.images, problems)
-    images = config.stack_images()
-    remotes = gcp_config.remote_repositories([i.registry for i in images], config.project, config.region, cluster.name)
+    # (the repositories are checked only where the stack makes them: none where pull-through is off)
+    remotes = config.pull_through_repositories()
     gcp_config.validate_pull_through(
         config.images, config.project, config.nat_needed, cluster.existing.enabled, remotes, problems
     )
-    hardening_rules.validate_supply_chain(production, config.images, images, problems)
+    hardening_rules.validate_supply_chain(production, config.images, config.stack_images(), problems)
 
 
 def _workload_namespaces(config: StackConfig) -> list[tuple[str, str]]:
