@@ -5,10 +5,11 @@
   unknown field, a wrong enum value or two members of one oneof are refused), and has what
   ``dashboard.proto`` marks REQUIRED and what a chart needs to draw (a widget's content, a data set's query),
   tiles inside the grid and apart. Broken copies are refused, so the check can fail.
-- Metrics: every query is parsed as PromQL; every series it reads is in components/operations/metric_catalog.py,
-  with labels the series carries. In each stack's render, a Prometheus series is kept by the scrape of its
-  producer (vLLM's PodMonitorings, Kueue's, the router chart's), and a system metric is GKE's, queried against
-  its own monitored resource.
+- Metrics: every query is parsed as PromQL; every series it reads is one the harness's model of the producers and
+  of GKE (harness/monitoring_model.py) says exists, by labels it carries there, and every Prometheus series is in the
+  program's list of what it keeps (components/operations/metric_catalog.py) as the model has it. In each stack's
+  render, a Prometheus series is kept by the scrape of its producer (vLLM's PodMonitorings, Kueue's, the router
+  chart's), and a system metric is GKE's, queried against its own monitored resource.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from components.operations import dashboard_objects, metric_catalog
 from components.operations import objects as alerting
 from components.workloads.serving.config import DECODE, PREFILL
 from components.workloads.serving.objects import ROLE_LABEL, VLLM_PORTS
+from harness import monitoring_model as world
 from harness.mock_engine import ProgramRun
 from tests.conftest import run_stack, stack_config
 from tests.crd_schemas import crd_errors
@@ -169,15 +171,15 @@ def grouped_by(query: str) -> tuple[set[str], set[str]]:
 
 
 def series_labels(name: str, labels: dict[str, tuple[str, str]]) -> set[str]:
-    """The labels a series of the catalog carries in PromQL (for a system metric: of the resource queried)."""
-    prometheus = metric_catalog.prometheus_metric(name)
-    if prometheus is not None:
-        extra = {"role"} if prometheus.producer == metric_catalog.VLLM else set()
+    """The labels a series carries in PromQL (for a system metric: of the resource queried)."""
+    exported = world.exported_series(name)
+    if exported is not None:
+        extra = {"role"} if exported.producer == metric_catalog.VLLM else set()
         histogram = {"le"} if name.endswith("_bucket") else set()
-        return {*prometheus.labels, *metric_catalog.TARGET_LABELS, *extra, *histogram}
-    system = metric_catalog.SYSTEM_METRICS_BY_PROMQL_NAME[name]
+        return {*exported.labels, *world.TARGET_LABELS, *extra, *histogram}
+    system = world.SYSTEM_METRICS_BY_PROMQL_NAME[name]
     (resource,) = [value for label, (_, value) in labels.items() if label == "monitored_resource"]
-    return {*system.labels, *metric_catalog.RESOURCE_LABELS[resource], "monitored_resource"}
+    return {*system.labels, *world.RESOURCE_LABELS[resource], "monitored_resource"}
 
 
 def every_query() -> Iterator[tuple[str, str]]:
@@ -191,9 +193,14 @@ def test_every_query_reads_a_known_metric_by_labels_it_carries(key, query):
     by, made = grouped_by(query)
     carried: set[str] = set(made)
     for name, labels in selectors(query):
-        prometheus = metric_catalog.prometheus_metric(name)
-        system = metric_catalog.SYSTEM_METRICS_BY_PROMQL_NAME.get(name)
-        assert prometheus or system, f"{name} is neither scraped by the stack nor a GKE metric ({key}: {query})"
+        exported = world.exported_series(name)
+        system = world.SYSTEM_METRICS_BY_PROMQL_NAME.get(name)
+        assert exported or system, f"{name} is neither exported by a producer nor a GKE metric ({key}: {query})"
+        if exported is not None:
+            kept = metric_catalog.PROMETHEUS_METRICS.get(exported.name)
+            assert kept == metric_catalog.PrometheusMetric(exported.name, exported.kind, exported.producer), (
+                f"{name}: the program keeps {kept}, the producer exports a {exported.kind} of {exported.producer}"
+            )
         if system is not None:
             resource = labels.get("monitored_resource")
             assert resource is not None and resource[1] in system.resources, f"{name}: monitored_resource {resource}"
@@ -207,9 +214,18 @@ def test_the_metric_extraction_itself_can_fail():
     with pytest.raises(ValueError, match="unclosed left parenthesis"):
         list(selectors("sum(rate(vllm:request_success_total[5m])"))
     ((name, _),) = selectors('vllm:num_requests_waitng{role="decode"}')
-    assert metric_catalog.prometheus_metric(name) is None, "a misspelled series is not in the catalog"
+    assert world.exported_series(name) is None, "a misspelled series is not exported"
     by, _ = grouped_by("sum by (rol) (vllm:num_requests_waiting)")
     assert by == {"rol"}
+
+
+def test_the_program_keeps_each_series_as_its_producer_exports_it():
+    """A series kept under the wrong kind loses its histogram's _bucket, _sum and _count to the keep regex; one
+    under the wrong producer is kept by a scrape that never sees it."""
+    for kept in metric_catalog.PROMETHEUS_METRICS.values():
+        exported = world.EXPORTED_SERIES.get(kept.name)
+        assert exported is not None, f"{kept.name} is not exported by any producer of the model"
+        assert (kept.kind, kept.producer) == (exported.kind, exported.producer), kept.name
 
 
 def test_only_metrics_of_the_pinned_vllm_are_read():
@@ -259,9 +275,9 @@ def test_each_stack_scrapes_every_prometheus_series_it_reads(stack_run):
     read = {series for query in stack_queries(run) for series, _ in selectors(query)}
     assert read, f"{name} reads nothing"
     for series in read:
-        metric = metric_catalog.prometheus_metric(series)
+        metric = world.exported_series(series)
         if metric is None:
-            assert series in metric_catalog.SYSTEM_METRICS_BY_PROMQL_NAME
+            assert series in world.SYSTEM_METRICS_BY_PROMQL_NAME
             continue
         if metric.producer == metric_catalog.EPP:
             values = run.one(RELEASE, "router").input("values")
@@ -363,12 +379,10 @@ def test_every_metric_of_the_catalog_is_read_somewhere():
     }
     unread = [m for m in metric_catalog.PROMETHEUS_METRICS if m not in bases and m not in read]
     unread += [
-        m.type
-        for m in metric_catalog.SYSTEM_METRICS.values()
-        if m.promql_name not in read and m.type not in read_filters
+        m.type for m in world.SYSTEM_METRICS.values() if m.promql_name not in read and m.type not in read_filters
     ]
     assert unread == []
-    assert read_filters <= set(metric_catalog.SYSTEM_METRICS), "every filter-based alert reads a cataloged metric"
+    assert read_filters <= set(world.SYSTEM_METRICS), "every filter-based alert reads a GKE metric of the model"
 
 
 def test_the_runbooks_and_alerts_reach_every_policy_of_prod():
