@@ -50,28 +50,6 @@ def waiting_for(opts: pulumi.ResourceOptions, *resources: pulumi.Input[pulumi.Re
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(resources)))
 
 
-@dataclass(frozen=True)
-class Versioning:
-    """Object versioning of a bucket: a noncurrent version is deleted once it has been noncurrent for
-    ``noncurrent_days`` days, or once ``newer_versions`` newer versions of its object exist, whichever comes first; 0
-    turns that limit off (at least one must be on, or the versions of an object that is rewritten grow without bound).
-    """
-
-    noncurrent_days: int
-    newer_versions: int
-
-    def lifecycle_rules(self) -> list[gcp.storage.BucketLifecycleRuleArgsDict]:
-        """One Delete rule per limit that is on (the conditions of one rule must all hold, so two rules
-        make either limit enough). ``with_state: ARCHIVED``: they never match a live object. A 0 is never
-        sent: the provider drops a 0 of either condition (pulumi-gcp BucketLifecycleRuleCondition)."""
-        conditions: list[gcp.storage.BucketLifecycleRuleConditionArgsDict] = []
-        if self.noncurrent_days:
-            conditions.append({"days_since_noncurrent_time": self.noncurrent_days, "with_state": "ARCHIVED"})
-        if self.newer_versions:
-            conditions.append({"num_newer_versions": self.newer_versions, "with_state": "ARCHIVED"})
-        return [{"action": {"type": "Delete"}, "condition": condition} for condition in conditions]
-
-
 def private_bucket(
     name: str,
     *,
@@ -79,13 +57,14 @@ def private_bucket(
     project: str,
     region: str,
     keep_on_destroy: bool,
-    versioning: Versioning | None,
+    lifecycle_rules: list[gcp.storage.BucketLifecycleRuleArgsDict] | None,
     opts: pulumi.ResourceOptions,
 ) -> gcp.storage.Bucket:
     """A bucket only IAM grants open: uniform access (which IAM conditions on the bucket also need), public access
     prevented. ``keep_on_destroy``: `pulumi destroy` (or switching its workload off) forgets the bucket and leaves it
     and its data in the project, instead of failing as a protected resource would; otherwise the bucket is deleted
-    with everything in it. ``versioning``: None leaves it off."""
+    with everything in it. ``lifecycle_rules``: object versioning on, with these rules deleting old versions; None leaves
+    versioning off."""
     return gcp.storage.Bucket(
         name,
         name=bucket_name,
@@ -93,8 +72,8 @@ def private_bucket(
         location=region.upper(),
         uniform_bucket_level_access=True,
         public_access_prevention="enforced",
-        versioning={"enabled": True} if versioning else None,
-        lifecycle_rules=versioning.lifecycle_rules() if versioning else None,
+        versioning={"enabled": True} if lifecycle_rules is not None else None,
+        lifecycle_rules=lifecycle_rules,
         force_destroy=not keep_on_destroy,
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=keep_on_destroy)),
     )

@@ -13,7 +13,6 @@ import pulumi_kubernetes as k8s
 from components.resources import (
     NEW_ACCOUNT_FIRST,
     REPLACE_ON_SPEC_CHANGE,
-    Versioning,
     children_of,
     custom_resource,
     kubernetes_object,
@@ -21,7 +20,7 @@ from components.resources import (
     private_bucket,
     waiting_for,
 )
-from components.workloads.saxml.config import SaxmlConfig, bucket_name
+from components.workloads.saxml.config import NoncurrentVersionsConfig, SaxmlConfig, bucket_name
 from components.workloads.saxml.objects import ADMIN_NAME, HTTP_NAME, MODEL_SERVER_NAME, SaxmlObjects
 
 WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
@@ -50,6 +49,21 @@ ADMIN_ROLE = "roles/storage.objectUser"
 READER_ROLE = "roles/storage.objectViewer"
 
 
+def state_lifecycle_rules(versions: NoncurrentVersionsConfig) -> list[gcp.storage.BucketLifecycleRuleArgsDict]:
+    """The versioned state bucket's rules: a noncurrent version is deleted once it has been noncurrent for ``days``
+    days, or once ``newer_versions`` newer versions of its object exist, whichever comes first; 0 turns that limit
+    off (validation requires one on, or the versions of an object that is rewritten grow without bound). One Delete
+    rule per limit that is on (the conditions of one rule must all hold, so two rules make either limit enough).
+    ``with_state: ARCHIVED``: they never match a live object. A 0 is never sent: the provider drops a 0 of either
+    condition (pulumi-gcp BucketLifecycleRuleCondition)."""
+    conditions: list[gcp.storage.BucketLifecycleRuleConditionArgsDict] = []
+    if versions.days:
+        conditions.append({"days_since_noncurrent_time": versions.days, "with_state": "ARCHIVED"})
+    if versions.newer_versions:
+        conditions.append({"num_newer_versions": versions.newer_versions, "with_state": "ARCHIVED"})
+    return [{"action": {"type": "Delete"}, "condition": condition} for condition in conditions]
+
+
 class SaxmlCell(pulumi.ComponentResource):
     def __init__(self, name: str, args: SaxmlArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:workloads:SaxmlCell", name, None, opts)
@@ -61,7 +75,7 @@ class SaxmlCell(pulumi.ComponentResource):
             project=args.project,
             region=args.region,
             keep_on_destroy=saxml.keep_bucket_on_destroy,
-            versioning=Versioning(saxml.noncurrent_versions.days, saxml.noncurrent_versions.newer_versions),
+            lifecycle_rules=state_lifecycle_rules(saxml.noncurrent_versions),
             opts=children,
         )
         self.bucket_name = bucket.name

@@ -184,7 +184,7 @@ class ModelServing(pulumi.ComponentResource):
                     project=args.project,
                     region=args.region,
                     keep_on_destroy=weights_bucket.keep_on_destroy,
-                    versioning=None,
+                    lifecycle_rules=None,
                     opts=opts,
                 )
             )
