@@ -306,7 +306,7 @@ def stack_images(
     if controller := installed_slice_controller(platform, slicing):
         image = slice_controller_image(controller)
         used.append(StackImage("platform.sliceController.digest", image, "the slice controller"))
-    if slicing and any(check.enabled for check in checks.by_kind().values()):
+    if slicing and checks.enabled_by_kind():
         used.append(StackImage("checks.image", checks.image, "the slice check JobSets"))
     if serving.enabled:
         if serving.weights_staging.enabled:

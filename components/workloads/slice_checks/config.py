@@ -44,6 +44,10 @@ class ChecksConfig(Block):
     def by_kind(self) -> dict[str, SliceCheckConfig]:
         return {SUBSLICING: self.subslicing, SUPERSLICING: self.superslicing}
 
+    def enabled_by_kind(self) -> dict[str, SliceCheckConfig]:
+        """The checks set to run, by kind, whether or not the TPUs can run them (``enabled_checks`` asks that)."""
+        return {kind: check for kind, check in self.by_kind().items() if check.enabled}
+
 
 def checks_namespace(checks: ChecksConfig, queues: QueuesConfig) -> str:
     return checks.namespace or next(iter(queues.namespaces), "")
@@ -51,9 +55,7 @@ def checks_namespace(checks: ChecksConfig, queues: QueuesConfig) -> str:
 
 def enabled_checks(checks: ChecksConfig, tpu: TpuConfig) -> dict[str, SliceCheckConfig]:
     """Enabled slice checks by kind (``subslicing``, ``superslicing``); none without dynamic slicing."""
-    if not tpu.dynamic_slicing:
-        return {}
-    return {kind: check for kind, check in checks.by_kind().items() if check.enabled}
+    return checks.enabled_by_kind() if tpu.dynamic_slicing else {}
 
 
 def check_workloads(checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig) -> list[admission.SliceWorkload]:
@@ -67,7 +69,7 @@ def check_workloads(checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig) 
 
 
 def validate_checks(checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig, problems: Problems) -> None:
-    enabled = {kind: c for kind, c in checks.by_kind().items() if c.enabled}
+    enabled = checks.enabled_by_kind()
     if not enabled:
         return
     if not tpu.dynamic_slicing_requested:
