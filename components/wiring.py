@@ -172,8 +172,7 @@ def existing_cluster_args(stack: Stack) -> ExistingClusterArgs:
     return ExistingClusterArgs(
         project=config.project,
         name=existing.name or config.cluster.name,
-        location=existing.location,
-        kubeconfig=existing.kubeconfig,
+        existing=existing,
         control_plane_ports=control_plane_ports(stack),
     )
 

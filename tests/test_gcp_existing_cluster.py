@@ -14,6 +14,7 @@ from pulumi_gcp.container.outputs import (
     GetClusterControlPlaneEndpointsConfigResult,
 )
 
+from components.gcp.config import ExistingClusterConfig
 from components.gcp.existing_cluster import ExistingClusterArgs, outside_dns_endpoint, reach
 from harness.gcp_model import CloudProject
 from tests.conftest import assert_bad_input, run_stack, stack_values
@@ -118,7 +119,8 @@ def test_a_gke_cluster_by_name_is_reached_as_its_owner_opened_it():
     assert outside_dns_endpoint(opened) == "gke-0123.us-central1.gke.goog"
     assert outside_dns_endpoint([]) == ""
     # reached by its DNS endpoint, the kubeconfig trusts the system's CAs: the cluster's CA is not needed, nor read
-    args = ExistingClusterArgs(project="p", name="team-cluster", location="us-central1", kubeconfig="")
+    existing = ExistingClusterConfig(name="team-cluster", location="us-central1")
+    args = ExistingClusterArgs(project="p", name="team-cluster", existing=existing)
     assert reach(args, "gke-0123.us-central1.gke.goog", "", []) == ("gke-0123.us-central1.gke.goog", None)
 
 

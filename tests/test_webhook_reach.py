@@ -476,9 +476,11 @@ def test_on_a_cluster_made_elsewhere_the_preview_says_what_to_open_and_that_rule
 
 
 def test_on_a_peering_cluster_made_elsewhere_the_source_is_its_control_plane_range():
+    from components.gcp.config import ExistingClusterConfig
     from components.gcp.existing_cluster import ClusterNetwork, ExistingClusterArgs, control_plane_access_warning
 
-    args = ExistingClusterArgs("p", "team-cluster", "us-central1-a", "", (9443, 8082))
+    existing = ExistingClusterConfig(name="team-cluster", location="us-central1-a")
+    args = ExistingClusterArgs("p", "team-cluster", existing, (9443, 8082))
     text = control_plane_access_warning(
         args, ClusterNetwork("projects/host/global/networks/net", "sub", "10.4.0.0/14", "172.16.0.32/28", "")
     )

@@ -17,14 +17,14 @@ import pulumi_gcp as gcp
 
 from components.config_base import ConfigError, Problem
 from components.gcp.cluster import build_kubeconfig, cluster_identifier, kubernetes_provider
+from components.gcp.config import ExistingClusterConfig
 
 
 @dataclass(frozen=True)
 class ExistingClusterArgs:
     project: str
     name: str  # the GKE cluster's name, or the stack's name for the cluster of a kubeconfig
-    location: str  # empty with a kubeconfig
-    kubeconfig: str  # empty: look the GKE cluster up
+    existing: ExistingClusterConfig  # its kubeconfig (empty: look the GKE cluster up in its location)
     # The TCP ports the control plane calls on the pods of the releases the stack installs there (their webhooks and
     # aggregated APIs); empty: it installs none
     control_plane_ports: tuple[int, ...] = ()
@@ -33,16 +33,17 @@ class ExistingClusterArgs:
 class ExistingCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: ExistingClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:gcp:ExistingCluster", name, None, opts)
-        if args.kubeconfig:
-            self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(args.kubeconfig)
+        if args.existing.kubeconfig:
+            self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(args.existing.kubeconfig)
             self.cluster_identifier = f"kubeconfig/{args.name}"
             self.endpoint: pulumi.Output[str | None] = pulumi.Output.from_input(None)
             self.get_credentials_command: pulumi.Output[str] = pulumi.Output.from_input(
                 "(the stack deploys onto the cluster of its cluster.existing.kubeconfig)"
             )
         else:
+            location = args.existing.location
             found = gcp.container.get_cluster_output(
-                name=args.name, location=args.location, project=args.project, opts=pulumi.InvokeOptions(parent=self)
+                name=args.name, location=location, project=args.project, opts=pulumi.InvokeOptions(parent=self)
             )
             dns_endpoint = found.control_plane_endpoints_configs.apply(outside_dns_endpoint)
             reached = pulumi.Output.all(dns_endpoint, found.endpoint, found.master_auths).apply(
@@ -51,9 +52,9 @@ class ExistingCluster(pulumi.ComponentResource):
             self.kubeconfig = pulumi.Output.secret(
                 pulumi.Output.all(found.name, reached).apply(lambda parts: build_kubeconfig(parts[0], *parts[1]))
             )
-            self.cluster_identifier = cluster_identifier(args.project, args.location, args.name)
+            self.cluster_identifier = cluster_identifier(args.project, location, args.name)
             self.endpoint = reached.apply(lambda pair: pair[0])
-            command = f"gcloud container clusters get-credentials {args.name} --location {args.location}"
+            command = f"gcloud container clusters get-credentials {args.name} --location {location}"
             self.get_credentials_command = dns_endpoint.apply(
                 lambda dns: f"{command} --project {args.project}" + (" --dns-endpoint" if dns else "")
             )
@@ -66,7 +67,7 @@ class ExistingCluster(pulumi.ComponentResource):
         self.node_service_account_email: pulumi.Output[str | None] = pulumi.Output.from_input(None)
         # The stack makes no firewall rule on a network it does not own: the preview says what to open there.
         if args.control_plane_ports:
-            if args.kubeconfig:
+            if args.existing.kubeconfig:
                 pulumi.log.warn(control_plane_access_warning(args, None), self)
             else:
                 pulumi.Output.all(
@@ -103,10 +104,10 @@ def reach(
         return endpoint, ca_certificate
     problem = Problem(
         "cluster.existing.name",
-        f"GKE reports no endpoint or CA certificate of cluster {args.name} in {args.location} yet, so no kubeconfig "
-        "can reach it",
-        f"wait until `gcloud container clusters describe {args.name} --location {args.location} --project "
-        f"{args.project} --format='value(status)'` says RUNNING, then run again",
+        f"GKE reports no endpoint or CA certificate of cluster {args.name} in {args.existing.location} yet, so no "
+        "kubeconfig can reach it",
+        f"wait until `gcloud container clusters describe {args.name} --location {args.existing.location} "
+        f"--project {args.project} --format='value(status)'` says RUNNING, then run again",
     )
     raise pulumi.RunError(str(ConfigError([problem])))
 
@@ -168,7 +169,8 @@ def control_plane_access_warning(args: ExistingClusterArgs, found: ClusterNetwor
     else:
         subnetwork = found.endpoint_subnetwork or found.subnetwork
         endpoint_range = (
-            f"$(gcloud compute networks subnets describe {_last(subnetwork)} --region {_region_of(args.location)} "
+            f"$(gcloud compute networks subnets describe {_last(subnetwork)} "
+            f"--region {_region_of(args.existing.location)} "
             f"--project {_project_of(subnetwork, project)} --format='value(ipCidrRange)')"
         )
         network, sources = _last(found.network), ",".join(s for s in (endpoint_range, found.pod_range) if s)
