@@ -480,7 +480,7 @@ def test_on_a_peering_cluster_made_elsewhere_the_source_is_its_control_plane_ran
     from components.gcp.existing_cluster import ClusterNetwork, ExistingClusterArgs, control_plane_access_warning
 
     existing = ExistingClusterConfig(name="team-cluster", location="us-central1-a")
-    args = ExistingClusterArgs("p", "team-cluster", existing, (9443, 8082))
+    args = ExistingClusterArgs("p", "team-cluster", existing, (8082, 9443))
     text = control_plane_access_warning(
         args, ClusterNetwork("projects/host/global/networks/net", "sub", "10.4.0.0/14", "172.16.0.32/28", "")
     )

@@ -26,7 +26,7 @@ class ExistingClusterArgs:
     name: str  # the GKE cluster's name, or the stack's name for the cluster of a kubeconfig
     existing: ExistingClusterConfig  # its kubeconfig (empty: look the GKE cluster up in its location)
     # The TCP ports the control plane calls on the pods of the releases the stack installs there (their webhooks and
-    # aggregated APIs); empty: it installs none
+    # aggregated APIs), sorted, each once; empty: it installs none
     control_plane_ports: tuple[int, ...] = ()
 
 
@@ -154,7 +154,7 @@ def control_plane_access_warning(args: ExistingClusterArgs, found: ClusterNetwor
     control plane range, the one GKE's own control-plane rule admits (tcp 443 and 10250 only,
     cloud.google.com/kubernetes-engine/docs/concepts/firewall-rules); on a Private Service Connect cluster the range
     of the subnetwork its private endpoint is in, and the Pod range (the konnectivity agents)."""
-    rules = ",".join(f"tcp:{port}" for port in sorted(set(args.control_plane_ports)))
+    rules = ",".join(f"tcp:{port}" for port in args.control_plane_ports)
     name = args.name
     # The network's own project: a Shared VPC's host project holds the network and its firewall rules.
     project = _project_of(found.network, args.project) if found else args.project

@@ -21,7 +21,7 @@ class NetworkArgs:
     region: str
     nat: bool  # the Cloud NAT of network.nat: a node is private; false, the nodes have external addresses
     # The TCP ports the control plane calls on the pods of the releases the stack installs (their webhooks and
-    # aggregated APIs: components/platform/config.py RELEASE_CONTROL_PLANE_PORTS); empty: no rule
+    # aggregated APIs: components/platform/config.py RELEASE_CONTROL_PLANE_PORTS), sorted, each once; empty: no rule
     control_plane_ports: tuple[int, ...] = ()
 
 
@@ -120,7 +120,7 @@ class Network(pulumi.ComponentResource):
                 priority=1000,
                 description="The GKE control plane's calls to the webhooks and aggregated APIs the stack installs.",
                 source_ranges=[args.network.node_cidr, args.network.pod_cidr],
-                allows=[{"protocol": "tcp", "ports": [str(port) for port in sorted(set(args.control_plane_ports))]}],
+                allows=[{"protocol": "tcp", "ports": [str(port) for port in args.control_plane_ports]}],
                 opts=child,
             )
             self.control_plane_access.append(firewall)
