@@ -22,8 +22,7 @@ from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, pool_urn
 from components.lifecycle import previous_pool_reservations, review_changes
 from components.operations.component import MonitoringArgs
 from components.operations.node_audit import NodeAuditLoggingArgs
-from components.platform.config import control_plane_ports as platform_control_plane_ports
-from components.platform.config import release_namespaces
+from components.platform.config import control_plane_ports, release_namespaces
 from components.platform.gates import ClusterGates, ClusterGatesArgs
 from components.platform.queues import KueueQueues, QueuesArgs
 from components.platform.releases import ClusterPlatform, PlatformArgs
@@ -101,14 +100,8 @@ def network_args(stack: Stack) -> NetworkArgs:
         project=config.project,
         region=config.region,
         nat=config.nat_needed,
-        control_plane_ports=control_plane_ports(stack),
+        control_plane_ports=control_plane_ports(config.platform, config.tpu.dynamic_slicing),
     )
-
-
-def control_plane_ports(stack: Stack) -> tuple[int, ...]:
-    """Every TCP port the control plane calls on the pods of the releases the stack installs."""
-    by_release = platform_control_plane_ports(stack.config.platform, stack.config.tpu.dynamic_slicing)
-    return tuple(sorted({port for ports in by_release.values() for port in ports}))
 
 
 def cluster_args(
@@ -173,7 +166,7 @@ def existing_cluster_args(stack: Stack) -> ExistingClusterArgs:
         project=config.project,
         name=existing.name or config.cluster.name,
         existing=existing,
-        control_plane_ports=control_plane_ports(stack),
+        control_plane_ports=control_plane_ports(config.platform, config.tpu.dynamic_slicing),
     )
 
 

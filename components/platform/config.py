@@ -297,10 +297,11 @@ def installed_slice_controller(platform: PlatformConfig, dynamic_slicing: bool) 
     return platform.slice_controller if dynamic_slicing and platform.install else None
 
 
-def control_plane_ports(platform: PlatformConfig, dynamic_slicing: bool) -> dict[str, tuple[int, ...]]:
-    """The ports the control plane calls on the pods of each release this stack installs, by the release's key under
-    ``platform``: none when it installs none (platform.install false: whoever installed them opened their ports)."""
-    return {key: RELEASE_CONTROL_PLANE_PORTS[key] for key in release_namespaces(platform, dynamic_slicing)}
+def control_plane_ports(platform: PlatformConfig, dynamic_slicing: bool) -> tuple[int, ...]:
+    """Every TCP port the control plane calls on the pods of the releases this stack installs, sorted, each once: none
+    when it installs none (platform.install false: whoever installed them opened their ports)."""
+    releases = release_namespaces(platform, dynamic_slicing)
+    return tuple(sorted({port for key in releases for port in RELEASE_CONTROL_PLANE_PORTS[key]}))
 
 
 def control_plane_port_warnings(platform: PlatformConfig, dynamic_slicing: bool) -> list[str]:
