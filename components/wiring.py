@@ -224,14 +224,13 @@ def gates_args(
         tpu_pools=list(tpu.pools) if tpu else [],
         slices=stack.kueue is not None,
         slice_controller=platform.slice_controller,
-        slice_controller_namespace=config.platform.slice_controller.namespace,
+        platform=config.platform,
         subnets=[network.node_subnet, network.proxy_only_subnet] if network else [],
         workload_namespaces=list(config.queues.namespaces) if stack.kueue else [],
         load_balancer_namespaces=[
             *([config.serving.namespace] if stack.serving else []),
             *([config.saxml.namespace] if stack.saxml else []),
         ],
-        drain_timeout_seconds=config.platform.drain_timeout_minutes * 60,
     )
 
 

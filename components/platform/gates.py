@@ -25,6 +25,7 @@ import pulumi
 import pulumi.dynamic
 
 from components.platform import drain
+from components.platform.config import PlatformConfig
 
 Spec = TypeVar("Spec", drain.DrainSpec, drain.ReadySpec)
 
@@ -115,11 +116,10 @@ class ClusterGatesArgs:
     tpu_pools: list[pulumi.Resource]  # outlive every Slice and admitted Workload
     slices: bool  # dynamic slicing: Slices and admitted Workloads hold the TPU pools
     slice_controller: pulumi.Resource | None  # outlives the Slices it finalizes; None: not installed by this stack
-    slice_controller_namespace: str
+    platform: PlatformConfig  # the slice controller's namespace, and how long a drain gate waits
     subnets: list[pulumi.Resource]  # outlive the load balancers' endpoint groups
     workload_namespaces: list[str]  # where Kueue admits the stack's TPU workloads
     load_balancer_namespaces: list[str]  # where the stack's Gateway and load balancer Services live
-    drain_timeout_seconds: int
 
 
 class ClusterGates(pulumi.ComponentResource):
@@ -128,6 +128,7 @@ class ClusterGates(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterGatesArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:k8s:ClusterGates", name, None, opts)
         controller = [args.slice_controller] if args.slice_controller else []
+        drain_timeout = args.platform.drain_timeout_minutes * 60
         self.tpu = DrainGate(
             "tpu-drain-gate",
             args.kubeconfig,
@@ -135,7 +136,7 @@ class ClusterGates(pulumi.ComponentResource):
             slices=args.slices,
             workload_namespaces=list(args.workload_namespaces),
             neg_namespaces=[],
-            timeout_seconds=args.drain_timeout_seconds,
+            timeout_seconds=drain_timeout,
         )
         self.load_balancers = DrainGate(
             "load-balancer-drain-gate",
@@ -144,7 +145,7 @@ class ClusterGates(pulumi.ComponentResource):
             slices=False,
             workload_namespaces=[],
             neg_namespaces=list(args.load_balancer_namespaces),
-            timeout_seconds=args.drain_timeout_seconds,
+            timeout_seconds=drain_timeout,
         )
         self.slice_webhook = None
         if args.slice_controller is not None:
@@ -153,7 +154,7 @@ class ClusterGates(pulumi.ComponentResource):
                 args.kubeconfig,
                 pulumi.ResourceOptions(parent=self, depends_on=controller),
                 webhook_configuration="slice-controller-mutating-webhook-configuration",
-                service_namespace=args.slice_controller_namespace,
+                service_namespace=args.platform.slice_controller.namespace,
                 service_name="slice-controller-webhook-service",
                 timeout_seconds=600,
             )
