@@ -149,7 +149,7 @@ def image_repositories(stack: Stack, pull_through: PullThrough | None) -> list[R
         return []
     return [
         RepositoryRead(
-            f"node-sa-reader-{remote.repository_id.removeprefix(f'{stack.config.cluster.name}-')}",
+            f"node-sa-reader-{remote.name}",
             remote.project,
             remote.location,
             pull_through.repositories[remote.registry].repository_id,

@@ -756,6 +756,7 @@ class RemoteRepository:
     project: str
     location: str
     repository_id: str
+    name: str  # the registry's part of the id (docker-io), which names the stack's resources for the repository
 
     @property
     def path(self) -> str:
@@ -778,8 +779,8 @@ def remote_repositories(registries: list[str], project: str, region: str, cluste
     is ``<cluster>-<registry with . and : as ->``: the cluster's name keeps two stacks of a project apart, and the
     registry's keeps its repositories apart (qwen-serving-cluster-docker-io)."""
     outside = [r for r in dict.fromkeys(registries) if not is_google_registry(r)]
-    ids = [f"{cluster_name}-{re.sub(r'[^a-z0-9]+', '-', r.lower()).strip('-')}" for r in outside]
-    return [RemoteRepository(r, project, region, i) for r, i in zip(outside, ids, strict=True)]
+    names = [re.sub(r"[^a-z0-9]+", "-", r.lower()).strip("-") for r in outside]
+    return [RemoteRepository(r, project, region, f"{cluster_name}-{n}", n) for r, n in zip(outside, names, strict=True)]
 
 
 # --- Rules -----------------------------------------------------------------------------

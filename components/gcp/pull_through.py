@@ -87,7 +87,7 @@ class PullThrough(pulumi.ComponentResource):
             else:
                 upstream["common_repository"] = {"uri": repository.upstream}
             self.repositories[repository.registry] = gcp.artifactregistry.Repository(
-                f"pull-through-{repository.repository_id.removeprefix(f'{args.cluster_name}-')}",
+                f"pull-through-{repository.name}",
                 project=repository.project,
                 location=repository.location,
                 repository_id=repository.repository_id,
