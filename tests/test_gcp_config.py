@@ -209,6 +209,48 @@ GCP_BAD_INPUTS = [
         "may last 30 days",
         id="no-upgrades-exclusion-too-long",
     ),
+    pytest.param(
+        {"cluster.maintenanceWindow": {"start": "Saturday 04:00", "end": "2026-01-03T08:00:00Z"}},
+        "cluster.maintenanceWindow.start",
+        "'Saturday 04:00' is not an RFC 3339 time with a zone",
+        id="maintenance-start-not-a-time",
+    ),
+    pytest.param(
+        {"cluster.maintenanceWindow": {"start": "2026-01-03T04:00:00Z", "end": "2026-01-03T08:00:00"}},
+        "cluster.maintenanceWindow.end",
+        "'2026-01-03T08:00:00' is not an RFC 3339 time with a zone",
+        id="maintenance-end-without-zone",
+    ),
+    pytest.param(
+        {"cluster.maintenanceWindow": {"start": "2026-01-03T08:00:00Z", "end": "2026-01-03T04:00:00Z"}},
+        "cluster.maintenanceWindow.end",
+        "ends before it starts",
+        id="maintenance-window-backwards",
+    ),
+    pytest.param(
+        {
+            "cluster.maintenanceWindow": {"start": "2026-01-03T04:00:00Z", "end": "2026-01-03T12:00:00Z"},
+            "cluster.maintenanceExclusions": [
+                {"name": "freeze", "start": "2026-12-10T00:00:00Z", "end": "2026-12-10T00:00:00Z"}
+            ],
+        },
+        "cluster.maintenanceExclusions[0].end",
+        "ends before it starts",
+        id="exclusion-of-no-length",
+    ),
+    pytest.param(
+        {"cluster.nodeServiceAccountId": "tpu_nodes_sa"},
+        "cluster.nodeServiceAccountId",
+        "may hold only lowercase letters, digits and hyphens",
+        id="node-service-account-id-underscores",
+    ),
+    pytest.param({"tpu.pools": []}, "tpu.pools", "is empty", id="no-tpu-pool"),
+    pytest.param(
+        {"tpu.pools": [{"name": "tpu7-pool-1", "nodeCount": 16, "subBlock": "sub-block-0"}], "tpu.reservation": None},
+        "tpu.reservation.block",
+        "pools name sub-blocks but no block is set",
+        id="sub-block-without-block",
+    ),
     # --- Network isolation: the control plane's endpoints and the NAT of the private nodes ---
     pytest.param(
         {"cluster.controlPlane": {"authorizedNetworks": [{"cidr": "203.0.113.0/33", "name": "office"}]}},
@@ -477,6 +519,28 @@ GCP_BAD_INPUTS += [
 @pytest.mark.parametrize("override, key, fragment", GCP_BAD_INPUTS)
 def test_bad_input_names_its_key_and_registers_nothing(override, key, fragment):
     assert_bad_input(override, key, fragment)
+
+
+# The same, of the saxml stack: a machine type without dynamic slicing (ct5lp-hightpu-4t), its pools static slices.
+GCP_SAXML_BAD_INPUTS = [
+    pytest.param(
+        {"tpu.sliceShapes": ["2x2x2"]},
+        "tpu.sliceShapes[0]",
+        "ct5lp-hightpu-4t has no dynamic slicing",
+        id="slice-shapes-on-a-static-machine",
+    ),
+    pytest.param(
+        {"tpu.reservation": {"block": "block-0"}},
+        "tpu.reservation.name",
+        "a block is set without its reservation",
+        id="reservation-block-without-name",
+    ),
+]
+
+
+@pytest.mark.parametrize("override, key, fragment", GCP_SAXML_BAD_INPUTS)
+def test_bad_input_of_a_static_slice_stack_names_its_key_and_registers_nothing(override, key, fragment):
+    assert_bad_input(override, key, fragment, stack="saxml")
 
 
 # --- GKE versions: end of standard support and the channel's own list --------------------------------

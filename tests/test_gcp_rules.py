@@ -44,8 +44,9 @@ def block(health: str, hosts: int, in_use: int) -> BlockRead:
             "tpu.reservation.block",
             "acceptRisk",
         ),
+        (CapacityRead(reservation(64, 0, ("b",)), None), "b", "tpu.reservation.block", "acceptRisk"),
     ],
-    ids=["reservation without a block, too full", "block too full", "degraded block"],
+    ids=["reservation without a block, too full", "block too full", "degraded block", "block unread"],
 )
 def test_a_pool_placed_by_hosts_needs_free_hosts_on_a_healthy_block(read, chosen_block, key, fix):
     kwargs = {"block": chosen_block, "machine_type": MACHINE, "per_sub_block": False, "pools": POOLS, "to_place": POOLS}

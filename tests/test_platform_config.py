@@ -7,6 +7,13 @@ from components.platform.config import RELEASE_IMAGES, PlatformConfig, chart_ima
 from tests.conftest import assert_bad_input
 
 PLATFORM_BAD_INPUTS = [
+    pytest.param({"queues.namespaces": []}, "queues.namespaces", "is empty", id="no-workload-namespace"),
+    pytest.param(
+        {"queues.namespaces": ["llm-d-pd-disaggregation", "llm-d-pd-disaggregation"]},
+        "queues.namespaces",
+        "lists a namespace twice",
+        id="workload-namespace-twice",
+    ),
     pytest.param(
         {
             "platform.kueue": {

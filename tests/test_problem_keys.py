@@ -19,15 +19,16 @@ from components.config_base import documented_settings
 from components.stack import StackConfig
 from tests.conftest import PROJECT_ROOT
 
-TABLES = {
-    "tests.test_stack": "BAD_INPUTS",
-    "tests.test_gcp_config": "GCP_BAD_INPUTS",
-    "tests.test_platform_config": "PLATFORM_BAD_INPUTS",
-    "tests.test_slice_checks_config": "CHECKS_BAD_INPUTS",
-    "tests.test_serving_config": "SERVING_BAD_INPUTS",
-    "tests.test_saxml_config": "SAXML_BAD_INPUTS",
-    "tests.test_operations_config": "OPERATIONS_BAD_INPUTS",
-}
+TABLES = (  # (module, table)
+    ("tests.test_stack", "BAD_INPUTS"),
+    ("tests.test_gcp_config", "GCP_BAD_INPUTS"),
+    ("tests.test_gcp_config", "GCP_SAXML_BAD_INPUTS"),
+    ("tests.test_platform_config", "PLATFORM_BAD_INPUTS"),
+    ("tests.test_slice_checks_config", "CHECKS_BAD_INPUTS"),
+    ("tests.test_serving_config", "SERVING_BAD_INPUTS"),
+    ("tests.test_saxml_config", "SAXML_BAD_INPUTS"),
+    ("tests.test_operations_config", "OPERATIONS_BAD_INPUTS"),
+)
 # The serving LWS self-check reports under the block: it means a bug of ours, not a setting.
 BLOCK_KEYS = {"serving"}
 
@@ -49,7 +50,7 @@ def normalized(key: str) -> str:
 
 def table_rows() -> list[tuple[str, str, str]]:
     rows = []
-    for module, table in TABLES.items():
+    for module, table in TABLES:
         for param in getattr(importlib.import_module(module), table):
             key, fragment = param.values[-2:]  # (override[, stack], key, fragment)
             rows.append((f"{module}::{param.id}", key, fragment))

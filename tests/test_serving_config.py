@@ -14,6 +14,12 @@ WITH_ADD_ON = {"cluster.secretManager": True}
 
 SERVING_BAD_INPUTS = [
     pytest.param(
+        {"serving.benchmarkImage": "vllm/vllm-openai:latest"},
+        "serving.benchmarkImage",
+        "uses the floating tag 'latest'",
+        id="benchmark-image-floating",
+    ),
+    pytest.param(
         {"serving.decode.tensorParallelSize": 8},
         "serving.decode.tensorParallelSize",
         "prefill uses tensor-parallel size 16 but decode uses 8",

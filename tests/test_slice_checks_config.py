@@ -8,6 +8,12 @@ from tests.conftest import assert_bad_input, cubes, stack_values, with_overrides
 
 CHECKS_BAD_INPUTS = [
     pytest.param(
+        {"checks.subslicing.shape": "4x4x8"},
+        "checks.subslicing.shape",
+        "4x4x8 is not a sub-slice",
+        id="sub-slice-check-of-a-super-slice",
+    ),
+    pytest.param(
         cubes(2) | {"checks.superslicing.slices": 2},
         "checks.superslicing.slices",
         "needs 4 cube(s) of 4x4x4 at once; the stack has 2",
