@@ -34,7 +34,7 @@ from policy import (
     service_accounts,
     tpu,
 )
-from policy.resources import ROOT_STACK, UNKNOWN, Resource, UnknownValue, Violation
+from policy.resources import ROOT_STACK, UNKNOWN, Resource, UnknownValue, Violation, get, kubernetes_objects
 from tests.conftest import FIXTURE_STACK_NAMES, run_stack, stack_config, stack_values
 from tools.stack_file import PROJECT_NAME
 
@@ -722,3 +722,87 @@ def test_a_project_role_grant_with_unreadable_policy_data_is_refused() -> None:
     assert "pol" in problem
     with pytest.raises(UnknownValue):
         iam.project_role_problems(iam.PROJECT_IAM_POLICY, "pol", {"policyData": UNKNOWN})
+
+
+# --- Values the pack cannot read: it says so, or waits for apply, and never passes them unread --------------------
+ENFORCE = namespaces.ENFORCE_LABEL
+
+
+@pytest.mark.parametrize(
+    "rule, resource_type, props, where",
+    [
+        (
+            namespaces.pod_security_problems,
+            "kubernetes:core/v1:Namespace",
+            {"metadata": {"name": "serve", "labels": {ENFORCE: UNKNOWN}}},
+            ENFORCE,
+        ),
+        (
+            service_accounts.service_account_problems,
+            "kubernetes:batch/v1:Job",
+            {"spec": {"template": {"spec": {"serviceAccountName": UNKNOWN, "containers": []}}}},
+            "serviceAccountName",
+        ),
+        (
+            images.image_problems,
+            "kubernetes:helm.sh/v3:Release",
+            {"values": {"picker": {"image": {"repository": "ghcr.io/llm-d/picker", "tag": UNKNOWN}}}},
+            "values.picker.image",
+        ),
+        (
+            images.image_problems,
+            "kubernetes:batch/v1:Job",
+            {"spec": {"template": {"spec": {"initContainers": UNKNOWN, "containers": []}}}},
+            "initContainers",
+        ),
+    ],
+    ids=["pod security level", "service account", "chart image tag", "a container list"],
+)
+def test_a_value_known_only_after_apply_waits_for_it(
+    rule: Callable[[str, str, dict[str, Any]], list[str]], resource_type: str, props: dict[str, Any], where: str
+) -> None:
+    with pytest.raises(UnknownValue, match=where):
+        rule(resource_type, "r", props)
+    known = json.loads(json.dumps(props).replace(json.dumps(UNKNOWN), '"restricted"'))
+    assert isinstance(rule(resource_type, "r", known), list), "once known, the rule judges it"
+
+
+def test_a_registry_grant_whose_policy_data_cannot_be_read_is_refused_not_passed() -> None:
+    (problem,) = iam.registry_role_problems(iam.REPOSITORY_IAM_POLICY, "pol", {"policyData": "{not json"})
+    assert "pol" in problem
+    readable = json.dumps({"bindings": [{"role": iam.REGISTRY_READ_ROLE, "members": ["serviceAccount:n@p"]}]})
+    assert iam.registry_role_problems(iam.REPOSITORY_IAM_POLICY, "pol", {"policyData": readable}) == []
+
+
+def test_a_cluster_queue_whose_tpu_quota_cannot_be_read_is_a_violation_of_its_own() -> None:
+    body = {"metadata": {"name": "cq"}, "spec": {"resourceGroups": [{"flavors": [{"resources": [{"name": "google.com/tpu", "nominalQuota": "lots"}]}]}]}}  # fmt: skip
+    queue = Resource("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "cq", body, urn="urn:cq")
+    pool = Resource(tpu.NODE_POOL, "p", {"nodeConfig": {"machineType": "tpu7x-standard-4t"}, "nodeCount": 16})
+    (violation,) = tpu.quota_violations([pool, queue])
+    assert violation.urn == "urn:cq" and "lots" in violation.message, violation.message
+    body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "64"
+    assert tpu.quota_violations([pool, queue]) == []
+
+
+def test_an_image_pinned_by_a_digest_key_of_a_chart_value_passes() -> None:
+    values = {"values": {"picker": {"image": {"repository": "ghcr.io/llm-d/picker", "digest": DIGEST}}}}
+    assert images.image_problems("kubernetes:helm.sh/v3:Release", "rel", values, True) == []
+    (found,) = images.deployed_images("kubernetes:helm.sh/v3:Release", "rel", values)
+    assert found[1] == f"ghcr.io/llm-d/picker@{DIGEST}"
+
+
+def test_reading_a_path_stops_at_what_is_not_there_and_waits_for_what_is_unknown() -> None:
+    props = {"spec": {"ports": [{"port": 80}], "type": "ClusterIP"}}
+    assert get(props, "spec.ports.0.port") == 80
+    assert get(props, "spec.ports.3.port", "none") == "none", "past the end of a list"
+    assert get(props, "spec.type.name", "none") == "none", "into a string"
+    with pytest.raises(UnknownValue, match=r"spec\.ports"):
+        get({"spec": {"ports": UNKNOWN}}, "spec.ports.0.port", owner="svc")
+
+
+def test_a_config_group_item_that_is_not_an_object_is_skipped_and_a_rule_that_is_not_one_is_too() -> None:
+    group = {"objs": ["not an object", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "a"}}]}
+    assert [o.kind for o in kubernetes_objects("kubernetes:yaml/v2:ConfigGroup", "g", group)] == ["ServiceAccount"]
+    role = {"rules": ["not a rule", {"apiGroups": [""], "resources": ["*"], "verbs": ["get"]}]}
+    (problem,) = rbac.role_object_problems("Role", "r", role)
+    assert "rules[1]" in problem
