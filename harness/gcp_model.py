@@ -448,6 +448,7 @@ class Bucket:
     location: str  # as the API reports it: upper case (`US-CENTRAL1`, `US`, `NAM4`)
     uniform_access: bool = True  # iamConfiguration.uniformBucketLevelAccess.enabled
     data_locations: tuple[str, ...] = ()  # a configurable dual-region's regions (customPlacementConfig)
+    readable: bool = True  # False: the deployer lacks storage.buckets.get on it (a bucket of another team's project)
 
     def answer(self, project: str) -> dict[str, Any]:
         """getBucket's result (dataSourceGoogleStorageBucketRead -> setStorageBucket, v7.45.0)."""
@@ -493,6 +494,13 @@ def compute_not_found(path: str) -> str:
 # Cloud Storage's 404 for a bucket (its JSON error: code 404, "The specified bucket does not exist.", reason
 # notFound, quoted in GoogleCloudPlatform/gcsfuse#733), as googleapi prints it.
 BUCKET_NOT_FOUND = "googleapi: Error 404: The specified bucket does not exist., notFound"
+# Cloud Storage's 403 for a bucket the caller may not get (its message quoted in ansible-collections/google.cloud#575:
+# "<account> does not have storage.buckets.get access to the Google Cloud Storage bucket. Permission
+# 'storage.buckets.get' denied on resource (or it may not exist)."; reason forbidden), as googleapi prints it.
+BUCKET_FORBIDDEN = (
+    "googleapi: Error 403: deployer@example.iam.gserviceaccount.com does not have storage.buckets.get access to the "
+    "Google Cloud Storage bucket. Permission 'storage.buckets.get' denied on resource (or it may not exist)., forbidden"
+)
 
 GET_RESERVATION = "gcp:compute/getReservation:getReservation"
 GET_RESERVATION_BLOCK = "gcp:compute/getReservationBlock:getReservationBlock"
@@ -515,6 +523,8 @@ class Holdings:
             bucket = next((b for b in self.buckets if b.name == args["name"]), None)
             if bucket is None:
                 raise ProviderError(token, BUCKET_NOT_FOUND)  # the data source returns the Get's error as it is
+            if not bucket.readable:
+                raise ProviderError(token, BUCKET_FORBIDDEN)
             return bucket.answer(project)
         reservation = next(
             (

@@ -138,6 +138,23 @@ CASES = [
         ),
     ),
     (
+        "a pool pinned to a degraded sub-block",
+        {"tpu.pools": [{**DEV["tpu"]["pools"][0], "subBlock": "subblock-0000"}, *DEV["tpu"]["pools"][1:]]},
+        with_sub_blocks(lambda s: [degraded(s[0]), *s[1:], FREE]),
+        "tpu.pools[0].subBlock",
+        # the fix names the healthy free sub-blocks it may be pinned to instead
+        "pin it to another sub-block (ready, healthy, free: subblock-0001, spare-0001)",
+        (  # each pool pinned to a healthy one: GKE chooses no sub-block on the degraded block
+            {
+                "tpu.pools": [
+                    {**DEV["tpu"]["pools"][0], "subBlock": "spare-0001"},
+                    {**DEV["tpu"]["pools"][1], "subBlock": "subblock-0001"},
+                ]
+            },
+            with_sub_blocks(lambda s: [degraded(s[0]), *s[1:], FREE]),
+        ),
+    ),
+    (
         "a block still being made",
         {},
         with_block(lambda b: dataclasses.replace(b, status="CREATING")),

@@ -634,6 +634,13 @@ BUCKET_CASES = [
         ({"serving.weightsBucket.create": True}, None),
     ),
     (
+        "a bucket the deployer may not read",
+        Bucket(BUCKET, REGION.upper(), readable=False),
+        f"bucket {BUCKET!r} could not be read (",
+        "grant the deployer storage.buckets.get on it (roles/storage.bucketViewer)",
+        ({}, Bucket(BUCKET, REGION.upper())),
+    ),
+    (
         "another region",
         Bucket(BUCKET, "EUROPE-WEST4"),
         f"keeps its data in europe-west4, not in {REGION}",
