@@ -1,10 +1,8 @@
-"""The harness's model of the metrics the stack's producers export: each series by name, its kind and its labels, as
-each producer writes it at the version the stack runs, and the GKE system metrics Cloud Monitoring writes.
-
-Written apart from the program (components/operations/metric_catalog.py, the series the stack reads and keeps) on
-purpose, as harness/gcp_model.py is: the dashboards' and alerts' queries, and the program's keep list, are held
-against this model, not against themselves (tests/test_operations_dashboards.py). It lists the series the stack reads,
-not every series a producer exports. Sources:
+"""The harness's model of the metrics the stack reads, as the world writes them: which producer exports each
+Prometheus series of the program's list (components/operations/metric_catalog.py: its name, kind and the scrape that
+keeps it) and the labels it carries, at the version the stack runs; and the GKE system metrics Cloud Monitoring
+writes. The program reads none of this; the tests hold its list and every dashboard and alert query against it
+(tests/test_operations_dashboards.py). Sources:
 
 - **vLLM** (the model servers): ``vllm/v1/metrics/loggers.py``, ``PrometheusStatLogger``. The serving image
   ``vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26`` is tpu-inference ``18ed615`` built on vLLM
@@ -39,22 +37,14 @@ import re
 from dataclasses import dataclass
 
 from components.operations.metric_catalog import (
-    COUNTER,
     EPP,
-    GAUGE,
     HISTOGRAM,
     HISTOGRAM_SUFFIXES,
     KUEUE,
+    PROMETHEUS_METRICS,
     VLLM,
+    PrometheusMetric,
 )
-
-
-@dataclass(frozen=True)
-class ExportedSeries:
-    name: str  # as exposed, counters with their _total
-    kind: str  # COUNTER, GAUGE or HISTOGRAM
-    producer: str  # VLLM, EPP or KUEUE: who exports it
-    labels: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -74,59 +64,51 @@ _VLLM_LABELS = ("model_name", "engine")
 _EPP_REQUEST = ("model_name", "target_model_name", "fairness_id", "priority")
 _KUEUE_QUEUE = ("cluster_queue", "replica_role")
 _KUEUE_RESOURCE = ("cohort", "cluster_queue", "flavor", "resource", "replica_role")
-EXPORTED_SERIES = {
-    m.name: m
-    for m in (
-        ExportedSeries("vllm:num_requests_running", GAUGE, VLLM, _VLLM_LABELS),
-        ExportedSeries("vllm:num_requests_waiting", GAUGE, VLLM, _VLLM_LABELS),
-        ExportedSeries("vllm:kv_cache_usage_perc", GAUGE, VLLM, _VLLM_LABELS),
-        ExportedSeries("vllm:num_preemptions_total", COUNTER, VLLM, _VLLM_LABELS),
-        ExportedSeries("vllm:prompt_tokens_total", COUNTER, VLLM, _VLLM_LABELS),
-        ExportedSeries("vllm:generation_tokens_total", COUNTER, VLLM, _VLLM_LABELS),
-        ExportedSeries("vllm:request_success_total", COUNTER, VLLM, (*_VLLM_LABELS, "finished_reason")),
-        ExportedSeries("vllm:time_to_first_token_seconds", HISTOGRAM, VLLM, _VLLM_LABELS),
-        ExportedSeries("vllm:inter_token_latency_seconds", HISTOGRAM, VLLM, _VLLM_LABELS),
-        ExportedSeries("vllm:request_time_per_output_token_seconds", HISTOGRAM, VLLM, _VLLM_LABELS),
-        ExportedSeries("vllm:e2e_request_latency_seconds", HISTOGRAM, VLLM, _VLLM_LABELS),
-        ExportedSeries("vllm:request_queue_time_seconds", HISTOGRAM, VLLM, _VLLM_LABELS),
-        ExportedSeries("llm_d_epp_request_total", COUNTER, EPP, _EPP_REQUEST),
-        ExportedSeries("llm_d_epp_request_error_total", COUNTER, EPP, (*_EPP_REQUEST, "error_code")),
-        ExportedSeries("llm_d_epp_request_duration_seconds", HISTOGRAM, EPP, _EPP_REQUEST),
-        ExportedSeries(
-            "llm_d_epp_scheduler_attempts_total",
-            COUNTER,
-            EPP,
-            ("status", "target_model_name", "endpoint_name", "namespace", "port"),
+# What each producer exports of the series the stack reads, with each series' own labels (counters with their _total;
+# a histogram's, which its _bucket, _sum and _count carry).
+EXPORTS: dict[str, dict[str, tuple[str, ...]]] = {
+    VLLM: {
+        "vllm:num_requests_running": _VLLM_LABELS,
+        "vllm:num_requests_waiting": _VLLM_LABELS,
+        "vllm:kv_cache_usage_perc": _VLLM_LABELS,
+        "vllm:num_preemptions_total": _VLLM_LABELS,
+        "vllm:prompt_tokens_total": _VLLM_LABELS,
+        "vllm:generation_tokens_total": _VLLM_LABELS,
+        "vllm:request_success_total": (*_VLLM_LABELS, "finished_reason"),
+        "vllm:time_to_first_token_seconds": _VLLM_LABELS,
+        "vllm:inter_token_latency_seconds": _VLLM_LABELS,
+        "vllm:request_time_per_output_token_seconds": _VLLM_LABELS,
+        "vllm:e2e_request_latency_seconds": _VLLM_LABELS,
+        "vllm:request_queue_time_seconds": _VLLM_LABELS,
+    },
+    EPP: {
+        "llm_d_epp_request_total": _EPP_REQUEST,
+        "llm_d_epp_request_error_total": (*_EPP_REQUEST, "error_code"),
+        "llm_d_epp_request_duration_seconds": _EPP_REQUEST,
+        "llm_d_epp_scheduler_attempts_total": ("status", "target_model_name", "endpoint_name", "namespace", "port"),
+        "llm_d_epp_scheduler_e2e_duration_seconds": (),
+        "llm_d_epp_disagg_decision_total": ("plugin_name", "plugin_type", "model_name", "decision_type"),
+        "llm_d_epp_ready_endpoints": ("name",),
+        "llm_d_epp_average_queue_size": ("name",),
+        "llm_d_epp_average_kv_cache_utilization": ("name",),
+    },
+    KUEUE: {
+        "kueue_pending_workloads": ("cluster_queue", "status", "replica_role"),
+        "kueue_admitted_active_workloads": _KUEUE_QUEUE,
+        "kueue_reserving_active_workloads": _KUEUE_QUEUE,
+        "kueue_admission_wait_time_seconds": ("cluster_queue", "priority_class", "replica_role"),
+        "kueue_evicted_workloads_total": (
+            "cluster_queue",
+            "reason",
+            "underlying_cause",
+            "priority_class",
+            "replica_role",
         ),
-        ExportedSeries("llm_d_epp_scheduler_e2e_duration_seconds", HISTOGRAM, EPP, ()),
-        ExportedSeries(
-            "llm_d_epp_disagg_decision_total",
-            COUNTER,
-            EPP,
-            ("plugin_name", "plugin_type", "model_name", "decision_type"),
-        ),
-        ExportedSeries("llm_d_epp_ready_endpoints", GAUGE, EPP, ("name",)),
-        ExportedSeries("llm_d_epp_average_queue_size", GAUGE, EPP, ("name",)),
-        ExportedSeries("llm_d_epp_average_kv_cache_utilization", GAUGE, EPP, ("name",)),
-        ExportedSeries("kueue_pending_workloads", GAUGE, KUEUE, ("cluster_queue", "status", "replica_role")),
-        ExportedSeries("kueue_admitted_active_workloads", GAUGE, KUEUE, _KUEUE_QUEUE),
-        ExportedSeries("kueue_reserving_active_workloads", GAUGE, KUEUE, _KUEUE_QUEUE),
-        ExportedSeries(
-            "kueue_admission_wait_time_seconds", HISTOGRAM, KUEUE, ("cluster_queue", "priority_class", "replica_role")
-        ),
-        ExportedSeries(
-            "kueue_evicted_workloads_total",
-            COUNTER,
-            KUEUE,
-            ("cluster_queue", "reason", "underlying_cause", "priority_class", "replica_role"),
-        ),
-        ExportedSeries(
-            "kueue_preempted_workloads_total", COUNTER, KUEUE, ("preempting_cluster_queue", "reason", "replica_role")
-        ),
-        ExportedSeries("kueue_cluster_queue_resource_usage", GAUGE, KUEUE, _KUEUE_RESOURCE),
-        ExportedSeries("kueue_cluster_queue_nominal_quota", GAUGE, KUEUE, _KUEUE_RESOURCE),
-        ExportedSeries("kueue_cluster_queue_status", GAUGE, KUEUE, ("cluster_queue", "status", "replica_role")),
-    )
+        "kueue_preempted_workloads_total": ("preempting_cluster_queue", "reason", "replica_role"),
+        "kueue_cluster_queue_resource_usage": _KUEUE_RESOURCE,
+        "kueue_cluster_queue_nominal_quota": _KUEUE_RESOURCE,
+        "kueue_cluster_queue_status": ("cluster_queue", "status", "replica_role"),
+    },
 }
 
 
@@ -188,12 +170,13 @@ _PROTECTED_LABELS = ("project_id", "location", "cluster", "namespace", "job", "i
 TARGET_LABELS = (*_PROTECTED_LABELS, "container", "pod", "top_level_controller_name", "top_level_controller_type")
 
 
-def exported_series(series: str) -> ExportedSeries | None:
-    """The exported series a PromQL series name reads (a histogram through its _bucket, _sum or _count)."""
-    if series in EXPORTED_SERIES:
-        return EXPORTED_SERIES[series]
+def read_series(series: str) -> PrometheusMetric | None:
+    """The program's entry of the series a PromQL series name reads (a histogram through its _bucket, _sum or
+    _count), or None for a series the stack does not keep."""
+    if series in PROMETHEUS_METRICS:
+        return PROMETHEUS_METRICS[series]
     for suffix in HISTOGRAM_SUFFIXES:
         base = series.removesuffix(suffix)
-        if base != series and base in EXPORTED_SERIES and EXPORTED_SERIES[base].kind == HISTOGRAM:
-            return EXPORTED_SERIES[base]
+        if base != series and base in PROMETHEUS_METRICS and PROMETHEUS_METRICS[base].kind == HISTOGRAM:
+            return PROMETHEUS_METRICS[base]
     return None
