@@ -45,9 +45,11 @@ def deployed_images(resource_type: str, name: str, props: Mapping[str, Any]) -> 
     for obj in kubernetes_objects(resource_type, name, props):
         # Any pod template at any depth: Pod, Deployment, Job, JobSet, LeaderWorkerSet, CronJob...
         for path, value in walk(obj.body):
-            if path and path[-1] in CONTAINER_LISTS and is_unknown(value):  # its images are not known: never pass it
+            if not path or path[-1] not in CONTAINER_LISTS:
+                continue
+            if is_unknown(value):  # its images are not known: never pass it
                 raise UnknownValue(name, f"{obj.label} {'.'.join(path)}")
-            if path and path[-1] in CONTAINER_LISTS and isinstance(value, Sequence) and not isinstance(value, str):
+            if isinstance(value, Sequence) and not isinstance(value, str):
                 for index, container in enumerate(value):
                     if isinstance(container, Mapping):
                         where = f"{obj.label} {'.'.join(path)}[{index}] ({container.get('name', '?')})"
