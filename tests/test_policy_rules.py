@@ -729,42 +729,50 @@ ENFORCE = namespaces.ENFORCE_LABEL
 
 
 @pytest.mark.parametrize(
-    "rule, resource_type, props, where",
+    "rule, resource_type, props, where, known",
     [
         (
             namespaces.pod_security_problems,
             "kubernetes:core/v1:Namespace",
             {"metadata": {"name": "serve", "labels": {ENFORCE: UNKNOWN}}},
             ENFORCE,
+            "restricted",
         ),
         (
             service_accounts.service_account_problems,
             "kubernetes:batch/v1:Job",
             {"spec": {"template": {"spec": {"serviceAccountName": UNKNOWN, "containers": []}}}},
             "serviceAccountName",
+            "serve-sa",
         ),
         (
             images.image_problems,
             "kubernetes:helm.sh/v3:Release",
             {"values": {"picker": {"image": {"repository": "ghcr.io/llm-d/picker", "tag": UNKNOWN}}}},
             "values.picker.image",
+            "v0.10.0",
         ),
         (
             images.image_problems,
             "kubernetes:batch/v1:Job",
             {"spec": {"template": {"spec": {"initContainers": UNKNOWN, "containers": []}}}},
             "initContainers",
+            [{"name": "stage", "image": "ghcr.io/llm-d/stage:v0.10.0"}],
         ),
     ],
     ids=["pod security level", "service account", "chart image tag", "a container list"],
 )
 def test_a_value_known_only_after_apply_waits_for_it(
-    rule: Callable[[str, str, dict[str, Any]], list[str]], resource_type: str, props: dict[str, Any], where: str
+    rule: Callable[[str, str, dict[str, Any]], list[str]],
+    resource_type: str,
+    props: dict[str, Any],
+    where: str,
+    known: Any,
 ) -> None:
     with pytest.raises(UnknownValue, match=where):
         rule(resource_type, "r", props)
-    known = json.loads(json.dumps(props).replace(json.dumps(UNKNOWN), '"restricted"'))
-    assert isinstance(rule(resource_type, "r", known), list), "once known, the rule judges it"
+    applied = json.loads(json.dumps(props).replace(json.dumps(UNKNOWN), json.dumps(known)))
+    assert rule(resource_type, "r", applied) == [], "once known, a good value passes"
 
 
 def test_a_registry_grant_whose_policy_data_cannot_be_read_is_refused_not_passed() -> None:
