@@ -77,9 +77,10 @@ def rendered(stack: str) -> list[Resource]:
     return copy.deepcopy(list(_rendered(stack)))
 
 
+@functools.cache
 def production(stack: str) -> bool:
-    """As the pack decides it: the production output of the stack's program."""
-    return gke.is_production(rendered(stack))
+    """As the pack decides it: the production output of the stack's program (it only reads, so no copy)."""
+    return gke.is_production(list(_rendered(stack)))
 
 
 # --- The rules as the pack applies them: (resources, stack, policy config) -> messages ---------
