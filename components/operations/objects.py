@@ -311,17 +311,6 @@ def tpu_pool_unavailable(alerts: AlertsConfig, cluster: ClusterConfig, pools: li
     )
 
 
-ALERT_KEYS = (
-    "tpu-node-not-ready",
-    "tpu-pool-unavailable",
-    "tpu-slice-unhealthy",
-    "tpu-partition-unhealthy",
-    "kueue-pending",
-    "model-server-restarts",
-    GATEWAY_KEY,
-)
-
-
 def alerting_objects(
     alerts: AlertsConfig,
     project: str,
