@@ -36,7 +36,6 @@ CONFIG_KEY = "config.yml"
 RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
 # The reports inference-perf writes per stage (inference_perf/reportgen/base.py: stage_<i>_lifecycle_metrics).
 STAGE_REPORT = re.compile(r"^stage_(\d+)_lifecycle_metrics\.json$")
-SUMMARY_REPORT = "summary_lifecycle_metrics.json"
 DEADLINE_MARGIN_SECONDS = 900  # tokenizer load, the last requests' drain, the report upload
 
 
