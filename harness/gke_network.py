@@ -43,14 +43,16 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from policy.network import Pod, isolates, policy_namespace, selects
 
 # gke-<cluster>-<hash>-master: tcp 443 (metrics-server) and 10250 (kubelet), from the control plane.
 GKE_CONTROL_PLANE_RULE_PORTS = frozenset({443, 10250})
 KONNECTIVITY_NAMESPACE = "kube-system"
 KONNECTIVITY_LABELS = ({"k8s-app": "konnectivity-agent"}, {"app": "konnectivity-agent"})
-# The namespace label the API server sets on every namespace (kubernetes.io/metadata.name, Kubernetes 1.22+).
+# The label the API server gives every namespace, its name (kubernetes/api d1ba325 core/v1/well_known_labels.go).
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 Network = ipaddress.IPv4Network
@@ -67,8 +69,11 @@ class ControlPlaneSource:
     pod_labels: tuple[Mapping[str, str], ...] = ()  # each label set it may carry
 
     @property
-    def is_pod(self) -> bool:
-        return self.pod_namespace is not None
+    def senders(self) -> list[Sender]:
+        """What a NetworkPolicy sees of it: a pod of each label set it may carry, or its addresses."""
+        if self.pod_namespace is None:
+            return [Sender(address=str(self.addresses))]
+        return [Sender(pod=Pod(self.pod_namespace, labels)) for labels in self.pod_labels]
 
 
 def control_plane_sources(
@@ -218,81 +223,81 @@ def firewall_admits(
 
 
 # --- NetworkPolicies -------------------------------------------------------------------------------------------------
+# What a set of NetworkPolicies admits, as Kubernetes defines it (kubernetes/website a799505
+# content/en/docs/concepts/services-networking/network-policies.md) and GKE Dataplane V2 (Cilium) judges a sender: a
+# pod of the cluster by its namespace and labels, anything else by its address. An ipBlock never matches a pod of the
+# cluster (cilium/cilium 012a3bf Documentation/security/policy/language.rst, "IP/CIDR based": CIDR rules do not apply
+# where both ends are managed by Cilium), and the pod's own node is always admitted, so neither is a sender here.
+# Which policies isolate a pod, and label selectors, are the policy pack's rule (policy/network.py), held against the
+# API's definition in tests/test_policy_network.py.
 
 
 @dataclass(frozen=True)
-class Pod:
-    namespace: str
-    labels: Mapping[str, str]
-    container_ports: Mapping[str, int] = field(default_factory=dict)  # named ports
+class Sender:
+    """Who opens a connection: a pod of the cluster, or an address outside it (or a range: each of its addresses)."""
+
+    pod: Pod | None = None
+    address: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.pod is None) == (not self.address):
+            raise ValueError("a sender is a pod or an address")
 
 
-def _selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
-    """A Kubernetes label selector (matchLabels, matchExpressions) against ``labels``; {} selects everything."""
-    selector = selector or {}
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for expression in selector.get("matchExpressions") or ():
-        key, operator, values = expression["key"], expression["operator"], expression.get("values") or ()
-        if operator == "In" and labels.get(key) not in values:
-            return False
-        if operator == "NotIn" and labels.get(key) in values:
-            return False
-        if operator == "Exists" and key not in labels:
-            return False
-        if operator == "DoesNotExist" and key in labels:
-            return False
-    return True
-
-
-def _peer_admits(peer: Mapping[str, Any], policy_namespace: str, source: ControlPlaneSource) -> bool:
+def peer_admits(peer: Mapping[str, Any], namespace: str, sender: Sender) -> bool:
+    """One entry of a rule's ``from`` (of a policy in ``namespace``) admits the sender."""
     if "ipBlock" in peer:
-        block = peer["ipBlock"]
-        if not source.addresses.subnet_of(ipaddress.IPv4Network(block["cidr"])):
+        if sender.pod is not None:
             return False
-        return not any(source.addresses.overlaps(ipaddress.IPv4Network(e)) for e in block.get("except") or ())
-    if not source.is_pod:
-        return False  # pod and namespace selectors select pods only
-    namespace_labels = {NAMESPACE_NAME_LABEL: source.pod_namespace or ""}
+        block, addresses = peer["ipBlock"], ipaddress.ip_network(sender.address)
+        if not addresses.subnet_of(ipaddress.ip_network(block["cidr"])):  # type: ignore[arg-type]  # both IPv4 here
+            return False
+        return not any(addresses.overlaps(ipaddress.ip_network(cidr)) for cidr in block.get("except") or [])
+    if sender.pod is None:
+        return False
     if "namespaceSelector" in peer:
-        if not _selects(peer["namespaceSelector"], namespace_labels):
+        if not selects(peer["namespaceSelector"], {NAMESPACE_NAME_LABEL: sender.pod.namespace}):
             return False
-    elif source.pod_namespace != policy_namespace:
+    elif sender.pod.namespace != namespace:
         return False
-    return all(_selects(peer.get("podSelector"), labels) for labels in source.pod_labels)
+    return selects(peer.get("podSelector"), sender.pod.labels)
 
 
-def _port_matches(entry: Mapping[str, Any], pod: Pod, port: int) -> bool:
-    if (entry.get("protocol") or "TCP") != "TCP":
-        return False
-    wanted = entry.get("port")
-    if wanted is None:
+def port_admits(ports: Sequence[Mapping[str, Any]] | None, pod: Pod, port: int, protocol: str = "TCP") -> bool:
+    """A rule's ``ports`` admit ``port``/``protocol`` on the pod: none listed admits every port; a named port is
+    the pod's container port of that name; endPort makes a range."""
+    if not ports:
         return True
-    number = pod.container_ports.get(wanted) if isinstance(wanted, str) else int(wanted)
-    if number is None:
-        return False
-    return number <= port <= int(entry.get("endPort") or number)
+    for entry in ports:
+        if entry.get("protocol", "TCP") != protocol:
+            continue
+        value = entry.get("port")
+        if value is None:
+            return True
+        number = pod.ports.get(value) if isinstance(value, str) else int(value)
+        if number is not None and number <= port <= int(entry.get("endPort", number)):
+            return True
+    return False
 
 
-def policies_admit(policies: Iterable[Mapping[str, Any]], pod: Pod, port: int, source: ControlPlaneSource) -> bool:
-    """Whether the NetworkPolicies admit ``source`` to ``pod`` on tcp ``port``
-    (https://kubernetes.io/docs/concepts/services-networking/network-policies/): a pod no Ingress policy selects
-    admits everything; otherwise some rule of a selecting policy must admit the port and the source."""
-    selecting = [
-        p
-        for p in policies
-        if p["metadata"].get("namespace") == pod.namespace
-        and _selects(p["spec"].get("podSelector"), pod.labels)
-        and "Ingress" in (p["spec"].get("policyTypes") or ["Ingress"])
-    ]
-    if not selecting:
+def admits(policies: Sequence[Mapping[str, Any]], pod: Pod, sender: Sender, port: int, protocol: str = "TCP") -> bool:
+    """Whether the pod accepts the connection: not isolated, or some ingress rule of a policy isolating it admits
+    it (its ``from``, none meaning every sender, and its ``ports``). Policies are additive: their order never
+    matters."""
+    isolating = [p for p in policies if isolates(p, pod)]
+    if not isolating:
         return True
-    for policy in selecting:
-        for rule in policy["spec"].get("ingress") or ():
-            ports = rule.get("ports") or [{}]
-            peers = rule.get("from") or [{}]
-            if not any(_port_matches(p, pod, port) for p in ports):
+    for policy in isolating:
+        for rule in (policy.get("spec") or {}).get("ingress") or []:
+            peers = rule.get("from")
+            if peers and not any(peer_admits(peer, policy_namespace(policy), sender) for peer in peers):
                 continue
-            if not rule.get("from") or any(_peer_admits(peer, pod.namespace, source) for peer in peers):
+            if port_admits(rule.get("ports"), pod, port, protocol):
                 return True
     return False
+
+
+def policies_admit(policies: Sequence[Mapping[str, Any]], pod: Pod, port: int, source: ControlPlaneSource) -> bool:
+    """Whether the NetworkPolicies admit a call of the control plane from ``source`` to ``pod`` on tcp ``port``: from
+    each sender it may be."""
+    return all(admits(policies, pod, sender, port) for sender in source.senders)

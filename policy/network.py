@@ -1,23 +1,17 @@
 """Every pod the program runs is isolated by a NetworkPolicy of its own namespace (the CIS controls held:
-policy/cis.yaml), and what a set of NetworkPolicies admits, as Kubernetes defines it.
+policy/cis.yaml).
 
 A pod is isolated for ingress once a NetworkPolicy of its namespace selects it with Ingress among its
 policyTypes (or none given); it then accepts what any such policy admits, and nothing else
 (kubernetes/website a799505 content/en/docs/concepts/services-networking/network-policies.md). The program's
 pods are those of its pod templates (Pods, Deployments, Jobs, JobSets, LeaderWorkerSets, ...), with the labels
 the template gives them and those their controller adds; the pods of Helm releases (the controllers, the
-endpoint picker) are their charts' and are not seen here.
-
-Senders are judged as GKE Dataplane V2 (Cilium) sees them: a pod by its namespace and labels, anything else by
-its address. An ipBlock never matches a pod of the cluster (cilium/cilium 012a3bf
-Documentation/security/policy/language.rst, "IP/CIDR based": CIDR rules do not apply where both ends are
-managed by Cilium), and the pod's own node is always admitted (network-policies.md above), so neither is a
-sender here.
+endpoint picker) are their charts' and are not seen here. What the policies then admit, sender by sender, is the
+harness's model (harness/gke_network.py), on this module's selection.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,8 +20,6 @@ from components.workloads.slice_checks.objects import JOBSET_NAME_LABEL
 from policy.resources import Resource, Violation, kubernetes_objects, list_of, mapping_of, walk
 
 NETWORK_POLICY = ("networking.k8s.io", "NetworkPolicy")
-# The label the API server gives every namespace, its name (kubernetes/api d1ba325 core/v1/well_known_labels.go).
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 # The labels the JobSet controller adds to every pod: its JobSet's and its replicated job's names
 # (kubernetes-sigs/jobset v0.12.0 pkg/controllers/jobset_controller.go, labelAndAnnotateObject).
 REPLICATED_JOB_NAME_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -40,18 +32,6 @@ class Pod:
     namespace: str
     labels: Mapping[str, str]
     ports: Mapping[str, int] = field(default_factory=dict)  # container port name -> number
-
-
-@dataclass(frozen=True)
-class Sender:
-    """Who opens a connection: a pod of the cluster, or an address outside it."""
-
-    pod: Pod | None = None
-    address: str = ""
-
-    def __post_init__(self) -> None:
-        if (self.pod is None) == (not self.address):
-            raise ValueError("a sender is a pod or an address")
 
 
 # A matchExpressions operator: whether (key, values) holds of the labels.
@@ -88,64 +68,6 @@ def isolates(policy: Mapping[str, Any], pod: Pod) -> bool:
     types = spec.get("policyTypes")
     ingress = not types or "Ingress" in types
     return ingress and policy_namespace(policy) == pod.namespace and selects(spec.get("podSelector"), pod.labels)
-
-
-def peer_admits(peer: Mapping[str, Any], namespace: str, sender: Sender) -> bool:
-    """One entry of a rule's ``from`` (of a policy in ``namespace``) admits the sender."""
-    if "ipBlock" in peer:
-        if sender.pod is not None:
-            return False
-        block = peer["ipBlock"]
-        address = ipaddress.ip_address(sender.address)
-        if address not in ipaddress.ip_network(block["cidr"]):
-            return False
-        return not any(address in ipaddress.ip_network(cidr) for cidr in block.get("except") or [])
-    if sender.pod is None:
-        return False
-    if "namespaceSelector" in peer:
-        if not selects(peer["namespaceSelector"], {NAMESPACE_NAME_LABEL: sender.pod.namespace}):
-            return False
-    elif sender.pod.namespace != namespace:
-        return False
-    return selects(peer.get("podSelector"), sender.pod.labels)
-
-
-def port_admits(ports: Sequence[Mapping[str, Any]] | None, pod: Pod, port: int, protocol: str = "TCP") -> bool:
-    """A rule's ``ports`` admit ``port``/``protocol`` on the pod: none listed admits every port; a named port is
-    the pod's container port of that name; endPort makes a range."""
-    if not ports:
-        return True
-    for entry in ports:
-        if entry.get("protocol", "TCP") != protocol:
-            continue
-        value = entry.get("port")
-        if value is None:
-            return True
-        number = pod.ports.get(value) if isinstance(value, str) else int(value)
-        if number is not None and number <= port <= int(entry.get("endPort", number)):
-            return True
-    return False
-
-
-def rule_admits(rule: Mapping[str, Any], namespace: str, pod: Pod, sender: Sender, port: int, protocol: str) -> bool:
-    """One ingress rule: its ``from`` (none: every sender) and its ``ports`` both admit the connection."""
-    peers = rule.get("from")
-    if peers and not any(peer_admits(peer, namespace, sender) for peer in peers):
-        return False
-    return port_admits(rule.get("ports"), pod, port, protocol)
-
-
-def admits(policies: Sequence[Mapping[str, Any]], pod: Pod, sender: Sender, port: int, protocol: str = "TCP") -> bool:
-    """Whether the pod accepts the connection: not isolated, or some ingress rule of a policy isolating it admits
-    it. Policies are additive: their order never matters."""
-    isolating = [p for p in policies if isolates(p, pod)]
-    if not isolating:
-        return True
-    return any(
-        rule_admits(rule, policy_namespace(policy), pod, sender, port, protocol)
-        for policy in isolating
-        for rule in (policy.get("spec") or {}).get("ingress") or []
-    )
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from components.workloads.network_policies.objects import (
     default_deny_ingress,
     namespace_defaults_objects,
 )
-from policy.network import Pod, Sender, admits
+from harness.gke_network import Sender, admits
+from policy.network import Pod
 from tests.crd_schemas import core_errors
 
 

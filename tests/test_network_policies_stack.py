@@ -18,7 +18,8 @@ import yaml
 
 from components import stack as stack_config
 from components.workloads.serving.objects import endpoint_picker_labels, pool_target_port
-from policy.network import Pod, Sender, admits, pod_templates, selects
+from harness.gke_network import Sender, admits
+from policy.network import Pod, pod_templates, selects
 from tests.conftest import FIXTURE_STACK_NAMES, run_stack, stack_values
 from tools.render import kubernetes_document
 

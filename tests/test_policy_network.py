@@ -1,5 +1,5 @@
-"""policy/network.py: what a set of NetworkPolicies admits, as Kubernetes defines it and Dataplane V2 judges a
-sender, and which pods of an object a policy must isolate. Each case is written from the API's definition
+"""What a set of NetworkPolicies admits, as Kubernetes defines it and Dataplane V2 judges a sender (the harness's
+model, harness/gke_network.py), and which pods of an object a policy must isolate (policy/network.py). Each case is written from the API's definition
 (kubernetes/website a799505 content/en/docs/concepts/services-networking/network-policies.md), not read off the
 program's policies."""
 
@@ -9,16 +9,8 @@ from typing import Any
 
 import pytest
 
-from policy.network import (
-    Pod,
-    Sender,
-    admits,
-    isolates,
-    pod_templates,
-    port_admits,
-    selects,
-    unisolated_pod_violations,
-)
+from harness.gke_network import Sender, admits, port_admits
+from policy.network import Pod, isolates, pod_templates, selects, unisolated_pod_violations
 from policy.resources import Resource
 
 WEB = Pod("apps", {"app": "web", "tier": "front"}, {"http": 8080})

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.gke_network import NAMESPACE_NAME_LABEL
 from tests.conftest import PROJECT_ROOT, stack_values
 from tests.crd_schemas import core_errors
 from tests.slice_controller import WEBHOOKS
@@ -419,8 +420,6 @@ def test_deployment_values_override(render: Any) -> None:
 
 # The Kueue label the Job, JobSet and LWS webhooks look for (and skip an object without).
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-# The label the API server gives every Namespace, its name (Kubernetes 1.22 and later).
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 def test_webhooks(render: Any) -> None:

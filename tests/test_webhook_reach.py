@@ -18,8 +18,9 @@ import yaml
 from components import stack as stack_config
 from components.platform import config as platform_config
 from harness import charts, gke_network
-from harness.gke_network import ControlPlaneSource, FirewallRule, Pod, PortRule
+from harness.gke_network import ControlPlaneSource, FirewallRule, PortRule
 from harness.mock_engine import ProgramRun, Registration, unwrap_secrets
+from policy.network import Pod, selects
 from tests import webhook_reach
 from tests.conftest import run_stack, stack_values
 from tests.test_lifecycle import closure
@@ -174,7 +175,7 @@ def test_kueue_refuses_pods_only_in_the_workload_namespaces_while_it_is_down(run
         selected = {
             namespace
             for namespace in workloads | others
-            if gke_network._selects(webhook.get("namespaceSelector"), {"kubernetes.io/metadata.name": namespace})
+            if selects(webhook.get("namespaceSelector"), {gke_network.NAMESPACE_NAME_LABEL: namespace})
         }
         assert selected == workloads, f"{webhook['name']} refuses pods in {sorted(selected - workloads)}"
 
@@ -356,6 +357,11 @@ DENY = _policy({"podSelector": {}, "policyTypes": ["Ingress"]})
             ADDRESS_SOURCE,
             True,
         ),
+        (  # an ipBlock never matches a pod of the cluster under Dataplane V2, even one whose range it covers
+            [DENY, _policy({"podSelector": {}, "ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]}]})],
+            POD_SOURCE,
+            False,
+        ),
         (
             [
                 DENY,
@@ -428,7 +434,7 @@ def test_a_peering_cluster_is_called_from_its_control_plane_range_only():
     (source,) = gke_network.control_plane_sources(
         {"masterIpv4CidrBlock": "172.16.0.32/28"}, "10.0.0.0/20", "10.4.0.0/14"
     )
-    assert source.addresses == ipaddress.IPv4Network("172.16.0.32/28") and not source.is_pod
+    assert source.addresses == ipaddress.IPv4Network("172.16.0.32/28") and source.pod_namespace is None
 
 
 # --- A cluster made elsewhere -----------------------------------------------------------------------------------------

@@ -21,8 +21,8 @@ from typing import Any
 import yaml
 
 from harness import charts
-from harness.gke_network import Pod
 from harness.mock_engine import ProgramRun, unwrap_secrets
+from policy.network import Pod
 from tests import external
 from tools.render import kubernetes_objects
 
@@ -182,7 +182,7 @@ def _pods(objects: Iterable[Mapping[str, Any]]) -> list[Pod]:
             Pod(
                 namespace=obj["metadata"]["namespace"],
                 labels=dict((template.get("metadata") or {}).get("labels") or {}),
-                container_ports={**named, **{str(n): n for n in numbers}},
+                ports={**named, **{str(n): n for n in numbers}},
             )
         )
     return pods
@@ -216,7 +216,7 @@ def _service_target(
     )
     if not serving:
         raise LookupError(f"{where} selects no pod the stack renders ({selector})")
-    resolved = {pod.container_ports.get(str(target)) for pod in serving}
+    resolved = {pod.ports.get(str(target)) for pod in serving}
     if None in resolved or len(resolved) != 1:
         raise LookupError(f"{where}: targetPort {target!r} is not one container port of its pods")
     (number,) = resolved
