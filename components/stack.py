@@ -179,11 +179,11 @@ def load(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None) -> St
         if secret_keys is not None and not problems.items:
             problems.items += secrets_in_plain_text(config, set(secret_keys))
         _validate(config, problems)
-    if problems.items or config is None:
-        raise ConfigError(redacted(problems.items, raw, set(secret_keys or ())))
-    stack = _build(config)
-    _check_built(stack, problems)
-    if problems.items:
+    stack = None
+    if config is not None and not problems.items:  # what is built is checked too (_check_built)
+        stack = _build(config)
+        _check_built(stack, problems)
+    if problems.items or stack is None:
         raise ConfigError(redacted(problems.items, raw, set(secret_keys or ())))
     return stack
 
