@@ -778,9 +778,8 @@ def remote_repositories(registries: list[str], project: str, region: str, cluste
     """One remote repository per registry outside Google among ``registries``, in the order given, each once. Its id
     is ``<cluster>-<registry with . and : as ->``: the cluster's name keeps two stacks of a project apart, and the
     registry's keeps its repositories apart (qwen-serving-cluster-docker-io)."""
-    outside = [r for r in dict.fromkeys(registries) if not is_google_registry(r)]
-    names = [re.sub(r"[^a-z0-9]+", "-", r.lower()).strip("-") for r in outside]
-    return [RemoteRepository(r, project, region, f"{cluster_name}-{n}", n) for r, n in zip(outside, names, strict=True)]
+    names = {r: re.sub(r"[^a-z0-9]+", "-", r.lower()).strip("-") for r in registries if not is_google_registry(r)}
+    return [RemoteRepository(r, project, region, f"{cluster_name}-{n}", n) for r, n in names.items()]
 
 
 # --- Rules -----------------------------------------------------------------------------
