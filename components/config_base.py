@@ -12,7 +12,7 @@ import json
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
@@ -275,6 +275,17 @@ def _repaired(root: type[BaseModel], data: Any, errors: Iterable[ErrorDetails]) 
             else:
                 parent[last] = _placeholder(info, tp)
     return data
+
+
+def walk(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every (path, value) pair below ``value``, containers included, depth first."""
+    yield path, value
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from walk(item, (*path, str(key)))
+    elif isinstance(value, Sequence) and not isinstance(value, str):
+        for index, item in enumerate(value):
+            yield from walk(item, (*path, str(index)))
 
 
 def _value_at_path(data: Any, path: list[str | int]) -> Any:
@@ -566,7 +577,10 @@ def redacted(problems: list[Problem], raw: Mapping[str, Any], secret_blocks: set
     message about a key inside one echoes that key's value, whatever it is. Then every credential-looking text is
     taken out: each value of ``raw`` under a key named for a credential, and anything ``CREDENTIAL_PATTERNS`` match,
     wherever it appears in a message."""
-    named = sorted({str(v) for v in _values_under_credential_keys(raw) if str(v)}, key=len, reverse=True)
+    # (a list item's path part is its index, which no credential key matches)
+    under_keys = (v for path, v in walk(raw) if any(CREDENTIAL_KEY.search(key) for key in path))
+    scalars = {str(v) for v in under_keys if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
+    named = sorted((v for v in scalars if v), key=len, reverse=True)
 
     def clean(text: str, secret: list[str]) -> str:
         for value in secret:
@@ -584,17 +598,6 @@ def redacted(problems: list[Problem], raw: Mapping[str, Any], secret_blocks: set
         secret = [repr(value), str(value)] if scalar else []
         shown.append(Problem(problem.key, clean(problem.what, secret), clean(problem.fix, secret)))
     return shown
-
-
-def _values_under_credential_keys(raw: Any, named: bool = False) -> Iterable[Any]:
-    if isinstance(raw, Mapping):
-        for key, value in raw.items():
-            yield from _values_under_credential_keys(value, named or bool(CREDENTIAL_KEY.search(str(key))))
-    elif isinstance(raw, list):
-        for item in raw:
-            yield from _values_under_credential_keys(item, named)
-    elif named and isinstance(raw, (str, int, float)) and not isinstance(raw, bool):
-        yield raw
 
 
 def _value_at(raw: Any, key: str) -> Any:

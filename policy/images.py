@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from components.config_base import ImageReference, image_unpinned_reason
-from policy.resources import HELM_RELEASE_TYPES, UnknownValue, is_unknown, kubernetes_objects, walk
+from components.config_base import ImageReference, image_unpinned_reason, walk
+from policy.resources import HELM_RELEASE_TYPES, UnknownValue, is_unknown, kubernetes_objects
 
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 REQUIRE_DIGESTS = "requireDigests"  # the policy config's: every image by digest

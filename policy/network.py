@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.config_base import walk
 from components.workloads.slice_checks.objects import JOBSET_NAME_LABEL
-from policy.resources import Resource, Violation, kubernetes_objects, list_of, mapping_of, walk
+from policy.resources import Resource, Violation, kubernetes_objects, list_of, mapping_of
 
 NETWORK_POLICY = ("networking.k8s.io", "NetworkPolicy")
 # The labels the JobSet controller adds to every pod: its JobSet's and its replicated job's names

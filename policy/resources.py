@@ -97,17 +97,6 @@ def list_of(props: Any, path: str, *, owner: str = "") -> Sequence[Any]:
     return value if isinstance(value, Sequence) and not isinstance(value, str) else []
 
 
-def walk(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
-    """Every (path, value) pair below ``value``, containers included, depth first."""
-    yield path, value
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from walk(item, (*path, str(key)))
-    elif isinstance(value, Sequence) and not isinstance(value, str):
-        for index, item in enumerate(value):
-            yield from walk(item, (*path, str(index)))
-
-
 # Components of the Kubernetes provider that carry whole objects in their inputs. The engine runs
 # them as remote components, so a real analyzer sees each object again as a child resource of its
 # own type; the offline mocks record only the component and its inputs.

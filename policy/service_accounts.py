@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from policy.resources import UnknownValue, is_unknown, kubernetes_objects, walk
+from components.config_base import walk
+from policy.resources import UnknownValue, is_unknown, kubernetes_objects
 
 DEFAULT_ACCOUNT = "default"
 

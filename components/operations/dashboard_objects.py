@@ -18,11 +18,11 @@ written 0 would show a change at every preview (tests/test_operations_dashboards
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from components import manifests
+from components.config_base import walk
 from components.gcp.config import ClusterConfig
 from components.operations import metric_catalog
 from components.workloads.serving.config import DECODE, PREFILL
@@ -49,17 +49,9 @@ def load_dashboard(key: str) -> dict[str, Any]:
     return manifests.load_document(f"{DASHBOARDS_DIR}/{key}.json")
 
 
-def _query_holders(node: Any) -> Iterator[dict[str, Any]]:
+def _query_holders(body: dict[str, Any]) -> list[dict[str, Any]]:
     """Every mapping of a dashboard that holds a PromQL query (``prometheusQuery``), in the order of its tiles."""
-    if isinstance(node, dict):
-        if QUERY_KEY in node:
-            yield node
-        for key, value in node.items():
-            if key != QUERY_KEY:
-                yield from _query_holders(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _query_holders(item)
+    return [value for _, value in walk(body) if isinstance(value, dict) and QUERY_KEY in value]
 
 
 def queries(body: dict[str, Any]) -> list[str]:
