@@ -10,12 +10,17 @@ from typing import Any
 
 from components.gcp.config import TpuConfig
 from components.manifests import by_kind, load_documents
-from components.platform.config import QueuesConfig, cluster_quota
+from components.platform.config import PriorityLevel, QueuesConfig, cluster_quota
 from components.tpu.topology import ACCELERATOR_NODE_LABEL, kueue_topology_levels
 
 # What a workload carries so Kueue queues and orders it.
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def queue_labels(queues: QueuesConfig, priority: PriorityLevel) -> dict[str, str]:
+    """The labels that queue a workload in its namespace's LocalQueue at the priority level ``priority``."""
+    return {QUEUE_LABEL: queues.local_queue_name, PRIORITY_LABEL: queues.priority_class(priority).name}
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from components import manifests
 from components.config_base import ImageReference, PullPath
 from components.gcp.config import NetworkConfig, TpuConfig
 from components.platform.config import QueuesConfig
-from components.platform.kueue_objects import PRIORITY_LABEL, QUEUE_LABEL
+from components.platform.kueue_objects import queue_labels
 from components.tpu.topology import (
     ACCELERATOR_NODE_LABEL,
     SLICE_TOPOLOGY_ANNOTATION,
@@ -347,13 +347,7 @@ def leaderworkerset(
     metadata = lws["metadata"]
     # The guide and role labels are the base's own (only its leaders carry the guide label, which the router's
     # InferencePool selects: workers run Ray only, with no HTTP server to route to).
-    metadata["labels"].update(
-        {
-            MODEL_LABEL: model_label,
-            QUEUE_LABEL: queues.local_queue_name,
-            PRIORITY_LABEL: queues.priority_class(serving.priority).name,
-        }
-    )
+    metadata["labels"].update({MODEL_LABEL: model_label, **queue_labels(queues, serving.priority)})
     lws["spec"]["replicas"] = serving.role(role).replicas
     template = lws["spec"]["leaderWorkerTemplate"]
     template["size"] = machine.hosts(shape)

@@ -13,7 +13,7 @@ from components import manifests
 from components.config_base import PullPath
 from components.gcp.config import TpuConfig
 from components.platform.config import QueuesConfig
-from components.platform.kueue_objects import PRIORITY_LABEL, QUEUE_LABEL
+from components.platform.kueue_objects import queue_labels
 from components.tpu.topology import ACCELERATOR_NODE_LABEL, SLICE_TOPOLOGY_ANNOTATION, TPU_RESOURCE, MachineType, Shape
 from components.workloads.slice_checks.config import (
     SUBSLICING,
@@ -84,8 +84,7 @@ def slice_check_jobset(
     jobset = manifests.load_document(BASE_FILES[kind])
     metadata = jobset["metadata"]
     metadata.update(name=check.name, namespace=namespace)
-    priority_class = queues.priority_class(check.priority).name
-    metadata.setdefault("labels", {}).update({QUEUE_LABEL: queues.local_queue_name, PRIORITY_LABEL: priority_class})
+    metadata.setdefault("labels", {}).update(queue_labels(queues, check.priority))
     (replicated_job,) = jobset["spec"]["replicatedJobs"]
     replicated_job["replicas"] = check.slices
     job_spec = replicated_job["template"]["spec"]
