@@ -322,17 +322,26 @@ def control_plane_port_warnings(platform: PlatformConfig, dynamic_slicing: bool)
     return warnings
 
 
+def validate_chart_reference(key: str, chart: str, problems: Problems) -> None:
+    """A registry chart (the llm-d router's too) is named by its published URL."""
+    if not chart.startswith(("oci://", "https://")):
+        problems.add(key, f"{chart!r} is not an oci:// or https:// chart reference", "use the chart's published URL")
+
+
+def validate_release_image(key: str, image: str, repository: str, tag: str, release: str, problems: Problems) -> None:
+    """An override ``image`` of ``repository``:``tag``, the image the release ``release`` runs (a chart's controller,
+    the llm-d router's endpoint picker): that image at that tag, pinned by digest (release_image_problems)."""
+    own = f"{repository}:{tag}"
+    for problem in release_image_problems(image, repository.rsplit("/", 1)[-1], tag, release):
+        problems.add(key, problem, f"write {own}@sha256:<digest> (`crane digest {own}`), or leave it empty for {own}")
+
+
 def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
     charts = (("jobset", platform.jobset), ("kueue", platform.kueue), ("leaderWorkerSet", platform.leader_worker_set))
     for key, chart in charts:
         prefix = f"platform.{key}"
         # Not a pattern on the field: the program's own local chart (the slice controller's) is described by it too.
-        if not chart.chart.startswith(("oci://", "https://")):
-            problems.add(
-                f"{prefix}.chart",
-                f"{chart.chart!r} is not an oci:// or https:// chart reference",
-                "use the chart's published URL",
-            )
+        validate_chart_reference(f"{prefix}.chart", chart.chart, problems)
         if not EXACT_VERSION.match(chart.version):
             problems.add(
                 f"{prefix}.version",
@@ -341,13 +350,8 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
             )
         if chart.image:
             own = chart_own_image(key, chart)
-            name = own.name.rsplit("/", 1)[-1]
-            for problem in release_image_problems(chart.image, name, own.tag, f"{key} {chart.version}"):
-                problems.add(
-                    f"{prefix}.image",
-                    problem,
-                    f"write {own}@sha256:<digest> (`crane digest {own}`), or leave it empty for {own}",
-                )
+            release = f"{key} {chart.version}"
+            validate_release_image(f"{prefix}.image", chart.image, own.name, own.tag, release, problems)
     if platform.leader_worker_set.namespace != "lws-system":
         problems.add(
             "platform.leaderWorkerSet.namespace",

@@ -17,11 +17,16 @@ from components.config_base import (
     K8sName,
     Problems,
     image_pin_problem,
-    release_image_problems,
     written_release_image,
 )
 from components.gcp.config import ClusterConfig, TpuConfig
-from components.platform.config import WORKLOAD_NAMESPACE, PriorityLevel, QueuesConfig
+from components.platform.config import (
+    WORKLOAD_NAMESPACE,
+    PriorityLevel,
+    QueuesConfig,
+    validate_chart_reference,
+    validate_release_image,
+)
 from components.tpu import admission, sizing, topology
 from components.workloads import rules as workload_rules
 from components.workloads.serving import rules
@@ -552,12 +557,7 @@ def _validate_token(serving: ServingConfig, cluster: ClusterConfig, project: str
 def _validate_front(serving: ServingConfig, problems: Problems) -> None:
     if not 1 <= serving.gateway.port <= 65535:
         problems.add("serving.gateway.port", f"{serving.gateway.port} is not a port", "use 1-65535, e.g. 80")
-    if not serving.router.chart.startswith(("oci://", "https://")):
-        problems.add(
-            "serving.router.chart",
-            f"{serving.router.chart!r} is not an oci:// or https:// chart reference",
-            "use the chart's published URL",
-        )
+    validate_chart_reference("serving.router.chart", serving.router.chart, problems)
     for key, version in (
         ("router.version", serving.router.version),
         ("inferencePoolCrds.version", serving.inference_pool_crds.version),
@@ -570,15 +570,9 @@ def _validate_front(serving: ServingConfig, problems: Problems) -> None:
     if serving.router.replicas < 1:
         problems.add("serving.router.replicas", f"{serving.router.replicas} runs no endpoint picker", "use 2")
     if serving.router.epp_image:
-        own = f"{ENDPOINT_PICKER_REPOSITORY}:{serving.router.version}"
-        picker = ENDPOINT_PICKER_REPOSITORY.rsplit("/", 1)[-1]
-        release = f"llm-d router {serving.router.version}"
-        for problem in release_image_problems(serving.router.epp_image, picker, serving.router.version, release):
-            problems.add(
-                "serving.router.eppImage",
-                problem,
-                f"write {own}@sha256:<digest> (`crane digest {own}`), or leave it empty for {own}",
-            )
+        key, version = "serving.router.eppImage", serving.router.version
+        release = f"llm-d router {version}"
+        validate_release_image(key, serving.router.epp_image, ENDPOINT_PICKER_REPOSITORY, version, release, problems)
     if serving.routing_sidecar_image:
         for problem in rules.routing_sidecar_image_problems(serving.routing_sidecar_image, serving.router.version):
             problems.add(
