@@ -1030,26 +1030,26 @@ def _validate_version(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems
         )
 
 
-def _parse_time(text: str) -> datetime | None:
+def _zoned_time(key: str, text: str, problems: Problems) -> datetime | None:
+    """``text`` as an RFC 3339 time with a zone, or None after a problem under ``key``."""
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        parsed: datetime | None = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        problems.add(key, f"{text!r} is not an RFC 3339 time with a zone", "write e.g. 2026-01-03T04:00:00Z")
         return None
+    return parsed
 
 
 def _validate_time_range(prefix: str, start: str, end: str, problems: Problems) -> timedelta | None:
-    begin, finish = _parse_time(start), _parse_time(end)
-    for key, text, parsed in (("start", start, begin), ("end", end, finish)):
-        if parsed is None or parsed.tzinfo is None:
-            problems.add(
-                f"{prefix}.{key}", f"{text!r} is not an RFC 3339 time with a zone", "write e.g. 2026-01-03T04:00:00Z"
-            )
-    if begin and finish and begin.tzinfo and finish.tzinfo:
-        if finish <= begin:
-            problems.add(f"{prefix}.end", "ends before it starts", "set an end after the start")
-            return None
-        return finish - begin
-    return None
+    begin, finish = _zoned_time(f"{prefix}.start", start, problems), _zoned_time(f"{prefix}.end", end, problems)
+    if begin is None or finish is None:
+        return None
+    if finish <= begin:
+        problems.add(f"{prefix}.end", "ends before it starts", "set an end after the start")
+        return None
+    return finish - begin
 
 
 def _validate_maintenance(cluster: ClusterConfig, problems: Problems) -> None:
