@@ -141,9 +141,8 @@ def _network_of(
 
 def _field(result: Any, name: str) -> str:
     """A string field of an invoke's nested result: the SDK hands some over typed, others as mappings of the same
-    (snake_case) keys (pulumi 3 under pulumi-gcp 10.2.0's getCluster: privateClusterConfigs came as a dict)."""
-    if result is None:
-        return ""
+    (snake_case) keys (pulumi 3 under pulumi-gcp 10.2.0's getCluster: privateClusterConfigs came as a dict); None,
+    where there is no such result, has none of the fields either."""
     value = result.get(name) if isinstance(result, dict) else getattr(result, name, None)
     return str(value or "")
 
