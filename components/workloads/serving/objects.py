@@ -180,6 +180,8 @@ def serving_objects(
     if skip_await:
         await_nothing(inference_gateway)
     values = router_values(serving, pull_path)
+    # The ConfigMap the staging Job mounts at /staging (the program and its requirements), and the Job's account
+    script = manifests.config_map("weights-staging-script", namespace, staging_files())
     stager = load_base("weights-staging-service-account.yaml", name=staging.service_account_name, namespace=namespace)
     benchmark = load_base("benchmark-service-account.yaml", name=BENCHMARK_SERVICE_ACCOUNT, namespace=namespace)
     token_version = serving.hf_token_secret_version
@@ -188,7 +190,7 @@ def serving_objects(
         gateway=inference_gateway,
         router_values=values,
         leaderworkersets=[leaderworkerset(serving, tpu, queues, project, pull_path, role) for role in ROLES],
-        staging_script=staging_script_configmap(namespace) if staging.enabled else None,
+        staging_script=script if staging.enabled else None,
         staging_service_account=stager if staging.enabled else None,
         staging_job=weights_staging_job(serving, project, pull_path, skip_await) if staging.enabled else None,
         benchmark_service_account=benchmark,
@@ -247,11 +249,6 @@ def hand_over_token(
 def staging_files() -> dict[str, str]:
     """The staging program and its pinned requirements, exactly as the ConfigMap carries them."""
     return {name: (manifests.MANIFESTS / "serving" / name).read_text(encoding="utf-8") for name in STAGING_FILES}
-
-
-def staging_script_configmap(namespace: str) -> dict[str, Any]:
-    """The ConfigMap the staging Job mounts at /staging: the program and its requirements."""
-    return manifests.config_map("weights-staging-script", namespace, staging_files())
 
 
 def weights_staging_job(serving: ServingConfig, project: str, pull_path: PullPath, skip_await: bool) -> dict[str, Any]:
