@@ -196,10 +196,6 @@ def parsed(raw: Mapping[str, Any]) -> StackConfig | None:
     return None if problems.items else config
 
 
-def parse(raw: Mapping[str, Any]) -> StackConfig:
-    return load(raw).config
-
-
 def load_pulumi_values(values: Mapping[str, str], secret_keys: Iterable[str] = ()) -> Stack:
     """Load config as Pulumi hands it over: ``<namespace>:<key>`` -> string (JSON for objects), with the full names of
     the keys the engine holds as secrets."""

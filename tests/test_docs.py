@@ -66,11 +66,13 @@ def test_the_config_table_says_required_only_of_what_is_required():
 
     rows = documented_settings(StackConfig)
     with pytest.raises(ConfigError) as raised:
-        stack_config.parse({})
+        stack_config.load({})
     missing = {p.key for p in raised.value.problems if p.what == "is required"}
     assert {key for key, default, _ in rows if default == REQUIRED} == missing == {"project"}
 
-    minimal = stack_config.parse({"project": "my-tpu-project", "tpu": {"reservation": {"name": "r", "block": "b"}}})
+    minimal = stack_config.load(
+        {"project": "my-tpu-project", "tpu": {"reservation": {"name": "r", "block": "b"}}}
+    ).config
 
     def value_at(key: str):
         value = minimal

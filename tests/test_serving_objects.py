@@ -59,7 +59,7 @@ from tests.crd_schemas import core_errors, crd_errors
 
 # The dev fixture stack (tests/data/stacks): the serving block's defaults, with its own weights bucket.
 DEV_VALUES = stack_values("dev")
-DEV = stack_config.parse(DEV_VALUES)
+DEV = stack_config.load(DEV_VALUES).config
 WEIGHTS_BUCKET = DEV_VALUES["serving"]["weightsBucket"]["name"]
 MODEL = DEV.serving.model  # the model the stack serves
 WEIGHTS = hf_cache_weights_uri(WEIGHTS_BUCKET, MODEL.id, MODEL.revision)

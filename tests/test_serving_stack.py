@@ -336,7 +336,7 @@ def test_base_url_and_curl_follow_the_gateway_address():
     from components import stack as stack_config
     from components.workloads.serving.component import serving_endpoint
 
-    config = stack_config.parse(with_overrides(stack_values(), {"serving.gateway.port": 8080}))
+    config = stack_config.load(with_overrides(stack_values(), {"serving.gateway.port": 8080})).config
 
     @pulumi.runtime.test
     def check():

@@ -120,12 +120,10 @@ def test_bad_check_input_names_its_key_and_registers_nothing(override, key, frag
 def test_checks_on_a_machine_without_dynamic_slicing_are_refused():
     raw = with_overrides(stack_values("dev"), {"tpu.machineType": "ct5lp-hightpu-4t", "tpu.sliceShapes": []})
     with pytest.raises(ConfigError) as raised:
-        stack_config.parse(raw)
+        stack_config.load(raw)
     keys = {p.key for p in raised.value.problems}
     assert {"checks.subslicing.enabled", "checks.superslicing.enabled"} <= keys
 
 
 def test_check_image_pinned_by_digest_is_accepted():
-    stack_config.parse(
-        with_overrides(stack_values("dev"), {"checks.image": "registry.example/jax@sha256:" + "ab" * 32})
-    )
+    stack_config.load(with_overrides(stack_values("dev"), {"checks.image": "registry.example/jax@sha256:" + "ab" * 32}))

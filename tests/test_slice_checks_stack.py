@@ -179,7 +179,7 @@ def test_capacity_counts_follow_the_pools(pools):
     raw = with_overrides(
         stack_values(), {"tpu.pools": [{"name": f"c-{i}", "nodeCount": per_pool} for i in range(pools)]}
     )
-    config = stack_config.parse(raw)
+    config = stack_config.load(raw).config
     report = config.tpu.capacity_report()
     nodes = pools * per_pool
     chips = nodes * config.tpu.machine.chips_per_host

@@ -13,7 +13,7 @@ MINIMAL = {"project": "my-tpu-project", "tpu": {"reservation": {"name": "res", "
 
 
 def test_defaults_are_the_reference_deployment():
-    config = stack_config.parse(MINIMAL)
+    config = stack_config.load(MINIMAL).config
     assert config.region == "us-central1"
     assert (config.network.prefix, config.network.mtu) == ("qwen-serving", 8896)
     assert (config.network.node_cidr, config.network.proxy_only_cidr) == ("10.10.0.0/18", "172.16.0.0/26")
@@ -30,7 +30,7 @@ def test_defaults_are_the_reference_deployment():
 
 
 def test_dev_stack_is_the_reference_deployment():
-    config = stack_config.parse(stack_values("dev"))
+    config = stack_config.load(stack_values("dev")).config
     assert config.cluster.deletion_protection is False
     reservation = config.tpu.reservation
     # the pools take the reservation's block by its path, as GKE's reservation affinity names it
@@ -66,7 +66,7 @@ def test_every_problem_is_reported_in_one_error():
         },
     )
     with pytest.raises(ConfigError) as raised:
-        stack_config.parse(raw)
+        stack_config.load(raw)
     keys = {p.key for p in raised.value.problems}
     across = {"tpu.zone", "cluster.version", "tpu.reservation.name", "tpu.reservation.block"}  # rules across settings
     assert {"network.mtu", "project", "queues.namespaces[0]", *across} <= keys
@@ -77,7 +77,7 @@ def test_every_problem_is_reported_in_one_error():
 
 def test_a_value_that_fails_to_parse_gets_no_follow_on_complaints():
     with pytest.raises(ConfigError) as raised:
-        stack_config.parse(
+        stack_config.load(
             with_overrides(
                 MINIMAL, {"tpu.pools": [{"name": "p", "nodeCount": "sixteen"}, {"name": "q", "nodeCount": 16}]}
             )
@@ -126,13 +126,13 @@ def test_a_value_that_fails_to_parse_gets_no_follow_on_complaints():
     ],
 )
 def test_good_variations_parse(override):
-    stack_config.parse(with_overrides(stack_values("dev"), override))
+    stack_config.load(with_overrides(stack_values("dev"), override))
 
 
 def test_secret_values_are_never_echoed():
     """A secret setting's value of the wrong type is not shown (nor does it look like a credential to redact)."""
     with pytest.raises(ConfigError) as raised:
-        stack_config.parse(with_overrides(MINIMAL, {"cluster.existing.kubeconfig": ["abcdefSECRET"]}))
+        stack_config.load(with_overrides(MINIMAL, {"cluster.existing.kubeconfig": ["abcdefSECRET"]}))
     assert [p.key for p in raised.value.problems] == ["cluster.existing.kubeconfig"]
     assert "abcdefSECRET" not in str(raised.value)
 
@@ -146,11 +146,11 @@ def test_structured_config_that_is_not_json_is_reported():
 
 
 def test_a_partial_object_keeps_the_defaults_of_the_keys_it_leaves_out():
-    config = stack_config.parse(
+    config = stack_config.load(
         with_overrides(
             MINIMAL, {"checks": {"subslicing": {"enabled": False}}, "platform": {"kueue": {"version": "0.17.5"}}}
         )
-    )
+    ).config
     assert config.checks.subslicing.enabled is False
     assert (config.checks.subslicing.name, config.checks.subslicing.shape, config.checks.subslicing.slices) == (
         "subslice-check",
@@ -281,7 +281,7 @@ def test_a_setting_s_own_problems_and_the_rules_across_settings_are_reported_tog
     """A value of the wrong type, an unknown key and a rule across settings, in one message: the rules run on the
     config with the failed values at their defaults, and say nothing more of the keys that failed."""
     with pytest.raises(ConfigError) as raised:
-        stack_config.parse(
+        stack_config.load(
             with_overrides(
                 MINIMAL,
                 {

@@ -143,7 +143,7 @@ def test_a_partitions_hosts_form_a_box_of_its_shape():
 
 
 def test_the_sub_block_and_block_come_from_the_reservation():
-    config = stack_config.parse(THREE_CUBES)
+    config = stack_config.load(THREE_CUBES).config
     for node in twin.tpu_nodes(config):
         pool = next(p for p in config.tpu.pools if p.name == labels(node)[twin.NODEPOOL_LABEL])
         assert labels(node)[topology.BLOCK_LABEL] == config.tpu.reservation.block
@@ -232,7 +232,7 @@ def test_healthy_nodes_only_selects_a_health_label_the_nodes_carry_and_the_slice
 
 
 def test_system_pool_nodes_follow_the_system_pool_config():
-    config = stack_config.parse(THREE_CUBES)
+    config = stack_config.load(THREE_CUBES).config
     pool = config.cluster.system_pool
     nodes = twin.system_nodes(config)
     assert len(nodes) == 3 * pool.nodes_per_zone
@@ -247,7 +247,7 @@ def test_system_pool_nodes_follow_the_system_pool_config():
 
 @pytest.mark.parametrize("machine_type", ["n1-standard-8", "a3-highgpu-8g", "n2-custom-8-32768"])
 def test_a_system_machine_type_the_twin_does_not_know_is_refused_by_name(machine_type):
-    config = stack_config.parse({**ONE_CUBE, "cluster": {"systemPool": {"machineType": machine_type}}})
+    config = stack_config.load({**ONE_CUBE, "cluster": {"systemPool": {"machineType": machine_type}}}).config
     with pytest.raises(ValueError, match=re.escape(machine_type)):
         twin.system_nodes(config)
 
@@ -288,7 +288,7 @@ def test_memory_reservation(gib, reserved_gib):
 
 
 def test_a_static_slice_pool_has_its_topology_and_no_partitions():
-    config = stack_config.parse(
+    config = stack_config.load(
         {
             "project": "fixture-project",
             "region": "us-west4",
@@ -300,7 +300,7 @@ def test_a_static_slice_pool_has_its_topology_and_no_partitions():
             },
             "checks": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},
         }
-    )
+    ).config
     nodes = twin.tpu_nodes(config)
     assert len(nodes) == config.tpu.total_nodes
     for node in nodes:

@@ -124,7 +124,7 @@ def test_the_calls_are_found_where_the_stacks_install_them(calls):
 @pytest.mark.external  # the registry charts of charts.lock
 def test_the_recorded_ports_of_each_release_are_the_rendered_ones(runs, calls):
     """The program's fact (RELEASE_CONTROL_PLANE_PORTS) against the charts."""
-    config = stack_config.parse(stack_values("dev"))
+    config = stack_config.load(stack_values("dev")).config
     namespaces = platform_config.release_namespaces(config.platform, config.tpu.dynamic_slicing)
     for key, namespace in namespaces.items():
         recorded = platform_config.RELEASE_CONTROL_PLANE_PORTS[key]
