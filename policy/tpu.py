@@ -43,9 +43,8 @@ def pool_chips(resource: Resource) -> int:
         total = get(autoscaling, "totalMaxNodeCount", None, owner=name)
         nodes = total if total is not None else get(autoscaling, "maxNodeCount", 0, owner=name) * zones
     else:
-        nodes = get(props, "nodeCount", None, owner=name)
-        if nodes is None:
-            nodes = get(props, "initialNodeCount", 0, owner=name)
+        count = get(props, "nodeCount", None, owner=name)
+        nodes = count if count is not None else get(props, "initialNodeCount", 0, owner=name)
     return int(nodes) * machine.chips_per_host
 
 
