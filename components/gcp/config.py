@@ -1089,19 +1089,19 @@ def validate_tpu(tpu: TpuConfig, region: str, problems: Problems) -> None:
     shapes = _validate_slice_shapes(tpu, machine, problems)
     _validate_pools(tpu, machine, problems)
     _validate_reservation(tpu, machine, problems)
-    if machine.dynamic_slicing:
-        for i, shape in shapes:
-            if topology.is_super_slice(shape) and topology.cubes_in(shape) > tpu.cubes:
-                problems.add(
-                    f"tpu.sliceShapes[{i}]",
-                    f"{shape} needs {topology.cubes_in(shape)} cubes; the stack has {tpu.cubes}",
-                    "add TPU pools (one per cube) or remove the shape",
-                )
+    for i, shape in shapes:  # none unless the machine slices dynamically
+        if topology.is_super_slice(shape) and topology.cubes_in(shape) > tpu.cubes:
+            problems.add(
+                f"tpu.sliceShapes[{i}]",
+                f"{shape} needs {topology.cubes_in(shape)} cubes; the stack has {tpu.cubes}",
+                "add TPU pools (one per cube) or remove the shape",
+            )
 
 
 def _validate_slice_shapes(
     tpu: TpuConfig, machine: topology.MachineType, problems: Problems
 ) -> list[tuple[int, topology.Shape]]:
+    """The valid shapes, each with its index: none for a machine without dynamic slicing (each a problem)."""
     shapes = []
     for i, text in enumerate(tpu.slice_shapes):
         key = f"tpu.sliceShapes[{i}]"
