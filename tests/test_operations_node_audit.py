@@ -4,6 +4,7 @@ the program's TPU workloads run on, and the privileges they take, each where the
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -22,6 +23,7 @@ from components.operations.config import (
 from tests.crd_schemas import core_errors
 
 MIRROR = "us-central1-docker.pkg.dev/my-org-artifacts/tpu-gke-mirror"
+OBJECT_FIELDS = [field.name for field in dataclasses.fields(nao.NodeAuditObjects)]  # every object of the block
 # The program's TPU workloads: every toleration of their pods must let the audit pods onto the same nodes.
 TPU_WORKLOAD_FILES = (
     "serving/prefill-leaderworkerset.yaml",
@@ -86,9 +88,9 @@ def volumes(objects: nao.NodeAuditObjects) -> dict[str, dict[str, Any]]:
     return {v["name"]: v for v in pod(objects)["volumes"]}
 
 
-@pytest.mark.parametrize("index", range(3), ids=["service-account", "config", "daemonset"])
-def test_every_object_passes_the_strict_core_schema(index):
-    assert core_errors(built().manifests[index]) == []
+@pytest.mark.parametrize("field", OBJECT_FIELDS)
+def test_every_object_passes_the_strict_core_schema(field):
+    assert core_errors(getattr(built(), field)) == []
 
 
 def test_the_overlay_sets_both_images_and_the_cluster_the_entries_are_written_under():
@@ -237,7 +239,7 @@ def test_only_the_setup_is_privileged_and_the_agent_keeps_one_capability():
 
 def test_every_object_is_in_the_node_audit_namespace_and_the_account_carries_no_token():
     objects = built()
-    assert {obj["metadata"]["namespace"] for obj in objects.manifests} == {NODE_AUDIT_NAMESPACE}
+    assert {getattr(objects, field)["metadata"]["namespace"] for field in OBJECT_FIELDS} == {NODE_AUDIT_NAMESPACE}
     # The base's placeholder is the namespace the stack uses, so the file applies as it says.
     assert {d["metadata"]["namespace"] for d in manifests.load_documents(nao.NODE_AUDIT_FILE)} == {NODE_AUDIT_NAMESPACE}
     assert objects.service_account["automountServiceAccountToken"] is False

@@ -26,11 +26,6 @@ class NodeAuditObjects:
     config: dict[str, Any]  # the ConfigMap of the agent's configuration
     daemonset: dict[str, Any]
 
-    @property
-    def manifests(self) -> list[dict[str, Any]]:
-        """Every object, in the order they are applied (after their namespace)."""
-        return [self.service_account, self.config, self.daemonset]
-
 
 def node_audit_objects(
     node_audit: NodeAuditLoggingConfig, cluster: ClusterConfig, location: str, pull_path: PullPath
