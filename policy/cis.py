@@ -24,7 +24,7 @@ IN_PRODUCTION = (HELD_IN_PRODUCTION, PARTLY_IN_PRODUCTION)
 # A status whose "held by" names something; the others name nothing.
 HOLDING = (HELD, HELD_IN_PRODUCTION, PARTLY, PARTLY_IN_PRODUCTION)
 
-POLICY, PREVIEW = "policy:", "preview:"
+POLICY = "policy:"
 CHECKOV_ID = re.compile(r"^CKV2?_(K8S|GCP)_\d+$")
 
 # The recommendations of sections 4 and 5 of v1.9.0, as kube-bench numbers them (aquasecurity/kube-bench
@@ -52,10 +52,6 @@ class Control:
     def checkov(self, items: tuple[str, ...], framework: str) -> list[str]:
         """The checkov checks of ``framework`` (K8S or GCP) among ``items``."""
         return [i for i in items if CHECKOV_ID.match(i) and f"_{framework}_" in i]
-
-    @property
-    def preview_keys(self) -> list[str]:
-        return [i.removeprefix(PREVIEW) for i in self.held_by if i.startswith(PREVIEW)]
 
 
 def controls_held_by(holder: str) -> list[str]:
