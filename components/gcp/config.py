@@ -56,21 +56,21 @@ _GCP_NAME_FORM = Field(
     ),
     examples=["example"],
 )
-GcpName = Annotated[
-    str, StringConstraints(pattern=f"^{naming.GCP_NAME}$", max_length=naming.COMPUTE_NAME_MAX), _GCP_NAME_FORM
-]
-GcpNameOrEmpty = Annotated[
-    str, StringConstraints(pattern=f"^({naming.GCP_NAME})?$", max_length=naming.COMPUTE_NAME_MAX), _GCP_NAME_FORM
-]
-GkeName = Annotated[
-    str, StringConstraints(pattern=f"^{naming.GCP_NAME}$", max_length=naming.GKE_NAME_MAX), _GCP_NAME_FORM
-]
+
+
+def _gcp_name(max_length: int, *, or_empty: bool = False) -> StringConstraints:
+    """A GCP resource name of at most ``max_length`` characters; ``or_empty``: or nothing."""
+    pattern = f"^({naming.GCP_NAME})?$" if or_empty else f"^{naming.GCP_NAME}$"
+    return StringConstraints(pattern=pattern, max_length=max_length)
+
+
+GcpName = Annotated[str, _gcp_name(naming.COMPUTE_NAME_MAX), _GCP_NAME_FORM]
+GcpNameOrEmpty = Annotated[str, _gcp_name(naming.COMPUTE_NAME_MAX, or_empty=True), _GCP_NAME_FORM]
+GkeName = Annotated[str, _gcp_name(naming.GKE_NAME_MAX), _GCP_NAME_FORM]
+GkeNameOrEmpty = Annotated[str, _gcp_name(naming.GKE_NAME_MAX, or_empty=True), _GCP_NAME_FORM]
 _PROJECT_ID_FORM = Field(json_schema_extra=form("project ID", f"use {naming.PROJECT_ID_FORM}"), examples=["my-project"])
 ProjectId = Annotated[str, StringConstraints(pattern=f"^{naming.PROJECT_ID}$"), _PROJECT_ID_FORM]
 ProjectIdOrEmpty = Annotated[str, StringConstraints(pattern=f"^({naming.PROJECT_ID})?$"), _PROJECT_ID_FORM]
-GkeNameOrEmpty = Annotated[
-    str, StringConstraints(pattern=f"^({naming.GCP_NAME})?$", max_length=naming.GKE_NAME_MAX), _GCP_NAME_FORM
-]
 
 
 @dataclass(frozen=True, order=True)
