@@ -353,9 +353,15 @@ def parse_quantity(text: str) -> float:
     return float(match.group(1)) * _QUANTITY_UNITS[match.group(2)]
 
 
-# One pin rule, held twice: by the config blocks at preview, under the key that sets a version, and by the policy
-# pack on every Helm release a stack registers (policy/charts.py).
+# One pin rule, held twice: by the config blocks at preview, under the key that sets a version (ExactVersion), and by
+# the policy pack on every Helm release a stack registers (policy/charts.py).
 EXACT_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$")
+# A setting that pins a release: a full version (no range, no floating tag such as v0 or latest).
+ExactVersion = Annotated[
+    str,
+    StringConstraints(pattern=EXACT_VERSION.pattern),
+    Field(json_schema_extra=form("exact version", "pin a release, such as 0.17.8 or v0.10.0"), examples=["0.0.0"]),
+]
 
 
 # A secret version as Secret Manager names it, the form the Secret Manager add-on's SecretProviderClass takes

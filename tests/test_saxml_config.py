@@ -67,13 +67,13 @@ SAXML_BAD_INPUTS = [
     pytest.param(
         {"saxml.noncurrentVersions": {"days": -1}},
         "saxml.noncurrentVersions.days",
-        "is negative",
+        "-1 is not 0 or more",
         id="negative-version-days",
     ),
     pytest.param(
         {"saxml.noncurrentVersions": {"newerVersions": -5}},
         "saxml.noncurrentVersions.newerVersions",
-        "is negative",
+        "-5 is not 0 or more",
         id="negative-newer-versions",
     ),
     pytest.param(

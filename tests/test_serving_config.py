@@ -59,10 +59,13 @@ SERVING_BAD_INPUTS = [
         id="weights-beyond-hbm-even-at-the-default-headroom",
     ),
     pytest.param(
-        {"serving.hbmHeadroom": 1.0}, "serving.hbmHeadroom", "must be at least 0 and below 1", id="headroom-all"
+        {"serving.hbmHeadroom": 1.0}, "serving.hbmHeadroom", "1.0 is not 0 or more and below 1", id="headroom-all"
     ),
     pytest.param(
-        {"serving.hbmHeadroom": -0.1}, "serving.hbmHeadroom", "must be at least 0 and below 1", id="headroom-negative"
+        {"serving.hbmHeadroom": -0.1},
+        "serving.hbmHeadroom",
+        "-0.1 is not 0 or more and below 1",
+        id="headroom-negative",
     ),
     pytest.param(
         # the default revision, which is the default model's snapshot, with another model
@@ -76,6 +79,12 @@ SERVING_BAD_INPUTS = [
         "serving.prefill.tensorParallelSize",
         "does not divide the 16 TensorCores of one 2x2x2 slice",
         id="tp-not-a-divisor",
+    ),
+    pytest.param(
+        {"serving.decode.tensorParallelSize": 0},
+        "serving.decode.tensorParallelSize",
+        "0 is not 1 or more",
+        id="tp-zero",
     ),
     pytest.param(
         {"serving.model.weightsDtype": "fp4x"},
@@ -95,7 +104,7 @@ SERVING_BAD_INPUTS = [
         "need 3 cube(s)",
         id="serving-beyond-capacity",
     ),
-    pytest.param({"serving.prefill.replicas": 0}, "serving.prefill.replicas", "serves nothing", id="no-prefill"),
+    pytest.param({"serving.prefill.replicas": 0}, "serving.prefill.replicas", "0 is not 1 or more", id="no-prefill"),
     pytest.param(
         {"serving.prefill.name": "kueue-vllm-prefill-model-streamer"},
         "serving.prefill.name",
@@ -172,7 +181,7 @@ SERVING_BAD_INPUTS = [
         "not an oci://",
         id="router-chart-without-scheme",
     ),
-    pytest.param({"serving.gateway.port": 0}, "serving.gateway.port", "not a port", id="bad-gateway-port"),
+    pytest.param({"serving.gateway.port": 0}, "serving.gateway.port", "0 is outside 1-65535", id="bad-gateway-port"),
     pytest.param(
         {"serving.weightsBucket.name": "Bad_Bucket!"},
         "serving.weightsBucket.name",
@@ -217,7 +226,7 @@ SERVING_BAD_INPUTS = [
         "overlap",
         id="weights-inside-the-xla-cache",
     ),
-    pytest.param({"serving.router.replicas": 0}, "serving.router.replicas", "runs no endpoint picker", id="no-epp"),
+    pytest.param({"serving.router.replicas": 0}, "serving.router.replicas", "0 is not 1 or more", id="no-epp"),
     pytest.param(
         {"serving.router.eppImage": f"ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0@sha256:{'a' * 64}"},
         "serving.router.eppImage",

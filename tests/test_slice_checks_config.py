@@ -100,9 +100,12 @@ CHECKS_BAD_INPUTS = [
         id="unknown-priority-level",
     ),
     pytest.param(
-        {"checks.superslicing.holdSeconds": -1}, "checks.superslicing.holdSeconds", "negative", id="negative-hold"
+        {"checks.superslicing.holdSeconds": -1},
+        "checks.superslicing.holdSeconds",
+        "-1 is not 0 or more",
+        id="negative-hold",
     ),
-    pytest.param({"checks.subslicing.slices": 0}, "checks.subslicing.slices", "checks nothing", id="no-slices"),
+    pytest.param({"checks.subslicing.slices": 0}, "checks.subslicing.slices", "0 is not 1 or more", id="no-slices"),
     pytest.param(
         {"checks.subslicing.holdSecs": 5},
         "checks.subslicing.holdSecs",

@@ -61,10 +61,12 @@ class NoncurrentVersionsConfig(Block):
         STATE_VERSION_DAYS,
         description="Cloud Storage deletes a replaced version of the cell's state once it has been noncurrent this many days "
         "(0: no age limit).",
+        ge=0,
     )
     newer_versions: int = Field(
         0,
         description="Cloud Storage deletes a replaced version once this many newer versions of it exist (0: no count limit).",
+        ge=0,
     )
 
 
@@ -199,9 +201,6 @@ def _validate_http(http: SaxmlHttpConfig, cluster: ClusterConfig, problems: Prob
 
 
 def _validate_versions(versions: NoncurrentVersionsConfig, problems: Problems) -> None:
-    for key, value in (("days", versions.days), ("newerVersions", versions.newer_versions)):
-        if value < 0:
-            problems.add(f"saxml.noncurrentVersions.{key}", f"{value} is negative", "use 0 (no limit) or more")
     if versions.days == 0 and versions.newer_versions == 0:
         problems.add(
             "saxml.noncurrentVersions.days",

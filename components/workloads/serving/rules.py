@@ -90,20 +90,12 @@ def group_size_problems(size: int, shape: Shape, machine: MachineType) -> list[s
     return []
 
 
-def headroom_problems(headroom_fraction: float) -> list[str]:
-    """The share of HBM kept free of weights is a fraction: at least 0 and below 1."""
-    if 0 <= headroom_fraction < 1:
-        return []
-    return [f"HBM headroom fraction {headroom_fraction} must be at least 0 and below 1"]
-
-
 def weights_fit_problems(
     parameters_billions: float, dtype: str, shape: Shape, machine: MachineType, headroom_fraction: float
 ) -> list[str]:
     """The weights must fit the slice's HBM with ``headroom_fraction`` of it left for the KV
-    cache, activations and compiled programs: ``parameters x bytes <= chips x HBM x (1 - headroom)``."""
-    if problems := headroom_problems(headroom_fraction):
-        return problems
+    cache, activations and compiled programs: ``parameters x bytes <= chips x HBM x (1 - headroom)``, the headroom a
+    fraction at least 0 and below 1 (serving.hbmHeadroom declares it)."""
     try:
         needed = weight_bytes(parameters_billions, dtype)
     except ValueError as error:

@@ -21,9 +21,9 @@ IMAGE = "us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.9.0-rev1"
 class SliceCheckConfig(Block):
     name: K8sName = Field(description="JobSet name (counts against the 49-character slice-name budget).")
     shape: str = Field(description="Slice shape; one of tpu.sliceShapes.")
-    slices: int = Field(description="Slices the check takes at once (the JobSet's replicas).")
+    slices: int = Field(description="Slices the check takes at once (the JobSet's replicas).", ge=1)
     priority: PriorityLevel = Field(description="Priority level: low, medium or high (queues.priorityClasses).")
-    hold_seconds: int = Field(description="Seconds each pod holds its slice after the check passes.")
+    hold_seconds: int = Field(description="Seconds each pod holds its slice after the check passes.", ge=0)
     enabled: bool = Field(True, description="Run this check JobSet.")
 
 
@@ -100,7 +100,3 @@ def _validate_check(tpu: TpuConfig, kind: str, check: SliceCheckConfig, namespac
             problems.add(f"{prefix}.shape", f"{shape} is not a sub-slice", "use a sub-slice shape such as 2x2x2")
         elif kind == SUPERSLICING and not topology.is_super_slice(shape):
             problems.add(f"{prefix}.shape", f"{shape} is not a super-slice", "use a super-slice shape such as 4x4x8")
-    if check.slices < 1:
-        problems.add(f"{prefix}.slices", f"{check.slices} checks nothing", "use 1 or more")
-    if check.hold_seconds < 0:
-        problems.add(f"{prefix}.holdSeconds", f"{check.hold_seconds} is negative", "use 0 or more seconds")
