@@ -348,6 +348,10 @@ def test_ctrl_c_cancels_the_in_flight_create_and_up_converges(lab: Lab, webhook:
     lab.state["cancelled"] = True
 
 
+# The CLI killed mid-run may break off the stream of engine events it sends the Automation API: the SDK's receiving
+# end then warns "Error in event stream" (pulumi 3.272.0 sdk/python/lib/pulumi/automation/_stack.py), the fault under
+# test itself.
+@pytest.mark.filterwarnings("ignore:Error in event stream:UserWarning")
 def test_a_kill_after_ctrl_c_leaves_a_pending_create_that_cancel_refresh_and_up_resolve(
     lab: Lab, webhook: HoldingWebhook
 ):
