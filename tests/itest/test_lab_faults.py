@@ -461,6 +461,12 @@ def test_a_second_up_while_one_runs_is_refused_by_the_lock_and_the_first_finishe
 # --- 3. Drift ---------------------------------------------------------------------------------------------
 
 
+# The preview that expects no changes fails by design, and the SDK leaves its inline program's coroutine unfinished; when
+# it is collected, its cleanup asks for an event loop that is no longer running (pulumi 3.272.0
+# sdk/python/lib/pulumi/runtime/_callbacks.py, _CallbackServicer.shutdown): an SDK warning, not the stack's.
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <coroutine object run_in_stack:pytest.PytestUnraisableExceptionWarning"
+)
 def test_drift_is_named_by_the_drift_command_and_up_refresh_puts_it_back(lab: Lab):
     lab.require("converged")
     plane = lab.plane
