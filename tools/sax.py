@@ -20,11 +20,10 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tools.stack_outputs import Runner, UsageError, clipped, read_stack_outputs, run_pulumi
+from tools.stack_outputs import Runner, UsageError, clipped, number_type, read_stack_outputs, run_pulumi
 
 ADDRESS_OUTPUT = "saxHttpAddress"
 DEFAULT_PORT = 8888
@@ -130,19 +129,10 @@ def preview(text: str) -> str:
     return clipped(" ".join(text.split()), PREVIEW_CHARS)
 
 
-def positive(convert: Callable[[str], Any]) -> Callable[[str], Any]:
-    def parse(text: str) -> Any:
-        value = convert(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
-        return value
-
-    parse.__name__ = convert.__name__
-    return parse
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tools.sax", description=__doc__.splitlines()[0])
+    positive_float = number_type(float, 0, True, "must be greater than 0", as_typed=True)
+    positive_int = number_type(int, 0, True, "must be greater than 0", as_typed=True)
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--stack", help=f"Pulumi stack whose {ADDRESS_OUTPUT} output to use (default: the selected stack)"
@@ -151,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--address", metavar="HOST[:PORT]", help=address_help)
     timeout_help = f"per request (default {DEFAULT_TIMEOUT_S:g})"
     parser.add_argument(
-        "--timeout", type=positive(float), default=DEFAULT_TIMEOUT_S, metavar="SECONDS", help=timeout_help
+        "--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS", help=timeout_help
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, command in COMMANDS.items():
@@ -165,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint", required=True, metavar="PATH", help="checkpoint path, or None for random weights"
     )
     replicas_help = "number of model server replicas"
-    publish.add_argument("--replicas", required=True, type=positive(int), metavar="N", help=replicas_help)
+    publish.add_argument("--replicas", required=True, type=positive_int, metavar="N", help=replicas_help)
     generate.add_argument("--query", required=True, metavar="TEXT", help="prompt text")
     return parser
 

@@ -1,11 +1,13 @@
 """Read a stack's outputs through `pulumi stack output --json`, shared by the CLI tools.
 
 Every failure becomes one UsageError line ending with the caller's hint, so each tool can
-report it as its own usage error and say which flags make Pulumi unnecessary.
+report it as its own usage error and say which flags make Pulumi unnecessary. The tools' other shared helpers
+(quoting a command's output, argparse's number types) live here too.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 from collections.abc import Callable
@@ -63,3 +65,19 @@ def last_line(text: str | None, otherwise: str = "no message") -> str:
 def clipped(text: str, limit: int, more: str = "…") -> str:
     """``text`` cut to its first ``limit`` characters, ``more`` marking the cut: a reply quoted in one message."""
     return text if len(text) <= limit else text[:limit] + more
+
+
+def number_type(
+    convert: Callable[[str], float], least: float, strict: bool, must: str, as_typed: bool = False
+) -> Callable[[str], Any]:
+    """An argparse type: ``convert`` the text, refused below ``least`` (or at it, when ``strict``) with ``must`` and
+    the number read (the text as typed, when ``as_typed``)."""
+
+    def parse(text: str) -> Any:
+        value = convert(text)
+        if value < least or (strict and value == least):
+            raise argparse.ArgumentTypeError(f"{must}, got {text if as_typed else value}")
+        return value
+
+    parse.__name__ = convert.__name__  # argparse names it in "invalid int value"
+    return parse

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.stack_file import StackFileError, add_stack_dir_option, stack_config_values
-from tools.stack_outputs import Runner, UsageError, clipped, read_stack_outputs, run_pulumi
+from tools.stack_outputs import Runner, UsageError, clipped, number_type, read_stack_outputs, run_pulumi
 
 BASE_URL_OUTPUT = "openaiBaseUrl"
 MODEL_OUTPUT = "modelName"
@@ -188,19 +188,6 @@ def probe_line(probe: Probe, base_url: str, model: str, args: argparse.Namespace
     return reason is None, line if reason is None else f"{line}  reason: {reason}"
 
 
-def _number(convert: Callable[[str], float], least: float, strict: bool, must: str) -> Callable[[str], Any]:
-    """An argparse type: ``convert`` the text, refused below ``least`` (or at it, when ``strict``)."""
-
-    def parse(text: str) -> Any:
-        value = convert(text)
-        if value < least or (strict and value == least):
-            raise argparse.ArgumentTypeError(f"{must}, got {value}")
-        return value
-
-    parse.__name__ = convert.__name__  # argparse names it in "invalid int value"
-    return parse
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tools.verify", description=__doc__.split("\n\n")[0])
     add = parser.add_argument
@@ -209,9 +196,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     url_help = f"OpenAI base URL, e.g. http://10.0.0.5/v1 (default: output {BASE_URL_OUTPUT})"
     add("--base-url", metavar="URL", help=url_help)
     add("--model", metavar="NAME", help=f"model the endpoint must report (default: output {MODEL_OUTPUT})")
-    at_least_one = _number(int, 1, False, "must be at least 1")
-    positive = _number(float, 0, True, "must be greater than 0")
-    not_negative = _number(float, 0, False, "must not be negative")
+    at_least_one = number_type(int, 1, False, "must be at least 1")
+    positive = number_type(float, 0, True, "must be greater than 0")
+    not_negative = number_type(float, 0, False, "must not be negative")
     add("--attempts", metavar="N", type=at_least_one, default=6, help="attempts per request (default: 6)")
     timeout_help = "how long one attempt may wait to connect or for the response (default: 30)"
     add("--timeout", metavar="SECONDS", type=positive, default=30.0, help=timeout_help)
