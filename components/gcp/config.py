@@ -402,6 +402,9 @@ class ClusterConfig(Block):
     version: str = Field(
         topology.SUB_SLICING_MIN_GKE_VERSION,
         description="Minimum control-plane version; must meet the floor of the slicing in use.",
+        pattern=_GKE_VERSION.pattern,
+        json_schema_extra=form("full GKE version", "write MAJOR.MINOR.PATCH-gke.N, such as 1.36.0-gke.3712000"),
+        examples=[topology.SUB_SLICING_MIN_GKE_VERSION],
     )
     release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"] = Field(
         "RAPID", description="Release channel; dynamic slicing needs RAPID.", json_schema_extra=kind("release channel")
@@ -993,11 +996,7 @@ def validate_skip_await(existing: ExistingClusterConfig, waits: Mapping[str, str
 
 
 def _validate_version(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems, today: date) -> None:
-    try:
-        version = GkeVersion.parse(cluster.version)
-    except ValueError as error:
-        problems.add("cluster.version", str(error), "write a full GKE version such as 1.36.0-gke.3712000")
-        return
+    version = GkeVersion.parse(cluster.version)  # a full GKE version: its field's pattern
     floors = []
     if tpu.machine_type == topology.TPU7X:
         floors.append((TPU7X_MIN_GKE_VERSION, "TPU7x node pools"))
