@@ -36,7 +36,7 @@ _GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
 # resource_container_cluster_test.go, TestAccContainerNodePool_withConfidentialBootDisk and
 # TestAccContainerCluster_withBootDiskKmsKey) or global (the examples of `gcloud compute disks update-kms-key`,
 # docs.cloud.google.com/sdk/gcloud/reference/compute/disks/update-kms-key): no location is refused for it.
-_KMS_KEY = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/keyRings/[^/]+/cryptoKeys/[^/]+$")
+_KMS_KEY = r"projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+"
 # Binary Authorization's evaluation modes a cluster takes (GKE's BinaryAuthorization.EvaluationMode, as the
 # provider validates binary_authorization.evaluation_mode: hashicorp/terraform-provider-google v7.45.0
 # google/services/container/resource_container_cluster.go): none, or enforcement of the project's singleton policy.
@@ -71,6 +71,16 @@ GkeNameOrEmpty = Annotated[str, _gcp_name(naming.GKE_NAME_MAX, or_empty=True), _
 _PROJECT_ID_FORM = Field(json_schema_extra=form("project ID", f"use {naming.PROJECT_ID_FORM}"), examples=["my-project"])
 ProjectId = Annotated[str, StringConstraints(pattern=f"^{naming.PROJECT_ID}$"), _PROJECT_ID_FORM]
 ProjectIdOrEmpty = Annotated[str, StringConstraints(pattern=f"^({naming.PROJECT_ID})?$"), _PROJECT_ID_FORM]
+KmsKeyOrEmpty = Annotated[
+    str,
+    StringConstraints(pattern=f"^({_KMS_KEY})?$"),
+    Field(
+        json_schema_extra=form(
+            "Cloud KMS key name", "write projects/<project>/locations/<location>/keyRings/<ring>/cryptoKeys/<key>"
+        ),
+        examples=[""],
+    ),
+]
 
 
 @dataclass(frozen=True, order=True)
@@ -220,7 +230,7 @@ KMS_ENCRYPTER_DECRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
 
 @dataclass(frozen=True)
 class KmsKey:
-    """A Cloud KMS key's resource name, parsed (the name is validated first: validate_encryption_keys)."""
+    """A Cloud KMS key's resource name, parsed (its setting's pattern holds its form: KmsKeyOrEmpty)."""
 
     name: str  # projects/<project>/locations/<location>/keyRings/<ring>/cryptoKeys/<key>
     project: str
@@ -426,14 +436,14 @@ class ClusterConfig(Block):
     maintenance_exclusions: list[MaintenanceExclusionConfig] = Field(
         [], description="Optional maintenance exclusions (need a maintenance window)."
     )
-    secrets_encryption_key: str = Field(
+    secrets_encryption_key: KmsKeyOrEmpty = Field(
         "",
         description="Cloud KMS key that encrypts the cluster's Secrets in etcd (application-layer secrets encryption, CIS GKE "
         "5.3.1): projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>, made beforehand in the cluster's region. The "
         "stack grants it to GKE's service agent when the key is in its own project; a key of another project is "
         "granted by hand (the preview says how). Empty: Google's default encryption only.",
     )
-    boot_disk_encryption_key: str = Field(
+    boot_disk_encryption_key: KmsKeyOrEmpty = Field(
         "",
         description="Cloud KMS key that encrypts the boot disk of every node (CMEK, CIS GKE 5.9.2): the system pool's, the TPU "
         "pools' (but those with tpu.pools[].hardenedBoot false) and the cluster's first default pool's, "
@@ -892,19 +902,23 @@ def _validate_control_plane(control_plane: ControlPlaneConfig, problems: Problem
 
 
 def validate_encryption_keys(cluster: ClusterConfig, region: str, problems: Problems) -> None:
-    """The Cloud KMS keys of the cluster's Secrets and of its nodes' boot disks, each when set: a key name; the
-    Secrets' in the cluster's region."""
+    """The Cloud KMS keys of the cluster's Secrets and of its nodes' boot disks, each when set (its form: its
+    setting's pattern): of a project ID; the Secrets' in the cluster's region."""
+    for key, name in (
+        ("cluster.secretsEncryptionKey", cluster.secrets_encryption_key),
+        ("cluster.bootDiskEncryptionKey", cluster.boot_disk_encryption_key),
+    ):
+        if name and (problem := naming.project_id_problem(KmsKey.parse(name).project)):
+            problems.add(key, f"its project: {problem}", "name the project that holds the key")
     if cluster.secrets_encryption_key:
-        match = _kms_key("cluster.secretsEncryptionKey", cluster.secrets_encryption_key, problems)
-        if match and match["location"] != region:
+        location = KmsKey.parse(cluster.secrets_encryption_key).location
+        if location != region:
             problems.add(
                 "cluster.secretsEncryptionKey",
-                f"is in {match['location']}, not in the cluster's region {region}: GKE takes a key of the cluster's "
+                f"is in {location}, not in the cluster's region {region}: GKE takes a key of the cluster's "
                 "location only",
                 f"make the key ring in {region}",
             )
-    if cluster.boot_disk_encryption_key:
-        _kms_key("cluster.bootDiskEncryptionKey", cluster.boot_disk_encryption_key, problems)
 
 
 def key_grants(cluster: ClusterConfig, tpu: TpuConfig) -> list[KeyGrant]:
@@ -947,21 +961,6 @@ def key_grant_warnings(grants: list[KeyGrant], project: str) -> list[str]:
             f"before the first `up` that uses the key: {grant.by_hand(project)}"
         )
     return lines
-
-
-def _kms_key(key: str, name: str, problems: Problems) -> re.Match[str] | None:
-    """``name`` as a Cloud KMS key name (its project checked), or None after a problem under ``key``."""
-    match = _KMS_KEY.match(name)
-    if match is None:
-        problems.add(
-            key,
-            f"{name!r} is not a Cloud KMS key name",
-            "write projects/<project>/locations/<location>/keyRings/<ring>/cryptoKeys/<key>",
-        )
-        return None
-    if problem := naming.project_id_problem(match["project"]):
-        problems.add(key, f"its project: {problem}", "name the project that holds the key")
-    return match
 
 
 def _validate_existing(existing: ExistingClusterConfig, problems: Problems) -> None:
