@@ -16,20 +16,8 @@ SYSTEM_POOL_NAME = "system"  # the GKE node pool of the controllers; no TPU pool
 
 
 # The GCP resource naming rule (RFC 1035 labels): declared on the fields of the names a stack file sets
-# (components/gcp/config.py), so the schema holds it too; a name derived from a setting is checked by gcp_name_problem.
+# (components/gcp/config.py), so the schema holds it too, and on network.prefix for the names derived from it.
 GCP_NAME = "[a-z]([-a-z0-9]*[a-z0-9])?"
-
-
-def gcp_name_problem(name: str, max_length: int = COMPUTE_NAME_MAX) -> str | None:
-    """Why the derived name ``name`` breaks the GCP resource naming rule, or None."""
-    if not re.fullmatch(GCP_NAME, name):
-        return (
-            f"{name!r} is not a valid name: use lowercase letters, digits and hyphens, "
-            "starting with a letter and not ending with a hyphen"
-        )
-    if len(name) > max_length:
-        return f"{name!r} is {len(name)} characters; the limit is {max_length}"
-    return None
 
 
 def service_account_id_problem(account_id: str) -> str | None:

@@ -110,7 +110,9 @@ GCP_BAD_INPUTS = [
     pytest.param(
         {"cluster.name": "Qwen_Cluster"}, "cluster.name", "not a Google Cloud name", id="cluster-name-bad-characters"
     ),
-    pytest.param({"network.prefix": "-qwen"}, "network.prefix", "not a valid name", id="network-prefix-bad-characters"),
+    pytest.param(
+        {"network.prefix": "-qwen"}, "network.prefix", "not a network name prefix", id="network-prefix-bad-characters"
+    ),
     # Names and forms declared on their fields (the stack file's schema holds them too): each refused under its key.
     pytest.param(
         {"tpu.pools": [{"name": "p" * 41, "nodeCount": 16}, {"name": "p2", "nodeCount": 16}]},
@@ -154,7 +156,7 @@ GCP_BAD_INPUTS = [
         "'weekly' is not a recurrence rule (RRULE)",
         id="maintenance-recurrence-not-an-rrule",
     ),
-    pytest.param({"network.prefix": "q" * 60}, "network.prefix", "the limit is 63", id="network-prefix-too-long"),
+    pytest.param({"network.prefix": "q" * 60}, "network.prefix", "the limit is 43", id="network-prefix-too-long"),
     pytest.param(
         {"tpu.pools": [{"name": "TPU-Pool", "nodeCount": 16}]},
         "tpu.pools[0].name",

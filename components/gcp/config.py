@@ -302,11 +302,23 @@ class FlowLogsConfig(Block):
     )
 
 
+# The names derived from network.prefix are `<prefix>-<suffix>`, each suffix a hyphen and words: each is a GCP name
+# (naming.GCP_NAME) of at most COMPUTE_NAME_MAX characters where the prefix starts with a letter, holds lowercase
+# letters, digits and hyphens only, and leaves room for the longest suffix.
+_NETWORK_SUFFIX_MAX = max(map(len, [*naming.network_names("").values(), *naming.secondary_range_names("").values()]))
+
+
 class NetworkConfig(Block):
     prefix: str = Field(
         "qwen-serving",
         description="Prefix of the VPC, subnet, firewall, router and NAT names (`<prefix>-main`, `-tpu`, `-proxy`, `-router`, "
         "`-nat`).",
+        pattern=r"^[a-z][-a-z0-9]*$",
+        max_length=naming.COMPUTE_NAME_MAX - _NETWORK_SUFFIX_MAX,
+        json_schema_extra=form(
+            "network name prefix", "use lowercase letters, digits and hyphens, starting with a letter"
+        ),
+        examples=["qwen-serving"],
     )
     mtu: int = Field(8896, description="VPC MTU; 8896 gives TPU hosts jumbo frames (1300-8896).", ge=1300, le=8896)
     node_cidr: str = Field("10.10.0.0/18", description="Primary range of the node subnet.")
@@ -799,9 +811,6 @@ def remote_repositories(registries: list[str], project: str, region: str, cluste
 
 
 def validate_network(network: NetworkConfig, problems: Problems) -> None:
-    derived = (*naming.network_names(network.prefix).values(), *naming.secondary_range_names(network.prefix).values())
-    if problem := next(filter(None, map(naming.gcp_name_problem, derived)), None):
-        problems.add("network.prefix", f"derived name {problem}", "use a shorter lowercase prefix")
     keys = ("nodeCidr", "podCidr", "serviceCidr", "proxyOnlyCidr")
     parsed = {key: _ipv4_range(f"network.{key}", getattr(network, snake(key)), problems) for key in keys}
     ranges = {key: cidr for key, cidr in parsed.items() if cidr is not None}
