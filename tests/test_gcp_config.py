@@ -300,7 +300,7 @@ GCP_BAD_INPUTS = [
     pytest.param(
         {"cluster.controlPlane": {"authorizedNetworks": [{"cidr": "203.0.113.0/24", "name": " "}]}},
         "cluster.controlPlane.authorizedNetworks[0].name",
-        "is empty",
+        "is not a name for the range",
         id="authorized-network-unnamed",
     ),
     pytest.param(

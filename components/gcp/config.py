@@ -397,7 +397,12 @@ class ExistingClusterConfig(Block):
 
 class AuthorizedNetworkConfig(Block):
     cidr: str = Field(description="An IPv4 range that may reach the control plane's public IP, a.b.c.d/n.")
-    name: str = Field(description="What the range is (GKE's display name), e.g. office-vpn.")
+    name: str = Field(
+        description="What the range is (GKE's display name), e.g. office-vpn.",
+        pattern=r"\S",  # not empty, nor blank
+        json_schema_extra=form("name for the range", "say what the range is, e.g. office-vpn (GKE shows it)"),
+        examples=["office-vpn"],
+    )
 
 
 class ControlPlaneConfig(Block):
@@ -894,8 +899,6 @@ def _validate_control_plane(control_plane: ControlPlaneConfig, problems: Problem
     seen: dict[ipaddress.IPv4Network, int] = {}
     for i, network in enumerate(networks):
         key = f"cluster.controlPlane.authorizedNetworks[{i}]"
-        if not network.name.strip():
-            problems.add(f"{key}.name", "is empty", "say what the range is, e.g. office-vpn (GKE shows it)")
         if (cidr := _ipv4_range(f"{key}.cidr", network.cidr, problems)) is None:
             continue
         if cidr.prefixlen < AUTHORIZED_NETWORK_MIN_PREFIX:
