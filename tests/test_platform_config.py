@@ -86,7 +86,7 @@ PLATFORM_BAD_INPUTS = [
     pytest.param(
         {"platform.sliceController": {"namespace": "tpu-system"}},
         "platform.sliceController.namespace",
-        "set slice-controller-system",
+        "use one of slice-controller-system",
         id="slice-controller-outside-its-namespace",
     ),
     pytest.param(

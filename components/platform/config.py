@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Final, Literal, get_args
 
 from pydantic import Field
 
@@ -37,7 +37,7 @@ PRIORITY_LEVELS: tuple[str, ...] = get_args(_LEVELS)
 PriorityLevel = Annotated[_LEVELS, Field(json_schema_extra=kind("priority level"))]
 WORKLOAD_NAMESPACE = "llm-d-pd-disaggregation"  # the reference's one workload namespace (serving and checks)
 # Hard-coded in the controller's certificate code (AI-Hypercomputer/xpk slice/internal/util/cert/cert.go).
-SLICE_CONTROLLER_NAMESPACE = "slice-controller-system"
+SLICE_CONTROLLER_NAMESPACE: Final = "slice-controller-system"
 
 
 class HelmChartConfig(Block):
@@ -74,9 +74,10 @@ class KueueControllerConfig(Block):
 
 
 class SliceControllerConfig(Block):
-    namespace: str = Field(
+    namespace: Literal["slice-controller-system"] = Field(  # SLICE_CONTROLLER_NAMESPACE
         SLICE_CONTROLLER_NAMESPACE,
         description="Namespace of the Kueue slice controller release (the controller hard-codes slice-controller-system).",
+        json_schema_extra=kind("namespace the controller signs its webhook certificate for"),
     )
     image: str = Field("tpuongke/kueue-slice-controller", description="Slice controller image repository.")
     tag: str = Field("v0.8.0-200", description="Image tag.")
@@ -351,14 +352,6 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
             "platform.leaderWorkerSet.namespace",
             "the LWS chart hard-codes its webhook service in lws-system",
             "set lws-system",
-        )
-    slice_controller = platform.slice_controller
-    if slice_controller.namespace != SLICE_CONTROLLER_NAMESPACE:
-        problems.add(
-            "platform.sliceController.namespace",
-            f"{slice_controller.namespace!r}: the controller writes and signs its webhook certificate for "
-            f"{SLICE_CONTROLLER_NAMESPACE} only, so its webhooks would never serve elsewhere",
-            f"set {SLICE_CONTROLLER_NAMESPACE}",
         )
 
 
