@@ -37,7 +37,7 @@ from components.operations import benchmark
 from components.workloads.serving.config import weights_bucket_name
 from tools.stack_file import StackFileError, add_stack_dir_option, stack_config_values
 from tools.stack_outputs import Runner, UsageError, last_line, read_stack_outputs, run_pulumi
-from tools.verify import BASE_URL_OUTPUT
+from tools.verify import BASE_URL_OUTPUT, Sleep
 
 STACK_HINT = "pass --base-url instead"
 POLL_SECONDS = 20
@@ -55,7 +55,6 @@ if TYPE_CHECKING:
     from components.stack import StackConfig
 
 Run = Callable[[list[str], str | None, float], subprocess.CompletedProcess[str]]
-Sleep = Callable[[float], None]
 
 
 class RunFailed(Exception):
