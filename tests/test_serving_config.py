@@ -293,6 +293,14 @@ SERVING_BAD_INPUTS += [
         "needs GKE's Secret Manager add-on, which mounts the secret into the pods, and cluster.secretManager is false",
         id="token-file-without-the-add-on",
     ),
+    # A setting's own range is declared on its field, so it holds wherever the setting is written, as its type always
+    # did: in a block that is off too.
+    pytest.param(
+        {"serving.enabled": False, "serving.router.replicas": 0},
+        "serving.router.replicas",
+        "0 is not 1 or more",
+        id="range-where-serving-is-off",
+    ),
 ]
 
 
