@@ -360,7 +360,10 @@ EXACT_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$")
 ExactVersion = Annotated[
     str,
     StringConstraints(pattern=EXACT_VERSION.pattern),
-    Field(json_schema_extra=form("exact version", "pin a release, such as 0.17.8 or v0.10.0"), examples=["0.0.0"]),
+    Field(
+        json_schema_extra=form("exact version", "pin a release by its full version, MAJOR.MINOR.PATCH"),
+        examples=["0.0.0"],
+    ),
 ]
 
 
