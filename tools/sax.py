@@ -131,8 +131,8 @@ def preview(text: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tools.sax", description=__doc__.splitlines()[0])
-    positive_float = number_type(float, 0, True, "must be greater than 0", as_typed=True)
-    positive_int = number_type(int, 0, True, "must be greater than 0", as_typed=True)
+    positive_float = number_type(float, 0, True, "must be greater than 0")
+    positive_int = number_type(int, 0, True, "must be greater than 0")
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--stack", help=f"Pulumi stack whose {ADDRESS_OUTPUT} output to use (default: the selected stack)"

@@ -67,16 +67,14 @@ def clipped(text: str, limit: int, more: str = "…") -> str:
     return text if len(text) <= limit else text[:limit] + more
 
 
-def number_type(
-    convert: Callable[[str], float], least: float, strict: bool, must: str, as_typed: bool = False
-) -> Callable[[str], Any]:
+def number_type(convert: Callable[[str], float], least: float, strict: bool, must: str) -> Callable[[str], Any]:
     """An argparse type: ``convert`` the text, refused below ``least`` (or at it, when ``strict``) with ``must`` and
-    the number read (the text as typed, when ``as_typed``)."""
+    the text as typed."""
 
     def parse(text: str) -> Any:
         value = convert(text)
         if value < least or (strict and value == least):
-            raise argparse.ArgumentTypeError(f"{must}, got {text if as_typed else value}")
+            raise argparse.ArgumentTypeError(f"{must}, got {text}")
         return value
 
     parse.__name__ = convert.__name__  # argparse names it in "invalid int value"
