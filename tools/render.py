@@ -217,12 +217,14 @@ def kubernetes_objects(registrations: list[Registration]) -> list[dict[str, Any]
     for r in registrations:
         if r.type == _HELM_RELEASE and r.inputs["chart"].startswith(("./", "../", "/")):  # a chart of this repository
             objects.extend(local_chart_objects(r.inputs))
-        elif r.type.startswith("kubernetes:") and not r.type.startswith(_NOT_OBJECTS):
-            inputs = sanitize(r.inputs)
-            if "objs" in inputs:  # yaml/v2 ConfigGroup
-                objects.extend(inputs["objs"])
-            elif "apiVersion" in inputs and "kind" in inputs:
-                objects.append(inputs)
+            continue
+        if not r.type.startswith("kubernetes:") or r.type.startswith(_NOT_OBJECTS):
+            continue
+        inputs = sanitize(r.inputs)
+        if "objs" in inputs:  # yaml/v2 ConfigGroup
+            objects.extend(inputs["objs"])
+        elif "apiVersion" in inputs and "kind" in inputs:
+            objects.append(inputs)
     return sorted(objects, key=_object_sort_key)
 
 
