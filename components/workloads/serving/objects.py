@@ -180,9 +180,16 @@ def serving_objects(
     if skip_await:
         await_nothing(inference_gateway)
     values = router_values(serving, pull_path)
-    # The ConfigMap the staging Job mounts at /staging (the program and its requirements), and the Job's account
-    script = manifests.config_map("weights-staging-script", namespace, staging_files())
-    stager = load_base("weights-staging-service-account.yaml", name=staging.service_account_name, namespace=namespace)
+    # Weights staging: the ConfigMap its Job mounts at /staging (the program and its requirements), its account, the Job
+    script: dict[str, Any] | None = None
+    stager: dict[str, Any] | None = None
+    job: dict[str, Any] | None = None
+    if staging.enabled:
+        script = manifests.config_map("weights-staging-script", namespace, staging_files())
+        stager = load_base(
+            "weights-staging-service-account.yaml", name=staging.service_account_name, namespace=namespace
+        )
+        job = weights_staging_job(serving, project, pull_path, skip_await)
     benchmark = load_base("benchmark-service-account.yaml", name=BENCHMARK_SERVICE_ACCOUNT, namespace=namespace)
     token_version = serving.hf_token_secret_version
     return ServingObjects(
@@ -190,9 +197,9 @@ def serving_objects(
         gateway=inference_gateway,
         router_values=values,
         leaderworkersets=[leaderworkerset(serving, tpu, queues, project, pull_path, role) for role in ROLES],
-        staging_script=script if staging.enabled else None,
-        staging_service_account=stager if staging.enabled else None,
-        staging_job=weights_staging_job(serving, project, pull_path, skip_await) if staging.enabled else None,
+        staging_script=script,
+        staging_service_account=stager,
+        staging_job=job,
         benchmark_service_account=benchmark,
         network_policies=network_policies(serving, network, pool_target_port(values)),
         hf_token_provider_class=hf_token_provider_class(namespace, token_version) if token_version else None,
