@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Final, Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
@@ -36,8 +36,10 @@ PRIORITY_LEVELS: tuple[str, ...] = get_args(_LEVELS)
 # A workload's priority level, as a setting declares it.
 PriorityLevel = Annotated[_LEVELS, Field(json_schema_extra=kind("priority level"))]
 WORKLOAD_NAMESPACE = "llm-d-pd-disaggregation"  # the reference's one workload namespace (serving and checks)
-# Hard-coded in the controller's certificate code (AI-Hypercomputer/xpk slice/internal/util/cert/cert.go).
-SLICE_CONTROLLER_NAMESPACE: Final = "slice-controller-system"
+# Hard-coded in the controller's certificate code (AI-Hypercomputer/xpk slice/internal/util/cert/cert.go): the one
+# namespace its setting takes.
+SliceControllerNamespace = Literal["slice-controller-system"]
+(SLICE_CONTROLLER_NAMESPACE,) = get_args(SliceControllerNamespace)
 
 
 class HelmChartConfig(Block):
@@ -74,7 +76,7 @@ class KueueControllerConfig(Block):
 
 
 class SliceControllerConfig(Block):
-    namespace: Literal["slice-controller-system"] = Field(  # SLICE_CONTROLLER_NAMESPACE
+    namespace: SliceControllerNamespace = Field(
         SLICE_CONTROLLER_NAMESPACE,
         description="Namespace of the Kueue slice controller release (the controller hard-codes slice-controller-system).",
         json_schema_extra=kind("namespace the controller signs its webhook certificate for"),
