@@ -484,14 +484,20 @@ def test_on_a_cluster_made_elsewhere_the_preview_says_what_to_open_and_that_rule
 
 
 def test_on_a_peering_cluster_made_elsewhere_the_source_is_its_control_plane_range():
+    from pulumi_gcp.container import GetClusterResult
+
     from components.gcp.config import ExistingClusterConfig
-    from components.gcp.existing_cluster import ClusterNetwork, ExistingClusterArgs, control_plane_access_warning
+    from components.gcp.existing_cluster import ExistingClusterArgs, control_plane_access_warning
 
     existing = ExistingClusterConfig(name="team-cluster", location="us-central1-a")
     args = ExistingClusterArgs("p", "team-cluster", existing, (8082, 9443))
-    text = control_plane_access_warning(
-        args, ClusterNetwork("projects/host/global/networks/net", "sub", "10.4.0.0/14", "172.16.0.32/28", "")
+    found = GetClusterResult(
+        network="projects/host/global/networks/net",
+        subnetwork="sub",
+        cluster_ipv4_cidr="10.4.0.0/14",
+        private_cluster_configs=[{"master_ipv4_cidr_block": "172.16.0.32/28", "private_endpoint_subnetwork": ""}],
     )
+    text = control_plane_access_warning(args, found)
     assert (
         "--network net " in text and "--rules tcp:8082,tcp:9443 " in text and "--source-ranges 172.16.0.32/28 " in text
     )

@@ -70,9 +70,7 @@ class ExistingCluster(pulumi.ComponentResource):
             if args.existing.kubeconfig:
                 pulumi.log.warn(control_plane_access_warning(args, None), self)
             else:
-                pulumi.Output.all(
-                    found.network, found.subnetwork, found.cluster_ipv4_cidr, found.private_cluster_configs
-                ).apply(lambda parts: pulumi.log.warn(control_plane_access_warning(args, _network_of(*parts)), self))
+                found.apply(lambda cluster: pulumi.log.warn(control_plane_access_warning(args, cluster), self))
         self.register_outputs({"name": self.name})
 
 
@@ -112,33 +110,6 @@ def reach(
     raise pulumi.RunError(str(ConfigError([problem])))
 
 
-@dataclass(frozen=True)
-class ClusterNetwork:
-    """What GKE reports of a cluster's network that says where its control plane calls the pods from."""
-
-    network: str
-    subnetwork: str
-    pod_range: str  # clusterIpv4Cidr
-    control_plane_range: str  # privateClusterConfig.masterIpv4CidrBlock: a VPC-peering cluster's /28, else ""
-    endpoint_subnetwork: str  # privateClusterConfig.privateEndpointSubnetwork, else "": the cluster's subnetwork
-
-
-def _network_of(
-    network: str,
-    subnetwork: str,
-    pod_range: str,
-    private_configs: list[gcp.container.outputs.GetClusterPrivateClusterConfigResult] | None,
-) -> ClusterNetwork:
-    private = private_configs[0] if private_configs else None
-    return ClusterNetwork(
-        network=network or "",
-        subnetwork=subnetwork or "",
-        pod_range=pod_range or "",
-        control_plane_range=_field(private, "master_ipv4_cidr_block"),
-        endpoint_subnetwork=_field(private, "private_endpoint_subnetwork"),
-    )
-
-
 def _field(result: Any, name: str) -> str:
     """A string field of an invoke's nested result: the SDK hands some over typed, others as mappings of the same
     (snake_case) keys (pulumi 3 under pulumi-gcp 10.2.0's getCluster: privateClusterConfigs came as a dict); None,
@@ -147,32 +118,36 @@ def _field(result: Any, name: str) -> str:
     return str(value or "")
 
 
-def control_plane_access_warning(args: ExistingClusterArgs, found: ClusterNetwork | None) -> str:
+def control_plane_access_warning(args: ExistingClusterArgs, found: gcp.container.GetClusterResult | None) -> str:
     """What the owner of a cluster made elsewhere must open for the webhooks the stack installs there, with the
     sources Network (components/gcp/network.py) admits on a cluster of the stack's own: a VPC-peering cluster's
     control plane range, the one GKE's own control-plane rule admits (tcp 443 and 10250 only,
     cloud.google.com/kubernetes-engine/docs/concepts/firewall-rules); on a Private Service Connect cluster the range
-    of the subnetwork its private endpoint is in, and the Pod range (the konnectivity agents)."""
+    of the subnetwork its private endpoint is in, and the Pod range (the konnectivity agents). ``found``: GKE's answer
+    for the cluster (getCluster), None for a cluster given by its kubeconfig."""
     rules = ",".join(f"tcp:{port}" for port in args.control_plane_ports)
     name = args.name
-    # The network's own project: a Shared VPC's host project holds the network and its firewall rules.
-    project = _project_of(found.network, args.project) if found else args.project
     if found is None:
-        network = "<the cluster's network>"
+        project, network = args.project, "<the cluster's network>"
         sources = (
             "<privateClusterConfig.masterIpv4CidrBlock of `gcloud container clusters describe`, or on a Private "
             "Service Connect cluster the range of its private endpoint's subnetwork and its clusterIpv4Cidr>"
         )
-    elif found.control_plane_range:
-        network, sources = _last(found.network), found.control_plane_range
     else:
-        subnetwork = found.endpoint_subnetwork or found.subnetwork
-        endpoint_range = (
-            f"$(gcloud compute networks subnets describe {_last(subnetwork)} "
-            f"--region {_region_of(args.existing.location)} "
-            f"--project {_project_of(subnetwork, project)} --format='value(ipCidrRange)')"
-        )
-        network, sources = _last(found.network), ",".join(s for s in (endpoint_range, found.pod_range) if s)
+        # The network's own project: a Shared VPC's host project holds the network and its firewall rules.
+        project, network = _project_of(found.network, args.project), _last(found.network)
+        private = found.private_cluster_configs[0] if found.private_cluster_configs else None
+        # A VPC-peering cluster's control plane range (privateClusterConfig.masterIpv4CidrBlock, a /28), else the
+        # range of its private endpoint's subnetwork (privateEndpointSubnetwork, else the cluster's) and the Pod range
+        sources = _field(private, "master_ipv4_cidr_block")
+        if not sources:
+            subnetwork = _field(private, "private_endpoint_subnetwork") or found.subnetwork
+            endpoint_range = (
+                f"$(gcloud compute networks subnets describe {_last(subnetwork)} "
+                f"--region {_region_of(args.existing.location)} "
+                f"--project {_project_of(subnetwork, project)} --format='value(ipCidrRange)')"
+            )
+            sources = ",".join(s for s in (endpoint_range, found.cluster_ipv4_cidr) if s)
     return (
         f"cluster.existing: the stack installs webhooks and aggregated APIs the control plane calls on {rules} of their "
         f"pods, and makes no firewall rule on {name}'s network; GKE's own control-plane rule admits tcp 443 and 10250 "
