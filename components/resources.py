@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
+from pydantic.alias_generators import to_camel
 
 # A JobSet's spec is immutable once created, and Kueue refuses a new queue label on a queued one: a change to either
 # must replace it (a new run), and the old one must go first because the replacement keeps its name.
@@ -106,38 +108,30 @@ def custom_resource(
     )
 
 
+# The kinds a YAML base holds that are registered as their typed resource, each with the keywords its constructor takes
+# besides the metadata, each the snake_case of a field of the manifest; any other kind is a custom resource.
+TYPED_KINDS: dict[tuple[str, str], tuple[Callable[..., pulumi.CustomResource], tuple[str, ...]]] = {
+    ("v1", "Namespace"): (k8s.core.v1.Namespace, ()),
+    ("v1", "ServiceAccount"): (k8s.core.v1.ServiceAccount, ("automount_service_account_token",)),
+    ("v1", "Secret"): (k8s.core.v1.Secret, ("type",)),
+    ("v1", "ConfigMap"): (k8s.core.v1.ConfigMap, ("data",)),
+    ("rbac.authorization.k8s.io/v1", "Role"): (k8s.rbac.v1.Role, ("rules",)),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): (k8s.rbac.v1.RoleBinding, ("role_ref", "subjects")),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): (k8s.rbac.v1.ClusterRoleBinding, ("role_ref", "subjects")),
+    ("networking.k8s.io/v1", "NetworkPolicy"): (k8s.networking.v1.NetworkPolicy, ("spec",)),
+    ("apps/v1", "Deployment"): (k8s.apps.v1.Deployment, ("spec",)),
+    ("batch/v1", "Job"): (k8s.batch.v1.Job, ("spec",)),
+}
+
+
 def kubernetes_object(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-    """A core (Namespace, ServiceAccount, Secret, ConfigMap), RBAC, NetworkPolicy, Deployment or Job object of a YAML
-    base as its typed resource; any other kind as a custom resource."""
-    metadata = owned(manifest["metadata"])
-    match manifest["apiVersion"], manifest["kind"]:
-        case "v1", "Namespace":
-            return k8s.core.v1.Namespace(name, metadata=metadata, opts=opts)
-        case "v1", "ServiceAccount":
-            return k8s.core.v1.ServiceAccount(
-                name,
-                metadata=metadata,
-                automount_service_account_token=manifest.get("automountServiceAccountToken"),
-                opts=opts,
-            )
-        case "v1", "Secret":
-            return k8s.core.v1.Secret(name, metadata=metadata, type=manifest.get("type"), opts=opts)
-        case "v1", "ConfigMap":
-            return k8s.core.v1.ConfigMap(name, metadata=metadata, data=manifest["data"], opts=opts)
-        case "rbac.authorization.k8s.io/v1", "Role":
-            return k8s.rbac.v1.Role(name, metadata=metadata, rules=manifest["rules"], opts=opts)
-        case "rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding" as kind:
-            binding = k8s.rbac.v1.RoleBinding if kind == "RoleBinding" else k8s.rbac.v1.ClusterRoleBinding
-            return binding(
-                name, metadata=metadata, role_ref=manifest["roleRef"], subjects=manifest["subjects"], opts=opts
-            )
-        case "networking.k8s.io/v1", "NetworkPolicy":
-            return k8s.networking.v1.NetworkPolicy(name, metadata=metadata, spec=manifest["spec"], opts=opts)
-        case "apps/v1", "Deployment":
-            return k8s.apps.v1.Deployment(name, metadata=metadata, spec=manifest["spec"], opts=opts)
-        case "batch/v1", "Job":
-            return k8s.batch.v1.Job(name, metadata=metadata, spec=manifest["spec"], opts=opts)
-    return custom_resource(name, manifest, opts)
+    """An object of a YAML base as its typed resource (``TYPED_KINDS``); any other kind as a custom resource."""
+    typed = TYPED_KINDS.get((manifest["apiVersion"], manifest["kind"]))
+    if typed is None:
+        return custom_resource(name, manifest, opts)
+    resource, keywords = typed
+    given = {keyword: manifest.get(to_camel(keyword)) for keyword in keywords}
+    return resource(name, metadata=owned(manifest["metadata"]), opts=opts, **given)
 
 
 def previous_outputs() -> pulumi.Output[dict[str, Any]]:
