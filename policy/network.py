@@ -89,14 +89,15 @@ def pod_templates(kind: str, body: Mapping[str, Any], label: str, urn: str = "")
     JobSet's pods) and its named container ports."""
     metadata = mapping_of(body, "metadata", owner=label)
     namespace = str(metadata.get("namespace") or "default")
-    for path, value in walk(body):
+    values = dict(walk(body))  # path -> the value there
+    for path, value in values.items():
         if not path or not isinstance(value, Mapping) or not isinstance(value.get("containers"), Sequence):
             continue
         # A pod spec; its template is the mapping that holds it as "spec" (the object itself for a Pod).
-        template = _at(body, path[:-1])
+        template = values[path[:-1]]
         labels = dict(mapping_of(template, "metadata.labels", owner=label))
         if kind == "JobSet" and path[:2] == ("spec", "replicatedJobs"):
-            replicated = _at(body, path[:3])
+            replicated = values[path[:3]]
             labels |= {JOBSET_NAME_LABEL: str(metadata.get("name", "")), REPLICATED_JOB_NAME_LABEL: replicated["name"]}
         ports = {
             str(port["name"]): int(port["containerPort"])
@@ -111,13 +112,6 @@ def pod_templates(kind: str, body: Mapping[str, Any], label: str, urn: str = "")
             urn,
             host_network=value.get("hostNetwork") is True,
         )
-
-
-def _at(body: Mapping[str, Any], path: Sequence[str]) -> Any:
-    value: Any = body
-    for part in path:
-        value = value[int(part)] if isinstance(value, list) else value[part]
-    return value
 
 
 def program_pod_templates(resources: Sequence[Resource]) -> list[PodTemplate]:
