@@ -399,9 +399,7 @@ def image_pull_warnings(stack: Stack) -> list[str]:
     config, pull_path = stack.config, stack.config.pull_path()
     if not config.nat_needed or config.images.mirror or config.pull_through_on or config.cluster.existing.enabled:
         return []
-    counted = manifests.pods_by_image(
-        *_objects([getattr(stack, f.name) for f in dataclasses.fields(stack) if f.name != "config"])
-    )
+    counted = manifests.pods_by_image(*_objects(stack))  # (the config, a pydantic model, holds none)
     released = {
         "platform.kueue.image": config.platform.kueue_controller.replicas,
         "platform.sliceController.digest": config.platform.slice_controller.replicas,
