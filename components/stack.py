@@ -41,7 +41,7 @@ from components.workloads.network_policies.objects import NamespaceDefaultsObjec
 from components.workloads.saxml import config as saxml_config
 from components.workloads.saxml.objects import SaxmlObjects, saxml_objects
 from components.workloads.serving import config as serving_config
-from components.workloads.serving.objects import ServingObjects, leaderworkerset_problems, serving_objects
+from components.workloads.serving.objects import ServingObjects, serving_objects
 from components.workloads.slice_checks import config as checks_config
 from components.workloads.slice_checks.objects import SliceChecksObjects, slice_checks_objects
 
@@ -348,12 +348,9 @@ def _build(config: StackConfig) -> Stack:
 
 
 def _check_built(stack: Stack, problems: Problems) -> None:
-    """The rules that read the built manifests: the serving rules on the rendered LeaderWorkerSets, and one writer per
-    NetworkPolicy (a check's takes its JobSet's name: a name another policy of the namespace has already, the
-    serving ones' or the default deny's, would have two resources write one object, each undoing the other)."""
-    if stack.serving is not None:
-        for problem in leaderworkerset_problems(stack.serving.leaderworkersets, stack.config.tpu.machine):
-            problems.add("serving", problem, "report this: the LeaderWorkerSets contradict the serving config")
+    """The rule that reads the built manifests: one writer per NetworkPolicy (a check's takes its JobSet's name: a name
+    another policy of the namespace has already, the serving ones' or the default deny's, would have two resources
+    write one object, each undoing the other)."""
     if stack.checks is None:
         return
     taken = {

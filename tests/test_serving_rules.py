@@ -43,29 +43,6 @@ def test_tensor_parallel_size_within_the_slice_is_fine(tp, shape):
     assert rules.tensor_parallel_fit_problems(tp, Shape.parse(shape), TPU7X) == []
 
 
-# --- Group size ------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "size, shape, machine, fragment",
-    [
-        (1, "2x2x2", TPU7X, "size 1 does not match the 2 hosts of a 2x2x2 slice"),
-        (4, "2x2x2", TPU7X, "set the size to 2"),
-        (2, "2x2x1", TPU7X, "the 1 hosts of a 2x2x1 slice"),
-        (16, "4x4x8", TPU7X, "set the size to 32"),
-        (2, "1x2x1", TPU7X, "not a multiple of the 4 chips"),
-    ],
-)
-def test_group_size_must_equal_the_hosts_of_the_shape(size, shape, machine, fragment):
-    problems = rules.group_size_problems(size, Shape.parse(shape), machine)
-    assert any(fragment in p for p in problems), problems
-
-
-@pytest.mark.parametrize("size, shape", [(1, "2x2x1"), (2, "2x2x2"), (4, "2x2x4"), (8, "2x4x4"), (16, "4x4x4")])
-def test_group_size_of_whole_slices_is_fine(size, shape):
-    assert rules.group_size_problems(size, Shape.parse(shape), TPU7X) == []
-
-
 # --- Weights in HBM --------------------------------------------------------------------------
 
 

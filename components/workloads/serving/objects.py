@@ -29,8 +29,6 @@ from components.tpu.topology import (
     ACCELERATOR_NODE_LABEL,
     SLICE_TOPOLOGY_ANNOTATION,
     TPU_RESOURCE,
-    MachineType,
-    Shape,
     slice_health_label,
 )
 from components.workloads.serving import rules
@@ -303,17 +301,6 @@ def kv_transfer_config(role: str) -> dict[str, str]:
     }
 
 
-def flag_values(args: list[str]) -> dict[str, str | None]:
-    """``--flag=value`` items of an argument list as ``{flag: value}`` (``None`` for bare flags)."""
-    values: dict[str, str | None] = {}
-    for arg in args:
-        if not arg.startswith("--"):
-            raise ValueError(f"argument {arg!r} is not a --flag or --flag=value item")
-        flag, sep, value = arg.partition("=")
-        values[flag] = value if sep else None
-    return values
-
-
 # The vLLM server flags the stack's settings give, by the field that holds each: a field of the serving block, or of
 # the role's block (serving.prefill, serving.decode) for a setting each role has. The YAML bases hold each flag at its
 # default; a field whose default is None (vLLM's own default) has no flag in the bases, and its flag appears only when
@@ -453,30 +440,3 @@ def network_policies(serving: ServingConfig, network: NetworkConfig, target_port
     (proxies,) = from_proxies["from"]
     proxies["ipBlock"]["cidr"] = network.proxy_only_cidr
     return policies
-
-
-def leaderworkerset_problems(objects: list[dict[str, Any]], machine: MachineType) -> list[str]:
-    """The serving rules applied to the built prefill/decode LeaderWorkerSets: group size vs slice
-    hosts, tensor parallelism vs TensorCores and across roles, TPU requests vs chips per host."""
-    problems: list[str] = []
-    by_role: dict[str, int] = {}
-    for lws in objects:
-        name = lws["metadata"]["name"]
-        template = lws["spec"]["leaderWorkerTemplate"]
-        shape = Shape.parse(template["leaderTemplate"]["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION])
-        leader = manifests.container(template["leaderTemplate"]["spec"], LEADER_CONTAINER)
-        tp = int(flag_values(leader["args"])[VLLM_SETTING_FLAGS["tensor_parallel_size"]] or 0)
-        by_role[lws["metadata"]["labels"][ROLE_LABEL]] = tp
-        problems += [f"{name}: {p}" for p in rules.group_size_problems(template["size"], shape, machine)]
-        problems += [f"{name}: {p}" for p in rules.tensor_parallel_fit_problems(tp, shape, machine)]
-        for kind in ("leaderTemplate", "workerTemplate"):
-            for container in template[kind]["spec"]["containers"]:
-                requested = container.get("resources", {}).get("requests", {}).get(TPU_RESOURCE)
-                if requested is not None and int(requested) != machine.chips_per_host:
-                    problems.append(
-                        f"{name}: container {container['name']} requests {requested} {TPU_RESOURCE}, not the "
-                        f"{machine.chips_per_host} chips of a {machine.name} host; request all {machine.chips_per_host}"
-                    )
-    if PREFILL in by_role and DECODE in by_role:
-        problems += rules.tensor_parallel_match_problems(by_role[PREFILL], by_role[DECODE])
-    return problems

@@ -76,20 +76,6 @@ def tensor_parallel_fit_problems(tensor_parallel_size: int, shape: Shape, machin
     return []
 
 
-def group_size_problems(size: int, shape: Shape, machine: MachineType) -> list[str]:
-    """A LeaderWorkerSet group is one slice: its size must equal the hosts of the shape."""
-    try:
-        hosts = machine.hosts(shape)
-    except ValueError as error:
-        return [f"{error}; pick a shape of whole hosts"]
-    if size != hosts:
-        return [
-            f"LeaderWorkerSet size {size} does not match the {hosts} hosts of a {shape} slice "
-            f"({shape.chips} chips / {machine.chips_per_host} per {machine.name} host); set the size to {hosts}"
-        ]
-    return []
-
-
 def weights_fit_problems(
     parameters_billions: float, dtype: str, shape: Shape, machine: MachineType, headroom_fraction: float
 ) -> list[str]:
