@@ -180,19 +180,17 @@ def test_capacity_counts_follow_the_pools(pools):
         stack_values(), {"tpu.pools": [{"name": f"c-{i}", "nodeCount": per_pool} for i in range(pools)]}
     )
     config = stack_config.load(raw).config
-    report = config.tpu.capacity_report()
+    tpu = config.tpu
     nodes = pools * per_pool
-    chips = nodes * config.tpu.machine.chips_per_host
-    assert (report.pools, report.nodes, report.chips, report.cubes) == (pools, nodes, chips, chips // 64)
-    assert set(report.slices_that_fit) == {str(shape) for shape in config.tpu.shapes}
-    for shape_text, count in report.slices_that_fit.items():
-        shape = Shape.parse(shape_text)
-        assert count == (chips // shape.chips if shape.chips < 64 else (chips // 64) // (shape.chips // 64))
+    chips = nodes * tpu.machine.chips_per_host
+    assert (len(tpu.pools), tpu.total_nodes, tpu.total_chips, tpu.cubes) == (pools, nodes, chips, chips // 64)
+    fits = ", ".join(
+        f"{chips // shape.chips if shape.chips < 64 else (chips // 64) // (shape.chips // 64)} x {shape}"
+        for shape in tpu.shapes
+    )
     # and the report says so
-    cubes = f"{chips // 64} cube(s) of 4x4x4"
-    assert report.lines()[0] == f"{pools} pool(s) of {config.tpu.machine_type}: {nodes} nodes, {chips} chips, {cubes}"
-    fits = ", ".join(f"{count} x {shape}" for shape, count in report.slices_that_fit.items())
-    assert report.lines()[1] == f"slices that fit at once: {fits}"
+    head = f"{pools} pool(s) of {tpu.machine_type}: {nodes} nodes, {chips} chips, {chips // 64} cube(s) of 4x4x4"
+    assert tpu.capacity_lines() == [head, f"slices that fit at once: {fits}"]
 
 
 def test_a_check_change_replaces_its_jobset_and_the_old_run_goes_first(dev_run):

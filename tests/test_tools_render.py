@@ -94,8 +94,7 @@ def test_cli_writes_the_files_and_a_summary(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "1  gcp:compute/resourcePolicy:ResourcePolicy" in printed
     # what the TPU pools hold, as the stack's capacity report says it
-    report = stack_config.load(stack_values()).config.tpu.capacity_report()
-    assert all(line in printed for line in report.lines())
+    assert all(line in printed for line in stack_config.load(stack_values()).config.tpu.capacity_lines())
     # The order of `up` and of `destroy`, as graph.txt holds it.
     graph = (tmp_path / "dev" / "graph.txt").read_text()
     assert all(f"  {line}" in printed for line in graph.splitlines() if line)

@@ -257,7 +257,7 @@ def summary(stack: str, run: ProgramRun, stack_dir: Path = PROJECT_ROOT) -> list
     counts = collections.Counter(r.type for r in run.registrations)
     lines = [f"stack {stack}: {len(run.registrations)} resources"]
     lines += [f"  {count:3d}  {type_token}" for type_token, count in sorted(counts.items())]
-    lines += ["TPU capacity:"] + [f"  {line}" for line in config.tpu.capacity_report().lines()]
+    lines += ["TPU capacity:"] + [f"  {line}" for line in config.tpu.capacity_lines()]
     lines += ["TPU admission:"] + [f"  {line}" for line in run.outputs.get("admissionPlan", ["no slice workloads"])]
     lines += ["Order (graph.txt):"] + [
         f"  {line}" for line in graph_document(run.registrations, run.invocations).splitlines() if line

@@ -19,7 +19,6 @@ from pydantic import Field, StringConstraints
 from components import naming
 from components.config_base import DOCKER_HUB, HINT, SECRET_SETTING, SECRET_VERSION, Block, Problems, form, kind, snake
 from components.tpu import topology
-from components.tpu.admission import CapacityReport
 
 TPU7X_MIN_GKE_VERSION = "1.34.0-gke.2201000"
 NO_UPGRADES_MAX_DAYS = 30
@@ -667,15 +666,16 @@ class TpuConfig(Block):
                 path += f"/reservationSubBlocks/{pool.sub_block}"
         return path
 
-    def capacity_report(self) -> CapacityReport:
-        return CapacityReport(
-            machine_type=self.machine_type,
-            pools=len(self.pools),
-            nodes=self.total_nodes,
-            chips=self.total_chips,
-            cubes=self.cubes,
-            slices_that_fit={str(s): topology.slices_that_fit(s, self.cubes) for s in self.shapes},
-        )
+    def capacity_lines(self) -> list[str]:
+        """What the pools hold: nodes, chips, cubes and slices of each shape at once."""
+        head = f"{len(self.pools)} pool(s) of {self.machine_type}: {self.total_nodes} nodes, {self.total_chips} chips"
+        if not self.cubes:
+            return [head]
+        fits = ", ".join(f"{topology.slices_that_fit(shape, self.cubes)} x {shape}" for shape in self.shapes)
+        return [
+            f"{head}, {self.cubes} cube(s) of {topology.CUBE}",
+            f"slices that fit at once: {fits or 'none configured'}",
+        ]
 
 
 # An Artifact Registry Docker repository: <location>-docker.pkg.dev/<project>/<repository> (Artifact Registry's

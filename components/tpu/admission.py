@@ -125,22 +125,3 @@ class AdmissionPlan:
             else:
                 lines.append(f"{higher.key} and {lower.key} queue behind each other (equal priority {higher.priority})")
         return lines
-
-
-@dataclass(frozen=True)
-class CapacityReport:
-    """What the configured TPU pools hold: nodes, chips, cubes and slices of each shape at once."""
-
-    machine_type: str
-    pools: int
-    nodes: int
-    chips: int
-    cubes: int
-    slices_that_fit: dict[str, int]
-
-    def lines(self) -> list[str]:
-        head = f"{self.pools} pool(s) of {self.machine_type}: {self.nodes} nodes, {self.chips} chips"
-        if not self.cubes:
-            return [head]
-        fits = ", ".join(f"{count} x {shape}" for shape, count in self.slices_that_fit.items())
-        return [f"{head}, {self.cubes} cube(s) of {CUBE}", f"slices that fit at once: {fits or 'none configured'}"]
