@@ -34,7 +34,7 @@ from components.operations import config as operations_config
 from components.operations.node_audit_objects import NodeAuditObjects, node_audit_objects
 from components.operations.objects import MonitoringObjects, monitoring_objects
 from components.platform import config as platform_config
-from components.platform.kueue_objects import KueueObjects, kueue_objects
+from components.platform.kueue_objects import kueue_objects
 from components.platform.namespace_objects import namespace_objects
 from components.tpu.admission import AdmissionPlan
 from components.workloads.network_policies.objects import NamespaceDefaultsObjects, namespace_defaults_objects
@@ -159,7 +159,7 @@ class Stack:
     """A validated stack: its config and the manifests of every enabled workload, built once."""
 
     config: StackConfig
-    kueue: KueueObjects | None  # None: no dynamic slicing, so nothing is queued
+    kueue: list[dict[str, Any]] | None  # None: no dynamic slicing, so nothing is queued
     checks: SliceChecksObjects | None
     serving: ServingObjects | None
     saxml: SaxmlObjects | None

@@ -25,7 +25,7 @@ def dev() -> stack_config.Stack:
 
 def topology_levels(dev: stack_config.Stack) -> list[str]:
     assert dev.kueue is not None
-    (topology,) = [o for o in dev.kueue.all if o["kind"] == "Topology"]
+    (topology,) = [o for o in dev.kueue if o["kind"] == "Topology"]
     return [level["nodeLabel"] for level in topology["spec"]["levels"]]
 
 

@@ -96,8 +96,8 @@ def test_one_node_per_host_of_each_pool_with_its_chips(stack):
 
 def test_every_level_of_the_stacks_kueue_topology_is_on_every_tpu_node(stack):
     assert stack.kueue is not None
-    (kueue_topology,) = [o for o in stack.kueue.queue_objects if o["kind"] == "Topology"]
-    (flavor,) = [o for o in stack.kueue.queue_objects if o["kind"] == "ResourceFlavor"]
+    (kueue_topology,) = [o for o in stack.kueue if o["kind"] == "Topology"]
+    (flavor,) = [o for o in stack.kueue if o["kind"] == "ResourceFlavor"]
     levels = [level["nodeLabel"] for level in kueue_topology["spec"]["levels"]]
     for node in tpu_nodes(stack):
         assert set(levels) <= set(labels(node)), sorted(set(levels) - set(labels(node)))

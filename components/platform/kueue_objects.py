@@ -5,7 +5,6 @@ Pure: returns Kubernetes objects as dicts, so tests validate them against the CR
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from components.gcp.config import TpuConfig
@@ -23,22 +22,13 @@ def queue_labels(queues: QueuesConfig, priority: PriorityLevel) -> dict[str, str
     return {QUEUE_LABEL: queues.local_queue_name, PRIORITY_LABEL: queues.priority_class(priority).name}
 
 
-@dataclass(frozen=True)
-class KueueObjects:
-    queue_objects: list[dict[str, Any]]  # Topology, ResourceFlavor, AdmissionCheck, ClusterQueue, LocalQueues
-    priority_classes: list[dict[str, Any]]  # WorkloadPriorityClasses, lowest first
-
-    @property
-    def all(self) -> list[dict[str, Any]]:
-        return [*self.queue_objects, *self.priority_classes]
-
-
-def kueue_objects(queues: QueuesConfig, tpu: TpuConfig) -> KueueObjects:
+def kueue_objects(queues: QueuesConfig, tpu: TpuConfig) -> list[dict[str, Any]]:
+    """The queue's objects (``queue_objects``), then its WorkloadPriorityClasses, lowest first."""
     priority_classes = load_documents("kueue/workload-priority-classes.yaml")
     for document, (_, priority) in zip(priority_classes, queues.priority_classes.levels(), strict=True):
         document["metadata"]["name"] = priority.name
         document["value"] = priority.value
-    return KueueObjects(queue_objects(queues, tpu), priority_classes)
+    return [*queue_objects(queues, tpu), *priority_classes]
 
 
 def queue_objects(queues: QueuesConfig, tpu: TpuConfig) -> list[dict[str, Any]]:

@@ -8,7 +8,6 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.platform.kueue_objects import KueueObjects
 from components.resources import owned
 
 
@@ -17,7 +16,7 @@ class QueuesArgs:
     provider: k8s.Provider
     kueue_release: pulumi.Resource | None  # serves the Kueue CRDs and webhooks; None: installed elsewhere
     namespaces: list[dict[str, Any]]  # the workload namespaces, each with its Pod Security labels
-    objects: KueueObjects
+    objects: list[dict[str, Any]]  # the Kueue objects of the queue (kueue_objects)
 
 
 class KueueQueues(pulumi.ComponentResource):
@@ -35,7 +34,7 @@ class KueueQueues(pulumi.ComponentResource):
         after = [*([args.kueue_release] if args.kueue_release else []), *self.namespaces]
         self.objects = k8s.yaml.v2.ConfigGroup(
             "kueue-objects",
-            objs=[{**manifest, "metadata": owned(manifest["metadata"])} for manifest in args.objects.all],
+            objs=[{**manifest, "metadata": owned(manifest["metadata"])} for manifest in args.objects],
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=after),
         )
         self.register_outputs({"namespaces": list(self._namespaces)})

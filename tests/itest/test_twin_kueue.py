@@ -88,7 +88,7 @@ def stack_kueue(twin: Twin, dev: stack_config.Stack) -> list[dict[str, Any]]:
     assert dev.kueue is not None
     for namespace in dev.namespaces.values():
         twin.plane.kubectl("apply", "-f", "-", stdin=json.dumps(namespace))
-    return [create(twin.plane, obj) for obj in dev.kueue.all]
+    return [create(twin.plane, obj) for obj in dev.kueue]
 
 
 def test_the_stacks_kueue_objects_pass_kueues_webhooks(
@@ -97,13 +97,13 @@ def test_the_stacks_kueue_objects_pass_kueues_webhooks(
     plane = twin.plane
     assert dev.kueue is not None
     assert [(o["kind"], o["metadata"]["name"]) for o in stack_kueue] == [
-        (o["kind"], o["metadata"]["name"]) for o in dev.kueue.all
+        (o["kind"], o["metadata"]["name"]) for o in dev.kueue
     ]
     assert all(o["metadata"]["uid"] for o in stack_kueue)
     # the webhooks were asked: a ClusterQueue that names a resource its group does not cover passes the CRD schema
     # and is refused by Kueue's validating webhook (pkg/webhooks/clusterqueue_webhook.go, "must match the name in
     # coveredResources")
-    (queue,) = [o for o in dev.kueue.queue_objects if o["kind"] == "ClusterQueue"]
+    (queue,) = [o for o in dev.kueue if o["kind"] == "ClusterQueue"]
     bad = json.loads(json.dumps(queue))
     bad["metadata"]["name"] = "twin-bad-queue"
     bad["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["name"] = "twin.example/not-covered"
@@ -140,7 +140,7 @@ def test_the_cluster_queue_waits_for_the_slice_check_and_opens_once_it_is_active
     """Kueue keeps the stack's ClusterQueue inactive until the slice controller marks its AdmissionCheck Active; the
     stand-in does, and the queue opens."""
     assert dev.kueue is not None
-    (queue,) = [o for o in dev.kueue.queue_objects if o["kind"] == "ClusterQueue"]
+    (queue,) = [o for o in dev.kueue if o["kind"] == "ClusterQueue"]
     name = queue["metadata"]["name"]
 
     def settled(status: str) -> dict[str, Any]:
@@ -158,7 +158,7 @@ def test_the_cluster_queue_waits_for_the_slice_check_and_opens_once_it_is_active
     request.getfixturevalue("standin")
     after = settled("True")
     assert after.get("status") == "True", after
-    checks = [o for o in dev.kueue.queue_objects if o["kind"] == "AdmissionCheck"]
+    checks = [o for o in dev.kueue if o["kind"] == "AdmissionCheck"]
     assert checks and all(c["spec"]["controllerName"] == SLICE_CONTROLLER_NAME for c in checks)
     for check in checks:
         served = get(twin.plane, "admissionchecks.kueue.x-k8s.io", check["metadata"]["name"])
