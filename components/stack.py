@@ -267,8 +267,9 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     platform_config.validate_platform(config.platform, problems)
     platform_config.validate_queues(config.queues, problems)
     workload_namespaces = _workload_namespaces(config)
+    audit_namespaces = [operations_config.NODE_AUDIT_NAMESPACE] if config.node_audit_logging_on else []
     platform_config.validate_namespace_levels(
-        config.platform, tpu.dynamic_slicing_requested, workload_namespaces, problems
+        config.platform, tpu.dynamic_slicing_requested, workload_namespaces, audit_namespaces, problems
     )
     checks_config.validate_checks(config.checks, tpu, config.queues, problems)
     serving_config.validate_serving(config.serving, tpu, config.queues, cluster, config.project, problems)
@@ -281,11 +282,6 @@ def _validate(config: StackConfig, problems: Problems) -> None:
         production, config.network, cluster, tpu, config.serving, config.node_audit_logging, problems
     )
     operations_config.validate_node_audit_logging(config.node_audit_logging, cluster, production, problems)
-    releases = platform_config.release_namespaces(config.platform, tpu.dynamic_slicing_requested)
-    release_namespaces = [(f"platform.{key}.namespace", namespace) for key, namespace in releases.items()]
-    operations_config.validate_node_audit_namespace(
-        config.node_audit_logging_on, [*workload_namespaces, *release_namespaces], problems
-    )
     operations_config.validate_alerts(config.alerts, cluster, production, problems)
     gcp_config.validate_images(config.images, problems)
     # (the repositories are checked only where the stack makes them: none where pull-through is off)

@@ -254,14 +254,14 @@ OPERATIONS_BAD_INPUTS = [
         {"queues.namespaces": ["node-audit"], "serving.namespace": "node-audit"},
         "prod",
         "queues.namespaces[0]",
-        "'node-audit' is the node audit logging's namespace, which enforces Pod Security's privileged level",
+        "'node-audit' is also the namespace of the node audit logging, which enforces Pod Security's privileged level",
         id="workloads-in-the-node-audit-namespace",
     ),
     pytest.param(
         {"platform.kueue.namespace": "node-audit"},
         "prod",
         "platform.kueue.namespace",
-        "'node-audit' is the node audit logging's namespace",
+        "'node-audit' is also the namespace of the node audit logging",
         id="kueue-in-the-node-audit-namespace",
     ),
 ]

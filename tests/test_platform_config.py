@@ -47,7 +47,7 @@ PLATFORM_BAD_INPUTS = [
     pytest.param(
         {"queues.namespaces": ["llm-d-pd-disaggregation", "kueue-system"]},
         "queues.namespaces[1]",
-        "also the namespace of the platform.kueue release: a namespace enforces one Pod Security level",
+        "also the namespace of the platform.kueue release, which enforces Pod Security's restricted level",
         id="workloads-in-a-controllers-namespace",
     ),
     pytest.param(

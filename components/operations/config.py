@@ -148,21 +148,6 @@ def validate_node_audit_logging(
             problems.add(f"nodeAuditLogging.{key}", problem, "pin a release tag (x.y.z) or @sha256:<digest>")
 
 
-def validate_node_audit_namespace(on: bool, other_namespaces: list[tuple[str, str]], problems: Problems) -> None:
-    """The node audit logging's namespace enforces privileged: no other namespace of the stack (``(key, namespace)``:
-    the workloads', the controllers') may be it, or its pods would be admitted there too."""
-    if not on:
-        return
-    for key, namespace in other_namespaces:
-        if namespace == NODE_AUDIT_NAMESPACE:
-            problems.add(
-                key,
-                f"{namespace!r} is the node audit logging's namespace, which enforces Pod Security's privileged level "
-                "for its DaemonSet alone",
-                "use another namespace",
-            )
-
-
 def email_channel_name(email: str) -> str:
     """The resource name of the email notification channel of ``email`` (components/operations/component.py): from the
     address, so it is stable under reordering and a new address adds one channel."""

@@ -434,19 +434,31 @@ def release_namespaces(platform: PlatformConfig, dynamic_slicing: bool) -> dict[
 
 
 def validate_namespace_levels(
-    platform: PlatformConfig, dynamic_slicing: bool, workload_namespaces: Sequence[tuple[str, str]], problems: Problems
+    platform: PlatformConfig,
+    dynamic_slicing: bool,
+    workload_namespaces: Sequence[tuple[str, str]],
+    node_agent_namespaces: Sequence[str],
+    problems: Problems,
 ) -> None:
-    """A workload namespace (``(key, namespace)``) is never one of the controllers': each namespace enforces one
-    Pod Security level, restricted for the controllers and baseline for the workloads that run as root."""
-    owners = {namespace: key for key, namespace in release_namespaces(platform, dynamic_slicing).items()}
-    for key, namespace in workload_namespaces:
-        if namespace in owners:
+    """Each namespace enforces one Pod Security level (``namespace_levels``): a release's or a workload's namespace
+    (``(key, namespace)``) that a node agent's or a release's of another level holds already is refused."""
+    holders = dict.fromkeys(node_agent_namespaces, ("the node audit logging", NODE_AGENTS_POD_SECURITY))
+    claims = [
+        *(
+            (f"platform.{key}.namespace", namespace, f"the platform.{key} release", CONTROLLERS_POD_SECURITY)
+            for key, namespace in release_namespaces(platform, dynamic_slicing).items()
+        ),
+        *((key, namespace, "", WORKLOADS_POD_SECURITY) for key, namespace in workload_namespaces),
+    ]
+    for key, namespace, holder, level in claims:
+        held_by, held_at = holders.setdefault(namespace, (holder, level))
+        if held_at != level:
             problems.add(
                 key,
-                f"{namespace!r} is also the namespace of the platform.{owners[namespace]} release: a namespace enforces "
-                f"one Pod Security level, {CONTROLLERS_POD_SECURITY} for the controllers and {WORKLOADS_POD_SECURITY} "
-                "for the workloads",
-                "give the workloads a namespace of their own",
+                f"{namespace!r} is also the namespace of {held_by}, which enforces Pod Security's {held_at} level: a "
+                f"namespace enforces one level, {CONTROLLERS_POD_SECURITY} for the controllers, "
+                f"{WORKLOADS_POD_SECURITY} for the workloads and {NODE_AGENTS_POD_SECURITY} for a node agent alone",
+                "give it a namespace of its own",
             )
 
 
