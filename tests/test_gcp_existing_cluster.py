@@ -17,6 +17,7 @@ from pulumi_gcp.container.outputs import (
 from components.gcp.config import ExistingClusterConfig
 from components.gcp.existing_cluster import ExistingClusterArgs, outside_dns_endpoint, reach
 from harness.gcp_model import CloudProject
+from harness.gke_network import EXISTING_CLUSTER_POD_RANGE
 from tests.conftest import assert_bad_input, run_stack, stack_values
 
 DEV = stack_values("dev")  # the tests' dev stack
@@ -122,6 +123,16 @@ def test_a_gke_cluster_by_name_is_reached_as_its_owner_opened_it():
     existing = ExistingClusterConfig(name="team-cluster", location="us-central1")
     args = ExistingClusterArgs(project="p", name="team-cluster", existing=existing)
     assert reach(args, "gke-0123.us-central1.gke.goog", "", []) == ("gke-0123.us-central1.gke.goog", None)
+
+
+def test_the_preview_says_what_to_open_on_the_network_getcluster_reports():
+    """The warning reads GKE's answer for the cluster (the model's: a Private Service Connect cluster on the project's
+    default network), so the rule it asks for names that network and the Pod range as a source."""
+    run = run_stack({"cluster.existing": {"name": "team-cluster", "location": "us-central1"}})
+    (warning,) = [w for w in run.warnings if w.startswith("cluster.existing: ")]
+    assert f"--project {DEV['project']} --network default " in warning
+    assert f",{EXISTING_CLUSTER_POD_RANGE}" in warning
+    assert "subnets describe default --region us-central1" in warning
 
 
 def test_a_gke_cluster_still_being_created_is_refused_until_gke_reports_how_to_reach_it():
