@@ -323,10 +323,6 @@ def join(prefix: str, key: str) -> str:
     return f"{prefix}.{key}" if prefix else key
 
 
-def snake(key: str) -> str:
-    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
-
-
 # A Kubernetes object or namespace name this program takes from a setting: a DNS-1123 label.
 K8sName = Annotated[
     str,

@@ -15,9 +15,10 @@ from datetime import date, datetime, timedelta
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, StringConstraints
+from pydantic.alias_generators import to_snake
 
 from components import naming
-from components.config_base import DOCKER_HUB, HINT, SECRET_SETTING, SECRET_VERSION, Block, Problems, form, kind, snake
+from components.config_base import DOCKER_HUB, HINT, SECRET_SETTING, SECRET_VERSION, Block, Problems, form, kind
 from components.tpu import topology
 
 TPU7X_MIN_GKE_VERSION = "1.34.0-gke.2201000"
@@ -817,7 +818,7 @@ def remote_repositories(registries: list[str], project: str, region: str, cluste
 
 def validate_network(network: NetworkConfig, problems: Problems) -> None:
     keys = ("nodeCidr", "podCidr", "serviceCidr", "proxyOnlyCidr")
-    parsed = {key: _ipv4_range(f"network.{key}", getattr(network, snake(key)), problems) for key in keys}
+    parsed = {key: _ipv4_range(f"network.{key}", getattr(network, to_snake(key)), problems) for key in keys}
     ranges = {key: cidr for key, cidr in parsed.items() if cidr is not None}
     for first, second in itertools.combinations(ranges, 2):
         if ranges[first].overlaps(ranges[second]):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Annotated, Literal, get_args
 
 from pydantic import Field
+from pydantic.alias_generators import to_snake
 
 from components.config_base import (
     IMAGE_DIGEST,
@@ -25,7 +26,6 @@ from components.config_base import (
     form,
     kind,
     release_image_problems,
-    snake,
     written_release_image,
 )
 from components.gcp.config import ClusterConfig, GkeVersion, TpuConfig
@@ -313,7 +313,7 @@ def control_plane_port_warnings(platform: PlatformConfig, dynamic_slicing: bool)
     pinned = PlatformConfig()
     warnings = []
     for key, chart in installed_charts(platform, dynamic_slicing).items():
-        release = getattr(pinned, snake(key)).version
+        release = getattr(pinned, to_snake(key)).version
         if chart.version != release:
             ports = ", ".join(f"tcp:{p}" for p in RELEASE_CONTROL_PLANE_PORTS[key])
             warnings.append(
