@@ -21,21 +21,17 @@ from google.protobuf import empty_pb2, json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 from pulumi_policy import (
     EnforcementLevel,
-    PolicyCustomTimeouts,
-    PolicyResource,
-    PolicyResourceOptions,
-    ResourceValidationArgs,
     ResourceValidationPolicy,
-    StackValidationArgs,
     StackValidationPolicy,
 )
-from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
+from pulumi_policy.proxy import UnknownValueError
 
 from components.stack import PRODUCTION_OUTPUT
 from policy import PACK_NAME
 from policy.pack import build_policies
 from policy.resources import ROOT_STACK, UNKNOWN, Resource
 from tests.conftest import PROJECT_ROOT
+from tests.policy_sdk import POLICIES, reported
 
 POLICY_DIR = PROJECT_ROOT / "policy"
 PURE_MODULES = (
@@ -112,15 +108,6 @@ def test_every_policy_is_mandatory_and_named_once() -> None:
 # --- The wrappers, called as the SDK calls them ------------------------------------------------
 
 
-def policy(name: str) -> Any:
-    (found,) = [p for p in build_policies() if p.name == name]
-    return found
-
-
-def options(protect: bool = False) -> PolicyResourceOptions:
-    return PolicyResourceOptions(protect, [], None, [], PolicyCustomTimeouts(0, 0, 0), [])
-
-
 def validate(
     name: str,
     resource_type: str,
@@ -129,20 +116,9 @@ def validate(
     protect: bool = False,
     config: dict[str, Any] | None = None,
 ) -> list[tuple[str, str | None]]:
-    target = policy(name)
-    assert isinstance(target, ResourceValidationPolicy)
-    reported: list[tuple[str, str | None]] = []
-    args = ResourceValidationArgs(
-        resource_type,
-        unknown_checking_proxy(props),
-        f"urn:x::{resource_type}::res",
-        "res",
-        options(protect),
-        None,
-        config,
-    )
-    target.validate(args, lambda message, urn=None: reported.append((message, urn)))
-    return reported
+    """What the resource policy ``name`` reports on one resource of ``props`` (the engine attaches its URN itself)."""
+    assert isinstance(POLICIES[name], ResourceValidationPolicy)
+    return reported(name, [Resource(resource_type, "res", props, protect, f"urn:x::{resource_type}::res")], config)
 
 
 def test_a_resource_wrapper_reports_the_rule_messages() -> None:
@@ -151,62 +127,9 @@ def test_a_resource_wrapper_reports_the_rule_messages() -> None:
     assert validate("no-public-endpoints", GATEWAY, PUBLIC_GATEWAY, config={"allowPublicEndpoints": True}) == []
 
 
-def _broken_cases(kind: type) -> list[Any]:
-    from tests.test_policy_rules import BROKEN
-
-    rules = {p.name for p in build_policies() if isinstance(p, kind)}
-    return [pytest.param(*case, id=f"{case[0]}-{i}") for i, case in enumerate(BROKEN) if case[0] in rules]
-
-
-@pytest.mark.parametrize("rule, stack, breakage, config, name, fragment", _broken_cases(ResourceValidationPolicy))
-def test_each_policy_of_the_pack_runs_its_own_rule(
-    rule: str, stack: str, breakage: Any, config: dict[str, Any], name: str, fragment: str
-) -> None:
-    """Each broken copy of tests/test_policy_rules.py, through the pack's wrapper of that rule as the SDK calls it: a
-    wrapper calling another rule (two rule modules with a function of the same name, say) fails here."""
-    from tests.test_policy_rules import rendered
-
-    before = {(r.type, r.name): (r.props, r.protect) for r in rendered(stack)}
-    resources = rendered(stack)
-    breakage(resources)
-    broken = [r for r in resources if before.get((r.type, r.name)) != (r.props, r.protect) or r.name == name]
-    messages = [
-        message
-        for r in broken
-        for message, _ in validate(rule, r.type, dict(r.props), protect=r.protect, config=config)
-    ]
-    assert any(fragment in message for message in messages), messages
-
-
-def policy_resource(resource: Resource) -> PolicyResource:
-    return PolicyResource(
-        resource.type, unknown_checking_proxy(dict(resource.props)), resource.urn, resource.name,
-        options(resource.protect), None, None, [], {},
-    )  # fmt: skip
-
-
 def validate_stack(name: str, resources: list[Resource], config: dict[str, Any] | None = None) -> list[tuple[str, Any]]:
-    target = policy(name)
-    assert isinstance(target, StackValidationPolicy)
-    reported: list[tuple[str, str | None]] = []
-    args = StackValidationArgs([policy_resource(r) for r in resources], config)
-    target.validate(args, lambda message, urn=None: reported.append((message, urn)))
-    return reported
-
-
-@pytest.mark.parametrize("rule, stack, breakage, config, name, fragment", _broken_cases(StackValidationPolicy))
-def test_each_stack_policy_of_the_pack_runs_its_own_rule(
-    rule: str, stack: str, breakage: Any, config: dict[str, Any], name: str, fragment: str
-) -> None:
-    """The broken copies of the stack rules through the pack's stack wrapper: every resource of the stack, itself
-    among them (its outputs), as the SDK hands them over; the violation points at the resource it names."""
-    from tests.test_policy_rules import rendered
-
-    resources = rendered(stack)
-    breakage(resources)
-    reported = validate_stack(rule, resources, config)
-    urns = {r.urn for r in resources}
-    assert any(fragment in message and (urn is None or urn in urns) for message, urn in reported), reported
+    assert isinstance(POLICIES[name], StackValidationPolicy)
+    return reported(name, resources, config)
 
 
 def test_a_wrapper_leaves_unknown_values_the_rule_does_not_need_alone() -> None:

@@ -1,4 +1,5 @@
-"""The policy pack's rules (policy/*.py) on the program as it renders, and on broken copies of it.
+"""The policy pack's policies (policy/pack.py, called as the SDK calls them: tests/policy_sdk.py) on the program as it
+renders, and on broken copies of it.
 
 Every committed stack runs once under the mocks (tests/conftest.run_stack), so the rules check the
 resources the code registers today, not a saved copy, and the stack itself as a stack rule sees it (its outputs).
@@ -21,7 +22,6 @@ from components.gcp.config import UNHARDENED_BOOT
 from components.stack import PRODUCTION_OUTPUT
 from harness.mock_engine import ProgramRun, unwrap_secrets
 from policy import (
-    boundaries,
     buckets,
     charts,
     endpoints,
@@ -36,6 +36,7 @@ from policy import (
 )
 from policy.resources import ROOT_STACK, UNKNOWN, Resource, UnknownValue, Violation, get, kubernetes_objects
 from tests.conftest import FIXTURE_STACK_NAMES, run_stack, stack_config, stack_values
+from tests.policy_sdk import POLICIES, messages, reported
 from tools.stack_file import PROJECT_NAME
 
 STACKS = FIXTURE_STACK_NAMES
@@ -83,49 +84,6 @@ def production(stack: str) -> bool:
     return gke.is_production(list(_rendered(stack)))
 
 
-# --- The rules as the pack applies them: (resources, stack, policy config) -> messages ---------
-
-Rule = Callable[[list[Resource], str, dict[str, Any]], list[str]]
-
-
-def _each(check: Callable[[Resource, str, dict[str, Any]], list[str]]) -> Rule:
-    return lambda resources, stack, config: [m for r in resources for m in check(r, stack, config)]
-
-
-RULES: dict[str, Rule] = {
-    "no-public-endpoints": _each(
-        lambda r, _s, c: endpoints.public_endpoint_problems(r.type, r.name, r.props, c.get(endpoints.OPT_IN) is True)
-    ),
-    "no-broad-project-roles": _each(lambda r, _s, _c: iam.project_role_problems(r.type, r.name, r.props)),
-    "registry-access-read-only": _each(lambda r, _s, _c: iam.registry_role_problems(r.type, r.name, r.props)),
-    "container-images-pinned": _each(
-        lambda r, _s, c: images.image_problems(r.type, r.name, r.props, c.get(images.REQUIRE_DIGESTS) is True)
-    ),
-    "buckets-uniform-and-not-public": _each(lambda r, _s, _c: buckets.bucket_problems(r.type, r.name, r.props)),
-    "versioned-buckets-delete-old-versions": _each(
-        lambda r, _s, _c: buckets.old_version_problems(r.type, r.name, r.props)
-    ),
-    "kueue-tpu-quota-within-pools": lambda resources, _s, _c: [v.message for v in tpu.quota_violations(resources)],
-    "helm-charts-pinned": _each(lambda r, _s, _c: charts.chart_problems(r.type, r.name, r.props)),
-    "pods-isolated-by-network-policy": lambda resources, _s, _c: [
-        v.message for v in network.unisolated_pod_violations(resources)
-    ],
-    "gke-cluster-hardened": _each(lambda r, _s, _c: gke.cluster_problems(r.type, r.name, r.props)),
-    "gke-nodes-hardened": _each(lambda r, _s, _c: gke.node_pool_problems(r.type, r.name, r.props)),
-    "boot-disks-encrypted-in-production": lambda resources, _s, _c: [
-        v.message for v in gke.unencrypted_boot_disk_violations(resources)
-    ],
-    "objects-in-own-namespaces": _each(lambda r, _s, _c: boundaries.namespace_problems(r.type, r.name, r.props)),
-    "rbac-no-privileged-bindings": _each(lambda r, _s, _c: rbac.binding_problems(r.type, r.name, r.props)),
-    "rbac-least-privilege-roles": _each(lambda r, _s, _c: rbac.role_problems(r.type, r.name, r.props)),
-    "namespaces-enforce-pod-security": _each(
-        lambda r, _s, _c: namespaces.pod_security_problems(r.type, r.name, r.props)
-    ),
-    "pods-own-service-account": _each(
-        lambda r, _s, _c: service_accounts.service_account_problems(r.type, r.name, r.props)
-    ),
-}
-
 # What each rule looks at, so that a pass is not a pass over nothing.
 TARGETS: dict[str, Callable[[Resource, str], bool]] = {
     "no-public-endpoints": lambda r, _s: r.type.endswith((":Service", ":Gateway")),
@@ -159,18 +117,16 @@ TARGETS: dict[str, Callable[[Resource, str], bool]] = {
 
 
 def test_the_table_covers_every_policy_of_the_pack() -> None:
-    from policy.pack import build_policies
-
-    assert set(RULES) == set(TARGETS) == {p.name for p in build_policies()}
+    assert set(TARGETS) == set(POLICIES)
 
 
 @pytest.mark.parametrize("stack", STACKS)
-@pytest.mark.parametrize("rule", sorted(RULES))
+@pytest.mark.parametrize("rule", sorted(POLICIES))
 def test_every_rule_passes_on_every_stack(rule: str, stack: str) -> None:
-    assert RULES[rule](rendered(stack), stack, {}) == []
+    assert messages(rule, rendered(stack)) == []
 
 
-@pytest.mark.parametrize("rule", sorted(RULES))
+@pytest.mark.parametrize("rule", sorted(POLICIES))
 def test_every_rule_has_something_to_check(rule: str) -> None:
     seen = {s: [r.name for r in rendered(s) if TARGETS[rule](r, s)] for s in STACKS}
     assert any(seen.values()), f"{rule} finds nothing to check in any stack: {seen}"
@@ -471,12 +427,14 @@ def test_every_rule_fires_on_a_broken_copy(
 ) -> None:
     resources = rendered(stack)
     breakage(resources)
-    messages = RULES[rule](resources, stack, config)
-    assert messages, f"{rule} let the broken {stack} copy through"
-    assert any(name in m and fragment in m for m in messages), messages
+    found = reported(rule, resources, config)
+    assert found, f"{rule} let the broken {stack} copy through"
+    assert any(name in m and fragment in m for m, _ in found), found
+    # a stack policy points its violation at a resource of the stack
+    assert all(urn is None or urn in {r.urn for r in resources} for _, urn in found), found
 
 
-@pytest.mark.parametrize("rule", sorted(RULES))
+@pytest.mark.parametrize("rule", sorted(POLICIES))
 def test_every_rule_is_broken_at_least_once(rule: str) -> None:
     assert any(case[0] == rule for case in BROKEN)
 
@@ -487,8 +445,8 @@ def test_every_rule_is_broken_at_least_once(rule: str) -> None:
 def test_a_stack_may_opt_in_to_public_endpoints() -> None:
     resources = rendered("dev")
     setting("inference-gateway", "spec.gatewayClassName", "gke-l7-global-external-managed")(resources)
-    assert RULES["no-public-endpoints"](resources, "dev", {endpoints.OPT_IN: True}) == []
-    assert RULES["no-public-endpoints"](resources, "dev", {endpoints.OPT_IN: "yes"}) != [], "only a real true opts in"
+    assert messages("no-public-endpoints", resources, {endpoints.OPT_IN: True}) == []
+    assert messages("no-public-endpoints", resources, {endpoints.OPT_IN: "yes"}) != [], "only a real true opts in"
 
 
 def test_a_tpu_pool_the_stack_file_keeps_unhardened_passes_and_no_other_node_pool_does() -> None:
@@ -588,16 +546,16 @@ def test_the_policy_config_requires_digests_of_every_image_charts_included() -> 
     included; with every image pinned by digest the stack passes. Which of the program's stacks must pull by digest
     is held at preview (images.requireDigests; tests/test_operations_config.py), not read here."""
     resources = rendered("prod")
-    rule = RULES["container-images-pinned"]
-    assert rule(resources, "prod", {}) == []  # the pack does not read the stack file's images block or production
-    messages = rule(resources, "prod", {images.REQUIRE_DIGESTS: True})
+    rule = "container-images-pinned"
+    assert messages(rule, resources) == []  # the pack does not read the stack file's images block or production
+    found = messages(rule, resources, {images.REQUIRE_DIGESTS: True})
     for name in ("vllm-prefill", "vllm-decode", "slice-controller", "kueue", "lws"):
-        assert any(name in m and "no digest" in m for m in messages), name
+        assert any(name in m and "no digest" in m for m in found), name
     # JobSet's controller comes by digest in every stack (components/platform/config.py JOBSET_IMAGE).
-    assert not [m for m in messages if "jobset" in m], messages
-    assert any("router values.router.epp.image" in m for m in messages)
+    assert not [m for m in found if "jobset" in m], found
+    assert any("router values.router.epp.image" in m for m in found)
     assert with_digests(resources) >= 10
-    assert rule(resources, "prod", {images.REQUIRE_DIGESTS: True}) == []
+    assert messages(rule, resources, {images.REQUIRE_DIGESTS: True}) == []
 
 
 def test_chart_images_are_read_in_each_charts_own_shape() -> None:
