@@ -120,6 +120,11 @@ class StackConfig(Block):
     def node_audit_logging_on(self) -> bool:
         return operations_config.node_audit_logging_on(self.node_audit_logging, self.cluster, self.production)
 
+    @property
+    def node_agent_namespaces(self) -> list[str]:
+        """The namespaces of the node agents the stack runs: the node audit logging's, where it is on."""
+        return [operations_config.NODE_AUDIT_NAMESPACE] if self.node_audit_logging_on else []
+
     def stack_images(self) -> list[hardening_rules.StackImage]:
         """Every image the stack runs, with the setting that pins it."""
         node_audit = self.node_audit_logging if self.node_audit_logging_on else None
@@ -266,10 +271,12 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     gcp_config.validate_skip_await(cluster.existing, {key: what for key, (on, what) in waits.items() if on}, problems)
     platform_config.validate_platform(config.platform, problems)
     platform_config.validate_queues(config.queues, problems)
-    workload_namespaces = _workload_namespaces(config)
-    audit_namespaces = [operations_config.NODE_AUDIT_NAMESPACE] if config.node_audit_logging_on else []
     platform_config.validate_namespace_levels(
-        config.platform, tpu.dynamic_slicing_requested, workload_namespaces, audit_namespaces, problems
+        config.platform,
+        tpu.dynamic_slicing_requested,
+        _workload_namespaces(config),
+        config.node_agent_namespaces,
+        problems,
     )
     checks_config.validate_checks(config.checks, tpu, config.queues, problems)
     serving_config.validate_serving(config.serving, tpu, config.queues, cluster, config.project, problems)
@@ -310,8 +317,9 @@ def _build(config: StackConfig) -> Stack:
     """Each enabled workload's blocks -> its manifests, once."""
     cluster, tpu, queues, pull_path = config.cluster, config.tpu, config.queues, config.pull_path()
     namespaces = workload_namespaces(config)
-    audit_namespaces = [operations_config.NODE_AUDIT_NAMESPACE] if config.node_audit_logging_on else []
-    levels = platform_config.namespace_levels(config.platform, tpu.dynamic_slicing, namespaces, audit_namespaces)
+    levels = platform_config.namespace_levels(
+        config.platform, tpu.dynamic_slicing, _workload_namespaces(config), config.node_agent_namespaces
+    )
     return Stack(
         config=config,
         kueue=kueue_objects(queues, tpu) if tpu.dynamic_slicing else None,
