@@ -30,7 +30,6 @@ def test_prefill_and_decode_tensor_parallel_sizes_must_match(prefill, decode):
         (16, "2x2x1", TPU7X, "exceeds the 8 TensorCores of one 2x2x1 slice"),
         (128, "2x4x4", TPU7X, "exceeds the 64 TensorCores"),
         (16, "2x4", V5E, "exceeds the 8 TensorCores of one 2x4 slice (8 chips x 1"),
-        (0, "2x2x2", TPU7X, "below 1"),
     ],
 )
 def test_tensor_parallel_size_must_fit_the_slice(tp, shape, machine, fragment):
