@@ -158,7 +158,7 @@ def test_a_workload_larger_than_the_capacity_is_never_admitted():
 
 def test_equal_priorities_queue_instead_of_preempting():
     plan = AdmissionPlan(1, (workload("a", "4x4x4", 1, 500), workload("b", "2x2x2", 1, 500)))
-    assert not plan.all_fit
+    assert "not all at once: together they need 2 cube(s), the stack has 1" in plan.lines()
     assert plan.lines()[-1] == "a and b queue behind each other (equal priority 500)"
 
 

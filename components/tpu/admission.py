@@ -71,10 +71,6 @@ class AdmissionPlan:
     cubes: int
     workloads: tuple[SliceWorkload, ...]
 
-    @property
-    def all_fit(self) -> bool:
-        return cubes_needed(list(self.workloads)) <= self.cubes
-
     def conflicts(self) -> list[tuple[SliceWorkload, SliceWorkload]]:
         """Pairs that cannot hold their slices at the same time, the higher priority first."""
         return [
@@ -116,7 +112,7 @@ class AdmissionPlan:
             return ["no slice workloads enabled"]
         used = cubes_needed(list(self.workloads))
         lines = [f"{w}: {cubes_needed([w])} cube(s) alone" for w in self.workloads]
-        if self.all_fit:
+        if used <= self.cubes:
             return [*lines, f"all run at the same time: {used} of {self.cubes} cube(s)"]
         lines.append(f"not all at once: together they need {used} cube(s), the stack has {self.cubes}")
         for higher, lower in self.conflicts():
