@@ -439,10 +439,9 @@ def _validate_shape_and_parallelism(
         problems.add(
             "serving.decode.tensorParallelSize", problem, f"set {prefill_tp}, as serving.prefill.tensorParallelSize"
         )
-    for role in ROLES:
-        role_config = serving.role(role)
-        if shape is not None:
-            for problem in rules.tensor_parallel_fit_problems(role_config.tensor_parallel_size, shape, machine):
+    if shape is not None:
+        for role in ROLES:
+            for problem in rules.tensor_parallel_fit_problems(serving.role(role).tensor_parallel_size, shape, machine):
                 problems.add(
                     f"serving.{role}.tensorParallelSize", problem, "lower it or use a larger serving.sliceShape"
                 )
