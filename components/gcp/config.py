@@ -261,16 +261,6 @@ class KeyGrant:
     def in_project(self, project: str) -> bool:
         return self.key.project == project
 
-    def by_hand(self, project: str) -> str:
-        """The grant as a command to run by hand: the agent's address needs the project number, which the shell asks
-        gcloud for (`gcloud projects describe` answers it as projectNumber)."""
-        number = f"$(gcloud projects describe {project} --format='value(projectNumber)')"
-        key = self.key
-        return (
-            f"gcloud kms keys add-iam-policy-binding {key.key} --keyring {key.ring} --location {key.location} "
-            f'--project {key.project} --member "{self.agent.member(number)}" --role {KMS_ENCRYPTER_DECRYPTER}'
-        )
-
 
 # --- Schema ----------------------------------------------------------------------------
 
@@ -960,18 +950,22 @@ def key_grant_warnings(grants: list[KeyGrant], project: str) -> list[str]:
     project's keys), so the grant is the operator's, before the first `up` that uses the key. The agent exists once
     its API is enabled in this project (or, GKE's, once asked for)."""
     lines = []
+    # the agent's address needs the project number, which the shell asks gcloud for (as projectNumber)
+    number = f"$(gcloud projects describe {project} --format='value(projectNumber)')"
     for grant in grants:
         if grant.in_project(project):
             continue
-        agent = grant.agent
+        agent, key = grant.agent, grant.key
         exists = f"`gcloud services enable {agent.service} --project {project}`"
         if agent.made_on_request:
             exists += f" or `gcloud beta services identity create --service={agent.service} --project {project}`"
         lines.append(
-            f"{grant.setting}: the key is in project {grant.key.project}, not this stack's {project}, so the stack "
+            f"{grant.setting}: the key is in project {key.project}, not this stack's {project}, so the stack "
             f"does not grant it: {agent.title} of {project} needs {KMS_ENCRYPTER_DECRYPTER} on it for "
             f"{', '.join(grant.uses)}, or the create fails. The agent exists once {exists} has run; then grant it "
-            f"before the first `up` that uses the key: {grant.by_hand(project)}"
+            f"before the first `up` that uses the key: gcloud kms keys add-iam-policy-binding {key.key} --keyring "
+            f'{key.ring} --location {key.location} --project {key.project} --member "{agent.member(number)}" --role '
+            f"{KMS_ENCRYPTER_DECRYPTER}"
         )
     return lines
 
