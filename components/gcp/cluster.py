@@ -329,14 +329,10 @@ class Cluster(pulumi.ComponentResource):
         self.get_credentials_command = self.cluster.name.apply(
             lambda name: f"gcloud container clusters get-credentials {name} {where}"
         )
-        self._check_version_floor(args)
-        self.register_outputs({"name": self.name, "endpoint": self.endpoint, "kubeconfig": self.kubeconfig})
 
-    def _check_version_floor(self, args: ClusterArgs) -> None:
-        """Warn at preview when the cluster's release channel offers no patch of the floor's minor at or
-        above the floor (the location's list is not the channel's: a minor can be valid here and gone
-        from the channel). A warning, not an error: a running cluster is past its floor already."""
-        cluster = args.cluster
+        # Warn at preview when the cluster's release channel offers no patch of the floor's minor at or
+        # above the floor (the location's list is not the channel's: a minor can be valid here and gone
+        # from the channel). A warning, not an error: a running cluster is past its floor already.
         offered = gcp.container.get_engine_versions_output(
             location=args.region,
             project=args.project,
@@ -356,6 +352,7 @@ class Cluster(pulumi.ComponentResource):
                 pulumi.log.warn(f"cluster.version: {problem[0]}; {problem[1]}", self)
 
         pulumi.Output.all(offered.release_channel_latest_version, offered.release_channel_default_version).apply(warn)
+        self.register_outputs({"name": self.name, "endpoint": self.endpoint, "kubeconfig": self.kubeconfig})
 
 
 def _dns_endpoint(config: gcp.container.outputs.ClusterControlPlaneEndpointsConfig | None) -> str:
