@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Annotated, Literal, get_args
 
 from pydantic import Field
-from pydantic.alias_generators import to_snake
 
 from components.config_base import (
     IMAGE_DIGEST,
@@ -225,6 +224,10 @@ class PlatformConfig(Block):
         ge=1,
     )
 
+    def registry_charts(self) -> dict[str, HelmChartConfig]:
+        """The charts installed from their registries, by their key under ``platform``."""
+        return {"jobset": self.jobset, "kueue": self.kueue, "leaderWorkerSet": self.leader_worker_set}
+
 
 class PriorityClassConfig(Block):
     name: K8sName = Field(description="WorkloadPriorityClass name.")
@@ -289,10 +292,7 @@ def installed_charts(platform: PlatformConfig, dynamic_slicing: bool) -> dict[st
     the platform; Kueue and LeaderWorkerSet only for dynamic slicing."""
     if not platform.install:
         return {}
-    charts = {"jobset": platform.jobset}
-    if dynamic_slicing:
-        charts |= {"kueue": platform.kueue, "leaderWorkerSet": platform.leader_worker_set}
-    return charts
+    return {key: chart for key, chart in platform.registry_charts().items() if dynamic_slicing or key == "jobset"}
 
 
 def installed_slice_controller(platform: PlatformConfig, dynamic_slicing: bool) -> SliceControllerConfig | None:
@@ -310,10 +310,10 @@ def control_plane_ports(platform: PlatformConfig, dynamic_slicing: bool) -> tupl
 def control_plane_port_warnings(platform: PlatformConfig, dynamic_slicing: bool) -> list[str]:
     """A chart moved off its pinned release: the ports the stack opens to the control plane were read at the pinned
     one, and nothing has checked them against the new release."""
-    pinned = PlatformConfig()
+    pinned = PlatformConfig().registry_charts()
     warnings = []
     for key, chart in installed_charts(platform, dynamic_slicing).items():
-        release = getattr(pinned, to_snake(key)).version
+        release = pinned[key].version
         if chart.version != release:
             ports = ", ".join(f"tcp:{p}" for p in RELEASE_CONTROL_PLANE_PORTS[key])
             warnings.append(
@@ -340,8 +340,7 @@ def validate_release_image(key: str, image: str, repository: str, tag: str, rele
 
 
 def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
-    charts = (("jobset", platform.jobset), ("kueue", platform.kueue), ("leaderWorkerSet", platform.leader_worker_set))
-    for key, chart in charts:
+    for key, chart in platform.registry_charts().items():
         prefix = f"platform.{key}"
         # Not a pattern on the field: the program's own local chart (the slice controller's) is described by it too.
         validate_chart_reference(f"{prefix}.chart", chart.chart, problems)
