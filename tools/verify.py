@@ -10,8 +10,10 @@ usage or configuration error.
 from __future__ import annotations
 
 import argparse
+import functools
 import http.client
 import json
+import operator
 import sys
 import time
 import urllib.error
@@ -159,16 +161,12 @@ def failure_reason(probe: Probe, exchange: Exchange, model: str) -> str | None:
 
 
 def dig(document: Any, field: Field) -> Any:
-    """The value at ``field`` (dict keys and list indexes), or _MISSING if any step is absent."""
-    value = document
-    for key in field:
-        if isinstance(key, int):
-            if not isinstance(value, list) or key >= len(value):
-                return _MISSING
-        elif not isinstance(value, dict) or key not in value:
-            return _MISSING
-        value = value[key]
-    return value
+    """The value at ``field`` (dict keys and list indexes), or _MISSING if any step is absent. Each field ends with a
+    key, so an index that lands in text fails at that key, as a step into any other scalar does."""
+    try:
+        return functools.reduce(operator.getitem, field, document)
+    except (KeyError, IndexError, TypeError):
+        return _MISSING
 
 
 def field_name(field: Field) -> str:
