@@ -27,6 +27,7 @@ from components.config_base import (
     parse_settings,
     redacted,
     secrets_in_plain_text,
+    walk,
 )
 from components.gcp import config as gcp_config
 from components.hardening import rules as hardening_rules
@@ -377,22 +378,6 @@ def _check_built(stack: Stack, problems: Problems) -> None:
 
 
 # --- Where the nodes pull from ---------------------------------------------------------------
-def _objects(value: Any) -> Iterable[dict[str, Any]]:
-    """Every Kubernetes object of a built stack's manifests (a dataclass of objects, lists and maps of them)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for f in dataclasses.fields(value):
-            yield from _objects(getattr(value, f.name))
-    elif isinstance(value, Mapping):
-        if "apiVersion" in value and "kind" in value:
-            yield value  # type: ignore[misc]  # a manifest: a JSON object
-        else:
-            for item in value.values():
-                yield from _objects(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _objects(item)
-
-
 def image_pull_warnings(stack: Stack) -> list[str]:
     """Private nodes that would pull from a registry with a published limit per address through Cloud NAT: no mirror,
     and pull-through turned off. The pods that pull each image when their workload starts are counted on the built
@@ -400,7 +385,10 @@ def image_pull_warnings(stack: Stack) -> list[str]:
     config, pull_path = stack.config, stack.config.pull_path()
     if not config.nat_needed or config.images.mirror or config.pull_through_on or config.cluster.existing.enabled:
         return []
-    counted = manifests.pods_by_image(*_objects(stack))  # (the config, a pydantic model, holds none)
+    # Every Kubernetes object of the built manifests, each a JSON object with its apiVersion and kind (the config, a
+    # pydantic model, holds none; no manifest holds another).
+    built = (value for _, value in walk(dataclasses.asdict(stack)) if isinstance(value, dict))
+    counted = manifests.pods_by_image(*(obj for obj in built if "apiVersion" in obj and "kind" in obj))
     released = {
         "platform.kueue.image": config.platform.kueue_controller.replicas,
         "platform.sliceController.digest": config.platform.slice_controller.replicas,
