@@ -311,46 +311,11 @@ def tpu_pool_unavailable(alerts: AlertsConfig, cluster: ClusterConfig, pools: li
     )
 
 
-def alerting_objects(
-    alerts: AlertsConfig,
-    project: str,
-    cluster: ClusterConfig,
-    tpu: TpuConfig,
-    kueue_namespace: str | None,
-    cluster_queue: str | None,
-    serving_namespace: str | None,
-) -> list[dict[str, Any]]:
-    """The policies; the Gateway's (GATEWAY_KEY) is of any GKE Gateway, its conditions made again once the Gateway's
-    URL map is known. ``kueue_namespace``, ``cluster_queue``, ``serving_namespace``: None where that part is not this
-    stack's (no pending or serving alerts)."""
-    pools = [pool.name for pool in tpu.pools]
-    variables = {
-        "CLUSTER": cluster.name,
-        "PROJECT": project,
-        "TPU_POOLS": ",".join(pools),
-        "KUEUE_NS": kueue_namespace,
-        "CLUSTER_QUEUE": cluster_queue,
-        "SERVING_NS": serving_namespace,
-    }
-    names = " ".join(f"{name}={value}" for name, value in variables.items() if value)
-    signals = [tpu_node_not_ready(alerts, cluster, pools), tpu_pool_unavailable(alerts, cluster, pools)]
-    if tpu.dynamic_slicing:
-        signals += [tpu_slice_unhealthy(alerts, cluster), tpu_partition_unhealthy(alerts, cluster, pools)]
-    if kueue_namespace is not None and cluster_queue is not None:
-        signals.append(kueue_pending(alerts, cluster, kueue_namespace, cluster_queue))
-    if serving_namespace is not None:
-        signals += [
-            model_server_restarts(alerts, cluster, serving_namespace),
-            gateway_errors(alerts, serving_namespace),
-        ]
-    return [_policy(signal, alerts, cluster, names) for signal in signals]
-
-
 @dataclass(frozen=True)
 class MonitoringObjects:
     """What the operations layer makes: alert policies, dashboards, and the scrapes both read."""
 
-    alerts: list[dict[str, Any]] | None  # the alert policies (alerting_objects); None: alerts.enabled is false
+    alerts: list[dict[str, Any]] | None  # the alert policies; None: alerts.enabled is false
     dashboards: list[Dashboard]  # empty: no dashboards
     kueue_metrics: list[dict[str, Any]] | None  # None: Kueue is not this stack's, or nothing reads it
     model_server_metrics: list[dict[str, Any]] | None  # None: no serving, or no dashboard reads it
@@ -386,12 +351,33 @@ def monitoring_objects(
     }
     boards = dashboard_objects.dashboards(cluster, namespaces, kueue_namespace, cluster_queue) if boards_on else []
     reads_kueue = (alerts.enabled and cluster_queue is not None) or any(board.key == "kueue" for board in boards)
+    policies = None
+    if alerts.enabled:
+        # The Gateway's policy (GATEWAY_KEY) is of any GKE Gateway, its conditions made again once the Gateway's URL
+        # map is known; no pending or serving alerts where that part is not this stack's.
+        pools = [pool.name for pool in tpu.pools]
+        variables = {
+            "CLUSTER": cluster.name,
+            "PROJECT": project,
+            "TPU_POOLS": ",".join(pools),
+            "KUEUE_NS": kueue_namespace,
+            "CLUSTER_QUEUE": cluster_queue,
+            "SERVING_NS": serving_namespace,
+        }
+        names = " ".join(f"{name}={value}" for name, value in variables.items() if value)
+        signals = [tpu_node_not_ready(alerts, cluster, pools), tpu_pool_unavailable(alerts, cluster, pools)]
+        if slicing:
+            signals += [tpu_slice_unhealthy(alerts, cluster), tpu_partition_unhealthy(alerts, cluster, pools)]
+        if kueue_namespace is not None and cluster_queue is not None:
+            signals.append(kueue_pending(alerts, cluster, kueue_namespace, cluster_queue))
+        if serving_namespace is not None:
+            signals += [
+                model_server_restarts(alerts, cluster, serving_namespace),
+                gateway_errors(alerts, serving_namespace),
+            ]
+        policies = [_policy(signal, alerts, cluster, names) for signal in signals]
     return MonitoringObjects(
-        alerts=(
-            alerting_objects(alerts, project, cluster, tpu, kueue_namespace, cluster_queue, serving_namespace)
-            if alerts.enabled
-            else None
-        ),
+        alerts=policies,
         dashboards=boards,
         kueue_metrics=kueue_metrics_objects(kueue_namespace) if kueue_namespace and reads_kueue else None,
         model_server_metrics=(
