@@ -526,17 +526,14 @@ class PullPath:
 NO_PULL_PATH = PullPath()  # each image from its own registry
 
 
-def secrets_in_plain_text(config: BaseModel, secret_blocks: set[str], prefix: str = "") -> list[Problem]:
+def secrets_in_plain_text(config: BaseModel, secret_blocks: set[str]) -> list[Problem]:
     """Settings documented as secret that hold a value outside a secret config key. Pulumi keeps secrecy per
     top-level key: ``pulumi config set --secret --path serving.hfToken`` encrypts the value and marks the whole
     ``serving`` key secret, and the engine tells the program which keys are; a value typed in plain text is neither."""
     problems = []
-    for name, info in type(config).model_fields.items():
-        key = join(prefix, info.alias or name)
-        value = getattr(config, name)
-        if isinstance(value, BaseModel):
-            problems += secrets_in_plain_text(value, secret_blocks, key)
-        elif is_secret(info) and value and key.split(".")[0] not in secret_blocks:
+    for path, value in walk(config.model_dump(by_alias=True)):
+        key = ".".join(path)
+        if is_secret(_walk(type(config), path)[1]) and value and path[0] not in secret_blocks:
             problems.append(
                 Problem(
                     key,
