@@ -208,10 +208,8 @@ def load_pulumi_values(values: Mapping[str, str], secret_keys: Iterable[str] = (
     prefix = f"{NAMESPACE}:"
     raw: dict[str, Any] = {}
     bad_json: list[Problem] = []
-    for full_key, text in values.items():
-        if not full_key.startswith(prefix):
-            continue
-        key = full_key[len(prefix) :]
+    ours = {key.removeprefix(prefix): text for key, text in values.items() if key.startswith(prefix)}
+    for key, text in ours.items():
         info = next((f for f in StackConfig.model_fields.values() if f.alias == key), None)
         if info and info.annotation is not str and isinstance(text, str):
             try:
@@ -220,10 +218,9 @@ def load_pulumi_values(values: Mapping[str, str], secret_keys: Iterable[str] = (
                 bad_json.append(
                     Problem(key, "is not valid structured config", "write it as a YAML mapping in the stack file")
                 )
-                continue
         else:
             raw[key] = text
-    secret = {key[len(prefix) :] for key in secret_keys if key.startswith(prefix)}
+    secret = {key.removeprefix(prefix) for key in secret_keys if key.startswith(prefix)}
     try:
         stack = load(raw, secret)
     except ConfigError as error:
