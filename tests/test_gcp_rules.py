@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from components.gcp.config import ReservationConfig, TpuConfig
 from components.gcp.rules import (
     BlockRead,
     CapacityRead,
@@ -20,6 +21,12 @@ POOLS = [PoolPlacement(f"tpu.pools[{i}]", f"tpu{i}", 8, "", f"path/tpu{i}") for 
 
 def reservation(hosts: int, in_use: int, blocks: tuple[str, ...] = ()) -> ReservationRead:
     return ReservationRead("p", "us-west4-a", "res", True, "READY", "HEALTHY", MACHINE, blocks, hosts, in_use)
+
+
+def tpu(block: str, accept_risk: bool = False) -> TpuConfig:
+    return TpuConfig(
+        machine_type=MACHINE, reservation=ReservationConfig(name="res", block=block, accept_risk=accept_risk)
+    )
 
 
 def block(health: str, hosts: int, in_use: int) -> BlockRead:
@@ -49,19 +56,16 @@ def block(health: str, hosts: int, in_use: int) -> BlockRead:
     ids=["reservation without a block, too full", "block too full", "degraded block", "block unread"],
 )
 def test_a_pool_placed_by_hosts_needs_free_hosts_on_a_healthy_block(read, chosen_block, key, fix):
-    kwargs = {"block": chosen_block, "machine_type": MACHINE, "per_sub_block": False, "pools": POOLS, "to_place": POOLS}
-    (problem,) = review_capacity(read, accept_risk=False, **kwargs).problems
+    (problem,) = review_capacity(read, tpu(chosen_block), POOLS, POOLS).problems
     assert problem.key == key and fix in problem.fix
-    accepted = review_capacity(read, accept_risk=True, **kwargs)
+    accepted = review_capacity(read, tpu(chosen_block, accept_risk=True), POOLS, POOLS)
     assert accepted.problems == [] and any("risk taken" in w for w in accepted.warnings)
-    placed = review_capacity(read, accept_risk=False, **{**kwargs, "to_place": []})
+    placed = review_capacity(read, tpu(chosen_block), POOLS, [])
     assert placed.problems == [], "a stack that places no pool is not refused"
 
 
 def test_enough_free_hosts_pass():
     read = CapacityRead(reservation(64, 0, ("b",)), block("HEALTHY", 32, 16))
-    review = review_capacity(
-        read, block="b", machine_type=MACHINE, per_sub_block=False, pools=POOLS, to_place=POOLS, accept_risk=False
-    )
+    review = review_capacity(read, tpu("b"), POOLS, POOLS)
     assert review.problems == []
     assert any("16 hosts free, 16 needed by tpu0, tpu1" in line for line in review.report)

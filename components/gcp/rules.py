@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 
 from components.config_base import Problem, Problems
+from components.gcp.config import TpuConfig
 
 HEALTHY = "HEALTHY"
 READY = "READY"
@@ -164,14 +165,7 @@ def pools_to_place(pools: Sequence[PoolPlacement], previous: Mapping[str, str]) 
 
 
 def review_capacity(
-    read: CapacityRead,
-    *,
-    block: str,
-    machine_type: str,
-    per_sub_block: bool,
-    pools: Sequence[PoolPlacement],
-    to_place: Sequence[PoolPlacement],
-    accept_risk: bool,
+    read: CapacityRead, tpu: TpuConfig, pools: Sequence[PoolPlacement], to_place: Sequence[PoolPlacement]
 ) -> CapacityReview:
     """What the preview says of the reservation, and what it refuses.
 
@@ -182,6 +176,7 @@ def review_capacity(
     """
     review = CapacityReview()
     certain, risks = Problems(), Problems()
+    block = tpu.reservation.block
 
     def decide() -> CapacityReview:
         """The review, once the reads are reviewed as far as they go: what is refused, what only warned of."""
@@ -192,7 +187,7 @@ def review_capacity(
             )
             return review
         review.problems.extend(certain.items)
-        if accept_risk:
+        if tpu.reservation.accept_risk:
             review.warnings.extend([f"TPU reservation, risk taken ({ACCEPT_RISK}): {p}" for p in risks.items])
         else:
             review.problems.extend(risks.items)
@@ -225,10 +220,10 @@ def review_capacity(
             "tpu.reservation.project to the project that shares it",
         )
         return decide()
-    if reservation.machine_type and reservation.machine_type != machine_type:
+    if reservation.machine_type and reservation.machine_type != tpu.machine_type:
         certain.add(
             "tpu.machineType",
-            f"{machine_type!r} is not what reservation {reservation.name} holds ({reservation.machine_type})",
+            f"{tpu.machine_type!r} is not what reservation {reservation.name} holds ({reservation.machine_type})",
             "set the reservation's machine type, or name a reservation of this one",
         )
     if not block:
@@ -263,7 +258,7 @@ def review_capacity(
             f"block {block} is {block_read.status}, not READY",
             f"wait until it is READY, set another block, or set {ACCEPT_RISK} true",
         )
-    if per_sub_block:
+    if tpu.dynamic_slicing:
         _review_sub_blocks(review, read, block_read, to_place, certain, risks)
     elif to_place:
         review.report.append(f"block {block}: {block_read.free} hosts free, {need} needed by {placing}")

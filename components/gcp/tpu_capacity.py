@@ -168,15 +168,7 @@ class TpuCapacity(pulumi.ComponentResource):
             to_place = pools_to_place(pools, values[1] or {})  # the last `up`'s pools, if any
 
             def decide(capacity: CapacityRead) -> CapacityReview:
-                review = review_capacity(
-                    capacity,
-                    block=reserved.block,
-                    machine_type=tpu.machine_type,
-                    per_sub_block=tpu.dynamic_slicing,
-                    pools=pools,
-                    to_place=to_place,
-                    accept_risk=reserved.accept_risk,
-                )
+                review = review_capacity(capacity, tpu, pools, to_place)
                 for line in review.report:
                     pulumi.log.info(f"TPU reservation: {line}")
                 for warning in review.warnings:
