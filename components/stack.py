@@ -282,9 +282,8 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     hardening_rules.validate_upgrade_policy(
         cluster, config.serving.enabled or config.saxml.enabled, production, problems
     )
-    hardening_rules.validate_production(production, cluster, tpu, config.platform, config.serving, problems)
-    hardening_rules.validate_production_security(
-        production, config.network, cluster, tpu, config.serving, config.node_audit_logging, problems
+    hardening_rules.validate_production(
+        production, config.network, cluster, tpu, config.platform, config.serving, config.node_audit_logging, problems
     )
     operations_config.validate_node_audit_logging(config.node_audit_logging, cluster, production, problems)
     operations_config.validate_alerts(config.alerts, cluster, production, problems)

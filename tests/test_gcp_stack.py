@@ -620,8 +620,9 @@ def test_on_a_cluster_made_elsewhere_the_hardening_settings_are_not_the_stack_s_
 
     from components.config_base import Problems
     from components.gcp.config import ClusterConfig, ExistingClusterConfig, NetworkConfig, TpuConfig
-    from components.hardening.rules import validate_production_security
+    from components.hardening.rules import validate_production
     from components.operations.config import NodeAuditLoggingConfig
+    from components.platform.config import PlatformConfig
     from components.workloads.serving.config import ServingConfig
 
     hardened = {
@@ -641,6 +642,9 @@ def test_on_a_cluster_made_elsewhere_the_hardening_settings_are_not_the_stack_s_
         (
             own,
             [
+                "tpu.protectPools",
+                "cluster.controlPlane.ipEndpoint",
+                "cluster.systemPool.nodesPerZone",
                 "cluster.secretsEncryptionKey",
                 "cluster.bootDiskEncryptionKey",
                 "cluster.binaryAuthorization",
@@ -651,11 +655,12 @@ def test_on_a_cluster_made_elsewhere_the_hardening_settings_are_not_the_stack_s_
         ),
     ):
         problems = Problems()
-        validate_production_security(
+        validate_production(
             True,
             NetworkConfig(),
             cluster,
             TpuConfig(),
+            PlatformConfig(),
             ServingConfig(),
             NodeAuditLoggingConfig(enabled=False),
             problems,

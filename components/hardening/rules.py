@@ -59,13 +59,17 @@ def validate_upgrade_policy(cluster: ClusterConfig, serves: bool, production: bo
 
 def validate_production(
     production: bool,
+    network: NetworkConfig,
     cluster: ClusterConfig,
     tpu: TpuConfig,
     platform: PlatformConfig,
     serving: ServingConfig,
+    node_audit: NodeAuditLoggingConfig,
     problems: Problems,
 ) -> None:
-    """Every protection of a stack marked production is on (the images' digests: ``validate_supply_chain``)."""
+    """Every protection of a stack marked production is on (the images' digests: ``validate_supply_chain``), then the
+    CIS GKE Benchmark controls it must meet through its config (docs/cis-benchmark.md's table "Measured against the
+    CIS GKE Benchmark" lists every control and what holds it)."""
     if not production:
         return
     if serving.enabled and serving.router.install and serving.router.replicas < MIN_HA_REPLICAS:
@@ -134,21 +138,6 @@ def validate_production(
                     "refuse every workload create",
                     f"use {MIN_HA_REPLICAS} or more",
                 )
-
-
-def validate_production_security(
-    production: bool,
-    network: NetworkConfig,
-    cluster: ClusterConfig,
-    tpu: TpuConfig,
-    serving: ServingConfig,
-    node_audit: NodeAuditLoggingConfig,
-    problems: Problems,
-) -> None:
-    """The CIS GKE Benchmark controls a production stack must meet through its config (docs/cis-benchmark.md's
-    table "Measured against the CIS GKE Benchmark" lists every control and what holds it)."""
-    if not production:
-        return
     if serving.enabled and serving.hf_token:
         problems.add(
             "serving.hfToken",
