@@ -217,14 +217,12 @@ def kubernetes_objects(registrations: list[Registration]) -> list[dict[str, Any]
     for r in registrations:
         if r.type == _HELM_RELEASE and r.inputs["chart"].startswith(("./", "../", "/")):  # a chart of this repository
             objects.extend(local_chart_objects(r.inputs))
-            continue
-        if not r.type.startswith("kubernetes:") or r.type.startswith(_NOT_OBJECTS):
-            continue
-        inputs = sanitize(r.inputs)
-        if "objs" in inputs:  # yaml/v2 ConfigGroup
-            objects.extend(inputs["objs"])
-        elif "apiVersion" in inputs and "kind" in inputs:
-            objects.append(inputs)
+        elif r.type.startswith("kubernetes:") and not r.type.startswith(_NOT_OBJECTS):
+            inputs = sanitize(r.inputs)
+            if "objs" in inputs:  # yaml/v2 ConfigGroup
+                objects.extend(inputs["objs"])
+            elif "apiVersion" in inputs and "kind" in inputs:
+                objects.append(inputs)
     return sorted(objects, key=_object_sort_key)
 
 
@@ -245,8 +243,7 @@ def _object_sort_key(obj: dict[str, Any]) -> tuple[str, str, str, str]:
 
 
 def kubernetes_document(registrations: list[Registration]) -> str:
-    objects = kubernetes_objects(registrations)
-    return yaml.safe_dump_all(objects, sort_keys=True) if objects else ""
+    return yaml.safe_dump_all(kubernetes_objects(registrations), sort_keys=True)  # no object: ""
 
 
 def summary(stack: str, run: ProgramRun, stack_dir: Path = PROJECT_ROOT) -> list[str]:
