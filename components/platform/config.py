@@ -311,18 +311,15 @@ def control_plane_port_warnings(platform: PlatformConfig, dynamic_slicing: bool)
     """A chart moved off its pinned release: the ports the stack opens to the control plane were read at the pinned
     one, and nothing has checked them against the new release."""
     pinned = PlatformConfig().registry_charts()
-    warnings = []
-    for key, chart in installed_charts(platform, dynamic_slicing).items():
-        release = pinned[key].version
-        if chart.version != release:
-            ports = ", ".join(f"tcp:{p}" for p in RELEASE_CONTROL_PLANE_PORTS[key])
-            warnings.append(
-                f"platform.{key}.version: {chart.version} is not the release whose webhook ports the stack records "
-                f"({release}): the control plane is admitted to {ports} only; read the new release's webhook and "
-                f"APIService Services (their targetPorts) before the up, and record them in RELEASE_CONTROL_PLANE_PORTS "
-                f"(components/platform/config.py)"
-            )
-    return warnings
+    return [
+        f"platform.{key}.version: {chart.version} is not the release whose webhook ports the stack records "
+        f"({pinned[key].version}): the control plane is admitted to "
+        f"{', '.join(f'tcp:{port}' for port in RELEASE_CONTROL_PLANE_PORTS[key])} only; read the new release's "
+        f"webhook and APIService Services (their targetPorts) before the up, and record them in "
+        f"RELEASE_CONTROL_PLANE_PORTS (components/platform/config.py)"
+        for key, chart in installed_charts(platform, dynamic_slicing).items()
+        if chart.version != pinned[key].version
+    ]
 
 
 def validate_chart_reference(key: str, chart: str, problems: Problems) -> None:
