@@ -99,19 +99,15 @@ def unencrypted_boot_disk_violations(resources: Sequence[Resource]) -> list[Viol
     one per `up`)."""
     if not is_production(resources):
         return []
-    violations = []
-    for resource in resources:
-        if resource.type not in (CLUSTER, NODE_POOL):
-            continue
-        boot = node_boot(resource.name, resource.props)
-        kept_as_made = boot == UNHARDENED_BOOT and is_tpu_pool(resource.type, resource.name, resource.props)
-        if boot.boot_disk_key or kept_as_made:
-            continue
-        violations.append(
-            Violation(
-                f"{_pool_label(resource.type, resource.name)} boots from disks only Google's key encrypts on a production stack: set "
-                "cluster.bootDiskEncryptionKey to a Cloud KMS key of the project's (CIS GKE 5.9.2)",
-                resource.urn,
-            )
+    return [
+        Violation(
+            f"{_pool_label(resource.type, resource.name)} boots from disks only Google's key encrypts on a production stack: set "
+            "cluster.bootDiskEncryptionKey to a Cloud KMS key of the project's (CIS GKE 5.9.2)",
+            resource.urn,
         )
-    return violations
+        for resource in resources
+        if resource.type in (CLUSTER, NODE_POOL)
+        and not (boot := node_boot(resource.name, resource.props)).boot_disk_key
+        # but a TPU pool that boots as it was made before boot hardening
+        and not (boot == UNHARDENED_BOOT and is_tpu_pool(resource.type, resource.name, resource.props))
+    ]
