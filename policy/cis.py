@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -44,11 +43,6 @@ class Control:
     not_yet: tuple[str, ...] = ()  # checkov checks that will hold it once another change lands (pending, gap)
     note: str = ""  # why, where the status is not plainly held (Markdown, as the page shows it)
 
-    @classmethod
-    def of(cls, entry: dict[str, Any]) -> Control:
-        """One entry of cis.yaml; an unknown key is a TypeError."""
-        return cls(**{**entry, "held_by": tuple(entry.get("held_by", ())), "not_yet": tuple(entry.get("not_yet", ()))})
-
     def checkov(self, items: tuple[str, ...], framework: str) -> list[str]:
         """The checkov checks of ``framework`` (K8S or GCP) among ``items``."""
         return [i for i in items if CHECKOV_ID.match(i) and f"_{framework}_" in i]
@@ -59,6 +53,8 @@ def controls_held_by(holder: str) -> list[str]:
     return [control.number for control in CONTROLS if holder in control.held_by]
 
 
+# Each entry of cis.yaml, its lists as tuples; an unknown key is a TypeError.
 CONTROLS: tuple[Control, ...] = tuple(
-    Control.of(entry) for entry in yaml.safe_load((Path(__file__).parent / "cis.yaml").read_text())
+    Control(**{**entry, "held_by": tuple(entry.get("held_by", ())), "not_yet": tuple(entry.get("not_yet", ()))})
+    for entry in yaml.safe_load((Path(__file__).parent / "cis.yaml").read_text())
 )
