@@ -51,7 +51,6 @@ from components.workloads.serving.objects import (
     gateway,
     kv_transfer_config,
     load_base,
-    workload_identity_principal,
 )
 from tests.conftest import not_checkov, stack_values
 from tests.crd_schemas import core_errors, crd_errors
@@ -1000,10 +999,6 @@ def test_router_chart_renders_the_pool_and_route_we_expect():
 def test_helpers():
     # Hugging Face's cache layout: models--<organisation>--<name>/snapshots/<revision>
     assert hf_cache_weights_uri("b", "acme/model-7B", "0123abc") == "gs://b/models--acme--model-7B/snapshots/0123abc"
-    assert workload_identity_principal("proj.svc.id.goog", "123", "serving", "model-server") == (
-        "principal://iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/"
-        "proj.svc.id.goog/subject/ns/serving/sa/model-server"
-    )
     assert partition_state_label(Shape.parse("2x2x2")) == "cloud.google.com/gke-tpu-partition-2x2x2-state"
 
 

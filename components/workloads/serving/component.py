@@ -124,13 +124,15 @@ class ModelServing(pulumi.ComponentResource):
 
     @staticmethod
     def _principal(args: ServingArgs, account: dict[str, Any]) -> pulumi.Output[str]:
-        """The IAM principal of the serving namespace's Kubernetes service account ``account`` (a manifest)."""
+        """The IAM principal of the serving namespace's Kubernetes service account ``account`` (a manifest) in the
+        cluster's workload pool (``PROJECT.svc.id.goog``)."""
         assert args.project_number is not None, "the grants name their principals by the project's number"
-        name = account["metadata"]["name"]
-        return pulumi.Output.all(args.project_number, args.workload_pool).apply(
-            lambda values: serving_objects.workload_identity_principal(
-                values[1], values[0], args.serving.namespace, name
-            )
+        return pulumi.Output.format(
+            "principal://iam.googleapis.com/projects/{}/locations/global/workloadIdentityPools/{}/subject/ns/{}/sa/{}",
+            args.project_number,
+            args.workload_pool,
+            args.serving.namespace,
+            account["metadata"]["name"],
         )
 
     def _hf_token(

@@ -136,14 +136,6 @@ ENDPOINT_PICKER_SELECTOR_LABEL = "llm-d-router-gateway"
 ENDPOINT_PICKER_NAME = f"{ROUTER_RELEASE_NAME[:40]}-epp"
 
 
-def workload_identity_principal(pool: str, project_number: str, namespace: str, service_account: str) -> str:
-    """IAM principal of a Kubernetes service account in the cluster's workload pool (``PROJECT.svc.id.goog``)."""
-    return (
-        f"principal://iam.googleapis.com/projects/{project_number}/locations/global/workloadIdentityPools/"
-        f"{pool}/subject/ns/{namespace}/sa/{service_account}"
-    )
-
-
 @dataclass(frozen=True)
 class ServingObjects:
     """Every manifest of the serving workload, built once per run from the serving block and the stack's."""
