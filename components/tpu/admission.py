@@ -96,13 +96,8 @@ class AdmissionPlan:
                 runs=w in running,
                 preempts=tuple(lo.key for hi, lo in conflicts if hi == w and hi.priority > lo.priority),
                 preempted_by=tuple(hi.key for hi, lo in conflicts if lo == w and hi.priority > lo.priority),
-                waits_behind=tuple(
-                    other.key
-                    for hi, lo in conflicts
-                    if hi.priority == lo.priority and w in (hi, lo)
-                    for other in (hi, lo)
-                    if other != w and self.workloads.index(other) < self.workloads.index(w)
-                ),
+                # at equal priority conflicts() keeps the pair in listed order: the first listed is the higher
+                waits_behind=tuple(hi.key for hi, lo in conflicts if lo == w and hi.priority == lo.priority),
             )
             for w in self.workloads
         }
