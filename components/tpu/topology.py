@@ -72,9 +72,6 @@ class MachineType:
             )
         return shape.chips // self.chips_per_host
 
-    def tensorcores(self, shape: Shape) -> int:
-        return shape.chips * self.tensorcores_per_chip
-
     def hbm_bytes(self, shape: Shape) -> int:
         return shape.chips * self.hbm_bytes_per_chip
 

@@ -58,7 +58,7 @@ def tensor_parallel_match_problems(prefill_tp: int, decode_tp: int) -> list[str]
 def tensor_parallel_fit_problems(tensor_parallel_size: int, shape: Shape, machine: MachineType) -> list[str]:
     """Tensor parallelism spans the JAX devices of one slice: chips x TensorCores per chip (JAX shows each TensorCore
     as a device: a 2x2x2 TPU7x slice is 8 chips, 16 devices). The size is 1 or more: its field declares it."""
-    devices = machine.tensorcores(shape)
+    devices = shape.chips * machine.tensorcores_per_chip
     if tensor_parallel_size > devices:
         return [
             f"tensor-parallel size {tensor_parallel_size} exceeds the {devices} TensorCores of one {shape} slice "
