@@ -271,7 +271,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     platform_config.validate_queues(config.queues, problems)
     platform_config.validate_namespace_levels(
         config.platform,
-        tpu.dynamic_slicing_requested,
+        tpu.dynamic_slicing,
         _workload_namespaces(config),
         config.node_agent_namespaces,
         problems,
@@ -298,7 +298,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
 
 def _workload_namespaces(config: StackConfig) -> list[tuple[str, str]]:
     """(config key, namespace) of every namespace the stack makes for its workloads."""
-    queued = enumerate(config.queues.namespaces) if config.tpu.dynamic_slicing_requested else []
+    queued = enumerate(config.queues.namespaces) if config.tpu.dynamic_slicing else []
     return [
         *((f"queues.namespaces[{i}]", namespace) for i, namespace in queued),
         *([("saxml.namespace", config.saxml.namespace)] if config.saxml.enabled else []),

@@ -594,11 +594,7 @@ class TpuConfig(Block):
 
     @property
     def dynamic_slicing(self) -> bool:
-        return self.machine.dynamic_slicing
-
-    @property
-    def dynamic_slicing_requested(self) -> bool:
-        """Like ``dynamic_slicing``, but safe to ask while validating an unknown machine type."""
+        """Whether the machine type slices dynamically (TPU7x); safe to ask while validating an unknown machine type."""
         machine = topology.MACHINE_CATALOG.get(self.machine_type)
         return bool(machine and machine.dynamic_slicing)
 
@@ -864,7 +860,7 @@ def validate_cluster(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems,
     if problem := naming.service_account_id_problem(cluster.node_account_id):
         key = "cluster.nodeServiceAccountId" if cluster.node_service_account_id else "cluster.name"
         problems.add(key, problem, "set cluster.nodeServiceAccountId to a 6-30 character id")
-    if tpu.dynamic_slicing_requested and cluster.release_channel != "RAPID":
+    if tpu.dynamic_slicing and cluster.release_channel != "RAPID":
         problems.add("cluster.releaseChannel", "dynamic slicing is only offered on the RAPID channel", "set RAPID")
     _validate_version(cluster, tpu, problems, today)
     _validate_maintenance(cluster, problems)
@@ -1006,7 +1002,7 @@ def _validate_version(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems
     floors = []
     if tpu.machine_type == topology.TPU7X:
         floors.append((TPU7X_MIN_GKE_VERSION, "TPU7x node pools"))
-    if tpu.dynamic_slicing_requested and tpu.shapes_parse:
+    if tpu.dynamic_slicing and tpu.shapes_parse:
         shapes = tpu.shapes
         floor = topology.min_gke_version(shapes)
         if floor == topology.SUB_SLICING_MIN_GKE_VERSION:

@@ -287,7 +287,7 @@ def stack_images(
     """Every image the stack's objects and Helm releases run, in the order of the deployment. Held equal to the
     images of the render and `make bench`'s Job (tests/test_operations_stack.py), so nothing the stack pulls is missing
     from the mirror or from the pull-through repositories."""
-    slicing = tpu.dynamic_slicing_requested
+    slicing = tpu.dynamic_slicing
     used = [
         StackImage(f"platform.{key}.image", chart_image(key, chart), f"the {CONTROLLERS[key]} controller")
         for key, chart in installed_charts(platform, slicing).items()

@@ -72,7 +72,7 @@ def validate_checks(checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig, 
     enabled = checks.enabled_by_kind()
     if not enabled:
         return
-    if not tpu.dynamic_slicing_requested:
+    if not tpu.dynamic_slicing:
         for kind in enabled:
             problems.add(f"checks.{kind}.enabled", f"{tpu.machine_type} has no dynamic slicing to check", "set false")
         return
