@@ -1,9 +1,14 @@
 """The pure TPU topology model: shapes, machine facts and dynamic-slicing rules."""
 
+import dataclasses
+from datetime import date
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from components.config_base import Problems
+from components.gcp.config import TPU7X_MIN_GKE_VERSION, ClusterConfig, GkeVersion, TpuConfig, validate_cluster
 from components.tpu import topology
 from components.tpu.topology import MACHINE_CATALOG, Shape
 
@@ -127,14 +132,23 @@ def test_kueue_topology_levels_run_from_block_through_every_partition_to_hostnam
 @pytest.mark.parametrize(
     "shapes, floor",
     [
-        (["2x2x2"], "1.36.0-gke.3712000"),
-        (["4x4x8"], "1.35.2-gke.1842000"),
-        (["4x4x8", "2x2x1"], "1.36.0-gke.3712000"),
-        ([], None),
+        (["2x2x2"], topology.SUB_SLICING_MIN_GKE_VERSION),
+        (["4x4x8"], topology.SUPER_SLICING_MIN_GKE_VERSION),
+        (["4x4x8", "2x2x1"], topology.SUB_SLICING_MIN_GKE_VERSION),
+        ([], TPU7X_MIN_GKE_VERSION),  # no slicing: only the machine type's floor
     ],
 )
 def test_gke_version_floor_follows_the_slicing_in_use(shapes, floor):
-    assert topology.min_gke_version([Shape.parse(s) for s in shapes]) == floor
+    """cluster.version is held to the floor of the slicing in use: accepted at it, refused one GKE build below it."""
+
+    def version_problems(version: str) -> list[str]:
+        problems = Problems()
+        validate_cluster(ClusterConfig(version=version), TpuConfig(slice_shapes=shapes), problems, date(2026, 1, 1))
+        return [p.key for p in problems.items if p.key == "cluster.version"]
+
+    at = GkeVersion.parse(floor)
+    assert version_problems(floor) == []
+    assert version_problems(str(dataclasses.replace(at, gke=at.gke - 1))) == ["cluster.version"]
 
 
 @pytest.mark.parametrize(

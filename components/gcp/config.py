@@ -1003,13 +1003,12 @@ def _validate_version(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems
     if tpu.machine_type == topology.TPU7X:
         floors.append((TPU7X_MIN_GKE_VERSION, "TPU7x node pools"))
     if tpu.dynamic_slicing and tpu.shapes_parse:
+        # Sub-slicing's floor is the higher: with a sub-slice in use, it alone applies.
         shapes = tpu.shapes
-        floor = topology.min_gke_version(shapes)
-        if floor == topology.SUB_SLICING_MIN_GKE_VERSION:
-            sub_slices = ", ".join(str(s) for s in shapes if topology.is_sub_slice(s))
-            floors.append((floor, f"sub-slicing ({sub_slices})"))
-        elif floor:
-            floors.append((floor, "super-slicing"))
+        if sub_slices := [str(s) for s in shapes if topology.is_sub_slice(s)]:
+            floors.append((topology.SUB_SLICING_MIN_GKE_VERSION, f"sub-slicing ({', '.join(sub_slices)})"))
+        elif shapes:
+            floors.append((topology.SUPER_SLICING_MIN_GKE_VERSION, "super-slicing"))
     for floor, why in floors:
         if version < GkeVersion.parse(floor):
             problems.add(

@@ -198,15 +198,6 @@ def slices_that_fit(shape: Shape, cubes: int) -> int:
     raise ValueError(dynamic_slice_problem(shape))
 
 
-def min_gke_version(shapes: list[Shape]) -> str | None:
-    """The GKE version floor the slice shapes in use need (None without dynamic slicing)."""
-    if any(is_sub_slice(s) for s in shapes):
-        return SUB_SLICING_MIN_GKE_VERSION
-    if shapes:
-        return SUPER_SLICING_MIN_GKE_VERSION
-    return None
-
-
 def kueue_topology_levels() -> list[str]:
     """Kueue Topology levels, coarsest first: block, every partition from the cube down to the smallest sub-slice,
     hostname (the reference's seven levels). Always all of them, whatever tpu.sliceShapes lists: Kueue places a slice
