@@ -35,6 +35,7 @@ from components.operations import config as operations_config
 from components.operations.node_audit_objects import NodeAuditObjects, node_audit_objects
 from components.operations.objects import MonitoringObjects, monitoring_objects
 from components.platform import config as platform_config
+from components.platform.config import CONTROLLERS_POD_SECURITY, NODE_AGENTS_POD_SECURITY, WORKLOADS_POD_SECURITY
 from components.platform.kueue_objects import kueue_objects
 from components.platform.namespace_objects import namespace_objects
 from components.tpu.admission import AdmissionPlan
@@ -121,10 +122,23 @@ class StackConfig(Block):
     def node_audit_logging_on(self) -> bool:
         return operations_config.node_audit_logging_on(self.node_audit_logging, self.cluster, self.production)
 
-    @property
-    def node_agent_namespaces(self) -> list[str]:
-        """The namespaces of the node agents the stack runs: the node audit logging's, where it is on."""
-        return [operations_config.NODE_AUDIT_NAMESPACE] if self.node_audit_logging_on else []
+    def namespace_claims(self) -> list[tuple[str, str, str, str]]:
+        """Each namespace the stack makes, with the setting that names it, who makes it and the Pod Security level it
+        enforces there: the node agents' (the node audit logging's, where it is on; no setting names it), the
+        controllers' (the releases this stack installs) and the workloads'."""
+        node_agents = [operations_config.NODE_AUDIT_NAMESPACE] if self.node_audit_logging_on else []
+        releases = platform_config.release_namespaces(self.platform, self.tpu.dynamic_slicing)
+        return [
+            *(("", namespace, "the node audit logging", NODE_AGENTS_POD_SECURITY) for namespace in node_agents),
+            *(
+                (f"platform.{key}.namespace", namespace, f"the platform.{key} release", CONTROLLERS_POD_SECURITY)
+                for key, namespace in releases.items()
+            ),
+            *(
+                (key, namespace, "the workloads", WORKLOADS_POD_SECURITY)
+                for key, namespace in _workload_namespaces(self)
+            ),
+        ]
 
     def stack_images(self) -> list[hardening_rules.StackImage]:
         """Every image the stack runs, with the setting that pins it."""
@@ -269,13 +283,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     gcp_config.validate_skip_await(cluster.existing, {key: what for key, (on, what) in waits.items() if on}, problems)
     platform_config.validate_platform(config.platform, problems)
     platform_config.validate_queues(config.queues, problems)
-    platform_config.validate_namespace_levels(
-        config.platform,
-        tpu.dynamic_slicing,
-        _workload_namespaces(config),
-        config.node_agent_namespaces,
-        problems,
-    )
+    platform_config.validate_namespace_levels(config.namespace_claims(), problems)
     checks_config.validate_checks(config.checks, tpu, config.queues, problems)
     serving_config.validate_serving(config.serving, tpu, config.queues, cluster, config.project, problems)
     saxml_config.validate_saxml(config.saxml, tpu, cluster, config.project, problems)
@@ -314,9 +322,8 @@ def _build(config: StackConfig) -> Stack:
     """Each enabled workload's blocks -> its manifests, once."""
     cluster, tpu, queues, pull_path = config.cluster, config.tpu, config.queues, config.pull_path()
     namespaces = workload_namespaces(config)
-    levels = platform_config.namespace_levels(
-        config.platform, tpu.dynamic_slicing, _workload_namespaces(config), config.node_agent_namespaces
-    )
+    # Each namespace -> the level it enforces (validate_namespace_levels holds that no two of its makers disagree).
+    levels = {namespace: level for _, namespace, _, level in config.namespace_claims()}
     return Stack(
         config=config,
         kueue=kueue_objects(queues, tpu) if tpu.dynamic_slicing else None,

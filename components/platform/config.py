@@ -429,38 +429,13 @@ def release_namespaces(platform: PlatformConfig, dynamic_slicing: bool) -> dict[
     return namespaces
 
 
-def _namespace_claims(
-    platform: PlatformConfig,
-    dynamic_slicing: bool,
-    workload_namespaces: Sequence[tuple[str, str]],
-    node_agent_namespaces: Sequence[str],
-) -> list[tuple[str, str, str, str]]:
-    """Each namespace the stack makes, with the setting that names it, who makes it and the Pod Security level it
-    enforces there: the node agents' (the node audit logging's, where it is on; no setting names it), the controllers'
-    (the releases this stack installs) and the workloads' (``(key, namespace)``)."""
-    return [
-        *(("", namespace, "the node audit logging", NODE_AGENTS_POD_SECURITY) for namespace in node_agent_namespaces),
-        *(
-            (f"platform.{key}.namespace", namespace, f"the platform.{key} release", CONTROLLERS_POD_SECURITY)
-            for key, namespace in release_namespaces(platform, dynamic_slicing).items()
-        ),
-        *((key, namespace, "the workloads", WORKLOADS_POD_SECURITY) for key, namespace in workload_namespaces),
-    ]
-
-
-def validate_namespace_levels(
-    platform: PlatformConfig,
-    dynamic_slicing: bool,
-    workload_namespaces: Sequence[tuple[str, str]],
-    node_agent_namespaces: Sequence[str],
-    problems: Problems,
-) -> None:
-    """Each namespace enforces one Pod Security level: a release's or a workload's namespace that a node agent or a
-    release of another level holds already is refused, under the setting that names it."""
+def validate_namespace_levels(claims: Sequence[tuple[str, str, str, str]], problems: Problems) -> None:
+    """Each namespace enforces one Pod Security level: of ``claims`` (each namespace the stack makes, with the setting
+    that names it, who makes it and the level it enforces there: StackConfig.namespace_claims), a release's or a
+    workload's namespace that a node agent or a release of another level holds already is refused, under the setting
+    that names it."""
     held: dict[str, tuple[str, str]] = {}
-    for key, namespace, maker, level in _namespace_claims(
-        platform, dynamic_slicing, workload_namespaces, node_agent_namespaces
-    ):
+    for key, namespace, maker, level in claims:
         held_by, held_at = held.setdefault(namespace, (maker, level))
         if held_at != level:
             problems.add(
@@ -470,15 +445,3 @@ def validate_namespace_levels(
                 f"{WORKLOADS_POD_SECURITY} for the workloads and {NODE_AGENTS_POD_SECURITY} for a node agent alone",
                 "give it a namespace of its own",
             )
-
-
-def namespace_levels(
-    platform: PlatformConfig,
-    dynamic_slicing: bool,
-    workload_namespaces: Sequence[tuple[str, str]],
-    node_agent_namespaces: Sequence[str],
-) -> dict[str, str]:
-    """Each namespace the stack makes -> the Pod Security level it enforces (validate_namespace_levels holds that
-    no two of its makers disagree)."""
-    claims = _namespace_claims(platform, dynamic_slicing, workload_namespaces, node_agent_namespaces)
-    return {namespace: level for _, namespace, _, level in claims}
