@@ -82,9 +82,7 @@ def _image_mapping(name: str, where: str, value: Mapping[str, Any]) -> Iterator[
         raise UnknownValue(name, where)
     registry, repository, tag, digest = (str(part) for part in parts)
     reference = f"{registry}/{repository}" if registry else repository
-    if digest:
-        yield where, f"{reference}{':' + tag if tag else ''}@{digest}", False
-    elif tag:
-        yield where, f"{reference}:{tag}", False
+    if tag or digest:
+        yield where, str(ImageReference(reference, tag, digest)), False
     elif repository:
         yield where, reference, True
