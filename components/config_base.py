@@ -474,25 +474,6 @@ def written_release_image(images: Iterable[str], repository: str, tag: str) -> s
     return next((image for image, ref in references if (ref.name, ref.tag) == (repository, tag)), None)
 
 
-def release_image_problems(image: str, name: str, tag: str, release: str) -> list[str]:
-    """An override of an image the stack takes from a release (a chart's controller, the llm-d router's endpoint
-    picker): the image named ``name`` (its last path component; a copy in another registry keeps it) at the
-    release's tag ``tag``, with the digest that is the point of an override. ``release`` names it in messages."""
-    if problem := image_pin_problem(image):
-        return [problem]
-    reference = ImageReference.parse(image)
-    problems = []
-    if reference.name.rsplit("/", 1)[-1] != name:
-        problems.append(f"{image!r} is not {name}, the image {release} runs")
-    if not reference.tag:
-        problems.append(f"{image!r} has a digest but no tag, so nothing shows which release it is")
-    elif reference.tag != tag:
-        problems.append(f"{image!r} is tagged {reference.tag}, but {release} runs {tag}")
-    if not reference.digest:
-        problems.append(f"{image!r} has no digest, and a digest is all an override adds")
-    return problems
-
-
 @dataclass(frozen=True)
 class PullPath:
     """Where the nodes pull each image from: the one rewrite of every image the stack runs, in its objects, in its

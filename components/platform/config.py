@@ -23,8 +23,8 @@ from components.config_base import (
     K8sName,
     Problems,
     form,
+    image_pin_problem,
     kind,
-    release_image_problems,
     written_release_image,
 )
 from components.gcp.config import ClusterConfig, GkeVersion, TpuConfig
@@ -330,10 +330,23 @@ def validate_chart_reference(key: str, chart: str, problems: Problems) -> None:
 
 def validate_release_image(key: str, image: str, repository: str, tag: str, release: str, problems: Problems) -> None:
     """An override ``image`` of ``repository``:``tag``, the image the release ``release`` runs (a chart's controller,
-    the llm-d router's endpoint picker): that image at that tag, pinned by digest (release_image_problems)."""
+    the llm-d router's endpoint picker): the image of that name (the last path component; a copy in another registry
+    keeps it) at that tag, with the digest that is the point of an override. ``release`` names it in messages."""
     own = f"{repository}:{tag}"
-    for problem in release_image_problems(image, repository.rsplit("/", 1)[-1], tag, release):
-        problems.add(key, problem, f"write {own}@sha256:<digest> (`crane digest {own}`), or leave it empty for {own}")
+    fix = f"write {own}@sha256:<digest> (`crane digest {own}`), or leave it empty for {own}"
+    if problem := image_pin_problem(image):
+        problems.add(key, problem, fix)
+        return
+    reference = ImageReference.parse(image)
+    name = repository.rsplit("/", 1)[-1]
+    if reference.name.rsplit("/", 1)[-1] != name:
+        problems.add(key, f"{image!r} is not {name}, the image {release} runs", fix)
+    if not reference.tag:
+        problems.add(key, f"{image!r} has a digest but no tag, so nothing shows which release it is", fix)
+    elif reference.tag != tag:
+        problems.add(key, f"{image!r} is tagged {reference.tag}, but {release} runs {tag}", fix)
+    if not reference.digest:
+        problems.add(key, f"{image!r} has no digest, and a digest is all an override adds", fix)
 
 
 def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
