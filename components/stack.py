@@ -400,7 +400,7 @@ def image_pull_warnings(stack: Stack) -> list[str]:
     }
     by_registry: dict[str, list[gcp_config.ImagePull]] = {}
     for image in config.stack_images():
-        pulled = image.pull(pull_path)
+        pulled = pull_path.image(image.image)
         pods = counted.get(pulled, released.get(image.key))
         by_registry.setdefault(image.registry, []).append(gcp_config.ImagePull(pulled, image.runs, pods))
     nodes = config.tpu.total_nodes + config.cluster.system_pool.nodes_per_zone

@@ -122,7 +122,7 @@ def test_the_job_pulls_its_image_the_way_the_stack_pulls_every_image(overrides, 
     image = job["spec"]["template"]["spec"]["containers"][0]["image"]
     assert registry in image and image.endswith("inference-perf/inference-perf:v0.7.0"), image
     (listed,) = [i for i in config.stack_images() if i.key == "serving.benchmarkImage"]
-    assert listed.pull(config.pull_path()) == image
+    assert config.pull_path().image(listed.image) == image
 
 
 @pytest.mark.parametrize(

@@ -47,14 +47,14 @@ def commands(images: list[StackImage], pull_path: PullPath, repositories: list[R
             f"# {step}. Nothing to copy: the stack's pull-through repositories fetch each image at its first pull.",
         ]
         for repository in repositories:
-            served = [image.pull(pull_path) for image in images if image.registry == repository.registry]
+            served = [pull_path.image(image.image) for image in images if image.registry == repository.registry]
             lines += [f"# {repository.path} ({repository.upstream}) serves:", *(f"#   {pulled}" for pulled in served)]
     return lines
 
 
 def _destination(image: StackImage, pull_path: PullPath) -> str:
     """The mirror's copy of ``image``: its pulled name, tagged with the source's tag (by digest when it has none)."""
-    pulled = ImageReference.parse(image.pull(pull_path))
+    pulled = ImageReference.parse(pull_path.image(image.image))
     return f"{pulled.name}:{pulled.tag}" if pulled.tag else f"{pulled.name}@{pulled.digest}"
 
 

@@ -252,14 +252,10 @@ class StackImage:
     def registry(self) -> str:
         return ImageReference.parse(self.image).registry
 
-    def pull(self, pull_path: PullPath) -> str:
-        """The reference the nodes pull."""
-        return pull_path.image(self.image)
-
     def output(self, pull_path: PullPath) -> dict[str, str]:
         """The stack output's entry (``images``): the setting, the source (what a mirror copies, or a pull-through
         repository fetches), and what the nodes pull."""
-        return {"setting": self.key, "source": self.image, "pull": self.pull(pull_path)}
+        return {"setting": self.key, "source": self.image, "pull": pull_path.image(self.image)}
 
     @property
     def pin_command(self) -> str:
