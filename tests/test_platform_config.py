@@ -171,6 +171,6 @@ def test_each_pinned_release_writes_its_controller_image_once_at_that_release(ke
     its image would run the new tag (by design), but the default stack would then lose the digest Renovate pins."""
     chart = getattr(PlatformConfig(), {"leaderWorkerSet": "leader_worker_set"}.get(key, key))
     own = chart_own_image(key, chart)
-    (written,) = [i for i in RELEASE_IMAGES if ImageReference.parse(i).name == own.name]
+    (written,) = [i for i in RELEASE_IMAGES.values() if ImageReference.parse(i).name == own.name]
     assert ImageReference.parse(written).tag == own.tag
     assert chart_image(key, chart) == written

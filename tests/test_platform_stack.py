@@ -9,9 +9,10 @@ import yaml
 from components import stack as stack_config
 from components.config_base import ImageReference
 from components.platform.config import (
-    CHART_IMAGES,
+    CHART_IMAGE_VALUES,
     CHART_RELEASE_NAMES,
     CONTROLLERS_POD_SECURITY,
+    RELEASE_IMAGES,
     WORKLOADS_POD_SECURITY,
     chart_image,
     pod_security_version,
@@ -276,7 +277,7 @@ def test_slice_controller_image_can_be_pinned_by_digest():
     assert run.one(RELEASE, "slice-controller").input("values")["image"]["digest"] == digest
 
 
-@pytest.mark.parametrize("key", sorted(CHART_IMAGES))
+@pytest.mark.parametrize("key", sorted(CHART_IMAGE_VALUES))
 def test_each_chart_s_controller_image_is_written_out_where_its_chart_reads_it(dev_run, key):
     """The chart's own image at its release (as its packaging writes it, by the digest recorded for that release
     when there is one), set in the values so the release shows it; a mirror takes its registry, and a digest rides
@@ -287,9 +288,9 @@ def test_each_chart_s_controller_image_is_written_out_where_its_chart_reads_it(d
             values = values[part]
         return values
 
-    name, path = CHART_RELEASE_NAMES[key], CHART_IMAGES[key].values_path
+    name, path = CHART_RELEASE_NAMES[key], CHART_IMAGE_VALUES[key]
     image = ImageReference.parse(chart_image(key, getattr(CONFIG.platform, _snake(key))))
-    assert image.name == CHART_IMAGES[key].repository
+    assert image.name == ImageReference.parse(RELEASE_IMAGES[key]).name
     tag = f"{image.tag}@{image.digest}" if image.digest else image.tag
     assert at(dev_run.one(RELEASE, name).input("values"), path) == {"repository": pulled(image.name), "tag": tag}
     digest = "sha256:" + "c" * 64
@@ -307,7 +308,7 @@ def test_a_recorded_digest_belongs_to_its_release_only():
     assert other != CONFIG.platform.jobset.version
     run = run_stack({"platform.jobset.version": other})
     assert run.one(RELEASE, "jobset").input("values")["image"] == {
-        "repository": pulled(CHART_IMAGES["jobset"].repository),
+        "repository": pulled(ImageReference.parse(RELEASE_IMAGES["jobset"]).name),
         "tag": f"v{other}",
     }
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Annotated, Literal, get_args
 
 from pydantic import Field
@@ -99,39 +98,32 @@ class SliceControllerConfig(Block):
     )
 
 
-@dataclass(frozen=True)
-class ChartImage:
-    """The controller image a registry chart runs, and the mapping of its values that sets it ({repository, tag})."""
-
-    repository: str
-    values_path: tuple[str, ...]
-
-
-# The image each published chart runs: its packaging sets the image to the release's own tag in registry.k8s.io,
-# where release images are promoted (kubernetes-sigs/jobset v0.12.0 hack/helm-chart-package.sh: .image.repository
-# registry.k8s.io/jobset/jobset, .image.tag the git tag; kubernetes-sigs/kueue v0.17.8 hack/helm-chart-package.sh:
-# .controllerManager.manager.image, registry.k8s.io/kueue/kueue; kubernetes-sigs/lws v0.10.0 hack/push-chart.sh:
-# .image.manager, registry.k8s.io/lws/lws). Each template reads `<repository>:<tag>` (charts/jobset/templates/
-# controller/deployment.yaml, charts/kueue/templates/manager/manager.yaml, charts/lws/templates/manager/deployment.yaml
-# at those tags): no digest key, so a digest travels in the tag, `v0.17.8@sha256:...`, which Kubernetes pulls by the
-# digest. Kueue's other images (KueueViz) are off by default (enableKueueViz: false).
-CHART_IMAGES = {
-    "jobset": ChartImage("registry.k8s.io/jobset/jobset", ("image",)),
-    "kueue": ChartImage("registry.k8s.io/kueue/kueue", ("controllerManager", "manager", "image")),
-    "leaderWorkerSet": ChartImage("registry.k8s.io/lws/lws", ("image", "manager")),
+# Where each registry chart's values set its controller image ({repository, tag}). Its packaging sets the image to the
+# release's own tag in registry.k8s.io, where release images are promoted (kubernetes-sigs/jobset v0.12.0
+# hack/helm-chart-package.sh: .image.repository registry.k8s.io/jobset/jobset, .image.tag the git tag;
+# kubernetes-sigs/kueue v0.17.8 hack/helm-chart-package.sh: .controllerManager.manager.image,
+# registry.k8s.io/kueue/kueue; kubernetes-sigs/lws v0.10.0 hack/push-chart.sh: .image.manager, registry.k8s.io/lws/lws).
+# Each template reads `<repository>:<tag>` (charts/jobset/templates/controller/deployment.yaml,
+# charts/kueue/templates/manager/manager.yaml, charts/lws/templates/manager/deployment.yaml at those tags): no digest
+# key, so a digest travels in the tag, `v0.17.8@sha256:...`, which Kubernetes pulls by the digest. Kueue's other images
+# (KueueViz) are off by default (enableKueueViz: false).
+CHART_IMAGE_VALUES = {
+    "jobset": ("image",),
+    "kueue": ("controllerManager", "manager", "image"),
+    "leaderWorkerSet": ("image", "manager"),
 }
 
 
 # The controller image of each pinned release, written in full so that Renovate pins it by digest (renovate.json: the
 # pin rule of components/**.py) and moves it with its chart (the JobSet, Kueue and LeaderWorkerSet groups). A chart at
 # that version runs the image as written here, by its digest once it has one; a chart moved to another version runs
-# the new release's tag until this list follows (Renovate's group PR moves both) or the stack's platform.<chart>.image
+# the new release's tag until this table follows (Renovate's group PR moves both) or the stack's platform.<chart>.image
 # pins it. Where JobSet's digest comes from, and why Kueue's and LeaderWorkerSet's have none yet: docs/supply-chain.md.
-RELEASE_IMAGES = (
-    "registry.k8s.io/jobset/jobset:v0.12.0@sha256:e75536f1135b7bb2f19f8c3b620782fbdd9091d73398e3a272f9a5fed322980d",
-    "registry.k8s.io/kueue/kueue:v0.17.8",
-    "registry.k8s.io/lws/lws:v0.10.0",
-)
+RELEASE_IMAGES = {
+    "jobset": "registry.k8s.io/jobset/jobset:v0.12.0@sha256:e75536f1135b7bb2f19f8c3b620782fbdd9091d73398e3a272f9a5fed322980d",
+    "kueue": "registry.k8s.io/kueue/kueue:v0.17.8",
+    "leaderWorkerSet": "registry.k8s.io/lws/lws:v0.10.0",
+}
 
 
 # What the control plane calls on each release's controller pods, as the TCP ports the calls land on: GKE's API
@@ -159,8 +151,10 @@ RELEASE_CONTROL_PLANE_PORTS: dict[str, tuple[int, ...]] = {
 
 
 def chart_own_image(key: str, chart: HelmChartConfig) -> ImageReference:
-    """The controller image the chart under ``platform.<key>`` runs by itself: its repository at the release's tag."""
-    return ImageReference(CHART_IMAGES[key].repository, f"v{chart.version.removeprefix('v')}")
+    """The controller image the chart under ``platform.<key>`` runs by itself: its repository (RELEASE_IMAGES') at the
+    release's tag."""
+    repository = ImageReference.parse(RELEASE_IMAGES[key]).name
+    return ImageReference(repository, f"v{chart.version.removeprefix('v')}")
 
 
 def chart_image(key: str, chart: HelmChartConfig) -> str:
@@ -169,7 +163,7 @@ def chart_image(key: str, chart: HelmChartConfig) -> str:
     if chart.image:
         return chart.image
     own = chart_own_image(key, chart)
-    return written_release_image(RELEASE_IMAGES, own.name, own.tag) or str(own)
+    return written_release_image(RELEASE_IMAGES.values(), own.name, own.tag) or str(own)
 
 
 def slice_controller_image(controller: SliceControllerConfig) -> str:

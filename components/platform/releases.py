@@ -14,7 +14,7 @@ import yaml
 from components.config_base import ImageReference, PullPath
 from components.manifests import MANIFESTS, load_document, load_documents
 from components.platform.config import (
-    CHART_IMAGES,
+    CHART_IMAGE_VALUES,
     CHART_RELEASE_NAMES,
     HelmChartConfig,
     KueueControllerConfig,
@@ -163,10 +163,10 @@ def helm_release(
 def chart_image_values(key: str, chart: HelmChartConfig, pull_path: PullPath) -> dict[str, Any]:
     """The values that set a registry chart's controller image, written out even when they are the chart's own: the
     release's inputs then show the image (the policy pack and reviews read it), the pull path (a mirror or a pull-through
-    repository) replaces its registry, and a digest rides in the tag (CHART_IMAGES says why)."""
+    repository) replaces its registry, and a digest rides in the tag (CHART_IMAGE_VALUES says why)."""
     image = ImageReference.parse(pull_path.image(chart_image(key, chart)))
     values: dict[str, Any] = {"repository": image.name, "tag": image.tag_and_digest.removeprefix(":")}
-    for part in reversed(CHART_IMAGES[key].values_path):
+    for part in reversed(CHART_IMAGE_VALUES[key]):
         values = {part: values}
     return values
 
