@@ -37,6 +37,7 @@ from components.gcp.config import (
     NodeBoot,
     channel_floor_problem,
 )
+from components.gcp.network import Network
 from components.resources import NEW_ACCOUNT_FIRST, children_of
 
 # A pool's network_config is written for enable_private_nodes alone. Two of its other fields are ForceNew
@@ -88,11 +89,9 @@ class ClusterArgs:
     project: str
     region: str
     slice_controller: bool  # GKE's slice controller add-on: the pools are sliced dynamically (tpu.machineType)
-    network: pulumi.Input[str]
-    subnetwork: pulumi.Input[str]
-    pods_range_name: str
-    services_range_name: str
-    egress: list[pulumi.Resource]  # the Cloud NAT private nodes pull through: every node pool waits for it
+    # The VPC the cluster is made on: its node subnet and that subnet's secondary ranges, and the Cloud NAT private
+    # nodes pull through (its egress), which every node pool waits for
+    network: Network
     # The grants the cluster's create needs first (components/gcp/service_agents.py): GKE's agent on the Secrets' key,
     # Compute Engine's on the boot disks' key (its first default pool boots with it); empty where the stack makes none
     secrets_key_grants: list[pulumi.Resource]
@@ -141,12 +140,12 @@ class Cluster(pulumi.ComponentResource):
             project=args.project,
             name=cluster.name,
             location=args.region,
-            network=args.network,
-            subnetwork=args.subnetwork,
+            network=args.network.vpc.id,
+            subnetwork=args.network.node_subnet.id,
             networking_mode="VPC_NATIVE",
             ip_allocation_policy={
-                "cluster_secondary_range_name": args.pods_range_name,
-                "services_secondary_range_name": args.services_range_name,
+                "cluster_secondary_range_name": args.network.pods_range_name,
+                "services_secondary_range_name": args.network.services_range_name,
             },
             # GKE creates a default pool with the cluster; the provider deletes it right after
             # (remove_default_node_pool) for the pools below. That pool runs as our node account
@@ -286,7 +285,7 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
-                    depends_on=[*args.egress, *args.boot_key_grants, *self.repository_readers],
+                    depends_on=[*args.network.egress, *args.boot_key_grants, *self.repository_readers],
                     ignore_changes=NETWORK_CONFIG_NOT_OURS,
                     delete_before_replace=True,
                 ),
