@@ -183,9 +183,7 @@ def tpu_capacity_args(
         cluster=config.cluster,
         project=config.project,
         region=config.region,
-        cluster_name=cluster.name,
-        node_service_account_email=cluster.node_service_account_email,
-        image_reads=cluster.repository_readers,
+        gke_cluster=cluster,
         boot_key_grants={
             pool.name: key_grant(agents, tpu.pool_boot(pool, config.cluster).boot_disk_key, COMPUTE_SERVICE_AGENT)
             for pool in tpu.pools

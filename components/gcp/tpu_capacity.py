@@ -11,7 +11,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.config_base import ConfigError
-from components.gcp.cluster import NETWORK_CONFIG_NOT_OURS, node_config
+from components.gcp.cluster import NETWORK_CONFIG_NOT_OURS, Cluster, node_config
 from components.gcp.config import ClusterConfig, TpuConfig, TpuPoolConfig
 from components.gcp.rules import (
     BlockRead,
@@ -34,11 +34,10 @@ class TpuCapacityArgs:
     cluster: ClusterConfig  # what a pool inherits: private nodes, boot hardening
     project: str
     region: str
-    cluster_name: pulumi.Input[str]
-    node_service_account_email: pulumi.Input[str]
-    # The node account's read on each repository the nodes pull from (Cluster.repository_readers): every pool waits
-    # for them, so that a pool replaced onto a new node account pulls the images of the pods it gets back
-    image_reads: Sequence[pulumi.Resource]
+    # The cluster the pools join, their nodes running as its node account (node_service_account_email); that
+    # account's read on each repository the nodes pull from (repository_readers): every pool waits for them, so that
+    # a pool replaced onto a new node account pulls the images of the pods it gets back
+    gke_cluster: Cluster
     # Each pool's grant on its boot disks' key (service_agents.py), by pool name; empty: none made
     boot_key_grants: Mapping[str, list[pulumi.Resource]]
     egress: list[pulumi.Resource]  # the Cloud NAT private nodes pull their images through
@@ -102,7 +101,7 @@ class TpuCapacity(pulumi.ComponentResource):
                 # The TPU workloads' images come from outside Google (Docker Hub): a private pool waits for the
                 # NAT, and is deleted before it; and through the mirror or pull-through repositories, for which it
                 # waits for the node account's read.
-                depends_on=[*args.egress, *args.image_reads, *placed_after],
+                depends_on=[*args.egress, *args.gke_cluster.repository_readers, *placed_after],
                 ignore_changes=NETWORK_CONFIG_NOT_OURS,
             ),
         )
@@ -110,7 +109,7 @@ class TpuCapacity(pulumi.ComponentResource):
             gcp.container.NodePool(
                 pool.name,
                 project=args.project,
-                cluster=args.cluster_name,
+                cluster=args.gke_cluster.name,
                 location=args.region,
                 node_locations=[tpu.zone],
                 name=pool.name,
@@ -231,7 +230,7 @@ def _pool_node_config(args: TpuCapacityArgs, pool: TpuPoolConfig) -> gcp.contain
             "key": "compute.googleapis.com/reservation-name",
             "values": [reservation_path],
         }
-    return node_config(config, args.node_service_account_email, args.tpu.pool_boot(pool, args.cluster))
+    return node_config(config, args.gke_cluster.node_service_account_email, args.tpu.pool_boot(pool, args.cluster))
 
 
 # --- The reads and their answers -------------------------------------------------------------------------
