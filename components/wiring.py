@@ -85,12 +85,7 @@ def service_agents_args(stack: Stack, services: ProjectServices) -> ServiceAgent
         agents.append(ARTIFACT_REGISTRY_SERVICE_AGENT)
     if not agents:
         return None
-    return ServiceAgentsArgs(
-        project=config.project,
-        project_number=services.project_number,
-        agents={agent: services.api(agent.service) for agent in agents},
-        key_grants=grants,
-    )
+    return ServiceAgentsArgs(project=config.project, services=services, agents=agents, key_grants=grants)
 
 
 def network_args(stack: Stack) -> NetworkArgs:

@@ -19,21 +19,23 @@ then google_kms_crypto_key_iam_member per key and agent.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_gcp as gcp
 
 from components.gcp.config import KMS_ENCRYPTER_DECRYPTER, KeyGrant, ServiceAgent
+from components.gcp.project_services import ProjectServices
 from components.resources import waiting_for
 
 
 @dataclass(frozen=True)
 class ServiceAgentsArgs:
     project: str
-    project_number: pulumi.Output[str]  # read once for the stack (ProjectServices.project_number)
-    agents: Mapping[ServiceAgent, pulumi.Resource]  # each agent the stack grants something -> the enablement making it
+    # The APIs' enablements, one making each agent, and the project number every agent's address is written from (read
+    # once for the stack: ProjectServices.project_number)
+    services: ProjectServices
+    agents: list[ServiceAgent]  # each agent the stack grants something (an agent of two grants twice: made once)
     key_grants: list[KeyGrant]  # the keys of the stack's project, each (key, agent) once
 
 
@@ -52,10 +54,11 @@ class ServiceAgents(pulumi.ComponentResource):
     def __init__(self, name: str, args: ServiceAgentsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-gke:gcp:ServiceAgents", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.project_number = args.project_number
+        self.project_number = args.services.project_number
         # What a grant to each agent waits for: the agent made, or its API's enablement that makes it.
         self.ready: dict[ServiceAgent, list[pulumi.Resource]] = {}
-        for agent, enabled in args.agents.items():
+        for agent in dict.fromkeys(args.agents):
+            enabled = args.services.api(agent.service)
             if not agent.made_on_request:
                 self.ready[agent] = [enabled]  # the enablement makes the agent
                 continue
