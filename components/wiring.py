@@ -139,14 +139,8 @@ def image_repositories(stack: Stack, pull_through: PullThrough | None) -> list[R
     if pull_through is None:
         return []
     return [
-        RepositoryRead(
-            f"node-sa-reader-{remote.name}",
-            remote.project,
-            remote.location,
-            pull_through.repositories[remote.registry].repository_id,
-            made_by_stack=pull_through.repositories[remote.registry],
-        )
-        for remote in stack.config.pull_through_repositories()
+        RepositoryRead(f"node-sa-reader-{remote.name}", remote.project, remote.location, made.repository_id, made)
+        for remote, made in pull_through.repositories.items()
     ]
 
 

@@ -70,7 +70,7 @@ class PullThrough(pulumi.ComponentResource):
                     opts=waiting_for(child, *args.agents.ready[ARTIFACT_REGISTRY_SERVICE_AGENT]),
                 )
             )
-        self.repositories: dict[str, gcp.artifactregistry.Repository] = {}  # registry -> its repository
+        self.repositories: dict[RemoteRepository, gcp.artifactregistry.Repository] = {}  # each -> the one made
         for repository in args.repositories:
             upstream: gcp.artifactregistry.RepositoryRemoteRepositoryConfigArgsDict = {
                 "description": f"{repository.registry}, pulled through for the nodes of {args.cluster_name}"
@@ -86,7 +86,7 @@ class PullThrough(pulumi.ComponentResource):
                     }
             else:
                 upstream["common_repository"] = {"uri": repository.upstream}
-            self.repositories[repository.registry] = gcp.artifactregistry.Repository(
+            self.repositories[repository] = gcp.artifactregistry.Repository(
                 f"pull-through-{repository.name}",
                 project=repository.project,
                 location=repository.location,
