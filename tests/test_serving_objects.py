@@ -49,7 +49,6 @@ from components.workloads.serving.config import (
 from components.workloads.serving.objects import (
     ROUTER_VALUES_FILE,
     gateway,
-    kv_transfer_config,
     load_base,
 )
 from tests.conftest import not_checkov, stack_values
@@ -335,16 +334,19 @@ def test_vllm_arguments(lws, role, kv_role, port):
     }
 
 
-def test_kv_transfer_config_is_data():
-    assert kv_transfer_config(PREFILL)["kv_role"] == "kv_producer"
-    assert kv_transfer_config(DECODE)["kv_role"] == "kv_consumer"
+@pytest.mark.parametrize("role", [PREFILL, DECODE])
+def test_kv_transfer_config_is_the_bases(lws, role):
+    """The same for every stack: the base's, not overlaid."""
+    base = flag_values(container(load_base(so.BASE_FILES[role]), "leader")["args"])
+    assert flag_values(container(lws[role], "leader")["args"])["--kv-transfer-config"] == base["--kv-transfer-config"]
 
 
 @pytest.mark.parametrize("role", [PREFILL, DECODE])
-def test_kv_transfer_config_names_no_address(role):
+def test_kv_transfer_config_names_no_address(lws, role):
     """tpu-inference gathers the hosts' KV addresses over Ray and never reads ``kv_ip``; vllm-tpu
     0.32.0's KVTransferConfig has no such field and refuses unknown keys."""
-    assert set(kv_transfer_config(role)) == {"kv_connector", "kv_connector_module_path", "kv_role"}
+    kv = json.loads(flag_values(container(lws[role], "leader")["args"])["--kv-transfer-config"])
+    assert set(kv) == {"kv_connector", "kv_connector_module_path", "kv_role"}
 
 
 def test_overlaid_vllm_sizes():
@@ -463,7 +465,11 @@ def test_leader_command_hands_vllm_its_arguments_verbatim(tmp_path, lws, ray_sta
     assert calls[1][:2] == ["vllm", "serve"]
     assert calls[1][2:] == leader["args"], "no kubelet expansion in the vLLM arguments"
     kv = json.loads(flag_values(calls[1][2:])["--kv-transfer-config"])
-    assert kv == kv_transfer_config(PREFILL)
+    assert kv == {
+        "kv_connector": "TPUConnectorHMA",
+        "kv_connector_module_path": "tpu_inference.distributed.tpu_connector_hma",
+        "kv_role": "kv_producer",
+    }
 
 
 def test_worker_joins_the_leaders_ray_cluster(lws):

@@ -274,25 +274,6 @@ def weights_staging_job(serving: ServingConfig, project: str, pull_path: PullPat
     return job
 
 
-def kv_transfer_config(role: str) -> dict[str, str]:
-    """vLLM ``--kv-transfer-config`` of ``role`` as data: the connector and the role, no address.
-
-    The connector advertises its own addresses: with ``TPU_MULTIHOST_BACKEND=ray`` tpu-inference's Ray executor asks
-    every worker for its host IP and ``TPU_KV_TRANSFER_PORT`` over RPC, and the TPU connector's scheduler hands those
-    lists to the peer in ``kv_transfer_params``; nothing in tpu-inference reads the config's ``kv_ip``
-    (vllm-project/tpu-inference main at 56b1e07 of 2026-04-30, the nightly's week, and 0.32.0:
-    ``tpu_inference/distributed/utils.py`` ``get_kv_ips``, ``tpu_connector.py``,
-    ``executors/ray_distributed_executor.py``). vLLM itself dropped the field: vllm-tpu 0.32.0's ``KVTransferConfig``
-    has no ``kv_ip`` and forbids unknown keys (``vllm/config/kv_transfer.py``, ``vllm/config/utils.py``), so a config
-    naming it fails there.
-    """
-    return {
-        "kv_connector": "TPUConnectorHMA",
-        "kv_connector_module_path": "tpu_inference.distributed.tpu_connector_hma",
-        "kv_role": {PREFILL: "kv_producer", DECODE: "kv_consumer"}[role],
-    }
-
-
 # The vLLM server flags the stack's settings give, by the field that holds each: a field of the serving block, or of
 # the role's block (serving.prefill, serving.decode) for a setting each role has. The YAML bases hold each flag at its
 # default; a field whose default is None (vLLM's own default) has no flag in the bases, and its flag appears only when
@@ -315,7 +296,6 @@ def vllm_args(serving: ServingConfig, project: str, role: str, base_args: list[s
         block = serving.role(role) if field in ServingRoleConfig.model_fields else serving
         unset_by_default = type(block).model_fields[field].default is None
         manifests.set_flag(args, flag, getattr(block, field), optional=unset_by_default)
-    manifests.set_flag(args, "--kv-transfer-config", kv_transfer_config(role))
     manifests.set_flag(args, "--port", VLLM_PORTS[role])
     return args
 
