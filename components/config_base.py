@@ -30,6 +30,16 @@ KIND = "kind"  # a field's json_schema_extra key: what its values are (``kind``)
 HINT = "hint"  # a field's json_schema_extra key: how to write a value its pattern refuses
 
 
+# The text `pulumi config set --path` stores for a scalar setting (``"true"``, ``"16"``, ``"0.5"``), which a setting of
+# that type reads as its value: ASCII digits only (str.isdigit would take "٣" and "²", and int() refuses the second).
+# The JSON Schema of the stack files admits the same texts (tools/config_table.py).
+SCALAR_TEXT: dict[type, str] = {
+    bool: r"^([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])$",
+    int: r"^[0-9]+$",
+    float: r"^[0-9]+(\.[0-9]+)?$",
+}
+
+
 class Block(BaseModel):
     """A block of the stack config, or an object inside one: frozen, its keys the camelCase of its fields, no key it
     does not declare. Python code builds one by field name; a stack file is read by key alone (``parse_settings``)."""
@@ -75,13 +85,9 @@ def _as_written(tp: Any, default: Any, value: Any) -> Any:
     if typing.get_origin(tp) is list and isinstance(value, list):
         (item,) = typing.get_args(tp)
         return [_as_written(item, None, v) for v in value]
-    if isinstance(value, str):
-        if tp is bool and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-        if tp is int and value.isdigit():
-            return int(value)
-        if tp is float and re.fullmatch(r"[0-9]+(\.[0-9]+)?", value):
-            return float(value)
+    text_form = SCALAR_TEXT.get(tp) if isinstance(tp, type) else None
+    if isinstance(value, str) and text_form and re.fullmatch(text_form, value):
+        return value.lower() == "true" if tp is bool else tp(value)
     return value
 
 

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from components.config_base import NAMESPACE
-from tests.conftest import FIXTURE_STACKS, PROJECT_ROOT
+from components import stack as stack_config
+from components.config_base import NAMESPACE, ConfigError
+from tests.conftest import FIXTURE_STACKS, PROJECT_ROOT, stack_values, with_overrides
 from tools import config_table
 from tools.stack_file import read_stack_file
 
@@ -78,3 +79,31 @@ def test_the_schema_takes_what_the_stack_file_may_write():
         "gcp:project": "my-tpu-project",
     }
     assert [e.message for e in validator().iter_errors(stack)] == []
+
+
+# The text a stack file may hold for a number or a boolean (`pulumi config set --path` stores text), within the
+# setting's range (the schema's text form carries no range: the preview says it): (setting, text). No text ends in a
+# newline: jsonschema matches a pattern with Python's re, whose `$` also matches before a final newline, where an
+# editor's ECMA-262 pattern does not. Digits of other scripts (Arabic-Indic 3, superscript 2) and fullwidth letters
+# are not ASCII: neither takes them.
+TEXT_FORMS = [
+    *(("cluster.systemPool.nodesPerZone", text) for text in ["3", "03", "\u0663", "\u00b2", " 3", "3.0", "-3", "3e0"]),
+    *(("network.flowLogs.sampling", text) for text in ["0.5", "1", "\u0660.\u0665", ".5", "5e-1"]),
+    *(("cluster.deletionProtection", text) for text in ["true", "False", "TRUE", "yes", "\uff54\uff52\uff55\uff45"]),
+]
+
+
+@pytest.mark.parametrize("key, text", TEXT_FORMS)
+def test_the_schema_admits_exactly_the_text_forms_the_program_reads(key, text):
+    """Editors flag what the preview refuses and nothing else; a text refused is named under its own key."""
+    values = with_overrides(stack_values("dev"), {key: text})
+    try:
+        stack_config.load(values)
+        refused_under: list[str] = []
+    except ConfigError as error:
+        refused_under = [problem.key for problem in error.problems]
+    stack = copy.deepcopy(_read(FIXTURE_STACKS / "Pulumi.dev.yaml"))
+    block = key.split(".")[0]
+    stack["config"][f"{NAMESPACE}:{block}"] = values[block]
+    schema_admits = not list(validator().iter_errors(stack))
+    assert refused_under == ([] if schema_admits else [key])

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import core_schema
 
-from components.config_base import NAMESPACE, SECRET, documented_settings
+from components.config_base import NAMESPACE, SCALAR_TEXT, SECRET, documented_settings
 from components.stack import StackConfig
 from tools.stack_file import PROJECT_ROOT
 
@@ -59,15 +59,13 @@ class _StackFileSchema(GenerateJsonSchema):
     stores (components/config_base.py, Block: ``"true"``, ``"16"``, ``"0.5"``)."""
 
     def bool_schema(self, schema: core_schema.BoolSchema) -> dict[str, Any]:
-        return {
-            "anyOf": [{"type": "boolean"}, {"type": "string", "pattern": "^([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])$"}]
-        }
+        return {"anyOf": [{"type": "boolean"}, {"type": "string", "pattern": SCALAR_TEXT[bool]}]}
 
     def int_schema(self, schema: core_schema.IntSchema) -> dict[str, Any]:
-        return {"anyOf": [super().int_schema(schema), {"type": "string", "pattern": "^[0-9]+$"}]}
+        return {"anyOf": [super().int_schema(schema), {"type": "string", "pattern": SCALAR_TEXT[int]}]}
 
     def float_schema(self, schema: core_schema.FloatSchema) -> dict[str, Any]:
-        return {"anyOf": [super().float_schema(schema), {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"}]}
+        return {"anyOf": [super().float_schema(schema), {"type": "string", "pattern": SCALAR_TEXT[float]}]}
 
 
 def schema() -> dict[str, Any]:
