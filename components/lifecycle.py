@@ -186,6 +186,17 @@ def previous_lifecycle(outputs: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return {**(lifecycle or {}), "chartsWithCrdsHelmKeeps": charts}
 
 
+def _changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """The facts whose value ``after`` changes, in its order: a fact ``before`` lacks (the last `up` did not export
+    it) is not compared."""
+    return [key for key in after if key in before and before[key] != after[key]]
+
+
+def _changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """What ``after`` changes, as the review words it: each fact with its old and new value."""
+    return "; ".join(f"{key} {before[key]!r} -> {after[key]!r}" for key in _changed(before, after))
+
+
 @dataclass(frozen=True)
 class ChangeReview:
     refused: list[Problem]  # the `up` would fail halfway or strand capacity: stop the preview
@@ -205,19 +216,13 @@ def review_changes(
     if not previous:
         return review  # a new stack: nothing to replace
     refused, replaced, by_hand, in_place = review.refused, review.replaced, review.by_hand, review.in_place
-
-    def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
-        return [
-            f"{key} {before[key]!r} -> {after[key]!r}" for key in after if key in before and before[key] != after[key]
-        ]
-
     cluster_before = previous.get("cluster") or {}
-    if cluster_changes := changes(cluster_before, current["cluster"]):
+    if cluster_changes := _changes(cluster_before, current["cluster"]):
         if all(cluster_before.get(key, current["cluster"][key]) == current["cluster"][key] for key in CLUSTER_IDENTITY):
             refused.append(
                 Problem(
                     "network.prefix",
-                    f"moves the cluster to another network ({'; '.join(cluster_changes)}), which replaces it under "
+                    f"moves the cluster to another network ({cluster_changes}), which replaces it under "
                     "the same name: the Kubernetes provider, whose clusterIdentifier is the cluster's project, region "
                     "and name, is then only updated, not replaced, so the new, empty cluster would be taken to hold "
                     "every Kubernetes object and Helm release of the stack, and none would be created in it",
@@ -227,7 +232,7 @@ def review_changes(
             )
         else:
             replaced.append(
-                f"the GKE cluster {cluster_before.get('name')} will be REPLACED ({'; '.join(cluster_changes)}): "
+                f"the GKE cluster {cluster_before.get('name')} will be REPLACED ({cluster_changes}): "
                 "every node pool, every Kubernetes object, the Kueue queues and their state are deleted and created "
                 "anew"
             )
@@ -237,9 +242,9 @@ def review_changes(
     _review_platform_releases(previous.get("platformReleases"), current["platformReleases"], review)
     _review_buckets(previous.get("buckets") or {}, current["buckets"], review)
     system_after = current.get("systemPool") or {}
-    if system_changes := changes(before_boot_hardening(previous.get("systemPool") or {}, system_after), system_after):
+    if system_changes := _changes(before_boot_hardening(previous.get("systemPool") or {}, system_after), system_after):
         replaced.append(
-            f"the system node pool will be REPLACED ({'; '.join(system_changes)}): the controllers and the staging "
+            f"the system node pool will be REPLACED ({system_changes}): the controllers and the staging "
             "Job move to its new nodes, and the webhooks that fail closed refuse workload creates until they are back"
         )
     before_pools, after_pools = previous.get("tpuPools") or {}, current["tpuPools"]
@@ -254,13 +259,13 @@ def review_changes(
                 "remove the old pools in one `pulumi up`, then add the new ones in the next",
             )
         )
-    pool_changes: dict[str, list[str]] = {}  # TPU pool -> what replaces it
+    pool_changes: dict[str, str] = {}  # TPU pool -> what replaces it
     rebooted: set[str] = set()  # the TPU pools whose boot changes
     for name in sorted(set(before_pools) & set(after_pools)):
         before, after = before_boot_hardening(before_pools[name], after_pools[name]), after_pools[name]
-        if changed := changes(before, after):
+        if changed := _changes(before, after):
             pool_changes[name] = changed
-        if any(before[key] != after[key] for key in BOOT_FACTS if key in after):
+        if any(key in BOOT_FACTS for key in _changed(before, after)):
             rebooted.add(name)
     # Pulumi refuses, at preview, to replace a resource protected before and after (pulumi/pulumi v3.259.0,
     # pkg/resource/deploy/step_generator.go: "unable to replace resource ... marked for protection"), unless the
@@ -278,7 +283,7 @@ def review_changes(
         replaced.append(line)
     for name, changed in pool_changes.items():
         line = (
-            f"TPU pool {name} will be REPLACED, deleted before it is created again ({'; '.join(changed)}): "
+            f"TPU pool {name} will be REPLACED, deleted before it is created again ({changed}): "
             "its nodes and every slice on them go; delete the workloads on it first (active Slices hold a pool)"
         )
         if name in rebooted and len(rebooted) > 1:
@@ -318,7 +323,7 @@ def review_changes(
         ("acceleratorLabel", "tpu.machineType", in_use),
         ("clusterQueueName", "queues.clusterQueueName", repointed),
     ):
-        if key in before_queues and key in after_queues and before_queues[key] != after_queues[key]:
+        if key in _changed(before_queues, after_queues):
             refused.append(
                 Problem(
                     setting_key,
@@ -383,7 +388,7 @@ def _review_network(before: Mapping[str, Any], after: Mapping[str, Any], review:
         fix = fix or f"keep {before[key]!r} on this stack"
         refused.append(Problem(f"network.{key}", f"{before[key]!r} -> {after[key]!r} on a running stack: {what}", fix))
 
-    changed = [key for key in after if key in before and before[key] != after[key]]
+    changed = _changed(before, after)
     if "nodeCidr" in changed:
         old, new = ipaddress.ip_network(before["nodeCidr"]), ipaddress.ip_network(after["nodeCidr"])
         if old.subnet_of(new):  # type: ignore[arg-type]
@@ -436,9 +441,7 @@ def _review_buckets(before: Mapping[str, Any], after: Mapping[str, Any], review:
         if not old:
             continue
         name, kept = old["name"], old.get("keepOnDestroy", True)
-        moved = [
-            f"{fact} {old[fact]!r} -> {bucket[fact]!r}" for fact in ("region", "project") if old[fact] != bucket[fact]
-        ]
+        moved = _changes({fact: old[fact] for fact in ("region", "project")}, bucket)  # of the facts that place it
         if name == bucket["name"] and moved:
             what = (
                 "and the old one, kept on destroy, would still hold its name: the `up` fails at the create"
@@ -448,7 +451,7 @@ def _review_buckets(before: Mapping[str, Any], after: Mapping[str, Any], review:
             review.refused.append(
                 Problem(
                     key,
-                    f"the bucket {name} would be replaced under the same name ({'; '.join(moved)}), {what}",
+                    f"the bucket {name} would be replaced under the same name ({moved}), {what}",
                     "give the bucket another name in the same `up`, or keep its region and project",
                 )
             )
@@ -487,17 +490,16 @@ def _review_platform_releases(before: Mapping[str, str] | None, after: Mapping[s
             )
         )
         return
-    for key, namespace in after.items():
-        if key in before and before[key] != namespace:
-            review.refused.append(
-                Problem(
-                    f"platform.{key}.namespace",
-                    f"{before[key]!r} -> {namespace!r} on a running stack: the release would be installed anew in "
-                    f"{namespace!r} before the old one goes, and Helm refuses to install it over the cluster-wide "
-                    "objects (CRDs, webhook configurations, cluster roles) the old release owns",
-                    f"keep {before[key]!r} on this stack",
-                )
+    for key in _changed(before, after):
+        review.refused.append(
+            Problem(
+                f"platform.{key}.namespace",
+                f"{before[key]!r} -> {after[key]!r} on a running stack: the release would be installed anew in "
+                f"{after[key]!r} before the old one goes, and Helm refuses to install it over the cluster-wide "
+                "objects (CRDs, webhook configurations, cluster roles) the old release owns",
+                f"keep {before[key]!r} on this stack",
             )
+        )
 
 
 def _review_pull_through(before: Mapping[str, Any], after: Mapping[str, Any], review: ChangeReview) -> None:
