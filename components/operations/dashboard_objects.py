@@ -76,11 +76,10 @@ def _overlay_query(query: str, values: dict[str, str], kueue_namespace: str | No
     return SELECTOR.sub(selector, query)
 
 
-def dashboards(
-    cluster: ClusterConfig, namespaces: dict[str, str | None], kueue_namespace: str | None, cluster_queue: str | None
-) -> list[Dashboard]:
+def dashboards(cluster: ClusterConfig, namespaces: dict[str, str | None], cluster_queue: str | None) -> list[Dashboard]:
     """The dashboards of a stack, in the order of ``namespaces`` (the stack output's): each dashboard's key -> the
-    namespace of the series it reads (Kueue's own: ``kueue_namespace``), None where that part is not the stack's."""
+    namespace of the series it reads, None where that part is not the stack's; the kueue dashboard's, Kueue's own, is
+    that of the Kueue series on every dashboard."""
     values = {"cluster": cluster.name, "cluster_name": cluster.name}
     if cluster_queue is not None:
         values["cluster_queue"] = values["preempting_cluster_queue"] = cluster_queue
@@ -91,7 +90,7 @@ def dashboards(
         body = load_dashboard(key)
         for holder in _query_holders(body):
             holder[QUERY_KEY] = _overlay_query(
-                holder[QUERY_KEY], {**values, "namespace": namespace, "namespace_name": namespace}, kueue_namespace
+                holder[QUERY_KEY], {**values, "namespace": namespace, "namespace_name": namespace}, namespaces["kueue"]
             )
         base_cluster = BASE_SAXML_CLUSTER if key == "saxml" else BASE_CLUSTER
         body["displayName"] = body["displayName"].replace(base_cluster, cluster.name, 1)

@@ -349,7 +349,7 @@ def monitoring_objects(
         "kueue": kueue_namespace,
         "saxml": saxml.namespace if saxml.enabled else None,
     }
-    boards = dashboard_objects.dashboards(cluster, namespaces, kueue_namespace, cluster_queue) if boards_on else []
+    boards = dashboard_objects.dashboards(cluster, namespaces, cluster_queue) if boards_on else []
     reads_kueue = (alerts.enabled and cluster_queue is not None) or any(board.key == "kueue" for board in boards)
     policies = None
     if alerts.enabled:
