@@ -63,22 +63,20 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
         },
         "tpuPoolsProtected": config.tpu.protect_pools,
     }
-    charts = platform_config.installed_charts(config.platform, config.tpu.dynamic_slicing)
     # The platform's Helm releases by their key under `platform`, each with its namespace (none when platform.install
     # is false): a release in another namespace is a replacement, a release gone an uninstall.
     facts["platformReleases"] = platform_config.release_namespaces(config.platform, config.tpu.dynamic_slicing)
     facts["chartsWithCrdsHelmKeeps"] = {
-        key: {"chart": chart.chart, "version": chart.version}
-        for key, chart in charts.items()
+        key: chart.model_dump(include={"chart", "version"})
+        for key, chart in platform_config.installed_charts(config.platform, config.tpu.dynamic_slicing).items()
         if key in platform_config.CHARTS_WITH_CRDS_HELM_KEEPS
     }
     if config.tpu.dynamic_slicing:
-        facts["queues"] = {
-            "topologyName": config.queues.topology_name,
-            "resourceFlavorName": config.queues.resource_flavor_name,
-            "acceleratorLabel": config.tpu.machine.accelerator_label,  # the ResourceFlavor's nodeLabels
-            "clusterQueueName": config.queues.cluster_queue_name,  # each LocalQueue's spec.clusterQueue
-        }
+        # the Topology's and the ResourceFlavor's names, the flavor's nodeLabels (the accelerator label) and each
+        # LocalQueue's spec.clusterQueue
+        facts["queues"] = config.queues.model_dump(
+            by_alias=True, include={"topology_name", "resource_flavor_name", "cluster_queue_name"}
+        ) | {"acceleratorLabel": config.tpu.machine.accelerator_label}
     if not cluster.existing.enabled:
         # the network the stack makes the cluster on (a cluster made elsewhere is on its own)
         facts["cluster"] |= {
