@@ -205,11 +205,10 @@ def gates_args(
     return ClusterGatesArgs(
         kubeconfig=cluster.kubeconfig,
         tpu_pools=list(tpu.pools) if tpu else [],
-        slices=stack.kueue is not None,
+        queues=config.queues if stack.kueue else None,
         slice_controller=platform.slice_controller,
         platform=config.platform,
         subnets=[network.node_subnet, network.proxy_only_subnet] if network else [],
-        workload_namespaces=list(config.queues.namespaces) if stack.kueue else [],
         load_balancer_namespaces=[
             *([config.serving.namespace] if stack.serving else []),
             *([config.saxml.namespace] if stack.saxml else []),

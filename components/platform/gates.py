@@ -25,7 +25,7 @@ import pulumi
 import pulumi.dynamic
 
 from components.platform import drain
-from components.platform.config import PlatformConfig
+from components.platform.config import PlatformConfig, QueuesConfig
 
 Spec = TypeVar("Spec", drain.DrainSpec, drain.ReadySpec)
 
@@ -114,11 +114,12 @@ class ReadyGate(_Gate, module="tpu-gke", name="ReadyGate"):
 class ClusterGatesArgs:
     kubeconfig: pulumi.Input[str]
     tpu_pools: list[pulumi.Resource]  # outlive every Slice and admitted Workload
-    slices: bool  # dynamic slicing: Slices and admitted Workloads hold the TPU pools
+    # Dynamic slicing's queues (None without): its Slices, and the Workloads Kueue admits in their namespaces (where
+    # the stack's TPU workloads run), hold the TPU pools
+    queues: QueuesConfig | None
     slice_controller: pulumi.Resource | None  # outlives the Slices it finalizes; None: not installed by this stack
     platform: PlatformConfig  # the slice controller's namespace, and how long a drain gate waits
     subnets: list[pulumi.Resource]  # outlive the load balancers' endpoint groups
-    workload_namespaces: list[str]  # where Kueue admits the stack's TPU workloads
     load_balancer_namespaces: list[str]  # where the stack's Gateway and load balancer Services live
 
 
@@ -133,8 +134,8 @@ class ClusterGates(pulumi.ComponentResource):
             "tpu-drain-gate",
             args.kubeconfig,
             pulumi.ResourceOptions(parent=self, depends_on=[*args.tpu_pools, *controller]),
-            slices=args.slices,
-            workload_namespaces=list(args.workload_namespaces),
+            slices=args.queues is not None,
+            workload_namespaces=list(args.queues.namespaces) if args.queues else [],
             neg_namespaces=[],
             timeout_seconds=drain_timeout,
         )
