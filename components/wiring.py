@@ -285,8 +285,7 @@ def saxml_args(stack: Stack, cluster: Target, platform: ClusterPlatform, gates: 
         namespace_object=stack.namespaces[config.saxml.namespace],
         objects=stack.saxml,
         provider=cluster.provider,
-        jobset_release=platform.jobset,  # serves the JobSet CRD and webhook
-        tpu_ready=[gates.tpu],
+        model_servers_ready=[*_present(platform.jobset), gates.tpu],
         load_balancer_ready=[gates.load_balancers],
     )
 

@@ -35,8 +35,9 @@ class SaxmlArgs:
     namespace_object: dict[str, Any]  # the Namespace, with its Pod Security labels
     objects: SaxmlObjects
     provider: k8s.Provider
-    jobset_release: pulumi.Resource | None  # serves the JobSet CRD and webhook; None: installed elsewhere
-    tpu_ready: list[pulumi.Resource]  # the TPU drain gate: the model servers go before the pools
+    # What the model servers wait for: the JobSet release, which serves the JobSet CRD and webhook (none: installed
+    # elsewhere), and the TPU drain gate (the model servers go before the pools)
+    model_servers_ready: list[pulumi.Resource]
     load_balancer_ready: list[pulumi.Resource]  # the load-balancer drain gate: the Service goes before the subnets
 
 
@@ -151,12 +152,12 @@ class SaxmlCell(pulumi.ComponentResource):
         admin = kubernetes_object(
             "admin-server", args.objects.admin_deployment, waiting_for(as_admin, policies[ADMIN_NAME])
         )
-        jobset_ready = [*([args.jobset_release] if args.jobset_release else []), admin, *args.tpu_ready]
         custom_resource(
             "model-servers",
             args.objects.model_server_jobset,
             pulumi.ResourceOptions.merge(
-                waiting_for(as_reader, *jobset_ready, policies[MODEL_SERVER_NAME]), REPLACE_ON_SPEC_CHANGE
+                waiting_for(as_reader, *args.model_servers_ready, admin, policies[MODEL_SERVER_NAME]),
+                REPLACE_ON_SPEC_CHANGE,
             ),
         )
         http = kubernetes_object(
