@@ -323,7 +323,6 @@ class Cluster(pulumi.ComponentResource):
         # GKE creates the project's identity pool with the first Workload Identity cluster: members
         # built from this output make every binding wait for the cluster.
         self.workload_pool: pulumi.Output[str] = self.cluster.workload_identity_config.apply(_workload_pool)
-        self.node_service_account_email = self.node_service_account.email
         where = f"--region {args.region} --project {args.project}{flag}"
         self.get_credentials_command = self.cluster.name.apply(
             lambda name: f"gcloud container clusters get-credentials {name} {where}"

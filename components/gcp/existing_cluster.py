@@ -64,7 +64,6 @@ class ExistingCluster(pulumi.ComponentResource):
         self.name: pulumi.Output[str] = pulumi.Output.from_input(args.name)
         # GKE's pool is the project's: bindings to it are the same as on a cluster of this stack.
         self.workload_pool: pulumi.Output[str] = pulumi.Output.from_input(f"{args.project}.svc.id.goog")
-        self.node_service_account_email: pulumi.Output[str | None] = pulumi.Output.from_input(None)
         # The stack makes no firewall rule on a network it does not own: the preview says what to open there.
         if args.control_plane_ports:
             if args.existing.kubeconfig:

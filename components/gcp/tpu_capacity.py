@@ -34,7 +34,7 @@ class TpuCapacityArgs:
     cluster: ClusterConfig  # what a pool inherits: private nodes, boot hardening
     project: str
     region: str
-    # The cluster the pools join, their nodes running as its node account (node_service_account_email); that
+    # The cluster the pools join, their nodes running as its node account (node_service_account); that
     # account's read on each repository the nodes pull from (repository_readers): every pool waits for them, so that
     # a pool replaced onto a new node account pulls the images of the pods it gets back
     gke_cluster: Cluster
@@ -230,7 +230,7 @@ def _pool_node_config(args: TpuCapacityArgs, pool: TpuPoolConfig) -> gcp.contain
             "key": "compute.googleapis.com/reservation-name",
             "values": [reservation_path],
         }
-    return node_config(config, args.gke_cluster.node_service_account_email, args.tpu.pool_boot(pool, args.cluster))
+    return node_config(config, args.gke_cluster.node_service_account.email, args.tpu.pool_boot(pool, args.cluster))
 
 
 # --- The reads and their answers -------------------------------------------------------------------------
