@@ -236,8 +236,8 @@ def slice_checks_args(
     return SliceChecksArgs(
         provider=cluster.provider,
         objects=stack.checks,
-        namespace_ready=[queues.namespace(namespace)],
-        after=[*_present(platform.slice_controller), queues.objects, *queues.namespaces, *gates.before_tpu_workloads],
+        namespace_ready=[queues.namespaces[namespace]],
+        after=[*_present(platform.slice_controller), queues, *gates.before_tpu_workloads],
     )
 
 
@@ -266,7 +266,7 @@ def serving_args(
         objects=stack.serving,
         provider=cluster.provider,
         kubeconfig=cluster.kubeconfig,
-        namespace_ready=[queues.namespace(serving.namespace)],
+        namespace_ready=[queues.namespaces[serving.namespace]],
         queue_ready=[queues.objects],
         platform_ready=[*_present(platform.leader_worker_set, platform.slice_controller), *gates.before_tpu_workloads],
         admission_ready=[queues.objects, *_present(gates.slice_webhook)],
@@ -303,8 +303,8 @@ def namespace_defaults_args(
     assert stack.namespace_defaults is not None
     after: dict[str, list[pulumi.Resource]] = {namespace: [] for namespace in stack.namespace_defaults.default_deny}
     if queues is not None:
-        for namespace in stack.config.queues.namespaces:
-            after[namespace].append(queues.namespace(namespace))
+        for namespace, made in queues.namespaces.items():
+            after[namespace].append(made)
     if saxml is not None:
         after[stack.config.saxml.namespace].append(saxml.namespace)
     workloads: list[SliceChecks | ModelServing | SaxmlCell] = [w for w in (checks, serving, saxml) if w is not None]

@@ -25,19 +25,15 @@ class KueueQueues(pulumi.ComponentResource):
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
         # A change of a label updates the namespace in place: Pod Security admission evicts nothing, and holds
         # each pod to the new level when it is next created.
-        self._namespaces: dict[str, k8s.core.v1.Namespace] = {}
+        self.namespaces: dict[str, k8s.core.v1.Namespace] = {}  # by name
         for namespace in args.namespaces:
             name = namespace["metadata"]["name"]
-            self._namespaces[name] = k8s.core.v1.Namespace(name, metadata=owned(namespace["metadata"]), opts=on_cluster)
-        self.namespaces = list(self._namespaces.values())
+            self.namespaces[name] = k8s.core.v1.Namespace(name, metadata=owned(namespace["metadata"]), opts=on_cluster)
         # Created only once the Kueue release is ready: its CRDs exist and its webhooks serve.
-        after = [*([args.kueue_release] if args.kueue_release else []), *self.namespaces]
+        after = [*([args.kueue_release] if args.kueue_release else []), *self.namespaces.values()]
         self.objects = k8s.yaml.v2.ConfigGroup(
             "kueue-objects",
             objs=[{**manifest, "metadata": owned(manifest["metadata"])} for manifest in args.objects],
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=after),
         )
-        self.register_outputs({"namespaces": list(self._namespaces)})
-
-    def namespace(self, name: str) -> k8s.core.v1.Namespace:
-        return self._namespaces[name]
+        self.register_outputs({"namespaces": list(self.namespaces)})
