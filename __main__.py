@@ -59,7 +59,7 @@ else:
     cluster = Cluster("cluster", wiring.cluster_args(stack, network, services, agents, pull_through), opts=after_apis)
     # The pools are placed once the preview has read their reservation and found room (components/gcp/rules.py).
     tpu = TpuCapacity(
-        "tpu-capacity", wiring.tpu_capacity_args(stack, cluster, network, agents, services, previous), opts=after_apis
+        "tpu-capacity", wiring.tpu_capacity_args(stack, cluster, agents, services, previous), opts=after_apis
     )
 
 # 3. Cluster platform: controllers by Helm; the gates between the layers (what workloads wait

@@ -158,7 +158,6 @@ def existing_cluster_args(stack: Stack) -> ExistingClusterArgs:
 def tpu_capacity_args(
     stack: Stack,
     cluster: Cluster,
-    network: Network,
     agents: ServiceAgents | None,
     services: ProjectServices,
     previous_outputs: pulumi.Input[Mapping[str, Any]],
@@ -177,7 +176,6 @@ def tpu_capacity_args(
             pool.name: key_grant(agents, tpu.pool_boot(pool, config.cluster).boot_disk_key, COMPUTE_SERVICE_AGENT)
             for pool in tpu.pools
         },
-        egress=network.egress,
         previous_pools=pulumi.Output.from_input(previous_outputs).apply(previous_pool_reservations),
         compute_api=services.api(apis.COMPUTE_API),
     )

@@ -266,6 +266,9 @@ class Cluster(pulumi.ComponentResource):
             for read in args.image_repositories
         ]
 
+        # What every node pool waits for (and is deleted before): the Cloud NAT its private nodes pull through, and the
+        # node account's read on each repository they pull from (TpuCapacity's pools wait for the same).
+        self.node_pool_needs = [*args.network.egress, *self.repository_readers]
         system_pool: gcp.container.NodePoolNodeConfigArgsDict = {"machine_type": cluster.system_pool.machine_type}
         self.system_pool = gcp.container.NodePool(
             "system-pool",
@@ -285,7 +288,7 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
-                    depends_on=[*args.network.egress, *args.boot_key_grants, *self.repository_readers],
+                    depends_on=[*self.node_pool_needs, *args.boot_key_grants],
                     ignore_changes=NETWORK_CONFIG_NOT_OURS,
                     delete_before_replace=True,
                 ),

@@ -34,13 +34,13 @@ class TpuCapacityArgs:
     cluster: ClusterConfig  # what a pool inherits: private nodes, boot hardening
     project: str
     region: str
-    # The cluster the pools join, their nodes running as its node account (node_service_account); that
-    # account's read on each repository the nodes pull from (repository_readers): every pool waits for them, so that
-    # a pool replaced onto a new node account pulls the images of the pods it gets back
+    # The cluster the pools join, their nodes running as its node account (node_service_account); what every pool
+    # waits for (node_pool_needs): the Cloud NAT private nodes pull their images through, and that account's read on
+    # each repository the nodes pull from, so that a pool replaced onto a new node account pulls the images of the
+    # pods it gets back
     gke_cluster: Cluster
     # Each pool's grant on its boot disks' key (service_agents.py), by pool name; empty: none made
     boot_key_grants: Mapping[str, list[pulumi.Resource]]
-    egress: list[pulumi.Resource]  # the Cloud NAT private nodes pull their images through
     # What the preview's read of the reservation (tpu.reservation; none when unnamed) compares against and waits for
     previous_pools: pulumi.Input[Mapping[str, str]]  # the last `up`'s pools and their reservation paths
     compute_api: pulumi.Resource  # the Compute Engine API's enablement: the reads wait for it
@@ -101,7 +101,7 @@ class TpuCapacity(pulumi.ComponentResource):
                 # The TPU workloads' images come from outside Google (Docker Hub): a private pool waits for the
                 # NAT, and is deleted before it; and through the mirror or pull-through repositories, for which it
                 # waits for the node account's read.
-                depends_on=[*args.egress, *args.gke_cluster.repository_readers, *placed_after],
+                depends_on=[*args.gke_cluster.node_pool_needs, *placed_after],
                 ignore_changes=NETWORK_CONFIG_NOT_OURS,
             ),
         )
