@@ -265,7 +265,6 @@ def serving_args(
         provider=cluster.provider,
         kubeconfig=cluster.kubeconfig,
         namespace_ready=[queues.namespaces[serving.namespace]],
-        queue_ready=[queues.objects],
         platform_ready=[*_present(platform.leader_worker_set, platform.slice_controller), *gates.before_tpu_workloads],
         admission_ready=[queues.objects, *_present(gates.slice_webhook)],
         network_ready=[*([network.proxy_only_subnet] if network else []), gates.load_balancers],

@@ -66,10 +66,10 @@ class ServingArgs:
     provider: k8s.Provider
     kubeconfig: pulumi.Input[str]  # the cluster's, as the provider's: the router's gate asks the cluster with it
     namespace_ready: list[pulumi.Resource]  # the namespace: all that the account, Secret and Gateway need
-    queue_ready: list[pulumi.Resource]  # its LocalQueue: the LeaderWorkerSets are admitted through it
     platform_ready: list[pulumi.Resource]  # LWS and slice-controller releases, the TPU gates
-    # What admits a batch Job in the namespace: Kueue (its queue objects wait for its webhook) and
-    # the slice controller's fail-closed Job webhook. Not the TPU pools: staging runs meanwhile.
+    # What admits a workload in the namespace, the staging Job and the LeaderWorkerSets: Kueue (its queue objects, the
+    # LocalQueue among them, wait for its webhook) and the slice controller's fail-closed webhook. Not the TPU pools:
+    # staging runs meanwhile.
     admission_ready: list[pulumi.Resource]
     network_ready: list[pulumi.Resource]  # the proxy-only subnet and the load-balancer drain gate
 
@@ -102,7 +102,7 @@ class ModelServing(pulumi.ComponentResource):
             depends_on=[
                 *args.namespace_ready,
                 policies[serving_objects.MODEL_SERVERS_POLICY],
-                *args.queue_ready,
+                *args.admission_ready,
                 *args.platform_ready,
                 account,
                 *bucket_for_servers,
