@@ -6,7 +6,7 @@ from components import lifecycle as lifecycle_review
 from components import stack as stack_config
 from components import wiring
 from components.gcp.cluster import Cluster
-from components.gcp.existing_cluster import ExistingCluster
+from components.gcp.existing_cluster import ExistingCluster, Target
 from components.gcp.network import Network
 from components.gcp.project_services import ProjectServices
 from components.gcp.pull_through import PullThrough
@@ -43,7 +43,7 @@ network = tpu = after_apis = services = pull_through = None
 if wiring.project_apis(stack):
     services = ProjectServices("project-services", wiring.project_services_args(stack))
     after_apis = pulumi.ResourceOptions(depends_on=[services])  # a component's children inherit its wait
-cluster: wiring.Target
+cluster: Target
 if config.cluster.existing.enabled:
     cluster = ExistingCluster("cluster", wiring.existing_cluster_args(stack))
 else:

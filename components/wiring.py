@@ -13,7 +13,7 @@ from components.config_base import ConfigError
 from components.gcp import project_services as apis
 from components.gcp.cluster import Cluster, ClusterArgs, RepositoryRead
 from components.gcp.config import ARTIFACT_REGISTRY_SERVICE_AGENT, COMPUTE_SERVICE_AGENT, GKE_SERVICE_AGENT
-from components.gcp.existing_cluster import ExistingCluster, ExistingClusterArgs
+from components.gcp.existing_cluster import ExistingClusterArgs, Target
 from components.gcp.network import Network, NetworkArgs
 from components.gcp.project_services import ProjectServices, ProjectServicesArgs
 from components.gcp.pull_through import PullThrough, PullThroughArgs
@@ -32,9 +32,6 @@ from components.workloads.saxml.component import SaxmlArgs, SaxmlCell
 from components.workloads.serving.component import ModelServing, ServingArgs
 from components.workloads.slice_checks.component import SliceChecks, SliceChecksArgs
 from components.workloads.slice_checks.config import checks_namespace
-
-# What the Kubernetes layer is deployed onto: a cluster of this stack, or one made elsewhere.
-Target = Cluster | ExistingCluster
 
 
 def project_apis(stack: Stack) -> tuple[str, ...]:
@@ -255,15 +252,13 @@ def serving_args(
         serving=serving,
         project=config.project,
         region=config.region,
-        workload_pool=cluster.workload_pool,
         project_number=services.project_number
         if services and (serving.weights_bucket.grant_access or serving.hf_token_secret_version)
         else None,
         # The read of an existing bucket goes through Cloud Storage: made where the stack enables that API.
         storage_api=[services.api(apis.STORAGE_API)] if services and apis.STORAGE_API in project_apis(stack) else [],
         objects=stack.serving,
-        provider=cluster.provider,
-        kubeconfig=cluster.kubeconfig,
+        cluster=cluster,
         namespace_ready=[queues.namespaces[serving.namespace]],
         platform_ready=[*_present(platform.leader_worker_set, platform.slice_controller), *gates.before_tpu_workloads],
         admission_ready=[queues.objects, *_present(gates.slice_webhook)],
@@ -278,10 +273,9 @@ def saxml_args(stack: Stack, cluster: Target, platform: ClusterPlatform, gates: 
         saxml=config.saxml,
         project=config.project,
         region=config.region,
-        workload_pool=cluster.workload_pool,
         namespace_object=stack.namespaces[config.saxml.namespace],
         objects=stack.saxml,
-        provider=cluster.provider,
+        cluster=cluster,
         model_servers_ready=[*_present(platform.jobset), gates.tpu],
         load_balancer_ready=[gates.load_balancers],
     )

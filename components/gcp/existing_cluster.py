@@ -16,7 +16,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.config_base import ConfigError, Problem
-from components.gcp.cluster import build_kubeconfig, cluster_identifier, kubernetes_provider
+from components.gcp.cluster import Cluster, build_kubeconfig, cluster_identifier, kubernetes_provider
 from components.gcp.config import ExistingClusterConfig
 
 
@@ -71,6 +71,10 @@ class ExistingCluster(pulumi.ComponentResource):
             else:
                 found.apply(lambda cluster: pulumi.log.warn(control_plane_access_warning(args, cluster), self))
         self.register_outputs({"name": self.name})
+
+
+# What the Kubernetes layer is deployed onto: a cluster of this stack, or one made elsewhere.
+Target = Cluster | ExistingCluster
 
 
 def outside_dns_endpoint(configs: list[gcp.container.outputs.GetClusterControlPlaneEndpointsConfigResult]) -> str:

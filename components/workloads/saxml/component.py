@@ -10,6 +10,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from components.gcp.existing_cluster import Target
 from components.resources import (
     NEW_ACCOUNT_FIRST,
     REPLACE_ON_SPEC_CHANGE,
@@ -31,10 +32,9 @@ class SaxmlArgs:
     saxml: SaxmlConfig
     project: str
     region: str
-    workload_pool: pulumi.Input[str]  # the cluster's: the bindings to it wait for the cluster
     namespace_object: dict[str, Any]  # the Namespace, with its Pod Security labels
     objects: SaxmlObjects
-    provider: k8s.Provider
+    cluster: Target  # its provider, and its workload pool: the bindings to it wait for the cluster
     # What the model servers wait for: the JobSet release, which serves the JobSet CRD and webhook (none: installed
     # elsewhere), and the TPU drain gate (the model servers go before the pools)
     model_servers_ready: list[pulumi.Resource]
@@ -80,7 +80,7 @@ class SaxmlCell(pulumi.ComponentResource):
             opts=children,
         )
         self.bucket_name = bucket.name
-        on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=args.cluster.provider)
         self.namespace = kubernetes_object(saxml.namespace, args.namespace_object, on_cluster)
         in_namespace = waiting_for(on_cluster, self.namespace)
         # Each server starts with its NetworkPolicy in place (and is deleted before it): the namespace's default
@@ -119,7 +119,7 @@ class SaxmlCell(pulumi.ComponentResource):
                 f"{prefix}-ksa-workload-identity",
                 service_account_id=account.name,
                 role="roles/iam.workloadIdentityUser",
-                member=pulumi.Output.from_input(args.workload_pool).apply(
+                member=args.cluster.workload_pool.apply(
                     lambda pool: f"serviceAccount:{pool}[{saxml.namespace}/{account_name}]"
                 ),
                 opts=children,

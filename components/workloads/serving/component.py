@@ -13,6 +13,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.config_base import ConfigError, secret_of_version
+from components.gcp.existing_cluster import Target
 from components.platform.config import HelmChartConfig
 from components.platform.gates import ReadyGate
 from components.platform.releases import RELEASE_TIMEOUT_SECONDS, helm_release
@@ -61,10 +62,10 @@ class ServingArgs:
     project_number: pulumi.Output[str] | None  # read once for the stack (ProjectServices); None: no grant needs it
     # What the read of an existing bucket (weightsBucket.create false) waits for: the Cloud Storage API's enablement.
     storage_api: list[pulumi.Resource]
-    workload_pool: pulumi.Input[str]  # the cluster's: bindings to it wait for the cluster
     objects: serving_objects.ServingObjects
-    provider: k8s.Provider
-    kubeconfig: pulumi.Input[str]  # the cluster's, as the provider's: the router's gate asks the cluster with it
+    # The cluster: its provider; its kubeconfig, which the router's gate asks the cluster with; its workload pool,
+    # whose bindings wait for the cluster
+    cluster: Target
     namespace_ready: list[pulumi.Resource]  # the namespace: all that the account, Secret and Gateway need
     platform_ready: list[pulumi.Resource]  # LWS and slice-controller releases, the TPU gates
     # What admits a workload in the namespace, the staging Job and the LeaderWorkerSets: Kueue (its queue objects, the
@@ -84,7 +85,9 @@ class ModelServing(pulumi.ComponentResource):
         super().__init__("tpu-gke:workloads:ModelServing", name, None, opts)
         in_project = children_of(self, opts)
         bucket_for_servers, bucket_for_staging = self._bucket_access(args, in_project)
-        on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.namespace_ready)
+        on_cluster = pulumi.ResourceOptions(
+            parent=self, provider=args.cluster.provider, depends_on=args.namespace_ready
+        )
         # Each group of pods starts with its NetworkPolicy in place (and is deleted before it): the namespace's
         # default deny, made after these (components/workloads/network_policies), never cuts them off a sender.
         policies = {
@@ -130,7 +133,7 @@ class ModelServing(pulumi.ComponentResource):
         return pulumi.Output.format(
             "principal://iam.googleapis.com/projects/{}/locations/global/workloadIdentityPools/{}/subject/ns/{}/sa/{}",
             args.project_number,
-            args.workload_pool,
+            args.cluster.workload_pool,
             args.serving.namespace,
             account["metadata"]["name"],
         )
@@ -302,7 +305,7 @@ class ModelServing(pulumi.ComponentResource):
                 k8s.yaml.v2.ConfigFile(
                     "inference-pool-crds",
                     file=INFERENCE_POOL_CRDS_URL.format(version=serving.inference_pool_crds.version),
-                    opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+                    opts=pulumi.ResourceOptions(parent=self, provider=args.cluster.provider),
                 )
             )
         # pulumi.com/waitFor on the Gateway: `up` waits until GKE has programmed the load balancer.
@@ -336,7 +339,7 @@ class ModelServing(pulumi.ComponentResource):
             # address, which takes requests without a picker too (the pool fails open, router-values.yaml).
             ReadyGate(
                 "router-endpoint-picker",
-                args.kubeconfig,
+                args.cluster.kubeconfig,
                 pulumi.ResourceOptions(parent=self, depends_on=[router]),
                 service_namespace=serving.namespace,
                 service_name=serving_objects.ENDPOINT_PICKER_NAME,
