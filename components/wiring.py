@@ -252,9 +252,7 @@ def serving_args(
         serving=serving,
         project=config.project,
         region=config.region,
-        project_number=services.project_number
-        if services and (serving.weights_bucket.grant_access or serving.hf_token_secret_version)
-        else None,
+        services=services,
         # The read of an existing bucket goes through Cloud Storage: made where the stack enables that API.
         storage_api=[services.api(apis.STORAGE_API)] if services and apis.STORAGE_API in project_apis(stack) else [],
         objects=stack.serving,

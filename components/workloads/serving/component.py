@@ -14,6 +14,7 @@ import pulumi_kubernetes as k8s
 
 from components.config_base import ConfigError, secret_of_version
 from components.gcp.existing_cluster import Target
+from components.gcp.project_services import ProjectServices
 from components.platform.config import HelmChartConfig
 from components.platform.gates import ReadyGate
 from components.platform.releases import RELEASE_TIMEOUT_SECONDS, helm_release
@@ -59,7 +60,9 @@ class ServingArgs:
     serving: ServingConfig
     project: str
     region: str
-    project_number: pulumi.Output[str] | None  # read once for the stack (ProjectServices); None: no grant needs it
+    # The stack's API enablements (None: a cluster made elsewhere where the stack needs none), whose project number
+    # the grants name their principals by: read once for the stack, by the first grant that needs it
+    services: ProjectServices | None
     # What the read of an existing bucket (weightsBucket.create false) waits for: the Cloud Storage API's enablement.
     storage_api: list[pulumi.Resource]
     objects: serving_objects.ServingObjects
@@ -129,10 +132,10 @@ class ModelServing(pulumi.ComponentResource):
     def _principal(args: ServingArgs, account: dict[str, Any]) -> pulumi.Output[str]:
         """The IAM principal of the serving namespace's Kubernetes service account ``account`` (a manifest) in the
         cluster's workload pool (``PROJECT.svc.id.goog``)."""
-        assert args.project_number is not None, "the grants name their principals by the project's number"
+        assert args.services is not None, "the grants name their principals by the project's number"
         return pulumi.Output.format(
             "principal://iam.googleapis.com/projects/{}/locations/global/workloadIdentityPools/{}/subject/ns/{}/sa/{}",
-            args.project_number,
+            args.services.project_number,
             args.cluster.workload_pool,
             args.serving.namespace,
             account["metadata"]["name"],
