@@ -213,7 +213,7 @@ def gates_args(
 
 def queues_args(stack: Stack, cluster: Target, platform: ClusterPlatform) -> QueuesArgs:
     assert stack.kueue is not None, "queues exist only with dynamic slicing"
-    namespaces = [stack.namespaces[name] for name in stack.config.queues.namespaces]
+    namespaces = {name: stack.namespaces[name] for name in stack.config.queues.namespaces}
     return QueuesArgs(
         provider=cluster.provider, kueue_release=platform.kueue, namespaces=namespaces, objects=stack.kueue
     )

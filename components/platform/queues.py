@@ -8,14 +8,14 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.resources import owned
+from components.resources import kubernetes_object, owned
 
 
 @dataclass(frozen=True)
 class QueuesArgs:
     provider: k8s.Provider
     kueue_release: pulumi.Resource | None  # serves the Kueue CRDs and webhooks; None: installed elsewhere
-    namespaces: list[dict[str, Any]]  # the workload namespaces, each with its Pod Security labels
+    namespaces: dict[str, dict[str, Any]]  # the workload namespaces by name, each with its Pod Security labels
     objects: list[dict[str, Any]]  # the Kueue objects of the queue (kueue_objects)
 
 
@@ -25,10 +25,9 @@ class KueueQueues(pulumi.ComponentResource):
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
         # A change of a label updates the namespace in place: Pod Security admission evicts nothing, and holds
         # each pod to the new level when it is next created.
-        self.namespaces: dict[str, k8s.core.v1.Namespace] = {}  # by name
-        for namespace in args.namespaces:
-            name = namespace["metadata"]["name"]
-            self.namespaces[name] = k8s.core.v1.Namespace(name, metadata=owned(namespace["metadata"]), opts=on_cluster)
+        self.namespaces = {
+            name: kubernetes_object(name, namespace, on_cluster) for name, namespace in args.namespaces.items()
+        }
         # Created only once the Kueue release is ready: its CRDs exist and its webhooks serve.
         after = [*([args.kueue_release] if args.kueue_release else []), *self.namespaces.values()]
         self.objects = k8s.yaml.v2.ConfigGroup(
