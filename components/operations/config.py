@@ -10,7 +10,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
-from components.config_base import Block, Problems, form, image_pin_problem
+from components.config_base import Block, Problems, form
 from components.gcp.config import ClusterConfig
 
 Email = Annotated[
@@ -144,8 +144,7 @@ def validate_node_audit_logging(
     if not node_audit_logging_on(node_audit, cluster, production):
         return
     for key, image in (("image", node_audit.image), ("setupImage", node_audit.setup_image)):
-        if problem := image_pin_problem(image):
-            problems.add(f"nodeAuditLogging.{key}", problem, "pin a release tag (x.y.z) or @sha256:<digest>")
+        problems.require_pinned(f"nodeAuditLogging.{key}", image, "pin a release tag (x.y.z) or @sha256:<digest>")
 
 
 def email_channel_name(email: str) -> str:

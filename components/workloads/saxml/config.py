@@ -9,7 +9,7 @@ from fractions import Fraction
 from pydantic import Field
 
 from components import naming
-from components.config_base import Block, K8sName, Problems, form, image_pin_problem
+from components.config_base import Block, K8sName, Problems, form
 from components.gcp.config import ClusterConfig, NetworkConfig, TpuConfig
 from components.tpu import sizing, topology
 from components.tpu.topology import GB, MachineType, Shape
@@ -169,8 +169,7 @@ def _validate_images(saxml: SaxmlConfig, problems: Problems) -> None:
         ("modelServerImage", saxml.model_server_image),
         ("httpImage", saxml.http_image),
     ):
-        if problem := image_pin_problem(image):
-            problems.add(f"saxml.{key}", problem, "pin a dated tag or @sha256:<digest>")
+        problems.require_pinned(f"saxml.{key}", image, "pin a dated tag or @sha256:<digest>")
 
 
 def _validate_http(http: SaxmlHttpConfig, cluster: ClusterConfig, problems: Problems) -> None:

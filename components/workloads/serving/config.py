@@ -16,7 +16,6 @@ from components.config_base import (
     ImageReference,
     K8sName,
     Problems,
-    image_pin_problem,
     written_release_image,
 )
 from components.gcp.config import ClusterConfig, TpuConfig
@@ -491,10 +490,8 @@ def _validate_pods(serving: ServingConfig, machine: topology.MachineType, proble
         problems.add(f"serving.resources.{resource}", problem, "request at most what one TPU host has")
     for problem in rules.startup_budget_problems(rules.STARTUP_PERIOD_SECONDS, serving.startup_failure_threshold):
         problems.add("serving.startupFailureThreshold", problem, "raise it")
-    if pin_problem := image_pin_problem(serving.image):
-        problems.add("serving.image", pin_problem, "pin a dated tag or @sha256:<digest>")
-    if pin_problem := image_pin_problem(serving.benchmark_image):
-        problems.add("serving.benchmarkImage", pin_problem, "pin a release tag or @sha256:<digest>")
+    problems.require_pinned("serving.image", serving.image, "pin a dated tag or @sha256:<digest>")
+    problems.require_pinned("serving.benchmarkImage", serving.benchmark_image, "pin a release tag or @sha256:<digest>")
 
 
 def _validate_staging(serving: ServingConfig, problems: Problems) -> None:
@@ -508,8 +505,7 @@ def _validate_staging(serving: ServingConfig, problems: Problems) -> None:
             "servers would stop agreeing",
             "set the 40-hex commit sha of the revision to serve (or serving.weightsStaging.enabled false)",
         )
-    if pin_problem := image_pin_problem(staging.image):
-        problems.add("serving.weightsStaging.image", pin_problem, "pin a dated tag or @sha256:<digest>")
+    problems.require_pinned("serving.weightsStaging.image", staging.image, "pin a dated tag or @sha256:<digest>")
 
 
 def _validate_token(serving: ServingConfig, cluster: ClusterConfig, project: str, problems: Problems) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from components.config_base import Block, K8sName, Problems, image_pin_problem
+from components.config_base import Block, K8sName, Problems
 from components.gcp.config import TpuConfig
 from components.platform.config import PriorityLevel, QueuesConfig
 from components.tpu import admission, topology
@@ -79,8 +79,7 @@ def validate_checks(checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig, 
     namespace = checks_namespace(checks, queues)
     if checks.namespace:
         rules.validate_queued_namespace(queues, "checks.namespace", checks.namespace, problems)
-    if problem := image_pin_problem(checks.image):
-        problems.add("checks.image", problem, "pin a dated tag or @sha256:<digest>")
+    problems.require_pinned("checks.image", checks.image, "pin a dated tag or @sha256:<digest>")
     for kind, check in enabled.items():
         _validate_check(tpu, kind, check, namespace, problems)
     if tpu.shapes_parse and not any(p.key.startswith("checks.") for p in problems.items):
