@@ -299,7 +299,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
     # (the repositories are checked only where the stack makes them: none where pull-through is off)
     remotes = config.pull_through_repositories()
     gcp_config.validate_pull_through(
-        config.images, config.project, config.nat_needed, cluster.existing.enabled, remotes, problems
+        config.images, config.project, config.pull_through_on, cluster.existing.enabled, remotes, problems
     )
     hardening_rules.validate_supply_chain(production, config.images, config.stack_images(), problems)
 

@@ -1205,14 +1205,15 @@ def validate_images(images: ImagesConfig, problems: Problems) -> None:
 def validate_pull_through(
     images: ImagesConfig,
     project: str,
-    private_nodes: bool,
+    pull_through_on: bool,
     existing_cluster: bool,
     repositories: list[RemoteRepository],
     problems: Problems,
 ) -> None:
     """images.pullThrough: an alternative to the mirror, made only where the stack makes the cluster, with Docker Hub
     credentials that are a Docker ID and a Secret Manager version (never a value that may be the password itself:
-    no message here shows it)."""
+    no message here shows it). ``pull_through_on``: whether the stack makes the repositories (``repositories``, none
+    where it does not)."""
     pull_through = images.pull_through
     key = "images.pullThrough"
     if pull_through.enabled and images.mirror:
@@ -1262,15 +1263,14 @@ def validate_pull_through(
             f"is empty while {key}.{given} is set: Artifact Registry signs in to Docker Hub with both or neither",
             "set both, or neither to pull anonymously",
         )
-    on = images.pull_through_on(private_nodes, existing_cluster)
-    if (username or secret) and not on:
+    if (username or secret) and not pull_through_on:
         problems.add(
             f"{key}.dockerHubUsername" if username else f"{key}.dockerHubPasswordSecretVersion",
             "is set, but the stack makes no pull-through repository (images.mirror is set, the nodes are public, "
             "the cluster is made elsewhere, or images.pullThrough.enabled is false)",
             "remove the Docker Hub credentials, or turn pull-through on",
         )
-    for repository in repositories if on else []:
+    for repository in repositories:
         if len(repository.repository_id) > 63:
             problems.add(
                 "cluster.name",
