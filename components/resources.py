@@ -81,6 +81,20 @@ def private_bucket(
     )
 
 
+# Read a secret (its versions' payloads): the Hugging Face token's, Docker Hub's password; granted on that one secret.
+SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
+
+
+def secret_reader(
+    name: str, secret: str, member: pulumi.Input[str], opts: pulumi.ResourceOptions
+) -> gcp.secretmanager.SecretIamMember:
+    """``member``'s read of a Secret Manager ``secret`` (projects/<project>/secrets/<secret>), granted on the secret in
+    its own project: whatever version of it they read."""
+    return gcp.secretmanager.SecretIamMember(
+        name, project=secret.split("/")[1], secret_id=secret, role=SECRET_ACCESSOR, member=member, opts=opts
+    )
+
+
 def object_prefix_condition(bucket: str, prefix: str, title: str) -> gcp.storage.BucketIAMMemberConditionArgsDict:
     """An IAM condition limiting a bucket grant to the objects whose names start with ``prefix``. Cloud Storage names
     an object ``projects/_/buckets/<bucket>/objects/<name>`` in conditions (IAM "Resource attributes for IAM

@@ -121,7 +121,6 @@ def cluster_args(
 def pull_through_args(stack: Stack, agents: ServiceAgents | None) -> PullThroughArgs:
     config = stack.config
     return PullThroughArgs(
-        project=config.project,
         cluster_name=config.cluster.name,
         repositories=config.pull_through_repositories(),
         pull_through=config.images.pull_through,

@@ -35,14 +35,11 @@ import pulumi_gcp as gcp
 from components.config_base import secret_of_version
 from components.gcp.config import ARTIFACT_REGISTRY_SERVICE_AGENT, PullThroughConfig, RemoteRepository
 from components.gcp.service_agents import ServiceAgents
-from components.resources import children_of, waiting_for
-
-SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
+from components.resources import children_of, secret_reader, waiting_for
 
 
 @dataclass(frozen=True)
 class PullThroughArgs:
-    project: str
     cluster_name: str  # named in each repository's description
     repositories: list[RemoteRepository]
     pull_through: PullThroughConfig  # Docker Hub's account, if any (none: Docker Hub is pulled anonymously)
@@ -61,13 +58,11 @@ class PullThrough(pulumi.ComponentResource):
         if credentials and any(r.docker_hub for r in args.repositories):
             assert args.agents is not None, "Docker Hub's password is read by Artifact Registry's agent"
             docker_hub_waits.append(
-                gcp.secretmanager.SecretIamMember(
+                secret_reader(
                     "artifact-registry-agent-docker-hub-password",
-                    project=args.project,
-                    secret_id=secret_of_version(settings.docker_hub_password_secret_version),
-                    role=SECRET_ACCESSOR,
-                    member=args.agents.member(ARTIFACT_REGISTRY_SERVICE_AGENT),
-                    opts=waiting_for(child, *args.agents.ready[ARTIFACT_REGISTRY_SERVICE_AGENT]),
+                    secret_of_version(settings.docker_hub_password_secret_version),
+                    args.agents.member(ARTIFACT_REGISTRY_SERVICE_AGENT),
+                    waiting_for(child, *args.agents.ready[ARTIFACT_REGISTRY_SERVICE_AGENT]),
                 )
             )
         self.repositories: dict[RemoteRepository, gcp.artifactregistry.Repository] = {}  # each -> the one made

@@ -28,6 +28,7 @@ from components.resources import (
     object_prefix_condition,
     owned,
     private_bucket,
+    secret_reader,
     waiting_for,
 )
 from components.workloads.serving import objects as serving_objects
@@ -51,8 +52,6 @@ INFERENCE_POOL_CRDS_URL = (
 BUCKET_VIEWER = "roles/storage.bucketViewer"
 OBJECT_VIEWER = "roles/storage.objectViewer"
 OBJECT_USER = "roles/storage.objectUser"
-# Read the Hugging Face token's secret (its versions' payloads), granted on that one secret.
-SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
 
 
 @dataclass(frozen=True)
@@ -164,14 +163,7 @@ class ModelServing(pulumi.ComponentResource):
         provider_class = custom_resource("hf-token", args.objects.hf_token_provider_class, on_cluster)
 
         def reader(name: str, account: dict[str, Any]) -> gcp.secretmanager.SecretIamMember:
-            return gcp.secretmanager.SecretIamMember(
-                name,
-                project=secret_name.split("/")[1],
-                secret_id=secret_name,
-                role=SECRET_ACCESSOR,
-                member=self._principal(args, account),
-                opts=in_project,
-            )
+            return secret_reader(name, secret_name, self._principal(args, account), in_project)
 
         servers = reader("hf-token-model-server-secretAccessor", args.objects.service_account)
         staging: list[pulumi.Input[pulumi.Resource]] = [provider_class]
