@@ -104,9 +104,8 @@ pulumi.export("project", config.project)
 pulumi.export("region", config.region)
 pulumi.export(stack_config.PRODUCTION_OUTPUT, config.production)
 if network is not None:
-    pulumi.export("networkName", network.network_name)
-    pulumi.export("nodeSubnetName", network.node_subnet_name)
-    pulumi.export("proxyOnlySubnetName", network.proxy_only_subnet_name)
+    for output, value in network.outputs.items():
+        pulumi.export(output, value)
 pulumi.export("clusterName", cluster.name)
 pulumi.export("clusterEndpoint", cluster.endpoint)
 pulumi.export("kubeconfig", cluster.kubeconfig)

@@ -165,18 +165,15 @@ class Network(pulumi.ComponentResource):
             )
             self.egress.append(nat)
 
-        self.network_name = self.vpc.name
-        self.node_subnet_name = self.node_subnet.name
-        self.proxy_only_subnet_name = self.proxy_only_subnet.name
         self.pods_range_name = ranges["pods"]
         self.services_range_name = ranges["services"]
-        self.register_outputs(
-            {
-                "networkName": self.network_name,
-                "nodeSubnetName": self.node_subnet_name,
-                "proxyOnlySubnetName": self.proxy_only_subnet_name,
-            }
-        )
+        # The names the stack exports (__main__.py), by output: the component's outputs too.
+        self.outputs = {
+            "networkName": self.vpc.name,
+            "nodeSubnetName": self.node_subnet.name,
+            "proxyOnlySubnetName": self.proxy_only_subnet.name,
+        }
+        self.register_outputs(self.outputs)
 
 
 def _flow_logs(sampling: float | None) -> gcp.compute.SubnetworkLogConfigArgsDict | None:
