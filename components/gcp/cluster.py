@@ -38,7 +38,7 @@ from components.gcp.config import (
     channel_floor_problem,
 )
 from components.gcp.network import Network
-from components.resources import NEW_ACCOUNT_FIRST, children_of
+from components.resources import NEW_ACCOUNT_FIRST, children_of, waiting_for
 
 # A pool's network_config is written for enable_private_nodes alone. Two of its other fields are ForceNew
 # without being read back as computed (resource_container_node_pool.go, v7.45.0): a value GKE reported
@@ -266,9 +266,15 @@ class Cluster(pulumi.ComponentResource):
             for read in args.image_repositories
         ]
 
-        # What every node pool waits for (and is deleted before): the Cloud NAT its private nodes pull through, and the
-        # node account's read on each repository they pull from (TpuCapacity's pools wait for the same).
-        self.node_pool_needs = [*args.network.egress, *self.repository_readers]
+        # What every node pool (the system pool, TpuCapacity's) takes: it waits for (and is deleted before) the Cloud
+        # NAT its private nodes pull through and the node account's read on each repository they pull from; it leaves
+        # to GKE the network_config fields it never sets; and a change that replaces it deletes it first, as the new
+        # pool keeps its name, which GKE would refuse beside the old one.
+        self.node_pool_options = pulumi.ResourceOptions(
+            depends_on=[*args.network.egress, *self.repository_readers],
+            ignore_changes=NETWORK_CONFIG_NOT_OURS,
+            delete_before_replace=True,
+        )
         system_pool: gcp.container.NodePoolNodeConfigArgsDict = {"machine_type": cluster.system_pool.machine_type}
         self.system_pool = gcp.container.NodePool(
             "system-pool",
@@ -284,15 +290,8 @@ class Cluster(pulumi.ComponentResource):
             management={"auto_repair": True, "auto_upgrade": True},
             # Its controllers pull from outside Google (the charts' images): private nodes need the NAT first, and its
             # boot disks the grant on their key. A change that replaces it (its service account, its boot) deletes it
-            # first: the new pool keeps its name, which GKE would refuse beside the old one.
-            opts=pulumi.ResourceOptions.merge(
-                child,
-                pulumi.ResourceOptions(
-                    depends_on=[*self.node_pool_needs, *args.boot_key_grants],
-                    ignore_changes=NETWORK_CONFIG_NOT_OURS,
-                    delete_before_replace=True,
-                ),
-            ),
+            # first.
+            opts=pulumi.ResourceOptions.merge(waiting_for(child, *args.boot_key_grants), self.node_pool_options),
         )
 
         # The control plane as the stack reaches it: by its DNS name whenever the DNS-based endpoint takes outside

@@ -11,7 +11,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.config_base import ConfigError
-from components.gcp.cluster import NETWORK_CONFIG_NOT_OURS, Cluster, node_config
+from components.gcp.cluster import Cluster, node_config
 from components.gcp.config import ClusterConfig, TpuConfig, TpuPoolConfig
 from components.gcp.rules import (
     BlockRead,
@@ -35,7 +35,7 @@ class TpuCapacityArgs:
     project: str
     region: str
     # The cluster the pools join, their nodes running as its node account (node_service_account); what every pool
-    # waits for (node_pool_needs): the Cloud NAT private nodes pull their images through, and that account's read on
+    # waits for (node_pool_options): the Cloud NAT private nodes pull their images through, and that account's read on
     # each repository the nodes pull from, so that a pool replaced onto a new node account pulls the images of the
     # pods it gets back
     gke_cluster: Cluster
@@ -87,7 +87,7 @@ class TpuCapacity(pulumi.ComponentResource):
         if tpu.reservation.name:
             placed_after.append(self._review_reservation(args).apply(lambda _: args.compute_api))
         pool_opts = pulumi.ResourceOptions.merge(
-            child,
+            pulumi.ResourceOptions.merge(child, args.gke_cluster.node_pool_options),
             pulumi.ResourceOptions(
                 # Bringing up and draining a reserved multi-host TPU slice takes far longer than the defaults.
                 custom_timeouts=pulumi.CustomTimeouts(create="90m", update="90m", delete="60m"),
@@ -95,14 +95,12 @@ class TpuCapacity(pulumi.ComponentResource):
                 # GKE cannot move a multi-host TPU slice to another zone or machine type in place,
                 # so those are replacements too, like the provider's own (reservation, service
                 # account, scopes, placement policy name). The new pool needs the cube the old one
-                # holds in the reservation: the old one goes first.
+                # holds in the reservation: the old one goes first (the cluster's node_pool_options).
                 replace_on_changes=["nodeLocations", "nodeConfig.machineType"],
-                delete_before_replace=True,
                 # The TPU workloads' images come from outside Google (Docker Hub): a private pool waits for the
                 # NAT, and is deleted before it; and through the mirror or pull-through repositories, for which it
-                # waits for the node account's read.
-                depends_on=[*args.gke_cluster.node_pool_needs, *placed_after],
-                ignore_changes=NETWORK_CONFIG_NOT_OURS,
+                # waits for the node account's read (both through node_pool_options).
+                depends_on=placed_after,
             ),
         )
         self.pools = [
