@@ -240,11 +240,6 @@ EXEMPTIONS = (
         "preview enforces on serving.router.version, not a pin",
     ),
     Exemption(
-        "components/workloads/serving/config.py",
-        r"v0\.10\.0",
-        "an example in a problem message ('pin a release such as v0.10.0'), next to the router's pin",
-    ),
-    Exemption(
         "components/config_base.py",
         r"0\.0\.0",
         "ExactVersion's example: what stands in for a version its form refused while the rules across settings run",
