@@ -150,10 +150,11 @@ class Problems:
         self.add(key, what, fix)
         self.unparsed.add(key)
 
-    def require_pinned(self, key: str, image: str, fix: str) -> None:
-        """The image a setting names is pinned, or ``image_pin_problem`` says why not, under ``key``."""
+    def require_pinned(self, key: str, image: str, fix: str) -> bool:
+        """Whether the image a setting names is pinned; if not, ``image_pin_problem`` says why, under ``key``."""
         if problem := image_pin_problem(image):
             self.add(key, problem, fix)
+        return problem is None
 
 
 # --- Parsing: pydantic's errors as the preview's problems ----------------------------------

@@ -2,8 +2,14 @@
 
 import pytest
 
-from components.config_base import ImageReference
-from components.platform.config import RELEASE_IMAGES, PlatformConfig, chart_image, chart_own_image
+from components.config_base import ImageReference, Problems
+from components.platform.config import (
+    RELEASE_IMAGES,
+    PlatformConfig,
+    chart_image,
+    chart_own_image,
+    validate_release_image,
+)
 from tests.conftest import assert_bad_input
 
 PLATFORM_BAD_INPUTS = [
@@ -159,6 +165,15 @@ PLATFORM_BAD_INPUTS += [
 @pytest.mark.parametrize("override, key, fragment", PLATFORM_BAD_INPUTS)
 def test_bad_platform_input_names_its_key_and_registers_nothing(override, key, fragment):
     assert_bad_input(override, key, fragment)
+
+
+def test_an_unpinned_override_is_refused_for_that_alone():
+    """A floating tag is the one fault: no second problem for that tag not being the release's, nor for its digest."""
+    problems = Problems()
+    kueue = "registry.k8s.io/kueue/kueue"
+    validate_release_image("platform.kueue.image", f"{kueue}:main", kueue, "v0.17.8", "kueue 0.17.8", problems)
+    assert len(problems.items) == 1
+    assert "floating tag 'main'" in problems.items[0].what
 
 
 def test_the_saxml_cell_may_not_share_the_jobset_controllers_namespace():

@@ -22,7 +22,6 @@ from components.config_base import (
     K8sName,
     Problems,
     form,
-    image_pin_problem,
     kind,
     written_release_image,
 )
@@ -328,8 +327,7 @@ def validate_release_image(key: str, image: str, repository: str, tag: str, rele
     keeps it) at that tag, with the digest that is the point of an override. ``release`` names it in messages."""
     own = f"{repository}:{tag}"
     fix = f"write {own}@sha256:<digest> (`crane digest {own}`), or leave it empty for {own}"
-    if problem := image_pin_problem(image):
-        problems.add(key, problem, fix)
+    if not problems.require_pinned(key, image, fix):
         return
     reference = ImageReference.parse(image)
     name = repository.rsplit("/", 1)[-1]
