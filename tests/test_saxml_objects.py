@@ -19,6 +19,7 @@ from harness.twin_nodes import NODEPOOL_LABEL, TPU_TAINT
 from tests.conftest import not_checkov
 from tests.crd_schemas import HALVES, is_custom, strict_errors
 from tests.stack_pods import pod_templates
+from tools.sax import DEFAULT_PORT
 
 NAMESPACE = "sax"
 BUCKET = "proj-sax-state"
@@ -187,7 +188,8 @@ def test_admin_server():
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     # ready once it listens on the port the NetworkPolicy opens
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports[container["readinessProbe"]["tcpSocket"]["port"]] == saxml_objects.ADMIN_PORT
+    (clients,) = _policy(cell_objects(cell), saxml_objects.ADMIN_NAME)["spec"]["ingress"]
+    assert ports[container["readinessProbe"]["tcpSocket"]["port"]] == clients["ports"][0]["port"]
 
 
 # --- Model servers --------------------------------------------------------------------------------
@@ -227,7 +229,8 @@ def test_model_server_jobset_follows_the_tutorial_shape():
     assert container["image"] == cell.saxml.model_server_image
     flags = _flags(container["args"])
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert int(flags["--port"]) == ports["model"] == saxml_objects.MODEL_SERVER_PORT  # the port the policy opens
+    _, callers = _policy(cell_objects(cell), saxml_objects.MODEL_SERVER_NAME)["spec"]["ingress"]
+    assert int(flags["--port"]) == ports["model"] == callers["ports"][0]["port"]  # the port the policy opens
     assert flags["--sax_cell"] == cell.saxml.sax_cell  # the admin server's cell
     assert flags["--platform_chip"] == PLATFORM_CHIPS[cell.tpu.machine_type]
     assert "tpu-runtime" in ports  # the port the TPU runtime serves on; its number is the base's (render diff)
@@ -308,7 +311,7 @@ def test_http_server():
     assert pod_spec["serviceAccountName"] == cell.saxml.service_account_name  # the model servers' reader
     (container,) = pod_spec["containers"]
     assert container["image"] == cell.saxml.http_image
-    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"http": saxml_objects.HTTP_PORT}
+    assert [p["name"] for p in container["ports"]] == ["http"]  # its number: the policy's (below)
     assert _env(container) == {"SAX_ROOT": saxml_objects.sax_root(cell.saxml.bucket_name)}
 
 
@@ -320,7 +323,7 @@ def test_service_is_internal_by_default_with_the_source_ranges():
     assert service["spec"]["loadBalancerSourceRanges"] == ranges
     assert service["spec"]["selector"] == http_deployment(_params())["spec"]["selector"]["matchLabels"]
     (port,) = service["spec"]["ports"]
-    assert port["port"] == saxml_objects.HTTP_PORT and port["protocol"] == "TCP"
+    assert port["port"] == DEFAULT_PORT and port["protocol"] == "TCP"  # where tools/sax.py calls it by default
 
 
 def test_service_targets_the_http_container_port_by_name():
@@ -469,9 +472,11 @@ def test_the_http_server_admits_by_address_exactly_what_its_load_balancer_admits
     assert blocks == ranges
     pods_rule = [rule for rule in http["spec"]["ingress"] if rule["from"] == [{"namespaceSelector": {}}]]
     assert bool(pods_rule) is _params(**overrides).saxml.http.cluster_clients
+    (container,) = _pod_spec(objects.http_deployment)["containers"]
+    (http_port,) = [port["containerPort"] for port in container["ports"]]
     for rule in http["spec"]["ingress"]:
         assert rule["from"], "a rule without senders would admit every one"
-        assert rule["ports"] == [{"port": saxml_objects.HTTP_PORT, "protocol": "TCP"}]
+        assert rule["ports"] == [{"port": http_port, "protocol": "TCP"}]
     assert objects.http_service["spec"]["externalTrafficPolicy"] == "Local"  # so the address reaches the pod
 
 
@@ -504,4 +509,5 @@ def test_each_server_is_reached_on_its_own_container_port_by_the_servers_that_ca
     assert callers["ports"] == [{"port": model_ports["model"], "protocol": "TCP"}]
     http = _policy(built, saxml_objects.HTTP_NAME)
     assert http["spec"]["podSelector"]["matchLabels"].items() <= http_pods.items()
-    assert ports(built.http_deployment)["http"] == saxml_objects.HTTP_PORT
+    for rule in http["spec"]["ingress"]:
+        assert rule["ports"] == [{"port": ports(built.http_deployment)["http"], "protocol": "TCP"}]

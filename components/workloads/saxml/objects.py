@@ -29,10 +29,6 @@ MODEL_SERVER_NAME = "sax-model-server-set"
 MODEL_SERVER_JOB = "sax-model-server"
 HTTP_NAME = "sax-http"
 
-ADMIN_PORT = 10000
-MODEL_SERVER_PORT = 10001
-HTTP_PORT = 8888
-
 INTERNAL_LB_ANNOTATION = "networking.gke.io/load-balancer-type"
 
 
@@ -97,7 +93,6 @@ def model_server_jobset(saxml: SaxmlConfig, tpu: TpuConfig, project: str, pull_p
     )
     container = manifests.container(pod_spec, MODEL_SERVER_JOB)
     container["image"] = pull_path.image(saxml.model_server_image)
-    manifests.set_flag(container["args"], "--port", str(MODEL_SERVER_PORT))
     manifests.set_flag(container["args"], "--sax_cell", saxml.sax_cell)
     manifests.set_flag(container["args"], "--platform_chip", PLATFORM_CHIPS[tpu.machine_type])
     manifests.set_env(container, "SAX_ROOT", sax_root(bucket_name(saxml, project)))
@@ -148,22 +143,18 @@ def network_policies(
     admin_policy["spec"]["podSelector"]["matchLabels"] = dict(admin_pods)
     (admin_clients,) = admin_policy["spec"]["ingress"]
     admin_clients["from"] = [{"podSelector": {"matchLabels": dict(pods)}} for pods in (model_pods, http_pods)]
-    admin_clients["ports"] = [manifests.tcp_port(ADMIN_PORT)]
 
     model_policy = manifests.by_name(policies, MODEL_SERVER_NAME)
     model_policy["spec"]["podSelector"]["matchLabels"] = dict(model_pods)
     peers, model_clients = model_policy["spec"]["ingress"]
     peers["from"] = [{"podSelector": {"matchLabels": dict(model_pods)}}]
     model_clients["from"] = [{"podSelector": {"matchLabels": dict(pods)}} for pods in (admin_pods, http_pods)]
-    model_clients["ports"] = [manifests.tcp_port(MODEL_SERVER_PORT)]
 
     http_policy = manifests.by_name(policies, HTTP_NAME)
     http_policy["spec"]["podSelector"]["matchLabels"] = dict(http_pods)
     by_address, cluster_pods = http_policy["spec"]["ingress"]
     ranges = service["spec"].get("loadBalancerSourceRanges") or []
     by_address["from"] = [{"ipBlock": {"cidr": cidr}} for cidr in ranges]
-    for rule in (by_address, cluster_pods):
-        rule["ports"] = [manifests.tcp_port(HTTP_PORT)]
     # A rule without senders would admit every one: each is kept only with senders to name.
     kept = ((by_address, bool(ranges)), (cluster_pods, saxml.http.cluster_clients))
     http_policy["spec"]["ingress"] = [rule for rule, keep in kept if keep]
