@@ -51,7 +51,7 @@ def saxml_objects(
     jobset = model_server_jobset(saxml, tpu, project, pull_path)
     http = http_deployment(saxml, project, pull_path)
     service = http_service(saxml, network)
-    return SaxmlObjects(admin, jobset, http, service, network_policies(saxml, admin, jobset, http, service))
+    return SaxmlObjects(admin, jobset, http, service, network_policies(saxml, service))
 
 
 def sax_root(bucket_name: str) -> str:
@@ -124,34 +124,15 @@ def http_service(saxml: SaxmlConfig, network: NetworkConfig) -> dict[str, Any]:
     return service
 
 
-def network_policies(
-    saxml: SaxmlConfig, admin: dict[str, Any], jobset: dict[str, Any], http: dict[str, Any], service: dict[str, Any]
-) -> list[dict[str, Any]]:
+def network_policies(saxml: SaxmlConfig, service: dict[str, Any]) -> list[dict[str, Any]]:
     """Who may connect to each server of the cell (manifests/saxml/network-policies.yaml says who sends what, and
-    why), one policy per server, named after it: each server's pods by the labels its Deployment or JobSet gives
-    them, and the HTTP server's clients by exactly the load balancer's source ranges, plus the cluster's pods when
-    ``saxml.http.cluster_clients``."""
+    why), one policy per server, named after it: each server's pods by the labels the base gives them, those its
+    Deployment or JobSet gives its pods (tests/test_saxml_objects.py holds them equal), and the HTTP server's clients
+    by exactly the load balancer's source ranges, plus the cluster's pods when ``saxml.http.cluster_clients``."""
     policies = manifests.load_list(NETWORK_POLICIES_FILE)
-    admin_pods = admin["spec"]["selector"]["matchLabels"]
-    http_pods = http["spec"]["selector"]["matchLabels"]
-    (replicated_job,) = jobset["spec"]["replicatedJobs"]
-    model_pods = replicated_job["template"]["spec"]["template"]["metadata"]["labels"]
     for policy in policies:
         policy["metadata"]["namespace"] = saxml.namespace
-
-    admin_policy = manifests.by_name(policies, ADMIN_NAME)
-    admin_policy["spec"]["podSelector"]["matchLabels"] = dict(admin_pods)
-    (admin_clients,) = admin_policy["spec"]["ingress"]
-    admin_clients["from"] = [{"podSelector": {"matchLabels": dict(pods)}} for pods in (model_pods, http_pods)]
-
-    model_policy = manifests.by_name(policies, MODEL_SERVER_NAME)
-    model_policy["spec"]["podSelector"]["matchLabels"] = dict(model_pods)
-    peers, model_clients = model_policy["spec"]["ingress"]
-    peers["from"] = [{"podSelector": {"matchLabels": dict(model_pods)}}]
-    model_clients["from"] = [{"podSelector": {"matchLabels": dict(pods)}} for pods in (admin_pods, http_pods)]
-
     http_policy = manifests.by_name(policies, HTTP_NAME)
-    http_policy["spec"]["podSelector"]["matchLabels"] = dict(http_pods)
     by_address, cluster_pods = http_policy["spec"]["ingress"]
     ranges = service["spec"].get("loadBalancerSourceRanges") or []
     by_address["from"] = [{"ipBlock": {"cidr": cidr}} for cidr in ranges]
