@@ -22,22 +22,30 @@ def _load(relative_path: str) -> str:
         return json.dumps([doc for doc in yaml.safe_load_all(stream) if doc])
 
 
-def load_documents(relative_path: str) -> list[dict[str, Any]]:
-    """Fresh copies of every document in a manifest file, safe to overlay."""
-    documents: list[dict[str, Any]] = json.loads(_load(relative_path))
+def _placed(documents: list[dict[str, Any]], namespace: str | None) -> list[dict[str, Any]]:
+    """``documents``, each moved to ``namespace`` (from its base's placeholder), or left where they are (None)."""
+    if namespace is not None:
+        for document in documents:
+            document["metadata"]["namespace"] = namespace
     return documents
 
 
-def load_document(relative_path: str) -> dict[str, Any]:
-    """A fresh copy of the one document of a manifest file."""
-    (document,) = load_documents(relative_path)
+def load_documents(relative_path: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    """Fresh copies of every document in a manifest file, safe to overlay, each in ``namespace`` if given."""
+    documents: list[dict[str, Any]] = json.loads(_load(relative_path))
+    return _placed(documents, namespace)
+
+
+def load_document(relative_path: str, namespace: str | None = None) -> dict[str, Any]:
+    """A fresh copy of the one document of a manifest file, in ``namespace`` if given."""
+    (document,) = load_documents(relative_path, namespace)
     return document
 
 
-def load_list(relative_path: str) -> list[dict[str, Any]]:
+def load_list(relative_path: str, namespace: str | None = None) -> list[dict[str, Any]]:
     """Fresh copies of the items of a manifest file's one ``kind: List`` document (kubectl applies each item), whose
-    items share YAML anchors: a fact they all use is written once."""
-    return list(load_document(relative_path)["items"])
+    items share YAML anchors: a fact they all use is written once. Each item is in ``namespace``, if given."""
+    return _placed(list(load_document(relative_path)["items"]), namespace)
 
 
 def by_kind(documents: list[dict[str, Any]], kind: str) -> dict[str, Any]:

@@ -112,10 +112,9 @@ def benchmark_objects(serving: ServingConfig, project: str, pull_path: PullPath,
     way every image of the stack does."""
     name = job_name(ramp.run_id)
     bucket = weights_bucket_name(serving, project)
-    config_map, job = manifests.load_documents(JOB_FILE)
+    config_map, job = manifests.load_documents(JOB_FILE, serving.namespace)
     for obj in (config_map, job):
         obj["metadata"]["name"] = name
-        obj["metadata"]["namespace"] = serving.namespace
     config = inference_perf_config(
         ramp, served_model_name(serving), tokenizer="/tokenizer", local_results=f"/results/{ramp.run_id}", bucket=bucket
     )

@@ -100,11 +100,10 @@ def dashboards(cluster: ClusterConfig, namespaces: dict[str, str | None], cluste
 
 def model_server_metrics_objects(namespace: str) -> list[dict[str, Any]]:
     """One PodMonitoring per role, keeping only the vLLM series the dashboards read."""
-    objects = manifests.load_documents(MODEL_SERVER_METRICS_FILE)
+    objects = manifests.load_documents(MODEL_SERVER_METRICS_FILE, namespace)
     roles = {obj["spec"]["selector"]["matchLabels"][ROLE_LABEL]: obj for obj in objects}
     assert set(roles) == {PREFILL, DECODE}, "one PodMonitoring per role"
     for obj in objects:
-        obj["metadata"]["namespace"] = namespace
         obj["spec"]["selector"]["matchLabels"][GUIDE_LABEL] = GUIDE
         for endpoint in obj["spec"]["endpoints"]:
             (keep,) = endpoint["metricRelabeling"]

@@ -32,9 +32,7 @@ def node_audit_objects(
 ) -> NodeAuditObjects:
     """The block's objects for the cluster in ``location`` (the k8s_node resource's labels), each image as the nodes
     pull it."""
-    documents = manifests.load_documents(NODE_AUDIT_FILE)
-    for document in documents:
-        document["metadata"]["namespace"] = NODE_AUDIT_NAMESPACE
+    documents = manifests.load_documents(NODE_AUDIT_FILE, NODE_AUDIT_NAMESPACE)
     config = manifests.by_kind(documents, "ConfigMap")
     daemonset = manifests.by_kind(documents, "DaemonSet")
     template = daemonset["spec"]["template"]

@@ -27,6 +27,4 @@ def namespace_defaults_objects(namespaces: Iterable[str]) -> NamespaceDefaultsOb
 def default_deny_ingress(namespace: str) -> dict[str, Any]:
     """The NetworkPolicy that selects every pod of ``namespace`` and admits nothing: what no other policy of the
     namespace admits is dropped."""
-    policy = manifests.load_document(DEFAULT_DENY_FILE)
-    policy["metadata"]["namespace"] = namespace
-    return policy
+    return manifests.load_document(DEFAULT_DENY_FILE, namespace)

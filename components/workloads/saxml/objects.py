@@ -60,9 +60,7 @@ def sax_root(bucket_name: str) -> str:
 
 
 def _document(relative_path: str, kind: str, namespace: str) -> dict[str, Any]:
-    document = manifests.by_kind(manifests.load_documents(relative_path), kind)
-    document["metadata"]["namespace"] = namespace
-    return document
+    return manifests.by_kind(manifests.load_documents(relative_path, namespace), kind)
 
 
 def admin_deployment(saxml: SaxmlConfig, project: str, pull_path: PullPath) -> dict[str, Any]:
@@ -129,9 +127,7 @@ def network_policies(saxml: SaxmlConfig, service: dict[str, Any]) -> list[dict[s
     why), one policy per server, named after it: each server's pods by the labels the base gives them, those its
     Deployment or JobSet gives its pods (tests/test_saxml_objects.py holds them equal), and the HTTP server's clients
     by exactly the load balancer's source ranges, plus the cluster's pods when ``saxml.http.cluster_clients``."""
-    policies = manifests.load_list(NETWORK_POLICIES_FILE)
-    for policy in policies:
-        policy["metadata"]["namespace"] = saxml.namespace
+    policies = manifests.load_list(NETWORK_POLICIES_FILE, saxml.namespace)
     http_policy = manifests.by_name(policies, HTTP_NAME)
     by_address, cluster_pods = http_policy["spec"]["ingress"]
     ranges = service["spec"].get("loadBalancerSourceRanges") or []

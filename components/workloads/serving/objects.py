@@ -390,12 +390,10 @@ def network_policies(serving: ServingConfig, network: NetworkConfig, target_port
     """Who may connect to the model servers and to the endpoint picker (manifests/serving/network-policies.yaml
     says who sends what, and why), for this stack: its namespace, model label, proxy-only subnet, the
     InferencePool's ``target_port`` and vLLM's ports. The weights-staging and benchmark Jobs accept nothing."""
-    policies = manifests.load_list(f"serving/{NETWORK_POLICIES_FILE}")
+    policies = manifests.load_list(f"serving/{NETWORK_POLICIES_FILE}", serving.namespace)
     servers = manifests.by_name(policies, MODEL_SERVERS_POLICY)
     picker = manifests.by_name(policies, ENDPOINT_PICKER_POLICY)
     model = {MODEL_LABEL: serving.model.label}
-    for policy in policies:
-        policy["metadata"]["namespace"] = serving.namespace
     peers, from_picker, from_load_balancer, from_collectors = servers["spec"]["ingress"]
     servers["spec"]["podSelector"]["matchLabels"] = dict(model)
     (peer,) = peers["from"]

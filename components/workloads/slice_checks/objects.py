@@ -66,9 +66,7 @@ def slice_checks_objects(
 
 def check_service_account(namespace: str) -> dict[str, Any]:
     """The ServiceAccount every check pod runs as (its YAML base, in ``namespace``)."""
-    account = manifests.load_document(SERVICE_ACCOUNT_FILE)
-    account["metadata"]["namespace"] = namespace
-    return account
+    return manifests.load_document(SERVICE_ACCOUNT_FILE, namespace)
 
 
 def slice_check_jobset(
