@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 _SHAPE_PATTERN = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*){1,2}$")
 
@@ -122,6 +123,14 @@ def try_shape(text: str) -> Shape | None:
         return Shape.parse(text)
     except ValueError:
         return None
+
+
+def take_tpu_host(pod_spec: dict[str, Any], container: dict[str, Any], machine: MachineType, **resources: str) -> None:
+    """Place a TPU workload's pod on ``machine``'s nodes, its ``container`` requesting, and limited to, every chip of
+    the host (each host runs one such pod), and ``resources`` besides."""
+    pod_spec.setdefault("nodeSelector", {})[ACCELERATOR_NODE_LABEL] = machine.accelerator_label
+    requested = {TPU_RESOURCE: str(machine.chips_per_host), **resources}
+    container["resources"] = {"requests": dict(requested), "limits": dict(requested)}
 
 
 # --- TPU7x dynamic slicing -------------------------------------------------------------

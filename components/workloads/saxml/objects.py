@@ -16,7 +16,7 @@ from typing import Any
 from components import manifests
 from components.config_base import PullPath
 from components.gcp.config import NetworkConfig, TpuConfig
-from components.tpu.topology import ACCELERATOR_NODE_LABEL, TOPOLOGY_NODE_LABEL, TPU_RESOURCE, Shape
+from components.tpu.topology import TOPOLOGY_NODE_LABEL, Shape, take_tpu_host
 from components.workloads.saxml.config import PLATFORM_CHIPS, SaxmlConfig, bucket_name, http_source_ranges
 
 ADMIN_FILE = "saxml/admin-server.yaml"
@@ -86,16 +86,13 @@ def model_server_jobset(saxml: SaxmlConfig, tpu: TpuConfig, project: str, pull_p
     job_spec.update(parallelism=hosts, completions=hosts)
     pod_spec = job_spec["template"]["spec"]
     pod_spec["serviceAccountName"] = saxml.service_account_name
-    pod_spec["nodeSelector"].update(
-        {ACCELERATOR_NODE_LABEL: machine.accelerator_label, TOPOLOGY_NODE_LABEL: str(shape)}
-    )
     container = manifests.container(pod_spec, MODEL_SERVER_JOB)
+    take_tpu_host(pod_spec, container, machine)
+    pod_spec["nodeSelector"][TOPOLOGY_NODE_LABEL] = str(shape)
     container["image"] = pull_path.image(saxml.model_server_image)
     manifests.set_flag(container["args"], "--sax_cell", saxml.sax_cell)
     manifests.set_flag(container["args"], "--platform_chip", PLATFORM_CHIPS[tpu.machine_type])
     manifests.set_env(container, "SAX_ROOT", sax_root(bucket_name(saxml, project)))
-    for bound in ("requests", "limits"):
-        container.setdefault("resources", {}).setdefault(bound, {})[TPU_RESOURCE] = str(machine.chips_per_host)
     return jobset
 
 

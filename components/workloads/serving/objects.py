@@ -25,12 +25,7 @@ from components.config_base import ImageReference, PullPath
 from components.gcp.config import NetworkConfig, TpuConfig
 from components.platform.config import QueuesConfig
 from components.platform.kueue_objects import queue_labels
-from components.tpu.topology import (
-    ACCELERATOR_NODE_LABEL,
-    SLICE_TOPOLOGY_ANNOTATION,
-    TPU_RESOURCE,
-    slice_health_label,
-)
+from components.tpu.topology import SLICE_TOPOLOGY_ANNOTATION, slice_health_label, take_tpu_host
 from components.workloads.serving import rules
 from components.workloads.serving.config import (
     BENCHMARK_SERVICE_ACCOUNT,
@@ -314,7 +309,6 @@ def leaderworkerset(
     lws["spec"]["replicas"] = serving.role(role).replicas
     template = lws["spec"]["leaderWorkerTemplate"]
     template["size"] = machine.hosts(shape)
-    tpus = str(machine.chips_per_host)
     for leader, pod in ((True, template["leaderTemplate"]), (False, template["workerTemplate"])):
         pod["metadata"]["labels"][MODEL_LABEL] = model_label
         annotations = pod["metadata"]["annotations"]
@@ -324,15 +318,12 @@ def leaderworkerset(
 
         pod_spec = pod["spec"]
         pod_spec["serviceAccountName"] = serving.service_account_name
-        node_selector = pod_spec.setdefault("nodeSelector", {})
-        node_selector[ACCELERATOR_NODE_LABEL] = machine.accelerator_label
-        if serving.healthy_nodes_only:  # the cube's state for a super-slice: topology.slice_health_label says why
-            node_selector[slice_health_label(shape)] = "HEALTHY"
-
         container = manifests.container(pod_spec, LEADER_CONTAINER if leader else WORKER_CONTAINER)
+        take_tpu_host(pod_spec, container, machine, cpu=serving.resources.cpu, memory=serving.resources.memory)
+        if serving.healthy_nodes_only:  # the cube's state for a super-slice: topology.slice_health_label says why
+            pod_spec["nodeSelector"][slice_health_label(shape)] = "HEALTHY"
+
         container["image"] = pull_path.image(serving.image)
-        resources = {TPU_RESOURCE: tpus, "cpu": serving.resources.cpu, "memory": serving.resources.memory}
-        container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
         hand_over_token(metadata, pod_spec, container, serving.hf_token_secret_version)
         manifests.set_env(container, "VLLM_XLA_CACHE_PATH", {"value": xla_cache_uri(serving, project)})
 

@@ -14,7 +14,7 @@ from components.config_base import PullPath
 from components.gcp.config import TpuConfig
 from components.platform.config import QueuesConfig
 from components.platform.kueue_objects import queue_labels
-from components.tpu.topology import ACCELERATOR_NODE_LABEL, SLICE_TOPOLOGY_ANNOTATION, TPU_RESOURCE, MachineType, Shape
+from components.tpu.topology import SLICE_TOPOLOGY_ANNOTATION, MachineType, Shape, take_tpu_host
 from components.workloads.slice_checks.config import (
     SUBSLICING,
     SUPERSLICING,
@@ -94,11 +94,9 @@ def slice_check_jobset(
     manifests.mark_mounted_files(pod_template, check_files())
     pod_spec = pod_template["spec"]
     pod_spec["serviceAccountName"] = check_service_account(namespace)["metadata"]["name"]
-    pod_spec.setdefault("nodeSelector", {})[ACCELERATOR_NODE_LABEL] = machine.accelerator_label
     container = manifests.container(pod_spec, CONTAINER_NAME)
+    take_tpu_host(pod_spec, container, machine)
     container["image"] = image
-    for bound in ("requests", "limits"):
-        container.setdefault("resources", {}).setdefault(bound, {})[TPU_RESOURCE] = str(machine.chips_per_host)
     manifests.set_env(container, "EXPECTED_GLOBAL_DEVICES", shape.chips * devices_per_chip)
     manifests.set_env(container, "EXPECTED_LOCAL_DEVICES", machine.chips_per_host * devices_per_chip)
     manifests.set_env(container, "NUM_PROCESSES", hosts)
