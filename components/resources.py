@@ -108,20 +108,6 @@ def object_prefix_condition(bucket: str, prefix: str, title: str) -> gcp.storage
     }
 
 
-def custom_resource(
-    name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions
-) -> k8s.apiextensions.CustomResource:
-    """A custom resource (JobSet, LeaderWorkerSet) registered from a manifest an overlay built."""
-    return k8s.apiextensions.CustomResource(
-        name,
-        api_version=manifest["apiVersion"],
-        kind=manifest["kind"],
-        metadata=owned(manifest["metadata"]),
-        spec=manifest["spec"],
-        opts=opts,
-    )
-
-
 # The kinds a YAML base holds that are registered as their typed resource, each with the keywords its constructor takes
 # besides the metadata, each the snake_case of a field of the manifest; any other kind is a custom resource.
 TYPED_KINDS: dict[tuple[str, str], tuple[Callable[..., pulumi.CustomResource], tuple[str, ...]]] = {
@@ -139,10 +125,18 @@ TYPED_KINDS: dict[tuple[str, str], tuple[Callable[..., pulumi.CustomResource], t
 
 
 def kubernetes_object(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-    """An object of a YAML base as its typed resource (``TYPED_KINDS``); any other kind as a custom resource."""
+    """An object of a YAML base, as an overlay built it, registered as its typed resource (``TYPED_KINDS``); any other
+    kind (a JobSet, a LeaderWorkerSet, a SecretProviderClass) as a custom resource."""
     typed = TYPED_KINDS.get((manifest["apiVersion"], manifest["kind"]))
     if typed is None:
-        return custom_resource(name, manifest, opts)
+        return k8s.apiextensions.CustomResource(
+            name,
+            api_version=manifest["apiVersion"],
+            kind=manifest["kind"],
+            metadata=owned(manifest["metadata"]),
+            spec=manifest["spec"],
+            opts=opts,
+        )
     resource, keywords = typed
     given = {keyword: manifest.get(to_camel(keyword)) for keyword in keywords}
     return resource(name, metadata=owned(manifest["metadata"]), opts=opts, **given)

@@ -15,7 +15,6 @@ from components.resources import (
     NEW_ACCOUNT_FIRST,
     REPLACE_ON_SPEC_CHANGE,
     children_of,
-    custom_resource,
     kubernetes_object,
     owned,
     private_bucket,
@@ -152,7 +151,7 @@ class SaxmlCell(pulumi.ComponentResource):
         admin = kubernetes_object(
             "admin-server", args.objects.admin_deployment, waiting_for(as_admin, policies[ADMIN_NAME])
         )
-        custom_resource(
+        kubernetes_object(
             "model-servers",
             args.objects.model_server_jobset,
             pulumi.ResourceOptions.merge(

@@ -23,7 +23,6 @@ from components.resources import (
     ReadAnswer,
     answer_of,
     children_of,
-    custom_resource,
     kubernetes_object,
     object_prefix_condition,
     owned,
@@ -120,7 +119,7 @@ class ModelServing(pulumi.ComponentResource):
             delete_before_replace=True,
         )
         for lws in args.objects.leaderworkersets:
-            custom_resource(lws["metadata"]["name"], lws, pulumi.ResourceOptions.merge(on_cluster, ready))
+            kubernetes_object(lws["metadata"]["name"], lws, pulumi.ResourceOptions.merge(on_cluster, ready))
         self.gateway_address = gateway_ready.status.apply(_gateway_address)
         self.gateway_annotations: pulumi.Output[dict[str, str] | None] = gateway_ready.metadata.apply(
             lambda metadata: (metadata or {}).get("annotations")
@@ -160,7 +159,7 @@ class ModelServing(pulumi.ComponentResource):
             return [], []
         secret_name = secret_of_version(serving.hf_token_secret_version)
         assert secret_name, "a token file needs its secret"
-        provider_class = custom_resource("hf-token", args.objects.hf_token_provider_class, on_cluster)
+        provider_class = kubernetes_object("hf-token", args.objects.hf_token_provider_class, on_cluster)
 
         def reader(name: str, account: dict[str, Any]) -> gcp.secretmanager.SecretIamMember:
             return secret_reader(name, secret_name, self._principal(args, account), in_project)

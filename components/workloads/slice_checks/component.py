@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.resources import REPLACE_ON_SPEC_CHANGE, custom_resource, kubernetes_object, waiting_for
+from components.resources import REPLACE_ON_SPEC_CHANGE, kubernetes_object, waiting_for
 from components.workloads.slice_checks.objects import SliceChecksObjects
 
 
@@ -36,7 +36,7 @@ class SliceChecks(pulumi.ComponentResource):
             admitted = kubernetes_object(f"{policy['metadata']['name']}-network-policy", policy, in_namespace)
             self.network_policies.setdefault(policy["metadata"]["namespace"], []).append(admitted)
             after = waiting_for(on_cluster, script, account, admitted)
-            custom_resource(
+            kubernetes_object(
                 jobset["metadata"]["name"], jobset, pulumi.ResourceOptions.merge(after, REPLACE_ON_SPEC_CHANGE)
             )
         self.register_outputs({"jobsetNames": self.jobset_names})
