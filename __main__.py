@@ -20,7 +20,7 @@ from components.platform.releases import ClusterPlatform
 from components.resources import previous_outputs
 from components.workloads.network_policies.component import NamespaceDefaults
 from components.workloads.saxml.component import SaxmlCell
-from components.workloads.serving.component import ModelServing, serving_endpoint
+from components.workloads.serving.component import ModelServing, endpoint_outputs
 from components.workloads.slice_checks.component import SliceChecks
 
 # 1. One typed, validated config, built once: a bad stack fails here, before any resource exists.
@@ -129,11 +129,9 @@ if saxml is not None:
     pulumi.export("saxBucketName", saxml.bucket_name)
     pulumi.export("saxHttpAddress", saxml.http_address)
 if serving is not None:
-    endpoint = serving_endpoint(config.serving, serving.gateway_address)
     pulumi.export("gatewayAddress", serving.gateway_address)
-    pulumi.export("modelName", endpoint.model_name)
-    pulumi.export("openaiBaseUrl", endpoint.base_url)
-    pulumi.export("exampleCurl", endpoint.example_curl)
+    for output, value in endpoint_outputs(config.serving, serving.gateway_address).items():
+        pulumi.export(output, value)
 if monitoring is not None and monitoring.policy_names:
     pulumi.export("alertPolicies", monitoring.policy_names)
 if monitoring is not None and monitoring.dashboard_urls:

@@ -334,13 +334,13 @@ def test_base_url_and_curl_follow_the_gateway_address():
     import pulumi
 
     from components import stack as stack_config
-    from components.workloads.serving.component import serving_endpoint
+    from components.workloads.serving.component import endpoint_outputs
 
     config = stack_config.load(with_overrides(stack_values(), {"serving.gateway.port": 8080})).config
 
     @pulumi.runtime.test
     def check():
-        endpoint = serving_endpoint(config.serving, pulumi.Output.from_input("10.0.0.7"))
+        outputs = endpoint_outputs(config.serving, pulumi.Output.from_input("10.0.0.7"))
 
         def verify(values):
             base_url, curl = values
@@ -348,7 +348,7 @@ def test_base_url_and_curl_follow_the_gateway_address():
             assert curl.startswith("curl -s http://10.0.0.7:8080/v1/completions ")
             assert f'"model": "{config.serving.model.id}"' in curl
 
-        return pulumi.Output.all(endpoint.base_url, endpoint.example_curl).apply(verify)
+        return pulumi.Output.all(outputs["openaiBaseUrl"], outputs["exampleCurl"]).apply(verify)
 
     check()
 

@@ -371,15 +371,9 @@ def _gateway_address(status: Any) -> str | None:
     return addresses[0].get("value") if addresses else None
 
 
-@dataclass(frozen=True)
-class ServingEndpoint:
-    model_name: str
-    base_url: pulumi.Output[str]
-    example_curl: pulumi.Output[str]
-
-
-def serving_endpoint(serving: ServingConfig, gateway_address: pulumi.Output[str | None]) -> ServingEndpoint:
-    """How clients reach the model: the OpenAI-compatible base URL and a request to try."""
+def endpoint_outputs(serving: ServingConfig, gateway_address: pulumi.Output[str | None]) -> dict[str, Any]:
+    """How clients reach the model, as the stack outputs it (by output name, each exported by __main__.py): the served
+    model name, the OpenAI-compatible base URL and a request to try."""
     model_name = served_model_name(serving)
     port = serving.gateway.port
     base_url = gateway_address.apply(lambda address: f"http://{address}{'' if port == 80 else f':{port}'}/v1")
@@ -387,4 +381,4 @@ def serving_endpoint(serving: ServingConfig, gateway_address: pulumi.Output[str 
     example_curl = base_url.apply(
         lambda url: f"curl -s {url}/completions -H 'Content-Type: application/json' -d {shlex.quote(body)}"
     )
-    return ServingEndpoint(model_name, base_url, example_curl)
+    return {"modelName": model_name, "openaiBaseUrl": base_url, "exampleCurl": example_curl}
