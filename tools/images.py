@@ -62,7 +62,13 @@ def without_the_digest_rule(values: dict[str, str]) -> dict[str, str]:
     """The stack's config with images.requireDigests false: the listing is what a stack missing digests needs, so
     the rule that refuses it must not stop it (every other problem still does)."""
     key = f"{NAMESPACE}:images"
-    block = json.loads(values.get(key, "{}"))
+    # A block that is no mapping (or no JSON) is left as it is, for the loader to refuse as it refuses any such block.
+    try:
+        block = json.loads(values.get(key, "{}"))
+    except json.JSONDecodeError:
+        return values
+    if not isinstance(block, dict):
+        return values
     return {**values, key: json.dumps({**block, "requireDigests": False})}
 
 
