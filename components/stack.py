@@ -244,10 +244,6 @@ def load_pulumi_values(values: Mapping[str, str], secret_keys: Iterable[str] = (
     return stack
 
 
-def parse_pulumi_values(values: Mapping[str, str]) -> StackConfig:
-    return load_pulumi_values(values).config
-
-
 def load_from_pulumi() -> Stack:
     """This project's config, read from the running Pulumi program and loaded; a bad one stops the program with the
     list of problems and no Python traceback (StackConfigError)."""

@@ -60,9 +60,9 @@ def cubes(count: int) -> dict[str, Any]:
 
 def stack_config(stack: str = "dev", overrides: dict[str, Any] | None = None) -> StackConfig:
     """The validated config of one of the tests' own stacks, with ``overrides`` (as ``with_overrides`` takes them)."""
-    from components.stack import parse_pulumi_values
+    from components.stack import load_pulumi_values
 
-    return parse_pulumi_values(as_pulumi_values(with_overrides(_fixture_stack_values(stack), overrides or {})))
+    return load_pulumi_values(as_pulumi_values(with_overrides(_fixture_stack_values(stack), overrides or {}))).config
 
 
 def with_overrides(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

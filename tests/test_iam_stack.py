@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from components.operations.benchmark import Ramp, benchmark_objects
-from components.stack import StackConfig, parse_pulumi_values
+from components.stack import StackConfig, load_pulumi_values
 from components.workloads.serving.config import weights_bucket_name
 from harness.mock_engine import PROJECT_NUMBER_PLACEHOLDER, ProgramRun, Registration, run_program
 from tests.conftest import FIXTURE_STACK_NAMES, FIXTURE_STACKS, as_pulumi_values, with_overrides
@@ -128,7 +128,7 @@ def check(name: str, stack: str, stack_dir: Path, overrides: dict[str, Any]) -> 
     raw, secret_keys = decoded(stack, stack_dir)
     values = as_pulumi_values(with_overrides(raw, overrides))
     run = run_program(values, secret_keys, stack=stack, preview=False)
-    config = parse_pulumi_values(values)
+    config = load_pulumi_values(values).config
     render = render_of(run, config)
     calls, claimed = program_calls(render)
     return Checked(

@@ -115,13 +115,13 @@ def ramp_of(args: argparse.Namespace, base_url: str, max_model_len: int) -> benc
 def read_stack(args: argparse.Namespace, runner: Runner) -> tuple[StackConfig, str]:
     """The stack file's config, and the Gateway's URL from the flag or the stack outputs."""
     from components.config_base import ConfigError
-    from components.stack import parse_pulumi_values
+    from components.stack import load_pulumi_values
 
     if args.stack is None:
         raise UsageError("--stack names the stack file to read (Pulumi.<stack>.yaml)")
     try:
         values, _ = stack_config_values(args.stack, args.stack_dir)
-        config = parse_pulumi_values(values)
+        config = load_pulumi_values(values).config
     except (FileNotFoundError, StackFileError, ConfigError) as error:
         raise UsageError(f"cannot read stack {args.stack}: {error}") from None
     if not config.serving.enabled:

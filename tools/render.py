@@ -250,7 +250,7 @@ def summary(stack: str, run: ProgramRun, stack_dir: Path = PROJECT_ROOT) -> list
     from components import stack as stack_config
 
     values, _ = stack_config_values(stack, stack_dir)
-    config = stack_config.parse_pulumi_values(values)
+    config = stack_config.load_pulumi_values(values).config
     counts = collections.Counter(r.type for r in run.registrations)
     lines = [f"stack {stack}: {len(run.registrations)} resources"]
     lines += [f"  {count:3d}  {type_token}" for type_token, count in sorted(counts.items())]

@@ -84,12 +84,12 @@ def configured_model(stack: str | None, stack_dir: Path) -> str | None:
     if stack is None:
         return None
     from components.config_base import ConfigError
-    from components.stack import parse_pulumi_values
+    from components.stack import load_pulumi_values
     from components.workloads.serving.config import served_model_name
 
     try:
         values, _ = stack_config_values(stack, stack_dir)
-        return served_model_name(parse_pulumi_values(values).serving)
+        return served_model_name(load_pulumi_values(values).config.serving)
     except (FileNotFoundError, StackFileError, ConfigError):
         return None
 
