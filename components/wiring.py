@@ -9,7 +9,6 @@ from typing import Any
 
 import pulumi
 
-from components.config_base import ConfigError
 from components.gcp import project_services as apis
 from components.gcp.cluster import Cluster, ClusterArgs, RepositoryRead
 from components.gcp.config import ARTIFACT_REGISTRY_SERVICE_AGENT, COMPUTE_SERVICE_AGENT, GKE_SERVICE_AGENT
@@ -17,6 +16,7 @@ from components.gcp.existing_cluster import ExistingClusterArgs, Target
 from components.gcp.network import Network, NetworkArgs
 from components.gcp.project_services import ProjectServices, ProjectServicesArgs
 from components.gcp.pull_through import PullThrough, PullThroughArgs
+from components.gcp.review import say_review
 from components.gcp.service_agents import ServiceAgents, ServiceAgentsArgs, key_grant
 from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, pool_urn
 from components.lifecycle import previous_pool_reservations, review_changes
@@ -336,10 +336,7 @@ def announce_changes(previous: Mapping[str, Any] | None, current: Mapping[str, A
     """Warn of every replacement the `up` makes and of each step it leaves to the operator; refuse (stop the
     preview) what would fail halfway."""
     review = review_changes(previous, current, lambda pool: pool_urn(pulumi.get_stack(), pulumi.get_project(), pool))
-    for line in review.replaced + review.in_place + review.by_hand:
-        pulumi.log.warn(line)
-    if review.refused:
-        raise pulumi.RunError(str(ConfigError(review.refused)))
+    say_review([], review.replaced + review.in_place + review.by_hand, review.refused)
 
 
 def _present(*resources: pulumi.Resource | None) -> list[pulumi.Resource]:

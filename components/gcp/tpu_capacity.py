@@ -10,9 +10,9 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from components.config_base import ConfigError
 from components.gcp.cluster import Cluster, node_config
 from components.gcp.config import ClusterConfig, TpuConfig, TpuPoolConfig
+from components.gcp.review import say_review
 from components.gcp.rules import (
     BlockRead,
     CapacityRead,
@@ -166,12 +166,7 @@ class TpuCapacity(pulumi.ComponentResource):
 
             def decide(capacity: CapacityRead) -> CapacityReview:
                 review = review_capacity(capacity, tpu, pools, to_place)
-                for line in review.report:
-                    pulumi.log.info(f"TPU reservation: {line}")
-                for warning in review.warnings:
-                    pulumi.log.warn(warning)
-                if review.problems:
-                    raise pulumi.RunError(str(ConfigError(review.problems)))
+                say_review([f"TPU reservation: {line}" for line in review.report], review.warnings, review.problems)
                 return review
 
             reservation = _reservation(answer.value, tpu, project) if answer.ok else None

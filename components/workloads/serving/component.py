@@ -12,9 +12,10 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.config_base import ConfigError, secret_of_version
+from components.config_base import secret_of_version
 from components.gcp.existing_cluster import Target
 from components.gcp.project_services import ProjectServices
+from components.gcp.review import say_review
 from components.platform.config import HelmChartConfig
 from components.platform.gates import ReadyGate
 from components.platform.releases import RELEASE_TIMEOUT_SECONDS, helm_release
@@ -259,15 +260,7 @@ class ModelServing(pulumi.ComponentResource):
                 uniform_access=bool(bucket and bucket.uniform_bucket_level_access),
                 data_locations=tuple(placement[0].data_locations or ()) if placement else (),
             )
-            report, warnings, problems = weights_bucket_review(
-                found, args.region, args.serving.weights_bucket.grant_access
-            )
-            for line in report:
-                pulumi.log.info(line)
-            for warning in warnings:
-                pulumi.log.warn(warning)
-            if problems:
-                raise pulumi.RunError(str(ConfigError(problems)))
+            say_review(*weights_bucket_review(found, args.region, args.serving.weights_bucket.grant_access))
 
         return read.apply(review)
 
