@@ -83,6 +83,20 @@ def test_a_stack_that_requires_digests_it_lacks_is_still_listed(capsys, tmp_path
     assert "images.mirror" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("written", ["foo", "[1]", "12"])
+def test_an_images_block_that_is_no_mapping_is_refused_as_the_loader_refuses_it(capsys, tmp_path, written):
+    """The digest rule's override leaves such a block alone: the stack is refused under `images`, without a
+    traceback, and a mapping written in its place is listed."""
+    shutil.copy(FIXTURE_STACKS / "Pulumi.dev.yaml", tmp_path / "Pulumi.bad.yaml")
+    with (tmp_path / "Pulumi.bad.yaml").open("a") as out:
+        out.write(f"  tpu-dynamic-slicing:images: {written}\n")
+    assert images.main(["--stack", "bad", "--stack-dir", str(tmp_path)]) == 1
+    assert "images" in capsys.readouterr().err
+    text = (tmp_path / "Pulumi.bad.yaml").read_text()
+    (tmp_path / "Pulumi.bad.yaml").write_text(text.replace(f"images: {written}", "images: {}"))
+    assert listing(capsys, "bad", tmp_path)
+
+
 def test_with_pull_through_repositories_there_is_nothing_to_copy(capsys):
     """dev pulls through the repositories the stack makes: the listing says which serves which image, copies none."""
     lines = listing(capsys, "dev")
