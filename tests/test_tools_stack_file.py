@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -100,7 +101,7 @@ def test_a_failing_golden_render_keeps_the_committed_files(tmp_path: Path):
 
 # --- YAML 1.2, as the CLI's gopkg.in/yaml.v3 resolves plain scalars ----------------------------------
 
-# (plain scalar, what the CLI hands the program)
+# (plain scalar, what the CLI hands the program): the lab holds each row to the real CLI (tests/itest/test_lab_tools.py)
 YAML_12_SCALARS = [
     ("yes", "yes"),
     ("no", "no"),
@@ -110,12 +111,35 @@ YAML_12_SCALARS = [
     ("true", True),
     ("False", False),
     ("TRUE", True),
-    ("1e3", 1000.0),  # a string in YAML 1.1
+    ("1e3", 1000),  # a string in YAML 1.1; a float, which Go's JSON writes as 1000
+    ("1.0", 1),
+    ("1.5", 1.5),
+    (".5", 0.5),
     ("1:30", "1:30"),  # 90 in YAML 1.1 (sexagesimal)
     ("0o17", 15),  # a string in YAML 1.1
+    ("0O17", 15),
+    ("0X1F", 31),
+    ("-0b11", -3),
     ("0777", 511),  # yaml.v3 keeps 1.1's octal
+    ("09", 9),  # no octal: a float
+    ("1_000", 1000),
+    ("1_000.5", 1000.5),
+    ("+12", 12),
     ("12", 12),
+    ("0x", "0x"),
+    ("99999999999999999999", 100000000000000000000),  # beyond uint64: a float
+    ("1e21", 1e21),
     ("'yes'", "yes"),
+    ("2026-12-05T02:00:00Z", "2026-12-05 02:00:00 +0000 UTC"),  # a timestamp, as Go's time.Time.String()
+    ("2026-1-5t2:0:0.5+02:00", "2026-01-05 02:00:00.5 +0200 +0200"),
+    ("2026-12-05T02:00:00.123456789-00:00", "2026-12-05 02:00:00.123456789 +0000 UTC"),
+    ("2026-12-05 02:00:00", "2026-12-05 02:00:00 +0000 UTC"),
+    ("2026-12-05", "2026-12-05 00:00:00 +0000 UTC"),
+    ("'2026-12-05'", "2026-12-05"),
+    ("2026-12-05T02:00:00", "2026-12-05T02:00:00"),  # no zone: no timestamp
+    ("2026-12-05T02:00:00+0200", "2026-12-05T02:00:00+0200"),
+    ("2026-02-30", "2026-02-30"),  # no such day: no timestamp
+    ("2024-02-29", "2024-02-29 00:00:00 +0000 UTC"),
 ]
 
 
@@ -125,6 +149,32 @@ def test_plain_scalars_resolve_as_the_cli_reads_them(tmp_path: Path, scalar: str
     path.write_text(f"config:\n  tpu-dynamic-slicing:x: {scalar}\n")
     read = read_stack_file(path)["tpu-dynamic-slicing:x"]
     assert read == value and type(read) is type(value)
+
+
+@pytest.mark.parametrize("scalar", [".inf", "-.Inf", ".nan"])
+def test_a_value_json_cannot_hold_is_refused_as_the_cli_refuses_it(tmp_path: Path, scalar: str):
+    path = tmp_path / "Pulumi.s.yaml"
+    path.write_text(f"config:\n  tpu-dynamic-slicing:x:\n    y: {scalar}\n")
+    with pytest.raises(StackFileError, match=rf"^Pulumi.s.yaml:3: {re.escape(scalar)} is no number Pulumi can hold"):
+        read_stack_file(path)
+    path.write_text(f"config:\n  tpu-dynamic-slicing:x:\n    y: '{scalar}'\n")
+    assert read_stack_file(path) == {"tpu-dynamic-slicing:x": {"y": scalar}}
+
+
+def test_an_unquoted_time_is_refused_with_how_to_fix_it(tmp_path: Path, capsys):
+    """An unquoted maintenance window reaches the program as Go's text for the timestamp; the problem says to quote
+    it, and the quoted window renders."""
+    stack_file = (FIXTURE_STACKS / "Pulumi.dev.yaml").read_text()
+    quoted = 'start: "2026-12-05T02:00:00Z"'
+    assert quoted in stack_file
+    (tmp_path / "Pulumi.s.yaml").write_text(stack_file.replace(quoted, "start: 2026-12-05T02:00:00Z"))
+    argv = ["--stack", "s", "--stack-dir", str(tmp_path), "--out", str(tmp_path / "out")]
+    assert render.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "cluster.maintenanceWindow.start: '2026-12-05 02:00:00 +0000 UTC' is not an RFC 3339 time" in err
+    assert "quote it in the stack file" in err
+    (tmp_path / "Pulumi.s.yaml").write_text(stack_file)
+    assert render.main(argv) == 0
 
 
 @pytest.mark.parametrize("word", ["yes", "no", "on", "off"])

@@ -6,7 +6,8 @@ sdk/go/common/encoding/marshal.go and workspace/loaders.go at v3.259.0), whose p
 as YAML 1.2 (gopkg.in/yaml.v3@v3.0.1 resolve.go): only true/True/TRUE and false/False/FALSE are
 booleans, so `yes`, `no`, `on` and `off` are strings (a bool setting then refuses them); `1e3` is a
 number; `1:30` is a string. PyYAML resolves YAML 1.1, where all of those differ: the loader below
-resolves them as yaml.v3 does.
+resolves them as yaml.v3 does, and hands them on as the CLI does (config/object.go): a number through
+Go's JSON (`1e3` is 1000), an unquoted timestamp as the text of Go's time.Time.String().
 
 Every way a stack file can be malformed (bytes that are not UTF-8, YAML that does not parse, a
 duplicate key at any depth, a key that is not a string, the wrong structure at the top or under
@@ -17,6 +18,8 @@ the line: ``Pulumi.dev.yaml:12: duplicate key 'tpu-dynamic-slicing:tpu' (first a
 from __future__ import annotations
 
 import argparse
+import calendar
+import decimal
 import json
 import re
 from pathlib import Path
@@ -52,28 +55,95 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 _BOOL, _INT, _FLOAT = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+# A plain scalar that begins with a sign, a digit or a dot: yaml.v3 reads it as a timestamp, an integer, a float or
+# text (resolve.go's 'S', 'D' and '.' hints), resolved here by _number_or_time as the CLI then hands it on.
+_NUMBER_OR_TIME = "tag:tpu-gke,2026:number-or-time"
 _StrictLoader.yaml_implicit_resolvers = {
-    first: [(tag, pattern) for tag, pattern in resolvers if tag not in (_BOOL, _INT, _FLOAT)]
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in (_BOOL, _INT, _FLOAT, _TIMESTAMP)]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-# In this order: a plain scalar that is both an int and a float is an int (yaml.v3 tries ParseInt first).
 _StrictLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
-_StrictLoader.add_implicit_resolver(
-    _INT,  # 0b.., 0o.., 0x.., 0777 (octal, kept by yaml.v3 for compatibility), decimals; no sexagesimal 1:30
-    re.compile(r"^[-+]?(?:0b[01_]+|0o[0-7_]+|0x[0-9a-fA-F_]+|0[0-7_]*|[1-9][0-9_]*)$"),
-    list("-+0123456789"),
+_StrictLoader.add_implicit_resolver(_NUMBER_OR_TIME, re.compile(r"^[-+.0-9]"), list("-+.0123456789"))
+
+# strconv.ParseInt(text, 0, 64) after yaml.v3 drops every underscore: a prefix of either case, or 0777 (octal)
+_GO_INT = re.compile(r"^[-+]?(?:0[bB][01]+|0[oO][0-7]+|0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)$")
+_YAML_STYLE_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")  # resolve.go's
+_NOT_JSON = frozenset(f"{sign}.{word}" for sign in ("", "+", "-") for word in ("inf", "Inf", "INF")) | {
+    ".nan",
+    ".NaN",
+    ".NAN",
+}
+# The four layouts yaml.v3 tries (resolve.go's allowedTimestampFormats), as Go's time.Parse reads them: one- or
+# two-digit fields, a fraction after a dot or a comma, a zone of Z or +hh:mm with the T form only.
+_DATE = r"(?P<year>[0-9]{4})-(?P<month>[0-9]{1,2})-(?P<day>[0-9]{1,2})"
+_CLOCK = r"(?P<hour>[0-9]{1,2}):(?P<minute>[0-9]{1,2}):(?P<second>[0-9]{1,2})(?:[.,](?P<fraction>[0-9]+))?"
+_TIMESTAMPS = (
+    re.compile(rf"^{_DATE}[Tt]{_CLOCK}(?P<zone>Z|[-+][0-9]{{2}}:[0-9]{{2}})$"),
+    re.compile(rf"^{_DATE} +{_CLOCK}$"),
+    re.compile(rf"^{_DATE}$"),
 )
-_StrictLoader.add_implicit_resolver(
-    _FLOAT,  # yaml.v3's yamlStyleFloat, plus .inf and .nan
-    re.compile(
-        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-    ),
-    list("-+0123456789."),
-)
+
+
+def _number_or_time(loader: _StrictLoader, node: yaml.ScalarNode) -> Any:
+    """What the CLI hands a program for this plain scalar (checked against the real CLI by the lab's
+    tests/itest/test_lab_tools.py): a timestamp as the text of Go's time.Time.String(); an integer of int64; a float,
+    or an integer beyond int64, as Go writes it in JSON (so 1e3 is 1000); anything else as its text."""
+    text = loader.construct_scalar(node)
+    if text in _NOT_JSON:  # the CLI refuses the file: JSON has no infinity or NaN
+        raise _KeyProblem(f"{node.start_mark.line + 1}: {text} is no number Pulumi can hold; write a number")
+    if text.startswith("."):
+        return _as_json_writes(float(text)) if _YAML_STYLE_FLOAT.match(text) else text
+    if (time := _time_text(text)) is not None:
+        return time
+    plain = text.replace("_", "")
+    if _GO_INT.match(plain):
+        digits = plain.lstrip("-+")
+        value = int(plain, 8) if digits[:1] == "0" and digits[1:2].isdigit() else int(plain, 0)  # 0777
+        if -(2**63) <= value < 2**63:
+            return value
+        if 0 <= value < 2**64:
+            return _as_json_writes(float(value))  # a uint64, which the CLI writes as a float
+    if _YAML_STYLE_FLOAT.match(plain):
+        return _as_json_writes(float(plain))
+    return text
+
+
+def _as_json_writes(number: float) -> int | float:
+    """``number`` as a program reads it back from Go's JSON: a whole number below 1e21 is written without a
+    fraction (shortest digits, so 2**64 reads as 18446744073709552000), and so reads as an int."""
+    if number.is_integer() and abs(number) < 1e21:
+        return int(decimal.Decimal(repr(number)))
+    return number
+
+
+def _time_text(text: str) -> str | None:
+    """The text of Go's time.Time.String() for a timestamp yaml.v3 reads (None when it reads no timestamp): the
+    wall clock as written, then the zone's offset and name (UTC, or the offset again, as on a CLI running in UTC)."""
+    match = next((m for pattern in _TIMESTAMPS if (m := pattern.match(text))), None)
+    if match is None:
+        return None
+    written = {name: value for name, value in match.groupdict().items() if value is not None}
+    year, month, day = int(written["year"]), int(written["month"]), int(written["day"])
+    hour, minute, second = (int(written.get(name, 0)) for name in ("hour", "minute", "second"))
+    zone = written.get("zone", "Z")
+    zone_hours, zone_minutes = (0, 0) if zone == "Z" else (int(zone[1:3]), int(zone[4:6]))
+    # monthrange of a year of the same kind: Go reads year 0, which Python's calendar cannot hold
+    days_in_month = calendar.monthrange(2000 if calendar.isleap(year) else 2001, month)[1] if 1 <= month <= 12 else 0
+    if not 1 <= day <= days_in_month or hour > 23 or minute > 59 or second > 59 or zone_hours > 23 or zone_minutes > 59:
+        return None  # Go's time.Parse refuses it (an offset beyond 23:59, which it half takes, is not followed)
+    zoned = zone_hours or zone_minutes
+    offset = f"{'-' if zone.startswith('-') and zoned else '+'}{zone_hours:02d}{zone_minutes:02d}"
+    fraction = written.get("fraction", "")[:9].rstrip("0")  # Go keeps nanoseconds, and prints no trailing zero
+    clock = f"{hour:02d}:{minute:02d}:{second:02d}{'.' + fraction if fraction else ''}"
+    return f"{year:04d}-{month:02d}-{day:02d} {clock} {offset} {offset if zoned else 'UTC'}"
+
+
+_StrictLoader.add_constructor(_NUMBER_OR_TIME, _number_or_time)
 
 
 class _KeyProblem(Exception):
-    """A key the loader refuses; its message is ``<line>: <what is wrong>``, the file's name goes in front."""
+    """A key or value the loader refuses; its message is ``<line>: <what is wrong>``, the file's name goes in front."""
 
 
 def read_stack_file(path: Path) -> dict[str, Any]:

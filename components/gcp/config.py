@@ -1030,6 +1030,13 @@ def _validate_version(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems
         )
 
 
+# An unquoted time in a stack file is a YAML timestamp, which the Pulumi CLI hands the program as the text of Go's
+# time.Time.String() (tools/stack_file.py reads it the same way offline).
+_TIMESTAMP_AS_HANDED = re.compile(
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)? [-+][0-9]{4} \S+$"
+)
+
+
 def _zoned_time(key: str, text: str, problems: Problems) -> datetime | None:
     """``text`` as an RFC 3339 time with a zone, or None after a problem under ``key``."""
     try:
@@ -1037,7 +1044,12 @@ def _zoned_time(key: str, text: str, problems: Problems) -> datetime | None:
     except ValueError:
         parsed = None
     if parsed is None or parsed.tzinfo is None:
-        problems.add(key, f"{text!r} is not an RFC 3339 time with a zone", "write e.g. 2026-01-03T04:00:00Z")
+        fix = (
+            "quote it in the stack file (unquoted, YAML reads it as a timestamp, which Pulumi hands on as this text)"
+            if _TIMESTAMP_AS_HANDED.match(text)
+            else "write e.g. 2026-01-03T04:00:00Z"
+        )
+        problems.add(key, f"{text!r} is not an RFC 3339 time with a zone", fix)
         return None
     return parsed
 
