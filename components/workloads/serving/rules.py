@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from components.config_base import Problem, image_unpinned_reason, parse_quantity
+from components.config_base import ImageReference, Problem, image_pin_problem, parse_quantity
 from components.naming import bucket_name_problem
 from components.tpu.sizing import weight_bytes
 from components.tpu.topology import GB, MachineType, Shape
@@ -180,10 +180,10 @@ def router_version_problems(version: str) -> list[str]:
 def routing_sidecar_image_problems(image: str, router_version: str) -> list[str]:
     """An override of the P/D sidecar image: pinned, llm-d-router's disagg sidecar, and the router's release, which
     the tag carries, so a digest alone is refused: ``<registry>/<path>/<name>:<tag>[@sha256:<digest>]``."""
-    if reason := image_unpinned_reason(image):
-        return [f"{image!r} is not pinned: {reason}"]
-    reference = image.partition("@")[0]
-    name, _, tag = reference.rsplit("/", 1)[-1].partition(":")  # a registry's port is not a tag
+    if unpinned := image_pin_problem(image):
+        return [unpinned]
+    reference = ImageReference.parse(image)
+    name, tag = reference.name.rsplit("/", 1)[-1], reference.tag
     problems = []
     if name != ROUTING_SIDECAR_NAME:
         problems.append(
