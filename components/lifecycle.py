@@ -465,8 +465,9 @@ def _review_buckets(before: Mapping[str, Any], after: Mapping[str, Any], review:
 
 
 def _review_platform_releases(before: Mapping[str, str] | None, after: Mapping[str, str], review: ChangeReview) -> None:
-    """Refuses a platform release that would go, or move to another namespace, under the running stack (nothing is
-    compared against an `up` that did not export the releases).
+    """Refuses the platform's releases going all at once (platform.install false) or one moving to another namespace,
+    under the running stack, and says loudly which go when the stack stops installing some of them (dynamic slicing
+    ends with a machine type that has none); nothing is compared against an `up` that did not export the releases.
 
     Uninstalled, Kueue's release takes its CRDs with it (they are templates of its chart, with no keep policy:
     kubernetes-sigs/kueue v0.17.8 charts/kueue/templates/crd), and every ClusterQueue, LocalQueue and Workload with
@@ -488,6 +489,12 @@ def _review_platform_releases(before: Mapping[str, str] | None, after: Mapping[s
             )
         )
         return
+    if gone := [key for key in before if key not in after]:
+        with_crds = ", Kueue's CRDs with its release, and every ClusterQueue, LocalQueue and Workload with them"
+        review.replaced.append(
+            f"platform: the releases {', '.join(gone)} will be UNINSTALLED at the end of the `up`, as this stack no "
+            f"longer installs them{with_crds if 'kueue' in gone else ''}: delete the workloads that use them first"
+        )
     for key in _changed(before, after):
         review.refused.append(
             Problem(

@@ -458,6 +458,26 @@ def test_uninstalling_the_platform_or_moving_a_release_is_refused():
     assert problem.key == "platform.kueue.namespace" and "'kueue-system' -> 'kueue-other'" in problem.what
 
 
+def test_releases_the_stack_stops_installing_are_said_to_be_uninstalled():
+    """A TPU v5e machine type ends dynamic slicing: Kueue, LeaderWorkerSet and the slice controller go with the TPU7x
+    pools, Kueue's CRDs and queues with its release. Said loudly, not refused (the pools go in the same `up`); on a
+    TPU7x machine type nothing is said of them."""
+    v5e = {**stack_values("saxml")["tpu"], "zone": "us-central1-a"}
+    unsliced = {
+        "tpu": v5e,
+        "serving.enabled": False,
+        "checks.subslicing.enabled": False,
+        "checks.superslicing.enabled": False,
+    }
+    review = review_of(unsliced)
+    assert not review.refused
+    (line,) = [w for w in review.replaced if w.startswith("platform:")]
+    for release in ("kueue", "leaderWorkerSet", "sliceController"):
+        assert release in line
+    assert "jobset" not in line and "Kueue's CRDs" in line
+    assert not [w for w in review_of({"tpu.zone": "us-central1-b"}).replaced if w.startswith("platform:")]
+
+
 def test_the_workload_policy_is_replaced_by_a_new_one_on_a_new_name(runs):
     """The provider would update the name in place, addressing the policy by its new name, which does not exist."""
     (policy,) = runs["dev"].of_type("gcp:compute/resourcePolicy:ResourcePolicy")
