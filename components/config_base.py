@@ -81,7 +81,7 @@ def _unwrap(tp: Any) -> Any:
 def _as_written(tp: Any, default: Any, value: Any) -> Any:
     tp = _unwrap(tp)
     if isinstance(default, BaseModel) and isinstance(value, Mapping):
-        return _merged(default.model_dump(by_alias=True), value)
+        return merged(default.model_dump(by_alias=True), value)
     if typing.get_origin(tp) is list and isinstance(value, list):
         (item,) = typing.get_args(tp)
         return [_as_written(item, None, v) for v in value]
@@ -91,12 +91,13 @@ def _as_written(tp: Any, default: Any, value: Any) -> Any:
     return value
 
 
-def _merged(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
+def merged(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``override`` laid over it, mapping into mapping: a key of ``override`` wins, below its own keys."""
+    result = dict(base)
     for key, value in override.items():
-        below = merged.get(key)
-        merged[key] = _merged(below, value) if isinstance(value, Mapping) and isinstance(below, Mapping) else value
-    return merged
+        below = result.get(key)
+        result[key] = merged(below, value) if isinstance(value, Mapping) and isinstance(below, Mapping) else value
+    return result
 
 
 def kind(noun: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.config_base import ImageReference, PullPath
+from components.config_base import ImageReference, PullPath, merged
 from components.manifests import MANIFESTS, load_document, load_documents
 from components.platform.config import (
     CHART_IMAGE_VALUES,
@@ -76,7 +76,7 @@ class ClusterPlatform(pulumi.ComponentResource):
         charts = installed_charts(args.platform, args.dynamic_slicing)
         jobset, kueue, lws = charts.get("jobset"), charts.get("kueue"), charts.get("leaderWorkerSet")
         self.jobset = (
-            self._release(names["jobset"], jobset, chart_image_values("jobset", jobset, pull)) if jobset else None
+            self._release(names["jobset"], jobset, chart_values("jobset", jobset, pull, {})) if jobset else None
         )
         self.kueue: k8s.helm.v3.Release | None = None
         if kueue:
@@ -160,20 +160,21 @@ def helm_release(
     )
 
 
-def chart_image_values(key: str, chart: HelmChartConfig, pull_path: PullPath) -> dict[str, Any]:
-    """The values that set a registry chart's controller image, written out even when they are the chart's own: the
-    release's inputs then show the image (the policy pack and reviews read it), the pull path (a mirror or a pull-through
-    repository) replaces its registry, and a digest rides in the tag (CHART_IMAGE_VALUES says why)."""
+def chart_values(key: str, chart: HelmChartConfig, pull_path: PullPath, values: dict[str, Any]) -> dict[str, Any]:
+    """A registry chart's release values: ``values`` (the release's own settings) with its controller image laid over
+    them where the chart reads it, written out even when it is the chart's own: the release's inputs then show the
+    image (the policy pack and reviews read it), the pull path (a mirror or a pull-through repository) replaces its
+    registry, and a digest rides in the tag (CHART_IMAGE_VALUES says why)."""
     image = ImageReference.parse(pull_path.image(chart_image(key, chart)))
-    values: dict[str, Any] = {"repository": image.name, "tag": image.tag_and_digest.removeprefix(":")}
+    image_values: dict[str, Any] = {"repository": image.name, "tag": image.tag_and_digest.removeprefix(":")}
     for part in reversed(CHART_IMAGE_VALUES[key]):
-        values = {part: values}
-    return values
+        image_values = {part: image_values}
+    return merged(values, image_values)
 
 
 def lws_values(chart: HelmChartConfig, pull_path: PullPath) -> dict[str, Any]:
     """The LeaderWorkerSet release's values: its image, and the pod security context of manifests/charts/lws-values.yaml."""
-    return {**load_document("charts/lws-values.yaml"), **chart_image_values("leaderWorkerSet", chart, pull_path)}
+    return chart_values("leaderWorkerSet", chart, pull_path, load_document("charts/lws-values.yaml"))
 
 
 def kueue_values(
@@ -194,18 +195,15 @@ def kueue_values(
             {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(workload_namespaces)}
         ]
     }
-    image = chart_image_values("kueue", chart, pull_path)["controllerManager"]["manager"]["image"]
-    return {
+    values = {
         "controllerManager": {
             "replicas": controller.replicas,
-            "manager": {
-                "image": image,
-                "resources": controller.model_dump(include={"requests", "limits"}),
-            },
+            "manager": {"resources": controller.model_dump(include={"requests", "limits"})},
             "podDisruptionBudget": {"enabled": controller.replicas > 1, "minAvailable": 1},
         },
         "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(configuration, sort_keys=False)},
     }
+    return chart_values("kueue", chart, pull_path, values)
 
 
 def chart_digest(root: Path) -> str:
