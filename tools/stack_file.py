@@ -69,11 +69,7 @@ _StrictLoader.add_implicit_resolver(_NUMBER_OR_TIME, re.compile(r"^[-+.0-9]"), l
 # strconv.ParseInt(text, 0, 64) after yaml.v3 drops every underscore: a prefix of either case, or 0777 (octal)
 _GO_INT = re.compile(r"^[-+]?(?:0[bB][01]+|0[oO][0-7]+|0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)$")
 _YAML_STYLE_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")  # resolve.go's
-_NOT_JSON = frozenset(f"{sign}.{word}" for sign in ("", "+", "-") for word in ("inf", "Inf", "INF")) | {
-    ".nan",
-    ".NaN",
-    ".NAN",
-}
+_NOT_JSON = re.compile(r"^(?:[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")  # resolve.go's infinities and NaN
 # The four layouts yaml.v3 tries (resolve.go's allowedTimestampFormats), as Go's time.Parse reads them: one- or
 # two-digit fields, a fraction after a dot or a comma, a zone of Z or +hh:mm with the T form only.
 _DATE = r"(?P<year>[0-9]{4})-(?P<month>[0-9]{1,2})-(?P<day>[0-9]{1,2})"
@@ -90,7 +86,7 @@ def _number_or_time(loader: _StrictLoader, node: yaml.ScalarNode) -> Any:
     tests/itest/test_lab_tools.py): a timestamp as the text of Go's time.Time.String(); an integer of int64; a float,
     or an integer beyond int64, as Go writes it in JSON (so 1e3 is 1000); anything else as its text."""
     text = loader.construct_scalar(node)
-    if text in _NOT_JSON:  # the CLI refuses the file: JSON has no infinity or NaN
+    if _NOT_JSON.match(text):  # the CLI refuses the file: JSON has no infinity or NaN
         raise _KeyProblem(f"{node.start_mark.line + 1}: {text} is no number Pulumi can hold; write a number")
     if text.startswith("."):
         return _as_json_writes(float(text)) if _YAML_STYLE_FLOAT.match(text) else text
