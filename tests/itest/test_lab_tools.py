@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.itest.lab import REPO_ROOT, PulumiHome, Tools
-from tests.test_tools_stack_file import YAML_12_SCALARS
+from tests.test_tools_stack_file import MALFORMED, YAML_12_SCALARS
 from tools.stack_file import PROJECT_NAME, StackFileError, stack_config_values
 
 
@@ -82,3 +82,11 @@ def test_stack_files_read_offline_as_the_cli_reads_them(tools: Tools, tmp_path: 
     assert refused.returncode != 0 and "unsupported value: +Inf" in refused.stderr, refused.stderr
     with pytest.raises(StackFileError, match="is no number Pulumi can hold"):
         stack_config_values("oracle", tmp_path)
+
+    # What the offline reader refuses, the CLI refuses too; but a key that is no string inside a block, which the
+    # CLI hands on as its text (`true` -> "true") for the program to refuse as a setting it does not know.
+    for malformed in MALFORMED:
+        content, _ = malformed.values
+        stack_file.write_bytes(salt.encode() + content if content.startswith((b"config", b"x:")) else content)
+        shown = pulumi("config", "--json", "--stack", "oracle")
+        assert (shown.returncode == 0) is (malformed.id == "boolean-key"), f"{malformed.id}: {shown.stderr}"
