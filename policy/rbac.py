@@ -30,7 +30,8 @@ FORBIDDEN_SUBJECTS = {
 def _rbac_problems(
     kinds: tuple[str, ...], check: ObjectCheck, resource_type: str, name: str, props: Mapping[str, Any]
 ) -> list[str]:
-    """``check`` on every RBAC object of ``kinds`` a resource declares (itself, or inside a chart's values)."""
+    """``check`` on every RBAC object of ``kinds`` a resource declares (itself, or each object a ConfigGroup lists: a
+    chart's templates are not in the preview, so a Helm release declares none)."""
     problems = []
     for obj in kubernetes_objects(resource_type, name, props):
         if obj.kind in kinds and obj.api_group == RBAC_GROUP:
