@@ -53,32 +53,32 @@ class PullThrough(pulumi.ComponentResource):
         super().__init__("tpu-gke:gcp:PullThrough", name, None, opts)
         child = children_of(self, opts)
         settings = args.pull_through
-        credentials = settings.docker_hub_credentials
-        docker_hub_waits: list[pulumi.Resource] = []
-        if credentials and any(r.docker_hub for r in args.repositories):
-            assert args.agents is not None, "Docker Hub's password is read by Artifact Registry's agent"
-            docker_hub_waits.append(
-                secret_reader(
-                    "artifact-registry-agent-docker-hub-password",
-                    secret_of_version(settings.docker_hub_password_secret_version),
-                    args.agents.member(ARTIFACT_REGISTRY_SERVICE_AGENT),
-                    waiting_for(child, *args.agents.ready[ARTIFACT_REGISTRY_SERVICE_AGENT]),
-                )
-            )
         self.repositories: dict[RemoteRepository, gcp.artifactregistry.Repository] = {}  # each -> the one made
         for repository in args.repositories:
             upstream: gcp.artifactregistry.RepositoryRemoteRepositoryConfigArgsDict = {
                 "description": f"{repository.registry}, pulled through for the nodes of {args.cluster_name}"
             }
+            # What the repository waits for: with Docker Hub's credentials, the agent's read of the password (the one
+            # Docker Hub repository: one per registry)
+            waits: list[pulumi.Resource] = []
             if repository.docker_hub:
                 upstream["docker_repository"] = {"public_repository": "DOCKER_HUB"}
-                if credentials:
+                if settings.docker_hub_credentials:
                     upstream["upstream_credentials"] = {
                         "username_password_credentials": {
                             "username": settings.docker_hub_username,
                             "password_secret_version": settings.docker_hub_password_secret_version,
                         }
                     }
+                    assert args.agents is not None, "Docker Hub's password is read by Artifact Registry's agent"
+                    waits.append(
+                        secret_reader(
+                            "artifact-registry-agent-docker-hub-password",
+                            secret_of_version(settings.docker_hub_password_secret_version),
+                            args.agents.member(ARTIFACT_REGISTRY_SERVICE_AGENT),
+                            waiting_for(child, *args.agents.ready[ARTIFACT_REGISTRY_SERVICE_AGENT]),
+                        )
+                    )
             else:
                 upstream["common_repository"] = {"uri": repository.upstream}
             self.repositories[repository] = gcp.artifactregistry.Repository(
@@ -91,10 +91,7 @@ class PullThrough(pulumi.ComponentResource):
                 description=f"Pull-through cache of {repository.registry} (images.pullThrough of {args.cluster_name})",
                 remote_repository_config=upstream,
                 opts=pulumi.ResourceOptions.merge(
-                    child,
-                    pulumi.ResourceOptions(
-                        delete_before_replace=True, depends_on=docker_hub_waits if repository.docker_hub else []
-                    ),
+                    child, pulumi.ResourceOptions(delete_before_replace=True, depends_on=waits)
                 ),
             )
         self.register_outputs({"repositories": [r.repository_id for r in args.repositories]})
