@@ -160,6 +160,28 @@ def service_identity(service: str, project_number: str) -> dict[str, str]:
     return {"email": email, "member": f"serviceAccount:{email}"}
 
 
+class AlreadyExists(Exception):
+    """Google Cloud's answer to a create of a name the project holds already (HTTP 409, alreadyExists)."""
+
+
+# The inputs that name a resource in its project, where Google Cloud refuses a second create of one name: a service
+# account's id (IAM's 409 as terraform-provider-google prints it, quoted in hashicorp/terraform-provider-google#19112).
+NAMED_BY = {"gcp:serviceaccount/account:Account": ("project", "accountId")}
+
+
+def claim_name(token: str, inputs: dict[str, Any], held: set[tuple[Any, ...]]) -> None:
+    """Record the name a create of ``token`` takes in ``held`` (what the run made so far); AlreadyExists if taken."""
+    if token not in NAMED_BY:
+        return
+    project, account_id = name = tuple(inputs.get(field) for field in NAMED_BY[token])
+    if (token, *name) in held:
+        raise AlreadyExists(
+            f"{token}: Error creating service account: googleapi: Error 409: Service account {account_id} already "
+            f"exists within project projects/{project}., alreadyExists"
+        )
+    held.add((token, *name))
+
+
 @dataclass(frozen=True)
 class CloudProject:
     """The project a run goes to.

@@ -40,6 +40,7 @@ from harness.gcp_model import (
     Reservation,
     SubBlock,
     api_of,
+    claim_name,
     cluster_endpoints,
     gke_dns_endpoint,
     service_identity,
@@ -231,6 +232,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         self.project = project
         self._registered: dict[str, tuple[str, dict[str, Any]]] = {}  # urn -> (type, inputs)
         self._dependencies: dict[str, list[str]] = {}  # urn -> the urns it waits for
+        self._names: set[tuple[Any, ...]] = set()  # the names the run's creates took (gcp_model.claim_name)
 
     def GetDeploymentInfo(self, request: Any) -> Any:
         info = super().GetDeploymentInfo(request)  # type: ignore[no-untyped-call]  # the SDK's mock is untyped
@@ -245,6 +247,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
             self._refuse_if_disabled(request.type, list(request.dependencies), unwrap_secrets(inputs))
             if request.type == SERVICE_IDENTITY_RESOURCE:
                 service_identity(unwrap_secrets(inputs)["service"], PROJECT_NUMBER_PLACEHOLDER)  # what Google refuses
+            claim_name(request.type, unwrap_secrets(inputs), self._names)
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]  # the SDK's mock is untyped
         self._registered[urn] = (request.type, unwrap_secrets(inputs))
         self._dependencies[urn] = list(request.dependencies)

@@ -219,6 +219,27 @@ gcp.kms.CryptoKeyIAMMember(
 """
 
 
+TWO_ACCOUNTS = """
+import pulumi_gcp as gcp
+gcp.serviceaccount.Account("first", project="p-123", account_id="{first}")
+gcp.serviceaccount.Account("second", project="p-123", account_id="{second}")
+"""
+
+
+def test_a_second_service_account_of_one_id_is_refused_by_the_up_as_iam_refuses_it(tmp_path):
+    """A preview creates nothing, so only the `up` meets IAM's refusal (the preview's own rules say it first:
+    tests/test_saxml_config.py); accounts of their own ids are made."""
+    from harness.gcp_model import AlreadyExists
+
+    program = tmp_path / "program.py"
+    program.write_text(TWO_ACCOUNTS.format(first="shared-sa-1", second="shared-sa-1"))
+    run_program(dict(CONFIG), preview=True, cloud=CloudProject(), program_path=program)
+    with pytest.raises(AlreadyExists, match=r"Error 409: Service account shared-sa-1 already exists within project"):
+        run_program(dict(CONFIG), preview=False, cloud=CloudProject(), program_path=program)
+    program.write_text(TWO_ACCOUNTS.format(first="shared-sa-1", second="other-sa-2"))
+    run_program(dict(CONFIG), preview=False, cloud=CloudProject(), program_path=program)
+
+
 def test_a_key_grant_goes_through_cloud_kms(tmp_path):
     _, refusal = run(tmp_path, KEY_GRANT, preview=False, cloud=CloudProject.empty())
     assert isinstance(refusal, ServiceDisabled) and refusal.api == "cloudkms.googleapis.com"

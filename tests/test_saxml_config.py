@@ -95,6 +95,18 @@ SAXML_BAD_INPUTS = [
         id="admin-shares-the-readers-google-account",
     ),
     pytest.param(
+        {"cluster.nodeServiceAccountId": "shared-sa-1", "saxml.adminGoogleServiceAccountId": "shared-sa-1"},
+        "saxml.adminGoogleServiceAccountId",
+        "is the nodes' service account",
+        id="admin-shares-the-nodes-google-account",
+    ),
+    pytest.param(
+        {"cluster.nodeServiceAccountId": "shared-sa-1", "saxml.googleServiceAccountId": "shared-sa-1"},
+        "saxml.googleServiceAccountId",
+        "is the nodes' service account",
+        id="readers-share-the-nodes-google-account",
+    ),
+    pytest.param(
         {"saxml.adminGoogleServiceAccountId": "adm"},
         "saxml.adminGoogleServiceAccountId",
         "6 to 30",

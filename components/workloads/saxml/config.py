@@ -129,14 +129,14 @@ def validate_saxml(
             f"set tpu.machineType to {topology.V5E} or saxml.enabled false",
         )
         return
-    _validate_names(saxml, project, problems)
+    _validate_names(saxml, cluster, project, problems)
     _validate_images(saxml, problems)
     _validate_http(saxml.http, cluster, problems)
     _validate_versions(saxml.noncurrent_versions, problems)
     _validate_model_fit(saxml, tpu, problems)
 
 
-def _validate_names(saxml: SaxmlConfig, project: str, problems: Problems) -> None:
+def _validate_names(saxml: SaxmlConfig, cluster: ClusterConfig, project: str, problems: Problems) -> None:
     if saxml.admin_service_account_name == saxml.service_account_name:
         problems.add(
             "saxml.adminServiceAccountName",
@@ -154,6 +154,13 @@ def _validate_names(saxml: SaxmlConfig, project: str, problems: Problems) -> Non
     ):
         if problem := naming.service_account_id_problem(account_id):
             problems.add(f"saxml.{key}", problem, "use a 6-30 character id")
+        elif account_id == cluster.node_account_id and not cluster.existing.enabled:
+            problems.add(
+                f"saxml.{key}",
+                f"{account_id!r} is the nodes' service account (cluster.nodeServiceAccountId), which the stack makes "
+                "too: Google Cloud refuses the second account of one id in a project, halfway through the `up`",
+                "give Saxml its own account id",
+            )
     if saxml.admin_google_service_account_id == saxml.google_service_account_id:
         problems.add(
             "saxml.adminGoogleServiceAccountId",
