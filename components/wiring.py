@@ -47,9 +47,10 @@ def project_apis(stack: Stack) -> tuple[str, ...]:
         enforced = (apis.BINARY_AUTHORIZATION_API,) if config.cluster.binary_authorization_enforced else ()
         # The pull-through repositories go through Artifact Registry's API; Docker Hub's credentials are a secret
         # Artifact Registry reads through Secret Manager's (Artifact Registry's "Create remote repositories": enable
-        # the Secret Manager API to authenticate to an upstream).
+        # the Secret Manager API to authenticate to an upstream), for a Docker Hub repository to sign in with.
         pull_through = (apis.ARTIFACT_REGISTRY_API,) if config.pull_through_on else ()
-        upstream_secret = config.pull_through_on and config.images.pull_through.docker_hub_credentials
+        docker_hub = any(repository.docker_hub for repository in config.pull_through_repositories())
+        upstream_secret = docker_hub and config.images.pull_through.docker_hub_credentials
         secrets = (apis.SECRET_MANAGER_API,) if token_secret or config.cluster.secret_manager or upstream_secret else ()
         return apis.REQUIRED_APIS + enforced + pull_through + secrets
     serving, saxml, bucket = stack.serving is not None, stack.saxml is not None, config.serving.weights_bucket

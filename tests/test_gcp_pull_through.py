@@ -163,6 +163,19 @@ def test_the_apis_of_the_repositories_and_the_secret_are_enabled(dev_run, creden
     }
 
 
+def test_docker_hub_s_credentials_enable_nothing_where_no_image_comes_from_docker_hub():
+    """The Saxml stack pulls through from no Docker Hub repository: no repository signs in, so nothing reads the
+    password, and Secret Manager's API stays off as it is without the credentials."""
+    saxml = {"project": stack_values("saxml")["project"]}
+    secret = f"projects/{saxml['project']}/secrets/docker-hub/versions/1"
+    credentials = {"images.pullThrough": {"dockerHubUsername": "myorgbot", "dockerHubPasswordSecretVersion": secret}}
+    run = run_stack(credentials, stack="saxml")
+    assert run.of_type(REPOSITORY) and not [r for r in run.of_type(REPOSITORY) if upstream(r) == "DOCKER_HUB"]
+    assert not run.of_type(SECRET_GRANT)
+    apis = {s.input("service") for s in run.of_type("gcp:projects/service:Service")}
+    assert apis == {s.input("service") for s in run_stack(stack="saxml").of_type("gcp:projects/service:Service")}
+
+
 # --- Their life on the recorded graph ---------------------------------------------------------------------------
 
 
