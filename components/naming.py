@@ -27,7 +27,10 @@ def service_account_id_problem(account_id: str) -> str | None:
             f"IAM allows {SERVICE_ACCOUNT_ID_MIN} to {SERVICE_ACCOUNT_ID_MAX}"
         )
     if not re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])$", account_id):
-        return f"service account id {account_id!r} may hold only lowercase letters, digits and hyphens"
+        return (
+            f"service account id {account_id!r} may hold only lowercase letters, digits and hyphens, starting with a "
+            "letter and ending with a letter or digit"
+        )
     return None
 
 

@@ -107,6 +107,18 @@ SAXML_BAD_INPUTS = [
         id="readers-share-the-nodes-google-account",
     ),
     pytest.param(
+        {"saxml.googleServiceAccountId": "1sax-iam-sa"},
+        "saxml.googleServiceAccountId",
+        "starting with a letter and ending with a letter or digit",
+        id="google-account-starts-with-a-digit",
+    ),
+    pytest.param(
+        {"saxml.adminGoogleServiceAccountId": "sax-admin-"},
+        "saxml.adminGoogleServiceAccountId",
+        "starting with a letter and ending with a letter or digit",
+        id="admin-google-account-ends-with-a-hyphen",
+    ),
+    pytest.param(
         {"saxml.adminGoogleServiceAccountId": "adm"},
         "saxml.adminGoogleServiceAccountId",
         "6 to 30",
