@@ -161,8 +161,9 @@ def validate_production(
             "cluster.secretsEncryptionKey",
             "is empty on a production stack: the cluster's Secrets would be encrypted in etcd by Google's key only, "
             "not by a Cloud KMS key the project controls (CIS GKE 5.3.1)",
-            "name a Cloud KMS key in the cluster's region whose Encrypter/Decrypter role is granted to the GKE "
-            "service agent (see docs/deploying.md, The prod stack)",
+            "name a Cloud KMS key in the cluster's region: the stack grants the GKE service agent its "
+            "Encrypter/Decrypter role on a key of this project, the preview says how for another's (see "
+            "docs/deploying.md, The prod stack)",
         )
     # Held twice, written once: here under the key that fixes it; policy/gke.py holds every boot disk of the render.
     if not cluster.boot_disk_encryption_key:
@@ -170,8 +171,8 @@ def validate_production(
             "cluster.bootDiskEncryptionKey",
             "is empty on a production stack: the nodes' boot disks (the images, the logs, what pods write to their "
             "nodes) would be encrypted by Google's key only, not by a Cloud KMS key the project controls (CIS GKE 5.9.2)",
-            "name a Cloud KMS key whose Encrypter/Decrypter role is granted to the Compute Engine service agent (see "
-            "docs/deploying.md, The prod stack)",
+            "name a Cloud KMS key: the stack grants the Compute Engine service agent its Encrypter/Decrypter role on "
+            "a key of this project, the preview says how for another's (see docs/deploying.md, The prod stack)",
         )
     if tpu.secure_boot is False:
         problems.add(
