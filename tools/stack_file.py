@@ -84,7 +84,7 @@ _TIMESTAMPS = (
 def _number_or_time(loader: _StrictLoader, node: yaml.ScalarNode) -> Any:
     """What the CLI hands a program for this plain scalar (checked against the real CLI by the lab's
     tests/itest/test_lab_tools.py): a timestamp as the text of Go's time.Time.String(); an integer of int64; a float,
-    or an integer beyond int64, as Go writes it in JSON (so 1e3 is 1000); anything else as its text."""
+    or a decimal integer beyond int64, as Go writes a float in JSON (so 1e3 is 1000); anything else as its text."""
     text = loader.construct_scalar(node)
     if _NOT_JSON.match(text):  # the CLI refuses the file: JSON has no infinity or NaN
         raise _KeyProblem(f"{node.start_mark.line + 1}: {text} is no number Pulumi can hold; write a number")
@@ -98,8 +98,6 @@ def _number_or_time(loader: _StrictLoader, node: yaml.ScalarNode) -> Any:
         value = int(plain, 8) if digits[:1] == "0" and digits[1:2].isdigit() else int(plain, 0)  # 0777
         if -(2**63) <= value < 2**63:
             return value
-        if 0 <= value < 2**64:
-            return _as_json_writes(float(value))  # a uint64, which the CLI writes as a float
     if _YAML_STYLE_FLOAT.match(plain):
         return _as_json_writes(float(plain))
     return text
