@@ -31,7 +31,8 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
     GKE replaces a cluster on a change of its name, region, network or ranges, and a node pool (the
     system pool and the TPU pools) on one of its reservation, service account, placement policy or boot (the key of
     its boot disks, secure boot: NodeBoot); this program also replaces a TPU pool whose zone or machine type changes
-    (GKE cannot move a multi-host slice in place). Kueue refuses a new topologyName or nodeLabels on a ResourceFlavor
+    (GKE cannot move a multi-host slice in place). A TPU pool's topology alone would change in place, which GKE
+    cannot do to a multi-host slice: the review refuses it. Kueue refuses a new topologyName or nodeLabels on a ResourceFlavor
     in use, and a LocalQueue's new ClusterQueue. GKE's Secret Manager add-on must outlive the pods that mount the token
     file through it (the cluster is updated before them).
     """
@@ -261,6 +262,26 @@ def review_changes(
     rebooted: set[str] = set()  # the TPU pools whose boot changes
     for name in sorted(set(before_pools) & set(after_pools)):
         before, after = before_boot_hardening(before_pools[name], after_pools[name]), after_pools[name]
+        # A new topology alone does not replace the pool (every other fact does): of placement_policy only the
+        # block's count and policy_name are ForceNew, tpu_topology is not, and the update sends no placement policy
+        # (hashicorp/terraform-provider-google-beta v7.45.0 google-beta/services/container/
+        # resource_container_node_pool.go; a nested field diffs by its own schema, terraform-plugin-sdk v2
+        # helper/schema/schema.go diffList). The `up` would resize the slice in place, which GKE refuses ("After you
+        # create a multi-host TPU slice node pool, you can't add nodes to it": cloud.google.com/kubernetes-engine/
+        # docs/concepts/tpus), or, at the same node count, leave the old topology under a config that names the new.
+        if _changed(before, after) == ["topology"]:
+            index = list(after_pools).index(name)  # the facts follow tpu.pools' order
+            refused.append(
+                Problem(
+                    f"tpu.pools[{index}].topology",
+                    f"{before['topology']!r} -> {after['topology']!r} on the running TPU pool {name}: the provider "
+                    "would update the pool in place, not replace it, and GKE neither resizes a multi-host slice nor "
+                    "changes its topology",
+                    f"keep {before['topology']!r} on this pool; a pool of another topology is a new pool: give it "
+                    "another name (tpu.pools[].name), and the `up` makes it and deletes this one",
+                )
+            )
+            continue
         if changed := _changes(before, after):
             pool_changes[name] = changed
         if any(key in BOOT_FACTS for key in _changed(before, after)):

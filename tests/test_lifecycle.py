@@ -484,6 +484,32 @@ def test_the_workload_policy_is_replaced_by_a_new_one_on_a_new_name(runs):
     assert policy.options["replaceOnChanges"] == ["name"]
 
 
+SAXML_POOLS = stack_values("saxml")["tpu"]["pools"]
+
+
+def test_a_new_topology_alone_is_refused_and_a_new_pool_of_it_goes_through(runs):
+    """The provider would update the pool's topology in place (not ForceNew) and resize the multi-host slice, which
+    GKE refuses; under a new name the pool is a new one. With a fact that replaces the pool, it is made anew with
+    the new topology: said, not refused."""
+    larger = [{**pool, "topology": "8x8", "nodeCount": 16} for pool in SAXML_POOLS]
+    with pytest.raises(pulumi.RunError) as raised:
+        run_stack({"tpu.pools": larger}, stack="saxml", previous_outputs=previous_of(runs["saxml"]))
+    name = SAXML_POOLS[0]["name"]
+    assert f"tpu.pools[0].topology: '4x8' -> '8x8' on the running TPU pool {name}" in str(raised.value)
+    assert "give it another name" in str(raised.value)
+    previous = lifecycle_review.lifecycle_facts(fixture_stack_config("saxml"))
+
+    def review(overrides: dict) -> lifecycle_review.ChangeReview:
+        current = lifecycle_review.lifecycle_facts(fixture_stack_config("saxml", overrides))
+        return lifecycle_review.review_changes(previous, current, str)
+
+    renamed = review({"tpu.pools": [{**pool, "name": f"{pool['name']}-8x8"} for pool in larger]})
+    assert not renamed.refused and [w for w in renamed.replaced if f"TPU pool {name} will be DELETED" in w]
+    replaced = review({"tpu.pools": larger, "cluster.nodeServiceAccountId": "other-nodes"})
+    assert not replaced.refused
+    assert [w for w in replaced.replaced if f"TPU pool {name} will be REPLACED" in w and "'4x8' -> '8x8'" in w]
+
+
 def test_a_new_node_service_account_replaces_the_pools_but_not_the_cluster(runs):
     """The cluster's node config serves only the default pool of its create and is ignored after it: only the
     pools carry the account."""
