@@ -216,6 +216,20 @@ def review_changes(
         return review  # a new stack: nothing to replace
     refused, replaced, by_hand, in_place = review.refused, review.replaced, review.by_hand, review.in_place
     cluster_before = previous.get("cluster") or {}
+    # The stack made its cluster (its network is a fact only then) and is now pointed at one made elsewhere: the
+    # program no longer registers the cluster, its pools or its network, and Pulumi deletes what a program stops
+    # registering at the end of the `up` (pulumi/pulumi pkg/resource/deploy/step_generator.go GenerateDeletes: the
+    # resources not registered in the new snapshot), the same cluster included when cluster.existing names it.
+    if "network" in cluster_before and "network" not in current["cluster"]:
+        refused.append(
+            Problem(
+                "cluster.existing",
+                f"set on a running stack that made the cluster {cluster_before.get('name')}: the stack would stop "
+                "making it, so the `up` deletes it at its end, with every node pool (the TPU pools give up their "
+                "cubes), the network and the Cloud NAT",
+                "leave cluster.existing empty on this stack; deploy onto a cluster made elsewhere from another stack",
+            )
+        )
     if cluster_changes := _changes(cluster_before, current["cluster"]):
         if all(cluster_before.get(key, current["cluster"][key]) == current["cluster"][key] for key in CLUSTER_IDENTITY):
             refused.append(

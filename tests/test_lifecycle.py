@@ -371,6 +371,16 @@ def refusal(overrides: dict, previous: dict) -> str:
     return str(raised.value)
 
 
+def test_a_cluster_made_elsewhere_is_refused_on_a_stack_that_made_its_own(runs):
+    """The program would stop registering the cluster, its pools and network: the `up` would delete them. A stack
+    already on a cluster made elsewhere keeps going."""
+    elsewhere = {"cluster.existing": {"name": CLUSTER_NAME, "location": DEV.region}}
+    message = refusal(elsewhere, previous_of(runs["dev"]))
+    assert f"cluster.existing: set on a running stack that made the cluster {CLUSTER_NAME}" in message
+    assert "deploy onto a cluster made elsewhere from another stack" in message
+    assert not review_of(elsewhere, before=elsewhere).refused
+
+
 def test_a_new_network_under_the_same_cluster_name_is_refused_and_a_new_name_goes_through(runs):
     """The cluster would be replaced under the same clusterIdentifier: the provider only updated, nothing made in the
     new cluster. With a new name the provider is replaced, and the preview announces it."""
