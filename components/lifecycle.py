@@ -32,8 +32,8 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
     system pool and the TPU pools) on one of its reservation, service account, placement policy or boot (the key of
     its boot disks, secure boot: NodeBoot); this program also replaces a TPU pool whose zone or machine type changes
     (GKE cannot move a multi-host slice in place). A TPU pool's topology alone would change in place, which GKE
-    cannot do to a multi-host slice: the review refuses it. Kueue refuses a new topologyName or nodeLabels on a ResourceFlavor
-    in use, and a LocalQueue's new ClusterQueue. GKE's Secret Manager add-on must outlive the pods that mount the token
+    cannot do to a multi-host slice: the review refuses it. Kueue refuses a new topologyName or nodeLabels on a
+    ResourceFlavor in use, and a LocalQueue's new ClusterQueue. GKE's Secret Manager add-on must outlive the pods that mount the token
     file through it (the cluster is updated before them).
     """
     cluster = config.cluster
