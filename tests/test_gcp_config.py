@@ -156,6 +156,30 @@ GCP_BAD_INPUTS = [
         "'weekly' is not a recurrence rule (RRULE)",
         id="maintenance-recurrence-not-an-rrule",
     ),
+    pytest.param(
+        {"cluster.maintenanceWindow": {"start": "2026-01-03T04:00:00Z", "end": "2026-01-03T06:00:00Z"}},
+        "cluster.maintenanceWindow.end",
+        "leaves 0 hours of maintenance in some 32 days",
+        id="maintenance-window-shorter-than-4-hours",
+    ),
+    pytest.param(
+        {"cluster.maintenanceWindow": {"start": "2026-01-03T04:00:00Z", "end": "2026-01-03T08:00:00Z"}},
+        "cluster.maintenanceWindow.end",
+        "leaves 32 hours of maintenance in some 32 days",
+        id="maintenance-window-too-little-per-32-days",
+    ),
+    pytest.param(
+        {
+            "cluster.maintenanceWindow": {
+                "start": "2026-01-03T04:00:00Z",
+                "end": "2026-01-03T12:00:00Z",
+                "recurrence": "FREQ=FORTNIGHTLY",
+            }
+        },
+        "cluster.maintenanceWindow.recurrence",
+        "is not an RFC 5545 RRULE",
+        id="maintenance-recurrence-unknown-frequency",
+    ),
     pytest.param({"network.prefix": "q" * 60}, "network.prefix", "the limit is 43", id="network-prefix-too-long"),
     pytest.param(
         {"tpu.pools": [{"name": "TPU-Pool", "nodeCount": 16}]},
@@ -521,6 +545,26 @@ GCP_BAD_INPUTS += [
 @pytest.mark.parametrize("override, key, fragment", GCP_BAD_INPUTS)
 def test_bad_input_names_its_key_and_registers_nothing(override, key, fragment):
     assert_bad_input(override, key, fragment)
+
+
+# GKE takes a window that leaves 48 hours or more of 4-hour stretches in every 32 days: the corrections of the rows
+# above, and windows that run together into longer stretches.
+@pytest.mark.parametrize(
+    "start, end, recurrence",
+    [
+        ("2026-01-03T02:00:00Z", "2026-01-03T08:00:00Z", "FREQ=WEEKLY;BYDAY=SA,SU"),
+        ("2026-01-03T04:00:00Z", "2026-01-03T08:00:00Z", "FREQ=DAILY"),
+        ("2026-01-03T04:00:00Z", "2026-01-03T16:00:00Z", "FREQ=WEEKLY;INTERVAL=2;BYDAY=SA,SU"),
+        ("2026-01-01T00:00:00Z", "2026-01-03T00:00:00Z", "FREQ=MONTHLY"),
+        ("2026-01-03T00:00:00Z", "2026-01-03T03:00:00Z", "FREQ=DAILY;BYHOUR=0,3,6,9,12,15,18,21"),
+    ],
+)
+def test_a_window_that_leaves_gke_48_hours_in_32_days_is_accepted(start, end, recurrence):
+    problems = Problems()
+    window = {"start": start, "end": end, "recurrence": recurrence}
+    cluster = ClusterConfig.model_validate({"maintenanceWindow": window})
+    validate_cluster(cluster, TpuConfig(), problems, date(2026, 1, 1))
+    assert [str(p) for p in problems.items] == []
 
 
 # The same, of the saxml stack: a machine type without dynamic slicing (ct5lp-hightpu-4t), its pools static slices.

@@ -6,14 +6,16 @@ Every rule reports under the config key that fixes it and collects into one ``Pr
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
 import itertools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any, Final, Literal
 
+from dateutil import rrule
 from pydantic import Field, StringConstraints
 from pydantic.alias_generators import to_snake
 
@@ -23,6 +25,14 @@ from components.tpu import topology
 
 TPU7X_MIN_GKE_VERSION = "1.34.0-gke.2201000"
 NO_UPGRADES_MAX_DAYS = 30
+# GKE refuses a maintenance window that leaves less than 48 hours of maintenance in some 32 days, counting only
+# stretches of at least 4 hours in a row ("Configure maintenance windows and exclusions", Considerations when
+# configuring a maintenance window: cloud.google.com/kubernetes-engine/docs/how-to/maintenance-windows-and-exclusions;
+# terraform-google-modules/terraform-google-kubernetes-engine says the same above its cluster's maintenance_policy).
+MAINTENANCE_MIN_HOURS = 48
+MAINTENANCE_PERIOD_DAYS = 32
+MAINTENANCE_MIN_STRETCH_HOURS = 4
+_MAINTENANCE_OCCURRENCES_MAX = 5000  # a year of windows of any sensible rule; more (FREQ=MINUTELY) are not followed
 PROXY_ONLY_MAX_PREFIX = 26
 # An authorized network wider than this admits too much of the internet to be a restriction.
 AUTHORIZED_NETWORK_MIN_PREFIX = 8
@@ -340,7 +350,10 @@ class SystemPoolConfig(Block):
 
 class MaintenanceWindowConfig(Block):
     start: str = Field(description="RFC 3339 start of the first window, e.g. 2026-01-03T04:00:00Z.")
-    end: str = Field(description="RFC 3339 end of the first window.")
+    end: str = Field(
+        description="RFC 3339 end of the first window. GKE needs windows of 4 hours or more that leave it 48 hours in "
+        "every 32 days."
+    )
     recurrence: str = Field(
         "FREQ=WEEKLY;BYDAY=SA,SU",
         description="RFC 5545 RRULE for the window.",
@@ -1054,6 +1067,32 @@ def _zoned_time(key: str, text: str, problems: Problems) -> datetime | None:
     return parsed
 
 
+def _validate_window(window: MaintenanceWindowConfig, problems: Problems) -> None:
+    key = "cluster.maintenanceWindow"
+    length = _validate_time_range(key, window.start, window.end, problems)
+    if length is None:
+        return
+    begin = datetime.fromisoformat(window.start.replace("Z", "+00:00"))
+    try:
+        hours = _maintenance_hours(begin, length, window.recurrence)
+    except (ValueError, TypeError) as error:
+        problems.add(
+            f"{key}.recurrence",
+            f"{window.recurrence!r} is not an RFC 5545 RRULE ({error})",
+            "write e.g. FREQ=WEEKLY;BYDAY=SA,SU",
+        )
+        return
+    if hours is not None and hours < MAINTENANCE_MIN_HOURS:
+        problems.add(
+            f"{key}.end",
+            f"the window ({window.recurrence}, {length} each) leaves {hours:g} hours of maintenance in some "
+            f"{MAINTENANCE_PERIOD_DAYS} days, counting stretches of {MAINTENANCE_MIN_STRETCH_HOURS} hours or more only: "
+            f"GKE refuses less than {MAINTENANCE_MIN_HOURS}",
+            f"make each window {MAINTENANCE_MIN_STRETCH_HOURS} hours or longer and recur often enough, "
+            "e.g. 02:00 to 08:00 with FREQ=WEEKLY;BYDAY=SA,SU",
+        )
+
+
 def _validate_time_range(prefix: str, start: str, end: str, problems: Problems) -> timedelta | None:
     begin, finish = _zoned_time(f"{prefix}.start", start, problems), _zoned_time(f"{prefix}.end", end, problems)
     if begin is None or finish is None:
@@ -1064,10 +1103,43 @@ def _validate_time_range(prefix: str, start: str, end: str, problems: Problems) 
     return finish - begin
 
 
+def _maintenance_hours(begin: datetime, length: timedelta, recurrence: str) -> float | None:
+    """The fewest hours of maintenance a window of ``length`` recurring by ``recurrence`` from ``begin`` leaves in a
+    period of MAINTENANCE_PERIOD_DAYS over its first year: occurrences run together where they touch, and a stretch
+    shorter than MAINTENANCE_MIN_STRETCH_HOURS counts nothing. None: its occurrences are too many to follow."""
+    # Day-of-the-week rules are read in UTC (the same page), so the rule starts from the first window's time in UTC.
+    begin = begin.astimezone(UTC)
+    year_end, period = begin + timedelta(days=366), timedelta(days=MAINTENANCE_PERIOD_DAYS)
+    occurrences = itertools.takewhile(lambda s: s < year_end, rrule.rrulestr(recurrence, dtstart=begin))
+    starts: list[datetime] = list(itertools.islice(occurrences, _MAINTENANCE_OCCURRENCES_MAX))
+    horizon = year_end if len(starts) < _MAINTENANCE_OCCURRENCES_MAX else starts[-1]
+    stretches: list[tuple[datetime, datetime]] = []
+    for start in starts:
+        if stretches and start <= stretches[-1][1]:
+            stretches[-1] = (stretches[-1][0], max(stretches[-1][1], start + length))
+        else:
+            stretches.append((start, start + length))
+    counted = [(s, e) for s, e in stretches if e - s >= timedelta(hours=MAINTENANCE_MIN_STRETCH_HOURS)]
+    ends = [e for _, e in counted]
+
+    def hours_from(first: datetime) -> float:
+        last, total = first + period, timedelta()
+        for start, end in counted[bisect.bisect_right(ends, first) :]:
+            if start >= last:
+                break
+            total += min(end, last) - max(start, first)
+        return total.total_seconds() / 3600
+
+    # The hours in a period change direction only where its first or last moment meets a stretch's start or end.
+    firsts = {begin, *(t for s, e in counted for t in (s, e, s - period, e - period))}
+    hours = [hours_from(first) for first in firsts if begin <= first and first + period <= horizon]
+    return min(hours) if hours else None
+
+
 def _validate_maintenance(cluster: ClusterConfig, problems: Problems) -> None:
     window = cluster.maintenance_window
     if window:
-        _validate_time_range("cluster.maintenanceWindow", window.start, window.end, problems)
+        _validate_window(window, problems)
     if cluster.maintenance_exclusions and not window:
         problems.add(
             "cluster.maintenanceExclusions", "exclusions need a maintenance window", "set cluster.maintenanceWindow too"
