@@ -236,6 +236,18 @@ GCP_BAD_INPUTS = [
         id="no-upgrades-exclusion-too-long",
     ),
     pytest.param(
+        {
+            "cluster.maintenanceWindow": {"start": "2026-01-03T04:00:00Z", "end": "2026-01-03T12:00:00Z"},
+            "cluster.maintenanceExclusions": [
+                {"name": "freeze", "start": "2026-11-20T00:00:00Z", "end": "2026-11-30T00:00:00Z"},
+                {"name": "freeze", "start": "2026-12-18T00:00:00Z", "end": "2027-01-05T00:00:00Z"},
+            ],
+        },
+        "cluster.maintenanceExclusions[1].name",
+        "'freeze' names cluster.maintenanceExclusions[0] too",
+        id="exclusions-of-one-name",
+    ),
+    pytest.param(
         {"cluster.maintenanceWindow": {"start": "Saturday 04:00", "end": "2026-01-03T08:00:00Z"}},
         "cluster.maintenanceWindow.start",
         "'Saturday 04:00' is not an RFC 3339 time with a zone",
@@ -563,6 +575,28 @@ def test_a_window_that_leaves_gke_48_hours_in_32_days_is_accepted(start, end, re
     problems = Problems()
     window = {"start": start, "end": end, "recurrence": recurrence}
     cluster = ClusterConfig.model_validate({"maintenanceWindow": window})
+    validate_cluster(cluster, TpuConfig(), problems, date(2026, 1, 1))
+    assert [str(p) for p in problems.items] == []
+
+
+def _exclusion(name: str, start: str, end: str, scope: str = "NO_MINOR_UPGRADES") -> dict[str, str]:
+    return {"name": name, "start": start, "end": end, "scope": scope}
+
+
+# The corrections of the exclusion rows above: exclusions GKE takes.
+@pytest.mark.parametrize(
+    "exclusions",
+    [
+        [
+            _exclusion("freeze-1", "2026-11-20T00:00:00Z", "2026-11-30T00:00:00Z"),
+            _exclusion("freeze-2", "2026-12-18T00:00:00Z", "2027-01-05T00:00:00Z"),
+        ],
+    ],
+)
+def test_exclusions_gke_takes_are_accepted(exclusions):
+    problems = Problems()
+    window = {"start": "2026-01-03T04:00:00Z", "end": "2026-01-03T12:00:00Z"}
+    cluster = ClusterConfig.model_validate({"maintenanceWindow": window, "maintenanceExclusions": exclusions})
     validate_cluster(cluster, TpuConfig(), problems, date(2026, 1, 1))
     assert [str(p) for p in problems.items] == []
 

@@ -1144,8 +1144,19 @@ def _validate_maintenance(cluster: ClusterConfig, problems: Problems) -> None:
         problems.add(
             "cluster.maintenanceExclusions", "exclusions need a maintenance window", "set cluster.maintenanceWindow too"
         )
+    # GKE keys the exclusions by name (the container API's MaintenanceWindow.maintenanceExclusions is a map of name to
+    # time window), and the provider builds that map from the list (hashicorp/terraform-provider-google
+    # google/services/container/resource_container_cluster.go, expandMaintenancePolicy): a second exclusion of one name
+    # silently replaces the first.
+    named: dict[str, int] = {}
     for i, exclusion in enumerate(cluster.maintenance_exclusions):
         prefix = f"cluster.maintenanceExclusions[{i}]"
+        if (first := named.setdefault(exclusion.name, i)) != i:
+            problems.add(
+                f"{prefix}.name",
+                f"{exclusion.name!r} names cluster.maintenanceExclusions[{first}] too: GKE keeps one exclusion of a name",
+                "give each exclusion its own name",
+            )
         length = _validate_time_range(prefix, exclusion.start, exclusion.end, problems)
         if exclusion.scope == "NO_UPGRADES" and length and length > timedelta(days=NO_UPGRADES_MAX_DAYS):
             problems.add(
