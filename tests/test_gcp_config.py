@@ -248,6 +248,40 @@ GCP_BAD_INPUTS = [
         id="exclusions-of-one-name",
     ),
     pytest.param(
+        {
+            "cluster.maintenanceWindow": {"start": "2026-01-03T04:00:00Z", "end": "2026-01-03T12:00:00Z"},
+            "cluster.maintenanceExclusions": [
+                {
+                    "name": f"freeze-{n}",
+                    "start": f"2027-0{n}-01T00:00:00Z",
+                    "end": f"2027-0{n}-05T00:00:00Z",
+                    "scope": "NO_UPGRADES",
+                }
+                for n in range(1, 5)
+            ],
+        },
+        "cluster.maintenanceExclusions[3].scope",
+        "makes 4 NO_UPGRADES exclusions (at 0, 1, 2, 3): GKE takes 3 at most",
+        id="four-no-upgrades-exclusions",
+    ),
+    pytest.param(
+        {
+            "cluster.maintenanceWindow": {"start": "2026-01-03T04:00:00Z", "end": "2026-01-03T12:00:00Z"},
+            "cluster.maintenanceExclusions": [
+                {
+                    "name": f"patch-freeze-{n}",
+                    "start": f"2027-01-{n:02}T00:00:00Z",
+                    "end": f"2027-01-{n:02}T12:00:00Z",
+                    "scope": "NO_MINOR_UPGRADES",
+                }
+                for n in range(1, 22)
+            ],
+        },
+        "cluster.maintenanceExclusions",
+        "lists 21 exclusions: GKE takes 20 at most",
+        id="twenty-one-exclusions",
+    ),
+    pytest.param(
         {"cluster.maintenanceWindow": {"start": "Saturday 04:00", "end": "2026-01-03T08:00:00Z"}},
         "cluster.maintenanceWindow.start",
         "'Saturday 04:00' is not an RFC 3339 time with a zone",
@@ -590,6 +624,15 @@ def _exclusion(name: str, start: str, end: str, scope: str = "NO_MINOR_UPGRADES"
         [
             _exclusion("freeze-1", "2026-11-20T00:00:00Z", "2026-11-30T00:00:00Z"),
             _exclusion("freeze-2", "2026-12-18T00:00:00Z", "2027-01-05T00:00:00Z"),
+        ],
+        [
+            _exclusion(f"freeze-{n}", f"2027-0{n}-01T00:00:00Z", f"2027-0{n}-05T00:00:00Z", "NO_UPGRADES")
+            for n in (1, 2, 3)
+        ]
+        + [_exclusion("freeze-4", "2027-04-01T00:00:00Z", "2027-04-05T00:00:00Z")],
+        [
+            _exclusion(f"patch-freeze-{n}", f"2027-01-{n:02}T00:00:00Z", f"2027-01-{n:02}T12:00:00Z")
+            for n in range(1, 21)
         ],
     ],
 )

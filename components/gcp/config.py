@@ -25,6 +25,11 @@ from components.tpu import topology
 
 TPU7X_MIN_GKE_VERSION = "1.34.0-gke.2201000"
 NO_UPGRADES_MAX_DAYS = 30
+# How many exclusions a cluster takes: 20 in all, 3 of them NO_UPGRADES (GKE's "Maintenance windows and exclusions",
+# Limitations: cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions; the 20 in the
+# provider's maintenance_exclusion, hashicorp/terraform-provider-google website/docs/r/container_cluster.html.markdown).
+EXCLUSIONS_MAX = 20
+NO_UPGRADES_EXCLUSIONS_MAX = 3
 # GKE refuses a maintenance window that leaves less than 48 hours of maintenance in some 32 days, counting only
 # stretches of at least 4 hours in a row ("Configure maintenance windows and exclusions", Considerations when
 # configuring a maintenance window: cloud.google.com/kubernetes-engine/docs/how-to/maintenance-windows-and-exclusions;
@@ -454,7 +459,9 @@ class ClusterConfig(Block):
         None, description="Optional recurring maintenance window."
     )
     maintenance_exclusions: list[MaintenanceExclusionConfig] = Field(
-        [], description="Optional maintenance exclusions (need a maintenance window)."
+        [],
+        description="Optional maintenance exclusions (need a maintenance window): at most 20, 3 of them NO_UPGRADES, each "
+        "of its own name.",
     )
     secrets_encryption_key: KmsKeyOrEmpty = Field(
         "",
@@ -1143,6 +1150,21 @@ def _validate_maintenance(cluster: ClusterConfig, problems: Problems) -> None:
     if cluster.maintenance_exclusions and not window:
         problems.add(
             "cluster.maintenanceExclusions", "exclusions need a maintenance window", "set cluster.maintenanceWindow too"
+        )
+    exclusions = cluster.maintenance_exclusions
+    if len(exclusions) > EXCLUSIONS_MAX:
+        problems.add(
+            "cluster.maintenanceExclusions",
+            f"lists {len(exclusions)} exclusions: GKE takes {EXCLUSIONS_MAX} at most",
+            "remove the ones that have ended, or join neighbouring ones of one scope",
+        )
+    no_upgrades = [i for i, exclusion in enumerate(exclusions) if exclusion.scope == "NO_UPGRADES"]
+    if len(no_upgrades) > NO_UPGRADES_EXCLUSIONS_MAX:
+        problems.add(
+            f"cluster.maintenanceExclusions[{no_upgrades[NO_UPGRADES_EXCLUSIONS_MAX]}].scope",
+            f"makes {len(no_upgrades)} NO_UPGRADES exclusions (at {', '.join(map(str, no_upgrades))}): GKE takes "
+            f"{NO_UPGRADES_EXCLUSIONS_MAX} at most",
+            "use NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES for the others, or remove those that have ended",
         )
     # GKE keys the exclusions by name (the container API's MaintenanceWindow.maintenanceExclusions is a map of name to
     # time window), and the provider builds that map from the list (hashicorp/terraform-provider-google
