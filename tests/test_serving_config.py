@@ -115,6 +115,12 @@ SERVING_BAD_INPUTS = [
         {"serving.decode.name": "vLLM_decode"}, "serving.decode.name", "is not a Kubernetes name", id="lws-name-bad"
     ),
     pytest.param(
+        {"serving.decode.name": "2-decode"},
+        "serving.decode.name",
+        "the JobSet and LeaderWorkerSet webhooks take only names that start with a letter",
+        id="lws-name-starting-with-a-digit",
+    ),
+    pytest.param(
         {"serving.decode.name": "vllm-prefill"}, "serving.decode.name", "also the prefill name", id="same-lws-names"
     ),
     pytest.param(

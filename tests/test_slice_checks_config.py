@@ -84,6 +84,12 @@ CHECKS_BAD_INPUTS = [
         id="check-name-bad-characters",
     ),
     pytest.param(
+        {"checks.subslicing.name": "1-check"},
+        "checks.subslicing.name",
+        "the JobSet and LeaderWorkerSet webhooks take only names that start with a letter",
+        id="check-name-starting-with-a-digit",
+    ),
+    pytest.param(
         {"checks.namespace": "elsewhere"}, "checks.namespace", "has no LocalQueue", id="check-namespace-without-queue"
     ),
     pytest.param(
@@ -130,3 +136,10 @@ def test_checks_on_a_machine_without_dynamic_slicing_are_refused():
 
 def test_check_image_pinned_by_digest_is_accepted():
     stack_config.load(with_overrides(stack_values("dev"), {"checks.image": "registry.example/jax@sha256:" + "ab" * 32}))
+
+
+def test_workload_names_with_digits_after_their_first_letter_are_accepted():
+    """The JobSet and LeaderWorkerSet webhooks' rule is on the first character only (a digit there is refused:
+    check-name-starting-with-a-digit, and lws-name-starting-with-a-digit in tests/test_serving_config.py)."""
+    renamed = {"checks.subslicing.name": "check-1", "serving.decode.name": "decode-2"}
+    stack_config.load(with_overrides(stack_values("dev"), renamed))

@@ -27,7 +27,21 @@ def validate_admitted_shape(tpu: TpuConfig, key: str, shape: str, problems: Prob
 
 
 def validate_workload_name(key: str, namespace: str, name: str, namespace_key: str, problems: Problems) -> bool:
-    """A JobSet or LeaderWorkerSet name (a Kubernetes name: its field says so) whose Slice names stay readable."""
+    """A JobSet or LeaderWorkerSet name (a Kubernetes name: its field says so) whose Slice names stay readable.
+
+    Both controllers' webhooks take only a DNS-1035 label, which a Kubernetes name (a DNS-1123 label) is once it starts
+    with a letter: LeaderWorkerSet's validates metadata.name with NameIsDNS1035Label, the name of its headless Service
+    (kubernetes-sigs/lws v0.10.0 pkg/webhooks/leaderworkerset_webhook.go), and JobSet's the names of the Jobs it makes,
+    `<jobset>-<replicated job>-<index>`, with IsDNS1035Label (kubernetes-sigs/jobset v0.12.0
+    pkg/webhooks/jobset_webhook.go). A name starting with a digit would pass the preview and be refused in the `up`."""
+    if not name[:1].isalpha():
+        problems.add(
+            key,
+            f"{name!r} starts with {name[:1]!r}: the JobSet and LeaderWorkerSet webhooks take only names that start "
+            "with a letter (DNS-1035 labels), and would refuse it in the `up`",
+            "start the name with a letter",
+        )
+        return False
     if problem := naming.slice_name_budget_problem(namespace, name):
         problems.add(key, problem, f"shorten {namespace_key} or this name")
         return False
