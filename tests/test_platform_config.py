@@ -116,6 +116,12 @@ PLATFORM_BAD_INPUTS = [
         "not above low",
         id="priorities-out-of-order",
     ),
+    pytest.param(
+        {"queues.priorityClasses.medium.name": "low-priority-1000"},
+        "queues.priorityClasses.medium.name",
+        "'low-priority-1000' is also the low level's WorkloadPriorityClass",
+        id="two-levels-of-one-priority-class",
+    ),
 ]
 
 

@@ -363,6 +363,16 @@ def validate_queues(queues: QueuesConfig, problems: Problems) -> None:
         problems.add("queues.namespaces", "is empty", "list at least one workload namespace")
     if len(set(queues.namespaces)) != len(queues.namespaces):
         problems.add("queues.namespaces", "lists a namespace twice", "list each namespace once")
+    # One WorkloadPriorityClass per name (cluster-scoped: a name is unique for its kind, kubernetes.io/docs/concepts/
+    # overview/working-with-objects/names): two levels of one name would be two objects of one name, each of its value.
+    named: dict[str, str] = {}
+    for level, priority in queues.priority_classes.levels():
+        if (other := named.setdefault(priority.name, level)) != level:
+            problems.add(
+                f"queues.priorityClasses.{level}.name",
+                f"{priority.name!r} is also the {other} level's WorkloadPriorityClass, whose value differs",
+                "give each level a WorkloadPriorityClass of its own name",
+            )
     for (lower, low), (higher, high) in itertools.pairwise(queues.priority_classes.levels()):
         if low.value >= high.value:
             problems.add(
