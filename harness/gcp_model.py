@@ -164,22 +164,43 @@ class AlreadyExists(Exception):
     """Google Cloud's answer to a create of a name the project holds already (HTTP 409, alreadyExists)."""
 
 
-# The inputs that name a resource in its project, where Google Cloud refuses a second create of one name: a service
-# account's id (IAM's 409 as terraform-provider-google prints it, quoted in hashicorp/terraform-provider-google#19112).
-NAMED_BY = {"gcp:serviceaccount/account:Account": ("project", "accountId")}
+# The inputs that name a resource where Google Cloud refuses a second create of one name, and its refusal (googleapi's
+# 409 as the provider prints it, formatted with those inputs): where the stack could make two of one name.
+NAMED_BY: dict[str, tuple[tuple[str, ...], str]] = {
+    # A service account's id in its project (IAM's 409 as terraform-provider-google prints it, quoted in
+    # hashicorp/terraform-provider-google#19112).
+    "gcp:serviceaccount/account:Account": (
+        ("project", "accountId"),
+        "Error creating service account: googleapi: Error 409: Service account {accountId} already exists within "
+        "project projects/{project}., alreadyExists",
+    ),
+    # A node pool's name in its cluster: the system pool's and each of tpu.pools' (GKE's 409 as the provider prints it,
+    # quoted in terraform-google-modules/terraform-google-kubernetes-engine#367).
+    "gcp:container/nodePool:NodePool": (
+        ("project", "location", "cluster", "name"),
+        "error creating NodePool: googleapi: Error 409: Already exists: projects/{project}/locations/{location}/"
+        "clusters/{cluster}/nodePools/{name}., alreadyExists",
+    ),
+    # A repository's id in its project and location: each pull-through repository's ("For each location in a project,
+    # repository names must be unique", Artifact Registry REST reference, projects.locations.repositories `name`;
+    # the 409's wording as Terraform's create of a repository that exists prints it in users' reports).
+    "gcp:artifactregistry/repository:Repository": (
+        ("project", "location", "repositoryId"),
+        "Error creating Repository: googleapi: Error 409: the repository already exists., alreadyExists",
+    ),
+}
 
 
 def claim_name(token: str, inputs: dict[str, Any], held: set[tuple[Any, ...]]) -> None:
     """Record the name a create of ``token`` takes in ``held`` (what the run made so far); AlreadyExists if taken."""
     if token not in NAMED_BY:
         return
-    project, account_id = name = tuple(inputs.get(field) for field in NAMED_BY[token])
-    if (token, *name) in held:
-        raise AlreadyExists(
-            f"{token}: Error creating service account: googleapi: Error 409: Service account {account_id} already "
-            f"exists within project projects/{project}., alreadyExists"
-        )
-    held.add((token, *name))
+    fields, refusal = NAMED_BY[token]
+    name = {field: inputs.get(field) for field in fields}
+    claim = (token, *name.values())
+    if claim in held:
+        raise AlreadyExists(f"{token}: {refusal.format(**name)}")
+    held.add(claim)
 
 
 @dataclass(frozen=True)

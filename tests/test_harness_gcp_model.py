@@ -240,6 +240,43 @@ def test_a_second_service_account_of_one_id_is_refused_by_the_up_as_iam_refuses_
     run_program(dict(CONFIG), preview=False, cloud=CloudProject(), program_path=program)
 
 
+TWO_NODE_POOLS = """
+import pulumi_gcp as gcp
+gcp.container.NodePool("first", project="p-123", location="us-central1", cluster="{first}", name="tpu-pool")
+gcp.container.NodePool("second", project="p-123", location="us-central1", cluster="{second}", name="tpu-pool")
+"""
+TWO_REPOSITORIES = """
+import pulumi_gcp as gcp
+gcp.artifactregistry.Repository("first", project="p-123", location="us-central1", repository_id="{first}", format="DOCKER")
+gcp.artifactregistry.Repository("second", project="p-123", location="us-central1", repository_id="{second}", format="DOCKER")
+"""
+
+
+@pytest.mark.parametrize(
+    "program_text, refusal",
+    [
+        pytest.param(
+            TWO_NODE_POOLS,
+            r"Error 409: Already exists: projects/p-123/locations/us-central1/clusters/one/nodePools/tpu-pool\.",
+            id="node-pool-in-one-cluster",
+        ),
+        pytest.param(TWO_REPOSITORIES, r"Error 409: the repository already exists", id="repository-in-one-location"),
+    ],
+)
+def test_a_second_create_of_one_name_is_refused_by_the_up_as_google_cloud_refuses_it(tmp_path, program_text, refusal):
+    """A node pool's name is its cluster's, a repository's id its project and location's (gcp_model.NAMED_BY): the
+    second of one is refused by the `up` only (a preview creates nothing); one of another cluster or id is made."""
+    from harness.gcp_model import AlreadyExists
+
+    program = tmp_path / "program.py"
+    program.write_text(program_text.format(first="one", second="one"))
+    run_program(dict(CONFIG), preview=True, cloud=CloudProject(), program_path=program)
+    with pytest.raises(AlreadyExists, match=refusal):
+        run_program(dict(CONFIG), preview=False, cloud=CloudProject(), program_path=program)
+    program.write_text(program_text.format(first="one", second="two"))
+    run_program(dict(CONFIG), preview=False, cloud=CloudProject(), program_path=program)
+
+
 def test_a_key_grant_goes_through_cloud_kms(tmp_path):
     _, refusal = run(tmp_path, KEY_GRANT, preview=False, cloud=CloudProject.empty())
     assert isinstance(refusal, ServiceDisabled) and refusal.api == "cloudkms.googleapis.com"
