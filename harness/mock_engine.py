@@ -12,6 +12,7 @@ import json
 import logging
 import runpy
 import sys
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -210,6 +211,10 @@ def _applied_outputs(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
     return {}
 
 
+class DuplicateUrn(Exception):
+    """The engine's refusal of a second resource of one type and name under one parent."""
+
+
 class _RecordingMonitor(pulumi_mocks.MockMonitor):
     """The SDK's mock monitor, recording every registration and invoke, and answering as the engine and
     the project (``cloud``) would: an invoke waits for its ``depends_on`` (the engine's invoke gate, which
@@ -231,6 +236,8 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         self.cloud = cloud
         self.project = project
         self._registered: dict[str, tuple[str, dict[str, Any]]] = {}  # urn -> (type, inputs)
+        self._urns: set[str] = set()  # every URN registered, as the registration begins
+        self._urns_lock = threading.Lock()
         self._dependencies: dict[str, list[str]] = {}  # urn -> the urns it waits for
         self._names: set[tuple[Any, ...]] = set()  # the names the run's creates took (gcp_model.claim_name)
 
@@ -242,6 +249,10 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
 
     def RegisterResource(self, request: Any) -> Any:
         urn = self.make_urn(request.parent, request.type, request.name)
+        with self._urns_lock:  # registrations run side by side: the second of one URN is refused whichever ends first
+            if urn in self._urns:  # the engine's refusal, in a preview too (pulumi/pulumi sdk diag/errors.go 2001)
+                raise DuplicateUrn(f"Duplicate resource URN '{urn}'; try giving it a unique name")
+            self._urns.add(urn)
         inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
         if request.custom and not self.preview:  # a preview creates nothing, so calls no API
             self._refuse_if_disabled(request.type, list(request.dependencies), unwrap_secrets(inputs))

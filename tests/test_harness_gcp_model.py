@@ -277,6 +277,26 @@ def test_a_second_create_of_one_name_is_refused_by_the_up_as_google_cloud_refuse
     run_program(dict(CONFIG), preview=False, cloud=CloudProject(), program_path=program)
 
 
+TWO_OF_ONE_NAME = """
+import pulumi_gcp as gcp
+gcp.serviceaccount.Account("{first}", project="p-123", account_id="first-sa-1")
+gcp.serviceaccount.Account("{second}", project="p-123", account_id="second-sa-2")
+"""
+
+
+@pytest.mark.parametrize("preview", [True, False])
+def test_two_resources_of_one_type_and_name_are_refused_by_the_engine(tmp_path, preview):
+    """The engine's own refusal (one URN per resource), before any cloud call: in a preview too."""
+    from harness.mock_engine import DuplicateUrn
+
+    program = tmp_path / "program.py"
+    program.write_text(TWO_OF_ONE_NAME.format(first="account", second="account"))
+    with pytest.raises(DuplicateUrn, match=r"Duplicate resource URN '.*::account'; try giving it a unique name"):
+        run_program(dict(CONFIG), preview=preview, cloud=CloudProject(), program_path=program)
+    program.write_text(TWO_OF_ONE_NAME.format(first="account", second="other-account"))
+    run_program(dict(CONFIG), preview=preview, cloud=CloudProject(), program_path=program)
+
+
 def test_a_key_grant_goes_through_cloud_kms(tmp_path):
     _, refusal = run(tmp_path, KEY_GRANT, preview=False, cloud=CloudProject.empty())
     assert isinstance(refusal, ServiceDisabled) and refusal.api == "cloudkms.googleapis.com"
