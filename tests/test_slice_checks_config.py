@@ -8,6 +8,12 @@ from tests.conftest import assert_bad_input, cubes, stack_values, with_overrides
 
 CHECKS_BAD_INPUTS = [
     pytest.param(
+        {"checks.subslicing.name": "tpu-check", "checks.superslicing.name": "tpu-check"},
+        "checks.superslicing.name",
+        "is also checks.subslicing.name",
+        id="two-checks-of-one-name",
+    ),
+    pytest.param(
         {"checks.subslicing.shape": "4x4x8"},
         "checks.subslicing.shape",
         "4x4x8 is not a sub-slice",

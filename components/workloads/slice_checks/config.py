@@ -82,6 +82,12 @@ def validate_checks(checks: ChecksConfig, tpu: TpuConfig, queues: QueuesConfig, 
     problems.require_pinned("checks.image", checks.image, "pin a dated tag or @sha256:<digest>")
     for kind, check in enabled.items():
         _validate_check(tpu, kind, check, namespace, problems)
+    if len(enabled) > 1 and len({check.name for check in enabled.values()}) == 1:
+        problems.add(
+            f"checks.{SUPERSLICING}.name",
+            f"{enabled[SUPERSLICING].name!r} is also checks.{SUBSLICING}.name: two JobSets of one name in one namespace",
+            "give each check its own name",
+        )
     if tpu.shapes_parse and not any(p.key.startswith("checks.") for p in problems.items):
         for workload in check_workloads(checks, tpu, queues):
             if problem := admission.never_admitted_problem(workload, tpu.cubes):
