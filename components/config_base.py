@@ -207,6 +207,9 @@ def _field_problem(root: type[BaseModel], error: ErrorDetails) -> Problem:
     if error_type == "string_too_long":
         limit = error.get("ctx", {})["max_length"]
         return Problem(key, f"{shown} is {len(value)} characters; the limit is {limit}", f"use at most {limit}")
+    if error_type == "too_long":
+        limit = error.get("ctx", {})["max_length"]
+        return Problem(key, f"lists {len(value)} items; the limit is {limit}", f"list at most {limit}")
     if error_type in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         bounds = _bounds(info)
         what = f"is outside {bounds[7:]}" if bounds.startswith("within ") else f"is not {bounds}"

@@ -278,7 +278,7 @@ GCP_BAD_INPUTS = [
             ],
         },
         "cluster.maintenanceExclusions",
-        "lists 21 exclusions: GKE takes 20 at most",
+        "lists 21 items; the limit is 20",
         id="twenty-one-exclusions",
     ),
     pytest.param(

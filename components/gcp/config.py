@@ -460,6 +460,7 @@ class ClusterConfig(Block):
     )
     maintenance_exclusions: list[MaintenanceExclusionConfig] = Field(
         [],
+        max_length=EXCLUSIONS_MAX,
         description="Optional maintenance exclusions (need a maintenance window): at most 20, 3 of them NO_UPGRADES, each "
         "of its own name.",
     )
@@ -1151,14 +1152,7 @@ def _validate_maintenance(cluster: ClusterConfig, problems: Problems) -> None:
         problems.add(
             "cluster.maintenanceExclusions", "exclusions need a maintenance window", "set cluster.maintenanceWindow too"
         )
-    exclusions = cluster.maintenance_exclusions
-    if len(exclusions) > EXCLUSIONS_MAX:
-        problems.add(
-            "cluster.maintenanceExclusions",
-            f"lists {len(exclusions)} exclusions: GKE takes {EXCLUSIONS_MAX} at most",
-            "remove the ones that have ended, or join neighbouring ones of one scope",
-        )
-    no_upgrades = [i for i, exclusion in enumerate(exclusions) if exclusion.scope == "NO_UPGRADES"]
+    no_upgrades = [i for i, exclusion in enumerate(cluster.maintenance_exclusions) if exclusion.scope == "NO_UPGRADES"]
     if len(no_upgrades) > NO_UPGRADES_EXCLUSIONS_MAX:
         problems.add(
             f"cluster.maintenanceExclusions[{no_upgrades[NO_UPGRADES_EXCLUSIONS_MAX]}].scope",
