@@ -1122,9 +1122,9 @@ def _maintenance_hours(begin: datetime, length: timedelta, recurrence: str) -> f
     starts: list[datetime] = list(itertools.islice(occurrences, _MAINTENANCE_OCCURRENCES_MAX))
     horizon = year_end if len(starts) < _MAINTENANCE_OCCURRENCES_MAX else starts[-1]
     stretches: list[tuple[datetime, datetime]] = []
-    for start in starts:
+    for start in starts:  # in order, each as long: an occurrence that touches the last stretch ends it
         if stretches and start <= stretches[-1][1]:
-            stretches[-1] = (stretches[-1][0], max(stretches[-1][1], start + length))
+            stretches[-1] = (stretches[-1][0], start + length)
         else:
             stretches.append((start, start + length))
     counted = [(s, e) for s, e in stretches if e - s >= timedelta(hours=MAINTENANCE_MIN_STRETCH_HOURS)]
