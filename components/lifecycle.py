@@ -283,7 +283,7 @@ def review_changes(
         # helper/schema/schema.go diffList). The `up` would resize the slice in place, which GKE refuses ("After you
         # create a multi-host TPU slice node pool, you can't add nodes to it": cloud.google.com/kubernetes-engine/
         # docs/concepts/tpus), or, at the same node count, leave the old topology under a config that names the new.
-        if _changed(before, after) == ["topology"]:
+        if (changed_facts := _changed(before, after)) == ["topology"]:
             index = list(after_pools).index(name)  # the facts follow tpu.pools' order
             refused.append(
                 Problem(
@@ -298,7 +298,7 @@ def review_changes(
             continue
         if changed := _changes(before, after):
             pool_changes[name] = changed
-        if any(key in BOOT_FACTS for key in _changed(before, after)):
+        if any(key in BOOT_FACTS for key in changed_facts):
             rebooted.add(name)
     # Pulumi refuses, at preview, to replace a resource protected before and after (pulumi/pulumi v3.259.0,
     # pkg/resource/deploy/step_generator.go: "unable to replace resource ... marked for protection"), unless the
