@@ -32,8 +32,7 @@ def _placed(documents: list[dict[str, Any]], namespace: str | None) -> list[dict
 
 def load_documents(relative_path: str, namespace: str | None = None) -> list[dict[str, Any]]:
     """Fresh copies of every document in a manifest file, safe to overlay, each in ``namespace`` if given."""
-    documents: list[dict[str, Any]] = json.loads(_load(relative_path))
-    return _placed(documents, namespace)
+    return _placed(json.loads(_load(relative_path)), namespace)
 
 
 def load_document(relative_path: str, namespace: str | None = None) -> dict[str, Any]:
