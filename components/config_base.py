@@ -202,7 +202,7 @@ def _field_problem(root: type[BaseModel], error: ErrorDetails) -> Problem:
     article = "an" if noun[:1].lower() in ("a", "e", "i", "o", "u") else "a"
     if error_type == "literal_error":
         return Problem(key, f"{shown} is not {f'{article} {noun}' if noun else expected}", f"use {expected}")
-    if error_type == "string_pattern_mismatch":
+    if error_type in ("string_pattern_mismatch", "predicate_failed"):
         return Problem(key, f"{shown} is not {article} {noun}", _extra(info, HINT))
     if error_type == "string_too_long":
         limit = error.get("ctx", {})["max_length"]

@@ -420,13 +420,13 @@ GCP_BAD_INPUTS = [
     pytest.param(
         {"network.nat": {"minPortsPerVm": 16}},
         "network.nat.minPortsPerVm",
-        "16 is not a power of two from 32 to 65536",
+        "16 is outside 32-65536",
         id="nat-min-ports-too-few",
     ),
     pytest.param(
         {"network.nat": {"maxPortsPerVm": 131072}},
         "network.nat.maxPortsPerVm",
-        "131072 is not a power of two from 32 to 65536",
+        "131072 is outside 32-65536",
         id="nat-max-ports-too-many",
     ),
     pytest.param(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any, Final, Literal
 
+from annotated_types import Predicate
 from dateutil import rrule
 from pydantic import Field, StringConstraints
 from pydantic.alias_generators import to_snake
@@ -280,6 +281,13 @@ class KeyGrant:
 # --- Schema ----------------------------------------------------------------------------
 
 
+# Cloud NAT dynamic port allocation: powers of two, at least 32 ports a VM, at most 65536
+# (RouterNat enable_dynamic_port_allocation, hashicorp/terraform-provider-google v7.45.0
+# google/services/compute/resource_compute_router_nat.go).
+_NAT_PORTS = form("power of two from 32 to 65536", "dynamic port allocation takes powers of two, e.g. 64 and 4096")
+NatPorts = Annotated[int, Field(ge=32, le=65536, json_schema_extra=_NAT_PORTS), Predicate(lambda n: n & (n - 1) == 0)]
+
+
 class NatConfig(Block):
     # RouterNat log_config.filter, and OFF for no logs.
     logging: Literal["ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL", "OFF"] = Field(
@@ -287,10 +295,10 @@ class NatConfig(Block):
         description="Cloud NAT logs: ERRORS_ONLY (connections it dropped), TRANSLATIONS_ONLY, ALL or OFF.",
         json_schema_extra=kind("Cloud NAT log filter"),
     )
-    min_ports_per_vm: int = Field(
+    min_ports_per_vm: NatPorts = Field(
         64, description="Ports each node always holds for its outside connections (a power of two, 32 or more)."
     )
-    max_ports_per_vm: int = Field(
+    max_ports_per_vm: NatPorts = Field(
         4096,
         description="Ports a node may hold while it needs them (dynamic port allocation: image pulls, the weights staging); "
         "a power of two above minPortsPerVm, at most 65536.",
@@ -856,18 +864,8 @@ def _ipv4_range(key: str, text: str, problems: Problems) -> ipaddress.IPv4Networ
 
 
 def _validate_nat(nat: NatConfig, problems: Problems) -> None:
-    # Cloud NAT dynamic port allocation: powers of two, at least 32 ports a VM, at most 65536
-    # (RouterNat enable_dynamic_port_allocation, hashicorp/terraform-provider-google v7.45.0
-    # google/services/compute/resource_compute_router_nat.go).
-    low, high = 32, 65536
-    for key, ports in (("minPortsPerVm", nat.min_ports_per_vm), ("maxPortsPerVm", nat.max_ports_per_vm)):
-        if not low <= ports <= high or ports & (ports - 1):
-            problems.add(
-                f"network.nat.{key}",
-                f"{ports} is not a power of two from {low} to {high}",
-                "dynamic port allocation takes powers of two, e.g. 64 and 4096",
-            )
-    if nat.max_ports_per_vm <= nat.min_ports_per_vm:
+    # a minimum that failed to parse holds its default here: not compared
+    if nat.max_ports_per_vm <= nat.min_ports_per_vm and "network.nat.minPortsPerVm" not in problems.unparsed:
         problems.add(
             "network.nat.maxPortsPerVm",
             f"{nat.max_ports_per_vm} is not above minPortsPerVm {nat.min_ports_per_vm}",
