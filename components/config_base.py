@@ -247,7 +247,8 @@ _NAMES = {str: ("a string", "strings"), int: ("an integer", "integers"), float: 
 def _describe(tp: Any, plural: bool = False) -> str:
     tp = _unwrap(tp)
     if typing.get_origin(tp) is typing.Literal:
-        return "one of " + ", ".join(str(choice) for choice in typing.get_args(tp))
+        choices = [str(choice) for choice in typing.get_args(tp)]
+        return choices[0] if len(choices) == 1 else "one of " + ", ".join(choices)
     if typing.get_origin(tp) is list:
         return f"a list of {_describe(typing.get_args(tp)[0], plural=True)}"
     if isinstance(tp, type) and issubclass(tp, BaseModel):

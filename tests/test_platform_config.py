@@ -92,7 +92,7 @@ PLATFORM_BAD_INPUTS = [
     pytest.param(
         {"platform.sliceController": {"namespace": "tpu-system"}},
         "platform.sliceController.namespace",
-        "use one of slice-controller-system",
+        "use slice-controller-system",
         id="slice-controller-outside-its-namespace",
     ),
     pytest.param(
