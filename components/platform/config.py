@@ -51,13 +51,6 @@ class HelmChartConfig(Block):
     )
 
 
-class LwsChartConfig(HelmChartConfig):
-    namespace: Literal["lws-system"] = Field(
-        description="Namespace of the release: lws-system, where the chart hard-codes its webhook service.",
-        json_schema_extra=kind("namespace the LWS chart works in: it hard-codes its webhook service in lws-system"),
-    )
-
-
 # A Kubernetes quantity, as a setting writes it.
 Quantity = Annotated[
     str, Field(pattern=QUANTITY.pattern, json_schema_extra=form("Kubernetes quantity", "write e.g. 2, 500m or 4Gi"))
@@ -209,8 +202,8 @@ class PlatformConfig(Block):
         description="Kueue chart.",
     )
     kueue_controller: KueueControllerConfig = Field(KueueControllerConfig(), description="Kueue controller sizing.")
-    leader_worker_set: LwsChartConfig = Field(
-        LwsChartConfig(chart="oci://registry.k8s.io/lws/charts/lws", version="0.10.0", namespace="lws-system"),
+    leader_worker_set: HelmChartConfig = Field(
+        HelmChartConfig(chart="oci://registry.k8s.io/lws/charts/lws", version="0.10.0", namespace="lws-system"),
         description="LeaderWorkerSet chart (its webhook service is hard-coded to lws-system).",
     )
     slice_controller: SliceControllerConfig = Field(
@@ -357,6 +350,12 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
             own = chart_own_image(key, chart)
             release = f"{key} {chart.version}"
             validate_release_image(f"{prefix}.image", chart.image, own.name, own.tag, release, problems)
+    if platform.leader_worker_set.namespace != "lws-system":
+        problems.add(
+            "platform.leaderWorkerSet.namespace",
+            "the LWS chart hard-codes its webhook service in lws-system",
+            "set lws-system",
+        )
 
 
 def validate_queues(queues: QueuesConfig, problems: Problems) -> None:
