@@ -33,8 +33,8 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
     its boot disks, secure boot: NodeBoot); this program also replaces a TPU pool whose zone or machine type changes
     (GKE cannot move a multi-host slice in place). A TPU pool's topology alone would change in place, which GKE
     cannot do to a multi-host slice: the review refuses it. Kueue refuses a new topologyName or nodeLabels on a
-    ResourceFlavor in use, and a LocalQueue's new ClusterQueue. GKE's Secret Manager add-on must outlive the pods that mount the token
-    file through it (the cluster is updated before them).
+    ResourceFlavor in use, and a LocalQueue's new ClusterQueue. GKE's Secret Manager add-on must outlive the pods that
+    mount the token file through it (the cluster is updated before them).
     """
     cluster = config.cluster
     names = naming.network_names(config.network.prefix)
