@@ -66,7 +66,7 @@ class StackConfig(Block):
     region: str = Field(
         "us-central1",
         description="Region of the cluster, network and workload policy.",
-        pattern=r"^[a-z]+-[a-z]+\d+$",
+        pattern=r"^[a-z]+-[a-z]+[0-9]+$",
         json_schema_extra=form("region name", "use a region such as us-central1"),
         examples=["us-central1"],
     )

@@ -69,6 +69,12 @@ GCP_BAD_INPUTS = [
         id="below-super-slicing-floor",
     ),
     pytest.param({"cluster.version": "1.36"}, "cluster.version", "not a full GKE version", id="partial-version"),
+    pytest.param(
+        {"cluster.version": "1.3\u06666.0-gke.3712000"},  # an Arabic-Indic six, a digit to \d
+        "cluster.version",
+        "not a full GKE version",
+        id="version-non-ascii-digit",
+    ),
     pytest.param({"cluster.releaseChannel": "STABLE"}, "cluster.releaseChannel", "RAPID", id="slicing-off-rapid"),
     pytest.param(
         {"tpu.reservation": {"block": "block-0"}}, "tpu.reservation.name", "is required", id="reservation-without-name"

@@ -43,6 +43,7 @@ def test_dev_stack_is_the_reference_deployment():
 # (override of the dev stack, config key named in the error, fragment of the message)
 BAD_INPUTS = [
     pytest.param({"project": "My_Project"}, "project", "not a project ID", id="project-id-bad"),
+    pytest.param({"region": "us-central\u0661"}, "region", "not a region name", id="region-non-ascii-digit"),
     pytest.param({"tpu.zoen": "us-central1-a"}, "tpu.zoen", "did you mean 'zone'", id="misspelled-key"),
 ]
 

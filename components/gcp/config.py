@@ -44,7 +44,8 @@ PROXY_ONLY_MAX_PREFIX = 26
 AUTHORIZED_NETWORK_MIN_PREFIX = 8
 NAT_LOGGING_OFF = "OFF"
 
-_GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
+# [0-9], not \d: Python's and pydantic's regex take any Unicode digit for \d ("1.3٦6.0" was read as 1.366)
+_GKE_VERSION = re.compile(r"^([0-9]+)\.([0-9]+)\.([0-9]+)-gke\.([0-9]+)$")
 # A Cloud KMS key's resource name, as GKE's databaseEncryption.keyName and a node pool's bootDiskKmsKey take it. The
 # Secrets' key is in the cluster's location: GKE takes no "global" key there (hashicorp/terraform-provider-google
 # v7.45.0, google/services/container/resource_container_cluster_test.go, TestAccContainerCluster_withDatabaseEncryption).
@@ -649,7 +650,7 @@ class TpuConfig(Block):
         return sum(p.node_count for p in self.pools)
 
     def zone_is_ai_zone(self, region: str) -> bool:
-        return bool(re.match(rf"^{re.escape(region)}-ai\d+[a-z]$", self.zone))
+        return bool(re.match(rf"^{re.escape(region)}-ai[0-9]+[a-z]$", self.zone))
 
     def pool_private_nodes(self, pool: TpuPoolConfig, cluster: ClusterConfig) -> bool:
         """Whether ``pool``'s nodes have internal addresses only: its own setting, else the cluster's."""
@@ -1181,7 +1182,7 @@ def _validate_maintenance(cluster: ClusterConfig, problems: Problems) -> None:
 
 
 def validate_tpu(tpu: TpuConfig, region: str, problems: Problems) -> None:
-    if not tpu.zone.startswith(f"{region}-") or not re.match(r"^[a-z]+-[a-z]+\d+-[a-z0-9]+$", tpu.zone):
+    if not tpu.zone.startswith(f"{region}-") or not re.fullmatch(r"[a-z]+-[a-z]+[0-9]+-[a-z0-9]+", tpu.zone):
         problems.add(
             "tpu.zone",
             f"{tpu.zone!r} is not a zone of region {region}",
