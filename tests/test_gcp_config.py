@@ -145,6 +145,17 @@ GCP_BAD_INPUTS = [
         id="sub-block-bad-characters",
     ),
     pytest.param(
+        {
+            "tpu.pools": [
+                {"name": "tpu7-pool-1", "nodeCount": 16, "subBlock": "sub-block-0"},
+                {"name": "tpu7-pool-2", "nodeCount": 16, "subBlock": "sub-block-0"},
+            ]
+        },
+        "tpu.pools[1].subBlock",
+        "taken by pool tpu7-pool-1",
+        id="two-pools-on-one-sub-block",
+    ),
+    pytest.param(
         {"cluster.systemPool": {"machineType": "n2"}},
         "cluster.systemPool.machineType",
         "'n2' is not a machine type",
@@ -597,6 +608,11 @@ GCP_BAD_INPUTS += [
 @pytest.mark.parametrize("override, key, fragment", GCP_BAD_INPUTS)
 def test_bad_input_names_its_key_and_registers_nothing(override, key, fragment):
     assert_bad_input(override, key, fragment)
+
+
+def test_pools_pinned_to_sub_blocks_of_their_own_are_accepted():
+    pools = [{"name": f"tpu7-pool-{i}", "nodeCount": 16, "subBlock": f"sub-block-{i}"} for i in (1, 2)]
+    assert [p.sub_block for p in stack_config("dev", {"tpu.pools": pools}).tpu.pools] == ["sub-block-1", "sub-block-2"]
 
 
 # GKE takes a window that leaves 48 hours or more of 4-hour stretches in every 32 days: the corrections of the rows

@@ -1233,6 +1233,9 @@ def _validate_pools(tpu: TpuConfig, machine: topology.MachineType, problems: Pro
     if not tpu.pools:
         problems.add("tpu.pools", "is empty", "declare at least one TPU node pool")
     seen: set[str] = set()
+    # A TPU7x sub-block is one cube of 16 hosts, so it takes one node pool (GKE's All Capacity mode and dynamic slicing
+    # pages): the second pool pinned to it would fail its create halfway through the `up`.
+    pinned: dict[str, str] = {}  # sub-block -> the first pool pinned to it
     for i, pool in enumerate(tpu.pools):
         prefix = f"tpu.pools[{i}]"
         if pool.name in seen:
@@ -1240,6 +1243,14 @@ def _validate_pools(tpu: TpuConfig, machine: topology.MachineType, problems: Pro
         if pool.name == naming.SYSTEM_POOL_NAME:
             problems.add(f"{prefix}.name", f"{pool.name!r} is the system node pool's name", "choose another name")
         seen.add(pool.name)
+        if machine.dynamic_slicing and pool.sub_block:
+            first = pinned.setdefault(pool.sub_block, pool.name)
+            if first != pool.name:
+                problems.add(
+                    f"{prefix}.subBlock",
+                    f"sub-block {pool.sub_block!r} is taken by pool {first}: it holds one {topology.CUBE} cube, one pool",
+                    "pin each pool to a sub-block of its own, or leave it empty for GKE to choose",
+                )
         try:
             shape = topology.Shape.parse(pool.topology)
         except ValueError as error:
