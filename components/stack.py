@@ -31,6 +31,7 @@ from components.config_base import (
 )
 from components.gcp import config as gcp_config
 from components.hardening import rules as hardening_rules
+from components.hardening.rules import StackImage
 from components.operations import config as operations_config
 from components.operations.node_audit_objects import NodeAuditObjects, node_audit_objects
 from components.operations.objects import MonitoringObjects, monitoring_objects
@@ -43,6 +44,7 @@ from components.workloads.network_policies.objects import NamespaceDefaultsObjec
 from components.workloads.saxml import config as saxml_config
 from components.workloads.saxml.objects import SaxmlObjects, saxml_objects
 from components.workloads.serving import config as serving_config
+from components.workloads.serving.config import endpoint_picker_image, routing_sidecar_image
 from components.workloads.serving.objects import ServingObjects, serving_objects
 from components.workloads.slice_checks import config as checks_config
 from components.workloads.slice_checks.objects import SliceChecksObjects, slice_checks_objects
@@ -50,6 +52,9 @@ from components.workloads.slice_checks.objects import SliceChecksObjects, slice_
 # The stack output holding `production` as validated: the policy pack decides production by it (on the root stack's
 # outputs), so program and pack have one definition of a production stack.
 PRODUCTION_OUTPUT = "production"
+
+# The controller each registry chart runs, by the chart's key under ``platform``, as stack_images names it.
+CONTROLLERS = {"jobset": "JobSet", "kueue": "Kueue", "leaderWorkerSet": "LeaderWorkerSet"}
 
 
 class StackConfig(Block):
@@ -140,10 +145,47 @@ class StackConfig(Block):
             ),
         ]
 
-    def stack_images(self) -> list[hardening_rules.StackImage]:
-        """Every image the stack runs, with the setting that pins it."""
-        node_audit = self.node_audit_logging if self.node_audit_logging_on else None
-        return hardening_rules.stack_images(self.tpu, self.platform, self.checks, self.serving, self.saxml, node_audit)
+    def stack_images(self) -> list[StackImage]:
+        """Every image the stack's objects and Helm releases run, with the setting that pins it, in the order of the
+        deployment. Held equal to the images of the render and `make bench`'s Job (tests/test_operations_stack.py), so
+        nothing the stack pulls is missing from the mirror or from the pull-through repositories."""
+        serving, saxml, audit, slicing = self.serving, self.saxml, self.node_audit_logging, self.tpu.dynamic_slicing
+        used = [
+            StackImage(
+                f"platform.{key}.image", platform_config.chart_image(key, chart), f"the {CONTROLLERS[key]} controller"
+            )
+            for key, chart in platform_config.installed_charts(self.platform, slicing).items()
+        ]
+        if controller := platform_config.installed_slice_controller(self.platform, slicing):
+            image = platform_config.slice_controller_image(controller)
+            used.append(StackImage("platform.sliceController.digest", image, "the slice controller"))
+        if slicing and self.checks.enabled_by_kind():
+            used.append(StackImage("checks.image", self.checks.image, "the slice check JobSets"))
+        if serving.enabled:
+            if (staging := serving.weights_staging).enabled:
+                used.append(StackImage("serving.weightsStaging.image", staging.image, "the staging Job"))
+            if serving.router.install:
+                used.append(
+                    StackImage("serving.router.eppImage", endpoint_picker_image(serving), "the endpoint picker")
+                )
+            used.append(StackImage("serving.image", serving.image, "the vLLM model servers"))
+            used.append(StackImage("serving.routingSidecarImage", routing_sidecar_image(serving), "the P/D sidecar"))
+            # Run by `make bench`, not by the stack: listed so the mirror holds it and the pull-through serves it.
+            used.append(
+                StackImage("serving.benchmarkImage", serving.benchmark_image, "the serving benchmark (make bench)")
+            )
+        if saxml.enabled:
+            used += [
+                StackImage("saxml.adminImage", saxml.admin_image, "the Saxml admin server"),
+                StackImage("saxml.modelServerImage", saxml.model_server_image, "the Saxml model servers"),
+                StackImage("saxml.httpImage", saxml.http_image, "the Saxml HTTP server"),
+            ]
+        if self.node_audit_logging_on:
+            used += [
+                StackImage("nodeAuditLogging.setupImage", audit.setup_image, "the node audit setup (init container)"),
+                StackImage("nodeAuditLogging.image", audit.image, "the node audit log agent"),
+            ]
+        return used
 
     def key_grants(self) -> list[gcp_config.KeyGrant]:
         return gcp_config.key_grants(self.cluster, self.tpu)

@@ -1,6 +1,7 @@
 """The protections a stack asks for across its blocks: what a production stack must have on (high availability, the
-TPU upgrade policy of a stack that serves), the CIS GKE controls held in production, and the supply chain (every image
-the stack runs, the setting that pins each, the digest rule). They read several blocks, so they live above them.
+TPU upgrade policy of a stack that serves), the CIS GKE controls held in production, and the supply chain (the digest
+rule over every image the stack runs, StackConfig.stack_images, with the setting that pins each). They read several
+blocks, so they live above them.
 """
 
 from __future__ import annotations
@@ -17,16 +18,8 @@ from components.gcp.config import (
     TpuConfig,
 )
 from components.operations.config import NodeAuditLoggingConfig
-from components.platform.config import (
-    PlatformConfig,
-    chart_image,
-    installed_charts,
-    installed_slice_controller,
-    slice_controller_image,
-)
-from components.workloads.saxml.config import SaxmlConfig
-from components.workloads.serving.config import ServingConfig, endpoint_picker_image, routing_sidecar_image
-from components.workloads.slice_checks.config import ChecksConfig
+from components.platform.config import PlatformConfig
+from components.workloads.serving.config import ServingConfig
 
 MIN_HA_REPLICAS = 2  # one controller replica may restart (or its node upgrade) while the other serves
 MIN_PRODUCTION_SYSTEM_NODES = 2  # per zone: a system-node upgrade or repair never leaves a zone empty
@@ -268,53 +261,6 @@ class StackImage:
                 f"pulumi config set --path {self.key} $(crane digest {self.image})"
             )
         return f"pulumi config set --path {self.key} {self.image}@$(crane digest {self.image})"
-
-
-CONTROLLERS = {"jobset": "JobSet", "kueue": "Kueue", "leaderWorkerSet": "LeaderWorkerSet"}
-
-
-def stack_images(
-    tpu: TpuConfig,
-    platform: PlatformConfig,
-    checks: ChecksConfig,
-    serving: ServingConfig,
-    saxml: SaxmlConfig,
-    node_audit: NodeAuditLoggingConfig | None,
-) -> list[StackImage]:
-    """Every image the stack's objects and Helm releases run, in the order of the deployment. Held equal to the
-    images of the render and `make bench`'s Job (tests/test_operations_stack.py), so nothing the stack pulls is missing
-    from the mirror or from the pull-through repositories."""
-    slicing = tpu.dynamic_slicing
-    used = [
-        StackImage(f"platform.{key}.image", chart_image(key, chart), f"the {CONTROLLERS[key]} controller")
-        for key, chart in installed_charts(platform, slicing).items()
-    ]
-    if controller := installed_slice_controller(platform, slicing):
-        image = slice_controller_image(controller)
-        used.append(StackImage("platform.sliceController.digest", image, "the slice controller"))
-    if slicing and checks.enabled_by_kind():
-        used.append(StackImage("checks.image", checks.image, "the slice check JobSets"))
-    if serving.enabled:
-        if serving.weights_staging.enabled:
-            used.append(StackImage("serving.weightsStaging.image", serving.weights_staging.image, "the staging Job"))
-        if serving.router.install:
-            used.append(StackImage("serving.router.eppImage", endpoint_picker_image(serving), "the endpoint picker"))
-        used.append(StackImage("serving.image", serving.image, "the vLLM model servers"))
-        used.append(StackImage("serving.routingSidecarImage", routing_sidecar_image(serving), "the P/D sidecar"))
-        # Run by `make bench`, not by the stack: listed so the mirror holds it and the pull-through serves it.
-        used.append(StackImage("serving.benchmarkImage", serving.benchmark_image, "the serving benchmark (make bench)"))
-    if saxml.enabled:
-        used += [
-            StackImage("saxml.adminImage", saxml.admin_image, "the Saxml admin server"),
-            StackImage("saxml.modelServerImage", saxml.model_server_image, "the Saxml model servers"),
-            StackImage("saxml.httpImage", saxml.http_image, "the Saxml HTTP server"),
-        ]
-    if node_audit is not None:  # None: the stack deploys no node audit logging
-        used += [
-            StackImage("nodeAuditLogging.setupImage", node_audit.setup_image, "the node audit setup (init container)"),
-            StackImage("nodeAuditLogging.image", node_audit.image, "the node audit log agent"),
-        ]
-    return used
 
 
 def validate_supply_chain(production: bool, images: ImagesConfig, used: list[StackImage], problems: Problems) -> None:
