@@ -34,7 +34,8 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
     (GKE cannot move a multi-host slice in place). A TPU pool's topology alone would change in place, which GKE
     cannot do to a multi-host slice: the review refuses it. Kueue refuses a new topologyName or nodeLabels on a
     ResourceFlavor in use, and a LocalQueue's new ClusterQueue. GKE's Secret Manager add-on must outlive the pods that
-    mount the token file through it (the cluster is updated before them).
+    mount the token file through it (the cluster is updated before them). On a cluster made elsewhere the stack makes
+    no cluster and no pool: the facts name only the cluster it deploys onto, whose change moves every object.
     """
     cluster = config.cluster
     names = naming.network_names(config.network.prefix)
@@ -121,6 +122,11 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
             }
             for repository in config.pull_through_repositories()
         }
+    else:
+        # A cluster made elsewhere: the stack makes no cluster and no node pool there, and which cluster it deploys
+        # onto is the Kubernetes provider's identifier alone.
+        identifier = cluster.provider_identifier(config.project, config.region)
+        facts |= {"cluster": {IDENTIFIER_FACT: identifier}, "systemPool": {}, "tpuPools": {}}
     # The buckets the stack makes, by the setting that names each: their name, and what places them (a bucket's
     # location and project are fixed), and whether destroy keeps them (components/resources.py private_bucket).
     buckets = {}
@@ -149,6 +155,7 @@ BOOT_FACTS = ("bootDiskKey", "secureBoot")  # a TPU pool's facts of its boot: wh
 # changes (pulumi/pulumi-kubernetes provider/pkg/provider/provider.go, DiffConfig: with the identifier unchanged it
 # clears every replacement, a new kubeconfig's included).
 CLUSTER_IDENTITY = ("project", "region", "name")
+IDENTIFIER_FACT = "identifier"  # the cluster fact of a stack on a cluster made elsewhere
 
 
 def boot_facts(boot: gcp_config.NodeBoot) -> dict[str, Any]:
@@ -204,6 +211,30 @@ class ChangeReview:
     in_place: list[str] = field(default_factory=list)  # what the `up` changes in place that running work feels
 
 
+def _review_cluster_made_elsewhere(before: Mapping[str, Any], after: Mapping[str, Any], review: ChangeReview) -> None:
+    """A stack that deployed onto a cluster made elsewhere, now onto another one, or onto a cluster it makes. (From
+    its own cluster to one made elsewhere is refused before.)"""
+    if IDENTIFIER_FACT not in before:
+        return
+    was = before[IDENTIFIER_FACT]
+    now = after.get(IDENTIFIER_FACT) or gcp_config.cluster_identifier(after["project"], after["region"], after["name"])
+    if now == was and IDENTIFIER_FACT not in after:
+        # GKE refuses to create a cluster whose name is taken in its location (409 ALREADY_EXISTS).
+        review.refused.append(
+            Problem(
+                "cluster.name",
+                f"names the cluster {was} that the stack deployed onto until now (cluster.existing): GKE refuses to "
+                "create a cluster of a name its location already holds",
+                "give the cluster the stack makes another name, or keep cluster.existing",
+            )
+        )
+    elif now != was:
+        review.replaced.append(
+            f"the stack moves from the cluster {was} to {now}: the Kubernetes provider is REPLACED, so every "
+            f"Kubernetes object and Helm release of the stack is created on {now}, then deleted from {was}"
+        )
+
+
 def review_changes(
     previous: Mapping[str, Any] | None, current: Mapping[str, Any], tpu_pool_urn: Callable[[str], str]
 ) -> ChangeReview:
@@ -230,7 +261,14 @@ def review_changes(
                 "leave cluster.existing empty on this stack; deploy onto a cluster made elsewhere from another stack",
             )
         )
-    if cluster_changes := _changes(cluster_before, current["cluster"]):
+    if IDENTIFIER_FACT in cluster_before or IDENTIFIER_FACT in current["cluster"]:
+        _review_cluster_made_elsewhere(cluster_before, current["cluster"], review)
+        if IDENTIFIER_FACT not in current["cluster"]:
+            # Back to a cluster the stack makes: it, its pools, its network and every object on it are new; only the
+            # buckets were there before.
+            _review_buckets(previous.get("buckets") or {}, current["buckets"], review)
+            return review
+    elif cluster_changes := _changes(cluster_before, current["cluster"]):
         if all(cluster_before.get(key, current["cluster"][key]) == current["cluster"][key] for key in CLUSTER_IDENTITY):
             refused.append(
                 Problem(

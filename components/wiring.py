@@ -143,11 +143,10 @@ def image_repositories(stack: Stack, pull_through: PullThrough | None) -> list[R
 
 def existing_cluster_args(stack: Stack) -> ExistingClusterArgs:
     config = stack.config
-    existing = config.cluster.existing
     return ExistingClusterArgs(
         project=config.project,
-        name=existing.name or config.cluster.name,
-        existing=existing,
+        name=config.cluster.target_name,
+        existing=config.cluster.existing,
         control_plane_ports=control_plane_ports(config.platform, config.tpu.dynamic_slicing),
     )
 

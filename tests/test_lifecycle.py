@@ -381,6 +381,40 @@ def test_a_cluster_made_elsewhere_is_refused_on_a_stack_that_made_its_own(runs):
     assert not review_of(elsewhere, before=elsewhere).refused
 
 
+def test_a_stack_on_a_cluster_made_elsewhere_reviews_only_which_cluster_it_deploys_onto():
+    """It makes no cluster or node pool there: a new cluster.name or new pools replace nothing. Another cluster
+    replaces the Kubernetes provider, so every object moves: said loudly."""
+    elsewhere = {"cluster.existing": {"name": "shared", "location": DEV.region}}
+    pools = [{"name": f"pool-{i}", "nodeCount": 16} for i in (1, 2)]
+    renamed = review_of({**elsewhere, "cluster.name": "renamed", "tpu.pools": pools}, before=elsewhere)
+    assert (renamed.refused, renamed.replaced) == ([], [])
+    other = review_of({"cluster.existing": {"name": "other", "location": DEV.region}}, before=elsewhere)
+    (line,) = other.replaced
+    assert line.startswith("the stack moves from the cluster projects/") and "/clusters/shared to " in line
+    assert "/clusters/other: the Kubernetes provider is REPLACED" in line and not other.refused
+
+
+def test_back_from_a_cluster_made_elsewhere_to_one_of_the_stack():
+    """GKE refuses to create a cluster under the name of the one the stack deployed onto; under another name the
+    stack's objects move onto the new cluster."""
+    elsewhere = {"cluster.existing": {"name": "shared", "location": DEV.region}}
+    assert refused_keys(review_of({"cluster.name": "shared"}, before=elsewhere)) == ["cluster.name"]
+    back = review_of({}, before=elsewhere)
+    (line,) = back.replaced
+    assert "moves from the cluster" in line and f"/clusters/{CLUSTER_NAME}: the Kubernetes provider is REPLACED" in line
+    assert (back.refused, back.in_place, back.by_hand) == ([], [], [])  # the cluster and all on it are new
+
+
+def test_the_lifecycle_output_names_the_provider_s_cluster_on_a_cluster_made_elsewhere():
+    from tests.test_gcp_existing_cluster import LAB
+
+    lab = run_stack(LAB, secrets=("cluster",))
+    (provider,) = lab.of_type("pulumi:providers:kubernetes")
+    facts = lab.raw_outputs["lifecycle"]
+    assert facts["cluster"] == {"identifier": provider.input("clusterIdentifier")}
+    assert (facts["systemPool"], facts["tpuPools"]) == ({}, {})
+
+
 def test_a_new_network_under_the_same_cluster_name_is_refused_and_a_new_name_goes_through(runs):
     """The cluster would be replaced under the same clusterIdentifier: the provider only updated, nothing made in the
     new cluster. With a new name the provider is replaced, and the preview announces it."""

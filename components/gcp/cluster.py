@@ -36,6 +36,7 @@ from components.gcp.config import (
     MaintenanceWindowConfig,
     NodeBoot,
     channel_floor_problem,
+    cluster_identifier,
 )
 from components.gcp.network import Network
 from components.resources import NEW_ACCOUNT_FIRST, children_of, waiting_for
@@ -388,10 +389,6 @@ def kubernetes_provider(kubeconfig: pulumi.Input[str], identifier: str, opts: pu
     return k8s.Provider(
         "gke", kubeconfig=kubeconfig, cluster_identifier=identifier, enable_server_side_apply=True, opts=opts
     )
-
-
-def cluster_identifier(project: str, region: str, name: str) -> str:
-    return f"projects/{project}/locations/{region}/clusters/{name}"
 
 
 def _workload_pool(config: gcp.container.outputs.ClusterWorkloadIdentityConfig | None) -> str:

@@ -411,6 +411,11 @@ class ExistingClusterConfig(Block):
     def enabled(self) -> bool:
         return bool(self.kubeconfig or self.name)
 
+    def identifier(self, project: str, name: str) -> str:
+        """The Kubernetes provider's clusterIdentifier of this cluster, named ``name`` (ClusterConfig.target_name): a
+        kubeconfig's cluster goes by the stack's name for it, as its credentials name no cluster."""
+        return f"kubeconfig/{name}" if self.kubeconfig else cluster_identifier(project, self.location, name)
+
 
 class AuthorizedNetworkConfig(Block):
     cidr: str = Field(description="An IPv4 range that may reach the control plane's public IP, a.b.c.d/n.")
@@ -540,6 +545,24 @@ class ClusterConfig(Block):
     def node_account_id(self) -> str:
         """The node service account id in use: the configured one, or ``<cluster>-nodes``."""
         return self.node_service_account_id or naming.node_service_account_id(self.name)
+
+    @property
+    def target_name(self) -> str:
+        """The name of the cluster the stack deploys onto: cluster.existing.name, else cluster.name (which also names
+        the cluster of an existing kubeconfig)."""
+        return self.existing.name or self.name
+
+    def provider_identifier(self, project: str, region: str) -> str:
+        """The Kubernetes provider's clusterIdentifier: the identity of the cluster the stack deploys onto, not its
+        endpoint or credentials, which rotate. A new one replaces the provider, and with it every object of the stack
+        (pulumi/pulumi-kubernetes provider/pkg/provider/provider.go, DiffConfig)."""
+        if self.existing.enabled:
+            return self.existing.identifier(project, self.target_name)
+        return cluster_identifier(project, region, self.name)
+
+
+def cluster_identifier(project: str, location: str, name: str) -> str:
+    return f"projects/{project}/locations/{location}/clusters/{name}"
 
 
 _FROM_RESERVATIONS_LIST: dict[str, Any] = {HINT: "copy it from `gcloud compute reservations list`"}

@@ -16,7 +16,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.config_base import ConfigError, Problem
-from components.gcp.cluster import Cluster, build_kubeconfig, cluster_identifier, kubernetes_provider
+from components.gcp.cluster import Cluster, build_kubeconfig, kubernetes_provider
 from components.gcp.config import ExistingClusterConfig
 
 
@@ -35,7 +35,6 @@ class ExistingCluster(pulumi.ComponentResource):
         super().__init__("tpu-gke:gcp:ExistingCluster", name, None, opts)
         if args.existing.kubeconfig:
             self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(args.existing.kubeconfig)
-            self.cluster_identifier = f"kubeconfig/{args.name}"
             self.endpoint: pulumi.Output[str | None] = pulumi.Output.from_input(None)
             self.get_credentials_command: pulumi.Output[str] = pulumi.Output.from_input(
                 "(the stack deploys onto the cluster of its cluster.existing.kubeconfig)"
@@ -52,12 +51,12 @@ class ExistingCluster(pulumi.ComponentResource):
             self.kubeconfig = pulumi.Output.secret(
                 pulumi.Output.all(found.name, reached).apply(lambda parts: build_kubeconfig(parts[0], *parts[1]))
             )
-            self.cluster_identifier = cluster_identifier(args.project, location, args.name)
             self.endpoint = reached.apply(lambda pair: pair[0])
             command = f"gcloud container clusters get-credentials {args.name} --location {location}"
             self.get_credentials_command = dns_endpoint.apply(
                 lambda dns: f"{command} --project {args.project}" + (" --dns-endpoint" if dns else "")
             )
+        self.cluster_identifier = args.existing.identifier(args.project, args.name)
         self.provider = kubernetes_provider(
             self.kubeconfig, self.cluster_identifier, pulumi.ResourceOptions(parent=self)
         )
