@@ -62,11 +62,6 @@ def config_map(name: str, namespace: str, data: dict[str, str]) -> dict[str, Any
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": data}
 
 
-def tcp_port(port: int) -> dict[str, Any]:
-    """A NetworkPolicy rule's port entry (a fresh one: entries are never shared between rules)."""
-    return {"port": port, "protocol": "TCP"}
-
-
 def container(pod_spec: dict[str, Any], name: str, key: str = "containers") -> dict[str, Any]:
     """The container (or init container, with ``key``) ``name`` of a base's pod spec."""
     found: dict[str, Any]

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from components import stack as stack_config
-from components.workloads.serving.objects import endpoint_picker_labels, pool_target_port
+from components.workloads.serving.objects import endpoint_picker_labels
 from harness.gke_network import Sender, admits
 from policy.network import Pod, pod_templates, selects
 from tests.conftest import FIXTURE_STACK_NAMES, run_stack, stack_values
@@ -131,7 +131,8 @@ def test_the_gateway_and_its_health_checks_reach_the_pool_on_its_target_port(sta
     assert built.serving is not None
     namespace = built.config.serving.namespace
     values = built.serving.router_values
-    port = pool_target_port(values)
+    (target,) = values["router"]["modelServers"]["targetPorts"]
+    port = target["number"]
     proxy = address_in(built.config.network.proxy_only_cidr)
     leaders = pods_selected(stack, namespace, {"matchLabels": values["router"]["modelServers"]["matchLabels"]})
     assert {p.labels["llm-d.ai/role"] for p in leaders} == {"prefill", "decode"}
@@ -163,7 +164,8 @@ def test_the_model_servers_reach_each_other_on_any_port_and_the_picker_reads_the
     servers = pods_selected(stack, namespace, {"matchExpressions": [{"key": "llm-d.ai/role", "operator": "Exists"}]})
     assert len(servers) == 4  # leader and worker of prefill and decode
     picker = Pod(namespace, endpoint_picker_labels())
-    port = pool_target_port(built.serving.router_values)
+    (target,) = built.serving.router_values["router"]["modelServers"]["targetPorts"]
+    port = target["number"]
     for receiver in servers:
         for sender in servers:
             assert all(accepts(stack, receiver, Sender(pod=sender), p) for p in (6379, 8000, 9100, 9600, 10002, 19999))

@@ -1155,7 +1155,8 @@ def test_the_load_balancer_and_the_picker_reach_the_pools_target_port_and_the_co
     built = serving_objects(params())
     servers = {p["metadata"]["name"]: p for p in built.network_policies}[so.MODEL_SERVERS_POLICY]
     _, from_picker, from_load_balancer, from_collectors = servers["spec"]["ingress"]
-    target = so.pool_target_port(built.router_values)
+    (pool_port,) = built.router_values["router"]["modelServers"]["targetPorts"]
+    target = pool_port["number"]
     assert target == so.VLLM_PORTS[PREFILL]
     assert from_picker["ports"] == from_load_balancer["ports"] == [{"port": target, "protocol": "TCP"}]
     assert from_picker["from"] == [{"podSelector": {"matchLabels": so.endpoint_picker_labels()}}]

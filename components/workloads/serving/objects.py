@@ -164,7 +164,6 @@ def serving_objects(
     inference_gateway = gateway(namespace, serving.gateway)
     if skip_await:
         await_nothing(inference_gateway)
-    values = router_values(serving, pull_path)
     # Weights staging: the ConfigMap its Job mounts at /staging (the program and its requirements), its account, the Job
     script: dict[str, Any] | None = None
     stager: dict[str, Any] | None = None
@@ -180,13 +179,13 @@ def serving_objects(
     return ServingObjects(
         service_account=load_base("service-account.yaml", name=serving.service_account_name, namespace=namespace),
         gateway=inference_gateway,
-        router_values=values,
+        router_values=router_values(serving, pull_path),
         leaderworkersets=[leaderworkerset(serving, tpu, queues, project, pull_path, role) for role in ROLES],
         staging_script=script,
         staging_service_account=stager,
         staging_job=job,
         benchmark_service_account=benchmark,
-        network_policies=network_policies(serving, network, pool_target_port(values)),
+        network_policies=network_policies(serving, network),
         hf_token_provider_class=hf_token_provider_class(namespace, token_version) if token_version else None,
     )
 
@@ -367,36 +366,27 @@ def router_values(serving: ServingConfig, pull_path: PullPath) -> dict[str, Any]
     return values
 
 
-def pool_target_port(values: dict[str, Any]) -> int:
-    """The port of the model servers the router's InferencePool sends to (the first of its target ports)."""
-    return int(values["router"]["modelServers"]["targetPorts"][0]["number"])
-
-
 def endpoint_picker_labels() -> dict[str, str]:
     """The chart's selector labels of the endpoint picker pods of our release."""
     return {ENDPOINT_PICKER_SELECTOR_LABEL: ENDPOINT_PICKER_NAME}
 
 
-def network_policies(serving: ServingConfig, network: NetworkConfig, target_port: int) -> list[dict[str, Any]]:
+def network_policies(serving: ServingConfig, network: NetworkConfig) -> list[dict[str, Any]]:
     """Who may connect to the model servers and to the endpoint picker (manifests/serving/network-policies.yaml
-    says who sends what, and why), for this stack: its namespace, model label, proxy-only subnet, the
-    InferencePool's ``target_port`` and vLLM's ports. The weights-staging and benchmark Jobs accept nothing."""
+    says who sends what, and why), for this stack: its namespace, model label and proxy-only subnet. The ports and the
+    endpoint picker's labels never vary: they are the base's own (the tests hold them to router-values.yaml's
+    InferencePool target port, the LeaderWorkerSets' vLLM ports and the chart's selector labels). The weights-staging
+    and benchmark Jobs accept nothing."""
     policies = manifests.load_list(f"serving/{NETWORK_POLICIES_FILE}", serving.namespace)
     servers = manifests.by_name(policies, MODEL_SERVERS_POLICY)
     picker = manifests.by_name(policies, ENDPOINT_PICKER_POLICY)
     model = {MODEL_LABEL: serving.model.label}
-    peers, from_picker, from_load_balancer, from_collectors = servers["spec"]["ingress"]
+    peers, _, from_load_balancer, _ = servers["spec"]["ingress"]
     servers["spec"]["podSelector"]["matchLabels"] = dict(model)
     (peer,) = peers["from"]
     peer["podSelector"]["matchLabels"] = dict(model)
-    (picker_pods,) = from_picker["from"]
-    picker_pods["podSelector"]["matchLabels"] = endpoint_picker_labels()
-    from_picker["ports"] = [manifests.tcp_port(target_port)]
     proxies, *_ = from_load_balancer["from"]
     proxies["ipBlock"]["cidr"] = network.proxy_only_cidr
-    from_load_balancer["ports"] = [manifests.tcp_port(target_port)]
-    from_collectors["ports"] = [manifests.tcp_port(p) for p in sorted(set(VLLM_PORTS.values()))]
-    picker["spec"]["podSelector"]["matchLabels"] = endpoint_picker_labels()
     from_proxies, _, _ = picker["spec"]["ingress"]
     (proxies,) = from_proxies["from"]
     proxies["ipBlock"]["cidr"] = network.proxy_only_cidr
