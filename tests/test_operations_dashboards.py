@@ -28,7 +28,7 @@ from google.protobuf import json_format
 from components.operations import dashboard_objects, metric_catalog
 from components.operations import objects as alerting
 from components.workloads.serving.config import DECODE, PREFILL
-from components.workloads.serving.objects import ROLE_LABEL, VLLM_PORTS
+from components.workloads.serving.objects import ROLE_LABEL
 from harness import monitoring_model as world
 from harness.mock_engine import ProgramRun
 from tests.conftest import run_stack, stack_config
@@ -307,7 +307,10 @@ def test_the_vllm_scrapes_read_vllm_itself_on_the_leaders_of_each_role(dev_run):
         assert not selector.items() <= worker["metadata"].get("labels", {}).items(), "the workers serve no HTTP"
         (endpoint,) = monitor["spec"]["endpoints"]
         ports = {p["name"]: p["containerPort"] for c in leader["spec"]["containers"] for p in c.get("ports", [])}
-        assert ports[endpoint["port"]] == VLLM_PORTS[role], f"{role}: scrapes vLLM itself, not the P/D sidecar"
+        (vllm,) = leader["spec"]["containers"]
+        assert f"--port={int(ports[endpoint['port']])}" in vllm["args"], (
+            f"{role}: scrapes vLLM itself, not the P/D sidecar"
+        )
         assert monitor["spec"]["targetLabels"]["fromPod"] == [{"from": ROLE_LABEL, "to": "role"}]
 
 

@@ -576,7 +576,6 @@ def test_routing_sidecar_only_on_the_decode_leader(lws):
 
 def test_router_targets_the_port_that_serves_each_role(lws):
     (target,) = load_router_values()["router"]["modelServers"]["targetPorts"]
-    assert target["number"] == so.VLLM_PORTS[PREFILL]
     assert flag_values(container(lws[PREFILL], "leader")["args"])["--port"] == str(target["number"])
     (sidecar,) = template(lws[DECODE], "leader")["spec"]["initContainers"]
     assert f"--port={target['number']}" in sidecar["args"]
@@ -1157,11 +1156,15 @@ def test_the_load_balancer_and_the_picker_reach_the_pools_target_port_and_the_co
     _, from_picker, from_load_balancer, from_collectors = servers["spec"]["ingress"]
     (pool_port,) = built.router_values["router"]["modelServers"]["targetPorts"]
     target = pool_port["number"]
-    assert target == so.VLLM_PORTS[PREFILL]
+    vllm_ports = {
+        role: int(str(flag_values(container(lws, "leader")["args"])["--port"]))
+        for role, lws in by_role(built.leaderworkersets).items()
+    }
+    assert target == vllm_ports[PREFILL]
     assert from_picker["ports"] == from_load_balancer["ports"] == [{"port": target, "protocol": "TCP"}]
     assert from_picker["from"] == [{"podSelector": {"matchLabels": so.endpoint_picker_labels()}}]
     # vLLM's own API port on each role: what the dashboards' PodMonitorings scrape
-    assert [p["port"] for p in from_collectors["ports"]] == sorted(so.VLLM_PORTS.values())
+    assert [p["port"] for p in from_collectors["ports"]] == sorted(vllm_ports.values())
 
 
 def test_the_network_policies_validate_strictly_and_a_misspelled_field_is_rejected():

@@ -59,7 +59,6 @@ LEADER_CONTAINER = "vllm-leader"
 WORKER_CONTAINER = "vllm-worker"
 
 GUIDE = "pd-disaggregation"  # the llm-d guide: its label selects the serving leaders
-VLLM_PORTS = {PREFILL: 8000, DECODE: 8200}
 
 GUIDE_LABEL = "llm-d.ai/guide"
 MODEL_LABEL = "llm-d.ai/model"
@@ -290,7 +289,6 @@ def vllm_args(serving: ServingConfig, project: str, role: str, base_args: list[s
         block = serving.role(role) if field in ServingRoleConfig.model_fields else serving
         unset_by_default = type(block).model_fields[field].default is None
         manifests.set_flag(args, flag, getattr(block, field), optional=unset_by_default)
-    manifests.set_flag(args, "--port", VLLM_PORTS[role])
     return args
 
 
@@ -328,8 +326,6 @@ def leaderworkerset(
 
         if leader:
             container["args"] = vllm_args(serving, project, role, container["args"])
-            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-                container[probe]["httpGet"]["port"] = VLLM_PORTS[role]
             container["startupProbe"]["periodSeconds"] = rules.STARTUP_PERIOD_SECONDS
             container["startupProbe"]["failureThreshold"] = serving.startup_failure_threshold
             if role == DECODE:
