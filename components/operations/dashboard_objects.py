@@ -26,7 +26,7 @@ from components.config_base import walk
 from components.gcp.config import ClusterConfig
 from components.operations import metric_catalog
 from components.workloads.serving.config import DECODE, PREFILL
-from components.workloads.serving.objects import GUIDE, GUIDE_LABEL, ROLE_LABEL
+from components.workloads.serving.objects import ROLE_LABEL
 
 DASHBOARDS_DIR = "operations/dashboards"
 MODEL_SERVER_METRICS_FILE = "operations/model-server-metrics.yaml"
@@ -99,12 +99,12 @@ def dashboards(cluster: ClusterConfig, namespaces: dict[str, str | None], cluste
 
 
 def model_server_metrics_objects(namespace: str) -> list[dict[str, Any]]:
-    """One PodMonitoring per role, keeping only the vLLM series the dashboards read."""
+    """One PodMonitoring per role, keeping only the vLLM series the dashboards read (each selects its role's leaders
+    by the base's guide and role labels, the LeaderWorkerSet bases' own)."""
     objects = manifests.load_documents(MODEL_SERVER_METRICS_FILE, namespace)
     roles = {obj["spec"]["selector"]["matchLabels"][ROLE_LABEL]: obj for obj in objects}
     assert set(roles) == {PREFILL, DECODE}, "one PodMonitoring per role"
     for obj in objects:
-        obj["spec"]["selector"]["matchLabels"][GUIDE_LABEL] = GUIDE
         for endpoint in obj["spec"]["endpoints"]:
             (keep,) = endpoint["metricRelabeling"]
             keep["regex"] = metric_catalog.keep_regex(metric_catalog.VLLM)
