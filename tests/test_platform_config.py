@@ -10,7 +10,7 @@ from components.platform.config import (
     chart_own_image,
     validate_release_image,
 )
-from tests.conftest import assert_bad_input
+from tests.conftest import assert_bad_input, run_stack
 
 PLATFORM_BAD_INPUTS = [
     pytest.param({"queues.namespaces": []}, "queues.namespaces", "is empty", id="no-workload-namespace"),
@@ -166,6 +166,27 @@ PLATFORM_BAD_INPUTS += [
         id="kueue-image-fix-names-the-command",
     ),
 ]
+
+
+# A chart version as its registry tags it: JobSet's and Kueue's charts are published without the release tag's v.
+PLATFORM_BAD_INPUTS += [
+    pytest.param(
+        {"platform.jobset.version": "v0.12.0"},
+        "platform.jobset.version",
+        "v0.12.0 has a leading v, but the jobset chart is published as 0.12.0 only",
+        id="jobset-version-with-v",
+    ),
+    pytest.param(
+        {"platform.kueue.version": "v0.17.8"}, "platform.kueue.version", "write 0.17.8", id="kueue-version-with-v"
+    ),
+]
+
+
+def test_a_chart_published_under_both_tags_takes_either_and_warns_of_neither():
+    """LeaderWorkerSet's chart is promoted as v0.10.0 and 0.10.0: either is its pinned release, whose ports the stack
+    records (no warning), and the corrected JobSet and Kueue versions are accepted."""
+    run = run_stack({"platform.leaderWorkerSet.version": "v0.10.0", "platform.jobset.version": "0.12.0"})
+    assert not [w for w in run.warnings if "webhook ports" in w], run.warnings
 
 
 @pytest.mark.parametrize("override, key, fragment", PLATFORM_BAD_INPUTS)

@@ -310,6 +310,30 @@ SERVING_BAD_INPUTS += [
 ]
 
 
+# The llm-d router's and the Inference Extension's releases are tagged vX.Y.Z: the chart, images and CRDs by that tag.
+SERVING_BAD_INPUTS += [
+    pytest.param(
+        {"serving.router.version": "0.10.0"},
+        "serving.router.version",
+        "0.10.0 has no leading v, but the release is tagged v0.10.0",
+        id="router-version-without-v",
+    ),
+    pytest.param(
+        {"serving.inferencePoolCrds": {"install": True, "version": "1.5.0"}},
+        "serving.inferencePoolCrds.version",
+        "write v1.5.0",
+        id="inference-pool-crds-version-without-v",
+    ),
+]
+
+
+def test_the_releases_written_with_their_v_are_accepted():
+    run = run_stack(
+        {"serving.router.version": "v0.10.0", "serving.inferencePoolCrds": {"install": True, "version": "v1.5.0"}}
+    )
+    assert run.registrations
+
+
 @pytest.mark.parametrize("override, key, fragment", SERVING_BAD_INPUTS)
 def test_bad_serving_input_names_its_key_and_registers_nothing(override, key, fragment):
     assert_bad_input(override, key, fragment)

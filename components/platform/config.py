@@ -276,6 +276,16 @@ class QueuesConfig(Block):
 # controller watches both DisaggregatedSet kinds (pkg/controllers/disaggregatedset SetupWithManager).
 CHARTS_WITH_CRDS_HELM_KEEPS = ("jobset", "leaderWorkerSet")
 
+# The registry charts published under their version without the v of the release tag, and under no other tag: their
+# packaging strips it (kubernetes-sigs/jobset v0.12.0 and kubernetes-sigs/kueue v0.17.8 hack/helm-chart-package.sh,
+# chart_version="${GIT_TAG/#v/}"), and registry.k8s.io promotes that tag alone (kubernetes/k8s.io
+# registry.k8s.io/images/k8s-staging-jobset/images.yaml charts/jobset since 0.9.0, k8s-staging-kueue/images.yaml
+# charts/kueue). Helm 3.16 and later pulls a version that parses as semver as that exact OCI tag, listing no tags
+# (helm/helm v3.20.2 pkg/registry/client.go ValidateReference; pulumi/pulumi-kubernetes v4.32.0 provider/go.mod builds
+# on v3.20.2), so v0.12.0 finds no chart: the Release's check fails.
+# LeaderWorkerSet's chart is promoted under both (k8s-staging-lws/images.yaml: ["v0.8.0", "0.8.0"], one digest).
+CHARTS_TAGGED_WITHOUT_V = ("jobset", "kueue")
+
 # The Helm release name of each registry chart, by its key under ``platform`` (helmReleases is keyed by these names).
 CHART_RELEASE_NAMES = {"jobset": "jobset", "kueue": "kueue", "leaderWorkerSet": "lws"}
 
@@ -311,7 +321,7 @@ def control_plane_port_warnings(platform: PlatformConfig, dynamic_slicing: bool)
         f"webhook and APIService Services (their targetPorts) before the up, and record them in "
         f"RELEASE_CONTROL_PLANE_PORTS (components/platform/config.py)"
         for key, chart in installed_charts(platform, dynamic_slicing).items()
-        if chart.version != pinned[key].version
+        if chart.version.removeprefix("v") != pinned[key].version.removeprefix("v")  # LWS takes v0.10.0 too
     ]
 
 
@@ -346,6 +356,14 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
         prefix = f"platform.{key}"
         # Not a pattern on the field: the program's own local chart (the slice controller's) is described by it too.
         validate_chart_reference(f"{prefix}.chart", chart.chart, problems)
+        if key in CHARTS_TAGGED_WITHOUT_V and chart.version.startswith("v"):
+            bare = chart.version.removeprefix("v")
+            problems.add(
+                f"{prefix}.version",
+                f"{chart.version} has a leading v, but the {key} chart is published as {bare} only, and Helm pulls "
+                "the version as that exact tag",
+                f"write {bare}",
+            )
         if chart.image:
             own = chart_own_image(key, chart)
             release = f"{key} {chart.version}"

@@ -547,6 +547,23 @@ def _validate_token(serving: ServingConfig, cluster: ClusterConfig, project: str
 
 def _validate_front(serving: ServingConfig, problems: Problems) -> None:
     validate_chart_reference("serving.router.chart", serving.router.chart, problems)
+    # Both releases are tagged vX.Y.Z, and the tag is the name of what is fetched: llm-d-router packages its chart at
+    # the tag as its version and tags its images with it (llm-d/llm-d-router hack/push-chart.sh, chart_version=
+    # EXTRA_TAG, pushed only when it matches ^v...; .github/workflows/ci-build-images.yaml), and Helm pulls a version
+    # that parses as semver as that exact OCI tag (helm/helm v3.20.2 pkg/registry/client.go ValidateReference); the
+    # Inference Extension's CRDs are the asset of the release vX.Y.Z (kubernetes-sigs/gateway-api-inference-extension
+    # tags; INFERENCE_POOL_CRDS_URL). Without the v there is no such chart, image or asset.
+    without_v = [("serving.router.version", serving.router.version)]
+    if serving.inference_pool_crds.install:
+        without_v.append(("serving.inferencePoolCrds.version", serving.inference_pool_crds.version))
+    for key, version in without_v:
+        if not version.startswith("v"):
+            problems.add(
+                key,
+                f"{version} has no leading v, but the release is tagged v{version}, and the chart, images or CRDs "
+                "are fetched by that tag",
+                f"write v{version}",
+            )
     for problem in rules.router_version_problems(serving.router.version):
         problems.add("serving.router.version", problem, f"use {ROUTER_VERSION} or a later release")
     if serving.router.epp_image:
