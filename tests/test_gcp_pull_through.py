@@ -265,6 +265,16 @@ def test_pulling_from_docker_hub_through_the_nat_is_warned_with_the_numbers():
     assert not [w for w in run_stack().warnings if w.startswith("images.pullThrough:")], "dev pulls through"
 
 
+def test_a_charts_own_controller_is_not_said_to_run_on_each_node():
+    """The JobSet controller is the chart's Deployment, of the chart's replica count (the stack sets none): not a pod on
+    each node, as a DaemonSet's would be."""
+    image = f"docker.io/myorg/jobset:v0.12.0@sha256:{'a' * 64}"
+    run = run_stack({**OFF, "platform.jobset.image": image})
+    (warning,) = [w for w in run.warnings if w.startswith("images.pullThrough:")]
+    assert f"the JobSet controller: as many as its chart makes ({image})" in warning
+    assert "a pod on each node" not in warning
+
+
 def test_a_cluster_made_elsewhere_gets_none_and_the_preview_says_so():
     loaded = config_of(LAB, secrets=("cluster",))
     assert not loaded.config.pull_through_repositories()

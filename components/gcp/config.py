@@ -1436,7 +1436,8 @@ class ImagePull:
 
     image: str  # as the nodes pull it
     runs: str
-    pods: int | None  # None: a pod on each node (a DaemonSet), or as many as a chart of its own makes
+    pods: int | None  # None: not counted here, ``unknown`` says why
+    unknown: str = "a pod on each node"  # a DaemonSet's; a chart's own Deployment: "as many as its chart makes"
 
 
 def nat_pull_warning(registry: str, pulls: list[ImagePull], nodes: int, nat: NatConfig) -> str | None:
@@ -1447,7 +1448,7 @@ def nat_pull_warning(registry: str, pulls: list[ImagePull], nodes: int, nat: Nat
     limit, per, whom = PULL_RATE_LIMITS[registry]
     counted = sum(pull.pods or 0 for pull in pulls)
     each = "; ".join(
-        f"{pull.runs}: {pull.pods if pull.pods is not None else 'a pod on each node'} ({pull.image})" for pull in pulls
+        f"{pull.runs}: {pull.pods if pull.pods is not None else pull.unknown} ({pull.image})" for pull in pulls
     )
     # the NAT addresses the nodes' reserved ports fill: what the registry sees them come from, at least
     addresses = max(1, -(-nodes * nat.min_ports_per_vm // NAT_PORTS_PER_ADDRESS))
