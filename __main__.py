@@ -35,7 +35,11 @@ for warning in config.preview_warnings() + stack_config.image_pull_warnings(stac
 previous = previous_outputs()
 for note in stack_config.image_pull_notes(stack):
     pulumi.log.info(note)
-previous.apply(lambda outputs: wiring.announce_changes(lifecycle_review.previous_lifecycle(outputs), lifecycle))
+previous.apply(
+    lambda outputs: wiring.announce_changes(
+        lifecycle_review.previous_lifecycle(outputs), lifecycle, config.cluster.deletion_protection
+    )
+)
 
 # 2. Google Cloud layer, or the cluster made elsewhere that the Kubernetes layer goes onto. The APIs
 #    first: every Google Cloud call waits for the one it goes through (an empty project refuses it).

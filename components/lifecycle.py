@@ -236,11 +236,15 @@ def _review_cluster_made_elsewhere(before: Mapping[str, Any], after: Mapping[str
 
 
 def review_changes(
-    previous: Mapping[str, Any] | None, current: Mapping[str, Any], tpu_pool_urn: Callable[[str], str]
+    previous: Mapping[str, Any] | None,
+    current: Mapping[str, Any],
+    tpu_pool_urn: Callable[[str], str],
+    deletion_protection: bool = False,
 ) -> ChangeReview:
     """What applying ``current`` over the stack whose last ``lifecycle`` output was ``previous`` does.
 
     ``tpu_pool_urn``: the URN a TPU pool has in the stack's state, by its name (what `pulumi state unprotect` takes).
+    ``deletion_protection``: cluster.deletionProtection as this config sets it.
     """
     review = ChangeReview([], [])
     if not previous:
@@ -281,12 +285,40 @@ def review_changes(
                     "replaces the provider, and every object is created in the new cluster",
                 )
             )
+        elif deletion_protection and "network" in current["cluster"]:
+            # The old cluster goes first: its name is the program's, so the bridge answers DeleteBeforeReplace
+            # (pulumi/pulumi-terraform-bridge 59de6c6 pkg/tfbridge/schema.go nameRequiresDeleteBeforeReplace; pulumi-gcp
+            # autonames `name`, provider/resources.go SetAutonaming), and Pulumi deletes what depends on it before it
+            # (pulumi/pulumi 9e1882e tests/integration/delete_before_create/step2/index.ts: DeleteReplacement of the
+            # dependents, then of the base): every node pool and, through the Kubernetes provider, every object. The
+            # provider then refuses the cluster's delete while its state holds deletion_protection true
+            # (hashicorp/terraform-provider-google-beta 93c65b2 google-beta/services/container/
+            # resource_container_cluster.go resourceContainerClusterDelete; the delete reads the state, not the config).
+            refused.append(
+                Problem(
+                    "cluster.deletionProtection",
+                    f"true while the `up` replaces the GKE cluster {cluster_before.get('name')} ({cluster_changes}): "
+                    "the old cluster is deleted first, after every node pool (the TPU pools give up their cubes) and "
+                    "every Kubernetes object, and the provider refuses that delete while deletion protection is on in "
+                    "the stack's state, as an `up` with it on leaves it: the `up` would stop there, the cluster empty",
+                    "set it false, in an `up` of its own with the old cluster settings if the last `up` had it on (the "
+                    "delete reads the state; a production stack: production false too, docs/recovery.md); then "
+                    "replace the cluster, and set it true again after",
+                )
+            )
         else:
-            replaced.append(
+            line = (
                 f"the GKE cluster {cluster_before.get('name')} will be REPLACED ({cluster_changes}): "
                 "every node pool, every Kubernetes object, the Kueue queues and their state are deleted and created "
                 "anew"
             )
+            if "network" in current["cluster"]:
+                line += (
+                    ". The old cluster is deleted first, after them: if the last `up` left cluster.deletionProtection "
+                    "on, the provider (which reads it from the state) refuses that delete and the `up` stops there; "
+                    "turn it off in an `up` of its own first"
+                )
+            replaced.append(line)
     network_name = current["cluster"].get("network")
     if "network" in current and cluster_before.get("network", network_name) == network_name:
         _review_network(previous.get("network") or {}, current["network"], review)  # a new network: all new

@@ -332,10 +332,15 @@ def node_audit_args(stack: Stack, cluster: Target) -> NodeAuditLoggingArgs:
     return NodeAuditLoggingArgs(objects=stack.node_audit, namespace_object=namespace, provider=cluster.provider)
 
 
-def announce_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any]) -> None:
+def announce_changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any], deletion_protection: bool) -> None:
     """Warn of every replacement the `up` makes and of each step it leaves to the operator; refuse (stop the
-    preview) what would fail halfway."""
-    review = review_changes(previous, current, lambda pool: pool_urn(pulumi.get_stack(), pulumi.get_project(), pool))
+    preview) what would fail halfway. ``deletion_protection``: the cluster's, as the config sets it."""
+    review = review_changes(
+        previous,
+        current,
+        lambda pool: pool_urn(pulumi.get_stack(), pulumi.get_project(), pool),
+        deletion_protection=deletion_protection,
+    )
     say_review([], review.replaced + review.in_place + review.by_hand, review.refused)
 
 

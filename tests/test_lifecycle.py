@@ -425,6 +425,19 @@ def test_a_new_network_under_the_same_cluster_name_is_refused_and_a_new_name_goe
     assert any(w.startswith(f"the GKE cluster {CLUSTER_NAME} will be REPLACED") for w in run.warnings)
 
 
+def test_a_cluster_replacement_under_deletion_protection_is_refused_and_goes_through_without_it(runs):
+    """A new cluster name replaces the cluster delete-first, after its pools and objects: with deletion protection on,
+    the provider refuses that delete and the `up` stops with the pools gone. Off, the replacement is announced, with
+    what the state's protection of the last `up` still does."""
+    replacing = {"network.prefix": "other", "cluster.name": "other"}
+    message = refusal({**replacing, "cluster.deletionProtection": True}, previous_of(runs["dev"]))
+    assert f"cluster.deletionProtection: true while the `up` replaces the GKE cluster {CLUSTER_NAME}" in message
+    assert "the provider refuses that delete" in message and "set it false, in an `up` of its own" in message
+    run = run_stack(replacing, previous_outputs=previous_of(runs["dev"]))
+    (line,) = [w for w in run.warnings if w.startswith(f"the GKE cluster {CLUSTER_NAME} will be REPLACED")]
+    assert "if the last `up` left cluster.deletionProtection on" in line
+
+
 def other_range(cidr: str, offset: int) -> str:
     """A range of ``cidr``'s size, ``offset`` of its own sizes further on: disjoint from it."""
     network = ipaddress.ip_network(cidr)
