@@ -538,7 +538,26 @@ def _review_buckets(before: Mapping[str, Any], after: Mapping[str, Any], review:
     on destroy (retain_on_delete), the delete is skipped (pulumi/pulumi v3.259.0 pkg/resource/deploy/step.go,
     DeleteStep.Apply): the old bucket stays, and with it its name, which Cloud Storage holds globally, so a new bucket
     of that name cannot be made. Otherwise the old bucket is deleted with everything in it (force_destroy) first.
+
+    A bucket that leaves the stack (its workload off, serving.weightsBucket.create false) goes the same way, at the
+    end of the `up`. Kept, it is no longer the stack's, and an `up` that makes it again (its workload back on) fails at
+    the create: the provider's create only inserts (resource_storage_bucket.go resourceStorageBucketCreate returns
+    the insert's error), and Cloud Storage answers 409 conflict for a name that exists, the caller's own bucket
+    included (cloud.google.com/storage/docs/json_api/v1/status-codes, 409 Conflict). Only this `up` can say so: the
+    next one's facts no longer name it.
     """
+    for key, gone in before.items():
+        if key in after:
+            continue
+        name = gone["name"]
+        if gone.get("keepOnDestroy", True):
+            review.replaced.append(
+                f"{key}: the bucket {name} leaves the stack at the end of the `up` and stays in the project with its "
+                "data (keepOnDestroy). An `up` that makes it again fails at its create while it exists (Cloud Storage "
+                "refuses a name that is taken): then `pulumi import` it into the stack, or delete it, first"
+            )
+        else:
+            review.replaced.append(f"{key}: the bucket {name} will be DELETED with everything in it")
     for key, bucket in after.items():
         old = before.get(key)
         if not old:

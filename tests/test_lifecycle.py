@@ -508,6 +508,17 @@ def test_a_bucket_not_kept_on_destroy_is_said_to_be_deleted_with_its_data():
     assert f"{WEIGHTS} is DELETED with everything in it before the new one is made" in line
 
 
+def test_a_bucket_that_leaves_the_stack_is_said_to_stay_in_the_way_of_its_next_create_or_to_be_deleted():
+    """Kept, the bucket is no longer the stack's but holds its name: an `up` that makes it again fails at the create,
+    and only the `up` it leaves in can say so. Not kept, it goes with its data."""
+    (line,) = [w for w in review_of({"serving.enabled": False}).replaced if w.startswith("serving.weightsBucket.name:")]
+    assert f"the bucket {WEIGHTS} leaves the stack" in line and "stays in the project with its data" in line
+    assert "An `up` that makes it again fails at its create" in line and "`pulumi import` it" in line
+    unkept = {"serving.weightsBucket.keepOnDestroy": False}
+    review = review_of({**unkept, "serving.weightsBucket.create": False}, before=unkept)
+    assert f"serving.weightsBucket.name: the bucket {WEIGHTS} will be DELETED with everything in it" in review.replaced
+
+
 def test_uninstalling_the_platform_or_moving_a_release_is_refused():
     (problem,) = review_of({"platform.install": False}).refused
     assert problem.key == "platform.install" and "pulumi state delete" in problem.fix
