@@ -171,6 +171,20 @@ def test_what_cannot_start_exits_2_before_anything_is_applied(capsys):
         assert cluster.calls == []
 
 
+def test_local_takes_the_servers_context_length_as_a_number_of_tokens_or_leaves_it_unchecked(tmp_path, capsys):
+    """--max-model-len is the server's context length (vLLM's own -1, fitted to memory, is no length to check against:
+    the flag is left out). A length the requests exceed is refused naming the flag, not the stack's setting."""
+    local = ["--local", "--base-url", "http://127.0.0.1:8000/v1", "--model", "m", "--tokenizer", str(tmp_path)]
+    local += ["--results", str(tmp_path / "results"), "--inference-perf", str(tmp_path / "missing"), "--run-id", "l1"]
+    for length in ("0", "-1", "auto"):
+        with pytest.raises(SystemExit) as exited:
+            bench.main([*local, "--max-model-len", length])
+        assert exited.value.code == 2 and "is not a number of tokens" in capsys.readouterr().err
+    assert bench.main([*local, "--max-model-len", "4096"]) == 2
+    assert "exceeds --max-model-len 4096" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists(), "refused before anything is written"
+
+
 def test_dry_run_prints_the_objects_and_applies_nothing(capsys):
     cluster = Cluster([])
     assert main(["--stack", "dev", "--run-id", "r6", "--dry-run"], cluster) == 0

@@ -82,6 +82,14 @@ def _rates(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of request rates") from None
 
 
+def _context_length(text: str) -> int:
+    """--max-model-len: the server's context length in tokens, a positive number (vLLM's -1 or auto, a length fitted
+    to the accelerator's memory, is not known here: leave the flag out, and the requests' length goes unchecked)."""
+    if not text.isascii() or not text.isdigit() or int(text) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of tokens; leave it out when the length is unknown")
+    return int(text)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
@@ -99,15 +107,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--tokenizer", type=Path, help="--local: a directory with the model's tokenizer files")
     parser.add_argument("--results", type=Path, help="--local: where inference-perf writes its reports")
     parser.add_argument("--inference-perf", type=Path, help="--local: the inference-perf executable")
-    parser.add_argument("--max-model-len", type=int, default=None, help="--local: the server's context length")
+    parser.add_argument(
+        "--max-model-len", type=_context_length, help="--local: the server's context length (unchecked when left out)"
+    )
     return parser.parse_args(argv)
 
 
-def ramp_of(args: argparse.Namespace, base_url: str, max_model_len: int) -> benchmark.Ramp:
-    """The run's ramp, refused if the server (its context length) cannot take it."""
+def ramp_of(args: argparse.Namespace, base_url: str, context_length: int | None, given_by: str) -> benchmark.Ramp:
+    """The run's ramp, refused if the server cannot take it (its context length, as the setting or flag ``given_by``
+    gives it; None: not known)."""
     run_id = args.run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     ramp = benchmark.Ramp(run_id=run_id, base_url=base_url, rates=args.rates, stage_seconds=args.stage_seconds)
-    if found := benchmark.problems(ramp, max_model_len):
+    if found := benchmark.problems(ramp, context_length, given_by):
         raise UsageError("; ".join(found))
     return ramp
 
@@ -233,7 +244,7 @@ def stop(name: str, namespace: str, args: argparse.Namespace, run: Run) -> str:
 def in_cluster(args: argparse.Namespace, runner: Runner, run: Run, sleep: Sleep) -> int:
     config, base_url = read_stack(args, runner)
     serving = config.serving
-    ramp = ramp_of(args, base_url, serving.max_model_len)
+    ramp = ramp_of(args, base_url, serving.max_model_len, "serving.maxModelLen")
     objects = benchmark.benchmark_objects(serving, config.project, config.pull_path(), ramp)
     if args.dry_run:
         print(yaml.safe_dump_all(objects, sort_keys=False), end="")
@@ -264,7 +275,7 @@ def local(args: argparse.Namespace, run: Run) -> int:
     ]
     if missing:
         raise UsageError("--local needs " + ", ".join("--" + flag.replace("_", "-") for flag in missing))
-    ramp = ramp_of(args, args.base_url, args.max_model_len or sys.maxsize)
+    ramp = ramp_of(args, args.base_url, args.max_model_len, "--max-model-len")
     results = args.results / ramp.run_id
     config = benchmark.inference_perf_config(ramp, args.model, str(args.tokenizer), str(results), bucket=None)
     args.results.mkdir(parents=True, exist_ok=True)

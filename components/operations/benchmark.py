@@ -49,9 +49,9 @@ class Ramp:
     stage_seconds: int
 
 
-def problems(ramp: Ramp, max_model_len: int) -> list[str]:
+def problems(ramp: Ramp, context_length: int | None, given_by: str = "serving.maxModelLen") -> list[str]:
     """What would make the run fail or measure something else, as sentences naming the flag that fixes it;
-    ``max_model_len``: the server's context length (serving.maxModelLen)."""
+    ``context_length``: the server's, as the setting or flag ``given_by`` gives it (None: not known, not checked)."""
     found = []
     if not RUN_ID.match(ramp.run_id):
         found.append(f"run id {ramp.run_id!r} is not 1-40 lowercase letters, digits and hyphens (--run-id)")
@@ -65,9 +65,9 @@ def problems(ramp: Ramp, max_model_len: int) -> list[str]:
         found.append(f"base URL {ramp.base_url!r} is not http://<address>/v1 (--base-url)")
     data = manifests.load_document(CONFIG_FILE)["data"]
     longest = data["input_distribution"]["max"] + data["output_distribution"]["max"]
-    if longest > max_model_len:
+    if context_length is not None and longest > context_length:
         found.append(
-            f"the longest request ({longest} tokens) exceeds serving.maxModelLen {max_model_len}: "
+            f"the longest request ({longest} tokens) exceeds {given_by} {context_length}: "
             f"lower the distributions in {CONFIG_FILE}"
         )
     return found
