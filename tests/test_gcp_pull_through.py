@@ -193,6 +193,13 @@ def test_first_up_the_api_then_each_repository_then_the_read_then_every_kubernet
         assert all(read.name in closure(run, name) for name in objects), f"a pod may pull before {read.name}"
 
 
+def test_the_agent_s_read_of_the_password_outlives_the_stack(credentialed):
+    """Destroy drops it from the state and leaves the binding, as the agents' key grants: its delete would remove the
+    project-wide agent from the secret whoever granted it, and another repository signing in with it would stop."""
+    (read,) = credentialed.of_type(SECRET_GRANT)
+    assert read.options.get("retainOnDelete") is True
+
+
 def test_destroy_deletes_the_objects_then_the_reads_then_the_repositories(credentialed):
     run = credentialed
     wave = {name: i for i, names in enumerate(destroy_waves(run.registrations)) for name in names}

@@ -71,12 +71,18 @@ class PullThrough(pulumi.ComponentResource):
                         }
                     }
                     assert args.agents is not None, "Docker Hub's password is read by Artifact Registry's agent"
+                    # It outlives the stack, as the agents' key grants do (components/gcp/service_agents.py): the
+                    # provider's delete removes the member whoever added it, and the agent is the whole project's, so
+                    # another remote repository signing in with the same secret would lose its upstream.
                     waits.append(
                         secret_reader(
                             "artifact-registry-agent-docker-hub-password",
                             secret_of_version(settings.docker_hub_password_secret_version),
                             args.agents.member(ARTIFACT_REGISTRY_SERVICE_AGENT),
-                            waiting_for(child, *args.agents.ready[ARTIFACT_REGISTRY_SERVICE_AGENT]),
+                            waiting_for(
+                                pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)),
+                                *args.agents.ready[ARTIFACT_REGISTRY_SERVICE_AGENT],
+                            ),
                         )
                     )
             else:
