@@ -249,8 +249,8 @@ def kubernetes_document(registrations: list[Registration]) -> str:
 def summary(stack: str, run: ProgramRun, stack_dir: Path = PROJECT_ROOT) -> list[str]:
     from components import stack as stack_config
 
-    values, _ = stack_config_values(stack, stack_dir)
-    config = stack_config.load_pulumi_values(values).config
+    values, secret_keys = stack_config_values(stack, stack_dir)
+    config = stack_config.load_pulumi_values(values, secret_keys).config
     counts = collections.Counter(r.type for r in run.registrations)
     lines = [f"stack {stack}: {len(run.registrations)} resources"]
     lines += [f"  {count:3d}  {type_token}" for type_token, count in sorted(counts.items())]

@@ -88,8 +88,8 @@ def configured_model(stack: str | None, stack_dir: Path) -> str | None:
     from components.workloads.serving.config import served_model_name
 
     try:
-        values, _ = stack_config_values(stack, stack_dir)
-        return served_model_name(load_pulumi_values(values).config.serving)
+        values, secret_keys = stack_config_values(stack, stack_dir)
+        return served_model_name(load_pulumi_values(values, secret_keys).config.serving)
     except (FileNotFoundError, StackFileError, ConfigError):
         return None
 
