@@ -31,12 +31,11 @@ import yaml
 # The offline render is the program run under the harness's mocks of the engine and of Google Cloud: the one tool
 # that imports the harness (tests/test_imports.py holds it).
 from harness.gcp_model import CloudProject, ServiceDisabled, ServiceIdentityRefused, api_of
-from harness.mock_engine import Invocation, ProgramRun, Registration, run_program, sanitize
+from harness.mock_engine import HELM_RELEASE, Invocation, ProgramRun, Registration, run_program, sanitize
 from tools.stack_file import PROJECT_ROOT, StackFileError, add_stack_dir_option, stack_config_values, stack_names
 
 # Types whose inputs are a Kubernetes object (not Helm releases, providers or our components).
 _NOT_OBJECTS = ("pulumi:providers:", "kubernetes:helm.sh/")
-_HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 def render(stack: str, stack_dir: Path = PROJECT_ROOT) -> tuple[dict[str, str], ProgramRun]:
@@ -215,7 +214,7 @@ def waves_document(stack: str, registrations: list[Registration]) -> str:
 def kubernetes_objects(registrations: list[Registration]) -> list[dict[str, Any]]:
     objects = []
     for r in registrations:
-        if r.type == _HELM_RELEASE and r.inputs["chart"].startswith(("./", "../", "/")):  # a chart of this repository
+        if r.type == HELM_RELEASE and r.inputs["chart"].startswith(("./", "../", "/")):  # a chart of this repository
             objects.extend(local_chart_objects(r.inputs))
         elif r.type.startswith("kubernetes:") and not r.type.startswith(_NOT_OBJECTS):
             inputs = sanitize(r.inputs)
