@@ -258,9 +258,10 @@ def parsed(raw: Mapping[str, Any]) -> StackConfig | None:
     return None if problems.items else config
 
 
-def load_pulumi_values(values: Mapping[str, str], secret_keys: Iterable[str] = ()) -> Stack:
+def load_pulumi_values(values: Mapping[str, str], secret_keys: Iterable[str]) -> Stack:
     """Load config as Pulumi hands it over: ``<namespace>:<key>`` -> string (JSON for objects), with the full names of
-    the keys the engine holds as secrets."""
+    the keys the engine holds as secrets (no default: a caller that left them out took every encrypted setting for
+    one typed in plain text, as three operator tools did)."""
     prefix = f"{NAMESPACE}:"
     raw: dict[str, Any] = {}
     bad_json: list[Problem] = []

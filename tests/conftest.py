@@ -62,7 +62,9 @@ def stack_config(stack: str = "dev", overrides: dict[str, Any] | None = None) ->
     """The validated config of one of the tests' own stacks, with ``overrides`` (as ``with_overrides`` takes them)."""
     from components.stack import load_pulumi_values
 
-    return load_pulumi_values(as_pulumi_values(with_overrides(_fixture_stack_values(stack), overrides or {}))).config
+    return load_pulumi_values(
+        as_pulumi_values(with_overrides(_fixture_stack_values(stack), overrides or {})), ()
+    ).config
 
 
 def with_overrides(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -138,7 +138,7 @@ def chart_pods(run: ProgramRun, own_values_only: bool = False) -> list[Pod]:
 
 def bench_pods(stack: str) -> list[Pod]:
     """The Job `make bench` runs in the serving namespace (tools/bench.py builds it from the stack file)."""
-    config = load_pulumi_values(stack_config_values(stack, FIXTURE_STACKS)[0]).config
+    config = load_pulumi_values(*stack_config_values(stack, FIXTURE_STACKS)).config
     if not config.serving.enabled:
         return []
     ramp = benchmark.Ramp(run_id="pod-security", base_url="http://10.0.0.1/v1", rates=(1.0,), stage_seconds=60)

@@ -128,7 +128,7 @@ def check(name: str, stack: str, stack_dir: Path, overrides: dict[str, Any]) -> 
     raw, secret_keys = decoded(stack, stack_dir)
     values = as_pulumi_values(with_overrides(raw, overrides))
     run = run_program(values, secret_keys, stack=stack, preview=False)
-    config = load_pulumi_values(values).config
+    config = load_pulumi_values(values, secret_keys).config
     render = render_of(run, config)
     calls, claimed = program_calls(render)
     return Checked(

@@ -141,7 +141,7 @@ def test_secret_values_are_never_echoed():
 def test_structured_config_that_is_not_json_is_reported():
     with pytest.raises(ConfigError) as raised:
         stack_config.load_pulumi_values(
-            {"tpu-dynamic-slicing:project": "my-tpu-project", "tpu-dynamic-slicing:tpu": "{not json"}
+            {"tpu-dynamic-slicing:project": "my-tpu-project", "tpu-dynamic-slicing:tpu": "{not json"}, ()
         )
     assert any(p.key == "tpu" for p in raised.value.problems)
 

@@ -187,3 +187,22 @@ def test_a_yaml_1_1_boolean_is_refused_as_the_real_preview_refuses_it(tmp_path: 
     )
     assert render.main(["--stack", "s", "--stack-dir", str(tmp_path), "--out", str(tmp_path / "out")]) == 1
     assert f"cluster.deletionProtection: {word!r} is not true or false" in capsys.readouterr().err
+
+
+def test_every_operator_tool_reads_a_stack_with_an_encrypted_setting(tmp_path: Path, capsys):
+    """`pulumi config set --secret --path serving.hfToken` writes the token encrypted, as the stack file says to: each
+    tool that reads the stack file takes it for the secret it is, not for a token typed in plain text."""
+    import yaml
+
+    from tests.test_tools_bench import Cluster, pulumi_runner
+    from tools import bench, verify
+
+    stack = yaml.safe_load((FIXTURE_STACKS / "Pulumi.dev.yaml").read_text())
+    stack["config"]["tpu-dynamic-slicing:serving"]["hfToken"] = {"secure": "v1:c2VjcmV0LWNpcGhlcnRleHQ="}
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(stack))
+    plain = verify.configured_model("dev", FIXTURE_STACKS)
+    assert plain is not None and verify.configured_model("dev", tmp_path) == plain
+    argv = ["--stack", "dev", "--stack-dir", str(tmp_path), "--run-id", "enc", "--dry-run"]
+    assert bench.main(argv, runner=pulumi_runner(None), run=Cluster([])) == 0, capsys.readouterr().err
+    _, run = render.render("dev", tmp_path)
+    assert render.summary("dev", run, tmp_path)[0].startswith("stack dev: ")
