@@ -282,7 +282,7 @@ def _repaired(root: type[BaseModel], data: Any, errors: Iterable[ErrorDetails]) 
     data = copy.deepcopy(data)
     for error in errors:
         *path, last = error["loc"]
-        parent = _value_at_path(data, path)
+        parent = dict(walk(data)).get(tuple(str(part) for part in path))
         _, info, tp = _walk(root, error["loc"])
         if isinstance(parent, list) and isinstance(last, int) and last < len(parent):
             parent[last] = _placeholder(info, tp)
@@ -303,15 +303,6 @@ def walk(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ..
     elif isinstance(value, Sequence) and not isinstance(value, str):
         for index, item in enumerate(value):
             yield from walk(item, (*path, str(index)))
-
-
-def _value_at_path(data: Any, path: list[str | int]) -> Any:
-    for part in path:
-        if isinstance(data, list):
-            data = data[part] if isinstance(part, int) and part < len(data) else None
-        else:
-            data = data.get(part) if isinstance(data, Mapping) else None
-    return data
 
 
 def _placeholder(info: FieldInfo | None, tp: Any) -> Any:
@@ -577,8 +568,9 @@ def redacted(problems: list[Problem], raw: Mapping[str, Any], secret_blocks: set
     message about a key inside one echoes that key's value, whatever it is. Then every credential-looking text is
     taken out: each value of ``raw`` under a key named for a credential, and anything ``CREDENTIAL_PATTERNS`` match,
     wherever it appears in a message."""
+    values = dict(walk(raw))  # path -> the raw value there
     # (a list item's path part is its index, which no credential key matches)
-    under_keys = (v for path, v in walk(raw) if any(CREDENTIAL_KEY.search(key) for key in path))
+    under_keys = (v for path, v in values.items() if any(CREDENTIAL_KEY.search(key) for key in path))
     scalars = {str(v) for v in under_keys if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
     named = sorted((v for v in scalars if v), key=len, reverse=True)
 
@@ -593,17 +585,13 @@ def redacted(problems: list[Problem], raw: Mapping[str, Any], secret_blocks: set
 
     shown = []
     for problem in problems:
-        value = _value_at(raw, problem.key) if problem.key.split(".")[0].split("[")[0] in secret_blocks else None
+        # the raw value at the problem's key: ``tpu.pools[0].name`` is at the path tpu, pools, 0, name
+        path = tuple(re.findall(r"[^.\[\]]+", problem.key))
+        value = values.get(path) if path and path[0] in secret_blocks else None
         scalar = isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value)
         secret = [repr(value), str(value)] if scalar else []
         shown.append(Problem(problem.key, clean(problem.what, secret), clean(problem.fix, secret)))
     return shown
-
-
-def _value_at(raw: Any, key: str) -> Any:
-    """The raw value at a problem's key (``tpu.pools[0].name``); None where the path does not lead."""
-    parts = re.findall(r"[^.\[\]]+|\[\d+\]", key)
-    return _value_at_path(raw, [int(part[1:-1]) if part.startswith("[") else part for part in parts])
 
 
 # --- Documentation ---------------------------------------------------------------------
