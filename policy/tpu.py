@@ -34,17 +34,19 @@ def is_tpu_pool(resource_type: str, name: str, props: Mapping[str, Any]) -> bool
 
 
 def pool_chips(resource: Resource) -> int:
-    """Chips a TPU pool holds at most: its nodes (the autoscaling maximum if it scales) x chips per host."""
+    """Chips a TPU pool holds at most: its nodes (the autoscaling maximum if it scales) x chips per host. Each count
+    but totalMaxNodeCount is per zone of the pool's nodeLocations (pulumi-gcp container.NodePool: initialNodeCount "in
+    regional or multi-zonal clusters, ... the number of nodes per zone"; nodeCount, per instance group: one a zone)."""
     name, props = resource.name, resource.props
     if (machine := MACHINE_CATALOG.get(machine_type(name, props))) is None:
         raise ValueError(f"TPU node pool {name} uses {machine_type(name, props)!r}, not in the catalog")
+    zones = max(1, len(list_of(props, "nodeLocations", owner=name)))
     if autoscaling := mapping_of(props, "autoscaling", owner=name):
-        zones = max(1, len(list_of(props, "nodeLocations", owner=name)))
         total = get(autoscaling, "totalMaxNodeCount", None, owner=name)
         nodes = total if total is not None else get(autoscaling, "maxNodeCount", 0, owner=name) * zones
     else:
         count = get(props, "nodeCount", None, owner=name)
-        nodes = count if count is not None else get(props, "initialNodeCount", 0, owner=name)
+        nodes = (count if count is not None else get(props, "initialNodeCount", 0, owner=name)) * zones
     return int(nodes) * machine.chips_per_host
 
 

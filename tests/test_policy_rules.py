@@ -637,6 +637,8 @@ def test_pools_are_counted_by_the_catalog_including_autoscaling_ones() -> None:
 
     assert tpu.pool_chips(pool("fixed", nodeCount=8)) == 32
     assert tpu.pool_chips(pool("initial", initialNodeCount=2)) == 8
+    # every count but totalMaxNodeCount is per zone
+    assert tpu.pool_chips(pool("two-zones", nodeCount=2, nodeLocations=["a", "b"])) == 16
     assert tpu.pool_chips(pool("scaling", autoscaling={"maxNodeCount": 3}, nodeLocations=["a", "b"])) == 24
     assert tpu.pool_chips(pool("total", autoscaling={"totalMaxNodeCount": 5})) == 20
 
