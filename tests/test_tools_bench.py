@@ -171,6 +171,13 @@ def test_what_cannot_start_exits_2_before_anything_is_applied(capsys):
         assert cluster.calls == []
 
 
+@pytest.mark.parametrize("rates", ["1,nan", "inf", "1,two"])
+def test_rates_that_are_not_request_rates_are_a_usage_error(rates, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--stack", "dev", "--rates", rates], Cluster([]))
+    assert exited.value.code == 2 and "is not a comma-separated list of request rates" in capsys.readouterr().err
+
+
 def test_local_takes_the_servers_context_length_as_a_number_of_tokens_or_leaves_it_unchecked(tmp_path, capsys):
     """--max-model-len is the server's context length (vLLM's own -1, fitted to memory, is no length to check against:
     the flag is left out). A length the requests exceed is refused naming the flag, not the stack's setting."""

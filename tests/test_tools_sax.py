@@ -262,8 +262,9 @@ def test_bad_address_exits_2(capsys, address):
         ["listcell"],
         ["publish", "--model-id", MODEL, "--model-path", "p", "--checkpoint", "None", "--replicas", "0"],
         ["--timeout", "0", "listcell", "--model-id", MODEL],
+        ["--timeout", "nan", "listcell", "--model-id", MODEL],
     ],
-    ids=["no-command", "no-model-id", "zero-replicas", "zero-timeout"],
+    ids=["no-command", "no-model-id", "zero-replicas", "zero-timeout", "nan-timeout"],
 )
 def test_usage_errors_exit_2(argv):
     with pytest.raises(SystemExit) as exit_info:

@@ -345,7 +345,17 @@ def test_config_problems_exit_2_with_one_line(runner, message, capsys):
     assert captured.err.count("\n") == 1
 
 
-@pytest.mark.parametrize("flags", [["--attempts", "0"], ["--timeout", "0"], ["--backoff", "-1"], ["--bogus"]])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--attempts", "0"],
+        ["--timeout", "0"],
+        ["--backoff", "-1"],
+        ["--bogus"],
+        ["--timeout", "nan"],  # float() reads it, and every comparison with it is false
+        ["--backoff", "inf"],
+    ],
+)
 def test_bad_flags_are_usage_errors(flags):
     with pytest.raises(SystemExit) as exit_info:
         verify.main(["--base-url", "http://127.0.0.1:9/v1", "--model", MODEL, *flags], runner=no_pulumi)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -77,9 +78,12 @@ def run_command(argv: list[str], stdin: str | None, timeout: float) -> subproces
 
 def _rates(text: str) -> tuple[float, ...]:
     try:
-        return tuple(float(part) for part in text.split(",") if part.strip())
+        rates = tuple(float(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of request rates") from None
+        rates = (math.nan,)
+    if not all(map(math.isfinite, rates)):  # float() reads nan and inf, which no ramp can send
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of request rates")
+    return rates
 
 
 def _context_length(text: str) -> int:

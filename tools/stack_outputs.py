@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 from collections.abc import Callable
 from typing import Any
@@ -73,6 +74,8 @@ def number_type(convert: Callable[[str], float], least: float, strict: bool, mus
 
     def parse(text: str) -> Any:
         value = convert(text)
+        if not math.isfinite(value):  # float() reads nan and inf, which no wait or count can be
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
         if value < least or (strict and value == least):
             raise argparse.ArgumentTypeError(f"{must}, got {text}")
         return value
