@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -297,16 +299,48 @@ def gke_dns_endpoint(project: str, location: str, name: str) -> str:
     return f"gke-{unique}.{location}.gke.goog"
 
 
-def cluster_endpoints(inputs: dict[str, Any]) -> dict[str, Any]:
+def cluster_endpoints(inputs: dict[str, Any], subnet_ranges: Mapping[str, str]) -> dict[str, Any]:
     """What GKE reports of a cluster's endpoints once it exists, from the inputs it was given: the DNS-based
-    endpoint's name filled in; and as `endpoint`, the IP address, or with the IP endpoints off the DNS name
-    (what the provider's `endpoint` then holds: gke-labs/kube-agents#1806, on a cluster with IP access
-    disabled)."""
+    endpoint's name filled in; and as `endpoint`, the public IP address, the private one when the public endpoint
+    is off, or with the IP endpoints off the DNS name (what the provider's `endpoint` then holds:
+    gke-labs/kube-agents#1806, on a cluster with IP access disabled). ``subnet_ranges``: the primary range of each
+    subnetwork the run made, by the id it was given (the private endpoint is an address of one)."""
     endpoints = {key: dict(value) for key, value in (inputs.get("controlPlaneEndpointsConfig") or {}).items()}
     dns = gke_dns_endpoint(inputs["project"], inputs["location"], inputs["name"])
     endpoints.setdefault("dnsEndpointConfig", {})["endpoint"] = dns
-    ip_on = (endpoints.get("ipEndpointsConfig") or {}).get("enabled", True)
-    return {"endpoint": CLUSTER_IP_ENDPOINT if ip_on else dns, "controlPlaneEndpointsConfig": endpoints}
+    ip_endpoints = endpoints.get("ipEndpointsConfig") or {}
+    private = inputs.get("privateClusterConfig") or {}
+    if not ip_endpoints.get("enabled", True):
+        endpoint = dns
+    elif private.get("enablePrivateEndpoint") or ip_endpoints.get("enablePublicEndpoint") is False:
+        endpoint = cluster_private_endpoint(inputs, subnet_ranges)
+    else:
+        endpoint = CLUSTER_IP_ENDPOINT
+    return {"endpoint": endpoint, "controlPlaneEndpointsConfig": endpoints}
+
+
+def cluster_private_endpoint(inputs: dict[str, Any], subnet_ranges: Mapping[str, str]) -> str:
+    """The cluster's endpoint with its public endpoint off: "the master's internal IP address is used as the cluster
+    endpoint" (PrivateClusterConfig.enable_private_endpoint, googleapis/googleapis@f8291d2b
+    google/container/v1/cluster_service.proto; the `endpoint` GKE reports is "sometimes the public IP, sometimes
+    the private IP", GoogleCloudPlatform/k8s-config-connector#5837). A Private Service Connect cluster's private
+    endpoint is an internal address of privateEndpointSubnetwork, else of the cluster's own subnetwork (Google's
+    "Private Service Connect" concepts page, harness/gke_network.py); the model gives it the first address of that
+    range Google leaves to instances (.0 and .1 are the network's and its gateway's), as it does the cluster made
+    elsewhere (harness/gke_network.py, 10.128.0.2)."""
+    subnetwork: str = (
+        (inputs.get("privateClusterConfig") or {}).get("privateEndpointSubnetwork")
+        or ((inputs.get("controlPlaneEndpointsConfig") or {}).get("ipEndpointsConfig") or {}).get(
+            "privateEndpointSubnetwork"
+        )
+        or inputs.get("subnetwork", "")
+    )
+    if subnetwork not in subnet_ranges:
+        raise UnmodeledCall(
+            f"the model of Google Cloud does not know the range of subnetwork {subnetwork!r}, where the private "
+            f"endpoint of cluster {inputs.get('name')} would be: make the subnetwork in the same run"
+        )
+    return str(ipaddress.IPv4Network(subnet_ranges[subnetwork])[2])
 
 
 # --- What the project holds: TPU reservations and Cloud Storage buckets ------------------------------

@@ -139,18 +139,22 @@ class _Mocks(pulumi.runtime.Mocks):
         self.previous_outputs = previous_outputs
         self.holdings = functools.cache(holdings)  # the reservations and buckets that exist (harness/gcp_model.py)
         self.project = project
+        self.subnet_ranges: dict[str, str] = {}  # the id each subnetwork the run made was given -> its primary range
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         outputs = dict(args.inputs)
+        resource_id = f"{args.name}-id"
+        if args.typ == SUBNETWORK and "ipCidrRange" in args.inputs:
+            self.subnet_ranges[resource_id] = args.inputs["ipCidrRange"]
         if args.typ == "pulumi:pulumi:StackReference":
             outputs["outputs"] = dict(self.previous_outputs or {})
             outputs["secretOutputNames"] = []
         if not self.preview:
-            outputs.update(_applied_outputs(args))
+            outputs.update(_applied_outputs(args, self.subnet_ranges))
         elif args.typ == CLUSTER:
             # What GKE computes is unknown until the cluster exists, as in a real preview.
             outputs["controlPlaneEndpointsConfig"] = _with_unknown_dns_endpoint(args.inputs)
-        return f"{args.name}-id", outputs
+        return resource_id, outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         if args.token == "gcp:organizations/getProject:getProject":
@@ -185,6 +189,7 @@ class _Mocks(pulumi.runtime.Mocks):
 
 
 CLUSTER = CLUSTER_RESOURCE
+SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
@@ -194,9 +199,10 @@ def _with_unknown_dns_endpoint(inputs: dict[str, Any]) -> dict[str, Any]:
     return endpoints
 
 
-def _applied_outputs(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+def _applied_outputs(args: pulumi.runtime.MockResourceArgs, subnet_ranges: dict[str, str]) -> dict[str, Any]:
     if args.typ == CLUSTER:
-        return {**cluster_endpoints(args.inputs), "masterAuth": {"clusterCaCertificate": "LS0tLS1CRUdJTi1DQS0tLS0t"}}
+        endpoints = cluster_endpoints(args.inputs, subnet_ranges)
+        return {**endpoints, "masterAuth": {"clusterCaCertificate": "LS0tLS1CRUdJTi1DQS0tLS0t"}}
     if args.typ == "gcp:serviceaccount/account:Account":
         email = f"{args.inputs['accountId']}@{args.inputs['project']}.iam.gserviceaccount.com"
         return {"email": email, "name": f"projects/{args.inputs['project']}/serviceAccounts/{email}"}

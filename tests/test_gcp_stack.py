@@ -1,5 +1,6 @@
 """The Google Cloud layer as the program registers it for the dev stack (mocks, preview)."""
 
+import ipaddress
 import re
 
 import pytest
@@ -440,9 +441,18 @@ def test_the_stack_reaches_the_control_plane_by_its_dns_endpoint_without_the_clu
     "ip_endpoint, flag", [("public", ""), ("private", " --internal-ip")], ids=["public-ip", "private-ip"]
 )
 def test_without_the_dns_endpoint_the_stack_reaches_the_ip_with_the_cluster_ca(ip_endpoint, flag):
+    """With the public endpoint off, the endpoint GKE reports is the private one, an address of the node subnet
+    (harness/gcp_model.py cluster_private_endpoint): the kubeconfig names it, and the gcloud command says so too."""
     run = run_stack({"cluster.controlPlane": {"dnsEndpoint": False, "ipEndpoint": ip_endpoint}}, preview=False)
     cluster = kubeconfig_cluster(run)
-    assert cluster == {"server": "https://203.0.113.10", "certificate-authority-data": "LS0tLS1CRUdJTi1DQS0tLS0t"}
+    address = ipaddress.ip_address(cluster.pop("server").removeprefix("https://"))
+    assert cluster == {"certificate-authority-data": "LS0tLS1CRUdJTi1DQS0tLS0t"}
+    node_range = ipaddress.ip_network(run.one("gcp:compute/subnetwork:Subnetwork", "node-subnet").input("ipCidrRange"))
+    if ip_endpoint == "public":
+        assert address == ipaddress.ip_address("203.0.113.10")
+    else:
+        assert address in node_range, (address, node_range)
+    assert run.raw_outputs["clusterEndpoint"] == str(address)
     assert run.outputs["getCredentialsCommand"] == f"{GET_CREDENTIALS}{flag}"
 
 
