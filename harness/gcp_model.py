@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import ipaddress
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -341,6 +342,23 @@ def cluster_private_endpoint(inputs: dict[str, Any], subnet_ranges: Mapping[str,
             f"endpoint of cluster {inputs.get('name')} would be: make the subnetwork in the same run"
         )
     return str(ipaddress.IPv4Network(subnet_ranges[subnetwork])[2])
+
+
+# --- Cloud Monitoring dashboards -------------------------------------------------------------------
+
+DASHBOARD_RESOURCE = "gcp:monitoring/dashboard:Dashboard"
+
+
+def dashboard_id(project_number: str, resource_name: str) -> str:
+    """A dashboard's id once it exists: the provider makes it the name projects.dashboards.create answers
+    (hashicorp/terraform-provider-google v7.45.0 google/services/monitoring/resource_monitoring_dashboard.go,
+    d.SetId(res["name"]); its docs give the id's format, projects/{project_id_or_number}/dashboards/{dashboard_id},
+    the API's pattern projects/{project}/dashboards/{dashboard}, googleapis/googleapis@f8291d2b
+    google/monitoring/dashboard/v1/dashboard.proto). A dashboard made without a name, as the stack makes them, gets
+    one Cloud Monitoring generates, a UUID (the console's links to such dashboards, .../dashboards/builder/
+    992bbe3f-17e6-49c4-a9e8-8f1925d4ec24); the model's is derived from the resource's name, so it is stable."""
+    digest = hashlib.sha256(resource_name.encode()).digest()[:16]
+    return f"projects/{project_number}/dashboards/{uuid.UUID(bytes=digest, version=4)}"
 
 
 # --- What the project holds: TPU reservations and Cloud Storage buckets ------------------------------

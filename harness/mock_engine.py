@@ -29,6 +29,7 @@ from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
 from harness.gcp_model import (
     CLUSTER_RESOURCE,
+    DASHBOARD_RESOURCE,
     HOLDINGS_READS,
     SERVICE_IDENTITY_RESOURCE,
     SERVICE_RESOURCE,
@@ -43,6 +44,7 @@ from harness.gcp_model import (
     api_of,
     claim_name,
     cluster_endpoints,
+    dashboard_id,
     gke_dns_endpoint,
     service_identity,
 )
@@ -144,6 +146,8 @@ class _Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         outputs = dict(args.inputs)
         resource_id = f"{args.name}-id"
+        if args.typ == DASHBOARD_RESOURCE and not self.preview:
+            resource_id = dashboard_id(PROJECT_NUMBER_PLACEHOLDER, args.name)  # the project's number, as getProject's
         if args.typ == SUBNETWORK and "ipCidrRange" in args.inputs:
             self.subnet_ranges[resource_id] = args.inputs["ipCidrRange"]
         if args.typ == "pulumi:pulumi:StackReference":

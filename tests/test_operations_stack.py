@@ -109,6 +109,19 @@ def test_each_stack_makes_its_dashboards_and_links_them(dev_run, prod_run):
             )
 
 
+def test_after_up_each_dashboard_link_names_the_id_cloud_monitoring_gave_it():
+    """The dashboard's id is the name Cloud Monitoring answers, projects/<number>/dashboards/<generated UUID>
+    (harness/gcp_model.py dashboard_id): the console link names the UUID alone."""
+    run = run_stack(preview=False)
+    project = run.outputs["project"]
+    for key, url in run.raw_outputs["dashboards"].items():
+        assert re.fullmatch(
+            rf"https://console\.cloud\.google\.com/monitoring/dashboards/builder/"
+            rf"[0-9a-f]{{8}}-[0-9a-f]{{4}}-4[0-9a-f]{{3}}-[89ab][0-9a-f]{{3}}-[0-9a-f]{{12}}\?project={project}",
+            url,
+        ), (key, url)
+
+
 def test_the_vllm_scrapes_wait_for_the_serving_namespace(dev_run):
     scrapes = {r.name: r for r in dev_run.of_type(PODMONITORING) if r.name.startswith("metrics-")}
     assert sorted(scrapes) == ["metrics-vllm-decode", "metrics-vllm-prefill"]
