@@ -361,6 +361,20 @@ def dashboard_id(project_number: str, resource_name: str) -> str:
     return f"projects/{project_number}/dashboards/{uuid.UUID(bytes=digest, version=4)}"
 
 
+NOTIFICATION_CHANNEL_RESOURCE = "gcp:monitoring/notificationChannel:NotificationChannel"
+
+
+def notification_channel_name(project: str, resource_name: str) -> str:
+    """A notification channel's name (and the provider's id: "{{name}}") once it exists: computed, "The full REST
+    resource name for this channel. The syntax is: projects/[PROJECT_ID]/notificationChannels/[CHANNEL_ID] The
+    [CHANNEL_ID] is automatically assigned by the server on creation" (hashicorp/terraform-provider-google v7.45.0
+    google/services/monitoring/resource_monitoring_notification_channel.go), a number (the form the stack's own
+    alerts.notificationChannels takes, components/operations/config.py). The model's number is derived from the
+    resource's name, so it is stable."""
+    channel_id = int.from_bytes(hashlib.sha256(resource_name.encode()).digest()[:8]) % (9 * 10**18) + 10**18
+    return f"projects/{project}/notificationChannels/{channel_id}"
+
+
 # --- What the project holds: TPU reservations and Cloud Storage buckets ------------------------------
 #
 # The reads the preview makes (gcp:compute/getReservation, getReservationBlock, getReservationSubBlock,

@@ -31,6 +31,7 @@ from harness.gcp_model import (
     CLUSTER_RESOURCE,
     DASHBOARD_RESOURCE,
     HOLDINGS_READS,
+    NOTIFICATION_CHANNEL_RESOURCE,
     SERVICE_IDENTITY_RESOURCE,
     SERVICE_RESOURCE,
     Block,
@@ -46,6 +47,7 @@ from harness.gcp_model import (
     cluster_endpoints,
     dashboard_id,
     gke_dns_endpoint,
+    notification_channel_name,
     service_identity,
 )
 from harness.gke_network import existing_cluster_network
@@ -148,6 +150,8 @@ class _Mocks(pulumi.runtime.Mocks):
         resource_id = f"{args.name}-id"
         if args.typ == DASHBOARD_RESOURCE and not self.preview:
             resource_id = dashboard_id(PROJECT_NUMBER_PLACEHOLDER, args.name)  # the project's number, as getProject's
+        if args.typ == NOTIFICATION_CHANNEL_RESOURCE and not self.preview:
+            resource_id = outputs["name"] = notification_channel_name(args.inputs["project"], args.name)
         if args.typ == SUBNETWORK and "ipCidrRange" in args.inputs:
             self.subnet_ranges[resource_id] = args.inputs["ipCidrRange"]
         if args.typ == "pulumi:pulumi:StackReference":

@@ -122,6 +122,21 @@ def test_after_up_each_dashboard_link_names_the_id_cloud_monitoring_gave_it():
         ), (key, url)
 
 
+def test_after_up_the_alert_policies_notify_the_channels_the_stack_made_by_their_names():
+    """A notification channel's name is computed, projects/<project>/notificationChannels/<number> (harness/gcp_model.py
+    notification_channel_name): each alert policy of the prod stack (alerts.emails) notifies its channel by it."""
+    run = run_stack(stack="prod", preview=False)
+    project = run.outputs["project"]
+    assert run.of_type("gcp:monitoring/notificationChannel:NotificationChannel")
+    policies = run.of_type("gcp:monitoring/alertPolicy:AlertPolicy")
+    assert policies
+    for policy in policies:
+        channels = policy.input("notificationChannels")
+        assert channels and all(
+            re.fullmatch(rf"projects/{project}/notificationChannels/[0-9]+", str(name)) for name in channels
+        ), (policy.name, channels)
+
+
 def test_the_vllm_scrapes_wait_for_the_serving_namespace(dev_run):
     scrapes = {r.name: r for r in dev_run.of_type(PODMONITORING) if r.name.startswith("metrics-")}
     assert sorted(scrapes) == ["metrics-vllm-decode", "metrics-vllm-prefill"]
