@@ -26,7 +26,10 @@ def service_account_id_problem(account_id: str) -> str | None:
             f"service account id {account_id!r} is {len(account_id)} characters; "
             f"IAM allows {SERVICE_ACCOUNT_ID_MIN} to {SERVICE_ACCOUNT_ID_MAX}"
         )
-    if not re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])$", account_id):
+    # IAM's CreateServiceAccountRequest.accountId: 6-30 characters matching [a-z]([-a-z0-9]*[a-z0-9]) (IAM API
+    # reference, googleapis.dev/dotnet/Google.Apis.Iam.v1/latest/api/Google.Apis.Iam.v1.Data.CreateServiceAccountRequest.html).
+    # fullmatch: re.match's `$` also matches before a final newline, so "sax-reader\n" (a YAML `|` scalar) passed.
+    if not re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])", account_id):
         return (
             f"service account id {account_id!r} may hold only lowercase letters, digits and hyphens, starting with a "
             "letter and ending with a letter or digit"
@@ -47,7 +50,9 @@ def project_id_problem(project: str) -> str | None:
 
 def bucket_name_problem(name: str) -> str | None:
     """Why ``name`` is no Cloud Storage bucket name we can create, or None."""
-    if not re.match(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$", name):
+    # Cloud Storage's bucket names (cloud.google.com/storage/docs/buckets#naming). fullmatch, not re.match's `$`,
+    # which also matches before a final newline: "sax-state\n" passed.
+    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]", name):
         return "3 to 63 lowercase letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
     if name.startswith("goog") or "google" in name:
         return "names may not start with 'goog' or contain 'google'"

@@ -175,6 +175,16 @@ SAXML_BAD_INPUTS = [
     pytest.param(
         {"saxml.bucketName": "gs://sax-state"}, "saxml.bucketName", "not a valid bucket name", id="bucket-given-as-uri"
     ),
+    # a YAML block scalar (`|`) ends its value with a newline, which no bucket name or account id holds
+    pytest.param(
+        {"saxml.bucketName": "sax-state\n"}, "saxml.bucketName", "not a valid bucket name", id="bucket-with-a-newline"
+    ),
+    pytest.param(
+        {"saxml.googleServiceAccountId": "sax-reader\n"},
+        "saxml.googleServiceAccountId",
+        "may hold only lowercase letters, digits and hyphens",
+        id="google-account-with-a-newline",
+    ),
 ]
 
 

@@ -195,6 +195,12 @@ SERVING_BAD_INPUTS = [
         id="bad-bucket",
     ),
     pytest.param(
+        {"serving.weightsBucket.name": "my-weights\n"},  # a YAML block scalar's final newline
+        "serving.weightsBucket.name",
+        "not a Cloud Storage bucket name",
+        id="bucket-with-a-newline",
+    ),
+    pytest.param(
         {"serving.model.revision": "main"},
         "serving.model.revision",
         "'main' is not a commit: a branch or tag moves",
