@@ -238,6 +238,22 @@ SERVING_BAD_INPUTS = [
         "overlap",
         id="weights-inside-the-xla-cache",
     ),
+    pytest.param(
+        {"serving.model.weightsPath": "qwen\n"},  # a YAML block scalar's final newline
+        "serving.model.weightsPath",
+        "is not gs://<bucket>/<path>",
+        id="weights-path-with-a-newline",
+    ),
+    pytest.param(
+        {
+            "serving.model.id": "Qwen/Qwen3-8B\n",
+            "serving.model.revision": "a" * 40,
+            "serving.model.weightsPath": "qwen",
+        },
+        "serving.model.id",
+        "is not a valid label value",
+        id="model-id-with-a-newline",
+    ),
     pytest.param({"serving.router.replicas": 0}, "serving.router.replicas", "0 is not 1 or more", id="no-epp"),
     pytest.param(
         {"serving.router.eppImage": f"ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0@sha256:{'a' * 64}"},

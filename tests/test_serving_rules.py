@@ -131,6 +131,9 @@ def test_startup_budget_thresholds():
         ("gs://Bucket_Upper/model", "is not a Cloud Storage bucket name"),
         ("gs://qwen-weights", "names the bucket only"),
         ("gs://qwen-weights/", "names the bucket only"),
+        ("gs://qwen-weights/qwen\n", "is not gs://<bucket>/<path>"),  # no object name holds a line feed
+        ("gs://qwen-weights/qw\ren", "is not gs://<bucket>/<path>"),  # nor a carriage return
+        ("gs://qwen-weights\n/qwen", "is not a Cloud Storage bucket name"),
     ],
 )
 def test_weights_uri(uri, fragment):
@@ -138,7 +141,7 @@ def test_weights_uri(uri, fragment):
     assert any(fragment in p for p in problems), problems
 
 
-@pytest.mark.parametrize("value", ["-guide", "guide-", "a" * 64, "has space", "slash/ed"])
+@pytest.mark.parametrize("value", ["-guide", "guide-", "a" * 64, "has space", "slash/ed", "guide\n"])
 def test_label_values(value):
     (problem,) = rules.label_value_problems(value, "guide label")
     assert "guide label" in problem and "not a valid label value" in problem

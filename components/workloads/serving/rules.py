@@ -34,7 +34,10 @@ STARTUP_SECONDS_NEEDED = RAY_INIT_TIMEOUT_SECONDS + ENGINE_LOAD_ALLOWANCE_SECOND
 STARTUP_PERIOD_SECONDS = 30
 STARTUP_FAILURE_THRESHOLD = 240
 
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+# A label value as the API server checks it: kubernetes/apimachinery pkg/util/validation/validation.go
+# IsValidLabelValue, Go's "^(...)?$", whose `$` is the end of the text. Matched whole (fullmatch): Python's `$` also
+# matches before a final newline, so "Qwen3\n" (a YAML `|` scalar) passed and was refused in the `up`.
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 
 # The decode pods' P/D sidecar is llm-d-router's pd-sidecar binary, of the router's release (config.py ROUTER_VERSION).
 # The flags the decode base passes are those of v0.10.0 (pkg/sidecar/proxy/options.go): --model-server-port first
@@ -135,7 +138,9 @@ def startup_budget_problems(period_seconds: int, failure_threshold: int) -> list
 
 def weights_uri_problems(uri: str) -> list[str]:
     """The Run:ai streamer reads the weights from ``gs://<bucket>/<snapshot directory>``."""
-    if not (match := re.match(r"^gs://([^/]+)(/.*)?$", uri or "")):
+    # Whole (fullmatch), and no carriage return or line feed in the path: Cloud Storage's object names hold neither
+    # (cloud.google.com/storage/docs/objects#naming), and `$` let a final newline through ("gs://b/qwen\n").
+    if not (match := re.fullmatch(r"gs://([^/]+)(/[^\r\n]*)?", uri or "")):
         return [f"weights URI {uri!r} is not gs://<bucket>/<path>; point it at the model snapshot in Cloud Storage"]
     bucket, problems = match.group(1), []
     if problem := bucket_name_problem(bucket):
@@ -158,7 +163,7 @@ def prefix_overlap_problems(weights_prefix: str, cache_prefix: str) -> list[str]
 
 def label_value_problems(value: str, what: str) -> list[str]:
     """A Kubernetes label value: at most 63 characters, alphanumeric at both ends."""
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
+    if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
         return [
             f"{what} {value!r} is not a valid label value (at most 63 letters, digits, '-', '_' or '.', "
             "starting and ending with a letter or digit)"
