@@ -393,8 +393,10 @@ FLOATING_TAGS = frozenset({"latest", "nightly", "main", "master", "stable", "dev
 IMAGE_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 # What makes a tag a pin: a full release version, or a build date (``nightly-20260430-18ed615``).
 _RELEASE_VERSION = re.compile(r"(?<![0-9])[0-9]+\.[0-9]+\.[0-9]+(?![0-9])")
-# A tag as Docker's reference grammar writes it (distribution/reference reference.go: tag := /[\w][\w.-]{0,127}/).
-_TAG = re.compile(r"^\w[\w.-]{0,127}$")
+# A tag as Docker's reference grammar writes it (distribution/reference reference.go: tag := /[\w][\w.-]{0,127}/), in
+# Go's regexp, where \w is ASCII: [0-9A-Za-z_]. Python's \w takes any Unicode letter or digit ("v0.26.0-é" passed), and
+# its `$` a final newline: the pattern is ASCII and matched whole (fullmatch), as is IMAGE_DIGEST.
+_TAG = re.compile(r"[0-9A-Za-z_][0-9A-Za-z_.-]{0,127}")
 _BUILD_DATE = re.compile(r"(?<![0-9])20[0-9]{2}-?(?:0[1-9]|1[0-2])-?(?:0[1-9]|[12][0-9]|3[01])(?![0-9])")
 
 
@@ -407,11 +409,11 @@ def image_unpinned_reason(image: str) -> str | None:
     reference = ImageReference.parse(image)
     if "@" in image:
         digest = reference.digest
-        return None if IMAGE_DIGEST.match(digest) else f"its digest {digest!r} is not sha256:<64 hex>"
+        return None if IMAGE_DIGEST.fullmatch(digest) else f"its digest {digest!r} is not sha256:<64 hex>"
     tag = reference.tag
     if not tag:
         return "its tag is empty" if reference.name.endswith(":") else "it has no tag, which means latest"
-    if not _TAG.match(tag):
+    if not _TAG.fullmatch(tag):
         return f"its tag {tag!r} is not a tag: letters, digits, '_', '.' and '-', at most 128"
     if tag in FLOATING_TAGS:
         return f"it uses the floating tag {tag!r}"

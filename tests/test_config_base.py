@@ -36,6 +36,11 @@ from components.config_base import (
         ("vllm/vllm-tpu:0.26.0:x", "its tag '0.26.0:x' is not a tag"),
         ("vllm/vllm-tpu:", "its tag is empty"),
         ("vllm/vllm-tpu@", "its digest '' is not sha256:<64 hex>"),
+        # A YAML block scalar (|) ends the value with a newline; Docker's grammar takes ASCII letters and digits only.
+        ("vllm/vllm-tpu:v0.26.0\n", "is not a tag"),
+        ("vllm/vllm-tpu:v0.26.0-\u00e9", "is not a tag"),
+        ("vllm/vllm-tpu:v0.26.0-\u0663", "is not a tag"),
+        ("vllm/vllm-tpu@sha256:" + "ab" * 32 + "\n", "is not sha256:<64 hex>"),
     ],
 )
 def test_images_must_be_pinned(image, fragment):

@@ -20,6 +20,12 @@ SERVING_BAD_INPUTS = [
         id="benchmark-image-floating",
     ),
     pytest.param(
+        {"serving.benchmarkImage": "vllm/vllm-openai:v0.11.0\n"},  # a YAML block scalar's final newline
+        "serving.benchmarkImage",
+        "is not a tag",
+        id="benchmark-image-tag-with-a-newline",
+    ),
+    pytest.param(
         {"serving.decode.tensorParallelSize": 8},
         "serving.decode.tensorParallelSize",
         "prefill uses tensor-parallel size 16 but decode uses 8",
