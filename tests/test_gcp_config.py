@@ -601,6 +601,12 @@ GCP_BAD_INPUTS += [
         "'Mirror' is not a repository id",
         id="mirror-repository",
     ),
+    pytest.param(
+        {"images.mirror": "us-central1-docker.pkg.dev/my-project/mirror\n"},  # a YAML block scalar's final newline
+        "images.mirror",
+        "is not a repository id",
+        id="mirror-with-a-newline",
+    ),
     pytest.param({"images.requireDigests": "yes"}, "images.requireDigests", "not true or false", id="require-yes"),
 ]
 

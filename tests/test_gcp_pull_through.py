@@ -331,6 +331,12 @@ TOKEN = "dckr_pat_" + "Q" * 27  # test data shaped like a Docker Hub access toke
             "not of the stack's project",
         ),
         (
+            # a YAML block scalar's final newline: no Docker ID holds one
+            {"images.pullThrough": {**CREDENTIALS["images.pullThrough"], "dockerHubUsername": "myorgbot\n"}},
+            "images.pullThrough.dockerHubUsername",
+            "is not a Docker ID",
+        ),
+        (
             {**CREDENTIALS, "images.pullThrough": {**CREDENTIALS["images.pullThrough"], "enabled": False}},
             "images.pullThrough.dockerHubUsername",
             "the stack makes no pull-through repository",

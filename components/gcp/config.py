@@ -720,10 +720,12 @@ class TpuConfig(Block):
 
 # An Artifact Registry Docker repository: <location>-docker.pkg.dev/<project>/<repository> (Artifact Registry's
 # repository paths; a repository id is a lowercase letter, then lowercase letters, digits and hyphens, at most 63).
+# Both matched whole (fullmatch): re.match's `$` also matches before a final newline, so the mirror
+# "us-docker.pkg.dev/my-project/mirror\n" (a YAML `|` scalar) passed with the repository id "mirror\n".
 _ARTIFACT_REGISTRY_REPOSITORY = re.compile(
-    r"^(?P<location>[a-z]+(?:-[a-z]+[0-9]*)?)-docker\.pkg\.dev/(?P<project>[^/]+)/(?P<repository>[^/]+)$"
+    r"(?P<location>[a-z]+(?:-[a-z]+[0-9]*)?)-docker\.pkg\.dev/(?P<project>[^/]+)/(?P<repository>[^/]+)"
 )
-_REPOSITORY_ID = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
+_REPOSITORY_ID = re.compile(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -753,8 +755,8 @@ def is_google_registry(registry: str) -> bool:
 
 # A Docker ID: 4 to 30 lowercase letters and digits (Docker's General FAQs, "What is a Docker ID?", docker/docs
 # content/admin/faqs/general-faqs.md at dca05f51). A Docker Hub access token has an underscore (dckr_pat_...), so it is
-# never taken for a username.
-_DOCKER_ID = re.compile(r"^[a-z0-9]{4,30}$")
+# never taken for a username. Matched whole (fullmatch): `$` also matches before a final newline ("myorgbot\n").
+_DOCKER_ID = re.compile(r"[a-z0-9]{4,30}")
 
 
 class PullThroughConfig(Block):
@@ -803,7 +805,7 @@ class ImagesConfig(Block):
     @property
     def mirror_repository(self) -> MirrorRepository | None:
         """The repository ``mirror`` names; None where it is empty or names none."""
-        match = _ARTIFACT_REGISTRY_REPOSITORY.match(self.mirror)
+        match = _ARTIFACT_REGISTRY_REPOSITORY.fullmatch(self.mirror)
         return MirrorRepository(**match.groupdict()) if match else None
 
     def digests_required(self, production: bool) -> bool:
@@ -1337,7 +1339,7 @@ def validate_images(images: ImagesConfig, problems: Problems) -> None:
         return
     if problem := naming.project_id_problem(repository.project):
         problems.add("images.mirror", f"its project: {problem}", f"name the mirror's project, e.g. {example}")
-    if not _REPOSITORY_ID.match(repository.repository):
+    if not _REPOSITORY_ID.fullmatch(repository.repository):
         problems.add(
             "images.mirror",
             f"{repository.repository!r} is not a repository id: a lowercase letter, then lowercase letters, digits or "
@@ -1375,7 +1377,7 @@ def validate_pull_through(
             "remove the line, and give that cluster's nodes a mirror they may read (images.mirror)",
         )
     username, secret = pull_through.docker_hub_username, pull_through.docker_hub_password_secret_version
-    if username and not _DOCKER_ID.match(username):
+    if username and not _DOCKER_ID.fullmatch(username):
         problems.add(
             f"{key}.dockerHubUsername",
             "is not a Docker ID (4 to 30 lowercase letters and digits); its value is not shown, in case it is a "
