@@ -134,6 +134,9 @@ def test_the_job_pulls_its_image_the_way_the_stack_pulls_every_image(overrides, 
         ({"rates": (0, 1)}, None, "positive request rates"),
         ({"stage_seconds": 10}, None, "--stage-seconds 30"),
         ({"base_url": "http://10.10.0.42"}, None, "is not http://<address>/v1"),
+        ({"run_id": "run-1\n"}, None, "--run-id"),  # a final newline, which no Job name holds
+        ({"base_url": "http://10.10.0.42/v1\n"}, None, "is not http://<address>/v1"),
+        ({"base_url": "http://10.10.0.42 /v1"}, None, "is not http://<address>/v1"),
         ({}, 4096, "exceeds serving.maxModelLen 4096"),
     ],
 )

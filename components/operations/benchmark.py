@@ -33,7 +33,10 @@ from components.workloads.serving.config import (
 CONFIG_FILE = "operations/benchmark/inference-perf.yaml"
 JOB_FILE = "operations/benchmark/job.yaml"
 CONFIG_KEY = "config.yml"
-RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
+# Matched whole (fullmatch): re.match's `$` also matches before a final newline, and "run-1\n" names no Job (the API
+# server checks a name with Go's regexp, whose `$` is the end of the text: kubernetes/apimachinery
+# pkg/util/validation/validation.go IsDNS1123Subdomain).
+RUN_ID = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
 # The reports inference-perf writes per stage (inference_perf/reportgen/base.py: stage_<i>_lifecycle_metrics).
 STAGE_REPORT = re.compile(r"^stage_(\d+)_lifecycle_metrics\.json$")
 DEADLINE_MARGIN_SECONDS = 900  # tokenizer load, the last requests' drain, the report upload
@@ -53,7 +56,7 @@ def problems(ramp: Ramp, context_length: int | None, given_by: str = "serving.ma
     """What would make the run fail or measure something else, as sentences naming the flag that fixes it;
     ``context_length``: the server's, as the setting or flag ``given_by`` gives it (None: not known, not checked)."""
     found = []
-    if not RUN_ID.match(ramp.run_id):
+    if not RUN_ID.fullmatch(ramp.run_id):
         found.append(f"run id {ramp.run_id!r} is not 1-40 lowercase letters, digits and hyphens (--run-id)")
     if not ramp.rates or any(rate <= 0 for rate in ramp.rates):
         found.append("the ramp needs one or more positive request rates (--rates 1,2,4,8)")
@@ -61,7 +64,8 @@ def problems(ramp: Ramp, context_length: int | None, given_by: str = "serving.ma
         found.append(f"the rates {list(ramp.rates)} do not ramp up (--rates in increasing order)")
     if ramp.stage_seconds < 30:
         found.append(f"{ramp.stage_seconds} s per stage is too short for percentiles (--stage-seconds 30 or more)")
-    if not re.match(r"^https?://[^/]+/v1/?$", ramp.base_url):
+    # whole, and no white space in the address: "http://10.0.0.1/v1\n" passed `$` and reached inference-perf's config
+    if not re.fullmatch(r"https?://[^/\s]+/v1/?", ramp.base_url):
         found.append(f"base URL {ramp.base_url!r} is not http://<address>/v1 (--base-url)")
     data = manifests.load_document(CONFIG_FILE)["data"]
     longest = data["input_distribution"]["max"] + data["output_distribution"]["max"]
