@@ -599,6 +599,10 @@ def test_an_image_known_only_after_apply_is_not_judged() -> None:
         ("oci://registry.k8s.io/kueue/charts/kueue", "0.17", False),
         ("oci://registry.k8s.io/kueue/charts/kueue", "*", False),
         ("kueue/kueue", "latest", False),
+        # a final newline: the config blocks' ExactVersion (pydantic) refuses it, and so does the pack
+        ("oci://registry.k8s.io/kueue/charts/kueue", "0.17.4\n", False),
+        ("oci://registry.k8s.io/kueue/charts/kueue:0.17.4\n", "0.17.4", False),
+        ("oci://registry.k8s.io/kueue/charts/kueue@sha256:" + "c" * 64 + "\n", "", False),
     ],
 )
 def test_which_chart_versions_are_pinned(chart: str, version: str, pinned: bool) -> None:
