@@ -479,6 +479,18 @@ GCP_BAD_INPUTS = [
         id="kms-key-bad-project",
     ),
     pytest.param(
+        {"cluster.secretsEncryptionKey": "projects/my-tpu-project/locations/us-central1/keyRings/r/cryptoKeys/k\n"},
+        "cluster.secretsEncryptionKey",
+        "is not a Cloud KMS key name",
+        id="kms-key-with-a-newline",
+    ),
+    pytest.param(
+        {"cluster.bootDiskEncryptionKey": "projects/my-tpu-project/locations/global/keyRings/r\u00e9/cryptoKeys/k"},
+        "cluster.bootDiskEncryptionKey",
+        "is not a Cloud KMS key name",
+        id="kms-key-ring-non-ascii",
+    ),
+    pytest.param(
         {"cluster.secretsEncryptionKey": "projects/my-tpu-project/locations/global/keyRings/r/cryptoKeys/k"},
         "cluster.secretsEncryptionKey",
         "is in global, not in the cluster's region us-central1",

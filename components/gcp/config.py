@@ -53,7 +53,11 @@ _GKE_VERSION = re.compile(r"^([0-9]+)\.([0-9]+)\.([0-9]+)-gke\.([0-9]+)$")
 # resource_container_cluster_test.go, TestAccContainerNodePool_withConfidentialBootDisk and
 # TestAccContainerCluster_withBootDiskKmsKey) or global (the examples of `gcloud compute disks update-kms-key`,
 # docs.cloud.google.com/sdk/gcloud/reference/compute/disks/update-kms-key): no location is refused for it.
-_KMS_KEY = r"projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+"
+# A key ring's and a key's IDs match [a-zA-Z0-9_-]{1,63} (Cloud KMS API, CreateKeyRingRequest.key_ring_id and
+# CreateCryptoKeyRequest.crypto_key_id, cloud.google.com/dotnet/docs/reference/Google.Cloud.Kms.V1/latest) and a
+# location is lowercase letters, digits and hyphens: [^/]+ took a space, a non-ASCII letter or a final newline
+# ("cryptoKeys/k\n", a YAML `|` scalar), which pydantic's `$` does not stop. The project is checked on its own.
+_KMS_KEY = r"projects/[^/]+/locations/[a-z0-9-]+/keyRings/[A-Za-z0-9_-]{1,63}/cryptoKeys/[A-Za-z0-9_-]{1,63}"
 # Binary Authorization's evaluation modes a cluster takes (GKE's BinaryAuthorization.EvaluationMode, as the
 # provider validates binary_authorization.evaluation_mode: hashicorp/terraform-provider-google v7.45.0
 # google/services/container/resource_container_cluster.go): none, or enforcement of the project's singleton policy.
