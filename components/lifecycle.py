@@ -125,7 +125,7 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
     else:
         # A cluster made elsewhere: the stack makes no cluster and no node pool there, and which cluster it deploys
         # onto is the Kubernetes provider's identifier alone.
-        identifier = cluster.provider_identifier(config.project, config.region)
+        identifier = cluster.existing.identifier(config.project, cluster.target_name)
         facts |= {"cluster": {IDENTIFIER_FACT: identifier}, "systemPool": {}, "tpuPools": {}}
     # The buckets the stack makes, by the setting that names each: their name, and what places them (a bucket's
     # location and project are fixed), and whether destroy keeps them (components/resources.py private_bucket).

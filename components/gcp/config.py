@@ -417,7 +417,10 @@ class ExistingClusterConfig(Block):
 
     def identifier(self, project: str, name: str) -> str:
         """The Kubernetes provider's clusterIdentifier of this cluster, named ``name`` (ClusterConfig.target_name): a
-        kubeconfig's cluster goes by the stack's name for it, as its credentials name no cluster."""
+        kubeconfig's cluster goes by the stack's name for it, as its credentials name no cluster. The identity of the
+        cluster the stack deploys onto, not its endpoint or credentials, which rotate. A new one replaces the provider,
+        and with it every object of the stack (pulumi/pulumi-kubernetes provider/pkg/provider/provider.go,
+        DiffConfig)."""
         return f"kubeconfig/{name}" if self.kubeconfig else cluster_identifier(project, self.location, name)
 
 
@@ -555,14 +558,6 @@ class ClusterConfig(Block):
         """The name of the cluster the stack deploys onto: cluster.existing.name, else cluster.name (which also names
         the cluster of an existing kubeconfig)."""
         return self.existing.name or self.name
-
-    def provider_identifier(self, project: str, region: str) -> str:
-        """The Kubernetes provider's clusterIdentifier: the identity of the cluster the stack deploys onto, not its
-        endpoint or credentials, which rotate. A new one replaces the provider, and with it every object of the stack
-        (pulumi/pulumi-kubernetes provider/pkg/provider/provider.go, DiffConfig)."""
-        if self.existing.enabled:
-            return self.existing.identifier(project, self.target_name)
-        return cluster_identifier(project, region, self.name)
 
 
 def cluster_identifier(project: str, location: str, name: str) -> str:
