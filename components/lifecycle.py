@@ -285,7 +285,7 @@ def review_changes(
                     "replaces the provider, and every object is created in the new cluster",
                 )
             )
-        elif deletion_protection and "network" in current["cluster"]:
+        elif deletion_protection:
             # The old cluster goes first: its name is the program's, so the bridge answers DeleteBeforeReplace
             # (pulumi/pulumi-terraform-bridge 59de6c6 pkg/tfbridge/schema.go nameRequiresDeleteBeforeReplace; pulumi-gcp
             # autonames `name`, provider/resources.go SetAutonaming), and Pulumi deletes what depends on it before it
@@ -307,18 +307,13 @@ def review_changes(
                 )
             )
         else:
-            line = (
+            replaced.append(
                 f"the GKE cluster {cluster_before.get('name')} will be REPLACED ({cluster_changes}): "
                 "every node pool, every Kubernetes object, the Kueue queues and their state are deleted and created "
-                "anew"
+                "anew. The old cluster is deleted first, after them: if the last `up` left cluster.deletionProtection "
+                "on, the provider (which reads it from the state) refuses that delete and the `up` stops there; "
+                "turn it off in an `up` of its own first"
             )
-            if "network" in current["cluster"]:
-                line += (
-                    ". The old cluster is deleted first, after them: if the last `up` left cluster.deletionProtection "
-                    "on, the provider (which reads it from the state) refuses that delete and the `up` stops there; "
-                    "turn it off in an `up` of its own first"
-                )
-            replaced.append(line)
     network_name = current["cluster"].get("network")
     if "network" in current and cluster_before.get("network", network_name) == network_name:
         _review_network(previous.get("network") or {}, current["network"], review)  # a new network: all new
