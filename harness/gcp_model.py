@@ -314,13 +314,18 @@ def cluster_endpoints(inputs: dict[str, Any], subnet_ranges: Mapping[str, str]) 
     if not ip_endpoints.get("enabled", True):
         endpoint = dns
     elif private.get("enablePrivateEndpoint") or ip_endpoints.get("enablePublicEndpoint") is False:
-        endpoint = cluster_private_endpoint(inputs, subnet_ranges)
+        subnetwork = (
+            private.get("privateEndpointSubnetwork")
+            or ip_endpoints.get("privateEndpointSubnetwork")
+            or inputs.get("subnetwork", "")
+        )
+        endpoint = cluster_private_endpoint(inputs["name"], subnetwork, subnet_ranges)
     else:
         endpoint = CLUSTER_IP_ENDPOINT
     return {"endpoint": endpoint, "controlPlaneEndpointsConfig": endpoints}
 
 
-def cluster_private_endpoint(inputs: dict[str, Any], subnet_ranges: Mapping[str, str]) -> str:
+def cluster_private_endpoint(name: str, subnetwork: str, subnet_ranges: Mapping[str, str]) -> str:
     """The cluster's endpoint with its public endpoint off: "the master's internal IP address is used as the cluster
     endpoint" (PrivateClusterConfig.enable_private_endpoint, googleapis/googleapis@f8291d2b
     google/container/v1/cluster_service.proto; the `endpoint` GKE reports is "sometimes the public IP, sometimes
@@ -329,17 +334,10 @@ def cluster_private_endpoint(inputs: dict[str, Any], subnet_ranges: Mapping[str,
     "Private Service Connect" concepts page, harness/gke_network.py); the model gives it the first address of that
     range Google leaves to instances (.0 and .1 are the network's and its gateway's), as it does the cluster made
     elsewhere (harness/gke_network.py, 10.128.0.2)."""
-    subnetwork: str = (
-        (inputs.get("privateClusterConfig") or {}).get("privateEndpointSubnetwork")
-        or ((inputs.get("controlPlaneEndpointsConfig") or {}).get("ipEndpointsConfig") or {}).get(
-            "privateEndpointSubnetwork"
-        )
-        or inputs.get("subnetwork", "")
-    )
     if subnetwork not in subnet_ranges:
         raise UnmodeledCall(
             f"the model of Google Cloud does not know the range of subnetwork {subnetwork!r}, where the private "
-            f"endpoint of cluster {inputs.get('name')} would be: make the subnetwork in the same run"
+            f"endpoint of cluster {name} would be: make the subnetwork in the same run"
         )
     return str(ipaddress.IPv4Network(subnet_ranges[subnetwork])[2])
 
