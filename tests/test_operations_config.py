@@ -402,6 +402,22 @@ def test_distinct_addresses_each_make_a_channel_of_their_own():
     assert len({operations_config.email_channel_name(email) for email in config.alerts.emails}) == len(emails)
 
 
+@pytest.mark.parametrize(
+    "channel",
+    [
+        pytest.param("projects/my-project/notificationChannels/1", id="by-project-id"),
+        # AlertPolicy.notification_channels: projects/[PROJECT_ID_OR_NUMBER]/notificationChannels/[CHANNEL_ID]
+        # (googleapis google/monitoring/v3/alert.proto)
+        pytest.param("projects/123456789012/notificationChannels/4567", id="by-project-number"),
+    ],
+)
+def test_an_existing_channel_named_by_project_id_or_number_is_notified(channel):
+    run = run_stack({"alerts.notificationChannels": [channel]}, stack="prod")
+    policies = run.of_type("gcp:monitoring/alertPolicy:AlertPolicy")
+    assert policies
+    assert all(channel in policy.input("notificationChannels") for policy in policies)
+
+
 def test_an_address_that_failed_to_parse_is_not_compared():
     """Its placeholder (the setting's example) would otherwise clash with the entry it copies."""
     with pytest.raises(ConfigError) as raised:

@@ -18,13 +18,16 @@ Email = Annotated[
     StringConstraints(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$"),
     Field(json_schema_extra=form("email address", "write name@example.com"), examples=["oncall@example.com"]),
 ]
+# The project by its ID or its number: AlertPolicy.notification_channels takes
+# projects/[PROJECT_ID_OR_NUMBER]/notificationChannels/[CHANNEL_ID] (googleapis/googleapis@f8291d2b
+# google/monitoring/v3/alert.proto).
 NotificationChannel = Annotated[
     str,
-    StringConstraints(pattern=r"^projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/notificationChannels/[0-9]+$"),
+    StringConstraints(pattern=r"^projects/([a-z][-a-z0-9]{4,28}[a-z0-9]|[1-9][0-9]*)/notificationChannels/[0-9]+$"),
     Field(
         json_schema_extra=form(
             "notification channel name",
-            "write projects/<project>/notificationChannels/<id> (gcloud beta monitoring channels list)",
+            "write projects/<project ID or number>/notificationChannels/<id> (gcloud beta monitoring channels list)",
         ),
         examples=["projects/my-project/notificationChannels/1"],
     ),
