@@ -33,6 +33,7 @@ from components.gcp import config as gcp_config
 from components.hardening import rules as hardening_rules
 from components.hardening.rules import StackImage
 from components.operations import config as operations_config
+from components.operations import objects as alerting
 from components.operations.node_audit_objects import NodeAuditObjects, node_audit_objects
 from components.operations.objects import MonitoringObjects, monitoring_objects
 from components.platform import config as platform_config
@@ -245,6 +246,7 @@ def load(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None) -> St
     if config is not None and not problems.items:  # what is built is checked too (_check_built)
         stack = _build(config)
         _check_built(stack, problems)
+        _check_alert_policies(stack, problems)
     if problems.items or stack is None:
         raise ConfigError(redacted(problems.items, raw, set(secret_keys or ())))
     return stack
@@ -416,6 +418,19 @@ def _check_built(stack: Stack, problems: Problems) -> None:
                 f"checks.{kinds[name]}.name",
                 f"{name!r} is also the name of a NetworkPolicy the stack makes in {namespace}",
                 "give the check another name",
+            )
+
+
+def _check_alert_policies(stack: Stack, problems: Problems) -> None:
+    """An alert policy Cloud Monitoring would refuse as too long (objects.too_long): the TPU policies name every TPU
+    pool in their filter and documentation, so many pools with long names fail the `up` halfway."""
+    for policy in stack.monitoring.alerts or [] if stack.monitoring else []:
+        for what in alerting.too_long(policy):
+            problems.add(
+                "tpu.pools",
+                f"make alert policy {policy['key']} longer than Cloud Monitoring takes: {what}; it names every TPU "
+                "pool",
+                "give the TPU pools shorter names (or publish the runbooks at a shorter alerts.runbookBaseUrl)",
             )
 
 

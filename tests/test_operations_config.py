@@ -13,6 +13,17 @@ NO_WINDOW = {"cluster.maintenanceWindow": None}
 
 ALERTS_ON = {"alerts.enabled": True, "alerts.emails": ["oncall@example.com"]}
 
+
+def pools_named(names: list[str]) -> dict[str, list[dict[str, object]]]:
+    """TPU7x pools of one 4x4x4 cube each, named ``names``."""
+    return {"tpu.pools": [{"name": name, "nodeCount": 16} for name in names]}
+
+
+# 45 cubes (2,880 chips) in pools of 40-character names: the node-not-ready filter, which names every pool, is over
+# Cloud Monitoring's 2048 characters; the same pools named tpu-001... fit.
+LONG_POOL_NAMES = [f"tpu7x-serving-cube-{n:03d}-us-central1-ai1a" for n in range(1, 46)]
+SHORT_POOL_NAMES = [f"tpu-{n:03d}" for n in range(1, 46)]
+
 OPERATIONS_BAD_INPUTS = [
     pytest.param(
         {"alerts.enabled": False}, "prod", "alerts.enabled", "is false on a production stack", id="prod-no-alerts"
@@ -61,6 +72,20 @@ OPERATIONS_BAD_INPUTS = [
     ),
     pytest.param(
         {**LAB, **ALERTS_ON}, "dev", "alerts.enabled", "a cluster made elsewhere", id="alerts-on-existing-cluster"
+    ),
+    pytest.param(
+        pools_named(LONG_POOL_NAMES),
+        "prod",
+        "tpu.pools",
+        "make alert policy tpu-node-not-ready longer than Cloud Monitoring takes: its filter is",
+        id="alert-filter-over-2048",
+    ),
+    pytest.param(
+        {"alerts.runbookBaseUrl": "https://example.com/" + "r" * 7000},
+        "prod",
+        "tpu.pools",
+        "(at most 8192 characters and 10240 bytes)",
+        id="alert-documentation-over-8192",
     ),
     pytest.param(
         NO_WINDOW, "dev", "cluster.maintenanceWindow", "is not set on a stack that serves", id="vllm-no-window"
@@ -418,7 +443,15 @@ def test_an_existing_channel_named_by_project_id_or_number_is_notified(channel):
     assert all(channel in policy.input("notificationChannels") for policy in policies)
 
 
-def test_an_address_that_failed_to_parse_is_not_compared():
+def test_many_pools_of_short_names_fit_the_alert_policies():
+    """The recovery of alert-filter-over-2048: the same 45 pools with shorter names."""
+    run = run_stack(pools_named(SHORT_POOL_NAMES), stack="prod")
+    (policy,) = [
+        p for p in run.of_type("gcp:monitoring/alertPolicy:AlertPolicy") if p.name == "alert-tpu-node-not-ready"
+    ]
+    (condition,) = policy.input("conditions")
+    assert "tpu-045" in condition["conditionThreshold"]["filter"]
+
     """Its placeholder (the setting's example) would otherwise clash with the entry it copies."""
     with pytest.raises(ConfigError) as raised:
         load(with_overrides(stack_values("prod"), {"alerts.emails": ["oncall", "oncall@example.com"]}))

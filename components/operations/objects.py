@@ -54,6 +54,11 @@ PAGE, WARN = "CRITICAL", "WARNING"
 RATIO_WINDOW = "300s"
 RUNBOOKS_IN_REPOSITORY = "docs/runbooks"
 RUNBOOKS = Path(__file__).resolve().parents[2] / RUNBOOKS_IN_REPOSITORY
+# What Cloud Monitoring takes of an alert policy (googleapis/googleapis@f8291d2b google/monitoring/v3/alert.proto): a
+# threshold's filter and denominator filter of at most 2048 Unicode characters; documentation content of at most 8,192
+# characters and 10,240 bytes of UTF-8. The TPU policies name every TPU pool in both.
+FILTER_MAX = 2048
+CONTENT_MAX, CONTENT_MAX_BYTES = 8192, 10240
 
 
 def kueue_metrics_objects(namespace: str) -> list[dict[str, Any]]:
@@ -127,6 +132,23 @@ def _policy(signal: Signal, alerts: AlertsConfig, cluster: ClusterConfig, names:
         "alert_strategy": {"auto_close": "1800s"},
         "user_labels": {"cluster": cluster.name, "signal": key},
     }
+
+
+def too_long(policy: dict[str, Any]) -> list[str]:
+    """What of an alert policy is longer than Cloud Monitoring takes, each said with its length."""
+    found = []
+    for condition in policy["conditions"]:
+        threshold = condition.get("condition_threshold", {})
+        for field in ("filter", "denominator_filter"):
+            if len(threshold.get(field, "")) > FILTER_MAX:
+                found.append(f"its {field} is {len(threshold[field])} characters (at most {FILTER_MAX})")
+    content = policy["documentation"]["content"]
+    if len(content) > CONTENT_MAX or len(content.encode()) > CONTENT_MAX_BYTES:
+        found.append(
+            f"its documentation is {len(content)} characters, {len(content.encode())} bytes "
+            f"(at most {CONTENT_MAX} characters and {CONTENT_MAX_BYTES} bytes)"
+        )
+    return found
 
 
 def _threshold(terms: list[str], period: str, aligner: str, group_by: str, **fields: Any) -> dict[str, Any]:
