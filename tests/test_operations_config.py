@@ -33,6 +33,13 @@ OPERATIONS_BAD_INPUTS = [
         {"alerts.emails": ["oncall"]}, "prod", "alerts.emails[0]", "'oncall' is not an email address", id="bad-email"
     ),
     pytest.param(
+        {"alerts.emails": ["x" * 600 + "@example.com"]},
+        "prod",
+        "alerts.emails[0]",
+        "is 612 characters; the limit is 254",
+        id="email-over-254",
+    ),
+    pytest.param(
         {"alerts.emails": ["tpu-oncall@example.com", "TPU.oncall@example.com"]},
         "prod",
         "alerts.emails[1]",

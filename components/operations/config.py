@@ -13,9 +13,13 @@ from pydantic import Field, StringConstraints
 from components.config_base import Block, Problems, form
 from components.gcp.config import ClusterConfig
 
+# At most 254 characters, the longest address SMTP carries (RFC 5321 4.5.3.1.3: a path of 256 octets with its angle
+# brackets): the channel's display name, "<cluster> alerts: <address>", then stays within the 512 characters Cloud
+# Monitoring takes (NotificationChannel.display_name, googleapis/googleapis@f8291d2b
+# google/monitoring/v3/notification.proto).
 Email = Annotated[
     str,
-    StringConstraints(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$"),
+    StringConstraints(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254),
     Field(json_schema_extra=form("email address", "write name@example.com"), examples=["oncall@example.com"]),
 ]
 # The project by its ID or its number: AlertPolicy.notification_channels takes
