@@ -355,6 +355,29 @@ SERVING_BAD_INPUTS += [
 ]
 
 
+# What vLLM's scheduler refuses at start (vllm-project/vllm vllm/config/scheduler.py): each field 1 or more, and a
+# step's token budget no smaller than the sequences in it.
+SERVING_BAD_INPUTS += [
+    pytest.param({"serving.maxNumSeqs": 0}, "serving.maxNumSeqs", "0 is not 1 or more", id="max-num-seqs-zero"),
+    pytest.param(
+        {"serving.maxNumBatchedTokens": -1},
+        "serving.maxNumBatchedTokens",
+        "-1 is not 1 or more",
+        id="max-num-batched-tokens-negative",
+    ),
+    pytest.param(
+        {"serving.maxNumBatchedTokens": 256},  # below the default maxNumSeqs, 512
+        "serving.maxNumBatchedTokens",
+        "256 is below serving.maxNumSeqs (512): vLLM refuses",
+        id="batched-tokens-below-max-num-seqs",
+    ),
+]
+
+
+def test_a_token_budget_of_at_least_max_num_seqs_is_accepted():
+    assert run_stack({"serving.maxNumBatchedTokens": 256, "serving.maxNumSeqs": 256}).registrations
+
+
 def test_the_releases_written_with_their_v_are_accepted():
     run = run_stack(
         {"serving.router.version": "v0.10.0", "serving.inferencePoolCrds": {"install": True, "version": "v1.5.0"}}

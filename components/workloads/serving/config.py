@@ -272,8 +272,12 @@ class ServingConfig(Block):
     prefill: ServingRoleConfig = Field(ServingRoleConfig(name="vllm-prefill"), description="Prefill LeaderWorkerSet.")
     decode: ServingRoleConfig = Field(ServingRoleConfig(name="vllm-decode"), description="Decode LeaderWorkerSet.")
     max_model_len: int = Field(9216, description="vLLM --max-model-len.")
-    max_num_seqs: int = Field(512, description="vLLM --max-num-seqs.")
-    max_num_batched_tokens: int = Field(8192, description="vLLM --max-num-batched-tokens.")
+    # vLLM's SchedulerConfig declares both 1 or more (max_num_seqs, max_num_batched_tokens: Field(ge=1); vllm-project/vllm
+    # vllm/config/scheduler.py, read at 01230b40128e570a58e54e75f7e55c4d5cd9246d): the engine exits at start otherwise.
+    max_num_seqs: int = Field(512, description="vLLM --max-num-seqs.", ge=1)
+    max_num_batched_tokens: int = Field(
+        8192, description="vLLM --max-num-batched-tokens; at least serving.maxNumSeqs.", ge=1
+    )
     kv_cache_dtype: str = Field("fp8", description="vLLM --kv-cache-dtype.")
     resources: ServingResourcesConfig = Field(ServingResourcesConfig(), description="Requests of each TPU pod.")
     hbm_headroom: float = Field(
@@ -387,6 +391,7 @@ def validate_serving(
     shape = _validate_shape_and_parallelism(serving, tpu, machine, problems)
     _validate_model(serving, project, machine, shape, problems)
     _validate_pods(serving, machine, problems)
+    _validate_scheduler(serving, problems)
     _validate_staging(serving, problems)
     _validate_token(serving, cluster, project, problems)
     _validate_front(serving, problems)
@@ -492,6 +497,20 @@ def _validate_pods(serving: ServingConfig, machine: topology.MachineType, proble
         problems.add("serving.startupFailureThreshold", problem, "raise it")
     problems.require_pinned("serving.image", serving.image, "pin a dated tag or @sha256:<digest>")
     problems.require_pinned("serving.benchmarkImage", serving.benchmark_image, "pin a release tag or @sha256:<digest>")
+
+
+def _validate_scheduler(serving: ServingConfig, problems: Problems) -> None:
+    # vLLM's SchedulerConfig.verify_max_model_len raises when max_num_batched_tokens < max_num_seqs (vllm-project/vllm
+    # vllm/config/scheduler.py, read at 01230b40128e570a58e54e75f7e55c4d5cd9246d), so both roles' servers would exit at
+    # start and crash-loop until the up gives up. A budget below maxModelLen is fine: chunked prefill is on (the
+    # reference's own 8192 < 9216).
+    if serving.max_num_batched_tokens < serving.max_num_seqs:
+        problems.add(
+            "serving.maxNumBatchedTokens",
+            f"{serving.max_num_batched_tokens} is below serving.maxNumSeqs ({serving.max_num_seqs}): vLLM refuses a "
+            "step's token budget smaller than the sequences it may schedule in that step and exits at start",
+            f"set it to at least {serving.max_num_seqs}, or lower serving.maxNumSeqs",
+        )
 
 
 def _validate_staging(serving: ServingConfig, problems: Problems) -> None:
