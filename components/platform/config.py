@@ -50,6 +50,11 @@ class HelmChartConfig(Block):
         "the tag stays the chart's release.",
     )
 
+    @property
+    def release(self) -> str:
+        """The release the version names, without the v its tag may carry: ``v0.10.0`` and ``0.10.0`` are one."""
+        return self.version.removeprefix("v")
+
 
 # A Kubernetes quantity, as a setting writes it.
 Quantity = Annotated[
@@ -153,7 +158,7 @@ def chart_own_image(key: str, chart: HelmChartConfig) -> ImageReference:
     """The controller image the chart under ``platform.<key>`` runs by itself: its repository (RELEASE_IMAGES') at the
     release's tag."""
     repository = ImageReference.parse(RELEASE_IMAGES[key]).name
-    return ImageReference(repository, f"v{chart.version.removeprefix('v')}")
+    return ImageReference(repository, f"v{chart.release}")
 
 
 def chart_image(key: str, chart: HelmChartConfig) -> str:
@@ -321,7 +326,7 @@ def control_plane_port_warnings(platform: PlatformConfig, dynamic_slicing: bool)
         f"webhook and APIService Services (their targetPorts) before the up, and record them in "
         f"RELEASE_CONTROL_PLANE_PORTS (components/platform/config.py)"
         for key, chart in installed_charts(platform, dynamic_slicing).items()
-        if chart.version.removeprefix("v") != pinned[key].version.removeprefix("v")  # LWS takes v0.10.0 too
+        if chart.release != pinned[key].release  # LWS takes v0.10.0 too
     ]
 
 
@@ -356,13 +361,12 @@ def validate_platform(platform: PlatformConfig, problems: Problems) -> None:
         prefix = f"platform.{key}"
         # Not a pattern on the field: the program's own local chart (the slice controller's) is described by it too.
         validate_chart_reference(f"{prefix}.chart", chart.chart, problems)
-        if key in CHARTS_TAGGED_WITHOUT_V and chart.version.startswith("v"):
-            bare = chart.version.removeprefix("v")
+        if key in CHARTS_TAGGED_WITHOUT_V and chart.version != chart.release:
             problems.add(
                 f"{prefix}.version",
-                f"{chart.version} has a leading v, but the {key} chart is published as {bare} only, and Helm pulls "
-                "the version as that exact tag",
-                f"write {bare}",
+                f"{chart.version} has a leading v, but the {key} chart is published as {chart.release} only, and Helm "
+                "pulls the version as that exact tag",
+                f"write {chart.release}",
             )
         if chart.image:
             own = chart_own_image(key, chart)
