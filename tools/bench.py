@@ -135,8 +135,7 @@ def read_stack(args: argparse.Namespace, runner: Runner) -> tuple[StackConfig, s
     if args.stack is None:
         raise UsageError("--stack names the stack file to read (Pulumi.<stack>.yaml)")
     try:
-        values, secret_keys = stack_config_values(args.stack, args.stack_dir)
-        config = load_pulumi_values(values, secret_keys).config
+        config = load_pulumi_values(*stack_config_values(args.stack, args.stack_dir)).config
     except (FileNotFoundError, StackFileError, ConfigError) as error:
         raise UsageError(f"cannot read stack {args.stack}: {error}") from None
     if not config.serving.enabled:

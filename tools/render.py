@@ -248,8 +248,7 @@ def kubernetes_document(registrations: list[Registration]) -> str:
 def summary(stack: str, run: ProgramRun, stack_dir: Path = PROJECT_ROOT) -> list[str]:
     from components import stack as stack_config
 
-    values, secret_keys = stack_config_values(stack, stack_dir)
-    config = stack_config.load_pulumi_values(values, secret_keys).config
+    config = stack_config.load_pulumi_values(*stack_config_values(stack, stack_dir)).config
     counts = collections.Counter(r.type for r in run.registrations)
     lines = [f"stack {stack}: {len(run.registrations)} resources"]
     lines += [f"  {count:3d}  {type_token}" for type_token, count in sorted(counts.items())]

@@ -88,8 +88,7 @@ def configured_model(stack: str | None, stack_dir: Path) -> str | None:
     from components.workloads.serving.config import served_model_name
 
     try:
-        values, secret_keys = stack_config_values(stack, stack_dir)
-        return served_model_name(load_pulumi_values(values, secret_keys).config.serving)
+        return served_model_name(load_pulumi_values(*stack_config_values(stack, stack_dir)).config.serving)
     except (FileNotFoundError, StackFileError, ConfigError):
         return None
 
