@@ -37,7 +37,7 @@ import yaml
 from components.operations import benchmark
 from components.workloads.serving.config import weights_bucket_name
 from tools.stack_file import StackFileError, add_stack_dir_option, stack_config_values
-from tools.stack_outputs import Runner, UsageError, last_line, read_stack_outputs, run_pulumi
+from tools.stack_outputs import Runner, UsageError, last_line, number_type, read_stack_outputs, run_pulumi
 from tools.verify import BASE_URL_OUTPUT, Sleep
 
 STACK_HINT = "pass --base-url instead"
@@ -79,19 +79,11 @@ def run_command(argv: list[str], stdin: str | None, timeout: float) -> subproces
 def _rates(text: str) -> tuple[float, ...]:
     try:
         rates = tuple(float(part) for part in text.split(",") if part.strip())
+        if all(map(math.isfinite, rates)):  # float() reads nan and inf, which no ramp can send
+            return rates
     except ValueError:
-        rates = (math.nan,)
-    if not all(map(math.isfinite, rates)):  # float() reads nan and inf, which no ramp can send
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of request rates")
-    return rates
-
-
-def _context_length(text: str) -> int:
-    """--max-model-len: the server's context length in tokens, a positive number (vLLM's -1 or auto, a length fitted
-    to the accelerator's memory, is not known here: leave the flag out, and the requests' length goes unchecked)."""
-    if not text.isascii() or not text.isdigit() or int(text) == 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of tokens; leave it out when the length is unknown")
-    return int(text)
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of request rates")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -111,8 +103,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--tokenizer", type=Path, help="--local: a directory with the model's tokenizer files")
     parser.add_argument("--results", type=Path, help="--local: where inference-perf writes its reports")
     parser.add_argument("--inference-perf", type=Path, help="--local: the inference-perf executable")
+    # vLLM's -1 or auto (a length fitted to the accelerator's memory) is no length to check against: left out, the
+    # requests' length goes unchecked
+    context_length = number_type(int, 1, False, "must be a number of tokens (leave it out when the length is unknown)")
     parser.add_argument(
-        "--max-model-len", type=_context_length, help="--local: the server's context length (unchecked when left out)"
+        "--max-model-len", type=context_length, help="--local: the server's context length (unchecked when left out)"
     )
     return parser.parse_args(argv)
 
