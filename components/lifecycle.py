@@ -212,9 +212,24 @@ class ChangeReview:
 
 
 def _review_cluster_made_elsewhere(before: Mapping[str, Any], after: Mapping[str, Any], review: ChangeReview) -> None:
-    """A stack that deployed onto a cluster made elsewhere, now onto another one, or onto a cluster it makes. (From
-    its own cluster to one made elsewhere is refused before.)"""
+    """A stack on a cluster made elsewhere, before this `up` or after it: from its own cluster (refused), onto another
+    one, or back onto a cluster it makes."""
     if IDENTIFIER_FACT not in before:
+        # The stack made its cluster (its network is a fact only then) and is now pointed at one made elsewhere: the
+        # program no longer registers the cluster, its pools or its network, and Pulumi deletes what a program stops
+        # registering at the end of the `up` (pulumi/pulumi pkg/resource/deploy/step_generator.go GenerateDeletes: the
+        # resources not registered in the new snapshot), the same cluster included when cluster.existing names it.
+        if "network" in before:
+            review.refused.append(
+                Problem(
+                    "cluster.existing",
+                    f"set on a running stack that made the cluster {before.get('name')}: the stack would stop "
+                    "making it, so the `up` deletes it at its end, with every node pool (the TPU pools give up their "
+                    "cubes), the network and the Cloud NAT",
+                    "leave cluster.existing empty on this stack; deploy onto a cluster made elsewhere from another "
+                    "stack",
+                )
+            )
         return
     was = before[IDENTIFIER_FACT]
     now = after.get(IDENTIFIER_FACT) or gcp_config.cluster_identifier(after["project"], after["region"], after["name"])
@@ -251,20 +266,6 @@ def review_changes(
         return review  # a new stack: nothing to replace
     refused, replaced, by_hand, in_place = review.refused, review.replaced, review.by_hand, review.in_place
     cluster_before = previous.get("cluster") or {}
-    # The stack made its cluster (its network is a fact only then) and is now pointed at one made elsewhere: the
-    # program no longer registers the cluster, its pools or its network, and Pulumi deletes what a program stops
-    # registering at the end of the `up` (pulumi/pulumi pkg/resource/deploy/step_generator.go GenerateDeletes: the
-    # resources not registered in the new snapshot), the same cluster included when cluster.existing names it.
-    if "network" in cluster_before and "network" not in current["cluster"]:
-        refused.append(
-            Problem(
-                "cluster.existing",
-                f"set on a running stack that made the cluster {cluster_before.get('name')}: the stack would stop "
-                "making it, so the `up` deletes it at its end, with every node pool (the TPU pools give up their "
-                "cubes), the network and the Cloud NAT",
-                "leave cluster.existing empty on this stack; deploy onto a cluster made elsewhere from another stack",
-            )
-        )
     if IDENTIFIER_FACT in cluster_before or IDENTIFIER_FACT in current["cluster"]:
         _review_cluster_made_elsewhere(cluster_before, current["cluster"], review)
         if IDENTIFIER_FACT not in current["cluster"]:
