@@ -33,7 +33,7 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
     its boot disks, secure boot: NodeBoot); this program also replaces a TPU pool whose zone or machine type changes
     (GKE cannot move a multi-host slice in place). A TPU pool's topology alone would change in place, which GKE
     cannot do to a multi-host slice: the review refuses it. Kueue refuses a new topologyName or nodeLabels on a
-    ResourceFlavor in use, and a LocalQueue's new ClusterQueue. GKE's Secret Manager add-on must outlive the pods that
+    ResourceFlavor in use, and a new ClusterQueue of a LocalQueue that keeps its name. GKE's Secret Manager add-on must outlive the pods that
     mount the token file through it (the cluster is updated before them). On a cluster made elsewhere the stack makes
     no cluster and no pool: the facts name only the cluster it deploys onto, whose change moves every object.
     """
@@ -74,10 +74,10 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
         if key in platform_config.CHARTS_WITH_CRDS_HELM_KEEPS
     }
     if config.tpu.dynamic_slicing:
-        # the Topology's and the ResourceFlavor's names, the flavor's nodeLabels (the accelerator label) and each
-        # LocalQueue's spec.clusterQueue
+        # the Topology's and the ResourceFlavor's names, the flavor's nodeLabels (the accelerator label) and the
+        # LocalQueues' name and spec.clusterQueue
         facts["queues"] = config.queues.model_dump(
-            by_alias=True, include={"topology_name", "resource_flavor_name", "cluster_queue_name"}
+            by_alias=True, include={"topology_name", "resource_flavor_name", "cluster_queue_name", "local_queue_name"}
         ) | {"acceleratorLabel": config.tpu.machine.accelerator_label}
     if not cluster.existing.enabled:
         # the network the stack makes the cluster on (a cluster made elsewhere is on its own)
@@ -414,15 +414,23 @@ def review_changes(
         "holds a Topology or flavor in use until nothing references it"
     )
     # Kueue's LocalQueue CRD holds spec.clusterQueue immutable (an XValidation rule, kueue v0.17.1
-    # apis/kueue/v1beta2/localqueue_types.go:35) and the LocalQueues keep their names: the twin saw the update refused.
-    repointed = "each LocalQueue of the stack points at the ClusterQueue by name, and Kueue holds that immutable"
+    # apis/kueue/v1beta2/localqueue_types.go:35): a LocalQueue that keeps its name cannot follow a renamed ClusterQueue
+    # (the twin saw the update refused), while renamed LocalQueues are new objects, made pointing at it (the twin ran
+    # that `up`). A stack whose last `up` did not export its LocalQueues' name is taken to keep it.
+    repointed = (
+        "each LocalQueue of the stack points at the ClusterQueue by name, and Kueue holds that immutable (renamed with "
+        "queues.localQueueName, the LocalQueues are new ones)"
+    )
+    renamed = set(_changed(before_queues, after_queues))
+    if "localQueueName" in renamed:
+        renamed.discard("clusterQueueName")
     for key, setting_key, why in (
         ("topologyName", "queues.topologyName", in_use),
         ("resourceFlavorName", "queues.resourceFlavorName", in_use),
         ("acceleratorLabel", "tpu.machineType", in_use),
         ("clusterQueueName", "queues.clusterQueueName", repointed),
     ):
-        if key in _changed(before_queues, after_queues):
+        if key in renamed:
             refused.append(
                 Problem(
                     setting_key,

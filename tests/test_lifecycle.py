@@ -746,6 +746,18 @@ def test_renaming_a_kueue_object_in_use_is_refused(runs, key):
     assert f"queues.{key}:" in str(raised.value) and "keep" in str(raised.value)
 
 
+def test_a_cluster_queue_renamed_with_the_local_queues_is_new_queues_not_a_refused_repoint(runs):
+    """Renamed LocalQueues are new objects made pointing at the new ClusterQueue (the twin runs that `up`); a stack
+    whose last `up` did not export its LocalQueues' name is taken to keep it, and the repoint stays refused there."""
+    renamed = {"queues.clusterQueueName": "renamed", "queues.localQueueName": "renamed-lq"}
+    previous = previous_of(runs["dev"])
+    assert run_stack(renamed, previous_outputs=previous).raw_outputs["clusterQueueName"] == "renamed"
+    older = copy.deepcopy(previous)
+    del older["lifecycle"]["queues"]["localQueueName"]
+    with pytest.raises(pulumi.RunError, match=r"queues\.clusterQueueName: 'cq' -> 'renamed'"):
+        run_stack(renamed, previous_outputs=older)
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_pods_of_workload_identity_accounts_run_on_the_pod_network(runs, stack):
     """GKE gives hostNetwork pods no Workload Identity: they would reach GCS as the node's account."""

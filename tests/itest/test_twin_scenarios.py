@@ -41,6 +41,7 @@ from tests.itest.lab import PROJECT_NAME, REPORT_DIR, ControlPlane, KubeApi, Pul
 from tests.itest.slice_standin import SliceStandIn
 from tests.itest.twin import KWOK_ANNOTATION, Twin, TwinTools
 from tests.itest.twin_scenario import (
+    KUEUE_API,
     WORKLOADS_PATH,
     Observed,
     Placed,
@@ -496,6 +497,22 @@ def test_the_corrected_change_then_goes_through(scenario: Scenario):
     done = step(scenario, "the refused change taken back", {})
     assert done["entry"]["changed"] == {}, done["entry"]["changed"]
     assert not done["entry"]["differences"], done["entry"]["differences"]
+
+
+def test_the_queues_renamed_together_are_new_queues_that_kueue_admits_the_workloads_into(scenario: Scenario):
+    """A LocalQueue cannot follow a renamed ClusterQueue (the refusal above), but renamed with it the LocalQueues are
+    new objects pointing at the new ClusterQueue: `up` goes through, Kueue admits every workload again as the plan
+    says, and the old queues are gone (Kueue held the old ClusterQueue until no workload was admitted in it)."""
+    require(scenario, "refused")
+    renamed = {"queues.clusterQueueName": "cq-twin", "queues.localQueueName": "lq-twin"}
+    done = step(scenario, "the queues renamed together", renamed)
+    assert not done["entry"]["differences"], done["entry"]["differences"]
+    local_queue = scenario.api.get(f"{KUEUE_API}/namespaces/{WORKLOAD_NAMESPACE}/localqueues/lq-twin") or {}
+    assert local_queue.get("spec", {}).get("clusterQueue") == "cq-twin", local_queue
+    assert wait_for(lambda: scenario.api.get(f"{KUEUE_API}/clusterqueues/cq") is None, 60), (
+        "the old ClusterQueue is left"
+    )
+    assert scenario.api.get(f"{KUEUE_API}/namespaces/{WORKLOAD_NAMESPACE}/localqueues/lq") is None
 
 
 # --- 6. destroy ---------------------------------------------------------------------------------------------------

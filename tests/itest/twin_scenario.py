@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from components.stack import StackConfig
     from tests.itest.lab import KubeApi
 
-WORKLOADS_PATH = "/apis/kueue.x-k8s.io/v1beta2/workloads"
+KUEUE_API = "/apis/kueue.x-k8s.io/v1beta2"
+WORKLOADS_PATH = f"{KUEUE_API}/workloads"
 PREEMPTOR_UID = re.compile(r"\(UID: ([0-9a-f-]+)")
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
