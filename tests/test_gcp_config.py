@@ -109,6 +109,43 @@ GCP_BAD_INPUTS = [
     pytest.param(
         {"network.nodeCidr": "10.10.0.1/18"}, "network.nodeCidr", "not an IPv4 CIDR", id="cidr-with-host-bits"
     ),
+    # Ranges Google Cloud refuses in a subnet range (cloud.google.com/vpc/docs/subnets, "Prohibited IPv4 subnet ranges")
+    pytest.param(
+        {"network.nodeCidr": "169.254.0.0/18"},
+        "network.nodeCidr",
+        "overlaps 169.254.0.0/16, link-local addresses",
+        id="nodes-link-local",
+    ),
+    pytest.param(
+        {"network.podCidr": "127.0.0.0/14"},
+        "network.podCidr",
+        "overlaps 127.0.0.0/8, the local host",
+        id="pods-loopback",
+    ),
+    pytest.param(
+        {"network.serviceCidr": "0.0.0.0/20"},
+        "network.serviceCidr",
+        "overlaps 0.0.0.0/8, the current network",
+        id="services-current-network",
+    ),
+    pytest.param(
+        {"network.proxyOnlyCidr": "224.0.0.0/26"},
+        "network.proxyOnlyCidr",
+        "overlaps 224.0.0.0/4, multicast",
+        id="proxy-only-multicast",
+    ),
+    pytest.param(
+        {"network.proxyOnlyCidr": "199.36.153.0/26"},
+        "network.proxyOnlyCidr",
+        "overlaps 199.36.153.4/30, restricted.googleapis.com",
+        id="proxy-only-private-google-access",
+    ),
+    pytest.param(
+        {"network.podCidr": "10.0.0.0/7"},
+        "network.podCidr",
+        "10.0.0.0/7 is broader than 10.0.0.0/8",
+        id="pods-across-rfc-1918-and-public",
+    ),
     pytest.param({"network.mtu": 9000}, "network.mtu", "outside 1300-8896", id="mtu-too-large"),
     pytest.param({"network.mtu": 1200}, "network.mtu", "outside 1300-8896", id="mtu-too-small"),
     pytest.param({"network.mtu": "jumbo"}, "network.mtu", "not an integer", id="mtu-not-a-number"),
@@ -626,6 +663,24 @@ GCP_BAD_INPUTS += [
 @pytest.mark.parametrize("override, key, fragment", GCP_BAD_INPUTS)
 def test_bad_input_names_its_key_and_registers_nothing(override, key, fragment):
     assert_bad_input(override, key, fragment)
+
+
+# The ranges Google Cloud takes for a subnet beyond RFC 1918 (cloud.google.com/vpc/docs/subnets, "Valid IPv4 ranges"):
+# shared address space, the former Class E, privately used public addresses; and a whole RFC range.
+@pytest.mark.parametrize(
+    "ranges",
+    [
+        {"network.nodeCidr": "100.64.0.0/18", "network.podCidr": "240.0.0.0/14", "network.serviceCidr": "11.0.0.0/20"},
+        {"network.podCidr": "10.0.0.0/8", "network.nodeCidr": "192.168.0.0/18", "network.serviceCidr": "172.20.0.0/20"},
+    ],
+)
+def test_subnet_ranges_google_cloud_takes_are_accepted(ranges):
+    network = stack_config("dev", ranges).network
+    assert [network.node_cidr, network.pod_cidr, network.service_cidr] == [
+        ranges["network.nodeCidr"],
+        ranges["network.podCidr"],
+        ranges["network.serviceCidr"],
+    ]
 
 
 def test_pools_pinned_to_sub_blocks_of_their_own_are_accepted():

@@ -40,6 +40,36 @@ MAINTENANCE_PERIOD_DAYS = 32
 MAINTENANCE_MIN_STRETCH_HOURS = 4
 _MAINTENANCE_OCCURRENCES_MAX = 5000  # a year of windows of any sensible rule; more (FREQ=MINUTELY) are not followed
 PROXY_ONLY_MAX_PREFIX = 26
+# The ranges no subnet range, primary or secondary, may hold any of: Google Cloud refuses a subnet range that matches,
+# is narrower or is broader than one (Google's "Subnets" page, cloud.google.com/vpc/docs/subnets, "Prohibited IPv4
+# subnet ranges" and "Limitations for IPv4 subnet ranges"; Google's public netblocks, also refused, are not listed).
+SUBNET_PROHIBITED_RANGES = {
+    ipaddress.IPv4Network("0.0.0.0/8"): "the current network (RFC 1122)",
+    ipaddress.IPv4Network("127.0.0.0/8"): "the local host (RFC 1122)",
+    ipaddress.IPv4Network("169.254.0.0/16"): "link-local addresses (RFC 3927)",
+    ipaddress.IPv4Network("224.0.0.0/4"): "multicast (RFC 5771)",
+    ipaddress.IPv4Network("255.255.255.255/32"): "the limited broadcast address (RFC 919)",
+    ipaddress.IPv4Network("199.36.153.4/30"): "restricted.googleapis.com (Private Google Access)",
+    ipaddress.IPv4Network("199.36.153.8/30"): "private.googleapis.com (Private Google Access)",
+}
+# The RFC ranges a subnet range may use (the same page, "Valid IPv4 ranges"); every other address outside the
+# prohibited ranges is a privately used public one. A subnet range lies within one of these, or outside them all: the
+# page refuses one that spans two of them, or one of them and privately used public addresses.
+SUBNET_RFC_RANGES = tuple(
+    ipaddress.IPv4Network(cidr)
+    for cidr in (
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "100.64.0.0/10",
+        "192.0.0.0/24",
+        "192.0.2.0/24",
+        "198.18.0.0/15",
+        "198.51.100.0/24",
+        "203.0.113.0/24",
+        "240.0.0.0/4",
+    )
+)
 # An authorized network wider than this admits too much of the internet to be a restriction.
 AUTHORIZED_NETWORK_MIN_PREFIX = 8
 NAT_LOGGING_OFF = "OFF"
@@ -860,6 +890,8 @@ def validate_network(network: NetworkConfig, problems: Problems) -> None:
     keys = ("nodeCidr", "podCidr", "serviceCidr", "proxyOnlyCidr")
     parsed = {key: _ipv4_range(f"network.{key}", getattr(network, to_snake(key)), problems) for key in keys}
     ranges = {key: cidr for key, cidr in parsed.items() if cidr is not None}
+    for key, cidr in ranges.items():
+        _validate_subnet_range(f"network.{key}", cidr, problems)
     for first, second in itertools.combinations(ranges, 2):
         if ranges[first].overlaps(ranges[second]):
             problems.add(
@@ -875,6 +907,26 @@ def validate_network(network: NetworkConfig, problems: Problems) -> None:
             f"the regional managed proxy needs a /{PROXY_ONLY_MAX_PREFIX} or larger range",
         )
     _validate_nat(network.nat, problems)
+
+
+def _validate_subnet_range(key: str, cidr: ipaddress.IPv4Network, problems: Problems) -> None:
+    """``cidr`` is a range Google Cloud takes for a subnet: none of the prohibited addresses, and within one RFC range
+    or outside them all."""
+    if prohibited := [f"{r}, {what}" for r, what in SUBNET_PROHIBITED_RANGES.items() if cidr.overlaps(r)]:
+        problems.add(
+            key,
+            f"{cidr} overlaps {'; '.join(prohibited)}: Google Cloud refuses those addresses in any subnet range",
+            "use a private range, such as one of 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16",
+        )
+        return
+    spanned = [r for r in SUBNET_RFC_RANGES if cidr.overlaps(r)]
+    if spanned and not cidr.subnet_of(spanned[0]):
+        problems.add(
+            key,
+            f"{cidr} is broader than {' and '.join(map(str, spanned))}: Google Cloud takes a subnet range within one "
+            "RFC range it lists, or outside them all (privately used public addresses), never across",
+            f"use a range within {spanned[0]}",
+        )
 
 
 def _ipv4_range(key: str, text: str, problems: Problems) -> ipaddress.IPv4Network | None:
