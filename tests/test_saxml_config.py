@@ -140,6 +140,12 @@ SAXML_BAD_INPUTS = [
         id="unpinned-image",
     ),
     pytest.param({"saxml.saxCell": "test"}, "saxml.saxCell", "not a Sax cell", id="bad-sax-cell"),
+    # Saxml's own cell names (saxml/common/naming.go): admin_config refuses the others, and the admin server never starts
+    pytest.param({"saxml.saxCell": "/sax/Test"}, "saxml.saxCell", "not a Sax cell", id="sax-cell-with-a-capital"),
+    pytest.param(
+        {"saxml.saxCell": "/sax/1test"}, "saxml.saxCell", "a lowercase letter, then", id="sax-cell-digit-first"
+    ),
+    pytest.param({"saxml.saxCell": "/sax/_test"}, "saxml.saxCell", "not a Sax cell", id="sax-cell-underscore-first"),
     pytest.param(
         {"saxml.bucketName": "Sax_Bucket"}, "saxml.bucketName", "not a valid bucket name", id="bad-bucket-name"
     ),
@@ -197,6 +203,13 @@ def test_saxml_on_tpu7x_is_refused():
     with pytest.raises(ConfigError) as raised:
         run_stack({"saxml.enabled": True})
     assert any(p.key == "saxml.enabled" and "ct5lp-hightpu-4t" in str(p) for p in raised.value.problems)
+
+
+@pytest.mark.parametrize("cell", ["/sax/test", "/sax/t", "/sax/prod-cell_2"])
+def test_sax_cells_saxml_takes_are_accepted(cell):
+    admin = run_stack({"saxml.saxCell": cell}, stack=STACK).one("kubernetes:apps/v1:Deployment", "admin-server")
+    env = admin.input("spec.template.spec.containers")[0]["env"]
+    assert {"name": "SAX_CELL", "value": cell} in env
 
 
 def test_images_pinned_by_digest_are_accepted():

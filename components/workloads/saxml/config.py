@@ -14,7 +14,10 @@ from components.gcp.config import ClusterConfig, NetworkConfig, TpuConfig
 from components.tpu import sizing, topology
 from components.tpu.topology import GB, MachineType, Shape
 
-_SAX_CELL = r"^/sax/[A-Za-z0-9_-]+$"
+# The cell name after /sax/ as Saxml takes it: a lowercase letter, then lowercase letters, digits, '-' or '_'
+# (google/saxml v1.1.0, 70f314c, saxml/common/naming.go `pattern`); admin_config exits on any other name
+# (saxml/bin/admin_config.go), so the admin server would never start.
+_SAX_CELL = r"^/sax/[a-z][a-z0-9_-]*$"
 
 # Image tags as pinned in the GKE multi-host Saxml tutorial (the HTTP server is one release
 # behind the others there). Not checked against the registry from here; pin by digest once pulled.
@@ -103,7 +106,9 @@ class SaxmlConfig(Block):
         "/sax/test",
         description="Sax cell the servers join.",
         pattern=_SAX_CELL,
-        json_schema_extra=form("Sax cell", "write /sax/<name>, e.g. /sax/test"),
+        json_schema_extra=form(
+            "Sax cell", "write /sax/<name>: a lowercase letter, then lowercase letters, digits, - or _ (e.g. /sax/test)"
+        ),
         examples=["/sax/test"],
     )
     admin_image: str = Field(ADMIN_IMAGE, description="Admin server image (pinned tag or digest).")
