@@ -97,6 +97,7 @@ def test_which_images_are_pinned(image: str, pinned: bool) -> None:
         ("b" * 64, "3 to 63"),
         ("goog-models", "'goog'"),
         ("my-google-weights", "'google'"),
+        ("192.168.5.4", "an IP address"),
     ],
 )
 def test_bucket_names(name, fragment):
@@ -104,7 +105,9 @@ def test_bucket_names(name, fragment):
     assert problem is not None and fragment in problem, problem
 
 
-@pytest.mark.parametrize("name", ["abc", "my-tpu-project-sax-admin", "weights_v2", "models.example.com"])
+@pytest.mark.parametrize(
+    "name", ["abc", "my-tpu-project-sax-admin", "weights_v2", "models.example.com", "192-168-5-4", "v1.2.3.4a"]
+)
 def test_valid_bucket_names(name):
     assert naming.bucket_name_problem(name) is None
 

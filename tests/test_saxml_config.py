@@ -181,6 +181,10 @@ SAXML_BAD_INPUTS = [
     pytest.param(
         {"saxml.bucketName": "gs://sax-state"}, "saxml.bucketName", "not a valid bucket name", id="bucket-given-as-uri"
     ),
+    # Cloud Storage refuses a bucket named like an IP address (cloud.google.com/storage/docs/buckets#naming)
+    pytest.param(
+        {"saxml.bucketName": "10.1.2.3"}, "saxml.bucketName", "may not be an IP address", id="bucket-named-like-an-ip"
+    ),
     # a YAML block scalar (`|`) ends its value with a newline, which no bucket name or account id holds
     pytest.param(
         {"saxml.bucketName": "sax-state\n"}, "saxml.bucketName", "not a valid bucket name", id="bucket-with-a-newline"
