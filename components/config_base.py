@@ -344,6 +344,25 @@ K8sName = Annotated[
 ]
 
 
+# A Kubernetes ServiceAccount the stack makes in a namespace it makes: not `default`, which Kubernetes makes in every
+# namespace as it appears (kube-controller-manager's ServiceAccount controller, kubernetes/kubernetes
+# pkg/controller/serviceaccount/serviceaccounts_controller.go), so the stack's own would be refused as already existing
+# halfway through the `up` (the provider creates, never adopts: components/gcp/cluster.py UPSERT_EXISTING_ENV).
+ServiceAccountName = Annotated[
+    K8sName,
+    annotated_types.Predicate(lambda name: name != "default"),
+    Field(
+        json_schema_extra=form(
+            "Kubernetes name of a ServiceAccount of the stack's own",
+            "use lowercase letters, digits and hyphens, at most 63 (a DNS-1123 label), other than `default`, which "
+            "Kubernetes makes in every namespace: the stack's own would be refused as already existing",
+        )
+        | {"not": {"const": "default"}},  # the JSON Schema of the stack files says it too
+        examples=["example"],
+    ),
+]
+
+
 QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 _QUANTITY_UNITS = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 _QUANTITY_UNITS |= {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}

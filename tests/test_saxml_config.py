@@ -82,6 +82,19 @@ SAXML_BAD_INPUTS = [
         "would act as the admin server",
         id="admin-shares-the-readers-account",
     ),
+    # Kubernetes makes `default` in every namespace: the stack's own ServiceAccount of that name is refused at create
+    pytest.param(
+        {"saxml.serviceAccountName": "default"},
+        "saxml.serviceAccountName",
+        "Kubernetes makes in every namespace",
+        id="readers-as-the-namespace-default-account",
+    ),
+    pytest.param(
+        {"saxml.adminServiceAccountName": "default"},
+        "saxml.adminServiceAccountName",
+        "refused as already existing",
+        id="admin-as-the-namespace-default-account",
+    ),
     pytest.param(
         {"saxml.adminServiceAccountName": "Sax Admin"},
         "saxml.adminServiceAccountName",
@@ -207,6 +220,14 @@ def test_saxml_on_tpu7x_is_refused():
     with pytest.raises(ConfigError) as raised:
         run_stack({"saxml.enabled": True})
     assert any(p.key == "saxml.enabled" and "ct5lp-hightpu-4t" in str(p) for p in raised.value.problems)
+
+
+def test_service_accounts_of_their_own_names_are_accepted():
+    run = run_stack(
+        {"saxml.serviceAccountName": "default-reader", "saxml.adminServiceAccountName": "sax-default"}, stack=STACK
+    )
+    accounts = {r.name for r in run.of_type("kubernetes:core/v1:ServiceAccount")}
+    assert {"default-reader", "sax-default"} <= accounts
 
 
 @pytest.mark.parametrize("cell", ["/sax/test", "/sax/t", "/sax/prod-cell_2"])

@@ -238,6 +238,19 @@ SERVING_BAD_INPUTS = [
         "not a Kubernetes name",
         id="bad-staging-account",
     ),
+    # Kubernetes makes `default` in every namespace: the stack's own ServiceAccount of that name is refused at create
+    pytest.param(
+        {"serving.serviceAccountName": "default"},
+        "serving.serviceAccountName",
+        "refused as already existing",
+        id="model-servers-as-the-namespace-default-account",
+    ),
+    pytest.param(
+        {"serving.weightsStaging.serviceAccountName": "default"},
+        "serving.weightsStaging.serviceAccountName",
+        "Kubernetes makes in every namespace",
+        id="staging-as-the-namespace-default-account",
+    ),
     pytest.param(
         {"serving.model.weightsPath": "xla_cache/qwen"},
         "serving.model.weightsPath",

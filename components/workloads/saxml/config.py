@@ -9,7 +9,7 @@ from fractions import Fraction
 from pydantic import Field
 
 from components import naming
-from components.config_base import Block, K8sName, Problems, form
+from components.config_base import Block, K8sName, Problems, ServiceAccountName, form
 from components.gcp.config import ClusterConfig, NetworkConfig, TpuConfig
 from components.tpu import sizing, topology
 from components.tpu.topology import GB, MachineType, Shape
@@ -86,7 +86,7 @@ class SaxmlConfig(Block):
         NoncurrentVersionsConfig(),
         description="When the versioned state bucket deletes old versions of the state (at least one limit is required).",
     )
-    service_account_name: K8sName = Field(
+    service_account_name: ServiceAccountName = Field(
         "sax-sa",
         description="Kubernetes service account of the model servers and the HTTP server, which read the cell's state.",
     )
@@ -94,7 +94,7 @@ class SaxmlConfig(Block):
         "sax-iam-sa",
         description="Google service account the model servers and the HTTP server act as (Workload Identity): reads the bucket.",
     )
-    admin_service_account_name: K8sName = Field(
+    admin_service_account_name: ServiceAccountName = Field(
         "sax-admin",
         description="Kubernetes service account of the admin server, the one identity that writes the cell's state.",
     )

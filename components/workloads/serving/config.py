@@ -16,6 +16,7 @@ from components.config_base import (
     ImageReference,
     K8sName,
     Problems,
+    ServiceAccountName,
     written_release_image,
 )
 from components.gcp.config import ClusterConfig, TpuConfig
@@ -155,7 +156,7 @@ class WeightsStagingConfig(Block):
         ge=10,
         le=1440,
     )
-    service_account_name: K8sName = Field(
+    service_account_name: ServiceAccountName = Field(
         "weights-staging",
         description="Kubernetes service account of the Job: the one identity that writes the weights (the snapshot's directory "
         "only); not serving.serviceAccountName.",
@@ -293,7 +294,7 @@ class ServingConfig(Block):
         description="Select only nodes whose partition state is HEALTHY: the slice shape's own, the 4x4x4 cube's for a "
         "super-slice (GKE labels no larger shape). Off, the slice controller's default also allows DEGRADED ones.",
     )
-    service_account_name: K8sName = Field(
+    service_account_name: ServiceAccountName = Field(
         "model-server",
         description=f"Kubernetes service account of the model servers: reads the bucket, writes only its {XLA_CACHE_DIR}/ prefix.",
     )
