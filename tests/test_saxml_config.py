@@ -11,6 +11,12 @@ STACK = "saxml"
 
 SAXML_BAD_INPUTS = [
     pytest.param(
+        {"saxml.model.parametersBillions": -175},
+        "saxml.model.parametersBillions",
+        "set a number above 0",
+        id="model-of-negative-parameters",
+    ),
+    pytest.param(
         {"saxml.model.parametersBillions": 300},
         "saxml.model.parametersBillions",
         "smallest ct5lp-hightpu-4t topology that fits is 8x8",

@@ -226,6 +226,13 @@ SERVING_BAD_INPUTS = [
     ),
     pytest.param({"serving.priority": "top"}, "serving.priority", "not a priority level", id="bad-priority"),
     pytest.param({"serving.prefil": {}}, "serving.prefil", "did you mean 'prefill'", id="misspelled-key"),
+    # a model of no parameters is not a model too large: the setting's own bound says so, with its own fix
+    pytest.param(
+        {"serving.model.parametersBillions": 0},
+        "serving.model.parametersBillions",
+        "set a number above 0",
+        id="model-of-no-parameters",
+    ),
     pytest.param(
         {"serving.weightsStaging.serviceAccountName": "model-server"},
         "serving.weightsStaging.serviceAccountName",

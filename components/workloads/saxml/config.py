@@ -32,7 +32,7 @@ PLATFORM_CHIPS = {topology.V5E: "tpuv5e"}
 
 class SaxmlModelConfig(Block):
     parameters_billions: float = Field(
-        175, description="Parameters of the largest model a slice serves, in billions (the sizing check)."
+        175, description="Parameters of the largest model a slice serves, in billions (the sizing check).", gt=0
     )
     precision: str = Field("bf16", description=f"Weight precision: {sizing.DTYPES_TEXT}.")
 

@@ -108,7 +108,7 @@ class ServingModelConfig(Block):
         description="Object path of the snapshot in the bucket; empty means models--<org>--<name>/snapshots/<revision>.",
     )
     parameters_billions: float = Field(
-        MODEL_PARAMETERS_BILLIONS, description="Total parameters in billions (the HBM rule)."
+        MODEL_PARAMETERS_BILLIONS, description="Total parameters in billions (the HBM rule).", gt=0
     )
     weights_dtype: str = Field(MODEL_WEIGHTS_DTYPE, description=f"Storage type of the weights: {sizing.DTYPES_TEXT}.")
 
