@@ -3,6 +3,7 @@ so validation and the components agree on it, and a name that GCP would reject f
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import re
 
@@ -57,17 +58,10 @@ def bucket_name_problem(name: str) -> str | None:
         return "3 to 63 lowercase letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
     if name.startswith("goog") or "google" in name:
         return "names may not start with 'goog' or contain 'google'"
-    if _is_ipv4_address(name):  # the same page: "cannot be represented as an IP address in dotted-decimal notation"
+    with contextlib.suppress(ValueError):  # the same page: no "IP address in dotted-decimal notation"
+        ipaddress.IPv4Address(name)
         return "names may not be an IP address in dotted-decimal notation"
     return None
-
-
-def _is_ipv4_address(text: str) -> bool:
-    try:
-        ipaddress.IPv4Address(text)
-    except ValueError:
-        return False
-    return True
 
 
 def network_names(prefix: str) -> dict[str, str]:
