@@ -194,6 +194,26 @@ SERVING_BAD_INPUTS = [
         id="router-chart-without-scheme",
     ),
     pytest.param({"serving.gateway.port": 0}, "serving.gateway.port", "0 is outside 1-65535", id="bad-gateway-port"),
+    # A class no GKE controller claims is never Programmed; a global one's proxies are not in the proxy-only subnet the
+    # NetworkPolicies admit; a multi-cluster one does not route to the router's InferencePool (config.py GATEWAY_CLASSES).
+    pytest.param(
+        {"serving.gateway.className": "gke-l7-ilb"},
+        "serving.gateway.className",
+        "'gke-l7-ilb' is not a GatewayClass of GKE's regional Application Load Balancers",
+        id="gateway-class-gke-does-not-have",
+    ),
+    pytest.param(
+        {"serving.gateway.className": "gke-l7-global-external-managed"},
+        "serving.gateway.className",
+        "could not reach the endpoint picker",
+        id="gateway-class-global",
+    ),
+    pytest.param(
+        {"serving.gateway.className": "gke-l7-rilb-mc"},
+        "serving.gateway.className",
+        "use gke-l7-rilb or gke-l7-regional-external-managed",
+        id="gateway-class-multi-cluster",
+    ),
     pytest.param(
         {"serving.weightsBucket.name": "Bad_Bucket!"},
         "serving.weightsBucket.name",
@@ -396,6 +416,14 @@ SERVING_BAD_INPUTS += [
 
 def test_a_token_budget_of_at_least_max_num_seqs_is_accepted():
     assert run_stack({"serving.maxNumBatchedTokens": 256, "serving.maxNumSeqs": 256}).registrations
+
+
+@pytest.mark.parametrize("gateway_class", ["gke-l7-rilb", "gke-l7-regional-external-managed"])
+def test_each_regional_gateway_class_passes_the_preview(gateway_class):
+    """Whether the external one may face the internet is the policy pack's question (allowPublicEndpoints)."""
+    run = run_stack({"serving.gateway.className": gateway_class})
+    (gateway,) = [r for r in run.registrations if r.type.endswith(":Gateway")]
+    assert gateway.inputs["spec"]["gatewayClassName"] == gateway_class
 
 
 def test_the_releases_written_with_their_v_are_accepted():

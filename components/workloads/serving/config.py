@@ -176,10 +176,32 @@ class ServingResourcesConfig(Block):
     memory: str = Field("850Gi", description="Memory request (= limit) of each TPU pod.")
 
 
+# The GatewayClasses the front door can run on: GKE's regional Application Load Balancers, internal (gke-l7-rilb, the
+# default) or external (gke-l7-regional-external-managed, the Inference Extension's own GKE example:
+# kubernetes-sigs/gateway-api-inference-extension v1.5.0 config/manifests/gateway/gke/gateway.yaml; the policy pack
+# refuses it unless allowPublicEndpoints). Both are Envoy-based and reach their backends, the model servers and the
+# endpoint picker's ext_proc callout, from the region's proxy-only subnet (cloud.google.com/load-balancing/docs/
+# firewall-rules; cloud.google.com/kubernetes-engine/docs/how-to/configure-gateway-resources: the regional
+# GatewayClasses need one), which is where the serving NetworkPolicies admit them from (network.proxyOnlyCidr,
+# manifests/serving/network-policies.yaml). Any other class breaks the front door:
+# - a name GKE does not install (cloud.google.com/kubernetes-engine/docs/how-to/gatewayclass-capabilities lists its
+#   classes) is claimed by no controller: the Gateway is never Programmed, and `pulumi up` waits out its timeout
+#   (gateway.yaml) and fails;
+# - the global classes (gke-l7-global-external-managed, gke-l7-gxlb) send from 35.191.0.0/16 and 130.211.0.0/22 (the
+#   same firewall-rules page), which the endpoint picker's policy admits on its health port only: every ext_proc call
+#   to the picker is dropped;
+# - the multi-cluster -mc classes route to a fleet's ServiceImports, and to an InferencePool only through its
+#   GCPInferencePoolImport (cloud.google.com/kubernetes-engine/docs/concepts/about-multi-cluster-inference-gateway),
+#   never through the router's HTTPRoute to the pool.
+GATEWAY_CLASSES = ("gke-l7-rilb", "gke-l7-regional-external-managed")
+
+
 class GatewayConfig(Block):
     name: K8sName = Field("llm-d-inference-gateway", description="Gateway name.")
     class_name: str = Field(
-        "gke-l7-rilb", description="GatewayClass; gke-l7-rilb is GKE's regional internal Application Load Balancer."
+        GATEWAY_CLASSES[0],
+        description="GatewayClass: gke-l7-rilb, GKE's regional internal Application Load Balancer, or "
+        "gke-l7-regional-external-managed, its external twin (which the policy pack refuses unless allowPublicEndpoints).",
     )
     port: int = Field(80, description="HTTP listener port.", ge=1, le=65535)
 
@@ -566,6 +588,14 @@ def _validate_token(serving: ServingConfig, cluster: ClusterConfig, project: str
 
 
 def _validate_front(serving: ServingConfig, problems: Problems) -> None:
+    if serving.gateway.class_name not in GATEWAY_CLASSES:
+        problems.add(
+            "serving.gateway.className",
+            f"{serving.gateway.class_name!r} is not a GatewayClass of GKE's regional Application Load Balancers, whose "
+            "proxies (from network.proxyOnlyCidr) are all the serving NetworkPolicies admit: GKE would never program "
+            "the Gateway, or its load balancer could not reach the endpoint picker",
+            f"use {' or '.join(GATEWAY_CLASSES)}",
+        )
     validate_chart_reference("serving.router.chart", serving.router.chart, problems)
     # Both releases are tagged vX.Y.Z, and the tag is the name of what is fetched: llm-d-router packages its chart at
     # the tag as its version and tags its images with it (llm-d/llm-d-router hack/push-chart.sh, chart_version=
