@@ -22,7 +22,7 @@ writes. The program reads none of this; the tests hold its list and every dashbo
   ``pkg/controller/core/core.go``), which ``manifests/kueue/controller-config.yaml`` sets.
 - **GKE system metrics**: Cloud Monitoring's list "GKE system metrics"
   (https://docs.cloud.google.com/monitoring/api/metrics_kubernetes, the list generated 2026-04-10), the
-  ``kubernetes.io/`` prefix; and the internal Application Load Balancer's ``request_count``
+  ``kubernetes.io/`` prefix; and the regional internal and external Application Load Balancers' ``request_count``
   (https://docs.cloud.google.com/monitoring/api/metrics_gcp, ``loadbalancing.googleapis.com``).
 
 Managed Service for Prometheus stores a scraped series as ``prometheus.googleapis.com/<name>/<kind>`` and answers PromQL
@@ -149,7 +149,20 @@ SYSTEM_METRICS = {
             ("protocol", "response_code", "response_code_class", "proxy_continent"),
             "GA",
         ),
+        SystemMetric(
+            "loadbalancing.googleapis.com/https/external/regional/request_count",
+            ("http_external_regional_lb_rule",),
+            ("protocol", "response_code", "response_code_class", "cache_result", "client_country"),
+            "GA",
+        ),
     )
+}
+# The monitored resource of the load balancer GKE makes for a Gateway of each class (GKE's "GatewayClass capabilities":
+# gke-l7-rilb is a regional internal Application Load Balancer, gke-l7-regional-external-managed a regional external
+# one; Cloud Monitoring's metrics list writes their requests against these resources).
+GATEWAY_CLASS_RESOURCES = {
+    "gke-l7-rilb": "internal_http_lb_rule",
+    "gke-l7-regional-external-managed": "http_external_regional_lb_rule",
 }
 SYSTEM_METRICS_BY_PROMQL_NAME = {m.promql_name: m for m in SYSTEM_METRICS.values()}
 

@@ -5,13 +5,16 @@ pinned schema. Built from the tests' own stacks, their alerts on."""
 from __future__ import annotations
 
 import re
+import typing
 from typing import Any
 
 import pytest
 
 from components.operations import objects as alerting
 from components.stack import StackConfig
-from tests.conftest import stack_config
+from components.workloads.serving.config import GatewayClass
+from harness import monitoring_model as world
+from tests.conftest import run_stack, stack_config
 from tests.crd_schemas import HALVES, strict_errors
 
 # An alert is made only with its runbook (the program reads docs/runbooks/<key>.md into it), so the runbooks name them.
@@ -159,7 +162,7 @@ def test_thresholds_come_from_the_block(dev):
     assert threshold(made["model-server-restarts"])["threshold_value"] == 5
     ratio = dev.alerts.model_copy(update={"gateway_error_ratio": 0.2})
     assert threshold(policies(dev, {"gateway_error_ratio": 0.2})["gateway-5xx"])["threshold_value"] == 0.2
-    (condition,) = alerting.gateway_conditions(ratio, "um")
+    (condition,) = alerting.gateway_conditions(ratio, "gke-l7-rilb", "um")
     assert condition["condition_threshold"]["threshold_value"] == 0.2
 
 
@@ -175,14 +178,29 @@ def test_the_pending_policy_reads_the_leaders_gauge_of_the_stacks_cluster_queue(
 
 def test_the_gateway_policy_is_a_5xx_share_of_the_gateways_own_url_map(dev):
     url_map = "gkegw1-abcd-llm-d-pd-disagg-llm-d-infer-0123456789ab"
-    condition = threshold({"conditions": alerting.gateway_conditions(dev.alerts, url_map)})
+    condition = threshold({"conditions": alerting.gateway_conditions(dev.alerts, "gke-l7-rilb", url_map)})
     assert condition["filter"] == condition["denominator_filter"] + " AND metric.labels.response_code_class=500"
     assert 'resource.labels.url_map_name="gkegw1-abcd-llm-d-pd-disagg-llm-d-infer-0123456789ab"' in condition["filter"]
     assert condition["aggregations"] == condition["denominator_aggregations"]
     assert condition["evaluation_missing_data"] == "EVALUATION_MISSING_DATA_INACTIVE", "no traffic is no incident"
     fallback = threshold(policies(dev)["gateway-5xx"])
     assert "gkegw1-" in fallback["filter"]
-    assert fallback == threshold({"conditions": alerting.gateway_conditions(dev.alerts, None)})
+    assert fallback == threshold({"conditions": alerting.gateway_conditions(dev.alerts, "gke-l7-rilb", None)})
+
+
+@pytest.mark.parametrize("gateway_class", typing.get_args(GatewayClass))
+def test_the_gateway_policy_reads_what_its_classs_load_balancer_reports(gateway_class):
+    """An external regional Gateway's requests are not the internal load balancer's metric: a policy reading that
+    would never fire. Each class's condition names a metric of the model on a resource it is written against."""
+    run = run_stack({"serving.gateway.className": gateway_class}, stack="prod")
+    (policy,) = [p for p in run.of_type("gcp:monitoring/alertPolicy:AlertPolicy") if p.name == "alert-gateway-5xx"]
+    (condition,) = policy.input("conditions")
+    clauses = condition["conditionThreshold"]["denominatorFilter"].split(" AND ")
+    (metric,) = [c.split("=", 1)[1].strip('"') for c in clauses if c.startswith("metric.type=")]
+    (resource,) = [c.split("=", 1)[1].strip('"') for c in clauses if c.startswith("resource.type=")]
+    assert resource == world.GATEWAY_CLASS_RESOURCES[gateway_class]
+    assert resource in world.SYSTEM_METRICS[metric].resources
+    assert "response_code_class" in world.SYSTEM_METRICS[metric].labels
 
 
 @pytest.mark.parametrize(

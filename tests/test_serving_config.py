@@ -195,7 +195,7 @@ SERVING_BAD_INPUTS = [
     ),
     pytest.param({"serving.gateway.port": 0}, "serving.gateway.port", "0 is outside 1-65535", id="bad-gateway-port"),
     # A class no GKE controller claims is never Programmed; a global one's proxies are not in the proxy-only subnet the
-    # NetworkPolicies admit; a multi-cluster one does not route to the router's InferencePool (config.py GATEWAY_CLASSES).
+    # NetworkPolicies admit; a multi-cluster one does not route to the router's InferencePool (config.py GatewayClass).
     pytest.param(
         {"serving.gateway.className": "gke-l7-ilb"},
         "serving.gateway.className",
@@ -205,13 +205,13 @@ SERVING_BAD_INPUTS = [
     pytest.param(
         {"serving.gateway.className": "gke-l7-global-external-managed"},
         "serving.gateway.className",
-        "could not reach the endpoint picker",
+        "is not a GatewayClass of GKE's regional Application Load Balancers",
         id="gateway-class-global",
     ),
     pytest.param(
         {"serving.gateway.className": "gke-l7-rilb-mc"},
         "serving.gateway.className",
-        "use gke-l7-rilb or gke-l7-regional-external-managed",
+        "use one of gke-l7-rilb, gke-l7-regional-external-managed",
         id="gateway-class-multi-cluster",
     ),
     pytest.param(

@@ -76,7 +76,9 @@ class Monitoring(pulumi.ComponentResource):
                 if policy["key"] == alerting.GATEWAY_KEY:  # of any GKE Gateway until the Gateway names its URL map
                     assert args.gateway_annotations is not None, "a serving stack has a Gateway"
                     fields["conditions"] = args.gateway_annotations.apply(
-                        lambda annotations: alerting.gateway_conditions(alerts, alerting.url_map_name(annotations))
+                        lambda annotations: alerting.gateway_conditions(
+                            alerts, objects.gateway_class, alerting.url_map_name(annotations)
+                        )
                     )
                 gcp.monitoring.AlertPolicy(
                     f"alert-{policy['key']}",

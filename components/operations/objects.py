@@ -11,7 +11,7 @@ each is measured the way it is:
   ClusterQueue (`kueue_pending_workloads`, scraped through the PodMonitoring of
   manifests/operations/kueue-metrics.yaml); the alert fires when the queue has held one pending the whole threshold.
   `replica_role="leader"`: with two Kueue replicas only the leader counts.
-- **Gateway 5xx**: the regional internal load balancer's `request_count` with response code class 500 over all of its
+- **Gateway 5xx**: the Gateway's regional load balancer's `request_count` (internal or external, by its class) with response code class 500 over all of its
   requests, for the URL map GKE made for the Gateway (from the Gateway's `networking.gke.io/url-maps` annotation once it
   is programmed).
 - **Model-server restarts**: `kubernetes.io/container/restart_count` of the vLLM containers. LeaderWorkerSets recreate a
@@ -41,7 +41,7 @@ from components.operations.config import AlertsConfig, DashboardsConfig
 from components.operations.dashboard_objects import Dashboard
 from components.platform.config import PlatformConfig, QueuesConfig, release_namespaces
 from components.workloads.saxml.config import SaxmlConfig
-from components.workloads.serving.config import ServingConfig
+from components.workloads.serving.config import GATEWAY_REQUESTS, ServingConfig
 from components.workloads.serving.objects import LEADER_CONTAINER, WORKER_CONTAINER
 
 URL_MAPS_ANNOTATION = "networking.gke.io/url-maps"
@@ -244,31 +244,28 @@ def model_server_restarts(alerts: AlertsConfig, cluster: ClusterConfig, serving_
     )
 
 
-def gateway_errors(alerts: AlertsConfig, serving_namespace: str) -> Signal:
+def gateway_errors(alerts: AlertsConfig, serving: ServingConfig) -> Signal:
     """The Gateway's 5xx share, of any GKE Gateway until the Gateway's URL map is known (gateway_conditions)."""
     return Signal(
         GATEWAY_KEY,
         GATEWAY_TITLE,
         PAGE,
-        _gateway_condition(alerts, None),
+        _gateway_condition(alerts, serving.gateway.class_name, None),
         f"More than {alerts.gateway_error_ratio:.0%} of the serving Gateway's requests failed with 5xx for 5 minutes. "
         "Check the router (endpoint picker) and the model servers: `make verify`, then "
-        f"`kubectl -n {serving_namespace} get pods`.",
+        f"`kubectl -n {serving.namespace} get pods`.",
     )
 
 
-def gateway_conditions(alerts: AlertsConfig, url_map: str | None) -> list[dict[str, Any]]:
+def gateway_conditions(alerts: AlertsConfig, gateway_class: str, url_map: str | None) -> list[dict[str, Any]]:
     """The Gateway policy's conditions for ``url_map``, from the Gateway's annotation (None: any GKE Gateway's)."""
-    return [{"display_name": GATEWAY_TITLE, **_gateway_condition(alerts, url_map)}]
+    return [{"display_name": GATEWAY_TITLE, **_gateway_condition(alerts, gateway_class, url_map)}]
 
 
-def _gateway_condition(alerts: AlertsConfig, url_map: str | None) -> dict[str, Any]:
+def _gateway_condition(alerts: AlertsConfig, gateway_class: str, url_map: str | None) -> dict[str, Any]:
     url_maps = f'"{url_map}"' if url_map else GKE_GATEWAY_URL_MAPS
-    requests = [
-        'metric.type="loadbalancing.googleapis.com/https/internal/request_count"',
-        'resource.type="internal_http_lb_rule"',
-        f"resource.labels.url_map_name={url_maps}",
-    ]
+    metric, resource = GATEWAY_REQUESTS[gateway_class]
+    requests = [f'metric.type="{metric}"', f'resource.type="{resource}"', f"resource.labels.url_map_name={url_maps}"]
     condition = _threshold(
         [*requests, "metric.labels.response_code_class=500"],
         RATIO_WINDOW,
@@ -341,6 +338,7 @@ class MonitoringObjects:
     dashboards: list[Dashboard]  # empty: no dashboards
     kueue_metrics: list[dict[str, Any]] | None  # None: Kueue is not this stack's, or nothing reads it
     model_server_metrics: list[dict[str, Any]] | None  # None: no serving, or no dashboard reads it
+    gateway_class: str  # serving.gateway.className: what the Gateway's load balancer reports requests as
 
 
 def monitoring_objects(
@@ -395,7 +393,7 @@ def monitoring_objects(
         if serving_namespace is not None:
             signals += [
                 model_server_restarts(alerts, cluster, serving_namespace),
-                gateway_errors(alerts, serving_namespace),
+                gateway_errors(alerts, serving),
             ]
         policies = [_policy(signal, alerts, cluster, names) for signal in signals]
     return MonitoringObjects(
@@ -407,4 +405,5 @@ def monitoring_objects(
             if boards_on and serving_namespace is not None
             else None
         ),
+        gateway_class=serving.gateway.class_name,
     )

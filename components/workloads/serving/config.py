@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from functools import partial
+from typing import Literal
 
 from pydantic import Field
 
@@ -17,6 +18,7 @@ from components.config_base import (
     K8sName,
     Problems,
     ServiceAccountName,
+    kind,
     written_release_image,
 )
 from components.gcp.config import ClusterConfig, TpuConfig
@@ -176,7 +178,7 @@ class ServingResourcesConfig(Block):
     memory: str = Field("850Gi", description="Memory request (= limit) of each TPU pod.")
 
 
-# The GatewayClasses the front door can run on: GKE's regional Application Load Balancers, internal (gke-l7-rilb, the
+# The GatewayClasses the front door can run on (any other is refused at preview): GKE's regional Application Load Balancers, internal (gke-l7-rilb, the
 # default) or external (gke-l7-regional-external-managed, the Inference Extension's own GKE example:
 # kubernetes-sigs/gateway-api-inference-extension v1.5.0 config/manifests/gateway/gke/gateway.yaml; the policy pack
 # refuses it unless allowPublicEndpoints). Both are Envoy-based and reach their backends, the model servers and the
@@ -193,13 +195,25 @@ class ServingResourcesConfig(Block):
 # - the multi-cluster -mc classes route to a fleet's ServiceImports, and to an InferencePool only through its
 #   GCPInferencePoolImport (cloud.google.com/kubernetes-engine/docs/concepts/about-multi-cluster-inference-gateway),
 #   never through the router's HTTPRoute to the pool.
-GATEWAY_CLASSES = ("gke-l7-rilb", "gke-l7-regional-external-managed")
+GatewayClass = Literal["gke-l7-rilb", "gke-l7-regional-external-managed"]
+# What each class's load balancer reports its requests as, which the Gateway's 5xx alert reads: the metric and its
+# monitored resource (Cloud Monitoring's "Google Cloud metrics" list, loadbalancing.googleapis.com: https/internal/ on
+# internal_http_lb_rule, https/external/regional/ on http_external_regional_lb_rule, each with response_code_class and
+# the resource's url_map_name).
+GATEWAY_REQUESTS: dict[str, tuple[str, str]] = {
+    "gke-l7-rilb": ("loadbalancing.googleapis.com/https/internal/request_count", "internal_http_lb_rule"),
+    "gke-l7-regional-external-managed": (
+        "loadbalancing.googleapis.com/https/external/regional/request_count",
+        "http_external_regional_lb_rule",
+    ),
+}
 
 
 class GatewayConfig(Block):
     name: K8sName = Field("llm-d-inference-gateway", description="Gateway name.")
-    class_name: str = Field(
-        GATEWAY_CLASSES[0],
+    class_name: GatewayClass = Field(
+        "gke-l7-rilb",
+        json_schema_extra=kind("GatewayClass of GKE's regional Application Load Balancers"),
         description="GatewayClass: gke-l7-rilb, GKE's regional internal Application Load Balancer, or "
         "gke-l7-regional-external-managed, its external twin (which the policy pack refuses unless allowPublicEndpoints).",
     )
@@ -588,14 +602,6 @@ def _validate_token(serving: ServingConfig, cluster: ClusterConfig, project: str
 
 
 def _validate_front(serving: ServingConfig, problems: Problems) -> None:
-    if serving.gateway.class_name not in GATEWAY_CLASSES:
-        problems.add(
-            "serving.gateway.className",
-            f"{serving.gateway.class_name!r} is not a GatewayClass of GKE's regional Application Load Balancers, whose "
-            "proxies (from network.proxyOnlyCidr) are all the serving NetworkPolicies admit: GKE would never program "
-            "the Gateway, or its load balancer could not reach the endpoint picker",
-            f"use {' or '.join(GATEWAY_CLASSES)}",
-        )
     validate_chart_reference("serving.router.chart", serving.router.chart, problems)
     # Both releases are tagged vX.Y.Z, and the tag is the name of what is fetched: llm-d-router packages its chart at
     # the tag as its version and tags its images with it (llm-d/llm-d-router hack/push-chart.sh, chart_version=
