@@ -114,8 +114,14 @@ CHECKS_BAD_INPUTS = [
     pytest.param(
         {"checks.superslicing.holdSeconds": -1},
         "checks.superslicing.holdSeconds",
-        "-1 is not 0 or more",
+        "-1 is outside 0-2147483647",
         id="negative-hold",
+    ),
+    pytest.param(
+        {"checks.superslicing.holdSeconds": 10**10},
+        "checks.superslicing.holdSeconds",
+        "10000000000 is outside 0-2147483647",
+        id="hold-beyond-what-the-script-can-sleep",
     ),
     pytest.param({"checks.subslicing.slices": 0}, "checks.subslicing.slices", "0 is not 1 or more", id="no-slices"),
     pytest.param(
@@ -138,6 +144,11 @@ def test_checks_on_a_machine_without_dynamic_slicing_are_refused():
         stack_config.load(raw)
     keys = {p.key for p in raised.value.problems}
     assert {"checks.subslicing.enabled", "checks.superslicing.enabled"} <= keys
+
+
+def test_the_longest_hold_is_accepted():
+    """The recovery of hold-beyond-what-the-script-can-sleep: 2**31 - 1 seconds still renders a check that holds."""
+    stack_config.load(with_overrides(stack_values("dev"), {"checks.superslicing.holdSeconds": 2**31 - 1}))
 
 
 def test_check_image_pinned_by_digest_is_accepted():

@@ -23,7 +23,13 @@ class SliceCheckConfig(Block):
     shape: str = Field(description="Slice shape; one of tpu.sliceShapes.")
     slices: int = Field(description="Slices the check takes at once (the JobSet's replicas).", ge=1)
     priority: PriorityLevel = Field(description="Priority level: low, medium or high (queues.priorityClasses).")
-    hold_seconds: int = Field(description="Seconds each pod holds its slice after the check passes.", ge=0)
+    # Capped because the check script holds with time.sleep, and CPython refuses a sleep whose deadline (the monotonic
+    # clock plus the delay, in int64 nanoseconds) overflows, about 9.2e9 s: OverflowError or EINVAL once the check has
+    # passed, so every pod fails and the JobSet with it (python/cpython v3.11.7 Python/pytime.c
+    # _PyTime_FromSecondsObject, Modules/timemodule.c pysleep). 2**31 - 1 s (68 years) leaves any uptime room.
+    hold_seconds: int = Field(
+        description="Seconds each pod holds its slice after the check passes.", ge=0, le=2**31 - 1
+    )
     enabled: bool = Field(True, description="Run this check JobSet.")
 
 
