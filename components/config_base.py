@@ -449,8 +449,11 @@ def image_pin_problem(image: str) -> str | None:
 
 # Docker's rules for a reference without a registry (distribution/reference normalize.go): the first path
 # component is a registry only when it holds a `.` or a `:` or is `localhost`; otherwise the image is on Docker
-# Hub, and a one-component name is in its `library/` namespace (`python` is docker.io/library/python).
+# Hub, and a one-component name is in its `library/` namespace (`python` is docker.io/library/python). A name written
+# with Docker Hub's domain is normalized the same way: its legacy domain index.docker.io is docker.io, and
+# docker.io/python is docker.io/library/python (splitDockerDomain, distribution/reference@4ca14034 normalize.go).
 DOCKER_HUB = "docker.io"
+_DOCKER_HUB_LEGACY = "index.docker.io"
 
 
 @dataclass(frozen=True)
@@ -471,11 +474,17 @@ class ImageReference:
 
     @property
     def qualified_name(self) -> str:
-        """The name with its registry: ``tpuongke/kueue-slice-controller`` -> docker.io/tpuongke/kueue-slice-controller."""
-        first, _, rest = self.name.partition("/")
-        if rest and ("." in first or ":" in first or first == "localhost"):
-            return self.name
-        return f"{DOCKER_HUB}/{self.name}" if rest else f"{DOCKER_HUB}/library/{self.name}"
+        """The name with its registry, as Docker normalizes it: ``tpuongke/kueue-slice-controller`` ->
+        docker.io/tpuongke/kueue-slice-controller, ``docker.io/python`` and ``index.docker.io/library/python`` ->
+        docker.io/library/python (what a remote repository of Docker Hub serves, and where the mirror holds it)."""
+        registry, _, path = self.name.partition("/")
+        if not path or not ("." in registry or ":" in registry or registry == "localhost"):
+            registry, path = DOCKER_HUB, self.name
+        elif registry == _DOCKER_HUB_LEGACY:
+            registry = DOCKER_HUB
+        if registry == DOCKER_HUB and "/" not in path:
+            path = f"library/{path}"
+        return f"{registry}/{path}"
 
     @property
     def registry(self) -> str:

@@ -73,6 +73,15 @@ def upstream(repository: Registration) -> str:
             PullPath(remotes=(("docker.io", "r/hub"), ("ghcr.io", "r/gh"))),
             "r/gh/llm-d/x:v0.10.0",
         ),
+        # Docker Hub's domain, written: docker.io/python is its official image, and index.docker.io is docker.io
+        # (distribution/reference normalize.go)
+        ("docker.io/busybox:1.37.0", PullPath(remotes=(("docker.io", "r/hub"),)), "r/hub/library/busybox:1.37.0"),
+        (
+            "index.docker.io/vllm/vllm-tpu:v0.10.0",
+            PullPath(remotes=(("docker.io", "r/hub"),)),
+            "r/hub/vllm/vllm-tpu:v0.10.0",
+        ),
+        ("docker.io/busybox:1.37.0", PullPath(mirror="m"), "m/docker.io/library/busybox:1.37.0"),
         # a registry without a repository (Google's) keeps the image as written
         ("us-docker.pkg.dev/cloud-tpu-images/jax/tpu:1.0.0", PullPath(remotes=(("docker.io", "r/hub"),)), "same"),
         ("localhost:5000/a/b:1.0.0", PullPath(remotes=(("localhost:5000", "r/local"),)), "r/local/a/b:1.0.0"),
@@ -118,6 +127,17 @@ def test_one_repository_per_registry_outside_google_the_stack_pulls_from(dev_run
         assert (repository.input("project"), repository.input("location")) == (config.project, config.region)
         assert repository.input("repositoryId").startswith(f"{config.cluster.name}-"), "two stacks of a project apart"
         assert "upstreamCredentials" not in repository.input("remoteRepositoryConfig"), "dev pulls anonymously"
+
+
+def test_docker_hub_written_by_its_legacy_domain_is_docker_hub():
+    """index.docker.io is Docker Hub (distribution/reference normalize.go): its images go through the one Docker Hub
+    repository, with its credentials, never through a second remote repository of https://index.docker.io."""
+    dev = config_of({}).config
+    assert dev.serving.image.startswith("docker.io/")
+    config = config_of({"serving.image": "index." + dev.serving.image}).config
+    assert [r.registry for r in config.pull_through_repositories()] == [
+        r.registry for r in dev.pull_through_repositories()
+    ]
 
 
 def test_saxml_needs_one_for_its_jobset_controller_only():
