@@ -154,7 +154,8 @@ class Problems:
     def require_pinned(self, key: str, image: str, fix: str) -> bool:
         """Whether the image a setting names is pinned; if not, ``image_pin_problem`` says why, under ``key``."""
         if problem := image_pin_problem(image):
-            self.add(key, problem, fix)
+            named = image_name_problem(image) is None
+            self.add(key, problem, fix if named else "write the image's name as its registry serves it, in lowercase")
         return problem is None
 
 
@@ -416,6 +417,18 @@ _RELEASE_VERSION = re.compile(r"(?<![0-9])[0-9]+\.[0-9]+\.[0-9]+(?![0-9])")
 # Go's regexp, where \w is ASCII: [0-9A-Za-z_]. Python's \w takes any Unicode letter or digit ("v0.26.0-é" passed), and
 # its `$` a final newline: the pattern is ASCII and matched whole (fullmatch), as is IMAGE_DIGEST.
 _TAG = re.compile(r"[0-9A-Za-z_][0-9A-Za-z_.-]{0,127}")
+# A name as Docker's reference grammar writes it (distribution/reference@00a09fa3 regexp.go, namePat): an optional
+# registry (host names' labels or a bracketed IPv6 address, and a port), then path components of lowercase letters and
+# digits joined by one '.', one or two '_' or any '-', separated by '/'; at most 255 characters (reference.go,
+# NameTotalLengthMax). The kubelet parses each container's image so (kubernetes pkg/util/parsers/parsers.go,
+# ParseImageName: ParseNormalizedNamed, which says "repository name must be lowercase") and starts no pod whose image
+# it refuses (InvalidImageName).
+_REGISTRY_NAME = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:]+\])"
+    r"(?::[0-9]+)?"
+)
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_PATH = re.compile(rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*")
 _BUILD_DATE = re.compile(r"(?<![0-9])20[0-9]{2}-?(?:0[1-9]|1[0-2])-?(?:0[1-9]|[12][0-9]|3[01])(?![0-9])")
 
 
@@ -425,6 +438,8 @@ def image_unpinned_reason(image: str) -> str | None:
     or a build date. The one rule of the config blocks and of the policy pack."""
     if not image:
         return "it is empty; name an image with a dated tag or a digest"
+    if problem := image_name_problem(image):
+        return problem
     reference = ImageReference.parse(image)
     if "@" in image:
         digest = reference.digest
@@ -441,8 +456,28 @@ def image_unpinned_reason(image: str) -> str | None:
     return f"the tag {tag!r} names no release version (x.y.z) or build date, so it can move"
 
 
+def image_name_problem(image: str) -> str | None:
+    """Why the kubelet would refuse the name of the image reference ``image``, or None; an empty image or tag is
+    ``image_unpinned_reason``'s to say."""
+    name = ImageReference.parse(image).name.removesuffix(":")
+    if not name:
+        return None
+    registry, _, path = name.partition("/")
+    if not path or not ("." in registry or ":" in registry or registry == "localhost"):
+        registry, path = "", name
+    if len(name) <= 255 and (not registry or _REGISTRY_NAME.fullmatch(registry)) and _IMAGE_PATH.fullmatch(path):
+        return None
+    return (
+        f"its name {name!r} is not an image name: after the registry, lowercase letters and digits joined by '.', "
+        "'_', '__' or '-', in components separated by '/', at most 255 characters in all (the kubelet refuses any "
+        "other: InvalidImageName)"
+    )
+
+
 def image_pin_problem(image: str) -> str | None:
     """``image_unpinned_reason`` as a config problem's sentence."""
+    if problem := image_name_problem(image):
+        return f"{image!r} is not an image reference the nodes can pull: {problem}"
     reason = image_unpinned_reason(image)
     return reason and f"{image!r} is not pinned: {reason}"
 

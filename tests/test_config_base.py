@@ -41,6 +41,14 @@ from components.config_base import (
         ("vllm/vllm-tpu:v0.26.0-\u00e9", "is not a tag"),
         ("vllm/vllm-tpu:v0.26.0-\u0663", "is not a tag"),
         ("vllm/vllm-tpu@sha256:" + "ab" * 32 + "\n", "is not sha256:<64 hex>"),
+        # Docker's name grammar (distribution/reference regexp.go), which the kubelet parses every image with
+        ("ghcr.io/LLM-D/llm-d-router-endpoint-picker:v0.10.0", "is not an image name"),
+        ("vLLM/vllm-tpu:v0.26.0", "is not an image name"),
+        ("vllm//vllm-tpu:v0.26.0", "is not an image name"),
+        ("vllm/vllm-tpu_:v0.26.0", "is not an image name"),
+        ("ghcr.io/llm d/x:v0.10.0", "is not an image name"),
+        ("registry..example/vllm-tpu:v0.26.0", "is not an image name"),
+        ("registry.example/" + "v" * 240 + ":v0.26.0", "is not an image name"),  # 257 characters
     ],
 )
 def test_images_must_be_pinned(image, fragment):
@@ -55,6 +63,10 @@ def test_images_must_be_pinned(image, fragment):
         "vllm/vllm-tpu:v0.26.0",
         "localhost:5000/vllm-tpu:2026-05-01",
         "vllm/vllm-tpu@sha256:" + "ab" * 32,
+        # the name's grammar: a registry's host name may be uppercase, a path may join with '__', '-' runs and '.'
+        "Registry.Example:5000/vllm__tpu/vllm--tpu.x:v0.26.0",
+        "[::1]:5000/vllm-tpu:v0.26.0",
+        "registry.example/" + "v" * 238 + ":v0.26.0",  # 255 characters
     ],
 )
 def test_pinned_images(image):

@@ -135,6 +135,13 @@ SERVING_BAD_INPUTS = [
     pytest.param(
         {"serving.image": "docker.io/vllm/vllm-tpu:nightly"}, "serving.image", "floating tag", id="floating-image"
     ),
+    # Docker's grammar: a repository name is lowercase (the kubelet refuses the pod: InvalidImageName)
+    pytest.param(
+        {"serving.image": "docker.io/vLLM/vllm-tpu:nightly-20260430-18ed615-5b39b26"},
+        "serving.image",
+        "is not an image name",
+        id="image-name-uppercase",
+    ),
     pytest.param(
         {"serving.routingSidecarImage": "ghcr.io/llm-d/llm-d-router-disagg-sidecar"},
         "serving.routingSidecarImage",
