@@ -343,6 +343,7 @@ def _validate(config: StackConfig, problems: Problems) -> None:
         config.images, config.project, config.pull_through_on, cluster.existing.enabled, remotes, problems
     )
     hardening_rules.validate_supply_chain(production, config.images, config.stack_images(), problems)
+    hardening_rules.validate_pulled_names(config.pull_path(), config.stack_images(), problems)
 
 
 def _workload_namespaces(config: StackConfig) -> list[tuple[str, str]]:

@@ -17,7 +17,7 @@ from components.gcp.config import (
     key_grants,
     validate_cluster,
 )
-from tests.conftest import assert_bad_input, stack_config
+from tests.conftest import assert_bad_input, run_stack, stack_config
 
 LONG_NAME = "a" * 41
 DEV_NETWORK = stack_config("dev").network  # the tests' dev stack: the ranges a bad one overlaps
@@ -657,6 +657,17 @@ GCP_BAD_INPUTS += [
         id="mirror-with-a-newline",
     ),
     pytest.param({"images.requireDigests": "yes"}, "images.requireDigests", "not true or false", id="require-yes"),
+    # the mirror keeps an image's registry in its path, where a port's ':' makes a name the kubelet refuses
+    pytest.param(
+        {
+            "images.mirror": "us-central1-docker.pkg.dev/my-project/mirror",
+            "nodeAuditLogging.enabled": True,
+            "nodeAuditLogging.setupImage": "registry.example:5000/busybox:1.37.0",
+        },
+        "nodeAuditLogging.setupImage",
+        "would be pulled as 'us-central1-docker.pkg.dev/my-project/mirror/registry.example:5000/busybox:1.37.0'",
+        id="mirrored-image-of-a-registry-with-a-port",
+    ),
 ]
 
 
@@ -897,3 +908,13 @@ def test_gke_s_agent_can_be_asked_for_before_the_grant_by_hand():
     assert "gcloud beta services identity create --service=container.googleapis.com --project p-2" in warning
     assert '--member "serviceAccount:service-$(gcloud projects describe p-2' in warning
     assert "@container-engine-robot.iam.gserviceaccount.com" in warning
+
+
+def test_an_image_of_a_registry_with_a_port_is_pulled_through_its_remote_repository():
+    """The recovery of the mirrored row above: without a mirror, pull-through proxies the registry, port and all, and
+    the nodes pull a name the kubelet takes."""
+    run = run_stack(
+        {"nodeAuditLogging.enabled": True, "nodeAuditLogging.setupImage": "registry.example:5000/busybox:1.37.0"}
+    )
+    ids = {r.inputs.get("repositoryId") for r in run.of_type("gcp:artifactregistry/repository:Repository")}
+    assert any(i and i.endswith("-registry-example-5000") for i in ids), ids

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.config_base import ImageReference, Problems, PullPath
+from components.config_base import ImageReference, Problems, PullPath, image_name_problem
 from components.gcp.config import (
     BINARY_AUTHORIZATION_ENFORCED,
     RBAC_SECURITY_GROUP_NAME,
@@ -277,6 +277,19 @@ def validate_supply_chain(production: bool, images: ImagesConfig, used: list[Sta
                 image.key,
                 f"{image.image!r} ({image.runs}) has no digest, and {why}: its tag can be moved under it",
                 f"pin the digest its registry serves now: {image.pin_command}",
+            )
+
+
+def validate_pulled_names(pull_path: PullPath, used: list[StackImage], problems: Problems) -> None:
+    """Each image as the nodes pull it is a name the kubelet takes: the mirror keeps an image's whole registry in its
+    path (PullPath), and a registry's port there is a ':' no path component takes (InvalidImageName)."""
+    for image in used:
+        pulled = pull_path.image(image.image)
+        if not image_name_problem(image.image) and (problem := image_name_problem(pulled)):
+            problems.add(
+                image.key,
+                f"{image.image!r} ({image.runs}) would be pulled as {pulled!r}, and {problem}",
+                "name the image from a registry without a port, or leave images.mirror unset",
             )
 
 
