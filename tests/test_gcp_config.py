@@ -347,6 +347,30 @@ GCP_BAD_INPUTS = [
         "'2026-01-03T08:00:00' is not an RFC 3339 time with a zone",
         id="maintenance-end-without-zone",
     ),
+    # ISO 8601 forms Python reads but the provider's RFC 3339 (Go's time.RFC3339) refuses
+    pytest.param(
+        {"cluster.maintenanceWindow": {"start": "2026-01-03 04:00:00Z", "end": "2026-01-03T12:00:00Z"}},
+        "cluster.maintenanceWindow.start",
+        "'2026-01-03 04:00:00Z' is not an RFC 3339 time with a zone",
+        id="maintenance-start-with-a-space-for-the-t",
+    ),
+    pytest.param(
+        {"cluster.maintenanceWindow": {"start": "2026-01-03T04:00:00Z", "end": "2026-01-03T12:00Z"}},
+        "cluster.maintenanceWindow.end",
+        "'2026-01-03T12:00Z' is not an RFC 3339 time with a zone",
+        id="maintenance-end-without-seconds",
+    ),
+    pytest.param(
+        {
+            "cluster.maintenanceWindow": {"start": "2026-01-03T04:00:00Z", "end": "2026-01-03T12:00:00Z"},
+            "cluster.maintenanceExclusions": [
+                {"name": "freeze", "start": "20261218T000000Z", "end": "2027-01-05T00:00:00+01:00"}
+            ],
+        },
+        "cluster.maintenanceExclusions[0].start",
+        "'20261218T000000Z' is not an RFC 3339 time with a zone",
+        id="exclusion-start-in-iso-basic-form",
+    ),
     pytest.param(
         {"cluster.maintenanceWindow": {"start": "2026-01-03T08:00:00Z", "end": "2026-01-03T04:00:00Z"}},
         "cluster.maintenanceWindow.end",
@@ -709,6 +733,8 @@ def test_pools_pinned_to_sub_blocks_of_their_own_are_accepted():
         ("2026-01-03T04:00:00Z", "2026-01-03T16:00:00Z", "FREQ=WEEKLY;INTERVAL=2;BYDAY=SA,SU"),
         ("2026-01-01T00:00:00Z", "2026-01-03T00:00:00Z", "FREQ=MONTHLY"),
         ("2026-01-03T00:00:00Z", "2026-01-03T03:00:00Z", "FREQ=DAILY;BYHOUR=0,3,6,9,12,15,18,21"),
+        # RFC 3339's other forms the provider takes: a zone offset, a fraction of a second
+        ("2026-01-03T03:00:00-01:00", "2026-01-03T10:00:00.5+00:00", "FREQ=WEEKLY;BYDAY=SA,SU"),
     ],
 )
 def test_a_window_that_leaves_gke_48_hours_in_32_days_is_accepted(start, end, recurrence):

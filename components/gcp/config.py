@@ -1133,10 +1133,19 @@ _TIMESTAMP_AS_HANDED = re.compile(
 )
 
 
+# The RFC 3339 form the provider takes for every time of maintenance_policy: Go's time.Parse with time.RFC3339
+# (verify.ValidateRFC3339Date, hashicorp/terraform-provider-google v7.45.0 google/verify/validation.go), whose layout
+# is 2006-01-02T15:04:05Z07:00 (a fraction of a second may follow the seconds). Python's fromisoformat takes more of
+# ISO 8601 (a space for the T, no seconds, 20260103T040000Z), which the provider refuses before GKE sees it.
+_RFC3339_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[-+][0-9]{2}:[0-9]{2})")
+
+
 def _zoned_time(key: str, text: str, problems: Problems) -> datetime | None:
     """``text`` as an RFC 3339 time with a zone, or None after a problem under ``key``."""
     try:
-        parsed: datetime | None = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        parsed: datetime | None = (
+            datetime.fromisoformat(text.replace("Z", "+00:00")) if _RFC3339_TIME.fullmatch(text) else None
+        )
     except ValueError:
         parsed = None
     if parsed is None or parsed.tzinfo is None:
