@@ -234,6 +234,30 @@ GCP_BAD_INPUTS = [
         "is not an RFC 5545 RRULE",
         id="maintenance-recurrence-unknown-frequency",
     ),
+    pytest.param(
+        {
+            "cluster.maintenanceWindow": {
+                "start": "2026-01-03T04:00:00Z",
+                "end": "2026-01-03T08:00:00Z",
+                "recurrence": "FREQ=HOURLY;INTERVAL=4",
+            }
+        },
+        "cluster.maintenanceWindow.recurrence",
+        "repeats the window HOURLY: GKE takes no FREQ of HOURLY, MINUTELY, SECONDLY",
+        id="maintenance-recurrence-hourly",
+    ),
+    pytest.param(
+        {
+            "cluster.maintenanceWindow": {
+                "start": "2026-01-03T04:00:00Z",
+                "end": "2026-01-03T08:00:00Z",
+                "recurrence": "FREQ=minutely;INTERVAL=360",
+            }
+        },
+        "cluster.maintenanceWindow.recurrence",
+        "repeats the window MINUTELY",
+        id="maintenance-recurrence-minutely",
+    ),
     pytest.param({"network.prefix": "q" * 60}, "network.prefix", "the limit is 43", id="network-prefix-too-long"),
     pytest.param(
         {"tpu.pools": [{"name": "TPU-Pool", "nodeCount": 16}]},

@@ -38,7 +38,12 @@ NO_UPGRADES_EXCLUSIONS_MAX = 3
 MAINTENANCE_MIN_HOURS = 48
 MAINTENANCE_PERIOD_DAYS = 32
 MAINTENANCE_MIN_STRETCH_HOURS = 4
-_MAINTENANCE_OCCURRENCES_MAX = 5000  # a year of windows of any sensible rule; more (FREQ=MINUTELY) are not followed
+# a year of windows of any sensible rule; more (FREQ=DAILY with a BYMINUTE of every minute) are not followed
+_MAINTENANCE_OCCURRENCES_MAX = 5000
+# The frequencies GKE refuses for a recurring maintenance window: "The FREQ values of HOURLY, MINUTELY, and SECONDLY
+# are not supported" (RecurringTimeWindow.recurrence, googleapis/googleapis@f8291d2b
+# google/container/v1/cluster_service.proto).
+MAINTENANCE_FREQUENCIES_REFUSED = ("HOURLY", "MINUTELY", "SECONDLY")
 PROXY_ONLY_MAX_PREFIX = 26
 # The ranges no subnet range, primary or secondary, may hold any of: Google Cloud refuses a subnet range that matches,
 # is narrower or is broader than one (Google's "Subnets" page, cloud.google.com/vpc/docs/subnets, "Prohibited IPv4
@@ -1161,8 +1166,16 @@ def _zoned_time(key: str, text: str, problems: Problems) -> datetime | None:
 
 def _validate_window(window: MaintenanceWindowConfig, problems: Problems) -> None:
     key = "cluster.maintenanceWindow"
+    frequency = window.recurrence.split(";", 1)[0].removeprefix("FREQ=").upper()  # FREQ comes first: its pattern
+    if frequency in MAINTENANCE_FREQUENCIES_REFUSED:
+        problems.add(
+            f"{key}.recurrence",
+            f"{window.recurrence!r} repeats the window {frequency}: GKE takes no FREQ of "
+            f"{', '.join(MAINTENANCE_FREQUENCIES_REFUSED)}",
+            "repeat it DAILY or less often, e.g. FREQ=DAILY or FREQ=WEEKLY;BYDAY=SA,SU",
+        )
     length = _validate_time_range(key, window.start, window.end, problems)
-    if length is None:
+    if length is None or frequency in MAINTENANCE_FREQUENCIES_REFUSED:
         return
     begin = datetime.fromisoformat(window.start.replace("Z", "+00:00"))
     try:
