@@ -470,6 +470,16 @@ GCP_BAD_INPUTS = [
         id="authorized-network-twice",
     ),
     pytest.param(
+        {
+            "cluster.controlPlane": {
+                "authorizedNetworks": [{"cidr": f"203.0.{i}.0/24", "name": f"office-{i}"} for i in range(51)]
+            }
+        },
+        "cluster.controlPlane.authorizedNetworks",
+        "lists 51 items; the limit is 50",
+        id="fifty-one-authorized-networks",
+    ),
+    pytest.param(
         {"cluster.controlPlane": {"authorizedNetworks": [{"cidr": "203.0.113.0/24", "name": " "}]}},
         "cluster.controlPlane.authorizedNetworks[0].name",
         "is not a name for the range",
@@ -740,6 +750,14 @@ def test_subnet_ranges_google_cloud_takes_are_accepted(ranges):
         ranges["network.podCidr"],
         ranges["network.serviceCidr"],
     ]
+
+
+def test_fifty_authorized_networks_are_accepted():
+    networks = [{"cidr": f"203.0.{i}.0/24", "name": f"office-{i}"} for i in range(50)]
+    control_plane = stack_config(
+        "dev", {"cluster.controlPlane": {"authorizedNetworks": networks}}
+    ).cluster.control_plane
+    assert len(control_plane.authorized_networks) == 50
 
 
 def test_pools_pinned_to_sub_blocks_of_their_own_are_accepted():

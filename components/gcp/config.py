@@ -77,6 +77,9 @@ SUBNET_RFC_RANGES = tuple(
 )
 # An authorized network wider than this admits too much of the internet to be a restriction.
 AUTHORIZED_NETWORK_MIN_PREFIX = 8
+# How many ranges GKE's authorized networks take: "cidr_blocks define up to 50 external networks"
+# (MasterAuthorizedNetworksConfig, googleapis/googleapis@f8291d2b google/container/v1/cluster_service.proto).
+AUTHORIZED_NETWORKS_MAX = 50
 NAT_LOGGING_OFF = "OFF"
 
 # [0-9], not \d: Python's and pydantic's regex take any Unicode digit for \d ("1.3٦6.0" was read as 1.366)
@@ -484,7 +487,9 @@ class ControlPlaneConfig(Block):
         json_schema_extra=kind("IP endpoint mode"),
     )
     authorized_networks: list[AuthorizedNetworkConfig] = Field(
-        [], description="With ipEndpoint public: the only ranges its public IP admits (empty: every address)."
+        [],
+        max_length=AUTHORIZED_NETWORKS_MAX,
+        description="With ipEndpoint public: the only ranges its public IP admits, at most 50 (empty: every address).",
     )
 
 
