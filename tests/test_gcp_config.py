@@ -844,24 +844,28 @@ def test_bad_input_of_a_static_slice_stack_names_its_key_and_registers_nothing(o
 
 
 @pytest.mark.parametrize(
-    "version, today, refused",
+    "version, today, refused, channel",
     [
-        ("1.36.0-gke.3712000", date(2026, 12, 3), False),
-        ("1.36.0-gke.3712000", date(2027, 8, 8), False),
-        ("1.36.0-gke.3712000", date(2027, 8, 9), True),  # the day standard support ends
-        ("1.33.5-gke.1162000", date(2026, 8, 2), False),
-        ("1.33.5-gke.1162000", date(2026, 12, 3), True),
-        ("1.29.1-gke.100", date(2026, 12, 3), True),  # older than the table: long past
-        ("1.38.0-gke.100", date(2030, 1, 1), False),  # newer than the table: no date known
+        ("1.36.0-gke.3712000", date(2026, 12, 3), False, "REGULAR"),
+        ("1.36.0-gke.3712000", date(2027, 8, 8), False, "REGULAR"),
+        ("1.36.0-gke.3712000", date(2027, 8, 9), True, "REGULAR"),  # the day standard support ends
+        ("1.33.5-gke.1162000", date(2026, 8, 2), False, "REGULAR"),
+        ("1.33.5-gke.1162000", date(2026, 12, 3), True, "REGULAR"),
+        ("1.33.5-gke.1162000", date(2026, 12, 3), True, "STABLE"),
+        # the Extended channel offers a minor in its extended support, past the end of standard support
+        ("1.33.5-gke.1162000", date(2026, 12, 3), False, "EXTENDED"),
+        ("1.29.1-gke.100", date(2026, 12, 3), True, "REGULAR"),  # older than the table: long past
+        ("1.29.1-gke.100", date(2026, 12, 3), True, "EXTENDED"),  # past its extended support too
+        ("1.38.0-gke.100", date(2030, 1, 1), False, "REGULAR"),  # newer than the table: no date known
     ],
 )
-def test_a_floor_past_gke_s_end_of_standard_support_is_refused(version, today, refused):
+def test_a_floor_past_gke_s_end_of_standard_support_is_refused(version, today, refused, channel):
     problems = Problems()
-    cluster = ClusterConfig().model_copy(update={"version": version, "release_channel": "REGULAR"})
+    cluster = ClusterConfig().model_copy(update={"version": version, "release_channel": channel})
     tpu = TpuConfig().model_copy(update={"machine_type": "ct5lp-hightpu-4t", "zone": "us-west4-a", "slice_shapes": []})
     validate_cluster(cluster, tpu, problems, today)
     found = [p for p in problems.items if p.key == "cluster.version" and "ended standard support" in str(p)]
-    assert bool(found) == refused, [str(p) for p in problems]
+    assert bool(found) == refused, [str(p) for p in problems.items]
     if refused:
         assert "set a floor of a supported minor" in str(found[0])
 

@@ -1123,6 +1123,13 @@ def _validate_version(cluster: ClusterConfig, tpu: TpuConfig, problems: Problems
     # None for a minor newer than the table; one older than it is long past its end
     minor = (version.major, version.minor)
     ends = GKE_END_OF_STANDARD_SUPPORT.get(minor, date.min if minor < min(GKE_END_OF_STANDARD_SUPPORT) else None)
+    # The Extended channel keeps a minor about 10 months past its end of standard support (GKE's "GKE versioning and
+    # support", cloud.google.com/kubernetes-engine/versioning: up to 24 months in all, extended support "available
+    # with the Extended channel"; its release notes' table of current versions lists minors below the Regular
+    # channel's as available in Extended). The table holds no end of extended support: on that channel a dated row
+    # is not refused here, and the preview's lookup of what the channel offers (channel_floor_problem) says the rest.
+    if cluster.release_channel == "EXTENDED" and ends != date.min:
+        ends = None
     # a cluster made elsewhere is not ours to start
     if ends is not None and ends <= today and not cluster.existing.enabled:
         supported = sorted(minor for minor, end in GKE_END_OF_STANDARD_SUPPORT.items() if end > today)
