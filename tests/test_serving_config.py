@@ -363,6 +363,16 @@ SERVING_BAD_INPUTS += [
         id="secret-id-with-a-space",
     ),
     pytest.param(
+        # a secret version the add-on mounts, but of a regional secret, which the stack's grant cannot name
+        {
+            **WITH_ADD_ON,
+            "serving.hfTokenSecretVersion": f"projects/{PROJECT}/locations/us-central1/secrets/hf-token/versions/1",
+        },
+        "serving.hfTokenSecretVersion",
+        "names a version of a regional secret (in us-central1)",
+        id="regional-secret",
+    ),
+    pytest.param(
         {**WITH_ADD_ON, "serving.hfTokenSecretVersion": "projects/secrets-team/secrets/hf-token/versions/2"},
         "serving.hfTokenSecretVersion",
         f"names a secret of project 'secrets-team', not of the stack's project '{PROJECT}'",

@@ -564,6 +564,14 @@ def _validate_staging(serving: ServingConfig, problems: Problems) -> None:
     problems.require_pinned("serving.weightsStaging.image", staging.image, "pin a dated tag or @sha256:<digest>")
 
 
+# A regional secret's version, projects/<p>/locations/<l>/secrets/<s>/versions/<v> (googleapis/googleapis f8291d2b
+# google/cloud/secretmanager/v1/resources.proto, SecretVersion's patterns): the add-on mounts it
+# (GoogleCloudPlatform/secrets-store-csi-driver-provider-gcp v1.15.0 util/constants.go regionalSecretRegex), but the
+# stack grants its readers with secretmanager.SecretIamMember, which names a global secret; a regional one is
+# RegionalSecretIamMember's (pulumi-gcp v9.35.0 sdk/python/pulumi_gcp/secretmanager/regional_secret_iam_member.py).
+REGIONAL_SECRET_VERSION = re.compile(r"projects/[^/]+/locations/(?P<location>[^/]+)/secrets/[^/]+/versions/[^/]+")
+
+
 def _validate_token(serving: ServingConfig, cluster: ClusterConfig, project: str, problems: Problems) -> None:
     """The Hugging Face token comes by one route: a Kubernetes Secret (serving.hfToken) or a Secret Manager file."""
     version = serving.hf_token_secret_version
@@ -578,7 +586,15 @@ def _validate_token(serving: ServingConfig, cluster: ClusterConfig, project: str
             "keep the Secret Manager version and remove this one: `pulumi config rm --path serving.hfToken`",
         )
     named = SECRET_VERSION.fullmatch(version)
-    if named is None:
+    if named is None and (regional := REGIONAL_SECRET_VERSION.fullmatch(version)):
+        problems.add(
+            key,
+            f"names a version of a regional secret (in {regional['location']}): the stack grants the pods' accounts "
+            "read on a global secret only",
+            f"keep the token in a global secret, `gcloud secrets create <secret> --project {project}`, and write "
+            f"projects/{project}/secrets/<secret>/versions/<number> (or versions/latest)",
+        )
+    elif named is None:
         problems.add(
             key,
             f"{version!r} is not a Secret Manager secret version",
