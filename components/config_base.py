@@ -459,13 +459,11 @@ def image_unpinned_reason(image: str) -> str | None:
 def image_name_problem(image: str) -> str | None:
     """Why the kubelet would refuse the name of the image reference ``image``, or None; an empty image or tag is
     ``image_unpinned_reason``'s to say."""
-    name = ImageReference.parse(image).name.removesuffix(":")
+    name = ImageReference.parse(image).name.removesuffix(":")  # `python:` is an empty tag, not a name
     if not name:
         return None
-    registry, _, path = name.partition("/")
-    if not path or not ("." in registry or ":" in registry or registry == "localhost"):
-        registry, path = "", name
-    if len(name) <= 255 and (not registry or _REGISTRY_NAME.fullmatch(registry)) and _IMAGE_PATH.fullmatch(path):
+    registry, _, path = ImageReference(name).qualified_name.partition("/")  # Docker's split of registry and path
+    if len(name) <= 255 and _REGISTRY_NAME.fullmatch(registry) and _IMAGE_PATH.fullmatch(path):
         return None
     return (
         f"its name {name!r} is not an image name: after the registry, lowercase letters and digits joined by '.', "

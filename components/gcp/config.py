@@ -7,6 +7,7 @@ Every rule reports under the config key that fixes it and collects into one ``Pr
 from __future__ import annotations
 
 import bisect
+import contextlib
 import ipaddress
 import itertools
 import re
@@ -1159,13 +1160,11 @@ _RFC3339_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{
 
 def _zoned_time(key: str, text: str, problems: Problems) -> datetime | None:
     """``text`` as an RFC 3339 time with a zone, or None after a problem under ``key``."""
-    try:
-        parsed: datetime | None = (
-            datetime.fromisoformat(text.replace("Z", "+00:00")) if _RFC3339_TIME.fullmatch(text) else None
-        )
-    except ValueError:
-        parsed = None
-    if parsed is None or parsed.tzinfo is None:
+    parsed = None
+    if _RFC3339_TIME.fullmatch(text):  # which requires the zone
+        with contextlib.suppress(ValueError):  # a month 13, a day 32
+            parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if parsed is None:
         fix = (
             "quote it in the stack file (unquoted, YAML reads it as a timestamp, which Pulumi hands on as this text)"
             if _TIMESTAMP_AS_HANDED.match(text)
@@ -1179,7 +1178,7 @@ def _zoned_time(key: str, text: str, problems: Problems) -> datetime | None:
 def _validate_window(window: MaintenanceWindowConfig, problems: Problems) -> None:
     key = "cluster.maintenanceWindow"
     frequency = window.recurrence.split(";", 1)[0].removeprefix("FREQ=").upper()  # FREQ comes first: its pattern
-    if frequency in MAINTENANCE_FREQUENCIES_REFUSED:
+    if refused := frequency in MAINTENANCE_FREQUENCIES_REFUSED:
         problems.add(
             f"{key}.recurrence",
             f"{window.recurrence!r} repeats the window {frequency}: GKE takes no FREQ of "
@@ -1187,7 +1186,7 @@ def _validate_window(window: MaintenanceWindowConfig, problems: Problems) -> Non
             "repeat it DAILY or less often, e.g. FREQ=DAILY or FREQ=WEEKLY;BYDAY=SA,SU",
         )
     length = _validate_time_range(key, window.start, window.end, problems)
-    if length is None or frequency in MAINTENANCE_FREQUENCIES_REFUSED:
+    if length is None or refused:
         return
     begin = datetime.fromisoformat(window.start.replace("Z", "+00:00"))
     try:

@@ -11,9 +11,9 @@ each is measured the way it is:
   ClusterQueue (`kueue_pending_workloads`, scraped through the PodMonitoring of
   manifests/operations/kueue-metrics.yaml); the alert fires when the queue has held one pending the whole threshold.
   `replica_role="leader"`: with two Kueue replicas only the leader counts.
-- **Gateway 5xx**: the Gateway's regional load balancer's `request_count` (internal or external, by its class) with response code class 500 over all of its
-  requests, for the URL map GKE made for the Gateway (from the Gateway's `networking.gke.io/url-maps` annotation once it
-  is programmed).
+- **Gateway 5xx**: the Gateway's regional load balancer's `request_count` (internal or external, by its class) with
+  response code class 500 over all of its requests, for the URL map GKE made for the Gateway (from the Gateway's
+  `networking.gke.io/url-maps` annotation once it is programmed).
 - **Model-server restarts**: `kubernetes.io/container/restart_count` of the vLLM containers. LeaderWorkerSets recreate a
   whole group when one of its containers restarts, so this counts the restarts GKE sees before the group is replaced: a
   floor, not an exact count.
@@ -41,7 +41,7 @@ from components.operations.config import AlertsConfig, DashboardsConfig
 from components.operations.dashboard_objects import Dashboard
 from components.platform.config import PlatformConfig, QueuesConfig, release_namespaces
 from components.workloads.saxml.config import SaxmlConfig
-from components.workloads.serving.config import GATEWAY_REQUESTS, ServingConfig
+from components.workloads.serving.config import GATEWAY_REQUESTS, GatewayClass, ServingConfig
 from components.workloads.serving.objects import LEADER_CONTAINER, WORKER_CONTAINER
 
 URL_MAPS_ANNOTATION = "networking.gke.io/url-maps"
@@ -257,12 +257,12 @@ def gateway_errors(alerts: AlertsConfig, serving: ServingConfig) -> Signal:
     )
 
 
-def gateway_conditions(alerts: AlertsConfig, gateway_class: str, url_map: str | None) -> list[dict[str, Any]]:
+def gateway_conditions(alerts: AlertsConfig, gateway_class: GatewayClass, url_map: str | None) -> list[dict[str, Any]]:
     """The Gateway policy's conditions for ``url_map``, from the Gateway's annotation (None: any GKE Gateway's)."""
     return [{"display_name": GATEWAY_TITLE, **_gateway_condition(alerts, gateway_class, url_map)}]
 
 
-def _gateway_condition(alerts: AlertsConfig, gateway_class: str, url_map: str | None) -> dict[str, Any]:
+def _gateway_condition(alerts: AlertsConfig, gateway_class: GatewayClass, url_map: str | None) -> dict[str, Any]:
     url_maps = f'"{url_map}"' if url_map else GKE_GATEWAY_URL_MAPS
     metric, resource = GATEWAY_REQUESTS[gateway_class]
     requests = [f'metric.type="{metric}"', f'resource.type="{resource}"', f"resource.labels.url_map_name={url_maps}"]
@@ -338,7 +338,7 @@ class MonitoringObjects:
     dashboards: list[Dashboard]  # empty: no dashboards
     kueue_metrics: list[dict[str, Any]] | None  # None: Kueue is not this stack's, or nothing reads it
     model_server_metrics: list[dict[str, Any]] | None  # None: no serving, or no dashboard reads it
-    gateway_class: str  # serving.gateway.className: what the Gateway's load balancer reports requests as
+    gateway_class: GatewayClass  # serving.gateway.className: what the Gateway's load balancer reports requests as
 
 
 def monitoring_objects(

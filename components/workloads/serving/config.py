@@ -178,13 +178,14 @@ class ServingResourcesConfig(Block):
     memory: str = Field("850Gi", description="Memory request (= limit) of each TPU pod.")
 
 
-# The GatewayClasses the front door can run on (any other is refused at preview): GKE's regional Application Load Balancers, internal (gke-l7-rilb, the
-# default) or external (gke-l7-regional-external-managed, the Inference Extension's own GKE example:
-# kubernetes-sigs/gateway-api-inference-extension v1.5.0 config/manifests/gateway/gke/gateway.yaml; the policy pack
-# refuses it unless allowPublicEndpoints). Both are Envoy-based and reach their backends, the model servers and the
-# endpoint picker's ext_proc callout, from the region's proxy-only subnet (cloud.google.com/load-balancing/docs/
-# firewall-rules; cloud.google.com/kubernetes-engine/docs/how-to/configure-gateway-resources: the regional
-# GatewayClasses need one), which is where the serving NetworkPolicies admit them from (network.proxyOnlyCidr,
+# The GatewayClasses the front door can run on (any other is refused at preview): GKE's regional Application Load
+# Balancers, internal (gke-l7-rilb, the default) or external (gke-l7-regional-external-managed, the Inference
+# Extension's own GKE example: kubernetes-sigs/gateway-api-inference-extension v1.5.0
+# config/manifests/gateway/gke/gateway.yaml; the policy pack refuses it unless allowPublicEndpoints). Both are
+# Envoy-based and reach their backends, the model servers and the endpoint picker's ext_proc callout, from the region's
+# proxy-only subnet (cloud.google.com/load-balancing/docs/firewall-rules;
+# cloud.google.com/kubernetes-engine/docs/how-to/configure-gateway-resources: the regional GatewayClasses need one),
+# which is where the serving NetworkPolicies admit them from (network.proxyOnlyCidr,
 # manifests/serving/network-policies.yaml). Any other class breaks the front door:
 # - a name GKE does not install (cloud.google.com/kubernetes-engine/docs/how-to/gatewayclass-capabilities lists its
 #   classes) is claimed by no controller: the Gateway is never Programmed, and `pulumi up` waits out its timeout
@@ -200,7 +201,7 @@ GatewayClass = Literal["gke-l7-rilb", "gke-l7-regional-external-managed"]
 # monitored resource (Cloud Monitoring's "Google Cloud metrics" list, loadbalancing.googleapis.com: https/internal/ on
 # internal_http_lb_rule, https/external/regional/ on http_external_regional_lb_rule, each with response_code_class and
 # the resource's url_map_name).
-GATEWAY_REQUESTS: dict[str, tuple[str, str]] = {
+GATEWAY_REQUESTS: dict[GatewayClass, tuple[str, str]] = {
     "gke-l7-rilb": ("loadbalancing.googleapis.com/https/internal/request_count", "internal_http_lb_rule"),
     "gke-l7-regional-external-managed": (
         "loadbalancing.googleapis.com/https/external/regional/request_count",
