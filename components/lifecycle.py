@@ -33,9 +33,10 @@ def lifecycle_facts(config: StackConfig) -> dict[str, Any]:
     its boot disks, secure boot: NodeBoot); this program also replaces a TPU pool whose zone or machine type changes
     (GKE cannot move a multi-host slice in place). A TPU pool's topology alone would change in place, which GKE
     cannot do to a multi-host slice: the review refuses it. Kueue refuses a new topologyName or nodeLabels on a
-    ResourceFlavor in use, and a new ClusterQueue of a LocalQueue that keeps its name. GKE's Secret Manager add-on must outlive the pods that
-    mount the token file through it (the cluster is updated before them). On a cluster made elsewhere the stack makes
-    no cluster and no pool: the facts name only the cluster it deploys onto, whose change moves every object.
+    ResourceFlavor in use, and a new ClusterQueue of a LocalQueue that keeps its name. GKE's Secret Manager add-on must
+    outlive the pods that mount the token file through it (the cluster is updated before them). On a cluster made
+    elsewhere the stack makes no cluster and no pool: the facts name only the cluster it deploys onto, whose change
+    moves every object.
     """
     cluster = config.cluster
     names = naming.network_names(config.network.prefix)

@@ -159,7 +159,8 @@ SAXML_BAD_INPUTS = [
         id="unpinned-image",
     ),
     pytest.param({"saxml.saxCell": "test"}, "saxml.saxCell", "not a Sax cell", id="bad-sax-cell"),
-    # Saxml's own cell names (saxml/common/naming.go): admin_config refuses the others, and the admin server never starts
+    # Saxml's own cell names (saxml/common/naming.go): admin_config refuses the others, and the admin server never
+    # starts
     pytest.param({"saxml.saxCell": "/sax/Test"}, "saxml.saxCell", "not a Sax cell", id="sax-cell-with-a-capital"),
     pytest.param(
         {"saxml.saxCell": "/sax/1test"}, "saxml.saxCell", "a lowercase letter, then", id="sax-cell-digit-first"

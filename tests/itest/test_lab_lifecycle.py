@@ -309,7 +309,8 @@ def test_stack_export_contains_no_plaintext_secret(lab: Lab):
 
 POLICY_DIR = REPO_ROOT / "policy"
 POLICY_ANALYZER_BOOT = REPO_ROOT / "lab" / "pulumi-analyzer-policy-python"
-# An internet-facing class the preview accepts (components/workloads/serving/config.py GatewayClass): the pack refuses it.
+# An internet-facing class the preview accepts (components/workloads/serving/config.py GatewayClass): the pack
+# refuses it.
 PUBLIC_GATEWAY_CLASS = "gke-l7-regional-external-managed"
 GATEWAY_TYPE = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
 
