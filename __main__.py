@@ -60,7 +60,9 @@ else:
     # made before the cluster's read grants on them, which every Kubernetes object waits for.
     if config.pull_through_on:
         pull_through = PullThrough("pull-through", wiring.pull_through_args(stack, agents), opts=after_apis)
-    cluster = Cluster("cluster", wiring.cluster_args(stack, network, services, agents, pull_through), opts=after_apis)
+    cluster = Cluster(
+        "cluster", wiring.cluster_args(stack, network, services, agents, pull_through, previous), opts=after_apis
+    )
     # The pools are placed once the preview has read their reservation and found room (components/gcp/rules.py).
     tpu = TpuCapacity(
         "tpu-capacity", wiring.tpu_capacity_args(stack, cluster, agents, services, previous), opts=after_apis

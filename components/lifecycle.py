@@ -170,6 +170,18 @@ def before_boot_hardening(previous: Mapping[str, Any], current: Mapping[str, Any
     return {**{key: unhardened[key] for key in BOOT_FACTS if key in current}, **previous}
 
 
+def creates_cluster(outputs: Mapping[str, Any], current: Mapping[str, Any]) -> bool | None:
+    """Whether this `up` creates the GKE cluster the stack makes (``current``: its lifecycle facts): on a new stack
+    (no outputs), after a cluster made elsewhere, or when a cluster fact changes (each replaces the cluster). None when
+    the last `up` exported no lifecycle facts: not known."""
+    if not outputs:
+        return True
+    before = (outputs.get(LIFECYCLE_OUTPUT) or {}).get("cluster")
+    if before is None:
+        return None
+    return IDENTIFIER_FACT in before or bool(_changed(before, current["cluster"]))
+
+
 def previous_pool_reservations(outputs: Mapping[str, Any] | None) -> dict[str, str]:
     """The TPU pools of the stack's last `up` and the reservation path each consumes (its ``lifecycle`` output;
     nothing for a new stack, or one whose last `up` predates that output)."""

@@ -19,7 +19,7 @@ from components.gcp.pull_through import PullThrough, PullThroughArgs
 from components.gcp.review import say_review
 from components.gcp.service_agents import ServiceAgents, ServiceAgentsArgs, key_grant
 from components.gcp.tpu_capacity import TpuCapacity, TpuCapacityArgs, pool_urn
-from components.lifecycle import previous_pool_reservations, review_changes
+from components.lifecycle import creates_cluster, lifecycle_facts, previous_pool_reservations, review_changes
 from components.operations.component import MonitoringArgs
 from components.operations.node_audit import NodeAuditLoggingArgs
 from components.platform.config import control_plane_ports, release_namespaces
@@ -103,9 +103,11 @@ def cluster_args(
     services: ProjectServices,
     agents: ServiceAgents | None,
     pull_through: PullThrough | None,
+    previous_outputs: pulumi.Input[Mapping[str, Any]],
 ) -> ClusterArgs:
     config = stack.config
     cluster = config.cluster
+    facts = lifecycle_facts(config)
     return ClusterArgs(
         cluster=cluster,
         project=config.project,
@@ -116,6 +118,9 @@ def cluster_args(
         boot_key_grants=key_grant(agents, cluster.system_pool_boot.boot_disk_key, COMPUTE_SERVICE_AGENT),
         container_api=services.api(apis.CONTAINER_API),
         image_repositories=image_repositories(stack, pull_through),
+        creates_cluster=pulumi.Output.from_input(previous_outputs).apply(
+            lambda outputs: creates_cluster(outputs, facts)
+        ),
     )
 
 

@@ -3,6 +3,7 @@
 import ipaddress
 import re
 
+import pulumi
 import pytest
 import yaml
 
@@ -731,12 +732,25 @@ SEPTEMBER_2026 = {
     ],
 )
 def test_the_floor_is_checked_against_the_stack_s_own_channel(stack, channels, warning):
-    run = run_stack(stack=stack, engine_versions=gke(channels))
+    """A running cluster is past its floor already: the preview warns. A new one would start below the floor, or not
+    at all (GKE refuses a minor its channel does not offer): the preview refuses it, before the cluster is created."""
+    running = run_stack(stack=stack)
+    previous = {"lifecycle": running.raw_outputs["lifecycle"]}
+    run = run_stack(stack=stack, engine_versions=gke(channels), previous_outputs=previous)
     found = [w for w in run.warnings if w.startswith("cluster.version: ")]
     if warning is None:
         assert found == []
-    else:
-        assert len(found) == 1 and warning in found[0], found
+        run_stack(stack=stack, engine_versions=gke(channels))  # a new cluster the channel offers its floor
+        return
+    assert len(found) == 1 and warning in found[0], found
+    with pytest.raises(pulumi.RunError, match=r"cluster\.version: ") as refused:
+        run_stack(stack=stack, engine_versions=gke(channels))
+    assert warning in str(refused.value)
+    # a new cluster name replaces the running cluster: a new cluster too
+    with pytest.raises(pulumi.RunError, match=r"cluster\.version: "):
+        run_stack(
+            {"cluster.name": "other-cluster"}, stack=stack, engine_versions=gke(channels), previous_outputs=previous
+        )
 
 
 def test_the_old_saxml_floor_is_refused_before_anything_is_registered():

@@ -29,6 +29,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components import naming
+from components.config_base import Problem
 from components.gcp.config import (
     ClusterConfig,
     GkeVersion,
@@ -39,6 +40,7 @@ from components.gcp.config import (
     cluster_identifier,
 )
 from components.gcp.network import Network
+from components.gcp.review import say_review
 from components.resources import NEW_ACCOUNT_FIRST, children_of, waiting_for
 
 # A pool's network_config is written for enable_private_nodes alone. Two of its other fields are ForceNew
@@ -101,6 +103,9 @@ class ClusterArgs:
     # The repositories the nodes pull from: images.mirror, or the pull-through repositories (none: each image from
     # its own registry). Every Kubernetes object waits for the nodes' read on each.
     image_repositories: list[RepositoryRead]
+    # Whether this `up` creates the cluster (a new stack, or a cluster fact changed: components/lifecycle.py); None:
+    # not known, the last `up` exported no lifecycle facts
+    creates_cluster: pulumi.Output[bool | None]
 
 
 class Cluster(pulumi.ComponentResource):
@@ -136,6 +141,7 @@ class Cluster(pulumi.ComponentResource):
 
         email = self.node_service_account.email
         default_pool: gcp.container.ClusterNodeConfigArgsDict = {}
+        floor_reviewed = self._review_floor(args).apply(lambda _: self.node_service_account_role)
         self.cluster = gcp.container.Cluster(
             "gke-cluster",
             project=args.project,
@@ -237,7 +243,7 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
-                    depends_on=[self.node_service_account_role, *args.secrets_key_grants, *args.boot_key_grants],
+                    depends_on=[floor_reviewed, *args.secrets_key_grants, *args.boot_key_grants],
                     custom_timeouts=pulumi.CustomTimeouts(create="45m", update="60m", delete="45m"),
                     # only the create's default pool reads it, and that pool is gone: a change later (or
                     # a stack made before the field was set) must not plan a replacement of the cluster
@@ -331,9 +337,14 @@ class Cluster(pulumi.ComponentResource):
             lambda name: f"gcloud container clusters get-credentials {name} {where}"
         )
 
-        # Warn at preview when the cluster's release channel offers no patch of the floor's minor at or
-        # above the floor (the location's list is not the channel's: a minor can be valid here and gone
-        # from the channel). A warning, not an error: a running cluster is past its floor already.
+        self.register_outputs({"name": self.name, "endpoint": self.endpoint, "kubeconfig": self.kubeconfig})
+
+    def _review_floor(self, args: ClusterArgs) -> pulumi.Output[None]:
+        """Compare the floor with what the cluster's release channel offers, at preview: a new cluster asks for the
+        floor's minor and gets the channel's newest patch of it, and GKE refuses a minor the channel does not offer (the
+        location's list is not the channel's: a minor can be valid here and gone from the channel). Refused where this
+        `up` creates the cluster; a warning on a running cluster, which is past its floor already."""
+        cluster = args.cluster
         offered = gcp.container.get_engine_versions_output(
             location=args.region,
             project=args.project,
@@ -343,17 +354,19 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[args.container_api]),
         )
 
-        def warn(answer: list[Any]) -> None:
-            latest, defaults = answer
+        def review(answer: list[Any]) -> None:
+            latest, defaults, creates = answer
             if latest is None:  # not looked up (the offline render, or a first preview before the API is on)
                 return
             newest = latest.get(cluster.release_channel)
             default = (defaults or {}).get(cluster.release_channel)
             if problem := channel_floor_problem(cluster.version, cluster.release_channel, newest, default):
+                if creates:
+                    say_review([], [], [Problem("cluster.version", *problem)])
                 pulumi.log.warn(f"cluster.version: {problem[0]}; {problem[1]}", self)
 
-        pulumi.Output.all(offered.release_channel_latest_version, offered.release_channel_default_version).apply(warn)
-        self.register_outputs({"name": self.name, "endpoint": self.endpoint, "kubeconfig": self.kubeconfig})
+        latest, defaults = offered.release_channel_latest_version, offered.release_channel_default_version
+        return pulumi.Output.all(latest, defaults, args.creates_cluster).apply(review)
 
 
 def _dns_endpoint(config: gcp.container.outputs.ClusterControlPlaneEndpointsConfig | None) -> str:
