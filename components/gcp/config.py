@@ -1160,19 +1160,16 @@ _RFC3339_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{
 
 def _zoned_time(key: str, text: str, problems: Problems) -> datetime | None:
     """``text`` as an RFC 3339 time with a zone, or None after a problem under ``key``."""
-    parsed = None
     if _RFC3339_TIME.fullmatch(text):  # which requires the zone
         with contextlib.suppress(ValueError):  # a month 13, a day 32
-            parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if parsed is None:
-        fix = (
-            "quote it in the stack file (unquoted, YAML reads it as a timestamp, which Pulumi hands on as this text)"
-            if _TIMESTAMP_AS_HANDED.match(text)
-            else "write e.g. 2026-01-03T04:00:00Z"
-        )
-        problems.add(key, f"{text!r} is not an RFC 3339 time with a zone", fix)
-        return None
-    return parsed
+            return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    fix = (
+        "quote it in the stack file (unquoted, YAML reads it as a timestamp, which Pulumi hands on as this text)"
+        if _TIMESTAMP_AS_HANDED.match(text)
+        else "write e.g. 2026-01-03T04:00:00Z"
+    )
+    problems.add(key, f"{text!r} is not an RFC 3339 time with a zone", fix)
+    return None
 
 
 def _validate_window(window: MaintenanceWindowConfig, problems: Problems) -> None:
