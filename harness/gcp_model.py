@@ -20,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import ipaddress
+import math
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -204,6 +206,26 @@ def claim_name(token: str, inputs: dict[str, Any], held: set[tuple[Any, ...]]) -
     if claim in held:
         raise AlreadyExists(f"{token}: {refusal.format(**name)}")
     held.add(claim)
+
+
+class BadRequest(Exception):
+    """Google Cloud's answer to a create it finds invalid (HTTP 400, badRequest)."""
+
+
+def refuse_invalid(token: str, inputs: dict[str, Any]) -> None:
+    """BadRequest for a node pool whose placement names the topology of a single-host TPU slice: one host's chips or
+    fewer, a machine type's chips being its name's -<n>t (ct5lp-hightpu-4t, tpu7x-standard-4t). GKE's 400 as gcloud
+    printed it, quoted in AI-Hypercomputer/xpk#825 (the provider prints googleapi's error after its own words)."""
+    if token != "gcp:container/nodePool:NodePool":
+        return
+    topology = (inputs.get("placementPolicy") or {}).get("tpuTopology")
+    host_chips = re.search(r"-([0-9]+)t$", (inputs.get("nodeConfig") or {}).get("machineType", ""))
+    if topology and host_chips and math.prod(int(d) for d in topology.split("x")) <= int(host_chips[1]):
+        raise BadRequest(
+            "error creating NodePool: googleapi: Error 400: TPU topology can't be specified with single-host TPU "
+            "slice pool; please remove the tpu_topology from the node pool creation request if the node pool is "
+            "intented to run with single-host TPU slice nodes., badRequest"
+        )
 
 
 @dataclass(frozen=True)

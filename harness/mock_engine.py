@@ -48,6 +48,7 @@ from harness.gcp_model import (
     dashboard_id,
     gke_dns_endpoint,
     notification_channel_name,
+    refuse_invalid,
     service_identity,
 )
 from harness.gke_network import existing_cluster_network
@@ -273,6 +274,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
             if request.type == SERVICE_IDENTITY_RESOURCE:
                 service_identity(unwrap_secrets(inputs)["service"], PROJECT_NUMBER_PLACEHOLDER)  # what Google refuses
             claim_name(request.type, unwrap_secrets(inputs), self._names)
+            refuse_invalid(request.type, unwrap_secrets(inputs))
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]  # the SDK's mock is untyped
         self._registered[urn] = (request.type, unwrap_secrets(inputs))
         self._dependencies[urn] = list(request.dependencies)

@@ -46,6 +46,18 @@ def test_each_tpu_pool_is_a_compact_slice_of_its_topology(saxml_run):
         assert pool.input("nodeLocations") == [CONFIG.tpu.zone]
 
 
+def test_single_host_pools_are_made_without_a_placement_topology():
+    """A 2x2 v5e pool is one host, a single-host slice: GKE refuses a tpu_topology on such a pool (the harness's model
+    answers its 400, harness/gcp_model.refuse_invalid), so the `up` makes it with no placement policy at all."""
+    pools = [{"name": f"tpu{i}", "nodeCount": 1, "topology": "2x2"} for i in (1, 2)]
+    run = run_stack({"tpu.pools": pools, "saxml.model.parametersBillions": 7}, stack=STACK, preview=False)
+    made = [r for r in run.registrations if r.type == "gcp:container/nodePool:NodePool" and r.parent == "tpu-capacity"]
+    assert sorted((r.name, r.input("nodeCount"), "placementPolicy" in r.inputs) for r in made) == [
+        ("tpu1", 1, False),
+        ("tpu2", 1, False),
+    ]
+
+
 def test_no_dynamic_slicing_objects(saxml_run):
     types = {r.type for r in saxml_run.registrations}
     assert "gcp:compute/resourcePolicy:ResourcePolicy" not in types  # no workload policy

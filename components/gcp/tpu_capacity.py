@@ -201,7 +201,12 @@ class TpuCapacity(pulumi.ComponentResource):
         reservation_read = read(gcp.compute.get_reservation_output, name=reserved.name)
         return pulumi.Output.all(reservation_read, args.previous_pools).apply(after_reservation)
 
-    def _placement(self, pool: TpuPoolConfig) -> gcp.container.NodePoolPlacementPolicyArgsDict:
+    def _placement(self, pool: TpuPoolConfig) -> gcp.container.NodePoolPlacementPolicyArgsDict | None:
+        if pool.node_count == 1:
+            # A single-host slice (v5e 2x2) takes no placement: GKE refuses a tpu_topology on a single-host TPU slice
+            # pool (its 400 quoted in AI-Hypercomputer/xpk#825), and xpk makes one with neither topology nor COMPACT
+            # (AI-Hypercomputer/xpk@367c838 src/xpk/core/nodepool.py, #822).
+            return None
         if self.workload_policy is not None:
             # What GKE stores for a pool under a workload policy: the policy's name and the
             # topology, and no type (vllm-project/ci-infra#547, #552). The provider requires
