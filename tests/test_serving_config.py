@@ -351,6 +351,19 @@ SERVING_BAD_INPUTS += [
         id="version-zero",
     ),
     pytest.param(
+        # no alias starts with a hyphen, nor is longer than 63 characters (Secret.version_aliases)
+        {**WITH_ADD_ON, "serving.hfTokenSecretVersion": f"{TOKEN_SECRET}/versions/-current"},
+        "serving.hfTokenSecretVersion",
+        "is not a Secret Manager secret version",
+        id="alias-with-a-leading-hyphen",
+    ),
+    pytest.param(
+        {**WITH_ADD_ON, "serving.hfTokenSecretVersion": f"{TOKEN_SECRET}/versions/a{'b' * 63}"},
+        "serving.hfTokenSecretVersion",
+        "is not a Secret Manager secret version",
+        id="alias-of-64-characters",
+    ),
+    pytest.param(
         {**WITH_ADD_ON, "serving.hfTokenSecretVersion": "hf-token/versions/latest"},
         "serving.hfTokenSecretVersion",
         f"write projects/{PROJECT}/secrets/<secret>/versions/<number>",
@@ -478,8 +491,9 @@ def test_a_weights_path_beside_the_cache_is_accepted():
     run_stack({"serving.model.weightsPath": "xla_cache_weights/qwen"})
 
 
-@pytest.mark.parametrize("version", ["1", "42", "latest"])
-def test_a_secret_version_by_number_or_latest_is_accepted(version):
+# An alias of the secret's (Secret.version_aliases) is a version AccessSecretVersion, the add-on's read, takes.
+@pytest.mark.parametrize("version", ["1", "42", "latest", "current", "Prod_token-2"])
+def test_a_secret_version_by_number_latest_or_alias_is_accepted(version):
     run = run_stack({**WITH_ADD_ON, "serving.hfTokenSecretVersion": f"{TOKEN_SECRET}/versions/{version}"})
     (provider_class,) = [r for r in run.registrations if r.type.endswith(":SecretProviderClass")]
     assert f"{TOKEN_SECRET}/versions/{version}" in provider_class.input("spec.parameters.secrets")

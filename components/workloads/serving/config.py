@@ -278,7 +278,7 @@ class ServingConfig(Block):
     hf_token_secret_version: str = Field(
         "",
         description="The Hugging Face token kept in Secret Manager instead: the secret version "
-        "projects/<project>/secrets/<secret>/versions/<number or latest>, in the stack's project. GKE's Secret "
+        "projects/<project>/secrets/<secret>/versions/<number, latest or an alias>, in the stack's project. GKE's Secret "
         "Manager add-on (cluster.secretManager) mounts it into the model servers and the staging Job as a file "
         "(HF_TOKEN_PATH), never an environment variable; their accounts get roles/secretmanager.secretAccessor on "
         "the secret. Not with serving.hfToken.",
@@ -571,6 +571,11 @@ def _validate_staging(serving: ServingConfig, problems: Problems) -> None:
 # stack grants its readers with secretmanager.SecretIamMember, which names a global secret; a regional one is
 # RegionalSecretIamMember's (pulumi-gcp v9.35.0 sdk/python/pulumi_gcp/secretmanager/regional_secret_iam_member.py).
 REGIONAL_SECRET_VERSION = re.compile(r"projects/[^/]+/locations/(?P<location>[^/]+)/secrets/[^/]+/versions/[^/]+")
+# A version named by one of its secret's aliases (a letter, then up to 62 letters, digits, hyphens and underscores),
+# which AccessSecretVersion, the add-on's read, takes in place of the number (googleapis/googleapis 02838cf
+# google/cloud/secretmanager/v1/resources.proto, Secret.version_aliases; the add-on passes the version on as written:
+# secrets-store-csi-driver-provider-gcp@0077988 util/constants.go globalSecretRegex, versions/([^/]+)).
+SECRET_VERSION_BY_ALIAS = re.compile(SECRET_VERSION.pattern.replace("latest", "[A-Za-z][A-Za-z0-9_-]{0,62}"))
 
 
 def _validate_token(serving: ServingConfig, cluster: ClusterConfig, project: str, problems: Problems) -> None:
@@ -586,20 +591,20 @@ def _validate_token(serving: ServingConfig, cluster: ClusterConfig, project: str
             "Secret and from Secret Manager",
             "keep the Secret Manager version and remove this one: `pulumi config rm --path serving.hfToken`",
         )
-    named = SECRET_VERSION.fullmatch(version)
+    named = SECRET_VERSION_BY_ALIAS.fullmatch(version)
     if named is None and (regional := REGIONAL_SECRET_VERSION.fullmatch(version)):
         problems.add(
             key,
             f"names a version of a regional secret (in {regional['location']}): the stack grants the pods' accounts "
             "read on a global secret only",
             f"keep the token in a global secret, `gcloud secrets create <secret> --project {project}`, and write "
-            f"projects/{project}/secrets/<secret>/versions/<number> (or versions/latest)",
+            f"projects/{project}/secrets/<secret>/versions/<number> (or latest, or an alias)",
         )
     elif named is None:
         problems.add(
             key,
             f"{version!r} is not a Secret Manager secret version",
-            f"write projects/{project}/secrets/<secret>/versions/<number> (or versions/latest)",
+            f"write projects/{project}/secrets/<secret>/versions/<number> (or latest, or an alias)",
         )
     elif named["project"] != project:
         problems.add(
