@@ -59,7 +59,7 @@ else:
     # The nodes pull from registries outside Google through Artifact Registry remote repositories (images.pullThrough):
     # made before the cluster's read grants on them, which every Kubernetes object waits for.
     if config.pull_through_on:
-        pull_through = PullThrough("pull-through", wiring.pull_through_args(stack, agents), opts=after_apis)
+        pull_through = PullThrough("pull-through", wiring.pull_through_args(stack, agents, services), opts=after_apis)
     cluster = Cluster(
         "cluster", wiring.cluster_args(stack, network, services, agents, pull_through, previous), opts=after_apis
     )

@@ -124,14 +124,23 @@ def cluster_args(
     )
 
 
-def pull_through_args(stack: Stack, agents: ServiceAgents | None) -> PullThroughArgs:
+def pull_through_args(stack: Stack, agents: ServiceAgents | None, services: ProjectServices) -> PullThroughArgs:
     config = stack.config
     return PullThroughArgs(
         cluster_name=config.cluster.name,
         repositories=config.pull_through_repositories(),
         pull_through=config.images.pull_through,
         agents=agents,
+        secret_manager_api=secret_manager_api(stack, services),
     )
+
+
+def secret_manager_api(stack: Stack, services: ProjectServices | None) -> list[pulumi.Resource]:
+    """What the preview's reads of the secret versions the stack names wait for: the Secret Manager API's enablement,
+    where the stack enables it (none: no read)."""
+    if services is None or apis.SECRET_MANAGER_API not in project_apis(stack):
+        return []
+    return [services.api(apis.SECRET_MANAGER_API)]
 
 
 def image_repositories(stack: Stack, pull_through: PullThrough | None) -> list[RepositoryRead]:
@@ -259,6 +268,7 @@ def serving_args(
         services=services,
         # The read of an existing bucket goes through Cloud Storage: made where the stack enables that API.
         storage_api=[services.api(apis.STORAGE_API)] if services and apis.STORAGE_API in project_apis(stack) else [],
+        secret_manager_api=secret_manager_api(stack, services),
         objects=stack.serving,
         cluster=cluster,
         namespace_ready=[queues.namespaces[serving.namespace]],

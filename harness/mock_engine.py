@@ -41,6 +41,7 @@ from harness.gcp_model import (
     Holdings,
     ProviderError,
     Reservation,
+    Secret,
     SubBlock,
     api_of,
     claim_name,
@@ -522,7 +523,15 @@ def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> 
     serving = loaded.serving
     if serving.enabled and not serving.weights_bucket.create:
         buckets = (Bucket(weights_bucket_name(serving, loaded.project), loaded.region.upper()),)
-    return Holdings(reservations=reservations, buckets=buckets)
+    # The secret versions it names, each enabled: a numbered one with as many versions, an alias naming version 1
+    named = (serving.hf_token_secret_version, loaded.images.pull_through.docker_hub_password_secret_version)
+    secrets = []
+    for version in filter(None, named):
+        secret, _, number = version.partition("/versions/")
+        count = int(number) if number.isdigit() else 1
+        aliases = () if number.isdigit() or number == "latest" else ((number, 1),)
+        secrets.append(Secret(secret, states=("ENABLED",) * count, aliases=aliases))
+    return Holdings(reservations=reservations, buckets=buckets, secrets=tuple(secrets))
 
 
 class _Collected(logging.Handler):

@@ -34,6 +34,7 @@ import pulumi_gcp as gcp
 
 from components.config_base import secret_of_version
 from components.gcp.config import ARTIFACT_REGISTRY_SERVICE_AGENT, PullThroughConfig, RemoteRepository
+from components.gcp.review import read_secret_version
 from components.gcp.service_agents import ServiceAgents
 from components.resources import children_of, secret_reader, waiting_for
 
@@ -46,6 +47,9 @@ class PullThroughArgs:
     # With the credentials: the service agents, among them Artifact Registry's, which reads the password (its IAM
     # member, and what a grant to it waits for: ServiceAgents.member and .ready)
     agents: ServiceAgents | None
+    # With the credentials: the Secret Manager API's enablement, which the preview's read of the password's version
+    # waits for
+    secret_manager_api: list[pulumi.Resource]
 
 
 class PullThrough(pulumi.ComponentResource):
@@ -71,6 +75,15 @@ class PullThrough(pulumi.ComponentResource):
                         }
                     }
                     assert args.agents is not None, "Docker Hub's password is read by Artifact Registry's agent"
+                    version_read = [
+                        read_secret_version(
+                            "images.pullThrough.dockerHubPasswordSecretVersion",
+                            settings.docker_hub_password_secret_version,
+                            api,
+                            self,
+                        )
+                        for api in args.secret_manager_api
+                    ]
                     # It outlives the stack, as the agents' key grants do (components/gcp/service_agents.py): the
                     # provider's delete removes the member whoever added it, and the agent is the whole project's, so
                     # another remote repository signing in with the same secret would lose its upstream.
@@ -82,6 +95,7 @@ class PullThrough(pulumi.ComponentResource):
                             waiting_for(
                                 pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)),
                                 *args.agents.ready[ARTIFACT_REGISTRY_SERVICE_AGENT],
+                                *version_read,
                             ),
                         )
                     )

@@ -4,9 +4,13 @@ problems, and the shared helpers import none of each other; this is the lowest l
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
+import pulumi_gcp as gcp
 
 from components.config_base import ConfigError, Problem
+from components.resources import ReadAnswer, answer_of
 
 
 def say_review(report: list[str], warnings: list[str], refused: list[Problem]) -> None:
@@ -18,3 +22,59 @@ def say_review(report: list[str], warnings: list[str], refused: list[Problem]) -
         pulumi.log.warn(warning)
     if refused:
         raise pulumi.RunError(str(ConfigError(refused)))
+
+
+def secret_version_review(key: str, version: str, error: str, destroy_time: str) -> list[Problem]:
+    """What the preview refuses of the Secret Manager secret version ``version`` that ``key`` names, from its metadata
+    (getSecretVersion's ``error``, or the version's ``destroy_time``): one its reader (GKE's Secret Manager add-on, or
+    Artifact Registry's agent) would fail to read once the stack is up."""
+    secret = version.partition("/versions/")[0]
+    if "Error 404" in error:
+        what = "does not exist (no such secret, no such version, or a secret with no version yet)"
+        fix = f"add the version (`gcloud secrets versions add {secret.rpartition('/')[2]} --data-file=-`) and name it"
+    elif error:
+        what = f"could not be read ({error})"
+        fix = f"grant the deployer roles/secretmanager.viewer on {secret} (its metadata only, never its data)"
+    elif destroy_time:
+        what = f"was destroyed at {destroy_time}: its data is gone for good"
+        fix = "add a new version and name it"
+    else:
+        return []
+    return [Problem(key, f"secret version {version} {what}", fix)]
+
+
+def read_secret_version(
+    key: str, version: str, api: pulumi.Resource, parent: pulumi.Resource
+) -> pulumi.Output[pulumi.Resource]:
+    """Read ``version``'s metadata and refuse what secret_version_review refuses; answers ``api`` once read, for the
+    grants on the secret to wait for (a grant on a secret that does not exist fails the `up` there). Metadata only:
+    getSecretVersion with fetchSecretData false sends the GET of the version and not its :access (magic-modules
+    f54f369 mmv1/third_party/terraform/services/secretmanager/data_source_secret_manager_secret_version.go), so it
+    needs secretmanager.versions.get (roles/secretmanager.viewer), not the secretAccessor role, and the token or
+    password never reaches the program. A DISABLED version is not refused: that data source sets `enabled` true
+    whatever the version's state, and only a destroyed one has a destroyTime (googleapis/googleapis 02838cf
+    google/cloud/secretmanager/v1/resources.proto, SecretVersion.destroy_time). Unknown on a new project's first
+    preview, where the read waits for the Secret Manager API this `up` enables."""
+    secret, _, number = version.partition("/versions/")
+    read = answer_of(
+        gcp.secretmanager.get_secret_version_output(
+            project=secret.split("/")[1],
+            secret=secret,
+            version=number,
+            fetch_secret_data=False,
+            opts=pulumi.InvokeOutputOptions(parent=parent, depends_on=[api]),
+        )
+    )
+
+    def review(answer: ReadAnswer[Any]) -> pulumi.Resource:
+        if answer.unknown:
+            pulumi.log.info(
+                f"{key}: not read yet: the read waits for the Secret Manager API, which this `up` enables; the `up` "
+                "reads it before the grants on its secret, and so does the next preview"
+            )
+        else:
+            found = answer.value
+            say_review([], [], secret_version_review(key, version, answer.error, (found and found.destroy_time) or ""))
+        return api
+
+    return read.apply(review)

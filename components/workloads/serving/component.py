@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 from components.config_base import secret_of_version
 from components.gcp.existing_cluster import Target
 from components.gcp.project_services import ProjectServices
-from components.gcp.review import say_review
+from components.gcp.review import read_secret_version, say_review
 from components.platform.config import HelmChartConfig
 from components.platform.gates import ReadyGate
 from components.platform.releases import RELEASE_TIMEOUT_SECONDS, helm_release
@@ -64,6 +64,8 @@ class ServingArgs:
     services: ProjectServices | None
     # What the read of an existing bucket (weightsBucket.create false) waits for: the Cloud Storage API's enablement.
     storage_api: list[pulumi.Resource]
+    # What the read of the token's secret version waits for: the Secret Manager API's enablement (none: no read)
+    secret_manager_api: list[pulumi.Resource]
     objects: serving_objects.ServingObjects
     # The cluster: its provider; its kubeconfig, which the router's gate asks the cluster with; its workload pool,
     # whose bindings wait for the cluster
@@ -161,9 +163,14 @@ class ModelServing(pulumi.ComponentResource):
         secret_name = secret_of_version(serving.hf_token_secret_version)
         assert secret_name, "a token file needs its secret"
         provider_class = kubernetes_object("hf-token", args.objects.hf_token_provider_class, on_cluster)
+        key = "serving.hfTokenSecretVersion"
+        reads = [
+            read_secret_version(key, serving.hf_token_secret_version, api, self) for api in args.secret_manager_api
+        ]
+        after_read = waiting_for(in_project, *reads)
 
         def reader(name: str, account: dict[str, Any]) -> gcp.secretmanager.SecretIamMember:
-            return secret_reader(name, secret_name, self._principal(args, account), in_project)
+            return secret_reader(name, secret_name, self._principal(args, account), after_read)
 
         servers = reader("hf-token-model-server-secretAccessor", args.objects.service_account)
         staging: list[pulumi.Input[pulumi.Resource]] = [provider_class]
