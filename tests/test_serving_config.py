@@ -441,7 +441,28 @@ SERVING_BAD_INPUTS += [
         "256 is below serving.maxNumSeqs (512): vLLM refuses",
         id="batched-tokens-below-max-num-seqs",
     ),
+    # A context of no token takes no prompt, vLLM's -1 (fit to memory) no number `make bench` could size within.
+    pytest.param({"serving.maxModelLen": 0}, "serving.maxModelLen", "0 is not 1 or more", id="max-model-len-zero"),
+    pytest.param({"serving.maxModelLen": -1}, "serving.maxModelLen", "-1 is not 1 or more", id="max-model-len-auto"),
+    # vLLM offers fp8_inc (Intel Gaudi's), which the TPU backend cannot make a dtype of; int4 vLLM does not offer.
+    pytest.param(
+        {"serving.kvCacheDtype": "fp8_inc"},
+        "serving.kvCacheDtype",
+        "'fp8_inc' is not a KV cache dtype vLLM's TPU backend stores",
+        id="kv-cache-dtype-not-on-tpu",
+    ),
+    pytest.param(
+        {"serving.kvCacheDtype": "int4"},
+        "serving.kvCacheDtype",
+        "use one of auto, bfloat16",
+        id="kv-cache-dtype-unknown",
+    ),
 ]
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["auto", "bfloat16", "fp8_e5m2"])
+def test_a_kv_cache_dtype_the_tpu_backend_stores_is_accepted(kv_cache_dtype):
+    assert run_stack({"serving.kvCacheDtype": kv_cache_dtype, "serving.maxModelLen": 1}).registrations
 
 
 def test_a_token_budget_of_at_least_max_num_seqs_is_accepted():

@@ -261,6 +261,14 @@ class InferencePoolCrdsConfig(Block):
     )
 
 
+# What vLLM's --kv-cache-dtype offers (its CacheDType choices, vllm/config/cache.py, read in the v0.20.0 sdist: the
+# release nearest the image's vLLM 5b39b26, tpu-inference 18ed615 .buildkite/vllm_lkg.version) and the TPU backend can
+# store: tpu-inference makes the cache's JAX dtype of fp8, fp8_e4m3, fp8_e5m2 or a name jnp.dtype knows (18ed615
+# tpu_inference/utils.py to_jax_dtype, read by runner/tpu_runner.py), and its platform reports every dtype supported,
+# so fp8_inc, nvfp4 and the like fail only when the runner starts.
+KvCacheDtype = Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"]
+
+
 class ServingConfig(Block):
     enabled: bool = Field(
         False, description="Deploy P/D-disaggregated vLLM behind the llm-d router and an internal Gateway (TPU7x)."
@@ -309,14 +317,21 @@ class ServingConfig(Block):
     )
     prefill: ServingRoleConfig = Field(ServingRoleConfig(name="vllm-prefill"), description="Prefill LeaderWorkerSet.")
     decode: ServingRoleConfig = Field(ServingRoleConfig(name="vllm-decode"), description="Decode LeaderWorkerSet.")
-    max_model_len: int = Field(9216, description="vLLM --max-model-len.")
+    # vLLM takes 1 or more tokens, or -1 (auto: fit to memory), and starts with 0, which no prompt fits (vllm-project/vllm
+    # v0.20.0 vllm/config/model.py max_model_len Field(ge=-1), v1/engine/input_processor.py); below -1 it exits at start.
+    # A number it is here: `make bench` sizes its prompts within it (components/operations/benchmark.py).
+    max_model_len: int = Field(9216, description="vLLM --max-model-len: the context length in tokens.", ge=1)
     # vLLM's SchedulerConfig declares both 1 or more (max_num_seqs, max_num_batched_tokens: Field(ge=1); vllm-project/vllm
     # vllm/config/scheduler.py, read at 01230b40128e570a58e54e75f7e55c4d5cd9246d): the engine exits at start otherwise.
     max_num_seqs: int = Field(512, description="vLLM --max-num-seqs.", ge=1)
     max_num_batched_tokens: int = Field(
         8192, description="vLLM --max-num-batched-tokens; at least serving.maxNumSeqs.", ge=1
     )
-    kv_cache_dtype: str = Field("fp8", description="vLLM --kv-cache-dtype.")
+    kv_cache_dtype: KvCacheDtype = Field(
+        "fp8",
+        description="vLLM --kv-cache-dtype: auto, bfloat16, float16, fp8, fp8_e4m3 or fp8_e5m2 (what its TPU backend stores).",
+        json_schema_extra=kind("KV cache dtype vLLM's TPU backend stores"),
+    )
     resources: ServingResourcesConfig = Field(ServingResourcesConfig(), description="Requests of each TPU pod.")
     hbm_headroom: float = Field(
         0.25, description="Share of the slice's HBM kept free of weights (KV cache, activations).", ge=0, lt=1
