@@ -578,6 +578,7 @@ class Bucket:
     uniform_access: bool = True  # iamConfiguration.uniformBucketLevelAccess.enabled
     data_locations: tuple[str, ...] = ()  # a configurable dual-region's regions (customPlacementConfig)
     readable: bool = True  # False: the deployer lacks storage.buckets.get on it (a bucket of another team's project)
+    project: str = ""  # the project holding it; empty: the stack's
 
     def answer(self, project: str) -> dict[str, Any]:
         """getBucket's result (dataSourceGoogleStorageBucketRead -> setStorageBucket, v7.45.0)."""
@@ -684,6 +685,19 @@ BUCKET_FORBIDDEN = (
     "Google Cloud Storage bucket. Permission 'storage.buckets.get' denied on resource (or it may not exist)., forbidden"
 )
 
+# Cloud Storage's 409 for a create of a bucket name that exists: bucket names are one namespace shared by every
+# project (cloud.google.com/storage/docs/buckets#naming), so the create fails whoever holds it. As the provider prints
+# it for a bucket of another project (quoted in terraform-google-modules/terraform-example-foundation#716) and of the
+# caller's own (quoted in terraform-google-modules/terraform-google-cloud-storage#238).
+BUCKET_TAKEN = (
+    "googleapi: Error 409: The requested bucket name is not available. The bucket namespace is shared by all users of "
+    "the system. Please select a different name and try again., conflict"
+)
+BUCKET_OWNED = (
+    "googleapi: Error 409: Your previous request to create the named bucket succeeded and you already own it., conflict"
+)
+BUCKET_RESOURCE = "gcp:storage/bucket:Bucket"
+
 GET_RESERVATION = "gcp:compute/getReservation:getReservation"
 GET_RESERVATION_BLOCK = "gcp:compute/getReservationBlock:getReservationBlock"
 GET_RESERVATION_SUB_BLOCK = "gcp:compute/getReservationSubBlock:getReservationSubBlock"
@@ -699,6 +713,15 @@ class Holdings:
     reservations: tuple[Reservation, ...] = ()
     buckets: tuple[Bucket, ...] = ()
     secrets: tuple[Secret, ...] = ()
+
+    def refuse_create(self, token: str, inputs: dict[str, Any], project: str) -> None:
+        """AlreadyExists where the `up` creates a bucket of a name one of ``buckets`` holds, in any project."""
+        held = (
+            next((b for b in self.buckets if b.name == inputs.get("name")), None) if token == BUCKET_RESOURCE else None
+        )
+        if held is not None:
+            owned = (held.project or project) == (inputs.get("project") or project)
+            raise AlreadyExists(f"{token}: {BUCKET_OWNED if owned else BUCKET_TAKEN}")
 
     def answer(self, token: str, args: dict[str, Any], default_project: str) -> dict[str, Any]:
         """The provider's answer to one of HOLDINGS_READS; ProviderError where the provider fails the read."""

@@ -247,6 +247,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
     ):
         super().__init__(mocks)
         self.preview = mocks.preview
+        self.holdings = mocks.holdings  # what exists before the run: a create of a bucket name it holds fails
         self.registrations = registrations
         self.invocations = invocations
         self.cloud = cloud
@@ -276,6 +277,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                 service_identity(unwrap_secrets(inputs)["service"], PROJECT_NUMBER_PLACEHOLDER)  # what Google refuses
             claim_name(request.type, unwrap_secrets(inputs), self._names)
             refuse_invalid(request.type, unwrap_secrets(inputs))
+            self.holdings().refuse_create(request.type, unwrap_secrets(inputs), self.project)
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]  # the SDK's mock is untyped
         self._registered[urn] = (request.type, unwrap_secrets(inputs))
         self._dependencies[urn] = list(request.dependencies)

@@ -695,6 +695,26 @@ def test_the_bucket_read_waits_for_the_storage_api_and_the_grants_for_the_read()
         run_on(Bucket(BUCKET, REGION.upper(), uniform_access=False), cloud=CloudProject.empty(), preview=False)
 
 
+@pytest.mark.parametrize(
+    "holder, refusal",
+    [("someone-elses-project", "The requested bucket name is not available"), ("", "you already own it")],
+    ids=["another-project", "the-stack-project"],
+)
+def test_a_bucket_name_held_already_is_refused_by_the_up_as_cloud_storage_refuses_it(holder, refusal):
+    """Bucket names are global: the stack's create of one held already, in any project, fails in the `up` (Cloud
+    Storage's 409), not in the preview, which reads no bucket the stack makes; another name is made."""
+    from harness.gcp_model import AlreadyExists
+
+    held = dataclasses.replace(
+        stack_holdings(as_pulumi_values(stack_values()), {}), buckets=(Bucket(BUCKET, "US", project=holder),)
+    )
+    cloud = CloudProject().holding(held)
+    assert run_stack(cloud=cloud).of_type("gcp:storage/bucket:Bucket")
+    with pytest.raises(AlreadyExists, match=f"Error 409: .*{refusal}"):
+        run_stack(cloud=cloud, preview=False)
+    assert run_stack({"serving.weightsBucket.name": f"{BUCKET}-2"}, cloud=cloud, preview=False).registrations
+
+
 def test_a_bucket_the_stack_makes_is_not_read(dev_run):
     assert [i for i in dev_run.invocations if i.token == GET_BUCKET] == []
 
