@@ -162,6 +162,7 @@ def existing_cluster_args(stack: Stack) -> ExistingClusterArgs:
         name=config.cluster.target_name,
         existing=config.cluster.existing,
         control_plane_ports=control_plane_ports(config.platform, config.tpu.dynamic_slicing),
+        proxy_only_cidr=config.network.proxy_only_cidr if stack.serving else "",
     )
 
 

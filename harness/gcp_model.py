@@ -246,6 +246,8 @@ class CloudProject:
     # without its IP endpoint and masterAuth. mondoohq/mql#858 says such an answer lacks some fields, not which: that
     # these are among them is assumed here, not read from Google's documentation.
     existing_cluster_provisioning: bool = False
+    # The project whose Shared VPC that cluster is on (empty: its own project's default network)
+    existing_cluster_host_project: str = ""
 
     @classmethod
     def empty(cls, *already_on: str) -> CloudProject:
@@ -703,16 +705,80 @@ GET_RESERVATION_BLOCK = "gcp:compute/getReservationBlock:getReservationBlock"
 GET_RESERVATION_SUB_BLOCK = "gcp:compute/getReservationSubBlock:getReservationSubBlock"
 GET_BUCKET = "gcp:storage/getBucket:getBucket"
 GET_SECRET_VERSION = "gcp:secretmanager/getSecretVersion:getSecretVersion"
-HOLDINGS_READS = (GET_RESERVATION, GET_RESERVATION_BLOCK, GET_RESERVATION_SUB_BLOCK, GET_BUCKET, GET_SECRET_VERSION)
+GET_SUBNETWORKS = "gcp:compute/getSubnetworks:getSubnetworks"
+HOLDINGS_READS = (
+    GET_RESERVATION,
+    GET_RESERVATION_BLOCK,
+    GET_RESERVATION_SUB_BLOCK,
+    GET_BUCKET,
+    GET_SUBNETWORKS,
+    GET_SECRET_VERSION,
+)
+
+COMPUTE_URL = "https://www.googleapis.com/compute/v1/"
+# A filter of subnetworks.list as the model evaluates it: AIP-160 comparisons, each in parentheses, all of which must
+# hold ("To filter on multiple expressions, provide each separate expression within parentheses ... By default, each
+# expression is an AND expression": the filter parameter of Compute Engine v1 subnetworks.list, its REST reference and
+# ListSubnetworksRequest.filter in the client libraries). Its other forms (OR, regular expressions with eq/ne, :) are
+# not modelled.
+_FILTER_TERM = re.compile(r'\(\s*(\w+)\s*(!?=)\s*"?([^"()]*?)"?\s*\)')
+
+
+@dataclass(frozen=True)
+class Subnetwork:
+    """A subnetwork of a VPC (Compute Engine v1 Subnetwork): its VPC (projects/<project>/global/networks/<name>),
+    region, name and primary range; a proxy-only one has the purpose REGIONAL_MANAGED_PROXY and the role ACTIVE or
+    BACKUP ("ready to be promoted to ACTIVE or is currently draining": Subnetwork.Role), and only one ACTIVE per VPC
+    and region (cloud.google.com/load-balancing/docs/proxy-only-subnets)."""
+
+    network: str
+    region: str
+    name: str
+    ip_cidr_range: str
+    purpose: str = "PRIVATE"
+    role: str = ""  # set on a proxy-only subnet only
+
+    def matches(self, filter_text: str) -> bool:
+        """Whether subnetworks.list's ``filter`` keeps this subnetwork (_FILTER_TERM)."""
+        terms = _FILTER_TERM.findall(filter_text)
+        if _FILTER_TERM.sub("", filter_text).strip():
+            raise UnmodeledCall(f"the model of subnetworks.list evaluates (field = value) terms only: {filter_text!r}")
+        fields = {
+            "name": self.name,
+            "network": COMPUTE_URL + self.network,
+            "ipCidrRange": self.ip_cidr_range,
+            "purpose": self.purpose,
+            "role": self.role,
+        }
+        return all((fields.get(field, "") == value) == (operator == "=") for field, operator, value in terms)
+
+    def answer(self) -> dict[str, Any]:
+        """An item of getSubnetworks' result: what the data source keeps of subnetworks.list's item
+        (hashicorp/terraform-provider-google 0a504cd google/services/compute/data_source_google_compute_subnetworks.go:
+        the network as its URL, and its last part as networkName)."""
+        network_name = self.network.rsplit("/", 1)[-1]
+        project = self.network.split("/")[1]
+        return {
+            "description": "",
+            "ipCidrRange": self.ip_cidr_range,
+            "name": self.name,
+            "network": COMPUTE_URL + self.network,
+            "networkName": network_name,
+            "networkSelfLink": network_name,
+            "privateIpGoogleAccess": True,
+            "selfLink": f"{COMPUTE_URL}projects/{project}/regions/{self.region}/subnetworks/{self.name}",
+        }
 
 
 @dataclass(frozen=True)
 class Holdings:
-    """The reservations and buckets that exist (any project: a reservation may be shared from another)."""
+    """The reservations, buckets and subnetworks that exist (any project: a reservation may be shared from another,
+    a Shared VPC's subnetworks are its host project's)."""
 
     reservations: tuple[Reservation, ...] = ()
     buckets: tuple[Bucket, ...] = ()
     secrets: tuple[Secret, ...] = ()
+    subnetworks: tuple[Subnetwork, ...] = ()
 
     def refuse_create(self, token: str, inputs: dict[str, Any], project: str) -> None:
         """AlreadyExists where the `up` creates a bucket of a name one of ``buckets`` holds, in any project."""
@@ -732,6 +798,17 @@ class Holdings:
             named = args["secret"]
             secret = next((s for s in self.secrets if s.name == named), Secret(named, states=()))
             return secret.answer(token, args.get("version") or "latest", "PROJECT_NUMBER")  # as getProject answers
+        if token == GET_SUBNETWORKS:
+            # subnetworks.list of the project and region, through the filter (an empty list where none is kept); the
+            # data source's id names the listing (the same data source)
+            region, filter_text = args["region"], args.get("filter") or ""
+            listed = [
+                s.answer()
+                for s in self.subnetworks
+                if s.network.split("/")[1] == project and s.region == region and s.matches(filter_text)
+            ]
+            path = f"projects/{project}/regions/{region}/subnetworks"
+            return {"id": path, "project": project, "region": region, "filter": filter_text, "subnetworks": listed}
         if token == GET_BUCKET:
             bucket = next((b for b in self.buckets if b.name == args["name"]), None)
             if bucket is None:

@@ -103,14 +103,15 @@ EXISTING_CLUSTER_POD_RANGE = "10.4.0.0/14"
 EXISTING_CLUSTER_SUBNET_RANGE = "10.128.0.0/20"
 
 
-def existing_cluster_network(project: str, location: str) -> dict[str, Any]:
+def existing_cluster_network(project: str, location: str, host_project: str = "") -> dict[str, Any]:
     """What getCluster answers of the network of the model's cluster made elsewhere: GKE's defaults for a new cluster
-    with private nodes on the project's default network, a Private Service Connect one (no masterIpv4CidrBlock, its
-    private endpoint in the cluster's subnetwork)."""
+    with private nodes on the project's default network (or on a Shared VPC's, named by its ``host_project``), a
+    Private Service Connect one (no masterIpv4CidrBlock, its private endpoint in the cluster's subnetwork)."""
     region = "-".join(location.split("-")[:2]) if location.count("-") == 2 else location
+    vpc_project = host_project or project
     return {
-        "network": f"projects/{project}/global/networks/default",
-        "subnetwork": f"projects/{project}/regions/{region}/subnetworks/default",
+        "network": f"projects/{vpc_project}/global/networks/default",
+        "subnetwork": f"projects/{vpc_project}/regions/{region}/subnetworks/default",
         "clusterIpv4Cidr": EXISTING_CLUSTER_POD_RANGE,
         "privateClusterConfigs": [
             {

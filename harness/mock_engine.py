@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
@@ -43,6 +43,7 @@ from harness.gcp_model import (
     Reservation,
     Secret,
     SubBlock,
+    Subnetwork,
     api_of,
     claim_name,
     cluster_endpoints,
@@ -52,8 +53,11 @@ from harness.gcp_model import (
     refuse_invalid,
     service_identity,
 )
-from harness.gke_network import existing_cluster_network
+from harness.gke_network import EXISTING_CLUSTER_SUBNET_RANGE, existing_cluster_network
 from tools.stack_file import PROJECT_NAME
+
+if TYPE_CHECKING:
+    from components.stack import StackConfig
 
 # The SDK takes a stack trace at every registration, for the engine to say where each resource was declared; the mock
 # monitor keeps none of it, and taking it is a sixth of a run here (the dev stack, measured): the runs of this process
@@ -138,9 +142,11 @@ class _Mocks(pulumi.runtime.Mocks):
         holdings: Callable[[], Holdings],
         project: str,
         existing_cluster_provisioning: bool = False,
+        existing_cluster_host_project: str = "",
     ):
         self.preview = preview
         self.existing_cluster_provisioning = existing_cluster_provisioning
+        self.existing_cluster_host_project = existing_cluster_host_project
         self.engine_versions = engine_versions
         self.previous_outputs = previous_outputs
         self.holdings = functools.cache(holdings)  # the reservations and buckets that exist (harness/gcp_model.py)
@@ -182,7 +188,9 @@ class _Mocks(pulumi.runtime.Mocks):
                 "name": args.args.get("name"),
                 "endpoint": endpoint if made else "",
                 "masterAuths": [{"clusterCaCertificate": ca}] if made else [],
-                **existing_cluster_network(args.args.get("project", ""), args.args.get("location", "")),
+                **existing_cluster_network(
+                    args.args.get("project", ""), args.args.get("location", ""), self.existing_cluster_host_project
+                ),
                 "controlPlaneEndpointsConfigs": [
                     {
                         "dnsEndpointConfigs": [{"endpoint": dns, "allowExternalTraffic": False}],
@@ -415,7 +423,15 @@ def run_program(
     project = config.get(f"{PROJECT_NAME}:project", "PROJECT")
     declared = cloud.holdings
     holdings = (lambda: declared) if declared is not None else (lambda: stack_holdings(config, previous_outputs or {}))
-    mocks = _Mocks(preview, engine_versions, previous_outputs, holdings, project, cloud.existing_cluster_provisioning)
+    mocks = _Mocks(
+        preview,
+        engine_versions,
+        previous_outputs,
+        holdings,
+        project,
+        cloud.existing_cluster_provisioning,
+        cloud.existing_cluster_host_project,
+    )
     monitor = _RecordingMonitor(
         mocks,
         registrations if registrations is not None else [],
@@ -533,7 +549,28 @@ def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> 
         count = int(number) if number.isdigit() else 1
         aliases = () if number.isdigit() or number == "latest" else ((number, 1),)
         secrets.append(Secret(secret, states=("ENABLED",) * count, aliases=aliases))
-    return Holdings(reservations=reservations, buckets=buckets, secrets=tuple(secrets))
+    return Holdings(
+        reservations=reservations,
+        buckets=buckets,
+        secrets=tuple(secrets),
+        subnetworks=existing_cluster_subnetworks(loaded),
+    )
+
+
+def existing_cluster_subnetworks(loaded: StackConfig) -> tuple[Subnetwork, ...]:
+    """The subnetworks of the region of the model's cluster made elsewhere (cluster.existing.name), in its VPC
+    (harness/gke_network.py): its own, and an active proxy-only subnet of the stack's network.proxyOnlyCidr."""
+    existing = loaded.cluster.existing
+    if not existing.name:
+        return ()
+    network = existing_cluster_network(loaded.project, existing.location)
+    region = network["subnetwork"].split("/")[3]
+    return (
+        Subnetwork(network["network"], region, "default", EXISTING_CLUSTER_SUBNET_RANGE),
+        Subnetwork(
+            network["network"], region, "proxy-only", loaded.network.proxy_only_cidr, "REGIONAL_MANAGED_PROXY", "ACTIVE"
+        ),
+    )
 
 
 class _Collected(logging.Handler):

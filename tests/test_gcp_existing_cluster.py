@@ -16,7 +16,7 @@ from pulumi_gcp.container.outputs import (
 
 from components.gcp.config import ExistingClusterConfig
 from components.gcp.existing_cluster import ExistingClusterArgs, outside_dns_endpoint, reach
-from harness.gcp_model import CloudProject
+from harness.gcp_model import CloudProject, Holdings, Subnetwork
 from harness.gke_network import EXISTING_CLUSTER_POD_RANGE
 from tests.conftest import assert_bad_input, run_stack, stack_values
 
@@ -174,3 +174,108 @@ def test_bad_existing_cluster_settings(override, key, fragment):
 
 def test_a_kubeconfig_in_plain_text_is_refused():
     assert_bad_input({"cluster.existing": {"kubeconfig": KUBECONFIG}}, "cluster.existing.kubeconfig", "plain text")
+
+
+# --- The proxy-only range of a cluster made elsewhere, read by the preview --------------------------------------------
+
+ELSEWHERE = {"cluster.existing": {"name": "team-cluster", "location": "us-central1"}}
+VPC = f"projects/{DEV['project']}/global/networks/default"  # the model's cluster's (harness/gke_network.py)
+PROXY = "REGIONAL_MANAGED_PROXY"
+
+
+def run_in_vpc(subnetworks, overrides=None, host_project=""):
+    """The dev stack on the model's cluster made elsewhere, on its project's VPC or on ``host_project``'s Shared VPC,
+    where ``subnetworks`` exist."""
+    held = Holdings(subnetworks=tuple(Subnetwork(*s) for s in subnetworks))
+    cloud = CloudProject(existing_cluster_host_project=host_project).holding(held)
+    return run_stack({**ELSEWHERE, **(overrides or {})}, cloud=cloud)
+
+
+# (case, the region's subnetworks: network, region, name, range, purpose, role; what the refusal says)
+PROXY_ONLY_CASES = [
+    (
+        "another active range",
+        [(VPC, "us-central1", "proxy", "10.129.0.0/23", PROXY, "ACTIVE")],
+        "172.16.0.0/26 is not the range of the active proxy-only subnet of network default in us-central1, "
+        "10.129.0.0/23",
+    ),
+    (
+        "the stack's range is the backup one (promoted from, or draining)",
+        [
+            (VPC, "us-central1", "proxy-new", "10.129.0.0/23", PROXY, "ACTIVE"),
+            (VPC, "us-central1", "proxy-old", "172.16.0.0/26", PROXY, "BACKUP"),
+        ],
+        "set it to 10.129.0.0/23",
+    ),
+    (
+        "no proxy-only subnet in the cluster's region: only another region's, and another VPC's in this one",
+        [
+            (VPC, "us-east1", "proxy", "172.16.0.0/26", PROXY, "ACTIVE"),
+            (
+                f"projects/{DEV['project']}/global/networks/other",
+                "us-central1",
+                "proxy",
+                "172.16.0.0/26",
+                PROXY,
+                "ACTIVE",
+            ),
+            (VPC, "us-central1", "default", "10.128.0.0/20", "PRIVATE", ""),
+        ],
+        "network default of cluster team-cluster has no active proxy-only subnet in us-central1",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "subnetworks, fragment", [c[1:] for c in PROXY_ONLY_CASES], ids=[c[0] for c in PROXY_ONLY_CASES]
+)
+def test_a_proxy_only_range_other_than_the_vpc_s_active_one_is_refused(subnetworks, fragment):
+    with pytest.raises(pulumi.RunError) as raised:
+        run_in_vpc(subnetworks, {"network.proxyOnlyCidr": "172.16.0.0/26"})
+    message = str(raised.value)
+    assert "  - network.proxyOnlyCidr: " in message and fragment in message, message
+
+
+def test_the_vpc_s_active_proxy_only_range_is_taken_and_admitted_by_the_serving_policies():
+    subnetworks = [
+        (VPC, "us-central1", "proxy-new", "10.129.0.0/23", PROXY, "ACTIVE"),
+        (VPC, "us-central1", "proxy-old", "172.16.0.0/26", PROXY, "BACKUP"),
+    ]
+    run = run_in_vpc(subnetworks, {"network.proxyOnlyCidr": "10.129.0.0/23"})
+    servers = run.one("kubernetes:networking.k8s.io/v1:NetworkPolicy", "model-servers-network-policy")
+    assert "10.129.0.0/23" in str(servers.input("spec"))
+
+
+def test_on_a_shared_vpc_the_proxy_only_range_is_read_in_the_host_project():
+    """The host project holds the VPC and its subnets (the service project has its own default VPC here, whose proxy
+    range is another)."""
+    shared = "projects/net-host/global/networks/default"
+    subnetworks = [
+        (shared, "us-central1", "proxy", "10.129.0.0/23", PROXY, "ACTIVE"),
+        (VPC, "us-central1", "proxy", "172.16.0.0/26", PROXY, "ACTIVE"),
+    ]
+    with pytest.raises(pulumi.RunError) as raised:
+        run_in_vpc(subnetworks, {"network.proxyOnlyCidr": "172.16.0.0/26"}, host_project="net-host")
+    assert "set it to 10.129.0.0/23" in str(raised.value)
+    run_in_vpc(subnetworks, {"network.proxyOnlyCidr": "10.129.0.0/23"}, host_project="net-host")
+    with pytest.raises(pulumi.RunError) as raised:
+        run_in_vpc(subnetworks[1:], {"network.proxyOnlyCidr": "172.16.0.0/26"}, host_project="net-host")
+    assert "--network default --range 172.16.0.0/26 --project net-host" in str(raised.value)
+
+
+def test_a_vpc_without_a_proxy_only_subnet_is_told_how_to_make_one_of_the_stack_s_range():
+    with pytest.raises(pulumi.RunError) as raised:
+        run_in_vpc([], {"network.proxyOnlyCidr": "10.129.0.0/23"})
+    assert (
+        "gcloud compute networks subnets create default-proxy-only --purpose REGIONAL_MANAGED_PROXY --role ACTIVE "
+        f"--region us-central1 --network default --range 10.129.0.0/23 --project {DEV['project']}"
+    ) in str(raised.value)
+
+
+def test_no_proxy_only_range_is_read_where_nothing_admits_the_gateway_s_proxies_or_nothing_can_be_read(lab_run):
+    """No serving (no Gateway, no policies), or a cluster given by its kubeconfig (the preview knows no network)."""
+    invocations: list = []
+    run_in_vpc([], {"serving.enabled": False})
+    run_stack({**ELSEWHERE, "serving.enabled": False}, invocations=invocations)
+    assert "gcp:compute/getSubnetworks:getSubnetworks" not in {i.token for i in invocations}
+    assert "gcp:compute/getSubnetworks:getSubnetworks" not in {i.token for i in lab_run.invocations}

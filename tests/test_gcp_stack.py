@@ -795,7 +795,8 @@ def test_on_a_cluster_made_elsewhere_the_stack_enables_only_what_its_own_calls_n
     assert lookup.waited_for == ["cloudresourcemanager"]
     values = as_pulumi_values(with_overrides(stack_values("dev"), existing))
     runs = render.empty_project_runs("dev", values, [])  # a project with a cluster: GKE's APIs on, no others
-    assert [i.answer for i in runs["up"].invocations] == ["answered", "answered"]
+    # getProject, getCluster and getSubnetworks (the VPC's proxy-only range: Compute Engine's, on with GKE's)
+    assert [i.answer for i in runs["up"].invocations] == ["answered"] * 3
 
 
 def test_on_a_cluster_made_elsewhere_a_token_in_secret_manager_enables_its_api_and_the_project_lookup():

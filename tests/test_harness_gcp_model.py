@@ -21,6 +21,7 @@ from harness.gcp_model import (
     GET_RESERVATION,
     GET_RESERVATION_BLOCK,
     GET_RESERVATION_SUB_BLOCK,
+    GET_SUBNETWORKS,
     SERVICE_USAGE,
     Block,
     Bucket,
@@ -30,6 +31,7 @@ from harness.gcp_model import (
     Reservation,
     ServiceDisabled,
     SubBlock,
+    Subnetwork,
     UnmodeledCall,
     api_of,
 )
@@ -307,6 +309,7 @@ def test_a_key_grant_goes_through_cloud_kms(tmp_path):
 
 # --- The reads of what the project holds: reservations and buckets -----------------------------------------
 
+PROXY = "REGIONAL_MANAGED_PROXY"
 HELD = Holdings(
     reservations=(
         Reservation(
@@ -319,6 +322,13 @@ HELD = Holdings(
         ),
     ),
     buckets=(Bucket("weights", "US-CENTRAL1"), Bucket("acl-bucket", "EU", uniform_access=False)),
+    subnetworks=(
+        Subnetwork("projects/p-123/global/networks/vpc", "us-central1", "nodes", "10.0.0.0/20"),
+        Subnetwork("projects/p-123/global/networks/vpc", "us-central1", "proxy", "10.1.0.0/23", PROXY, "ACTIVE"),
+        Subnetwork("projects/p-123/global/networks/vpc", "us-central1", "proxy-old", "10.2.0.0/26", PROXY, "BACKUP"),
+        Subnetwork("projects/p-123/global/networks/vpc", "us-east1", "proxy", "10.3.0.0/26", PROXY, "ACTIVE"),
+        Subnetwork("projects/host/global/networks/shared", "us-central1", "proxy", "10.4.0.0/26", PROXY, "ACTIVE"),
+    ),
 )
 SCOPE = {"project": "p-123", "zone": "us-central1-ai1a"}
 
@@ -360,12 +370,32 @@ def assert_named_as_the_provider(answer: dict[str, Any], result_type: type, wher
             gcp.compute.GetReservationSubBlockResult,
         ),
         (GET_BUCKET, {"name": "weights"}, gcp.storage.GetBucketResult),
+        (GET_SUBNETWORKS, {"region": "us-central1"}, gcp.compute.GetSubnetworksResult),
     ],
 )
 def test_the_reads_are_answered_under_the_provider_s_field_names(token, args, result_type):
     """Every field the model answers is one pulumi-gcp 10.2.0's result type reads (a misspelt one would read as
     None in the program, not fail)."""
     assert_named_as_the_provider(HELD.answer(token, args, "p-123"), result_type, token)
+
+
+def test_a_subnetworks_listing_is_of_one_project_and_region_through_its_filter():
+    """subnetworks.list of a project and region keeps what every parenthesized comparison of its filter holds for;
+    a filter of a form the model does not evaluate fails loudly instead of answering as if it did."""
+
+    def listed(filter_text: str, project: str = "p-123") -> list[str]:
+        args = {"project": project, "region": "us-central1", "filter": filter_text}
+        return [s["name"] for s in HELD.answer(GET_SUBNETWORKS, args, "p-123")["subnetworks"]]
+
+    assert listed("") == ["nodes", "proxy", "proxy-old"]
+    assert listed(f'(purpose = "{PROXY}") (role = "ACTIVE")') == ["proxy"]
+    assert listed(f"(purpose = {PROXY}) (role != ACTIVE)") == ["proxy-old"]
+    assert listed(f'(purpose = "{PROXY}") (role = "ACTIVE")', project="host") == ["proxy"]
+    (subnet,) = HELD.answer(GET_SUBNETWORKS, {"project": "host", "region": "us-central1"}, "p-123")["subnetworks"]
+    assert subnet["network"] == "https://www.googleapis.com/compute/v1/projects/host/global/networks/shared"
+    assert subnet["networkName"] == "shared" and subnet["ipCidrRange"] == "10.4.0.0/26"
+    with pytest.raises(UnmodeledCall):
+        listed("purpose eq REGIONAL.*")
 
 
 READS = """

@@ -9,6 +9,7 @@ Cloud NAT, cluster or TPU pools; what it declares in the cluster is the same as 
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ import pulumi_gcp as gcp
 from components.config_base import ConfigError, Problem
 from components.gcp.cluster import Cluster, build_kubeconfig, kubernetes_provider
 from components.gcp.config import ExistingClusterConfig
+from components.gcp.review import say_review
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,8 @@ class ExistingClusterArgs:
     # The TCP ports the control plane calls on the pods of the releases the stack installs there (their webhooks and
     # aggregated APIs), sorted, each once; empty: it installs none
     control_plane_ports: tuple[int, ...] = ()
+    # The range the serving NetworkPolicies admit the Gateway's proxies from (network.proxyOnlyCidr); empty: no serving
+    proxy_only_cidr: str = ""
 
 
 class ExistingCluster(pulumi.ComponentResource):
@@ -56,6 +60,21 @@ class ExistingCluster(pulumi.ComponentResource):
             self.get_credentials_command = dns_endpoint.apply(
                 lambda dns: f"{command} --project {args.project}" + (" --dns-endpoint" if dns else "")
             )
+            if args.proxy_only_cidr:
+                # The active proxy-only subnets of the cluster's region, in its VPC's project (a Shared VPC's host
+                # project): proxy_only_problems. The data source returns neither purpose nor role, so the filter of
+                # subnetworks.list selects them, in its AIP-160 form of parenthesized comparisons, all of which hold
+                # (the list's filter parameter, Compute Engine v1 REST reference; hashicorp/terraform-provider-google
+                # 0a504cd google/services/compute/data_source_google_compute_subnetworks.go passes it on as it is).
+                listed = gcp.compute.get_subnetworks_output(
+                    project=found.network.apply(lambda network: _project_of(network, args.project)),
+                    region=_region_of(location),
+                    filter='(purpose = "REGIONAL_MANAGED_PROXY") (role = "ACTIVE")',
+                    opts=pulumi.InvokeOutputOptions(parent=self),
+                )
+                pulumi.Output.all(found.network, listed.subnetworks).apply(
+                    lambda parts: say_review([], [], proxy_only_problems(args, *parts))
+                )
         self.cluster_identifier = args.existing.identifier(args.project, args.name)
         self.provider = kubernetes_provider(
             self.kubeconfig, self.cluster_identifier, pulumi.ResourceOptions(parent=self)
@@ -158,6 +177,30 @@ def control_plane_access_warning(args: ExistingClusterArgs, found: gcp.container
         f"--project {project} --network {network} --direction INGRESS --action ALLOW --rules {rules} "
         f"--source-ranges {sources} (docs/network.md, Network isolation)"
     )
+
+
+def proxy_only_problems(args: ExistingClusterArgs, network: str, active: list[Any]) -> list[Problem]:
+    """What is wrong with network.proxyOnlyCidr, given the cluster's ``network`` (getCluster's) and the ``active``
+    proxy-only subnets of its project and region (getSubnetworks' items, of any VPC there). The serving
+    NetworkPolicies admit the Gateway's proxies from that range alone: both GatewayClasses the stack takes are
+    regional Envoy-based load balancers, whose proxies connect from the one ACTIVE subnet of purpose
+    REGIONAL_MANAGED_PROXY of their VPC and region, and cannot run without one
+    (cloud.google.com/load-balancing/docs/proxy-only-subnets; a BACKUP one is "ready to be promoted to ACTIVE or is
+    currently draining", Compute Engine v1 Subnetwork.Role)."""
+    project, name, region = _project_of(network, args.project), _last(network), _region_of(args.existing.location)
+    ranges = [_field(subnet, "ip_cidr_range") for subnet in active if _field(subnet, "network_name") == name]
+    if not ranges:
+        what = f"network {name} of cluster {args.name} has no active proxy-only subnet in {region}"
+        fix = (
+            f"create one: gcloud compute networks subnets create {name}-proxy-only --purpose REGIONAL_MANAGED_PROXY "
+            f"--role ACTIVE --region {region} --network {name} --range {args.proxy_only_cidr} --project {project}"
+        )
+        return [Problem("network.proxyOnlyCidr", f"{what}: the serving Gateway never gets an address", fix)]
+    if ipaddress.ip_network(ranges[0]) == ipaddress.ip_network(args.proxy_only_cidr):
+        return []
+    what = f"{args.proxy_only_cidr} is not the range of the active proxy-only subnet of network {name} in {region}"
+    drops = "the serving NetworkPolicies would drop every connection of the Gateway's proxies"
+    return [Problem("network.proxyOnlyCidr", f"{what}, {ranges[0]}: {drops}", f"set it to {ranges[0]}")]
 
 
 def _project_of(path: str, default: str) -> str:
