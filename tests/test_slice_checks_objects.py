@@ -57,19 +57,21 @@ check_devices = _load_script_module()
 
 
 class FakeJax:
-    """The three jax calls the script makes, with canned counts and a record of initialize()."""
+    """The jax calls the script makes, with canned devices (``slice_devices``: the devices of each slice JAX sees, one
+    slice by default, each device with its slice's index) and a record of initialize()."""
 
-    def __init__(self, global_devices: int, local_devices: int):
+    def __init__(self, slice_devices: int | list[int], local_devices: int):
         self.initialize_calls = 0
-        self._global = global_devices
+        counts = [slice_devices] if isinstance(slice_devices, int) else slice_devices
+        self._devices = [types.SimpleNamespace(slice_index=i) for i, count in enumerate(counts) for _ in range(count)]
         self._local = local_devices
         self.distributed = types.SimpleNamespace(initialize=self._initialize)
 
     def _initialize(self) -> None:
         self.initialize_calls += 1
 
-    def device_count(self) -> int:
-        return self._global
+    def devices(self) -> list[Any]:
+        return self._devices
 
     def local_device_count(self) -> int:
         return self._local
@@ -84,7 +86,7 @@ class FakeSleep:
 
 
 def _env(**overrides: str) -> dict[str, str]:
-    env = {"EXPECTED_GLOBAL_DEVICES": "16", "EXPECTED_LOCAL_DEVICES": "8", "HOSTNAME": "pod-0"}
+    env = {"EXPECTED_SLICE_DEVICES": "16", "EXPECTED_LOCAL_DEVICES": "8", "HOSTNAME": "pod-0"}
     env.update(overrides)
     return {k: v for k, v in env.items() if v is not None}
 
@@ -96,10 +98,13 @@ def _report(stdout: str) -> dict[str, Any]:
 @pytest.mark.parametrize(
     "counts, ok, message",
     [
-        ((16, 8, 16, 8), True, "16 global and 8 local devices as expected"),
-        ((8, 8, 16, 8), False, "global device count 8, expected 16"),
-        ((16, 4, 16, 8), False, "local device count 4, expected 8"),
-        ((1, 1, 256, 8), False, "global device count 1, expected 256; local device count 1, expected 8"),
+        (({0: 16}, 8, 16, 8), True, "1 slice(s) of 16 devices and 8 local devices as expected"),
+        (({0: 8}, 8, 16, 8), False, "slice 0 device count 8, expected 16"),
+        (({0: 16}, 4, 16, 8), False, "local device count 4, expected 8"),
+        (({0: 1}, 1, 256, 8), False, "slice 0 device count 1, expected 256; local device count 1, expected 8"),
+        # the slices of one JobSet as one multislice cluster (GKE's MEGASCALE_* variables): each slice counted
+        ((dict.fromkeys(range(6), 16), 8, 16, 8), True, "6 slice(s) of 16 devices and 8 local devices as expected"),
+        (({0: 16, 1: 8, 2: 16}, 8, 16, 8), False, "slice 1 device count 8, expected 16"),
     ],
 )
 def test_evaluate(counts, ok, message):
@@ -114,17 +119,26 @@ def test_pass_prints_one_json_line_and_exits_at_once(capsys):
     assert _report(out) == {
         "check": "tpu-slice-devices",
         "ok": True,
-        "message": "16 global and 8 local devices as expected",
+        "message": "1 slice(s) of 16 devices and 8 local devices as expected",
         "pod": "pod-0",
         "num_processes": 1,
-        "global_devices": 16,
-        "expected_global_devices": 16,
+        "slice_devices": {"0": 16},
+        "expected_slice_devices": 16,
         "local_devices": 8,
         "expected_local_devices": 8,
         "hold_seconds": 0,
     }
     assert sleep.calls == []
     assert jax.initialize_calls == 0
+
+
+def test_the_slices_of_one_jobset_pass_as_one_multislice_cluster(capsys):
+    """GKE gives the pods of a JobSet of several TPU Jobs the multislice variables, and JAX then sees every Job's
+    devices (the sub-slicing check's six 2x2x2 slices: 96): each slice holds its 16."""
+    jax = FakeJax([16] * 6, 8)
+    assert check_devices.main(jax, _env(NUM_PROCESSES="2"), FakeSleep()) == 0
+    assert _report(capsys.readouterr().out)["slice_devices"] == {str(i): 16 for i in range(6)}
+    assert check_devices.main(FakeJax([16] * 5 + [8], 8), _env(NUM_PROCESSES="2"), FakeSleep()) == 1
 
 
 def test_pass_holds_the_slice_with_the_injected_sleep(capsys):
@@ -136,10 +150,10 @@ def test_pass_holds_the_slice_with_the_injected_sleep(capsys):
     assert "holding the slice for 900 s" in out
 
 
-@pytest.mark.parametrize("global_devices, local_devices", [(8, 8), (16, 4), (0, 0)])
-def test_mismatch_exits_1_without_holding(capsys, global_devices, local_devices):
+@pytest.mark.parametrize("slice_devices, local_devices", [(8, 8), (16, 4), (0, 0), (0, 8), ([16, 15], 8)])
+def test_mismatch_exits_1_without_holding(capsys, slice_devices, local_devices):
     sleep = FakeSleep()
-    status = check_devices.main(FakeJax(global_devices, local_devices), _env(HOLD_SECONDS="900"), sleep)
+    status = check_devices.main(FakeJax(slice_devices, local_devices), _env(HOLD_SECONDS="900"), sleep)
     assert status == 1
     assert sleep.calls == []
     captured = capsys.readouterr()
@@ -150,7 +164,7 @@ def test_mismatch_exits_1_without_holding(capsys, global_devices, local_devices)
 
 def test_mismatch_message_names_the_counts(capsys):
     check_devices.main(FakeJax(8, 8), _env(), FakeSleep())
-    assert "global device count 8, expected 16" in capsys.readouterr().err
+    assert "slice 0 device count 8, expected 16" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("num_processes, calls", [(None, 0), ("1", 0), ("2", 1), ("32", 1)])
@@ -163,9 +177,9 @@ def test_distributed_initialize_only_when_multi_process(capsys, num_processes, c
 @pytest.mark.parametrize(
     "overrides, fragment",
     [
-        ({"EXPECTED_GLOBAL_DEVICES": None}, "EXPECTED_GLOBAL_DEVICES is not set"),
+        ({"EXPECTED_SLICE_DEVICES": None}, "EXPECTED_SLICE_DEVICES is not set"),
         ({"EXPECTED_LOCAL_DEVICES": ""}, "EXPECTED_LOCAL_DEVICES is not set"),
-        ({"EXPECTED_GLOBAL_DEVICES": "sixteen"}, "EXPECTED_GLOBAL_DEVICES='sixteen' is not an integer"),
+        ({"EXPECTED_SLICE_DEVICES": "sixteen"}, "EXPECTED_SLICE_DEVICES='sixteen' is not an integer"),
         ({"EXPECTED_LOCAL_DEVICES": "0"}, "EXPECTED_LOCAL_DEVICES=0 is below 1"),
         ({"HOLD_SECONDS": "-1"}, "HOLD_SECONDS=-1 is below 0"),
         ({"HOLD_SECONDS": "1.5"}, "HOLD_SECONDS='1.5' is not an integer"),
@@ -186,15 +200,15 @@ def test_script_imports_without_jax(monkeypatch):
     assert callable(module.main)
 
 
-@pytest.mark.parametrize("global_devices, status", [(16, 0), (8, 1)])
-def test_script_runs_as_main_with_a_stub_jax_package(tmp_path, global_devices, status):
+@pytest.mark.parametrize("slice_devices, status", [(16, 0), (8, 1)])
+def test_script_runs_as_main_with_a_stub_jax_package(tmp_path, slice_devices, status):
     stub = tmp_path / "jax"
     stub.mkdir()
     (stub / "__init__.py").write_text(
         textwrap.dedent(
             f"""
             from . import distributed
-            def device_count(): return {global_devices}
+            def devices(): return [object()] * {slice_devices}
             def local_device_count(): return 8
             """
         )
@@ -203,7 +217,7 @@ def test_script_runs_as_main_with_a_stub_jax_package(tmp_path, global_devices, s
     env = {
         "PATH": os.environ.get("PATH", ""),
         "PYTHONPATH": str(tmp_path),
-        "EXPECTED_GLOBAL_DEVICES": "16",
+        "EXPECTED_SLICE_DEVICES": "16",
         "EXPECTED_LOCAL_DEVICES": "8",
         "NUM_PROCESSES": "2",
         "HOLD_SECONDS": "0",
@@ -212,7 +226,7 @@ def test_script_runs_as_main_with_a_stub_jax_package(tmp_path, global_devices, s
     assert result.returncode == status, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "initialized"
-    assert json.loads(lines[1])["global_devices"] == global_devices
+    assert json.loads(lines[1])["slice_devices"] == {"0": slice_devices}
 
 
 # --- The overlays --------------------------------------------------------------------------
@@ -235,7 +249,7 @@ def _expected(check: str, queues: QueuesConfig = QUEUES) -> dict[str, Any]:
         "replicas": block.slices,
         "hosts": shape.chips // MACHINE.chips_per_host,
         "shape": block.shape,
-        "global_devices": shape.chips * MACHINE.tensorcores_per_chip,
+        "slice_devices": shape.chips * MACHINE.tensorcores_per_chip,
         "local_devices": MACHINE.chips_per_host * MACHINE.tensorcores_per_chip,
         "hold": block.hold_seconds,
     }
@@ -293,7 +307,7 @@ def test_overlay_sets_what_varies_and_keeps_the_reference_shape(check):
     chips = {TPU_RESOURCE: str(MACHINE.chips_per_host)}  # every chip of its host, asked for and limited alike
     assert container["resources"] == {"requests": chips, "limits": chips}
     assert _env_of(container) == {
-        "EXPECTED_GLOBAL_DEVICES": str(want["global_devices"]),
+        "EXPECTED_SLICE_DEVICES": str(want["slice_devices"]),
         "EXPECTED_LOCAL_DEVICES": str(want["local_devices"]),
         "NUM_PROCESSES": str(want["hosts"]),
         "HOLD_SECONDS": str(hold),
@@ -377,7 +391,7 @@ def test_bases_agree_with_their_own_derivation(check):
 
 
 @pytest.mark.parametrize(
-    "check, shape, hosts, global_devices",
+    "check, shape, hosts, slice_devices",
     [
         (SUBSLICING, "2x2x1", 1, 8),
         (SUBSLICING, "2x2x4", 4, 32),
@@ -387,14 +401,14 @@ def test_bases_agree_with_their_own_derivation(check):
         (SUPERSLICING, "4x8x8", 64, 512),
     ],
 )
-def test_shape_drives_parallelism_and_device_counts(check, shape, hosts, global_devices):
+def test_shape_drives_parallelism_and_device_counts(check, shape, hosts, slice_devices):
     slices = 3
     replicated_job, job_spec, pod_template, _, container = _parts(_overlaid(check, shape=shape, slices=slices))
     assert replicated_job["replicas"] == slices
     assert job_spec["parallelism"] == job_spec["completions"] == hosts
     assert pod_template["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION] == shape
     env = _env_of(container)
-    assert env["EXPECTED_GLOBAL_DEVICES"] == str(global_devices)
+    assert env["EXPECTED_SLICE_DEVICES"] == str(slice_devices)
     assert env["EXPECTED_LOCAL_DEVICES"] == str(_expected(check)["local_devices"])  # one host's, whatever the slice
     assert env["NUM_PROCESSES"] == str(hosts)
 

@@ -3,7 +3,7 @@
 Runs in every pod of a slice-check JobSet (mounted from the ConfigMap ``slice-check-script`` at
 ``/checks``). Environment:
 
-  EXPECTED_GLOBAL_DEVICES  required  JAX devices of the whole slice (chips x 2 on TPU7x)
+  EXPECTED_SLICE_DEVICES   required  JAX devices of one slice (chips x 2 on TPU7x)
   EXPECTED_LOCAL_DEVICES   required  JAX devices of this host (8 on tpu7x-standard-4t)
   HOLD_SECONDS             optional  seconds to keep the slice after a pass (default 0: exit at once)
   NUM_PROCESSES            optional  pods (hosts) in the slice, i.e. the Job's parallelism (default 1)
@@ -12,7 +12,14 @@ Multi-process: Kubernetes does not tell a pod how many pods its Job has (an Inde
 JOB_COMPLETION_INDEX), so the manifest sets NUM_PROCESSES to the Job's parallelism. When it is
 above 1 the script calls ``jax.distributed.initialize()`` without arguments: JAX then finds the
 coordinator, process id and process count itself from TPU_WORKER_HOSTNAMES / TPU_WORKER_ID, which
-GKE sets in multi-host TPU pods. Each Job (one slice) forms its own JAX cluster.
+GKE sets in multi-host TPU pods.
+
+Several slices: GKE also gives the pods of a JobSet of several TPU Jobs the multislice variables
+(MEGASCALE_*), and JAX then runs every Job as one multislice cluster (jax/_src/clusters/
+cloud_tpu_cluster.py multiplies the processes by MEGASCALE_NUM_SLICES; kubernetes-sigs/jobset's
+tpu-multislice example sets no variable and sees both slices' devices). So the script counts the
+devices of each slice (a TPU device's ``slice_index``; 0 on a device without one), whether the slices
+ran as one cluster or each alone.
 
 Output: one JSON line on stdout. Exit status: 0 pass, 1 device-count mismatch, 2 bad environment.
 
@@ -26,6 +33,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -36,7 +44,7 @@ EXIT_BAD_CONFIG = 2
 
 @dataclass(frozen=True)
 class Config:
-    expected_global_devices: int
+    expected_slice_devices: int
     expected_local_devices: int
     hold_seconds: int
     num_processes: int
@@ -60,7 +68,7 @@ def _int_from_env(env: Mapping[str, str], name: str, default: int | None, minimu
 def read_config(env: Mapping[str, str]) -> Config:
     """The check's settings from the environment; ValueError names the first bad variable."""
     return Config(
-        expected_global_devices=_int_from_env(env, "EXPECTED_GLOBAL_DEVICES", None, 1),
+        expected_slice_devices=_int_from_env(env, "EXPECTED_SLICE_DEVICES", None, 1),
         expected_local_devices=_int_from_env(env, "EXPECTED_LOCAL_DEVICES", None, 1),
         hold_seconds=_int_from_env(env, "HOLD_SECONDS", 0, 0),
         num_processes=_int_from_env(env, "NUM_PROCESSES", 1, 1),
@@ -68,17 +76,21 @@ def read_config(env: Mapping[str, str]) -> Config:
 
 
 def evaluate(
-    global_devices: int, local_devices: int, expected_global: int, expected_local: int
+    slice_devices: Mapping[int, int], local_devices: int, expected_slice: int, expected_local: int
 ) -> tuple[bool, str]:
-    """Compare the counts JAX reports with the expected ones: (ok, one-line message)."""
-    problems = []
-    if global_devices != expected_global:
-        problems.append(f"global device count {global_devices}, expected {expected_global}")
+    """Compare the counts JAX reports (the devices of each slice it sees, by slice index) with the expected ones:
+    (ok, one-line message)."""
+    problems = [
+        f"slice {index} device count {count}, expected {expected_slice}"
+        for index, count in sorted(slice_devices.items())
+        if count != expected_slice
+    ] or ([] if slice_devices else [f"no device, expected {expected_slice} in each slice"])
     if local_devices != expected_local:
         problems.append(f"local device count {local_devices}, expected {expected_local}")
     if problems:
         return False, "; ".join(problems)
-    return True, f"{global_devices} global and {local_devices} local devices as expected"
+    slices = len(slice_devices)
+    return True, f"{slices} slice(s) of {expected_slice} devices and {local_devices} local devices as expected"
 
 
 def main(jax_module: Any, env: Mapping[str, str], sleep: Callable[[float], Any] = time.sleep) -> int:
@@ -92,19 +104,17 @@ def main(jax_module: Any, env: Mapping[str, str], sleep: Callable[[float], Any] 
     if config.num_processes > 1:
         jax_module.distributed.initialize()
 
-    global_devices = jax_module.device_count()
+    slice_devices = Counter(getattr(device, "slice_index", 0) for device in jax_module.devices())
     local_devices = jax_module.local_device_count()
-    ok, message = evaluate(
-        global_devices, local_devices, config.expected_global_devices, config.expected_local_devices
-    )
+    ok, message = evaluate(slice_devices, local_devices, config.expected_slice_devices, config.expected_local_devices)
     report = {
         "check": "tpu-slice-devices",
         "ok": ok,
         "message": message,
         "pod": env.get("HOSTNAME", ""),
         "num_processes": config.num_processes,
-        "global_devices": global_devices,
-        "expected_global_devices": config.expected_global_devices,
+        "slice_devices": {str(index): count for index, count in sorted(slice_devices.items())},
+        "expected_slice_devices": config.expected_slice_devices,
         "local_devices": local_devices,
         "expected_local_devices": config.expected_local_devices,
         "hold_seconds": config.hold_seconds,

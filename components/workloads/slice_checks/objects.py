@@ -97,7 +97,7 @@ def slice_check_jobset(
     container = manifests.container(pod_spec, CONTAINER_NAME)
     take_tpu_host(pod_spec, container, machine)
     container["image"] = image
-    manifests.set_env(container, "EXPECTED_GLOBAL_DEVICES", shape.chips * devices_per_chip)
+    manifests.set_env(container, "EXPECTED_SLICE_DEVICES", shape.chips * devices_per_chip)
     manifests.set_env(container, "EXPECTED_LOCAL_DEVICES", machine.chips_per_host * devices_per_chip)
     manifests.set_env(container, "NUM_PROCESSES", hosts)
     manifests.set_env(container, "HOLD_SECONDS", check.hold_seconds)
