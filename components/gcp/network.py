@@ -56,7 +56,8 @@ class Network(pulumi.ComponentResource):
             ],
             opts=child,
         )
-        # The regional internal Application Load Balancer behind gke-l7-rilb runs its Envoys here.
+        # The regional Application Load Balancers of both Gateway classes the stack takes (gke-l7-rilb and
+        # gke-l7-regional-external-managed) run their Envoys here.
         # GKE deletes a load balancer's endpoint groups after its Gateway or Service, and the
         # provider does not retry a subnet or VPC delete they still hold: the load-balancer drain
         # gate (components/platform/gates.py) waits for them, between these and their users.

@@ -10,6 +10,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
+from components import naming
 from components.config_base import Block, Problems, form
 from components.gcp.config import ClusterConfig
 
@@ -27,7 +28,7 @@ Email = Annotated[
 # google/monitoring/v3/alert.proto).
 NotificationChannel = Annotated[
     str,
-    StringConstraints(pattern=r"^projects/([a-z][-a-z0-9]{4,28}[a-z0-9]|[1-9][0-9]*)/notificationChannels/[0-9]+$"),
+    StringConstraints(pattern=rf"^projects/({naming.PROJECT_ID}|[1-9][0-9]*)/notificationChannels/[0-9]+$"),
     Field(
         json_schema_extra=form(
             "notification channel name",
