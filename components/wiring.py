@@ -163,6 +163,9 @@ def existing_cluster_args(stack: Stack) -> ExistingClusterArgs:
         existing=config.cluster.existing,
         control_plane_ports=control_plane_ports(config.platform, config.tpu.dynamic_slicing),
         proxy_only_cidr=config.network.proxy_only_cidr if stack.serving else "",
+        client_cidrs=(config.network.node_cidr, config.network.pod_cidr)
+        if stack.saxml and config.saxml.http.cluster_clients
+        else (),
     )
 
 

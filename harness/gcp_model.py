@@ -706,7 +706,9 @@ GET_RESERVATION_SUB_BLOCK = "gcp:compute/getReservationSubBlock:getReservationSu
 GET_BUCKET = "gcp:storage/getBucket:getBucket"
 GET_SECRET_VERSION = "gcp:secretmanager/getSecretVersion:getSecretVersion"
 GET_SUBNETWORKS = "gcp:compute/getSubnetworks:getSubnetworks"
+GET_SUBNETWORK = "gcp:compute/getSubnetwork:getSubnetwork"
 HOLDINGS_READS = (
+    GET_SUBNETWORK,
     GET_RESERVATION,
     GET_RESERVATION_BLOCK,
     GET_RESERVATION_SUB_BLOCK,
@@ -798,6 +800,21 @@ class Holdings:
             named = args["secret"]
             secret = next((s for s in self.secrets if s.name == named), Secret(named, states=()))
             return secret.answer(token, args.get("version") or "latest", "PROJECT_NUMBER")  # as getProject answers
+        if token == GET_SUBNETWORK:
+            # subnetworks.get of the project, region and name; the data source fails the read on its 404
+            # (hashicorp/terraform-provider-google data_source_google_compute_subnetwork.go: the Get's error through
+            # HandleDataSourceNotFoundError)
+            path = f"projects/{project}/regions/{args['region']}/subnetworks/{args['name']}"
+            held = [
+                s
+                for s in self.subnetworks
+                if (s.network.split("/")[1], s.region, s.name) == (project, args["region"], args["name"])
+            ]
+            if not held:
+                raise ProviderError(token, compute_not_found(path))
+            network, cidr = COMPUTE_URL + held[0].network, held[0].ip_cidr_range
+            fields = {"name": args["name"], "project": project, "region": args["region"], "network": network}
+            return fields | {"id": path, "ipCidrRange": cidr, "selfLink": COMPUTE_URL + path}
         if token == GET_SUBNETWORKS:
             # subnetworks.list of the project and region, through the filter (an empty list where none is kept); the
             # data source's id names the listing (the same data source)

@@ -17,8 +17,15 @@ from pulumi_gcp.container.outputs import (
 from components.gcp.config import ExistingClusterConfig
 from components.gcp.existing_cluster import ExistingClusterArgs, outside_dns_endpoint, reach
 from harness.gcp_model import CloudProject, Holdings, Subnetwork
-from harness.gke_network import EXISTING_CLUSTER_POD_RANGE
+from harness.gke_network import (
+    EXISTING_CLUSTER_POD_RANGE,
+    EXISTING_CLUSTER_SUBNET_RANGE,
+    Sender,
+    admits,
+)
+from policy.network import Pod
 from tests.conftest import assert_bad_input, run_stack, stack_values
+from tools.render import kubernetes_objects
 
 DEV = stack_values("dev")  # the tests' dev stack
 KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\ncurrent-context: lab\n"
@@ -279,3 +286,31 @@ def test_no_proxy_only_range_is_read_where_nothing_admits_the_gateway_s_proxies_
     run_stack({**ELSEWHERE, "serving.enabled": False}, invocations=invocations)
     assert "gcp:compute/getSubnetworks:getSubnetworks" not in {i.token for i in invocations}
     assert "gcp:compute/getSubnetworks:getSubnetworks" not in {i.token for i in lab_run.invocations}
+
+
+# --- The node and Pod ranges of a cluster made elsewhere, which Saxml's HTTP server admits --------------------------
+
+SAX_ELSEWHERE = {"cluster.existing": {"name": "team-cluster", "location": "us-west4"}}
+CLUSTER_RANGES = {"network.nodeCidr": EXISTING_CLUSTER_SUBNET_RANGE, "network.podCidr": EXISTING_CLUSTER_POD_RANGE}
+
+
+@pytest.mark.parametrize("key", CLUSTER_RANGES)
+def test_saxml_cluster_clients_on_a_cluster_made_elsewhere_take_its_node_and_pod_ranges(key):
+    """The saxml stack's network block (10.10.0.0/18, 10.12.0.0/14) is the VPC it would make: the model's cluster's
+    subnetwork and Pod range are others, read at preview and named as the fix."""
+    other = {k: v for k, v in CLUSTER_RANGES.items() if k != key}
+    with pytest.raises(pulumi.RunError) as raised:
+        run_stack({**SAX_ELSEWHERE, **other}, stack="saxml")
+    message = str(raised.value)
+    assert f"  - {key}: " in message and f"set it to {CLUSTER_RANGES[key]}" in message, message
+    assert next(iter(other)) not in message
+
+
+def test_saxml_on_a_cluster_made_elsewhere_admits_that_cluster_s_pods_and_ranges():
+    run = run_stack({**SAX_ELSEWHERE, **CLUSTER_RANGES}, stack="saxml")
+    objects = kubernetes_objects(run.registrations)
+    (service,) = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == "sax-http-lb"]
+    assert service["spec"]["loadBalancerSourceRanges"] == list(CLUSTER_RANGES.values())
+    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    client = Sender(pod=Pod("apps", {"app": "sax-client"}))  # a pod of any namespace of that cluster
+    assert admits(policies, Pod("sax", {"app": "sax-http"}), client, 8888)

@@ -21,6 +21,7 @@ from harness.gcp_model import (
     GET_RESERVATION,
     GET_RESERVATION_BLOCK,
     GET_RESERVATION_SUB_BLOCK,
+    GET_SUBNETWORK,
     GET_SUBNETWORKS,
     SERVICE_USAGE,
     Block,
@@ -28,6 +29,7 @@ from harness.gcp_model import (
     CloudProject,
     Holdings,
     MaintenanceWindow,
+    ProviderError,
     Reservation,
     ServiceDisabled,
     SubBlock,
@@ -371,12 +373,31 @@ def assert_named_as_the_provider(answer: dict[str, Any], result_type: type, wher
         ),
         (GET_BUCKET, {"name": "weights"}, gcp.storage.GetBucketResult),
         (GET_SUBNETWORKS, {"region": "us-central1"}, gcp.compute.GetSubnetworksResult),
+        (GET_SUBNETWORK, {"name": "nodes", "region": "us-central1"}, gcp.compute.GetSubnetworkResult),
     ],
 )
 def test_the_reads_are_answered_under_the_provider_s_field_names(token, args, result_type):
     """Every field the model answers is one pulumi-gcp 10.2.0's result type reads (a misspelt one would read as
     None in the program, not fail)."""
     assert_named_as_the_provider(HELD.answer(token, args, "p-123"), result_type, token)
+
+
+def test_a_subnetwork_is_read_by_its_project_region_and_name():
+    """subnetworks.get answers the one subnetwork of that path, and fails the read on its 404 (another region's)."""
+    nodes = HELD.answer(GET_SUBNETWORK, {"name": "nodes", "region": "us-central1"}, "p-123")
+    assert (
+        nodes["ipCidrRange"] == "10.0.0.0/20" and nodes["id"] == "projects/p-123/regions/us-central1/subnetworks/nodes"
+    )
+    assert (
+        HELD.answer(GET_SUBNETWORK, {"project": "host", "name": "proxy", "region": "us-central1"}, "p-123")[
+            "ipCidrRange"
+        ]
+        == "10.4.0.0/26"
+    )
+    with pytest.raises(
+        ProviderError, match="Error 404: The resource 'projects/p-123/regions/us-east1/subnetworks/nodes"
+    ):
+        HELD.answer(GET_SUBNETWORK, {"name": "nodes", "region": "us-east1"}, "p-123")
 
 
 def test_a_subnetworks_listing_is_of_one_project_and_region_through_its_filter():

@@ -58,11 +58,12 @@ SAXML_BAD_INPUTS = [
         "could publish models",
         id="no-source-ranges",
     ),
+    # A GKE cluster named by cluster.existing.name has its ranges read instead (tests/test_gcp_existing_cluster.py)
     pytest.param(
-        {"cluster.existing": {"name": "elsewhere", "location": "us-west4"}},
+        {"cluster.existing": {"kubeconfig": "apiVersion: v1\nkind: Config\n"}},
         "saxml.http.clusterClients",
-        "not the cluster made elsewhere",
-        id="cluster-ranges-of-a-cluster-made-elsewhere",
+        "cannot check against a cluster given by its kubeconfig",
+        id="cluster-ranges-of-a-kubeconfig-s-cluster",
     ),
     pytest.param(
         {"saxml.noncurrentVersions": {"days": 0}},

@@ -32,6 +32,9 @@ class ExistingClusterArgs:
     control_plane_ports: tuple[int, ...] = ()
     # The range the serving NetworkPolicies admit the Gateway's proxies from (network.proxyOnlyCidr); empty: no serving
     proxy_only_cidr: str = ""
+    # The node and Pod ranges the Saxml HTTP server admits the cluster's own clients from (network.nodeCidr and
+    # network.podCidr, with saxml.http.clusterClients); empty: none
+    client_cidrs: tuple[str, ...] = ()
 
 
 class ExistingCluster(pulumi.ComponentResource):
@@ -74,6 +77,19 @@ class ExistingCluster(pulumi.ComponentResource):
                 )
                 pulumi.Output.all(found.network, listed.subnetworks).apply(
                     lambda parts: say_review([], [], proxy_only_problems(args, *parts))
+                )
+            if args.client_cidrs:
+                # The primary range of the cluster's subnetwork, its nodes' (subnetworks.get: the
+                # google_compute_subnetwork data source reads it by name, region and project, a Shared VPC's host
+                # project), and its Pod range (getCluster's clusterIpv4Cidr): client_range_problems.
+                node_subnet = gcp.compute.get_subnetwork_output(
+                    name=found.subnetwork.apply(_last),
+                    region=_region_of(location),
+                    project=found.subnetwork.apply(lambda path: _project_of(path, args.project)),
+                    opts=pulumi.InvokeOutputOptions(parent=self),
+                )
+                pulumi.Output.all(node_subnet.ip_cidr_range, found.cluster_ipv4_cidr).apply(
+                    lambda ranges: say_review([], [], client_range_problems(args, ranges))
                 )
         self.cluster_identifier = args.existing.identifier(args.project, args.name)
         self.provider = kubernetes_provider(
@@ -201,6 +217,27 @@ def proxy_only_problems(args: ExistingClusterArgs, network: str, active: list[An
     what = f"{args.proxy_only_cidr} is not the range of the active proxy-only subnet of network {name} in {region}"
     drops = "the serving NetworkPolicies would drop every connection of the Gateway's proxies"
     return [Problem("network.proxyOnlyCidr", f"{what}, {ranges[0]}: {drops}", f"set it to {ranges[0]}")]
+
+
+def client_range_problems(args: ExistingClusterArgs, ranges: list[str]) -> list[Problem]:
+    """What is wrong with network.nodeCidr and network.podCidr (``args.client_cidrs``), given the cluster's node and
+    Pod ranges (``ranges``: its subnetwork's primary range, getCluster's clusterIpv4Cidr, "the IP address range of the
+    container pods in this cluster", GKE API Cluster). saxml.http.clusterClients admits them to the Saxml HTTP load
+    balancer, which sees a pod with its own address (docs/saxml.md): another range drops the cluster's own clients
+    there and admits addresses that are not the cluster's. Pods of a node pool's or a cluster's additional Pod ranges
+    are not read."""
+    return [
+        Problem(
+            key,
+            f"{given} is not cluster {args.name}'s {what} range, {real}: the Saxml HTTP load balancer "
+            "(saxml.http.clusterClients) would drop that cluster's own clients",
+            f"set it to {real}",
+        )
+        for (key, what), given, real in zip(
+            (("network.nodeCidr", "node"), ("network.podCidr", "Pod")), args.client_cidrs, ranges, strict=True
+        )
+        if ipaddress.ip_network(given) != ipaddress.ip_network(real)
+    ]
 
 
 def _project_of(path: str, default: str) -> str:

@@ -41,8 +41,8 @@ class SaxmlHttpConfig(Block):
     cluster_clients: bool = Field(
         True,
         description="Admit the cluster's own nodes and pods (network.nodeCidr and network.podCidr) to the HTTP load balancer: "
-        "a pod that calls its address is seen with the pod's own address. False on a cluster made elsewhere, "
-        "whose ranges go in sourceRanges.",
+        "a pod that calls its address is seen with the pod's own address. On a GKE cluster made elsewhere, "
+        "set those two to its ranges (the preview reads them); false on one given by its kubeconfig.",
     )
     source_ranges: list[str] = Field(
         [],
@@ -185,12 +185,16 @@ def _validate_images(saxml: SaxmlConfig, problems: Problems) -> None:
 
 
 def _validate_http(http: SaxmlHttpConfig, cluster: ClusterConfig, problems: Problems) -> None:
-    if http.cluster_clients and cluster.existing.enabled:
+    # On a GKE cluster named by cluster.existing.name the preview reads its node and Pod ranges and refuses other
+    # network.nodeCidr or podCidr (components/gcp/existing_cluster.py, client_range_problems); of a kubeconfig's it
+    # can read none.
+    if http.cluster_clients and cluster.existing.kubeconfig:
         problems.add(
             "saxml.http.clusterClients",
-            "admits the ranges of the network block, which describe the network this stack makes, not the cluster "
-            "made elsewhere (cluster.existing)",
-            "set it false and list that cluster's node and pod ranges in saxml.http.sourceRanges",
+            "admits the ranges of the network block (nodeCidr, podCidr), which the preview cannot check against a "
+            "cluster given by its kubeconfig (cluster.existing.kubeconfig)",
+            "name the GKE cluster by cluster.existing.name and location instead, or set it false and list the Sax "
+            "clients' ranges in saxml.http.sourceRanges (the cluster's own pods are then not admitted)",
         )
     if not http.source_ranges and not http.cluster_clients:
         problems.add(
