@@ -4,7 +4,6 @@ of a production stack, each refused under the key that fixes it before any resou
 import pytest
 
 from components.config_base import ConfigError
-from components.operations import config as operations_config
 from components.stack import load, parsed
 from tests.conftest import assert_bad_input, run_stack, stack_values, with_overrides
 from tests.test_gcp_existing_cluster import LAB
@@ -38,13 +37,6 @@ OPERATIONS_BAD_INPUTS = [
         "alerts.emails[0]",
         "is 612 characters; the limit is 254",
         id="email-over-254",
-    ),
-    pytest.param(
-        {"alerts.emails": ["tpu-oncall@example.com", "TPU.oncall@example.com"]},
-        "prod",
-        "alerts.emails[1]",
-        "as alerts.emails[0] 'tpu-oncall@example.com'",
-        id="two-emails-one-channel",
     ),
     pytest.param(
         {"alerts.notificationChannels": ["pagerduty"]},
@@ -388,52 +380,6 @@ def test_bad_operations_input_names_its_key_and_registers_nothing(override, stac
     assert_bad_input(override, key, fragment, stack=stack)
 
 
-# --- alerts.emails: each address is one notification channel, named from the address ---------------------------------
-# (components/operations/config.py, email_channel_name): two addresses with one name would be a duplicate URN at the
-# preview, which names neither entry; the rule names both.
-
-
-@pytest.mark.parametrize(
-    ("emails", "refused"),
-    [
-        pytest.param(
-            ["tpu.oncall@example.com", "tpu-oncall@example.com"],
-            {"alerts.emails[1]": "alerts.emails[0] 'tpu.oncall@example.com'"},
-            id="dot-for-hyphen",
-        ),
-        pytest.param(
-            ["Oncall@Example.com", "oncall@example.com"],
-            {"alerts.emails[1]": "alerts.emails[0] 'Oncall@Example.com'"},
-            id="case-variant",
-        ),
-        pytest.param(
-            ["oncall@example.com", "sre@example.com", "oncall@example.com"],
-            {"alerts.emails[2]": "alerts.emails[0] 'oncall@example.com'"},
-            id="repeated",
-        ),
-        pytest.param(
-            ["a_b@example.com", "a+b@example.com", "A.B@example.com"],
-            {"alerts.emails[1]": "alerts.emails[0] 'a_b@example.com'", "alerts.emails[2]": "alerts.emails[0]"},
-            id="three-of-one-name",
-        ),
-    ],
-)
-def test_two_addresses_of_one_channel_name_are_refused_under_the_later(emails, refused):
-    with pytest.raises(ConfigError) as raised:
-        load(with_overrides(stack_values("prod"), {"alerts.emails": emails}))
-    problems = {p.key: str(p) for p in raised.value.problems if p.key.startswith("alerts.")}
-    assert problems.keys() == refused.keys(), raised.value
-    for key, other in refused.items():
-        assert "makes the same notification channel (alert-email-" in problems[key]
-        assert f"as {other}" in problems[key]
-
-
-def test_distinct_addresses_each_make_a_channel_of_their_own():
-    emails = ["tpu-oncall@example.com", "tpu-oncall@example.org", "oncall-tpu@example.com", "tpu.sre@example.com"]
-    config = load(with_overrides(stack_values("prod"), {"alerts.emails": emails})).config
-    assert len({operations_config.email_channel_name(email) for email in config.alerts.emails}) == len(emails)
-
-
 @pytest.mark.parametrize(
     "channel",
     [
@@ -458,11 +404,6 @@ def test_many_pools_of_short_names_fit_the_alert_policies():
     ]
     (condition,) = policy.input("conditions")
     assert "tpu-045" in condition["conditionThreshold"]["filter"]
-
-    """Its placeholder (the setting's example) would otherwise clash with the entry it copies."""
-    with pytest.raises(ConfigError) as raised:
-        load(with_overrides(stack_values("prod"), {"alerts.emails": ["oncall", "oncall@example.com"]}))
-    assert [p.key for p in raised.value.problems if p.key.startswith("alerts.")] == ["alerts.emails[0]"]
 
 
 def pinned(stack: str) -> dict[str, str]:

@@ -4,15 +4,18 @@ render pulls is listed under the setting that pins it, and comes from the mirror
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
-from components.config_base import ImageReference
+from components.config_base import NAMESPACE, ImageReference
 from components.gcp.config import is_google_registry
+from components.operations.config import email_channel_name
 from harness.mock_engine import ProgramRun, Registration
 from policy.images import deployed_images
-from tests.conftest import run_stack, stack_values
+from tests.conftest import FIXTURE_STACKS, as_pulumi_values, run_stack, stack_values, with_overrides
+from tools import render
 
 POLICY = "gcp:monitoring/alertPolicy:AlertPolicy"
 CHANNEL = "gcp:monitoring/notificationChannel:NotificationChannel"
@@ -37,13 +40,71 @@ def test_prod_registers_a_policy_per_signal_notifying_its_channel(prod_run):
         "alert-tpu-slice-unhealthy",
     ]
     (channel,) = prod_run.of_type(CHANNEL)
-    assert channel.name == "alert-email-tpu-oncall-example-com"
+    assert channel.name == "alert-email-0"
     assert channel.input("labels") == {"email_address": "tpu-oncall@example.com"}
     for policy in policies.values():
         assert policy.input("project") == "my-tpu-prod-project"
-        assert "alert-email-tpu-oncall-example-com" in policy.dependencies, f"{policy.name} notifies no channel"
+        assert "alert-email-0" in policy.dependencies, f"{policy.name} notifies no channel"
         assert policy.input("displayName").startswith("qwen-prod-cluster: ")
     assert sorted(prod_run.outputs["alertPolicies"]) == sorted(n.removeprefix("alert-") for n in policies)
+
+
+# --- alerts.emails as a secret: `pulumi config set --secret --path alerts.emails[0] <address>` marks the whole block ---
+ADDRESSES = ["tpu-oncall@example.com", "Ops.Team@corp.example.com", "ops-team@corp.example.com"]
+
+
+def test_no_address_of_a_secret_alerts_block_is_in_the_render_or_a_message(monkeypatch):
+    """A resource name is in plain text in the URN, the state and the preview, whatever the program read it from
+    (pulumi.com/docs/iac/concepts/resources/names); the address is an input, which a secret keeps encrypted. Two
+    distinct addresses that an address-derived name would make one channel (`.` for `-`) are accepted too."""
+    values = as_pulumi_values(with_overrides(stack_values("prod"), {"alerts.emails": ADDRESSES}))
+    monkeypatch.setattr(render, "stack_config_values", lambda stack, stack_dir: (values, [f"{NAMESPACE}:alerts"]))
+    files, run = render.render("prod", FIXTURE_STACKS)
+    resources = json.loads(files["resources.json"])
+    channels = [resource for resource in resources if resource["type"] == CHANNEL]
+    for channel in channels:
+        assert channel["inputs"]["displayName"] == channel["inputs"]["labels"]["email_address"] == "[secret]"
+        channel.get("options", {}).pop("aliases", None)  # the running stack's channels' names (see below)
+    assert sorted(channel["name"] for channel in channels) == ["alert-email-0", "alert-email-1", "alert-email-2"]
+    files["resources.json"] = json.dumps(resources)
+    shown = [*files.values(), *run.warnings, *run.infos]
+    for address in ADDRESSES:
+        for text in (address, address.lower(), email_channel_name(address)):
+            assert not [part for part in shown if text in part], text
+
+
+def claimed(run: ProgramRun, name: str) -> list[str]:
+    """The channels that take over the running stack's channel ``name``, as the engine matches them: a resource's own
+    name first, then its aliases (pulumi/pulumi@1b59498 pkg/resource/deploy/step_generator.go, getOldResource)."""
+    return [
+        c.input("labels")["email_address"]
+        for c in run.of_type(CHANNEL)
+        if name in [c.name, *c.options.get("aliases", [])]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("emails", "running"),
+    [
+        pytest.param(["tpu-oncall@example.com"], {"tpu-oncall@example.com": "tpu-oncall@example.com"}, id="as-is"),
+        pytest.param(
+            ["c@example.com", "b@example.com", "a@example.com"],
+            {"a@example.com": "a@example.com", "b@example.com": "b@example.com"},
+            id="moved-and-one-more",
+        ),
+        # The old rule refused a-b@ beside a.b@ (one name): the running stack made one channel of that name.
+        pytest.param(["a-b@example.com", "a.b@example.com"], {"a.b@example.com": "a-b@example.com"}, id="one-old-name"),
+    ],
+)
+@pytest.mark.parametrize("secrets", [(), ("alerts",)])
+def test_the_running_stack_s_channels_named_by_their_address_are_renamed_in_place(emails, running, secrets):
+    """Each channel the stack made when it named them by their address (email_channel_name), ``running`` (its address
+    -> the address of the channel that takes it over), is taken over by one channel, renamed in place and not
+    replaced: the engine matches a name or an alias against its state and writes no alias back into it
+    (pulumi/pulumi@1b59498 sdk/go/common/apitype/core.go, NormalizeURNReferences); an alias claimed twice fails."""
+    run = run_stack({"alerts.emails": emails}, stack="prod", secrets=secrets)
+    for address, taken_over_by in running.items():
+        assert claimed(run, email_channel_name(address)) == [taken_over_by]
 
 
 def test_the_gateway_policy_waits_for_the_gateway_it_measures(prod_run):

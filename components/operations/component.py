@@ -58,17 +58,30 @@ class Monitoring(pulumi.ComponentResource):
         self.policy_names: list[str] = [policy["key"] for policy in objects.alerts or []]
         if objects.alerts is not None:
             alerts = args.alerts
+            # A channel is named by its entry's index: a resource name is in the URN, the state and the preview in
+            # plain text, never secret (pulumi.com/docs/iac/concepts/resources/names), and the address may be (the
+            # `alerts` block set with `pulumi config set --secret`); the address goes in as a secret, encrypted in
+            # the state (pulumi.com/docs/iac/concepts/secrets). A channel was named by its address before
+            # (email_channel_name): an alias renames it in place, once per old name, as the engine refuses two
+            # resources aliasing one (pulumi/pulumi@1b59498 pkg/resource/deploy/step_generator.go, getOldResource).
+            first: dict[str, int] = {}
+            for index, email in enumerate(alerts.emails):
+                first.setdefault(email_channel_name(email), index)
             channels = [
                 gcp.monitoring.NotificationChannel(
-                    # one name per address (validate_alerts refuses two addresses with one name)
-                    email_channel_name(email),
+                    f"alert-email-{index}",
                     project=args.project,
                     type="email",
-                    display_name=f"{args.cluster.name} alerts: {email}",
-                    labels={"email_address": email},
-                    opts=on_project,
+                    display_name=pulumi.Output.secret(f"{args.cluster.name} alerts: {email}"),
+                    labels={"email_address": pulumi.Output.secret(email)},
+                    opts=pulumi.ResourceOptions.merge(
+                        on_project,
+                        pulumi.ResourceOptions(
+                            aliases=[pulumi.Alias(name=old) for old, at in first.items() if at == index]
+                        ),
+                    ),
                 )
-                for email in alerts.emails
+                for index, email in enumerate(alerts.emails)
             ]
             notify: list[pulumi.Input[str]] = [*(c.name for c in channels), *alerts.notification_channels]
             for policy in objects.alerts:

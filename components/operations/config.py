@@ -156,8 +156,8 @@ def validate_node_audit_logging(
 
 
 def email_channel_name(email: str) -> str:
-    """The resource name of the email notification channel of ``email`` (components/operations/component.py): from the
-    address, so it is stable under reordering and a new address adds one channel."""
+    """The resource name the email notification channel of ``email`` had before channels were named by their index
+    (components/operations/component.py keeps it as the channel's alias, so no channel is replaced)."""
     return "alert-email-" + re.sub(r"[^a-z0-9]+", "-", email.lower()).strip("-")
 
 
@@ -178,18 +178,3 @@ def validate_alerts(alerts: AlertsConfig, cluster: ClusterConfig, production: bo
         )
     if not alerts.emails and not alerts.notification_channels:
         problems.add("alerts.emails", "is empty and so is alerts.notificationChannels: no one is notified", "add one")
-    # Two addresses that make one resource name (a repeat, a case variant, `.` for `-`) would fail the preview on a
-    # duplicate URN that names neither entry. An entry that failed to parse holds a placeholder: not compared.
-    first: dict[str, int] = {}
-    for index, email in enumerate(alerts.emails):
-        key = f"alerts.emails[{index}]"
-        if key in problems.unparsed:
-            continue
-        name = email_channel_name(email)
-        if (other := first.setdefault(name, index)) != index:
-            problems.add(
-                key,
-                f"{email!r} makes the same notification channel ({name}) as alerts.emails[{other}] "
-                f"{alerts.emails[other]!r}: each address makes one channel, named by its lowercased letters and digits",
-                "keep one of them, or notify the other through a channel of alerts.notificationChannels",
-            )
