@@ -628,10 +628,17 @@ SECRET_SHOWN = "[secret]"
 def redacted(problems: list[Problem], raw: Mapping[str, Any], secret_blocks: set[str]) -> list[Problem]:
     """The problems as the preview may show them. The value of each key inside a secret top-level key is replaced by
     ``[secret]``: the program cannot tell which leaf of a secret key was encrypted (secrets_in_plain_text), so no
-    message about a key inside one echoes that key's value, whatever it is. Then every credential-looking text is
+    message about a key inside one echoes that key's value, whatever it is, and no message quotes a text inside one. Then every credential-looking text is
     taken out: each value of ``raw`` under a key named for a credential, and anything ``CREDENTIAL_PATTERNS`` match,
     wherever it appears in a message."""
     values = dict(walk(raw))  # path -> the raw value there
+    # A message may quote another key's value (checks.subslicing.shape quotes tpu.sliceShapes): every text inside a
+    # secret top-level key is taken out where a message quotes it (repr, as they all do), longest first.
+    quoted = sorted(
+        {repr(v) for path, v in values.items() if path and path[0] in secret_blocks and isinstance(v, str) and v},
+        key=len,
+        reverse=True,
+    )
     # (a list item's path part is its index, which no credential key matches)
     under_keys = (v for path, v in values.items() if any(CREDENTIAL_KEY.search(key) for key in path))
     scalars = {str(v) for v in under_keys if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
@@ -652,7 +659,7 @@ def redacted(problems: list[Problem], raw: Mapping[str, Any], secret_blocks: set
         path = tuple(re.findall(r"[^.\[\]]+", problem.key))
         value = values.get(path) if path and path[0] in secret_blocks else None
         scalar = isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value)
-        secret = [repr(value), str(value)] if scalar else []
+        secret = ([repr(value), str(value)] if scalar else []) + quoted
         shown.append(Problem(problem.key, clean(problem.what, secret), clean(problem.fix, secret)))
     return shown
 

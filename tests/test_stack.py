@@ -278,6 +278,18 @@ def test_no_message_echoes_a_value_inside_a_secret_key():
     assert "9.9-shown" in str(plain.value)
 
 
+def test_no_message_quotes_a_value_of_another_key_inside_a_secret_key():
+    """A problem under a key outside the secret one may quote its values (the shapes tpu.sliceShapes admits): not
+    one is shown, while the key's own value is; an admitted shape passes again."""
+    shape = "checks.subslicing.shape"
+    with pytest.raises(ConfigError) as raised:
+        stack_config.load(with_overrides(stack_values("dev"), {shape: "4x4x4"}), secret_keys={"tpu"})
+    (problem,) = [str(p) for p in raised.value.problems if p.key == shape]
+    assert "'4x4x4' is not one of tpu.sliceShapes [[secret], [secret]]" in problem
+    assert not [s for s in stack_values("dev")["tpu"]["sliceShapes"] if s in str(raised.value)]
+    stack_config.load(with_overrides(stack_values("dev"), {shape: "2x2x2"}), secret_keys={"tpu"})
+
+
 def test_a_setting_s_own_problems_and_the_rules_across_settings_are_reported_together():
     """A value of the wrong type, an unknown key and a rule across settings, in one message: the rules run on the
     config with the failed values at their defaults, and say nothing more of the keys that failed."""
