@@ -78,6 +78,21 @@ def test_secure_stack_values_become_secret_placeholders(tmp_path):
     assert "AAABAKZ0" not in json.dumps(values)
 
 
+def test_a_secure_value_of_a_setting_with_a_pattern_renders(tmp_path):
+    """`pulumi config set --secret --path alerts.emails[0] <address>` writes its ciphertext; the offline render stands
+    in the setting's example for it (an address), as the CLI's preview has the decrypted address."""
+    text = (FIXTURE_STACKS / "Pulumi.prod.yaml").read_text()
+    assert "emails: [tpu-oncall@example.com]" in text
+    (tmp_path / "Pulumi.prod.yaml").write_text(text.replace("[tpu-oncall@example.com]", "[{secure: AAABAKZ0mail}]"))
+    values, secret_keys = stack_config_values("prod", tmp_path)
+    assert json.loads(values["tpu-dynamic-slicing:alerts"])["emails"] == ["oncall@example.com"]
+    assert "tpu-dynamic-slicing:alerts" in secret_keys
+    files, _ = render.render("prod", tmp_path)
+    assert (
+        "oncall@example.com" not in files["resources.json"] and '"email_address": "[secret]"' in files["resources.json"]
+    )
+
+
 def test_make_golden_writes_the_summaries_alone_over_what_was_there(tmp_path):
     stale = tmp_path / "saxml"
     stale.mkdir()

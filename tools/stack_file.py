@@ -27,6 +27,9 @@ from typing import Any
 
 import yaml
 
+from components.config_base import _walk
+from components.stack import StackConfig
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROJECT_NAME = "tpu-dynamic-slicing"  # Pulumi.yaml's name: a stack file's plain key `k` is `tpu-dynamic-slicing:k`
 # Stands in for a `secure:` stack value: its ciphertext can only be decrypted by the CLI.
@@ -203,20 +206,24 @@ def stack_config_values(stack: str, stack_dir: Path = PROJECT_ROOT) -> tuple[dic
     values, secret_keys = {}, []
     for key, value in read_stack_file(path).items():
         full_key = key if ":" in key else f"{PROJECT_NAME}:{key}"
-        value, secret = _replace_secure(value)
+        value, secret = _replace_secure(value, (key.removeprefix(f"{PROJECT_NAME}:"),))
         if secret:
             secret_keys.append(full_key)
         values[full_key] = value if isinstance(value, str) else json.dumps(value)
     return values, secret_keys
 
 
-def _replace_secure(value: Any) -> tuple[Any, bool]:
+def _replace_secure(value: Any, path: tuple[str | int, ...]) -> tuple[Any, bool]:
+    """``value`` at ``path`` (the setting's keys and list indices) with each secure value replaced: by the example
+    its setting declares (every setting of a pattern does: alerts.emails' addresses), which passes the setting's own
+    checks as the decrypted value does in the CLI's preview, else by SECRET_PLACEHOLDER."""
     if isinstance(value, dict):
         if set(value) == {"secure"}:
-            return SECRET_PLACEHOLDER, True
-        pairs = {k: _replace_secure(v) for k, v in value.items()}
+            info = _walk(StackConfig, path)[1]
+            return (info.examples[0] if info is not None and info.examples else SECRET_PLACEHOLDER), True
+        pairs = {k: _replace_secure(v, (*path, k)) for k, v in value.items()}
         return {k: v for k, (v, _) in pairs.items()}, any(s for _, s in pairs.values())
     if isinstance(value, list):
-        items = [_replace_secure(v) for v in value]
+        items = [_replace_secure(v, (*path, index)) for index, v in enumerate(value)]
         return [v for v, _ in items], any(s for _, s in items)
     return value, False
