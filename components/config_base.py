@@ -184,7 +184,7 @@ def _field_problem(root: type[BaseModel], error: ErrorDetails) -> Problem:
     key = ""  # the key the user sets: ``tpu.pools[0].nodeCount``
     for part in loc:
         key = f"{key}[{part}]" if isinstance(part, int) else join(key, str(part))
-    model, info, tp = _walk(root, loc)
+    model, info, tp = field_at(root, loc)
     shown = "the value given" if is_secret(info) else repr(value)
     expected = _describe(tp)
     if error_type == "extra_forbidden":
@@ -220,7 +220,7 @@ def _field_problem(root: type[BaseModel], error: ErrorDetails) -> Problem:
     return Problem(key, error["msg"], "see docs/configuration.md")  # an error type no setting of ours raises yet
 
 
-def _walk(root: type[BaseModel], loc: tuple[str | int, ...]) -> tuple[type[BaseModel] | None, FieldInfo | None, Any]:
+def field_at(root: type[BaseModel], loc: tuple[str | int, ...]) -> tuple[type[BaseModel] | None, FieldInfo | None, Any]:
     """Along ``loc``: the model its last key is looked up in, that key's field (None for a key it does not declare),
     and the type of the value there."""
     tp: Any = root
@@ -284,7 +284,7 @@ def _repaired(root: type[BaseModel], data: Any, errors: Iterable[ErrorDetails]) 
     for error in errors:
         *path, last = error["loc"]
         parent = dict(walk(data)).get(tuple(str(part) for part in path))
-        _, info, tp = _walk(root, error["loc"])
+        _, info, tp = field_at(root, error["loc"])
         if isinstance(parent, list) and isinstance(last, int) and last < len(parent):
             parent[last] = _placeholder(info, tp)
         elif isinstance(parent, dict):
@@ -585,7 +585,7 @@ def secrets_in_plain_text(config: BaseModel, secret_blocks: set[str]) -> list[Pr
     problems = []
     for path, value in walk(config.model_dump(by_alias=True)):
         key = ".".join(path)
-        if is_secret(_walk(type(config), path)[1]) and value and path[0] not in secret_blocks:
+        if is_secret(field_at(type(config), path)[1]) and value and path[0] not in secret_blocks:
             problems.append(
                 Problem(
                     key,

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from components.config_base import _walk
+from components.config_base import field_at
 from components.stack import StackConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -219,7 +219,7 @@ def _replace_secure(value: Any, path: tuple[str | int, ...]) -> tuple[Any, bool]
     checks as the decrypted value does in the CLI's preview, else by SECRET_PLACEHOLDER."""
     if isinstance(value, dict):
         if set(value) == {"secure"}:
-            info = _walk(StackConfig, path)[1]
+            info = field_at(StackConfig, path)[1]
             return (info.examples[0] if info is not None and info.examples else SECRET_PLACEHOLDER), True
         pairs = {k: _replace_secure(v, (*path, k)) for k, v in value.items()}
         return {k: v for k, (v, _) in pairs.items()}, any(s for _, s in pairs.values())
