@@ -23,6 +23,11 @@ def test_the_config_table_matches_the_schema():
     )
 
 
+def test_the_deployer_s_permissions_match_the_program_s_table():
+    page = config_table.DEPLOYING.read_text()
+    assert config_table.deploying_with_reads(page) == page, "docs/deploying.md's reads are stale: run `make docs`"
+
+
 def test_every_page_is_short():
     words = {
         str(page.relative_to(DOCS)): len(GENERATED.sub("", page.read_text()).split()) for page in DOCS.rglob("*.md")

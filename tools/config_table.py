@@ -1,9 +1,10 @@
 """The configuration reference generated from the stack config's models (components/stack.py and each block's
 config.py): the config table of docs/configuration.md, and the JSON Schema of the stack files
-(schemas/stack.schema.json), which editors read for `Pulumi.*.yaml` (docs/configuration.md says how).
+(schemas/stack.schema.json), which editors read for `Pulumi.*.yaml` (docs/configuration.md says how); and the
+deployer's permissions for the program's reads, docs/deploying.md's list, from components/gcp/config.py's table.
 
 python -m tools.config_table          # print the table
-python -m tools.config_table --write  # replace the table in docs/configuration.md and rewrite the schema
+python -m tools.config_table --write  # replace the tables in docs/configuration.md and deploying.md, rewrite the schema
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import core_schema
 
 from components.config_base import NAMESPACE, SCALAR_TEXT, SECRET, documented_settings
+from components.gcp.config import DEPLOYER_READS
 from components.stack import StackConfig
 from tools.stack_file import PROJECT_ROOT
 
 PAGE = PROJECT_ROOT / "docs" / "configuration.md"
 SCHEMA = PROJECT_ROOT / "schemas" / "stack.schema.json"
+DEPLOYING = PROJECT_ROOT / "docs" / "deploying.md"
 
 
 def table() -> str:
@@ -34,6 +37,15 @@ def table() -> str:
 
 def page_with_table(text: str) -> str:
     return with_section(text, PAGE, "config-table", table())
+
+
+def deploying_with_reads(text: str) -> str:
+    rows = [
+        f"| `{token.rsplit(':', 1)[1]}` | {', '.join(f'`{p}`' for p in permissions)} | {on} | {source} |"
+        for token, (permissions, on, source) in DEPLOYER_READS.items()
+    ]
+    reads = "\n".join(["| read | permissions | held on | source |", "| --- | --- | --- | --- |", *rows])
+    return with_section(text, DEPLOYING, "deployer-reads", reads)
 
 
 def with_section(text: str, page: Path, name: str, generated: str) -> str:
@@ -126,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true")
     if parser.parse_args(argv).write:
         PAGE.write_text(page_with_table(PAGE.read_text()))
+        DEPLOYING.write_text(deploying_with_reads(DEPLOYING.read_text()))
         SCHEMA.parent.mkdir(exist_ok=True)
         SCHEMA.write_text(schema_text())
     else:

@@ -287,6 +287,67 @@ ARTIFACT_REGISTRY_SERVICE_AGENT = ServiceAgent(
 # What a service agent needs on a customer-managed key to encrypt and decrypt with it (both GKE guides above).
 KMS_ENCRYPTER_DECRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
 
+# The deployer's permissions for each read of the cloud (invoke) the program makes at preview and `up`: the read's
+# token -> (the permissions, what they are held on, the source). A read is every call its data source makes whose
+# failure fails it (hashicorp/terraform-provider-google-beta v7.45.0, what pulumi-gcp 10.2.0 runs: getProject also
+# asks Cloud Billing's getBillingInfo, which takes resourcemanager.projects.get; getReservation lists the
+# reservation's blocks and getReservationBlock the block's sub-blocks; getBucket's own GET of the project, unasked
+# when the provider knows it, fails soft). tests/test_deployer_reads.py fails on a read not here, and
+# docs/deploying.md's list is generated from it (tools/config_table.py).
+DEPLOYER_READS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "gcp:organizations/getProject:getProject": (
+        ("resourcemanager.projects.get",),
+        "the project",
+        "cloud.google.com/resource-manager/reference/rest/v3/projects/get, "
+        "cloud.google.com/billing/docs/reference/rest/v1/projects/getBillingInfo",
+    ),
+    "gcp:container/getEngineVersions:getEngineVersions": (
+        ("container.clusters.list",),
+        "the project",
+        "cloud.google.com/kubernetes-engine/docs/reference/api-permissions (projects.locations.getServerConfig)",
+    ),
+    "gcp:compute/getReservation:getReservation": (
+        ("compute.reservations.get", "compute.reservationBlocks.list"),
+        "the reservation's project",
+        "cloud.google.com/compute/docs/reference/rest/v1/reservations/get, .../beta/reservationBlocks/list",
+    ),
+    "gcp:compute/getReservationBlock:getReservationBlock": (
+        ("compute.reservationBlocks.get", "compute.reservationSubBlocks.list"),
+        "the reservation's project",
+        "cloud.google.com/compute/docs/reference/rest/beta/reservationBlocks/get, .../v1/reservationSubBlocks/list",
+    ),
+    "gcp:compute/getReservationSubBlock:getReservationSubBlock": (
+        ("compute.reservationSubBlocks.get",),
+        "the reservation's project",
+        "cloud.google.com/compute/docs/reference/rest/v1/reservationSubBlocks/get",
+    ),
+    "gcp:storage/getBucket:getBucket": (
+        ("storage.buckets.get",),
+        "the weights bucket",
+        "cloud.google.com/storage/docs/json_api/v1/buckets/get",
+    ),
+    "gcp:secretmanager/getSecretVersion:getSecretVersion": (
+        ("secretmanager.versions.get",),
+        "the secret",
+        "cloud.google.com/secret-manager/docs/reference/rest/v1/projects.secrets.versions/get",
+    ),
+    "gcp:container/getCluster:getCluster": (
+        ("container.clusters.get",),
+        "the cluster made elsewhere",
+        "cloud.google.com/kubernetes-engine/docs/reference/api-permissions (projects.locations.clusters.get)",
+    ),
+    "gcp:compute/getSubnetworks:getSubnetworks": (
+        ("compute.subnetworks.list",),
+        "that cluster's VPC's project",
+        "cloud.google.com/compute/docs/reference/rest/v1/subnetworks/list",
+    ),
+    "gcp:compute/getSubnetwork:getSubnetwork": (
+        ("compute.subnetworks.get",),
+        "that cluster's VPC's project",
+        "cloud.google.com/compute/docs/reference/rest/v1/subnetworks/get",
+    ),
+}
+
 
 @dataclass(frozen=True)
 class KmsKey:
