@@ -204,6 +204,13 @@ def test_a_reservation_the_deployer_cannot_read_is_refused_unless_the_risk_is_ac
     assert "tpu.reservation.name: the reservation could not be read" in str(raised.value)
     assert "Error 403: Required 'compute.reservations.get' permission" in str(raised.value)
     assert "roles/compute.viewer" in str(raised.value)
+    # every permission the three reads need, not only the reservation's own (its read also lists the blocks)
+    for permission in (
+        "compute.reservationBlocks.list",
+        "compute.reservationBlocks.get",
+        "compute.reservationSubBlocks.get",
+    ):
+        assert permission in str(raised.value), permission
     # the provider's failure, taken by the review, does not fail the program at its end either
     accepted = run({"tpu.reservation.acceptRisk": True}, unreadable)
     assert sorted(pools_of(accepted.registrations)) == sorted(POOLS)

@@ -31,11 +31,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 
 from components.config_base import Problem, Problems
-from components.gcp.config import TpuConfig
+from components.gcp.config import DEPLOYER_READS, TpuConfig
 
 HEALTHY = "HEALTHY"
 READY = "READY"
 ACCEPT_RISK = "tpu.reservation.acceptRisk"
+# What the reservation's reads need (reservation, block, sub-blocks): a failed reservation or block read is refused
+# below, and the grant it names lets the `up` that places pools read the sub-blocks too
+RESERVATION_PERMISSIONS = ", ".join(
+    p for token, (permissions, _, _) in DEPLOYER_READS.items() if "/getReservation" in token for p in permissions
+)
 
 
 @dataclass(frozen=True)
@@ -205,7 +210,7 @@ def review_capacity(
         risks.add(
             "tpu.reservation.name",
             f"the reservation could not be read ({read.error or 'no answer'})",
-            "grant the deployer compute.reservations.get on the reservation's project (roles/compute.viewer), or "
+            f"grant the deployer {RESERVATION_PERMISSIONS} on the reservation's project (roles/compute.viewer), or "
             f"set {ACCEPT_RISK} true to place the pools unread",
         )
         return decide()
