@@ -421,6 +421,7 @@ class SubBlock:
     degraded_hosts: int = 0
     maintenance_pending: int = 0  # hosts with pending maintenance (reservationSubBlockMaintenance)
     status: str = "READY"  # CREATING, DELETING, INVALID, READY
+    readable: bool = True  # false: the deployer lacks compute.reservationSubBlocks.get (a custom role)
 
     def answer(self, reservation: Reservation, block: Block) -> dict[str, Any]:
         """getReservationSubBlock's result (dataSourceGoogleComputeReservationSubBlockRead, v7.45.0)."""
@@ -872,4 +873,8 @@ class Holdings:
         if sub_block is None:
             missing = f"{path}/reservationBlocks/{block_name}/reservationSubBlocks/{args['name']}"
             raise ProviderError(token, f"Error reading ReservationSubBlock: {compute_not_found(missing)}")
+        if not sub_block.readable:  # Compute Engine's 403 as for the reservation above
+            named = f"{path}/reservationBlocks/{block_name}/reservationSubBlocks/{sub_block.name}"
+            denied = f"Required 'compute.reservationSubBlocks.get' permission for '{named}', forbidden"
+            raise ProviderError(token, f"Error reading ReservationSubBlock: googleapi: Error 403: {denied}")
         return sub_block.answer(reservation, block)

@@ -217,6 +217,20 @@ def test_a_reservation_the_deployer_cannot_read_is_refused_unless_the_risk_is_ac
     assert any("risk taken" in w and "could not be read" in w for w in accepted.warnings)
 
 
+def test_a_sub_block_the_deployer_cannot_read_is_refused_as_unread_not_as_too_full():
+    """A custom role with the reservation's and the block's permissions but not compute.reservationSubBlocks.get: the
+    read fails, and the review says so (with the permissions), rather than counting the sub-blocks it could read."""
+    unreadable = with_sub_blocks(lambda s: [dataclasses.replace(s[0], readable=False), *s[1:]])
+    with pytest.raises(pulumi.RunError) as raised:
+        run(held=unreadable)
+    refusal = str(raised.value)
+    assert "tpu.reservation.name: the reservation could not be read" in refusal, refusal
+    assert "Required 'compute.reservationSubBlocks.get' permission" in refusal
+    assert "free" not in refusal.split("tpu.reservation.name: ", 1)[1].split("(grant", 1)[0]
+    accepted = run({"tpu.reservation.acceptRisk": True}, unreadable)
+    assert sorted(pools_of(accepted.registrations)) == sorted(POOLS)
+
+
 def test_an_accepted_risk_is_warned_of_under_its_key():
     accepted = run({"tpu.reservation.acceptRisk": True}, with_sub_blocks(lambda s: [degraded(s[0]), *s[1:]]))
     (warning,) = [w for w in accepted.warnings if "risk taken" in w]

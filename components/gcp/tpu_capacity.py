@@ -189,9 +189,16 @@ class TpuCapacity(pulumi.ComponentResource):
                     )
                     for name in block_read.sub_block_names
                 ]
+                # A sub-block that could not be read fails the read: counting only the others refused the pools as
+                # too many for the block, naming no permission.
                 return pulumi.Output.all(*sub_blocks).apply(
                     lambda answers: decide(
-                        CapacityRead(reservation, block_read, tuple(_sub_block(a.value) for a in answers if a.ok))
+                        CapacityRead(
+                            reservation,
+                            block_read,
+                            tuple(_sub_block(a.value) for a in answers if a.ok),
+                            next((a.error for a in answers if a.error), ""),
+                        )
                     )
                 )
 
