@@ -24,6 +24,15 @@ def say_review(report: list[str], warnings: list[str], refused: list[Problem]) -
         raise pulumi.RunError(str(ConfigError(refused)))
 
 
+def say_unread(what: str, api: str, before: str) -> None:
+    """Say that the read of ``what`` is unknown at this preview (ReadAnswer.unknown): the preview's engine declines a
+    read that waits for ``api``, which this `up` enables, and the `up` reads it ``before`` what needs it."""
+    pulumi.log.info(
+        f"{what}: not read yet: the read waits for the {api}, which this `up` enables; the `up` reads it before "
+        f"{before}, and so does the next preview"
+    )
+
+
 def secret_version_review(key: str, version: str, error: str, destroy_time: str) -> list[Problem]:
     """What the preview refuses of the Secret Manager secret version ``version`` that ``key`` names, from its metadata
     (getSecretVersion's ``error``, or the version's ``destroy_time``): one its reader (GKE's Secret Manager add-on, or
@@ -68,10 +77,7 @@ def read_secret_version(
 
     def review(answer: ReadAnswer[Any]) -> pulumi.Resource:
         if answer.unknown:
-            pulumi.log.info(
-                f"{key}: not read yet: the read waits for the Secret Manager API, which this `up` enables; the `up` "
-                "reads it before the grants on its secret, and so does the next preview"
-            )
+            say_unread(key, "Secret Manager API", "the grants on its secret")
         else:
             found = answer.value
             say_review([], [], secret_version_review(key, version, answer.error, (found and found.destroy_time) or ""))

@@ -12,7 +12,7 @@ import pulumi_gcp as gcp
 
 from components.gcp.cluster import Cluster, node_config
 from components.gcp.config import ClusterConfig, TpuConfig, TpuPoolConfig
-from components.gcp.review import say_review
+from components.gcp.review import say_review, say_unread
 from components.gcp.rules import (
     BlockRead,
     CapacityRead,
@@ -157,10 +157,7 @@ class TpuCapacity(pulumi.ComponentResource):
         def after_reservation(values: list[Any]) -> pulumi.Output[CapacityReview | None] | CapacityReview | None:
             answer: ReadAnswer[Any] = values[0]
             if answer.unknown:
-                pulumi.log.info(
-                    f"TPU reservation {reserved.name}: not read yet: the read waits for the Compute Engine API, which "
-                    "this `up` enables; the `up` reads it before it places the pools, and so does the next preview"
-                )
+                say_unread(f"TPU reservation {reserved.name}", "Compute Engine API", "it places the pools")
                 return None
             to_place = pools_to_place(pools, values[1] or {})  # the last `up`'s pools, if any
 

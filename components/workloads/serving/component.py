@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 from components.config_base import secret_of_version
 from components.gcp.existing_cluster import Target
 from components.gcp.project_services import ProjectServices
-from components.gcp.review import read_secret_version, say_review
+from components.gcp.review import read_secret_version, say_review, say_unread
 from components.platform.config import HelmChartConfig
 from components.platform.gates import ReadyGate
 from components.platform.releases import RELEASE_TIMEOUT_SECONDS, helm_release
@@ -253,10 +253,7 @@ class ModelServing(pulumi.ComponentResource):
 
         def review(answer: ReadAnswer[Any]) -> None:
             if answer.unknown:
-                pulumi.log.info(
-                    f"weights bucket {bucket_name}: not read yet: the read waits for the Cloud Storage API, which "
-                    "this `up` enables; the `up` reads it before the grants, and so does the next preview"
-                )
+                say_unread(f"weights bucket {bucket_name}", "Cloud Storage API", "the grants")
                 return
             bucket = answer.value
             placement = bucket.custom_placement_configs if bucket and bucket.custom_placement_configs else []
