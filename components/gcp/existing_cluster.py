@@ -212,11 +212,9 @@ def proxy_only_problems(args: ExistingClusterArgs, network: str, active: list[An
             f"--role ACTIVE --region {region} --network {name} --range {args.proxy_only_cidr} --project {project}"
         )
         return [Problem("network.proxyOnlyCidr", f"{what}: the serving Gateway never gets an address", fix)]
-    if ipaddress.ip_network(ranges[0]) == ipaddress.ip_network(args.proxy_only_cidr):
-        return []
-    what = f"{args.proxy_only_cidr} is not the range of the active proxy-only subnet of network {name} in {region}"
+    whose = f"the range of the active proxy-only subnet of network {name} in {region}"
     drops = "the serving NetworkPolicies would drop every connection of the Gateway's proxies"
-    return [Problem("network.proxyOnlyCidr", f"{what}, {ranges[0]}: {drops}", f"set it to {ranges[0]}")]
+    return _other_range("network.proxyOnlyCidr", args.proxy_only_cidr, ranges[0], whose, drops)
 
 
 def client_range_problems(args: ExistingClusterArgs, ranges: list[str]) -> list[Problem]:
@@ -226,18 +224,20 @@ def client_range_problems(args: ExistingClusterArgs, ranges: list[str]) -> list[
     balancer, which sees a pod with its own address (docs/saxml.md): another range drops the cluster's own clients
     there and admits addresses that are not the cluster's. Pods of a node pool's or a cluster's additional Pod ranges
     are not read."""
+    node, pod = args.client_cidrs
+    drops = "the Saxml HTTP load balancer (saxml.http.clusterClients) would drop that cluster's own clients"
     return [
-        Problem(
-            key,
-            f"{given} is not cluster {args.name}'s {what} range, {real}: the Saxml HTTP load balancer "
-            "(saxml.http.clusterClients) would drop that cluster's own clients",
-            f"set it to {real}",
-        )
-        for (key, what), given, real in zip(
-            (("network.nodeCidr", "node"), ("network.podCidr", "Pod")), args.client_cidrs, ranges, strict=True
-        )
-        if ipaddress.ip_network(given) != ipaddress.ip_network(real)
+        *_other_range("network.nodeCidr", node, ranges[0], f"cluster {args.name}'s node range", drops),
+        *_other_range("network.podCidr", pod, ranges[1], f"cluster {args.name}'s Pod range", drops),
     ]
+
+
+def _other_range(key: str, given: str, real: str, whose: str, drops: str) -> list[Problem]:
+    """The problem of ``key``'s range ``given`` where the cluster's (``real``, ``whose`` it is) is another: what the
+    rules admitting that range ``drops``."""
+    if ipaddress.ip_network(given) == ipaddress.ip_network(real):
+        return []
+    return [Problem(key, f"{given} is not {whose}, {real}: {drops}", f"set it to {real}")]
 
 
 def _project_of(path: str, default: str) -> str:
