@@ -131,16 +131,14 @@ def pull_through_args(stack: Stack, agents: ServiceAgents | None, services: Proj
         repositories=config.pull_through_repositories(),
         pull_through=config.images.pull_through,
         agents=agents,
-        secret_manager_api=secret_manager_api(stack, services),
+        secret_manager_api=enabled_api(stack, services, apis.SECRET_MANAGER_API),
     )
 
 
-def secret_manager_api(stack: Stack, services: ProjectServices | None) -> list[pulumi.Resource]:
-    """What the preview's reads of the secret versions the stack names wait for: the Secret Manager API's enablement,
-    where the stack enables it (none: no read)."""
-    if services is None or apis.SECRET_MANAGER_API not in project_apis(stack):
-        return []
-    return [services.api(apis.SECRET_MANAGER_API)]
+def enabled_api(stack: Stack, services: ProjectServices | None, api: str) -> list[pulumi.Resource]:
+    """What a preview's read through ``api`` waits for (the secret versions' through Secret Manager, an existing
+    bucket's through Cloud Storage): the API's enablement, where the stack enables it (none: no read)."""
+    return [services.api(api)] if services and api in project_apis(stack) else []
 
 
 def image_repositories(stack: Stack, pull_through: PullThrough | None) -> list[RepositoryRead]:
@@ -271,8 +269,8 @@ def serving_args(
         region=config.region,
         services=services,
         # The read of an existing bucket goes through Cloud Storage: made where the stack enables that API.
-        storage_api=[services.api(apis.STORAGE_API)] if services and apis.STORAGE_API in project_apis(stack) else [],
-        secret_manager_api=secret_manager_api(stack, services),
+        storage_api=enabled_api(stack, services, apis.STORAGE_API),
+        secret_manager_api=enabled_api(stack, services, apis.SECRET_MANAGER_API),
         objects=stack.serving,
         cluster=cluster,
         namespace_ready=[queues.namespaces[serving.namespace]],
