@@ -47,9 +47,9 @@ def run_with(key, version, secret, registrations=None, **engine):
 
 # (case, version named, the secret there (of the key's secret name), the refusal's fragment, its fix's fragment)
 CASES = [
-    ("no such secret", "1", None, "does not exist", "gcloud secrets versions add"),
-    ("a secret with no version yet, by latest", "latest", (), "does not exist", "gcloud secrets versions add"),
-    ("no such version", "3", ("ENABLED", "ENABLED"), "does not exist", "gcloud secrets versions add"),
+    ("no such secret", "1", None, "does not exist", "--data-file=- --project {project}`"),
+    ("a secret with no version yet, by latest", "latest", (), "does not exist", "--data-file=- --project {project}`"),
+    ("no such version", "3", ("ENABLED", "ENABLED"), "does not exist", "--data-file=- --project {project}`"),
     ("a destroyed version", "1", ("DESTROYED", "ENABLED"), "was destroyed at", "add a new version"),
     ("the newest version destroyed, by latest", "latest", ("ENABLED", "DESTROYED"), "was destroyed", "new version"),
     ("a secret the deployer may not see", "1", "unreadable", "could not be read (", "roles/secretmanager.viewer"),
@@ -70,7 +70,7 @@ def test_a_secret_version_its_reader_would_fail_on_is_refused_before_any_grant(k
         run_with(key, version, secret, registrations=registrations)
     message = str(raised.value)
     assert f"  - {key}: secret version {name}/versions/{version} " in message, message
-    assert what in message and fix in message, message
+    assert what in message and fix.format(project=name.split("/")[1]) in message, message
     assert not [r for r in registrations if r.type == SECRET_GRANT], "no grant on a secret the preview refused"
     recovered = run_with(key, "latest", Secret(name, states=("ENABLED",)))
     assert recovered.of_type(SECRET_GRANT)

@@ -40,7 +40,11 @@ def secret_version_review(key: str, version: str, error: str, destroy_time: str)
     secret = version.partition("/versions/")[0]
     if "Error 404" in error:
         what = "does not exist (no such secret, no such version, or a secret with no version yet)"
-        fix = f"add the version (`gcloud secrets versions add {secret.rpartition('/')[2]} --data-file=-`) and name it"
+        secret_id, project = secret.rpartition("/")[2], secret.split("/")[1]
+        fix = (
+            f"make the secret if it is missing (`gcloud secrets create {secret_id} --project {project}`), add the "
+            f"version (`gcloud secrets versions add {secret_id} --data-file=- --project {project}`) and name it"
+        )
     elif error:
         what = f"could not be read ({error})"
         fix = f"grant the deployer roles/secretmanager.viewer on {secret} (its metadata only, never its data)"
