@@ -56,8 +56,14 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("key", KEYS)
-@pytest.mark.parametrize("case, version, states, what, fix", CASES, ids=[c[0] for c in CASES])
+# Every case for the token, read by the serving component; one for the password, read by the pull-through one through
+# the same read_secret_version (each case is a run of a whole stack: the suite's minute is shared).
+REFUSALS = [("serving.hfTokenSecretVersion", *case) for case in CASES] + [
+    ("images.pullThrough.dockerHubPasswordSecretVersion", *CASES[2])
+]
+
+
+@pytest.mark.parametrize("key, case, version, states, what, fix", REFUSALS, ids=[f"{r[0]}-{r[1]}" for r in REFUSALS])
 def test_a_secret_version_its_reader_would_fail_on_is_refused_before_any_grant(key, case, version, states, what, fix):
     name = KEYS[key][2]
     secret = None
@@ -72,8 +78,7 @@ def test_a_secret_version_its_reader_would_fail_on_is_refused_before_any_grant(k
     assert f"  - {key}: secret version {name}/versions/{version} " in message, message
     assert what in message and fix.format(project=name.split("/")[1]) in message, message
     assert not [r for r in registrations if r.type == SECRET_GRANT], "no grant on a secret the preview refused"
-    recovered = run_with(key, "latest", Secret(name, states=("ENABLED",)))
-    assert recovered.of_type(SECRET_GRANT)
+    # the recovery, a version that is there, is the next test's
 
 
 @pytest.mark.parametrize("key", KEYS)

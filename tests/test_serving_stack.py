@@ -709,10 +709,11 @@ def test_a_bucket_name_held_already_is_refused_by_the_up_as_cloud_storage_refuse
         stack_holdings(as_pulumi_values(stack_values()), {}), buckets=(Bucket(BUCKET, "US", project=holder),)
     )
     cloud = CloudProject().holding(held)
-    assert run_stack(cloud=cloud).of_type("gcp:storage/bucket:Bucket")
     with pytest.raises(AlreadyExists, match=f"Error 409: .*{refusal}"):
         run_stack(cloud=cloud, preview=False)
-    assert run_stack({"serving.weightsBucket.name": f"{BUCKET}-2"}, cloud=cloud, preview=False).registrations
+    if holder:  # once: the preview passes, and another name is made
+        assert run_stack(cloud=cloud).of_type("gcp:storage/bucket:Bucket")
+        assert run_stack({"serving.weightsBucket.name": f"{BUCKET}-2"}, cloud=cloud, preview=False).registrations
 
 
 def test_a_bucket_the_stack_makes_is_not_read(dev_run):
