@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from components.config_base import ConfigError, Problem
+from components.config_base import ConfigError, Problem, secret_of_version
 from components.resources import ReadAnswer, answer_of
 
 
@@ -37,7 +37,7 @@ def secret_version_review(key: str, version: str, error: str, destroy_time: str)
     """What the preview refuses of the Secret Manager secret version ``version`` that ``key`` names, from its metadata
     (getSecretVersion's ``error``, or the version's ``destroy_time``): one its reader (GKE's Secret Manager add-on, or
     Artifact Registry's agent) would fail to read once the stack is up."""
-    secret = version.partition("/versions/")[0]
+    secret = secret_of_version(version)
     if "Error 404" in error:
         what = "does not exist (no such secret, no such version, or a secret with no version yet)"
         secret_id, project = secret.rpartition("/")[2], secret.split("/")[1]
