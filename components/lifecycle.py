@@ -736,7 +736,7 @@ def _review_hardening(
             "cluster.rbacSecurityGroup: the group is now empty, but the provider reads a missing "
             f"authenticator_groups_config as GKE's, so GKE keeps reading the groups of RBAC from {group_before}. "
             "gcloud only sets a group (--security-group); to turn the feature off, update the cluster through "
-            f"GKE's API: clusters.update of projects/<project>/locations/{cluster['region']}/clusters/"
+            f"GKE's API: clusters.update of projects/{cluster['project']}/locations/{cluster['region']}/clusters/"
             f'{cluster["name"]} with {{"update": {{"desiredAuthenticatorGroupsConfig": {{"enabled": false}}}}}}'
         )
 
@@ -746,7 +746,11 @@ def _review_isolation(
 ) -> None:
     """What changes in place and what is left to do by hand when the nodes' or the control plane's exposure changes."""
     in_place, by_hand = review.in_place, review.by_hand
-    credentials = f"gcloud container clusters get-credentials {cluster['name']} --region {cluster['region']}"
+    # the project named, as the stack's getCredentialsCommand output names it: gcloud's default project may be another
+    credentials = (
+        f"gcloud container clusters get-credentials {cluster['name']} --region {cluster['region']} "
+        f"--project {cluster['project']}"
+    )
     nodes_before: Mapping[str, bool] = before.get("privateNodes") or {}
     if after["nat"] and not before.get("nat"):
         in_place.append(

@@ -864,7 +864,7 @@ def test_the_first_up_after_private_clusters_came_says_what_each_part_does_and_r
     assert "keeps its reservation cube" in pool_lines[0] and "move one TPU pool per `up`" in pool_lines[0]
     assert all(f"TPU pool {pool['name']}" in line for pool, line in zip(POOLS, pool_lines, strict=True))
     assert lines[-1].endswith(
-        f"kubectl: `gcloud container clusters get-credentials {CLUSTER_NAME} --region {REGION} --dns-endpoint`"
+        f"kubectl: `gcloud container clusters get-credentials {CLUSTER_NAME} --region {REGION} --project {PROJECT} --dns-endpoint`"
     )
 
 
@@ -894,7 +894,7 @@ def test_public_nodes_again_delete_the_nat_after_them(runs):
             {"ipEndpoint": "off"},
             "cluster.controlPlane.ipEndpoint: the control plane answers on no IP at all (the DNS-based endpoint only), "
             "in place; kubeconfigs that name its public IP stop working: outside the VPC, use "
-            f"`gcloud container clusters get-credentials {CLUSTER_NAME} --region {REGION} --dns-endpoint`",
+            f"`gcloud container clusters get-credentials {CLUSTER_NAME} --region {REGION} --project {PROJECT} --dns-endpoint`",
         ),
         (
             {"authorizedNetworks": [{"cidr": "203.0.113.0/24", "name": "office"}]},
@@ -1001,7 +1001,7 @@ def test_turning_them_off_again_is_in_place_and_an_emptied_group_is_left_to_the_
         "gke-security-groups@example.com"
     )
     assert group.endswith(
-        f"clusters.update of projects/<project>/locations/{REGION}/clusters/{CLUSTER_NAME} with "
+        f"clusters.update of projects/{PROJECT}/locations/{REGION}/clusters/{CLUSTER_NAME} with "
         '{"update": {"desiredAuthenticatorGroupsConfig": {"enabled": false}}}'
     )
 
