@@ -1399,19 +1399,16 @@ def _validate_slice_shapes(
 def _validate_pools(tpu: TpuConfig, machine: topology.MachineType, problems: Problems) -> None:
     if not tpu.pools:
         problems.add("tpu.pools", "is empty", "declare at least one TPU node pool")
-    seen: set[str] = set()
-    # A TPU7x sub-block is one cube of 16 hosts, so it takes one node pool (GKE's All Capacity mode and dynamic slicing
-    # pages): the second pool pinned to it would fail its create halfway through the `up`.
-    pinned: dict[str, str] = {}  # sub-block -> the first pool pinned to it
     for i, pool in enumerate(tpu.pools):
         prefix = f"tpu.pools[{i}]"
-        if pool.name in seen:
+        if pool.name in (earlier.name for earlier in tpu.pools[:i]):
             problems.add(f"{prefix}.name", f"{pool.name!r} is used by another pool", "give each pool its own name")
         if pool.name == naming.SYSTEM_POOL_NAME:
             problems.add(f"{prefix}.name", f"{pool.name!r} is the system node pool's name", "choose another name")
-        seen.add(pool.name)
+        # A TPU7x sub-block is one cube of 16 hosts, so it takes one node pool (GKE's All Capacity mode and dynamic
+        # slicing pages): the second pool pinned to it would fail its create halfway through the `up`.
         if machine.dynamic_slicing and pool.sub_block:
-            first = pinned.setdefault(pool.sub_block, pool.name)
+            first = next(p.name for p in tpu.pools if p.sub_block == pool.sub_block)  # the first pool pinned to it
             if first != pool.name:
                 problems.add(
                     f"{prefix}.subBlock",
