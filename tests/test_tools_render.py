@@ -5,10 +5,11 @@ import re
 
 import pytest
 
+from components import manifests
 from components import stack as stack_config
 from tests.conftest import FIXTURE_STACKS, PROJECT_ROOT, stack_values
 from tools import render
-from tools.stack_file import SECRET_PLACEHOLDER, stack_config_values, stack_names
+from tools.stack_file import SECRET_PLACEHOLDER, NoStackFile, stack_config_values, stack_names
 
 STACKS = stack_names()  # the user's
 GOLDEN = PROJECT_ROOT / "tests" / "golden"
@@ -151,6 +152,17 @@ def test_cli_fails_on_bad_config_and_writes_nothing(tmp_path, capsys):
 def test_cli_fails_on_a_missing_stack(tmp_path, capsys):
     assert render.main(["--stack", "nope", "--stack-dir", str(tmp_path), "--out", str(tmp_path / "o")]) == 1
     assert "Pulumi.nope.yaml" in capsys.readouterr().err
+
+
+def test_a_missing_file_of_the_program_fails_as_itself_not_as_a_missing_stack(tmp_path, monkeypatch):
+    """A manifest gone (a checkout missing a file) was said as 'there is no Pulumi.dev.yaml', with dev among the
+    stacks listed: every FileNotFoundError of the run was taken for the stack file's."""
+    monkeypatch.setattr(manifests, "MANIFESTS", tmp_path / "manifests")
+    manifests._load.cache_clear()  # each manifest is read again, from the folder that is not there
+    argv = ["--stack", "dev", "--stack-dir", str(FIXTURE_STACKS), "--out", str(tmp_path / "render")]
+    with pytest.raises(FileNotFoundError, match="manifests") as missing:
+        render.main(argv)
+    assert not isinstance(missing.value, NoStackFile)
 
 
 @pytest.mark.parametrize(

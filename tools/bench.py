@@ -36,7 +36,7 @@ import yaml
 
 from components.operations import benchmark
 from components.workloads.serving.config import weights_bucket_name
-from tools.stack_file import StackFileError, add_stack_dir_option, stack_config_values
+from tools.stack_file import NoStackFile, StackFileError, add_stack_dir_option, stack_config_values
 from tools.stack_outputs import Runner, UsageError, last_line, number_type, read_stack_outputs, run_pulumi
 from tools.verify import BASE_URL_OUTPUT, Sleep
 
@@ -131,7 +131,7 @@ def read_stack(args: argparse.Namespace, runner: Runner) -> tuple[StackConfig, s
         raise UsageError("--stack names the stack file to read (Pulumi.<stack>.yaml)")
     try:
         config = load_pulumi_values(*stack_config_values(args.stack, args.stack_dir)).config
-    except (FileNotFoundError, StackFileError, ConfigError) as error:
+    except (NoStackFile, StackFileError, ConfigError) as error:
         raise UsageError(f"cannot read stack {args.stack}: {error}") from None
     if not config.serving.enabled:
         raise UsageError(f"stack {args.stack} does not serve (serving.enabled is false)")

@@ -25,7 +25,7 @@ import sys
 from components.config_base import NAMESPACE, ConfigError, ImageReference, PullPath
 from components.gcp.config import RemoteRepository
 from components.hardening.rules import StackImage
-from tools.stack_file import StackFileError, add_stack_dir_option, stack_config_values
+from tools.stack_file import NoStackFile, StackFileError, add_stack_dir_option, stack_config_values
 
 
 def commands(images: list[StackImage], pull_path: PullPath, repositories: list[RemoteRepository]) -> list[str]:
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, StackFileError) as error:
         print(f"stack {args.stack}: {error}", file=sys.stderr)
         return 1
-    except FileNotFoundError:
+    except NoStackFile:
         print(f"there is no Pulumi.{args.stack}.yaml in {args.stack_dir}", file=sys.stderr)
         return 1
     print("\n".join(commands(config.stack_images(), config.pull_path(), config.pull_through_repositories())))

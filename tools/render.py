@@ -32,7 +32,14 @@ import yaml
 # that imports the harness (tests/test_imports.py holds it).
 from harness.gcp_model import CloudProject, ServiceDisabled, ServiceIdentityRefused, api_of
 from harness.mock_engine import HELM_RELEASE, Invocation, ProgramRun, Registration, run_program, sanitize
-from tools.stack_file import PROJECT_ROOT, StackFileError, add_stack_dir_option, stack_config_values, stack_names
+from tools.stack_file import (
+    PROJECT_ROOT,
+    NoStackFile,
+    StackFileError,
+    add_stack_dir_option,
+    stack_config_values,
+    stack_names,
+)
 
 # Types whose inputs are a Kubernetes object (not Helm releases, providers or our components).
 _NOT_OBJECTS = ("pulumi:providers:", "kubernetes:helm.sh/")
@@ -304,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         why = f": {error}"
     except (ServiceDisabled, ServiceIdentityRefused) as refusal:
         why = f": in a new project, Google Cloud refuses {refusal}"
-    except FileNotFoundError:
+    except NoStackFile:
         stacks = stack_names(args.stack_dir)
         why = (
             f": there is no Pulumi.{args.stack}.yaml in {args.stack_dir}; the stacks are: {', '.join(stacks) or 'none'}"

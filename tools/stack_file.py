@@ -40,6 +40,11 @@ class StackFileError(ValueError):
     """A stack file that cannot be read; the message is one line."""
 
 
+class NoStackFile(FileNotFoundError):
+    """There is no stack file of that name: a tool says so, with the stacks there are. Any other file found missing
+    (a manifest, a chart) is not this one: it fails as itself, never as a stack file that is not there."""
+
+
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that resolves plain scalars as yaml.v3 does (see the module's docstring) and refuses
     duplicate keys and keys that are not strings (PyYAML keeps the last)."""
@@ -144,12 +149,13 @@ class _KeyProblem(Exception):
 
 
 def read_stack_file(path: Path) -> dict[str, Any]:
-    """The ``config:`` mapping of a stack file (empty when it has none); StackFileError otherwise."""
+    """The ``config:`` mapping of a stack file (empty when it has none); NoStackFile where there is none, StackFileError
+    where it cannot be read."""
     name = path.name
     try:
         data = path.read_bytes()
-    except FileNotFoundError:
-        raise
+    except FileNotFoundError as error:
+        raise NoStackFile(error.errno, error.strerror, error.filename) from None
     except OSError as error:
         raise StackFileError(f"{name}: cannot be read ({error.strerror})") from None
     try:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.stack_file import StackFileError, add_stack_dir_option, stack_config_values
+from tools.stack_file import NoStackFile, StackFileError, add_stack_dir_option, stack_config_values
 from tools.stack_outputs import Runner, UsageError, clipped, number_type, read_stack_outputs, run_pulumi
 
 BASE_URL_OUTPUT = "openaiBaseUrl"
@@ -89,7 +89,7 @@ def configured_model(stack: str | None, stack_dir: Path) -> str | None:
 
     try:
         return served_model_name(load_pulumi_values(*stack_config_values(stack, stack_dir)).config.serving)
-    except (FileNotFoundError, StackFileError, ConfigError):
+    except (NoStackFile, StackFileError, ConfigError):
         return None
 
 
