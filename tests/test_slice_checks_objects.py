@@ -296,6 +296,8 @@ def test_overlay_sets_what_varies_and_keeps_the_reference_shape(check):
         manifests.SCRIPT_DIGEST_ANNOTATION: manifests.files_digest(slice_checks.check_files()),
     }
     assert pod_spec["automountServiceAccountToken"] is False  # the check calls no API
+    # the base's account is the one the stack makes (service-account.yaml): the builder no longer sets it
+    assert pod_spec["serviceAccountName"] == slice_checks.check_service_account("tpu-checks")["metadata"]["name"]
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["NET_RAW"]}}
     assert pod_spec["nodeSelector"] == {ACCELERATOR_NODE_LABEL: MACHINE.accelerator_label}
     # the pods tolerate the taint GKE puts on every TPU node

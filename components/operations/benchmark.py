@@ -22,7 +22,6 @@ import yaml
 from components import manifests
 from components.config_base import PullPath
 from components.workloads.serving.config import (
-    BENCHMARK_SERVICE_ACCOUNT,
     RESULTS_DIR,
     ServingConfig,
     served_model_name,
@@ -125,7 +124,6 @@ def benchmark_objects(serving: ServingConfig, project: str, pull_path: PullPath,
     config_map["data"][CONFIG_KEY] = yaml.safe_dump(config, sort_keys=False)
     job["spec"]["activeDeadlineSeconds"] = deadline_seconds(ramp)
     pod = job["spec"]["template"]["spec"]
-    pod["serviceAccountName"] = BENCHMARK_SERVICE_ACCOUNT
     manifests.container(pod, "inference-perf")["image"] = pull_path.image(serving.benchmark_image)
     volumes = {volume["name"]: volume for volume in pod["volumes"]}
     volumes["config"]["configMap"]["name"] = name

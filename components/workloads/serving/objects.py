@@ -356,8 +356,6 @@ def router_values(serving: ServingConfig, pull_path: PullPath) -> dict[str, Any]
     registry, _, repository = reference.name.rpartition("/")
     epp["image"].update(registry=registry, repository=repository, tag=reference.tag_and_digest.removeprefix(":"))
     epp["replicas"] = serving.router.replicas
-    (spread,) = epp["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
-    spread["podAffinityTerm"]["labelSelector"]["matchLabels"] = endpoint_picker_labels()
     values["httpRoute"]["inferenceGatewayName"] = serving.gateway.name
     return values
 

@@ -93,7 +93,6 @@ def slice_check_jobset(
     # check runs again on it. Without the digest the ConfigMap alone would change, in place, and nothing would rerun.
     manifests.mark_mounted_files(pod_template, check_files())
     pod_spec = pod_template["spec"]
-    pod_spec["serviceAccountName"] = check_service_account(namespace)["metadata"]["name"]
     container = manifests.container(pod_spec, CONTAINER_NAME)
     take_tpu_host(pod_spec, container, machine)
     container["image"] = image
