@@ -72,17 +72,18 @@ class ClusterPlatform(pulumi.ComponentResource):
             for name, namespace in args.namespaces.items()
         }
         self.release_versions: dict[str, str] = {}  # release name -> chart version
-        names, pull = CHART_RELEASE_NAMES, args.pull_path
-        charts = installed_charts(args.platform, args.dynamic_slicing)
-        jobset, kueue, lws = charts.get("jobset"), charts.get("kueue"), charts.get("leaderWorkerSet")
-        self.jobset = (
-            self._release(names["jobset"], jobset, chart_values("jobset", jobset, pull, {})) if jobset else None
-        )
-        self.kueue: k8s.helm.v3.Release | None = None
-        if kueue:
-            values = kueue_values(kueue, args.platform.kueue_controller, pull, args.webhook_namespaces)
-            self.kueue = self._release(names["kueue"], kueue, values)
-        self.leader_worker_set = self._release(names["leaderWorkerSet"], lws, lws_values(lws, pull)) if lws else None
+        # Each registry chart's own settings, which chart_values lays its controller image over: LeaderWorkerSet's pod
+        # security context is manifests/charts/lws-values.yaml.
+        settings: dict[str, dict[str, Any]] = {
+            "jobset": {},
+            "kueue": kueue_values(args.platform.kueue_controller, args.webhook_namespaces),
+            "leaderWorkerSet": load_document("charts/lws-values.yaml"),
+        }
+        releases = {
+            key: self._release(CHART_RELEASE_NAMES[key], chart, chart_values(key, chart, args.pull_path, settings[key]))
+            for key, chart in installed_charts(args.platform, args.dynamic_slicing).items()
+        }
+        self.jobset, self.kueue, self.leader_worker_set = (releases.get(key) for key in settings)
         self.slice_controller: k8s.helm.v3.Release | None = None
         if controller := installed_slice_controller(args.platform, args.dynamic_slicing):
             (chart,) = load_documents("charts/slice-controller/Chart.yaml")
@@ -94,8 +95,8 @@ class ClusterPlatform(pulumi.ComponentResource):
                     version=str(chart["version"]),
                     namespace=controller.namespace,
                 ),
-                slice_controller_values(controller, args.webhook_namespaces, pull),
-                depends_on=[r for r in (self.jobset, self.kueue, self.leader_worker_set) if r is not None],
+                slice_controller_values(controller, args.webhook_namespaces, args.pull_path),
+                depends_on=list(releases.values()),
                 # A Release of a local chart is diffed by its inputs only: the digest of the chart's
                 # files makes a change to any template a change of the release, bumped or not.
                 description=f"chart files sha256:{chart_digest(MANIFESTS.parent / SLICE_CONTROLLER_CHART)}",
@@ -172,16 +173,9 @@ def chart_values(key: str, chart: HelmChartConfig, pull_path: PullPath, values: 
     return merged(values, image_values)
 
 
-def lws_values(chart: HelmChartConfig, pull_path: PullPath) -> dict[str, Any]:
-    """The LeaderWorkerSet release's values: its image, and the pod security context of manifests/charts/lws-values.yaml."""
-    return chart_values("leaderWorkerSet", chart, pull_path, load_document("charts/lws-values.yaml"))
-
-
-def kueue_values(
-    chart: HelmChartConfig, controller: KueueControllerConfig, pull_path: PullPath, workload_namespaces: list[str]
-) -> dict[str, Any]:
-    """The Kueue release's values: its image and resources, and its Configuration (manifests/kueue/controller-config.yaml)
-    managing the pods of the workload namespaces only.
+def kueue_values(controller: KueueControllerConfig, workload_namespaces: list[str]) -> dict[str, Any]:
+    """The Kueue release's own settings (chart_values adds its image): its resources, and its Configuration
+    (manifests/kueue/controller-config.yaml) managing the pods of the workload namespaces only.
 
     With the `pod` integration on (Kueue manages a LeaderWorkerSet's pods through it), Kueue's chart registers its pod
     webhook with failurePolicy Fail on every namespace but kube-system and its own, unless the Configuration names
@@ -195,7 +189,7 @@ def kueue_values(
             {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(workload_namespaces)}
         ]
     }
-    values = {
+    return {
         "controllerManager": {
             "replicas": controller.replicas,
             "manager": {"resources": controller.model_dump(include={"requests", "limits"})},
@@ -203,7 +197,6 @@ def kueue_values(
         },
         "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(configuration, sort_keys=False)},
     }
-    return chart_values("kueue", chart, pull_path, values)
 
 
 def chart_digest(root: Path) -> str:

@@ -42,7 +42,6 @@ from typing import Any
 
 import yaml
 
-from components.platform.config import installed_charts
 from components.platform.releases import kueue_values
 from components.stack import StackConfig
 from tests.itest.lab import ControlPlane, Tools, free_port
@@ -116,9 +115,7 @@ def issue_serving_certificate(pki: Path, out: Path, common_name: str) -> None:
 def kueue_configuration(stack: StackConfig, cert_dir: Path, ports: dict[str, int]) -> dict[str, Any]:
     """The Kueue Configuration the program gives ``stack``'s chart, with what a process on 127.0.0.1 needs in place
     of a pod's."""
-    platform = stack.platform
-    chart = installed_charts(platform, stack.tpu.dynamic_slicing)["kueue"]
-    values = kueue_values(chart, platform.kueue_controller, stack.pull_path(), list(stack.queues.namespaces))
+    values = kueue_values(stack.platform.kueue_controller, list(stack.queues.namespaces))
     configuration: dict[str, Any] = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
     configuration["namespace"] = KUEUE_NAMESPACE
     configuration["health"] = {"healthProbeBindAddress": f"127.0.0.1:{ports['health']}"}
