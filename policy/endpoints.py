@@ -12,7 +12,9 @@ from typing import Any
 
 from policy.resources import get, kubernetes_objects, mapping_of
 
-INTERNAL_GATEWAY_CLASSES = frozenset({"gke-l7-rilb", "gke-l7-rilb-mc"})
+# GKE's classes of internal Application Load Balancers: the regional one (single- and multi-cluster) and the
+# cross-regional one (multi-cluster) (docs.cloud.google.com/kubernetes-engine/docs/how-to/gatewayclass-capabilities).
+INTERNAL_GATEWAY_CLASSES = frozenset({"gke-l7-rilb", "gke-l7-rilb-mc", "gke-l7-cross-regional-internal-managed-mc"})
 EXTERNAL_GATEWAY_CLASSES = frozenset(
     {
         "gke-l7-global-external-managed",

@@ -502,6 +502,15 @@ def test_a_public_object_inside_a_config_group_is_named_with_its_group() -> None
     assert "Gateway gw in extras" in problem
 
 
+@pytest.mark.parametrize("class_name", ["gke-l7-rilb", "gke-l7-rilb-mc", "gke-l7-cross-regional-internal-managed-mc"])
+def test_a_gateway_of_an_internal_gke_class_faces_no_internet(class_name: str) -> None:
+    """GKE's internal Gateway classes (docs.cloud.google.com/kubernetes-engine/docs/how-to/gatewayclass-capabilities),
+    the cross-regional internal Application Load Balancer's among them: none is refused as public."""
+    body = {"spec": {"gatewayClassName": class_name}}
+    gateway = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
+    assert endpoints.public_endpoint_problems(gateway, "gw", body, False) == []
+
+
 def test_images_in_any_pod_template_and_in_helm_values_are_found() -> None:
     cron = {
         "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}}
