@@ -57,10 +57,12 @@ renovate-check: $(RENOVATE_TOOLS)/node_modules/.installed  ## validate renovate.
 
 # The suite in two: `make test` needs .venv alone; the tests marked `external` (pytest.ini, tests/external.py) need what
 # it does not hold, and `make check-tools` installs that and runs them. .ci/run runs both.
-# --dist loadfile: a file's tests on one worker, whose runs of the program a file repeats are run once (tests/conftest.py).
-PYTEST := $(PY) -m pytest -n auto --dist loadfile
+# make test's --dist worksteal: a worker that runs out takes tests from the other's queue, so neither idles at the end
+# (about 5 s less than loadfile here; a run of the program the tests of a file repeat may then run once on each worker,
+# tests/conftest.py). check-tools keeps a file's tests on one worker (loadfile): its files' fixtures run external tools.
+PYTEST := $(PY) -m pytest -n auto
 test: $(VENV)/.installed  ## the test suite on .venv alone (under a minute on two cores): every test but those of make check-tools
-	$(PYTEST) -m "not external"
+	$(PYTEST) --dist worksteal -m "not external"
 
 # The stack files are the user's: accepted changes of them (renamed, removed, grown, moved onto a cluster made
 # elsewhere) in copies of the tree, where `make golden` alone must make `make test` pass again. About a minute a
@@ -69,10 +71,10 @@ user-edits: $(VENV)/.installed  ## the user's-edits drill (harness/user_edits.py
 	$(PY) -m harness.user_edits
 
 check-tools: $(VENV)/.installed $(CHECKOV_VENV)/.installed $(DOCS_VENV)/.installed $(RENOVATE_TOOLS)/node_modules/.installed  ## the tests that need a tool or file .venv does not hold: checkov's scan, the site's strict build, Renovate, the registry charts (fetched on first use) and the CRD files (make schemas)
-	TPU_GKE_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov TPU_GKE_MKDOCS=$(CURDIR)/$(DOCS_VENV)/bin/mkdocs $(PYTEST) -m external
+	TPU_GKE_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov TPU_GKE_MKDOCS=$(CURDIR)/$(DOCS_VENV)/bin/mkdocs $(PYTEST) --dist loadfile -m external
 
 coverage: $(VENV)/.installed  ## line and branch coverage of components/ and policy/ by make test's suite (settings in pyproject.toml; HTML in build/coverage)
-	$(PYTEST) -m "not external" --cov --cov-report=term --cov-report=html:build/coverage
+	$(PYTEST) --dist worksteal -m "not external" --cov --cov-report=term --cov-report=html:build/coverage
 
 lint: $(VENV)/.installed $(STAGING_VENV)/.installed  ## formatter check, linter and strict type check (settings in pyproject.toml)
 	$(VENV)/bin/ruff format --check .
