@@ -317,6 +317,22 @@ GCP_BAD_INPUTS = [
         {
             "cluster.maintenanceWindow": {"start": "2026-01-03T04:00:00Z", "end": "2026-01-03T12:00:00Z"},
             "cluster.maintenanceExclusions": [
+                {
+                    "name": "freeze",
+                    "start": "2026-12-01T00:00:00Z",
+                    "end": "2026-12-31T05:00:00Z",
+                    "scope": "NO_UPGRADES",
+                }
+            ],
+        },
+        "cluster.maintenanceExclusions[0].end",
+        "may last 30 days (720 hours), this one 725 hours",
+        id="no-upgrades-exclusion-hours-over",
+    ),
+    pytest.param(
+        {
+            "cluster.maintenanceWindow": {"start": "2026-01-03T04:00:00Z", "end": "2026-01-03T12:00:00Z"},
+            "cluster.maintenanceExclusions": [
                 {"name": "freeze", "start": "2026-11-20T00:00:00Z", "end": "2026-11-30T00:00:00Z"},
                 {"name": "freeze", "start": "2026-12-18T00:00:00Z", "end": "2027-01-05T00:00:00Z"},
             ],

@@ -1343,7 +1343,9 @@ def _validate_maintenance(cluster: ClusterConfig, problems: Problems) -> None:
         if exclusion.scope == "NO_UPGRADES" and length and length > timedelta(days=NO_UPGRADES_MAX_DAYS):
             problems.add(
                 f"{prefix}.end",
-                f"a NO_UPGRADES exclusion may last {NO_UPGRADES_MAX_DAYS} days, this one {length.days}",
+                # in hours: whole days would say 30 of 30 days and 5 hours, which is refused
+                f"a NO_UPGRADES exclusion may last {NO_UPGRADES_MAX_DAYS} days ({NO_UPGRADES_MAX_DAYS * 24} hours), "
+                f"this one {length / timedelta(hours=1):g} hours",
                 "shorten it or use NO_MINOR_UPGRADES",
             )
 
