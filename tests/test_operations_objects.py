@@ -120,6 +120,14 @@ def test_a_multi_host_pool_not_available_pages_on_every_stack(saxml):
     assert f'node_pool_name=~"{pools}"' in query and query.endswith(") == 0"), "the saxml stack's pools"
 
 
+def test_the_node_policy_speaks_of_cubes_and_slice_objects_only_with_dynamic_slicing(dev, saxml):
+    """A v5e stack has no cubes and no Slice objects to list: its slice is its pool's."""
+    on_saxml = policies(saxml)["tpu-node-not-ready"]["documentation"]["content"]
+    assert "its TPU slice is down (a multi-host slice: the whole pool)" in on_saxml
+    assert "cube" not in on_saxml.split("\n")[0] and "get slices" not in on_saxml.split("\n")[0]
+    assert "every slice on its cube is down" in policies(dev)["tpu-node-not-ready"]["documentation"]["content"]
+
+
 def test_every_policy_carries_its_runbook_with_the_stacks_names_and_links_it(dev):
     for policy in policies(dev).values():
         content = policy["documentation"]["content"]

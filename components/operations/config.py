@@ -42,8 +42,9 @@ NotificationChannel = Annotated[
 class AlertsConfig(Block):
     enabled: bool = Field(
         False,
-        description="Cloud Monitoring alert policies: a TPU node not Ready, a Kueue workload pending, the serving Gateway's "
-        "5xx rate, model-server restarts.",
+        description="Cloud Monitoring alert policies: a TPU node not Ready, a multi-host TPU pool unavailable; with "
+        "dynamic slicing an unhealthy slice or partition and a Kueue workload pending; with serving, model-server "
+        "restarts and the Gateway's 5xx rate.",
     )
     emails: list[Email] = Field([], description="Addresses to notify (one email notification channel each).")
     notification_channels: list[NotificationChannel] = Field(

@@ -172,7 +172,7 @@ def _promql(query: str, minutes: int) -> dict[str, Any]:
     }
 
 
-def tpu_node_not_ready(alerts: AlertsConfig, cluster: ClusterConfig, pools: list[str]) -> Signal:
+def tpu_node_not_ready(alerts: AlertsConfig, cluster: ClusterConfig, pools: list[str], slicing: bool) -> Signal:
     terms = [
         'metric.type="kubernetes.io/node/status_condition"',
         'resource.type="k8s_node"',
@@ -197,8 +197,14 @@ def tpu_node_not_ready(alerts: AlertsConfig, cluster: ClusterConfig, pools: list
         PAGE,
         condition,
         f"A node of a TPU pool ({', '.join(pools)}) has not been Ready for {alerts.node_not_ready_minutes} minutes: "
-        "every slice on its cube is down. `kubectl get nodes -l cloud.google.com/gke-tpu-accelerator` and `kubectl get "
-        "slices -A`; GKE auto-repair recreates it.",
+        + (
+            "every slice on its cube is down. `kubectl get nodes -l cloud.google.com/gke-tpu-accelerator` and `kubectl "
+            "get slices -A`; GKE auto-repair recreates it."
+            if slicing
+            # no cubes and no Slice objects without dynamic slicing: a multi-host slice is its whole pool
+            else "its TPU slice is down (a multi-host slice: the whole pool). `kubectl get nodes -l "
+            "cloud.google.com/gke-tpu-accelerator`; GKE auto-repair recreates it."
+        ),
     )
 
 
@@ -385,7 +391,7 @@ def monitoring_objects(
             "SERVING_NS": serving_namespace,
         }
         names = " ".join(f"{name}={value}" for name, value in variables.items() if value)
-        signals = [tpu_node_not_ready(alerts, cluster, pools), tpu_pool_unavailable(alerts, cluster, pools)]
+        signals = [tpu_node_not_ready(alerts, cluster, pools, slicing), tpu_pool_unavailable(alerts, cluster, pools)]
         if slicing:
             signals += [tpu_slice_unhealthy(alerts, cluster), tpu_partition_unhealthy(alerts, cluster, pools)]
         if kueue_namespace is not None and cluster_queue is not None:
