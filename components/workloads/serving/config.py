@@ -271,7 +271,9 @@ KvCacheDtype = Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5
 
 class ServingConfig(Block):
     enabled: bool = Field(
-        False, description="Deploy P/D-disaggregated vLLM behind the llm-d router and an internal Gateway (TPU7x)."
+        False,
+        description="Deploy P/D-disaggregated vLLM (TPU7x) behind the llm-d router and a Gateway, internal by default "
+        "(serving.gateway.className).",
     )
     namespace: K8sName = Field(
         WORKLOAD_NAMESPACE, description="Serving namespace; must be one of queues.namespaces (its LocalQueue)."
