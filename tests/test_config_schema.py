@@ -69,13 +69,16 @@ def test_the_schema_refuses_what_a_setting_refuses(key, value):
 
 
 def test_the_schema_takes_what_the_stack_file_may_write():
-    """Text forms of scalars (`pulumi config set --path` stores text), a partial object, an encrypted secret, and
-    other namespaces' keys."""
+    """Text forms of scalars (`pulumi config set --path` stores text), a partial object, an encrypted secret, any
+    other value encrypted (`--secret` takes any key, a block or an item of a list), and other namespaces' keys."""
     stack = copy.deepcopy(_read(FIXTURE_STACKS / "Pulumi.dev.yaml"))
     stack["config"] |= {
         f"{NAMESPACE}:production": "true",
         f"{NAMESPACE}:checks": {"subslicing": {"enabled": "false", "slices": "2"}},
         f"{NAMESPACE}:serving": {"hfToken": {"secure": "v1:abc"}},
+        f"{NAMESPACE}:project": {"secure": "v1:abc"},
+        f"{NAMESPACE}:alerts": {"enabled": True, "emails": [{"secure": "v1:abc"}]},
+        f"{NAMESPACE}:saxml": {"secure": "v1:abc"},
         "gcp:project": "my-tpu-project",
     }
     assert [e.message for e in validator().iter_errors(stack)] == []

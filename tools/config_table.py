@@ -58,12 +58,15 @@ def with_section(text: str, page: Path, name: str, generated: str) -> str:
 
 
 # A value Pulumi holds encrypted, as the stack file writes it (`pulumi config set --secret`): {secure: <ciphertext>}.
+# Any key or item may be one, not only the settings declared secret: the CLI encrypts whatever it is told to, and the
+# program reads the decrypted text.
 SECURE_VALUE = {
     "type": "object",
     "properties": {"secure": {"type": "string"}},
     "required": ["secure"],
     "additionalProperties": False,
 }
+SECURE_REF = {"$ref": "#/$defs/SecureValue"}
 
 
 class _StackFileSchema(GenerateJsonSchema):
@@ -95,10 +98,11 @@ def schema() -> dict[str, Any]:
         for key, prop in owner.get("properties", {}).items():
             if (ref := _ref(prop)) is not None:
                 (partial if isinstance(prop.get("default"), dict) else whole).add(ref)
-            if prop.pop(SECRET, False):
-                owner["properties"][key] = {"description": prop.get("description", ""), "anyOf": [prop, SECURE_VALUE]}
-            else:
-                prop.pop("title", None)
+            prop.pop(SECRET, None)
+            prop.pop("title", None)
+            if "items" in prop:
+                prop["items"] = {"anyOf": [prop["items"], SECURE_REF]}
+            owner["properties"][key] = {"description": prop.pop("description", ""), "anyOf": [prop, SECURE_REF]}
     if partial & whole:
         raise SystemExit(f"models used both with and without a default object: {sorted(partial & whole)}")
     for name in partial:
@@ -118,7 +122,7 @@ def schema() -> dict[str, Any]:
                 "additionalProperties": False,
             }
         },
-        "$defs": definitions,
+        "$defs": {**definitions, "SecureValue": SECURE_VALUE},
     }
 
 
