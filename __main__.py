@@ -3,8 +3,8 @@
 import pulumi
 
 from components import lifecycle as lifecycle_review
+from components import naming, wiring
 from components import stack as stack_config
-from components import wiring
 from components.gcp.cluster import Cluster
 from components.gcp.existing_cluster import ExistingCluster, Target
 from components.gcp.network import Network
@@ -127,13 +127,13 @@ if queues is not None:
     pulumi.export("workloadNamespaces", list(config.queues.namespaces))
     pulumi.export("clusterQueueName", config.queues.cluster_queue_name)
     pulumi.export("localQueueName", config.queues.local_queue_name)
-    pulumi.export("admissionPlan", admission_plan.lines())
+    pulumi.export(naming.ADMISSION_PLAN_OUTPUT, admission_plan.lines())
     pulumi.export("priorityClassNames", config.queues.priority_class_names)
 if checks is not None:
     pulumi.export("sliceCheckJobSets", checks.jobset_names)
 if saxml is not None:
     pulumi.export("saxBucketName", saxml.bucket_name)
-    pulumi.export("saxHttpAddress", saxml.http_address)
+    pulumi.export(naming.SAX_ADDRESS_OUTPUT, saxml.http_address)
 if serving is not None:
     pulumi.export("gatewayAddress", serving.gateway_address)
     for output, value in endpoint_outputs(config.serving, serving.gateway_address).items():

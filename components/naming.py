@@ -103,3 +103,11 @@ def slice_name_budget_problem(namespace: str, workload_name: str, limit: int = S
         f"{len(namespace)} + 1 + {len(workload_name)} + {SLICE_NAME_HASH_SUFFIX} = {used} characters; "
         f"the budget is {limit} (shorten the namespace or keep the workload name within {max(room, 0)} characters)"
     )
+
+
+# Stack outputs the operator's tools read (tools/verify.py, bench.py, sax.py, render.py): one name for the export and
+# for its reader.
+MODEL_NAME_OUTPUT = "modelName"
+BASE_URL_OUTPUT = "openaiBaseUrl"
+SAX_ADDRESS_OUTPUT = "saxHttpAddress"
+ADMISSION_PLAN_OUTPUT = "admissionPlan"

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from components import naming
 from tools import sax
 
 MODEL = "/sax/test/spmd"
@@ -202,7 +203,7 @@ def fake_pulumi(returncode: int = 0, stdout: str = "", stderr: str = "", raises:
 
 def test_address_comes_from_the_stack_output(stub, capsys):
     stub.script[("GET", "/listcell")] = Answer(200, '{"active_replicas": 2}')
-    runner = fake_pulumi(stdout=json.dumps({"clusterName": "c", sax.ADDRESS_OUTPUT: stub.address}))
+    runner = fake_pulumi(stdout=json.dumps({"clusterName": "c", naming.SAX_ADDRESS_OUTPUT: stub.address}))
     assert sax.main(["--stack", "dev", "listcell", "--model-id", MODEL], runner=runner) == 0
     assert runner.calls == [["pulumi", "stack", "output", "--json", "--stack", "dev"]]
     assert [r.path for r in stub.received] == ["/listcell"]
@@ -210,7 +211,7 @@ def test_address_comes_from_the_stack_output(stub, capsys):
 
 
 def test_without_stack_the_selected_stack_is_asked():
-    runner = fake_pulumi(stdout=json.dumps({sax.ADDRESS_OUTPUT: "10.0.0.7"}))
+    runner = fake_pulumi(stdout=json.dumps({naming.SAX_ADDRESS_OUTPUT: "10.0.0.7"}))
     assert sax.stack_address(None, runner) == "10.0.0.7"
     assert runner.calls == [["pulumi", "stack", "output", "--json"]]
 
@@ -219,7 +220,7 @@ def test_without_stack_the_selected_stack_is_asked():
     "runner, expected",
     [
         (fake_pulumi(stdout=json.dumps({"clusterName": "c"})), "stack dev has no output saxHttpAddress"),
-        (fake_pulumi(stdout=json.dumps({sax.ADDRESS_OUTPUT: ""})), "stack dev has no output saxHttpAddress"),
+        (fake_pulumi(stdout=json.dumps({naming.SAX_ADDRESS_OUTPUT: ""})), "stack dev has no output saxHttpAddress"),
         (fake_pulumi(stdout="not json"), "did not print JSON"),
         (
             fake_pulumi(255, stderr="Updating...\nerror: no stack named 'dev' found\n"),

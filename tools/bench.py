@@ -34,11 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from components import naming
 from components.operations import benchmark
 from components.workloads.serving.config import weights_bucket_name
 from tools.stack_file import NoStackFile, StackFileError, add_stack_dir_option, stack_config_values
 from tools.stack_outputs import Runner, UsageError, last_line, number_type, read_stack_outputs, run_pulumi
-from tools.verify import BASE_URL_OUTPUT, Sleep
+from tools.verify import Sleep
 
 STACK_HINT = "pass --base-url instead"
 POLL_SECONDS = 20
@@ -137,9 +138,11 @@ def read_stack(args: argparse.Namespace, runner: Runner) -> tuple[StackConfig, s
         raise UsageError(f"stack {args.stack} does not serve (serving.enabled is false)")
     base_url = args.base_url
     if base_url is None:
-        base_url = read_stack_outputs(args.stack, STACK_HINT, runner).get(BASE_URL_OUTPUT)
+        base_url = read_stack_outputs(args.stack, STACK_HINT, runner).get(naming.BASE_URL_OUTPUT)
         if not isinstance(base_url, str) or not base_url:
-            raise UsageError(f"stack output {BASE_URL_OUTPUT} is missing (is the Gateway programmed?); {STACK_HINT}")
+            raise UsageError(
+                f"stack output {naming.BASE_URL_OUTPUT} is missing (is the Gateway programmed?); {STACK_HINT}"
+            )
     return config, base_url
 
 

@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from components import naming
+
 # The offline render is the program run under the harness's mocks of the engine and of Google Cloud: the one tool
 # that imports the harness (tests/test_imports.py holds it).
 from harness.gcp_model import CloudProject, ServiceDisabled, ServiceIdentityRefused, api_of
@@ -260,7 +262,9 @@ def summary(stack: str, run: ProgramRun, stack_dir: Path = PROJECT_ROOT) -> list
     lines = [f"stack {stack}: {len(run.registrations)} resources"]
     lines += [f"  {count:3d}  {type_token}" for type_token, count in sorted(counts.items())]
     lines += ["TPU capacity:"] + [f"  {line}" for line in config.tpu.capacity_lines()]
-    lines += ["TPU admission:"] + [f"  {line}" for line in run.outputs.get("admissionPlan", ["no slice workloads"])]
+    lines += ["TPU admission:"] + [
+        f"  {line}" for line in run.outputs.get(naming.ADMISSION_PLAN_OUTPUT, ["no slice workloads"])
+    ]
     lines += ["Order (graph.txt):"] + [
         f"  {line}" for line in graph_document(run.registrations, run.invocations).splitlines() if line
     ]

@@ -23,9 +23,9 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from components import naming
 from tools.stack_outputs import Runner, UsageError, clipped, number_type, read_stack_outputs, run_pulumi
 
-ADDRESS_OUTPUT = "saxHttpAddress"
 DEFAULT_PORT = 8888
 DEFAULT_TIMEOUT_S = 60.0
 PREVIEW_CHARS = 300
@@ -65,9 +65,9 @@ COMMANDS = {
 
 def stack_address(stack: str | None, runner: Runner = run_pulumi) -> str:
     """The `saxHttpAddress` output of `stack` (Pulumi's selected stack when None)."""
-    address = read_stack_outputs(stack, ADDRESS_HINT, runner).get(ADDRESS_OUTPUT)
+    address = read_stack_outputs(stack, ADDRESS_HINT, runner).get(naming.SAX_ADDRESS_OUTPUT)
     if not isinstance(address, str) or not address:
-        raise UsageError(f"stack {stack or '(selected)'} has no output {ADDRESS_OUTPUT}; {ADDRESS_HINT}")
+        raise UsageError(f"stack {stack or '(selected)'} has no output {naming.SAX_ADDRESS_OUTPUT}; {ADDRESS_HINT}")
     return address
 
 
@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     positive_int = number_type(int, 0, True, "must be greater than 0")
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
-        "--stack", help=f"Pulumi stack whose {ADDRESS_OUTPUT} output to use (default: the selected stack)"
+        "--stack", help=f"Pulumi stack whose {naming.SAX_ADDRESS_OUTPUT} output to use (default: the selected stack)"
     )
     address_help = f"sax-http HOST[:PORT] (default port {DEFAULT_PORT}); skips Pulumi"
     where.add_argument("--address", metavar="HOST[:PORT]", help=address_help)

@@ -23,11 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from components import naming
 from tools.stack_file import NoStackFile, StackFileError, add_stack_dir_option, stack_config_values
 from tools.stack_outputs import Runner, UsageError, clipped, number_type, read_stack_outputs, run_pulumi
 
-BASE_URL_OUTPUT = "openaiBaseUrl"
-MODEL_OUTPUT = "modelName"
 DEFAULT_PROMPT = "How are you today?"
 CHAT_MAX_TOKENS = 200
 SNIPPET_CHARS = 120
@@ -99,8 +98,8 @@ def resolve_endpoint(args: argparse.Namespace, runner: Runner) -> tuple[str, str
     base_url, model = args.base_url, args.model or configured_model(args.stack, args.stack_dir)
     if base_url is None or model is None:
         outputs = read_stack_outputs(args.stack, STACK_HINT, runner)
-        base_url = base_url or stack_output(outputs, BASE_URL_OUTPUT, "--base-url")
-        model = model or stack_output(outputs, MODEL_OUTPUT, "--model")
+        base_url = base_url or stack_output(outputs, naming.BASE_URL_OUTPUT, "--base-url")
+        model = model or stack_output(outputs, naming.MODEL_NAME_OUTPUT, "--model")
     if not base_url.startswith(("http://", "https://")):
         raise UsageError(f"base URL {base_url!r} is not an http(s) URL")
     return base_url.rstrip("/"), model
@@ -190,9 +189,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add = parser.add_argument
     add("--stack", help="stack whose outputs name the endpoint (default: the selected stack)")
     add_stack_dir_option(parser)
-    url_help = f"OpenAI base URL, e.g. http://10.0.0.5/v1 (default: output {BASE_URL_OUTPUT})"
+    url_help = f"OpenAI base URL, e.g. http://10.0.0.5/v1 (default: output {naming.BASE_URL_OUTPUT})"
     add("--base-url", metavar="URL", help=url_help)
-    add("--model", metavar="NAME", help=f"model the endpoint must report (default: output {MODEL_OUTPUT})")
+    add("--model", metavar="NAME", help=f"model the endpoint must report (default: output {naming.MODEL_NAME_OUTPUT})")
     at_least_one = number_type(int, 1, False, "must be at least 1")
     positive = number_type(float, 0, True, "must be greater than 0")
     not_negative = number_type(float, 0, False, "must not be negative")

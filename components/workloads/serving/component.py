@@ -12,6 +12,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from components import naming
 from components.config_base import secret_of_version
 from components.gcp.existing_cluster import Target
 from components.gcp.project_services import ProjectServices
@@ -378,4 +379,4 @@ def endpoint_outputs(serving: ServingConfig, gateway_address: pulumi.Output[str 
     example_curl = base_url.apply(
         lambda url: f"curl -s {url}/completions -H 'Content-Type: application/json' -d {shlex.quote(body)}"
     )
-    return {"modelName": model_name, "openaiBaseUrl": base_url, "exampleCurl": example_curl}
+    return {naming.MODEL_NAME_OUTPUT: model_name, naming.BASE_URL_OUTPUT: base_url, "exampleCurl": example_curl}
