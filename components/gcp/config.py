@@ -304,7 +304,10 @@ DEPLOYER_READS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "gcp:container/getEngineVersions:getEngineVersions": (
         ("container.clusters.list",),
         "the project",
-        "cloud.google.com/kubernetes-engine/docs/reference/api-permissions (projects.locations.getServerConfig)",
+        # Google's api-permissions page lists clusters, nodePools and operations only, not getServerConfig
+        "no Google page names getServerConfig's permission; container.clusters.list per "
+        "cloudpilot-ai/karpenter-provider-gcp#403, which dropped a container.clusters.getServerConfig that does not "
+        "exist",
     ),
     "gcp:compute/getReservation:getReservation": (
         ("compute.reservations.get", "compute.reservationBlocks.list"),
@@ -876,9 +879,9 @@ class PullThroughConfig(Block):
     )
     docker_hub_password_secret_version: str = Field(
         "",
-        description="Secret Manager secret version in the stack's project holding that account's password or access token, "
-        "projects/<project>/secrets/<secret>/versions/<n>: never the password itself. The stack grants Artifact "
-        "Registry's service agent read on the secret.",
+        description="Secret Manager secret version in the stack's project holding that account's password or access "
+        "token, projects/<project>/secrets/<secret>/versions/<n> (or latest): never the password itself. The stack "
+        "grants Artifact Registry's service agent read on the secret.",
     )
 
     @property
@@ -1533,7 +1536,7 @@ def validate_pull_through(
                 f"{key}.dockerHubPasswordSecretVersion",
                 "is not a Secret Manager secret version; its value is not shown, in case it is the password itself",
                 f"store the password in a secret, `gcloud secrets create <secret> --project {project} --data-file=-`, "
-                f"and write projects/{project}/secrets/<secret>/versions/<number>",
+                f"and write projects/{project}/secrets/<secret>/versions/<number> (or latest)",
             )
         elif named["project"] != project:
             problems.add(
@@ -1541,7 +1544,8 @@ def validate_pull_through(
                 f"names a secret of project {named['project']!r}, not of the stack's project {project!r}: the stack "
                 "enables Secret Manager and grants Artifact Registry's service agent on the secret in its own project "
                 "only",
-                f"name a secret of {project} by that id, projects/{project}/secrets/<secret>/versions/<number>",
+                f"name a secret of {project} by that id, "
+                f"projects/{project}/secrets/<secret>/versions/<number> (or latest)",
             )
     if bool(username) != bool(secret):
         missing, given = ("dockerHubPasswordSecretVersion", "dockerHubUsername")[:: 1 if username else -1]
