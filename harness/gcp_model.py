@@ -208,6 +208,10 @@ def claim_name(token: str, inputs: dict[str, Any], held: set[tuple[Any, ...]]) -
     held.add(claim)
 
 
+class NotFound(Exception):
+    """Google Cloud's answer to a call on a resource that does not exist (HTTP 404, notFound)."""
+
+
 class BadRequest(Exception):
     """Google Cloud's answer to a create it finds invalid (HTTP 400, badRequest)."""
 
@@ -700,6 +704,9 @@ BUCKET_OWNED = (
     "googleapi: Error 409: Your previous request to create the named bucket succeeded and you already own it., conflict"
 )
 BUCKET_RESOURCE = "gcp:storage/bucket:Bucket"
+BUCKET_GRANT = "gcp:storage/bucketIAMMember:BucketIAMMember"
+SECRET_RESOURCE = "gcp:secretmanager/secret:Secret"
+SECRET_GRANT = "gcp:secretmanager/secretIamMember:SecretIamMember"
 
 GET_RESERVATION = "gcp:compute/getReservation:getReservation"
 GET_RESERVATION_BLOCK = "gcp:compute/getReservationBlock:getReservationBlock"
@@ -773,6 +780,13 @@ class Subnetwork:
         }
 
 
+def _secret_name(inputs: dict[str, Any], project: str) -> str:
+    """projects/<project>/secrets/<id> of a Secret's or a secret grant's inputs: the grant's provider takes the
+    secret's ID, in its project, or its whole name (v7.45.0 iam_secret_manager_secret.go)."""
+    secret = inputs["secretId"]
+    return secret if "/" in secret else f"projects/{inputs.get('project') or project}/secrets/{secret}"
+
+
 @dataclass(frozen=True)
 class Holdings:
     """The reservations, buckets and subnetworks that exist (any project: a reservation may be shared from another,
@@ -783,14 +797,37 @@ class Holdings:
     secrets: tuple[Secret, ...] = ()
     subnetworks: tuple[Subnetwork, ...] = ()
 
-    def refuse_create(self, token: str, inputs: dict[str, Any], project: str) -> None:
-        """AlreadyExists where the `up` creates a bucket of a name one of ``buckets`` holds, in any project."""
+    def refuse_create(
+        self, token: str, inputs: dict[str, Any], project: str, waited_for: list[tuple[str, dict[str, Any]]]
+    ) -> None:
+        """AlreadyExists where the `up` creates a bucket of a name one of ``buckets`` holds, in any project; NotFound
+        where it grants a role on a bucket or secret that neither the holdings hold nor a create it ``waited_for``
+        (the type and inputs of each) made: the grant reads the policy first, and Secret Manager and Cloud Storage
+        answer that read of what is not there with their 404 (v7.45.0 tpgiamresource/iam.go iamPolicyReadModifyWrite,
+        the updaters' "Error retrieving IAM policy for %s"; Cloud Storage's as printed in SygniaLabs/ScallOps#23,
+        Secret Manager's in users' output, no reference page)."""
         held = (
             next((b for b in self.buckets if b.name == inputs.get("name")), None) if token == BUCKET_RESOURCE else None
         )
         if held is not None:
             owned = (held.project or project) == (inputs.get("project") or project)
             raise AlreadyExists(f"{token}: {BUCKET_OWNED if owned else BUCKET_TAKEN}")
+        if token == BUCKET_GRANT:
+            bucket = inputs["bucket"]
+            made = {i.get("name") for t, i in waited_for if t == BUCKET_RESOURCE}
+            if bucket not in {b.name for b in self.buckets} | made:
+                raise NotFound(
+                    f'{token}: Error retrieving IAM policy for storage bucket "b/{bucket}": {BUCKET_NOT_FOUND}'
+                )
+        if token == SECRET_GRANT:
+            secret = _secret_name(inputs, project)
+            made = {_secret_name(i, project) for t, i in waited_for if t == SECRET_RESOURCE}
+            if secret not in {s.name for s in self.secrets} | made:
+                by_number = f"projects/PROJECT_NUMBER/secrets/{secret.rpartition('/')[2]}"  # as getProject answers
+                raise NotFound(
+                    f'{token}: Error retrieving IAM policy for secretmanager secret "{secret}": googleapi: Error 404: '
+                    f"Secret [{by_number}] not found."
+                )
 
     def answer(self, token: str, args: dict[str, Any], default_project: str) -> dict[str, Any]:
         """The provider's answer to one of HOLDINGS_READS; ProviderError where the provider fails the read."""

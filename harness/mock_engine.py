@@ -255,7 +255,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
     ):
         super().__init__(mocks)
         self.preview = mocks.preview
-        self.holdings = mocks.holdings  # what exists before the run: a create of a bucket name it holds fails
+        self.holdings = mocks.holdings  # what exists before the run: a bucket name it holds, what a grant is on
         self.registrations = registrations
         self.invocations = invocations
         self.cloud = cloud
@@ -285,7 +285,8 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                 service_identity(unwrap_secrets(inputs)["service"], PROJECT_NUMBER_PLACEHOLDER)  # what Google refuses
             claim_name(request.type, unwrap_secrets(inputs), self._names)
             refuse_invalid(request.type, unwrap_secrets(inputs))
-            self.holdings().refuse_create(request.type, unwrap_secrets(inputs), self.project)
+            waited_for = self._waited_for(list(request.dependencies))
+            self.holdings().refuse_create(request.type, unwrap_secrets(inputs), self.project, waited_for)
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]  # the SDK's mock is untyped
         self._registered[urn] = (request.type, unwrap_secrets(inputs))
         self._dependencies[urn] = list(request.dependencies)
@@ -341,7 +342,11 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
 
     def _enabled_by(self, dependencies: list[str]) -> set[str]:
         """The APIs enabled by the Services among ``dependencies`` and everything they wait for."""
-        apis: set[str] = set()
+        return {inputs["service"] for token, inputs in self._waited_for(dependencies) if token == SERVICE_RESOURCE}
+
+    def _waited_for(self, dependencies: list[str]) -> list[tuple[str, dict[str, Any]]]:
+        """The type and inputs of each resource among ``dependencies`` and everything they wait for."""
+        made: list[tuple[str, dict[str, Any]]] = []
         seen: set[str] = set()
         pending = list(dependencies)
         while pending:
@@ -349,11 +354,9 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
             if urn in seen or urn not in self._registered:
                 continue
             seen.add(urn)
-            type_token, inputs = self._registered[urn]
-            if type_token == SERVICE_RESOURCE:
-                apis.add(inputs["service"])
+            made.append(self._registered[urn])
             pending.extend(self._dependencies[urn])
-        return apis
+        return made
 
 
 def _options(request: Any) -> dict[str, Any]:

@@ -7,6 +7,7 @@ programs through the same engine as the stacks, so the refusals the stacks pass 
 
 from __future__ import annotations
 
+import re
 import typing
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from harness.gcp_model import (
     MaintenanceWindow,
     ProviderError,
     Reservation,
+    Secret,
     ServiceDisabled,
     SubBlock,
     Subnetwork,
@@ -299,6 +301,65 @@ def test_two_resources_of_one_type_and_name_are_refused_by_the_engine(tmp_path, 
         run_program(dict(CONFIG), preview=preview, cloud=CloudProject(), program_path=program)
     program.write_text(TWO_OF_ONE_NAME.format(first="account", second="other-account"))
     run_program(dict(CONFIG), preview=preview, cloud=CloudProject(), program_path=program)
+
+
+GRANTS_ON_WHAT_IS_MADE_ELSEWHERE = """
+import pulumi, pulumi_gcp as gcp
+member = "serviceAccount:reader@p-123.iam.gserviceaccount.com"
+gcp.storage.BucketIAMMember("weights-reader", bucket="{bucket}", role="roles/storage.objectViewer", member=member)
+gcp.secretmanager.SecretIamMember(
+    "token-reader", project="p-123", secret_id="{secret}", role="roles/secretmanager.secretAccessor", member=member
+)
+"""
+# A bucket and a secret the stack makes: a grant that waits for them is on something there.
+GRANTS_ON_WHAT_THE_RUN_MAKES = """
+import pulumi, pulumi_gcp as gcp
+member = "serviceAccount:reader@p-123.iam.gserviceaccount.com"
+bucket = gcp.storage.Bucket("state", name="sax-state", location="US-CENTRAL1")
+gcp.storage.BucketIAMMember("state-user", bucket=bucket.name, role="roles/storage.objectUser", member=member)
+secret = gcp.secretmanager.Secret("token", project="p-123", secret_id="made", replication={"auto": {}})
+gcp.secretmanager.SecretIamMember(
+    "made-reader", project="p-123", secret_id=secret.secret_id, role="roles/secretmanager.secretAccessor", member=member
+)
+"""
+HELD_BUCKET_AND_SECRET = Holdings(
+    buckets=(Bucket("weights", "US-CENTRAL1"),), secrets=(Secret("projects/p-123/secrets/hf"),)
+)
+
+
+@pytest.mark.parametrize(
+    "bucket, secret, refusal",
+    [
+        pytest.param(
+            "gone",
+            "projects/p-123/secrets/hf",
+            'Error retrieving IAM policy for storage bucket "b/gone": ' + BUCKET_NOT_FOUND,
+            id="bucket",
+        ),
+        pytest.param(
+            "weights",
+            "projects/p-123/secrets/gone",
+            'Error retrieving IAM policy for secretmanager secret "projects/p-123/secrets/gone": googleapi: Error 404: '
+            "Secret [projects/PROJECT_NUMBER/secrets/gone] not found.",
+            id="secret",
+        ),
+        pytest.param("weights", "gone", 'secretmanager secret "projects/p-123/secrets/gone"', id="secret-by-its-id"),
+    ],
+)
+def test_a_grant_on_a_bucket_or_secret_that_is_not_there_is_refused_by_the_up(tmp_path, bucket, secret, refusal):
+    """The grant reads the resource's policy first, which Cloud Storage and Secret Manager answer with their 404
+    where it does not exist (a preview grants nothing); on what the project holds, or what the run made first, it is
+    made."""
+    program = tmp_path / "program.py"
+    program.write_text(GRANTS_ON_WHAT_IS_MADE_ELSEWHERE.format(bucket=bucket, secret=secret))
+    held = CloudProject().holding(HELD_BUCKET_AND_SECRET)
+    run_program(dict(CONFIG), preview=True, cloud=held, program_path=program)
+    with pytest.raises(Exception, match=re.escape(refusal)):
+        run_program(dict(CONFIG), preview=False, cloud=held, program_path=program)
+    program.write_text(GRANTS_ON_WHAT_IS_MADE_ELSEWHERE.format(bucket="weights", secret="projects/p-123/secrets/hf"))
+    run_program(dict(CONFIG), preview=False, cloud=held, program_path=program)
+    program.write_text(GRANTS_ON_WHAT_THE_RUN_MAKES)
+    run_program(dict(CONFIG), preview=False, cloud=CloudProject().holding(Holdings()), program_path=program)
 
 
 def test_a_key_grant_goes_through_cloud_kms(tmp_path):
