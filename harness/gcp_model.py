@@ -707,6 +707,8 @@ BUCKET_RESOURCE = "gcp:storage/bucket:Bucket"
 BUCKET_GRANT = "gcp:storage/bucketIAMMember:BucketIAMMember"
 SECRET_RESOURCE = "gcp:secretmanager/secret:Secret"
 SECRET_GRANT = "gcp:secretmanager/secretIamMember:SecretIamMember"
+KEY_RESOURCE = "gcp:kms/cryptoKey:CryptoKey"
+KEY_GRANT = "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"
 
 GET_RESERVATION = "gcp:compute/getReservation:getReservation"
 GET_RESERVATION_BLOCK = "gcp:compute/getReservationBlock:getReservationBlock"
@@ -796,16 +798,17 @@ class Holdings:
     buckets: tuple[Bucket, ...] = ()
     secrets: tuple[Secret, ...] = ()
     subnetworks: tuple[Subnetwork, ...] = ()
+    keys: tuple[str, ...] = ()  # Cloud KMS keys, projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>
 
     def refuse_create(
         self, token: str, inputs: dict[str, Any], project: str, waited_for: list[tuple[str, dict[str, Any]]]
     ) -> None:
         """AlreadyExists where the `up` creates a bucket of a name one of ``buckets`` holds, in any project; NotFound
-        where it grants a role on a bucket or secret that neither the holdings hold nor a create it ``waited_for``
-        (the type and inputs of each) made: the grant reads the policy first, and Secret Manager and Cloud Storage
-        answer that read of what is not there with their 404 (v7.45.0 tpgiamresource/iam.go iamPolicyReadModifyWrite,
-        the updaters' "Error retrieving IAM policy for %s"; Cloud Storage's as printed in SygniaLabs/ScallOps#23,
-        Secret Manager's in users' output, no reference page)."""
+        where it grants a role on a bucket, secret or Cloud KMS key that neither the holdings hold nor a create it ``waited_for``
+        (the type and inputs of each) made: the grant reads the policy first, and each service answers that read of
+        what is not there with its 404 (v7.45.0 tpgiamresource/iam.go iamPolicyReadModifyWrite, the updaters' "Error
+        retrieving IAM policy for %s"; Cloud Storage's as printed in SygniaLabs/ScallOps#23, Secret Manager's and
+        Cloud KMS's NOT_FOUND ("CryptoKey <name> not found.") in users' output, no reference page)."""
         held = (
             next((b for b in self.buckets if b.name == inputs.get("name")), None) if token == BUCKET_RESOURCE else None
         )
@@ -827,6 +830,14 @@ class Holdings:
                 raise NotFound(
                     f'{token}: Error retrieving IAM policy for secretmanager secret "{secret}": googleapi: Error 404: '
                     f"Secret [{by_number}] not found."
+                )
+        if token == KEY_GRANT:
+            key = inputs["cryptoKeyId"]
+            made = {f"{i.get('keyRing')}/cryptoKeys/{i.get('name')}" for t, i in waited_for if t == KEY_RESOURCE}
+            if key not in {*self.keys, *made}:
+                raise NotFound(
+                    f'{token}: Error retrieving IAM policy for KMS CryptoKey "{key}": googleapi: Error 404: CryptoKey '
+                    f"{key} not found., notFound"
                 )
 
     def answer(self, token: str, args: dict[str, Any], default_project: str) -> dict[str, Any]:

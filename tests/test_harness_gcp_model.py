@@ -310,8 +310,9 @@ gcp.storage.BucketIAMMember("weights-reader", bucket="{bucket}", role="roles/sto
 gcp.secretmanager.SecretIamMember(
     "token-reader", project="p-123", secret_id="{secret}", role="roles/secretmanager.secretAccessor", member=member
 )
+gcp.kms.CryptoKeyIAMMember("key-user", crypto_key_id="{key}", role="roles/cloudkms.cryptoKeyEncrypterDecrypter", member=member)
 """
-# A bucket and a secret the stack makes: a grant that waits for them is on something there.
+# A bucket, a secret and a key the stack makes: a grant that waits for them is on something there.
 GRANTS_ON_WHAT_THE_RUN_MAKES = """
 import pulumi, pulumi_gcp as gcp
 member = "serviceAccount:reader@p-123.iam.gserviceaccount.com"
@@ -321,42 +322,53 @@ secret = gcp.secretmanager.Secret("token", project="p-123", secret_id="made", re
 gcp.secretmanager.SecretIamMember(
     "made-reader", project="p-123", secret_id=secret.secret_id, role="roles/secretmanager.secretAccessor", member=member
 )
-"""
-HELD_BUCKET_AND_SECRET = Holdings(
-    buckets=(Bucket("weights", "US-CENTRAL1"),), secrets=(Secret("projects/p-123/secrets/hf"),)
+ring = "projects/p-123/locations/us-central1/keyRings/r"
+key = gcp.kms.CryptoKey("key", key_ring=ring, name="made")
+gcp.kms.CryptoKeyIAMMember(
+    "made-key-user", crypto_key_id=key.name.apply(lambda name: f"{ring}/cryptoKeys/{name}"),
+    role="roles/cloudkms.cryptoKeyEncrypterDecrypter", member=member,
 )
+"""
+KEY = "projects/p-123/locations/us-central1/keyRings/r/cryptoKeys/k"
+PRESENT = {"bucket": "weights", "secret": "projects/p-123/secrets/hf", "key": KEY}
 
 
 @pytest.mark.parametrize(
-    "bucket, secret, refusal",
+    "missing, refusal",
     [
         pytest.param(
-            "gone",
-            "projects/p-123/secrets/hf",
+            {"bucket": "gone"},
             'Error retrieving IAM policy for storage bucket "b/gone": ' + BUCKET_NOT_FOUND,
             id="bucket",
         ),
         pytest.param(
-            "weights",
-            "projects/p-123/secrets/gone",
+            {"secret": "projects/p-123/secrets/gone"},
             'Error retrieving IAM policy for secretmanager secret "projects/p-123/secrets/gone": googleapi: Error 404: '
             "Secret [projects/PROJECT_NUMBER/secrets/gone] not found.",
             id="secret",
         ),
-        pytest.param("weights", "gone", 'secretmanager secret "projects/p-123/secrets/gone"', id="secret-by-its-id"),
+        pytest.param({"secret": "gone"}, 'secretmanager secret "projects/p-123/secrets/gone"', id="secret-by-its-id"),
+        pytest.param(
+            {"key": KEY + "2"},
+            f'Error retrieving IAM policy for KMS CryptoKey "{KEY}2": googleapi: Error 404: CryptoKey {KEY}2 not found.',
+            id="key",
+        ),
     ],
 )
-def test_a_grant_on_a_bucket_or_secret_that_is_not_there_is_refused_by_the_up(tmp_path, bucket, secret, refusal):
-    """The grant reads the resource's policy first, which Cloud Storage and Secret Manager answer with their 404
-    where it does not exist (a preview grants nothing); on what the project holds, or what the run made first, it is
-    made."""
+def test_a_grant_on_what_is_not_there_is_refused_by_the_up(tmp_path, missing, refusal):
+    """The grant reads the resource's policy first, which the service answers with its 404 where it does not exist (a
+    preview grants nothing); on what the project holds, or what the run made first, it is made."""
     program = tmp_path / "program.py"
-    program.write_text(GRANTS_ON_WHAT_IS_MADE_ELSEWHERE.format(bucket=bucket, secret=secret))
-    held = CloudProject().holding(HELD_BUCKET_AND_SECRET)
+    program.write_text(GRANTS_ON_WHAT_IS_MADE_ELSEWHERE.format(**(PRESENT | missing)))
+    held = CloudProject().holding(
+        Holdings(
+            buckets=(Bucket("weights", "US-CENTRAL1"),), secrets=(Secret("projects/p-123/secrets/hf"),), keys=(KEY,)
+        )
+    )
     run_program(dict(CONFIG), preview=True, cloud=held, program_path=program)
     with pytest.raises(Exception, match=re.escape(refusal)):
         run_program(dict(CONFIG), preview=False, cloud=held, program_path=program)
-    program.write_text(GRANTS_ON_WHAT_IS_MADE_ELSEWHERE.format(bucket="weights", secret="projects/p-123/secrets/hf"))
+    program.write_text(GRANTS_ON_WHAT_IS_MADE_ELSEWHERE.format(**PRESENT))
     run_program(dict(CONFIG), preview=False, cloud=held, program_path=program)
     program.write_text(GRANTS_ON_WHAT_THE_RUN_MAKES)
     run_program(dict(CONFIG), preview=False, cloud=CloudProject().holding(Holdings()), program_path=program)
@@ -366,7 +378,8 @@ def test_a_key_grant_goes_through_cloud_kms(tmp_path):
     _, refusal = run(tmp_path, KEY_GRANT, preview=False, cloud=CloudProject.empty())
     assert isinstance(refusal, ServiceDisabled) and refusal.api == "cloudkms.googleapis.com"
     assert "Cloud Key Management Service (KMS) API has not been used in project p-123" in str(refusal)
-    _, refusal = run(tmp_path, KEY_GRANT, preview=False, cloud=CloudProject.empty("cloudkms.googleapis.com"))
+    key_on = CloudProject.empty("cloudkms.googleapis.com").holding(Holdings(keys=(KEY,)))
+    _, refusal = run(tmp_path, KEY_GRANT, preview=False, cloud=key_on)
     assert refusal is None
 
 
