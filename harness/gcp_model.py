@@ -252,6 +252,9 @@ class CloudProject:
     existing_cluster_provisioning: bool = False
     # The project whose Shared VPC that cluster is on (empty: its own project's default network)
     existing_cluster_host_project: str = ""
+    # The permissions the deployer holds (a custom role's); None: every one. A read it lacks one for fails as Google
+    # Cloud fails it (permission_denied).
+    grants: frozenset[str] | None = None
 
     @classmethod
     def empty(cls, *already_on: str) -> CloudProject:
@@ -726,6 +729,107 @@ HOLDINGS_READS = (
     GET_SUBNETWORKS,
     GET_SECRET_VERSION,
 )
+
+GET_PROJECT = "gcp:organizations/getProject:getProject"
+GET_ENGINE_VERSIONS = "gcp:container/getEngineVersions:getEngineVersions"
+GET_CLUSTER = "gcp:container/getCluster:getCluster"
+
+# --- The deployer's grants ----------------------------------------------------------------------------------------
+#
+# Each read's calls whose refusal fails the read, in the order the data source makes them (hashicorp/terraform-provider-
+# google v7.45.0, what pulumi-gcp 10.2.0 runs), each as (the permission its method's reference names, the resource it is
+# checked on, the data source's words before Google's 403). Written apart from the program's DEPLOYER_READS on purpose,
+# as API_OF_MODULE is from its list of APIs: a wrong row there is a read refused here. Calls that fail soft are left out
+# (getBucket's GET of the bucket's project; getProject's billing read is checked on the same permission as its GET).
+_RESERVATION = "projects/{project}/zones/{zone}/reservations/{reservation}"
+_BLOCK = _RESERVATION + "/reservationBlocks/{block}"
+READ_CALLS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    # resourceGoogleProjectRead: projects.get, then Cloud Billing's projects.getBillingInfo (both
+    # resourcemanager.projects.get: cloud.google.com/billing/docs/reference/rest/v1/projects/getBillingInfo)
+    GET_PROJECT: (("resourcemanager.projects.get", "projects/{projectId}", ""),),
+    # data_source_google_container_engine_versions.go: projects.locations.getServerConfig
+    GET_ENGINE_VERSIONS: (
+        (
+            "container.clusters.list",
+            "projects/{project}/locations/{location}",
+            "Error retrieving available container cluster versions: ",
+        ),
+    ),
+    # resource_compute_reservation.go: reservations.get, then reservationBlocks.list ("Error listing ReservationBlocks")
+    GET_RESERVATION: (
+        ("compute.reservations.get", _RESERVATION, 'Error when reading or editing ComputeReservation "": '),
+        ("compute.reservationBlocks.list", _RESERVATION, "Error listing ReservationBlocks: "),
+    ),
+    # data_source_google_compute_reservation_block.go: reservationBlocks.get, then reservationSubBlocks.list
+    GET_RESERVATION_BLOCK: (
+        ("compute.reservationBlocks.get", _BLOCK, "Error reading ReservationBlock: "),
+        ("compute.reservationSubBlocks.list", _BLOCK, "Error listing ReservationSubBlocks: "),
+    ),
+    GET_RESERVATION_SUB_BLOCK: (
+        (
+            "compute.reservationSubBlocks.get",
+            _BLOCK + "/reservationSubBlocks/{name}",
+            "Error reading ReservationSubBlock: ",
+        ),
+    ),
+    GET_BUCKET: (("storage.buckets.get", "{name}", ""),),  # data_source_google_storage_bucket.go: buckets.get
+    GET_SECRET_VERSION: (("secretmanager.versions.get", "{secret}/versions/{version}", ""),),
+    # resourceContainerClusterRead: projects.locations.clusters.get, through HandleNotFoundError
+    GET_CLUSTER: (
+        (
+            "container.clusters.get",
+            "projects/{project}/locations/{location}/clusters/{name}",
+            'Error when reading or editing Container Cluster "{name}": ',
+        ),
+    ),
+    # data_source_google_compute_subnetworks.go: subnetworks.list, through HandleNotFoundError
+    GET_SUBNETWORKS: (
+        (
+            "compute.subnetworks.list",
+            "projects/{project}/regions/{region}",
+            "Error when reading or editing Subnetworks : {project} {region}: ",
+        ),
+    ),
+    # data_source_google_compute_subnetwork.go: subnetworks.get, through HandleDataSourceNotFoundError
+    GET_SUBNETWORK: (
+        (
+            "compute.subnetworks.get",
+            "projects/{project}/regions/{region}/subnetworks/{name}",
+            "Error when reading or editing Subnetwork Not Found : {name}: ",
+        ),
+    ),
+}
+
+
+def permission_denied(token: str, args: dict[str, Any], project: str, grants: frozenset[str]) -> ProviderError | None:
+    """The read's failure where the deployer, holding ``grants``, lacks the permission of one of its calls: Google
+    Cloud's 403 for that call, as the data source returns it."""
+    for permission, resource, before in READ_CALLS.get(token, ()):
+        if permission in grants:
+            continue
+        named = {"project": project, "projectId": project, **{k: v for k, v in args.items() if isinstance(v, str)}}
+        named.setdefault("version", "latest")
+        named.setdefault("block", named.get("reservationBlock") or named.get("name", ""))
+        named.setdefault("reservation", named.get("name", ""))
+        on, before = resource.format_map(named), before.format_map(named)
+        if token == GET_PROJECT:  # Resource Manager's 403 names no permission, and the provider words it anew
+            return ProviderError(
+                token, f'the user does not have permission to access Project "{named["projectId"]}" or it may not exist'
+            )
+        if token == GET_BUCKET:
+            return ProviderError(token, BUCKET_FORBIDDEN)
+        if token == GET_SECRET_VERSION:
+            denied = f"Permission '{permission}' denied for resource '{on}' (or it may not exist)."
+            return ProviderError(token, f"{SECRET_VERSION_READ_ERROR}: googleapi: Error 403: {denied}, forbidden")
+        if token.startswith("gcp:container/"):  # GKE's 403 (quoted in 2i2c-org/infrastructure#488)
+            return ProviderError(
+                token, f'{before}googleapi: Error 403: Required "{permission}" permission(s) for "{on}"., forbidden'
+            )
+        return ProviderError(
+            token, f"{before}googleapi: Error 403: Required '{permission}' permission for '{on}', forbidden"
+        )
+    return None
+
 
 COMPUTE_URL = "https://www.googleapis.com/compute/v1/"
 # A filter of subnetworks.list as the model evaluates it: AIP-160 comparisons, each in parentheses, all of which must

@@ -50,6 +50,7 @@ from harness.gcp_model import (
     dashboard_id,
     gke_dns_endpoint,
     notification_channel_name,
+    permission_denied,
     refuse_invalid,
     service_identity,
 )
@@ -329,6 +330,12 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
             invocation.answer = f"refused: {refusal}"
             raise
         try:
+            if self.cloud.grants is not None and (
+                denied := permission_denied(
+                    request.tok, rpc.deserialize_properties(request.args), self.project, self.cloud.grants
+                )
+            ):
+                raise denied
             response = super().Invoke(request)  # type: ignore[no-untyped-call]  # the SDK's mock is untyped
         except ProviderError as failure:  # the provider failed the read: the engine hands its error to the program
             invocation.answer = f"failed: {failure}"

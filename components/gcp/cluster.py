@@ -40,7 +40,7 @@ from components.gcp.config import (
     cluster_identifier,
 )
 from components.gcp.network import Network
-from components.gcp.review import say_review
+from components.gcp.review import refused_if_unread, say_review
 from components.resources import NEW_ACCOUNT_FIRST, children_of, waiting_for
 
 # A pool's network_config is written for enable_private_nodes alone. Two of its other fields are ForceNew
@@ -345,13 +345,18 @@ class Cluster(pulumi.ComponentResource):
         location's list is not the channel's: a minor can be valid here and gone from the channel). Refused where this
         `up` creates the cluster; a warning on a running cluster, which is past its floor already."""
         cluster = args.cluster
-        offered = gcp.container.get_engine_versions_output(
-            location=args.region,
-            project=args.project,
-            version_prefix=f"{GkeVersion.parse(cluster.version).minor_alias}.",
-            # Its own wait: the component's depends_on is not an invoke's (on an empty project the
-            # lookup would run at program start and fail with the API's 403 SERVICE_DISABLED).
-            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[args.container_api]),
+        offered = refused_if_unread(
+            gcp.container.get_engine_versions_output(
+                location=args.region,
+                project=args.project,
+                version_prefix=f"{GkeVersion.parse(cluster.version).minor_alias}.",
+                # Its own wait: the component's depends_on is not an invoke's (on an empty project the
+                # lookup would run at program start and fail with the API's 403 SERVICE_DISABLED).
+                opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[args.container_api]),
+            ),
+            "gcp:container/getEngineVersions:getEngineVersions",
+            "cluster.version",
+            f"the GKE versions offered in {args.region}",
         )
 
         def review(answer: list[Any]) -> None:

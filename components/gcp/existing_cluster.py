@@ -19,7 +19,7 @@ import pulumi_gcp as gcp
 from components.config_base import ConfigError, Problem
 from components.gcp.cluster import Cluster, build_kubeconfig, kubernetes_provider
 from components.gcp.config import ExistingClusterConfig
-from components.gcp.review import say_review
+from components.gcp.review import refused_if_unread, say_review
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,13 @@ class ExistingCluster(pulumi.ComponentResource):
             )
         else:
             location = args.existing.location
-            found = gcp.container.get_cluster_output(
-                name=args.name, location=location, project=args.project, opts=pulumi.InvokeOptions(parent=self)
+            found = refused_if_unread(
+                gcp.container.get_cluster_output(
+                    name=args.name, location=location, project=args.project, opts=pulumi.InvokeOptions(parent=self)
+                ),
+                "gcp:container/getCluster:getCluster",
+                "cluster.existing.name",
+                f"cluster {args.name} in {location}",
             )
             dns_endpoint = found.control_plane_endpoints_configs.apply(outside_dns_endpoint)
             reached = pulumi.Output.all(dns_endpoint, found.endpoint, found.master_auths).apply(
@@ -69,11 +74,16 @@ class ExistingCluster(pulumi.ComponentResource):
                 # subnetworks.list selects them, in its AIP-160 form of parenthesized comparisons, all of which hold
                 # (the list's filter parameter, Compute Engine v1 REST reference; hashicorp/terraform-provider-google
                 # 0a504cd google/services/compute/data_source_google_compute_subnetworks.go passes it on as it is).
-                listed = gcp.compute.get_subnetworks_output(
-                    project=found.network.apply(lambda network: _project_of(network, args.project)),
-                    region=_region_of(location),
-                    filter='(purpose = "REGIONAL_MANAGED_PROXY") (role = "ACTIVE")',
-                    opts=pulumi.InvokeOutputOptions(parent=self),
+                listed = refused_if_unread(
+                    gcp.compute.get_subnetworks_output(
+                        project=found.network.apply(lambda network: _project_of(network, args.project)),
+                        region=_region_of(location),
+                        filter='(purpose = "REGIONAL_MANAGED_PROXY") (role = "ACTIVE")',
+                        opts=pulumi.InvokeOutputOptions(parent=self),
+                    ),
+                    "gcp:compute/getSubnetworks:getSubnetworks",
+                    "network.proxyOnlyCidr",
+                    f"the proxy-only subnets of cluster {args.name}'s region",
                 )
                 pulumi.Output.all(found.network, listed.subnetworks).apply(
                     lambda parts: say_review([], [], proxy_only_problems(args, *parts))
@@ -82,11 +92,16 @@ class ExistingCluster(pulumi.ComponentResource):
                 # The primary range of the cluster's subnetwork, its nodes' (subnetworks.get: the
                 # google_compute_subnetwork data source reads it by name, region and project, a Shared VPC's host
                 # project), and its Pod range (getCluster's clusterIpv4Cidr): client_range_problems.
-                node_subnet = gcp.compute.get_subnetwork_output(
-                    name=found.subnetwork.apply(_last),
-                    region=_region_of(location),
-                    project=found.subnetwork.apply(lambda path: _project_of(path, args.project)),
-                    opts=pulumi.InvokeOutputOptions(parent=self),
+                node_subnet = refused_if_unread(
+                    gcp.compute.get_subnetwork_output(
+                        name=found.subnetwork.apply(_last),
+                        region=_region_of(location),
+                        project=found.subnetwork.apply(lambda path: _project_of(path, args.project)),
+                        opts=pulumi.InvokeOutputOptions(parent=self),
+                    ),
+                    "gcp:compute/getSubnetwork:getSubnetwork",
+                    "network.nodeCidr",
+                    f"cluster {args.name}'s subnetwork",
                 )
                 pulumi.Output.all(node_subnet.ip_cidr_range, found.cluster_ipv4_cidr).apply(
                     lambda ranges: say_review([], [], client_range_problems(args, ranges))

@@ -8,6 +8,8 @@ from functools import cached_property
 import pulumi
 import pulumi_gcp as gcp
 
+from components.gcp.review import refused_if_unread
+
 CONTAINER_API = "container.googleapis.com"
 COMPUTE_API = "compute.googleapis.com"
 IAM_API = "iam.googleapis.com"
@@ -91,10 +93,11 @@ class ProjectServices(pulumi.ComponentResource):
     def project_number(self) -> pulumi.Output[str]:
         """The project's number, read once (on first use) after the Cloud Resource Manager API is on: the stack's
         Workload Identity principals and Google's service agents are named by it."""
-        return gcp.organizations.get_project_output(
+        read = gcp.organizations.get_project_output(
             project_id=self._project,
             opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[self.api(RESOURCE_MANAGER_API)]),
-        ).number
+        )
+        return refused_if_unread(read, "gcp:organizations/getProject:getProject", "project", self._project).number
 
     def api(self, name: str) -> gcp.projects.Service:
         """The enablement of one API, for a call through it to wait for."""

@@ -4,13 +4,16 @@ problems, and the shared helpers import none of each other; this is the lowest l
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import pulumi
 import pulumi_gcp as gcp
 
 from components.config_base import ConfigError, Problem, secret_of_version
+from components.gcp.config import DEPLOYER_READS
 from components.resources import ReadAnswer, answer_of
+
+T = TypeVar("T")
 
 
 def say_review(report: list[str], warnings: list[str], refused: list[Problem]) -> None:
@@ -31,6 +34,22 @@ def say_unread(what: str, api: str, before: str) -> None:
         f"{what}: not read yet: the read waits for the {api}, which this `up` enables; the `up` reads it before "
         f"{before}, and so does the next preview"
     )
+
+
+def refused_if_unread(read: pulumi.Output[T], token: str, key: str, what: str) -> pulumi.Output[T]:
+    """``read``, the invoke ``token``'s answer, failing the preview as a refusal under ``key`` where the provider fails
+    the read (Google Cloud's 403 where the deployer lacks a permission of the read, which Resource Manager's does not
+    even name): ``what`` could not be read, and the permissions DEPLOYER_READS gives the read to grant. Unhandled, the
+    invoke's failure ends the program with its exception and a traceback."""
+
+    def checked(answer: ReadAnswer[T]) -> pulumi.Output[T]:
+        if answer.error:
+            permissions, on, _ = DEPLOYER_READS[token]
+            fix = f"grant the deployer {', '.join(permissions)} on {on}"
+            say_review([], [], [Problem(key, f"{what} could not be read ({answer.error})", fix)])
+        return read
+
+    return answer_of(read).apply(checked)
 
 
 def secret_version_review(key: str, version: str, error: str, destroy_time: str) -> list[Problem]:
