@@ -313,7 +313,8 @@ class StackConfigError(ConfigError, pulumi.RunError):
 def _validate(config: StackConfig, problems: Problems) -> None:
     """Every block's rules, each given the blocks it reads."""
     cluster, tpu, production = config.cluster, config.tpu, config.production
-    gcp_config.validate_network(config.network, problems)
+    made = 0 if cluster.existing.enabled else tpu.total_nodes + cluster.system_pool.nodes
+    gcp_config.validate_network(config.network, made, problems)
     gcp_config.validate_cluster(cluster, tpu, problems, date.today())
     gcp_config.validate_encryption_keys(cluster, config.region, problems)
     gcp_config.validate_tpu(tpu, config.region, problems)

@@ -745,6 +745,24 @@ GCP_BAD_INPUTS += [
 ]
 
 
+# Ranges too small for the dev stack's 35 nodes (two cubes of 16 TPU hosts, a system node in each of three zones):
+# a node takes an address of the node range (Google Cloud keeps 4) and a /24 of the Pod range (110 Pods per node).
+GCP_BAD_INPUTS += [
+    pytest.param(
+        {"network.podCidr": "10.12.0.0/21"},
+        "network.podCidr",
+        "10.12.0.0/21 has 2048 addresses, and the 35 nodes of the stack's pools take 8960 (a /24 each",
+        id="pod-range-too-small-for-the-nodes",
+    ),
+    pytest.param(
+        {"network.nodeCidr": "10.10.0.0/27"},
+        "network.nodeCidr",
+        "10.10.0.0/27 has 32 addresses, and the 35 nodes of the stack's pools take 39 (one each, and the 4",
+        id="node-range-too-small-for-the-nodes",
+    ),
+]
+
+
 @pytest.mark.parametrize("override, key, fragment", GCP_BAD_INPUTS)
 def test_bad_input_names_its_key_and_registers_nothing(override, key, fragment):
     assert_bad_input(override, key, fragment)
@@ -766,6 +784,19 @@ def test_subnet_ranges_google_cloud_takes_are_accepted(ranges):
         ranges["network.podCidr"],
         ranges["network.serviceCidr"],
     ]
+
+
+def test_the_ranges_the_refusals_ask_for_hold_the_nodes():
+    # the fixes the refusals above name, a /18 Pod range (64 nodes' /24s) and a /26 node range (60 addresses and 4
+    # kept), are taken; a range half their size is not
+    ranges = {"network.podCidr": "10.12.0.0/18", "network.nodeCidr": "10.10.0.0/26"}
+    network = stack_config("dev", ranges).network
+    assert [network.pod_cidr, network.node_cidr] == ["10.12.0.0/18", "10.10.0.0/26"]
+    for key, fix in (
+        ("network.podCidr", "use a /18 or larger range"),
+        ("network.nodeCidr", "use a /26 or larger range"),
+    ):
+        assert_bad_input({key: ranges[key].replace("/18", "/19").replace("/26", "/27")}, key, fix)
 
 
 def test_fifty_authorized_networks_are_accepted():

@@ -46,6 +46,13 @@ _MAINTENANCE_OCCURRENCES_MAX = 5000
 # google/container/v1/cluster_service.proto).
 MAINTENANCE_FREQUENCIES_REFUSED = ("HOURLY", "MINUTELY", "SECONDLY")
 PROXY_ONLY_MAX_PREFIX = 26
+# What each node the stack makes takes of its ranges: an address of the node range, where Google Cloud keeps four
+# of every subnet's primary range (cloud.google.com/vpc/docs/subnets, "Reserved IPv4 addresses in subnets"), and a /24
+# of the Pod range, for GKE Standard's default of 110 Pods per node, which the pools keep; "Node creation is limited by
+# the number of available addresses in the Pod address range" (cloud.google.com/kubernetes-engine/docs/how-to/
+# flexible-pod-cidr, "CIDR ranges for Standard clusters" and "Restrictions").
+SUBNET_RESERVED_ADDRESSES = 4
+NODE_POD_RANGE_ADDRESSES = 256
 # The ranges no subnet range, primary or secondary, may hold any of: Google Cloud refuses a subnet range that matches,
 # is narrower or is broader than one (Google's "Subnets" page, cloud.google.com/vpc/docs/subnets, "Prohibited IPv4
 # subnet ranges" and "Limitations for IPv4 subnet ranges"; Google's public netblocks, also refused, are not listed).
@@ -467,6 +474,12 @@ class SystemPoolConfig(Block):
         examples=["n2-standard-32"],
     )
     nodes_per_zone: int = Field(1, description="System nodes in each zone of the region.", ge=1)
+
+    @property
+    def nodes(self) -> int:
+        """The pool's nodes: GKE spreads a regional cluster's pool over three zones of its region (GKE's "Regional
+        clusters": cloud.google.com/kubernetes-engine/docs/concepts/regional-clusters)."""
+        return self.nodes_per_zone * 3
 
 
 class MaintenanceWindowConfig(Block):
@@ -961,7 +974,8 @@ def remote_repositories(registries: list[str], project: str, region: str, cluste
 # --- Rules -----------------------------------------------------------------------------
 
 
-def validate_network(network: NetworkConfig, problems: Problems) -> None:
+def validate_network(network: NetworkConfig, nodes: int, problems: Problems) -> None:
+    """``nodes``: how many the stack's node pools make (none on a cluster made elsewhere)."""
     keys = ("nodeCidr", "podCidr", "serviceCidr", "proxyOnlyCidr")
     parsed = {key: _ipv4_range(f"network.{key}", getattr(network, to_snake(key)), problems) for key in keys}
     ranges = {key: cidr for key, cidr in parsed.items() if cidr is not None}
@@ -973,6 +987,21 @@ def validate_network(network: NetworkConfig, problems: Problems) -> None:
                 f"network.{second}",
                 f"{ranges[second]} overlaps network.{first} {ranges[first]}",
                 "give every subnet and secondary range its own addresses",
+            )
+    taken = {  # what the nodes take of each range, and how
+        "nodeCidr": (
+            nodes + SUBNET_RESERVED_ADDRESSES,
+            f"one each, and the {SUBNET_RESERVED_ADDRESSES} of a subnet Google Cloud keeps",
+        ),
+        "podCidr": (nodes * NODE_POD_RANGE_ADDRESSES, "a /24 each, for GKE's 110 Pods per node"),
+    }
+    for key, (needed, how) in taken.items():
+        if (given := ranges.get(key)) and given.num_addresses < needed:
+            problems.add(
+                f"network.{key}",
+                f"{given} has {given.num_addresses} addresses, and the {nodes} nodes of the stack's pools take {needed} "
+                f"({how}): GKE fails to create the nodes past them",
+                f"use a /{32 - (needed - 1).bit_length()} or larger range",
             )
     proxy = ranges.get("proxyOnlyCidr")
     if proxy and proxy.prefixlen > PROXY_ONLY_MAX_PREFIX:
