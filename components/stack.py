@@ -462,7 +462,7 @@ def image_pull_warnings(stack: Stack) -> list[str]:
         else:  # a Helm release's Deployment: the replicas the stack gives it, or the chart's own (unknown here)
             pull = gcp_config.ImagePull(pulled, image.runs, released.get(image.key), "as many as its chart makes")
         by_registry.setdefault(image.registry, []).append(pull)
-    nodes = config.tpu.total_nodes + config.cluster.system_pool.nodes_per_zone
+    nodes = config.tpu.total_nodes + config.cluster.system_pool.nodes
     warnings = [gcp_config.nat_pull_warning(r, pulls, nodes, config.network.nat) for r, pulls in by_registry.items()]
     return [warning for warning in warnings if warning]
 

@@ -21,6 +21,7 @@ from components.config_base import ConfigError, PullPath
 from components.gcp.config import is_google_registry
 from harness.gcp_model import CloudProject
 from harness.mock_engine import ProgramRun, Registration, run_program
+from harness.twin_nodes import twin_nodes
 from tests.conftest import as_pulumi_values, assert_bad_input, run_stack, stack_values, with_overrides
 from tests.test_gcp_existing_cluster import LAB
 from tests.test_lifecycle import closure, kubernetes_objects, previous_of
@@ -289,6 +290,8 @@ def test_pulling_from_docker_hub_through_the_nat_is_warned_with_the_numbers():
     assert vllm == 16
     assert f"the vLLM model servers: {vllm} (docker.io/vllm/vllm-tpu:" in warning
     assert "from docker.io directly, through Cloud NAT" in warning and "10 anonymous pulls an hour" in warning
+    # every node GKE makes, the system pool's in each of its zones
+    assert f"at least {len(twin_nodes(config_of(OFF).config))} nodes x" in warning
     assert not [w for w in run_stack().warnings if w.startswith("images.pullThrough:")], "dev pulls through"
 
 
