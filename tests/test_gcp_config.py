@@ -793,8 +793,8 @@ def test_the_ranges_the_refusals_ask_for_hold_the_nodes():
     network = stack_config("dev", ranges).network
     assert [network.pod_cidr, network.node_cidr] == ["10.12.0.0/18", "10.10.0.0/26"]
     for key, fix in (
-        ("network.podCidr", "use a /18 or larger range"),
-        ("network.nodeCidr", "use a /26 or larger range"),
+        ("network.podCidr", "use a /18 or larger range, or make fewer nodes"),
+        ("network.nodeCidr", "use a /26 or larger range, or make fewer nodes"),
     ):
         assert_bad_input({key: ranges[key].replace("/18", "/19").replace("/26", "/27")}, key, fix)
 

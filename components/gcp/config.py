@@ -1001,7 +1001,8 @@ def validate_network(network: NetworkConfig, nodes: int, problems: Problems) -> 
                 f"network.{key}",
                 f"{given} has {given.num_addresses} addresses, and the {nodes} nodes of the stack's pools take {needed} "
                 f"({how}): GKE fails to create the nodes past them",
-                f"use a /{32 - (needed - 1).bit_length()} or larger range",
+                # (a running stack's Pod range is not changed: the lifecycle review refuses it, fewer nodes remain)
+                f"use a /{32 - (needed - 1).bit_length()} or larger range, or make fewer nodes",
             )
     proxy = ranges.get("proxyOnlyCidr")
     if proxy and proxy.prefixlen > PROXY_ONLY_MAX_PREFIX:
