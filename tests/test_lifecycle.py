@@ -175,10 +175,8 @@ def test_the_nat_goes_only_after_everything_that_pulls_through_it(runs, stack):
 def test_the_nat_is_replaced_only_with_the_cluster(runs):
     """The router's and NAT's replacing inputs (name, region, network, router) derive from network.prefix and
     region alone, and a change of either is announced as the cluster's replacement already."""
-    prefix = "other"
-    run = run_stack(
-        {"network.prefix": prefix, "cluster.name": "other-cluster"}, previous_outputs=previous_of(runs["dev"])
-    )
+    prefix = "other"  # the run of test_a_new_network_under_the_same_cluster_name... (one run: run_stack keeps it)
+    run = run_stack({"network.prefix": prefix, "cluster.name": "other"}, previous_outputs=previous_of(runs["dev"]))
     nat = run.one("gcp:compute/routerNat:RouterNat", NAT)
     assert (nat.input("name"), nat.input("router")) == (f"{prefix}-nat", f"{prefix}-router")
     assert any(w.startswith(f"the GKE cluster {CLUSTER_NAME} will be REPLACED") for w in run.warnings)
@@ -360,9 +358,9 @@ def test_removing_or_adding_a_pool_alone_is_not_refused(runs):
         ),
     ],
 )
-def test_a_replacement_is_announced_loudly(runs, override, fragment):
-    run = run_stack(override, previous_outputs=previous_of(runs["dev"]))
-    assert any(fragment in w for w in run.warnings), run.warnings
+def test_a_replacement_is_announced_loudly(override, fragment):
+    lines = said(review_of(override))  # the program's warning of it: test_a_new_network_under_the_same_cluster_name...
+    assert any(fragment in w for w in lines), lines
 
 
 def refusal(overrides: dict, previous: dict) -> str:
@@ -455,6 +453,19 @@ def review_of(overrides: dict, before: dict | None = None) -> lifecycle_review.C
 
 def refused_keys(review: lifecycle_review.ChangeReview) -> list[str]:
     return [problem.key for problem in review.refused]
+
+
+def said(review: lifecycle_review.ChangeReview) -> list[str]:
+    """What the preview warns of for ``review``, in its order (components/wiring.py announce_changes), for a review
+    that refuses nothing (as the program's run of the change would not stop); the tests that run the program over a
+    changed config (test_a_new_network_under..., test_the_first_up_after_...) hold that wiring."""
+    assert review.refused == [], review.refused
+    return review.replaced + review.in_place + review.by_hand
+
+
+def warnings_of(run: ProgramRun | list[str]) -> list[str]:
+    """A run's warnings, or the lines a review says (``said``)."""
+    return run if isinstance(run, list) else run.warnings
 
 
 @pytest.mark.parametrize(
@@ -578,12 +589,12 @@ def test_a_new_topology_alone_is_refused_and_a_new_pool_of_it_goes_through(runs)
     assert [w for w in replaced.replaced if f"TPU pool {name} will be REPLACED" in w and "'4x8' -> '8x8'" in w]
 
 
-def test_a_new_node_service_account_replaces_the_pools_but_not_the_cluster(runs):
+def test_a_new_node_service_account_replaces_the_pools_but_not_the_cluster():
     """The cluster's node config serves only the default pool of its create and is ignored after it: only the
     pools carry the account."""
-    run = run_stack({"cluster.nodeServiceAccountId": "other-nodes"}, previous_outputs=previous_of(runs["dev"]))
-    assert not [w for w in run.warnings if "GKE cluster" in w], run.warnings
-    assert [w for w in run.warnings if w.startswith(f"TPU pool {POOL_LAST} will be REPLACED")], run.warnings
+    lines = said(review_of({"cluster.nodeServiceAccountId": "other-nodes"}))  # warned as in test_a_new_network_under...
+    assert not [w for w in lines if "GKE cluster" in w], lines
+    assert [w for w in lines if w.startswith(f"TPU pool {POOL_LAST} will be REPLACED")], lines
 
 
 GOOGLE_ACCOUNT = "gcp:serviceaccount/account:Account"
@@ -654,9 +665,10 @@ def test_every_node_pool_waits_for_what_the_node_account_may_do(stack):
         ("leaderWorkerSet", "oci://registry.k8s.io/lws/charts/lws", "0.10.1"),
     ],
 )
-def test_a_chart_upgrade_whose_crds_helm_keeps_says_how_to_apply_them(runs, key, chart, version):
-    run = run_stack({f"platform.{key}.version": version}, previous_outputs=previous_of(runs["dev"]))
-    (line,) = [w for w in run.warnings if w.startswith(f"platform.{key}: the chart goes")]
+def test_a_chart_upgrade_whose_crds_helm_keeps_says_how_to_apply_them(key, chart, version):
+    # the program's warning of it: test_the_first_up_after_the_upgrade_of_the_pins_asks_for_both_crd_steps...
+    lines = said(review_of({f"platform.{key}.version": version}))
+    (line,) = [w for w in lines if w.startswith(f"platform.{key}: the chart goes")]
     assert f"-> {version}, and Helm upgrades the controller but neither updates nor adds the CRDs" in line
     assert line.endswith(
         f"helm show crds {chart} --version {version} | kubectl apply --server-side --force-conflicts -f -"
@@ -671,8 +683,8 @@ EARLIER_PINS = {
 }
 
 
-def by_hand_chart_steps(run: ProgramRun) -> list[str]:
-    return [w for w in run.warnings if " the chart goes " in w]
+def by_hand_chart_steps(run: ProgramRun | list[str]) -> list[str]:
+    return [w for w in warnings_of(run) if " the chart goes " in w]
 
 
 def chart_goes(key: str) -> str:
@@ -711,10 +723,10 @@ def test_a_stack_whose_last_up_predates_the_chart_facts_is_warned_from_its_helm_
         assert not [w for w in run.warnings if "REPLACED" in w], run.warnings
 
 
-def test_a_kueue_chart_upgrade_needs_nothing_by_hand(runs):
+def test_a_kueue_chart_upgrade_needs_nothing_by_hand():
     """Kueue's CRDs are templates of its chart: Helm upgrades them with the release."""
-    run = run_stack(previous_outputs=previous_of(run_stack({"platform.kueue.version": "0.17.4"})))
-    assert not by_hand_chart_steps(run), run.warnings
+    lines = said(review_of({}, before={"platform.kueue.version": "0.17.4"}))
+    assert not by_hand_chart_steps(lines), lines
 
 
 def test_the_charts_a_stack_installs():
@@ -740,10 +752,10 @@ def test_new_node_labels_on_the_resource_flavor_in_use_are_refused(runs):
 
 
 @pytest.mark.parametrize("key", ["topologyName", "resourceFlavorName", "clusterQueueName"])
-def test_renaming_a_kueue_object_in_use_is_refused(runs, key):
-    with pytest.raises(pulumi.RunError) as raised:
-        run_stack({f"queues.{key}": "renamed"}, previous_outputs=previous_of(runs["dev"]))
-    assert f"queues.{key}:" in str(raised.value) and "keep" in str(raised.value)
+def test_renaming_a_kueue_object_in_use_is_refused(key):
+    # the program's refusal of the review's problems: test_a_cluster_queue_renamed_with_the_local_queues_is_new_queues...
+    (problem,) = [p for p in review_of({f"queues.{key}": "renamed"}).refused if p.key == f"queues.{key}"]
+    assert "keep" in str(problem)
 
 
 def test_a_cluster_queue_renamed_with_the_local_queues_is_new_queues_not_a_refused_repoint(runs):
@@ -841,9 +853,9 @@ def lifecycle_before_private_clusters(run: ProgramRun) -> dict:
     return {"lifecycle": lifecycle}
 
 
-def isolation_warnings(run: ProgramRun) -> list[str]:
+def isolation_warnings(run: ProgramRun | list[str]) -> list[str]:
     keys = ("cluster.privateNodes", "tpu.pools[].privateNodes", "network.nat", "cluster.controlPlane")
-    return [w for w in run.warnings if w.startswith(keys)]
+    return [w for w in warnings_of(run) if w.startswith(keys)]
 
 
 def test_the_first_up_after_private_clusters_came_says_what_each_part_does_and_replaces_nothing():
@@ -909,17 +921,19 @@ def test_public_nodes_again_delete_the_nat_after_them(runs):
         ),
     ],
 )
-def test_a_control_plane_change_is_in_place_and_says_what_clients_feel(runs, control_plane, expected):
-    run = run_stack({"cluster.controlPlane": control_plane}, previous_outputs=previous_of(runs["dev"]))
-    assert isolation_warnings(run) == [expected]
-    assert not [w for w in run.warnings if "REPLACED" in w]
+def test_a_control_plane_change_is_in_place_and_says_what_clients_feel(control_plane, expected):
+    # the program's warnings of these: test_the_first_up_after_private_clusters_came_says_what_each_part_does...
+    lines = said(review_of({"cluster.controlPlane": control_plane}))
+    assert isolation_warnings(lines) == [expected]
+    assert not [w for w in lines if "REPLACED" in w]
 
 
 def test_emptying_the_authorized_networks_is_left_to_gcloud():
     """The provider reads a missing master_authorized_networks_config as GKE's, which keeps the old list."""
-    restricted = run_stack({"cluster.controlPlane": {"authorizedNetworks": [{"cidr": "203.0.113.0/24", "name": "o"}]}})
-    run = run_stack(previous_outputs=previous_of(restricted))
-    (line,) = [w for w in run.warnings if w.startswith("cluster.controlPlane.authorizedNetworks")]
+    restricted = {"cluster.controlPlane": {"authorizedNetworks": [{"cidr": "203.0.113.0/24", "name": "o"}]}}
+    # a by-hand step, which the program warns of as test_the_first_up_after_the_upgrade_of_the_pins... sees
+    lines = said(review_of({}, before=restricted))
+    (line,) = [w for w in lines if w.startswith("cluster.controlPlane.authorizedNetworks")]
     assert "the public IP still admits only 203.0.113.0/24" in line
     assert line.endswith(
         f"gcloud container clusters update {CLUSTER_NAME} --region {REGION} --no-enable-master-authorized-networks"
@@ -942,9 +956,9 @@ HARDENED = {
 }
 
 
-def hardening_warnings(run: ProgramRun) -> list[str]:
+def hardening_warnings(run: ProgramRun | list[str]) -> list[str]:
     keys = ("cluster.intranodeVisibility", "cluster.binaryAuthorization", "cluster.rbacSecurityGroup")
-    return [w for w in run.warnings if w.startswith(keys)]
+    return [w for w in warnings_of(run) if w.startswith(keys)]
 
 
 def lifecycle_before_hardening(run: ProgramRun) -> dict:
@@ -977,17 +991,19 @@ def test_the_first_up_of_the_prod_stack_after_the_hardening_says_what_each_setti
     assert hardening_warnings(run_stack(stack="prod", previous_outputs=previous_of(prod))) == []
 
 
-def test_the_first_up_of_a_stack_that_leaves_them_off_says_nothing_of_them(runs):
+def test_the_first_up_of_a_stack_that_leaves_them_off_says_nothing_of_them():
     """dev and saxml keep GKE's defaults, which is what their clusters had before these settings existed."""
-    for stack, run in runs.items():
-        again = run_stack(stack=stack, previous_outputs=lifecycle_before_hardening(run))
+    for stack in STACKS:  # the program's warnings over such an output: test_the_first_up_of_the_prod_stack_after...
+        current = lifecycle_review.lifecycle_facts(fixture_stack_config(stack))
+        previous = {key: value for key, value in copy.deepcopy(current).items() if key != "hardening"}
+        assert "hardening" in current and "hardening" not in previous
+        again = said(lifecycle_review.review_changes(previous, current, str))
         assert hardening_warnings(again) == [], stack
 
 
 def test_turning_them_off_again_is_in_place_and_an_emptied_group_is_left_to_the_api():
-    hardened = run_stack(HARDENED)
-    run = run_stack(previous_outputs=previous_of(hardened))
-    intranode, binary_authorization, group = hardening_warnings(run)
+    # the program's warnings of these: test_the_first_up_of_the_prod_stack_after_the_hardening_says_what_each...
+    intranode, binary_authorization, group = hardening_warnings(said(review_of({}, before=HARDENED)))
     assert intranode.startswith("cluster.intranodeVisibility: turned off IN PLACE")
     assert "not documented in a source this program could read" in intranode
     assert binary_authorization == (
@@ -1007,11 +1023,11 @@ def test_turning_them_off_again_is_in_place_and_an_emptied_group_is_left_to_the_
 
 
 def test_another_group_is_in_place_and_names_both():
-    first = run_stack({"cluster.rbacSecurityGroup": "gke-security-groups@example.com"})
-    run = run_stack(
-        {"cluster.rbacSecurityGroup": "gke-security-groups@example.org"}, previous_outputs=previous_of(first)
+    review = review_of(  # the program's warnings of these: test_the_first_up_of_the_prod_stack_after_the_hardening...
+        {"cluster.rbacSecurityGroup": "gke-security-groups@example.org"},
+        before={"cluster.rbacSecurityGroup": "gke-security-groups@example.com"},
     )
-    assert hardening_warnings(run) == [
+    assert hardening_warnings(said(review)) == [
         "cluster.rbacSecurityGroup: GKE reads the groups of RBAC from gke-security-groups@example.org instead of "
         "gke-security-groups@example.com, in place: bindings to groups nested only in gke-security-groups@example.com "
         "stop granting"
@@ -1143,10 +1159,10 @@ def test_the_first_up_with_network_policies_says_which_namespaces_it_isolates_an
         assert "a pod you run there yourself" in line
 
 
-def test_a_new_queue_namespace_is_announced_alone(runs):
-    previous = previous_of(runs["dev"])
-    run = run_stack({"queues.namespaces": ["llm-d-pd-disaggregation", "team-b"]}, previous_outputs=previous)
-    (line,) = [w for w in run.warnings if w.startswith("network policies:")]
+def test_a_new_queue_namespace_is_announced_alone():
+    # the program's warning of it: test_the_first_up_with_network_policies_says_which_namespaces_it_isolates...
+    lines = said(review_of({"queues.namespaces": ["llm-d-pd-disaggregation", "team-b"]}))
+    (line,) = [w for w in lines if w.startswith("network policies:")]
     assert "every pod of team-b accepts" in line and "llm-d-pd-disaggregation" not in line
 
 
@@ -1200,9 +1216,10 @@ def test_the_add_on_goes_off_only_in_the_up_after_the_pods_stop_mounting_it(toke
     # The way down: first the pods move off the token file (the add-on stays on), then the add-on goes.
     moved = run_stack({"cluster.secretManager": True}, previous_outputs=previous)
     run_stack({"cluster.secretManager": False}, previous_outputs=previous_of(moved))
-    # With serving off the pods are gone after the same `up`, after the cluster's update: refused as well.
-    with pytest.raises(pulumi.RunError):
-        run_stack({"serving.enabled": False, "cluster.secretManager": False}, previous_outputs=previous)
+    # With serving off the pods are gone after the same `up`, after the cluster's update: refused as well (by the
+    # review the first refusal above sees the program make).
+    review = review_of({"serving.enabled": False, "cluster.secretManager": False}, before=ON_WITH_TOKEN_FILE)
+    assert "cluster.secretManager" in refused_keys(review), review.refused
 
 
 def test_turning_the_add_on_on_and_the_token_file_in_one_up_is_not_refused(runs):
@@ -1253,10 +1270,10 @@ def lifecycle_before_node_boot(run: ProgramRun) -> dict:
     return {"lifecycle": lifecycle}
 
 
-def replacements(run: ProgramRun) -> dict[str, str]:
+def replacements(run: ProgramRun | list[str]) -> dict[str, str]:
     """What the preview says it replaces: the pool (or "system") -> its line."""
     lines = {}
-    for line in run.warnings:
+    for line in warnings_of(run):
         if line.startswith("TPU pool ") and " will be REPLACED" in line:
             lines[line.split()[2]] = line
         elif line.startswith("the system node pool will be REPLACED"):
@@ -1348,12 +1365,13 @@ def test_a_running_production_stack_replaces_one_cube_per_up():
         ({"tpu.pools": staged("dev")}, [POOL_LAST], "secureBoot True -> False"),
     ],
 )
-def test_a_change_of_a_running_stack_s_boot_replaces_the_pools_it_reaches(runs, override, replaced, fragment):
-    run = run_stack(override, previous_outputs=previous_of(runs["dev"]))
-    lines = replacements(run)
+def test_a_change_of_a_running_stack_s_boot_replaces_the_pools_it_reaches(override, replaced, fragment):
+    # the program's warnings of these: test_the_first_up_after_node_boot_came_replaces_the_tpu7x_pools_of_dev...
+    warned = said(review_of(override))
+    lines = replacements(warned)
     assert sorted(lines) == sorted(replaced)
     assert all(fragment in line for line in lines.values())
-    assert not [w for w in run.warnings if "GKE cluster" in w]  # its node config is read at its create only
+    assert not [w for w in warned if "GKE cluster" in w]  # its node config is read at its create only
 
 
 # --- The service agents' grants on the Cloud KMS keys -----------------------------------------------
