@@ -897,9 +897,9 @@ def test_moving_one_cube_at_a_time_names_only_that_pool():
     ]
 
 
-def test_public_nodes_again_delete_the_nat_after_them(runs):
-    run = run_stack({"cluster.privateNodes": False}, previous_outputs=previous_of(runs["dev"]))
-    lines = isolation_warnings(run)
+def test_public_nodes_again_delete_the_nat_after_them():
+    # the program's warnings of these: test_the_first_up_after_private_clusters_came..., test_moving_one_cube...
+    lines = isolation_warnings(said(review_of({"cluster.privateNodes": False})))
     # the system pool's nodes and each TPU pool's
     assert len([line for line in lines if "get external addresses again IN PLACE" in line]) == 1 + len(POOLS)
     assert lines[-1] == (f"network.nat: Cloud NAT {PREFIX}-nat is deleted, after the nodes have external addresses")
