@@ -1,7 +1,9 @@
 """The Google Cloud layer as the program registers it for the dev stack (mocks, preview)."""
 
+import copy
 import functools
 import ipaddress
+import os
 import re
 
 import pulumi
@@ -33,6 +35,13 @@ TPU_POOLS = [pool.name for pool in TPU.pools]
 GET_CREDENTIALS = (
     f"gcloud container clusters get-credentials {CLUSTER_CONFIG.name} --region {DEV.region} --project {DEV.project}"
 )
+
+
+@pytest.fixture(scope="module")
+def stack_run(dev_run):
+    """The run of one of the tests' stacks as it is, once for this module: run_stack keeps only its latest runs, and
+    the dev run, a session fixture, is never asked of it again."""
+    return functools.cache(lambda stack: dev_run if stack == "dev" else run_stack(stack=stack))
 
 
 def test_every_resource_sits_under_a_named_component(dev_run):
@@ -190,10 +199,10 @@ def test_system_pool_runs_as_a_least_privilege_node_account(dev_run):
 MIRROR_GRANT = "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember"
 
 
-def test_the_nodes_may_read_the_mirror_repository_and_nothing_else_of_it():
+def test_the_nodes_may_read_the_mirror_repository_and_nothing_else_of_it(stack_run):
     """images.mirror: the node account reads that one repository (another project's here), and every Kubernetes
     object waits for the grant (the provider does)."""
-    run = run_stack(stack="prod")
+    run = stack_run("prod")
     (grant,) = run.of_type(MIRROR_GRANT)
     assert (grant.input("project"), grant.input("location"), grant.input("repository")) == (
         "my-org-artifacts",
@@ -284,8 +293,8 @@ def test_sub_blocks_and_reservation_project_shape_the_path():
     ]
 
 
-def test_protected_pools_on_request():
-    assert not any(p.protect for p in run_stack().of_type(NODE_POOL))
+def test_protected_pools_on_request(dev_run):
+    assert not any(p.protect for p in dev_run.of_type(NODE_POOL))
     protected = run_stack({"tpu.protectPools": True})
     assert [protected.one(NODE_POOL, name).protect for name in TPU_POOLS] == [True] * len(TPU_POOLS)
 
@@ -300,10 +309,10 @@ def boot(pool) -> tuple[str | None, dict | None]:
     return config.get("bootDiskKmsKey"), config.get("shieldedInstanceConfig")
 
 
-def test_tpu7x_pools_boot_with_secure_boot_and_the_stack_s_key_on_every_pool():
+def test_tpu7x_pools_boot_with_secure_boot_and_the_stack_s_key_on_every_pool(dev_run):
     """Unset, tpu.secureBoot follows the machine catalog (GKE is known to make TPU7x nodes with it); the key of the
     boot disks goes to every pool and to the cluster's first default pool, and may be a global one."""
-    assert {p.name: boot(p) for p in run_stack().of_type(NODE_POOL)} == dict.fromkeys(
+    assert {p.name: boot(p) for p in dev_run.of_type(NODE_POOL)} == dict.fromkeys(
         ("system-pool", *TPU_POOLS), (None, SECURE_BOOT)
     )
     run = run_stack({"cluster.bootDiskEncryptionKey": BOOT_KEY})
@@ -315,9 +324,9 @@ def test_tpu7x_pools_boot_with_secure_boot_and_the_stack_s_key_on_every_pool():
     assert cluster.input("nodeConfig.shieldedInstanceConfig") == SECURE_BOOT
 
 
-def test_v5e_pools_boot_without_secure_boot_unless_the_stack_asks():
+def test_v5e_pools_boot_without_secure_boot_unless_the_stack_asks(stack_run):
     """No source read here says GKE makes ct5lp nodes with secure boot: they send no shielded block, as before."""
-    saxml = run_stack(stack="saxml")
+    saxml = stack_run("saxml")
     tpu_pools = [pool["name"] for pool in stack_values("saxml")["tpu"]["pools"]]
     assert {p.name: boot(p) for p in saxml.of_type(NODE_POOL)} == {
         "system-pool": (None, SECURE_BOOT),
@@ -369,17 +378,21 @@ EXISTING_CLUSTER = {
 
 
 @pytest.mark.parametrize("override", [{}, EXISTING_CLUSTER], ids=["own-cluster", "existing-cluster"])
-def test_the_kubernetes_provider_refuses_existing_objects_unless_a_recovery_turns_the_switch_on(override, monkeypatch):
+def test_the_kubernetes_provider_refuses_existing_objects_unless_a_recovery_turns_the_switch_on(dev_run, override):
     """The program never sets the provider's upsertExistingObjects: a create refuses an object the cluster already
     holds (the pinned provider's default), and the switch of docs/recovery.md's recoveries,
     PULUMI_K8S_UPSERT_EXISTING_OBJECTS=true, reaches the provider's config through the SDK, said at every preview."""
-    monkeypatch.delenv(UPSERT_EXISTING_ENV, raising=False)
-    run = run_stack(override)
-    (provider,) = run.of_type("pulumi:providers:kubernetes")
-    assert "upsertExistingObjects" not in provider.inputs
-    assert not [w for w in run.warnings if UPSERT_EXISTING_ENV in w]
-    monkeypatch.setenv(UPSERT_EXISTING_ENV, "true")
-    run = run_stack(override)
+    # Not the monkeypatch fixture, for which run_stack runs again what it ran already (it caches a run by the
+    # environment it ran in); without the switch in the environment, the dev stack's run is the dev run.
+    switch_unset = UPSERT_EXISTING_ENV not in os.environ
+    with pytest.MonkeyPatch.context() as environment:
+        environment.delenv(UPSERT_EXISTING_ENV, raising=False)
+        run = dev_run if switch_unset and not override else run_stack(override)
+        (provider,) = run.of_type("pulumi:providers:kubernetes")
+        assert "upsertExistingObjects" not in provider.inputs
+        assert not [w for w in run.warnings if UPSERT_EXISTING_ENV in w]
+        environment.setenv(UPSERT_EXISTING_ENV, "true")
+        run = run_stack(override)
     (provider,) = run.of_type("pulumi:providers:kubernetes")
     # Provider config travels as strings, and the provider takes exactly "true" (provider.go, upsertExistingObjects).
     assert provider.input("upsertExistingObjects") == "true"
@@ -486,8 +499,8 @@ def test_the_cluster_defaults_new_nodes_to_private_and_opens_the_dns_endpoint(de
     assert not {"masterIpv4CidrBlock", "privateEndpointSubnetwork"} & set(cluster.input("privateClusterConfig"))
 
 
-def test_the_prod_control_plane_answers_on_its_dns_endpoint_only():
-    cluster = run_stack(stack="prod").one("gcp:container/cluster:Cluster", "gke-cluster")
+def test_the_prod_control_plane_answers_on_its_dns_endpoint_only(stack_run):
+    cluster = stack_run("prod").one("gcp:container/cluster:Cluster", "gke-cluster")
     assert cluster.input("privateClusterConfig") == {"enablePrivateNodes": True, "enablePrivateEndpoint": True}
     assert cluster.input("controlPlaneEndpointsConfig") == {
         "dnsEndpointConfig": {"allowExternalTraffic": True},
@@ -550,8 +563,8 @@ def test_nat_settings_come_from_the_network_block():
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod", "saxml"])
-def test_every_node_pool_is_private_and_never_diffs_on_network_fields_it_does_not_set(stack):
-    pools = run_stack(stack=stack).of_type(NODE_POOL)
+def test_every_node_pool_is_private_and_never_diffs_on_network_fields_it_does_not_set(stack_run, stack):
+    pools = stack_run(stack).of_type(NODE_POOL)
     assert len(pools) >= 3
     for pool in pools:
         assert pool.input("networkConfig") == {"enablePrivateNodes": True}, pool.name
@@ -599,8 +612,8 @@ def test_the_dev_cluster_says_each_setting_is_off_and_enables_no_binary_authoriz
     assert BINARY_AUTHORIZATION_API not in {s.input("service") for s in dev_run.of_type(SERVICE)}
 
 
-def test_the_prod_cluster_enforces_the_project_s_policy_names_its_group_and_sees_intranode_traffic():
-    run = run_stack(stack="prod")
+def test_the_prod_cluster_enforces_the_project_s_policy_names_its_group_and_sees_intranode_traffic(stack_run):
+    run = stack_run("prod")
     cluster = run.one(CLUSTER, "gke-cluster")
     assert cluster.input("binaryAuthorization") == {"evaluationMode": "PROJECT_SINGLETON_POLICY_ENFORCE"}
     assert cluster.input("authenticatorGroupsConfig") == {"securityGroup": "gke-security-groups@example.com"}
@@ -697,8 +710,8 @@ def test_stack_outputs(dev_run):
     assert outputs["tpuChips"] == 64 * len(TPU.pools)  # a 4x4x4 cube each
 
 
-def test_the_saxml_cluster_asks_for_its_minor_too():
-    (cluster,) = run_stack(stack="saxml").of_type("gcp:container/cluster:Cluster")
+def test_the_saxml_cluster_asks_for_its_minor_too(stack_run):
+    (cluster,) = stack_run("saxml").of_type("gcp:container/cluster:Cluster")
     assert cluster.input("minMasterVersion") == "1.35"
 
 
@@ -711,12 +724,6 @@ SEPTEMBER_2026 = {
     "RAPID": ("1.36.4-gke.1391000", ["1.37.0-gke.1500000", "1.36.4-gke.1391000", "1.35.8-gke.1036000"]),
     "REGULAR": ("1.35.8-gke.1036000", ["1.36.1-gke.1200000", "1.35.8-gke.1036000", "1.34.9-gke.1000000"]),
 }
-
-
-@functools.cache
-def running_lifecycle(stack: str) -> dict:
-    """The lifecycle facts the stack's last `up` exported (a running stack)."""
-    return run_stack(stack=stack).raw_outputs["lifecycle"]
 
 
 @pytest.mark.parametrize(
@@ -738,10 +745,12 @@ def running_lifecycle(stack: str) -> dict:
         ),
     ],
 )
-def test_the_floor_is_checked_against_the_stack_s_own_channel(stack, channels, warning):
+def test_the_floor_is_checked_against_the_stack_s_own_channel(stack_run, stack, channels, warning):
     """A running cluster is past its floor already: the preview warns. A new one would start below the floor, or not
     at all (GKE refuses a minor its channel does not offer): the preview refuses it, before the cluster is created."""
-    previous = {"lifecycle": running_lifecycle(stack)}
+    previous = {
+        "lifecycle": copy.deepcopy(stack_run(stack).raw_outputs["lifecycle"])
+    }  # the running stack's last `up`'s
     run = run_stack(stack=stack, engine_versions=gke(channels), previous_outputs=previous)
     found = [w for w in run.warnings if w.startswith("cluster.version: ")]
     if warning is None:
@@ -768,8 +777,8 @@ def test_the_old_saxml_floor_is_refused_before_anything_is_registered():
     )
 
 
-def test_nothing_is_compared_where_nothing_was_looked_up():
-    assert not any(w.startswith("cluster.version") for w in run_stack().warnings)
+def test_nothing_is_compared_where_nothing_was_looked_up(dev_run):
+    assert not any(w.startswith("cluster.version") for w in dev_run.warnings)
 
 
 # --- A new project: every Google Cloud call waits for the API it goes through -----------------------
@@ -819,7 +828,7 @@ def test_on_a_cluster_made_elsewhere_a_token_in_secret_manager_enables_its_api_a
     assert len(run.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")) == 2
 
 
-def test_secret_manager_is_enabled_and_the_add_on_on_only_where_the_token_is_kept_there(dev_run):
+def test_secret_manager_is_enabled_and_the_add_on_on_only_where_the_token_is_kept_there(dev_run, stack_run):
     def services(run):
         return sorted(s.input("service") for s in run.of_type("gcp:projects/service:Service"))
 
@@ -828,7 +837,7 @@ def test_secret_manager_is_enabled_and_the_add_on_on_only_where_the_token_is_kep
     assert dev_run.one("gcp:container/cluster:Cluster", "gke-cluster").input("secretManagerConfig") == {
         "enabled": False
     }
-    prod = run_stack(stack="prod")
+    prod = stack_run("prod")
     assert SECRET_MANAGER_API in services(prod) and set(REQUIRED_APIS) <= set(services(prod))
     assert prod.one("gcp:container/cluster:Cluster", "gke-cluster").input("secretManagerConfig") == {"enabled": True}
     # The add-on alone (no pod mounts anything yet): the API is on before the cluster gets the add-on.
