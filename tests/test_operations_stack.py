@@ -28,6 +28,11 @@ def prod_run():
     return run_stack(stack="prod")
 
 
+@pytest.fixture(scope="module")
+def saxml_run():
+    return run_stack(stack="saxml")
+
+
 def test_prod_registers_a_policy_per_signal_notifying_its_channel(prod_run):
     policies = {r.name: r for r in prod_run.of_type(POLICY)}
     assert sorted(policies) == [
@@ -150,12 +155,11 @@ def test_the_saxml_stack_alerts_on_its_tpu_nodes_and_pools_only():
     assert sorted(r.name for r in run.of_type(POLICY)) == ["alert-tpu-node-not-ready", "alert-tpu-pool-unavailable"]
 
 
-def test_each_stack_makes_its_dashboards_and_links_them(dev_run, prod_run):
-    saxml = run_stack(stack="saxml")
+def test_each_stack_makes_its_dashboards_and_links_them(dev_run, prod_run, saxml_run):
     for run, expected in (
         (dev_run, ["kueue", "router", "serving", "tpu"]),
         (prod_run, ["kueue", "router", "serving", "tpu"]),
-        (saxml, ["saxml"]),
+        (saxml_run, ["saxml"]),
     ):
         boards = {r.name.removeprefix("dashboard-"): r for r in run.of_type(DASHBOARD)}
         assert sorted(boards) == expected
@@ -217,8 +221,8 @@ BENCHMARK_IMAGE = "serving.benchmarkImage"  # `make bench`'s Job: listed, pulled
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod", "saxml"])
-def test_every_image_the_stack_pulls_is_listed_with_the_setting_that_pins_it(stack):
-    run = run_stack(stack=stack)
+def test_every_image_the_stack_pulls_is_listed_with_the_setting_that_pins_it(stack, request):
+    run = request.getfixturevalue(f"{stack}_run")
     listed = run.raw_outputs["images"]
     assert {image["pull"] for image in listed if image["setting"] != BENCHMARK_IMAGE} == set(pulled(run))
     assert len({image["setting"] for image in listed}) == len(listed), "one setting per image"
