@@ -277,8 +277,25 @@ def test_slice_controller_image_can_be_pinned_by_digest():
     assert run.one(RELEASE, "slice-controller").input("values")["image"]["digest"] == digest
 
 
+MIRROR = "europe-docker.pkg.dev/my-org-artifacts/mirror"
+CHART_DIGEST, SLICE_CONTROLLER_DIGEST = "sha256:" + "c" * 64, "sha256:" + "ab" * 32
+
+
+@pytest.fixture(scope="module")
+def mirrored_run():
+    """The dev stack under an image mirror, with each chart's controller image and the slice controller pinned by
+    digest: one run for every chart's case below (each reads its own release's values) and the slice controller's."""
+    images = {}
+    for key in CHART_IMAGE_VALUES:
+        image = ImageReference.parse(chart_image(key, getattr(CONFIG.platform, _snake(key))))
+        images[f"platform.{key}.image"] = f"{image.name}:{image.tag}@{CHART_DIGEST}"
+    return run_stack(
+        {"images.mirror": MIRROR, **images, "platform.sliceController": {"digest": SLICE_CONTROLLER_DIGEST}}
+    )
+
+
 @pytest.mark.parametrize("key", sorted(CHART_IMAGE_VALUES))
-def test_each_chart_s_controller_image_is_written_out_where_its_chart_reads_it(dev_run, key):
+def test_each_chart_s_controller_image_is_written_out_where_its_chart_reads_it(dev_run, mirrored_run, key):
     """The chart's own image at its release (as its packaging writes it, by the digest recorded for that release
     when there is one), set in the values so the release shows it; a mirror takes its registry, and a digest rides
     in the tag (the charts read `<repository>:<tag>`)."""
@@ -293,12 +310,9 @@ def test_each_chart_s_controller_image_is_written_out_where_its_chart_reads_it(d
     assert image.name == ImageReference.parse(RELEASE_IMAGES[key]).name
     tag = f"{image.tag}@{image.digest}" if image.digest else image.tag
     assert at(dev_run.one(RELEASE, name).input("values"), path) == {"repository": pulled(image.name), "tag": tag}
-    digest = "sha256:" + "c" * 64
-    mirror = "europe-docker.pkg.dev/my-org-artifacts/mirror"
-    mirrored = run_stack({"images.mirror": mirror, f"platform.{key}.image": f"{image.name}:{image.tag}@{digest}"})
-    assert at(mirrored.one(RELEASE, name).input("values"), path) == {
-        "repository": f"{mirror}/{image.name}",
-        "tag": f"{image.tag}@{digest}",
+    assert at(mirrored_run.one(RELEASE, name).input("values"), path) == {
+        "repository": f"{MIRROR}/{image.name}",
+        "tag": f"{image.tag}@{CHART_DIGEST}",
     }
 
 
@@ -313,18 +327,11 @@ def test_a_recorded_digest_belongs_to_its_release_only():
     }
 
 
-def test_the_slice_controller_comes_from_the_mirror_under_docker_hub_s_name():
-    digest = "sha256:" + "ab" * 32
-    run = run_stack(
-        {
-            "images.mirror": "europe-docker.pkg.dev/my-org-artifacts/mirror",
-            "platform.sliceController": {"digest": digest},
-        }
-    )
-    assert run.one(RELEASE, "slice-controller").input("values")["image"] == {
+def test_the_slice_controller_comes_from_the_mirror_under_docker_hub_s_name(mirrored_run):
+    assert mirrored_run.one(RELEASE, "slice-controller").input("values")["image"] == {
         "repository": "europe-docker.pkg.dev/my-org-artifacts/mirror/docker.io/tpuongke/kueue-slice-controller",
         "tag": "v0.8.0-200",
-        "digest": digest,
+        "digest": SLICE_CONTROLLER_DIGEST,
     }
 
 
