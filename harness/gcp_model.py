@@ -718,6 +718,7 @@ GET_RESERVATION_BLOCK = "gcp:compute/getReservationBlock:getReservationBlock"
 GET_RESERVATION_SUB_BLOCK = "gcp:compute/getReservationSubBlock:getReservationSubBlock"
 GET_BUCKET = "gcp:storage/getBucket:getBucket"
 GET_SECRET_VERSION = "gcp:secretmanager/getSecretVersion:getSecretVersion"
+GET_KEY = "gcp:kms/getKMSCryptoKey:getKMSCryptoKey"
 GET_SUBNETWORKS = "gcp:compute/getSubnetworks:getSubnetworks"
 GET_SUBNETWORK = "gcp:compute/getSubnetwork:getSubnetwork"
 HOLDINGS_READS = (
@@ -728,6 +729,7 @@ HOLDINGS_READS = (
     GET_BUCKET,
     GET_SUBNETWORKS,
     GET_SECRET_VERSION,
+    GET_KEY,
 )
 
 GET_PROJECT = "gcp:organizations/getProject:getProject"
@@ -903,6 +905,7 @@ class Holdings:
     secrets: tuple[Secret, ...] = ()
     subnetworks: tuple[Subnetwork, ...] = ()
     keys: tuple[str, ...] = ()  # Cloud KMS keys, projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>
+    unreadable_keys: tuple[str, ...] = ()  # those of ``keys`` the deployer lacks cloudkms.cryptoKeys.get on
 
     def refuse_create(
         self, token: str, inputs: dict[str, Any], project: str, waited_for: list[tuple[str, dict[str, Any]]]
@@ -953,6 +956,21 @@ class Holdings:
             named = args["secret"]
             secret = next((s for s in self.secrets if s.name == named), Secret(named, states=()))
             return secret.answer(token, args.get("version") or "latest", "PROJECT_NUMBER")  # as getProject answers
+        if token == GET_KEY:
+            # getKMSCryptoKey: the GET of the key, whose 404 the data source answers with "<key> not found" and any
+            # other error as the resource's read wraps it (v7.45.0 google-beta/services/kms/
+            # data_source_google_kms_crypto_key.go, resource_kms_crypto_key.go resourceKMSCryptoKeyRead); the 403 is
+            # IAM's PERMISSION_DENIED as googleapi prints it for another service (BUCKET_FORBIDDEN's shape)
+            key = f"{args['keyRing']}/cryptoKeys/{args['name']}"
+            if key in self.unreadable_keys:
+                denied = f"Permission 'cloudkms.cryptoKeys.get' denied on resource '{key}' (or it may not exist)."
+                raise ProviderError(
+                    token,
+                    f'Error when reading or editing KMSCryptoKey "{key}": googleapi: Error 403: {denied}, forbidden',
+                )
+            if key not in self.keys:
+                raise ProviderError(token, f"{key} not found")
+            return {"id": key, "keyRing": args["keyRing"], "name": args["name"], "purpose": "ENCRYPT_DECRYPT"}
         if token == GET_SUBNETWORK:
             # subnetworks.get of the project, region and name; the data source fails the read on its 404
             # (hashicorp/terraform-provider-google data_source_google_compute_subnetwork.go: the Get's error through

@@ -341,6 +341,11 @@ DEPLOYER_READS: dict[str, tuple[tuple[str, ...], str, str]] = {
         "the secret",
         "cloud.google.com/secret-manager/docs/reference/rest/v1/projects.secrets.versions/get",
     ),
+    "gcp:kms/getKMSCryptoKey:getKMSCryptoKey": (
+        ("cloudkms.cryptoKeys.get",),
+        "the Cloud KMS key",
+        "cloud.google.com/kms/docs/reference/rest/v1/projects.locations.keyRings.cryptoKeys/get",
+    ),
     "gcp:container/getCluster:getCluster": (
         ("container.clusters.get",),
         "the cluster made elsewhere",

@@ -1,6 +1,7 @@
 """How the preview says what a review of the running stack or of a cloud read found (the lifecycle review, the TPU
-reservation's, the existing weights bucket's). Not in components/resources.py: it words the refusals as the config's
-problems, and the shared helpers import none of each other; this is the lowest layer that may."""
+reservation's, the existing weights bucket's, the secret versions', the Cloud KMS keys'). Not in
+components/resources.py: it words the refusals as the config's problems, and the shared helpers import none of each
+other; this is the lowest layer that may."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.config_base import ConfigError, Problem, secret_of_version
-from components.gcp.config import DEPLOYER_READS
+from components.gcp.config import DEPLOYER_READS, KeyGrant, KmsKey
 from components.resources import ReadAnswer, answer_of
 
 T = TypeVar("T")
@@ -105,5 +106,43 @@ def read_secret_version(
             found = answer.value
             say_review([], [], secret_version_review(key, version, answer.error, (found and found.destroy_time) or ""))
         return api
+
+    return read.apply(review)
+
+
+def kms_key_review(setting: str, key: KmsKey, error: str) -> list[Problem]:
+    """What the preview refuses of the Cloud KMS key ``key`` that ``setting`` names, from getKMSCryptoKey's
+    ``error``: one the stack's grant of it would fail on, halfway through the `up`. The data source fails the read
+    with '<key> not found' on Cloud KMS's 404 (a missing key or key ring), and with the GET's own error otherwise
+    (hashicorp/terraform-provider-google-beta v7.45.0 google-beta/services/kms/data_source_google_kms_crypto_key.go;
+    resource_kms_crypto_key.go, resourceKMSCryptoKeyRead through HandleNotFoundError)."""
+    if f"{key.name} not found" in error:
+        what = "does not exist"
+        where = f"--location {key.location} --project {key.project}"
+        fix = (
+            f"make it (`gcloud kms keys create {key.key} --keyring {key.ring} {where} --purpose encryption`, after "
+            f"`gcloud kms keyrings create {key.ring} {where}` if the key ring is missing too), or name a key that exists"
+        )
+    elif error:
+        what = f"could not be read ({error})"
+        # the stack's grant of the key reads and sets its policy, as roles/cloudkms.admin may, which holds this too
+        fix = f"grant the deployer cloudkms.cryptoKeys.get on {key.name} (roles/cloudkms.admin holds it)"
+    else:
+        return []
+    return [Problem(setting, f"Cloud KMS key {key.name} {what}", fix)]
+
+
+def read_kms_key(grant: KeyGrant, after: pulumi.Resource, parent: pulumi.Resource) -> pulumi.Output[pulumi.Resource]:
+    """Read the Cloud KMS key of ``grant`` and refuse what kms_key_review refuses; answers ``after`` once read, for
+    the grant to wait for (it reads the key's policy first, and Cloud KMS answers that read of a missing key with its
+    404). The read GETs the key's metadata (cloudkms.cryptoKeys.get) and waits for no API: Cloud KMS's is on in the
+    key's project, where the key was made."""
+    ring = grant.key.name.partition("/cryptoKeys/")[0]
+    opts = pulumi.InvokeOutputOptions(parent=parent)
+    read = answer_of(gcp.kms.get_kms_crypto_key_output(key_ring=ring, name=grant.key.key, opts=opts))
+
+    def review(answer: ReadAnswer[Any]) -> pulumi.Resource:
+        say_review([], [], kms_key_review(grant.setting, grant.key, answer.error))
+        return after
 
     return read.apply(review)

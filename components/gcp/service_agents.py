@@ -26,6 +26,7 @@ import pulumi_gcp as gcp
 
 from components.gcp.config import KMS_ENCRYPTER_DECRYPTER, KeyGrant, ServiceAgent
 from components.gcp.project_services import ProjectServices
+from components.gcp.review import read_kms_key
 from components.resources import waiting_for
 
 
@@ -76,12 +77,15 @@ class ServiceAgents(pulumi.ComponentResource):
             ]
         self.grants: dict[tuple[str, ServiceAgent], gcp.kms.CryptoKeyIAMMember] = {}
         for grant in args.key_grants:
+            ready = self.ready[grant.agent]
+            # after the preview's read of the key, which refuses a key the grant would fail on
+            read = read_kms_key(grant, ready[0], self)
             self.grants[(grant.key.name, grant.agent)] = gcp.kms.CryptoKeyIAMMember(
                 grant.name,
                 crypto_key_id=grant.key.name,
                 role=KMS_ENCRYPTER_DECRYPTER,
                 member=self.member(grant.agent),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=self.ready[grant.agent], retain_on_delete=True),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*ready, read], retain_on_delete=True),
             )
         self.register_outputs({"grants": [grant.name for grant in args.key_grants]})
 
