@@ -776,6 +776,14 @@ READ_CALLS: dict[str, tuple[tuple[str, str, str], ...]] = {
     ),
     GET_BUCKET: (("storage.buckets.get", "{name}", ""),),  # data_source_google_storage_bucket.go: buckets.get
     GET_SECRET_VERSION: (("secretmanager.versions.get", "{secret}/versions/{version}", ""),),
+    # data_source_google_kms_crypto_key.go: the key's GET, its error wrapped by resourceKMSCryptoKeyRead
+    GET_KEY: (
+        (
+            "cloudkms.cryptoKeys.get",
+            "{keyRing}/cryptoKeys/{name}",
+            'Error when reading or editing KMSCryptoKey "{keyRing}/cryptoKeys/{name}": ',
+        ),
+    ),
     # resourceContainerClusterRead: projects.locations.clusters.get, through HandleNotFoundError
     GET_CLUSTER: (
         (
@@ -820,6 +828,9 @@ def permission_denied(token: str, args: dict[str, Any], project: str, grants: fr
             )
         if token == GET_BUCKET:
             return ProviderError(token, BUCKET_FORBIDDEN)
+        if token == GET_KEY:  # IAM's PERMISSION_DENIED as googleapi prints it for another service
+            denied = f"Permission '{permission}' denied on resource '{on}' (or it may not exist)."
+            return ProviderError(token, f"{before}googleapi: Error 403: {denied}, forbidden")
         if token == GET_SECRET_VERSION:
             denied = f"Permission '{permission}' denied for resource '{on}' (or it may not exist)."
             return ProviderError(token, f"{SECRET_VERSION_READ_ERROR}: googleapi: Error 403: {denied}, forbidden")
@@ -905,7 +916,6 @@ class Holdings:
     secrets: tuple[Secret, ...] = ()
     subnetworks: tuple[Subnetwork, ...] = ()
     keys: tuple[str, ...] = ()  # Cloud KMS keys, projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>
-    unreadable_keys: tuple[str, ...] = ()  # those of ``keys`` the deployer lacks cloudkms.cryptoKeys.get on
 
     def refuse_create(
         self, token: str, inputs: dict[str, Any], project: str, waited_for: list[tuple[str, dict[str, Any]]]
@@ -959,15 +969,9 @@ class Holdings:
         if token == GET_KEY:
             # getKMSCryptoKey: the GET of the key, whose 404 the data source answers with "<key> not found" and any
             # other error as the resource's read wraps it (v7.45.0 google-beta/services/kms/
-            # data_source_google_kms_crypto_key.go, resource_kms_crypto_key.go resourceKMSCryptoKeyRead); the 403 is
-            # IAM's PERMISSION_DENIED as googleapi prints it for another service (BUCKET_FORBIDDEN's shape)
+            # data_source_google_kms_crypto_key.go, resource_kms_crypto_key.go resourceKMSCryptoKeyRead); the
+            # deployer's 403 is permission_denied's
             key = f"{args['keyRing']}/cryptoKeys/{args['name']}"
-            if key in self.unreadable_keys:
-                denied = f"Permission 'cloudkms.cryptoKeys.get' denied on resource '{key}' (or it may not exist)."
-                raise ProviderError(
-                    token,
-                    f'Error when reading or editing KMSCryptoKey "{key}": googleapi: Error 403: {denied}, forbidden',
-                )
             if key not in self.keys:
                 raise ProviderError(token, f"{key} not found")
             return {"id": key, "keyRing": args["keyRing"], "name": args["name"], "purpose": "ENCRYPT_DECRYPT"}
