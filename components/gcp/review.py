@@ -126,7 +126,8 @@ def kms_key_review(setting: str, key: KmsKey, error: str) -> list[Problem]:
     elif error:
         what = f"could not be read ({error})"
         # the stack's grant of the key reads and sets its policy, as roles/cloudkms.admin may, which holds this too
-        fix = f"grant the deployer cloudkms.cryptoKeys.get on {key.name} (roles/cloudkms.admin holds it)"
+        (permission,), _, _ = DEPLOYER_READS["gcp:kms/getKMSCryptoKey:getKMSCryptoKey"]
+        fix = f"grant the deployer {permission} on {key.name} (roles/cloudkms.admin holds it)"
     else:
         return []
     return [Problem(setting, f"Cloud KMS key {key.name} {what}", fix)]
