@@ -120,6 +120,11 @@ class StackConfig(Block):
         return AdmissionPlan(self.tpu.cubes, (*served, *checks))
 
     @property
+    def nodes(self) -> int:
+        """Every node the stack's pools make: its TPU pools' and the system pool's in each of its zones."""
+        return self.tpu.total_nodes + self.cluster.system_pool.nodes
+
+    @property
     def nat_needed(self) -> bool:
         """Cloud NAT exactly when a node is private: public nodes leave by their own addresses."""
         return self.cluster.private_nodes or any(self.tpu.pool_private_nodes(p, self.cluster) for p in self.tpu.pools)
@@ -313,8 +318,7 @@ class StackConfigError(ConfigError, pulumi.RunError):
 def _validate(config: StackConfig, problems: Problems) -> None:
     """Every block's rules, each given the blocks it reads."""
     cluster, tpu, production = config.cluster, config.tpu, config.production
-    made = 0 if cluster.existing.enabled else tpu.total_nodes + cluster.system_pool.nodes
-    gcp_config.validate_network(config.network, made, problems)
+    gcp_config.validate_network(config.network, 0 if cluster.existing.enabled else config.nodes, problems)
     gcp_config.validate_cluster(cluster, tpu, problems, date.today())
     gcp_config.validate_encryption_keys(cluster, config.region, problems)
     gcp_config.validate_tpu(tpu, config.region, problems)
@@ -462,8 +466,9 @@ def image_pull_warnings(stack: Stack) -> list[str]:
         else:  # a Helm release's Deployment: the replicas the stack gives it, or the chart's own (unknown here)
             pull = gcp_config.ImagePull(pulled, image.runs, released.get(image.key), "as many as its chart makes")
         by_registry.setdefault(image.registry, []).append(pull)
-    nodes = config.tpu.total_nodes + config.cluster.system_pool.nodes
-    warnings = [gcp_config.nat_pull_warning(r, pulls, nodes, config.network.nat) for r, pulls in by_registry.items()]
+    warnings = [
+        gcp_config.nat_pull_warning(r, pulls, config.nodes, config.network.nat) for r, pulls in by_registry.items()
+    ]
     return [warning for warning in warnings if warning]
 
 
