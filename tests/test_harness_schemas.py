@@ -199,11 +199,11 @@ def test_a_stalled_server_times_out(server, tmp_path, capsys):
 
 def test_a_trickle_is_bounded_by_the_transfer_deadline(server, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(schemas, "CHUNK_BYTES", DRIP_BYTES)
-    # 27 pieces, each 0.1 s apart: five times within the read timeout even on a loaded machine, 2.7 s in all
-    server.replies["/drip.yaml"] = Reply(drip=0.1)
+    # 27 pieces, each 0.05 s apart: five times within the read timeout even on a loaded machine, 1.35 s in all
+    server.replies["/drip.yaml"] = Reply(drip=0.05)
     lock = write_lock(tmp_path, entry("a.yaml", f"{server.base}/drip.yaml"))
-    assert schemas.main(["--lock", str(lock), "--cache", str(tmp_path / "cache"), "--timeout", "0.5"]) == 1
-    limit = 0.5 * schemas.TRANSFER_FACTOR
+    assert schemas.main(["--lock", str(lock), "--cache", str(tmp_path / "cache"), "--timeout", "0.25"]) == 1
+    limit = 0.25 * schemas.TRANSFER_FACTOR
     assert f"a.yaml: timed out: the transfer took over {limit:g} s" in capsys.readouterr().err
     assert leftovers(tmp_path / "cache") == []
 
