@@ -14,7 +14,6 @@ import re
 from typing import Any
 
 import pytest
-import yaml
 
 from policy import namespaces, rbac, service_accounts
 from policy.cis import BENCHMARK, CONTROLS, HOLDING, IN_PRODUCTION, NUMBERS, STATUSES, Control, controls_held_by
@@ -23,7 +22,7 @@ from tests.cis_benchmark import production_stacks
 from tests.conftest import assert_bad_input, run_stack
 from tests.test_policy_rules import BROKEN, STACKS
 from tools import cis_table
-from tools.render import kubernetes_document
+from tools.render import kubernetes_objects
 
 ROWS = CONTROLS
 # The value that turns each production-required key off.
@@ -131,7 +130,7 @@ def test_every_production_key_of_the_table_is_named_in_it() -> None:
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_rbac_rules_pass_on_every_object_of_a_stack_and_of_its_local_chart(stack: str) -> None:
     """The pack sees the program's own objects; the slice controller chart's are rendered here too."""
-    objects = [o for o in yaml.safe_load_all(kubernetes_document(run_stack(stack=stack).registrations)) if o]
+    objects = kubernetes_objects(run_stack(stack=stack).registrations)
     bindings = [o for o in objects if o["kind"] in rbac.BINDING_KINDS]
     roles = [o for o in objects if o["kind"] in rbac.ROLE_KINDS]
     problems = [p for o in bindings for p in rbac.object_problems(o["kind"], o["metadata"]["name"], o)]
@@ -151,7 +150,7 @@ def _resource_type(obj: dict[str, Any]) -> str:
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_pod_and_namespace_rules_pass_on_every_object_of_a_stack_and_of_its_local_chart(stack: str) -> None:
     """4.1.4 and 4.2.1 on the render, the slice controller chart's Deployment included (the pack sees its values)."""
-    objects = [o for o in yaml.safe_load_all(kubernetes_document(run_stack(stack=stack).registrations)) if o]
+    objects = kubernetes_objects(run_stack(stack=stack).registrations)
     problems = [
         problem
         for o in objects

@@ -12,7 +12,6 @@ import ipaddress
 
 import pulumi
 import pytest
-import yaml
 
 from components import lifecycle as lifecycle_review
 from components import stack as stack_config
@@ -20,7 +19,8 @@ from components.platform import config as platform_config
 from harness.mock_engine import ProgramRun, Registration
 from tests.conftest import cubes, run_stack, stack_values
 from tests.conftest import stack_config as fixture_stack_config
-from tools.render import create_waves, creates_something, depends_on, destroy_waves, kubernetes_document
+from tools.render import create_waves, creates_something, depends_on, destroy_waves
+from tools.render import kubernetes_objects as objects_of
 
 STACKS = ["dev", "saxml"]
 # The names the tests' dev stack gives what the messages below name: said from it, not restated.
@@ -779,7 +779,6 @@ def test_a_cluster_queue_renamed_with_the_local_queues_is_new_queues_not_a_refus
 @pytest.mark.parametrize("stack", STACKS)
 def test_pods_of_workload_identity_accounts_run_on_the_pod_network(runs, stack):
     """GKE gives hostNetwork pods no Workload Identity: they would reach GCS as the node's account."""
-    from tools.render import kubernetes_objects as objects_of
 
     def pod_specs(node):
         if isinstance(node, dict):
@@ -807,7 +806,7 @@ def test_tpu_workloads_wait_until_the_slice_controller_webhook_serves(runs):
     gate = run.one("pulumi-python:dynamic/tpu-gke:ReadyGate", "slice-controller-webhook")
     assert "slice-controller" in gate.dependencies
     # the webhook configuration the slice controller's chart renders
-    rendered = [o for o in yaml.safe_load_all(kubernetes_document(run.registrations)) if o]
+    rendered = objects_of(run.registrations)
     webhooks = {o["metadata"]["name"] for o in rendered if o["kind"] == "MutatingWebhookConfiguration"}
     assert gate.input("webhook_configuration") in webhooks
     for workload in tpu_workloads(run):

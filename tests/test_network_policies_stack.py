@@ -14,14 +14,13 @@ import ipaddress
 from typing import Any
 
 import pytest
-import yaml
 
 from components import stack as stack_config
 from components.workloads.serving.objects import endpoint_picker_labels
 from harness.gke_network import Sender, admits
 from policy.network import Pod, pod_templates, selects
 from tests.conftest import FIXTURE_STACK_NAMES, run_stack, stack_values
-from tools.render import kubernetes_document
+from tools.render import kubernetes_objects
 
 STACKS = FIXTURE_STACK_NAMES
 SERVING_STACKS = [s for s in STACKS if stack_config.load(stack_values(s)).serving is not None]
@@ -38,7 +37,7 @@ SOMEWHERE_ELSE = "203.0.113.77"  # TEST-NET-3: no range of any stack
 
 @functools.cache
 def _rendered(stack: str) -> tuple[dict[str, Any], ...]:
-    return tuple(o for o in yaml.safe_load_all(kubernetes_document(run_stack(stack=stack).registrations)) if o)
+    return tuple(kubernetes_objects(run_stack(stack=stack).registrations))
 
 
 def objects(stack: str) -> list[dict[str, Any]]:
@@ -242,7 +241,7 @@ def test_the_saxml_servers_reach_each_other_on_their_ports(stack: str) -> None:
 def test_the_sax_http_server_admits_exactly_what_its_load_balancer_admits(stack: str, cluster_clients: bool) -> None:
     overrides = {"saxml.http.clusterClients": cluster_clients, "saxml.http.sourceRanges": ["192.0.2.0/24"]}
     run = run_stack(overrides, stack=stack)
-    rendered = [o for o in yaml.safe_load_all(kubernetes_document(run.registrations)) if o]
+    rendered = kubernetes_objects(run.registrations)
     (service,) = [o for o in rendered if o["kind"] == "Service" and o["spec"]["type"] == "LoadBalancer"]
     (deployment,) = [o for o in rendered if o["kind"] == "Deployment" and o["metadata"]["name"] == "sax-http"]
     (template,) = pod_templates("Deployment", deployment, "sax-http")
