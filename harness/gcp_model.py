@@ -712,6 +712,8 @@ SECRET_RESOURCE = "gcp:secretmanager/secret:Secret"
 SECRET_GRANT = "gcp:secretmanager/secretIamMember:SecretIamMember"
 KEY_RESOURCE = "gcp:kms/cryptoKey:CryptoKey"
 KEY_GRANT = "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"
+REPOSITORY_RESOURCE = "gcp:artifactregistry/repository:Repository"
+REPOSITORY_GRANT = "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember"
 
 GET_RESERVATION = "gcp:compute/getReservation:getReservation"
 GET_RESERVATION_BLOCK = "gcp:compute/getReservationBlock:getReservationBlock"
@@ -906,26 +908,36 @@ def _secret_name(inputs: dict[str, Any], project: str) -> str:
     return secret if "/" in secret else f"projects/{inputs.get('project') or project}/secrets/{secret}"
 
 
+def _repository_name(inputs: dict[str, Any], project: str) -> str:
+    """projects/<project>/locations/<location>/repositories/<id> of a Repository's, a repository grant's or
+    getRepository's inputs (the grant names the repository by its id, in its project and location)."""
+    repository = inputs.get("repositoryId") or inputs["repository"]
+    return f"projects/{inputs.get('project') or project}/locations/{inputs['location']}/repositories/{repository}"
+
+
 @dataclass(frozen=True)
 class Holdings:
-    """The reservations, buckets and subnetworks that exist (any project: a reservation may be shared from another,
-    a Shared VPC's subnetworks are its host project's)."""
+    """The reservations, buckets, secrets, subnetworks, keys and repositories that exist (any project: a reservation
+    may be shared from another, a Shared VPC's subnetworks are its host project's, an image mirror is the
+    organisation's)."""
 
     reservations: tuple[Reservation, ...] = ()
     buckets: tuple[Bucket, ...] = ()
     secrets: tuple[Secret, ...] = ()
     subnetworks: tuple[Subnetwork, ...] = ()
     keys: tuple[str, ...] = ()  # Cloud KMS keys, projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>
+    repositories: tuple[str, ...] = ()  # Artifact Registry repositories, projects/<p>/locations/<l>/repositories/<r>
 
     def refuse_create(
         self, token: str, inputs: dict[str, Any], project: str, waited_for: list[tuple[str, dict[str, Any]]]
     ) -> None:
         """AlreadyExists where the `up` creates a bucket of a name one of ``buckets`` holds, in any project; NotFound
-        where it grants a role on a bucket, secret or Cloud KMS key that neither the holdings hold nor a create it ``waited_for``
-        (the type and inputs of each) made: the grant reads the policy first, and each service answers that read of
-        what is not there with its 404 (v7.45.0 tpgiamresource/iam.go iamPolicyReadModifyWrite, the updaters' "Error
-        retrieving IAM policy for %s"; Cloud Storage's as printed in SygniaLabs/ScallOps#23, Secret Manager's and
-        Cloud KMS's NOT_FOUND ("CryptoKey <name> not found.") in users' output, no reference page)."""
+        where it grants a role on a bucket, secret, Cloud KMS key or Artifact Registry repository that neither the
+        holdings hold nor a create it ``waited_for`` (the type and inputs of each) made: the grant reads the policy
+        first, and each service answers that read of what is not there with its 404 (v7.45.0 tpgiamresource/iam.go
+        iamPolicyReadModifyWrite, the updaters' "Error retrieving IAM policy for %s"; Cloud Storage's as printed in
+        SygniaLabs/ScallOps#23, Secret Manager's and Cloud KMS's NOT_FOUND ("CryptoKey <name> not found.") in users'
+        output, no reference page; Artifact Registry's below)."""
         held = (
             next((b for b in self.buckets if b.name == inputs.get("name")), None) if token == BUCKET_RESOURCE else None
         )
@@ -947,6 +959,18 @@ class Holdings:
                 raise NotFound(
                     f'{token}: Error retrieving IAM policy for secretmanager secret "{secret}": googleapi: Error 404: '
                     f"Secret [{by_number}] not found."
+                )
+        if token == REPOSITORY_GRANT:
+            # Artifact Registry's NOT_FOUND for a repository that is not there, "Requested entity was not found." (as
+            # k8s-config-connector's mock of the API answers GetRepository: GoogleCloudPlatform/k8s-config-connector
+            # @13d73dd mockgcp/mockartifactregistry/repository.go; no reference page), after the updater's words
+            # (v7.45.0 artifactregistry/iam_artifact_registry_repository.go GetResourceIamPolicy)
+            repository = _repository_name(inputs, project)
+            made = {_repository_name(i, project) for t, i in waited_for if t == REPOSITORY_RESOURCE}
+            if repository not in {*self.repositories, *made}:
+                raise NotFound(
+                    f'{token}: Error retrieving IAM policy for artifactregistry repository "{repository}": googleapi: '
+                    "Error 404: Requested entity was not found., notFound"
                 )
         if token == KEY_GRANT:
             key = inputs["cryptoKeyId"]

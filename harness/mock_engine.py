@@ -524,8 +524,8 @@ def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> 
     """What a project prepared for the stack holds: the reservation it names, ready and healthy, with a sub-block of
     each pool's hosts (a pool's own sub-block where it names one), in use by the pools the last `up` placed there
     (``previous_outputs``), free for the others; and the existing weights bucket it names, in its region with uniform
-    bucket-level access; and the Cloud KMS keys it names. Nothing for a config that does not load (the program refuses
-    it)."""
+    bucket-level access; and the Cloud KMS keys and the image mirror it names. Nothing for a config that does not load
+    (the program refuses it)."""
     from components import lifecycle as lifecycle_review
     from components import stack as stack_config
     from components.config_base import NAMESPACE
@@ -580,6 +580,7 @@ def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> 
         secrets=tuple(secrets),
         subnetworks=existing_cluster_subnetworks(loaded),
         keys=tuple({grant.key.name: None for grant in loaded.key_grants()}),
+        repositories=(mirror.name,) if (mirror := loaded.images.mirror_repository) else (),
     )
 
 

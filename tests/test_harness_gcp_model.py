@@ -311,8 +311,12 @@ gcp.secretmanager.SecretIamMember(
     "token-reader", project="p-123", secret_id="{secret}", role="roles/secretmanager.secretAccessor", member=member
 )
 gcp.kms.CryptoKeyIAMMember("key-user", crypto_key_id="{key}", role="roles/cloudkms.cryptoKeyEncrypterDecrypter", member=member)
+gcp.artifactregistry.RepositoryIamMember(
+    "mirror-reader", project="{repository_project}", location="us-central1", repository="{repository}",
+    role="roles/artifactregistry.reader", member=member,
+)
 """
-# A bucket, a secret and a key the stack makes: a grant that waits for them is on something there.
+# A bucket, a secret, a key and a repository the stack makes: a grant that waits for them is on something there.
 GRANTS_ON_WHAT_THE_RUN_MAKES = """
 import pulumi, pulumi_gcp as gcp
 member = "serviceAccount:reader@p-123.iam.gserviceaccount.com"
@@ -328,9 +332,21 @@ gcp.kms.CryptoKeyIAMMember(
     "made-key-user", crypto_key_id=key.name.apply(lambda name: f"{ring}/cryptoKeys/{name}"),
     role="roles/cloudkms.cryptoKeyEncrypterDecrypter", member=member,
 )
+repository = gcp.artifactregistry.Repository("remote", location="us-central1", repository_id="made", format="DOCKER")
+gcp.artifactregistry.RepositoryIamMember(
+    "made-reader", location="us-central1", repository=repository.repository_id,
+    role="roles/artifactregistry.reader", member=member,
+)
 """
 KEY = "projects/p-123/locations/us-central1/keyRings/r/cryptoKeys/k"
-PRESENT = {"bucket": "weights", "secret": "projects/p-123/secrets/hf", "key": KEY}
+MIRROR = "projects/my-org-artifacts/locations/us-central1/repositories/mirror"  # another project's
+PRESENT = {
+    "bucket": "weights",
+    "secret": "projects/p-123/secrets/hf",
+    "key": KEY,
+    "repository_project": "my-org-artifacts",
+    "repository": "mirror",
+}
 
 
 @pytest.mark.parametrize(
@@ -353,6 +369,17 @@ PRESENT = {"bucket": "weights", "secret": "projects/p-123/secrets/hf", "key": KE
             f'Error retrieving IAM policy for KMS CryptoKey "{KEY}2": googleapi: Error 404: CryptoKey {KEY}2 not found.',
             id="key",
         ),
+        pytest.param(
+            {"repository": "mirorr"},
+            'Error retrieving IAM policy for artifactregistry repository "projects/my-org-artifacts/locations/'
+            'us-central1/repositories/mirorr": googleapi: Error 404: Requested entity was not found., notFound',
+            id="repository",
+        ),
+        pytest.param(
+            {"repository_project": "p-123"},
+            '"projects/p-123/locations/us-central1/repositories/mirror"',
+            id="repository-of-another-project",
+        ),
     ],
 )
 def test_a_grant_on_what_is_not_there_is_refused_by_the_up(tmp_path, missing, refusal):
@@ -362,7 +389,10 @@ def test_a_grant_on_what_is_not_there_is_refused_by_the_up(tmp_path, missing, re
     program.write_text(GRANTS_ON_WHAT_IS_MADE_ELSEWHERE.format(**(PRESENT | missing)))
     held = CloudProject().holding(
         Holdings(
-            buckets=(Bucket("weights", "US-CENTRAL1"),), secrets=(Secret("projects/p-123/secrets/hf"),), keys=(KEY,)
+            buckets=(Bucket("weights", "US-CENTRAL1"),),
+            secrets=(Secret("projects/p-123/secrets/hf"),),
+            keys=(KEY,),
+            repositories=(MIRROR,),
         )
     )
     run_program(dict(CONFIG), preview=True, cloud=held, program_path=program)

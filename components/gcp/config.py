@@ -858,6 +858,11 @@ class MirrorRepository:
     project: str
     repository: str
 
+    @property
+    def name(self) -> str:
+        """Its resource name, as Artifact Registry's API names it."""
+        return f"projects/{self.project}/locations/{self.location}/repositories/{self.repository}"
+
 
 # Docker Hub's limit on the pulls of an unauthenticated client: 10 an hour per IPv4 address or IPv6 /64 subnet (its
 # usage and limits page, docker/docs content/manuals/docker-hub/usage/_index.md at 0d14e0d9; docker/docs#22134); a
