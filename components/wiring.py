@@ -144,7 +144,9 @@ def enabled_api(stack: Stack, services: ProjectServices | None, api: str) -> lis
 def image_repositories(stack: Stack, pull_through: PullThrough | None) -> list[RepositoryRead]:
     """The repositories the nodes pull from, each read alone: the mirror, or the pull-through repositories."""
     if (mirror := stack.config.images.mirror_repository) is not None:
-        return [RepositoryRead("node-sa-mirror-reader", mirror.project, mirror.location, mirror.repository)]
+        return [
+            RepositoryRead("node-sa-mirror-reader", mirror.project, mirror.location, mirror.repository, mirror=mirror)
+        ]
     if pull_through is None:
         return []
     return [

@@ -721,6 +721,7 @@ GET_RESERVATION_SUB_BLOCK = "gcp:compute/getReservationSubBlock:getReservationSu
 GET_BUCKET = "gcp:storage/getBucket:getBucket"
 GET_SECRET_VERSION = "gcp:secretmanager/getSecretVersion:getSecretVersion"
 GET_KEY = "gcp:kms/getKMSCryptoKey:getKMSCryptoKey"
+GET_REPOSITORY = "gcp:artifactregistry/getRepository:getRepository"
 GET_SUBNETWORKS = "gcp:compute/getSubnetworks:getSubnetworks"
 GET_SUBNETWORK = "gcp:compute/getSubnetwork:getSubnetwork"
 HOLDINGS_READS = (
@@ -732,6 +733,7 @@ HOLDINGS_READS = (
     GET_SUBNETWORKS,
     GET_SECRET_VERSION,
     GET_KEY,
+    GET_REPOSITORY,
 )
 
 GET_PROJECT = "gcp:organizations/getProject:getProject"
@@ -747,6 +749,7 @@ GET_CLUSTER = "gcp:container/getCluster:getCluster"
 # (getBucket's GET of the bucket's project; getProject's billing read is checked on the same permission as its GET).
 _RESERVATION = "projects/{project}/zones/{zone}/reservations/{reservation}"
 _BLOCK = _RESERVATION + "/reservationBlocks/{block}"
+_REPOSITORY = "projects/{project}/locations/{location}/repositories/{repositoryId}"
 READ_CALLS: dict[str, tuple[tuple[str, str, str], ...]] = {
     # resourceGoogleProjectRead: projects.get, then Cloud Billing's projects.getBillingInfo (both
     # resourcemanager.projects.get: cloud.google.com/billing/docs/reference/rest/v1/projects/getBillingInfo)
@@ -784,6 +787,15 @@ READ_CALLS: dict[str, tuple[tuple[str, str, str], ...]] = {
             "cloudkms.cryptoKeys.get",
             "{keyRing}/cryptoKeys/{name}",
             'Error when reading or editing KMSCryptoKey "{keyRing}/cryptoKeys/{name}": ',
+        ),
+    ),
+    # data_source_artifact_registry_repository.go: the repository's GET, its error wrapped by
+    # resourceArtifactRegistryRepositoryRead through HandleNotFoundError
+    GET_REPOSITORY: (
+        (
+            "artifactregistry.repositories.get",
+            _REPOSITORY,
+            f'Error when reading or editing ArtifactRegistryRepository "{_REPOSITORY}": ',
         ),
     ),
     # resourceContainerClusterRead: projects.locations.clusters.get, through HandleNotFoundError
@@ -833,6 +845,10 @@ def permission_denied(token: str, args: dict[str, Any], project: str, grants: fr
         if token == GET_KEY:  # IAM's PERMISSION_DENIED as googleapi prints it for another service
             denied = f"Permission '{permission}' denied on resource '{on}' (or it may not exist)."
             return ProviderError(token, f"{before}googleapi: Error 403: {denied}, forbidden")
+        if token == GET_REPOSITORY:  # Artifact Registry's, as cloud.google.com/assured-open-source-software/docs/
+            # troubleshooting quotes it (the repository by its full resource name)
+            denied = f"Permission '{permission}' denied on resource '//artifactregistry.googleapis.com/{on}'"
+            return ProviderError(token, f"{before}googleapi: Error 403: {denied} (or it may not exist).")
         if token == GET_SECRET_VERSION:
             denied = f"Permission '{permission}' denied for resource '{on}' (or it may not exist)."
             return ProviderError(token, f"{SECRET_VERSION_READ_ERROR}: googleapi: Error 403: {denied}, forbidden")
@@ -999,6 +1015,14 @@ class Holdings:
             if key not in self.keys:
                 raise ProviderError(token, f"{key} not found")
             return {"id": key, "keyRing": args["keyRing"], "name": args["name"], "purpose": "ENCRYPT_DECRYPT"}
+        if token == GET_REPOSITORY:
+            # getRepository: the GET of the repository, whose 404 the data source answers with "<name> not found"
+            # (v7.45.0 google-beta/services/artifactregistry/data_source_artifact_registry_repository.go: the read's
+            # HandleNotFoundError clears the id); the deployer's 403 is permission_denied's
+            repository = _repository_name(args, project)
+            if repository not in self.repositories:
+                raise ProviderError(token, f"{repository} not found")
+            return {**args, "id": repository, "name": repository, "format": "DOCKER", "mode": "STANDARD_REPOSITORY"}
         if token == GET_SUBNETWORK:
             # subnetworks.get of the project, region and name; the data source fails the read on its 404
             # (hashicorp/terraform-provider-google data_source_google_compute_subnetwork.go: the Get's error through

@@ -57,6 +57,7 @@ READ_KEYS = {
     "gcp:storage/getBucket:getBucket": ("serving.weightsBucket.name", 3),
     "gcp:secretmanager/getSecretVersion:getSecretVersion": ("serving.hfTokenSecretVersion", 1),
     "gcp:kms/getKMSCryptoKey:getKMSCryptoKey": ("cluster.bootDiskEncryptionKey", 1),
+    "gcp:artifactregistry/getRepository:getRepository": ("images.mirror", 1),
     "gcp:container/getCluster:getCluster": ("cluster.existing.name", 4),
     "gcp:compute/getSubnetworks:getSubnetworks": ("network.proxyOnlyCidr", 4),
     "gcp:compute/getSubnetwork:getSubnetwork": ("network.nodeCidr", 5),

@@ -1,6 +1,7 @@
 """The Google Cloud layer as the program registers it for the dev stack (mocks, preview)."""
 
 import copy
+import dataclasses
 import functools
 import ipaddress
 import os
@@ -11,9 +12,10 @@ import pytest
 import yaml
 
 from components.gcp.cluster import UPSERT_EXISTING_ENV, upsert_switch_warning
+from components.gcp.config import ImagesConfig
 from components.gcp.project_services import ARTIFACT_REGISTRY_API, REQUIRED_APIS, SECRET_MANAGER_API
-from harness.gcp_model import GkeServerConfig, ReleaseChannel
-from harness.mock_engine import run_program
+from harness.gcp_model import CloudProject, GkeServerConfig, ReleaseChannel
+from harness.mock_engine import run_program, stack_holdings
 from tests.conftest import (
     FIXTURE_STACK_NAMES,
     FIXTURE_STACKS,
@@ -214,6 +216,51 @@ def test_the_nodes_may_read_the_mirror_repository_and_nothing_else_of_it(stack_r
     assert "condition" not in grant.inputs
     (provider,) = run.of_type("pulumi:providers:kubernetes")
     assert grant.name in provider.dependencies
+
+
+# The project of the prod stack's runs, holding its mirror (harness/mock_engine.py stack_holdings)
+PROD_HOLDINGS = stack_holdings(as_pulumi_values(stack_values("prod")), {})
+
+
+@pytest.mark.parametrize(
+    "mirror",
+    [
+        "us-central1-docker.pkg.dev/my-org-artifacts/tpu-gke-mirorr",
+        "us-central1-docker.pkg.dev/my-tpu-prod-project/tpu-gke-mirror",
+        "us-east1-docker.pkg.dev/my-org-artifacts/tpu-gke-mirror",
+    ],
+    ids=["a-typo-in-the-id", "the-wrong-project", "the-wrong-location"],
+)
+def test_a_mirror_that_does_not_exist_is_refused_at_preview_before_its_grant(mirror):
+    """The preview reads images.mirror (getRepository): a repository Artifact Registry does not hold is refused with
+    the command that makes it, and no grant is made on it (the grant reads its policy first, and Artifact Registry's
+    404 would fail the `up` there, halfway through, after the cluster)."""
+    repository = ImagesConfig(mirror=mirror).mirror_repository
+    assert repository is not None
+    registrations: list = []
+    with pytest.raises(pulumi.RunError) as raised:
+        run_stack(
+            {"images.mirror": mirror},
+            stack="prod",
+            cloud=CloudProject().holding(PROD_HOLDINGS),
+            registrations=registrations,
+        )
+    message = str(raised.value)
+    assert f"  - images.mirror: Artifact Registry repository {repository.name} does not exist (make it (" in message
+    make = f"`gcloud artifacts repositories create {repository.repository} --repository-format=docker --location "
+    assert make + f"{repository.location} --project {repository.project}`" in message, message
+    assert not [r for r in registrations if r.type == MIRROR_GRANT], "no grant on it"
+
+
+def test_the_mirror_there_is_read_and_granted():
+    """The recovery: once the repository exists (the project holds it), the same stack is read and granted."""
+    mirror = "us-central1-docker.pkg.dev/my-org-artifacts/tpu-gke-mirorr"
+    held = dataclasses.replace(PROD_HOLDINGS, repositories=(ImagesConfig(mirror=mirror).mirror_repository.name,))
+    run = run_stack({"images.mirror": mirror}, stack="prod", cloud=CloudProject().holding(held))
+    (read,) = [i for i in run.invocations if i.token == "gcp:artifactregistry/getRepository:getRepository"]
+    assert read.answer == "answered"
+    (grant,) = run.of_type(MIRROR_GRANT)
+    assert grant.input("repository") == "tpu-gke-mirorr"
 
 
 def test_without_a_mirror_the_nodes_read_the_pull_through_repositories_alone(dev_run):

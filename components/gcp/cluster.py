@@ -35,12 +35,13 @@ from components.gcp.config import (
     GkeVersion,
     MaintenanceExclusionConfig,
     MaintenanceWindowConfig,
+    MirrorRepository,
     NodeBoot,
     channel_floor_problem,
     cluster_identifier,
 )
 from components.gcp.network import Network
-from components.gcp.review import refused_if_unread, say_review
+from components.gcp.review import read_mirror, refused_if_unread, say_review
 from components.resources import NEW_ACCOUNT_FIRST, children_of, waiting_for
 
 # A pool's network_config is written for enable_private_nodes alone. Two of its other fields are ForceNew
@@ -84,6 +85,8 @@ class RepositoryRead:
     # again whenever it is replaced (Pulumi's replaceWith, pulumi/docs content/docs/iac/concepts/resources/options/
     # replacewith.md). None for the mirror, which the stack does not make.
     made_by_stack: pulumi.Resource | None = None
+    # The mirror (images.mirror), made elsewhere: read at preview before the grant
+    mirror: MirrorRepository | None = None
 
 
 @dataclass(frozen=True)
@@ -257,7 +260,8 @@ class Cluster(pulumi.ComponentResource):
         # destroy deletes them once the objects are gone. Every node pool waits for them too: on a new node account
         # (cluster.nodeServiceAccountId) the pools are replaced onto it while the objects stay, and the pods that come
         # back on the new nodes pull as it. (The account's project role comes first through the cluster, which waits
-        # for it at every `up`, replaced or not.)
+        # for it at every `up`, replaced or not.) The grant on the mirror waits for the preview's read of it, which
+        # refuses a mirror that is not there.
         self.repository_readers = [
             gcp.artifactregistry.RepositoryIamMember(
                 read.name,
@@ -267,7 +271,11 @@ class Cluster(pulumi.ComponentResource):
                 role="roles/artifactregistry.reader",
                 member=member,
                 opts=pulumi.ResourceOptions.merge(
-                    child, pulumi.ResourceOptions(replace_with=[read.made_by_stack] if read.made_by_stack else None)
+                    child,
+                    pulumi.ResourceOptions(
+                        replace_with=[read.made_by_stack] if read.made_by_stack else None,
+                        depends_on=[read_mirror(read.mirror, self.node_service_account, self)] if read.mirror else None,
+                    ),
                 ),
             )
             for read in args.image_repositories

@@ -346,6 +346,11 @@ DEPLOYER_READS: dict[str, tuple[tuple[str, ...], str, str]] = {
         "the Cloud KMS key",
         "cloud.google.com/kms/docs/reference/rest/v1/projects.locations.keyRings.cryptoKeys/get",
     ),
+    "gcp:artifactregistry/getRepository:getRepository": (
+        ("artifactregistry.repositories.get",),
+        "the image mirror",
+        "cloud.google.com/artifact-registry/docs/reference/rest/v1/projects.locations.repositories/get",
+    ),
     "gcp:container/getCluster:getCluster": (
         ("container.clusters.get",),
         "the cluster made elsewhere",

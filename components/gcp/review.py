@@ -1,5 +1,5 @@
 """How the preview says what a review of the running stack or of a cloud read found (the lifecycle review, the TPU
-reservation's, the existing weights bucket's, the secret versions', the Cloud KMS keys'). Not in
+reservation's, the existing weights bucket's, the secret versions', the Cloud KMS keys', the image mirror's). Not in
 components/resources.py: it words the refusals as the config's problems, and the shared helpers import none of each
 other; this is the lowest layer that may."""
 
@@ -11,7 +11,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.config_base import ConfigError, Problem, secret_of_version
-from components.gcp.config import DEPLOYER_READS, KeyGrant, KmsKey
+from components.gcp.config import DEPLOYER_READS, KeyGrant, KmsKey, MirrorRepository
 from components.resources import ReadAnswer, answer_of
 
 T = TypeVar("T")
@@ -144,6 +144,51 @@ def read_kms_key(grant: KeyGrant, after: pulumi.Resource, parent: pulumi.Resourc
 
     def review(answer: ReadAnswer[Any]) -> pulumi.Resource:
         say_review([], [], kms_key_review(grant.setting, grant.key, answer.error))
+        return after
+
+    return read.apply(review)
+
+
+def mirror_review(mirror: MirrorRepository, error: str) -> list[Problem]:
+    """What the preview refuses of the image mirror (images.mirror), from getRepository's ``error``: one the stack's
+    grant of read on it would fail on, halfway through the `up`. The data source fails the read with '<name> not
+    found' on Artifact Registry's 404, and with the GET's own error otherwise (hashicorp/terraform-provider-google-beta
+    v7.45.0 google-beta/services/artifactregistry/data_source_artifact_registry_repository.go;
+    resource_artifact_registry_repository.go, resourceArtifactRegistryRepositoryRead through HandleNotFoundError)."""
+    if f"{mirror.name} not found" in error:
+        what = "does not exist"
+        fix = (
+            f"make it (`gcloud artifacts repositories create {mirror.repository} --repository-format=docker "
+            f"--location {mirror.location} --project {mirror.project}`) and fill it (the `crane copy` commands of "
+            "`make images`), or name a repository that exists"
+        )
+    elif error:
+        what = f"could not be read ({error})"
+        # the stack's grant of read on it reads and sets its policy, as roles/artifactregistry.admin may
+        (permission,), _, _ = DEPLOYER_READS["gcp:artifactregistry/getRepository:getRepository"]
+        fix = f"grant the deployer {permission} on {mirror.name} (roles/artifactregistry.admin holds it)"
+    else:
+        return []
+    return [Problem("images.mirror", f"Artifact Registry repository {mirror.name} {what}", fix)]
+
+
+def read_mirror(
+    mirror: MirrorRepository, after: pulumi.Resource, parent: pulumi.Resource
+) -> pulumi.Output[pulumi.Resource]:
+    """Read the image mirror and refuse what mirror_review refuses; answers ``after`` once read, for the nodes' read
+    grant on it to wait for (the grant reads its policy first, and Artifact Registry answers that read of a missing
+    repository with its 404). The read GETs the repository (artifactregistry.repositories.get) and waits for no API:
+    Artifact Registry's is on in the mirror's project, where the mirror was made and filled (and this stack enables
+    nothing in another project)."""
+    opts = pulumi.InvokeOutputOptions(parent=parent)
+    read = answer_of(
+        gcp.artifactregistry.get_repository_output(
+            project=mirror.project, location=mirror.location, repository_id=mirror.repository, opts=opts
+        )
+    )
+
+    def review(answer: ReadAnswer[Any]) -> pulumi.Resource:
+        say_review([], [], mirror_review(mirror, answer.error))
         return after
 
     return read.apply(review)
