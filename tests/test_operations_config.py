@@ -446,8 +446,9 @@ def test_a_production_stack_that_turned_digests_off_is_warned_of_each_image_at_e
     warned = [w for w in run.warnings if "is pulled by its tag on a production stack" in w]
     assert [w.split(":")[0] for w in warned] == PROD_TAG_ONLY
     assert all("(images.requireDigests is false); pin it: pulumi config set --path " in w for w in warned)
-    partly = run_stack({"serving.image": pinned("prod")["serving.image"]}, stack="prod")
-    assert len([w for w in partly.warnings if "pulled by its tag" in w]) == len(PROD_TAG_ONLY) - 1
+    # what the preview warns of is the config's preview_warnings(), which the run above holds the program to
+    partly = stack_config("prod", {"serving.image": pinned("prod")["serving.image"]}).preview_warnings()
+    assert len([w for w in partly if "pulled by its tag" in w]) == len(PROD_TAG_ONLY) - 1
 
 
 @pytest.mark.parametrize("stack", ["dev", "saxml"])
@@ -578,7 +579,8 @@ def test_a_production_pool_kept_unhardened_is_allowed_and_warned_of_at_every_pre
     ]
     assert "bootDiskKmsKey" not in run.one("gcp:container/nodePool:NodePool", "tpu7-pool-2").input("nodeConfig")
     assert not [w for w in run_stack(stack="prod").warnings if "hardenedBoot" in w]
-    assert not [w for w in run_stack({"tpu.pools": STAGED}).warnings if "hardenedBoot" in w]  # dev: not production
+    # dev: not production (the config's preview_warnings(), which the first run holds the program to)
+    assert not [w for w in stack_config("dev", {"tpu.pools": STAGED}).preview_warnings() if "hardenedBoot" in w]
 
 
 def test_secure_boot_unset_on_a_production_tpu7x_stack_is_on():
