@@ -89,9 +89,9 @@ def test_nothing_waits_for_workloads_no_node_runs(lab_run, dev_run, kind, name):
 
 
 def test_a_gke_cluster_by_name_is_looked_up_not_created():
-    run = run_stack(
-        {"cluster.existing": {"name": "team-cluster", "location": "us-central1"}, "dashboards.enabled": False}
-    )
+    # the stack the next tests run (a stack on a cluster made elsewhere makes no dashboards, whatever
+    # dashboards.enabled says), so one run serves them
+    run = run_stack({"cluster.existing": {"name": "team-cluster", "location": "us-central1"}})
     assert not run.of_type("gcp:container/cluster:Cluster") and not run.of_type("gcp:compute/network:Network")
     # Its network, and its way out, are its owner's: no Cloud Router or NAT, whatever cluster.privateNodes says.
     assert not run.of_type("gcp:compute/router:Router") and not run.of_type("gcp:compute/routerNat:RouterNat")
@@ -281,10 +281,9 @@ def test_a_vpc_without_a_proxy_only_subnet_is_told_how_to_make_one_of_the_stack_
 
 def test_no_proxy_only_range_is_read_where_nothing_admits_the_gateway_s_proxies_or_nothing_can_be_read(lab_run):
     """No serving (no Gateway, no policies), or a cluster given by its kubeconfig (the preview knows no network)."""
-    invocations: list = []
-    run_in_vpc([], {"serving.enabled": False})
-    run_stack({**ELSEWHERE, "serving.enabled": False}, invocations=invocations)
-    assert "gcp:compute/getSubnetworks:getSubnetworks" not in {i.token for i in invocations}
+    # in a VPC with no proxy-only subnet: a read would refuse it, and its invocations would hold the read
+    run = run_in_vpc([], {"serving.enabled": False})
+    assert "gcp:compute/getSubnetworks:getSubnetworks" not in {i.token for i in run.invocations}
     assert "gcp:compute/getSubnetworks:getSubnetworks" not in {i.token for i in lab_run.invocations}
 
 
