@@ -29,7 +29,7 @@ from components.operations.benchmark import Ramp, benchmark_objects
 from components.stack import StackConfig, load_pulumi_values
 from components.workloads.serving.config import weights_bucket_name
 from harness.mock_engine import PROJECT_NUMBER_PLACEHOLDER, ProgramRun, Registration, run_program
-from tests.conftest import FIXTURE_STACK_NAMES, FIXTURE_STACKS, as_pulumi_values, with_overrides
+from tests.conftest import FIXTURE_STACK_NAMES, FIXTURE_STACKS, as_pulumi_values, run_stack, with_overrides
 from tests.gcp_permissions import (
     METHODS,
     PROGRAMS,
@@ -127,7 +127,12 @@ class Checked:
 def check(name: str, stack: str, stack_dir: Path, overrides: dict[str, Any]) -> Checked:
     raw, secret_keys = decoded(stack, stack_dir)
     values = as_pulumi_values(with_overrides(raw, overrides))
-    run = run_program(values, secret_keys, stack=stack, preview=False)
+    if stack_dir == FIXTURE_STACKS:
+        # the tests' own stacks, as run_stack runs them: the `up` other tests run of them (tests/conftest.py caches it)
+        secrets = tuple(key.split(":", 1)[1] for key in secret_keys)
+        run = run_stack(overrides, stack=stack, preview=False, secrets=secrets)
+    else:
+        run = run_program(values, secret_keys, stack=stack, preview=False)
     config = load_pulumi_values(values, secret_keys).config
     render = render_of(run, config)
     calls, claimed = program_calls(render)
