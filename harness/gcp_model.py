@@ -250,6 +250,11 @@ class CloudProject:
     # without its IP endpoint and masterAuth. mondoohq/mql#858 says such an answer lacks some fields, not which: that
     # these are among them is assumed here, not read from Google's documentation.
     existing_cluster_provisioning: bool = False
+    # That cluster is not there (a name or location that names none): GKE's 404, which the provider's data source
+    # answers as "projects/<p>/locations/<l>/clusters/<name> not found" (hashicorp/terraform-provider-google
+    # google/services/container/data_source_google_container_cluster.go, datasourceContainerClusterRead: the read's
+    # 404 clears the id)
+    existing_cluster_missing: bool = False
     # The project whose Shared VPC that cluster is on (empty: its own project's default network)
     existing_cluster_host_project: str = ""
     # The permissions the deployer holds (a custom role's); None: every one. A read it lacks one for fails as Google

@@ -145,10 +145,12 @@ class _Mocks(pulumi.runtime.Mocks):
         project: str,
         existing_cluster_provisioning: bool = False,
         existing_cluster_host_project: str = "",
+        existing_cluster_missing: bool = False,
     ):
         self.preview = preview
         self.existing_cluster_provisioning = existing_cluster_provisioning
         self.existing_cluster_host_project = existing_cluster_host_project
+        self.existing_cluster_missing = existing_cluster_missing
         self.engine_versions = engine_versions
         self.previous_outputs = previous_outputs
         self.holdings = functools.cache(holdings)  # the reservations and buckets that exist (harness/gcp_model.py)
@@ -183,6 +185,9 @@ class _Mocks(pulumi.runtime.Mocks):
             # is always there (GKE), taking no outside traffic unless its owner turned that on. Its network is the
             # model's cluster made elsewhere (harness/gke_network.py).
             # One still being created: neither its IP endpoint nor its masterAuth yet (CloudProject's assumption).
+            if self.existing_cluster_missing:
+                cluster = f"projects/{args.args.get('project')}/locations/{args.args.get('location')}/clusters"
+                raise ProviderError(args.token, f"{cluster}/{args.args['name']} not found")
             made = not self.existing_cluster_provisioning
             endpoint, ca = "EXISTING_CLUSTER_ENDPOINT", "EXISTING_CLUSTER_CA"
             dns = gke_dns_endpoint(args.args.get("project", ""), args.args.get("location", ""), args.args["name"])
@@ -442,6 +447,7 @@ def run_program(
         project,
         cloud.existing_cluster_provisioning,
         cloud.existing_cluster_host_project,
+        cloud.existing_cluster_missing,
     )
     monitor = _RecordingMonitor(
         mocks,

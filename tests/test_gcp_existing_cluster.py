@@ -156,6 +156,22 @@ def test_a_gke_cluster_still_being_created_is_refused_until_gke_reports_how_to_r
     assert cluster["cluster"]["server"] == "https://EXISTING_CLUSTER_ENDPOINT"
 
 
+def test_a_gke_cluster_that_is_not_there_is_refused_naming_where_it_was_looked_for():
+    """A name or location that names no cluster: GKE's 404, which the read's data source answers as '<cluster> not
+    found'. The preview says that it does not exist and how to find the right one, not that the deployer lacks a
+    permission; the same stack file goes through once the cluster is there."""
+    existing = {"cluster.existing": {"name": "team-clustr", "location": "us-central1"}}
+    with pytest.raises(pulumi.RunError) as raised:
+        run_stack(existing, cloud=CloudProject(existing_cluster_missing=True))
+    message = str(raised.value)
+    cluster = f"projects/{DEV['project']}/locations/us-central1/clusters/team-clustr"
+    assert "  - cluster.existing.name: cluster team-clustr in us-central1 does not exist (" in message, message
+    assert f"{cluster} not found)" in message, message
+    assert f"`gcloud container clusters list --project {DEV['project']}`" in message, message
+    assert "grant the deployer" not in message, message
+    assert run_stack(existing).outputs["kubeconfig"] == "[secret]"
+
+
 @pytest.mark.parametrize(
     "override, key, fragment",
     [

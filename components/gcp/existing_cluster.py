@@ -55,6 +55,8 @@ class ExistingCluster(pulumi.ComponentResource):
                 "gcp:container/getCluster:getCluster",
                 "cluster.existing.name",
                 f"cluster {args.name} in {location}",
+                f"name a cluster of `gcloud container clusters list --project {args.project}` and its location "
+                "(cluster.existing.location: a region, or a zone for a zonal cluster)",
             )
             dns_endpoint = found.control_plane_endpoints_configs.apply(outside_dns_endpoint)
             reached = pulumi.Output.all(dns_endpoint, found.endpoint, found.master_auths).apply(

@@ -37,14 +37,18 @@ def say_unread(what: str, api: str, before: str) -> None:
     )
 
 
-def refused_if_unread(read: pulumi.Output[T], token: str, key: str, what: str) -> pulumi.Output[T]:
+def refused_if_unread(read: pulumi.Output[T], token: str, key: str, what: str, missing: str = "") -> pulumi.Output[T]:
     """``read``, the invoke ``token``'s answer, failing the preview as a refusal under ``key`` where the provider fails
     the read (Google Cloud's 403 where the deployer lacks a permission of the read, which Resource Manager's does not
-    even name): ``what`` could not be read, and the permissions DEPLOYER_READS gives the read to grant. Unhandled, the
-    invoke's failure ends the program with its exception and a traceback."""
+    even name): ``what`` could not be read, and the permissions DEPLOYER_READS gives the read to grant. Where the read
+    found nothing (the provider's data sources answer Google Cloud's 404 as '<name> not found'), ``what`` does not
+    exist and ``missing`` is the fix, for a read that names one thing. Unhandled, the invoke's failure ends the program
+    with its exception and a traceback."""
 
     def checked(answer: ReadAnswer[T]) -> pulumi.Output[T]:
-        if answer.error:
+        if missing and answer.error.endswith(" not found"):
+            say_review([], [], [Problem(key, f"{what} does not exist ({answer.error})", missing)])
+        elif answer.error:
             permissions, on, _ = DEPLOYER_READS[token]
             fix = f"grant the deployer {', '.join(permissions)} on {on}"
             say_review([], [], [Problem(key, f"{what} could not be read ({answer.error})", fix)])
