@@ -937,6 +937,30 @@ def _repository_name(inputs: dict[str, Any], project: str) -> str:
 
 
 @dataclass(frozen=True)
+class CryptoKey:
+    """A Cloud KMS key (googleapis/googleapis google/cloud/kms/v1/resources.proto: CryptoKey.purpose; CryptoKey.primary,
+    the version Encrypt uses, which only an ENCRYPT_DECRYPT key has and a key made with no version lacks)."""
+
+    name: str  # projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>
+    purpose: str = "ENCRYPT_DECRYPT"
+    primary: str = "ENABLED"  # the primary version's state (ENABLED, DISABLED, DESTROYED...); "": none
+
+    def answer(self) -> dict[str, Any]:
+        """getKMSCryptoKey's result: the resource's read of the GET sets purpose and primary (name and state)
+        (hashicorp/terraform-provider-google-beta@07a6fa4 google-beta/services/kms/resource_kms_crypto_key.go
+        resourceKMSCryptoKeyRead, flattenKMSCryptoKeyPrimary; pulumi_gcp 10.2.0 GetKMSCryptoKeyResult.primaries)."""
+        ring, _, key = self.name.partition("/cryptoKeys/")
+        version = {"name": f"{self.name}/cryptoKeyVersions/1", "state": self.primary}
+        return {
+            "id": self.name,
+            "keyRing": ring,
+            "name": key,
+            "purpose": self.purpose,
+            "primaries": [version] if self.primary else [],
+        }
+
+
+@dataclass(frozen=True)
 class Holdings:
     """The reservations, buckets, secrets, subnetworks, keys and repositories that exist (any project: a reservation
     may be shared from another, a Shared VPC's subnetworks are its host project's, an image mirror is the
@@ -946,7 +970,7 @@ class Holdings:
     buckets: tuple[Bucket, ...] = ()
     secrets: tuple[Secret, ...] = ()
     subnetworks: tuple[Subnetwork, ...] = ()
-    keys: tuple[str, ...] = ()  # Cloud KMS keys, projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>
+    keys: tuple[CryptoKey, ...] = ()
     repositories: tuple[str, ...] = ()  # Artifact Registry repositories, projects/<p>/locations/<l>/repositories/<r>
 
     def refuse_create(
@@ -996,7 +1020,7 @@ class Holdings:
         if token == KEY_GRANT:
             key = inputs["cryptoKeyId"]
             made = {f"{i.get('keyRing')}/cryptoKeys/{i.get('name')}" for t, i in waited_for if t == KEY_RESOURCE}
-            if key not in {*self.keys, *made}:
+            if key not in {*(k.name for k in self.keys), *made}:
                 raise NotFound(
                     f'{token}: Error retrieving IAM policy for KMS CryptoKey "{key}": googleapi: Error 404: CryptoKey '
                     f"{key} not found., notFound"
@@ -1016,10 +1040,10 @@ class Holdings:
             # other error as the resource's read wraps it (v7.45.0 google-beta/services/kms/
             # data_source_google_kms_crypto_key.go, resource_kms_crypto_key.go resourceKMSCryptoKeyRead); the
             # deployer's 403 is permission_denied's
-            key = f"{args['keyRing']}/cryptoKeys/{args['name']}"
-            if key not in self.keys:
-                raise ProviderError(token, f"{key} not found")
-            return {"id": key, "keyRing": args["keyRing"], "name": args["name"], "purpose": "ENCRYPT_DECRYPT"}
+            name = f"{args['keyRing']}/cryptoKeys/{args['name']}"
+            if (key := next((k for k in self.keys if k.name == name), None)) is None:
+                raise ProviderError(token, f"{name} not found")
+            return key.answer()
         if token == GET_REPOSITORY:
             # getRepository: the GET of the repository, whose 404 the data source answers with "<name> not found"
             # (v7.45.0 google-beta/services/artifactregistry/data_source_artifact_registry_repository.go: the read's

@@ -38,6 +38,7 @@ from harness.gcp_model import (
     Block,
     Bucket,
     CloudProject,
+    CryptoKey,
     GkeServerConfig,
     Holdings,
     ProviderError,
@@ -585,7 +586,7 @@ def stack_holdings(config: dict[str, str], previous_outputs: dict[str, Any]) -> 
         buckets=buckets,
         secrets=tuple(secrets),
         subnetworks=existing_cluster_subnetworks(loaded),
-        keys=tuple({grant.key.name: None for grant in loaded.key_grants()}),
+        keys=tuple(CryptoKey(name) for name in {grant.key.name: None for grant in loaded.key_grants()}),
         repositories=(mirror.name,) if (mirror := loaded.images.mirror_repository) else (),
     )
 

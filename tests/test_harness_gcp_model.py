@@ -28,6 +28,7 @@ from harness.gcp_model import (
     Block,
     Bucket,
     CloudProject,
+    CryptoKey,
     Holdings,
     MaintenanceWindow,
     ProviderError,
@@ -391,7 +392,7 @@ def test_a_grant_on_what_is_not_there_is_refused_by_the_up(tmp_path, missing, re
         Holdings(
             buckets=(Bucket("weights", "US-CENTRAL1"),),
             secrets=(Secret("projects/p-123/secrets/hf"),),
-            keys=(KEY,),
+            keys=(CryptoKey(KEY),),
             repositories=(MIRROR,),
         )
     )
@@ -408,7 +409,7 @@ def test_a_key_grant_goes_through_cloud_kms(tmp_path):
     _, refusal = run(tmp_path, KEY_GRANT, preview=False, cloud=CloudProject.empty())
     assert isinstance(refusal, ServiceDisabled) and refusal.api == "cloudkms.googleapis.com"
     assert "Cloud Key Management Service (KMS) API has not been used in project p-123" in str(refusal)
-    key_on = CloudProject.empty("cloudkms.googleapis.com").holding(Holdings(keys=(KEY,)))
+    key_on = CloudProject.empty("cloudkms.googleapis.com").holding(Holdings(keys=(CryptoKey(KEY),)))
     _, refusal = run(tmp_path, KEY_GRANT, preview=False, cloud=key_on)
     assert refusal is None
 

@@ -114,15 +114,19 @@ def read_secret_version(
     return read.apply(review)
 
 
-def kms_key_review(setting: str, key: KmsKey, error: str) -> list[Problem]:
+def kms_key_review(setting: str, key: KmsKey, error: str, purpose: str, primary: str) -> list[Problem]:
     """What the preview refuses of the Cloud KMS key ``key`` that ``setting`` names, from getKMSCryptoKey's
     ``error``: one the stack's grant of it would fail on, halfway through the `up`. The data source fails the read
     with '<key> not found' on Cloud KMS's 404 (a missing key or key ring), and with the GET's own error otherwise
     (hashicorp/terraform-provider-google-beta v7.45.0 google-beta/services/kms/data_source_google_kms_crypto_key.go;
-    resource_kms_crypto_key.go, resourceKMSCryptoKeyRead through HandleNotFoundError)."""
+    resource_kms_crypto_key.go, resourceKMSCryptoKeyRead through HandleNotFoundError). A key read is refused too
+    where GKE or Compute Engine could not encrypt with it (its ``purpose``, and its ``primary`` version's state, ""
+    for none): both wrap their data keys with Cloud KMS's Encrypt, which only an ENCRYPT_DECRYPT key serves, with its
+    primary version, which must be ENABLED to be used (googleapis/googleapis google/cloud/kms/v1/resources.proto,
+    CryptoKeyPurpose, CryptoKey.primary and CryptoKeyVersionState; service.proto EncryptRequest.name)."""
+    where = f"--location {key.location} --project {key.project}"
     if f"{key.name} not found" in error:
         what = "does not exist"
-        where = f"--location {key.location} --project {key.project}"
         fix = (
             f"make it (`gcloud kms keys create {key.key} --keyring {key.ring} {where} --purpose encryption`, after "
             f"`gcloud kms keyrings create {key.ring} {where}` if the key ring is missing too), or name a key that exists"
@@ -132,6 +136,13 @@ def kms_key_review(setting: str, key: KmsKey, error: str) -> list[Problem]:
         # the stack's grant of the key reads and sets its policy, as roles/cloudkms.admin may, which holds this too
         (permission,), _, _ = DEPLOYER_READS["gcp:kms/getKMSCryptoKey:getKMSCryptoKey"]
         fix = f"grant the deployer {permission} on {key.name} (roles/cloudkms.admin holds it)"
+    elif purpose != "ENCRYPT_DECRYPT":  # a key's purpose never changes
+        what = f"has the purpose {purpose}: GKE and Compute Engine encrypt only with an ENCRYPT_DECRYPT key"
+        fix = f"name a key made with `gcloud kms keys create <key> --keyring {key.ring} {where} --purpose encryption`"
+    elif primary != "ENABLED":
+        what = f"has {f'a {primary} primary version' if primary else 'no primary version'}: nothing encrypts with it"
+        versions = f"gcloud kms keys versions create --key {key.key} --keyring {key.ring} {where} --primary"
+        fix = f"make an enabled version its primary (`{versions}`)"
     else:
         return []
     return [Problem(setting, f"Cloud KMS key {key.name} {what}", fix)]
@@ -147,7 +158,10 @@ def read_kms_key(grant: KeyGrant, after: pulumi.Resource, parent: pulumi.Resourc
     read = answer_of(gcp.kms.get_kms_crypto_key_output(key_ring=ring, name=grant.key.key, opts=opts))
 
     def review(answer: ReadAnswer[Any]) -> pulumi.Resource:
-        say_review([], [], kms_key_review(grant.setting, grant.key, answer.error))
+        found = answer.value
+        purpose = found.purpose if found else ""
+        primary = found.primaries[0].state if found and found.primaries else ""
+        say_review([], [], kms_key_review(grant.setting, grant.key, answer.error, purpose, primary))
         return after
 
     return read.apply(review)
