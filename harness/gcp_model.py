@@ -55,6 +55,8 @@ SERVICE_IDENTITY_RESOURCE = "gcp:projects/serviceIdentity:ServiceIdentity"
 # google-beta/services/resourcemanager/resource_project_service_identity.go).
 API_OF_TOKEN = {SERVICE_RESOURCE: SERVICE_USAGE, SERVICE_IDENTITY_RESOURCE: SERVICE_USAGE}
 CLUSTER_RESOURCE = "gcp:container/cluster:Cluster"
+NODE_POOL_RESOURCE = "gcp:container/nodePool:NodePool"
+SUBNETWORK_RESOURCE = "gcp:compute/subnetwork:Subnetwork"
 BINARY_AUTHORIZATION_API = "binaryauthorization.googleapis.com"
 
 # The titles Google's 403 gives each API.
@@ -376,6 +378,76 @@ def cluster_private_endpoint(name: str, subnetwork: str, subnet_ranges: Mapping[
             f"endpoint of cluster {name} would be: make the subnetwork in the same run"
         )
     return str(ipaddress.IPv4Network(subnet_ranges[subnetwork])[2])
+
+
+# --- The addresses a cluster's nodes take ------------------------------------------------------------
+
+
+class IpSpaceExhausted(Exception):
+    """GKE's failure of a node pool (or a cluster's default pool) whose nodes get no address: the pool's operation
+    ends in IP_SPACE_EXHAUSTED (Google Cloud's blog "GKE and the dreaded IP_SPACE_EXHAUSTED error",
+    cloud.google.com/blog/products/containers-kubernetes/avoiding-the-gke-ip_space_exhausted-error), each node's
+    instance failing as "Instance '<name>' creation failed: IP space of '<subnetwork>' is exhausted."
+    (kubernetes/kube-state-metrics#963 quotes it)."""
+
+
+@dataclass
+class NodeAddresses:
+    """What the nodes the run made take of the subnetworks it made. Each node takes an address of its subnetwork's
+    primary range, of which Google Cloud keeps 4 ("Reserved IPv4 addresses in subnets",
+    cloud.google.com/vpc/docs/subnets), and a block of the Pod range: the smallest that holds twice its pool's
+    maximum Pods per node, 110 unless the pool or the cluster says otherwise (a /24; GKE's "Configure maximum Pods
+    per node", cloud.google.com/kubernetes-engine/docs/how-to/flexible-pod-cidr). A pool's nodes are its nodeCount in
+    each of its zones: its nodeLocations, else its cluster's, else three of a regional cluster's region (GKE's
+    "Regional clusters", cloud.google.com/kubernetes-engine/docs/concepts/regional-clusters), or a zonal one's zone."""
+
+    subnets: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # the id each was given -> inputs
+    clusters: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # by name, as a pool names its own
+    taken: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)  # (subnetwork id, range) -> addresses
+
+    def create(self, token: str, resource_id: str, inputs: dict[str, Any]) -> None:
+        """Take the addresses of the nodes a create of ``token`` makes; IpSpaceExhausted if they are not there."""
+        if token == SUBNETWORK_RESOURCE:
+            self.subnets[resource_id] = inputs
+        elif token == CLUSTER_RESOURCE:
+            self.clusters[inputs["name"]] = inputs
+            # The default pool: the provider deletes it once the cluster exists when asked to, its addresses freed
+            # before any other pool is made (removeDefaultNodePool).
+            self._take(inputs, inputs, "Cluster", "default-pool", keep=not inputs.get("removeDefaultNodePool"))
+        elif token == NODE_POOL_RESOURCE and inputs.get("cluster") in self.clusters:
+            self._take(self.clusters[inputs["cluster"]], inputs, "NodePool", inputs["name"], keep=True)
+
+    def _take(self, cluster: dict[str, Any], pool: dict[str, Any], made: str, pool_name: str, keep: bool) -> None:
+        subnet = self.subnets.get(cluster.get("subnetwork", ""))
+        if subnet is None:  # a subnetwork the run did not make: its other tenants are unknown
+            return
+        zones = (
+            pool.get("nodeLocations")
+            or cluster.get("nodeLocations")
+            or [cluster["location"]] * (3 if re.fullmatch(r"[a-z]+-[a-z]+[0-9]+", cluster["location"]) else 1)
+        )
+        nodes = int(pool.get("nodeCount", pool.get("initialNodeCount", 0))) * len(zones)
+        max_pods = int(pool.get("maxPodsPerNode") or cluster.get("defaultMaxPodsPerNode") or 110)
+        pod_range = (pool.get("networkConfig") or {}).get("podRange") or (cluster.get("ipAllocationPolicy") or {}).get(
+            "clusterSecondaryRangeName", ""
+        )
+        secondary = {r["rangeName"]: r["ipCidrRange"] for r in subnet.get("secondaryIpRanges") or []}
+        wanted = {("", subnet["ipCidrRange"]): nodes}
+        if pod_range in secondary:
+            wanted[(pod_range, secondary[pod_range])] = nodes * (1 << (2 * max_pods - 1).bit_length())
+        for (range_name, cidr), addresses in wanted.items():
+            key = (cluster["subnetwork"], range_name)
+            room = ipaddress.IPv4Network(cidr).num_addresses - (0 if range_name else 4)
+            if self.taken.get(key, 0) + addresses > room:
+                path = f"projects/{subnet['project']}/regions/{subnet['region']}/subnetworks/{subnet['name']}"
+                # The instance's name without the hash and suffix GKE adds; the range named after it is the model's.
+                raise IpSpaceExhausted(
+                    f"error creating {made} {pool['name']}: IP_SPACE_EXHAUSTED: Instance 'gke-{cluster['name']}-"
+                    f"{pool_name}' creation failed: IP space of '{path}' is exhausted. (range: "
+                    f"{range_name or 'primary'} {cidr})"
+                )
+            if keep:
+                self.taken[key] = self.taken.get(key, 0) + addresses
 
 
 # --- Cloud Monitoring dashboards -------------------------------------------------------------------

@@ -35,12 +35,14 @@ from harness.gcp_model import (
     NOTIFICATION_CHANNEL_RESOURCE,
     SERVICE_IDENTITY_RESOURCE,
     SERVICE_RESOURCE,
+    SUBNETWORK_RESOURCE,
     Block,
     Bucket,
     CloudProject,
     CryptoKey,
     GkeServerConfig,
     Holdings,
+    NodeAddresses,
     ProviderError,
     Reservation,
     Secret,
@@ -157,6 +159,7 @@ class _Mocks(pulumi.runtime.Mocks):
         self.holdings = functools.cache(holdings)  # the reservations and buckets that exist (harness/gcp_model.py)
         self.project = project
         self.subnet_ranges: dict[str, str] = {}  # the id each subnetwork the run made was given -> its primary range
+        self.node_addresses = NodeAddresses()  # what the nodes the `up` made take of those subnetworks
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         outputs = dict(args.inputs)
@@ -171,6 +174,7 @@ class _Mocks(pulumi.runtime.Mocks):
             outputs["outputs"] = dict(self.previous_outputs or {})
             outputs["secretOutputNames"] = []
         if not self.preview:
+            self.node_addresses.create(args.typ, resource_id, args.inputs)
             outputs.update(_applied_outputs(args, self.subnet_ranges))
         elif args.typ == CLUSTER:
             # What GKE computes is unknown until the cluster exists, as in a real preview.
@@ -215,7 +219,7 @@ class _Mocks(pulumi.runtime.Mocks):
 
 
 CLUSTER = CLUSTER_RESOURCE
-SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
+SUBNETWORK = SUBNETWORK_RESOURCE
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
 

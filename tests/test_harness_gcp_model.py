@@ -595,3 +595,74 @@ def test_a_read_of_what_is_not_there_fails_as_the_provider_fails_it(tmp_path, re
     assert str(raised.value).startswith("invoke of gcp:")
     assert "returned an error: " in str(raised.value) and error in str(raised.value)
     assert [i.answer.split(":")[0] for i in invocations] == ["failed"]
+
+
+# A zonal cluster on a /29 (4 addresses left to nodes) with a Pod range of four nodes' blocks at 8 Pods per node (a
+# /28 each): its default pool is made and deleted with the cluster, then its one pool of {nodes} nodes is made.
+POOL_ON_A_SMALL_SUBNET = """
+import pulumi_gcp as gcp
+subnet = gcp.compute.Subnetwork(
+    "nodes", project="p-123", region="us-central1", name="nodes", network="vpc", ip_cidr_range="10.0.0.0/29",
+    secondary_ip_ranges=[{{"range_name": "pods", "ip_cidr_range": "10.4.0.0/26"}}],
+)
+cluster = gcp.container.Cluster(
+    "gke", name="gke", project="p-123", location="us-central1-a", initial_node_count=1, remove_default_node_pool=True,
+    default_max_pods_per_node=8,
+    subnetwork=subnet.id, ip_allocation_policy={{"cluster_secondary_range_name": "pods"}},
+)
+gcp.container.NodePool(
+    "pool", name="pool", project="p-123", location="us-central1-a", cluster=cluster.name, node_count={nodes},
+    max_pods_per_node={max_pods},
+)
+"""
+
+
+@pytest.mark.parametrize(
+    "nodes, max_pods, refusal",
+    [
+        pytest.param(4, 8, None, id="exactly-enough"),
+        pytest.param(5, 8, "range: primary 10.0.0.0/29", id="node-range-one-short"),
+        pytest.param(4, 9, "range: pods 10.4.0.0/26", id="more-pods-per-node-a-/27-each"),
+    ],
+)
+def test_a_node_pool_whose_nodes_get_no_address_is_refused_by_the_up(tmp_path, nodes, max_pods, refusal):
+    """GKE makes a pool's nodes only where its subnetwork's primary range (4 addresses kept) and Pod range (a block of
+    twice the Pods per node each) hold them: a preview creates nothing, the `up` fails at the pool. The cluster's
+    default pool, deleted once the cluster is made (remove_default_node_pool), leaves its address to the pool."""
+    from harness.gcp_model import IpSpaceExhausted
+
+    program = tmp_path / "program.py"
+    program.write_text(POOL_ON_A_SMALL_SUBNET.format(nodes=nodes, max_pods=max_pods))
+    run_program(dict(CONFIG), preview=True, cloud=CloudProject(), program_path=program)
+    if refusal is None:
+        run_program(dict(CONFIG), preview=False, cloud=CloudProject(), program_path=program)
+        return
+    with pytest.raises(IpSpaceExhausted, match=re.escape(refusal)) as raised:
+        run_program(dict(CONFIG), preview=False, cloud=CloudProject(), program_path=program)
+    assert (
+        "error creating NodePool pool: IP_SPACE_EXHAUSTED: Instance 'gke-gke-pool' creation failed: IP space of "
+        in (str(raised.value))
+    )
+    assert "'projects/p-123/regions/us-central1/subnetworks/nodes' is exhausted" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "ranges, refusal",
+    [
+        # the dev stack's 35 nodes: its two TPU pools' 16 and the system pool's one in each of three zones
+        pytest.param({"network.podCidr": "10.12.0.0/19"}, "range: qwen-serving-pods 10.12.0.0/19", id="pods-for-32"),
+        pytest.param({"network.nodeCidr": "10.10.0.0/27"}, "range: primary 10.10.0.0/27", id="nodes-for-28"),
+    ],
+)
+def test_a_stack_whose_ranges_cannot_hold_its_nodes_fails_its_up_at_a_node_pool(monkeypatch, ranges, refusal):
+    """The preview's rule (gcp_config.validate_network) let through, Google Cloud still refuses the pool that does not
+    fit, halfway through the `up`."""
+    from components.gcp import config as gcp_config
+    from harness.gcp_model import IpSpaceExhausted
+    from tests.conftest import run_stack
+
+    checked = gcp_config.validate_network
+    monkeypatch.setattr(gcp_config, "validate_network", lambda network, nodes, problems: checked(network, 0, problems))
+    run_stack(ranges, preview=True)
+    with pytest.raises(IpSpaceExhausted, match=r"error creating NodePool .*IP_SPACE_EXHAUSTED.*" + re.escape(refusal)):
+        run_stack(ranges, preview=False)
