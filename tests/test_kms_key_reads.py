@@ -89,7 +89,7 @@ def test_the_review_of_a_key_nothing_can_encrypt_with_refuses_it_under_its_setti
     odd, said, fix = UNUSABLE[unusable]
     key = SETTINGS[setting]
     found = dataclasses.replace(CryptoKey(key), **odd)
-    message = str(ConfigError(kms_key_review(setting, KmsKey.parse(key), "", found.purpose, found.primary)))
+    message = str(ConfigError(kms_key_review(setting, KmsKey.parse(key), found.purpose, found.primary)))
     assert f"  - {setting}: Cloud KMS key {key} {said}" in message, message
     assert fix in message, message
 

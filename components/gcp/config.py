@@ -384,6 +384,11 @@ class KmsKey:
         _, project, _, location, _, ring, _, key = name.split("/")
         return cls(name, project, location, ring, key)
 
+    @property
+    def where(self) -> str:
+        """The gcloud flags of its location and project."""
+        return f"--location {self.location} --project {self.project}"
+
 
 @dataclass(frozen=True)
 class KeyGrant:

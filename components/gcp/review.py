@@ -47,7 +47,7 @@ def refused_if_unread(read: pulumi.Output[T], token: str, key: str, what: str, m
 
     def checked(answer: ReadAnswer[T]) -> pulumi.Output[T]:
         if missing and answer.error.endswith(" not found"):
-            say_review([], [], [Problem(key, f"{what} does not exist ({answer.error})", missing)])
+            say_review([], [], [Problem(key, f"{what} does not exist", missing)])
         elif answer.error:
             permissions, on, _ = DEPLOYER_READS[token]
             fix = f"grant the deployer {', '.join(permissions)} on {on}"
@@ -114,34 +114,20 @@ def read_secret_version(
     return read.apply(review)
 
 
-def kms_key_review(setting: str, key: KmsKey, error: str, purpose: str, primary: str) -> list[Problem]:
-    """What the preview refuses of the Cloud KMS key ``key`` that ``setting`` names, from getKMSCryptoKey's
-    ``error``: one the stack's grant of it would fail on, halfway through the `up`. The data source fails the read
-    with '<key> not found' on Cloud KMS's 404 (a missing key or key ring), and with the GET's own error otherwise
-    (hashicorp/terraform-provider-google-beta v7.45.0 google-beta/services/kms/data_source_google_kms_crypto_key.go;
-    resource_kms_crypto_key.go, resourceKMSCryptoKeyRead through HandleNotFoundError). A key read is refused too
-    where GKE or Compute Engine could not encrypt with it (its ``purpose``, and its ``primary`` version's state, ""
-    for none): both wrap their data keys with Cloud KMS's Encrypt, which only an ENCRYPT_DECRYPT key serves, with its
-    primary version, which must be ENABLED to be used (googleapis/googleapis google/cloud/kms/v1/resources.proto,
-    CryptoKeyPurpose, CryptoKey.primary and CryptoKeyVersionState; service.proto EncryptRequest.name)."""
-    where = f"--location {key.location} --project {key.project}"
-    if f"{key.name} not found" in error:
-        what = "does not exist"
-        fix = (
-            f"make it (`gcloud kms keys create {key.key} --keyring {key.ring} {where} --purpose encryption`, after "
-            f"`gcloud kms keyrings create {key.ring} {where}` if the key ring is missing too), or name a key that exists"
-        )
-    elif error:
-        what = f"could not be read ({error})"
-        # the stack's grant of the key reads and sets its policy, as roles/cloudkms.admin may, which holds this too
-        (permission,), _, _ = DEPLOYER_READS["gcp:kms/getKMSCryptoKey:getKMSCryptoKey"]
-        fix = f"grant the deployer {permission} on {key.name} (roles/cloudkms.admin holds it)"
-    elif purpose != "ENCRYPT_DECRYPT":  # a key's purpose never changes
+def kms_key_review(setting: str, key: KmsKey, purpose: str, primary: str) -> list[Problem]:
+    """What the preview refuses of the Cloud KMS key ``key`` that ``setting`` names, once read: one GKE or Compute
+    Engine could not encrypt with (its ``purpose``, and its ``primary`` version's state, "" for none). Both wrap their
+    data keys with Cloud KMS's Encrypt, which only an ENCRYPT_DECRYPT key serves, with its primary version, which must
+    be ENABLED to be used (googleapis/googleapis google/cloud/kms/v1/resources.proto, CryptoKeyPurpose,
+    CryptoKey.primary and CryptoKeyVersionState; service.proto EncryptRequest.name)."""
+    if purpose != "ENCRYPT_DECRYPT":  # a key's purpose never changes
         what = f"has the purpose {purpose}: GKE and Compute Engine encrypt only with an ENCRYPT_DECRYPT key"
-        fix = f"name a key made with `gcloud kms keys create <key> --keyring {key.ring} {where} --purpose encryption`"
+        fix = (
+            f"name a key made with `gcloud kms keys create <key> --keyring {key.ring} {key.where} --purpose encryption`"
+        )
     elif primary != "ENABLED":
         what = f"has {f'a {primary} primary version' if primary else 'no primary version'}: nothing encrypts with it"
-        versions = f"gcloud kms keys versions create --key {key.key} --keyring {key.ring} {where} --primary"
+        versions = f"gcloud kms keys versions create --key {key.key} --keyring {key.ring} {key.where} --primary"
         fix = f"make an enabled version its primary (`{versions}`)"
     else:
         return []
@@ -149,64 +135,57 @@ def kms_key_review(setting: str, key: KmsKey, error: str, purpose: str, primary:
 
 
 def read_kms_key(grant: KeyGrant, after: pulumi.Resource, parent: pulumi.Resource) -> pulumi.Output[pulumi.Resource]:
-    """Read the Cloud KMS key of ``grant`` and refuse what kms_key_review refuses; answers ``after`` once read, for
-    the grant to wait for (it reads the key's policy first, and Cloud KMS answers that read of a missing key with its
-    404). The read GETs the key's metadata (cloudkms.cryptoKeys.get) and waits for no API: Cloud KMS's is on in the
-    key's project, where the key was made."""
-    ring = grant.key.name.partition("/cryptoKeys/")[0]
-    opts = pulumi.InvokeOutputOptions(parent=parent)
-    read = answer_of(gcp.kms.get_kms_crypto_key_output(key_ring=ring, name=grant.key.key, opts=opts))
+    """Read the Cloud KMS key of ``grant``: refused where it is missing or unreadable (refused_if_unread: the data
+    source answers Cloud KMS's 404 for a missing key or key ring as '<key> not found', hashicorp/terraform-provider-
+    google-beta v7.45.0 google-beta/services/kms/data_source_google_kms_crypto_key.go), and where kms_key_review
+    refuses it. Answers ``after`` once read, for the grant to wait for (it reads the key's policy first, and Cloud KMS
+    answers that read of a missing key with its 404). The read GETs the key's metadata (cloudkms.cryptoKeys.get) and
+    waits for no API: Cloud KMS's is on in the key's project, where the key was made."""
+    key = grant.key
+    make_it = (
+        f"make it (`gcloud kms keys create {key.key} --keyring {key.ring} {key.where} --purpose encryption`, after "
+        f"`gcloud kms keyrings create {key.ring} {key.where}` if the key ring is missing too), or name a key that exists"
+    )
+    found = refused_if_unread(
+        gcp.kms.get_kms_crypto_key_output(
+            key_ring=key.name.partition("/cryptoKeys/")[0], name=key.key, opts=pulumi.InvokeOutputOptions(parent=parent)
+        ),
+        "gcp:kms/getKMSCryptoKey:getKMSCryptoKey",
+        grant.setting,
+        f"Cloud KMS key {key.name}",
+        make_it,
+    )
 
-    def review(answer: ReadAnswer[Any]) -> pulumi.Resource:
-        found = answer.value
-        purpose = found.purpose if found else ""
-        primary = found.primaries[0].state if found and found.primaries else ""
-        say_review([], [], kms_key_review(grant.setting, grant.key, answer.error, purpose, primary))
+    def review(read: Any) -> pulumi.Resource:
+        primary = read.primaries[0].state if read.primaries else ""
+        say_review([], [], kms_key_review(grant.setting, key, read.purpose, primary))
         return after
 
-    return read.apply(review)
-
-
-def mirror_review(mirror: MirrorRepository, error: str) -> list[Problem]:
-    """What the preview refuses of the image mirror (images.mirror), from getRepository's ``error``: one the stack's
-    grant of read on it would fail on, halfway through the `up`. The data source fails the read with '<name> not
-    found' on Artifact Registry's 404, and with the GET's own error otherwise (hashicorp/terraform-provider-google-beta
-    v7.45.0 google-beta/services/artifactregistry/data_source_artifact_registry_repository.go;
-    resource_artifact_registry_repository.go, resourceArtifactRegistryRepositoryRead through HandleNotFoundError)."""
-    if f"{mirror.name} not found" in error:
-        what = "does not exist"
-        fix = (
-            f"make it (`gcloud artifacts repositories create {mirror.repository} --repository-format=docker "
-            f"--location {mirror.location} --project {mirror.project}`) and fill it (the `crane copy` commands of "
-            "`make images`), or name a repository that exists"
-        )
-    elif error:
-        what = f"could not be read ({error})"
-        # the stack's grant of read on it reads and sets its policy, as roles/artifactregistry.admin may
-        (permission,), _, _ = DEPLOYER_READS["gcp:artifactregistry/getRepository:getRepository"]
-        fix = f"grant the deployer {permission} on {mirror.name} (roles/artifactregistry.admin holds it)"
-    else:
-        return []
-    return [Problem("images.mirror", f"Artifact Registry repository {mirror.name} {what}", fix)]
+    return found.apply(review)
 
 
 def read_mirror(
     mirror: MirrorRepository, after: pulumi.Resource, parent: pulumi.Resource
 ) -> pulumi.Output[pulumi.Resource]:
-    """Read the image mirror and refuse what mirror_review refuses; answers ``after`` once read, for the nodes' read
-    grant on it to wait for (the grant reads its policy first, and Artifact Registry answers that read of a missing
-    repository with its 404). The read GETs the repository (artifactregistry.repositories.get) and waits for no API:
-    Artifact Registry's is on in the mirror's project, where the mirror was made and filled (and this stack enables
-    nothing in another project)."""
-    opts = pulumi.InvokeOutputOptions(parent=parent)
-    read = answer_of(
+    """Read the image mirror (images.mirror), refused where it is missing or unreadable (refused_if_unread: the data
+    source answers Artifact Registry's 404 as '<name> not found', hashicorp/terraform-provider-google-beta v7.45.0
+    google-beta/services/artifactregistry/data_source_artifact_registry_repository.go); answers ``after`` once read,
+    for the nodes' read grant on it to wait for (the grant reads its policy first, and Artifact Registry answers that
+    read of a missing repository with its 404). The read GETs the repository (artifactregistry.repositories.get) and
+    waits for no API: Artifact Registry's is on in the mirror's project, where the mirror was made and filled (and
+    this stack enables nothing in another project)."""
+    found = refused_if_unread(
         gcp.artifactregistry.get_repository_output(
-            project=mirror.project, location=mirror.location, repository_id=mirror.repository, opts=opts
-        )
+            project=mirror.project,
+            location=mirror.location,
+            repository_id=mirror.repository,
+            opts=pulumi.InvokeOutputOptions(parent=parent),
+        ),
+        "gcp:artifactregistry/getRepository:getRepository",
+        "images.mirror",
+        f"Artifact Registry repository {mirror.name}",
+        f"make it (`gcloud artifacts repositories create {mirror.repository} --repository-format=docker --location "
+        f"{mirror.location} --project {mirror.project}`) and fill it (the `crane copy` commands of `make images`), or "
+        "name a repository that exists",
     )
-
-    def review(answer: ReadAnswer[Any]) -> pulumi.Resource:
-        say_review([], [], mirror_review(mirror, answer.error))
-        return after
-
-    return read.apply(review)
+    return found.apply(lambda _: after)
