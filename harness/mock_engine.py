@@ -146,14 +146,10 @@ class _Mocks(pulumi.runtime.Mocks):
         previous_outputs: dict[str, Any] | None,
         holdings: Callable[[], Holdings],
         project: str,
-        existing_cluster_provisioning: bool = False,
-        existing_cluster_host_project: str = "",
-        existing_cluster_missing: bool = False,
+        cloud: CloudProject,
     ):
         self.preview = preview
-        self.existing_cluster_provisioning = existing_cluster_provisioning
-        self.existing_cluster_host_project = existing_cluster_host_project
-        self.existing_cluster_missing = existing_cluster_missing
+        self.cloud = cloud  # the project's cluster made elsewhere: missing, still being created, on a Shared VPC
         self.engine_versions = engine_versions
         self.previous_outputs = previous_outputs
         self.holdings = functools.cache(holdings)  # the reservations and buckets that exist (harness/gcp_model.py)
@@ -190,10 +186,10 @@ class _Mocks(pulumi.runtime.Mocks):
             # is always there (GKE), taking no outside traffic unless its owner turned that on. Its network is the
             # model's cluster made elsewhere (harness/gke_network.py).
             # One still being created: neither its IP endpoint nor its masterAuth yet (CloudProject's assumption).
-            if self.existing_cluster_missing:
+            if self.cloud.existing_cluster_missing:
                 cluster = f"projects/{args.args.get('project')}/locations/{args.args.get('location')}/clusters"
                 raise ProviderError(args.token, f"{cluster}/{args.args['name']} not found")
-            made = not self.existing_cluster_provisioning
+            made = not self.cloud.existing_cluster_provisioning
             endpoint, ca = "EXISTING_CLUSTER_ENDPOINT", "EXISTING_CLUSTER_CA"
             dns = gke_dns_endpoint(args.args.get("project", ""), args.args.get("location", ""), args.args["name"])
             return {
@@ -201,7 +197,9 @@ class _Mocks(pulumi.runtime.Mocks):
                 "endpoint": endpoint if made else "",
                 "masterAuths": [{"clusterCaCertificate": ca}] if made else [],
                 **existing_cluster_network(
-                    args.args.get("project", ""), args.args.get("location", ""), self.existing_cluster_host_project
+                    args.args.get("project", ""),
+                    args.args.get("location", ""),
+                    self.cloud.existing_cluster_host_project,
                 ),
                 "controlPlaneEndpointsConfigs": [
                     {
@@ -450,9 +448,7 @@ def run_program(
         previous_outputs,
         holdings,
         project,
-        cloud.existing_cluster_provisioning,
-        cloud.existing_cluster_host_project,
-        cloud.existing_cluster_missing,
+        cloud,
     )
     monitor = _RecordingMonitor(
         mocks,
